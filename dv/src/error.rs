@@ -1,0 +1,169 @@
+//! Errors: the Linux errno the real API returns, the operation that failed, and why.
+
+use std::fmt;
+
+use crate::errno;
+
+/// The API call that failed, named after its C function.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// `ibv_get_device_list` / `mlx5dv_get_vfio_device_list`.
+    GetDeviceList,
+    /// `mlx5dv_open_device`.
+    OpenDevice,
+    /// `ibv_open_device`.
+    IbvOpenDevice,
+    /// `ibv_close_device`.
+    CloseDevice,
+    /// `mlx5dv_query_device`.
+    QueryDevice,
+    /// `ibv_alloc_pd`.
+    AllocPd,
+    /// `ibv_dealloc_pd`.
+    DeallocPd,
+    /// `mlx5dv_create_mkey`.
+    CreateMkey,
+    /// `mlx5dv_destroy_mkey`.
+    DestroyMkey,
+    /// `mlx5dv_mkey_check`.
+    MkeyCheck,
+    /// Loading or probing a backend (library, device or profile).
+    Backend,
+}
+
+impl Op {
+    /// The C function this operation stands for.
+    pub fn c_name(self) -> &'static str {
+        match self {
+            Op::GetDeviceList => "ibv_get_device_list",
+            Op::OpenDevice => "mlx5dv_open_device",
+            Op::IbvOpenDevice => "ibv_open_device",
+            Op::CloseDevice => "ibv_close_device",
+            Op::QueryDevice => "mlx5dv_query_device",
+            Op::AllocPd => "ibv_alloc_pd",
+            Op::DeallocPd => "ibv_dealloc_pd",
+            Op::CreateMkey => "mlx5dv_create_mkey",
+            Op::DestroyMkey => "mlx5dv_destroy_mkey",
+            Op::MkeyCheck => "mlx5dv_mkey_check",
+            Op::Backend => "backend",
+        }
+    }
+}
+
+/// A portable classification of an [`Error`], derived from its errno.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// EINVAL: an argument, handle or state is not acceptable.
+    InvalidArgument,
+    /// EOPNOTSUPP / EPROTONOSUPPORT: the device, kernel or context lacks the feature.
+    NotSupported,
+    /// ENOMEM: out of memory or out of a device resource.
+    OutOfMemory,
+    /// EBUSY: the object is still in use.
+    Busy,
+    /// EAGAIN: no resources right now.
+    Again,
+    /// EEXIST: the object already exists.
+    AlreadyExists,
+    /// ENOENT / ENODEV: no such object or device.
+    NotFound,
+    /// EIO / EREMOTEIO: the device reported a failure.
+    DeviceError,
+    /// EPERM: not permitted.
+    PermissionDenied,
+    /// Any other errno.
+    Other,
+}
+
+impl ErrorKind {
+    /// Classify an errno value.
+    pub fn from_errno(e: i32) -> Self {
+        match e {
+            errno::EINVAL | errno::ERANGE | errno::EBADF => ErrorKind::InvalidArgument,
+            errno::EOPNOTSUPP | errno::EPROTONOSUPPORT => ErrorKind::NotSupported,
+            errno::ENOMEM | errno::ENOSPC => ErrorKind::OutOfMemory,
+            errno::EBUSY => ErrorKind::Busy,
+            errno::EAGAIN => ErrorKind::Again,
+            errno::EEXIST => ErrorKind::AlreadyExists,
+            errno::ENOENT | errno::ENODEV => ErrorKind::NotFound,
+            errno::EIO | errno::EREMOTEIO => ErrorKind::DeviceError,
+            errno::EPERM => ErrorKind::PermissionDenied,
+            _ => ErrorKind::Other,
+        }
+    }
+}
+
+/// The status and syndrome of a device command's output mailbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CmdStatus {
+    /// `out.status`, byte 0 of the output mailbox.
+    pub status: u8,
+    /// `out.syndrome`, bytes 4..8 of the output mailbox (big-endian).
+    pub syndrome: u32,
+}
+
+/// A failed API call: the errno the real API returns, the operation, and a human reason.
+///
+/// Tests compare [`Error::errno`] (or [`Error::kind`]), never the message text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    op: Op,
+    errno: i32,
+    reason: String,
+    cmd: Option<CmdStatus>,
+}
+
+impl Error {
+    /// Make an error for `op` with `errno` and a reason that says what was wrong.
+    pub fn new(op: Op, errno: i32, reason: impl Into<String>) -> Self {
+        Error { op, errno, reason: reason.into(), cmd: None }
+    }
+
+    /// Attach the device command status that led to this error.
+    pub fn with_cmd_status(mut self, cmd: CmdStatus) -> Self {
+        self.cmd = Some(cmd);
+        self
+    }
+
+    /// The Linux errno, as the C API reports it (positive).
+    pub fn errno(&self) -> i32 {
+        self.errno
+    }
+
+    /// The operation that failed.
+    pub fn op(&self) -> Op {
+        self.op
+    }
+
+    /// The portable classification of the errno.
+    pub fn kind(&self) -> ErrorKind {
+        ErrorKind::from_errno(self.errno)
+    }
+
+    /// The human-readable reason.
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
+
+    /// The device command status behind the error, where one was involved.
+    pub fn cmd_status(&self) -> Option<CmdStatus> {
+        self.cmd
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}: {}", self.op.c_name(), errno::display(self.errno), self.reason)?;
+        if let Some(c) = self.cmd {
+            write!(f, " (status 0x{:02x}, syndrome 0x{:08x})", c.status, c.syndrome)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// The result type of every [`crate::Backend`] method.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

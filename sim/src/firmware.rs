@@ -1,0 +1,408 @@
+//! The device firmware: executes PRM commands from byte mailboxes and answers with a status
+//! and a syndrome, as the command interface of a real device does.
+//!
+//! Field layouts come from [`mlx5_dv::prm`]. Syndromes the firmware invents for its own
+//! rejections are the simulator's (real firmware uses undocumented vendor values); injected
+//! faults answer with whatever status and syndrome the rule names.
+
+use std::collections::BTreeMap;
+
+use mlx5_dv::prm::{self, Field, FieldError, opcode, status};
+use mlx5_dv::{CommandRecord, FaultRule};
+
+use crate::profile::Profile;
+
+/// Syndromes this firmware reports for its own rejections.
+pub mod syndrome {
+    /// The input mailbox is shorter than the command's layout.
+    pub const INPUT_TOO_SHORT: u32 = 0x5100_0001;
+    /// The output mailbox is shorter than the command's layout.
+    pub const OUTPUT_TOO_SHORT: u32 = 0x5100_0002;
+    /// The opcode is unknown to this firmware.
+    pub const UNKNOWN_OPCODE: u32 = 0x5100_0003;
+    /// A field holds a value the command does not accept.
+    pub const BAD_FIELD: u32 = 0x5100_0004;
+    /// The command names a PD, mkey or PSV that does not exist.
+    pub const NO_SUCH_OBJECT: u32 = 0x5100_0005;
+    /// The object table is full.
+    pub const OUT_OF_OBJECTS: u32 = 0x5100_0006;
+}
+
+/// A command rejected with a status and a syndrome.
+struct Reject(u8, u32);
+
+impl From<FieldError> for Reject {
+    fn from(_: FieldError) -> Self {
+        Reject(status::BAD_INP_LEN_ERR, syndrome::INPUT_TOO_SHORT)
+    }
+}
+
+/// Hands out 24-bit object numbers, lowest-recently-freed first, never two alike at once.
+#[derive(Debug, Clone)]
+struct Numbers {
+    next: u32,
+    limit: u32,
+    free: Vec<u32>,
+}
+
+impl Numbers {
+    fn new(first: u32, limit: u32) -> Self {
+        Numbers { next: first, limit, free: Vec::new() }
+    }
+
+    fn take(&mut self) -> Option<u32> {
+        if let Some(n) = self.free.pop() {
+            return Some(n);
+        }
+        if self.next >= self.limit {
+            return None;
+        }
+        self.next += 1;
+        Some(self.next - 1)
+    }
+
+    fn give_back(&mut self, n: u32) {
+        self.free.push(n);
+    }
+}
+
+/// An mkey as the firmware holds it: its context as last written.
+#[derive(Debug, Clone)]
+pub struct FwMkey {
+    /// The 64-byte mkey context.
+    pub mkc: [u8; prm::mkc::SIZE],
+    /// The uid that created it.
+    pub uid: u16,
+}
+
+#[derive(Debug, Clone)]
+struct ActiveRule {
+    rule: FaultRule,
+    seen: u32,
+    acted: u32,
+}
+
+/// The simulated firmware and its object tables.
+#[derive(Debug, Clone)]
+pub struct Firmware {
+    general_caps: Box<[u8; prm::query_hca_cap::CAPABILITY_SIZE]>,
+    crypto_caps: Option<Box<[u8; prm::query_hca_cap::CAPABILITY_SIZE]>>,
+    pd_numbers: Numbers,
+    pds: BTreeMap<u32, u16>,
+    mkey_numbers: Numbers,
+    mkeys: BTreeMap<u32, FwMkey>,
+    psv_numbers: Numbers,
+    psvs: BTreeMap<u32, u32>,
+    faults: Vec<ActiveRule>,
+    log: Option<Vec<CommandRecord>>,
+}
+
+fn set_flag(page: &mut [u8], f: Field, on: bool) -> Result<(), FieldError> {
+    f.set(page, u64::from(on))
+}
+
+impl Firmware {
+    /// Build the firmware of a profile, with its capability pages filled in.
+    pub fn new(profile: &Profile) -> Result<Self, FieldError> {
+        use prm::cmd_hca_cap as c;
+        let h = &profile.hca_cap;
+        let mut general = Box::new([0u8; prm::query_hca_cap::CAPABILITY_SIZE]);
+        let g = &mut general[..];
+        set_flag(g, c::SHO, h.sho)?;
+        set_flag(g, c::SIGERR_DOMAIN_AND_SIG_TYPE, h.sigerr_domain_and_sig_type)?;
+        set_flag(g, c::SIGERR_CQE, h.sho)?;
+        set_flag(g, c::DRAIN_SIGERR, h.sho && profile.kernel.sqd2rts)?;
+        set_flag(g, c::SIG_BLOCK_4048, h.sig_block_4048)?;
+        set_flag(g, c::SIG_CRC32C, h.sig_crc32c)?;
+        set_flag(g, c::SIG_CRC64_XP10, h.sig_crc64_xp10)?;
+        set_flag(g, c::CRYPTO, h.crypto)?;
+        set_flag(g, c::AES_XTS_SINGLE_BLOCK_LE_TWEAK, h.aes_xts_single_block_le_tweak)?;
+        set_flag(g, c::AES_XTS_MULTI_BLOCK_BE_TWEAK, h.aes_xts_multi_block_be_tweak)?;
+        set_flag(g, c::AES_XTS_MULTI_BLOCK_LE_TWEAK, h.aes_xts_multi_block_le_tweak)?;
+        let obj_types = h.general_obj_types.iter().fold(0u64, |m, t| m | 1u64 << t.number());
+        c::GENERAL_OBJ_TYPES.set(g, obj_types)?;
+        c::LOG_MAX_MKEY.set(g, u64::from(h.log_max_mkey))?;
+        c::LOG_MAX_KLM_LIST_SIZE.set(g, u64::from(h.log_max_klm_list_size))?;
+
+        let crypto_caps = if h.crypto {
+            use prm::crypto_caps as k;
+            let cc = &profile.crypto_cap;
+            let mut page = Box::new([0u8; prm::query_hca_cap::CAPABILITY_SIZE]);
+            let p = &mut page[..];
+            set_flag(p, k::WRAPPED_CRYPTO_OPERATIONAL, cc.wrapped_crypto_operational)?;
+            set_flag(p, k::WRAPPED_CRYPTO_GOING_TO_COMMISSIONING, cc.wrapped_crypto_going_to_commissioning)?;
+            k::WRAPPED_IMPORT_METHOD.set(p, u64::from(cc.wrapped_import_method))?;
+            k::LOG_MAX_NUM_DEKS.set(p, u64::from(cc.log_max_num_deks))?;
+            k::FAILED_SELFTESTS.set(p, u64::from(cc.failed_selftests))?;
+            Some(page)
+        } else {
+            None
+        };
+
+        Ok(Firmware {
+            general_caps: general,
+            crypto_caps,
+            pd_numbers: Numbers::new(1, 1 << 24),
+            pds: BTreeMap::new(),
+            mkey_numbers: Numbers::new(1, 1u32 << h.log_max_mkey),
+            mkeys: BTreeMap::new(),
+            psv_numbers: Numbers::new(1, 1 << 24),
+            psvs: BTreeMap::new(),
+            faults: Vec::new(),
+            log: None,
+        })
+    }
+
+    /// Execute one command: read `input`, write the answer (status, syndrome, data) to `out`.
+    pub fn exec(&mut self, input: &[u8], out: &mut [u8]) {
+        out.fill(0);
+        let result = match self.injected_fault(input) {
+            Some(r) => Err(r),
+            None => self.run(input, out),
+        };
+        if let Err(Reject(st, syn)) = result {
+            out.fill(0);
+            if out.len() >= prm::mbox_out::SIZE {
+                out[0] = st;
+                out[4..8].copy_from_slice(&syn.to_be_bytes());
+            }
+        }
+        if let Some(log) = &mut self.log {
+            let (st, syn) = prm::read_status(out);
+            log.push(CommandRecord {
+                opcode: read(prm::mbox_in::OPCODE, input) as u16,
+                op_mod: read(prm::mbox_in::OP_MOD, input) as u16,
+                uid: read(prm::mbox_in::UID, input) as u16,
+                input: input.to_vec(),
+                status: st,
+                syndrome: syn,
+                output: out.to_vec(),
+            });
+        }
+    }
+
+    fn injected_fault(&mut self, input: &[u8]) -> Option<Reject> {
+        let op = read(prm::mbox_in::OPCODE, input) as u16;
+        for r in &mut self.faults {
+            if r.rule.opcode != op || r.acted >= r.rule.times {
+                continue;
+            }
+            r.seen += 1;
+            if r.seen > r.rule.skip {
+                r.acted += 1;
+                return Some(Reject(r.rule.status, r.rule.syndrome));
+            }
+        }
+        None
+    }
+
+    fn run(&mut self, input: &[u8], out: &mut [u8]) -> Result<(), Reject> {
+        if input.len() < prm::mbox_in::SIZE {
+            return Err(Reject(status::BAD_INP_LEN_ERR, syndrome::INPUT_TOO_SHORT));
+        }
+        if out.len() < prm::mbox_out::SIZE {
+            return Err(Reject(status::BAD_OUTP_LEN_ERR, syndrome::OUTPUT_TOO_SHORT));
+        }
+        let uid = prm::mbox_in::UID.get(input)? as u16;
+        match prm::mbox_in::OPCODE.get(input)? as u16 {
+            opcode::QUERY_HCA_CAP => self.query_hca_cap(input, out),
+            opcode::ALLOC_PD => self.alloc_pd(uid, out),
+            opcode::DEALLOC_PD => self.dealloc_pd(input),
+            opcode::CREATE_MKEY => self.create_mkey(uid, input, out),
+            opcode::DESTROY_MKEY => self.destroy_mkey(input),
+            opcode::CREATE_PSV => self.create_psv(input, out),
+            opcode::DESTROY_PSV => self.destroy_psv(input),
+            _ => Err(Reject(status::BAD_OP_ERR, syndrome::UNKNOWN_OPCODE)),
+        }
+    }
+
+    fn query_hca_cap(&mut self, input: &[u8], out: &mut [u8]) -> Result<(), Reject> {
+        use prm::query_hca_cap as q;
+        if out.len() < q::OUT_SIZE {
+            return Err(Reject(status::BAD_OUTP_LEN_ERR, syndrome::OUTPUT_TOO_SHORT));
+        }
+        let page = match prm::mbox_in::OP_MOD.get(input)? as u16 {
+            q::OP_MOD_GENERAL_CUR => &self.general_caps,
+            q::OP_MOD_CRYPTO_CUR => match &self.crypto_caps {
+                Some(p) => p,
+                None => return Err(Reject(status::BAD_PARAM_ERR, syndrome::BAD_FIELD)),
+            },
+            _ => return Err(Reject(status::BAD_PARAM_ERR, syndrome::BAD_FIELD)),
+        };
+        out[q::CAPABILITY_BYTE..q::OUT_SIZE].copy_from_slice(&page[..]);
+        Ok(())
+    }
+
+    fn alloc_pd(&mut self, uid: u16, out: &mut [u8]) -> Result<(), Reject> {
+        let pdn = self.pd_numbers.take().ok_or(Reject(status::LIM_ERR, syndrome::OUT_OF_OBJECTS))?;
+        self.pds.insert(pdn, uid);
+        prm::pd::PD.set(out, u64::from(pdn))?;
+        Ok(())
+    }
+
+    fn dealloc_pd(&mut self, input: &[u8]) -> Result<(), Reject> {
+        let pdn = prm::pd::PD.get(input)? as u32;
+        self.pds.remove(&pdn).ok_or(Reject(status::BAD_PARAM_ERR, syndrome::NO_SUCH_OBJECT))?;
+        self.pd_numbers.give_back(pdn);
+        Ok(())
+    }
+
+    fn create_mkey(&mut self, uid: u16, input: &[u8], out: &mut [u8]) -> Result<(), Reject> {
+        use prm::create_mkey as cm;
+        if input.len() < cm::IN_SIZE {
+            return Err(Reject(status::BAD_INP_LEN_ERR, syndrome::INPUT_TOO_SHORT));
+        }
+        let mkc_at = (cm::MKC_BIT / 8) as usize;
+        let mut mkc = [0u8; prm::mkc::SIZE];
+        mkc.copy_from_slice(&input[mkc_at..mkc_at + prm::mkc::SIZE]);
+        let pdn = prm::mkc::PD.get(&mkc)? as u32;
+        if !self.pds.contains_key(&pdn) {
+            return Err(Reject(status::BAD_PARAM_ERR, syndrome::NO_SUCH_OBJECT));
+        }
+        let index = self.mkey_numbers.take().ok_or(Reject(status::LIM_ERR, syndrome::OUT_OF_OBJECTS))?;
+        self.mkeys.insert(index, FwMkey { mkc, uid });
+        cm::OUT_MKEY_INDEX.set(out, u64::from(index))?;
+        Ok(())
+    }
+
+    fn destroy_mkey(&mut self, input: &[u8]) -> Result<(), Reject> {
+        let index = prm::destroy_mkey::MKEY_INDEX.get(input)? as u32;
+        self.mkeys.remove(&index).ok_or(Reject(status::BAD_PARAM_ERR, syndrome::NO_SUCH_OBJECT))?;
+        self.mkey_numbers.give_back(index);
+        Ok(())
+    }
+
+    fn create_psv(&mut self, input: &[u8], out: &mut [u8]) -> Result<(), Reject> {
+        use prm::create_psv as cp;
+        if out.len() < cp::OUT_SIZE {
+            return Err(Reject(status::BAD_OUTP_LEN_ERR, syndrome::OUTPUT_TOO_SHORT));
+        }
+        let num = cp::NUM_PSV.get(input)? as usize;
+        let pdn = cp::PD.get(input)? as u32;
+        if !(1..=4).contains(&num) {
+            return Err(Reject(status::BAD_PARAM_ERR, syndrome::BAD_FIELD));
+        }
+        if !self.pds.contains_key(&pdn) {
+            return Err(Reject(status::BAD_PARAM_ERR, syndrome::NO_SUCH_OBJECT));
+        }
+        let mut taken = Vec::with_capacity(num);
+        for _ in 0..num {
+            match self.psv_numbers.take() {
+                Some(n) => taken.push(n),
+                None => {
+                    taken.into_iter().for_each(|n| self.psv_numbers.give_back(n));
+                    return Err(Reject(status::LIM_ERR, syndrome::OUT_OF_OBJECTS));
+                }
+            }
+        }
+        for (slot, n) in taken.into_iter().enumerate() {
+            self.psvs.insert(n, pdn);
+            cp::OUT_PSV_INDEX[slot].set(out, u64::from(n))?;
+        }
+        Ok(())
+    }
+
+    fn destroy_psv(&mut self, input: &[u8]) -> Result<(), Reject> {
+        let n = prm::destroy_psv::PSVN.get(input)? as u32;
+        self.psvs.remove(&n).ok_or(Reject(status::BAD_PARAM_ERR, syndrome::NO_SUCH_OBJECT))?;
+        self.psv_numbers.give_back(n);
+        Ok(())
+    }
+
+    /// The mkey with this index, as the firmware holds it.
+    pub fn mkey(&self, index: u32) -> Option<&FwMkey> {
+        self.mkeys.get(&index)
+    }
+
+    /// Number of live mkeys, PSVs and PDs.
+    pub fn object_counts(&self) -> (usize, usize, usize) {
+        (self.mkeys.len(), self.psvs.len(), self.pds.len())
+    }
+
+    /// Install a fault rule.
+    pub fn add_fault(&mut self, rule: FaultRule) {
+        self.faults.push(ActiveRule { rule, seen: 0, acted: 0 });
+    }
+
+    /// Remove every fault rule.
+    pub fn clear_faults(&mut self) {
+        self.faults.clear();
+    }
+
+    /// Start or stop recording commands.
+    pub fn record_commands(&mut self, on: bool) {
+        match (on, self.log.is_some()) {
+            (true, false) => self.log = Some(Vec::new()),
+            (false, true) => self.log = None,
+            _ => {}
+        }
+    }
+
+    /// Return the recorded commands and forget them.
+    pub fn take_commands(&mut self) -> Vec<CommandRecord> {
+        self.log.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+}
+
+fn read(f: Field, buf: &[u8]) -> u64 {
+    f.get(buf).unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fw() -> Firmware {
+        Firmware::new(&Profile::builtin("cx6dx").unwrap()).unwrap()
+    }
+
+    fn exec(fw: &mut Firmware, input: &[u8], out_len: usize) -> (u8, u32, Vec<u8>) {
+        let mut out = vec![0u8; out_len];
+        fw.exec(input, &mut out);
+        let (s, y) = prm::read_status(&out);
+        (s, y, out)
+    }
+
+    #[test]
+    fn unknown_opcode_and_short_mailboxes_are_rejected() {
+        let mut f = fw();
+        let (s, _, _) = exec(&mut f, &prm::new_input(16, 0x7ff, 0, 0), 16);
+        assert_eq!(s, status::BAD_OP_ERR);
+        let (s, _, _) = exec(&mut f, &[0u8; 4], 16);
+        assert_eq!(s, status::BAD_INP_LEN_ERR);
+        let (s, _, _) = exec(&mut f, &prm::new_input(16, opcode::QUERY_HCA_CAP, 0, 1), 64);
+        assert_eq!(s, status::BAD_OUTP_LEN_ERR);
+        let (s, _, _) = exec(&mut f, &prm::new_input(16, opcode::CREATE_MKEY, 0, 0), 16);
+        assert_eq!(s, status::BAD_INP_LEN_ERR);
+    }
+
+    #[test]
+    fn psv_and_mkey_need_a_live_pd() {
+        let mut f = fw();
+        let mut psv = prm::new_input(16, opcode::CREATE_PSV, 0, 0);
+        prm::create_psv::NUM_PSV.set(&mut psv, 1).unwrap();
+        prm::create_psv::PD.set(&mut psv, 77).unwrap();
+        let (s, y, _) = exec(&mut f, &psv, 32);
+        assert_eq!((s, y), (status::BAD_PARAM_ERR, syndrome::NO_SUCH_OBJECT));
+        let (s, _, out) = exec(&mut f, &prm::new_input(16, opcode::ALLOC_PD, 0, 0), 16);
+        assert_eq!(s, status::OK);
+        let pdn = prm::pd::PD.get(&out).unwrap();
+        prm::create_psv::PD.set(&mut psv, pdn).unwrap();
+        prm::create_psv::NUM_PSV.set(&mut psv, 2).unwrap();
+        let (s, _, out) = exec(&mut f, &psv, 32);
+        assert_eq!(s, status::OK);
+        let a = prm::create_psv::OUT_PSV_INDEX[0].get(&out).unwrap();
+        let b = prm::create_psv::OUT_PSV_INDEX[1].get(&out).unwrap();
+        assert_ne!(a, b);
+        assert_eq!(f.object_counts(), (0, 2, 1));
+    }
+
+    #[test]
+    fn fault_rules_skip_then_act_then_expire() {
+        let mut f = fw();
+        f.add_fault(FaultRule { opcode: opcode::ALLOC_PD, skip: 1, times: 2, status: status::LIM_ERR, syndrome: 9 });
+        let alloc = prm::new_input(16, opcode::ALLOC_PD, 0, 0);
+        let got: Vec<u8> = (0..4).map(|_| exec(&mut f, &alloc, 16).0).collect();
+        assert_eq!(got, [status::OK, status::LIM_ERR, status::LIM_ERR, status::OK]);
+    }
+}

@@ -1,0 +1,33 @@
+//! # mlx5-sim: a behavioural simulator of an mlx5 NIC
+//!
+//! [`Simulator`] implements [`mlx5_dv::Backend`] in the three layers of the real stack:
+//!
+//! 1. the **provider** ([`provider`]) does what libmlx5 does in user space — flag masks,
+//!    rounding, capability parsing, mapping command status to errno, decoding `mkey_check`;
+//! 2. the **kernel** gate ([`kernel`]) decides which commands a context may send through DEVX
+//!    and turns a failed command into EREMOTEIO or a mapped errno;
+//! 3. the **firmware** ([`firmware`]) executes PRM commands from byte mailboxes and answers
+//!    with a status and a syndrome.
+//!
+//! What a device is — caps, kernel features, names — comes from a [`Profile`], a TOML file.
+//! The simulator is deterministic: no clock, no randomness, ordered maps only.
+//!
+//! ```
+//! use mlx5_dv::{Backend, MkeyInitAttr, MkeyInitFlags};
+//! let mut sim = mlx5_sim::Simulator::with_profile("cx6dx").unwrap();
+//! let ctx = sim.open_device("mlx5_0", None).unwrap();
+//! let pd = sim.alloc_pd(ctx).unwrap();
+//! let attr = MkeyInitAttr { pd, create_flags: MkeyInitFlags::INDIRECT, max_entries: 3 };
+//! let mkey = sim.create_mkey(&attr).unwrap();
+//! assert_eq!(mkey.max_entries, 4);
+//! assert_eq!(mkey.lkey & 0xff, 0);
+//! ```
+#![deny(missing_docs)]
+
+pub mod firmware;
+pub mod kernel;
+pub mod profile;
+pub mod provider;
+
+pub use profile::{DEFAULT_PROFILE, Profile, ProfileError};
+pub use provider::Simulator;

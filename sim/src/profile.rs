@@ -1,0 +1,320 @@
+//! Device profiles: the caps and behaviours that differ between cards, firmware and kernels,
+//! kept as TOML data files.
+//!
+//! A profile may name another with `extends = "NAME"`; its tables are then merged over the
+//! named profile's, key by key. Unknown keys are errors, so a typo never goes unnoticed.
+
+use std::fmt;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// The profiles shipped with the simulator, by name, as TOML text.
+const BUILTIN: &[(&str, &str)] = &[
+    ("cx5", include_str!("../profiles/cx5.toml")),
+    ("cx6dx", include_str!("../profiles/cx6dx.toml")),
+    ("cx6dx-no-update-tag", include_str!("../profiles/cx6dx-no-update-tag.toml")),
+    ("cx7", include_str!("../profiles/cx7.toml")),
+    ("bf3", include_str!("../profiles/bf3.toml")),
+];
+
+/// The profile used when none is named.
+pub const DEFAULT_PROFILE: &str = "cx6dx";
+
+/// A simulated device, firmware and kernel.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// Short name (`cx6dx`).
+    pub name: String,
+    /// One line saying what the profile imitates.
+    pub summary: String,
+    /// The device and what else the simulated host shows.
+    pub device: DeviceSection,
+    /// The kernel driver's features.
+    pub kernel: KernelSection,
+    /// The general HCA capability bits the provider reads.
+    pub hca_cap: HcaCapSection,
+    /// The crypto capability page (read only when `hca_cap.crypto` is set).
+    #[serde(default)]
+    pub crypto_cap: CryptoCapSection,
+}
+
+/// `[device]`: names and identity.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceSection {
+    /// The mlx5 device name (`mlx5_0`).
+    pub name: String,
+    /// Firmware version string.
+    pub fw_ver: String,
+    /// Board id.
+    pub board_id: String,
+    /// PCI device id (`vendor_part_id`).
+    pub vendor_part_id: u32,
+    /// PCI name of a function bound to vfio-pci, if the host has one.
+    #[serde(default)]
+    pub vfio_pci_name: Option<String>,
+    /// Devices of other providers on the host (rxe, siw).
+    #[serde(default)]
+    pub other_devices: Vec<String>,
+}
+
+/// `[kernel]`: what mlx5_ib grants and reports at context allocation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KernelSection {
+    /// DEVX user contexts are available; without them a DEVX request fails with EINVAL.
+    pub devx: bool,
+    /// The device has a whitelist uid, so QUERY_HCA_CAP works on non-DEVX contexts.
+    #[serde(default = "yes")]
+    pub devx_whitelist_uid: bool,
+    /// `MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_MKEY_UPDATE_TAG`.
+    pub mkey_update_tag: bool,
+    /// `MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_SQD2RTS`.
+    pub sqd2rts: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// General object types a profile can list in `hca_cap.general_obj_types`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GeneralObjType {
+    /// DEK (0x000c).
+    Dek,
+    /// CRYPTO_LOGIN (0x001f).
+    CryptoLogin,
+}
+
+impl GeneralObjType {
+    /// The PRM object type number.
+    pub fn number(self) -> u16 {
+        match self {
+            GeneralObjType::Dek => mlx5_dv::prm::obj_type::DEK,
+            GeneralObjType::CryptoLogin => mlx5_dv::prm::obj_type::CRYPTO_LOGIN,
+        }
+    }
+}
+
+/// `[hca_cap]`: bits of the general capability page, named as in the PRM.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HcaCapSection {
+    /// Signature handover.
+    pub sho: bool,
+    /// Signature errors report domain and type.
+    pub sigerr_domain_and_sig_type: bool,
+    /// 4048-byte signature blocks.
+    pub sig_block_4048: bool,
+    /// CRC32C block signatures.
+    pub sig_crc32c: bool,
+    /// CRC64_XP10 block signatures.
+    pub sig_crc64_xp10: bool,
+    /// Crypto offload.
+    pub crypto: bool,
+    /// AES-XTS single-block engine (little-endian tweak).
+    pub aes_xts_single_block_le_tweak: bool,
+    /// AES-XTS multi-block engine (big-endian tweak).
+    pub aes_xts_multi_block_be_tweak: bool,
+    /// AES-XTS multi-block engine (little-endian tweak).
+    pub aes_xts_multi_block_le_tweak: bool,
+    /// General object types the firmware supports.
+    #[serde(default)]
+    pub general_obj_types: Vec<GeneralObjType>,
+    /// log2 of the number of mkeys.
+    pub log_max_mkey: u8,
+    /// log2 of the longest KLM list.
+    pub log_max_klm_list_size: u8,
+}
+
+/// `[crypto_cap]`: the crypto capability page.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CryptoCapSection {
+    /// Wrapped-key (operational) mode.
+    #[serde(default)]
+    pub wrapped_crypto_operational: bool,
+    /// The device is going to commissioning mode.
+    #[serde(default)]
+    pub wrapped_crypto_going_to_commissioning: bool,
+    /// The raw `wrapped_import_method` byte (0x4 = AES-XTS key wrap).
+    #[serde(default)]
+    pub wrapped_import_method: u8,
+    /// log2 of the number of DEKs.
+    #[serde(default)]
+    pub log_max_num_deks: u8,
+    /// Failed self-test bitmask.
+    #[serde(default)]
+    pub failed_selftests: u16,
+}
+
+/// A profile could not be found, read or understood.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProfileError {
+    /// Where the profile came from: a name or a path.
+    pub origin: String,
+    /// What was wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ProfileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "profile {}: {}", self.origin, self.message)
+    }
+}
+
+impl std::error::Error for ProfileError {}
+
+impl Profile {
+    /// The names of the shipped profiles, in a stable order.
+    pub fn builtin_names() -> Vec<&'static str> {
+        BUILTIN.iter().map(|(n, _)| *n).collect()
+    }
+
+    /// Load a shipped profile by name.
+    pub fn builtin(name: &str) -> Result<Profile, ProfileError> {
+        let text = builtin_text(name).ok_or_else(|| ProfileError {
+            origin: name.to_string(),
+            message: format!(
+                "no such shipped profile; the shipped ones are {}",
+                Self::builtin_names().join(", ")
+            ),
+        })?;
+        Self::from_toml_str(text, name)
+    }
+
+    /// Load a profile from a TOML file.
+    pub fn from_file(path: &Path) -> Result<Profile, ProfileError> {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ProfileError { origin: origin.clone(), message: e.to_string() })?;
+        Self::from_toml_str(&text, &origin)
+    }
+
+    /// Load a shipped profile if `name_or_path` names one, else read it as a file.
+    pub fn resolve(name_or_path: &str) -> Result<Profile, ProfileError> {
+        if builtin_text(name_or_path).is_some() {
+            Self::builtin(name_or_path)
+        } else if Path::new(name_or_path).exists() {
+            Self::from_file(Path::new(name_or_path))
+        } else {
+            Self::builtin(name_or_path)
+        }
+    }
+
+    /// Parse a profile from TOML text; `origin` names it in errors.
+    pub fn from_toml_str(text: &str, origin: &str) -> Result<Profile, ProfileError> {
+        let value = merged_value(text, origin, 0)?;
+        let profile: Profile = value
+            .try_into()
+            .map_err(|e: toml::de::Error| ProfileError { origin: origin.to_string(), message: e.to_string() })?;
+        profile.validate().map_err(|message| ProfileError { origin: origin.to_string(), message })?;
+        Ok(profile)
+    }
+
+    /// Write the profile as TOML, in the format [`Profile::from_toml_str`] reads.
+    pub fn to_toml_string(&self) -> Result<String, ProfileError> {
+        toml::to_string_pretty(self)
+            .map_err(|e| ProfileError { origin: self.name.clone(), message: e.to_string() })
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if self.name.is_empty() {
+            return Err("name is empty".into());
+        }
+        if self.device.name.is_empty() {
+            return Err("device.name is empty".into());
+        }
+        if self.hca_cap.log_max_mkey > 24 {
+            return Err(format!("hca_cap.log_max_mkey = {} exceeds 24 (mkey indexes are 24-bit)", self.hca_cap.log_max_mkey));
+        }
+        if self.hca_cap.log_max_klm_list_size > 63 || self.crypto_cap.log_max_num_deks > 31 {
+            return Err("hca_cap.log_max_klm_list_size must fit 6 bits and crypto_cap.log_max_num_deks 5 bits".into());
+        }
+        Ok(())
+    }
+}
+
+fn builtin_text(name: &str) -> Option<&'static str> {
+    BUILTIN.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
+}
+
+fn merged_value(text: &str, origin: &str, depth: u32) -> Result<toml::Table, ProfileError> {
+    let err = |message: String| ProfileError { origin: origin.to_string(), message };
+    if depth > 4 {
+        return Err(err("`extends` chain is longer than 4".into()));
+    }
+    let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| err(e.to_string()))?;
+    let Some(base) = table.remove("extends") else {
+        return Ok(table);
+    };
+    let base_name = base.as_str().ok_or_else(|| err("`extends` must be a profile name".into()))?;
+    let base_text = builtin_text(base_name)
+        .ok_or_else(|| err(format!("`extends` names `{base_name}`, which is not a shipped profile")))?;
+    let mut merged = merged_value(base_text, base_name, depth + 1)?;
+    merge(&mut merged, table);
+    Ok(merged)
+}
+
+fn merge(base: &mut toml::Table, over: toml::Table) {
+    for (k, v) in over {
+        match (base.get_mut(&k), v) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge(b, o),
+            (_, v) => {
+                base.insert(k, v);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_shipped_profile_loads_under_its_own_name() {
+        for name in Profile::builtin_names() {
+            let p = Profile::builtin(name).unwrap();
+            assert_eq!(p.name, name);
+        }
+    }
+
+    #[test]
+    fn a_profile_round_trips_through_toml() {
+        let p = Profile::builtin("cx7").unwrap();
+        let text = p.to_toml_string().unwrap();
+        assert_eq!(Profile::from_toml_str(&text, "rt").unwrap(), p);
+    }
+
+    #[test]
+    fn extends_overrides_only_named_keys() {
+        let p = Profile::builtin("cx6dx-no-update-tag").unwrap();
+        let base = Profile::builtin("cx6dx").unwrap();
+        assert!(!p.kernel.mkey_update_tag);
+        assert!(base.kernel.mkey_update_tag);
+        assert_eq!(p.hca_cap, base.hca_cap);
+    }
+
+    #[test]
+    fn a_typo_is_an_error_that_names_the_key() {
+        let text = "extends = \"cx5\"\nname = \"x\"\n[kernel]\nmkey_updte_tag = true\n";
+        let e = Profile::from_toml_str(text, "typo.toml").unwrap_err();
+        assert!(e.message.contains("mkey_updte_tag"), "{e}");
+        assert_eq!(e.origin, "typo.toml");
+    }
+
+    #[test]
+    fn bad_files_are_clear_errors() {
+        assert!(Profile::from_toml_str("name = ", "x").unwrap_err().message.contains("line 1"));
+        assert!(Profile::builtin("cx9").unwrap_err().message.contains("cx6dx"));
+        let e = Profile::from_toml_str("extends = \"nope\"", "x").unwrap_err();
+        assert!(e.message.contains("nope"));
+        let e = Profile::from_toml_str("extends = \"cx5\"\n[hca_cap]\nlog_max_mkey = 30", "x").unwrap_err();
+        assert!(e.message.contains("log_max_mkey"));
+        let e = Profile::from_file(Path::new("/nonexistent/p.toml")).unwrap_err();
+        assert!(e.origin.contains("p.toml"));
+    }
+}
