@@ -1,0 +1,31 @@
+//! # mlx5-conformance: one suite, every backend
+//!
+//! Cases ([`Case`]) are written once against `&mut dyn mlx5_dv::Backend`. Each names the
+//! items of the behaviour checklist (§12 of `spec/mlx5-behaviour.md`) it covers and the
+//! capabilities it needs. The harness ([`run_target`]) runs every case on a fresh backend
+//! instance and reports pass, fail (with expected and actual) or skip (with the reason); a skip
+//! is never counted as a pass.
+#![deny(missing_docs)]
+
+pub mod case;
+pub mod cases;
+pub mod report;
+pub mod run;
+pub mod spec;
+
+pub use case::{Case, Check, Env, Need, Verdict};
+pub use report::{CaseReport, Outcome, Report, RunReport, Summary};
+pub use run::{Target, run_case, run_target, skip_reason};
+
+/// Every case of the suite, in the order reports list them.
+pub fn suite() -> Vec<Case> {
+    cases::all()
+}
+
+/// For each §12 item, the cases that cover it.
+pub fn coverage(cases: &[Case]) -> Vec<(u16, &'static str, Vec<&'static str>)> {
+    spec::ITEMS
+        .iter()
+        .map(|(n, title)| (*n, *title, cases.iter().filter(|c| c.covers.contains(n)).map(|c| c.name).collect()))
+        .collect()
+}

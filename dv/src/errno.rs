@@ -3,8 +3,8 @@
 //! The values come from `libc`, so they are the target's own; mlx5dv exists only on Linux.
 
 pub use libc::{
-    EAGAIN, EBADF, EBUSY, EEXIST, EINVAL, EIO, ENODEV, ENOENT, ENOMEM, ENOSPC, EOPNOTSUPP,
-    EPERM, EPROTONOSUPPORT, ERANGE, EREMOTEIO,
+    EAGAIN, EBADF, EBUSY, EEXIST, EINVAL, EIO, ENODEV, ENOENT, ENOMEM, ENOSPC, EOPNOTSUPP, EPERM, EPROTONOSUPPORT,
+    ERANGE, EREMOTEIO,
 };
 
 /// Return the symbolic name of an errno value (`"EINVAL"`), or `None` for one this crate does

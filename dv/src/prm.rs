@@ -209,8 +209,14 @@ pub mod status {
         use crate::errno::*;
         match status {
             OK => 0,
-            BAD_OP_ERR | BAD_PARAM_ERR | BAD_RES_ERR | BAD_RES_STATE_ERR | IX_ERR
-            | BAD_QP_STATE_ERR | BAD_PKT_ERR | BAD_SIZE_OUTS_CQES_ERR => EINVAL,
+            BAD_OP_ERR
+            | BAD_PARAM_ERR
+            | BAD_RES_ERR
+            | BAD_RES_STATE_ERR
+            | IX_ERR
+            | BAD_QP_STATE_ERR
+            | BAD_PKT_ERR
+            | BAD_SIZE_OUTS_CQES_ERR => EINVAL,
             RES_BUSY => EBUSY,
             LIM_ERR => ENOMEM,
             NO_RES_ERR => EAGAIN,
@@ -246,6 +252,7 @@ pub mod mbox_out {
 /// `query_hca_cap_in` / `query_hca_cap_out`.
 pub mod query_hca_cap {
     /// op_mod for the current general capabilities: `GENERAL(0) << 1 | GET_CUR(1)`.
+    #[allow(clippy::identity_op)] // spelled out to mirror the PRM encoding
     pub const OP_MOD_GENERAL_CUR: u16 = 0x0 << 1 | 1;
     /// op_mod for the current crypto capabilities: `CRYPTO(0x1a) << 1 | GET_CUR(1)`.
     pub const OP_MOD_CRYPTO_CUR: u16 = 0x1a << 1 | 1;
@@ -295,9 +302,20 @@ pub mod cmd_hca_cap {
 
     /// Every field of this table.
     pub const ALL: &[Field] = &[
-        LOG_MAX_MKEY, LOG_MAX_KLM_LIST_SIZE, SIG_CRC64_XP10, SIG_CRC32C, SIG_BLOCK_4048,
-        UMR_INDIRECT_MKEY_DISABLED, DRAIN_SIGERR, SIGERR_CQE, SHO, AES_XTS_SINGLE_BLOCK_LE_TWEAK,
-        AES_XTS_MULTI_BLOCK_BE_TWEAK, GENERAL_OBJ_TYPES, AES_XTS_MULTI_BLOCK_LE_TWEAK, CRYPTO,
+        LOG_MAX_MKEY,
+        LOG_MAX_KLM_LIST_SIZE,
+        SIG_CRC64_XP10,
+        SIG_CRC32C,
+        SIG_BLOCK_4048,
+        UMR_INDIRECT_MKEY_DISABLED,
+        DRAIN_SIGERR,
+        SIGERR_CQE,
+        SHO,
+        AES_XTS_SINGLE_BLOCK_LE_TWEAK,
+        AES_XTS_MULTI_BLOCK_BE_TWEAK,
+        GENERAL_OBJ_TYPES,
+        AES_XTS_MULTI_BLOCK_LE_TWEAK,
+        CRYPTO,
         SIGERR_DOMAIN_AND_SIG_TYPE,
     ];
 }
@@ -316,7 +334,8 @@ pub mod crypto_caps {
     /// wrapped_crypto_operational.
     pub const WRAPPED_CRYPTO_OPERATIONAL: Field = Field::new("wrapped_crypto_operational", 0x00, 1);
     /// wrapped_crypto_going_to_commissioning.
-    pub const WRAPPED_CRYPTO_GOING_TO_COMMISSIONING: Field = Field::new("wrapped_crypto_going_to_commissioning", 0x01, 1);
+    pub const WRAPPED_CRYPTO_GOING_TO_COMMISSIONING: Field =
+        Field::new("wrapped_crypto_going_to_commissioning", 0x01, 1);
     /// wrapped_import_method.
     pub const WRAPPED_IMPORT_METHOD: Field = Field::new("wrapped_import_method", 0x18, 8);
     /// log_max_num_deks.
@@ -328,8 +347,11 @@ pub mod crypto_caps {
 
     /// Every field of this table.
     pub const ALL: &[Field] = &[
-        WRAPPED_CRYPTO_OPERATIONAL, WRAPPED_CRYPTO_GOING_TO_COMMISSIONING, WRAPPED_IMPORT_METHOD,
-        LOG_MAX_NUM_DEKS, FAILED_SELFTESTS,
+        WRAPPED_CRYPTO_OPERATIONAL,
+        WRAPPED_CRYPTO_GOING_TO_COMMISSIONING,
+        WRAPPED_IMPORT_METHOD,
+        LOG_MAX_NUM_DEKS,
+        FAILED_SELFTESTS,
     ];
 }
 
@@ -389,9 +411,29 @@ pub mod mkc {
 
     /// Every field of this table.
     pub const ALL: &[Field] = &[
-        FREE, ACCESS_MODE_4_2, UMR_EN, A, RW, RR, LW, LR, ACCESS_MODE_1_0, QPN, MKEY_7_0, LENGTH64,
-        BSF_EN, SYNC_UMR, EXPECTED_SIGERR_COUNT, EN_RINVAL, PD, START_ADDR, LEN, BSF_OCTWORD_SIZE,
-        TRANSLATIONS_OCTWORD_SIZE, LOG_PAGE_SIZE, CRYPTO_EN,
+        FREE,
+        ACCESS_MODE_4_2,
+        UMR_EN,
+        A,
+        RW,
+        RR,
+        LW,
+        LR,
+        ACCESS_MODE_1_0,
+        QPN,
+        MKEY_7_0,
+        LENGTH64,
+        BSF_EN,
+        SYNC_UMR,
+        EXPECTED_SIGERR_COUNT,
+        EN_RINVAL,
+        PD,
+        START_ADDR,
+        LEN,
+        BSF_OCTWORD_SIZE,
+        TRANSLATIONS_OCTWORD_SIZE,
+        LOG_PAGE_SIZE,
+        CRYPTO_EN,
     ];
 }
 
@@ -540,12 +582,7 @@ mod tests {
     #[case(crypto_caps::WRAPPED_IMPORT_METHOD, 0x00, 7, 0)]
     #[case(crypto_caps::LOG_MAX_NUM_DEKS, 0x04, 20, 16)]
     #[case(crypto_caps::FAILED_SELFTESTS, 0x08, 31, 16)]
-    fn field_sits_where_device_facts_says(
-        #[case] f: Field,
-        #[case] byte: usize,
-        #[case] hi: u32,
-        #[case] lo: u32,
-    ) {
+    fn field_sits_where_device_facts_says(#[case] f: Field, #[case] byte: usize, #[case] hi: u32, #[case] lo: u32) {
         assert_eq!(f.dword_byte(), byte, "{} dword", f.name);
         assert_eq!(f.low_bit(), lo, "{} low bit", f.name);
         assert_eq!(f.low_bit() + f.width - 1, hi, "{} high bit", f.name);
@@ -583,10 +620,24 @@ mod tests {
     fn status_table_matches_the_provider() {
         use crate::errno::*;
         let table = [
-            (0x00, 0), (0x01, EIO), (0x02, EINVAL), (0x03, EINVAL), (0x04, EIO), (0x05, EINVAL),
-            (0x06, EBUSY), (0x07, EIO), (0x08, ENOMEM), (0x09, EINVAL), (0x0a, EINVAL),
-            (0x0f, EAGAIN), (0x10, EINVAL), (0x30, EINVAL), (0x40, EINVAL), (0x50, EIO),
-            (0x51, EIO), (0x77, EIO),
+            (0x00, 0),
+            (0x01, EIO),
+            (0x02, EINVAL),
+            (0x03, EINVAL),
+            (0x04, EIO),
+            (0x05, EINVAL),
+            (0x06, EBUSY),
+            (0x07, EIO),
+            (0x08, ENOMEM),
+            (0x09, EINVAL),
+            (0x0a, EINVAL),
+            (0x0f, EAGAIN),
+            (0x10, EINVAL),
+            (0x30, EINVAL),
+            (0x40, EINVAL),
+            (0x50, EIO),
+            (0x51, EIO),
+            (0x77, EIO),
         ];
         for (s, e) in table {
             assert_eq!(status::to_errno(s), e, "status 0x{s:02x}");

@@ -223,5 +223,6 @@ pub struct MkeyErr {
 
 impl MkeyErr {
     /// The "no error" answer.
-    pub const NONE: MkeyErr = MkeyErr { err_type: MkeyErrType::NoErr, sig: SigErr { actual_value: 0, expected_value: 0, offset: 0 } };
+    pub const NONE: MkeyErr =
+        MkeyErr { err_type: MkeyErrType::NoErr, sig: SigErr { actual_value: 0, expected_value: 0, offset: 0 } };
 }

@@ -11,11 +11,8 @@ fn create_destroy_mkey(c: &mut Criterion) {
     let backend: &mut dyn Backend = &mut sim;
     let ctx = backend.open_device("mlx5_0", None).expect("open");
     let pd = backend.alloc_pd(ctx).expect("pd");
-    let attr = MkeyInitAttr {
-        pd,
-        create_flags: MkeyInitFlags::BLOCK_SIGNATURE | MkeyInitFlags::INDIRECT,
-        max_entries: 16,
-    };
+    let attr =
+        MkeyInitAttr { pd, create_flags: MkeyInitFlags::BLOCK_SIGNATURE | MkeyInitFlags::INDIRECT, max_entries: 16 };
     let mut group = c.benchmark_group("control_path");
     group.throughput(Throughput::Elements(1));
     group.bench_function("create_destroy_mkey", |b| {

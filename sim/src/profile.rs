@@ -12,8 +12,10 @@ use serde::{Deserialize, Serialize};
 /// The profiles shipped with the simulator, by name, as TOML text.
 const BUILTIN: &[(&str, &str)] = &[
     ("cx5", include_str!("../profiles/cx5.toml")),
+    ("cx6lx", include_str!("../profiles/cx6lx.toml")),
     ("cx6dx", include_str!("../profiles/cx6dx.toml")),
     ("cx6dx-no-update-tag", include_str!("../profiles/cx6dx-no-update-tag.toml")),
+    ("cx6dx-no-devx", include_str!("../profiles/cx6dx-no-devx.toml")),
     ("cx7", include_str!("../profiles/cx7.toml")),
     ("bf3", include_str!("../profiles/bf3.toml")),
 ];
@@ -178,10 +180,7 @@ impl Profile {
     pub fn builtin(name: &str) -> Result<Profile, ProfileError> {
         let text = builtin_text(name).ok_or_else(|| ProfileError {
             origin: name.to_string(),
-            message: format!(
-                "no such shipped profile; the shipped ones are {}",
-                Self::builtin_names().join(", ")
-            ),
+            message: format!("no such shipped profile; the shipped ones are {}", Self::builtin_names().join(", ")),
         })?;
         Self::from_toml_str(text, name)
     }
@@ -217,8 +216,7 @@ impl Profile {
 
     /// Write the profile as TOML, in the format [`Profile::from_toml_str`] reads.
     pub fn to_toml_string(&self) -> Result<String, ProfileError> {
-        toml::to_string_pretty(self)
-            .map_err(|e| ProfileError { origin: self.name.clone(), message: e.to_string() })
+        toml::to_string_pretty(self).map_err(|e| ProfileError { origin: self.name.clone(), message: e.to_string() })
     }
 
     fn validate(&self) -> Result<(), String> {
@@ -229,7 +227,10 @@ impl Profile {
             return Err("device.name is empty".into());
         }
         if self.hca_cap.log_max_mkey > 24 {
-            return Err(format!("hca_cap.log_max_mkey = {} exceeds 24 (mkey indexes are 24-bit)", self.hca_cap.log_max_mkey));
+            return Err(format!(
+                "hca_cap.log_max_mkey = {} exceeds 24 (mkey indexes are 24-bit)",
+                self.hca_cap.log_max_mkey
+            ));
         }
         if self.hca_cap.log_max_klm_list_size > 63 || self.crypto_cap.log_max_num_deks > 31 {
             return Err("hca_cap.log_max_klm_list_size must fit 6 bits and crypto_cap.log_max_num_deks 5 bits".into());

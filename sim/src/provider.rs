@@ -6,10 +6,9 @@ use std::collections::BTreeMap;
 use mlx5_dv::errno::{EBUSY, EINVAL, EIO, ENODEV, EOPNOTSUPP};
 use mlx5_dv::prm::{self, Field, opcode};
 use mlx5_dv::{
-    Backend, BackendId, BackendInfo, CommandRecord, ContextAttr, ContextFlags, ContextHandle,
-    CryptoCaps, DeviceDesc, DeviceKind, DvContext, Error, FaultRule, KernelFacts, Mkey, MkeyErr,
-    MkeyErrType, MkeyHandle, MkeyInitAttr, MkeyInitFlags, Op, PdHandle, Result, SigCaps, SigErr,
-    SimControl, crypto_cap, sig_cap,
+    Backend, BackendId, BackendInfo, CommandRecord, ContextAttr, ContextFlags, ContextHandle, CryptoCaps, DeviceDesc,
+    DeviceKind, DvContext, Error, FaultRule, KernelFacts, Mkey, MkeyErr, MkeyErrType, MkeyHandle, MkeyInitAttr,
+    MkeyInitFlags, Op, PdHandle, Result, SigCaps, SigErr, SimControl, crypto_cap, sig_cap,
 };
 
 use crate::firmware::Firmware;
@@ -136,11 +135,7 @@ fn put(op: Op, buf: &mut [u8], f: Field, v: u64) -> Result<()> {
 fn cmd_error(op: Op, errno: i32, out: &[u8], what: &str) -> Error {
     let (status, syndrome) = prm::read_status(out);
     let err = Error::new(op, errno, format!("{what} failed"));
-    if status != prm::status::OK {
-        err.with_cmd_status(mlx5_dv::CmdStatus { status, syndrome })
-    } else {
-        err
-    }
+    if status != prm::status::OK { err.with_cmd_status(mlx5_dv::CmdStatus { status, syndrome }) } else { err }
 }
 
 impl Simulator {
@@ -346,11 +341,14 @@ impl Simulator {
         kernel::kernel_cmd(&mut self.fw, &input, &mut out).map_err(|e| cmd_error(op, e, &out, "DESTROY_MKEY"))
     }
 
-    /// Undo PSVs created part-way through a failed `create_mkey`, newest first.
+    /// Undo PSVs created part-way through a failed `create_mkey` as `mlx5_destroy_sig_psvs`
+    /// does: memory PSV first, then wire, stopping at the first failure.
     fn unwind_psvs(&mut self, psvs: &[u32]) {
-        for &p in psvs.iter().rev() {
+        for &p in psvs {
             // The original error is what the caller sees; a failing cleanup cannot change it.
-            let _ = self.destroy_psv(p, Op::CreateMkey);
+            if self.destroy_psv(p, Op::CreateMkey).is_err() {
+                break;
+            }
         }
     }
 
@@ -429,7 +427,11 @@ pub fn decode_sig_err(
     };
     Ok(MkeyErr {
         err_type,
-        sig: SigErr { actual_value: pick(err.actual, domain), expected_value: pick(err.expected, domain), offset: err.offset },
+        sig: SigErr {
+            actual_value: pick(err.actual, domain),
+            expected_value: pick(err.expected, domain),
+            offset: err.offset,
+        },
     })
 }
 
@@ -474,11 +476,7 @@ impl Backend for Simulator {
         if flags & !ContextFlags::DEVX.bits() != 0 {
             return Err(Error::new(op, EINVAL, format!("unknown context flags 0x{flags:x}")));
         }
-        if flags == 0 {
-            self.open_kernel_context(true, true, op)
-        } else {
-            self.open_kernel_context(true, false, op)
-        }
+        if flags == 0 { self.open_kernel_context(true, true, op) } else { self.open_kernel_context(true, false, op) }
     }
 
     fn open_ibv_device(&mut self, device: &str) -> Result<ContextHandle> {
@@ -545,8 +543,7 @@ impl Backend for Simulator {
             CtxKind::Kernel { .. } | CtxKind::Vfio => {
                 let input = prm::new_input(prm::pd::SIZE, opcode::ALLOC_PD, 0, 0);
                 let mut out = [0u8; prm::pd::SIZE];
-                kernel::kernel_cmd(&mut self.fw, &input, &mut out)
-                    .map_err(|e| cmd_error(op, e, &out, "ALLOC_PD"))?;
+                kernel::kernel_cmd(&mut self.fw, &input, &mut out).map_err(|e| cmd_error(op, e, &out, "ALLOC_PD"))?;
                 Some(prm::pd::PD.get(&out).map_err(|e| internal(op, e))? as u32)
             }
         };
@@ -575,10 +572,7 @@ impl Backend for Simulator {
         let op = Op::CreateMkey;
         let (pd_id, pd) = self.pd(attr.pd, op)?;
         let (ctx_id, pdn) = (pd.ctx, pd.pdn);
-        let c = self
-            .contexts
-            .get(&ctx_id)
-            .ok_or_else(|| Error::new(op, EINVAL, "the PD's context is closed"))?;
+        let c = self.contexts.get(&ctx_id).ok_or_else(|| Error::new(op, EINVAL, "the PD's context is closed"))?;
         let (devx, update_tag) = match c.kind {
             CtxKind::Kernel { devx, update_tag } => (devx, update_tag),
             CtxKind::Vfio => return Err(Error::new(op, EOPNOTSUPP, "VFIO contexts have no create_mkey op")),

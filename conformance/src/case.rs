@@ -1,0 +1,223 @@
+//! What a conformance case is, what it needs, and the checks cases are written with.
+
+use std::fmt::Debug;
+
+use mlx5_dv::{Backend, CryptoCaps, KernelFacts, Result as DvResult, SigCaps, crypto_cap, errno};
+
+/// A conformance case: written once against `&mut dyn Backend`, run on every backend.
+#[derive(Clone, Copy)]
+pub struct Case {
+    /// Dotted name, `family.what_it_checks`.
+    pub name: &'static str,
+    /// The §12 items it covers (empty for behaviour the checklist does not number).
+    pub covers: &'static [u16],
+    /// What the backend must have for the case to run; otherwise it is skipped with the reason.
+    pub needs: &'static [Need],
+    /// The body.
+    pub run: fn(&mut dyn Backend, &Env) -> Result<(), Verdict>,
+}
+
+impl Debug for Case {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Case").field("name", &self.name).field("covers", &self.covers).finish()
+    }
+}
+
+/// A requirement a case declares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need {
+    /// An mlx5 kernel device.
+    Mlx5Device,
+    /// A device of another provider (rxe, siw).
+    OtherDevice,
+    /// An mlx5 function bound to vfio-pci.
+    VfioDevice,
+    /// Non-zero signature caps.
+    SigCaps,
+    /// Zero signature caps.
+    NoSigCaps,
+    /// An AES-XTS single- or multi-block engine.
+    CryptoEngine,
+    /// No AES-XTS engine.
+    NoCryptoEngine,
+    /// Knowledge of whether the kernel supports mkey tag update.
+    KnownUpdateTag,
+    /// Knowledge of whether the kernel grants DEVX contexts.
+    KnownDevx,
+    /// A kernel that grants DEVX contexts.
+    Devx,
+    /// A kernel that grants no DEVX contexts.
+    NoDevx,
+    /// Simulator control: fault injection and the firmware command log.
+    SimControl,
+}
+
+/// What the harness learned about a backend before running cases on it.
+#[derive(Debug, Clone, Default)]
+pub struct Env {
+    /// The first mlx5 kernel device.
+    pub device: Option<String>,
+    /// The first VFIO device.
+    pub vfio_device: Option<String>,
+    /// The first device of another provider.
+    pub other_device: Option<String>,
+    /// Signature caps of the mlx5 device.
+    pub sig_caps: SigCaps,
+    /// Crypto caps of the mlx5 device.
+    pub crypto_caps: CryptoCaps,
+    /// The kernel facts the backend knows.
+    pub kernel: KernelFacts,
+    /// The backend offers simulator control.
+    pub sim_control: bool,
+    /// Why the backend cannot run cases at all, if it cannot.
+    pub unavailable: Option<String>,
+}
+
+impl Env {
+    /// Probe a backend: list devices, open the mlx5 device, read its caps.
+    pub fn probe(b: &mut dyn Backend) -> Env {
+        let mut env = Env { kernel: b.kernel_facts(), ..Env::default() };
+        env.sim_control = b.sim_control().is_some();
+        let devices = match b.device_list() {
+            Ok(d) => d,
+            Err(e) => {
+                env.unavailable = Some(e.reason().to_string());
+                return env;
+            }
+        };
+        use mlx5_dv::DeviceKind::*;
+        let first = |k| devices.iter().find(|d| d.kind == k).map(|d| d.name.clone());
+        env.device = first(Mlx5);
+        env.vfio_device = first(Mlx5Vfio);
+        env.other_device = first(Other);
+        let Some(dev) = env.device.clone() else {
+            env.unavailable = Some("no mlx5 device found".into());
+            return env;
+        };
+        match b.open_ibv_device(&dev) {
+            Ok(ctx) => {
+                let mask = mlx5_dv::MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD | mlx5_dv::MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD;
+                if let Ok(caps) = b.query_device(ctx, mask) {
+                    env.sig_caps = caps.sig_caps;
+                    env.crypto_caps = caps.crypto_caps;
+                }
+                let _ = b.close_device(ctx);
+            }
+            Err(e) => env.unavailable = Some(format!("cannot open {dev}: {e}")),
+        }
+        env
+    }
+
+    /// Why `need` is not met here, or `None` if it is.
+    pub fn unmet(&self, need: Need) -> Option<String> {
+        let engines = crypto_cap::ENGINE_AES_XTS_SINGLE_BLOCK | crypto_cap::ENGINE_AES_XTS_MULTI_BLOCK;
+        let has_engine = self.crypto_caps.crypto_engines & engines != 0;
+        let (ok, why) = match need {
+            Need::Mlx5Device => (self.device.is_some(), "no mlx5 device found"),
+            Need::OtherDevice => (self.other_device.is_some(), "no non-mlx5 RDMA device on this host"),
+            Need::VfioDevice => (self.vfio_device.is_some(), "no mlx5 function bound to vfio-pci"),
+            Need::SigCaps => (self.sig_caps.block_prot != 0, "the device has no signature offload"),
+            Need::NoSigCaps => (self.sig_caps.block_prot == 0, "the device has signature offload"),
+            Need::CryptoEngine => (has_engine, "the device has no AES-XTS engine"),
+            Need::NoCryptoEngine => (!has_engine, "the device has an AES-XTS engine"),
+            Need::KnownUpdateTag => (
+                self.kernel.mkey_update_tag.is_some(),
+                "the backend cannot tell whether the kernel supports mkey tag update",
+            ),
+            Need::KnownDevx => (self.kernel.devx.is_some(), "the backend cannot tell whether the kernel grants DEVX"),
+            Need::Devx => (self.kernel.devx == Some(true), devx_reason(self.kernel.devx)),
+            Need::NoDevx => (self.kernel.devx == Some(false), devx_reason(self.kernel.devx)),
+            Need::SimControl => (self.sim_control, "needs simulator control (fault injection, command log)"),
+        };
+        (!ok).then(|| why.to_string())
+    }
+
+    /// The mlx5 device name; cases that declare [`Need::Mlx5Device`] can rely on it.
+    pub fn dev(&self) -> Result<&str, Verdict> {
+        self.device.as_deref().ok_or_else(|| Verdict::skip("no mlx5 device found"))
+    }
+}
+
+fn devx_reason(devx: Option<bool>) -> &'static str {
+    match devx {
+        Some(true) => "the kernel grants DEVX contexts",
+        Some(false) => "the kernel grants no DEVX context",
+        None => "the backend cannot tell whether the kernel grants DEVX",
+    }
+}
+
+/// Why a case did not pass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// A check failed.
+    Fail {
+        /// What was checked.
+        what: String,
+        /// What the spec says.
+        expected: String,
+        /// What the backend did.
+        actual: String,
+    },
+    /// The case cannot run here.
+    Skip(String),
+}
+
+impl Verdict {
+    /// A failed check.
+    pub fn fail(what: impl Into<String>, expected: impl Debug, actual: impl Debug) -> Self {
+        Verdict::Fail { what: what.into(), expected: format!("{expected:?}"), actual: format!("{actual:?}") }
+    }
+
+    /// A skip with its reason.
+    pub fn skip(reason: impl Into<String>) -> Self {
+        Verdict::Skip(reason.into())
+    }
+}
+
+/// The result type of case bodies.
+pub type Check<T = ()> = Result<T, Verdict>;
+
+fn describe_result<T: Debug>(r: &DvResult<T>) -> String {
+    match r {
+        Ok(v) => format!("Ok({v:?})"),
+        Err(e) => format!("Err({}: {})", errno::display(e.errno()), e.reason()),
+    }
+}
+
+/// Require `r` to fail with `errno`.
+pub fn expect_errno<T: Debug>(what: &str, r: DvResult<T>, expected: i32) -> Check {
+    match &r {
+        Err(e) if e.errno() == expected => Ok(()),
+        _ => Err(Verdict::Fail {
+            what: what.into(),
+            expected: format!("Err({})", errno::display(expected)),
+            actual: describe_result(&r),
+        }),
+    }
+}
+
+/// Require `r` to succeed and return its value.
+pub fn expect_ok<T: Debug>(what: &str, r: DvResult<T>) -> Check<T> {
+    match r {
+        Ok(v) => Ok(v),
+        Err(e) => Err(Verdict::Fail {
+            what: what.into(),
+            expected: "Ok".into(),
+            actual: format!("Err({}: {})", errno::display(e.errno()), e.reason()),
+        }),
+    }
+}
+
+/// Require `actual == expected`.
+pub fn check_eq<T: Debug + PartialEq>(what: &str, actual: T, expected: T) -> Check {
+    if actual == expected { Ok(()) } else { Err(Verdict::fail(what, expected, actual)) }
+}
+
+/// Require `cond`, describing what was expected and what was seen.
+pub fn check(what: &str, cond: bool, expected: &str, actual: impl Debug) -> Check {
+    if cond {
+        Ok(())
+    } else {
+        Err(Verdict::Fail { what: what.into(), expected: expected.into(), actual: format!("{actual:?}") })
+    }
+}

@@ -1,0 +1,147 @@
+//! The reports and the CLI: snapshots of the simulator's table and JSON, JUnit that records
+//! skips as skips, exit statuses, and coverage.
+
+use std::process::Command;
+
+use mlx5_conformance::{Outcome, Report, Target, coverage, run_target, suite};
+use mlx5_sim::Profile;
+
+fn report_for(profiles: &[&str]) -> Report {
+    Report { runs: profiles.iter().map(|p| run_target(&Target::sim(Profile::builtin(p).unwrap()), &suite())).collect() }
+}
+
+fn cli(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_mlx5-conformance")).args(args).output().expect("run the CLI")
+}
+
+#[test]
+fn run_table_on_every_profile() {
+    let names = Profile::builtin_names();
+    insta::assert_snapshot!("run_table_all_profiles", report_for(&names).to_table());
+}
+
+#[test]
+fn run_json_on_cx6dx() {
+    let json: serde_json::Value = serde_json::from_str(&report_for(&["cx6dx"]).to_json().unwrap()).unwrap();
+    insta::assert_json_snapshot!("run_json_cx6dx", json);
+}
+
+#[test]
+fn json_has_the_shape_outside_tools_read() {
+    let v: serde_json::Value = serde_json::from_str(&report_for(&["cx5"]).to_json().unwrap()).unwrap();
+    let run = &v["runs"][0];
+    assert_eq!(run["backend"], "sim");
+    assert_eq!(run["profile"], "cx5");
+    for c in run["cases"].as_array().unwrap() {
+        assert!(c["name"].is_string() && c["covers"].is_array() && c["detail"].is_string());
+        assert!(["pass", "fail", "skip"].contains(&c["outcome"].as_str().unwrap()));
+    }
+    let back: Report = serde_json::from_value(v).unwrap();
+    assert_eq!(back, report_for(&["cx5"]));
+}
+
+#[test]
+fn junit_records_skips_as_skipped() {
+    let report = report_for(&["cx6lx", "cx7"]);
+    let parsed = quick_junit::Report::deserialize_from_str(&report.to_junit().unwrap()).unwrap();
+    assert_eq!(parsed.test_suites.len(), 2);
+    let s = report.summary();
+    assert_eq!(parsed.tests, s.passed + s.failed + s.skipped);
+    let skipped: usize = parsed.test_suites.iter().map(|t| t.skipped).sum();
+    assert_eq!(skipped, s.skipped);
+    assert!(skipped > 0, "cx6lx lacks signature offload, so some cases skip");
+    assert_eq!(parsed.failures, 0);
+}
+
+#[test]
+fn cli_run_all_profiles_exits_zero_and_prints_totals() {
+    let out = cli(&["run", "--backend", "sim", "--profile", "all", "--format", "table"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    for p in Profile::builtin_names() {
+        assert!(text.contains(&format!("== sim/{p} ==")), "{p} missing");
+    }
+    assert!(text.contains("total: ") && text.contains(" 0 failed"));
+}
+
+#[test]
+fn cli_writes_json_and_junit_to_files() {
+    let dir = std::env::temp_dir().join(format!("mlx5-conformance-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("r.json");
+    let out = cli(&["run", "--profile", "cx7", "--format", "json", "--output", json.to_str().unwrap()]);
+    assert!(out.status.success());
+    let r: Report = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(r.runs[0].profile.as_deref(), Some("cx7"));
+    assert!(r.runs[0].cases.iter().all(|c| c.outcome != Outcome::Fail));
+    let xml = dir.join("r.xml");
+    let out = cli(&["run", "--profile", "cx7", "--format", "junit", "--output", xml.to_str().unwrap()]);
+    assert!(out.status.success());
+    quick_junit::Report::deserialize_from_str(&std::fs::read_to_string(&xml).unwrap()).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn cli_rejects_an_unknown_profile_with_the_list_of_known_ones() {
+    let out = cli(&["run", "--profile", "cx99"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("cx99") && err.contains("cx6dx"), "{err}");
+}
+
+#[test]
+fn cli_reads_a_profile_file() {
+    let dir = std::env::temp_dir().join(format!("mlx5-conformance-prof-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("mine.toml");
+    std::fs::write(&path, "extends = \"cx6dx\"\nname = \"mine\"\nsummary = \"x\"\n[kernel]\nmkey_update_tag = false\n")
+        .unwrap();
+    let out = cli(&["run", "--profile", path.to_str().unwrap(), "--format", "json", "--filter", "update_tag"]);
+    assert!(out.status.success());
+    let r: Report = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r.runs[0].profile.as_deref(), Some("mine"));
+    assert_eq!(r.runs[0].cases.len(), 1);
+    assert_eq!(r.runs[0].cases[0].outcome, Outcome::Pass);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn coverage_lists_items_1_to_17_as_covered() {
+    let cases = suite();
+    let rows = coverage(&cases);
+    assert_eq!(rows.len(), 74);
+    for (n, _, by) in &rows {
+        if *n <= 17 || *n == 48 {
+            assert!(!by.is_empty(), "§12.{n} uncovered");
+        }
+    }
+    let out = cli(&["coverage"]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("mkey.max_entries_rounding"));
+    assert!(text.contains("not covered yet"));
+}
+
+#[test]
+fn every_case_names_real_items_and_has_a_unique_name() {
+    let cases = suite();
+    let mut names: Vec<_> = cases.iter().map(|c| c.name).collect();
+    names.sort();
+    names.dedup();
+    assert_eq!(names.len(), cases.len(), "duplicate case names");
+    for c in &cases {
+        for n in c.covers {
+            assert!(mlx5_conformance::spec::title(*n).is_some(), "{} covers unknown §12.{n}", c.name);
+        }
+    }
+}
+
+#[test]
+fn cli_lists_profiles_with_the_default() {
+    let out = cli(&["profiles"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    for p in Profile::builtin_names() {
+        assert!(text.contains(p));
+    }
+    assert!(text.contains(&format!("default: {}", mlx5_sim::DEFAULT_PROFILE)));
+}
