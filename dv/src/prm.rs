@@ -598,14 +598,15 @@ mod tests {
     }
 
     #[test]
-    fn set_then_get_touches_only_the_field() {
+    fn set_then_get_touches_only_the_field() -> Result<(), FieldError> {
         let mut buf = [0xffu8; 64];
-        mkc::PD.set(&mut buf, 0x123456).unwrap();
-        assert_eq!(mkc::PD.get(&buf).unwrap(), 0x123456);
-        assert_eq!(mkc::EN_RINVAL.get(&buf).unwrap(), 1, "neighbour bit kept");
+        mkc::PD.set(&mut buf, 0x123456)?;
+        assert_eq!(mkc::PD.get(&buf)?, 0x123456);
+        assert_eq!(mkc::EN_RINVAL.get(&buf)?, 1, "neighbour bit kept");
         assert_eq!(&buf[12..16], &[0xff, 0x12, 0x34, 0x56]);
-        mkc::LEN.set(&mut buf, 0x0102_0304_0506_0708).unwrap();
+        mkc::LEN.set(&mut buf, 0x0102_0304_0506_0708)?;
         assert_eq!(&buf[0x18..0x20], &[1, 2, 3, 4, 5, 6, 7, 8]);
+        Ok(())
     }
 
     #[test]
@@ -650,8 +651,9 @@ mod tests {
             let f = mkc::ALL[idx];
             let v = if f.width == 64 { v } else { v & ((1 << f.width) - 1) };
             let mut buf = [0u8; mkc::SIZE];
-            f.set(&mut buf, v).unwrap();
-            proptest::prop_assert_eq!(f.get(&buf).unwrap(), v);
+            let fail = |e: FieldError| proptest::test_runner::TestCaseError::fail(e.to_string());
+            f.set(&mut buf, v).map_err(fail)?;
+            proptest::prop_assert_eq!(f.get(&buf).map_err(fail)?, v);
             let ones = buf.iter().map(|b| b.count_ones()).sum::<u32>();
             proptest::prop_assert_eq!(ones, v.count_ones());
         }

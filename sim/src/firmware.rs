@@ -352,8 +352,10 @@ fn read(f: Field, buf: &[u8]) -> u64 {
 mod tests {
     use super::*;
 
-    fn fw() -> Firmware {
-        Firmware::new(&Profile::builtin("cx6dx").unwrap()).unwrap()
+    type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+    fn fw() -> Result<Firmware, Box<dyn std::error::Error>> {
+        Ok(Firmware::new(&Profile::builtin("cx6dx")?)?)
     }
 
     fn exec(fw: &mut Firmware, input: &[u8], out_len: usize) -> (u8, u32, Vec<u8>) {
@@ -364,8 +366,8 @@ mod tests {
     }
 
     #[test]
-    fn unknown_opcode_and_short_mailboxes_are_rejected() {
-        let mut f = fw();
+    fn unknown_opcode_and_short_mailboxes_are_rejected() -> TestResult {
+        let mut f = fw()?;
         let (s, _, _) = exec(&mut f, &prm::new_input(16, 0x7ff, 0, 0), 16);
         assert_eq!(s, status::BAD_OP_ERR);
         let (s, _, _) = exec(&mut f, &[0u8; 4], 16);
@@ -374,35 +376,38 @@ mod tests {
         assert_eq!(s, status::BAD_OUTP_LEN_ERR);
         let (s, _, _) = exec(&mut f, &prm::new_input(16, opcode::CREATE_MKEY, 0, 0), 16);
         assert_eq!(s, status::BAD_INP_LEN_ERR);
+        Ok(())
     }
 
     #[test]
-    fn psv_and_mkey_need_a_live_pd() {
-        let mut f = fw();
+    fn psv_and_mkey_need_a_live_pd() -> TestResult {
+        let mut f = fw()?;
         let mut psv = prm::new_input(16, opcode::CREATE_PSV, 0, 0);
-        prm::create_psv::NUM_PSV.set(&mut psv, 1).unwrap();
-        prm::create_psv::PD.set(&mut psv, 77).unwrap();
+        prm::create_psv::NUM_PSV.set(&mut psv, 1)?;
+        prm::create_psv::PD.set(&mut psv, 77)?;
         let (s, y, _) = exec(&mut f, &psv, 32);
         assert_eq!((s, y), (status::BAD_PARAM_ERR, syndrome::NO_SUCH_OBJECT));
         let (s, _, out) = exec(&mut f, &prm::new_input(16, opcode::ALLOC_PD, 0, 0), 16);
         assert_eq!(s, status::OK);
-        let pdn = prm::pd::PD.get(&out).unwrap();
-        prm::create_psv::PD.set(&mut psv, pdn).unwrap();
-        prm::create_psv::NUM_PSV.set(&mut psv, 2).unwrap();
+        let pdn = prm::pd::PD.get(&out)?;
+        prm::create_psv::PD.set(&mut psv, pdn)?;
+        prm::create_psv::NUM_PSV.set(&mut psv, 2)?;
         let (s, _, out) = exec(&mut f, &psv, 32);
         assert_eq!(s, status::OK);
-        let a = prm::create_psv::OUT_PSV_INDEX[0].get(&out).unwrap();
-        let b = prm::create_psv::OUT_PSV_INDEX[1].get(&out).unwrap();
+        let a = prm::create_psv::OUT_PSV_INDEX[0].get(&out)?;
+        let b = prm::create_psv::OUT_PSV_INDEX[1].get(&out)?;
         assert_ne!(a, b);
         assert_eq!(f.object_counts(), (0, 2, 1));
+        Ok(())
     }
 
     #[test]
-    fn fault_rules_skip_then_act_then_expire() {
-        let mut f = fw();
+    fn fault_rules_skip_then_act_then_expire() -> TestResult {
+        let mut f = fw()?;
         f.add_fault(FaultRule { opcode: opcode::ALLOC_PD, skip: 1, times: 2, status: status::LIM_ERR, syndrome: 9 });
         let alloc = prm::new_input(16, opcode::ALLOC_PD, 0, 0);
         let got: Vec<u8> = (0..4).map(|_| exec(&mut f, &alloc, 16).0).collect();
         assert_eq!(got, [status::OK, status::LIM_ERR, status::LIM_ERR, status::OK]);
+        Ok(())
     }
 }

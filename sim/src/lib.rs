@@ -14,13 +14,16 @@
 //!
 //! ```
 //! use mlx5_dv::{Backend, MkeyInitAttr, MkeyInitFlags};
-//! let mut sim = mlx5_sim::Simulator::with_profile("cx6dx").unwrap();
-//! let ctx = sim.open_device("mlx5_0", None).unwrap();
-//! let pd = sim.alloc_pd(ctx).unwrap();
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let mut sim = mlx5_sim::Simulator::with_profile("cx6dx")?;
+//! let ctx = sim.open_device("mlx5_0", None)?;
+//! let pd = sim.alloc_pd(ctx)?;
 //! let attr = MkeyInitAttr { pd, create_flags: MkeyInitFlags::INDIRECT, max_entries: 3 };
-//! let mkey = sim.create_mkey(&attr).unwrap();
+//! let mkey = sim.create_mkey(&attr)?;
 //! assert_eq!(mkey.max_entries, 4);
 //! assert_eq!(mkey.lkey & 0xff, 0);
+//! # Ok(())
+//! # }
 //! ```
 #![deny(missing_docs)]
 

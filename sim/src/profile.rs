@@ -275,34 +275,37 @@ fn merge(base: &mut toml::Table, over: toml::Table) {
 mod tests {
     use super::*;
 
+    type TestResult = Result<(), Box<dyn std::error::Error>>;
+
     #[test]
-    fn every_shipped_profile_loads_under_its_own_name() {
+    fn every_shipped_profile_loads_under_its_own_name() -> TestResult {
         for name in Profile::builtin_names() {
-            let p = Profile::builtin(name).unwrap();
-            assert_eq!(p.name, name);
+            assert_eq!(Profile::builtin(name)?.name, name);
         }
+        Ok(())
     }
 
     #[test]
-    fn a_profile_round_trips_through_toml() {
-        let p = Profile::builtin("cx7").unwrap();
-        let text = p.to_toml_string().unwrap();
-        assert_eq!(Profile::from_toml_str(&text, "rt").unwrap(), p);
+    fn a_profile_round_trips_through_toml() -> TestResult {
+        let p = Profile::builtin("cx7")?;
+        assert_eq!(Profile::from_toml_str(&p.to_toml_string()?, "rt")?, p);
+        Ok(())
     }
 
     #[test]
-    fn extends_overrides_only_named_keys() {
-        let p = Profile::builtin("cx6dx-no-update-tag").unwrap();
-        let base = Profile::builtin("cx6dx").unwrap();
+    fn extends_overrides_only_named_keys() -> TestResult {
+        let p = Profile::builtin("cx6dx-no-update-tag")?;
+        let base = Profile::builtin("cx6dx")?;
         assert!(!p.kernel.mkey_update_tag);
         assert!(base.kernel.mkey_update_tag);
         assert_eq!(p.hca_cap, base.hca_cap);
+        Ok(())
     }
 
     #[test]
     fn a_typo_is_an_error_that_names_the_key() {
         let text = "extends = \"cx5\"\nname = \"x\"\n[kernel]\nmkey_updte_tag = true\n";
-        let e = Profile::from_toml_str(text, "typo.toml").unwrap_err();
+        let e = Profile::from_toml_str(text, "typo.toml").expect_err("a typo must not load");
         assert!(e.message.contains("mkey_updte_tag"), "{e}");
         assert_eq!(e.origin, "typo.toml");
     }
