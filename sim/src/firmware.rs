@@ -75,6 +75,12 @@ pub struct FwMkey {
     pub uid: u16,
 }
 
+/// A PSV as the firmware holds it.
+#[derive(Debug, Clone, Copy)]
+struct FwPsv {
+    uid: u16,
+}
+
 #[derive(Debug, Clone)]
 struct ActiveRule {
     rule: FaultRule,
@@ -92,7 +98,7 @@ pub struct Firmware {
     mkey_numbers: Numbers,
     mkeys: BTreeMap<u32, FwMkey>,
     psv_numbers: Numbers,
-    psvs: BTreeMap<u32, u32>,
+    psvs: BTreeMap<u32, FwPsv>,
     faults: Vec<ActiveRule>,
     log: Option<Vec<CommandRecord>>,
 }
@@ -144,7 +150,7 @@ impl Firmware {
             crypto_caps,
             pd_numbers: Numbers::new(1, 1 << 24),
             pds: BTreeMap::new(),
-            mkey_numbers: Numbers::new(1, 1u32 << h.log_max_mkey),
+            mkey_numbers: Numbers::new(1, 1u32 << h.log_max_mkey.min(24)),
             mkeys: BTreeMap::new(),
             psv_numbers: Numbers::new(1, 1 << 24),
             psvs: BTreeMap::new(),
@@ -210,7 +216,7 @@ impl Firmware {
             opcode::DEALLOC_PD => self.dealloc_pd(input),
             opcode::CREATE_MKEY => self.create_mkey(uid, input, out),
             opcode::DESTROY_MKEY => self.destroy_mkey(input),
-            opcode::CREATE_PSV => self.create_psv(input, out),
+            opcode::CREATE_PSV => self.create_psv(uid, input, out),
             opcode::DESTROY_PSV => self.destroy_psv(input),
             _ => Err(Reject(status::BAD_OP_ERR, syndrome::UNKNOWN_OPCODE)),
         }
@@ -272,7 +278,7 @@ impl Firmware {
         Ok(())
     }
 
-    fn create_psv(&mut self, input: &[u8], out: &mut [u8]) -> Result<(), Reject> {
+    fn create_psv(&mut self, uid: u16, input: &[u8], out: &mut [u8]) -> Result<(), Reject> {
         use prm::create_psv as cp;
         if out.len() < cp::OUT_SIZE {
             return Err(Reject(status::BAD_OUTP_LEN_ERR, syndrome::OUTPUT_TOO_SHORT));
@@ -296,7 +302,7 @@ impl Firmware {
             }
         }
         for (slot, n) in taken.into_iter().enumerate() {
-            self.psvs.insert(n, pdn);
+            self.psvs.insert(n, FwPsv { uid });
             cp::OUT_PSV_INDEX[slot].set(out, u64::from(n))?;
         }
         Ok(())
@@ -312,6 +318,14 @@ impl Firmware {
     /// The mkey with this index, as the firmware holds it.
     pub fn mkey(&self, index: u32) -> Option<&FwMkey> {
         self.mkeys.get(&index)
+    }
+
+    /// The mkey indexes and PSV numbers created under `uid`, for the kernel's cleanup of a
+    /// closed context.
+    pub fn objects_of_uid(&self, uid: u16) -> (Vec<u32>, Vec<u32>) {
+        let mkeys = self.mkeys.iter().filter(|(_, m)| m.uid == uid).map(|(i, _)| *i).collect();
+        let psvs = self.psvs.iter().filter(|(_, p)| p.uid == uid).map(|(i, _)| *i).collect();
+        (mkeys, psvs)
     }
 
     /// Number of live mkeys, PSVs and PDs.

@@ -489,17 +489,19 @@ impl Backend for Simulator {
     }
 
     fn close_device(&mut self, ctx: ContextHandle) -> Result<()> {
-        let (cid, _) = self.ctx(ctx, Op::CloseDevice)?;
-        // The kernel destroys what the application left open; cleanup failures are not reported.
-        let mkeys: Vec<u32> = self.mkeys.iter().filter(|(_, m)| m.ctx == cid).map(|(id, _)| *id).collect();
-        for id in mkeys {
-            if let Some(m) = self.mkeys.remove(&id) {
-                if let Some(s) = &m.sig {
-                    for p in [s.mem_psv, s.wire_psv].into_iter().flatten() {
-                        let _ = self.destroy_psv(p, Op::CloseDevice);
-                    }
-                }
-                let _ = self.destroy_fw_mkey(m.index, Op::CloseDevice);
+        let (cid, c) = self.ctx(ctx, Op::CloseDevice)?;
+        let kind = c.kind;
+        // The provider forgets the context's objects; the kernel destroys whatever the DEVX uid
+        // still owns in firmware (including objects a failed unwind left behind) and the PDs.
+        // Cleanup failures are not reported, as for a real close.
+        self.mkeys.retain(|_, m| m.ctx != cid);
+        if let CtxKind::Kernel { devx: DevxUid::Uid(uid), .. } = kind {
+            let (mkeys, psvs) = self.fw.objects_of_uid(uid);
+            for p in psvs {
+                let _ = self.destroy_psv(p, Op::CloseDevice);
+            }
+            for m in mkeys {
+                let _ = self.destroy_fw_mkey(m, Op::CloseDevice);
             }
         }
         let pds: Vec<(u32, Option<u32>)> =
