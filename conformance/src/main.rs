@@ -1,5 +1,5 @@
 //! `mlx5-conformance`: run the suite, show its coverage of the behaviour checklist, list the
-//! simulator's profiles.
+//! simulator's profiles, capture a real card's profile.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -15,6 +15,16 @@ struct Cli {
     command: Command,
 }
 
+#[derive(clap::Args, Clone, Default)]
+struct DeviceArgs {
+    /// The mlx5 device to use on hw (`mlx5_0`); the first mlx5 device by default.
+    #[arg(long)]
+    device: Option<String>,
+    /// The PCI name of an mlx5 function bound to vfio-pci, for the VFIO cases on hw.
+    #[arg(long)]
+    vfio_device: Option<String>,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Run the suite and print a report; exits 1 if any case failed.
@@ -22,9 +32,14 @@ enum Command {
         /// The backend to run on.
         #[arg(long, value_enum, default_value_t = BackendArg::Sim)]
         backend: BackendArg,
-        /// A shipped profile name, a profile file, or `all` (simulator only).
-        #[arg(long, default_value = mlx5_sim::DEFAULT_PROFILE)]
-        profile: String,
+        /// Simulator only: a shipped profile name, a profile file, or `all` [default: cx6dx].
+        #[arg(long)]
+        profile: Option<String>,
+        #[command(flatten)]
+        device: DeviceArgs,
+        /// Exit non-zero if the backend has no device to run on (for qualification runs).
+        #[arg(long)]
+        require_device: bool,
         /// Report format.
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
@@ -39,12 +54,25 @@ enum Command {
     Coverage,
     /// List the simulator's shipped profiles.
     Profiles,
+    /// Write a real device's caps and kernel features as a simulator profile.
+    Profile {
+        /// The backend to read from (only hw has a device to capture).
+        #[arg(long, value_enum, default_value_t = BackendArg::Hw)]
+        backend: BackendArg,
+        #[command(flatten)]
+        device: DeviceArgs,
+        /// Write the profile here instead of standard output.
+        #[arg(long)]
+        output: Option<PathBuf>,
+    },
 }
 
-#[derive(Clone, Copy, ValueEnum)]
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum BackendArg {
     /// The simulator.
     Sim,
+    /// The real device through rdma-core.
+    Hw,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -57,9 +85,16 @@ enum Format {
     Junit,
 }
 
+/// Exit status for usage errors (unknown profile, unwritable file).
+const USAGE: u8 = 2;
+/// Exit status when `--require-device` finds no device.
+const NO_DEVICE: u8 = 3;
+
 fn main() -> ExitCode {
     match Cli::parse().command {
-        Command::Run { backend, profile, format, output, filter } => run(backend, &profile, format, output, filter),
+        Command::Run { backend, profile, device, require_device, format, output, filter } => {
+            run(backend, profile, device, require_device, format, output, filter)
+        }
         Command::Coverage => {
             print!("{}", coverage_text());
             ExitCode::SUCCESS
@@ -74,16 +109,35 @@ fn main() -> ExitCode {
             println!("\ndefault: {}", mlx5_sim::DEFAULT_PROFILE);
             ExitCode::SUCCESS
         }
+        Command::Profile { backend, device, output } => capture(backend, device, output),
     }
 }
 
-fn targets(backend: BackendArg, profile: &str) -> Result<Vec<Target>, String> {
+fn fail(code: u8, msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("mlx5-conformance: {msg}");
+    ExitCode::from(code)
+}
+
+#[cfg(feature = "hw")]
+fn hw_target(device: DeviceArgs) -> Target {
+    Target::hw(mlx5_hw::HwConfig { device: device.device, vfio_pci_name: device.vfio_device })
+}
+
+#[cfg(not(feature = "hw"))]
+fn hw_target(_device: DeviceArgs) -> Target {
+    Target::hw_missing()
+}
+
+fn targets(backend: BackendArg, profile: Option<String>, device: DeviceArgs) -> Result<Vec<Target>, String> {
     match backend {
+        BackendArg::Hw if profile.is_some() => Err("--profile is for the simulator; hw runs on the device".into()),
+        BackendArg::Hw => Ok(vec![hw_target(device)]),
         BackendArg::Sim => {
+            let profile = profile.unwrap_or_else(|| mlx5_sim::DEFAULT_PROFILE.to_string());
             let names: Vec<String> = if profile == "all" {
                 Profile::builtin_names().into_iter().map(String::from).collect()
             } else {
-                vec![profile.to_string()]
+                vec![profile]
             };
             names.iter().map(|n| Profile::resolve(n).map(Target::sim).map_err(|e| e.to_string())).collect()
         }
@@ -92,17 +146,16 @@ fn targets(backend: BackendArg, profile: &str) -> Result<Vec<Target>, String> {
 
 fn run(
     backend: BackendArg,
-    profile: &str,
+    profile: Option<String>,
+    device: DeviceArgs,
+    require_device: bool,
     format: Format,
     output: Option<PathBuf>,
     filter: Option<String>,
 ) -> ExitCode {
-    let targets = match targets(backend, profile) {
+    let targets = match targets(backend, profile, device) {
         Ok(t) => t,
-        Err(e) => {
-            eprintln!("mlx5-conformance: {e}");
-            return ExitCode::from(2);
-        }
+        Err(e) => return fail(USAGE, e),
     };
     let cases: Vec<_> = suite().into_iter().filter(|c| filter.as_deref().is_none_or(|f| c.name.contains(f))).collect();
     let report = Report { runs: targets.iter().map(|t| run_target(t, &cases)).collect() };
@@ -113,23 +166,64 @@ fn run(
     };
     let text = match text {
         Ok(t) => t,
-        Err(e) => {
-            eprintln!("mlx5-conformance: cannot format the report: {e}");
-            return ExitCode::from(2);
-        }
+        Err(e) => return fail(USAGE, format!("cannot format the report: {e}")),
     };
     match output {
         Some(path) => {
             if let Err(e) = std::fs::write(&path, text) {
-                eprintln!("mlx5-conformance: cannot write {}: {e}", path.display());
-                return ExitCode::from(2);
+                return fail(USAGE, format!("cannot write {}: {e}", path.display()));
             }
             let s = report.summary();
             eprintln!("{} passed, {} failed, {} skipped; report in {}", s.passed, s.failed, s.skipped, path.display());
         }
         None => print!("{text}"),
     }
+    for run in &report.runs {
+        if let Some(why) = &run.unavailable {
+            eprintln!("mlx5-conformance: backend {} unavailable: {why}; every case was skipped", run.backend);
+            if require_device {
+                return fail(NO_DEVICE, format!("--require-device: no device to qualify ({why})"));
+            }
+        }
+    }
     if report.passed() { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}
+
+#[cfg(feature = "hw")]
+fn capture_hw(device: DeviceArgs) -> Result<String, String> {
+    let mut b =
+        mlx5_hw::HwBackend::open(mlx5_hw::HwConfig { device: device.device, vfio_pci_name: device.vfio_device })
+            .map_err(|e| e.to_string())?;
+    let p = mlx5_hw::capture::capture(&mut b).map_err(|e| e.to_string())?;
+    p.to_toml_string().map_err(|e| e.to_string())
+}
+
+#[cfg(not(feature = "hw"))]
+fn capture_hw(_device: DeviceArgs) -> Result<String, String> {
+    Err("this mlx5-conformance was built without the hw backend (cargo feature `hw`)".into())
+}
+
+fn capture(backend: BackendArg, device: DeviceArgs, output: Option<PathBuf>) -> ExitCode {
+    if backend == BackendArg::Sim {
+        return fail(USAGE, "the simulator's profiles are files already (see `profiles`); capture reads a real device");
+    }
+    let text = match capture_hw(device) {
+        Ok(t) => t,
+        Err(e) => return fail(NO_DEVICE, format!("cannot capture a profile: {e}")),
+    };
+    match output {
+        Some(path) => match std::fs::write(&path, text) {
+            Ok(()) => {
+                eprintln!("profile written to {}", path.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(USAGE, format!("cannot write {}: {e}", path.display())),
+        },
+        None => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+    }
 }
 
 fn coverage_text() -> String {

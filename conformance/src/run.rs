@@ -38,6 +38,30 @@ impl Target {
         )
     }
 
+    /// The real device through rdma-core.
+    #[cfg(feature = "hw")]
+    pub fn hw(config: mlx5_hw::HwConfig) -> Self {
+        Target::new(
+            "hw",
+            None,
+            Box::new(move || {
+                mlx5_hw::HwBackend::open(config.clone())
+                    .map(|b| Box::new(b) as Box<dyn Backend>)
+                    .map_err(|e| e.to_string())
+            }),
+        )
+    }
+
+    /// The hw backend in a build without it: every case is skipped with that reason.
+    #[cfg(not(feature = "hw"))]
+    pub fn hw_missing() -> Self {
+        Target::new(
+            "hw",
+            None,
+            Box::new(|| Err("this mlx5-conformance was built without the hw backend (cargo feature `hw`)".to_string())),
+        )
+    }
+
     /// `sim/cx6dx`, `hw/mlx5_0`.
     pub fn label(&self) -> String {
         match &self.profile {

@@ -1,0 +1,507 @@
+//! [`HwBackend`]: the trait over libibverbs and libmlx5.
+
+use std::collections::BTreeMap;
+use std::ffi::{CStr, CString, c_int};
+use std::ptr;
+use std::sync::Arc;
+
+use mlx5_dv::errno::{EBUSY, EINVAL, EIO, ENODEV, EOPNOTSUPP};
+use mlx5_dv::{
+    Backend, BackendId, BackendInfo, ContextAttr, ContextHandle, CryptoCaps, DeviceDesc, DeviceKind, DvContext, Error,
+    KernelFacts, Mkey, MkeyErr, MkeyErrType, MkeyHandle, MkeyInitAttr, Op, PdHandle, Result, SigCaps, SigErr,
+};
+use rdma_sys::{
+    ibv_alloc_pd, ibv_close_device, ibv_context, ibv_dealloc_pd, ibv_device, ibv_device_attr, ibv_free_device_list,
+    ibv_get_device_list, ibv_get_device_name, ibv_open_device, ibv_pd, ibv_query_device,
+};
+
+use crate::sys::mlx5dv::*;
+use crate::{Mlx5Lib, Unavailable, inline};
+
+/// Which device the backend drives.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HwConfig {
+    /// The mlx5 device to use (`mlx5_0`); the first mlx5 device if `None`.
+    pub device: Option<String>,
+    /// The PCI name of an mlx5 function bound to vfio-pci, if VFIO cases should run.
+    pub vfio_pci_name: Option<String>,
+}
+
+struct HwCtx {
+    ptr: *mut ibv_context,
+}
+
+struct HwPd {
+    ptr: *mut ibv_pd,
+    ctx: u32,
+    mkeys: u32,
+}
+
+struct HwMkey {
+    ptr: *mut mlx5dv_mkey,
+    pd: u32,
+    ctx: u32,
+}
+
+struct DeviceEntry {
+    desc: DeviceDesc,
+    ptr: *mut ibv_device,
+}
+
+/// The real rdma-core stack behind the [`Backend`] trait.
+pub struct HwBackend {
+    id: BackendId,
+    lib: Arc<Mlx5Lib>,
+    dev_list: *mut *mut ibv_device,
+    vfio_list: *mut *mut ibv_device,
+    devices: Vec<DeviceEntry>,
+    list_error: Option<i32>,
+    facts: BTreeMap<String, String>,
+    next_id: u32,
+    contexts: BTreeMap<u32, HwCtx>,
+    pds: BTreeMap<u32, HwPd>,
+    mkeys: BTreeMap<u32, HwMkey>,
+}
+
+/// The errno of the last failed C call; a call that failed without setting errno reads as EIO.
+fn last_errno() -> i32 {
+    match std::io::Error::last_os_error().raw_os_error() {
+        Some(0) | None => EIO,
+        Some(e) => e,
+    }
+}
+
+fn c_call(op: Op, rc: c_int, what: &str) -> Result<()> {
+    match rc {
+        0 => Ok(()),
+        e if e > 0 => Err(Error::new(op, e, format!("{what} failed"))),
+        _ => Err(Error::new(op, last_errno(), format!("{what} failed"))),
+    }
+}
+
+fn missing(op: Op, name: &str) -> Error {
+    Error::new(op, EOPNOTSUPP, format!("the installed libmlx5 has no {name}"))
+}
+
+fn read_sysfs(device: &str, file: &str) -> Option<String> {
+    std::fs::read_to_string(format!("/sys/class/infiniband/{device}/{file}")).ok().map(|s| s.trim().to_string())
+}
+
+impl HwBackend {
+    /// Load libmlx5, list the devices, and describe the chosen one.
+    ///
+    /// Fails only when the stack itself is missing (no libmlx5); a host without an mlx5 device
+    /// gives a backend whose device list has none, which the harness reports as a skip.
+    pub fn open(config: HwConfig) -> std::result::Result<Self, Unavailable> {
+        let lib = Arc::new(Mlx5Lib::load()?);
+        let mut b = HwBackend {
+            id: BackendId::fresh(),
+            lib,
+            dev_list: ptr::null_mut(),
+            vfio_list: ptr::null_mut(),
+            devices: Vec::new(),
+            list_error: None,
+            facts: BTreeMap::new(),
+            next_id: 0,
+            contexts: BTreeMap::new(),
+            pds: BTreeMap::new(),
+            mkeys: BTreeMap::new(),
+        };
+        b.list_devices(&config);
+        b.facts = b.describe();
+        Ok(b)
+    }
+
+    /// The loaded libmlx5.
+    pub fn lib(&self) -> &Mlx5Lib {
+        &self.lib
+    }
+
+    fn list_devices(&mut self, config: &HwConfig) {
+        let mut n: c_int = 0;
+        // SAFETY: ibv_get_device_list returns NULL or an array of n devices, freed in Drop.
+        self.dev_list = unsafe { ibv_get_device_list(&mut n) };
+        if self.dev_list.is_null() {
+            self.list_error = Some(last_errno());
+        } else {
+            for i in 0..usize::try_from(n).unwrap_or(0) {
+                // SAFETY: i < n entries of the list returned above.
+                let dev = unsafe { *self.dev_list.add(i) };
+                // SAFETY: dev is a device of the list; its name is a NUL-terminated string.
+                let name = unsafe { CStr::from_ptr(ibv_get_device_name(dev)) }.to_string_lossy().into_owned();
+                let is_mlx5 = match &self.lib.dv.mlx5dv_is_supported {
+                    // SAFETY: dev is a live device of the list.
+                    Ok(f) => unsafe { f(dev) },
+                    Err(_) => false,
+                };
+                let kind = if is_mlx5 { DeviceKind::Mlx5 } else { DeviceKind::Other };
+                if kind == DeviceKind::Mlx5 && config.device.as_ref().is_some_and(|d| *d != name) {
+                    continue;
+                }
+                self.devices.push(DeviceEntry { desc: DeviceDesc { name, kind }, ptr: dev });
+            }
+        }
+        if let (Some(pci), Ok(f)) = (&config.vfio_pci_name, &self.lib.dv.mlx5dv_get_vfio_device_list)
+            && let Ok(pci_c) = CString::new(pci.as_str())
+        {
+            let mut attr = mlx5dv_vfio_context_attr { pci_name: pci_c.as_ptr(), flags: 0, comp_mask: 0 };
+            // SAFETY: attr is valid for the call; the list is freed in Drop.
+            self.vfio_list = unsafe { f(&mut attr) };
+            if !self.vfio_list.is_null() {
+                // SAFETY: a non-NULL list from mlx5dv_get_vfio_device_list has at least one entry.
+                let dev = unsafe { *self.vfio_list };
+                if !dev.is_null() {
+                    self.devices.push(DeviceEntry {
+                        desc: DeviceDesc { name: pci.clone(), kind: DeviceKind::Mlx5Vfio },
+                        ptr: dev,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Device name, firmware, board, GUID and software versions of the chosen mlx5 device.
+    fn describe(&mut self) -> BTreeMap<String, String> {
+        let mut facts = BTreeMap::new();
+        facts.insert("rdma_core".to_string(), self.lib.rdma_core_version().to_string());
+        if let Ok(k) = std::fs::read_to_string("/proc/sys/kernel/osrelease") {
+            facts.insert("kernel".to_string(), k.trim().to_string());
+        }
+        let Some(dev) = self.devices.iter().find(|d| d.desc.kind == DeviceKind::Mlx5) else {
+            return facts;
+        };
+        let name = dev.desc.name.clone();
+        facts.insert("device".to_string(), name.clone());
+        if let Some(b) = read_sysfs(&name, "board_id") {
+            facts.insert("board_id".to_string(), b);
+        }
+        // SAFETY: dev.ptr is a device of the live list.
+        let ctx = unsafe { ibv_open_device(dev.ptr) };
+        if ctx.is_null() {
+            return facts;
+        }
+        // SAFETY: ibv_device_attr is plain data; zero is a valid value.
+        let mut attr: ibv_device_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: ctx is open; attr is valid for writes.
+        if unsafe { ibv_query_device(ctx, &mut attr) } == 0 {
+            // SAFETY: fw_ver is a NUL-terminated array filled by the provider.
+            let fw = unsafe { CStr::from_ptr(attr.fw_ver.as_ptr()) }.to_string_lossy().into_owned();
+            facts.insert("fw_ver".to_string(), fw);
+            facts.insert("vendor_part_id".to_string(), attr.vendor_part_id.to_string());
+            facts.insert("node_guid".to_string(), format!("{:016x}", u64::from_be(attr.node_guid)));
+        }
+        // SAFETY: ctx was opened above and holds no objects.
+        unsafe { ibv_close_device(ctx) };
+        facts
+    }
+
+    fn fresh_id(&mut self) -> u32 {
+        self.next_id = self.next_id.wrapping_add(1);
+        self.next_id
+    }
+
+    fn check(&self, backend: BackendId, op: Op) -> Result<()> {
+        if backend == self.id {
+            Ok(())
+        } else {
+            Err(Error::new(op, EINVAL, "handle belongs to another backend instance"))
+        }
+    }
+
+    fn ctx_ptr(&self, h: ContextHandle, op: Op) -> Result<*mut ibv_context> {
+        self.check(h.backend(), op)?;
+        self.contexts
+            .get(&h.id())
+            .map(|c| c.ptr)
+            .ok_or_else(|| Error::new(op, EINVAL, "context handle is stale (device closed)"))
+    }
+
+    fn pd_entry(&self, h: PdHandle, op: Op) -> Result<&HwPd> {
+        self.check(h.backend(), op)?;
+        self.pds
+            .get(&h.id())
+            .ok_or_else(|| Error::new(op, EINVAL, "PD handle is stale (deallocated or its device closed)"))
+    }
+
+    fn mkey_entry(&self, h: MkeyHandle, op: Op) -> Result<&HwMkey> {
+        self.check(h.backend(), op)?;
+        self.mkeys
+            .get(&h.id())
+            .ok_or_else(|| Error::new(op, EINVAL, "mkey handle is stale (destroyed or its device closed)"))
+    }
+
+    fn device(&self, name: &str, op: Op) -> Result<&DeviceEntry> {
+        self.devices
+            .iter()
+            .find(|d| d.desc.name == name)
+            .ok_or_else(|| Error::new(op, ENODEV, format!("no device named {name}")))
+    }
+
+    fn add_context(&mut self, ptr: *mut ibv_context) -> ContextHandle {
+        let id = self.fresh_id();
+        self.contexts.insert(id, HwCtx { ptr });
+        ContextHandle::new(self.id, id)
+    }
+
+    /// Destroy what is open on context `cid`, mkeys first; the context itself stays open.
+    fn release_objects_of(&mut self, cid: u32) {
+        let mkeys: Vec<u32> = self.mkeys.iter().filter(|(_, m)| m.ctx == cid).map(|(k, _)| *k).collect();
+        for k in mkeys {
+            if let (Some(m), Ok(f)) = (self.mkeys.remove(&k), &self.lib.dv.mlx5dv_destroy_mkey) {
+                // SAFETY: the mkey is live and removed from the table before it is destroyed.
+                unsafe { f(m.ptr) };
+            }
+        }
+        let pds: Vec<u32> = self.pds.iter().filter(|(_, p)| p.ctx == cid).map(|(k, _)| *k).collect();
+        for k in pds {
+            if let Some(p) = self.pds.remove(&k) {
+                // SAFETY: the PD is live and has no mkeys left.
+                unsafe { ibv_dealloc_pd(p.ptr) };
+            }
+        }
+    }
+}
+
+impl Drop for HwBackend {
+    fn drop(&mut self) {
+        let ctxs: Vec<u32> = self.contexts.keys().copied().collect();
+        for cid in ctxs {
+            self.release_objects_of(cid);
+            if let Some(c) = self.contexts.remove(&cid) {
+                // SAFETY: the context is live and its objects were released above.
+                unsafe { ibv_close_device(c.ptr) };
+            }
+        }
+        if !self.dev_list.is_null() {
+            // SAFETY: the list came from ibv_get_device_list and every context on it is closed.
+            unsafe { ibv_free_device_list(self.dev_list) };
+        }
+        if !self.vfio_list.is_null() {
+            // SAFETY: mlx5dv_get_vfio_device_list lists are freed with ibv_free_device_list.
+            unsafe { ibv_free_device_list(self.vfio_list) };
+        }
+    }
+}
+
+impl Backend for HwBackend {
+    fn info(&self) -> BackendInfo {
+        BackendInfo { backend: "hw".into(), profile: None, facts: self.facts.clone() }
+    }
+
+    fn kernel_facts(&self) -> KernelFacts {
+        // The kernel's answers (DEVX, tag update, SQD→RTS) reach only libmlx5; user space cannot
+        // read them without using the behaviour under test, so the backend does not claim them.
+        KernelFacts::default()
+    }
+
+    fn device_list(&mut self) -> Result<Vec<DeviceDesc>> {
+        match self.list_error {
+            // ENOSYS: no uverbs in the kernel; the harness reports the reason as a skip.
+            Some(e) if self.devices.is_empty() => Err(Error::new(
+                Op::GetDeviceList,
+                e,
+                format!("no mlx5 device found (ibv_get_device_list: {})", std::io::Error::from_raw_os_error(e)),
+            )),
+            _ => Ok(self.devices.iter().map(|d| d.desc.clone()).collect()),
+        }
+    }
+
+    fn open_device(&mut self, device: &str, attr: Option<&ContextAttr>) -> Result<ContextHandle> {
+        let op = Op::OpenDevice;
+        let dev = self.device(device, op)?.ptr;
+        let f = self.lib.dv.mlx5dv_open_device.as_ref().map_err(|_| missing(op, "mlx5dv_open_device"))?;
+        let mut c_attr = attr.map(|a| mlx5dv_context_attr { flags: a.flags.bits(), comp_mask: a.comp_mask });
+        let p = c_attr.as_mut().map_or(ptr::null_mut(), |a| a as *mut _);
+        // SAFETY: dev is a device of the live list; the attr outlives the call.
+        let ctx = unsafe { f(dev, p) };
+        if ctx.is_null() {
+            return Err(Error::new(op, last_errno(), format!("mlx5dv_open_device({device}) failed")));
+        }
+        Ok(self.add_context(ctx))
+    }
+
+    fn open_ibv_device(&mut self, device: &str) -> Result<ContextHandle> {
+        let op = Op::IbvOpenDevice;
+        let dev = self.device(device, op)?.ptr;
+        // SAFETY: dev is a device of the live list.
+        let ctx = unsafe { ibv_open_device(dev) };
+        if ctx.is_null() {
+            return Err(Error::new(op, last_errno(), format!("ibv_open_device({device}) failed")));
+        }
+        Ok(self.add_context(ctx))
+    }
+
+    fn close_device(&mut self, ctx: ContextHandle) -> Result<()> {
+        let op = Op::CloseDevice;
+        let ptr = self.ctx_ptr(ctx, op)?;
+        self.release_objects_of(ctx.id());
+        self.contexts.remove(&ctx.id());
+        // SAFETY: the context is live and its objects were released.
+        c_call(op, unsafe { ibv_close_device(ptr) }, "ibv_close_device")
+    }
+
+    fn query_device(&mut self, ctx: ContextHandle, comp_mask: u64) -> Result<DvContext> {
+        let op = Op::QueryDevice;
+        let ptr = self.ctx_ptr(ctx, op)?;
+        let f = self.lib.dv.mlx5dv_query_device.as_ref().map_err(|_| missing(op, "mlx5dv_query_device"))?;
+        // Only the parts this API models are requested, so the provider never writes fields
+        // past the rdma-core 44 layout of the struct.
+        let modelled = mlx5_dv::MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD | mlx5_dv::MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD;
+        let mut out = mlx5dv_context { comp_mask: comp_mask & modelled, ..Default::default() };
+        // SAFETY: ptr is an open context; out is valid for writes.
+        let rc = unsafe { f(ptr, &mut out) };
+        c_call(op, rc, "mlx5dv_query_device")?;
+        let s = out.sig_caps;
+        let c = out.crypto_caps;
+        Ok(DvContext {
+            comp_mask: out.comp_mask,
+            sig_caps: SigCaps {
+                block_size: s.block_size,
+                block_prot: s.block_prot,
+                t10dif_bg: s.t10dif_bg,
+                crc_type: s.crc_type,
+            },
+            crypto_caps: CryptoCaps {
+                failed_selftests: c.failed_selftests,
+                crypto_engines: c.crypto_engines,
+                wrapped_import_method: c.wrapped_import_method,
+                log_max_num_deks: c.log_max_num_deks,
+                flags: c.flags,
+            },
+        })
+    }
+
+    fn alloc_pd(&mut self, ctx: ContextHandle) -> Result<PdHandle> {
+        let op = Op::AllocPd;
+        let ptr = self.ctx_ptr(ctx, op)?;
+        // SAFETY: ptr is an open context.
+        let pd = unsafe { ibv_alloc_pd(ptr) };
+        if pd.is_null() {
+            return Err(Error::new(op, last_errno(), "ibv_alloc_pd failed"));
+        }
+        let id = self.fresh_id();
+        self.pds.insert(id, HwPd { ptr: pd, ctx: ctx.id(), mkeys: 0 });
+        Ok(PdHandle::new(self.id, id))
+    }
+
+    fn dealloc_pd(&mut self, pd: PdHandle) -> Result<()> {
+        let op = Op::DeallocPd;
+        let p = self.pd_entry(pd, op)?;
+        if p.mkeys > 0 {
+            return Err(Error::new(op, EBUSY, format!("the PD still has {} mkey(s)", p.mkeys)));
+        }
+        let ptr = p.ptr;
+        // SAFETY: the PD is live and has no mkeys.
+        c_call(op, unsafe { ibv_dealloc_pd(ptr) }, "ibv_dealloc_pd")?;
+        self.pds.remove(&pd.id());
+        Ok(())
+    }
+
+    fn create_mkey(&mut self, attr: &MkeyInitAttr) -> Result<Mkey> {
+        let op = Op::CreateMkey;
+        let p = self.pd_entry(attr.pd, op)?;
+        let (pd_ptr, ctx) = (p.ptr, p.ctx);
+        let f = self.lib.dv.mlx5dv_create_mkey.as_ref().map_err(|_| missing(op, "mlx5dv_create_mkey"))?;
+        let mut c_attr =
+            mlx5dv_mkey_init_attr { pd: pd_ptr, create_flags: attr.create_flags.bits(), max_entries: attr.max_entries };
+        // SAFETY: the PD is live; c_attr is valid for the call (max_entries is written back).
+        let mkey = unsafe { f(&mut c_attr) };
+        if mkey.is_null() {
+            return Err(Error::new(op, last_errno(), "mlx5dv_create_mkey failed"));
+        }
+        // SAFETY: a non-NULL result points at the provider's mlx5dv_mkey.
+        let (lkey, rkey) = unsafe { ((*mkey).lkey, (*mkey).rkey) };
+        let id = self.fresh_id();
+        self.mkeys.insert(id, HwMkey { ptr: mkey, pd: attr.pd.id(), ctx });
+        if let Some(p) = self.pds.get_mut(&attr.pd.id()) {
+            p.mkeys += 1;
+        }
+        Ok(Mkey { handle: MkeyHandle::new(self.id, id), lkey, rkey, max_entries: c_attr.max_entries })
+    }
+
+    fn destroy_mkey(&mut self, mkey: &Mkey) -> Result<()> {
+        let op = Op::DestroyMkey;
+        let m = self.mkey_entry(mkey.handle, op)?;
+        let (ptr, pd) = (m.ptr, m.pd);
+        let f = self.lib.dv.mlx5dv_destroy_mkey.as_ref().map_err(|_| missing(op, "mlx5dv_destroy_mkey"))?;
+        // SAFETY: the mkey is live; on failure it stays live and in the table.
+        c_call(op, unsafe { f(ptr) }, "mlx5dv_destroy_mkey")?;
+        self.mkeys.remove(&mkey.handle.id());
+        if let Some(p) = self.pds.get_mut(&pd) {
+            p.mkeys = p.mkeys.saturating_sub(1);
+        }
+        Ok(())
+    }
+
+    fn mkey_check(&mut self, mkey: &Mkey) -> Result<MkeyErr> {
+        let op = Op::MkeyCheck;
+        let ptr = self.mkey_entry(mkey.handle, op)?.ptr;
+        let mut err = mlx5dv_mkey_err::default();
+        // SAFETY: the mkey is live; err is valid for writes.
+        let rc = unsafe { inline::mkey_check(&self.lib, ptr, &mut err) };
+        c_call(op, rc, "mlx5dv_mkey_check")?;
+        let err_type = match err.err_type {
+            0 => MkeyErrType::NoErr,
+            1 => MkeyErrType::SigBlockBadGuard,
+            2 => MkeyErrType::SigBlockBadReftag,
+            3 => MkeyErrType::SigBlockBadApptag,
+            other => return Err(Error::new(op, EINVAL, format!("libmlx5 returned unknown err_type {other}"))),
+        };
+        // SAFETY: `sig` is the only member of the union.
+        let s = unsafe { err.err.sig };
+        Ok(MkeyErr {
+            err_type,
+            sig: SigErr { actual_value: s.actual_value, expected_value: s.expected_value, offset: s.offset },
+        })
+    }
+}
+
+impl HwBackend {
+    /// The `ibv_context` behind a live handle, for commands this crate issues itself.
+    pub(crate) fn raw_context(&self, ctx: ContextHandle) -> Result<*mut ibv_context> {
+        self.ctx_ptr(ctx, Op::Backend)
+    }
+}
+
+/// Try to create an RC QP with `MLX5DV_QP_CREATE_SIG_PIPELINING`; true if the provider and
+/// kernel allow it.
+///
+/// # Safety
+/// `ctx` must be an open context of `lib`'s provider.
+pub(crate) unsafe fn try_sig_pipelining_qp(lib: &Mlx5Lib, ctx: *mut ibv_context) -> bool {
+    use rdma_sys::{
+        ibv_create_cq, ibv_destroy_cq, ibv_destroy_qp, ibv_qp_cap, ibv_qp_init_attr_ex, ibv_qp_init_attr_mask,
+        ibv_qp_type,
+    };
+    let Ok(create_qp) = &lib.dv.mlx5dv_create_qp else { return false };
+    // SAFETY (whole body): ctx is open; each object is destroyed before returning.
+    unsafe {
+        let pd = ibv_alloc_pd(ctx);
+        if pd.is_null() {
+            return false;
+        }
+        let cq = ibv_create_cq(ctx, 16, ptr::null_mut(), ptr::null_mut(), 0);
+        if cq.is_null() {
+            ibv_dealloc_pd(pd);
+            return false;
+        }
+        let mut init: ibv_qp_init_attr_ex = std::mem::zeroed();
+        init.qp_type = ibv_qp_type::IBV_QPT_RC;
+        init.send_cq = cq;
+        init.recv_cq = cq;
+        init.cap = ibv_qp_cap { max_send_wr: 1, max_recv_wr: 1, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
+        init.pd = pd;
+        init.comp_mask = ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_PD.0;
+        let mut dv: mlx5dv_qp_init_attr = std::mem::zeroed();
+        dv.comp_mask = mlx5dv_qp_init_attr_mask::MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS as u64;
+        dv.create_flags = mlx5dv_qp_create_flags::MLX5DV_QP_CREATE_SIG_PIPELINING;
+        let qp = create_qp(ctx, &mut init, &mut dv);
+        let ok = !qp.is_null();
+        if ok {
+            ibv_destroy_qp(qp);
+        }
+        ibv_destroy_cq(cq);
+        ibv_dealloc_pd(pd);
+        ok
+    }
+}

@@ -1,0 +1,151 @@
+//! Profile capture: write a real device's caps and its kernel's features in the simulator's
+//! profile format, so `run --backend sim --profile FILE` imitates that card.
+//!
+//! The HCA capability bits are read with QUERY_HCA_CAP through DEVX, the same command and
+//! fields the simulator's firmware serves. The kernel's features are probed through the
+//! provider: DEVX by opening a DEVX context, tag update by creating an `UPDATE_TAG` mkey, and
+//! SQD→RTS by creating a `SIG_PIPELINING` QP.
+
+use mlx5_dv::prm::{self, Field, cmd_hca_cap as c, crypto_caps as k, opcode, query_hca_cap as q};
+use mlx5_dv::{Backend, ContextAttr, DeviceKind, Error, MkeyInitAttr, MkeyInitFlags, Op, Result};
+use mlx5_sim::Profile;
+use mlx5_sim::profile::{CryptoCapSection, DeviceSection, GeneralObjType, HcaCapSection, KernelSection};
+
+use crate::HwBackend;
+
+/// Capture the profile of the backend's mlx5 device (the configured one, or the first).
+pub fn capture(b: &mut HwBackend) -> Result<Profile> {
+    let op = Op::Backend;
+    let devices = b.device_list()?;
+    let dev = devices
+        .iter()
+        .find(|d| d.kind == DeviceKind::Mlx5)
+        .ok_or_else(|| Error::new(op, mlx5_dv::errno::ENODEV, "no mlx5 device found"))?
+        .name
+        .clone();
+    let facts = b.info().facts;
+    let devx_ctx = b.open_device(&dev, Some(&ContextAttr::devx())).ok();
+    let (hca, crypto) = match devx_ctx {
+        Some(ctx) => read_caps(b, ctx)?,
+        None => {
+            return Err(Error::new(
+                op,
+                mlx5_dv::errno::EOPNOTSUPP,
+                "capture needs a DEVX context to read the HCA caps",
+            ));
+        }
+    };
+    let mkey_update_tag = probe_update_tag(b, &dev);
+    let sqd2rts = crate::capture::probe_sqd2rts(b, &dev);
+    if let Some(ctx) = devx_ctx {
+        let _ = b.close_device(ctx);
+    }
+    let vfio = devices.iter().find(|d| d.kind == DeviceKind::Mlx5Vfio).map(|d| d.name.clone());
+    let others = devices.iter().filter(|d| d.kind == DeviceKind::Other).map(|d| d.name.clone()).collect();
+    let fact = |k: &str| facts.get(k).cloned().unwrap_or_default();
+    Ok(Profile {
+        name: format!("captured-{dev}"),
+        summary: format!(
+            "captured from {dev} (board {}, fw {}, rdma-core {}, kernel {})",
+            fact("board_id"),
+            fact("fw_ver"),
+            fact("rdma_core"),
+            fact("kernel")
+        ),
+        device: DeviceSection {
+            name: dev,
+            fw_ver: fact("fw_ver"),
+            board_id: fact("board_id"),
+            vendor_part_id: fact("vendor_part_id").parse().unwrap_or(0),
+            vfio_pci_name: vfio,
+            other_devices: others,
+        },
+        kernel: KernelSection { devx: true, devx_whitelist_uid: true, mkey_update_tag, sqd2rts },
+        hca_cap: hca,
+        crypto_cap: crypto,
+    })
+}
+
+fn devx_query(b: &HwBackend, ctx: *mut rdma_sys::ibv_context, op_mod: u16) -> Result<Vec<u8>> {
+    let op = Op::Backend;
+    let f = b
+        .lib()
+        .dv
+        .mlx5dv_devx_general_cmd
+        .as_ref()
+        .map_err(|_| Error::new(op, mlx5_dv::errno::EOPNOTSUPP, "no mlx5dv_devx_general_cmd"))?;
+    let input = prm::new_input(q::IN_SIZE, opcode::QUERY_HCA_CAP, 0, op_mod);
+    let mut out = vec![0u8; q::OUT_SIZE];
+    // SAFETY: ctx is an open DEVX context; both mailboxes are valid for their lengths.
+    let rc = unsafe { f(ctx, input.as_ptr().cast(), input.len(), out.as_mut_ptr().cast(), out.len()) };
+    if rc != 0 {
+        let (status, syndrome) = prm::read_status(&out);
+        return Err(Error::new(op, rc, format!("QUERY_HCA_CAP op_mod 0x{op_mod:x} failed"))
+            .with_cmd_status(mlx5_dv::CmdStatus { status, syndrome }));
+    }
+    Ok(out.split_off(q::CAPABILITY_BYTE))
+}
+
+fn read_caps(b: &mut HwBackend, ctx: mlx5_dv::ContextHandle) -> Result<(HcaCapSection, CryptoCapSection)> {
+    let ptr = b.raw_context(ctx)?;
+    let page = devx_query(b, ptr, q::OP_MOD_GENERAL_CUR)?;
+    let get = |p: &[u8], f: Field| f.get(p).unwrap_or(0);
+    let bit = |p: &[u8], f: Field| get(p, f) != 0;
+    let obj_types = get(&page, c::GENERAL_OBJ_TYPES);
+    let mut general_obj_types = Vec::new();
+    for t in [GeneralObjType::Dek, GeneralObjType::CryptoLogin] {
+        if obj_types & (1u64 << t.number()) != 0 {
+            general_obj_types.push(t);
+        }
+    }
+    let hca = HcaCapSection {
+        sho: bit(&page, c::SHO),
+        sigerr_domain_and_sig_type: bit(&page, c::SIGERR_DOMAIN_AND_SIG_TYPE),
+        sig_block_4048: bit(&page, c::SIG_BLOCK_4048),
+        sig_crc32c: bit(&page, c::SIG_CRC32C),
+        sig_crc64_xp10: bit(&page, c::SIG_CRC64_XP10),
+        crypto: bit(&page, c::CRYPTO),
+        aes_xts_single_block_le_tweak: bit(&page, c::AES_XTS_SINGLE_BLOCK_LE_TWEAK),
+        aes_xts_multi_block_be_tweak: bit(&page, c::AES_XTS_MULTI_BLOCK_BE_TWEAK),
+        aes_xts_multi_block_le_tweak: bit(&page, c::AES_XTS_MULTI_BLOCK_LE_TWEAK),
+        general_obj_types,
+        log_max_mkey: get(&page, c::LOG_MAX_MKEY) as u8,
+        log_max_klm_list_size: get(&page, c::LOG_MAX_KLM_LIST_SIZE) as u8,
+    };
+    let crypto = if hca.crypto {
+        let p = devx_query(b, ptr, q::OP_MOD_CRYPTO_CUR)?;
+        CryptoCapSection {
+            wrapped_crypto_operational: bit(&p, k::WRAPPED_CRYPTO_OPERATIONAL),
+            wrapped_crypto_going_to_commissioning: bit(&p, k::WRAPPED_CRYPTO_GOING_TO_COMMISSIONING),
+            wrapped_import_method: get(&p, k::WRAPPED_IMPORT_METHOD) as u8,
+            log_max_num_deks: get(&p, k::LOG_MAX_NUM_DEKS) as u8,
+            failed_selftests: get(&p, k::FAILED_SELFTESTS) as u16,
+        }
+    } else {
+        CryptoCapSection::default()
+    };
+    Ok((hca, crypto))
+}
+
+/// Tag update is granted iff an `INDIRECT | UPDATE_TAG` mkey can be created.
+fn probe_update_tag(b: &mut HwBackend, dev: &str) -> bool {
+    let Ok(ctx) = b.open_ibv_device(dev) else { return false };
+    let ok = b.alloc_pd(ctx).is_ok_and(|pd| {
+        let attr =
+            MkeyInitAttr { pd, create_flags: MkeyInitFlags::INDIRECT | MkeyInitFlags::UPDATE_TAG, max_entries: 4 };
+        b.create_mkey(&attr).is_ok_and(|m| b.destroy_mkey(&m).is_ok())
+    });
+    let _ = b.close_device(ctx);
+    ok
+}
+
+/// SQD→RTS is granted iff an RC QP with `MLX5DV_QP_CREATE_SIG_PIPELINING` can be created.
+pub(crate) fn probe_sqd2rts(b: &mut HwBackend, dev: &str) -> bool {
+    let Ok(ctx) = b.open_ibv_device(dev) else { return false };
+    let ok = b.raw_context(ctx).is_ok_and(|ptr| {
+        // SAFETY: ptr is an open context; every object created here is destroyed here.
+        unsafe { crate::backend::try_sig_pipelining_qp(b.lib(), ptr) }
+    });
+    let _ = b.close_device(ctx);
+    ok
+}

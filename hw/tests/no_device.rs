@@ -1,0 +1,79 @@
+//! What the hw backend does on a host like CI's: libmlx5 installed, maybe no mlx5 device.
+//! Each test states what it expects for both kinds of host, so it also runs on a lab machine.
+
+use mlx5_dv::errno::{EINVAL, ENODEV, EOPNOTSUPP};
+use mlx5_dv::{Backend, BackendId, ContextHandle, DeviceKind, MkeyInitAttr, MkeyInitFlags, Op, PdHandle};
+use mlx5_hw::{HwBackend, HwConfig, Mlx5Lib};
+
+/// True if this host shows an mlx5 RDMA device in sysfs.
+fn host_has_mlx5() -> bool {
+    std::fs::read_dir("/sys/class/infiniband")
+        .map(|d| d.flatten().any(|e| e.file_name().to_string_lossy().starts_with("mlx5")))
+        .unwrap_or(false)
+}
+
+fn backend() -> HwBackend {
+    HwBackend::open(HwConfig::default()).expect("libmlx5 is installed on this host (the Makefile installs it)")
+}
+
+#[test]
+fn the_device_list_matches_the_host() {
+    let mut b = backend();
+    let mlx5: Vec<_> = match b.device_list() {
+        Ok(list) => list.into_iter().filter(|d| d.kind == DeviceKind::Mlx5).collect(),
+        Err(e) => {
+            assert!(e.reason().starts_with("no mlx5 device found"), "{e}");
+            Vec::new()
+        }
+    };
+    assert_eq!(!mlx5.is_empty(), host_has_mlx5(), "{mlx5:?}");
+    let facts = b.info().facts;
+    assert_eq!(b.info().backend, "hw");
+    assert!(facts.contains_key("rdma_core") && facts.contains_key("kernel"), "{facts:?}");
+    if host_has_mlx5() {
+        assert!(facts.contains_key("fw_ver") && facts.contains_key("node_guid"), "{facts:?}");
+    }
+}
+
+#[test]
+fn the_installed_rdma_core_is_named_from_its_library() {
+    let lib = Mlx5Lib::load().unwrap();
+    let v = lib.rdma_core_version();
+    let major: u32 = v.split('.').next().and_then(|m| m.parse().ok()).unwrap_or_else(|| panic!("version {v}"));
+    assert!(major >= 44, "rdma-core {v}");
+}
+
+#[test]
+fn functions_newer_than_the_library_are_eopnotsupp_naming_the_release() {
+    let lib = Mlx5Lib::load().unwrap();
+    let v = lib.rdma_core_version().to_string();
+    let major: u32 = v.split('.').next().and_then(|m| m.parse().ok()).unwrap();
+    for present in [lib.reg_dmabuf_mr.is_present(), lib.get_data_direct_sysfs_path.is_present()] {
+        assert_eq!(present, major >= 55, "rdma-core {v}");
+    }
+    if major < 55 {
+        let e = lib.reg_dmabuf_mr.get(Op::Backend, &v).unwrap_err();
+        assert_eq!(e.errno(), EOPNOTSUPP);
+        assert!(e.reason().contains("mlx5dv_reg_dmabuf_mr") && e.reason().contains("rdma-core 55"), "{e}");
+        assert!(e.reason().contains(&v), "{e}");
+        let e = lib.get_data_direct_sysfs_path.get(Op::Backend, &v).unwrap_err();
+        assert!(e.reason().contains("mlx5dv_get_data_direct_sysfs_path"), "{e}");
+    }
+    // Every function of the rdma-core 44 bindings is present.
+    assert!(lib.dv.mlx5dv_create_mkey.is_ok() && lib.dv.mlx5dv_destroy_mkey.is_ok());
+    assert!(lib.dv._mlx5dv_mkey_check.is_ok() && lib.dv.mlx5dv_query_device.is_ok());
+}
+
+#[test]
+fn foreign_and_stale_handles_never_reach_libmlx5() {
+    let mut b = backend();
+    let other = BackendId::fresh();
+    let pd = PdHandle::new(other, 1);
+    let attr = MkeyInitAttr { pd, create_flags: MkeyInitFlags::INDIRECT, max_entries: 4 };
+    assert_eq!(b.create_mkey(&attr).unwrap_err().errno(), EINVAL);
+    assert_eq!(b.dealloc_pd(pd).unwrap_err().errno(), EINVAL);
+    assert_eq!(b.close_device(ContextHandle::new(other, 1)).unwrap_err().errno(), EINVAL);
+    assert_eq!(b.alloc_pd(ContextHandle::new(other, 7)).unwrap_err().errno(), EINVAL);
+    assert_eq!(b.open_device("no-such-device", None).unwrap_err().errno(), ENODEV);
+    assert_eq!(b.open_ibv_device("no-such-device").unwrap_err().errno(), ENODEV);
+}
