@@ -50,6 +50,8 @@ pub enum Need {
     NoDevx,
     /// Simulator control: fault injection and the firmware command log.
     SimControl,
+    /// A second mlx5 device.
+    TwoDevices,
 }
 
 /// What the harness learned about a backend before running cases on it.
@@ -57,6 +59,8 @@ pub enum Need {
 pub struct Env {
     /// The first mlx5 kernel device.
     pub device: Option<String>,
+    /// A second mlx5 kernel device, for client/server cases across two devices.
+    pub peer_device: Option<String>,
     /// The first VFIO device.
     pub vfio_device: Option<String>,
     /// The first device of another provider.
@@ -88,6 +92,7 @@ impl Env {
         use mlx5_dv::DeviceKind::*;
         let first = |k| devices.iter().find(|d| d.kind == k).map(|d| d.name.clone());
         env.device = first(Mlx5);
+        env.peer_device = devices.iter().filter(|d| d.kind == Mlx5).nth(1).map(|d| d.name.clone());
         env.vfio_device = first(Mlx5Vfio);
         env.other_device = first(Other);
         let Some(dev) = env.device.clone() else {
@@ -128,6 +133,7 @@ impl Env {
             Need::Devx => (self.kernel.devx == Some(true), devx_reason(self.kernel.devx)),
             Need::NoDevx => (self.kernel.devx == Some(false), devx_reason(self.kernel.devx)),
             Need::SimControl => (self.sim_control, "needs simulator control (fault injection, command log)"),
+            Need::TwoDevices => (self.peer_device.is_some(), "needs a second mlx5 device"),
         };
         (!ok).then(|| why.to_string())
     }

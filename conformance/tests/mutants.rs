@@ -21,6 +21,17 @@ enum Mutation {
     DropCrc32Cap,
     ExplicitDevxFallsBack,
     EchoEveryCompMaskBit,
+    PollDropsImmediate,
+    ReadByteLenZero,
+    MaxInlineOffByFour,
+    CqCapacityPowerOfTwo,
+    ConfigureAlwaysInline,
+    PostSucceedsBeforeRts,
+    LocalInvIgnored,
+    NoSmallFence,
+    ScatterToCqeAlwaysOff,
+    WriteOneByteOff,
+    MrListIgnoresSecondEntry,
 }
 
 struct Mutant {
@@ -113,8 +124,135 @@ impl Backend for Mutant {
             _ => r,
         }
     }
+    fn alloc_buf(&mut self, len: usize) -> Result<Buf> {
+        self.inner.alloc_buf(len)
+    }
+    fn free_buf(&mut self, buf: &Buf) -> Result<()> {
+        self.inner.free_buf(buf)
+    }
+    fn write_buf(&mut self, buf: &Buf, offset: usize, data: &[u8]) -> Result<()> {
+        self.inner.write_buf(buf, offset, data)
+    }
+    fn read_buf(&mut self, buf: &Buf, offset: usize, len: usize) -> Result<Vec<u8>> {
+        self.inner.read_buf(buf, offset, len)
+    }
+    fn reg_mr(&mut self, pd: PdHandle, addr: u64, length: u64, access: AccessFlags) -> Result<Mr> {
+        self.inner.reg_mr(pd, addr, length, access)
+    }
+    fn dereg_mr(&mut self, mr: &Mr) -> Result<()> {
+        self.inner.dereg_mr(mr)
+    }
+    fn create_cq(&mut self, ctx: ContextHandle, cqe: u32) -> Result<Cq> {
+        let mut cq = self.inner.create_cq(ctx, cqe)?;
+        if let Mutation::CqCapacityPowerOfTwo = self.m {
+            cq.cqe += 1;
+        }
+        Ok(cq)
+    }
+    fn destroy_cq(&mut self, cq: &Cq) -> Result<()> {
+        self.inner.destroy_cq(cq)
+    }
+    fn poll_cq(&mut self, cq: &Cq, max: usize) -> Result<Vec<Wc>> {
+        let mut wcs = self.inner.poll_cq(cq, max)?;
+        for wc in &mut wcs {
+            match self.m {
+                Mutation::PollDropsImmediate => wc.imm_data = 0,
+                Mutation::ReadByteLenZero if wc.opcode == wc_opcode::RDMA_READ => wc.byte_len = 0,
+                _ => {}
+            }
+        }
+        Ok(wcs)
+    }
+    fn create_qp(&mut self, attr: &QpInitAttr) -> Result<Qp> {
+        let mut a = *attr;
+        if let (Mutation::ScatterToCqeAlwaysOff, Some(dv)) = (self.m, a.dv.as_mut()) {
+            dv.comp_mask |= dv_qp::MASK_QP_CREATE_FLAGS;
+            dv.create_flags |= dv_qp::CREATE_DISABLE_SCATTER_TO_CQE;
+        }
+        let mut q = self.inner.create_qp(&a)?;
+        if let Mutation::MaxInlineOffByFour = self.m {
+            q.cap.max_inline_data += 4;
+        }
+        Ok(q)
+    }
+    fn modify_qp(&mut self, qp: &Qp, attr: &QpModify) -> Result<()> {
+        self.inner.modify_qp(qp, attr)
+    }
+    fn query_qp_state(&mut self, qp: &Qp) -> Result<QpState> {
+        self.inner.query_qp_state(qp)
+    }
+    fn destroy_qp(&mut self, qp: &Qp) -> Result<()> {
+        self.inner.destroy_qp(qp)
+    }
+    fn post_send(&mut self, qp: &Qp, ops: &[WrOp]) -> Result<()> {
+        let ops: Vec<WrOp> = ops
+            .iter()
+            .filter(|o| !matches!((self.m, o), (Mutation::LocalInvIgnored, WrOp::LocalInv { .. })))
+            .cloned()
+            .map(|o| match (self.m, o) {
+                (
+                    Mutation::ConfigureAlwaysInline,
+                    WrOp::MkeyConfigure { wr_id, flags, mkey, num_setters, conf_flags, comp_mask },
+                ) => WrOp::MkeyConfigure {
+                    wr_id,
+                    flags: flags | SendFlags::INLINE,
+                    mkey,
+                    num_setters,
+                    conf_flags,
+                    comp_mask,
+                },
+                (Mutation::WriteOneByteOff, WrOp::RdmaWrite { wr_id, flags, rkey, remote_addr, sge }) => {
+                    WrOp::RdmaWrite { wr_id, flags, rkey, remote_addr: remote_addr + 1, sge }
+                }
+                (Mutation::MrListIgnoresSecondEntry, WrOp::MrList { wr_id, flags, mkey, access, mut sge })
+                    if sge.len() > 1 =>
+                {
+                    sge[1].addr += 1;
+                    WrOp::MrList { wr_id, flags, mkey, access, sge }
+                }
+                (_, o) => o,
+            })
+            .collect();
+        let r = self.inner.post_send(qp, &ops);
+        match (self.m, &r) {
+            (Mutation::PostSucceedsBeforeRts, Err(e)) if e.errno() == EINVAL => Ok(()),
+            _ => r,
+        }
+    }
+    fn post_recv(&mut self, qp: &Qp, wrs: &[RecvWr]) -> Result<()> {
+        self.inner.post_recv(qp, wrs)
+    }
+    fn get_async_event(&mut self, ctx: ContextHandle) -> Result<Option<AsyncEvent>> {
+        self.inner.get_async_event(ctx)
+    }
     fn sim_control(&mut self) -> Option<&mut dyn SimControl> {
-        self.inner.sim_control()
+        match self.m {
+            Mutation::NoSmallFence => Some(self),
+            _ => self.inner.sim_control(),
+        }
+    }
+}
+
+impl SimControl for Mutant {
+    fn add_fault(&mut self, rule: FaultRule) {
+        self.inner.add_fault(rule)
+    }
+    fn clear_faults(&mut self) {
+        self.inner.clear_faults()
+    }
+    fn record_commands(&mut self, on: bool) {
+        self.inner.record_commands(on)
+    }
+    fn take_commands(&mut self) -> Vec<CommandRecord> {
+        self.inner.take_commands()
+    }
+    fn record_wqes(&mut self, on: bool) {
+        self.inner.record_wqes(on)
+    }
+    fn take_wqes(&mut self) -> Vec<WqeRecord> {
+        let mut w = self.inner.take_wqes();
+        w.iter_mut().for_each(|r| r.small_fence = false);
+        w
     }
 }
 
@@ -133,6 +271,19 @@ impl Backend for Mutant {
 #[case(Mutation::DropCrc32Cap, "cx5", "caps.signature_caps_values")]
 #[case(Mutation::ExplicitDevxFallsBack, "cx6dx-no-devx", "context.explicit_devx_follows_kernel")]
 #[case(Mutation::EchoEveryCompMaskBit, "cx6dx", "caps.comp_mask_echo")]
+#[case(Mutation::PollDropsImmediate, "cx6dx", "traffic.write_read_send_loopback")]
+#[case(Mutation::ReadByteLenZero, "cx6dx", "traffic.write_read_send_two_devices")]
+#[case(Mutation::MaxInlineOffByFour, "cx6dx", "qp.umr_overhead_and_max_inline_written_back")]
+#[case(Mutation::CqCapacityPowerOfTwo, "cx6dx", "cq.capacity_rounds_to_power_of_two_minus_one")]
+#[case(Mutation::ConfigureAlwaysInline, "cx6dx", "umr.configure_needs_inline")]
+#[case(Mutation::PostSucceedsBeforeRts, "cx6dx", "wr.complete_einval_until_rts")]
+#[case(Mutation::PostSucceedsBeforeRts, "cx6dx", "wr.first_error_posts_nothing")]
+#[case(Mutation::LocalInvIgnored, "cx6dx", "inval.local_inv_frees_the_mkey")]
+#[case(Mutation::NoSmallFence, "cx6dx", "umr.next_wqe_carries_small_fence")]
+#[case(Mutation::ScatterToCqeAlwaysOff, "cx6dx", "scatter.scatter_to_cqe_misses_the_mkey")]
+#[case(Mutation::WriteOneByteOff, "cx6dx", "traffic.write_read_send_loopback")]
+#[case(Mutation::WriteOneByteOff, "cx6dx", "umr.list_layout_is_zero_based")]
+#[case(Mutation::MrListIgnoresSecondEntry, "cx6dx", "umr.list_layout_is_zero_based")]
 fn the_suite_catches_the_mutant(#[case] m: Mutation, #[case] profile: &str, #[case] catcher: &str) {
     let p = Profile::builtin(profile).unwrap();
     let target = Target::new(

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use crate::error::Result;
 use crate::handle::{ContextHandle, PdHandle};
 use crate::types::{ContextAttr, DeviceDesc, DvContext, Mkey, MkeyErr, MkeyInitAttr};
+use crate::verbs::{AccessFlags, AsyncEvent, Buf, Cq, Mr, Qp, QpInitAttr, QpModify, QpState, RecvWr, Wc, WrOp};
 
 /// What a backend can tell about the kernel side of the stack. `None` means "cannot tell":
 /// conformance cases that depend on the answer are then skipped with that reason.
@@ -48,6 +49,19 @@ pub struct CommandRecord {
     pub output: Vec<u8>,
 }
 
+/// One send WQE as the provider wrote it (simulator only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WqeRecord {
+    /// The QP it was posted on.
+    pub qp_num: u32,
+    /// `MLX5_OPCODE_*` (0x08 RDMA_WRITE, 0x0a SEND, 0x10 RDMA_READ, 0x25 UMR, …).
+    pub opcode: u8,
+    /// The ctrl segment carries `MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE`.
+    pub small_fence: bool,
+    /// The ctrl segment asks for a CQE.
+    pub signaled: bool,
+}
+
 /// A rule that makes the firmware fail matching commands with a chosen status and syndrome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FaultRule {
@@ -76,7 +90,8 @@ impl FaultRule {
     }
 }
 
-/// Device-level access that only a simulator offers: fault injection and the command log.
+/// Device-level access that only a simulator offers: fault injection, the command log, and
+/// a view of the WQEs the provider builds.
 /// Conformance cases that need it are skipped on hardware with that reason.
 pub trait SimControl {
     /// Install a fault rule; rules are checked in install order and the first that matches acts.
@@ -87,6 +102,10 @@ pub trait SimControl {
     fn record_commands(&mut self, on: bool);
     /// Return the recorded commands, oldest first, and forget them.
     fn take_commands(&mut self) -> Vec<CommandRecord>;
+    /// Start or stop recording the send WQEs the provider posts.
+    fn record_wqes(&mut self, on: bool);
+    /// Return the recorded WQEs, oldest first, and forget them.
+    fn take_wqes(&mut self) -> Vec<WqeRecord>;
 }
 
 /// The mlx5dv API as one object-safe trait.
@@ -132,6 +151,55 @@ pub trait Backend {
 
     /// `mlx5dv_mkey_check`.
     fn mkey_check(&mut self, mkey: &Mkey) -> Result<MkeyErr>;
+
+    /// Allocate a zeroed, page-aligned buffer of host memory owned by the backend.
+    fn alloc_buf(&mut self, len: usize) -> Result<Buf>;
+
+    /// Free a buffer; EBUSY while an MR still covers it.
+    fn free_buf(&mut self, buf: &Buf) -> Result<()>;
+
+    /// Copy `data` into the buffer at `offset`; EINVAL past its end.
+    fn write_buf(&mut self, buf: &Buf, offset: usize, data: &[u8]) -> Result<()>;
+
+    /// Read `len` bytes of the buffer at `offset`; EINVAL past its end.
+    fn read_buf(&mut self, buf: &Buf, offset: usize, len: usize) -> Result<Vec<u8>>;
+
+    /// `ibv_reg_mr(pd, addr, length, access)`; the range must lie inside one buffer.
+    fn reg_mr(&mut self, pd: PdHandle, addr: u64, length: u64, access: AccessFlags) -> Result<Mr>;
+
+    /// `ibv_dereg_mr`.
+    fn dereg_mr(&mut self, mr: &Mr) -> Result<()>;
+
+    /// `ibv_create_cq(ctx, cqe, …)`; the result carries the rounded capacity.
+    fn create_cq(&mut self, ctx: ContextHandle, cqe: u32) -> Result<Cq>;
+
+    /// `ibv_destroy_cq`; EBUSY while a QP uses it.
+    fn destroy_cq(&mut self, cq: &Cq) -> Result<()>;
+
+    /// `ibv_poll_cq`: up to `max` completions, oldest first.
+    fn poll_cq(&mut self, cq: &Cq, max: usize) -> Result<Vec<Wc>>;
+
+    /// `mlx5dv_create_qp` (or `ibv_create_qp_ex` when `attr.dv` is `None`).
+    fn create_qp(&mut self, attr: &QpInitAttr) -> Result<Qp>;
+
+    /// `ibv_modify_qp` to a new state; the backend supplies path, PSNs and timers.
+    fn modify_qp(&mut self, qp: &Qp, attr: &QpModify) -> Result<()>;
+
+    /// `ibv_query_qp` for the current state.
+    fn query_qp_state(&mut self, qp: &Qp) -> Result<QpState>;
+
+    /// `ibv_destroy_qp`.
+    fn destroy_qp(&mut self, qp: &Qp) -> Result<()>;
+
+    /// One `ibv_wr_start`, the calls of `ops` in order, then `ibv_wr_complete`, whose result
+    /// this returns.
+    fn post_send(&mut self, qp: &Qp, ops: &[WrOp]) -> Result<()>;
+
+    /// `ibv_post_recv` of a list of receive WRs.
+    fn post_recv(&mut self, qp: &Qp, wrs: &[RecvWr]) -> Result<()>;
+
+    /// The next asynchronous event of the context, without blocking.
+    fn get_async_event(&mut self, ctx: ContextHandle) -> Result<Option<AsyncEvent>>;
 
     /// Simulator-only control, or `None` on hardware.
     fn sim_control(&mut self) -> Option<&mut dyn SimControl> {

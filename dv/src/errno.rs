@@ -3,8 +3,8 @@
 //! The values come from `libc`, so they are the target's own; mlx5dv exists only on Linux.
 
 pub use libc::{
-    EAGAIN, EBADF, EBUSY, EEXIST, EINVAL, EIO, ENODEV, ENOENT, ENOMEM, ENOSPC, EOPNOTSUPP, EPERM, EPROTONOSUPPORT,
-    ERANGE, EREMOTEIO,
+    EAGAIN, EBADF, EBUSY, EEXIST, EFAULT, EINVAL, EIO, ENODEV, ENOENT, ENOMEM, ENOSPC, EOPNOTSUPP, EPERM,
+    EPROTONOSUPPORT, ERANGE, EREMOTEIO,
 };
 
 /// Return the symbolic name of an errno value (`"EINVAL"`), or `None` for one this crate does
@@ -16,6 +16,7 @@ pub fn name(errno: i32) -> Option<&'static str> {
         EBADF => "EBADF",
         EBUSY => "EBUSY",
         EEXIST => "EEXIST",
+        EFAULT => "EFAULT",
         EINVAL => "EINVAL",
         EIO => "EIO",
         ENODEV => "ENODEV",

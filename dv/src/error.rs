@@ -28,6 +28,38 @@ pub enum Op {
     DestroyMkey,
     /// `mlx5dv_mkey_check`.
     MkeyCheck,
+    /// Allocating a backend-owned buffer.
+    AllocBuf,
+    /// Freeing a backend-owned buffer.
+    FreeBuf,
+    /// Writing into a backend-owned buffer.
+    WriteBuf,
+    /// Reading from a backend-owned buffer.
+    ReadBuf,
+    /// `ibv_reg_mr`.
+    RegMr,
+    /// `ibv_dereg_mr`.
+    DeregMr,
+    /// `ibv_create_cq`.
+    CreateCq,
+    /// `ibv_destroy_cq`.
+    DestroyCq,
+    /// `ibv_poll_cq`.
+    PollCq,
+    /// `mlx5dv_create_qp` / `ibv_create_qp_ex`.
+    CreateQp,
+    /// `ibv_modify_qp`.
+    ModifyQp,
+    /// `ibv_query_qp`.
+    QueryQp,
+    /// `ibv_destroy_qp`.
+    DestroyQp,
+    /// `ibv_wr_start … ibv_wr_complete`.
+    PostSend,
+    /// `ibv_post_recv`.
+    PostRecv,
+    /// `ibv_get_async_event`.
+    GetAsyncEvent,
     /// Loading or probing a backend (library, device or profile).
     Backend,
 }
@@ -46,6 +78,22 @@ impl Op {
             Op::CreateMkey => "mlx5dv_create_mkey",
             Op::DestroyMkey => "mlx5dv_destroy_mkey",
             Op::MkeyCheck => "mlx5dv_mkey_check",
+            Op::AllocBuf => "alloc_buf",
+            Op::FreeBuf => "free_buf",
+            Op::WriteBuf => "write_buf",
+            Op::ReadBuf => "read_buf",
+            Op::RegMr => "ibv_reg_mr",
+            Op::DeregMr => "ibv_dereg_mr",
+            Op::CreateCq => "ibv_create_cq",
+            Op::DestroyCq => "ibv_destroy_cq",
+            Op::PollCq => "ibv_poll_cq",
+            Op::CreateQp => "mlx5dv_create_qp",
+            Op::ModifyQp => "ibv_modify_qp",
+            Op::QueryQp => "ibv_query_qp",
+            Op::DestroyQp => "ibv_destroy_qp",
+            Op::PostSend => "ibv_wr_complete",
+            Op::PostRecv => "ibv_post_recv",
+            Op::GetAsyncEvent => "ibv_get_async_event",
             Op::Backend => "backend",
         }
     }
@@ -81,7 +129,7 @@ impl ErrorKind {
     /// Classify an errno value.
     pub fn from_errno(e: i32) -> Self {
         match e {
-            errno::EINVAL | errno::ERANGE | errno::EBADF => ErrorKind::InvalidArgument,
+            errno::EINVAL | errno::ERANGE | errno::EBADF | errno::EFAULT => ErrorKind::InvalidArgument,
             errno::EOPNOTSUPP | errno::EPROTONOSUPPORT => ErrorKind::NotSupported,
             errno::ENOMEM | errno::ENOSPC => ErrorKind::OutOfMemory,
             errno::EBUSY => ErrorKind::Busy,

@@ -59,3 +59,19 @@ handle!(
     /// An mlx5dv mkey (`struct mlx5dv_mkey *`).
     MkeyHandle
 );
+handle!(
+    /// A backend-owned buffer.
+    BufHandle
+);
+handle!(
+    /// A memory region (`struct ibv_mr *`).
+    MrHandle
+);
+handle!(
+    /// A completion queue (`struct ibv_cq *`).
+    CqHandle
+);
+handle!(
+    /// A queue pair (`struct ibv_qp *`).
+    QpHandle
+);

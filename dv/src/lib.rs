@@ -58,8 +58,10 @@ mod error;
 mod handle;
 pub mod prm;
 mod types;
+mod verbs;
 
-pub use backend::{Backend, BackendInfo, CommandRecord, FaultRule, KernelFacts, SimControl};
+pub use backend::{Backend, BackendInfo, CommandRecord, FaultRule, KernelFacts, SimControl, WqeRecord};
 pub use error::{CmdStatus, Error, ErrorKind, Op, Result};
-pub use handle::{BackendId, ContextHandle, MkeyHandle, PdHandle};
+pub use handle::{BackendId, BufHandle, ContextHandle, CqHandle, MkeyHandle, MrHandle, PdHandle, QpHandle};
 pub use types::*;
+pub use verbs::*;

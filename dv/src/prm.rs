@@ -406,6 +406,8 @@ pub mod mkc {
     pub const CRYPTO_EN: Field = Field::new("crypto_en", 0x1e3, 2);
     /// Size in bytes.
     pub const SIZE: usize = 64;
+    /// `access_mode` value for MTT translation (registered regions).
+    pub const ACCESS_MODE_MTT: u64 = 1;
     /// `access_mode` value for KLM translation.
     pub const ACCESS_MODE_KLMS: u64 = 2;
 

@@ -66,13 +66,58 @@ impl Numbers {
     }
 }
 
-/// An mkey as the firmware holds it: its context as last written.
+/// One entry of a KLM list: `byte_count` bytes at `addr` of the memory `key` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Klm {
+    /// Bytes this entry maps.
+    pub byte_count: u32,
+    /// Key of the memory it points into.
+    pub key: u32,
+    /// Address in that memory.
+    pub addr: u64,
+}
+
+/// One entry of a repeat block: each repetition `r` maps `byte_count` bytes at
+/// `addr + r * stride` of the memory `key` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RepeatEntry {
+    /// Distance between repetitions (16-bit in the WQE).
+    pub stride: u16,
+    /// Bytes per repetition (16-bit in the WQE).
+    pub byte_count: u16,
+    /// Key of the memory it points into.
+    pub key: u32,
+    /// Address of the first repetition.
+    pub addr: u64,
+}
+
+/// How an mkey turns its addresses into memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Translation {
+    /// Nothing yet: an indirect mkey no UMR has given a layout.
+    None,
+    /// A registered region: addresses are host virtual addresses within `[start, start+len)`.
+    Mtt,
+    /// A KLM list (layout list): zero-based, entries back to back.
+    Klm(Vec<Klm>),
+    /// A repeat block (interleaved layout): zero-based, repetitions of the entries in turn.
+    Repeat {
+        /// How many times the entry list repeats.
+        repeat_count: u32,
+        /// The entries.
+        entries: Vec<RepeatEntry>,
+    },
+}
+
+/// An mkey as the firmware holds it: its context as last written, and its translation.
 #[derive(Debug, Clone)]
 pub struct FwMkey {
     /// The 64-byte mkey context.
     pub mkc: [u8; prm::mkc::SIZE],
     /// The uid that created it.
     pub uid: u16,
+    /// How its addresses translate.
+    pub xlat: Translation,
 }
 
 /// A PSV as the firmware holds it.
@@ -265,8 +310,13 @@ impl Firmware {
         if !self.pds.contains_key(&pdn) {
             return Err(Reject(status::BAD_PARAM_ERR, syndrome::NO_SUCH_OBJECT));
         }
+        let xlat = match prm::mkc::ACCESS_MODE_1_0.get(&mkc)? {
+            prm::mkc::ACCESS_MODE_MTT => Translation::Mtt,
+            prm::mkc::ACCESS_MODE_KLMS => Translation::None,
+            _ => return Err(Reject(status::BAD_PARAM_ERR, syndrome::BAD_FIELD)),
+        };
         let index = self.mkey_numbers.take().ok_or(Reject(status::LIM_ERR, syndrome::OUT_OF_OBJECTS))?;
-        self.mkeys.insert(index, FwMkey { mkc, uid });
+        self.mkeys.insert(index, FwMkey { mkc, uid, xlat });
         cm::OUT_MKEY_INDEX.set(out, u64::from(index))?;
         Ok(())
     }
@@ -318,6 +368,11 @@ impl Firmware {
     /// The mkey with this index, as the firmware holds it.
     pub fn mkey(&self, index: u32) -> Option<&FwMkey> {
         self.mkeys.get(&index)
+    }
+
+    /// The mkey with this index, for the data path (UMR, invalidation).
+    pub fn mkey_mut(&mut self, index: u32) -> Option<&mut FwMkey> {
+        self.mkeys.get_mut(&index)
     }
 
     /// The mkey indexes and PSV numbers created under `uid`, for the kernel's cleanup of a

@@ -27,10 +27,13 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod engine;
 pub mod firmware;
 pub mod kernel;
+pub mod memory;
 pub mod profile;
 pub mod provider;
+pub mod verbs;
 
 pub use profile::{DEFAULT_PROFILE, Profile, ProfileError};
 pub use provider::Simulator;

@@ -40,6 +40,75 @@ pub struct Profile {
     /// The crypto capability page (read only when `hca_cap.crypto` is set).
     #[serde(default)]
     pub crypto_cap: CryptoCapSection,
+    /// Queue limits and completion details of the data path.
+    #[serde(default)]
+    pub datapath: DataPathSection,
+}
+
+/// `[datapath]`: limits the kernel reports and the vendor syndromes of error completions.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DataPathSection {
+    /// Largest send WQE in bytes (`max_sq_desc_sz`).
+    pub max_sq_desc_sz: u32,
+    /// Largest receive WQE in bytes (`max_rq_desc_sz`).
+    pub max_rq_desc_sz: u32,
+    /// Most WRs per queue (`max_qp_wr`).
+    pub max_qp_wr: u32,
+    /// `wc.vendor_err` for each error syndrome. Not published by NVIDIA: the defaults are
+    /// values seen in mlx5 error dumps, and hardware decides.
+    pub vendor_err: VendorErrSection,
+}
+
+impl Default for DataPathSection {
+    fn default() -> Self {
+        DataPathSection {
+            max_sq_desc_sz: 1024,
+            max_rq_desc_sz: 512,
+            max_qp_wr: 32768,
+            vendor_err: VendorErrSection::default(),
+        }
+    }
+}
+
+/// `[datapath.vendor_err]`: the vendor syndrome reported with each error CQE syndrome.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct VendorErrSection {
+    /// With LOCAL_LENGTH_ERR.
+    pub local_length: u8,
+    /// With LOCAL_QP_OP_ERR.
+    pub local_qp_op: u8,
+    /// With LOCAL_PROT_ERR.
+    pub local_protection: u8,
+    /// With WR_FLUSH_ERR.
+    pub flush: u8,
+    /// With REMOTE_INVAL_REQ_ERR.
+    pub remote_invalid_request: u8,
+    /// With REMOTE_ACCESS_ERR.
+    pub remote_access: u8,
+    /// With REMOTE_OP_ERR.
+    pub remote_operation: u8,
+    /// With TRANSPORT_RETRY_EXC_ERR.
+    pub transport_retry: u8,
+    /// With RNR_RETRY_EXC_ERR.
+    pub rnr_retry: u8,
+}
+
+impl Default for VendorErrSection {
+    fn default() -> Self {
+        VendorErrSection {
+            local_length: 0x68,
+            local_qp_op: 0x62,
+            local_protection: 0x56,
+            flush: 0xf9,
+            remote_invalid_request: 0x8a,
+            remote_access: 0x88,
+            remote_operation: 0x89,
+            transport_retry: 0x81,
+            rnr_retry: 0x82,
+        }
+    }
 }
 
 /// `[device]`: names and identity.
@@ -60,6 +129,14 @@ pub struct DeviceSection {
     /// Devices of other providers on the host (rxe, siw).
     #[serde(default)]
     pub other_devices: Vec<String>,
+    /// How many mlx5 devices of this kind the host has (`mlx5_0`, `mlx5_1`, …); two let a
+    /// test model a client and a server cabled back to back.
+    #[serde(default = "two")]
+    pub count: u8,
+}
+
+fn two() -> u8 {
+    2
 }
 
 /// `[kernel]`: what mlx5_ib grants and reports at context allocation.
@@ -214,6 +291,18 @@ impl Profile {
         Ok(profile)
     }
 
+    /// The names of the host's mlx5 devices: `device.name`, then the same name with its
+    /// trailing number counted up (`mlx5_0`, `mlx5_1`).
+    pub fn device_names(&self) -> Vec<String> {
+        let name = &self.device.name;
+        let digits = name.len() - name.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+        let (stem, num) = name.split_at(name.len() - digits);
+        let first: u32 = num.parse().unwrap_or(0);
+        (0..u32::from(self.device.count.max(1)))
+            .map(|i| if i == 0 { name.clone() } else { format!("{stem}{}", first + i) })
+            .collect()
+    }
+
     /// Write the profile as TOML, in the format [`Profile::from_toml_str`] reads.
     pub fn to_toml_string(&self) -> Result<String, ProfileError> {
         toml::to_string_pretty(self).map_err(|e| ProfileError { origin: self.name.clone(), message: e.to_string() })
@@ -225,6 +314,9 @@ impl Profile {
         }
         if self.device.name.is_empty() {
             return Err("device.name is empty".into());
+        }
+        if !(1..=8).contains(&self.device.count) {
+            return Err(format!("device.count = {} is outside 1..=8", self.device.count));
         }
         if self.hca_cap.log_max_mkey > 24 {
             return Err(format!(
@@ -299,6 +391,19 @@ mod tests {
         assert!(!p.kernel.mkey_update_tag);
         assert!(base.kernel.mkey_update_tag);
         assert_eq!(p.hca_cap, base.hca_cap);
+        Ok(())
+    }
+
+    #[test]
+    fn device_names_count_up_from_the_first() -> TestResult {
+        let mut p = Profile::builtin("cx5")?;
+        assert_eq!(p.device_names(), ["mlx5_0", "mlx5_1"]);
+        p.device.name = "mlx5_4".into();
+        p.device.count = 3;
+        assert_eq!(p.device_names(), ["mlx5_4", "mlx5_5", "mlx5_6"]);
+        p.device.name = "nic".into();
+        p.device.count = 2;
+        assert_eq!(p.device_names(), ["nic", "nic1"]);
         Ok(())
     }
 

@@ -56,9 +56,25 @@ pub struct StoredSigErr {
     pub domain: u8,
 }
 
+/// Where a signature mkey's attributes stand (`MLX5_MKEY_BSF_STATE_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BsfState {
+    /// Never given attributes.
+    #[default]
+    Init,
+    /// Attributes cleared by RESET_SIG_ATTR.
+    Reset,
+    /// Attributes set in the WR being built.
+    Updated,
+    /// Attributes set by an earlier WR and kept.
+    Set,
+}
+
 /// The provider's signature context of a BLOCK_SIGNATURE mkey.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SigCtx {
+    /// Where the attributes stand.
+    pub state: BsfState,
     mem_psv: Option<u32>,
     wire_psv: Option<u32>,
     /// An error is waiting for `mkey_check`.
@@ -75,11 +91,48 @@ pub struct SigCtx {
     pub wire: SigDomainType,
 }
 
+impl SigCtx {
+    /// The state change a configure WR makes (`mlx5_send_wr_mkey_configure`).
+    pub(crate) fn on_configure(&mut self, reset: bool) {
+        if reset {
+            self.mem = SigDomainType::None;
+            self.wire = SigDomainType::None;
+            self.state = BsfState::Reset;
+        } else {
+            self.state = match self.state {
+                BsfState::Updated => BsfState::Set,
+                BsfState::Reset => BsfState::Init,
+                s => s,
+            };
+        }
+    }
+
+    /// True if the mkey carries signature attributes (its BSF stays enabled).
+    pub(crate) fn has_attributes(&self) -> bool {
+        matches!(self.state, BsfState::Updated | BsfState::Set)
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum CtxKind {
     Kernel { devx: DevxUid, update_tag: bool },
     Vfio,
     Other,
+}
+
+impl Ctx {
+    pub(crate) fn kind_is_other(&self) -> bool {
+        self.kind == CtxKind::Other
+    }
+
+    pub(crate) fn kind_is_kernel(&self) -> bool {
+        matches!(self.kind, CtxKind::Kernel { .. })
+    }
+
+    /// The kernel reported mkey tag update for this context.
+    pub(crate) fn update_tag(&self) -> bool {
+        matches!(self.kind, CtxKind::Kernel { update_tag: true, .. })
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -89,24 +142,34 @@ struct Caps {
 }
 
 #[derive(Debug, Clone)]
-struct Ctx {
+pub(crate) struct Ctx {
     kind: CtxKind,
     caps: Caps,
+    /// Index of the device in `Simulator::fws`.
+    pub(crate) dev: usize,
+    /// Asynchronous events not yet read.
+    pub(crate) events: std::collections::VecDeque<mlx5_dv::AsyncEvent>,
 }
 
 #[derive(Debug, Clone)]
-struct Pd {
-    ctx: u32,
-    pdn: Option<u32>,
-    mkeys: u32,
+pub(crate) struct Pd {
+    pub(crate) ctx: u32,
+    pub(crate) pdn: Option<u32>,
+    /// mkeys, MRs and QPs that use the PD.
+    pub(crate) users: u32,
 }
 
 #[derive(Debug, Clone)]
-struct MkeyObj {
+pub(crate) struct MkeyObj {
     ctx: u32,
     pd: u32,
-    index: u32,
-    sig: Option<SigCtx>,
+    pub(crate) dev: usize,
+    pub(crate) index: u32,
+    pub(crate) sig: Option<SigCtx>,
+    /// Zero-based length of the current layout (`mkey->length`).
+    pub(crate) length: u64,
+    /// `max_entries` rounded at creation (`mkey->num_desc`).
+    pub(crate) num_desc: u16,
 }
 
 /// The simulated device behind the [`Backend`] trait.
@@ -114,14 +177,15 @@ struct MkeyObj {
 /// Deterministic: the same calls on the same profile give the same keys, numbers and bytes.
 #[derive(Debug, Clone)]
 pub struct Simulator {
-    id: BackendId,
+    pub(crate) id: BackendId,
     profile: Profile,
-    fw: Firmware,
+    pub(crate) fws: Vec<Firmware>,
     next_id: u32,
     next_uid: u16,
-    contexts: BTreeMap<u32, Ctx>,
-    pds: BTreeMap<u32, Pd>,
-    mkeys: BTreeMap<u32, MkeyObj>,
+    pub(crate) contexts: BTreeMap<u32, Ctx>,
+    pub(crate) pds: BTreeMap<u32, Pd>,
+    pub(crate) mkeys: BTreeMap<u32, MkeyObj>,
+    pub(crate) data: crate::verbs::DataPath,
 }
 
 fn internal(op: Op, e: impl std::fmt::Display) -> Error {
@@ -141,11 +205,17 @@ fn cmd_error(op: Op, errno: i32, out: &[u8], what: &str) -> Error {
 impl Simulator {
     /// A simulator of `profile`.
     pub fn new(profile: Profile) -> Result<Self> {
-        let fw = Firmware::new(&profile).map_err(|e| internal(Op::Backend, e))?;
+        let count = profile.device_names().len();
+        let fws = (0..count)
+            .map(|_| Firmware::new(&profile))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| internal(Op::Backend, e))?;
+        let data = crate::verbs::DataPath::new(&profile, count);
         Ok(Simulator {
             id: BackendId::fresh(),
             profile,
-            fw,
+            fws,
+            data,
             next_id: 1,
             next_uid: 1,
             contexts: BTreeMap::new(),
@@ -165,9 +235,14 @@ impl Simulator {
         &self.profile
     }
 
-    /// The firmware, for tests that look at device state.
+    /// The firmware of the first device, for tests that look at device state.
     pub fn firmware(&self) -> &Firmware {
-        &self.fw
+        &self.fws[0]
+    }
+
+    /// The firmware of device `dev` (0 = the first), if the host has it.
+    pub fn firmware_of(&self, dev: usize) -> Option<&Firmware> {
+        self.fws.get(dev)
     }
 
     /// The provider's signature context of a live mkey (for tests of the decoder).
@@ -176,19 +251,19 @@ impl Simulator {
         self.mkeys.get_mut(&id)?.sig.as_mut()
     }
 
-    fn fresh_id(&mut self) -> u32 {
+    pub(crate) fn fresh_id(&mut self) -> u32 {
         self.next_id = self.next_id.wrapping_add(1);
         self.next_id
     }
 
-    fn check(&self, backend: BackendId, id: u32, op: Op) -> Result<u32> {
+    pub(crate) fn check(&self, backend: BackendId, id: u32, op: Op) -> Result<u32> {
         if backend != self.id {
             return Err(Error::new(op, EINVAL, "handle belongs to another backend instance"));
         }
         Ok(id)
     }
 
-    fn ctx(&self, h: ContextHandle, op: Op) -> Result<(u32, &Ctx)> {
+    pub(crate) fn ctx(&self, h: ContextHandle, op: Op) -> Result<(u32, &Ctx)> {
         let id = self.check(h.backend(), h.id(), op)?;
         self.contexts
             .get(&id)
@@ -196,7 +271,7 @@ impl Simulator {
             .ok_or_else(|| Error::new(op, EINVAL, "context handle is stale (device closed)"))
     }
 
-    fn pd(&self, h: PdHandle, op: Op) -> Result<(u32, &Pd)> {
+    pub(crate) fn pd(&self, h: PdHandle, op: Op) -> Result<(u32, &Pd)> {
         let id = self.check(h.backend(), h.id(), op)?;
         self.pds
             .get(&id)
@@ -213,17 +288,22 @@ impl Simulator {
         }
     }
 
-    fn find_device(&self, name: &str, op: Op) -> Result<DeviceKind> {
+    /// The kind of the device named `name` and, for an mlx5 kernel device, its index.
+    fn find_device(&self, name: &str, op: Op) -> Result<(DeviceKind, usize)> {
+        if let Some(i) = self.profile.device_names().iter().position(|n| n == name) {
+            return Ok((DeviceKind::Mlx5, i));
+        }
         self.devices()
             .into_iter()
             .find(|d| d.name == name)
-            .map(|d| d.kind)
+            .map(|d| (d.kind, 0))
             .ok_or_else(|| Error::new(op, ENODEV, format!("no device named {name}")))
     }
 
     fn devices(&self) -> Vec<DeviceDesc> {
         let d = &self.profile.device;
-        let mut v = vec![DeviceDesc { name: d.name.clone(), kind: DeviceKind::Mlx5 }];
+        let mut v: Vec<DeviceDesc> =
+            self.profile.device_names().into_iter().map(|name| DeviceDesc { name, kind: DeviceKind::Mlx5 }).collect();
         if let Some(p) = &d.vfio_pci_name {
             v.push(DeviceDesc { name: p.clone(), kind: DeviceKind::Mlx5Vfio });
         }
@@ -231,15 +311,15 @@ impl Simulator {
         v
     }
 
-    fn add_context(&mut self, kind: CtxKind, caps: Caps) -> ContextHandle {
+    fn add_context(&mut self, kind: CtxKind, caps: Caps, dev: usize) -> ContextHandle {
         let id = self.fresh_id();
-        self.contexts.insert(id, Ctx { kind, caps });
+        self.contexts.insert(id, Ctx { kind, caps, dev, events: Default::default() });
         ContextHandle::new(self.id, id)
     }
 
     /// `mlx5_alloc_context` for a kernel mlx5 device: DEVX as asked, kernel flags, then the
     /// capability query.
-    fn open_kernel_context(&mut self, want_devx: bool, fallback: bool, op: Op) -> Result<ContextHandle> {
+    fn open_kernel_context(&mut self, dev: usize, want_devx: bool, fallback: bool, op: Op) -> Result<ContextHandle> {
         let k = &self.profile.kernel;
         let devx = match (want_devx && k.devx, fallback) {
             (true, _) => {
@@ -251,18 +331,18 @@ impl Simulator {
             (false, false) => return Err(Error::new(op, EINVAL, "the kernel refused a DEVX context")),
             (false, true) => DevxUid::None { whitelist: k.devx_whitelist_uid },
         };
-        let caps = self.query_caps(devx);
+        let caps = self.query_caps(dev, devx);
         let kind = CtxKind::Kernel { devx, update_tag: self.profile.kernel.mkey_update_tag };
-        Ok(self.add_context(kind, caps))
+        Ok(self.add_context(kind, caps, dev))
     }
 
     /// `mlx5_query_device_ctx`: read the HCA caps through DEVX; a failed query leaves caps 0.
-    fn query_caps(&mut self, uid: DevxUid) -> Caps {
+    fn query_caps(&mut self, dev: usize, uid: DevxUid) -> Caps {
         use prm::{cmd_hca_cap as c, crypto_caps as k, query_hca_cap as q};
         let mut caps = Caps::default();
         let mut input = prm::new_input(q::IN_SIZE, opcode::QUERY_HCA_CAP, 0, q::OP_MOD_GENERAL_CUR);
         let mut out = vec![0u8; q::OUT_SIZE];
-        if kernel::devx_cmd(&mut self.fw, uid, &mut input, &mut out).is_err() {
+        if kernel::devx_cmd(&mut self.fws[dev], uid, &mut input, &mut out).is_err() {
             return caps;
         }
         let page = &out[q::CAPABILITY_BYTE..];
@@ -294,7 +374,7 @@ impl Simulator {
         }
         caps.crypto.flags |= crypto_cap::FLAG_CRYPTO;
         let mut input = prm::new_input(q::IN_SIZE, opcode::QUERY_HCA_CAP, 0, q::OP_MOD_CRYPTO_CUR);
-        if kernel::devx_cmd(&mut self.fw, uid, &mut input, &mut out).is_err() {
+        if kernel::devx_cmd(&mut self.fws[dev], uid, &mut input, &mut out).is_err() {
             return caps;
         }
         let page = &out[q::CAPABILITY_BYTE..];
@@ -313,40 +393,40 @@ impl Simulator {
         caps
     }
 
-    fn create_psv(&mut self, uid: DevxUid, pdn: u32) -> Result<u32> {
+    fn create_psv(&mut self, dev: usize, uid: DevxUid, pdn: u32) -> Result<u32> {
         let op = Op::CreateMkey;
         let mut input = [0u8; prm::create_psv::IN_SIZE];
         prm::write_header(&mut input, opcode::CREATE_PSV, 0, 0);
         put(op, &mut input, prm::create_psv::NUM_PSV, 1)?;
         put(op, &mut input, prm::create_psv::PD, u64::from(pdn))?;
         let mut out = [0u8; prm::create_psv::OUT_SIZE];
-        kernel::devx_cmd(&mut self.fw, uid, &mut input, &mut out)
+        kernel::devx_cmd(&mut self.fws[dev], uid, &mut input, &mut out)
             .map_err(|e| cmd_error(op, kernel::cmd_status_err(e, &out), &out, "CREATE_PSV"))?;
         prm::create_psv::OUT_PSV_INDEX[0].get(&out).map(|v| v as u32).map_err(|e| internal(op, e))
     }
 
-    fn destroy_psv(&mut self, psv: u32, op: Op) -> Result<()> {
+    fn destroy_psv(&mut self, dev: usize, psv: u32, op: Op) -> Result<()> {
         let mut input = [0u8; prm::destroy_psv::IN_SIZE];
         prm::write_header(&mut input, opcode::DESTROY_PSV, 0, 0);
         put(op, &mut input, prm::destroy_psv::PSVN, u64::from(psv))?;
         let mut out = [0u8; prm::mbox_out::SIZE];
-        kernel::kernel_cmd(&mut self.fw, &input, &mut out).map_err(|e| cmd_error(op, e, &out, "DESTROY_PSV"))
+        kernel::kernel_cmd(&mut self.fws[dev], &input, &mut out).map_err(|e| cmd_error(op, e, &out, "DESTROY_PSV"))
     }
 
-    fn destroy_fw_mkey(&mut self, index: u32, op: Op) -> Result<()> {
+    pub(crate) fn destroy_fw_mkey(&mut self, dev: usize, index: u32, op: Op) -> Result<()> {
         let mut input = [0u8; prm::destroy_mkey::IN_SIZE];
         prm::write_header(&mut input, opcode::DESTROY_MKEY, 0, 0);
         put(op, &mut input, prm::destroy_mkey::MKEY_INDEX, u64::from(index))?;
         let mut out = [0u8; prm::mbox_out::SIZE];
-        kernel::kernel_cmd(&mut self.fw, &input, &mut out).map_err(|e| cmd_error(op, e, &out, "DESTROY_MKEY"))
+        kernel::kernel_cmd(&mut self.fws[dev], &input, &mut out).map_err(|e| cmd_error(op, e, &out, "DESTROY_MKEY"))
     }
 
     /// Undo PSVs created part-way through a failed `create_mkey` as `mlx5_destroy_sig_psvs`
     /// does: memory PSV first, then wire, stopping at the first failure.
-    fn unwind_psvs(&mut self, psvs: &[u32]) {
+    fn unwind_psvs(&mut self, dev: usize, psvs: &[u32]) {
         for &p in psvs {
             // The original error is what the caller sees; a failing cleanup cannot change it.
-            if self.destroy_psv(p, Op::CreateMkey).is_err() {
+            if self.destroy_psv(dev, p, Op::CreateMkey).is_err() {
                 break;
             }
         }
@@ -463,12 +543,12 @@ impl Backend for Simulator {
 
     fn open_device(&mut self, device: &str, attr: Option<&ContextAttr>) -> Result<ContextHandle> {
         let op = Op::OpenDevice;
-        match self.find_device(device, op)? {
-            DeviceKind::Mlx5 => {}
-            DeviceKind::Mlx5Vfio | DeviceKind::Other => {
+        let dev = match self.find_device(device, op)? {
+            (DeviceKind::Mlx5, dev) => dev,
+            (DeviceKind::Mlx5Vfio | DeviceKind::Other, _) => {
                 return Err(Error::new(op, EOPNOTSUPP, format!("{device} is not an mlx5 kernel device")));
             }
-        }
+        };
         let (flags, comp_mask) = attr.map_or((0, 0), |a| (a.flags.bits(), a.comp_mask));
         if comp_mask & !mlx5_dv::MLX5DV_CONTEXT_ATTR_MASK_FD_ARRAY != 0 {
             return Err(Error::new(op, EINVAL, format!("unknown comp_mask bits 0x{comp_mask:x}")));
@@ -476,32 +556,34 @@ impl Backend for Simulator {
         if flags & !ContextFlags::DEVX.bits() != 0 {
             return Err(Error::new(op, EINVAL, format!("unknown context flags 0x{flags:x}")));
         }
-        if flags == 0 { self.open_kernel_context(true, true, op) } else { self.open_kernel_context(true, false, op) }
+        self.open_kernel_context(dev, true, flags == 0, op)
     }
 
     fn open_ibv_device(&mut self, device: &str) -> Result<ContextHandle> {
         let op = Op::IbvOpenDevice;
         match self.find_device(device, op)? {
-            DeviceKind::Mlx5 => self.open_kernel_context(true, true, op),
-            DeviceKind::Mlx5Vfio => Ok(self.add_context(CtxKind::Vfio, Caps::default())),
-            DeviceKind::Other => Ok(self.add_context(CtxKind::Other, Caps::default())),
+            (DeviceKind::Mlx5, dev) => self.open_kernel_context(dev, true, true, op),
+            // The VFIO function is the first device's; other providers need no firmware.
+            (DeviceKind::Mlx5Vfio, _) => Ok(self.add_context(CtxKind::Vfio, Caps::default(), 0)),
+            (DeviceKind::Other, _) => Ok(self.add_context(CtxKind::Other, Caps::default(), 0)),
         }
     }
 
     fn close_device(&mut self, ctx: ContextHandle) -> Result<()> {
         let (cid, c) = self.ctx(ctx, Op::CloseDevice)?;
-        let kind = c.kind;
+        let (kind, dev) = (c.kind, c.dev);
+        self.release_data_path_of(cid);
         // The provider forgets the context's objects; the kernel destroys whatever the DEVX uid
         // still owns in firmware (including objects a failed unwind left behind) and the PDs.
         // Cleanup failures are not reported, as for a real close.
         self.mkeys.retain(|_, m| m.ctx != cid);
         if let CtxKind::Kernel { devx: DevxUid::Uid(uid), .. } = kind {
-            let (mkeys, psvs) = self.fw.objects_of_uid(uid);
+            let (mkeys, psvs) = self.fws[dev].objects_of_uid(uid);
             for p in psvs {
-                let _ = self.destroy_psv(p, Op::CloseDevice);
+                let _ = self.destroy_psv(dev, p, Op::CloseDevice);
             }
             for m in mkeys {
-                let _ = self.destroy_fw_mkey(m, Op::CloseDevice);
+                let _ = self.destroy_fw_mkey(dev, m, Op::CloseDevice);
             }
         }
         let pds: Vec<(u32, Option<u32>)> =
@@ -512,7 +594,7 @@ impl Backend for Simulator {
                 let mut input = prm::new_input(prm::pd::SIZE, opcode::DEALLOC_PD, 0, 0);
                 let _ = prm::pd::PD.set(&mut input, u64::from(pdn));
                 let mut out = [0u8; prm::pd::SIZE];
-                let _ = kernel::kernel_cmd(&mut self.fw, &input, &mut out);
+                let _ = kernel::kernel_cmd(&mut self.fws[dev], &input, &mut out);
             }
         }
         self.contexts.remove(&cid);
@@ -540,31 +622,35 @@ impl Backend for Simulator {
     fn alloc_pd(&mut self, ctx: ContextHandle) -> Result<PdHandle> {
         let op = Op::AllocPd;
         let (cid, c) = self.ctx(ctx, op)?;
+        let dev = c.dev;
         let pdn = match c.kind {
             CtxKind::Other => None,
             CtxKind::Kernel { .. } | CtxKind::Vfio => {
                 let input = prm::new_input(prm::pd::SIZE, opcode::ALLOC_PD, 0, 0);
                 let mut out = [0u8; prm::pd::SIZE];
-                kernel::kernel_cmd(&mut self.fw, &input, &mut out).map_err(|e| cmd_error(op, e, &out, "ALLOC_PD"))?;
+                kernel::kernel_cmd(&mut self.fws[dev], &input, &mut out)
+                    .map_err(|e| cmd_error(op, e, &out, "ALLOC_PD"))?;
                 Some(prm::pd::PD.get(&out).map_err(|e| internal(op, e))? as u32)
             }
         };
         let id = self.fresh_id();
-        self.pds.insert(id, Pd { ctx: cid, pdn, mkeys: 0 });
+        self.pds.insert(id, Pd { ctx: cid, pdn, users: 0 });
         Ok(PdHandle::new(self.id, id))
     }
 
     fn dealloc_pd(&mut self, pd: PdHandle) -> Result<()> {
         let op = Op::DeallocPd;
         let (id, p) = self.pd(pd, op)?;
-        if p.mkeys > 0 {
-            return Err(Error::new(op, EBUSY, format!("the PD still has {} mkey(s)", p.mkeys)));
+        if p.users > 0 {
+            return Err(Error::new(op, EBUSY, format!("the PD still has {} mkey(s), MR(s) or QP(s)", p.users)));
         }
+        let dev = self.contexts.get(&p.ctx).map_or(0, |c| c.dev);
         if let Some(pdn) = p.pdn {
             let mut input = prm::new_input(prm::pd::SIZE, opcode::DEALLOC_PD, 0, 0);
             put(op, &mut input, prm::pd::PD, u64::from(pdn))?;
             let mut out = [0u8; prm::pd::SIZE];
-            kernel::kernel_cmd(&mut self.fw, &input, &mut out).map_err(|e| cmd_error(op, e, &out, "DEALLOC_PD"))?;
+            kernel::kernel_cmd(&mut self.fws[dev], &input, &mut out)
+                .map_err(|e| cmd_error(op, e, &out, "DEALLOC_PD"))?;
         }
         self.pds.remove(&id);
         Ok(())
@@ -581,6 +667,7 @@ impl Backend for Simulator {
             CtxKind::Other => return Err(Error::new(op, EOPNOTSUPP, "not an mlx5 context")),
         };
         let caps = c.caps;
+        let dev = c.dev;
         let pdn = pdn.ok_or_else(|| Error::new(op, EINVAL, "the PD has no device PD number"))?;
         let flags = attr.create_flags;
         if flags.is_empty() {
@@ -609,10 +696,10 @@ impl Backend for Simulator {
                 return Err(Error::new(op, EOPNOTSUPP, "BLOCK_SIGNATURE needs signature caps"));
             }
             for _ in 0..2 {
-                match self.create_psv(devx, pdn) {
+                match self.create_psv(dev, devx, pdn) {
                     Ok(p) => psvs.push(p),
                     Err(e) => {
-                        self.unwind_psvs(&psvs);
+                        self.unwind_psvs(dev, &psvs);
                         return Err(e);
                     }
                 }
@@ -623,7 +710,7 @@ impl Backend for Simulator {
                 & (crypto_cap::ENGINE_AES_XTS_SINGLE_BLOCK | crypto_cap::ENGINE_AES_XTS_MULTI_BLOCK)
                 == 0
         {
-            self.unwind_psvs(&psvs);
+            self.unwind_psvs(dev, &psvs);
             return Err(Error::new(op, EOPNOTSUPP, "CRYPTO needs an AES-XTS single- or multi-block engine"));
         }
 
@@ -631,24 +718,25 @@ impl Backend for Simulator {
         let mut input = match Self::build_create_mkey(op, flags, pdn, num_desc) {
             Ok(i) => i,
             Err(e) => {
-                self.unwind_psvs(&psvs);
+                self.unwind_psvs(dev, &psvs);
                 return Err(e);
             }
         };
         let mut out = [0u8; prm::create_mkey::OUT_SIZE];
-        if let Err(e) = kernel::devx_cmd(&mut self.fw, devx, &mut input, &mut out) {
-            self.unwind_psvs(&psvs);
+        if let Err(e) = kernel::devx_cmd(&mut self.fws[dev], devx, &mut input, &mut out) {
+            self.unwind_psvs(dev, &psvs);
             return Err(cmd_error(op, kernel::cmd_status_err(e, &out), &out, "CREATE_MKEY"));
         }
         let index = match prm::create_mkey::OUT_MKEY_INDEX.get(&out) {
             Ok(i) => i as u32,
             Err(e) => {
-                self.unwind_psvs(&psvs);
+                self.unwind_psvs(dev, &psvs);
                 return Err(internal(op, e));
             }
         };
         let sig = match psvs.as_slice() {
             [mem, wire] => Some(SigCtx {
+                state: BsfState::Init,
                 mem_psv: Some(*mem),
                 wire_psv: Some(*wire),
                 err_exists: false,
@@ -661,9 +749,9 @@ impl Backend for Simulator {
             _ => None,
         };
         let id = self.fresh_id();
-        self.mkeys.insert(id, MkeyObj { ctx: ctx_id, pd: pd_id, index, sig });
+        self.mkeys.insert(id, MkeyObj { ctx: ctx_id, pd: pd_id, dev, index, sig, length: 0, num_desc });
         if let Some(p) = self.pds.get_mut(&pd_id) {
-            p.mkeys += 1;
+            p.users += 1;
         }
         let key = index << 8;
         Ok(Mkey { handle: MkeyHandle::new(self.id, id), lkey: key, rkey: key, max_entries: num_desc })
@@ -677,22 +765,22 @@ impl Backend for Simulator {
         };
         if let Some(s) = &m.sig {
             if let Some(p) = s.mem_psv {
-                self.destroy_psv(p, op)?;
+                self.destroy_psv(m.dev, p, op)?;
                 if let Some(s) = self.mkeys.get_mut(&id).and_then(|m| m.sig.as_mut()) {
                     s.mem_psv = None;
                 }
             }
             if let Some(p) = s.wire_psv {
-                self.destroy_psv(p, op)?;
+                self.destroy_psv(m.dev, p, op)?;
                 if let Some(s) = self.mkeys.get_mut(&id).and_then(|m| m.sig.as_mut()) {
                     s.wire_psv = None;
                 }
             }
         }
-        self.destroy_fw_mkey(m.index, op)?;
+        self.destroy_fw_mkey(m.dev, m.index, op)?;
         self.mkeys.remove(&id);
         if let Some(p) = self.pds.get_mut(&m.pd) {
-            p.mkeys = p.mkeys.saturating_sub(1);
+            p.users = p.users.saturating_sub(1);
         }
         Ok(())
     }
@@ -713,6 +801,73 @@ impl Backend for Simulator {
         Ok(decoded)
     }
 
+    fn alloc_buf(&mut self, len: usize) -> Result<mlx5_dv::Buf> {
+        self.dp_alloc_buf(len)
+    }
+
+    fn free_buf(&mut self, buf: &mlx5_dv::Buf) -> Result<()> {
+        self.dp_free_buf(buf)
+    }
+
+    fn write_buf(&mut self, buf: &mlx5_dv::Buf, offset: usize, data: &[u8]) -> Result<()> {
+        self.dp_write_buf(buf, offset, data)
+    }
+
+    fn read_buf(&mut self, buf: &mlx5_dv::Buf, offset: usize, len: usize) -> Result<Vec<u8>> {
+        self.dp_read_buf(buf, offset, len)
+    }
+
+    fn reg_mr(&mut self, pd: PdHandle, addr: u64, length: u64, access: mlx5_dv::AccessFlags) -> Result<mlx5_dv::Mr> {
+        self.dp_reg_mr(pd, addr, length, access)
+    }
+
+    fn dereg_mr(&mut self, mr: &mlx5_dv::Mr) -> Result<()> {
+        self.dp_dereg_mr(mr)
+    }
+
+    fn create_cq(&mut self, ctx: ContextHandle, cqe: u32) -> Result<mlx5_dv::Cq> {
+        self.dp_create_cq(ctx, cqe)
+    }
+
+    fn destroy_cq(&mut self, cq: &mlx5_dv::Cq) -> Result<()> {
+        self.dp_destroy_cq(cq)
+    }
+
+    fn poll_cq(&mut self, cq: &mlx5_dv::Cq, max: usize) -> Result<Vec<mlx5_dv::Wc>> {
+        self.dp_poll_cq(cq, max)
+    }
+
+    fn create_qp(&mut self, attr: &mlx5_dv::QpInitAttr) -> Result<mlx5_dv::Qp> {
+        self.dp_create_qp(attr)
+    }
+
+    fn modify_qp(&mut self, qp: &mlx5_dv::Qp, attr: &mlx5_dv::QpModify) -> Result<()> {
+        self.dp_modify_qp(qp, attr)
+    }
+
+    fn query_qp_state(&mut self, qp: &mlx5_dv::Qp) -> Result<mlx5_dv::QpState> {
+        self.dp_query_qp_state(qp)
+    }
+
+    fn destroy_qp(&mut self, qp: &mlx5_dv::Qp) -> Result<()> {
+        self.dp_destroy_qp(qp)
+    }
+
+    fn post_send(&mut self, qp: &mlx5_dv::Qp, ops: &[mlx5_dv::WrOp]) -> Result<()> {
+        self.dp_post_send(qp, ops)
+    }
+
+    fn post_recv(&mut self, qp: &mlx5_dv::Qp, wrs: &[mlx5_dv::RecvWr]) -> Result<()> {
+        self.dp_post_recv(qp, wrs)
+    }
+
+    fn get_async_event(&mut self, ctx: ContextHandle) -> Result<Option<mlx5_dv::AsyncEvent>> {
+        let op = Op::GetAsyncEvent;
+        let id = self.check(ctx.backend(), ctx.id(), op)?;
+        let c = self.contexts.get_mut(&id).ok_or_else(|| Error::new(op, EINVAL, "context handle is stale"))?;
+        Ok(c.events.pop_front())
+    }
+
     fn sim_control(&mut self) -> Option<&mut dyn SimControl> {
         Some(self)
     }
@@ -720,18 +875,30 @@ impl Backend for Simulator {
 
 impl SimControl for Simulator {
     fn add_fault(&mut self, rule: FaultRule) {
-        self.fw.add_fault(rule);
+        self.fws.iter_mut().for_each(|f| f.add_fault(rule));
     }
 
     fn clear_faults(&mut self) {
-        self.fw.clear_faults();
+        self.fws.iter_mut().for_each(Firmware::clear_faults);
     }
 
     fn record_commands(&mut self, on: bool) {
-        self.fw.record_commands(on);
+        self.fws.iter_mut().for_each(|f| f.record_commands(on));
     }
 
     fn take_commands(&mut self) -> Vec<CommandRecord> {
-        self.fw.take_commands()
+        self.fws.iter_mut().flat_map(Firmware::take_commands).collect()
+    }
+
+    fn record_wqes(&mut self, on: bool) {
+        match (on, self.data.wqe_log.is_some()) {
+            (true, false) => self.data.wqe_log = Some(Vec::new()),
+            (false, true) => self.data.wqe_log = None,
+            _ => {}
+        }
+    }
+
+    fn take_wqes(&mut self) -> Vec<mlx5_dv::WqeRecord> {
+        self.data.wqe_log.as_mut().map(std::mem::take).unwrap_or_default()
     }
 }

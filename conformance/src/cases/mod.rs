@@ -5,12 +5,17 @@ use mlx5_dv::{Backend, CommandRecord, ContextHandle, PdHandle, SimControl};
 use crate::case::{Case, Check, Env, Verdict, expect_ok};
 
 mod context;
+mod fixture;
+mod inval;
 mod misuse;
 mod mkey;
+mod qp;
+mod traffic;
+mod umr;
 
 /// Every case, family by family.
 pub fn all() -> Vec<Case> {
-    [context::CASES, mkey::CASES, misuse::CASES].concat()
+    [context::CASES, mkey::CASES, misuse::CASES, qp::CASES, umr::CASES, traffic::CASES, inval::CASES].concat()
 }
 
 /// Open the mlx5 device with `ibv_open_device` and allocate a PD.

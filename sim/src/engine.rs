@@ -1,0 +1,558 @@
+//! The engine: the device's data path. It executes posted WQEs in order, translates addresses
+//! through MRs and indirect mkeys, checks keys and access rights, moves bytes between buffers,
+//! and writes CQEs with the `ibv_wc_status`, opcode and vendor syndrome a real device reports.
+//!
+//! Execution is synchronous and deterministic: after every doorbell (post, receive, state
+//! change) every QP runs its send queue as far as it can, in QP order. A SEND that finds no
+//! receive WQE waits, as a QP with infinite RNR retry does.
+
+use mlx5_dv::prm::mkc;
+use mlx5_dv::{AccessFlags, QpState, Sge, Wc, event_type, wc_flags, wc_opcode, wc_status};
+
+use crate::firmware::{FwMkey, Translation};
+use crate::provider::Simulator;
+use crate::verbs::{CqEntry, InlineScatter, UmrWqe, Wqe, WqeKind};
+
+/// Error CQE syndromes (`syndrome` byte of `struct mlx5_err_cqe`).
+pub mod syndrome {
+    /// LOCAL_LENGTH_ERR.
+    pub const LOCAL_LENGTH: u8 = 0x01;
+    /// LOCAL_QP_OP_ERR.
+    pub const LOCAL_QP_OP: u8 = 0x02;
+    /// LOCAL_PROT_ERR.
+    pub const LOCAL_PROT: u8 = 0x04;
+    /// WR_FLUSH_ERR.
+    pub const WR_FLUSH: u8 = 0x05;
+    /// REMOTE_INVAL_REQ_ERR.
+    pub const REMOTE_INVAL_REQ: u8 = 0x12;
+    /// REMOTE_ACCESS_ERR.
+    pub const REMOTE_ACCESS: u8 = 0x13;
+    /// REMOTE_OP_ERR.
+    pub const REMOTE_OP: u8 = 0x14;
+    /// TRANSPORT_RETRY_EXC_ERR.
+    pub const TRANSPORT_RETRY: u8 = 0x15;
+
+    /// The `ibv_wc_status` the provider reports for a syndrome (`mlx5_handle_error_cqe`).
+    pub fn to_status(s: u8) -> u32 {
+        use mlx5_dv::wc_status::*;
+        match s {
+            0x01 => LOC_LEN_ERR,
+            0x02 => LOC_QP_OP_ERR,
+            0x04 => LOC_PROT_ERR,
+            0x05 => WR_FLUSH_ERR,
+            0x06 => MW_BIND_ERR,
+            0x10 => BAD_RESP_ERR,
+            0x11 => LOC_ACCESS_ERR,
+            0x12 => REM_INV_REQ_ERR,
+            0x13 => REM_ACCESS_ERR,
+            0x14 => REM_OP_ERR,
+            0x15 => RETRY_EXC_ERR,
+            0x16 => RNR_RETRY_EXC_ERR,
+            0x22 => REM_ABORT_ERR,
+            _ => GENERAL_ERR,
+        }
+    }
+}
+
+/// Scatter-to-CQE carries at most this many bytes in a 64-byte CQE.
+const SCATTER_TO_CQE_MAX: usize = 32;
+/// How deep indirect mkeys may point through each other.
+const MAX_INDIRECTION: u32 = 4;
+
+/// What an access needs from the key it names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Need {
+    LocalRead,
+    LocalWrite,
+    RemoteRead,
+    RemoteWrite,
+    /// An entry of an indirect mkey: the indirect mkey's own rights already decided.
+    Nested,
+}
+
+/// Why a translation failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Fault;
+
+/// The result of executing the head WQE of a QP.
+enum Step {
+    /// Executed; the requester CQE to write, if any.
+    Done(Option<Wc>),
+    /// Waiting for the peer (no receive WQE yet).
+    Blocked,
+    /// Failed with this syndrome at the requester.
+    Failed(u8),
+}
+
+fn field(m: &FwMkey, f: mlx5_dv::prm::Field) -> u64 {
+    f.get(&m.mkc).unwrap_or(0)
+}
+
+impl Simulator {
+    /// The vendor syndrome the profile gives an error syndrome.
+    fn vendor_err(&self, s: u8) -> u32 {
+        let v = &self.data.limits.vendor_err;
+        u32::from(match s {
+            syndrome::LOCAL_LENGTH => v.local_length,
+            syndrome::LOCAL_QP_OP => v.local_qp_op,
+            syndrome::LOCAL_PROT => v.local_protection,
+            syndrome::WR_FLUSH => v.flush,
+            syndrome::REMOTE_INVAL_REQ => v.remote_invalid_request,
+            syndrome::REMOTE_ACCESS => v.remote_access,
+            syndrome::REMOTE_OP => v.remote_operation,
+            syndrome::TRANSPORT_RETRY => v.transport_retry,
+            _ => v.rnr_retry,
+        })
+    }
+
+    /// Translate `[addr, addr + len)` of `key` on device `dev` into host address ranges,
+    /// checking the key's existence, validity, tag, PD and access rights.
+    fn resolve(
+        &self,
+        dev: usize,
+        pdn: u32,
+        key: u32,
+        addr: u64,
+        len: u64,
+        need: Need,
+        depth: u32,
+    ) -> Result<Vec<(u64, u64)>, Fault> {
+        if depth > MAX_INDIRECTION {
+            return Err(Fault);
+        }
+        let fw = self.fws.get(dev).ok_or(Fault)?;
+        let m = fw.mkey(key >> 8).ok_or(Fault)?;
+        if field(m, mkc::FREE) != 0
+            || field(m, mkc::MKEY_7_0) != u64::from(key & 0xff)
+            || field(m, mkc::PD) != u64::from(pdn)
+        {
+            return Err(Fault);
+        }
+        // crypto_en with no crypto BSF ever written: the device fails the access. (Crypto
+        // attributes cannot be set yet, so every crypto mkey is in that state.)
+        if field(m, mkc::CRYPTO_EN) != 0 {
+            return Err(Fault);
+        }
+        let allowed = match need {
+            Need::LocalRead | Need::Nested => true,
+            Need::LocalWrite => field(m, mkc::LW) != 0,
+            Need::RemoteRead => field(m, mkc::RR) != 0,
+            Need::RemoteWrite => field(m, mkc::RW) != 0,
+        };
+        if !allowed {
+            return Err(Fault);
+        }
+        let start = field(m, mkc::START_ADDR);
+        let mlen = field(m, mkc::LEN);
+        let off = addr.checked_sub(start).ok_or(Fault)?;
+        if off.checked_add(len).is_none_or(|end| end > mlen) {
+            return Err(Fault);
+        }
+        match &m.xlat {
+            Translation::None => Err(Fault),
+            Translation::Mtt => Ok(if len == 0 { vec![] } else { vec![(addr, len)] }),
+            Translation::Klm(entries) => {
+                let mut out = Vec::new();
+                let (mut pos, mut want, mut base) = (off, len, 0u64);
+                for e in entries {
+                    let bc = u64::from(e.byte_count);
+                    if want > 0 && pos < base + bc {
+                        let inner = pos - base;
+                        let n = want.min(bc - inner);
+                        out.extend(self.resolve(dev, pdn, e.key, e.addr + inner, n, Need::Nested, depth + 1)?);
+                        pos += n;
+                        want -= n;
+                    }
+                    base += bc;
+                }
+                if want > 0 { Err(Fault) } else { Ok(out) }
+            }
+            Translation::Repeat { repeat_count, entries } => {
+                let per: u64 = entries.iter().map(|e| u64::from(e.byte_count)).sum();
+                let mut out = Vec::new();
+                let (mut pos, mut want) = (off, len);
+                while want > 0 {
+                    if per == 0 {
+                        return Err(Fault);
+                    }
+                    let rep = pos / per;
+                    if rep >= u64::from(*repeat_count) {
+                        return Err(Fault);
+                    }
+                    let mut within = pos % per;
+                    for e in entries {
+                        let bc = u64::from(e.byte_count);
+                        if within >= bc {
+                            within -= bc;
+                            continue;
+                        }
+                        let n = want.min(bc - within);
+                        let a = e.addr + rep * u64::from(e.stride) + within;
+                        out.extend(self.resolve(dev, pdn, e.key, a, n, Need::Nested, depth + 1)?);
+                        pos += n;
+                        want -= n;
+                        break;
+                    }
+                }
+                Ok(out)
+            }
+        }
+    }
+
+    fn resolve_sges(&self, dev: usize, pdn: u32, sge: &[Sge], need: Need) -> Result<Vec<(u64, u64)>, Fault> {
+        let mut out = Vec::new();
+        for s in sge {
+            out.extend(self.resolve(dev, pdn, s.lkey, s.addr, u64::from(s.length), need, 0)?);
+        }
+        Ok(out)
+    }
+
+    fn gather(&self, ranges: &[(u64, u64)]) -> Option<Vec<u8>> {
+        let mut data = Vec::new();
+        for &(va, n) in ranges {
+            data.extend_from_slice(self.data.mem.read(va, n as usize)?);
+        }
+        Some(data)
+    }
+
+    /// Write `data` across `ranges` in order; the ranges must hold at least `data.len()`.
+    fn scatter(&mut self, ranges: &[(u64, u64)], data: &[u8]) {
+        let mut rest = data;
+        for &(va, n) in ranges {
+            if rest.is_empty() {
+                break;
+            }
+            let k = rest.len().min(n as usize);
+            let _ = self.data.mem.write(va, &rest[..k]);
+            rest = &rest[k..];
+        }
+    }
+
+    fn pdn_of(&self, qp: u32) -> u32 {
+        self.data.qps.get(&qp).and_then(|q| self.pds.get(&q.pd)).and_then(|p| p.pdn).unwrap_or(0)
+    }
+
+    /// Write a CQE; a full CQ overruns: the CQE is lost and the context gets `CQ_ERR`.
+    pub(crate) fn push_cqe(&mut self, cq: u32, entry: CqEntry) {
+        let Some(c) = self.data.cqs.get_mut(&cq) else { return };
+        if c.overrun {
+            return;
+        }
+        if c.entries.len() as u32 >= c.cqe {
+            c.overrun = true;
+            let ctx = c.ctx;
+            let handle = mlx5_dv::CqHandle::new(self.id, cq);
+            if let Some(x) = self.contexts.get_mut(&ctx) {
+                x.events.push_back(mlx5_dv::AsyncEvent {
+                    event_type: event_type::CQ_ERR,
+                    qp_num: None,
+                    cq: Some(handle),
+                });
+            }
+            return;
+        }
+        c.entries.push_back(entry);
+    }
+
+    fn error_wc(&self, qp: u32, wr_id: u64, opcode: u32, s: u8) -> Wc {
+        let qp_num = self.data.qps.get(&qp).map_or(0, |q| q.qp_num);
+        Wc { wr_id, status: syndrome::to_status(s), opcode, vendor_err: self.vendor_err(s), qp_num, ..Wc::default() }
+    }
+
+    /// Move a QP to ERR and flush both its queues with `WR_FLUSH_ERR`.
+    pub(crate) fn flush_qp(&mut self, qp: u32) {
+        let Some(q) = self.data.qps.get_mut(&qp) else { return };
+        q.state = QpState::Err;
+        let sq: Vec<_> = q.sq.drain(..).collect();
+        let rq: Vec<_> = q.rq.drain(..).collect();
+        let (scq, rcq) = (q.send_cq, q.recv_cq);
+        for w in sq {
+            let wc = self.error_wc(qp, w.wr_id, w.opcode, syndrome::WR_FLUSH);
+            self.push_cqe(scq, CqEntry { wc, qp, sq_seq: Some(w.seq), scatter: None });
+        }
+        for r in rq {
+            let wc = self.error_wc(qp, r.wr_id, wc_opcode::RECV, syndrome::WR_FLUSH);
+            self.push_cqe(rcq, CqEntry { wc, qp, sq_seq: None, scatter: None });
+        }
+    }
+
+    fn qp_event(&mut self, qp: u32, ty: u32) {
+        let Some(q) = self.data.qps.get(&qp) else { return };
+        let (ctx, qp_num) = (q.ctx, q.qp_num);
+        if let Some(c) = self.contexts.get_mut(&ctx) {
+            c.events.push_back(mlx5_dv::AsyncEvent { event_type: ty, qp_num: Some(qp_num), cq: None });
+        }
+    }
+
+    /// Run every QP's send queue as far as it goes.
+    pub(crate) fn progress(&mut self) {
+        loop {
+            let mut moved = false;
+            let ids: Vec<u32> = self.data.qps.keys().copied().collect();
+            for id in ids {
+                while let Some(w) =
+                    self.data.qps.get(&id).filter(|q| q.state == QpState::Rts).and_then(|q| q.sq.front().cloned())
+                {
+                    match self.execute(id, &w) {
+                        Step::Blocked => break,
+                        Step::Done(wc) => {
+                            moved = true;
+                            if let Some(q) = self.data.qps.get_mut(&id) {
+                                q.sq.pop_front();
+                            }
+                            if let (Some(wc), Some(cq)) = (wc, self.data.qps.get(&id).map(|q| q.send_cq)) {
+                                self.push_cqe(cq, CqEntry { wc, qp: id, sq_seq: Some(w.seq), scatter: None });
+                            }
+                        }
+                        Step::Failed(s) => {
+                            moved = true;
+                            let cq = self.data.qps.get_mut(&id).map(|q| {
+                                q.sq.pop_front();
+                                q.send_cq
+                            });
+                            let wc = self.error_wc(id, w.wr_id, w.opcode, s);
+                            if let Some(cq) = cq {
+                                self.push_cqe(cq, CqEntry { wc, qp: id, sq_seq: Some(w.seq), scatter: None });
+                            }
+                            self.flush_qp(id);
+                        }
+                    }
+                }
+            }
+            if !moved {
+                break;
+            }
+        }
+    }
+
+    fn success(&self, qp: u32, w: &Wqe, byte_len: u32) -> Option<Wc> {
+        let qp_num = self.data.qps.get(&qp).map_or(0, |q| q.qp_num);
+        w.signaled.then_some(Wc {
+            wr_id: w.wr_id,
+            status: wc_status::SUCCESS,
+            opcode: w.opcode,
+            byte_len,
+            qp_num,
+            ..Wc::default()
+        })
+    }
+
+    /// The peer QP, if it can take a request (RTR or RTS).
+    fn peer(&self, qp: u32) -> Option<u32> {
+        let r = self.data.qps.get(&qp)?.remote?;
+        matches!(self.data.qps.get(&r)?.state, QpState::Rtr | QpState::Rts).then_some(r)
+    }
+
+    /// The responder detected an error: its QP goes to ERR (with an async event).
+    fn responder_error(&mut self, peer: u32, ev: u32) {
+        self.qp_event(peer, ev);
+        self.flush_qp(peer);
+    }
+
+    fn execute(&mut self, qp: u32, w: &Wqe) -> Step {
+        let (dev, pdn) = match self.data.qps.get(&qp) {
+            Some(q) => (q.dev, self.pdn_of(qp)),
+            None => return Step::Failed(syndrome::LOCAL_QP_OP),
+        };
+        match &w.kind {
+            WqeKind::Umr(u) => self.exec_umr(qp, w, dev, u),
+            WqeKind::LocalInv { key } => {
+                let ok = self
+                    .fws
+                    .get_mut(dev)
+                    .and_then(|f| f.mkey_mut(key >> 8))
+                    .filter(|m| field(m, mkc::UMR_EN) != 0)
+                    .map(|m| {
+                        let _ = mkc::FREE.set(&mut m.mkc, 1);
+                        let _ = mkc::MKEY_7_0.set(&mut m.mkc, 0);
+                    });
+                match ok {
+                    Some(()) => Step::Done(self.success(qp, w, 0)),
+                    None => Step::Failed(syndrome::LOCAL_PROT),
+                }
+            }
+            WqeKind::Write { rkey, raddr, sge, imm } => {
+                let Ok(local) = self.resolve_sges(dev, pdn, sge, Need::LocalRead) else {
+                    return Step::Failed(syndrome::LOCAL_PROT);
+                };
+                let Some(data) = self.gather(&local) else { return Step::Failed(syndrome::LOCAL_PROT) };
+                let Some(peer) = self.peer(qp) else { return Step::Failed(syndrome::TRANSPORT_RETRY) };
+                let (pdev, ppdn) = (self.data.qps.get(&peer).map_or(0, |p| p.dev), self.pdn_of(peer));
+                if imm.is_some() && self.data.qps.get(&peer).is_some_and(|p| p.rq.is_empty()) {
+                    return Step::Blocked;
+                }
+                let remote_ok = self.data.qps.get(&peer).is_some_and(|p| p.access.contains(AccessFlags::REMOTE_WRITE));
+                let target = if remote_ok {
+                    self.resolve(pdev, ppdn, *rkey, *raddr, data.len() as u64, Need::RemoteWrite, 0).ok()
+                } else {
+                    None
+                };
+                let Some(target) = target else {
+                    self.responder_error(peer, event_type::QP_ACCESS_ERR);
+                    return Step::Failed(syndrome::REMOTE_ACCESS);
+                };
+                self.scatter(&target, &data);
+                if let Some(imm) = imm {
+                    self.complete_recv(peer, data.len() as u32, Some(*imm), wc_opcode::RECV_RDMA_WITH_IMM, 0, None);
+                }
+                Step::Done(self.success(qp, w, 0))
+            }
+            WqeKind::Read { rkey, raddr, sge } => {
+                let want: u64 = sge.iter().map(|s| u64::from(s.length)).sum();
+                let Ok(local) = self.resolve_sges(dev, pdn, sge, Need::LocalWrite) else {
+                    return Step::Failed(syndrome::LOCAL_PROT);
+                };
+                let Some(peer) = self.peer(qp) else { return Step::Failed(syndrome::TRANSPORT_RETRY) };
+                let (pdev, ppdn) = (self.data.qps.get(&peer).map_or(0, |p| p.dev), self.pdn_of(peer));
+                let remote_ok = self.data.qps.get(&peer).is_some_and(|p| p.access.contains(AccessFlags::REMOTE_READ));
+                let data = if remote_ok {
+                    self.resolve(pdev, ppdn, *rkey, *raddr, want, Need::RemoteRead, 0)
+                        .ok()
+                        .and_then(|r| self.gather(&r))
+                } else {
+                    None
+                };
+                let Some(data) = data else {
+                    self.responder_error(peer, event_type::QP_ACCESS_ERR);
+                    return Step::Failed(syndrome::REMOTE_ACCESS);
+                };
+                self.scatter(&local, &data);
+                Step::Done(self.success(qp, w, want as u32))
+            }
+            WqeKind::Send { sge, imm, inv } => {
+                let Ok(local) = self.resolve_sges(dev, pdn, sge, Need::LocalRead) else {
+                    return Step::Failed(syndrome::LOCAL_PROT);
+                };
+                let Some(data) = self.gather(&local) else { return Step::Failed(syndrome::LOCAL_PROT) };
+                let Some(peer) = self.peer(qp) else { return Step::Failed(syndrome::TRANSPORT_RETRY) };
+                if self.data.qps.get(&peer).is_some_and(|p| p.rq.is_empty()) {
+                    return Step::Blocked;
+                }
+                if let Some(key) = inv
+                    && !self.remote_invalidate(peer, *key)
+                {
+                    self.responder_error(peer, event_type::QP_REQ_ERR);
+                    return Step::Failed(syndrome::REMOTE_INVAL_REQ);
+                }
+                let opcode = wc_opcode::RECV;
+                let flags = if inv.is_some() { wc_flags::WITH_INV } else { 0 };
+                match self.deliver(peer, &data, *imm, inv.or(*imm), opcode, flags) {
+                    Ok(()) => Step::Done(self.success(qp, w, 0)),
+                    Err(s) => Step::Failed(s),
+                }
+            }
+        }
+    }
+
+    /// SEND_WITH_INV at the responder: the key must name an mkey of the responder's PD that
+    /// allows remote invalidation.
+    fn remote_invalidate(&mut self, peer: u32, key: u32) -> bool {
+        let Some(q) = self.data.qps.get(&peer) else { return false };
+        let (dev, pdn) = (q.dev, self.pdn_of(peer));
+        let Some(m) = self.fws.get_mut(dev).and_then(|f| f.mkey_mut(key >> 8)) else { return false };
+        if field(m, mkc::EN_RINVAL) == 0
+            || field(m, mkc::PD) != u64::from(pdn)
+            || field(m, mkc::MKEY_7_0) != u64::from(key & 0xff)
+        {
+            return false;
+        }
+        let _ = mkc::FREE.set(&mut m.mkc, 1);
+        true
+    }
+
+    /// Deliver a SEND into the peer's next receive WQE.
+    fn deliver(
+        &mut self,
+        peer: u32,
+        data: &[u8],
+        imm: Option<u32>,
+        imm_data: Option<u32>,
+        opcode: u32,
+        flags: u32,
+    ) -> Result<(), u8> {
+        let Some(p) = self.data.qps.get_mut(&peer) else { return Err(syndrome::TRANSPORT_RETRY) };
+        let Some(r) = p.rq.pop_front() else { return Err(syndrome::TRANSPORT_RETRY) };
+        let (pdev, rcq, scatter_to_cqe) = (p.dev, p.recv_cq, p.scatter_to_cqe);
+        let ppdn = self.pdn_of(peer);
+        let room: u64 = r.sge.iter().map(|s| u64::from(s.length)).sum();
+        if (data.len() as u64) > room {
+            let wc = self.error_wc(peer, r.wr_id, wc_opcode::RECV, syndrome::LOCAL_LENGTH);
+            self.push_cqe(rcq, CqEntry { wc, qp: peer, sq_seq: None, scatter: None });
+            self.flush_qp(peer);
+            return Err(syndrome::REMOTE_INVAL_REQ);
+        }
+        let qp_num = self.data.qps.get(&peer).map_or(0, |p| p.qp_num);
+        let wc_flags = flags | if imm.is_some() { wc_flags::WITH_IMM } else { 0 };
+        let wc = Wc {
+            wr_id: r.wr_id,
+            status: wc_status::SUCCESS,
+            opcode,
+            byte_len: data.len() as u32,
+            imm_data: imm_data.unwrap_or(0),
+            qp_num,
+            wc_flags,
+            ..Wc::default()
+        };
+        if scatter_to_cqe && data.len() <= SCATTER_TO_CQE_MAX {
+            // The device puts small payloads in the CQE; the provider copies them at poll time.
+            let scatter = Some(InlineScatter { data: data.to_vec(), sge: r.sge.clone() });
+            self.push_cqe(rcq, CqEntry { wc, qp: peer, sq_seq: None, scatter });
+            return Ok(());
+        }
+        let Ok(ranges) = self.resolve_sges(pdev, ppdn, &r.sge, Need::LocalWrite) else {
+            let wc = self.error_wc(peer, r.wr_id, wc_opcode::RECV, syndrome::LOCAL_PROT);
+            self.push_cqe(rcq, CqEntry { wc, qp: peer, sq_seq: None, scatter: None });
+            self.flush_qp(peer);
+            return Err(syndrome::REMOTE_OP);
+        };
+        self.scatter(&ranges, data);
+        self.push_cqe(rcq, CqEntry { wc, qp: peer, sq_seq: None, scatter: None });
+        Ok(())
+    }
+
+    /// RDMA WRITE with immediate consumes a receive WQE without scattering into it.
+    fn complete_recv(&mut self, peer: u32, len: u32, imm: Option<u32>, opcode: u32, flags: u32, _data: Option<&[u8]>) {
+        let Some(p) = self.data.qps.get_mut(&peer) else { return };
+        let Some(r) = p.rq.pop_front() else { return };
+        let (rcq, qp_num) = (p.recv_cq, p.qp_num);
+        let wc = Wc {
+            wr_id: r.wr_id,
+            status: wc_status::SUCCESS,
+            opcode,
+            byte_len: len,
+            imm_data: imm.unwrap_or(0),
+            qp_num,
+            wc_flags: flags | wc_flags::WITH_IMM,
+            ..Wc::default()
+        };
+        self.push_cqe(rcq, CqEntry { wc, qp: peer, sq_seq: None, scatter: None });
+    }
+
+    /// Apply a UMR WQE to its mkey: valid, new tag, then the masked fields.
+    fn exec_umr(&mut self, qp: u32, w: &Wqe, dev: usize, u: &UmrWqe) -> Step {
+        let Some(m) = self.fws.get_mut(dev).and_then(|f| f.mkey_mut(u.index)) else {
+            return Step::Failed(syndrome::LOCAL_PROT);
+        };
+        if field(m, mkc::UMR_EN) == 0 {
+            return Step::Failed(syndrome::LOCAL_PROT);
+        }
+        let _ = mkc::FREE.set(&mut m.mkc, 0);
+        let _ = mkc::MKEY_7_0.set(&mut m.mkc, u64::from(u.tag));
+        if let Some(a) = u.access {
+            let bit = |f: AccessFlags| u64::from(a & f.bits() != 0);
+            let _ = mkc::LW.set(&mut m.mkc, bit(AccessFlags::LOCAL_WRITE));
+            let _ = mkc::RW.set(&mut m.mkc, bit(AccessFlags::REMOTE_WRITE));
+            let _ = mkc::RR.set(&mut m.mkc, bit(AccessFlags::REMOTE_READ));
+            let _ = mkc::A.set(&mut m.mkc, bit(AccessFlags::REMOTE_ATOMIC));
+        }
+        if let Some((len, xlat)) = &u.layout {
+            let _ = mkc::START_ADDR.set(&mut m.mkc, 0);
+            let _ = mkc::LEN.set(&mut m.mkc, *len);
+            m.xlat = xlat.clone();
+        }
+        if u.bsf_disable {
+            let _ = mkc::BSF_EN.set(&mut m.mkc, 0);
+        }
+        Step::Done(self.success(qp, w, 0))
+    }
+}
