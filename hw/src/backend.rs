@@ -27,20 +27,50 @@ pub struct HwConfig {
     pub vfio_pci_name: Option<String>,
 }
 
-struct HwCtx {
-    ptr: *mut ibv_context,
+pub(crate) struct HwCtx {
+    pub(crate) ptr: *mut ibv_context,
 }
 
-struct HwPd {
-    ptr: *mut ibv_pd,
-    ctx: u32,
-    mkeys: u32,
+pub(crate) struct HwPd {
+    pub(crate) ptr: *mut ibv_pd,
+    pub(crate) ctx: u32,
+    /// mkeys, MRs and QPs on the PD.
+    pub(crate) mkeys: u32,
 }
 
-struct HwMkey {
-    ptr: *mut mlx5dv_mkey,
-    pd: u32,
-    ctx: u32,
+pub(crate) struct HwMkey {
+    pub(crate) ptr: *mut mlx5dv_mkey,
+    pub(crate) pd: u32,
+    pub(crate) ctx: u32,
+}
+
+pub(crate) struct HwBuf {
+    pub(crate) ptr: *mut u8,
+    pub(crate) layout: std::alloc::Layout,
+    pub(crate) mrs: u32,
+}
+
+pub(crate) struct HwMr {
+    pub(crate) ptr: *mut rdma_sys::ibv_mr,
+    pub(crate) pd: u32,
+    pub(crate) ctx: u32,
+    pub(crate) buf: u32,
+}
+
+pub(crate) struct HwCq {
+    pub(crate) ptr: *mut rdma_sys::ibv_cq,
+    pub(crate) ctx: u32,
+    pub(crate) users: u32,
+}
+
+pub(crate) struct HwQp {
+    pub(crate) ptr: *mut rdma_sys::ibv_qp,
+    pub(crate) qpx: *mut rdma_sys::ibv_qp_ex,
+    /// NULL when the QP was created without mlx5dv send ops.
+    pub(crate) mqpx: *mut mlx5dv_qp_ex,
+    pub(crate) ctx: u32,
+    pub(crate) pd: u32,
+    pub(crate) cqs: [u32; 2],
 }
 
 struct DeviceEntry {
@@ -50,7 +80,7 @@ struct DeviceEntry {
 
 /// The real rdma-core stack behind the [`Backend`] trait.
 pub struct HwBackend {
-    id: BackendId,
+    pub(crate) id: BackendId,
     lib: Arc<Mlx5Lib>,
     dev_list: *mut *mut ibv_device,
     vfio_list: *mut *mut ibv_device,
@@ -58,20 +88,24 @@ pub struct HwBackend {
     list_error: Option<i32>,
     facts: BTreeMap<String, String>,
     next_id: u32,
-    contexts: BTreeMap<u32, HwCtx>,
-    pds: BTreeMap<u32, HwPd>,
-    mkeys: BTreeMap<u32, HwMkey>,
+    pub(crate) contexts: BTreeMap<u32, HwCtx>,
+    pub(crate) pds: BTreeMap<u32, HwPd>,
+    pub(crate) mkeys: BTreeMap<u32, HwMkey>,
+    pub(crate) bufs: BTreeMap<u32, HwBuf>,
+    pub(crate) mrs: BTreeMap<u32, HwMr>,
+    pub(crate) cqs: BTreeMap<u32, HwCq>,
+    pub(crate) qps: BTreeMap<u32, HwQp>,
 }
 
 /// The errno of the last failed C call; a call that failed without setting errno reads as EIO.
-fn last_errno() -> i32 {
+pub(crate) fn last_errno() -> i32 {
     match std::io::Error::last_os_error().raw_os_error() {
         Some(0) | None => EIO,
         Some(e) => e,
     }
 }
 
-fn c_call(op: Op, rc: c_int, what: &str) -> Result<()> {
+pub(crate) fn c_call(op: Op, rc: c_int, what: &str) -> Result<()> {
     match rc {
         0 => Ok(()),
         e if e > 0 => Err(Error::new(op, e, format!("{what} failed"))),
@@ -79,7 +113,7 @@ fn c_call(op: Op, rc: c_int, what: &str) -> Result<()> {
     }
 }
 
-fn missing(op: Op, name: &str) -> Error {
+pub(crate) fn missing(op: Op, name: &str) -> Error {
     Error::new(op, EOPNOTSUPP, format!("the installed libmlx5 has no {name}"))
 }
 
@@ -106,6 +140,10 @@ impl HwBackend {
             contexts: BTreeMap::new(),
             pds: BTreeMap::new(),
             mkeys: BTreeMap::new(),
+            bufs: BTreeMap::new(),
+            mrs: BTreeMap::new(),
+            cqs: BTreeMap::new(),
+            qps: BTreeMap::new(),
         };
         b.list_devices(&config);
         b.facts = b.describe();
@@ -195,12 +233,12 @@ impl HwBackend {
         facts
     }
 
-    fn fresh_id(&mut self) -> u32 {
+    pub(crate) fn fresh_id(&mut self) -> u32 {
         self.next_id = self.next_id.wrapping_add(1);
         self.next_id
     }
 
-    fn check(&self, backend: BackendId, op: Op) -> Result<()> {
+    pub(crate) fn check(&self, backend: BackendId, op: Op) -> Result<()> {
         if backend == self.id {
             Ok(())
         } else {
@@ -208,7 +246,7 @@ impl HwBackend {
         }
     }
 
-    fn ctx_ptr(&self, h: ContextHandle, op: Op) -> Result<*mut ibv_context> {
+    pub(crate) fn ctx_ptr(&self, h: ContextHandle, op: Op) -> Result<*mut ibv_context> {
         self.check(h.backend(), op)?;
         self.contexts
             .get(&h.id())
@@ -216,14 +254,14 @@ impl HwBackend {
             .ok_or_else(|| Error::new(op, EINVAL, "context handle is stale (device closed)"))
     }
 
-    fn pd_entry(&self, h: PdHandle, op: Op) -> Result<&HwPd> {
+    pub(crate) fn pd_entry(&self, h: PdHandle, op: Op) -> Result<&HwPd> {
         self.check(h.backend(), op)?;
         self.pds
             .get(&h.id())
             .ok_or_else(|| Error::new(op, EINVAL, "PD handle is stale (deallocated or its device closed)"))
     }
 
-    fn mkey_entry(&self, h: MkeyHandle, op: Op) -> Result<&HwMkey> {
+    pub(crate) fn mkey_entry(&self, h: MkeyHandle, op: Op) -> Result<&HwMkey> {
         self.check(h.backend(), op)?;
         self.mkeys
             .get(&h.id())
@@ -238,13 +276,15 @@ impl HwBackend {
     }
 
     fn add_context(&mut self, ptr: *mut ibv_context) -> ContextHandle {
+        crate::datapath::make_async_fd_nonblocking(ptr);
         let id = self.fresh_id();
         self.contexts.insert(id, HwCtx { ptr });
         ContextHandle::new(self.id, id)
     }
 
-    /// Destroy what is open on context `cid`, mkeys first; the context itself stays open.
+    /// Destroy what is open on context `cid`, QPs and mkeys first; the context stays open.
     fn release_objects_of(&mut self, cid: u32) {
+        self.release_data_path_of(cid);
         let mkeys: Vec<u32> = self.mkeys.iter().filter(|(_, m)| m.ctx == cid).map(|(k, _)| *k).collect();
         for k in mkeys {
             if let (Some(m), Ok(f)) = (self.mkeys.remove(&k), &self.lib.dv.mlx5dv_destroy_mkey) {
@@ -272,6 +312,7 @@ impl Drop for HwBackend {
                 unsafe { ibv_close_device(c.ptr) };
             }
         }
+        self.free_all_bufs();
         if !self.dev_list.is_null() {
             // SAFETY: the list came from ibv_get_device_list and every context on it is closed.
             unsafe { ibv_free_device_list(self.dev_list) };
@@ -284,6 +325,70 @@ impl Drop for HwBackend {
 }
 
 impl Backend for HwBackend {
+    fn alloc_buf(&mut self, len: usize) -> Result<mlx5_dv::Buf> {
+        self.hw_alloc_buf(len)
+    }
+
+    fn free_buf(&mut self, buf: &mlx5_dv::Buf) -> Result<()> {
+        self.hw_free_buf(buf)
+    }
+
+    fn write_buf(&mut self, buf: &mlx5_dv::Buf, offset: usize, data: &[u8]) -> Result<()> {
+        self.hw_buf_slice(buf, offset, data.len(), Op::WriteBuf).map(|s| s.copy_from_slice(data))
+    }
+
+    fn read_buf(&mut self, buf: &mlx5_dv::Buf, offset: usize, len: usize) -> Result<Vec<u8>> {
+        self.hw_buf_slice(buf, offset, len, Op::ReadBuf).map(|s| s.to_vec())
+    }
+
+    fn reg_mr(&mut self, pd: PdHandle, addr: u64, length: u64, access: mlx5_dv::AccessFlags) -> Result<mlx5_dv::Mr> {
+        self.hw_reg_mr(pd, addr, length, access)
+    }
+
+    fn dereg_mr(&mut self, mr: &mlx5_dv::Mr) -> Result<()> {
+        self.hw_dereg_mr(mr)
+    }
+
+    fn create_cq(&mut self, ctx: ContextHandle, cqe: u32) -> Result<mlx5_dv::Cq> {
+        self.hw_create_cq(ctx, cqe)
+    }
+
+    fn destroy_cq(&mut self, cq: &mlx5_dv::Cq) -> Result<()> {
+        self.hw_destroy_cq(cq)
+    }
+
+    fn poll_cq(&mut self, cq: &mlx5_dv::Cq, max: usize) -> Result<Vec<mlx5_dv::Wc>> {
+        self.hw_poll_cq(cq, max)
+    }
+
+    fn create_qp(&mut self, attr: &mlx5_dv::QpInitAttr) -> Result<mlx5_dv::Qp> {
+        self.hw_create_qp(attr)
+    }
+
+    fn modify_qp(&mut self, qp: &mlx5_dv::Qp, attr: &mlx5_dv::QpModify) -> Result<()> {
+        self.hw_modify_qp(qp, attr)
+    }
+
+    fn query_qp_state(&mut self, qp: &mlx5_dv::Qp) -> Result<mlx5_dv::QpState> {
+        self.hw_query_qp_state(qp)
+    }
+
+    fn destroy_qp(&mut self, qp: &mlx5_dv::Qp) -> Result<()> {
+        self.hw_destroy_qp(qp)
+    }
+
+    fn post_send(&mut self, qp: &mlx5_dv::Qp, ops: &[mlx5_dv::WrOp]) -> Result<()> {
+        self.hw_post_send(qp, ops)
+    }
+
+    fn post_recv(&mut self, qp: &mlx5_dv::Qp, wrs: &[mlx5_dv::RecvWr]) -> Result<()> {
+        self.hw_post_recv(qp, wrs)
+    }
+
+    fn get_async_event(&mut self, ctx: ContextHandle) -> Result<Option<mlx5_dv::AsyncEvent>> {
+        self.hw_get_async_event(ctx)
+    }
+
     fn info(&self) -> BackendInfo {
         BackendInfo { backend: "hw".into(), profile: None, facts: self.facts.clone() }
     }
@@ -388,7 +493,7 @@ impl Backend for HwBackend {
         let op = Op::DeallocPd;
         let p = self.pd_entry(pd, op)?;
         if p.mkeys > 0 {
-            return Err(Error::new(op, EBUSY, format!("the PD still has {} mkey(s)", p.mkeys)));
+            return Err(Error::new(op, EBUSY, format!("the PD still has {} mkey(s), MR(s) or QP(s)", p.mkeys)));
         }
         let ptr = p.ptr;
         // SAFETY: the PD is live and has no mkeys.

@@ -59,10 +59,12 @@ pub fn capture(b: &mut HwBackend) -> Result<Profile> {
             vendor_part_id: fact("vendor_part_id").parse().unwrap_or(0),
             vfio_pci_name: vfio,
             other_devices: others,
+            count: 1,
         },
         kernel: KernelSection { devx: true, devx_whitelist_uid: true, mkey_update_tag, sqd2rts },
         hca_cap: hca,
         crypto_cap: crypto,
+        datapath: Default::default(),
     })
 }
 

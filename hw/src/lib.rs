@@ -13,6 +13,7 @@
 
 mod backend;
 pub mod capture;
+mod datapath;
 pub mod inline;
 mod lib_mlx5;
 pub mod sys;

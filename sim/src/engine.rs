@@ -70,6 +70,13 @@ enum Need {
     Nested,
 }
 
+/// Where a key is looked up: a device and the protection domain of the QP using it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Domain {
+    dev: usize,
+    pdn: u32,
+}
+
 /// Why a translation failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Fault;
@@ -109,8 +116,7 @@ impl Simulator {
     /// checking the key's existence, validity, tag, PD and access rights.
     fn resolve(
         &self,
-        dev: usize,
-        pdn: u32,
+        at: Domain,
         key: u32,
         addr: u64,
         len: u64,
@@ -120,6 +126,7 @@ impl Simulator {
         if depth > MAX_INDIRECTION {
             return Err(Fault);
         }
+        let (dev, pdn) = (at.dev, at.pdn);
         let fw = self.fws.get(dev).ok_or(Fault)?;
         let m = fw.mkey(key >> 8).ok_or(Fault)?;
         if field(m, mkc::FREE) != 0
@@ -159,7 +166,7 @@ impl Simulator {
                     if want > 0 && pos < base + bc {
                         let inner = pos - base;
                         let n = want.min(bc - inner);
-                        out.extend(self.resolve(dev, pdn, e.key, e.addr + inner, n, Need::Nested, depth + 1)?);
+                        out.extend(self.resolve(at, e.key, e.addr + inner, n, Need::Nested, depth + 1)?);
                         pos += n;
                         want -= n;
                     }
@@ -188,7 +195,7 @@ impl Simulator {
                         }
                         let n = want.min(bc - within);
                         let a = e.addr + rep * u64::from(e.stride) + within;
-                        out.extend(self.resolve(dev, pdn, e.key, a, n, Need::Nested, depth + 1)?);
+                        out.extend(self.resolve(at, e.key, a, n, Need::Nested, depth + 1)?);
                         pos += n;
                         want -= n;
                         break;
@@ -202,7 +209,7 @@ impl Simulator {
     fn resolve_sges(&self, dev: usize, pdn: u32, sge: &[Sge], need: Need) -> Result<Vec<(u64, u64)>, Fault> {
         let mut out = Vec::new();
         for s in sge {
-            out.extend(self.resolve(dev, pdn, s.lkey, s.addr, u64::from(s.length), need, 0)?);
+            out.extend(self.resolve(Domain { dev, pdn }, s.lkey, s.addr, u64::from(s.length), need, 0)?);
         }
         Ok(out)
     }
@@ -383,7 +390,15 @@ impl Simulator {
                 }
                 let remote_ok = self.data.qps.get(&peer).is_some_and(|p| p.access.contains(AccessFlags::REMOTE_WRITE));
                 let target = if remote_ok {
-                    self.resolve(pdev, ppdn, *rkey, *raddr, data.len() as u64, Need::RemoteWrite, 0).ok()
+                    self.resolve(
+                        Domain { dev: pdev, pdn: ppdn },
+                        *rkey,
+                        *raddr,
+                        data.len() as u64,
+                        Need::RemoteWrite,
+                        0,
+                    )
+                    .ok()
                 } else {
                     None
                 };
@@ -406,7 +421,7 @@ impl Simulator {
                 let (pdev, ppdn) = (self.data.qps.get(&peer).map_or(0, |p| p.dev), self.pdn_of(peer));
                 let remote_ok = self.data.qps.get(&peer).is_some_and(|p| p.access.contains(AccessFlags::REMOTE_READ));
                 let data = if remote_ok {
-                    self.resolve(pdev, ppdn, *rkey, *raddr, want, Need::RemoteRead, 0)
+                    self.resolve(Domain { dev: pdev, pdn: ppdn }, *rkey, *raddr, want, Need::RemoteRead, 0)
                         .ok()
                         .and_then(|r| self.gather(&r))
                 } else {

@@ -1,0 +1,680 @@
+//! The data path over libibverbs: buffers, MRs, CQs, QPs, the `ibv_wr_*` chain with the
+//! ported mlx5dv setters, completions and async events.
+
+use std::alloc::Layout;
+use std::ffi::{c_int, c_void};
+use std::ptr;
+
+use mlx5_dv::errno::{EAGAIN, EBUSY, EFAULT, EINVAL, ENOMEM, EOPNOTSUPP};
+use mlx5_dv::{
+    AccessFlags, AsyncEvent, Buf, BufHandle, Cq, CqHandle, Error, Mr, MrHandle, Op, Qp, QpCap, QpHandle, QpInitAttr,
+    QpModify, QpState, RecvWr, Result, Wc, WrOp, wc_flags,
+};
+use rdma_sys::*;
+
+use crate::backend::{HwBackend, HwBuf, HwCq, HwMr, HwQp, c_call, last_errno, missing};
+use crate::inline;
+use crate::sys::mlx5dv::{mlx5dv_mkey_conf_attr, mlx5dv_mr_interleaved, mlx5dv_qp_init_attr};
+
+const PAGE: usize = 4096;
+
+/// Async events are read without blocking: the context's event fd is made non-blocking.
+pub(crate) fn make_async_fd_nonblocking(ctx: *mut ibv_context) {
+    // SAFETY: ctx is an open context; async_fd is a file descriptor it owns.
+    unsafe {
+        let fd = (*ctx).async_fd;
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags >= 0 {
+            libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+        }
+    }
+}
+
+fn to_c_sges(sge: &[mlx5_dv::Sge]) -> Vec<ibv_sge> {
+    sge.iter().map(|s| ibv_sge { addr: s.addr, length: s.length, lkey: s.lkey }).collect()
+}
+
+impl HwBackend {
+    fn buf_entry(&self, h: BufHandle, op: Op) -> Result<&HwBuf> {
+        self.check(h.backend(), op)?;
+        self.bufs.get(&h.id()).ok_or_else(|| Error::new(op, EINVAL, "buffer handle is stale (freed)"))
+    }
+
+    pub(crate) fn hw_alloc_buf(&mut self, len: usize) -> Result<Buf> {
+        let op = Op::AllocBuf;
+        if len == 0 || len > (1 << 30) {
+            return Err(Error::new(op, EINVAL, format!("buffer length {len} is outside 1..=1 GiB")));
+        }
+        let layout = Layout::from_size_align(len.div_ceil(PAGE) * PAGE, PAGE)
+            .map_err(|e| Error::new(op, EINVAL, e.to_string()))?;
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        if ptr.is_null() {
+            return Err(Error::new(op, ENOMEM, "out of memory"));
+        }
+        let id = self.fresh_id();
+        self.bufs.insert(id, HwBuf { ptr, layout, mrs: 0 });
+        Ok(Buf { handle: BufHandle::new(self.id, id), addr: ptr as u64, len })
+    }
+
+    pub(crate) fn hw_free_buf(&mut self, buf: &Buf) -> Result<()> {
+        let op = Op::FreeBuf;
+        let b = self.buf_entry(buf.handle, op)?;
+        if b.mrs > 0 {
+            return Err(Error::new(op, EBUSY, format!("{} MR(s) still cover the buffer", b.mrs)));
+        }
+        if let Some(b) = self.bufs.remove(&buf.handle.id()) {
+            // SAFETY: allocated with this layout in hw_alloc_buf; no MR covers it.
+            unsafe { std::alloc::dealloc(b.ptr, b.layout) };
+        }
+        Ok(())
+    }
+
+    pub(crate) fn free_all_bufs(&mut self) {
+        for (_, b) in std::mem::take(&mut self.bufs) {
+            // SAFETY: every MR was deregistered before this runs (Drop releases contexts first).
+            unsafe { std::alloc::dealloc(b.ptr, b.layout) };
+        }
+    }
+
+    pub(crate) fn hw_buf_slice(&mut self, buf: &Buf, offset: usize, len: usize, op: Op) -> Result<&mut [u8]> {
+        let b = self.buf_entry(buf.handle, op)?;
+        if offset.checked_add(len).is_none_or(|e| e > buf.len.min(b.layout.size())) {
+            return Err(Error::new(op, EINVAL, format!("{len} bytes at {offset} pass the buffer's {} bytes", buf.len)));
+        }
+        // SAFETY: the range lies inside the live allocation; &mut self keeps it exclusive.
+        Ok(unsafe { std::slice::from_raw_parts_mut(b.ptr.add(offset), len) })
+    }
+
+    pub(crate) fn hw_reg_mr(
+        &mut self,
+        pd: mlx5_dv::PdHandle,
+        addr: u64,
+        length: u64,
+        access: AccessFlags,
+    ) -> Result<Mr> {
+        let op = Op::RegMr;
+        let (pd_ptr, ctx) = {
+            let p = self.pd_entry(pd, op)?;
+            (p.ptr, p.ctx)
+        };
+        // Only this backend's buffers may be registered, so RDMA never reaches other memory.
+        let buf = self
+            .bufs
+            .iter()
+            .find(|(_, b)| {
+                let start = b.ptr as u64;
+                addr >= start && addr.checked_add(length).is_some_and(|e| e <= start + b.layout.size() as u64)
+            })
+            .map(|(id, _)| *id)
+            .ok_or_else(|| {
+                Error::new(op, EFAULT, format!("[0x{addr:x}, +{length}) is not inside a buffer of this backend"))
+            })?;
+        // SAFETY: the PD is live and the range lies inside a live buffer.
+        let mr = unsafe { ibv_reg_mr(pd_ptr, addr as *mut c_void, length as usize, access.bits() as c_int) };
+        if mr.is_null() {
+            return Err(Error::new(op, last_errno(), "ibv_reg_mr failed"));
+        }
+        let id = self.fresh_id();
+        self.mrs.insert(id, HwMr { ptr: mr, pd: pd.id(), ctx, buf });
+        if let Some(b) = self.bufs.get_mut(&buf) {
+            b.mrs += 1;
+        }
+        if let Some(p) = self.pds.get_mut(&pd.id()) {
+            p.mkeys += 1;
+        }
+        // SAFETY: a non-NULL MR returned by ibv_reg_mr.
+        let (lkey, rkey) = unsafe { ((*mr).lkey, (*mr).rkey) };
+        Ok(Mr { handle: MrHandle::new(self.id, id), lkey, rkey, addr, length })
+    }
+
+    pub(crate) fn hw_dereg_mr(&mut self, mr: &Mr) -> Result<()> {
+        let op = Op::DeregMr;
+        self.check(mr.handle.backend(), op)?;
+        let m = self.mrs.get(&mr.handle.id()).ok_or_else(|| Error::new(op, EINVAL, "MR handle is stale"))?;
+        let (ptr, pd, buf) = (m.ptr, m.pd, m.buf);
+        // SAFETY: the MR is live.
+        c_call(op, unsafe { ibv_dereg_mr(ptr) }, "ibv_dereg_mr")?;
+        self.mrs.remove(&mr.handle.id());
+        if let Some(b) = self.bufs.get_mut(&buf) {
+            b.mrs = b.mrs.saturating_sub(1);
+        }
+        if let Some(p) = self.pds.get_mut(&pd) {
+            p.mkeys = p.mkeys.saturating_sub(1);
+        }
+        Ok(())
+    }
+
+    fn cq_entry(&self, h: CqHandle, op: Op) -> Result<&HwCq> {
+        self.check(h.backend(), op)?;
+        self.cqs.get(&h.id()).ok_or_else(|| Error::new(op, EINVAL, "CQ handle is stale"))
+    }
+
+    pub(crate) fn hw_create_cq(&mut self, ctx: mlx5_dv::ContextHandle, cqe: u32) -> Result<Cq> {
+        let op = Op::CreateCq;
+        let c = self.ctx_ptr(ctx, op)?;
+        let n = c_int::try_from(cqe).map_err(|_| Error::new(op, EINVAL, "cqe does not fit an int"))?;
+        // SAFETY: c is an open context.
+        let cq = unsafe { ibv_create_cq(c, n, ptr::null_mut(), ptr::null_mut(), 0) };
+        if cq.is_null() {
+            return Err(Error::new(op, last_errno(), "ibv_create_cq failed"));
+        }
+        let id = self.fresh_id();
+        self.cqs.insert(id, HwCq { ptr: cq, ctx: ctx.id(), users: 0 });
+        // SAFETY: a non-NULL CQ returned by ibv_create_cq.
+        let cap = unsafe { (*cq).cqe } as u32;
+        Ok(Cq { handle: CqHandle::new(self.id, id), cqe: cap })
+    }
+
+    pub(crate) fn hw_destroy_cq(&mut self, cq: &Cq) -> Result<()> {
+        let op = Op::DestroyCq;
+        let c = self.cq_entry(cq.handle, op)?;
+        if c.users > 0 {
+            return Err(Error::new(op, EBUSY, "a QP still uses the CQ"));
+        }
+        let ptr = c.ptr;
+        // SAFETY: the CQ is live and no QP uses it.
+        c_call(op, unsafe { ibv_destroy_cq(ptr) }, "ibv_destroy_cq")?;
+        self.cqs.remove(&cq.handle.id());
+        Ok(())
+    }
+
+    pub(crate) fn hw_poll_cq(&mut self, cq: &Cq, max: usize) -> Result<Vec<Wc>> {
+        let op = Op::PollCq;
+        let ptr = self.cq_entry(cq.handle, op)?.ptr;
+        let n = max.min(64);
+        // SAFETY: ibv_wc is plain data; zero is a valid value.
+        let mut wcs: Vec<ibv_wc> = (0..n).map(|_| unsafe { std::mem::zeroed() }).collect();
+        // SAFETY: the CQ is live; wcs has room for n entries.
+        let got = unsafe { ibv_poll_cq(ptr, n as c_int, wcs.as_mut_ptr()) };
+        if got < 0 {
+            return Err(Error::new(op, EINVAL, format!("ibv_poll_cq returned {got}")));
+        }
+        Ok(wcs
+            .iter()
+            .take(got as usize)
+            .map(|w| {
+                // SAFETY: the union member is chosen by wc_flags, as verbs.h documents.
+                let imm = unsafe {
+                    if w.wc_flags & wc_flags::WITH_INV != 0 {
+                        w.imm_data_invalidated_rkey_union.invalidated_rkey
+                    } else {
+                        u32::from_be(w.imm_data_invalidated_rkey_union.imm_data)
+                    }
+                };
+                Wc {
+                    wr_id: w.wr_id,
+                    status: w.status,
+                    opcode: w.opcode,
+                    vendor_err: w.vendor_err,
+                    byte_len: w.byte_len,
+                    imm_data: if w.wc_flags & (wc_flags::WITH_IMM | wc_flags::WITH_INV) != 0 { imm } else { 0 },
+                    qp_num: w.qp_num,
+                    wc_flags: w.wc_flags,
+                }
+            })
+            .collect())
+    }
+
+    fn qp_entry(&self, h: QpHandle, op: Op) -> Result<&HwQp> {
+        self.check(h.backend(), op)?;
+        self.qps.get(&h.id()).ok_or_else(|| Error::new(op, EINVAL, "QP handle is stale"))
+    }
+
+    pub(crate) fn hw_create_qp(&mut self, attr: &QpInitAttr) -> Result<Qp> {
+        let op = Op::CreateQp;
+        let (pd_ptr, ctx) = {
+            let p = self.pd_entry(attr.pd, op)?;
+            (p.ptr, p.ctx)
+        };
+        let scq = self.cq_entry(attr.send_cq, op)?.ptr;
+        let rcq = self.cq_entry(attr.recv_cq, op)?.ptr;
+        let cptr = self.contexts.get(&ctx).map(|c| c.ptr).ok_or_else(|| Error::new(op, EINVAL, "context closed"))?;
+        // SAFETY: plain data; zero is the C default.
+        let mut init: ibv_qp_init_attr_ex = unsafe { std::mem::zeroed() };
+        init.qp_type = attr.qp_type;
+        init.send_cq = scq;
+        init.recv_cq = rcq;
+        init.cap = ibv_qp_cap {
+            max_send_wr: attr.cap.max_send_wr,
+            max_recv_wr: attr.cap.max_recv_wr,
+            max_send_sge: attr.cap.max_send_sge,
+            max_recv_sge: attr.cap.max_recv_sge,
+            max_inline_data: attr.cap.max_inline_data,
+        };
+        init.pd = pd_ptr;
+        init.comp_mask =
+            (ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_PD | ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS).0;
+        init.send_ops_flags = attr.send_ops_flags;
+        // mlx5dv_create_qp with a NULL mlx5 attribute is what ibv_create_qp_ex runs on mlx5.
+        let f = self.lib().dv.mlx5dv_create_qp.as_ref().map_err(|_| missing(op, "mlx5dv_create_qp"))?;
+        // SAFETY: plain data; zero is the C default.
+        let mut d: mlx5dv_qp_init_attr = unsafe { std::mem::zeroed() };
+        let dptr = match attr.dv {
+            Some(dv) => {
+                d.comp_mask = dv.comp_mask;
+                d.create_flags = dv.create_flags;
+                d.send_ops_flags = dv.send_ops_flags;
+                &mut d as *mut mlx5dv_qp_init_attr
+            }
+            None => ptr::null_mut(),
+        };
+        // SAFETY: the context, PD and CQs are live; both attrs outlive the call.
+        let qp = unsafe { f(cptr, &mut init, dptr) };
+        if qp.is_null() {
+            return Err(Error::new(op, last_errno(), "QP creation failed"));
+        }
+        // SAFETY: qp is live and was created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS.
+        let qpx = unsafe { ibv_qp_to_qp_ex(qp) };
+        let dv_ops =
+            attr.dv.is_some_and(|d| d.comp_mask & mlx5_dv::dv_qp::MASK_SEND_OPS_FLAGS != 0 && d.send_ops_flags != 0);
+        let mqpx = match (&self.lib().dv.mlx5dv_qp_ex_from_ibv_qp_ex, dv_ops && !qpx.is_null()) {
+            // SAFETY: qpx is the extended QP of an mlx5 QP.
+            (Ok(f), true) => unsafe { f(qpx) },
+            _ => ptr::null_mut(),
+        };
+        let id = self.fresh_id();
+        let cqs = [attr.send_cq.id(), attr.recv_cq.id()];
+        self.qps.insert(id, HwQp { ptr: qp, qpx, mqpx, ctx, pd: attr.pd.id(), cqs });
+        for c in cqs {
+            if let Some(c) = self.cqs.get_mut(&c) {
+                c.users += 1;
+            }
+        }
+        if let Some(p) = self.pds.get_mut(&attr.pd.id()) {
+            p.mkeys += 1;
+        }
+        let cap = QpCap {
+            max_send_wr: init.cap.max_send_wr,
+            max_recv_wr: init.cap.max_recv_wr,
+            max_send_sge: init.cap.max_send_sge,
+            max_recv_sge: init.cap.max_recv_sge,
+            max_inline_data: init.cap.max_inline_data,
+        };
+        // SAFETY: qp is live.
+        let qp_num = unsafe { (*qp).qp_num };
+        Ok(Qp { handle: QpHandle::new(self.id, id), qp_num, cap })
+    }
+
+    pub(crate) fn hw_destroy_qp(&mut self, qp: &Qp) -> Result<()> {
+        let op = Op::DestroyQp;
+        let ptr = self.qp_entry(qp.handle, op)?.ptr;
+        // SAFETY: the QP is live.
+        c_call(op, unsafe { ibv_destroy_qp(ptr) }, "ibv_destroy_qp")?;
+        self.forget_qp(qp.handle.id());
+        Ok(())
+    }
+
+    fn forget_qp(&mut self, id: u32) {
+        let Some(q) = self.qps.remove(&id) else { return };
+        for c in q.cqs {
+            if let Some(c) = self.cqs.get_mut(&c) {
+                c.users = c.users.saturating_sub(1);
+            }
+        }
+        if let Some(p) = self.pds.get_mut(&q.pd) {
+            p.mkeys = p.mkeys.saturating_sub(1);
+        }
+    }
+
+    /// Destroy the QPs, MRs and CQs of a context (before its mkeys, PDs and itself).
+    pub(crate) fn release_data_path_of(&mut self, ctx: u32) {
+        let qps: Vec<u32> = self.qps.iter().filter(|(_, q)| q.ctx == ctx).map(|(k, _)| *k).collect();
+        for id in qps {
+            if let Some(q) = self.qps.get(&id) {
+                // SAFETY: the QP is live.
+                unsafe { ibv_destroy_qp(q.ptr) };
+            }
+            self.forget_qp(id);
+        }
+        let mrs: Vec<u32> = self.mrs.iter().filter(|(_, m)| m.ctx == ctx).map(|(k, _)| *k).collect();
+        for id in mrs {
+            if let Some(m) = self.mrs.remove(&id) {
+                // SAFETY: the MR is live.
+                unsafe { ibv_dereg_mr(m.ptr) };
+                if let Some(b) = self.bufs.get_mut(&m.buf) {
+                    b.mrs = b.mrs.saturating_sub(1);
+                }
+                if let Some(p) = self.pds.get_mut(&m.pd) {
+                    p.mkeys = p.mkeys.saturating_sub(1);
+                }
+            }
+        }
+        let cqs: Vec<u32> = self.cqs.iter().filter(|(_, c)| c.ctx == ctx).map(|(k, _)| *k).collect();
+        for id in cqs {
+            if let Some(c) = self.cqs.remove(&id) {
+                // SAFETY: the CQ is live and its QPs are gone.
+                unsafe { ibv_destroy_cq(c.ptr) };
+            }
+        }
+    }
+
+    pub(crate) fn hw_query_qp_state(&mut self, qp: &Qp) -> Result<QpState> {
+        let op = Op::QueryQp;
+        let ptr = self.qp_entry(qp.handle, op)?.ptr;
+        // SAFETY: plain data.
+        let mut attr: ibv_qp_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: plain data.
+        let mut init: ibv_qp_init_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: the QP is live; both outputs are valid for writes.
+        let rc = unsafe { ibv_query_qp(ptr, &mut attr, ibv_qp_attr_mask::IBV_QP_STATE.0 as c_int, &mut init) };
+        c_call(op, rc, "ibv_query_qp")?;
+        Ok(match attr.qp_state {
+            0 => QpState::Reset,
+            1 => QpState::Init,
+            2 => QpState::Rtr,
+            3 => QpState::Rts,
+            4 => QpState::Sqd,
+            5 => QpState::Sqe,
+            _ => QpState::Err,
+        })
+    }
+
+    /// `ibv_modify_qp` with the attributes a connected RC QP on port 1 needs; the path to the
+    /// peer comes from the peer context's port and GID 0.
+    pub(crate) fn hw_modify_qp(&mut self, qp: &Qp, m: &QpModify) -> Result<()> {
+        use ibv_qp_attr_mask as M;
+        let op = Op::ModifyQp;
+        let ptr = self.qp_entry(qp.handle, op)?.ptr;
+        // SAFETY: plain data; zero is the C default.
+        let mut a: ibv_qp_attr = unsafe { std::mem::zeroed() };
+        a.qp_state = m.state as u32;
+        let mut mask = M::IBV_QP_STATE;
+        match m.state {
+            QpState::Init => {
+                a.pkey_index = 0;
+                a.port_num = 1;
+                a.qp_access_flags = m.access.bits();
+                mask = mask | M::IBV_QP_PKEY_INDEX | M::IBV_QP_PORT | M::IBV_QP_ACCESS_FLAGS;
+            }
+            QpState::Rtr => {
+                let peer = m.remote.ok_or_else(|| Error::new(op, EINVAL, "RTR needs the remote QP"))?;
+                let (pqp, pctx) = {
+                    let p = self.qp_entry(peer, op)?;
+                    (p.ptr, p.ctx)
+                };
+                let pctx = self
+                    .contexts
+                    .get(&pctx)
+                    .map(|c| c.ptr)
+                    .ok_or_else(|| Error::new(op, EINVAL, "peer context closed"))?;
+                // SAFETY: plain data.
+                let mut port: ibv_port_attr = unsafe { std::mem::zeroed() };
+                // SAFETY: the peer context is open.
+                c_call(op, unsafe { ibv_query_port(pctx, 1, &mut port as *mut _ as *mut _) }, "ibv_query_port")?;
+                // SAFETY: plain data.
+                let mut gid: ibv_gid = unsafe { std::mem::zeroed() };
+                // SAFETY: the peer context is open; gid is valid for writes.
+                c_call(op, unsafe { ibv_query_gid(pctx, 1, 0, &mut gid) }, "ibv_query_gid")?;
+                a.path_mtu = port.active_mtu;
+                // SAFETY: the peer QP is live.
+                a.dest_qp_num = unsafe { (*pqp).qp_num };
+                a.rq_psn = 0;
+                a.max_dest_rd_atomic = 1;
+                a.min_rnr_timer = 12;
+                a.ah_attr.dlid = port.lid;
+                a.ah_attr.port_num = 1;
+                // Ethernet (RoCE) ports route by GID.
+                if port.link_layer == 2 {
+                    a.ah_attr.is_global = 1;
+                    a.ah_attr.grh.dgid = gid;
+                    a.ah_attr.grh.sgid_index = 0;
+                    a.ah_attr.grh.hop_limit = 1;
+                }
+                mask = mask
+                    | M::IBV_QP_AV
+                    | M::IBV_QP_PATH_MTU
+                    | M::IBV_QP_DEST_QPN
+                    | M::IBV_QP_RQ_PSN
+                    | M::IBV_QP_MAX_DEST_RD_ATOMIC
+                    | M::IBV_QP_MIN_RNR_TIMER;
+            }
+            QpState::Rts => {
+                // SAFETY: the QP is live.
+                let from = unsafe { (*ptr).state };
+                if from == 2 {
+                    a.sq_psn = 0;
+                    a.timeout = 14;
+                    a.retry_cnt = 7;
+                    a.rnr_retry = 7;
+                    a.max_rd_atomic = 1;
+                    mask = mask
+                        | M::IBV_QP_SQ_PSN
+                        | M::IBV_QP_TIMEOUT
+                        | M::IBV_QP_RETRY_CNT
+                        | M::IBV_QP_RNR_RETRY
+                        | M::IBV_QP_MAX_QP_RD_ATOMIC;
+                }
+            }
+            _ => {}
+        }
+        // SAFETY: the QP is live; a is valid for the call.
+        c_call(op, unsafe { ibv_modify_qp(ptr, &mut a, mask.0 as c_int) }, "ibv_modify_qp")
+    }
+
+    pub(crate) fn hw_post_recv(&mut self, qp: &Qp, wrs: &[RecvWr]) -> Result<()> {
+        let op = Op::PostRecv;
+        let ptr = self.qp_entry(qp.handle, op)?.ptr;
+        if wrs.is_empty() {
+            return Ok(());
+        }
+        let mut sges: Vec<Vec<ibv_sge>> = wrs.iter().map(|w| to_c_sges(&w.sge)).collect();
+        let mut c: Vec<ibv_recv_wr> = wrs
+            .iter()
+            .zip(sges.iter_mut())
+            .map(|(w, s)| ibv_recv_wr {
+                wr_id: w.wr_id,
+                next: ptr::null_mut(),
+                sg_list: s.as_mut_ptr(),
+                num_sge: s.len() as c_int,
+            })
+            .collect();
+        for i in 1..c.len() {
+            let next: *mut ibv_recv_wr = &mut c[i];
+            c[i - 1].next = next;
+        }
+        let mut bad = ptr::null_mut();
+        // SAFETY: the QP is live; the WR list and its SGEs outlive the call.
+        let rc = unsafe { ibv_post_recv(ptr, c.as_mut_ptr(), &mut bad) };
+        c_call(op, rc, "ibv_post_recv")
+    }
+
+    /// One `ibv_wr_start`, the builders and setters in order, then `ibv_wr_complete`.
+    pub(crate) fn hw_post_send(&mut self, qp: &Qp, ops: &[WrOp]) -> Result<()> {
+        let op = Op::PostSend;
+        let (qpx, mqpx) = {
+            let q = self.qp_entry(qp.handle, op)?;
+            (q.qpx, q.mqpx)
+        };
+        if qpx.is_null() {
+            return Err(Error::new(op, EOPNOTSUPP, "the QP has no extended send API"));
+        }
+        // Resolve every mkey before the chain starts: a stale handle never reaches libmlx5.
+        let mut mkeys = Vec::new();
+        for w in ops {
+            if let WrOp::MkeyConfigure { mkey, .. } | WrOp::MrList { mkey, .. } | WrOp::MrInterleaved { mkey, .. } = w {
+                let p = self.mkey_entry(mkey.handle, op)?.ptr;
+                mkeys.push((p, mkey.lkey, mkey.rkey));
+            }
+            let dv_op = matches!(
+                w,
+                WrOp::MkeyConfigure { .. }
+                    | WrOp::SetMkeyAccessFlags(_)
+                    | WrOp::SetMkeyLayoutList(_)
+                    | WrOp::SetMkeyLayoutInterleaved { .. }
+                    | WrOp::MrList { .. }
+                    | WrOp::MrInterleaved { .. }
+            );
+            if dv_op && mqpx.is_null() {
+                return Err(Error::new(op, EOPNOTSUPP, "the QP was created without mlx5dv send ops"));
+            }
+        }
+        let mut mkeys = mkeys.into_iter();
+        // SAFETY (whole chain): qpx and mqpx belong to a live QP; every pointer passed below
+        // points into vectors that outlive ibv_wr_complete.
+        unsafe {
+            ibv_wr_start(qpx);
+            let mut keep: Vec<Vec<ibv_sge>> = Vec::new();
+            let mut keep_il: Vec<Vec<mlx5dv_mr_interleaved>> = Vec::new();
+            for w in ops {
+                if let Some((wr_id, flags)) = wr_id_flags(w) {
+                    (*qpx).wr_id = wr_id;
+                    (*qpx).wr_flags = flags;
+                }
+                let mut set_sges = |qpx: *mut ibv_qp_ex, s: &[mlx5_dv::Sge]| {
+                    keep.push(to_c_sges(s));
+                    if let Some(v) = keep.last() {
+                        ibv_wr_set_sge_list(qpx, v.len(), v.as_ptr());
+                    }
+                };
+                match w {
+                    WrOp::RdmaWrite { rkey, remote_addr, sge, .. } => {
+                        ibv_wr_rdma_write(qpx, *rkey, *remote_addr);
+                        set_sges(qpx, sge);
+                    }
+                    WrOp::RdmaWriteImm { rkey, remote_addr, imm, sge, .. } => {
+                        ibv_wr_rdma_write_imm(qpx, *rkey, *remote_addr, imm.to_be());
+                        set_sges(qpx, sge);
+                    }
+                    WrOp::RdmaRead { rkey, remote_addr, sge, .. } => {
+                        ibv_wr_rdma_read(qpx, *rkey, *remote_addr);
+                        set_sges(qpx, sge);
+                    }
+                    WrOp::Send { sge, .. } => {
+                        ibv_wr_send(qpx);
+                        set_sges(qpx, sge);
+                    }
+                    WrOp::SendImm { imm, sge, .. } => {
+                        ibv_wr_send_imm(qpx, imm.to_be());
+                        set_sges(qpx, sge);
+                    }
+                    WrOp::SendInv { invalidate_rkey, sge, .. } => {
+                        ibv_wr_send_inv(qpx, *invalidate_rkey);
+                        set_sges(qpx, sge);
+                    }
+                    WrOp::LocalInv { invalidate_rkey, .. } => ibv_wr_local_inv(qpx, *invalidate_rkey),
+                    WrOp::MkeyConfigure { num_setters, conf_flags, comp_mask, .. } => {
+                        let mut attr = mlx5dv_mkey_conf_attr { conf_flags: *conf_flags, comp_mask: *comp_mask };
+                        let m = next_mkey(&mut mkeys);
+                        let _ = inline::wr_mkey_configure(mqpx, m, *num_setters, &mut attr);
+                    }
+                    WrOp::SetMkeyAccessFlags(a) => {
+                        let _ = inline::wr_set_mkey_access_flags(mqpx, *a);
+                    }
+                    WrOp::SetMkeyLayoutList(sge) => {
+                        keep.push(to_c_sges(sge));
+                        if let Some(v) = keep.last() {
+                            let _ = inline::wr_set_mkey_layout_list(mqpx, v.len() as u16, v.as_ptr());
+                        }
+                    }
+                    WrOp::SetMkeyLayoutInterleaved { repeat_count, entries } => {
+                        keep_il.push(to_c_interleaved(entries));
+                        if let Some(v) = keep_il.last() {
+                            let _ =
+                                inline::wr_set_mkey_layout_interleaved(mqpx, *repeat_count, v.len() as u16, v.as_ptr());
+                        }
+                    }
+                    WrOp::MrList { access, sge, .. } => {
+                        let m = next_mkey(&mut mkeys);
+                        keep.push(to_c_sges(sge));
+                        if let Some(v) = keep.last_mut() {
+                            let _ = inline::wr_mr_list(mqpx, m, *access, v.len() as u16, v.as_mut_ptr());
+                        }
+                    }
+                    WrOp::MrInterleaved { access, repeat_count, entries, .. } => {
+                        let m = next_mkey(&mut mkeys);
+                        keep_il.push(to_c_interleaved(entries));
+                        if let Some(v) = keep_il.last_mut() {
+                            let _ = inline::wr_mr_interleaved(
+                                mqpx,
+                                m,
+                                *access,
+                                *repeat_count,
+                                v.len() as u16,
+                                v.as_mut_ptr(),
+                            );
+                        }
+                    }
+                }
+            }
+            let rc = ibv_wr_complete(qpx);
+            c_call(op, rc, "ibv_wr_complete")
+        }
+    }
+
+    pub(crate) fn hw_get_async_event(&mut self, ctx: mlx5_dv::ContextHandle) -> Result<Option<AsyncEvent>> {
+        let op = Op::GetAsyncEvent;
+        let c = self.ctx_ptr(ctx, op)?;
+        // SAFETY: plain data.
+        let mut ev: ibv_async_event = unsafe { std::mem::zeroed() };
+        // SAFETY: the context is open and its event fd non-blocking.
+        if unsafe { ibv_get_async_event(c, &mut ev) } != 0 {
+            return match last_errno() {
+                EAGAIN => Ok(None),
+                e => Err(Error::new(op, e, "ibv_get_async_event failed")),
+            };
+        }
+        let ty = ev.event_type as u32;
+        let mut out = AsyncEvent { event_type: ty, qp_num: None, cq: None };
+        // SAFETY: the union member follows the event type, as verbs.h documents.
+        unsafe {
+            match ty {
+                0 => {
+                    let cq = ev.element.cq;
+                    out.cq = self.cqs.iter().find(|(_, c)| c.ptr == cq).map(|(id, _)| CqHandle::new(self.id, *id));
+                }
+                1..=7 | 16 => out.qp_num = Some((*ev.element.qp).qp_num),
+                _ => {}
+            }
+            ibv_ack_async_event(&mut ev);
+        }
+        Ok(Some(out))
+    }
+}
+
+fn to_c_interleaved(e: &[mlx5_dv::MrInterleaved]) -> Vec<mlx5dv_mr_interleaved> {
+    e.iter()
+        .map(|x| mlx5dv_mr_interleaved {
+            addr: x.addr,
+            bytes_count: x.bytes_count,
+            bytes_skip: x.bytes_skip,
+            lkey: x.lkey,
+        })
+        .collect()
+}
+
+/// Write the application's key (with its tag byte) into the provider's mkey and return it.
+///
+/// # Safety
+/// The pointers must be live mkeys of this backend.
+unsafe fn next_mkey(
+    it: &mut impl Iterator<Item = (*mut crate::sys::mlx5dv::mlx5dv_mkey, u32, u32)>,
+) -> *mut crate::sys::mlx5dv::mlx5dv_mkey {
+    match it.next() {
+        Some((p, lkey, rkey)) => {
+            // SAFETY: the caller guarantees p is a live mkey.
+            unsafe {
+                (*p).lkey = lkey;
+                (*p).rkey = rkey;
+            }
+            p
+        }
+        None => ptr::null_mut(),
+    }
+}
+
+fn wr_id_flags(w: &WrOp) -> Option<(u64, u32)> {
+    match w {
+        WrOp::RdmaWrite { wr_id, flags, .. }
+        | WrOp::RdmaWriteImm { wr_id, flags, .. }
+        | WrOp::RdmaRead { wr_id, flags, .. }
+        | WrOp::Send { wr_id, flags, .. }
+        | WrOp::SendImm { wr_id, flags, .. }
+        | WrOp::SendInv { wr_id, flags, .. }
+        | WrOp::LocalInv { wr_id, flags, .. }
+        | WrOp::MkeyConfigure { wr_id, flags, .. }
+        | WrOp::MrList { wr_id, flags, .. }
+        | WrOp::MrInterleaved { wr_id, flags, .. } => Some((*wr_id, flags.bits())),
+        _ => None,
+    }
+}
