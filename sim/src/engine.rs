@@ -382,7 +382,7 @@ impl Simulator {
                 let Ok(local) = self.resolve_sges(dev, pdn, sge, Need::LocalRead) else {
                     return Step::Failed(syndrome::LOCAL_PROT);
                 };
-                let Some(data) = self.gather(&local) else { return Step::Failed(syndrome::LOCAL_PROT) };
+                let len: u64 = local.iter().map(|r| r.1).sum();
                 let Some(peer) = self.peer(qp) else { return Step::Failed(syndrome::TRANSPORT_RETRY) };
                 let (pdev, ppdn) = (self.data.qps.get(&peer).map_or(0, |p| p.dev), self.pdn_of(peer));
                 if imm.is_some() && self.data.qps.get(&peer).is_some_and(|p| p.rq.is_empty()) {
@@ -390,15 +390,7 @@ impl Simulator {
                 }
                 let remote_ok = self.data.qps.get(&peer).is_some_and(|p| p.access.contains(AccessFlags::REMOTE_WRITE));
                 let target = if remote_ok {
-                    self.resolve(
-                        Domain { dev: pdev, pdn: ppdn },
-                        *rkey,
-                        *raddr,
-                        data.len() as u64,
-                        Need::RemoteWrite,
-                        0,
-                    )
-                    .ok()
+                    self.resolve(Domain { dev: pdev, pdn: ppdn }, *rkey, *raddr, len, Need::RemoteWrite, 0).ok()
                 } else {
                     None
                 };
@@ -406,9 +398,11 @@ impl Simulator {
                     self.responder_error(peer, event_type::QP_ACCESS_ERR);
                     return Step::Failed(syndrome::REMOTE_ACCESS);
                 };
-                self.scatter(&target, &data);
+                if !self.data.mem.transfer(&local, &target) {
+                    return Step::Failed(syndrome::LOCAL_PROT);
+                }
                 if let Some(imm) = imm {
-                    self.complete_recv(peer, data.len() as u32, Some(*imm), wc_opcode::RECV_RDMA_WITH_IMM, 0, None);
+                    self.complete_recv(peer, len as u32, Some(*imm), wc_opcode::RECV_RDMA_WITH_IMM, 0, None);
                 }
                 Step::Done(self.success(qp, w, 0))
             }

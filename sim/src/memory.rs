@@ -68,6 +68,58 @@ impl Memory {
     }
 }
 
+impl Memory {
+    /// Copy from the `src` ranges to the `dst` ranges, in order, as many bytes as both hold;
+    /// false if a range is not mapped.
+    pub fn transfer(&mut self, src: &[(u64, u64)], dst: &[(u64, u64)]) -> bool {
+        let (mut si, mut so, mut di, mut doff) = (0, 0u64, 0, 0u64);
+        while si < src.len() && di < dst.len() {
+            let n = (src[si].1 - so).min(dst[di].1 - doff);
+            if n > 0 && !self.copy(src[si].0 + so, dst[di].0 + doff, n as usize) {
+                return false;
+            }
+            so += n;
+            doff += n;
+            if so == src[si].1 {
+                si += 1;
+                so = 0;
+            }
+            if doff == dst[di].1 {
+                di += 1;
+                doff = 0;
+            }
+        }
+        true
+    }
+
+    /// Copy `n` bytes from `from` to `to` (the ranges may be in one buffer and may overlap).
+    fn copy(&mut self, from: u64, to: u64, n: usize) -> bool {
+        let (Some((sb, so)), Some((db, dof))) = (self.locate(from, n as u64), self.locate(to, n as u64)) else {
+            return false;
+        };
+        if sb == db {
+            return match self.bufs.get_mut(&sb) {
+                Some(b) => {
+                    b.copy_within(so..so + n, dof);
+                    true
+                }
+                None => false,
+            };
+        }
+        // Take the target out of the map so source and target can be borrowed together.
+        let Some(mut target) = self.bufs.remove(&db) else { return false };
+        let ok = match self.bufs.get(&sb) {
+            Some(source) => {
+                target[dof..dof + n].copy_from_slice(&source[so..so + n]);
+                true
+            }
+            None => false,
+        };
+        self.bufs.insert(db, target);
+        ok
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,5 +139,18 @@ mod tests {
         assert!(!m.write(b + 4095, &[1, 2]));
         assert!(m.free(a));
         assert!(!m.is_mapped(a, 1));
+    }
+
+    #[test]
+    fn transfer_walks_both_range_lists() {
+        let mut m = Memory::default();
+        let a = m.alloc(16).unwrap_or(0);
+        let b = m.alloc(16).unwrap_or(0);
+        assert!(m.write(a, &(1..=16).collect::<Vec<u8>>()));
+        assert!(m.transfer(&[(a, 3), (a + 10, 4)], &[(b + 1, 2), (b + 8, 5)]));
+        assert_eq!(m.read(b, 16), Some(&[0, 1, 2, 0, 0, 0, 0, 0, 3, 11, 12, 13, 14, 0, 0, 0][..]));
+        assert!(m.transfer(&[(a, 4)], &[(a + 2, 4)]), "overlap within one buffer");
+        assert_eq!(m.read(a, 6), Some(&[1, 2, 1, 2, 3, 4][..]));
+        assert!(!m.transfer(&[(a, 4)], &[(a + 4096, 4)]), "unmapped target");
     }
 }
