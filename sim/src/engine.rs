@@ -166,7 +166,14 @@ impl Simulator {
                     if want > 0 && pos < base + bc {
                         let inner = pos - base;
                         let n = want.min(bc - inner);
-                        out.extend(self.resolve(at, e.key, e.addr + inner, n, Need::Nested, depth + 1)?);
+                        out.extend(self.resolve(
+                            at,
+                            e.key,
+                            e.addr.checked_add(inner).ok_or(Fault)?,
+                            n,
+                            Need::Nested,
+                            depth + 1,
+                        )?);
                         pos += n;
                         want -= n;
                     }
@@ -194,7 +201,11 @@ impl Simulator {
                             continue;
                         }
                         let n = want.min(bc - within);
-                        let a = e.addr + rep * u64::from(e.stride) + within;
+                        let a = rep
+                            .checked_mul(u64::from(e.stride))
+                            .and_then(|o| e.addr.checked_add(o))
+                            .and_then(|a| a.checked_add(within))
+                            .ok_or(Fault)?;
                         out.extend(self.resolve(at, e.key, a, n, Need::Nested, depth + 1)?);
                         pos += n;
                         want -= n;

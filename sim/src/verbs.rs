@@ -457,7 +457,8 @@ impl Simulator {
                 self.copy_to_scat(s);
             }
             if let (Some(seq), Some(q)) = (e.sq_seq, self.data.qps.get_mut(&e.qp)) {
-                q.sq_tail = q.sq_tail.max(seq + 1);
+                // A CQE from before a RESET retires nothing of the new queue.
+                q.sq_tail = q.sq_tail.max(seq + 1).min(q.sq_head);
             }
             out.push(e.wc);
         }
@@ -634,7 +635,7 @@ impl Simulator {
             out_cap.max_recv_sge = rq_max_gs;
         }
         let qp_num = self.data.next_qpn[dev];
-        self.data.next_qpn[dev] = qp_num + 1;
+        self.data.next_qpn[dev] = qp_num.wrapping_add(1) & 0xff_ffff;
         let id = self.fresh_id();
         self.data.qps.insert(
             id,
@@ -806,7 +807,7 @@ impl Simulator {
             return Err(Error::new(op, EOPNOTSUPP, "posting is simulated on RC QPs only"));
         }
         let (outstanding, max_post, mkey_ops, real) =
-            ((q.sq_head - q.sq_tail) as u32, q.max_post, q.mkey_ops, q.wr_complete_real);
+            (q.sq_head.saturating_sub(q.sq_tail) as u32, q.max_post, q.mkey_ops, q.wr_complete_real);
         let update_tag = self.ctx_update_tag(q.ctx);
         let mut ch = Chain { err: 0, nreq: 0, wqes: Vec::new(), open: None };
         for w in ops {
@@ -1077,7 +1078,7 @@ impl Simulator {
                         addr: e.addr,
                     })
                     .collect();
-                (per * u64::from(repeat), Translation::Repeat { repeat_count: repeat, entries })
+                (per.wrapping_mul(u64::from(repeat)), Translation::Repeat { repeat_count: repeat, entries })
             }
         };
         open.umr.layout = Some((len, xlat));

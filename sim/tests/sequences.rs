@@ -114,3 +114,166 @@ proptest! {
         }
     }
 }
+
+/// A data-path call with arbitrary (often nonsensical) arguments.
+#[derive(Debug, Clone)]
+enum Dp {
+    Buf(usize),
+    RegMr { buf: usize, off: u64, len: u64, access: u32 },
+    Mkey { flags: u32, n: u16 },
+    Qp { flags: u32, sge: u32, inline: u32, wr: u32 },
+    Modify { qp: usize, state: u8, peer: usize, access: u32 },
+    Post { qp: usize, ops: Vec<(u8, u64, u32, u32, u64)> },
+    Recv { qp: usize, addr: u64, len: u32, key: usize },
+    Poll,
+    Destroy(u8, usize),
+}
+
+fn dp() -> impl Strategy<Value = Dp> {
+    prop_oneof![
+        (1usize..5000).prop_map(Dp::Buf),
+        (0usize..4, any::<u64>(), prop_oneof![1u64..5000, any::<u64>()], any::<u32>())
+            .prop_map(|(buf, off, len, access)| Dp::RegMr { buf, off: off % 8192, len, access: access & 0x7f }),
+        (prop_oneof![Just(1u32), Just(3), Just(17), any::<u32>()], any::<u16>())
+            .prop_map(|(flags, n)| Dp::Mkey { flags, n }),
+        (any::<u32>(), 0u32..40, prop_oneof![Just(0u32), 0u32..2000], 0u32..100)
+            .prop_map(|(flags, sge, inline, wr)| Dp::Qp { flags, sge, inline, wr }),
+        (0usize..4, 0u8..8, 0usize..4, any::<u32>()).prop_map(|(qp, state, peer, access)| Dp::Modify {
+            qp,
+            state,
+            peer,
+            access: access & 0xff
+        }),
+        (0usize..4, proptest::collection::vec((0u8..13, any::<u64>(), any::<u32>(), any::<u32>(), any::<u64>()), 0..6))
+            .prop_map(|(qp, ops)| Dp::Post { qp, ops }),
+        (0usize..4, any::<u64>(), any::<u32>(), 0usize..8).prop_map(|(qp, addr, len, key)| Dp::Recv {
+            qp,
+            addr,
+            len,
+            key
+        }),
+        Just(Dp::Poll),
+        (0u8..5, 0usize..8).prop_map(|(k, i)| Dp::Destroy(k, i)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    /// Random data-path calls, keys and addresses: no panic, only errno the API can return,
+    /// and every completion has a status the provider reports.
+    #[test]
+    fn random_data_path_calls_never_panic(calls in proptest::collection::vec(dp(), 1..50)) {
+        let mut sim = Simulator::with_profile("cx7").unwrap();
+        let ctx = sim.open_ibv_device("mlx5_0").unwrap();
+        let pd = sim.alloc_pd(ctx).unwrap();
+        let cq = sim.create_cq(ctx, 8).unwrap();
+        let (mut bufs, mut mrs, mut mkeys, mut qps) = (Vec::new(), Vec::new(), Vec::<Mkey>::new(), Vec::new());
+        let errnos = [EINVAL, EOPNOTSUPP, ENOMEM, EBUSY, mlx5_dv::errno::EFAULT];
+        for c in calls {
+            let keys: Vec<u32> = mrs.iter().map(|m: &Mr| m.lkey).chain(mkeys.iter().map(|m| m.lkey)).collect();
+            let key = |i: usize| keys.get(i % keys.len().max(1)).copied().unwrap_or(i as u32);
+            let r: Result<()> = match c {
+                Dp::Buf(n) => sim.alloc_buf(n).map(|b| bufs.push(b)),
+                Dp::RegMr { buf, off, len, access } => match pick(&bufs, buf) {
+                    Some(b) => sim.reg_mr(pd, b.addr.wrapping_add(off), len, AccessFlags::from_bits_retain(access)).map(|m| mrs.push(m)),
+                    None => Ok(()),
+                },
+                Dp::Mkey { flags, n } => {
+                    let a = MkeyInitAttr { pd, create_flags: MkeyInitFlags::from_bits_retain(flags & 0x1f), max_entries: n };
+                    sim.create_mkey(&a).map(|m| mkeys.push(m))
+                }
+                Dp::Qp { flags, sge, inline, wr } => {
+                    let dv = Some(DvQpInitAttr { comp_mask: 0b101, create_flags: flags & 0x7f, send_ops_flags: 0b111 });
+                    let cap = QpCap { max_send_wr: wr, max_recv_wr: wr, max_send_sge: sge, max_recv_sge: sge, max_inline_data: inline };
+                    let a = QpInitAttr { pd, send_cq: cq.handle, recv_cq: cq.handle, qp_type: qp_type::RC, cap, send_ops_flags: send_ops::RC_DEFAULT, dv };
+                    sim.create_qp(&a).map(|q| qps.push(q))
+                }
+                Dp::Modify { qp, state, peer, access } => match (pick(&qps, qp), pick(&qps, peer)) {
+                    (Some(q), Some(p)) => {
+                        let states = [QpState::Reset, QpState::Init, QpState::Rtr, QpState::Rts, QpState::Sqd, QpState::Sqe, QpState::Err, QpState::Rts];
+                        let m = QpModify { state: states[state as usize], access: AccessFlags::from_bits_retain(access), remote: Some(p.handle) };
+                        sim.modify_qp(&q, &m)
+                    }
+                    _ => Ok(()),
+                },
+                Dp::Post { qp, ops } => match pick(&qps, qp) {
+                    Some(q) => {
+                        let ops: Vec<WrOp> = ops.iter().map(|&(k, a, l, x, y)| random_op(k, a, l, key(x as usize), y, pick(&mkeys, x as usize))).collect();
+                        sim.post_send(&q, &ops)
+                    }
+                    None => Ok(()),
+                },
+                Dp::Recv { qp, addr, len, key: k } => match pick(&qps, qp) {
+                    Some(q) => sim.post_recv(&q, &[RecvWr { wr_id: 1, sge: vec![Sge { addr, length: len, lkey: key(k) }] }]),
+                    None => Ok(()),
+                },
+                Dp::Poll => sim.poll_cq(&cq, 64).map(|wcs| {
+                    for wc in wcs {
+                        assert!(wc.status <= 21, "status {}", wc.status);
+                    }
+                }),
+                Dp::Destroy(k, i) => match k {
+                    0 => pick(&qps, i).map_or(Ok(()), |q| sim.destroy_qp(&q)),
+                    1 => pick(&mrs, i).map_or(Ok(()), |m| sim.dereg_mr(&m)),
+                    2 => pick(&mkeys, i).map_or(Ok(()), |m| sim.destroy_mkey(&m)),
+                    3 => pick(&bufs, i).map_or(Ok(()), |b| sim.free_buf(&b)),
+                    _ => sim.destroy_cq(&cq),
+                },
+            };
+            if let Err(e) = r {
+                prop_assert!(errnos.contains(&e.errno()), "unexpected errno {}", e);
+            }
+        }
+        let _ = sim.get_async_event(ctx);
+        prop_assert!(sim.close_device(ctx).is_ok());
+    }
+}
+
+fn random_op(kind: u8, addr: u64, len: u32, key: u32, x: u64, mkey: Option<Mkey>) -> WrOp {
+    let flags = SendFlags::from_bits_retain((x & 0xf) as u32);
+    let sge = vec![Sge { addr, length: len % 100_000, lkey: key }];
+    let mkey = mkey.unwrap_or(Mkey {
+        handle: mlx5_dv::MkeyHandle::new(mlx5_dv::BackendId::fresh(), 1),
+        lkey: key,
+        rkey: key,
+        max_entries: 4,
+    });
+    match kind {
+        0 => WrOp::RdmaWrite { wr_id: x, flags, rkey: key, remote_addr: addr.rotate_left(7), sge },
+        1 => WrOp::RdmaRead { wr_id: x, flags, rkey: key, remote_addr: addr.rotate_left(7), sge },
+        2 => WrOp::Send { wr_id: x, flags, sge },
+        3 => WrOp::SendImm { wr_id: x, flags, imm: len, sge },
+        4 => WrOp::SendInv { wr_id: x, flags, invalidate_rkey: key, sge },
+        5 => WrOp::LocalInv { wr_id: x, flags, invalidate_rkey: key },
+        6 => WrOp::MkeyConfigure {
+            wr_id: x,
+            flags,
+            mkey,
+            num_setters: (len % 4) as u8,
+            conf_flags: (x >> 8) as u32 & 3,
+            comp_mask: 0,
+        },
+        7 => WrOp::SetMkeyAccessFlags(len & 0x3f),
+        8 => WrOp::SetMkeyLayoutList(sge),
+        9 => WrOp::SetMkeyLayoutInterleaved {
+            repeat_count: len % 5,
+            entries: vec![MrInterleaved { addr, bytes_count: len, bytes_skip: (x >> 16) as u32, lkey: key }],
+        },
+        10 => WrOp::MrList { wr_id: x, flags, mkey, access: len & 0xf, sge },
+        11 => WrOp::MrInterleaved {
+            wr_id: x,
+            flags,
+            mkey,
+            access: len & 0xf,
+            repeat_count: (x >> 32) as u32 % 4,
+            entries: vec![MrInterleaved {
+                addr,
+                bytes_count: len % 4096,
+                bytes_skip: (x >> 16) as u32 % 4096,
+                lkey: key,
+            }],
+        },
+        _ => WrOp::RdmaWriteImm { wr_id: x, flags, rkey: key, remote_addr: addr, imm: len, sge },
+    }
+}
