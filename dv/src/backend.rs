@@ -198,6 +198,10 @@ pub trait Backend {
     /// `ibv_post_recv` of a list of receive WRs.
     fn post_recv(&mut self, qp: &Qp, wrs: &[RecvWr]) -> Result<()>;
 
+    /// `mlx5dv_qp_cancel_posted_send_wrs`: turn the not-yet-executed WRs with `wr_id` of a QP
+    /// in SQD into NOPs (they still complete); the number cancelled.
+    fn cancel_posted_send_wrs(&mut self, qp: &Qp, wr_id: u64) -> Result<u32>;
+
     /// The next asynchronous event of the context, without blocking.
     fn get_async_event(&mut self, ctx: ContextHandle) -> Result<Option<AsyncEvent>>;
 

@@ -60,6 +60,8 @@ pub enum Op {
     PostRecv,
     /// `ibv_get_async_event`.
     GetAsyncEvent,
+    /// `mlx5dv_qp_cancel_posted_send_wrs`.
+    CancelPostedSendWrs,
     /// Loading or probing a backend (library, device or profile).
     Backend,
 }
@@ -94,6 +96,7 @@ impl Op {
             Op::PostSend => "ibv_wr_complete",
             Op::PostRecv => "ibv_post_recv",
             Op::GetAsyncEvent => "ibv_get_async_event",
+            Op::CancelPostedSendWrs => "mlx5dv_qp_cancel_posted_send_wrs",
             Op::Backend => "backend",
         }
     }

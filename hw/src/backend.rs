@@ -385,6 +385,10 @@ impl Backend for HwBackend {
         self.hw_post_recv(qp, wrs)
     }
 
+    fn cancel_posted_send_wrs(&mut self, qp: &mlx5_dv::Qp, wr_id: u64) -> Result<u32> {
+        self.hw_cancel_posted_send_wrs(qp, wr_id)
+    }
+
     fn get_async_event(&mut self, ctx: ContextHandle) -> Result<Option<mlx5_dv::AsyncEvent>> {
         self.hw_get_async_event(ctx)
     }

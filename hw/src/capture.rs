@@ -65,6 +65,7 @@ pub fn capture(b: &mut HwBackend) -> Result<Profile> {
         hca_cap: hca,
         crypto_cap: crypto,
         datapath: Default::default(),
+        signature: Default::default(),
     })
 }
 

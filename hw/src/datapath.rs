@@ -14,7 +14,10 @@ use rdma_sys::*;
 
 use crate::backend::{HwBackend, HwBuf, HwCq, HwMr, HwQp, c_call, last_errno, missing};
 use crate::inline;
-use crate::sys::mlx5dv::{mlx5dv_mkey_conf_attr, mlx5dv_mr_interleaved, mlx5dv_qp_init_attr};
+use crate::sys::mlx5dv::{
+    mlx5dv_mkey_conf_attr, mlx5dv_mr_interleaved, mlx5dv_qp_init_attr, mlx5dv_sig_block_attr, mlx5dv_sig_block_domain,
+    mlx5dv_sig_block_domain__bindgen_ty_1, mlx5dv_sig_crc, mlx5dv_sig_t10dif,
+};
 
 const PAGE: usize = 4096;
 
@@ -500,6 +503,7 @@ impl HwBackend {
                 w,
                 WrOp::MkeyConfigure { .. }
                     | WrOp::SetMkeyAccessFlags(_)
+                    | WrOp::SetMkeySigBlock(_)
                     | WrOp::SetMkeyLayoutList(_)
                     | WrOp::SetMkeyLayoutInterleaved { .. }
                     | WrOp::MrList { .. }
@@ -561,6 +565,10 @@ impl HwBackend {
                     WrOp::SetMkeyAccessFlags(a) => {
                         let _ = inline::wr_set_mkey_access_flags(mqpx, *a);
                     }
+                    WrOp::SetMkeySigBlock(attr) => {
+                        let c = CSigAttr::new(attr);
+                        let _ = inline::wr_set_mkey_sig_block(mqpx, c.attr());
+                    }
                     WrOp::SetMkeyLayoutList(sge) => {
                         keep.push(to_c_sges(sge));
                         if let Some(v) = keep.last() {
@@ -600,6 +608,21 @@ impl HwBackend {
             let rc = ibv_wr_complete(qpx);
             c_call(op, rc, "ibv_wr_complete")
         }
+    }
+
+    pub(crate) fn hw_cancel_posted_send_wrs(&mut self, qp: &Qp, wr_id: u64) -> Result<u32> {
+        let op = Op::CancelPostedSendWrs;
+        let mqpx = self.qp_entry(qp.handle, op)?.mqpx;
+        if mqpx.is_null() {
+            return Err(Error::new(op, EOPNOTSUPP, "the QP was created without mlx5dv send ops"));
+        }
+        let f = self.lib().dv.mlx5dv_qp_cancel_posted_send_wrs.as_ref().map_err(|_| missing(op, "mlx5dv_qp_cancel_posted_send_wrs"))?;
+        // SAFETY: mqpx belongs to a live QP.
+        let rc = unsafe { f(mqpx, wr_id) };
+        if rc < 0 {
+            return Err(Error::new(op, -rc, "mlx5dv_qp_cancel_posted_send_wrs failed"));
+        }
+        Ok(rc as u32)
     }
 
     pub(crate) fn hw_get_async_event(&mut self, ctx: mlx5_dv::ContextHandle) -> Result<Option<AsyncEvent>> {
@@ -676,5 +699,62 @@ fn wr_id_flags(w: &WrOp) -> Option<(u64, u32)> {
         | WrOp::MrList { wr_id, flags, .. }
         | WrOp::MrInterleaved { wr_id, flags, .. } => Some((*wr_id, flags.bits())),
         _ => None,
+    }
+}
+
+/// `struct mlx5dv_sig_block_attr` with the domains and their parameters it points to, kept
+/// together so the pointers stay valid while the setter runs.
+struct CSigAttr {
+    difs: Box<[mlx5dv_sig_t10dif; 2]>,
+    crcs: Box<[mlx5dv_sig_crc; 2]>,
+    domains: Box<[mlx5dv_sig_block_domain; 2]>,
+    present: [bool; 2],
+    attr: mlx5dv_sig_block_attr,
+}
+
+impl CSigAttr {
+    fn new(a: &mlx5_dv::SigBlockAttr) -> Box<Self> {
+        let dif = |d: &mlx5_dv::SigBlockDomain| mlx5dv_sig_t10dif {
+            bg_type: d.dif.bg_type,
+            bg: d.dif.bg,
+            app_tag: d.dif.app_tag,
+            ref_tag: d.dif.ref_tag,
+            flags: d.dif.flags,
+        };
+        let crc = |d: &mlx5_dv::SigBlockDomain| mlx5dv_sig_crc { type_: d.crc.crc_type, seed: d.crc.seed };
+        let doms = [a.mem, a.wire];
+        let zero = mlx5_dv::SigBlockDomain::default();
+        let mut c = Box::new(CSigAttr {
+            difs: Box::new([dif(doms[0].as_ref().unwrap_or(&zero)), dif(doms[1].as_ref().unwrap_or(&zero))]),
+            crcs: Box::new([crc(doms[0].as_ref().unwrap_or(&zero)), crc(doms[1].as_ref().unwrap_or(&zero))]),
+            // SAFETY: plain data; every field is set below before use.
+            domains: Box::new(unsafe { std::mem::zeroed() }),
+            present: [doms[0].is_some(), doms[1].is_some()],
+            // SAFETY: plain data.
+            attr: unsafe { std::mem::zeroed() },
+        });
+        for (i, d) in doms.iter().enumerate() {
+            let d = d.unwrap_or_default();
+            let sig = if d.sig_type == mlx5_dv::sig::TYPE_T10DIF {
+                mlx5dv_sig_block_domain__bindgen_ty_1 { dif: &c.difs[i] }
+            } else {
+                mlx5dv_sig_block_domain__bindgen_ty_1 { crc: &c.crcs[i] }
+            };
+            c.domains[i] = mlx5dv_sig_block_domain { sig_type: d.sig_type, sig, block_size: d.block_size, comp_mask: d.comp_mask };
+        }
+        let ptr = |i: usize, c: &CSigAttr| if c.present[i] { &c.domains[i] as *const _ } else { ptr::null() };
+        c.attr = mlx5dv_sig_block_attr {
+            mem: ptr(0, &c),
+            wire: ptr(1, &c),
+            flags: a.flags,
+            check_mask: a.check_mask,
+            copy_mask: a.copy_mask,
+            comp_mask: a.comp_mask,
+        };
+        c
+    }
+
+    fn attr(&self) -> *const mlx5dv_sig_block_attr {
+        &self.attr
     }
 }

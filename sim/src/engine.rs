@@ -10,7 +10,8 @@ use mlx5_dv::prm::mkc;
 use mlx5_dv::{AccessFlags, QpState, Sge, Wc, event_type, wc_flags, wc_opcode, wc_status};
 
 use crate::firmware::{FwMkey, Translation};
-use crate::provider::Simulator;
+use crate::provider::{Simulator, StoredSigErr};
+use crate::signature::{Direction, SigConfig, TransferError};
 use crate::verbs::{CqEntry, InlineScatter, UmrWqe, Wqe, WqeKind};
 
 /// Error CQE syndromes (`syndrome` byte of `struct mlx5_err_cqe`).
@@ -89,6 +90,18 @@ enum Step {
     Blocked,
     /// Failed with this syndrome at the requester.
     Failed(u8),
+    /// A signature error on a SIG_PIPELINING QP: the QP drained to SQD with this WQE unsent.
+    Held,
+}
+
+/// A signature error met in a transfer, not yet reported.
+#[derive(Debug, Clone, Copy)]
+struct SigHit {
+    dev: usize,
+    index: u32,
+    err: TransferError,
+    /// CQE domain: 0 wire, 1 memory.
+    domain: u8,
 }
 
 fn field(m: &FwMkey, f: mlx5_dv::prm::Field) -> u64 {
@@ -286,11 +299,11 @@ impl Simulator {
         let (scq, rcq) = (q.send_cq, q.recv_cq);
         for w in sq {
             let wc = self.error_wc(qp, w.wr_id, w.opcode, syndrome::WR_FLUSH);
-            self.push_cqe(scq, CqEntry { wc, qp, sq_seq: Some(w.seq), scatter: None });
+            self.push_cqe(scq, CqEntry { wc, qp, sq_seq: Some(w.seq), scatter: None, sig_err: None });
         }
         for r in rq {
             let wc = self.error_wc(qp, r.wr_id, wc_opcode::RECV, syndrome::WR_FLUSH);
-            self.push_cqe(rcq, CqEntry { wc, qp, sq_seq: None, scatter: None });
+            self.push_cqe(rcq, CqEntry { wc, qp, sq_seq: None, scatter: None, sig_err: None });
         }
     }
 
@@ -312,14 +325,14 @@ impl Simulator {
                     self.data.qps.get(&id).filter(|q| q.state == QpState::Rts).and_then(|q| q.sq.front().cloned())
                 {
                     match self.execute(id, &w) {
-                        Step::Blocked => break,
+                        Step::Blocked | Step::Held => break,
                         Step::Done(wc) => {
                             moved = true;
                             if let Some(q) = self.data.qps.get_mut(&id) {
                                 q.sq.pop_front();
                             }
                             if let (Some(wc), Some(cq)) = (wc, self.data.qps.get(&id).map(|q| q.send_cq)) {
-                                self.push_cqe(cq, CqEntry { wc, qp: id, sq_seq: Some(w.seq), scatter: None });
+                                self.push_cqe(cq, CqEntry { wc, qp: id, sq_seq: Some(w.seq), scatter: None, sig_err: None });
                             }
                         }
                         Step::Failed(s) => {
@@ -330,7 +343,7 @@ impl Simulator {
                             });
                             let wc = self.error_wc(id, w.wr_id, w.opcode, s);
                             if let Some(cq) = cq {
-                                self.push_cqe(cq, CqEntry { wc, qp: id, sq_seq: Some(w.seq), scatter: None });
+                                self.push_cqe(cq, CqEntry { wc, qp: id, sq_seq: Some(w.seq), scatter: None, sig_err: None });
                             }
                             self.flush_qp(id);
                         }
@@ -367,6 +380,190 @@ impl Simulator {
         self.flush_qp(peer);
     }
 
+    /// The signature BSF of the mkey `key` names, if it has one.
+    fn sig_of(&self, dev: usize, key: u32) -> Option<SigConfig> {
+        self.fws.get(dev)?.mkey(key >> 8)?.sig.map(|(c, _)| c)
+    }
+
+    /// The block size of a configuration, if both domains agree on it (mixed block sizes are
+    /// not simulated).
+    fn sig_bs(cfg: &SigConfig) -> Result<u64, Fault> {
+        let bs = cfg.bs().ok_or(Fault)?;
+        if [cfg.mem, cfg.wire].iter().flatten().any(|d| d.bs != bs) {
+            return Err(Fault);
+        }
+        Ok(bs as u64)
+    }
+
+    /// Read through `key` for sending (memory is the input). A signature mkey is addressed in
+    /// data bytes by a local SGE and in wire bytes by a remote peer, whole blocks only; its
+    /// blocks are numbered from mkey offset 0.
+    fn read_view(&self, at: Domain, key: u32, addr: u64, len: u64, need: Need, local: bool) -> Result<(Vec<u8>, Option<SigHit>), Fault> {
+        let Some(cfg) = self.sig_of(at.dev, key) else {
+            let r = self.resolve(at, key, addr, len, need, 0)?;
+            return self.gather(&r).map(|d| (d, None)).ok_or(Fault);
+        };
+        let bs = Self::sig_bs(&cfg)?;
+        let stride = if local { bs } else { cfg.wire.map_or(bs, |d| d.stride() as u64) };
+        if addr % stride != 0 || len % stride != 0 {
+            return Err(Fault);
+        }
+        let (first, n) = (addr / stride, len / stride);
+        let mem_stride = cfg.mem.map_or(bs, |d| d.stride() as u64);
+        let r = self.resolve(at, key, first * mem_stride, n * mem_stride, need, 0)?;
+        let input = self.gather(&r).ok_or(Fault)?;
+        let (out, err) = cfg.transform(&self.crcs, Direction::Tx, first, &input).ok_or(Fault)?;
+        Ok((out, err.map(|err| SigHit { dev: at.dev, index: key >> 8, err, domain: 1 })))
+    }
+
+    /// Write wire-format `bytes` through `key` (the wire is the input).
+    fn write_view(&mut self, at: Domain, key: u32, addr: u64, bytes: &[u8], need: Need, local: bool) -> Result<Option<SigHit>, Fault> {
+        let Some(cfg) = self.sig_of(at.dev, key) else {
+            let r = self.resolve(at, key, addr, bytes.len() as u64, need, 0)?;
+            self.scatter(&r, bytes);
+            return Ok(None);
+        };
+        let bs = Self::sig_bs(&cfg)?;
+        let wire_stride = cfg.wire.map_or(bs, |d| d.stride() as u64);
+        let stride = if local { bs } else { wire_stride };
+        if addr % stride != 0 || bytes.len() as u64 % wire_stride != 0 {
+            return Err(Fault);
+        }
+        let first = addr / stride;
+        let (out, err) = cfg.transform(&self.crcs, Direction::Rx, first, bytes).ok_or(Fault)?;
+        let mem_stride = cfg.mem.map_or(bs, |d| d.stride() as u64);
+        let r = self.resolve(at, key, first * mem_stride, out.len() as u64, need, 0)?;
+        self.scatter(&r, &out);
+        Ok(err.map(|err| SigHit { dev: at.dev, index: key >> 8, err, domain: 0 }))
+    }
+
+    /// True if any key of the SGEs names a signature mkey.
+    fn any_sig(&self, dev: usize, sge: &[Sge]) -> bool {
+        sge.iter().any(|s| self.sig_of(dev, s.lkey).is_some())
+    }
+
+    /// The wire bytes an SGE list stands for (a signature mkey adds its wire PI per block).
+    fn wire_len(&self, dev: usize, sge: &[Sge]) -> u64 {
+        sge.iter()
+            .map(|s| match self.sig_of(dev, s.lkey) {
+                Some(cfg) => match (cfg.bs(), cfg.wire) {
+                    (Some(bs), Some(w)) => u64::from(s.length) / bs as u64 * w.stride() as u64,
+                    _ => u64::from(s.length),
+                },
+                None => u64::from(s.length),
+            })
+            .sum()
+    }
+
+    fn gather_view(&self, at: Domain, sge: &[Sge]) -> Result<(Vec<u8>, Option<SigHit>), Fault> {
+        let (mut data, mut hit) = (Vec::new(), None);
+        for s in sge {
+            let (d, h) = self.read_view(at, s.lkey, s.addr, u64::from(s.length), Need::LocalRead, true)?;
+            data.extend_from_slice(&d);
+            hit = hit.or(h);
+        }
+        Ok((data, hit))
+    }
+
+    /// Scatter wire-format bytes over local SGEs; a signature mkey must be the only SGE.
+    fn scatter_view(&mut self, at: Domain, sge: &[Sge], bytes: &[u8]) -> Result<Option<SigHit>, Fault> {
+        if self.any_sig(at.dev, sge) {
+            let [s] = sge else { return Err(Fault) };
+            return self.write_view(at, s.lkey, s.addr, bytes, Need::LocalWrite, true);
+        }
+        let r = self.resolve_sges(at.dev, at.pdn, sge, Need::LocalWrite)?;
+        self.scatter(&r, bytes);
+        Ok(None)
+    }
+
+    /// Report a signature error if the mkey's PSV is armed: a SIG_ERR CQE on `cq` (the
+    /// provider consumes it at poll time) and the PSV stays in error until the next SET_PSV.
+    fn report_sig(&mut self, hit: SigHit, cq: u32, qp: u32) -> bool {
+        let armed = self
+            .fws
+            .get_mut(hit.dev)
+            .and_then(|f| f.mkey_mut(hit.index))
+            .and_then(|m| m.sig.as_mut())
+            .map(|s| std::mem::replace(&mut s.1, false));
+        if armed != Some(true) {
+            return false;
+        }
+        let b = hit.err.block;
+        let err = StoredSigErr {
+            syndrome: b.syndrome,
+            expected: b.expected,
+            actual: b.actual,
+            offset: hit.err.offset,
+            sig_type: 0,
+            domain: hit.domain,
+        };
+        self.push_cqe(cq, CqEntry { wc: Wc::default(), qp, sq_seq: None, scatter: None, sig_err: Some((hit.dev, hit.index, err)) });
+        true
+    }
+
+    /// A requester-side signature error: report it; a SIG_PIPELINING QP drains to SQD.
+    fn requester_sig(&mut self, qp: u32, hit: SigHit) -> bool {
+        let Some((cq, drain)) = self.data.qps.get(&qp).map(|q| (q.send_cq, q.drain_sigerr)) else { return false };
+        if self.report_sig(hit, cq, qp) && drain {
+            if let Some(q) = self.data.qps.get_mut(&qp) {
+                q.state = QpState::Sqd;
+            }
+            self.qp_event(qp, event_type::SQ_DRAINED);
+            return true;
+        }
+        false
+    }
+
+    fn responder_sig(&mut self, peer: u32, hit: Option<SigHit>) {
+        if let (Some(h), Some(cq)) = (hit, self.data.qps.get(&peer).map(|p| p.recv_cq)) {
+            self.report_sig(h, cq, peer);
+        }
+    }
+
+    /// RDMA WRITE through at least one signature mkey.
+    fn sig_write(&mut self, qp: u32, w: &Wqe, at: Domain, peer: u32, rkey: u32, raddr: u64, sge: &[Sge], imm: Option<u32>) -> Step {
+        let Ok((data, hit)) = self.gather_view(at, sge) else { return Step::Failed(syndrome::LOCAL_PROT) };
+        if imm.is_some() && self.data.qps.get(&peer).is_some_and(|p| p.rq.is_empty()) {
+            return Step::Blocked;
+        }
+        if let Some(h) = hit
+            && self.requester_sig(qp, h)
+        {
+            return Step::Held;
+        }
+        let pat = Domain { dev: self.data.qps.get(&peer).map_or(0, |p| p.dev), pdn: self.pdn_of(peer) };
+        let remote_ok = self.data.qps.get(&peer).is_some_and(|p| p.access.contains(AccessFlags::REMOTE_WRITE));
+        let written = if remote_ok { self.write_view(pat, rkey, raddr, &data, Need::RemoteWrite, false).ok() } else { None };
+        let Some(rhit) = written else {
+            self.responder_error(peer, event_type::QP_ACCESS_ERR);
+            return Step::Failed(syndrome::REMOTE_ACCESS);
+        };
+        self.responder_sig(peer, rhit);
+        if let Some(imm) = imm {
+            self.complete_recv(peer, data.len() as u32, Some(imm), wc_opcode::RECV_RDMA_WITH_IMM, 0, None);
+        }
+        Step::Done(self.success(qp, w, 0))
+    }
+
+    /// RDMA READ through at least one signature mkey.
+    fn sig_read(&mut self, qp: u32, w: &Wqe, at: Domain, peer: u32, rkey: u32, raddr: u64, sge: &[Sge]) -> Step {
+        let want = self.wire_len(at.dev, sge);
+        let pat = Domain { dev: self.data.qps.get(&peer).map_or(0, |p| p.dev), pdn: self.pdn_of(peer) };
+        let remote_ok = self.data.qps.get(&peer).is_some_and(|p| p.access.contains(AccessFlags::REMOTE_READ));
+        let source = if remote_ok { self.read_view(pat, rkey, raddr, want, Need::RemoteRead, false).ok() } else { None };
+        let Some((bytes, rhit)) = source else {
+            self.responder_error(peer, event_type::QP_ACCESS_ERR);
+            return Step::Failed(syndrome::REMOTE_ACCESS);
+        };
+        self.responder_sig(peer, rhit);
+        let Ok(hit) = self.scatter_view(at, sge, &bytes) else { return Step::Failed(syndrome::LOCAL_PROT) };
+        if let Some(h) = hit {
+            self.requester_sig(qp, h);
+        }
+        let data_len: u64 = sge.iter().map(|s| u64::from(s.length)).sum();
+        Step::Done(self.success(qp, w, data_len as u32))
+    }
+
     fn execute(&mut self, qp: u32, w: &Wqe) -> Step {
         let (dev, pdn) = match self.data.qps.get(&qp) {
             Some(q) => (q.dev, self.pdn_of(qp)),
@@ -374,6 +571,31 @@ impl Simulator {
         };
         match &w.kind {
             WqeKind::Umr(u) => self.exec_umr(qp, w, dev, u),
+            WqeKind::Nop => Step::Done(self.success(qp, w, 0)),
+            WqeKind::SetPsv { index } => {
+                if let Some(sig) = self.fws.get_mut(dev).and_then(|f| f.mkey_mut(*index)).and_then(|m| m.sig.as_mut()) {
+                    sig.1 = true;
+                }
+                Step::Done(self.success(qp, w, 0))
+            }
+            WqeKind::Write { rkey, raddr, sge, imm }
+                if self.any_sig(dev, sge)
+                    || self.peer(qp).is_some_and(|p| self.sig_of(self.data.qps.get(&p).map_or(0, |q| q.dev), *rkey).is_some()) =>
+            {
+                match self.peer(qp) {
+                    Some(peer) => self.sig_write(qp, w, Domain { dev, pdn }, peer, *rkey, *raddr, sge, *imm),
+                    None => Step::Failed(syndrome::TRANSPORT_RETRY),
+                }
+            }
+            WqeKind::Read { rkey, raddr, sge }
+                if self.any_sig(dev, sge)
+                    || self.peer(qp).is_some_and(|p| self.sig_of(self.data.qps.get(&p).map_or(0, |q| q.dev), *rkey).is_some()) =>
+            {
+                match self.peer(qp) {
+                    Some(peer) => self.sig_read(qp, w, Domain { dev, pdn }, peer, *rkey, *raddr, sge),
+                    None => Step::Failed(syndrome::TRANSPORT_RETRY),
+                }
+            }
             WqeKind::LocalInv { key } => {
                 let ok = self
                     .fws
@@ -440,13 +662,17 @@ impl Simulator {
                 Step::Done(self.success(qp, w, want as u32))
             }
             WqeKind::Send { sge, imm, inv } => {
-                let Ok(local) = self.resolve_sges(dev, pdn, sge, Need::LocalRead) else {
+                let Ok((data, hit)) = self.gather_view(Domain { dev, pdn }, sge) else {
                     return Step::Failed(syndrome::LOCAL_PROT);
                 };
-                let Some(data) = self.gather(&local) else { return Step::Failed(syndrome::LOCAL_PROT) };
                 let Some(peer) = self.peer(qp) else { return Step::Failed(syndrome::TRANSPORT_RETRY) };
                 if self.data.qps.get(&peer).is_some_and(|p| p.rq.is_empty()) {
                     return Step::Blocked;
+                }
+                if let Some(h) = hit
+                    && self.requester_sig(qp, h)
+                {
+                    return Step::Held;
                 }
                 if let Some(key) = inv
                     && !self.remote_invalidate(peer, *key)
@@ -494,10 +720,10 @@ impl Simulator {
         let Some(r) = p.rq.pop_front() else { return Err(syndrome::TRANSPORT_RETRY) };
         let (pdev, rcq, scatter_to_cqe) = (p.dev, p.recv_cq, p.scatter_to_cqe);
         let ppdn = self.pdn_of(peer);
-        let room: u64 = r.sge.iter().map(|s| u64::from(s.length)).sum();
+        let room = self.wire_len(pdev, &r.sge);
         if (data.len() as u64) > room {
             let wc = self.error_wc(peer, r.wr_id, wc_opcode::RECV, syndrome::LOCAL_LENGTH);
-            self.push_cqe(rcq, CqEntry { wc, qp: peer, sq_seq: None, scatter: None });
+            self.push_cqe(rcq, CqEntry { wc, qp: peer, sq_seq: None, scatter: None, sig_err: None });
             self.flush_qp(peer);
             return Err(syndrome::REMOTE_INVAL_REQ);
         }
@@ -516,17 +742,19 @@ impl Simulator {
         if scatter_to_cqe && data.len() <= SCATTER_TO_CQE_MAX {
             // The device puts small payloads in the CQE; the provider copies them at poll time.
             let scatter = Some(InlineScatter { data: data.to_vec(), sge: r.sge.clone() });
-            self.push_cqe(rcq, CqEntry { wc, qp: peer, sq_seq: None, scatter });
+            self.push_cqe(rcq, CqEntry { wc, qp: peer, sq_seq: None, scatter, sig_err: None });
             return Ok(());
         }
-        let Ok(ranges) = self.resolve_sges(pdev, ppdn, &r.sge, Need::LocalWrite) else {
+        let Ok(hit) = self.scatter_view(Domain { dev: pdev, pdn: ppdn }, &r.sge, data) else {
             let wc = self.error_wc(peer, r.wr_id, wc_opcode::RECV, syndrome::LOCAL_PROT);
-            self.push_cqe(rcq, CqEntry { wc, qp: peer, sq_seq: None, scatter: None });
+            self.push_cqe(rcq, CqEntry { wc, qp: peer, sq_seq: None, scatter: None, sig_err: None });
             self.flush_qp(peer);
             return Err(syndrome::REMOTE_OP);
         };
-        self.scatter(&ranges, data);
-        self.push_cqe(rcq, CqEntry { wc, qp: peer, sq_seq: None, scatter: None });
+        if let Some(h) = hit {
+            self.report_sig(h, rcq, peer);
+        }
+        self.push_cqe(rcq, CqEntry { wc, qp: peer, sq_seq: None, scatter: None, sig_err: None });
         Ok(())
     }
 
@@ -545,7 +773,7 @@ impl Simulator {
             wc_flags: flags | wc_flags::WITH_IMM,
             ..Wc::default()
         };
-        self.push_cqe(rcq, CqEntry { wc, qp: peer, sq_seq: None, scatter: None });
+        self.push_cqe(rcq, CqEntry { wc, qp: peer, sq_seq: None, scatter: None, sig_err: None });
     }
 
     /// Apply a UMR WQE to its mkey: valid, new tag, then the masked fields.
@@ -572,6 +800,11 @@ impl Simulator {
         }
         if u.bsf_disable {
             let _ = mkc::BSF_EN.set(&mut m.mkc, 0);
+            m.sig = None;
+        }
+        if let Some(cfg) = u.sig_bsf {
+            // Armed by the SET_PSV WQEs that follow.
+            m.sig = Some((cfg, false));
         }
         Step::Done(self.success(qp, w, 0))
     }

@@ -118,6 +118,9 @@ pub struct FwMkey {
     pub uid: u16,
     /// How its addresses translate.
     pub xlat: Translation,
+    /// The signature BSF, when enabled with attributes; `armed` until a signature error,
+    /// again after SET_PSV.
+    pub sig: Option<(crate::signature::SigConfig, bool)>,
 }
 
 /// A PSV as the firmware holds it.
@@ -316,7 +319,7 @@ impl Firmware {
             _ => return Err(Reject(status::BAD_PARAM_ERR, syndrome::BAD_FIELD)),
         };
         let index = self.mkey_numbers.take().ok_or(Reject(status::LIM_ERR, syndrome::OUT_OF_OBJECTS))?;
-        self.mkeys.insert(index, FwMkey { mkc, uid, xlat });
+        self.mkeys.insert(index, FwMkey { mkc, uid, xlat, sig: None });
         cm::OUT_MKEY_INDEX.set(out, u64::from(index))?;
         Ok(())
     }

@@ -33,6 +33,7 @@ pub mod kernel;
 pub mod memory;
 pub mod profile;
 pub mod provider;
+pub mod signature;
 pub mod verbs;
 
 pub use profile::{DEFAULT_PROFILE, Profile, ProfileError};

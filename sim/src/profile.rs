@@ -43,6 +43,51 @@ pub struct Profile {
     /// Queue limits and completion details of the data path.
     #[serde(default)]
     pub datapath: DataPathSection,
+    /// Signature facts that are not public.
+    #[serde(default)]
+    pub signature: SignatureSection,
+}
+
+/// `[signature]`: parameters NVIDIA does not publish. The defaults are the best public
+/// evidence; hardware decides (see the README).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SignatureSection {
+    /// The CRC64_XP10 polynomial (normal form), written as a hex string. Default:
+    /// 0xAD93D23594C93659, the CRC-64 of Microsoft's Project Zipline (XP10) RTL, which is
+    /// CRC-64/NVME.
+    #[serde(with = "hex_u64")]
+    pub crc64_poly: u64,
+    /// CRC64_XP10 is reflected. Default: true (Zipline's engine shifts right).
+    pub crc64_reflected: bool,
+    /// CRC64_XP10 final XOR, as a hex string. Default: all ones (Zipline outputs the
+    /// inverted register).
+    #[serde(with = "hex_u64")]
+    pub crc64_xorout: u64,
+    /// CRC32/CRC32C/CRC64 PI is stored little-endian in memory. Default: true, from one
+    /// public report of a CRC32C signature read back on an mlx5 device.
+    pub crc_pi_little_endian: bool,
+}
+
+/// 64-bit values as `"0x…"` strings: TOML integers are signed 64-bit.
+mod hex_u64 {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format!("0x{v:016X}"))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        let text = String::deserialize(d)?;
+        let digits = text.trim_start_matches("0x").trim_start_matches("0X").replace('_', "");
+        u64::from_str_radix(&digits, 16).map_err(|e| serde::de::Error::custom(format!("`{text}` is not a hex u64: {e}")))
+    }
+}
+
+impl Default for SignatureSection {
+    fn default() -> Self {
+        SignatureSection { crc64_poly: 0xAD93_D235_94C9_3659, crc64_reflected: true, crc64_xorout: u64::MAX, crc_pi_little_endian: true }
+    }
 }
 
 /// `[datapath]`: limits the kernel reports and the vendor syndromes of error completions.

@@ -40,7 +40,7 @@ pub enum SigDomainType {
 }
 
 /// A signature error as the provider stores it from a SIG_ERR CQE.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
 pub struct StoredSigErr {
     /// CQE syndrome (REFTAG / APPTAG / GUARD bits).
     pub syndrome: u16,
@@ -89,6 +89,8 @@ pub struct SigCtx {
     pub mem: SigDomainType,
     /// Configured wire-domain signature.
     pub wire: SigDomainType,
+    /// The attributes of the last signature setter.
+    pub attr: Option<mlx5_dv::SigBlockAttr>,
 }
 
 impl SigCtx {
@@ -97,6 +99,7 @@ impl SigCtx {
         if reset {
             self.mem = SigDomainType::None;
             self.wire = SigDomainType::None;
+            self.attr = None;
             self.state = BsfState::Reset;
         } else {
             self.state = match self.state {
@@ -105,6 +108,20 @@ impl SigCtx {
                 s => s,
             };
         }
+    }
+
+    /// Take the attributes of `mlx5dv_wr_set_mkey_sig_block`.
+    pub(crate) fn set_attr(&mut self, attr: mlx5_dv::SigBlockAttr) {
+        let ty = |d: &Option<mlx5_dv::SigBlockDomain>| match d {
+            None => SigDomainType::None,
+            Some(d) if d.sig_type == mlx5_dv::sig::TYPE_T10DIF => SigDomainType::T10dif,
+            Some(d) if d.crc.crc_type == mlx5_dv::sig::CRC64_XP10 => SigDomainType::Crc64,
+            Some(_) => SigDomainType::Crc32,
+        };
+        self.mem = ty(&attr.mem);
+        self.wire = ty(&attr.wire);
+        self.attr = Some(attr);
+        self.state = BsfState::Updated;
     }
 
     /// True if the mkey carries signature attributes (its BSF stays enabled).
@@ -170,6 +187,8 @@ pub(crate) struct MkeyObj {
     pub(crate) length: u64,
     /// `max_entries` rounded at creation (`mkey->num_desc`).
     pub(crate) num_desc: u16,
+    /// Created with CRYPTO.
+    pub(crate) crypto: bool,
 }
 
 /// The simulated device behind the [`Backend`] trait.
@@ -186,6 +205,7 @@ pub struct Simulator {
     pub(crate) pds: BTreeMap<u32, Pd>,
     pub(crate) mkeys: BTreeMap<u32, MkeyObj>,
     pub(crate) data: crate::verbs::DataPath,
+    pub(crate) crcs: crate::signature::Crcs,
 }
 
 fn internal(op: Op, e: impl std::fmt::Display) -> Error {
@@ -211,7 +231,9 @@ impl Simulator {
             .collect::<std::result::Result<Vec<_>, _>>()
             .map_err(|e| internal(Op::Backend, e))?;
         let data = crate::verbs::DataPath::new(&profile, count);
+        let crcs = crate::signature::Crcs::new(&profile.signature);
         Ok(Simulator {
+            crcs,
             id: BackendId::fresh(),
             profile,
             fws,
@@ -243,6 +265,19 @@ impl Simulator {
     /// The firmware of device `dev` (0 = the first), if the host has it.
     pub fn firmware_of(&self, dev: usize) -> Option<&Firmware> {
         self.fws.get(dev)
+    }
+
+    /// A SIG_ERR CQE reached the provider (`mlx5_parse_cqe`): store it on the mkey with this
+    /// index; false if no mkey of the device has it.
+    pub(crate) fn take_sig_err(&mut self, dev: usize, index: u32, err: StoredSigErr) -> bool {
+        let Some(s) = self.mkeys.values_mut().find(|m| m.dev == dev && m.index == index).and_then(|m| m.sig.as_mut()) else {
+            return false;
+        };
+        s.err_exists = true;
+        s.err_count = s.err_count.wrapping_add(1);
+        s.err_count_updated = true;
+        s.err = err;
+        true
     }
 
     /// The provider's signature context of a live mkey (for tests of the decoder).
@@ -745,11 +780,13 @@ impl Backend for Simulator {
                 err: StoredSigErr::default(),
                 mem: SigDomainType::None,
                 wire: SigDomainType::None,
+                attr: None,
             }),
             _ => None,
         };
         let id = self.fresh_id();
-        self.mkeys.insert(id, MkeyObj { ctx: ctx_id, pd: pd_id, dev, index, sig, length: 0, num_desc });
+        let crypto = flags.contains(MkeyInitFlags::CRYPTO);
+        self.mkeys.insert(id, MkeyObj { ctx: ctx_id, pd: pd_id, dev, index, sig, length: 0, num_desc, crypto });
         if let Some(p) = self.pds.get_mut(&pd_id) {
             p.users += 1;
         }
@@ -859,6 +896,10 @@ impl Backend for Simulator {
 
     fn post_recv(&mut self, qp: &mlx5_dv::Qp, wrs: &[mlx5_dv::RecvWr]) -> Result<()> {
         self.dp_post_recv(qp, wrs)
+    }
+
+    fn cancel_posted_send_wrs(&mut self, qp: &mlx5_dv::Qp, wr_id: u64) -> Result<u32> {
+        self.dp_cancel_posted_send_wrs(qp, wr_id)
     }
 
     fn get_async_event(&mut self, ctx: ContextHandle) -> Result<Option<mlx5_dv::AsyncEvent>> {

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, VecDeque};
 use mlx5_dv::errno::{EBUSY, EINVAL, ENOMEM, EOPNOTSUPP};
 use mlx5_dv::prm::{self, opcode};
 use mlx5_dv::{
-    AccessFlags, Buf, BufHandle, Cq, CqHandle, Error, Mkey, MrHandle, MrInterleaved, Op, Qp, QpHandle, QpInitAttr,
+    AccessFlags, Buf, BufHandle, Cq, CqHandle, Error, Mkey, MrHandle, MrInterleaved, Op, Qp, QpHandle, SigBlockAttr, QpInitAttr,
     QpModify, QpState, RecvWr, Result, SendFlags, Sge, Wc, WrOp, dv_qp, qp_type, send_ops,
 };
 
@@ -76,6 +76,8 @@ pub(crate) struct CqEntry {
     /// For send-side CQEs: the sequence number of the WQE it retires (with all before it).
     pub(crate) sq_seq: Option<u64>,
     pub(crate) scatter: Option<InlineScatter>,
+    /// A SIG_ERR CQE: consumed by the provider, never returned (device, mkey index, error).
+    pub(crate) sig_err: Option<(usize, u32, crate::provider::StoredSigErr)>,
 }
 
 /// A completion queue.
@@ -101,6 +103,8 @@ pub(crate) struct UmrWqe {
     pub(crate) layout: Option<(u64, Translation)>,
     /// BSF enable written as 0 (signature mkey without attributes).
     pub(crate) bsf_disable: bool,
+    /// A new signature BSF.
+    pub(crate) sig_bsf: Option<crate::signature::SigConfig>,
 }
 
 /// What a WQE asks the device to do.
@@ -111,6 +115,10 @@ pub(crate) enum WqeKind {
     Send { sge: Vec<Sge>, imm: Option<u32>, inv: Option<u32> },
     LocalInv { key: u32 },
     Umr(UmrWqe),
+    /// A WQE cancelled by `mlx5dv_qp_cancel_posted_send_wrs`: it completes and moves nothing.
+    Nop,
+    /// SET_PSV: re-initialise the PSVs of the signature mkey with this index.
+    SetPsv { index: u32 },
 }
 
 /// A posted send WQE.
@@ -133,6 +141,8 @@ fn mlx5_opcode(k: &WqeKind) -> u8 {
         WqeKind::Send { imm: Some(_), .. } => 0x0b,
         WqeKind::Send { .. } => 0x0a,
         WqeKind::LocalInv { .. } | WqeKind::Umr(_) => 0x25,
+        WqeKind::SetPsv { .. } => 0x20,
+        WqeKind::Nop => 0x00,
     }
 }
 
@@ -159,6 +169,8 @@ pub(crate) struct QpObj {
     wr_complete_real: bool,
     /// `fm_cache`: the next WQE carries the initiator small fence (after a UMR).
     fence_next: bool,
+    /// Created with SIG_PIPELINING: a signature error drains the send queue to SQD.
+    pub(crate) drain_sigerr: bool,
     pub(crate) sq: VecDeque<Wqe>,
     sq_head: u64,
     sq_tail: u64,
@@ -200,6 +212,9 @@ impl DataPath {
 
 /// An open `mlx5dv_wr_mkey_configure` whose setters have not all arrived.
 struct OpenConfigure {
+    qp: u32,
+    /// Translation bytes written by a layout setter in this WR.
+    xlat_bytes: u32,
     mkey_id: u32,
     umr: UmrWqe,
     wr_id: u64,
@@ -453,6 +468,12 @@ impl Simulator {
         let mut out = Vec::new();
         while out.len() < max {
             let Some(e) = self.data.cqs.get_mut(&id).and_then(|c| c.entries.pop_front()) else { break };
+            if let Some((dev, index, err)) = e.sig_err {
+                if !self.take_sig_err(dev, index, err) {
+                    return Err(Error::new(op, EINVAL, format!("a signature error names unknown mkey index 0x{index:x}")));
+                }
+                continue;
+            }
             if let Some(s) = &e.scatter {
                 self.copy_to_scat(s);
             }
@@ -501,6 +522,7 @@ impl Simulator {
             return Err(Error::new(op, EINVAL, "the CQs belong to another context"));
         }
         let mut scatter_to_cqe = true;
+        let mut drain_sigerr = false;
         let mut mlx5_ops = 0u64;
         if let Some(dv) = attr.dv {
             let sup =
@@ -532,8 +554,11 @@ impl Simulator {
                     }
                     scatter_to_cqe = false;
                 }
-                if dv.create_flags & dv_qp::CREATE_SIG_PIPELINING != 0 && !self.data.sqd2rts {
-                    return Err(Error::new(op, EOPNOTSUPP, "SIG_PIPELINING needs the kernel's SQD2RTS support"));
+                if dv.create_flags & dv_qp::CREATE_SIG_PIPELINING != 0 {
+                    if !self.data.sqd2rts {
+                        return Err(Error::new(op, EOPNOTSUPP, "SIG_PIPELINING needs the kernel's SQD2RTS support"));
+                    }
+                    drain_sigerr = true;
                 }
             }
             if attr.qp_type == qp_type::DRIVER {
@@ -658,6 +683,7 @@ impl Simulator {
                 remote: None,
                 wr_complete_real: false,
                 fence_next: false,
+                drain_sigerr,
                 sq: VecDeque::new(),
                 sq_head: 0,
                 sq_tail: 0,
@@ -773,6 +799,22 @@ impl Simulator {
         Ok(())
     }
 
+    /// `mlx5dv_qp_cancel_posted_send_wrs`: in SQD, turn the held WQEs with `wr_id` into NOPs.
+    pub(crate) fn dp_cancel_posted_send_wrs(&mut self, qp: &Qp, wr_id: u64) -> Result<u32> {
+        let op = Op::CancelPostedSendWrs;
+        let id = self.qp_id(qp.handle, op)?;
+        let q = self.data.qps.get_mut(&id).ok_or_else(|| Error::new(op, EINVAL, "stale QP"))?;
+        if q.state != QpState::Sqd {
+            return Err(Error::new(op, EINVAL, "the QP is not in SQD"));
+        }
+        let mut n = 0;
+        for w in q.sq.iter_mut().filter(|w| w.wr_id == wr_id) {
+            w.kind = WqeKind::Nop;
+            n += 1;
+        }
+        Ok(n)
+    }
+
     pub(crate) fn dp_post_recv(&mut self, qp: &Qp, wrs: &[RecvWr]) -> Result<()> {
         let op = Op::PostRecv;
         let id = self.qp_id(qp.handle, op)?;
@@ -827,7 +869,7 @@ impl Simulator {
             for (wr_id, signaled, opcode, kind) in ch.wqes {
                 let seq = q.sq_head;
                 q.sq_head += 1;
-                let fence = std::mem::replace(&mut q.fence_next, matches!(kind, WqeKind::Umr(_)));
+                let fence = std::mem::replace(&mut q.fence_next, matches!(kind, WqeKind::Umr(_) | WqeKind::SetPsv { .. }));
                 if let Some(log) = &mut self.data.wqe_log {
                     log.push(mlx5_dv::WqeRecord {
                         qp_num: q.qp_num,
@@ -925,6 +967,7 @@ impl Simulator {
                 update_tag,
             ),
             WrOp::SetMkeyAccessFlags(a) => self.set_access(ch, *a),
+            WrOp::SetMkeySigBlock(attr) => self.set_sig(ch, attr),
             WrOp::SetMkeyLayoutList(sge) => self.set_layout(qp, ch, Layout::List(sge)),
             WrOp::SetMkeyLayoutInterleaved { repeat_count, entries } => {
                 self.set_layout(qp, ch, Layout::Interleaved(*repeat_count, entries))
@@ -994,8 +1037,11 @@ impl Simulator {
             access: None,
             layout: None,
             bsf_disable: false,
+            sig_bsf: None,
         };
         ch.open = Some(OpenConfigure {
+            qp,
+            xlat_bytes: 0,
             mkey_id,
             umr,
             wr_id,
@@ -1057,6 +1103,10 @@ impl Simulator {
             ch.err = EINVAL;
             return;
         }
+        open.xlat_bytes = 16 * match &layout {
+            Layout::List(s) => s.len() as u32,
+            Layout::Interleaved(_, e) => e.len() as u32 + 1,
+        };
         let (len, xlat) = match layout {
             Layout::List(sge) => {
                 let len = sge.iter().map(|s| u64::from(s.length)).sum();
@@ -1093,24 +1143,129 @@ impl Simulator {
         }
     }
 
-    /// `umr_wqe_finalize`: close the UMR WQE. A signature mkey that has no attributes gets
-    /// its BSF disabled.
-    fn finalize(&mut self, ch: &mut Chain) {
-        let Some(mut open) = ch.open.take() else { return };
-        if let Some(m) = self.mkeys.get_mut(&open.mkey_id)
-            && let Some(s) = &mut m.sig
-        {
-            open.umr.bsf_disable = !s.has_attributes();
-            s.err_count_updated = false;
+    /// `mlx5_send_wr_set_mkey_sig_block`: the checks of §5.3, in order, each EINVAL.
+    fn set_sig(&mut self, ch: &mut Chain, attr: &SigBlockAttr) {
+        if ch.err != 0 {
+            return;
         }
-        Self::push(
-            ch,
-            open.wr_id,
-            if open.signaled { SendFlags::SIGNALED } else { SendFlags::empty() },
-            mlx5_dv::wc_opcode::DRIVER1,
-            WqeKind::Umr(open.umr),
-        );
+        let Some(open) = &mut ch.open else {
+            ch.err = EINVAL;
+            return;
+        };
+        let Some(sig) = self.mkeys.get_mut(&open.mkey_id).and_then(|m| m.sig.as_mut()) else {
+            ch.err = EINVAL;
+            return;
+        };
+        if sig.state == crate::provider::BsfState::Updated
+            || (attr.mem.is_none() && attr.wire.is_none())
+            || attr.flags & !mlx5_dv::sig::ATTR_FLAG_COPY_MASK != 0
+            || attr.comp_mask != 0
+            || ![attr.mem, attr.wire].iter().flatten().all(valid_domain)
+        {
+            ch.err = EINVAL;
+            return;
+        }
+        sig.set_attr(*attr);
+        open.done += 1;
+        if open.done == open.expected {
+            self.finalize(ch);
+        }
     }
+
+    /// `umr_wqe_finalize`: close the UMR WQE. A signature mkey without attributes gets its
+    /// BSF disabled; new attributes get a BSF and SET_PSVs; kept attributes get SET_PSVs when
+    /// a signature error must be re-armed.
+    fn finalize(&mut self, ch: &mut Chain) {
+        use crate::provider::BsfState;
+        let Some(mut open) = ch.open.take() else { return };
+        let max_inline = self.data.qps.get(&open.qp).map_or(0, |q| q.max_inline_data);
+        let mut psvs = 0;
+        if let Some(m) = self.mkeys.get_mut(&open.mkey_id) {
+            let (length, crypto) = (m.length, m.crypto);
+            if let Some(s) = &mut m.sig {
+                if !s.has_attributes() && !crypto {
+                    open.umr.bsf_disable = true;
+                }
+                let mut set_psv = false;
+                if s.err_count_updated {
+                    s.err_count_updated = false;
+                    set_psv = s.state == BsfState::Set;
+                }
+                if s.state == BsfState::Updated {
+                    let xlat = i64::from(align(open.xlat_bytes, 64));
+                    if xlat + 64 > max_inline + INL_SEG {
+                        ch.err = ENOMEM;
+                        return;
+                    }
+                    if length > u64::from(u32::MAX) {
+                        ch.err = EINVAL;
+                        return;
+                    }
+                    match s.attr.as_ref().map(sig_config) {
+                        Some(Ok(cfg)) => open.umr.sig_bsf = Some(cfg),
+                        Some(Err(e)) => {
+                            ch.err = e;
+                            return;
+                        }
+                        None => {}
+                    }
+                    set_psv = true;
+                }
+                if set_psv {
+                    psvs = s.attr.map_or(0, |a| usize::from(a.mem.is_some()) + usize::from(a.wire.is_some()));
+                }
+            }
+        }
+        let index = open.umr.index;
+        let flags = |last: bool| if last && open.signaled { SendFlags::SIGNALED } else { SendFlags::empty() };
+        Self::push(ch, open.wr_id, flags(psvs == 0), mlx5_dv::wc_opcode::DRIVER1, WqeKind::Umr(open.umr.clone()));
+        for i in 0..psvs {
+            Self::push(ch, open.wr_id, flags(i + 1 == psvs), mlx5_dv::wc_opcode::DRIVER1, WqeKind::SetPsv { index });
+        }
+    }
+}
+
+/// `mlx5_validate_sig_block_domain`: block size, comp_mask, type and its parameters. Not
+/// checked against the device's signature caps.
+fn valid_domain(d: &mlx5_dv::SigBlockDomain) -> bool {
+    use mlx5_dv::sig;
+    if d.block_size > sig::BLOCK_4160 || d.comp_mask != 0 {
+        return false;
+    }
+    match d.sig_type {
+        sig::TYPE_T10DIF => {
+            (d.dif.bg == 0 || d.dif.bg == 0xffff)
+                && (d.dif.bg_type == sig::BG_CRC || d.dif.bg_type == sig::BG_CSUM)
+                && d.dif.flags & !0x7 == 0
+        }
+        sig::TYPE_CRC => match d.crc.crc_type {
+            sig::CRC32 | sig::CRC32C => d.crc.seed == 0 || d.crc.seed == 0xffff_ffff,
+            sig::CRC64_XP10 => d.crc.seed == 0 || d.crc.seed == u64::MAX,
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+/// `mlx5_umr_fill_sig_bsf`: the BSF's view of the attributes. With a wire signature, the same
+/// block structure decides the copy mask; COPY_MASK without it is EINVAL.
+fn sig_config(attr: &SigBlockAttr) -> std::result::Result<crate::signature::SigConfig, i32> {
+    use crate::signature::{Domain, SigConfig, automatic_copy_mask, same_block_structure};
+    let mem = attr.mem.as_ref().and_then(Domain::from_attr);
+    let wire = attr.wire.as_ref().and_then(Domain::from_attr);
+    let mut cfg = SigConfig { mem, wire, check_mask: attr.check_mask, copy_mask: 0, sbs: false };
+    if let Some(w) = wire {
+        cfg.sbs = mem.is_some_and(|m| same_block_structure(&m, &w));
+        if attr.flags & mlx5_dv::sig::ATTR_FLAG_COPY_MASK != 0 {
+            if !cfg.sbs {
+                return Err(EINVAL);
+            }
+            cfg.copy_mask = attr.copy_mask;
+        } else if let (true, Some(m)) = (cfg.sbs, mem) {
+            cfg.copy_mask = automatic_copy_mask(&m, &w);
+        }
+    }
+    Ok(cfg)
 }
 
 enum Layout<'a> {
@@ -1123,6 +1278,7 @@ fn is_dv_mkey_op(w: &WrOp) -> bool {
         w,
         WrOp::MkeyConfigure { .. }
             | WrOp::SetMkeyAccessFlags(_)
+            | WrOp::SetMkeySigBlock(_)
             | WrOp::SetMkeyLayoutList(_)
             | WrOp::SetMkeyLayoutInterleaved { .. }
             | WrOp::MrList { .. }

@@ -1,0 +1,358 @@
+//! Block signatures: protection information (PI) per block, checked and generated as data
+//! moves through a signature mkey.
+//!
+//! Each protected block is `bs` data bytes followed by the PI of its domain: T10-DIF 8 bytes
+//! (guard, application tag, reference tag, big-endian), CRC32/CRC32C 4 bytes, CRC64_XP10 8
+//! bytes. PI values are handled as the 64-bit "signature value" the provider uses everywhere:
+//! T10-DIF `guard << 48 | app << 32 | ref`, CRC32 `crc << 32`, CRC64 `crc`; bit k of a check or
+//! copy mask is byte k of that value (bit 7 = most significant).
+
+use crc_fast::{CrcParams, checksum_with_params};
+use mlx5_dv::{SigBlockDomain, sig};
+
+use crate::profile::SignatureSection;
+
+/// CRC parameter sets for every type and seed the device accepts.
+#[derive(Debug, Clone, Copy)]
+pub struct Crcs {
+    t10: [CrcParams; 2],
+    crc32: [CrcParams; 2],
+    crc32c: [CrcParams; 2],
+    crc64: [CrcParams; 2],
+    little_endian_crc: bool,
+}
+
+impl Crcs {
+    /// The parameter sets of a profile: T10-DIF CRC-16 (poly 0x8bb7), CRC-32 (0x04c11db7,
+    /// reflected), CRC-32C (0x1edc6f41, reflected) and the CRC-64 the profile names for
+    /// XP10, each with init 0 and init all-ones.
+    pub fn new(s: &SignatureSection) -> Self {
+        let p = |w: u8, poly: u64, init: u64, refl: bool, xorout: u64| CrcParams::new("sig", w, poly, init, refl, xorout, 0);
+        let x64 = s.crc64_xorout;
+        Crcs {
+            t10: [p(16, 0x8bb7, 0, false, 0), p(16, 0x8bb7, 0xffff, false, 0)],
+            crc32: [p(32, 0x04c1_1db7, 0, true, 0xffff_ffff), p(32, 0x04c1_1db7, 0xffff_ffff, true, 0xffff_ffff)],
+            crc32c: [p(32, 0x1edc_6f41, 0, true, 0xffff_ffff), p(32, 0x1edc_6f41, 0xffff_ffff, true, 0xffff_ffff)],
+            crc64: [p(64, s.crc64_poly, 0, s.crc64_reflected, x64), p(64, s.crc64_poly, u64::MAX, s.crc64_reflected, x64)],
+            little_endian_crc: s.crc_pi_little_endian,
+        }
+    }
+}
+
+/// How escapes skip the checks of a T10-DIF block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Escape {
+    /// No escape.
+    None,
+    /// Skip a block whose application tag is 0xffff.
+    App,
+    /// Skip a block whose application tag is 0xffff and reference tag 0xffffffff.
+    AppRef,
+}
+
+/// One domain's signature, validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// T10-DIF.
+    T10 {
+        /// IP-checksum guard instead of CRC-16.
+        csum: bool,
+        /// Guard seed is 0xffff.
+        seed_ones: bool,
+        /// Application tag.
+        app: u16,
+        /// Reference tag of block 0.
+        ref_tag: u32,
+        /// Reference tag counts up per block.
+        remap: bool,
+        /// Escape rule.
+        escape: Escape,
+    },
+    /// CRC32, CRC32C or CRC64_XP10.
+    Crc {
+        /// `MLX5DV_SIG_CRC_TYPE_*`.
+        crc_type: u32,
+        /// Seed is all ones.
+        seed_ones: bool,
+    },
+}
+
+/// A domain: its signature and data block size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Domain {
+    /// The signature.
+    pub kind: Kind,
+    /// Data bytes per block.
+    pub bs: usize,
+}
+
+impl Domain {
+    /// Interpret an `mlx5dv_sig_block_domain` the setter accepted.
+    pub fn from_attr(d: &SigBlockDomain) -> Option<Domain> {
+        let bs = sig::block_bytes(d.block_size)?;
+        let kind = match d.sig_type {
+            sig::TYPE_T10DIF => {
+                let f = d.dif.flags;
+                let escape = if f & sig::FLAG_APP_REF_ESCAPE != 0 {
+                    Escape::AppRef
+                } else if f & sig::FLAG_APP_ESCAPE != 0 {
+                    Escape::App
+                } else {
+                    Escape::None
+                };
+                Kind::T10 {
+                    csum: d.dif.bg_type == sig::BG_CSUM,
+                    seed_ones: d.dif.bg != 0,
+                    app: d.dif.app_tag,
+                    ref_tag: d.dif.ref_tag,
+                    remap: f & sig::FLAG_REF_REMAP != 0,
+                    escape,
+                }
+            }
+            sig::TYPE_CRC => Kind::Crc { crc_type: d.crc.crc_type, seed_ones: d.crc.seed != 0 },
+            _ => return None,
+        };
+        Some(Domain { kind, bs })
+    }
+
+    /// PI bytes per block.
+    pub fn pi_len(&self) -> usize {
+        match self.kind {
+            Kind::Crc { crc_type: sig::CRC32 | sig::CRC32C, .. } => 4,
+            _ => 8,
+        }
+    }
+
+    /// Bytes per protected block.
+    pub fn stride(&self) -> usize {
+        self.bs + self.pi_len()
+    }
+
+    /// The mask bits that mean something for this signature.
+    fn mask_bits(&self) -> u8 {
+        match self.kind {
+            Kind::T10 { .. } => 0xff,
+            Kind::Crc { crc_type: sig::CRC64_XP10, .. } => 0xff,
+            Kind::Crc { .. } => 0xf0,
+        }
+    }
+
+    /// The signature value block `index` should carry for `data`.
+    pub fn compute(&self, crcs: &Crcs, index: u64, data: &[u8]) -> u64 {
+        match self.kind {
+            Kind::T10 { csum, seed_ones, app, ref_tag, remap, .. } => {
+                let guard = if csum {
+                    u64::from(u16::from_be_bytes(internet_checksum::checksum(data)))
+                } else {
+                    checksum_with_params(crcs.t10[usize::from(seed_ones)], data)
+                };
+                let r = if remap { ref_tag.wrapping_add(index as u32) } else { ref_tag };
+                guard << 48 | u64::from(app) << 32 | u64::from(r)
+            }
+            Kind::Crc { crc_type, seed_ones } => {
+                let i = usize::from(seed_ones);
+                match crc_type {
+                    sig::CRC32 => checksum_with_params(crcs.crc32[i], data) << 32,
+                    sig::CRC32C => checksum_with_params(crcs.crc32c[i], data) << 32,
+                    _ => checksum_with_params(crcs.crc64[i], data),
+                }
+            }
+        }
+    }
+
+    /// The PI bytes of a signature value.
+    pub fn encode(&self, crcs: &Crcs, value: u64, out: &mut Vec<u8>) {
+        match (self.kind, self.pi_len()) {
+            (Kind::T10 { .. }, _) => out.extend_from_slice(&value.to_be_bytes()),
+            (_, 4) if crcs.little_endian_crc => out.extend_from_slice(&((value >> 32) as u32).to_le_bytes()),
+            (_, 4) => out.extend_from_slice(&((value >> 32) as u32).to_be_bytes()),
+            _ if crcs.little_endian_crc => out.extend_from_slice(&value.to_le_bytes()),
+            _ => out.extend_from_slice(&value.to_be_bytes()),
+        }
+    }
+
+    /// The signature value of PI bytes.
+    pub fn decode(&self, crcs: &Crcs, pi: &[u8]) -> u64 {
+        let mut b = [0u8; 8];
+        let n = pi.len().min(8);
+        b[..n].copy_from_slice(&pi[..n]);
+        match (self.kind, self.pi_len()) {
+            (Kind::T10 { .. }, _) => u64::from_be_bytes(b),
+            (_, 4) if crcs.little_endian_crc => u64::from(u32::from_le_bytes([b[0], b[1], b[2], b[3]])) << 32,
+            (_, 4) => u64::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]])) << 32,
+            _ if crcs.little_endian_crc => u64::from_le_bytes(b),
+            _ => u64::from_be_bytes(b),
+        }
+    }
+}
+
+/// The 64-bit mask of the bytes a mask byte selects.
+fn bytes_of(mask: u8) -> u64 {
+    (0..8).filter(|k| mask & (1 << k) != 0).fold(0, |m, k| m | 0xff << (8 * k))
+}
+
+/// CQE syndrome bits of a signature error.
+pub mod syndrome {
+    /// Reference tag.
+    pub const REFTAG: u16 = 1 << 11;
+    /// Application tag.
+    pub const APPTAG: u16 = 1 << 12;
+    /// Guard.
+    pub const GUARD: u16 = 1 << 13;
+}
+
+/// The first failed check of a block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockError {
+    /// GUARD, APPTAG or REFTAG.
+    pub syndrome: u16,
+    /// The signature value the block should carry.
+    pub expected: u64,
+    /// The signature value it carries.
+    pub actual: u64,
+}
+
+/// Check one input block: escapes first, then guard, application tag, reference tag, each on
+/// the bytes `check_mask` selects; the first failure is the block's error.
+pub fn check_block(d: &Domain, crcs: &Crcs, index: u64, data: &[u8], pi: &[u8], check_mask: u8) -> Option<BlockError> {
+    let actual = d.decode(crcs, pi);
+    if let Kind::T10 { escape, .. } = d.kind {
+        let (app, r) = ((actual >> 32) as u16, actual as u32);
+        match escape {
+            Escape::App if app == 0xffff => return None,
+            Escape::AppRef if app == 0xffff && r == 0xffff_ffff => return None,
+            _ => {}
+        }
+    }
+    let expected = d.compute(crcs, index, data);
+    let diff = expected ^ actual;
+    let mask = check_mask & d.mask_bits();
+    let fields: &[(u8, u16)] = match d.kind {
+        Kind::T10 { .. } => &[(0xc0, syndrome::GUARD), (0x30, syndrome::APPTAG), (0x0f, syndrome::REFTAG)],
+        Kind::Crc { .. } => &[(0xff, syndrome::GUARD)],
+    };
+    fields
+        .iter()
+        .find(|(f, _)| diff & bytes_of(mask & f) != 0)
+        .map(|&(_, syndrome)| BlockError { syndrome, expected, actual })
+}
+
+/// A signature error found in a transfer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TransferError {
+    /// The first failed check of the first bad block.
+    pub block: BlockError,
+    /// Block-boundary offset in the input domain's bytes (data and PI).
+    pub offset: u64,
+}
+
+/// Which way data moves through the mkey.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Memory is the input, the wire the output (a send, or a remote read of the mkey).
+    Tx,
+    /// The wire is the input, memory the output.
+    Rx,
+}
+
+/// The signature configuration of an mkey, as its BSF holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SigConfig {
+    /// Memory domain.
+    pub mem: Option<Domain>,
+    /// Wire domain.
+    pub wire: Option<Domain>,
+    /// Checked bytes of the input PI.
+    pub check_mask: u8,
+    /// Copied bytes of the input PI, when both domains have the same block structure.
+    pub copy_mask: u8,
+    /// Same block structure in both domains.
+    pub sbs: bool,
+}
+
+impl SigConfig {
+    /// `(input, output)` domains for a direction.
+    pub fn domains(&self, dir: Direction) -> (Option<Domain>, Option<Domain>) {
+        match dir {
+            Direction::Tx => (self.mem, self.wire),
+            Direction::Rx => (self.wire, self.mem),
+        }
+    }
+
+    /// The data block size: the domains agree on it, or only one has a signature.
+    pub fn bs(&self) -> Option<usize> {
+        self.mem.or(self.wire).map(|d| d.bs)
+    }
+
+    /// Transform `input` (in the input domain's format, whole blocks) into the output
+    /// domain's format, checking input PI on the way. `first_block` numbers the blocks for
+    /// reference tags. `None` if the input is not whole blocks.
+    pub fn transform(&self, crcs: &Crcs, dir: Direction, first_block: u64, input: &[u8]) -> Option<(Vec<u8>, Option<TransferError>)> {
+        let (inp, out) = self.domains(dir);
+        let bs = self.bs()?;
+        let in_stride = inp.map_or(bs, |d| d.stride());
+        if input.len() % in_stride != 0 {
+            return None;
+        }
+        let blocks = input.len() / in_stride;
+        let mut output = Vec::with_capacity(blocks * out.map_or(bs, |d| d.stride()));
+        let mut err = None;
+        for b in 0..blocks {
+            let block = &input[b * in_stride..(b + 1) * in_stride];
+            let (data, pi) = block.split_at(bs);
+            let index = first_block + b as u64;
+            if let Some(d) = inp
+                && err.is_none()
+                && let Some(e) = check_block(&d, crcs, index, data, pi, self.check_mask)
+            {
+                err = Some(TransferError { block: e, offset: (b * in_stride) as u64 });
+            }
+            output.extend_from_slice(data);
+            if let Some(o) = out {
+                let mut value = o.compute(crcs, index, data);
+                if let (true, Some(i)) = (self.sbs, inp) {
+                    let copied = bytes_of(self.copy_mask);
+                    value = (value & !copied) | (i.decode(crcs, pi) & copied);
+                }
+                o.encode(crcs, value, &mut output);
+            }
+        }
+        Some((output, err))
+    }
+}
+
+/// The copy mask the provider computes when the application gives none (§5.4): for like CRC
+/// domains all CRC bytes; for T10-DIF the fields configured alike in both domains.
+pub fn automatic_copy_mask(mem: &Domain, wire: &Domain) -> u8 {
+    match (mem.kind, wire.kind) {
+        (Kind::Crc { crc_type: sig::CRC64_XP10, .. }, _) => 0xff,
+        (Kind::Crc { .. }, _) => 0xf0,
+        (
+            Kind::T10 { csum: c1, seed_ones: s1, app: a1, ref_tag: r1, .. },
+            Kind::T10 { csum: c2, seed_ones: s2, app: a2, ref_tag: r2, .. },
+        ) => {
+            let mut m = 0;
+            if c1 == c2 && s1 == s2 {
+                m |= 0xc0;
+            }
+            if a1 == a2 {
+                m |= 0x30;
+            }
+            if r1 == r2 {
+                m |= 0x0f;
+            }
+            m
+        }
+        _ => 0,
+    }
+}
+
+/// Same block structure: the same signature type, block size and (for CRC) CRC type.
+pub fn same_block_structure(mem: &Domain, wire: &Domain) -> bool {
+    mem.bs == wire.bs
+        && match (mem.kind, wire.kind) {
+            (Kind::T10 { .. }, Kind::T10 { .. }) => true,
+            (Kind::Crc { crc_type: a, .. }, Kind::Crc { crc_type: b, .. }) => a == b,
+            _ => false,
+        }
+}
