@@ -52,6 +52,12 @@ pub enum Need {
     SimControl,
     /// A second mlx5 device.
     TwoDevices,
+    /// CRC32C block signatures.
+    SigCrc32c,
+    /// CRC64_XP10 block signatures.
+    SigCrc64,
+    /// A kernel with SQD→RTS (for SIG_PIPELINING).
+    Sqd2Rts,
 }
 
 /// What the harness learned about a backend before running cases on it.
@@ -134,6 +140,15 @@ impl Env {
             Need::NoDevx => (self.kernel.devx == Some(false), devx_reason(self.kernel.devx)),
             Need::SimControl => (self.sim_control, "needs simulator control (fault injection, command log)"),
             Need::TwoDevices => (self.peer_device.is_some(), "needs a second mlx5 device"),
+            Need::SigCrc32c => {
+                (self.sig_caps.crc_type & mlx5_dv::sig_cap::CRC32C != 0, "the device has no CRC32C signature")
+            }
+            Need::SigCrc64 => {
+                (self.sig_caps.crc_type & mlx5_dv::sig_cap::CRC64_XP10 != 0, "the device has no CRC64_XP10 signature")
+            }
+            Need::Sqd2Rts => {
+                (self.kernel.sqd2rts == Some(true), "the kernel has no SQD->RTS (or the backend cannot tell)")
+            }
         };
         (!ok).then(|| why.to_string())
     }

@@ -32,11 +32,20 @@ enum Mutation {
     ScatterToCqeAlwaysOff,
     WriteOneByteOff,
     MrListIgnoresSecondEntry,
+    SigDomainsSwapped,
+    CheckMaskAlwaysAll,
+    ApptagReportedAsReftag,
+    OffsetInDataBytes,
+    SigErrorReportedTwice,
+    NoAsyncEvents,
+    CancelFindsNothing,
+    CopyMaskFlagDropped,
 }
 
 struct Mutant {
     inner: Simulator,
     m: Mutation,
+    last_err: Option<MkeyErr>,
 }
 
 impl Backend for Mutant {
@@ -119,9 +128,22 @@ impl Backend for Mutant {
     }
     fn mkey_check(&mut self, mkey: &Mkey) -> Result<MkeyErr> {
         let r = self.inner.mkey_check(mkey);
-        match (self.m, &r) {
+        match (self.m, r) {
             (Mutation::MkeyCheckOkOnPlainMkey, Err(e)) if e.errno() == EINVAL => Ok(MkeyErr::NONE),
-            _ => r,
+            (Mutation::ApptagReportedAsReftag, Ok(mut e)) if e.err_type == MkeyErrType::SigBlockBadApptag => {
+                e.err_type = MkeyErrType::SigBlockBadReftag;
+                Ok(e)
+            }
+            (Mutation::OffsetInDataBytes, Ok(mut e)) => {
+                e.sig.offset = e.sig.offset / 520 * 512;
+                Ok(e)
+            }
+            (Mutation::SigErrorReportedTwice, Ok(e)) if e == MkeyErr::NONE => Ok(self.last_err.take().unwrap_or(e)),
+            (Mutation::SigErrorReportedTwice, Ok(e)) => {
+                self.last_err = Some(e);
+                Ok(e)
+            }
+            (_, r) => r,
         }
     }
     fn alloc_buf(&mut self, len: usize) -> Result<Buf> {
@@ -210,6 +232,15 @@ impl Backend for Mutant {
                     sge[1].addr += 1;
                     WrOp::MrList { wr_id, flags, mkey, access, sge }
                 }
+                (Mutation::SigDomainsSwapped, WrOp::SetMkeySigBlock(a)) => {
+                    WrOp::SetMkeySigBlock(SigBlockAttr { mem: a.wire, wire: a.mem, ..a })
+                }
+                (Mutation::CheckMaskAlwaysAll, WrOp::SetMkeySigBlock(a)) => {
+                    WrOp::SetMkeySigBlock(SigBlockAttr { check_mask: 0xff, ..a })
+                }
+                (Mutation::CopyMaskFlagDropped, WrOp::SetMkeySigBlock(a)) => {
+                    WrOp::SetMkeySigBlock(SigBlockAttr { flags: 0, ..a })
+                }
                 (_, o) => o,
             })
             .collect();
@@ -222,8 +253,13 @@ impl Backend for Mutant {
     fn post_recv(&mut self, qp: &Qp, wrs: &[RecvWr]) -> Result<()> {
         self.inner.post_recv(qp, wrs)
     }
+    fn cancel_posted_send_wrs(&mut self, qp: &Qp, wr_id: u64) -> Result<u32> {
+        let n = self.inner.cancel_posted_send_wrs(qp, wr_id)?;
+        Ok(if let Mutation::CancelFindsNothing = self.m { 0 } else { n })
+    }
     fn get_async_event(&mut self, ctx: ContextHandle) -> Result<Option<AsyncEvent>> {
-        self.inner.get_async_event(ctx)
+        let e = self.inner.get_async_event(ctx)?;
+        Ok(if let Mutation::NoAsyncEvents = self.m { None } else { e })
     }
     fn sim_control(&mut self) -> Option<&mut dyn SimControl> {
         match self.m {
@@ -284,6 +320,18 @@ impl SimControl for Mutant {
 #[case(Mutation::WriteOneByteOff, "cx6dx", "traffic.write_read_send_loopback")]
 #[case(Mutation::WriteOneByteOff, "cx6dx", "umr.list_layout_is_zero_based")]
 #[case(Mutation::MrListIgnoresSecondEntry, "cx6dx", "umr.list_layout_is_zero_based")]
+#[case(Mutation::SigDomainsSwapped, "cx7", "sig.t10dif_crc_insert_and_strip")]
+#[case(Mutation::SigDomainsSwapped, "cx7", "sig.memory_pi_validated_and_stripped_on_send")]
+#[case(Mutation::CheckMaskAlwaysAll, "cx7", "sig.check_mask_selects_input_bytes")]
+#[case(Mutation::ApptagReportedAsReftag, "cx7", "sig.t10dif_errors_first_error_first")]
+#[case(Mutation::OffsetInDataBytes, "cx7", "sig.t10dif_errors_first_error_first")]
+#[case(Mutation::OffsetInDataBytes, "cx7", "sig.crc_error_values_have_the_crc_width")]
+#[case(Mutation::SigErrorReportedTwice, "cx7", "sig.t10dif_errors_first_error_first")]
+#[case(Mutation::SigErrorReportedTwice, "cx7", "sig.one_error_per_arm")]
+#[case(Mutation::NoAsyncEvents, "cx7", "sig.pipelining_drains_to_sqd")]
+#[case(Mutation::CancelFindsNothing, "cx7", "sig.pipelining_drains_to_sqd")]
+#[case(Mutation::CopyMaskFlagDropped, "cx7", "sig.automatic_and_user_copy_mask")]
+#[case(Mutation::CopyMaskFlagDropped, "cx7", "sig.copy_mask_needs_same_block_structure")]
 fn the_suite_catches_the_mutant(#[case] m: Mutation, #[case] profile: &str, #[case] catcher: &str) {
     let p = Profile::builtin(profile).unwrap();
     let target = Target::new(
@@ -291,7 +339,7 @@ fn the_suite_catches_the_mutant(#[case] m: Mutation, #[case] profile: &str, #[ca
         Some(profile.to_string()),
         Box::new(move || {
             let inner = Simulator::new(p.clone()).map_err(|e| e.to_string())?;
-            Ok(Box::new(Mutant { inner, m }) as Box<dyn Backend>)
+            Ok(Box::new(Mutant { inner, m, last_err: None }) as Box<dyn Backend>)
         }),
     );
     let report = run_target(&target, &suite());

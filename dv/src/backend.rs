@@ -60,6 +60,8 @@ pub struct WqeRecord {
     pub small_fence: bool,
     /// The ctrl segment asks for a CQE.
     pub signaled: bool,
+    /// For SET_PSV: the transient signature written into the PSV.
+    pub transient_signature: Option<u64>,
 }
 
 /// A rule that makes the firmware fail matching commands with a chosen status and syndrome.

@@ -649,7 +649,13 @@ impl SigBlockDomain {
 
     /// A CRC domain.
     pub fn crc(block_size: u32, crc_type: u32, seed: u64) -> Self {
-        SigBlockDomain { sig_type: sig::TYPE_CRC, dif: SigT10dif::default(), crc: SigCrc { crc_type, seed }, block_size, comp_mask: 0 }
+        SigBlockDomain {
+            sig_type: sig::TYPE_CRC,
+            dif: SigT10dif::default(),
+            crc: SigCrc { crc_type, seed },
+            block_size,
+            comp_mask: 0,
+        }
     }
 }
 

@@ -616,7 +616,12 @@ impl HwBackend {
         if mqpx.is_null() {
             return Err(Error::new(op, EOPNOTSUPP, "the QP was created without mlx5dv send ops"));
         }
-        let f = self.lib().dv.mlx5dv_qp_cancel_posted_send_wrs.as_ref().map_err(|_| missing(op, "mlx5dv_qp_cancel_posted_send_wrs"))?;
+        let f = self
+            .lib()
+            .dv
+            .mlx5dv_qp_cancel_posted_send_wrs
+            .as_ref()
+            .map_err(|_| missing(op, "mlx5dv_qp_cancel_posted_send_wrs"))?;
         // SAFETY: mqpx belongs to a live QP.
         let rc = unsafe { f(mqpx, wr_id) };
         if rc < 0 {
@@ -740,7 +745,8 @@ impl CSigAttr {
             } else {
                 mlx5dv_sig_block_domain__bindgen_ty_1 { crc: &c.crcs[i] }
             };
-            c.domains[i] = mlx5dv_sig_block_domain { sig_type: d.sig_type, sig, block_size: d.block_size, comp_mask: d.comp_mask };
+            c.domains[i] =
+                mlx5dv_sig_block_domain { sig_type: d.sig_type, sig, block_size: d.block_size, comp_mask: d.comp_mask };
         }
         let ptr = |i: usize, c: &CSigAttr| if c.present[i] { &c.domains[i] as *const _ } else { ptr::null() };
         c.attr = mlx5dv_sig_block_attr {

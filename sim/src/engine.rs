@@ -94,6 +94,14 @@ enum Step {
     Held,
 }
 
+/// The responder side of an RDMA operation: the peer QP and the remote key and address.
+#[derive(Debug, Clone, Copy)]
+struct Remote {
+    peer: u32,
+    rkey: u32,
+    raddr: u64,
+}
+
 /// A signature error met in a transfer, not yet reported.
 #[derive(Debug, Clone, Copy)]
 struct SigHit {
@@ -332,7 +340,10 @@ impl Simulator {
                                 q.sq.pop_front();
                             }
                             if let (Some(wc), Some(cq)) = (wc, self.data.qps.get(&id).map(|q| q.send_cq)) {
-                                self.push_cqe(cq, CqEntry { wc, qp: id, sq_seq: Some(w.seq), scatter: None, sig_err: None });
+                                self.push_cqe(
+                                    cq,
+                                    CqEntry { wc, qp: id, sq_seq: Some(w.seq), scatter: None, sig_err: None },
+                                );
                             }
                         }
                         Step::Failed(s) => {
@@ -343,7 +354,10 @@ impl Simulator {
                             });
                             let wc = self.error_wc(id, w.wr_id, w.opcode, s);
                             if let Some(cq) = cq {
-                                self.push_cqe(cq, CqEntry { wc, qp: id, sq_seq: Some(w.seq), scatter: None, sig_err: None });
+                                self.push_cqe(
+                                    cq,
+                                    CqEntry { wc, qp: id, sq_seq: Some(w.seq), scatter: None, sig_err: None },
+                                );
                             }
                             self.flush_qp(id);
                         }
@@ -398,14 +412,22 @@ impl Simulator {
     /// Read through `key` for sending (memory is the input). A signature mkey is addressed in
     /// data bytes by a local SGE and in wire bytes by a remote peer, whole blocks only; its
     /// blocks are numbered from mkey offset 0.
-    fn read_view(&self, at: Domain, key: u32, addr: u64, len: u64, need: Need, local: bool) -> Result<(Vec<u8>, Option<SigHit>), Fault> {
+    fn read_view(
+        &self,
+        at: Domain,
+        key: u32,
+        addr: u64,
+        len: u64,
+        need: Need,
+        local: bool,
+    ) -> Result<(Vec<u8>, Option<SigHit>), Fault> {
         let Some(cfg) = self.sig_of(at.dev, key) else {
             let r = self.resolve(at, key, addr, len, need, 0)?;
             return self.gather(&r).map(|d| (d, None)).ok_or(Fault);
         };
         let bs = Self::sig_bs(&cfg)?;
         let stride = if local { bs } else { cfg.wire.map_or(bs, |d| d.stride() as u64) };
-        if addr % stride != 0 || len % stride != 0 {
+        if !addr.is_multiple_of(stride) || !len.is_multiple_of(stride) {
             return Err(Fault);
         }
         let (first, n) = (addr / stride, len / stride);
@@ -417,7 +439,15 @@ impl Simulator {
     }
 
     /// Write wire-format `bytes` through `key` (the wire is the input).
-    fn write_view(&mut self, at: Domain, key: u32, addr: u64, bytes: &[u8], need: Need, local: bool) -> Result<Option<SigHit>, Fault> {
+    fn write_view(
+        &mut self,
+        at: Domain,
+        key: u32,
+        addr: u64,
+        bytes: &[u8],
+        need: Need,
+        local: bool,
+    ) -> Result<Option<SigHit>, Fault> {
         let Some(cfg) = self.sig_of(at.dev, key) else {
             let r = self.resolve(at, key, addr, bytes.len() as u64, need, 0)?;
             self.scatter(&r, bytes);
@@ -426,7 +456,7 @@ impl Simulator {
         let bs = Self::sig_bs(&cfg)?;
         let wire_stride = cfg.wire.map_or(bs, |d| d.stride() as u64);
         let stride = if local { bs } else { wire_stride };
-        if addr % stride != 0 || bytes.len() as u64 % wire_stride != 0 {
+        if !addr.is_multiple_of(stride) || !(bytes.len() as u64).is_multiple_of(wire_stride) {
             return Err(Fault);
         }
         let first = addr / stride;
@@ -497,7 +527,10 @@ impl Simulator {
             sig_type: 0,
             domain: hit.domain,
         };
-        self.push_cqe(cq, CqEntry { wc: Wc::default(), qp, sq_seq: None, scatter: None, sig_err: Some((hit.dev, hit.index, err)) });
+        self.push_cqe(
+            cq,
+            CqEntry { wc: Wc::default(), qp, sq_seq: None, scatter: None, sig_err: Some((hit.dev, hit.index, err)) },
+        );
         true
     }
 
@@ -521,7 +554,8 @@ impl Simulator {
     }
 
     /// RDMA WRITE through at least one signature mkey.
-    fn sig_write(&mut self, qp: u32, w: &Wqe, at: Domain, peer: u32, rkey: u32, raddr: u64, sge: &[Sge], imm: Option<u32>) -> Step {
+    fn sig_write(&mut self, qp: u32, w: &Wqe, at: Domain, r: Remote, sge: &[Sge], imm: Option<u32>) -> Step {
+        let Remote { peer, rkey, raddr } = r;
         let Ok((data, hit)) = self.gather_view(at, sge) else { return Step::Failed(syndrome::LOCAL_PROT) };
         if imm.is_some() && self.data.qps.get(&peer).is_some_and(|p| p.rq.is_empty()) {
             return Step::Blocked;
@@ -533,7 +567,8 @@ impl Simulator {
         }
         let pat = Domain { dev: self.data.qps.get(&peer).map_or(0, |p| p.dev), pdn: self.pdn_of(peer) };
         let remote_ok = self.data.qps.get(&peer).is_some_and(|p| p.access.contains(AccessFlags::REMOTE_WRITE));
-        let written = if remote_ok { self.write_view(pat, rkey, raddr, &data, Need::RemoteWrite, false).ok() } else { None };
+        let written =
+            if remote_ok { self.write_view(pat, rkey, raddr, &data, Need::RemoteWrite, false).ok() } else { None };
         let Some(rhit) = written else {
             self.responder_error(peer, event_type::QP_ACCESS_ERR);
             return Step::Failed(syndrome::REMOTE_ACCESS);
@@ -546,11 +581,13 @@ impl Simulator {
     }
 
     /// RDMA READ through at least one signature mkey.
-    fn sig_read(&mut self, qp: u32, w: &Wqe, at: Domain, peer: u32, rkey: u32, raddr: u64, sge: &[Sge]) -> Step {
+    fn sig_read(&mut self, qp: u32, w: &Wqe, at: Domain, r: Remote, sge: &[Sge]) -> Step {
+        let Remote { peer, rkey, raddr } = r;
         let want = self.wire_len(at.dev, sge);
         let pat = Domain { dev: self.data.qps.get(&peer).map_or(0, |p| p.dev), pdn: self.pdn_of(peer) };
         let remote_ok = self.data.qps.get(&peer).is_some_and(|p| p.access.contains(AccessFlags::REMOTE_READ));
-        let source = if remote_ok { self.read_view(pat, rkey, raddr, want, Need::RemoteRead, false).ok() } else { None };
+        let source =
+            if remote_ok { self.read_view(pat, rkey, raddr, want, Need::RemoteRead, false).ok() } else { None };
         let Some((bytes, rhit)) = source else {
             self.responder_error(peer, event_type::QP_ACCESS_ERR);
             return Step::Failed(syndrome::REMOTE_ACCESS);
@@ -572,7 +609,7 @@ impl Simulator {
         match &w.kind {
             WqeKind::Umr(u) => self.exec_umr(qp, w, dev, u),
             WqeKind::Nop => Step::Done(self.success(qp, w, 0)),
-            WqeKind::SetPsv { index } => {
+            WqeKind::SetPsv { index, .. } => {
                 if let Some(sig) = self.fws.get_mut(dev).and_then(|f| f.mkey_mut(*index)).and_then(|m| m.sig.as_mut()) {
                     sig.1 = true;
                 }
@@ -580,19 +617,32 @@ impl Simulator {
             }
             WqeKind::Write { rkey, raddr, sge, imm }
                 if self.any_sig(dev, sge)
-                    || self.peer(qp).is_some_and(|p| self.sig_of(self.data.qps.get(&p).map_or(0, |q| q.dev), *rkey).is_some()) =>
+                    || self
+                        .peer(qp)
+                        .is_some_and(|p| self.sig_of(self.data.qps.get(&p).map_or(0, |q| q.dev), *rkey).is_some()) =>
             {
                 match self.peer(qp) {
-                    Some(peer) => self.sig_write(qp, w, Domain { dev, pdn }, peer, *rkey, *raddr, sge, *imm),
+                    Some(peer) => self.sig_write(
+                        qp,
+                        w,
+                        Domain { dev, pdn },
+                        Remote { peer, rkey: *rkey, raddr: *raddr },
+                        sge,
+                        *imm,
+                    ),
                     None => Step::Failed(syndrome::TRANSPORT_RETRY),
                 }
             }
             WqeKind::Read { rkey, raddr, sge }
                 if self.any_sig(dev, sge)
-                    || self.peer(qp).is_some_and(|p| self.sig_of(self.data.qps.get(&p).map_or(0, |q| q.dev), *rkey).is_some()) =>
+                    || self
+                        .peer(qp)
+                        .is_some_and(|p| self.sig_of(self.data.qps.get(&p).map_or(0, |q| q.dev), *rkey).is_some()) =>
             {
                 match self.peer(qp) {
-                    Some(peer) => self.sig_read(qp, w, Domain { dev, pdn }, peer, *rkey, *raddr, sge),
+                    Some(peer) => {
+                        self.sig_read(qp, w, Domain { dev, pdn }, Remote { peer, rkey: *rkey, raddr: *raddr }, sge)
+                    }
                     None => Step::Failed(syndrome::TRANSPORT_RETRY),
                 }
             }

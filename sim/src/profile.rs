@@ -80,13 +80,19 @@ mod hex_u64 {
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
         let text = String::deserialize(d)?;
         let digits = text.trim_start_matches("0x").trim_start_matches("0X").replace('_', "");
-        u64::from_str_radix(&digits, 16).map_err(|e| serde::de::Error::custom(format!("`{text}` is not a hex u64: {e}")))
+        u64::from_str_radix(&digits, 16)
+            .map_err(|e| serde::de::Error::custom(format!("`{text}` is not a hex u64: {e}")))
     }
 }
 
 impl Default for SignatureSection {
     fn default() -> Self {
-        SignatureSection { crc64_poly: 0xAD93_D235_94C9_3659, crc64_reflected: true, crc64_xorout: u64::MAX, crc_pi_little_endian: true }
+        SignatureSection {
+            crc64_poly: 0xAD93_D235_94C9_3659,
+            crc64_reflected: true,
+            crc64_xorout: u64::MAX,
+            crc_pi_little_endian: true,
+        }
     }
 }
 

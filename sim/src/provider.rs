@@ -270,7 +270,8 @@ impl Simulator {
     /// A SIG_ERR CQE reached the provider (`mlx5_parse_cqe`): store it on the mkey with this
     /// index; false if no mkey of the device has it.
     pub(crate) fn take_sig_err(&mut self, dev: usize, index: u32, err: StoredSigErr) -> bool {
-        let Some(s) = self.mkeys.values_mut().find(|m| m.dev == dev && m.index == index).and_then(|m| m.sig.as_mut()) else {
+        let Some(s) = self.mkeys.values_mut().find(|m| m.dev == dev && m.index == index).and_then(|m| m.sig.as_mut())
+        else {
             return false;
         };
         s.err_exists = true;

@@ -27,13 +27,18 @@ impl Crcs {
     /// reflected), CRC-32C (0x1edc6f41, reflected) and the CRC-64 the profile names for
     /// XP10, each with init 0 and init all-ones.
     pub fn new(s: &SignatureSection) -> Self {
-        let p = |w: u8, poly: u64, init: u64, refl: bool, xorout: u64| CrcParams::new("sig", w, poly, init, refl, xorout, 0);
+        let p = |w: u8, poly: u64, init: u64, refl: bool, xorout: u64| {
+            CrcParams::new("sig", w, poly, init, refl, xorout, 0)
+        };
         let x64 = s.crc64_xorout;
         Crcs {
             t10: [p(16, 0x8bb7, 0, false, 0), p(16, 0x8bb7, 0xffff, false, 0)],
             crc32: [p(32, 0x04c1_1db7, 0, true, 0xffff_ffff), p(32, 0x04c1_1db7, 0xffff_ffff, true, 0xffff_ffff)],
             crc32c: [p(32, 0x1edc_6f41, 0, true, 0xffff_ffff), p(32, 0x1edc_6f41, 0xffff_ffff, true, 0xffff_ffff)],
-            crc64: [p(64, s.crc64_poly, 0, s.crc64_reflected, x64), p(64, s.crc64_poly, u64::MAX, s.crc64_reflected, x64)],
+            crc64: [
+                p(64, s.crc64_poly, 0, s.crc64_reflected, x64),
+                p(64, s.crc64_poly, u64::MAX, s.crc64_reflected, x64),
+            ],
             little_endian_crc: s.crc_pi_little_endian,
         }
     }
@@ -231,10 +236,11 @@ pub fn check_block(d: &Domain, crcs: &Crcs, index: u64, data: &[u8], pi: &[u8], 
         Kind::T10 { .. } => &[(0xc0, syndrome::GUARD), (0x30, syndrome::APPTAG), (0x0f, syndrome::REFTAG)],
         Kind::Crc { .. } => &[(0xff, syndrome::GUARD)],
     };
-    fields
-        .iter()
-        .find(|(f, _)| diff & bytes_of(mask & f) != 0)
-        .map(|&(_, syndrome)| BlockError { syndrome, expected, actual })
+    fields.iter().find(|(f, _)| diff & bytes_of(mask & f) != 0).map(|&(_, syndrome)| BlockError {
+        syndrome,
+        expected,
+        actual,
+    })
 }
 
 /// A signature error found in a transfer.
@@ -287,11 +293,17 @@ impl SigConfig {
     /// Transform `input` (in the input domain's format, whole blocks) into the output
     /// domain's format, checking input PI on the way. `first_block` numbers the blocks for
     /// reference tags. `None` if the input is not whole blocks.
-    pub fn transform(&self, crcs: &Crcs, dir: Direction, first_block: u64, input: &[u8]) -> Option<(Vec<u8>, Option<TransferError>)> {
+    pub fn transform(
+        &self,
+        crcs: &Crcs,
+        dir: Direction,
+        first_block: u64,
+        input: &[u8],
+    ) -> Option<(Vec<u8>, Option<TransferError>)> {
         let (inp, out) = self.domains(dir);
         let bs = self.bs()?;
         let in_stride = inp.map_or(bs, |d| d.stride());
-        if input.len() % in_stride != 0 {
+        if !input.len().is_multiple_of(in_stride) {
             return None;
         }
         let blocks = input.len() / in_stride;

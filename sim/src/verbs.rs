@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, VecDeque};
 use mlx5_dv::errno::{EBUSY, EINVAL, ENOMEM, EOPNOTSUPP};
 use mlx5_dv::prm::{self, opcode};
 use mlx5_dv::{
-    AccessFlags, Buf, BufHandle, Cq, CqHandle, Error, Mkey, MrHandle, MrInterleaved, Op, Qp, QpHandle, SigBlockAttr, QpInitAttr,
-    QpModify, QpState, RecvWr, Result, SendFlags, Sge, Wc, WrOp, dv_qp, qp_type, send_ops,
+    AccessFlags, Buf, BufHandle, Cq, CqHandle, Error, Mkey, MrHandle, MrInterleaved, Op, Qp, QpHandle, QpInitAttr,
+    QpModify, QpState, RecvWr, Result, SendFlags, Sge, SigBlockAttr, Wc, WrOp, dv_qp, qp_type, send_ops,
 };
 
 use crate::firmware::{Klm, RepeatEntry, Translation};
@@ -110,15 +110,33 @@ pub(crate) struct UmrWqe {
 /// What a WQE asks the device to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum WqeKind {
-    Write { rkey: u32, raddr: u64, sge: Vec<Sge>, imm: Option<u32> },
-    Read { rkey: u32, raddr: u64, sge: Vec<Sge> },
-    Send { sge: Vec<Sge>, imm: Option<u32>, inv: Option<u32> },
-    LocalInv { key: u32 },
+    Write {
+        rkey: u32,
+        raddr: u64,
+        sge: Vec<Sge>,
+        imm: Option<u32>,
+    },
+    Read {
+        rkey: u32,
+        raddr: u64,
+        sge: Vec<Sge>,
+    },
+    Send {
+        sge: Vec<Sge>,
+        imm: Option<u32>,
+        inv: Option<u32>,
+    },
+    LocalInv {
+        key: u32,
+    },
     Umr(UmrWqe),
     /// A WQE cancelled by `mlx5dv_qp_cancel_posted_send_wrs`: it completes and moves nothing.
     Nop,
-    /// SET_PSV: re-initialise the PSVs of the signature mkey with this index.
-    SetPsv { index: u32 },
+    /// SET_PSV: re-initialise a PSV of the signature mkey with this index.
+    SetPsv {
+        index: u32,
+        transient: u64,
+    },
 }
 
 /// A posted send WQE.
@@ -470,7 +488,11 @@ impl Simulator {
             let Some(e) = self.data.cqs.get_mut(&id).and_then(|c| c.entries.pop_front()) else { break };
             if let Some((dev, index, err)) = e.sig_err {
                 if !self.take_sig_err(dev, index, err) {
-                    return Err(Error::new(op, EINVAL, format!("a signature error names unknown mkey index 0x{index:x}")));
+                    return Err(Error::new(
+                        op,
+                        EINVAL,
+                        format!("a signature error names unknown mkey index 0x{index:x}"),
+                    ));
                 }
                 continue;
             }
@@ -869,13 +891,19 @@ impl Simulator {
             for (wr_id, signaled, opcode, kind) in ch.wqes {
                 let seq = q.sq_head;
                 q.sq_head += 1;
-                let fence = std::mem::replace(&mut q.fence_next, matches!(kind, WqeKind::Umr(_) | WqeKind::SetPsv { .. }));
+                let fence =
+                    std::mem::replace(&mut q.fence_next, matches!(kind, WqeKind::Umr(_) | WqeKind::SetPsv { .. }));
                 if let Some(log) = &mut self.data.wqe_log {
+                    let transient_signature = match &kind {
+                        WqeKind::SetPsv { transient, .. } => Some(*transient),
+                        _ => None,
+                    };
                     log.push(mlx5_dv::WqeRecord {
                         qp_num: q.qp_num,
                         opcode: mlx5_opcode(&kind),
                         small_fence: fence,
                         signaled,
+                        transient_signature,
                     });
                 }
                 q.sq.push_back(Wqe { wr_id, signaled, opcode, kind, seq });
@@ -1103,10 +1131,11 @@ impl Simulator {
             ch.err = EINVAL;
             return;
         }
-        open.xlat_bytes = 16 * match &layout {
-            Layout::List(s) => s.len() as u32,
-            Layout::Interleaved(_, e) => e.len() as u32 + 1,
-        };
+        open.xlat_bytes = 16
+            * match &layout {
+                Layout::List(s) => s.len() as u32,
+                Layout::Interleaved(_, e) => e.len() as u32 + 1,
+            };
         let (len, xlat) = match layout {
             Layout::List(sge) => {
                 let len = sge.iter().map(|s| u64::from(s.length)).sum();
@@ -1179,7 +1208,7 @@ impl Simulator {
         use crate::provider::BsfState;
         let Some(mut open) = ch.open.take() else { return };
         let max_inline = self.data.qps.get(&open.qp).map_or(0, |q| q.max_inline_data);
-        let mut psvs = 0;
+        let mut psvs: Vec<u64> = Vec::new();
         if let Some(m) = self.mkeys.get_mut(&open.mkey_id) {
             let (length, crypto) = (m.length, m.crypto);
             if let Some(s) = &mut m.sig {
@@ -1212,16 +1241,37 @@ impl Simulator {
                     set_psv = true;
                 }
                 if set_psv {
-                    psvs = s.attr.map_or(0, |a| usize::from(a.mem.is_some()) + usize::from(a.wire.is_some()));
+                    psvs = s
+                        .attr
+                        .map(|a| [a.mem, a.wire].into_iter().flatten().map(|d| transient_signature(&d)).collect())
+                        .unwrap_or_default();
                 }
             }
         }
         let index = open.umr.index;
         let flags = |last: bool| if last && open.signaled { SendFlags::SIGNALED } else { SendFlags::empty() };
-        Self::push(ch, open.wr_id, flags(psvs == 0), mlx5_dv::wc_opcode::DRIVER1, WqeKind::Umr(open.umr.clone()));
-        for i in 0..psvs {
-            Self::push(ch, open.wr_id, flags(i + 1 == psvs), mlx5_dv::wc_opcode::DRIVER1, WqeKind::SetPsv { index });
+        Self::push(ch, open.wr_id, flags(psvs.is_empty()), mlx5_dv::wc_opcode::DRIVER1, WqeKind::Umr(open.umr.clone()));
+        let n = psvs.len();
+        for (i, transient) in psvs.into_iter().enumerate() {
+            Self::push(
+                ch,
+                open.wr_id,
+                flags(i + 1 == n),
+                mlx5_dv::wc_opcode::DRIVER1,
+                WqeKind::SetPsv { index, transient },
+            );
         }
+    }
+}
+
+/// `psv_transient_signature`: the PSV's initial value for a domain.
+fn transient_signature(d: &mlx5_dv::SigBlockDomain) -> u64 {
+    if d.sig_type == mlx5_dv::sig::TYPE_T10DIF {
+        u64::from(d.dif.bg) << 48 | u64::from(d.dif.app_tag) << 32 | u64::from(d.dif.ref_tag)
+    } else if d.crc.crc_type == mlx5_dv::sig::CRC64_XP10 {
+        d.crc.seed
+    } else {
+        d.crc.seed << 32
     }
 }
 

@@ -10,12 +10,14 @@ mod inval;
 mod misuse;
 mod mkey;
 mod qp;
+mod sig;
 mod traffic;
 mod umr;
 
 /// Every case, family by family.
 pub fn all() -> Vec<Case> {
-    [context::CASES, mkey::CASES, misuse::CASES, qp::CASES, umr::CASES, traffic::CASES, inval::CASES].concat()
+    [context::CASES, mkey::CASES, misuse::CASES, qp::CASES, umr::CASES, traffic::CASES, inval::CASES, sig::CASES]
+        .concat()
 }
 
 /// Open the mlx5 device with `ibv_open_device` and allocate a PD.

@@ -1,0 +1,720 @@
+//! Signature offload: configuration (§12.33–40, 44), transforms (§12.41–43) and errors
+//! (§12.45–50). Expected PI is computed here with the `crc` crate, independently of any
+//! backend. Block numbering starts at mkey offset 0.
+
+use crc::{Algorithm, CRC_16_T10_DIF, CRC_32_ISCSI, CRC_32_ISO_HDLC, CRC_64_NVME, Crc};
+use mlx5_dv::errno::{EINVAL, ENOMEM};
+use mlx5_dv::{
+    AccessFlags as A, Backend, Buf, Mkey, MkeyErr, MkeyErrType, MkeyInitFlags as F, Mr, QpCap, QpModify, QpState,
+    SendFlags, Sge, SigBlockAttr, SigBlockDomain as D, SigT10dif, WrOp, dv_qp, event_type, sig, wc_opcode,
+};
+
+use super::ctl;
+use super::fixture::*;
+use crate::case::{Case, Check, Env, Need, check, check_eq, expect_errno, expect_ok};
+
+const N: &[Need] = &[Need::Mlx5Device, Need::Devx, Need::SigCaps];
+
+pub(super) const CASES: &[Case] = &[
+    Case { name: "sig.setter_misuse", covers: &[33], needs: N, run: setter_misuse },
+    Case { name: "sig.domain_validation", covers: &[34], needs: N, run: domain_validation },
+    Case { name: "sig.reset_sig_attr_disables_the_bsf", covers: &[35], needs: N, run: reset_attr },
+    Case { name: "sig.no_attributes_behaves_as_plain_mkey", covers: &[36], needs: N, run: no_attributes },
+    Case { name: "sig.attributes_carry_over", covers: &[37], needs: N, run: carry_over },
+    Case { name: "sig.bsf_must_fit_and_length_under_4gib", covers: &[38], needs: N, run: bsf_limits },
+    Case { name: "sig.copy_mask_needs_same_block_structure", covers: &[39], needs: N, run: copy_mask_structure },
+    Case { name: "sig.automatic_and_user_copy_mask", covers: &[40], needs: N, run: copy_masks },
+    Case { name: "sig.check_mask_selects_input_bytes", covers: &[41], needs: N, run: check_mask },
+    Case { name: "sig.t10dif_crc_insert_and_strip", covers: &[42], needs: N, run: t10dif_crc },
+    Case { name: "sig.t10dif_csum_insert_and_strip", covers: &[42], needs: N, run: t10dif_csum },
+    Case { name: "sig.crc32_insert_and_strip", covers: &[42], needs: N, run: crc32 },
+    Case {
+        name: "sig.crc32c_insert_and_strip",
+        covers: &[42],
+        needs: &[Need::Mlx5Device, Need::Devx, Need::SigCrc32c],
+        run: crc32c,
+    },
+    Case {
+        name: "sig.crc64_xp10_insert_and_strip",
+        covers: &[42],
+        needs: &[Need::Mlx5Device, Need::Devx, Need::SigCrc64],
+        run: crc64,
+    },
+    Case { name: "sig.memory_pi_validated_and_stripped_on_send", covers: &[42, 45], needs: N, run: memory_pi_send },
+    Case { name: "sig.ref_remap_and_escapes", covers: &[43], needs: N, run: remap_and_escapes },
+    Case {
+        name: "sig.set_psv_transient_signatures",
+        covers: &[44, 31],
+        needs: &[Need::Mlx5Device, Need::Devx, Need::SigCaps, Need::SimControl],
+        run: transient,
+    },
+    Case { name: "sig.t10dif_errors_first_error_first", covers: &[45, 47, 48, 49], needs: N, run: t10dif_errors },
+    Case { name: "sig.crc_error_values_have_the_crc_width", covers: &[45, 49], needs: N, run: crc_errors },
+    Case { name: "sig.one_error_per_arm", covers: &[46], needs: N, run: latching },
+    Case {
+        name: "sig.pipelining_drains_to_sqd",
+        covers: &[50],
+        needs: &[Need::Mlx5Device, Need::Devx, Need::SigCaps, Need::Sqd2Rts],
+        run: pipelining,
+    },
+];
+
+const BLOCK: usize = 512;
+const BLOCKS: usize = 4;
+const DATA: usize = BLOCK * BLOCKS;
+const T10_WIRE: usize = (BLOCK + 8) * BLOCKS;
+
+/// Inline room for a BSF: a QP with 512 inline bytes, as the rdma-core tests use.
+const SIG_CAP: QpCap =
+    QpCap { max_send_wr: 16, max_recv_wr: 16, max_send_sge: 4, max_recv_sge: 4, max_inline_data: 512 };
+
+fn dif(app: u16, ref_tag: u32, flags: u16) -> SigT10dif {
+    SigT10dif { bg_type: sig::BG_CRC, bg: 0, app_tag: app, ref_tag, flags }
+}
+
+fn wire_only(d: D) -> SigBlockAttr {
+    SigBlockAttr { mem: None, wire: Some(d), flags: 0, check_mask: 0xff, copy_mask: 0, comp_mask: 0 }
+}
+
+/// Client and server RC QPs with room for a BSF.
+fn sig_pair(b: &mut dyn Backend, env: &Env) -> Check<(Side, Side)> {
+    let (ctx, pd, cq) = open(b, env.dev()?)?;
+    let cq2 = expect_ok("cq", b.create_cq(ctx, 64))?;
+    let qa = expect_ok("client QP", b.create_qp(&qp_attr(pd, &cq, dv_qp::CREATE_DISABLE_SCATTER_TO_CQE, SIG_CAP)))?;
+    let qb = expect_ok("server QP", b.create_qp(&qp_attr(pd, &cq2, dv_qp::CREATE_DISABLE_SCATTER_TO_CQE, SIG_CAP)))?;
+    connect(b, &qa, &qb)?;
+    connect(b, &qb, &qa)?;
+    Ok((Side { ctx, pd, cq, qp: qa }, Side { ctx, pd, cq: cq2, qp: qb }))
+}
+
+/// A signature mkey over a `len`-byte region (filled with `fill`) of `side`.
+fn sig_mkey(b: &mut dyn Backend, side: &Side, len: usize, fill: &[u8]) -> Check<(Buf, Mr, Mkey)> {
+    let (buf, mr) = region(b, side.pd, len, fill, A::LOCAL_WRITE)?;
+    let mkey = indirect_mkey(b, side.pd, F::INDIRECT | F::BLOCK_SIGNATURE, 4)?;
+    Ok((buf, mr, mkey))
+}
+
+/// One configure WR: access, a one-entry layout over the region, and (optionally) the
+/// signature; `reset` adds RESET_SIG_ATTR. Waits for its one completion.
+fn configure(b: &mut dyn Backend, side: &Side, mkey: &Mkey, mr: &Mr, attr: Option<SigBlockAttr>, reset: bool) -> Check {
+    let chain = configure_chain(mkey, mr, attr, reset);
+    expect_ok("configure", b.post_send(&side.qp, &chain))?;
+    ok_cqe(b, &side.cq, 0x51, wc_opcode::DRIVER1).map(drop)
+}
+
+fn configure_chain(mkey: &Mkey, mr: &Mr, attr: Option<SigBlockAttr>, reset: bool) -> Vec<WrOp> {
+    let conf_flags = if reset { mlx5_dv::MLX5DV_MKEY_CONF_FLAG_RESET_SIG_ATTR } else { 0 };
+    let mut chain = vec![
+        WrOp::MkeyConfigure {
+            wr_id: 0x51,
+            flags: SendFlags::SIGNALED | SendFlags::INLINE,
+            mkey: *mkey,
+            num_setters: 2 + u8::from(attr.is_some()),
+            conf_flags,
+            comp_mask: 0,
+        },
+        WrOp::SetMkeyAccessFlags((A::LOCAL_WRITE | A::REMOTE_WRITE | A::REMOTE_READ).bits()),
+        WrOp::SetMkeyLayoutList(vec![Sge { addr: mr.addr, length: mr.length as u32, lkey: mr.lkey }]),
+    ];
+    if let Some(a) = attr {
+        chain.push(WrOp::SetMkeySigBlock(a));
+    }
+    chain
+}
+
+/// The client writes `len` bytes from its signature mkey (a local SGE counts data bytes) to a
+/// fresh server buffer of `room` bytes; returns what arrived.
+fn tx_through(b: &mut dyn Backend, a: &Side, s: &Side, mkey: &Mkey, len: usize, room: usize) -> Check<Vec<u8>> {
+    let (dst, dmr) = region(b, s.pd, room, &[], A::LOCAL_WRITE | A::REMOTE_WRITE)?;
+    let w = write(0x61, dmr.rkey, dmr.addr, vec![Sge { addr: 0, length: len as u32, lkey: mkey.lkey }]);
+    expect_ok("RDMA WRITE from the signature mkey", b.post_send(&a.qp, &[w]))?;
+    ok_cqe(b, &a.cq, 0x61, wc_opcode::RDMA_WRITE)?;
+    contents(b, &dst)
+}
+
+/// The client writes `wire` bytes into the server's signature mkey (remote addressing is in
+/// wire bytes); the data WR completes successfully whatever the PI.
+fn rx_into(b: &mut dyn Backend, a: &Side, s: &Side, mkey: &Mkey, wire: &[u8]) -> Check {
+    let (_src, smr) = region(b, a.pd, wire.len(), wire, A::LOCAL_WRITE)?;
+    let w = write(0x62, mkey.rkey, 0, vec![sge(&smr, 0, wire.len() as u32)]);
+    expect_ok("RDMA WRITE into the signature mkey", b.post_send(&a.qp, &[w]))?;
+    ok_cqe(b, &a.cq, 0x62, wc_opcode::RDMA_WRITE)?;
+    // The server's CQ carries the SIG_ERR CQE, if any; the provider consumes it in poll.
+    no_cqe(b, &s.cq)
+}
+
+/// T10-DIF CRC-16 with guard seed 0xffff as the initial value.
+static T10_SEEDED: Algorithm<u16> = Algorithm { init: 0xffff, ..CRC_16_T10_DIF };
+/// CRC-32C with seed 0 as the initial value (the final XOR stays).
+static CRC32C_SEED0: Algorithm<u32> = Algorithm { init: 0, ..CRC_32_ISCSI };
+
+fn t10_guard(data: &[u8], seed: u16) -> u16 {
+    let alg = if seed == 0 { &CRC_16_T10_DIF } else { &T10_SEEDED };
+    Crc::<u16>::new(alg).checksum(data)
+}
+
+/// T10-DIF PI (guard, app, ref; big-endian) after each block.
+fn with_t10(data: &[u8], app: u16, ref0: u32, remap: bool) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (i, blk) in data.chunks(BLOCK).enumerate() {
+        out.extend_from_slice(blk);
+        out.extend_from_slice(&t10_guard(blk, 0).to_be_bytes());
+        out.extend_from_slice(&app.to_be_bytes());
+        out.extend_from_slice(&(if remap { ref0.wrapping_add(i as u32) } else { ref0 }).to_be_bytes());
+    }
+    out
+}
+
+/// True if `pi` holds `crc` in either byte order (the order is not published; the
+/// simulator's profile fixes one).
+fn holds(pi: &[u8], crc: u64, width: usize) -> bool {
+    let be = crc.to_be_bytes();
+    let le = crc.to_le_bytes();
+    pi == &be[8 - width..] || pi == &le[..width]
+}
+
+fn setter_misuse(b: &mut dyn Backend, env: &Env) -> Check {
+    let (_a, s) = sig_pair(b, env)?;
+    let (_buf, mr, mkey) = sig_mkey(b, &s, DATA, &[])?;
+    let plain = indirect_mkey(b, s.pd, F::INDIRECT, 4)?;
+    let good = wire_only(D::t10dif(sig::BLOCK_512, dif(0, 0, 0)));
+    let on_plain = configure_chain(&plain, &mr, Some(good), false);
+    expect_errno("signature setter on a non-signature mkey", b.post_send(&s.qp, &on_plain), EINVAL)?;
+    let mut twice = configure_chain(&mkey, &mr, Some(good), false);
+    if let WrOp::MkeyConfigure { num_setters, .. } = &mut twice[0] {
+        *num_setters += 1;
+    }
+    twice.push(WrOp::SetMkeySigBlock(good));
+    expect_errno("the signature setter twice", b.post_send(&s.qp, &twice), EINVAL)?;
+    let bad = [
+        ("both domains NULL", SigBlockAttr { wire: None, ..good }),
+        ("flags 1<<1", SigBlockAttr { flags: 1 << 1, ..good }),
+        ("comp_mask 1", SigBlockAttr { comp_mask: 1, ..good }),
+    ];
+    for (what, attr) in bad {
+        expect_errno(what, b.post_send(&s.qp, &configure_chain(&mkey, &mr, Some(attr), false)), EINVAL)?;
+    }
+    no_cqe(b, &s.cq)
+}
+
+fn domain_validation(b: &mut dyn Backend, env: &Env) -> Check {
+    let (_a, s) = sig_pair(b, env)?;
+    let (_buf, mr, mkey) = sig_mkey(b, &s, DATA, &[])?;
+    let t10 = D::t10dif(sig::BLOCK_512, dif(0, 0, 0));
+    let bad: Vec<(&str, D)> = vec![
+        ("block_size 5", D { block_size: 5, ..t10 }),
+        ("domain comp_mask 1", D { comp_mask: 1, ..t10 }),
+        ("sig_type 2", D { sig_type: 2, ..t10 }),
+        ("T10-DIF bg 1", D { dif: SigT10dif { bg: 1, ..t10.dif }, ..t10 }),
+        ("T10-DIF bg_type 2", D { dif: SigT10dif { bg_type: 2, ..t10.dif }, ..t10 }),
+        ("T10-DIF flags 0x8", D { dif: SigT10dif { flags: 8, ..t10.dif }, ..t10 }),
+        ("CRC32 seed 5", D::crc(sig::BLOCK_512, sig::CRC32, 5)),
+        ("CRC32C seed 2^32", D::crc(sig::BLOCK_512, sig::CRC32C, 1 << 32)),
+        ("CRC64 seed 0xffffffff", D::crc(sig::BLOCK_512, sig::CRC64_XP10, 0xffff_ffff)),
+        ("CRC type 3", D::crc(sig::BLOCK_512, 3, 0)),
+    ];
+    for (what, d) in bad {
+        for attr in [wire_only(d), SigBlockAttr { mem: Some(d), wire: None, ..wire_only(d) }] {
+            expect_errno(what, b.post_send(&s.qp, &configure_chain(&mkey, &mr, Some(attr), false)), EINVAL)?;
+        }
+    }
+    // Accepted without looking at the device's caps: 4160-byte blocks and CRC64 with seed 0.
+    let odd = wire_only(D::crc(sig::BLOCK_4160, sig::CRC64_XP10, 0));
+    expect_ok(
+        "CRC64 with 4160-byte blocks (not checked against caps)",
+        b.post_send(&s.qp, &configure_chain(&mkey, &mr, Some(odd), false)),
+    )?;
+    ok_cqe(b, &s.cq, 0x51, wc_opcode::DRIVER1).map(drop)
+}
+
+fn reset_attr(b: &mut dyn Backend, env: &Env) -> Check {
+    let (a, s) = sig_pair(b, env)?;
+    let data = pattern(DATA, 3);
+    let (_buf, mr, mkey) = sig_mkey(b, &a, DATA, &data)?;
+    configure(b, &a, &mkey, &mr, Some(wire_only(D::t10dif(sig::BLOCK_512, dif(7, 0, 0)))), false)?;
+    check_eq(
+        "with attributes: PI inserted",
+        tx_through(b, &a, &s, &mkey, DATA, T10_WIRE)?,
+        with_t10(&data, 7, 0, false),
+    )?;
+    configure(b, &a, &mkey, &mr, None, true)?;
+    let mut plain = data.clone();
+    plain.resize(T10_WIRE, 0);
+    check_eq("after RESET_SIG_ATTR: the bytes pass unchanged", tx_through(b, &a, &s, &mkey, DATA, T10_WIRE)?, plain)?;
+    // RESET followed by a signature setter in the same WR sets the new attributes.
+    configure(b, &a, &mkey, &mr, Some(wire_only(D::t10dif(sig::BLOCK_512, dif(9, 0, 0)))), true)?;
+    check_eq("RESET then new attributes", tx_through(b, &a, &s, &mkey, DATA, T10_WIRE)?, with_t10(&data, 9, 0, false))
+}
+
+fn no_attributes(b: &mut dyn Backend, env: &Env) -> Check {
+    let (a, s) = sig_pair(b, env)?;
+    let data = pattern(DATA, 4);
+    let (_buf, mr, mkey) = sig_mkey(b, &a, DATA, &data)?;
+    configure(b, &a, &mkey, &mr, None, false)?;
+    check_eq("a signature mkey never given attributes", tx_through(b, &a, &s, &mkey, DATA, DATA)?, data)?;
+    check_eq("mkey_check", expect_ok("mkey_check", b.mkey_check(&mkey))?, MkeyErr::NONE)
+}
+
+fn carry_over(b: &mut dyn Backend, env: &Env) -> Check {
+    let (a, s) = sig_pair(b, env)?;
+    let data = pattern(DATA, 5);
+    let (_buf, mr, mkey) = sig_mkey(b, &a, DATA, &data)?;
+    configure(b, &a, &mkey, &mr, Some(wire_only(D::t10dif(sig::BLOCK_512, dif(3, 40, 0)))), false)?;
+    configure(b, &a, &mkey, &mr, None, false)?;
+    check_eq(
+        "attributes kept by a configure without the setter",
+        tx_through(b, &a, &s, &mkey, DATA, T10_WIRE)?,
+        with_t10(&data, 3, 40, false),
+    )
+}
+
+fn bsf_limits(b: &mut dyn Backend, env: &Env) -> Check {
+    let (ctx, pd, cq) = open(b, env.dev()?)?;
+    let small = expect_ok("QP with max_inline_data 60", b.create_qp(&qp_attr(pd, &cq, 0, CAP)))?;
+    let cq2 = expect_ok("cq", b.create_cq(ctx, 16))?;
+    let peer = expect_ok("peer", b.create_qp(&qp_attr(pd, &cq2, 0, CAP)))?;
+    connect(b, &small, &peer)?;
+    connect(b, &peer, &small)?;
+    let side = Side { ctx, pd, cq, qp: small };
+    let (_buf, mr, mkey) = sig_mkey(b, &side, DATA, &[])?;
+    let t10 = wire_only(D::t10dif(sig::BLOCK_512, dif(0, 0, 0)));
+    let attr = Some(t10);
+    expect_errno(
+        "64 translation bytes + 64 BSF bytes > 60 + 4 inline",
+        b.post_send(&side.qp, &configure_chain(&mkey, &mr, attr, false)),
+        ENOMEM,
+    )?;
+    let (a, s) = sig_pair(b, env)?;
+    let (_b2, mr2, mkey2) = sig_mkey(b, &a, DATA, &[])?;
+    let huge = vec![
+        WrOp::MkeyConfigure {
+            wr_id: 1,
+            flags: SendFlags::SIGNALED | SendFlags::INLINE,
+            mkey: mkey2,
+            num_setters: 2,
+            conf_flags: 0,
+            comp_mask: 0,
+        },
+        WrOp::SetMkeyLayoutList(vec![
+            Sge { addr: mr2.addr, length: 0xffff_0000, lkey: mr2.lkey },
+            Sge { addr: mr2.addr, length: 0xffff_0000, lkey: mr2.lkey },
+        ]),
+        WrOp::SetMkeySigBlock(t10),
+    ];
+    expect_errno("an mkey over 4 GiB with a BSF", b.post_send(&a.qp, &huge), EINVAL)?;
+    no_cqe(b, &s.cq)
+}
+
+fn copy_mask_structure(b: &mut dyn Backend, env: &Env) -> Check {
+    let (a, _s) = sig_pair(b, env)?;
+    let (_buf, mr, mkey) = sig_mkey(b, &a, DATA + 8 * BLOCKS, &[])?;
+    let t10 = D::t10dif(sig::BLOCK_512, dif(0, 0, 0));
+    let unlike = SigBlockAttr {
+        mem: Some(t10),
+        wire: Some(D::crc(sig::BLOCK_512, sig::CRC32, 0)),
+        flags: sig::ATTR_FLAG_COPY_MASK,
+        check_mask: 0,
+        copy_mask: 0xf0,
+        comp_mask: 0,
+    };
+    expect_errno(
+        "COPY_MASK with a T10-DIF memory and a CRC32 wire",
+        b.post_send(&a.qp, &configure_chain(&mkey, &mr, Some(unlike), false)),
+        EINVAL,
+    )?;
+    let sizes = SigBlockAttr { wire: Some(D::t10dif(sig::BLOCK_4096, dif(0, 0, 0))), ..unlike };
+    expect_errno(
+        "COPY_MASK with 512- and 4096-byte blocks",
+        b.post_send(&a.qp, &configure_chain(&mkey, &mr, Some(sizes), false)),
+        EINVAL,
+    )?;
+    let like = SigBlockAttr { wire: Some(t10), ..unlike };
+    expect_ok("COPY_MASK with like domains", b.post_send(&a.qp, &configure_chain(&mkey, &mr, Some(like), false)))?;
+    ok_cqe(b, &a.cq, 0x51, wc_opcode::DRIVER1).map(drop)
+}
+
+fn copy_masks(b: &mut dyn Backend, env: &Env) -> Check {
+    let (a, s) = sig_pair(b, env)?;
+    let data = pattern(DATA, 6);
+    // Memory PI with app 0x1111 and a wrong guard in block 0.
+    let mut mem = with_t10(&data, 0x1111, 0, false);
+    mem[BLOCK] ^= 0xff;
+    let (_buf, mr, mkey) = sig_mkey(b, &a, T10_WIRE, &mem)?;
+    let m = D::t10dif(sig::BLOCK_512, dif(0x1111, 0, 0));
+    let w = D::t10dif(sig::BLOCK_512, dif(0x2222, 0, 0));
+    // Automatic: guard and ref configured alike are copied, the app tag differs and is made.
+    let auto = SigBlockAttr { mem: Some(m), wire: Some(w), flags: 0, check_mask: 0, copy_mask: 0, comp_mask: 0 };
+    configure(b, &a, &mkey, &mr, Some(auto), false)?;
+    let mut want = with_t10(&data, 0x2222, 0, false);
+    want[BLOCK] ^= 0xff;
+    check_eq(
+        "automatic copy mask: copied guard (wrong in block 0), new app tag",
+        tx_through(b, &a, &s, &mkey, DATA, T10_WIRE)?,
+        want,
+    )?;
+    // The user's mask copies only the app tag: guards are recomputed.
+    let user = SigBlockAttr { flags: sig::ATTR_FLAG_COPY_MASK, copy_mask: sig::MASK_T10DIF_APPTAG, ..auto };
+    configure(b, &a, &mkey, &mr, Some(user), false)?;
+    check_eq("user copy mask 0x30", tx_through(b, &a, &s, &mkey, DATA, T10_WIRE)?, with_t10(&data, 0x1111, 0, false))
+}
+
+fn check_mask(b: &mut dyn Backend, env: &Env) -> Check {
+    let (a, s) = sig_pair(b, env)?;
+    let (_buf, mr, mkey) = sig_mkey(b, &s, DATA, &[])?;
+    let mut wire = with_t10(&pattern(DATA, 7), 5, 0, false);
+    wire[BLOCK + 3] ^= 1; // app tag of block 0
+    let attr = |mask| SigBlockAttr { check_mask: mask, ..wire_only(D::t10dif(sig::BLOCK_512, dif(5, 0, 0))) };
+    configure(b, &s, &mkey, &mr, Some(attr(sig::MASK_T10DIF_GUARD | sig::MASK_T10DIF_REFTAG)), false)?;
+    rx_into(b, &a, &s, &mkey, &wire)?;
+    check_eq("a bad app tag outside check_mask", expect_ok("mkey_check", b.mkey_check(&mkey))?, MkeyErr::NONE)?;
+    configure(b, &s, &mkey, &mr, Some(attr(0x01)), false)?;
+    wire[BLOCK + 4] ^= 0x80; // the ref tag's most significant byte: not checked with mask 0x01
+    rx_into(b, &a, &s, &mkey, &wire)?;
+    check_eq("a bad ref tag byte outside check_mask", expect_ok("mkey_check", b.mkey_check(&mkey))?, MkeyErr::NONE)?;
+    configure(b, &s, &mkey, &mr, Some(attr(sig::MASK_T10DIF_APPTAG)), false)?;
+    rx_into(b, &a, &s, &mkey, &wire)?;
+    check_eq(
+        "a bad app tag inside check_mask",
+        expect_ok("mkey_check", b.mkey_check(&mkey))?.err_type,
+        MkeyErrType::SigBlockBadApptag,
+    )
+}
+
+/// Insert on TX, then strip on RX, for one wire domain type; `pi` checks one block's PI.
+fn round_trip(b: &mut dyn Backend, env: &Env, d: D, pi_len: usize, pi_ok: impl Fn(&[u8], &[u8]) -> bool) -> Check {
+    let (a, s) = sig_pair(b, env)?;
+    let data = pattern(DATA, 8);
+    let (_buf, mr, mkey) = sig_mkey(b, &a, DATA, &data)?;
+    configure(b, &a, &mkey, &mr, Some(wire_only(d)), false)?;
+    let wire = tx_through(b, &a, &s, &mkey, DATA, (BLOCK + pi_len) * BLOCKS)?;
+    for (i, blk) in wire.chunks(BLOCK + pi_len).enumerate() {
+        check_eq(&format!("block {i} data"), &blk[..BLOCK], &data[i * BLOCK..(i + 1) * BLOCK])?;
+        check(
+            &format!("block {i} PI"),
+            pi_ok(&blk[..BLOCK], &blk[BLOCK..]),
+            "the PI of the block's data",
+            &blk[BLOCK..],
+        )?;
+    }
+    check_eq("sender mkey_check", expect_ok("mkey_check", b.mkey_check(&mkey))?, MkeyErr::NONE)?;
+    let (sbuf, smr, smkey) = sig_mkey(b, &s, DATA, &[])?;
+    configure(b, &s, &smkey, &smr, Some(wire_only(d)), false)?;
+    rx_into(b, &a, &s, &smkey, &wire)?;
+    check_eq("stripped on receive", contents(b, &sbuf)?, data)?;
+    check_eq("receiver mkey_check", expect_ok("mkey_check", b.mkey_check(&smkey))?, MkeyErr::NONE)
+}
+
+fn t10dif_crc(b: &mut dyn Backend, env: &Env) -> Check {
+    round_trip(b, env, D::t10dif(sig::BLOCK_512, dif(0xabcd, 0x1000, 0)), 8, |data, pi| {
+        pi == [&t10_guard(data, 0).to_be_bytes()[..], &0xabcdu16.to_be_bytes(), &0x1000u32.to_be_bytes()].concat()
+    })?;
+    let seeded = D::t10dif(sig::BLOCK_512, SigT10dif { bg: 0xffff, ..dif(1, 2, 0) });
+    round_trip(b, env, seeded, 8, |data, pi| pi[..2] == t10_guard(data, 0xffff).to_be_bytes())
+}
+
+fn t10dif_csum(b: &mut dyn Backend, env: &Env) -> Check {
+    let d = D::t10dif(sig::BLOCK_512, SigT10dif { bg_type: sig::BG_CSUM, ..dif(3, 4, 0) });
+    round_trip(b, env, d, 8, |data, pi| pi[..2] == internet_checksum::checksum(data))
+}
+
+fn crc32(b: &mut dyn Backend, env: &Env) -> Check {
+    let ones = Crc::<u32>::new(&CRC_32_ISO_HDLC);
+    round_trip(b, env, D::crc(sig::BLOCK_512, sig::CRC32, 0xffff_ffff), 4, |data, pi| {
+        holds(pi, u64::from(ones.checksum(data)), 4)
+    })
+}
+
+fn crc32c(b: &mut dyn Backend, env: &Env) -> Check {
+    let zero = Crc::<u32>::new(&CRC32C_SEED0);
+    round_trip(b, env, D::crc(sig::BLOCK_512, sig::CRC32C, 0), 4, |data, pi| {
+        holds(pi, u64::from(zero.checksum(data)), 4)
+    })
+}
+
+fn crc64(b: &mut dyn Backend, env: &Env) -> Check {
+    let ones = Crc::<u64>::new(&CRC_64_NVME);
+    // The XP10 parameters are the profile's (CRC-64/NVME by default); hardware decides.
+    round_trip(b, env, D::crc(sig::BLOCK_512, sig::CRC64_XP10, u64::MAX), 8, |data, pi| {
+        holds(pi, ones.checksum(data), 8)
+    })
+}
+
+fn memory_pi_send(b: &mut dyn Backend, env: &Env) -> Check {
+    // Memory CRC32 + wire NONE: a SEND of 512 data bytes validates and strips the memory PI.
+    let (a, s) = sig_pair(b, env)?;
+    let data = pattern(BLOCK, 9);
+    let crc = Crc::<u32>::new(&CRC_32_ISO_HDLC).checksum(&data);
+    let mut errors = 0;
+    for (round, pi) in [(0u64, crc.to_le_bytes()), (1, crc.to_be_bytes())] {
+        let mem = [&data[..], &pi].concat();
+        let (_buf, mr, mkey) = sig_mkey(b, &a, BLOCK + 4, &mem)?;
+        let attr = SigBlockAttr {
+            mem: Some(D::crc(sig::BLOCK_512, sig::CRC32, 0xffff_ffff)),
+            wire: None,
+            flags: 0,
+            check_mask: 0xff,
+            copy_mask: 0,
+            comp_mask: 0,
+        };
+        configure(b, &a, &mkey, &mr, Some(attr), false)?;
+        let (rbuf, rmr) = region(b, s.pd, BLOCK, &[], A::LOCAL_WRITE)?;
+        recv(b, &s.qp, 0x70 + round, vec![sge(&rmr, 0, BLOCK as u32)])?;
+        let send = WrOp::Send {
+            wr_id: 0x71,
+            flags: SendFlags::SIGNALED,
+            sge: vec![Sge { addr: 0, length: BLOCK as u32, lkey: mkey.lkey }],
+        };
+        expect_ok("SEND of 512 data bytes from a CRC32 memory domain", b.post_send(&a.qp, &[send]))?;
+        ok_cqe(b, &a.cq, 0x71, wc_opcode::SEND)?;
+        let rwc = ok_cqe(b, &s.cq, 0x70 + round, wc_opcode::RECV)?;
+        check_eq("received byte_len", rwc.byte_len, BLOCK as u32)?;
+        check_eq("received data", contents(b, &rbuf)?, data.clone())?;
+        let e = expect_ok("mkey_check", b.mkey_check(&mkey))?;
+        // Exactly one of the two byte orders is the device's: that round is clean, the other
+        // is a memory-domain guard error.
+        if e != MkeyErr::NONE {
+            errors += 1;
+            check_eq("the other byte order is a bad guard", e.err_type, MkeyErrType::SigBlockBadGuard)?;
+            check_eq("expected value: the CRC", e.sig.expected_value, u64::from(crc))?;
+            check_eq("the error is in the memory domain at offset 0", e.sig.offset, 0)?;
+        }
+    }
+    check_eq("exactly one of the two byte orders is wrong", errors, 1)
+}
+
+fn remap_and_escapes(b: &mut dyn Backend, env: &Env) -> Check {
+    let (a, s) = sig_pair(b, env)?;
+    let data = pattern(DATA, 10);
+    let (_buf, mr, mkey) = sig_mkey(b, &a, DATA, &data)?;
+    configure(b, &a, &mkey, &mr, Some(wire_only(D::t10dif(sig::BLOCK_512, dif(1, 100, sig::FLAG_REF_REMAP)))), false)?;
+    check_eq(
+        "REF_REMAP: ref tags 100..103",
+        tx_through(b, &a, &s, &mkey, DATA, T10_WIRE)?,
+        with_t10(&data, 1, 100, true),
+    )?;
+    // Escapes on receive: block 1 has a bad guard.
+    let (_sb, smr, smkey) = sig_mkey(b, &s, DATA, &[])?;
+    let mut wire = with_t10(&data, 1, 100, true);
+    wire[520 + BLOCK] ^= 0xff;
+    let escape_app = |wire: &mut Vec<u8>| wire[520 + BLOCK + 2..520 + BLOCK + 4].copy_from_slice(&[0xff, 0xff]);
+    let escape_ref = |wire: &mut Vec<u8>| wire[520 + BLOCK + 4..520 + BLOCK + 8].copy_from_slice(&[0xff; 4]);
+    let rx = |b: &mut dyn Backend, flags: u16, wire: &[u8]| -> Check<MkeyErr> {
+        configure(
+            b,
+            &s,
+            &smkey,
+            &smr,
+            Some(wire_only(D::t10dif(sig::BLOCK_512, dif(1, 100, sig::FLAG_REF_REMAP | flags)))),
+            false,
+        )?;
+        rx_into(b, &a, &s, &smkey, wire)?;
+        expect_ok("mkey_check", b.mkey_check(&smkey))
+    };
+    let mut w1 = wire.clone();
+    escape_app(&mut w1);
+    check_eq("APP_ESCAPE skips a block with app tag 0xffff", rx(b, sig::FLAG_APP_ESCAPE, &w1)?, MkeyErr::NONE)?;
+    check_eq(
+        "APP_REF_ESCAPE needs ref 0xffffffff too",
+        rx(b, sig::FLAG_APP_REF_ESCAPE, &w1)?.err_type,
+        MkeyErrType::SigBlockBadGuard,
+    )?;
+    escape_ref(&mut w1);
+    check_eq(
+        "APP_REF_ESCAPE skips app 0xffff and ref 0xffffffff",
+        rx(b, sig::FLAG_APP_REF_ESCAPE, &w1)?,
+        MkeyErr::NONE,
+    )?;
+    check_eq("no escape flag: the bad guard is found", rx(b, 0, &w1)?.err_type, MkeyErrType::SigBlockBadGuard)
+}
+
+fn transient(b: &mut dyn Backend, env: &Env) -> Check {
+    let (a, _s) = sig_pair(b, env)?;
+    let (_buf, mr, mkey) = sig_mkey(b, &a, T10_WIRE, &[])?;
+    let attr = SigBlockAttr {
+        mem: Some(D::crc(sig::BLOCK_512, sig::CRC32, 0xffff_ffff)),
+        wire: Some(D::t10dif(sig::BLOCK_512, SigT10dif { bg: 0xffff, ..dif(0x1234, 0x5678_9abc, 0) })),
+        flags: 0,
+        check_mask: 0,
+        copy_mask: 0,
+        comp_mask: 0,
+    };
+    ctl(b)?.record_wqes(true);
+    expect_ok("configure", b.post_send(&a.qp, &configure_chain(&mkey, &mr, Some(attr), false)))?;
+    let w = ctl(b)?.take_wqes();
+    let seen: Vec<(u8, bool, Option<u64>)> = w.iter().map(|r| (r.opcode, r.signaled, r.transient_signature)).collect();
+    check_eq(
+        "UMR, then SET_PSV memory (CRC32 seed << 32), then SET_PSV wire (bg<<48|app<<32|ref), only the last signalled",
+        seen,
+        vec![
+            (0x25, false, None),
+            (0x20, false, Some(0xffff_ffff_0000_0000)),
+            (0x20, true, Some(0xffff_1234_5678_9abc)),
+        ],
+    )?;
+    let wcs = poll(b, &a.cq, 1)?;
+    check_eq("one completion", (wcs[0].wr_id, wcs[0].opcode), (0x51, wc_opcode::DRIVER1))?;
+    no_cqe(b, &a.cq)
+}
+
+/// Receive 4 T10-DIF blocks with `corrupt` applied; return mkey_check's answer.
+fn t10_rx_error(b: &mut dyn Backend, env: &Env, corrupt: impl Fn(&mut Vec<u8>)) -> Check<MkeyErr> {
+    let (a, s) = sig_pair(b, env)?;
+    let (_buf, mr, mkey) = sig_mkey(b, &s, DATA, &[])?;
+    configure(
+        b,
+        &s,
+        &mkey,
+        &mr,
+        Some(wire_only(D::t10dif(sig::BLOCK_512, dif(0x0a0a, 200, sig::FLAG_REF_REMAP)))),
+        false,
+    )?;
+    let mut wire = with_t10(&pattern(DATA, 11), 0x0a0a, 200, true);
+    corrupt(&mut wire);
+    rx_into(b, &a, &s, &mkey, &wire)?;
+    let e = expect_ok("mkey_check", b.mkey_check(&mkey))?;
+    check_eq("reported once", expect_ok("mkey_check again", b.mkey_check(&mkey))?, MkeyErr::NONE)?;
+    Ok(e)
+}
+
+fn t10dif_errors(b: &mut dyn Backend, env: &Env) -> Check {
+    let data = pattern(DATA, 11);
+    let guard = |i: usize| u64::from(t10_guard(&data[i * BLOCK..(i + 1) * BLOCK], 0));
+    let pi = |i: usize| 520 * i + BLOCK;
+    // Guard and app tag wrong in block 2: the guard is reported.
+    let e = t10_rx_error(b, env, |w| {
+        w[pi(2)] ^= 0x80;
+        w[pi(2) + 3] ^= 1;
+    })?;
+    let want = MkeyErr {
+        err_type: MkeyErrType::SigBlockBadGuard,
+        sig: mlx5_dv::SigErr { expected_value: guard(2), actual_value: guard(2) ^ 0x8000, offset: 2 * 520 },
+    };
+    check_eq("guard first (16-bit values, offset in wire bytes)", e, want)?;
+    // App and ref tag wrong in block 1: the app tag is reported.
+    let e = t10_rx_error(b, env, |w| {
+        w[pi(1) + 3] ^= 0x10;
+        w[pi(1) + 7] ^= 1;
+    })?;
+    let want = MkeyErr {
+        err_type: MkeyErrType::SigBlockBadApptag,
+        sig: mlx5_dv::SigErr { expected_value: 0x0a0a, actual_value: 0x0a1a, offset: 520 },
+    };
+    check_eq("app tag before ref tag", e, want)?;
+    // Ref tag wrong in block 1, guard wrong in block 3: block 1 is reported.
+    let e = t10_rx_error(b, env, |w| {
+        w[pi(1) + 7] ^= 2;
+        w[pi(3)] ^= 1;
+    })?;
+    let want = MkeyErr {
+        err_type: MkeyErrType::SigBlockBadReftag,
+        sig: mlx5_dv::SigErr { expected_value: 201, actual_value: 203, offset: 520 },
+    };
+    check_eq("the first bad block wins", e, want)
+}
+
+fn crc_errors(b: &mut dyn Backend, env: &Env) -> Check {
+    let (a, s) = sig_pair(b, env)?;
+    let data = pattern(DATA, 12);
+    let c32 = Crc::<u32>::new(&CRC_32_ISO_HDLC);
+    let (_buf, mr, mkey) = sig_mkey(b, &s, DATA, &[])?;
+    let d = D::crc(sig::BLOCK_512, sig::CRC32, 0xffff_ffff);
+    // Make the wire PI with the device's own byte order: send through a sender mkey first.
+    let (_sb, smr, smkey) = sig_mkey(b, &a, DATA, &data)?;
+    configure(b, &a, &smkey, &smr, Some(wire_only(d)), false)?;
+    let mut wire = tx_through(b, &a, &s, &smkey, DATA, 516 * BLOCKS)?;
+    configure(b, &s, &mkey, &mr, Some(wire_only(d)), false)?;
+    for k in 0..4 {
+        wire[516 * 3 + BLOCK + k] ^= 0x11;
+    }
+    rx_into(b, &a, &s, &mkey, &wire)?;
+    let e = expect_ok("mkey_check", b.mkey_check(&mkey))?;
+    let crc = u64::from(c32.checksum(&data[3 * BLOCK..]));
+    check_eq(
+        "CRC32 guard error (type, expected, offset)",
+        (e.err_type, e.sig.expected_value, e.sig.offset),
+        (MkeyErrType::SigBlockBadGuard, crc, 3 * 516),
+    )?;
+    check_eq("actual is the 32-bit CRC with every byte changed", e.sig.actual_value, crc ^ 0x1111_1111)
+}
+
+fn latching(b: &mut dyn Backend, env: &Env) -> Check {
+    let (a, s) = sig_pair(b, env)?;
+    let (_buf, mr, mkey) = sig_mkey(b, &s, DATA, &[])?;
+    let attr = Some(wire_only(D::t10dif(sig::BLOCK_512, dif(1, 0, 0))));
+    configure(b, &s, &mkey, &mr, attr, false)?;
+    let mut bad = with_t10(&pattern(DATA, 13), 1, 0, false);
+    bad[BLOCK] ^= 1;
+    rx_into(b, &a, &s, &mkey, &bad)?;
+    check_eq("first error", expect_ok("mkey_check", b.mkey_check(&mkey))?.err_type, MkeyErrType::SigBlockBadGuard)?;
+    rx_into(b, &a, &s, &mkey, &bad)?;
+    check_eq(
+        "a second bad transfer before re-arming reports nothing",
+        expect_ok("mkey_check", b.mkey_check(&mkey))?,
+        MkeyErr::NONE,
+    )?;
+    // A configure that keeps the attributes re-arms (UMR with the error count, SET_PSV).
+    configure(b, &s, &mkey, &mr, None, false)?;
+    rx_into(b, &a, &s, &mkey, &bad)?;
+    check_eq(
+        "after re-arming the error is reported again",
+        expect_ok("mkey_check", b.mkey_check(&mkey))?.err_type,
+        MkeyErrType::SigBlockBadGuard,
+    )
+}
+
+fn pipelining(b: &mut dyn Backend, env: &Env) -> Check {
+    let (ctx, pd, cq) = open(b, env.dev()?)?;
+    let cq2 = expect_ok("cq", b.create_cq(ctx, 64))?;
+    let flags = dv_qp::CREATE_DISABLE_SCATTER_TO_CQE | dv_qp::CREATE_SIG_PIPELINING;
+    let qa = expect_ok("SIG_PIPELINING QP", b.create_qp(&qp_attr(pd, &cq, flags, SIG_CAP)))?;
+    let qb = expect_ok("server QP", b.create_qp(&qp_attr(pd, &cq2, dv_qp::CREATE_DISABLE_SCATTER_TO_CQE, SIG_CAP)))?;
+    connect(b, &qa, &qb)?;
+    connect(b, &qb, &qa)?;
+    let a = Side { ctx, pd, cq, qp: qa };
+    let s = Side { ctx, pd, cq: cq2, qp: qb };
+    // Memory CRC32 PI that is wrong: the send side finds it.
+    let mut mem = [&pattern(BLOCK, 14)[..], &[0u8; 4]].concat();
+    mem[BLOCK] = 0x5a;
+    let (_buf, mr, mkey) = sig_mkey(b, &a, BLOCK + 4, &mem)?;
+    let attr = SigBlockAttr {
+        mem: Some(D::crc(sig::BLOCK_512, sig::CRC32, 0xffff_ffff)),
+        wire: None,
+        flags: 0,
+        check_mask: 0xff,
+        copy_mask: 0,
+        comp_mask: 0,
+    };
+    configure(b, &a, &mkey, &mr, Some(attr), false)?;
+    let (dst, dmr) = region(b, s.pd, BLOCK, &[], A::LOCAL_WRITE | A::REMOTE_WRITE)?;
+    let (_rb, rmr) = region(b, s.pd, 16, &[], A::LOCAL_WRITE)?;
+    let (_sb, smr) = region(b, a.pd, 16, &pattern(16, 1), A::LOCAL_WRITE)?;
+    recv(b, &s.qp, 0x90, vec![sge(&rmr, 0, 16)])?;
+    let data_wr = write(0x91, dmr.rkey, dmr.addr, vec![Sge { addr: 0, length: BLOCK as u32, lkey: mkey.lkey }]);
+    let resp = WrOp::Send { wr_id: 0x92, flags: SendFlags::SIGNALED, sge: vec![sge(&smr, 0, 16)] };
+    expect_ok("data WR", b.post_send(&a.qp, &[data_wr]))?;
+    expect_ok("response WR", b.post_send(&a.qp, std::slice::from_ref(&resp)))?;
+    let mut ev = None;
+    for _ in 0..1_000_000 {
+        ev = expect_ok("get_async_event", b.get_async_event(a.ctx))?;
+        if ev.is_some() {
+            break;
+        }
+    }
+    check_eq("event", ev.map(|e| (e.event_type, e.qp_num)), Some((event_type::SQ_DRAINED, Some(a.qp.qp_num))))?;
+    check_eq("QP state", expect_ok("query", b.query_qp_state(&a.qp))?, QpState::Sqd)?;
+    no_cqe(b, &a.cq)?;
+    no_cqe(b, &s.cq)?;
+    check_eq("mkey_check", expect_ok("mkey_check", b.mkey_check(&mkey))?.err_type, MkeyErrType::SigBlockBadGuard)?;
+    check_eq("cancelled response WRs", expect_ok("cancel", b.cancel_posted_send_wrs(&a.qp, 0x92))?, 1)?;
+    expect_ok("repost the response", b.post_send(&a.qp, &[resp]))?;
+    expect_ok("SQD -> RTS", b.modify_qp(&a.qp, &QpModify::to(QpState::Rts)))?;
+    let wcs = poll(b, &a.cq, 3)?;
+    let got: Vec<(u64, u32)> = wcs.iter().map(|w| (w.wr_id, w.status)).collect();
+    check_eq(
+        "client completions: data, cancelled response (as NOP), reposted response",
+        got,
+        vec![(0x91, 0), (0x92, 0), (0x92, 0)],
+    )?;
+    ok_cqe(b, &s.cq, 0x90, wc_opcode::RECV)?;
+    check_eq("the data went out after SQD -> RTS", contents(b, &dst)?, pattern(BLOCK, 14))
+}
