@@ -246,12 +246,12 @@ impl Simulator {
         Ok(out)
     }
 
-    fn gather(&self, ranges: &[(u64, u64)]) -> Option<Vec<u8>> {
-        let mut data = Vec::new();
+    /// Append the bytes of `ranges` to `out`.
+    fn gather_into(&self, ranges: &[(u64, u64)], out: &mut Vec<u8>) -> Option<()> {
         for &(va, n) in ranges {
-            data.extend_from_slice(self.data.mem.read(va, n as usize)?);
+            out.extend_from_slice(self.data.mem.read(va, n as usize)?);
         }
-        Some(data)
+        Some(())
     }
 
     /// Write `data` across `ranges` in order; the ranges must hold at least `data.len()`.
@@ -409,21 +409,23 @@ impl Simulator {
         Ok(bs as u64)
     }
 
-    /// Read through `key` for sending (memory is the input). A signature mkey is addressed in
-    /// data bytes by a local SGE and in wire bytes by a remote peer, whole blocks only; its
-    /// blocks are numbered from mkey offset 0.
+    /// Read through `key` for sending (memory is the input), appending to `out`. A signature
+    /// mkey is addressed in data bytes by a local SGE and in wire bytes by a remote peer, whole
+    /// blocks only; its blocks are numbered from mkey offset 0.
+    #[allow(clippy::too_many_arguments)]
     fn read_view(
-        &self,
+        &mut self,
         at: Domain,
         key: u32,
         addr: u64,
         len: u64,
         need: Need,
         local: bool,
-    ) -> Result<(Vec<u8>, Option<SigHit>), Fault> {
+        out: &mut Vec<u8>,
+    ) -> Result<Option<SigHit>, Fault> {
         let Some(cfg) = self.sig_of(at.dev, key) else {
             let r = self.resolve(at, key, addr, len, need, 0)?;
-            return self.gather(&r).map(|d| (d, None)).ok_or(Fault);
+            return self.gather_into(&r, out).map(|_| None).ok_or(Fault);
         };
         let bs = Self::sig_bs(&cfg)?;
         let stride = if local { bs } else { cfg.wire.map_or(bs, |d| d.stride() as u64) };
@@ -433,9 +435,12 @@ impl Simulator {
         let (first, n) = (addr / stride, len / stride);
         let mem_stride = cfg.mem.map_or(bs, |d| d.stride() as u64);
         let r = self.resolve(at, key, first * mem_stride, n * mem_stride, need, 0)?;
-        let input = self.gather(&r).ok_or(Fault)?;
-        let (out, err) = cfg.transform(&self.crcs, Direction::Tx, first, &input).ok_or(Fault)?;
-        Ok((out, err.map(|err| SigHit { dev: at.dev, index: key >> 8, err, domain: 1 })))
+        let mut input = self.data.take_scratch();
+        let result = self
+            .gather_into(&r, &mut input)
+            .and_then(|()| cfg.transform(&self.crcs, Direction::Tx, first, &input, out));
+        self.data.give_scratch(input);
+        Ok(result.ok_or(Fault)?.map(|err| SigHit { dev: at.dev, index: key >> 8, err, domain: 1 }))
     }
 
     /// Write wire-format `bytes` through `key` (the wire is the input).
@@ -460,11 +465,16 @@ impl Simulator {
             return Err(Fault);
         }
         let first = addr / stride;
-        let (out, err) = cfg.transform(&self.crcs, Direction::Rx, first, bytes).ok_or(Fault)?;
+        let mut out = self.data.take_scratch();
+        let err = cfg.transform(&self.crcs, Direction::Rx, first, bytes, &mut out);
         let mem_stride = cfg.mem.map_or(bs, |d| d.stride() as u64);
-        let r = self.resolve(at, key, first * mem_stride, out.len() as u64, need, 0)?;
-        self.scatter(&r, &out);
-        Ok(err.map(|err| SigHit { dev: at.dev, index: key >> 8, err, domain: 0 }))
+        let placed = err.ok_or(Fault).and_then(|e| {
+            let r = self.resolve(at, key, first * mem_stride, out.len() as u64, need, 0)?;
+            self.scatter(&r, &out);
+            Ok(e)
+        });
+        self.data.give_scratch(out);
+        Ok(placed?.map(|err| SigHit { dev: at.dev, index: key >> 8, err, domain: 0 }))
     }
 
     /// True if any key of the SGEs names a signature mkey.
@@ -485,12 +495,17 @@ impl Simulator {
             .sum()
     }
 
-    fn gather_view(&self, at: Domain, sge: &[Sge]) -> Result<(Vec<u8>, Option<SigHit>), Fault> {
-        let (mut data, mut hit) = (Vec::new(), None);
+    /// Gather local SGEs in wire format into a pooled buffer (give it back when done).
+    fn gather_view(&mut self, at: Domain, sge: &[Sge]) -> Result<(Vec<u8>, Option<SigHit>), Fault> {
+        let (mut data, mut hit) = (self.data.take_scratch(), None);
         for s in sge {
-            let (d, h) = self.read_view(at, s.lkey, s.addr, u64::from(s.length), Need::LocalRead, true)?;
-            data.extend_from_slice(&d);
-            hit = hit.or(h);
+            match self.read_view(at, s.lkey, s.addr, u64::from(s.length), Need::LocalRead, true, &mut data) {
+                Ok(h) => hit = hit.or(h),
+                Err(f) => {
+                    self.data.give_scratch(data);
+                    return Err(f);
+                }
+            }
         }
         Ok((data, hit))
     }
@@ -553,10 +568,155 @@ impl Simulator {
         }
     }
 
+    /// Move whole blocks from `src` (input format) to `dst` (output format), one block at a
+    /// time through a small buffer, so the data is read once and written once.
+    fn stream_blocks(
+        &mut self,
+        cfg: &SigConfig,
+        dir: Direction,
+        first: u64,
+        src: &[(u64, u64)],
+        dst: &[(u64, u64)],
+    ) -> Result<Option<TransferError>, Fault> {
+        use crate::memory::RangeCursor;
+        if let ([(sva, slen)], [(dva, dlen)]) = (src, dst) {
+            let crcs = &self.crcs;
+            let done =
+                self.data.mem.with_two(*sva, *slen, *dva, *dlen, |s, d| cfg.transform_slices(crcs, dir, first, s, d));
+            if let Some(r) = done {
+                return r.ok_or(Fault);
+            }
+        }
+        let bs = Self::sig_bs(cfg)? as usize;
+        let in_stride = cfg.domains(dir).0.map_or(bs, |d| d.stride());
+        let total: u64 = src.iter().map(|r| r.1).sum();
+        if !total.is_multiple_of(in_stride as u64) {
+            return Err(Fault);
+        }
+        let mut block = vec![0u8; in_stride];
+        let mut out = Vec::with_capacity(in_stride + 8);
+        let (mut sc, mut dc) = (RangeCursor::new(src), RangeCursor::new(dst));
+        let mut err = None;
+        for b in 0..total / in_stride as u64 {
+            if !self.data.mem.read_ranges(&mut sc, &mut block) {
+                return Err(Fault);
+            }
+            out.clear();
+            if let Some(e) = cfg.transform_block(&self.crcs, dir, first + b, &block, &mut out)
+                && err.is_none()
+            {
+                err = Some(TransferError { block: e, offset: b * in_stride as u64 });
+            }
+            if !self.data.mem.write_ranges(&mut dc, &out) {
+                return Err(Fault);
+            }
+        }
+        Ok(err)
+    }
+
+    /// The streaming form of a signature RDMA WRITE: one side a signature mkey, the other
+    /// plain, no pipelining. `None` if the WR does not have that shape.
+    fn sig_write_streamed(
+        &mut self,
+        qp: u32,
+        w: &Wqe,
+        at: Domain,
+        r: Remote,
+        sge: &[Sge],
+        imm: Option<u32>,
+    ) -> Option<Step> {
+        let Remote { peer, rkey, raddr } = r;
+        if imm.is_some() || self.data.qps.get(&qp).is_none_or(|q| q.drain_sigerr) {
+            return None;
+        }
+        let pat = Domain { dev: self.data.qps.get(&peer).map_or(0, |p| p.dev), pdn: self.pdn_of(peer) };
+        let remote_ok = self.data.qps.get(&peer).is_some_and(|p| p.access.contains(AccessFlags::REMOTE_WRITE));
+        let (local_sig, remote_sig) = (self.any_sig(at.dev, sge), self.sig_of(pat.dev, rkey));
+        let fault = |s: &mut Self, remote: bool| {
+            if remote {
+                s.responder_error(peer, event_type::QP_ACCESS_ERR);
+                Step::Failed(syndrome::REMOTE_ACCESS)
+            } else {
+                Step::Failed(syndrome::LOCAL_PROT)
+            }
+        };
+        match (local_sig, remote_sig, sge) {
+            (true, None, [s]) => {
+                // TX from a signature mkey into plain remote memory.
+                let cfg = self.sig_of(at.dev, s.lkey)?;
+                let bs = Self::sig_bs(&cfg).ok()?;
+                if !u64::from(s.length).is_multiple_of(bs) || !s.addr.is_multiple_of(bs) {
+                    return None;
+                }
+                let (first, n) = (s.addr / bs, u64::from(s.length) / bs);
+                let mem = cfg.mem.map_or(bs, |d| d.stride() as u64);
+                let wire = cfg.wire.map_or(bs, |d| d.stride() as u64);
+                let Ok(src) = self.resolve(at, s.lkey, first * mem, n * mem, Need::LocalRead, 0) else {
+                    return Some(fault(self, false));
+                };
+                let dst =
+                    if remote_ok { self.resolve(pat, rkey, raddr, n * wire, Need::RemoteWrite, 0).ok() } else { None };
+                let Some(dst) = dst else { return Some(fault(self, true)) };
+                let Ok(err) = self.stream_blocks(&cfg, Direction::Tx, first, &src, &dst) else {
+                    return Some(fault(self, false));
+                };
+                if let Some(err) = err {
+                    self.requester_sig(qp, SigHit { dev: at.dev, index: s.lkey >> 8, err, domain: 1 });
+                }
+                Some(Step::Done(self.success(qp, w, 0)))
+            }
+            (false, Some(cfg), _) => {
+                // RX from plain local memory into a signature mkey at the responder.
+                let bs = Self::sig_bs(&cfg).ok()?;
+                let wire = cfg.wire.map_or(bs, |d| d.stride() as u64);
+                let mem = cfg.mem.map_or(bs, |d| d.stride() as u64);
+                let Ok(src) = self.resolve_sges(at.dev, at.pdn, sge, Need::LocalRead) else {
+                    return Some(fault(self, false));
+                };
+                let len: u64 = src.iter().map(|r| r.1).sum();
+                if !raddr.is_multiple_of(wire) || !len.is_multiple_of(wire) {
+                    return Some(fault(self, true));
+                }
+                let (first, n) = (raddr / wire, len / wire);
+                let dst = if remote_ok {
+                    self.resolve(pat, rkey, first * mem, n * mem, Need::RemoteWrite, 0).ok()
+                } else {
+                    None
+                };
+                let Some(dst) = dst else { return Some(fault(self, true)) };
+                let Ok(err) = self.stream_blocks(&cfg, Direction::Rx, first, &src, &dst) else {
+                    return Some(fault(self, true));
+                };
+                if let Some(err) = err {
+                    self.responder_sig(peer, Some(SigHit { dev: pat.dev, index: rkey >> 8, err, domain: 0 }));
+                }
+                Some(Step::Done(self.success(qp, w, 0)))
+            }
+            _ => None,
+        }
+    }
+
     /// RDMA WRITE through at least one signature mkey.
     fn sig_write(&mut self, qp: u32, w: &Wqe, at: Domain, r: Remote, sge: &[Sge], imm: Option<u32>) -> Step {
-        let Remote { peer, rkey, raddr } = r;
+        if let Some(step) = self.sig_write_streamed(qp, w, at, r, sge, imm) {
+            return step;
+        }
         let Ok((data, hit)) = self.gather_view(at, sge) else { return Step::Failed(syndrome::LOCAL_PROT) };
+        let step = self.sig_write_gathered(qp, w, r, &data, hit, imm);
+        self.data.give_scratch(data);
+        step
+    }
+
+    fn sig_write_gathered(
+        &mut self,
+        qp: u32,
+        w: &Wqe,
+        r: Remote,
+        data: &[u8],
+        hit: Option<SigHit>,
+        imm: Option<u32>,
+    ) -> Step {
+        let Remote { peer, rkey, raddr } = r;
         if imm.is_some() && self.data.qps.get(&peer).is_some_and(|p| p.rq.is_empty()) {
             return Step::Blocked;
         }
@@ -568,7 +728,7 @@ impl Simulator {
         let pat = Domain { dev: self.data.qps.get(&peer).map_or(0, |p| p.dev), pdn: self.pdn_of(peer) };
         let remote_ok = self.data.qps.get(&peer).is_some_and(|p| p.access.contains(AccessFlags::REMOTE_WRITE));
         let written =
-            if remote_ok { self.write_view(pat, rkey, raddr, &data, Need::RemoteWrite, false).ok() } else { None };
+            if remote_ok { self.write_view(pat, rkey, raddr, data, Need::RemoteWrite, false).ok() } else { None };
         let Some(rhit) = written else {
             self.responder_error(peer, event_type::QP_ACCESS_ERR);
             return Step::Failed(syndrome::REMOTE_ACCESS);
@@ -586,14 +746,21 @@ impl Simulator {
         let want = self.wire_len(at.dev, sge);
         let pat = Domain { dev: self.data.qps.get(&peer).map_or(0, |p| p.dev), pdn: self.pdn_of(peer) };
         let remote_ok = self.data.qps.get(&peer).is_some_and(|p| p.access.contains(AccessFlags::REMOTE_READ));
-        let source =
-            if remote_ok { self.read_view(pat, rkey, raddr, want, Need::RemoteRead, false).ok() } else { None };
-        let Some((bytes, rhit)) = source else {
+        let mut bytes = self.data.take_scratch();
+        let source = if remote_ok {
+            self.read_view(pat, rkey, raddr, want, Need::RemoteRead, false, &mut bytes).ok()
+        } else {
+            None
+        };
+        let Some(rhit) = source else {
+            self.data.give_scratch(bytes);
             self.responder_error(peer, event_type::QP_ACCESS_ERR);
             return Step::Failed(syndrome::REMOTE_ACCESS);
         };
         self.responder_sig(peer, rhit);
-        let Ok(hit) = self.scatter_view(at, sge, &bytes) else { return Step::Failed(syndrome::LOCAL_PROT) };
+        let placed = self.scatter_view(at, sge, &bytes);
+        self.data.give_scratch(bytes);
+        let Ok(hit) = placed else { return Step::Failed(syndrome::LOCAL_PROT) };
         if let Some(h) = hit {
             self.requester_sig(qp, h);
         }
@@ -697,46 +864,60 @@ impl Simulator {
                 let Some(peer) = self.peer(qp) else { return Step::Failed(syndrome::TRANSPORT_RETRY) };
                 let (pdev, ppdn) = (self.data.qps.get(&peer).map_or(0, |p| p.dev), self.pdn_of(peer));
                 let remote_ok = self.data.qps.get(&peer).is_some_and(|p| p.access.contains(AccessFlags::REMOTE_READ));
-                let data = if remote_ok {
-                    self.resolve(Domain { dev: pdev, pdn: ppdn }, *rkey, *raddr, want, Need::RemoteRead, 0)
-                        .ok()
-                        .and_then(|r| self.gather(&r))
+                let source = if remote_ok {
+                    self.resolve(Domain { dev: pdev, pdn: ppdn }, *rkey, *raddr, want, Need::RemoteRead, 0).ok()
                 } else {
                     None
                 };
-                let Some(data) = data else {
+                let Some(source) = source.filter(|r| r.iter().all(|&(va, n)| self.data.mem.is_mapped(va, n))) else {
                     self.responder_error(peer, event_type::QP_ACCESS_ERR);
                     return Step::Failed(syndrome::REMOTE_ACCESS);
                 };
-                self.scatter(&local, &data);
+                if !self.data.mem.transfer(&source, &local) {
+                    return Step::Failed(syndrome::LOCAL_PROT);
+                }
                 Step::Done(self.success(qp, w, want as u32))
             }
             WqeKind::Send { sge, imm, inv } => {
                 let Ok((data, hit)) = self.gather_view(Domain { dev, pdn }, sge) else {
                     return Step::Failed(syndrome::LOCAL_PROT);
                 };
-                let Some(peer) = self.peer(qp) else { return Step::Failed(syndrome::TRANSPORT_RETRY) };
-                if self.data.qps.get(&peer).is_some_and(|p| p.rq.is_empty()) {
-                    return Step::Blocked;
-                }
-                if let Some(h) = hit
-                    && self.requester_sig(qp, h)
-                {
-                    return Step::Held;
-                }
-                if let Some(key) = inv
-                    && !self.remote_invalidate(peer, *key)
-                {
-                    self.responder_error(peer, event_type::QP_REQ_ERR);
-                    return Step::Failed(syndrome::REMOTE_INVAL_REQ);
-                }
-                let opcode = wc_opcode::RECV;
-                let flags = if inv.is_some() { wc_flags::WITH_INV } else { 0 };
-                match self.deliver(peer, &data, *imm, inv.or(*imm), opcode, flags) {
-                    Ok(()) => Step::Done(self.success(qp, w, 0)),
-                    Err(s) => Step::Failed(s),
-                }
+                let step = self.send_gathered(qp, w, &data, hit, *imm, *inv);
+                self.data.give_scratch(data);
+                step
             }
+        }
+    }
+
+    /// SEND, SEND with immediate or SEND with invalidate, once its bytes are gathered.
+    fn send_gathered(
+        &mut self,
+        qp: u32,
+        w: &Wqe,
+        data: &[u8],
+        hit: Option<SigHit>,
+        imm: Option<u32>,
+        inv: Option<u32>,
+    ) -> Step {
+        let Some(peer) = self.peer(qp) else { return Step::Failed(syndrome::TRANSPORT_RETRY) };
+        if self.data.qps.get(&peer).is_some_and(|p| p.rq.is_empty()) {
+            return Step::Blocked;
+        }
+        if let Some(h) = hit
+            && self.requester_sig(qp, h)
+        {
+            return Step::Held;
+        }
+        if let Some(key) = inv
+            && !self.remote_invalidate(peer, key)
+        {
+            self.responder_error(peer, event_type::QP_REQ_ERR);
+            return Step::Failed(syndrome::REMOTE_INVAL_REQ);
+        }
+        let flags = if inv.is_some() { wc_flags::WITH_INV } else { 0 };
+        match self.deliver(peer, data, imm, inv.or(imm), wc_opcode::RECV, flags) {
+            Ok(()) => Step::Done(self.success(qp, w, 0)),
+            Err(s) => Step::Failed(s),
         }
     }
 

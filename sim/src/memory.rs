@@ -120,6 +120,84 @@ impl Memory {
     }
 }
 
+/// A position in a list of address ranges, for reading or writing them in order.
+#[derive(Debug, Clone)]
+pub struct RangeCursor<'r> {
+    ranges: &'r [(u64, u64)],
+    i: usize,
+    off: u64,
+}
+
+impl<'r> RangeCursor<'r> {
+    /// A cursor at the start of `ranges`.
+    pub fn new(ranges: &'r [(u64, u64)]) -> Self {
+        RangeCursor { ranges, i: 0, off: 0 }
+    }
+
+    /// The next piece of at most `want` bytes: its address and length; advances.
+    fn next(&mut self, want: u64) -> Option<(u64, u64)> {
+        while let Some(&(va, len)) = self.ranges.get(self.i) {
+            if self.off < len {
+                let n = want.min(len - self.off);
+                let at = va + self.off;
+                self.off += n;
+                return Some((at, n));
+            }
+            self.i += 1;
+            self.off = 0;
+        }
+        None
+    }
+}
+
+impl Memory {
+    /// Run `f` on `[src, src + src_len)` and `[dst, dst + dst_len)` when they lie in two
+    /// different buffers; `None` otherwise.
+    pub fn with_two<R>(
+        &mut self,
+        src: u64,
+        src_len: u64,
+        dst: u64,
+        dst_len: u64,
+        f: impl FnOnce(&[u8], &mut [u8]) -> R,
+    ) -> Option<R> {
+        let (sb, so) = self.locate(src, src_len)?;
+        let (db, dof) = self.locate(dst, dst_len)?;
+        if sb == db {
+            return None;
+        }
+        let mut target = self.bufs.remove(&db)?;
+        let r = self.bufs.get(&sb).map(|s| f(&s[so..so + src_len as usize], &mut target[dof..dof + dst_len as usize]));
+        self.bufs.insert(db, target);
+        r
+    }
+
+    /// Fill `out` from the cursor's ranges; false if they end first or are not mapped.
+    pub fn read_ranges(&self, cur: &mut RangeCursor<'_>, out: &mut [u8]) -> bool {
+        let mut done = 0;
+        while done < out.len() {
+            let Some((va, n)) = cur.next((out.len() - done) as u64) else { return false };
+            let Some(src) = self.read(va, n as usize) else { return false };
+            out[done..done + n as usize].copy_from_slice(src);
+            done += n as usize;
+        }
+        true
+    }
+
+    /// Write `data` to the cursor's ranges; false if they end first or are not mapped.
+    pub fn write_ranges(&mut self, cur: &mut RangeCursor<'_>, data: &[u8]) -> bool {
+        let mut done = 0;
+        while done < data.len() {
+            let Some((va, n)) = cur.next((data.len() - done) as u64) else { return false };
+            if !self.write(va, &data[done..done + n as usize]) {
+                return false;
+            }
+            done += n as usize;
+        }
+        true
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -139,6 +217,22 @@ mod tests {
         assert!(!m.write(b + 4095, &[1, 2]));
         assert!(m.free(a));
         assert!(!m.is_mapped(a, 1));
+    }
+
+    #[test]
+    fn cursors_read_and_write_across_ranges() {
+        let mut m = Memory::default();
+        let a = m.alloc(16).unwrap_or(0);
+        assert!(m.write(a, &(0..16).collect::<Vec<u8>>()));
+        let ranges = [(a + 2, 3), (a + 10, 4)];
+        let mut c = RangeCursor::new(&ranges);
+        let mut out = [0u8; 5];
+        assert!(m.read_ranges(&mut c, &mut out));
+        assert_eq!(out, [2, 3, 4, 10, 11]);
+        assert!(!m.read_ranges(&mut c, &mut [0u8; 3]), "only 2 bytes left");
+        let mut w = RangeCursor::new(&ranges);
+        assert!(m.write_ranges(&mut w, &[9, 9, 9, 9]));
+        assert_eq!(m.read(a, 16), Some(&[0, 1, 9, 9, 9, 5, 6, 7, 8, 9, 9, 11, 12, 13, 14, 15][..]));
     }
 
     #[test]

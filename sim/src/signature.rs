@@ -7,18 +7,36 @@
 //! T10-DIF `guard << 48 | app << 32 | ref`, CRC32 `crc << 32`, CRC64 `crc`; bit k of a check or
 //! copy mask is byte k of that value (bit 7 = most significant).
 
-use crc_fast::{CrcParams, checksum_with_params};
+use crc_fast::{CrcAlgorithm, CrcParams, checksum, checksum_with_params};
 use mlx5_dv::{SigBlockDomain, sig};
 
 use crate::profile::SignatureSection;
 
+/// One CRC: a catalogue algorithm where the parameters match one (crc-fast specialises
+/// those), custom parameters otherwise.
+#[derive(Debug, Clone, Copy)]
+#[allow(clippy::large_enum_variant)] // eight of these per simulator, built once
+enum Calc {
+    Catalogue(CrcAlgorithm),
+    Custom(CrcParams),
+}
+
+impl Calc {
+    fn run(&self, data: &[u8]) -> u64 {
+        match self {
+            Calc::Catalogue(a) => checksum(*a, data),
+            Calc::Custom(p) => checksum_with_params(*p, data),
+        }
+    }
+}
+
 /// CRC parameter sets for every type and seed the device accepts.
 #[derive(Debug, Clone, Copy)]
 pub struct Crcs {
-    t10: [CrcParams; 2],
-    crc32: [CrcParams; 2],
-    crc32c: [CrcParams; 2],
-    crc64: [CrcParams; 2],
+    t10: [Calc; 2],
+    crc32: [Calc; 2],
+    crc32c: [Calc; 2],
+    crc64: [Calc; 2],
     little_endian_crc: bool,
 }
 
@@ -28,16 +46,21 @@ impl Crcs {
     /// XP10, each with init 0 and init all-ones.
     pub fn new(s: &SignatureSection) -> Self {
         let p = |w: u8, poly: u64, init: u64, refl: bool, xorout: u64| {
-            CrcParams::new("sig", w, poly, init, refl, xorout, 0)
+            Calc::Custom(CrcParams::new("sig", w, poly, init, refl, xorout, 0))
         };
         let x64 = s.crc64_xorout;
+        let nvme = s.crc64_poly == 0xAD93_D235_94C9_3659 && s.crc64_reflected && x64 == u64::MAX;
         Crcs {
-            t10: [p(16, 0x8bb7, 0, false, 0), p(16, 0x8bb7, 0xffff, false, 0)],
-            crc32: [p(32, 0x04c1_1db7, 0, true, 0xffff_ffff), p(32, 0x04c1_1db7, 0xffff_ffff, true, 0xffff_ffff)],
-            crc32c: [p(32, 0x1edc_6f41, 0, true, 0xffff_ffff), p(32, 0x1edc_6f41, 0xffff_ffff, true, 0xffff_ffff)],
+            t10: [Calc::Catalogue(CrcAlgorithm::Crc16T10Dif), p(16, 0x8bb7, 0xffff, false, 0)],
+            crc32: [p(32, 0x04c1_1db7, 0, true, 0xffff_ffff), Calc::Catalogue(CrcAlgorithm::Crc32IsoHdlc)],
+            crc32c: [p(32, 0x1edc_6f41, 0, true, 0xffff_ffff), Calc::Catalogue(CrcAlgorithm::Crc32Iscsi)],
             crc64: [
                 p(64, s.crc64_poly, 0, s.crc64_reflected, x64),
-                p(64, s.crc64_poly, u64::MAX, s.crc64_reflected, x64),
+                if nvme {
+                    Calc::Catalogue(CrcAlgorithm::Crc64Nvme)
+                } else {
+                    p(64, s.crc64_poly, u64::MAX, s.crc64_reflected, x64)
+                },
             ],
             little_endian_crc: s.crc_pi_little_endian,
         }
@@ -149,7 +172,7 @@ impl Domain {
                 let guard = if csum {
                     u64::from(u16::from_be_bytes(internet_checksum::checksum(data)))
                 } else {
-                    checksum_with_params(crcs.t10[usize::from(seed_ones)], data)
+                    crcs.t10[usize::from(seed_ones)].run(data)
                 };
                 let r = if remap { ref_tag.wrapping_add(index as u32) } else { ref_tag };
                 guard << 48 | u64::from(app) << 32 | u64::from(r)
@@ -157,9 +180,9 @@ impl Domain {
             Kind::Crc { crc_type, seed_ones } => {
                 let i = usize::from(seed_ones);
                 match crc_type {
-                    sig::CRC32 => checksum_with_params(crcs.crc32[i], data) << 32,
-                    sig::CRC32C => checksum_with_params(crcs.crc32c[i], data) << 32,
-                    _ => checksum_with_params(crcs.crc64[i], data),
+                    sig::CRC32 => crcs.crc32[i].run(data) << 32,
+                    sig::CRC32C => crcs.crc32c[i].run(data) << 32,
+                    _ => crcs.crc64[i].run(data),
                 }
             }
         }
@@ -174,6 +197,20 @@ impl Domain {
             _ if crcs.little_endian_crc => out.extend_from_slice(&value.to_le_bytes()),
             _ => out.extend_from_slice(&value.to_be_bytes()),
         }
+    }
+
+    /// The PI bytes of a signature value, in a fixed array with their length.
+    pub fn encode_array(&self, crcs: &Crcs, value: u64) -> ([u8; 8], usize) {
+        let mut out = [0u8; 8];
+        let n = self.pi_len();
+        match (self.kind, n) {
+            (Kind::T10 { .. }, _) => out = value.to_be_bytes(),
+            (_, 4) if crcs.little_endian_crc => out[..4].copy_from_slice(&((value >> 32) as u32).to_le_bytes()),
+            (_, 4) => out[..4].copy_from_slice(&((value >> 32) as u32).to_be_bytes()),
+            _ if crcs.little_endian_crc => out = value.to_le_bytes(),
+            _ => out = value.to_be_bytes(),
+        }
+        (out, n)
     }
 
     /// The signature value of PI bytes.
@@ -290,8 +327,75 @@ impl SigConfig {
         self.mem.or(self.wire).map(|d| d.bs)
     }
 
+    /// Transform one input block (input-domain format: data, then PI if the input domain has
+    /// one), appending its output-domain format to `output`; the block's first failed check.
+    pub fn transform_block(
+        &self,
+        crcs: &Crcs,
+        dir: Direction,
+        index: u64,
+        block: &[u8],
+        output: &mut Vec<u8>,
+    ) -> Option<BlockError> {
+        let (inp, out) = self.domains(dir);
+        let bs = self.bs().unwrap_or(block.len()).min(block.len());
+        let (data, pi) = block.split_at(bs);
+        let err = inp.and_then(|d| check_block(&d, crcs, index, data, pi, self.check_mask));
+        output.extend_from_slice(data);
+        if let Some(o) = out {
+            let mut value = o.compute(crcs, index, data);
+            if let (true, Some(i)) = (self.sbs, inp) {
+                let copied = bytes_of(self.copy_mask);
+                value = (value & !copied) | (i.decode(crcs, pi) & copied);
+            }
+            o.encode(crcs, value, output);
+        }
+        err
+    }
+
+    /// Transform whole input blocks into an `output` slice of exactly the output size, one
+    /// copy of the data; `None` if the sizes do not match whole blocks.
+    pub fn transform_slices(
+        &self,
+        crcs: &Crcs,
+        dir: Direction,
+        first_block: u64,
+        input: &[u8],
+        output: &mut [u8],
+    ) -> Option<Option<TransferError>> {
+        let (inp, out) = self.domains(dir);
+        let bs = self.bs()?;
+        let in_stride = inp.map_or(bs, |d| d.stride());
+        let out_stride = out.map_or(bs, |d| d.stride());
+        if !input.len().is_multiple_of(in_stride) || output.len() != input.len() / in_stride * out_stride {
+            return None;
+        }
+        let mut err = None;
+        for (b, (block, dst)) in input.chunks_exact(in_stride).zip(output.chunks_exact_mut(out_stride)).enumerate() {
+            let index = first_block + b as u64;
+            let (data, pi) = block.split_at(bs);
+            if let Some(d) = inp
+                && let Some(e) = check_block(&d, crcs, index, data, pi, self.check_mask)
+                && err.is_none()
+            {
+                err = Some(TransferError { block: e, offset: (b * in_stride) as u64 });
+            }
+            dst[..bs].copy_from_slice(data);
+            if let Some(o) = out {
+                let mut value = o.compute(crcs, index, data);
+                if let (true, Some(i)) = (self.sbs, inp) {
+                    let copied = bytes_of(self.copy_mask);
+                    value = (value & !copied) | (i.decode(crcs, pi) & copied);
+                }
+                let (pi_out, n) = o.encode_array(crcs, value);
+                dst[bs..bs + n].copy_from_slice(&pi_out[..n]);
+            }
+        }
+        Some(err)
+    }
+
     /// Transform `input` (in the input domain's format, whole blocks) into the output
-    /// domain's format, checking input PI on the way. `first_block` numbers the blocks for
+    /// domain's format, appended to `output`, checking input PI on the way. `first_block` numbers the blocks for
     /// reference tags. `None` if the input is not whole blocks.
     pub fn transform(
         &self,
@@ -299,7 +403,8 @@ impl SigConfig {
         dir: Direction,
         first_block: u64,
         input: &[u8],
-    ) -> Option<(Vec<u8>, Option<TransferError>)> {
+        output: &mut Vec<u8>,
+    ) -> Option<Option<TransferError>> {
         let (inp, out) = self.domains(dir);
         let bs = self.bs()?;
         let in_stride = inp.map_or(bs, |d| d.stride());
@@ -307,29 +412,17 @@ impl SigConfig {
             return None;
         }
         let blocks = input.len() / in_stride;
-        let mut output = Vec::with_capacity(blocks * out.map_or(bs, |d| d.stride()));
+        output.reserve(blocks * out.map_or(bs, |d| d.stride()));
         let mut err = None;
         for b in 0..blocks {
             let block = &input[b * in_stride..(b + 1) * in_stride];
-            let (data, pi) = block.split_at(bs);
-            let index = first_block + b as u64;
-            if let Some(d) = inp
+            if let Some(e) = self.transform_block(crcs, dir, first_block + b as u64, block, output)
                 && err.is_none()
-                && let Some(e) = check_block(&d, crcs, index, data, pi, self.check_mask)
             {
                 err = Some(TransferError { block: e, offset: (b * in_stride) as u64 });
             }
-            output.extend_from_slice(data);
-            if let Some(o) = out {
-                let mut value = o.compute(crcs, index, data);
-                if let (true, Some(i)) = (self.sbs, inp) {
-                    let copied = bytes_of(self.copy_mask);
-                    value = (value & !copied) | (i.decode(crcs, pi) & copied);
-                }
-                o.encode(crcs, value, &mut output);
-            }
         }
-        Some((output, err))
+        Some(err)
     }
 }
 

@@ -209,6 +209,23 @@ pub(crate) struct DataPath {
     sqd2rts: bool,
     /// Posted WQEs as the device sees them, when recording.
     pub(crate) wqe_log: Option<Vec<mlx5_dv::WqeRecord>>,
+    /// Reused transfer buffers: a fresh megabyte per transfer costs page faults.
+    scratch: Vec<Vec<u8>>,
+}
+
+impl DataPath {
+    /// An empty buffer from the pool.
+    pub(crate) fn take_scratch(&mut self) -> Vec<u8> {
+        self.scratch.pop().unwrap_or_default()
+    }
+
+    /// Return a buffer to the pool.
+    pub(crate) fn give_scratch(&mut self, mut v: Vec<u8>) {
+        if self.scratch.len() < 4 {
+            v.clear();
+            self.scratch.push(v);
+        }
+    }
 }
 
 impl DataPath {
@@ -224,6 +241,7 @@ impl DataPath {
             limits: profile.datapath.clone(),
             sqd2rts: profile.kernel.sqd2rts,
             wqe_log: None,
+            scratch: Vec::new(),
         }
     }
 }
