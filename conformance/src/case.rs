@@ -56,6 +56,8 @@ pub enum Need {
     SigCrc32c,
     /// CRC64_XP10 block signatures.
     SigCrc64,
+    /// 4048-byte signature blocks.
+    SigBlock4048,
     /// A kernel with SQD→RTS (for SIG_PIPELINING).
     Sqd2Rts,
 }
@@ -146,6 +148,10 @@ impl Env {
             Need::SigCrc64 => {
                 (self.sig_caps.crc_type & mlx5_dv::sig_cap::CRC64_XP10 != 0, "the device has no CRC64_XP10 signature")
             }
+            Need::SigBlock4048 => (
+                self.sig_caps.block_size & mlx5_dv::sig_cap::BLOCK_4048 != 0,
+                "the device has no 4048-byte signature blocks",
+            ),
             Need::Sqd2Rts => {
                 (self.kernel.sqd2rts == Some(true), "the kernel has no SQD->RTS (or the backend cannot tell)")
             }

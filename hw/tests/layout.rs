@@ -6,7 +6,7 @@ use std::process::Command;
 
 use mlx5_dv::{
     AccessFlags, ContextFlags, MkeyErrType, MkeyInitFlags, QpState, SendFlags, crypto_cap, dv_qp, event_type, qp_type,
-    send_ops, sig_cap, wc_flags, wc_opcode, wc_status,
+    send_ops, sig, sig_cap, wc_flags, wc_opcode, wc_status,
 };
 use mlx5_hw::sys::mlx5dv::*;
 
@@ -158,6 +158,29 @@ fn table() -> Vec<(&'static str, u64)> {
         val!(MLX5DV_MKEY_SIG_BLOCK_BAD_REFTAG, MkeyErrType::SigBlockBadReftag as u32),
         val!(MLX5DV_MKEY_SIG_BLOCK_BAD_APPTAG, MkeyErrType::SigBlockBadApptag as u32),
         val!(MLX5DV_QP_CREATE_SIG_PIPELINING, mlx5dv_qp_create_flags::MLX5DV_QP_CREATE_SIG_PIPELINING),
+        // Signature offload.
+        val!(MLX5DV_SIG_TYPE_T10DIF, sig::TYPE_T10DIF),
+        val!(MLX5DV_SIG_TYPE_CRC, sig::TYPE_CRC),
+        val!(MLX5DV_SIG_T10DIF_CRC, sig::BG_CRC),
+        val!(MLX5DV_SIG_T10DIF_CSUM, sig::BG_CSUM),
+        val!(MLX5DV_SIG_T10DIF_FLAG_REF_REMAP, sig::FLAG_REF_REMAP),
+        val!(MLX5DV_SIG_T10DIF_FLAG_APP_ESCAPE, sig::FLAG_APP_ESCAPE),
+        val!(MLX5DV_SIG_T10DIF_FLAG_APP_REF_ESCAPE, sig::FLAG_APP_REF_ESCAPE),
+        val!(MLX5DV_SIG_CRC_TYPE_CRC32, sig::CRC32),
+        val!(MLX5DV_SIG_CRC_TYPE_CRC32C, sig::CRC32C),
+        val!(MLX5DV_SIG_CRC_TYPE_CRC64_XP10, sig::CRC64_XP10),
+        val!(MLX5DV_BLOCK_SIZE_512, sig::BLOCK_512),
+        val!(MLX5DV_BLOCK_SIZE_520, sig::BLOCK_520),
+        val!(MLX5DV_BLOCK_SIZE_4048, sig::BLOCK_4048),
+        val!(MLX5DV_BLOCK_SIZE_4096, sig::BLOCK_4096),
+        val!(MLX5DV_BLOCK_SIZE_4160, sig::BLOCK_4160),
+        val!(MLX5DV_SIG_BLOCK_ATTR_FLAG_COPY_MASK, sig::ATTR_FLAG_COPY_MASK),
+        val!(MLX5DV_SIG_MASK_T10DIF_GUARD, sig::MASK_T10DIF_GUARD),
+        val!(MLX5DV_SIG_MASK_T10DIF_APPTAG, sig::MASK_T10DIF_APPTAG),
+        val!(MLX5DV_SIG_MASK_T10DIF_REFTAG, sig::MASK_T10DIF_REFTAG),
+        val!(MLX5DV_SIG_MASK_CRC32, sig::MASK_CRC32),
+        val!(MLX5DV_SIG_MASK_CRC32C, sig::MASK_CRC32),
+        val!(MLX5DV_SIG_MASK_CRC64_XP10, sig::MASK_CRC64_XP10),
         // Data path: the verbs.h and mlx5dv.h values mlx5-dv mirrors.
         val!(IBV_ACCESS_LOCAL_WRITE, AccessFlags::LOCAL_WRITE.bits()),
         val!(IBV_ACCESS_REMOTE_WRITE, AccessFlags::REMOTE_WRITE.bits()),

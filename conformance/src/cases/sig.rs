@@ -41,6 +41,14 @@ pub(super) const CASES: &[Case] = &[
         run: crc64,
     },
     Case { name: "sig.memory_pi_validated_and_stripped_on_send", covers: &[42, 45], needs: N, run: memory_pi_send },
+    Case { name: "sig.convert_t10dif_memory_to_crc32_wire", covers: &[42], needs: N, run: convert },
+    Case { name: "sig.block_sizes_520_4096_4160", covers: &[42], needs: N, run: block_sizes },
+    Case {
+        name: "sig.block_size_4048",
+        covers: &[42],
+        needs: &[Need::Mlx5Device, Need::Devx, Need::SigBlock4048],
+        run: block_4048,
+    },
     Case { name: "sig.ref_remap_and_escapes", covers: &[43], needs: N, run: remap_and_escapes },
     Case {
         name: "sig.set_psv_transient_signatures",
@@ -380,24 +388,37 @@ fn check_mask(b: &mut dyn Backend, env: &Env) -> Check {
     )
 }
 
-/// Insert on TX, then strip on RX, for one wire domain type; `pi` checks one block's PI.
+/// Insert on TX, then strip on RX, for one wire domain type; `pi_ok` checks one block's PI.
 fn round_trip(b: &mut dyn Backend, env: &Env, d: D, pi_len: usize, pi_ok: impl Fn(&[u8], &[u8]) -> bool) -> Check {
+    round_trip_blocks(b, env, d, BLOCK, pi_len, pi_ok)
+}
+
+/// [`round_trip`] over `BLOCKS` blocks of `block` data bytes each.
+fn round_trip_blocks(
+    b: &mut dyn Backend,
+    env: &Env,
+    d: D,
+    block: usize,
+    pi_len: usize,
+    pi_ok: impl Fn(&[u8], &[u8]) -> bool,
+) -> Check {
     let (a, s) = sig_pair(b, env)?;
-    let data = pattern(DATA, 8);
-    let (_buf, mr, mkey) = sig_mkey(b, &a, DATA, &data)?;
+    let len = block * BLOCKS;
+    let data = pattern(len, 8);
+    let (_buf, mr, mkey) = sig_mkey(b, &a, len, &data)?;
     configure(b, &a, &mkey, &mr, Some(wire_only(d)), false)?;
-    let wire = tx_through(b, &a, &s, &mkey, DATA, (BLOCK + pi_len) * BLOCKS)?;
-    for (i, blk) in wire.chunks(BLOCK + pi_len).enumerate() {
-        check_eq(&format!("block {i} data"), &blk[..BLOCK], &data[i * BLOCK..(i + 1) * BLOCK])?;
+    let wire = tx_through(b, &a, &s, &mkey, len, (block + pi_len) * BLOCKS)?;
+    for (i, blk) in wire.chunks(block + pi_len).enumerate() {
+        check_eq(&format!("block {i} data"), &blk[..block], &data[i * block..(i + 1) * block])?;
         check(
             &format!("block {i} PI"),
-            pi_ok(&blk[..BLOCK], &blk[BLOCK..]),
+            pi_ok(&blk[..block], &blk[block..]),
             "the PI of the block's data",
-            &blk[BLOCK..],
+            &blk[block..],
         )?;
     }
     check_eq("sender mkey_check", expect_ok("mkey_check", b.mkey_check(&mkey))?, MkeyErr::NONE)?;
-    let (sbuf, smr, smkey) = sig_mkey(b, &s, DATA, &[])?;
+    let (sbuf, smr, smkey) = sig_mkey(b, &s, len, &[])?;
     configure(b, &s, &smkey, &smr, Some(wire_only(d)), false)?;
     rx_into(b, &a, &s, &smkey, &wire)?;
     check_eq("stripped on receive", contents(b, &sbuf)?, data)?;
@@ -437,6 +458,49 @@ fn crc64(b: &mut dyn Backend, env: &Env) -> Check {
     round_trip(b, env, D::crc(sig::BLOCK_512, sig::CRC64_XP10, u64::MAX), 8, |data, pi| {
         holds(pi, ones.checksum(data), 8)
     })
+}
+
+fn t10_block_ok(data: &[u8], pi: &[u8]) -> bool {
+    pi[..2] == t10_guard(data, 0).to_be_bytes() && pi[2..] == [0, 5, 0, 0, 0, 6]
+}
+
+fn block_sizes(b: &mut dyn Backend, env: &Env) -> Check {
+    for (bs, bytes) in [(sig::BLOCK_520, 520), (sig::BLOCK_4096, 4096), (sig::BLOCK_4160, 4160)] {
+        round_trip_blocks(b, env, D::t10dif(bs, dif(5, 6, 0)), bytes, 8, t10_block_ok)?;
+    }
+    Ok(())
+}
+
+fn block_4048(b: &mut dyn Backend, env: &Env) -> Check {
+    round_trip_blocks(b, env, D::t10dif(sig::BLOCK_4048, dif(5, 6, 0)), 4048, 8, t10_block_ok)
+}
+
+fn convert(b: &mut dyn Backend, env: &Env) -> Check {
+    // Memory T10-DIF (checked, stripped) becomes wire CRC32 (generated) on TX.
+    let (a, s) = sig_pair(b, env)?;
+    let data = pattern(DATA, 15);
+    let (_buf, mr, mkey) = sig_mkey(b, &a, T10_WIRE, &with_t10(&data, 3, 9, false))?;
+    let attr = SigBlockAttr {
+        mem: Some(D::t10dif(sig::BLOCK_512, dif(3, 9, 0))),
+        wire: Some(D::crc(sig::BLOCK_512, sig::CRC32, 0xffff_ffff)),
+        flags: 0,
+        check_mask: 0xff,
+        copy_mask: 0,
+        comp_mask: 0,
+    };
+    configure(b, &a, &mkey, &mr, Some(attr), false)?;
+    let wire = tx_through(b, &a, &s, &mkey, DATA, 516 * BLOCKS)?;
+    let c32 = Crc::<u32>::new(&CRC_32_ISO_HDLC);
+    for (i, blk) in wire.chunks(516).enumerate() {
+        check_eq(&format!("block {i} data"), &blk[..BLOCK], &data[i * BLOCK..(i + 1) * BLOCK])?;
+        check(
+            &format!("block {i} CRC32"),
+            holds(&blk[BLOCK..], u64::from(c32.checksum(&blk[..BLOCK])), 4),
+            "the CRC32 of the data",
+            &blk[BLOCK..],
+        )?;
+    }
+    check_eq("memory T10-DIF checked clean", expect_ok("mkey_check", b.mkey_check(&mkey))?, MkeyErr::NONE)
 }
 
 fn memory_pi_send(b: &mut dyn Backend, env: &Env) -> Check {
