@@ -325,7 +325,7 @@ impl SimControl for Mutant {
 #[case(Mutation::CheckMaskAlwaysAll, "cx7", "sig.check_mask_selects_input_bytes")]
 #[case(Mutation::ApptagReportedAsReftag, "cx7", "sig.t10dif_errors_first_error_first")]
 #[case(Mutation::OffsetInDataBytes, "cx7", "sig.t10dif_errors_first_error_first")]
-#[case(Mutation::OffsetInDataBytes, "cx7", "sig.crc_error_values_have_the_crc_width")]
+#[case(Mutation::OffsetInDataBytes, "cx7", "sig.crc64_guard_error_is_64_bits_wide")]
 #[case(Mutation::SigErrorReportedTwice, "cx7", "sig.t10dif_errors_first_error_first")]
 #[case(Mutation::SigErrorReportedTwice, "cx7", "sig.one_error_per_arm")]
 #[case(Mutation::NoAsyncEvents, "cx7", "sig.pipelining_drains_to_sqd")]

@@ -57,7 +57,20 @@ pub(super) const CASES: &[Case] = &[
         run: transient,
     },
     Case { name: "sig.t10dif_errors_first_error_first", covers: &[45, 47, 48, 49], needs: N, run: t10dif_errors },
-    Case { name: "sig.crc_error_values_have_the_crc_width", covers: &[45, 49], needs: N, run: crc_errors },
+    Case { name: "sig.t10dif_csum_guard_error", covers: &[45, 49], needs: N, run: csum_error },
+    Case { name: "sig.crc32_guard_error_is_32_bits_wide", covers: &[45, 49], needs: N, run: crc32_error },
+    Case {
+        name: "sig.crc32c_guard_error_is_32_bits_wide",
+        covers: &[45, 49],
+        needs: &[Need::Mlx5Device, Need::Devx, Need::SigCrc32c],
+        run: crc32c_error,
+    },
+    Case {
+        name: "sig.crc64_guard_error_is_64_bits_wide",
+        covers: &[45, 49],
+        needs: &[Need::Mlx5Device, Need::Devx, Need::SigCrc64],
+        run: crc64_error,
+    },
     Case { name: "sig.one_error_per_arm", covers: &[46], needs: N, run: latching },
     Case {
         name: "sig.pipelining_drains_to_sqd",
@@ -676,29 +689,58 @@ fn t10dif_errors(b: &mut dyn Backend, env: &Env) -> Check {
     check_eq("the first bad block wins", e, want)
 }
 
-fn crc_errors(b: &mut dyn Backend, env: &Env) -> Check {
+/// Corrupt every guard byte of block 3 (XOR 0x11) on the wire of domain `d`; the receiver
+/// reports the guard error with values `guard_len` bytes wide. The sender's mkey makes the
+/// wire PI, so the device's own byte order is used.
+fn guard_error(b: &mut dyn Backend, env: &Env, d: D, pi_len: usize, guard_len: usize, guard: u64) -> Check {
     let (a, s) = sig_pair(b, env)?;
     let data = pattern(DATA, 12);
-    let c32 = Crc::<u32>::new(&CRC_32_ISO_HDLC);
-    let (_buf, mr, mkey) = sig_mkey(b, &s, DATA, &[])?;
-    let d = D::crc(sig::BLOCK_512, sig::CRC32, 0xffff_ffff);
-    // Make the wire PI with the device's own byte order: send through a sender mkey first.
     let (_sb, smr, smkey) = sig_mkey(b, &a, DATA, &data)?;
     configure(b, &a, &smkey, &smr, Some(wire_only(d)), false)?;
-    let mut wire = tx_through(b, &a, &s, &smkey, DATA, 516 * BLOCKS)?;
+    let mut wire = tx_through(b, &a, &s, &smkey, DATA, (BLOCK + pi_len) * BLOCKS)?;
+    let (_buf, mr, mkey) = sig_mkey(b, &s, DATA, &[])?;
     configure(b, &s, &mkey, &mr, Some(wire_only(d)), false)?;
-    for k in 0..4 {
-        wire[516 * 3 + BLOCK + k] ^= 0x11;
+    let at = (BLOCK + pi_len) * 3 + BLOCK;
+    for byte in &mut wire[at..at + guard_len] {
+        *byte ^= 0x11;
     }
     rx_into(b, &a, &s, &mkey, &wire)?;
     let e = expect_ok("mkey_check", b.mkey_check(&mkey))?;
-    let crc = u64::from(c32.checksum(&data[3 * BLOCK..]));
-    check_eq(
-        "CRC32 guard error (type, expected, offset)",
-        (e.err_type, e.sig.expected_value, e.sig.offset),
-        (MkeyErrType::SigBlockBadGuard, crc, 3 * 516),
-    )?;
-    check_eq("actual is the 32-bit CRC with every byte changed", e.sig.actual_value, crc ^ 0x1111_1111)
+    let flipped = 0x1111_1111_1111_1111u64 >> (64 - 8 * guard_len);
+    let want = MkeyErr {
+        err_type: MkeyErrType::SigBlockBadGuard,
+        sig: mlx5_dv::SigErr {
+            expected_value: guard,
+            actual_value: guard ^ flipped,
+            offset: 3 * (BLOCK + pi_len) as u64,
+        },
+    };
+    check_eq(&format!("guard error ({guard_len}-byte values, offset in wire bytes)"), e, want)
+}
+
+fn last_block() -> Vec<u8> {
+    pattern(DATA, 12)[3 * BLOCK..].to_vec()
+}
+
+fn crc32_error(b: &mut dyn Backend, env: &Env) -> Check {
+    let crc = Crc::<u32>::new(&CRC_32_ISO_HDLC).checksum(&last_block());
+    guard_error(b, env, D::crc(sig::BLOCK_512, sig::CRC32, 0xffff_ffff), 4, 4, u64::from(crc))
+}
+
+fn crc32c_error(b: &mut dyn Backend, env: &Env) -> Check {
+    let crc = Crc::<u32>::new(&CRC_32_ISCSI).checksum(&last_block());
+    guard_error(b, env, D::crc(sig::BLOCK_512, sig::CRC32C, 0xffff_ffff), 4, 4, u64::from(crc))
+}
+
+fn crc64_error(b: &mut dyn Backend, env: &Env) -> Check {
+    let crc = Crc::<u64>::new(&CRC_64_NVME).checksum(&last_block());
+    guard_error(b, env, D::crc(sig::BLOCK_512, sig::CRC64_XP10, u64::MAX), 8, 8, crc)
+}
+
+fn csum_error(b: &mut dyn Backend, env: &Env) -> Check {
+    let guard = u16::from_be_bytes(internet_checksum::checksum(&last_block()));
+    let d = D::t10dif(sig::BLOCK_512, SigT10dif { bg_type: sig::BG_CSUM, ..dif(3, 4, 0) });
+    guard_error(b, env, d, 8, 2, u64::from(guard))
 }
 
 fn latching(b: &mut dyn Backend, env: &Env) -> Check {
