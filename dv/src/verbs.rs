@@ -198,6 +198,17 @@ pub struct DvQpInitAttr {
     pub send_ops_flags: u64,
 }
 
+impl DvQpInitAttr {
+    /// `MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS | _SEND_OPS_FLAGS` with these values.
+    pub fn new(create_flags: u32, send_ops_flags: u64) -> Self {
+        DvQpInitAttr {
+            comp_mask: dv_qp::MASK_QP_CREATE_FLAGS | dv_qp::MASK_SEND_OPS_FLAGS,
+            create_flags,
+            send_ops_flags,
+        }
+    }
+}
+
 /// The parts of `struct ibv_qp_init_attr_ex` and `mlx5dv_create_qp` this API models. The QP
 /// is always created with `IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -216,6 +227,13 @@ pub struct QpInitAttr {
     pub send_ops_flags: u64,
     /// `mlx5dv_create_qp`'s attributes; `None` creates the QP with `ibv_create_qp_ex`.
     pub dv: Option<DvQpInitAttr>,
+}
+
+impl QpInitAttr {
+    /// An RC QP with both queues on `cq` and the default RC send ops (`send_ops::RC_DEFAULT`).
+    pub fn rc(pd: PdHandle, cq: CqHandle, cap: QpCap, dv: Option<DvQpInitAttr>) -> Self {
+        QpInitAttr { pd, send_cq: cq, recv_cq: cq, qp_type: qp_type::RC, cap, send_ops_flags: send_ops::RC_DEFAULT, dv }
+    }
 }
 
 /// A created QP: its number and the capacities the provider wrote back.
@@ -264,6 +282,16 @@ impl QpModify {
     /// Move to `state` with no further attributes.
     pub fn to(state: QpState) -> Self {
         QpModify { state, access: AccessFlags::empty(), remote: None }
+    }
+
+    /// The three transitions that connect a QP in RESET to `peer`: INIT granting `access` to
+    /// incoming RDMA, RTR towards `peer`, then RTS.
+    pub fn connect(access: AccessFlags, peer: QpHandle) -> [QpModify; 3] {
+        [
+            QpModify { state: QpState::Init, access, remote: None },
+            QpModify { state: QpState::Rtr, access, remote: Some(peer) },
+            QpModify::to(QpState::Rts),
+        ]
     }
 }
 

@@ -3,8 +3,8 @@
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use mlx5_dv::{
-    AccessFlags as A, Backend, DvQpInitAttr, MkeyInitAttr, MkeyInitFlags, QpCap, QpInitAttr, QpModify, QpState,
-    SendFlags, Sge, WrOp, dv_qp, qp_type, send_ops,
+    AccessFlags as A, Backend, DvQpInitAttr, MkeyInitAttr, MkeyInitFlags, QpCap, QpInitAttr, QpModify, SendFlags, Sge,
+    WrOp, dv_qp,
 };
 use mlx5_sim::Simulator;
 use std::hint::black_box;
@@ -19,26 +19,14 @@ fn datapath(c: &mut Criterion) {
     let pd = b.alloc_pd(ctx).expect("pd");
     let cq = b.create_cq(ctx, 256).expect("cq");
     let cap = QpCap { max_send_wr: 64, max_recv_wr: 64, max_send_sge: 4, max_recv_sge: 4, max_inline_data: 512 };
-    let dv = Some(DvQpInitAttr {
-        comp_mask: dv_qp::MASK_SEND_OPS_FLAGS,
-        create_flags: 0,
-        send_ops_flags: dv_qp::WITH_MKEY_CONFIGURE | dv_qp::WITH_MR_LIST,
-    });
-    let attr = QpInitAttr {
-        pd,
-        send_cq: cq.handle,
-        recv_cq: cq.handle,
-        qp_type: qp_type::RC,
-        cap,
-        send_ops_flags: send_ops::RC_DEFAULT,
-        dv,
-    };
+    let dv = DvQpInitAttr::new(0, dv_qp::WITH_MKEY_CONFIGURE | dv_qp::WITH_MR_LIST);
+    let attr = QpInitAttr::rc(pd, cq.handle, cap, Some(dv));
     let qa = b.create_qp(&attr).expect("qp");
     let qb = b.create_qp(&attr).expect("qp");
     for (q, peer) in [(&qa, &qb), (&qb, &qa)] {
-        b.modify_qp(q, &QpModify { state: QpState::Init, access: ACCESS, remote: None }).expect("init");
-        b.modify_qp(q, &QpModify { state: QpState::Rtr, access: ACCESS, remote: Some(peer.handle) }).expect("rtr");
-        b.modify_qp(q, &QpModify::to(QpState::Rts)).expect("rts");
+        for step in QpModify::connect(ACCESS, peer.handle) {
+            b.modify_qp(q, &step).expect("connect");
+        }
     }
     let src = b.alloc_buf(MIB).expect("src");
     b.write_buf(&src, 0, &vec![0xa5; MIB]).expect("fill");

@@ -5,8 +5,8 @@
 use crc_fast::{CrcAlgorithm, checksum};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use mlx5_dv::{
-    AccessFlags as A, Backend, DvQpInitAttr, MkeyInitAttr, MkeyInitFlags, QpCap, QpInitAttr, QpModify, QpState,
-    SendFlags, Sge, SigBlockAttr, SigBlockDomain, SigT10dif, WrOp, dv_qp, qp_type, send_ops, sig,
+    AccessFlags as A, Backend, DvQpInitAttr, MkeyInitAttr, MkeyInitFlags, QpCap, QpInitAttr, QpModify, SendFlags, Sge,
+    SigBlockAttr, SigBlockDomain, SigT10dif, WrOp, dv_qp, sig,
 };
 use mlx5_sim::Simulator;
 use std::hint::black_box;
@@ -21,26 +21,13 @@ fn signature(c: &mut Criterion) {
     let pd = b.alloc_pd(ctx).expect("pd");
     let cq = b.create_cq(ctx, 256).expect("cq");
     let cap = QpCap { max_send_wr: 64, max_recv_wr: 64, max_send_sge: 4, max_recv_sge: 4, max_inline_data: 512 };
-    let dv = Some(DvQpInitAttr {
-        comp_mask: dv_qp::MASK_SEND_OPS_FLAGS,
-        create_flags: 0,
-        send_ops_flags: dv_qp::WITH_MKEY_CONFIGURE,
-    });
-    let attr = QpInitAttr {
-        pd,
-        send_cq: cq.handle,
-        recv_cq: cq.handle,
-        qp_type: qp_type::RC,
-        cap,
-        send_ops_flags: send_ops::RC_DEFAULT,
-        dv,
-    };
+    let attr = QpInitAttr::rc(pd, cq.handle, cap, Some(DvQpInitAttr::new(0, dv_qp::WITH_MKEY_CONFIGURE)));
     let qa = b.create_qp(&attr).expect("qp");
     let qb = b.create_qp(&attr).expect("qp");
     for (q, peer) in [(&qa, &qb), (&qb, &qa)] {
-        b.modify_qp(q, &QpModify { state: QpState::Init, access: ACCESS, remote: None }).expect("init");
-        b.modify_qp(q, &QpModify { state: QpState::Rtr, access: ACCESS, remote: Some(peer.handle) }).expect("rtr");
-        b.modify_qp(q, &QpModify::to(QpState::Rts)).expect("rts");
+        for step in QpModify::connect(ACCESS, peer.handle) {
+            b.modify_qp(q, &step).expect("connect");
+        }
     }
     let data: Vec<u8> = (0..MIB).map(|i| (i * 7) as u8).collect();
     let src = b.alloc_buf(MIB).expect("src");

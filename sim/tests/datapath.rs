@@ -4,7 +4,7 @@
 use mlx5_dv::prm::mkc;
 use mlx5_dv::{
     AccessFlags as A, Backend, DvQpInitAttr, Mkey, MkeyInitAttr, MkeyInitFlags as F, Qp, QpCap, QpInitAttr, QpModify,
-    QpState, SendFlags, Sge, WrOp, dv_qp, qp_type, send_ops,
+    QpState, SendFlags, Sge, WrOp, dv_qp,
 };
 use mlx5_sim::Simulator;
 
@@ -16,26 +16,13 @@ fn setup(flags: F) -> (Simulator, Qp, Mkey, mlx5_dv::Mr, mlx5_dv::Cq) {
     let pd = sim.alloc_pd(ctx).unwrap();
     let cq = sim.create_cq(ctx, 16).unwrap();
     let cap = QpCap { max_send_wr: 8, max_recv_wr: 8, max_send_sge: 2, max_recv_sge: 2, max_inline_data: 0 };
-    let dv = Some(DvQpInitAttr {
-        comp_mask: dv_qp::MASK_SEND_OPS_FLAGS,
-        create_flags: 0,
-        send_ops_flags: dv_qp::WITH_MKEY_CONFIGURE,
-    });
-    let attr = QpInitAttr {
-        pd,
-        send_cq: cq.handle,
-        recv_cq: cq.handle,
-        qp_type: qp_type::RC,
-        cap,
-        send_ops_flags: send_ops::RC_DEFAULT,
-        dv,
-    };
+    let attr = QpInitAttr::rc(pd, cq.handle, cap, Some(DvQpInitAttr::new(0, dv_qp::WITH_MKEY_CONFIGURE)));
     let qp = sim.create_qp(&attr).unwrap();
     let peer = sim.create_qp(&attr).unwrap();
     for (q, p) in [(&qp, &peer), (&peer, &qp)] {
-        sim.modify_qp(q, &QpModify { state: QpState::Init, access: ACCESS, remote: None }).unwrap();
-        sim.modify_qp(q, &QpModify { state: QpState::Rtr, access: ACCESS, remote: Some(p.handle) }).unwrap();
-        sim.modify_qp(q, &QpModify::to(QpState::Rts)).unwrap();
+        for step in QpModify::connect(ACCESS, p.handle) {
+            sim.modify_qp(q, &step).unwrap();
+        }
     }
     let buf = sim.alloc_buf(64).unwrap();
     let mr = sim.reg_mr(pd, buf.addr, 64, A::LOCAL_WRITE).unwrap();

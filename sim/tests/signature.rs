@@ -5,8 +5,7 @@
 use crc::{Algorithm, CRC_16_T10_DIF, CRC_32_ISCSI, CRC_32_ISO_HDLC, CRC_64_NVME, Crc};
 use mlx5_dv::{
     AccessFlags as A, Backend, DvQpInitAttr, Mkey, MkeyErr, MkeyErrType, MkeyInitAttr, MkeyInitFlags as F, QpCap,
-    QpInitAttr, QpModify, QpState, SendFlags, Sge, SigBlockAttr, SigBlockDomain, SigErr, SigT10dif, WrOp, dv_qp,
-    qp_type, send_ops, sig,
+    QpInitAttr, QpModify, SendFlags, Sge, SigBlockAttr, SigBlockDomain, SigErr, SigT10dif, WrOp, dv_qp, sig,
 };
 use mlx5_sim::profile::SignatureSection;
 use mlx5_sim::signature::{Crcs, Domain, Kind};
@@ -135,27 +134,14 @@ fn rig() -> Rig {
     let pd = sim.alloc_pd(ctx).unwrap();
     let cq = sim.create_cq(ctx, 1024).unwrap();
     let cap = QpCap { max_send_wr: 64, max_recv_wr: 64, max_send_sge: 2, max_recv_sge: 2, max_inline_data: 512 };
-    let dv = Some(DvQpInitAttr {
-        comp_mask: dv_qp::MASK_SEND_OPS_FLAGS,
-        create_flags: 0,
-        send_ops_flags: dv_qp::WITH_MKEY_CONFIGURE,
-    });
-    let attr = QpInitAttr {
-        pd,
-        send_cq: cq.handle,
-        recv_cq: cq.handle,
-        qp_type: qp_type::RC,
-        cap,
-        send_ops_flags: send_ops::RC_DEFAULT,
-        dv,
-    };
+    let attr = QpInitAttr::rc(pd, cq.handle, cap, Some(DvQpInitAttr::new(0, dv_qp::WITH_MKEY_CONFIGURE)));
     let client = sim.create_qp(&attr).unwrap();
     let server = sim.create_qp(&attr).unwrap();
     let access = A::LOCAL_WRITE | A::REMOTE_WRITE | A::REMOTE_READ;
     for (q, p) in [(&client, &server), (&server, &client)] {
-        sim.modify_qp(q, &QpModify { state: QpState::Init, access, remote: None }).unwrap();
-        sim.modify_qp(q, &QpModify { state: QpState::Rtr, access, remote: Some(p.handle) }).unwrap();
-        sim.modify_qp(q, &QpModify::to(QpState::Rts)).unwrap();
+        for step in QpModify::connect(access, p.handle) {
+            sim.modify_qp(q, &step).unwrap();
+        }
     }
     Rig { sim, client, server, cq, pd }
 }

@@ -1,8 +1,8 @@
 //! Fixtures for data-path cases: connected RC QPs, registered buffers, polling.
 
 use mlx5_dv::{
-    AccessFlags, Backend, Buf, ContextHandle, Cq, Mkey, MkeyInitAttr, MkeyInitFlags, Mr, PdHandle, Qp, QpCap,
-    QpInitAttr, QpModify, QpState, RecvWr, SendFlags, Sge, Wc, WrOp, dv_qp, qp_type, send_ops, wc_status,
+    AccessFlags, Backend, Buf, ContextHandle, Cq, DvQpInitAttr, Mkey, MkeyInitAttr, MkeyInitFlags, Mr, PdHandle, Qp,
+    QpCap, QpInitAttr, QpModify, RecvWr, SendFlags, Sge, Wc, WrOp, dv_qp, wc_status,
 };
 
 use crate::case::{Check, Env, Verdict, check_eq, expect_ok};
@@ -28,19 +28,7 @@ pub(super) const QP_ACCESS: AccessFlags =
 
 /// RC QP attributes with the mkey send ops and the given mlx5dv create flags.
 pub(super) fn qp_attr(pd: PdHandle, cq: &Cq, create_flags: u32, cap: QpCap) -> QpInitAttr {
-    QpInitAttr {
-        pd,
-        send_cq: cq.handle,
-        recv_cq: cq.handle,
-        qp_type: qp_type::RC,
-        cap,
-        send_ops_flags: send_ops::RC_DEFAULT,
-        dv: Some(mlx5_dv::DvQpInitAttr {
-            comp_mask: dv_qp::MASK_SEND_OPS_FLAGS | dv_qp::MASK_QP_CREATE_FLAGS,
-            create_flags,
-            send_ops_flags: MKEY_OPS,
-        }),
-    }
+    QpInitAttr::rc(pd, cq.handle, cap, Some(DvQpInitAttr::new(create_flags, MKEY_OPS)))
 }
 
 /// Open `dev`, allocate a PD and a 64-entry CQ.
@@ -53,12 +41,11 @@ pub(super) fn open(b: &mut dyn Backend, dev: &str) -> Check<(ContextHandle, PdHa
 
 /// Move `qp` through INIT and RTR (towards `peer`) to RTS.
 pub(super) fn connect(b: &mut dyn Backend, qp: &Qp, peer: &Qp) -> Check {
-    expect_ok("modify to INIT", b.modify_qp(qp, &QpModify { state: QpState::Init, access: QP_ACCESS, remote: None }))?;
-    expect_ok(
-        "modify to RTR",
-        b.modify_qp(qp, &QpModify { state: QpState::Rtr, access: QP_ACCESS, remote: Some(peer.handle) }),
-    )?;
-    expect_ok("modify to RTS", b.modify_qp(qp, &QpModify::to(QpState::Rts)))
+    for step in QpModify::connect(QP_ACCESS, peer.handle) {
+        let state = format!("{:?}", step.state).to_uppercase();
+        expect_ok(&format!("modify to {state}"), b.modify_qp(qp, &step))?;
+    }
+    Ok(())
 }
 
 /// Two connected RC QPs: on one device (loopback), or `a` on the first device and `b` on the

@@ -97,6 +97,10 @@ fn wire_only(d: D) -> SigBlockAttr {
     SigBlockAttr { mem: None, wire: Some(d), flags: 0, check_mask: 0xff, copy_mask: 0, comp_mask: 0 }
 }
 
+fn mem_only(d: D) -> SigBlockAttr {
+    SigBlockAttr { mem: Some(d), wire: None, ..wire_only(d) }
+}
+
 /// Client and server RC QPs with room for a BSF.
 fn sig_pair(b: &mut dyn Backend, env: &Env) -> Check<(Side, Side)> {
     let (ctx, pd, cq) = open(b, env.dev()?)?;
@@ -525,15 +529,7 @@ fn memory_pi_send(b: &mut dyn Backend, env: &Env) -> Check {
     for (round, pi) in [(0u64, crc.to_le_bytes()), (1, crc.to_be_bytes())] {
         let mem = [&data[..], &pi].concat();
         let (_buf, mr, mkey) = sig_mkey(b, &a, BLOCK + 4, &mem)?;
-        let attr = SigBlockAttr {
-            mem: Some(D::crc(sig::BLOCK_512, sig::CRC32, 0xffff_ffff)),
-            wire: None,
-            flags: 0,
-            check_mask: 0xff,
-            copy_mask: 0,
-            comp_mask: 0,
-        };
-        configure(b, &a, &mkey, &mr, Some(attr), false)?;
+        configure(b, &a, &mkey, &mr, Some(mem_only(D::crc(sig::BLOCK_512, sig::CRC32, 0xffff_ffff))), false)?;
         let (rbuf, rmr) = region(b, s.pd, BLOCK, &[], A::LOCAL_WRITE)?;
         recv(b, &s.qp, 0x70 + round, vec![sge(&rmr, 0, BLOCK as u32)])?;
         let send = WrOp::Send {
@@ -782,15 +778,7 @@ fn pipelining(b: &mut dyn Backend, env: &Env) -> Check {
     let mut mem = [&pattern(BLOCK, 14)[..], &[0u8; 4]].concat();
     mem[BLOCK] = 0x5a;
     let (_buf, mr, mkey) = sig_mkey(b, &a, BLOCK + 4, &mem)?;
-    let attr = SigBlockAttr {
-        mem: Some(D::crc(sig::BLOCK_512, sig::CRC32, 0xffff_ffff)),
-        wire: None,
-        flags: 0,
-        check_mask: 0xff,
-        copy_mask: 0,
-        comp_mask: 0,
-    };
-    configure(b, &a, &mkey, &mr, Some(attr), false)?;
+    configure(b, &a, &mkey, &mr, Some(mem_only(D::crc(sig::BLOCK_512, sig::CRC32, 0xffff_ffff))), false)?;
     let (dst, dmr) = region(b, s.pd, BLOCK, &[], A::LOCAL_WRITE | A::REMOTE_WRITE)?;
     let (_rb, rmr) = region(b, s.pd, 16, &[], A::LOCAL_WRITE)?;
     let (_sb, smr) = region(b, a.pd, 16, &pattern(16, 1), A::LOCAL_WRITE)?;
