@@ -36,6 +36,7 @@ enum Mutation {
     CheckMaskAlwaysAll,
     ApptagReportedAsReftag,
     OffsetInDataBytes,
+    SigValuesTruncatedTo32Bits,
     SigErrorReportedTwice,
     NoAsyncEvents,
     CancelFindsNothing,
@@ -136,6 +137,11 @@ impl Backend for Mutant {
             }
             (Mutation::OffsetInDataBytes, Ok(mut e)) => {
                 e.sig.offset = e.sig.offset / 520 * 512;
+                Ok(e)
+            }
+            (Mutation::SigValuesTruncatedTo32Bits, Ok(mut e)) => {
+                e.sig.expected_value &= 0xffff_ffff;
+                e.sig.actual_value &= 0xffff_ffff;
                 Ok(e)
             }
             (Mutation::SigErrorReportedTwice, Ok(e)) if e == MkeyErr::NONE => Ok(self.last_err.take().unwrap_or(e)),
@@ -326,6 +332,7 @@ impl SimControl for Mutant {
 #[case(Mutation::ApptagReportedAsReftag, "cx7", "sig.t10dif_errors_first_error_first")]
 #[case(Mutation::OffsetInDataBytes, "cx7", "sig.t10dif_errors_first_error_first")]
 #[case(Mutation::OffsetInDataBytes, "cx7", "sig.crc64_guard_error_is_64_bits_wide")]
+#[case(Mutation::SigValuesTruncatedTo32Bits, "cx7", "sig.crc64_guard_error_is_64_bits_wide")]
 #[case(Mutation::SigErrorReportedTwice, "cx7", "sig.t10dif_errors_first_error_first")]
 #[case(Mutation::SigErrorReportedTwice, "cx7", "sig.one_error_per_arm")]
 #[case(Mutation::NoAsyncEvents, "cx7", "sig.pipelining_drains_to_sqd")]
