@@ -2,6 +2,8 @@
 //! (§12.45–50). Expected PI is computed here with the `crc` crate, independently of any
 //! backend. Block numbering starts at mkey offset 0.
 
+use std::ops::Range;
+
 use crc::{Algorithm, CRC_16_T10_DIF, CRC_32_ISCSI, CRC_32_ISO_HDLC, CRC_64_NVME, Crc};
 use mlx5_dv::errno::{EINVAL, ENOMEM};
 use mlx5_dv::{
@@ -57,7 +59,7 @@ pub(super) const CASES: &[Case] = &[
         run: transient,
     },
     Case { name: "sig.t10dif_errors_first_error_first", covers: &[45, 47, 48, 49], needs: N, run: t10dif_errors },
-    Case { name: "sig.t10dif_csum_guard_error", covers: &[45, 49], needs: N, run: csum_error },
+    Case { name: "sig.t10dif_csum_guard_app_ref_errors", covers: &[45, 49], needs: N, run: csum_errors },
     Case { name: "sig.crc32_guard_error_is_32_bits_wide", covers: &[45, 49], needs: N, run: crc32_error },
     Case {
         name: "sig.crc32c_guard_error_is_32_bits_wide",
@@ -685,32 +687,42 @@ fn t10dif_errors(b: &mut dyn Backend, env: &Env) -> Check {
     check_eq("the first bad block wins", e, want)
 }
 
-/// Corrupt every guard byte of block 3 (XOR 0x11) on the wire of domain `d`; the receiver
-/// reports the guard error with values `guard_len` bytes wide. The sender's mkey makes the
-/// wire PI, so the device's own byte order is used.
-fn guard_error(b: &mut dyn Backend, env: &Env, d: D, pi_len: usize, guard_len: usize, guard: u64) -> Check {
+/// Send 4 blocks through a sender mkey with wire domain `d` (so the device's own PI byte
+/// order is used), XOR 0x11 into PI bytes `pi_bytes` of block 3, receive into a mkey with the
+/// same domain; return the receiver's mkey_check.
+fn corrupted_rx(b: &mut dyn Backend, env: &Env, d: D, pi_len: usize, pi_bytes: Range<usize>) -> Check<MkeyErr> {
     let (a, s) = sig_pair(b, env)?;
-    let data = pattern(DATA, 12);
-    let (_sb, smr, smkey) = sig_mkey(b, &a, DATA, &data)?;
+    let (_sb, smr, smkey) = sig_mkey(b, &a, DATA, &pattern(DATA, 12))?;
     configure(b, &a, &smkey, &smr, Some(wire_only(d)), false)?;
     let mut wire = tx_through(b, &a, &s, &smkey, DATA, (BLOCK + pi_len) * BLOCKS)?;
     let (_buf, mr, mkey) = sig_mkey(b, &s, DATA, &[])?;
     configure(b, &s, &mkey, &mr, Some(wire_only(d)), false)?;
-    let at = (BLOCK + pi_len) * 3 + BLOCK;
-    for byte in &mut wire[at..at + guard_len] {
+    let pi = (BLOCK + pi_len) * 3 + BLOCK;
+    for byte in &mut wire[pi + pi_bytes.start..pi + pi_bytes.end] {
         *byte ^= 0x11;
     }
     rx_into(b, &a, &s, &mkey, &wire)?;
-    let e = expect_ok("mkey_check", b.mkey_check(&mkey))?;
-    let flipped = 0x1111_1111_1111_1111u64 >> (64 - 8 * guard_len);
-    let want = MkeyErr {
-        err_type: MkeyErrType::SigBlockBadGuard,
+    expect_ok("mkey_check", b.mkey_check(&mkey))
+}
+
+/// The error block 3 must report: `value` expected, `value` with each of its `width` bytes
+/// XORed with 0x11 actual.
+fn block3_error(err_type: MkeyErrType, value: u64, width: usize, pi_len: usize) -> MkeyErr {
+    let flipped = 0x1111_1111_1111_1111u64 >> (64 - 8 * width);
+    MkeyErr {
+        err_type,
         sig: mlx5_dv::SigErr {
-            expected_value: guard,
-            actual_value: guard ^ flipped,
+            expected_value: value,
+            actual_value: value ^ flipped,
             offset: 3 * (BLOCK + pi_len) as u64,
         },
-    };
+    }
+}
+
+/// Corrupt every guard byte of block 3: the guard error has values `guard_len` bytes wide.
+fn guard_error(b: &mut dyn Backend, env: &Env, d: D, pi_len: usize, guard_len: usize, guard: u64) -> Check {
+    let e = corrupted_rx(b, env, d, pi_len, 0..guard_len)?;
+    let want = block3_error(MkeyErrType::SigBlockBadGuard, guard, guard_len, pi_len);
     check_eq(&format!("guard error ({guard_len}-byte values, offset in wire bytes)"), e, want)
 }
 
@@ -733,10 +745,14 @@ fn crc64_error(b: &mut dyn Backend, env: &Env) -> Check {
     guard_error(b, env, D::crc(sig::BLOCK_512, sig::CRC64_XP10, u64::MAX), 8, 8, crc)
 }
 
-fn csum_error(b: &mut dyn Backend, env: &Env) -> Check {
+fn csum_errors(b: &mut dyn Backend, env: &Env) -> Check {
     let guard = u16::from_be_bytes(internet_checksum::checksum(&last_block()));
     let d = D::t10dif(sig::BLOCK_512, SigT10dif { bg_type: sig::BG_CSUM, ..dif(3, 4, 0) });
-    guard_error(b, env, d, 8, 2, u64::from(guard))
+    guard_error(b, env, d, 8, 2, u64::from(guard))?;
+    let e = corrupted_rx(b, env, d, 8, 2..4)?;
+    check_eq("app tag error", e, block3_error(MkeyErrType::SigBlockBadApptag, 3, 2, 8))?;
+    let e = corrupted_rx(b, env, d, 8, 4..8)?;
+    check_eq("ref tag error", e, block3_error(MkeyErrType::SigBlockBadReftag, 4, 4, 8))
 }
 
 fn latching(b: &mut dyn Backend, env: &Env) -> Check {
