@@ -4,16 +4,19 @@
 //! items of the behaviour checklist (§12 of `spec/mlx5-behaviour.md`) it covers and the
 //! capabilities it needs. The harness ([`run_target`]) runs every case on a fresh backend
 //! instance and reports pass, fail (with expected and actual) or skip (with the reason); a skip
-//! is never counted as a pass.
+//! is never counted as a pass. A table of known divergences ([`Divergences`]) turns a listed
+//! failure into an expected failure, and a listed pass into a failure.
 #![deny(missing_docs)]
 
 pub mod case;
 pub mod cases;
+pub mod divergence;
 pub mod report;
 pub mod run;
 pub mod spec;
 
 pub use case::{Case, Check, Env, Need, Verdict};
+pub use divergence::{Divergence, Divergences};
 pub use report::{CaseReport, Outcome, Report, RunReport, Summary};
 pub use run::{Target, run_case, run_target, skip_reason};
 

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use mlx5_conformance::{Report, Target, coverage, run_target, suite};
+use mlx5_conformance::divergence::SHIPPED;
+use mlx5_conformance::{Divergences, Report, Target, coverage, run_target, suite};
 use mlx5_sim::Profile;
 
 #[derive(Parser)]
@@ -49,6 +50,9 @@ enum Command {
         /// Run only the cases whose name contains this text.
         #[arg(long)]
         filter: Option<String>,
+        /// A table of known divergences (TOML) instead of the shipped one.
+        #[arg(long)]
+        divergences: Option<PathBuf>,
     },
     /// Show each §12 item with the cases that cover it, and the items nothing covers yet.
     Coverage,
@@ -92,8 +96,9 @@ const NO_DEVICE: u8 = 3;
 
 fn main() -> ExitCode {
     match Cli::parse().command {
-        Command::Run { backend, profile, device, require_device, format, output, filter } => {
-            run(backend, profile, device, require_device, format, output, filter)
+        Command::Run { backend, profile, device, require_device, format, output, filter, divergences } => {
+            let opts = RunOpts { require_device, format, output, filter, divergences };
+            run(backend, profile, device, opts)
         }
         Command::Coverage => {
             print!("{}", coverage_text());
@@ -144,21 +149,40 @@ fn targets(backend: BackendArg, profile: Option<String>, device: DeviceArgs) -> 
     }
 }
 
-fn run(
-    backend: BackendArg,
-    profile: Option<String>,
-    device: DeviceArgs,
+/// How `run` runs and reports.
+struct RunOpts {
     require_device: bool,
     format: Format,
     output: Option<PathBuf>,
     filter: Option<String>,
-) -> ExitCode {
+    divergences: Option<PathBuf>,
+}
+
+/// The divergence table from `path`, or the shipped one.
+fn divergences(path: Option<&PathBuf>) -> Result<Divergences, String> {
+    let names: Vec<&str> = suite().iter().map(|c| c.name).collect();
+    match path {
+        None => Divergences::parse(SHIPPED, &names).map_err(|e| format!("the shipped divergence table: {e}")),
+        Some(p) => {
+            let text = std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+            Divergences::parse(&text, &names).map_err(|e| format!("{}: {e}", p.display()))
+        }
+    }
+}
+
+fn run(backend: BackendArg, profile: Option<String>, device: DeviceArgs, opts: RunOpts) -> ExitCode {
+    let RunOpts { require_device, format, output, filter, divergences: table } = opts;
     let targets = match targets(backend, profile, device) {
         Ok(t) => t,
         Err(e) => return fail(USAGE, e),
     };
+    let table = match divergences(table.as_ref()) {
+        Ok(t) => t,
+        Err(e) => return fail(USAGE, e),
+    };
     let cases: Vec<_> = suite().into_iter().filter(|c| filter.as_deref().is_none_or(|f| c.name.contains(f))).collect();
-    let report = Report { runs: targets.iter().map(|t| run_target(t, &cases)).collect() };
+    let mut report = Report { runs: targets.iter().map(|t| run_target(t, &cases)).collect() };
+    report.runs.iter_mut().for_each(|run| table.apply(run));
     let text = match format {
         Format::Table => Ok(report.to_table()),
         Format::Json => report.to_json().map_err(|e| e.to_string()),
@@ -173,8 +197,7 @@ fn run(
             if let Err(e) = std::fs::write(&path, text) {
                 return fail(USAGE, format!("cannot write {}: {e}", path.display()));
             }
-            let s = report.summary();
-            eprintln!("{} passed, {} failed, {} skipped; report in {}", s.passed, s.failed, s.skipped, path.display());
+            eprintln!("{}; report in {}", report.summary().line(), path.display());
         }
         None => print!("{text}"),
     }

@@ -145,3 +145,40 @@ fn cli_lists_profiles_with_the_default() {
     }
     assert!(text.contains(&format!("default: {}", mlx5_sim::DEFAULT_PROFILE)));
 }
+
+#[test]
+fn cli_a_listed_divergence_that_passes_fails_the_run() {
+    let dir = std::env::temp_dir().join(format!("mlx5-conformance-div-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let table = |profile: &str| {
+        format!(
+            "[[divergence]]\nbackend = \"sim\"\nprofile = \"{profile}\"\ncase = \"mkey.zero_create_flags\"\n\
+             reason = \"a test entry\"\n"
+        )
+    };
+    let path = dir.join("div.toml");
+    let run = |path: &std::path::Path| {
+        let args = ["run", "--format", "json", "--filter", "mkey.zero_create_flags", "--divergences"];
+        cli(&[&args[..], &[path.to_str().unwrap()]].concat())
+    };
+    std::fs::write(&path, table("cx6dx")).unwrap();
+    let out = run(&path);
+    assert_eq!(out.status.code(), Some(1));
+    let r: Report = serde_json::from_slice(&out.stdout).unwrap();
+    let case = &r.runs[0].cases[0];
+    assert_eq!(case.outcome, Outcome::Fail);
+    assert!(case.detail.contains("a test entry") && case.detail.contains("remove it"), "{}", case.detail);
+    // The entry names another profile: the default profile's run is untouched.
+    std::fs::write(&path, table("cx7")).unwrap();
+    let out = run(&path);
+    assert!(out.status.success());
+    let r: Report = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(r.runs[0].cases[0].outcome, Outcome::Pass);
+    // A table naming no real case is a usage error.
+    std::fs::write(&path, "[[divergence]]\nbackend = \"sim\"\ncase = \"mkey.nope\"\nreason = \"r\"\n").unwrap();
+    let out = run(&path);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("mkey.nope") && err.contains("no such case"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
