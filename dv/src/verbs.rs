@@ -456,6 +456,23 @@ pub enum WrOp {
     },
 }
 
+impl WrOp {
+    /// True for the mlx5dv mkey operations (configure, its setters, `mr_list`,
+    /// `mr_interleaved`), which go through `mlx5dv_qp_ex` rather than `ibv_qp_ex`.
+    pub fn is_mlx5dv_mkey_op(&self) -> bool {
+        matches!(
+            self,
+            WrOp::MkeyConfigure { .. }
+                | WrOp::SetMkeyAccessFlags(_)
+                | WrOp::SetMkeySigBlock(_)
+                | WrOp::SetMkeyLayoutList(_)
+                | WrOp::SetMkeyLayoutInterleaved { .. }
+                | WrOp::MrList { .. }
+                | WrOp::MrInterleaved { .. }
+        )
+    }
+}
+
 /// `struct ibv_recv_wr` with its scatter list.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecvWr {

@@ -499,17 +499,7 @@ impl HwBackend {
                 let p = self.mkey_entry(mkey.handle, op)?.ptr;
                 mkeys.push((p, mkey.lkey, mkey.rkey));
             }
-            let dv_op = matches!(
-                w,
-                WrOp::MkeyConfigure { .. }
-                    | WrOp::SetMkeyAccessFlags(_)
-                    | WrOp::SetMkeySigBlock(_)
-                    | WrOp::SetMkeyLayoutList(_)
-                    | WrOp::SetMkeyLayoutInterleaved { .. }
-                    | WrOp::MrList { .. }
-                    | WrOp::MrInterleaved { .. }
-            );
-            if dv_op && mqpx.is_null() {
+            if w.is_mlx5dv_mkey_op() && mqpx.is_null() {
                 return Err(Error::new(op, EOPNOTSUPP, "the QP was created without mlx5dv send ops"));
             }
         }

@@ -893,7 +893,7 @@ impl Simulator {
         let update_tag = self.ctx_update_tag(q.ctx);
         let mut ch = Chain { err: 0, nreq: 0, wqes: Vec::new(), open: None };
         for w in ops {
-            if !mkey_ops && is_dv_mkey_op(w) {
+            if !mkey_ops && w.is_mlx5dv_mkey_op() {
                 ch.fail(EOPNOTSUPP);
                 continue;
             }
@@ -1339,17 +1339,4 @@ fn sig_config(attr: &SigBlockAttr) -> std::result::Result<crate::signature::SigC
 enum Layout<'a> {
     List(&'a [Sge]),
     Interleaved(u32, &'a [MrInterleaved]),
-}
-
-fn is_dv_mkey_op(w: &WrOp) -> bool {
-    matches!(
-        w,
-        WrOp::MkeyConfigure { .. }
-            | WrOp::SetMkeyAccessFlags(_)
-            | WrOp::SetMkeySigBlock(_)
-            | WrOp::SetMkeyLayoutList(_)
-            | WrOp::SetMkeyLayoutInterleaved { .. }
-            | WrOp::MrList { .. }
-            | WrOp::MrInterleaved { .. }
-    )
 }

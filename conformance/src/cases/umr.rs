@@ -291,22 +291,28 @@ fn list_layout(b: &mut dyn Backend, env: &Env) -> Check {
     remote_write_fails(b, &a, mkey.rkey, 20, 8)
 }
 
+/// `mlx5dv_wr_mr_interleaved` granting remote and local write, and its completion.
+fn interleave(
+    b: &mut dyn Backend,
+    s: &Side,
+    mkey: Mkey,
+    repeat_count: u32,
+    entries: Vec<MrInterleaved>,
+    what: &str,
+) -> Check {
+    let access = (A::REMOTE_WRITE | A::LOCAL_WRITE).bits();
+    let op = WrOp::MrInterleaved { wr_id: 1, flags: inline(), mkey, access, repeat_count, entries };
+    expect_ok(what, b.post_send(&s.qp, &[op]))?;
+    ok_cqe(b, &s.cq, 1, wc_opcode::DRIVER1).map(drop)
+}
+
 fn interleaved_layout(b: &mut dyn Backend, env: &Env) -> Check {
     let (a, s, buf, mr, mkey) = setup(b, env, F::INDIRECT, 4)?;
     let entries = vec![
         MrInterleaved { addr: mr.addr, bytes_count: 4, bytes_skip: 12, lkey: mr.lkey },
         MrInterleaved { addr: mr.addr + 128, bytes_count: 2, bytes_skip: 6, lkey: mr.lkey },
     ];
-    let op = WrOp::MrInterleaved {
-        wr_id: 1,
-        flags: inline(),
-        mkey,
-        access: (A::REMOTE_WRITE | A::LOCAL_WRITE).bits(),
-        repeat_count: 3,
-        entries,
-    };
-    expect_ok("mlx5dv_wr_mr_interleaved", b.post_send(&s.qp, &[op]))?;
-    ok_cqe(b, &s.cq, 1, wc_opcode::DRIVER1)?;
+    interleave(b, &s, mkey, 3, entries, "mlx5dv_wr_mr_interleaved")?;
     let data = pattern(18, 0x61);
     remote_write(b, &a, mkey.rkey, 0, &data)?;
     let mut want = pattern(256, 7);
@@ -323,16 +329,7 @@ fn stride_truncation(b: &mut dyn Backend, env: &Env) -> Check {
     // bytes_count + bytes_skip = 0x10000: the 16-bit stride is 0, so every repetition maps
     // the same 4 bytes.
     let entries = vec![MrInterleaved { addr: mr.addr, bytes_count: 4, bytes_skip: 0xfffc, lkey: mr.lkey }];
-    let op = WrOp::MrInterleaved {
-        wr_id: 1,
-        flags: inline(),
-        mkey,
-        access: (A::REMOTE_WRITE | A::LOCAL_WRITE).bits(),
-        repeat_count: 3,
-        entries,
-    };
-    expect_ok("interleaved with a 0x10000 stride", b.post_send(&s.qp, &[op]))?;
-    ok_cqe(b, &s.cq, 1, wc_opcode::DRIVER1)?;
+    interleave(b, &s, mkey, 3, entries, "interleaved with a 0x10000 stride")?;
     let data = pattern(12, 0x71);
     remote_write(b, &a, mkey.rkey, 0, &data)?;
     let mut want = pattern(256, 7);
