@@ -2,7 +2,7 @@
 
 use std::fmt::Debug;
 
-use mlx5_dv::{Backend, CryptoCaps, KernelFacts, Result as DvResult, SigCaps, crypto_cap, errno};
+use mlx5_dv::{Backend, Caps, Result as DvResult, errno};
 
 /// A conformance case: written once against `&mut dyn Backend`, run on every backend.
 #[derive(Clone, Copy)]
@@ -73,23 +73,16 @@ pub struct Env {
     pub vfio_device: Option<String>,
     /// The first device of another provider.
     pub other_device: Option<String>,
-    /// Signature caps of the mlx5 device.
-    pub sig_caps: SigCaps,
-    /// Crypto caps of the mlx5 device.
-    pub crypto_caps: CryptoCaps,
-    /// The kernel facts the backend knows.
-    pub kernel: KernelFacts,
-    /// The backend offers simulator control.
-    pub sim_control: bool,
+    /// What the backend reports it can do; cases are gated on this alone.
+    pub caps: Caps,
     /// Why the backend cannot run cases at all, if it cannot.
     pub unavailable: Option<String>,
 }
 
 impl Env {
-    /// Probe a backend: list devices, open the mlx5 device, read its caps.
+    /// Learn a backend: its caps, and the devices it lists.
     pub fn probe(b: &mut dyn Backend) -> Env {
-        let mut env = Env { kernel: b.kernel_facts(), ..Env::default() };
-        env.sim_control = b.sim_control().is_some();
+        let mut env = Env { caps: b.caps(), ..Env::default() };
         let devices = match b.device_list() {
             Ok(d) => d,
             Err(e) => {
@@ -103,58 +96,42 @@ impl Env {
         env.peer_device = devices.iter().filter(|d| d.kind == Mlx5).nth(1).map(|d| d.name.clone());
         env.vfio_device = first(Mlx5Vfio);
         env.other_device = first(Other);
-        let Some(dev) = env.device.clone() else {
+        if env.device.is_none() {
             env.unavailable = Some("no mlx5 device found".into());
-            return env;
-        };
-        match b.open_ibv_device(&dev) {
-            Ok(ctx) => {
-                let mask = mlx5_dv::MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD | mlx5_dv::MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD;
-                if let Ok(caps) = b.query_device(ctx, mask) {
-                    env.sig_caps = caps.sig_caps;
-                    env.crypto_caps = caps.crypto_caps;
-                }
-                let _ = b.close_device(ctx);
-            }
-            Err(e) => env.unavailable = Some(format!("cannot open {dev}: {e}")),
         }
         env
     }
 
     /// Why `need` is not met here, or `None` if it is.
     pub fn unmet(&self, need: Need) -> Option<String> {
-        let engines = crypto_cap::ENGINE_AES_XTS_SINGLE_BLOCK | crypto_cap::ENGINE_AES_XTS_MULTI_BLOCK;
-        let has_engine = self.crypto_caps.crypto_engines & engines != 0;
+        let has_engine = self.caps.device.has_crypto_engine();
+        let sig = &self.caps.device.sig;
+        let kernel = &self.caps.kernel;
         let (ok, why) = match need {
             Need::Mlx5Device => (self.device.is_some(), "no mlx5 device found"),
             Need::OtherDevice => (self.other_device.is_some(), "no non-mlx5 RDMA device on this host"),
             Need::VfioDevice => (self.vfio_device.is_some(), "no mlx5 function bound to vfio-pci"),
-            Need::SigCaps => (self.sig_caps.block_prot != 0, "the device has no signature offload"),
-            Need::NoSigCaps => (self.sig_caps.block_prot == 0, "the device has signature offload"),
+            Need::SigCaps => (sig.block_prot != 0, "the device has no signature offload"),
+            Need::NoSigCaps => (sig.block_prot == 0, "the device has signature offload"),
             Need::CryptoEngine => (has_engine, "the device has no AES-XTS engine"),
             Need::NoCryptoEngine => (!has_engine, "the device has an AES-XTS engine"),
             Need::KnownUpdateTag => (
-                self.kernel.mkey_update_tag.is_some(),
+                kernel.mkey_update_tag.is_some(),
                 "the backend cannot tell whether the kernel supports mkey tag update",
             ),
-            Need::KnownDevx => (self.kernel.devx.is_some(), "the backend cannot tell whether the kernel grants DEVX"),
-            Need::Devx => (self.kernel.devx == Some(true), devx_reason(self.kernel.devx)),
-            Need::NoDevx => (self.kernel.devx == Some(false), devx_reason(self.kernel.devx)),
-            Need::SimControl => (self.sim_control, "needs simulator control (fault injection, command log)"),
+            Need::KnownDevx => (kernel.devx.is_some(), "the backend cannot tell whether the kernel grants DEVX"),
+            Need::Devx => (kernel.devx == Some(true), devx_reason(kernel.devx)),
+            Need::NoDevx => (kernel.devx == Some(false), devx_reason(kernel.devx)),
+            Need::SimControl => (self.caps.sim_control, "needs simulator control (fault injection, command log)"),
             Need::TwoDevices => (self.peer_device.is_some(), "needs a second mlx5 device"),
-            Need::SigCrc32c => {
-                (self.sig_caps.crc_type & mlx5_dv::sig_cap::CRC32C != 0, "the device has no CRC32C signature")
-            }
+            Need::SigCrc32c => (sig.crc_type & mlx5_dv::sig_cap::CRC32C != 0, "the device has no CRC32C signature"),
             Need::SigCrc64 => {
-                (self.sig_caps.crc_type & mlx5_dv::sig_cap::CRC64_XP10 != 0, "the device has no CRC64_XP10 signature")
+                (sig.crc_type & mlx5_dv::sig_cap::CRC64_XP10 != 0, "the device has no CRC64_XP10 signature")
             }
-            Need::SigBlock4048 => (
-                self.sig_caps.block_size & mlx5_dv::sig_cap::BLOCK_4048 != 0,
-                "the device has no 4048-byte signature blocks",
-            ),
-            Need::Sqd2Rts => {
-                (self.kernel.sqd2rts == Some(true), "the kernel has no SQD->RTS (or the backend cannot tell)")
+            Need::SigBlock4048 => {
+                (sig.block_size & mlx5_dv::sig_cap::BLOCK_4048 != 0, "the device has no 4048-byte signature blocks")
             }
+            Need::Sqd2Rts => (kernel.sqd2rts == Some(true), "the kernel has no SQD->RTS (or the backend cannot tell)"),
         };
         (!ok).then(|| why.to_string())
     }

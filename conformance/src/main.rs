@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 use mlx5_conformance::divergence::SHIPPED;
 use mlx5_conformance::{Divergences, Report, Target, coverage, run_target, suite};
-use mlx5_sim::Profile;
+use mlx5_sim::{Profile, ShippedProfiles};
 
 #[derive(Parser)]
 #[command(name = "mlx5-conformance", version, about = "The mlx5dv conformance suite, on the simulator or on hardware")]

@@ -4,7 +4,7 @@
 use std::process::Command;
 
 use mlx5_conformance::{Outcome, Report, Target, coverage, run_target, suite};
-use mlx5_sim::Profile;
+use mlx5_sim::{Profile, ShippedProfiles};
 
 fn report_for(profiles: &[&str]) -> Report {
     Report { runs: profiles.iter().map(|p| run_target(&Target::sim(Profile::builtin(p).unwrap()), &suite())).collect() }

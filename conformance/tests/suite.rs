@@ -4,7 +4,7 @@
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
 use mlx5_conformance::divergence::SHIPPED;
 use mlx5_conformance::{Divergences, Outcome, Target, run_case, suite};
-use mlx5_sim::Profile;
+use mlx5_sim::{Profile, ShippedProfiles};
 use std::sync::Arc;
 
 fn main() {

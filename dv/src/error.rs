@@ -1,12 +1,13 @@
 //! Errors: the Linux errno the real API returns, the operation that failed, and why.
 
+use serde::{Deserialize, Serialize};
 use std::fmt;
 
 use crate::errno;
 
 /// The API call that failed, named after its C function.
 #[non_exhaustive]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Op {
     /// `ibv_get_device_list` / `mlx5dv_get_vfio_device_list`.
     GetDeviceList,
@@ -104,7 +105,7 @@ impl Op {
 
 /// A portable classification of an [`Error`], derived from its errno.
 #[non_exhaustive]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ErrorKind {
     /// EINVAL: an argument, handle or state is not acceptable.
     InvalidArgument,
@@ -147,7 +148,7 @@ impl ErrorKind {
 }
 
 /// The status and syndrome of a device command's output mailbox.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct CmdStatus {
     /// `out.status`, byte 0 of the output mailbox.
     pub status: u8,
@@ -158,7 +159,7 @@ pub struct CmdStatus {
 /// A failed API call: the errno the real API returns, the operation, and a human reason.
 ///
 /// Tests compare [`Error::errno`] (or [`Error::kind`]), never the message text.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Error {
     op: Op,
     errno: i32,

@@ -1,10 +1,19 @@
-//! Handles: small `Copy` values that stand for backend objects.
+//! Handles: small `Copy` values that stand for backend objects, and the table that checks them.
 //!
 //! A handle names the backend instance that issued it and an object id that is never reused,
 //! so a backend can tell a live handle from a stale one (destroyed) or a foreign one (issued by
 //! another backend instance) and answer with an error instead of undefined behaviour.
+//!
+//! A handle serializes as its object id alone; a deserialized handle belongs to no backend
+//! (every backend answers EINVAL) until a replayer maps it onto a live one.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::errno::{EBUSY, EINVAL};
+use crate::error::{Error, Op, Result};
 
 static NEXT_BACKEND_ID: AtomicU32 = AtomicU32::new(1);
 
@@ -13,14 +22,29 @@ static NEXT_BACKEND_ID: AtomicU32 = AtomicU32::new(1);
 pub struct BackendId(u32);
 
 impl BackendId {
+    /// The id of no backend: deserialized handles carry it.
+    pub const NONE: BackendId = BackendId(0);
+
     /// Allocate an id that no other backend instance in this process has.
     pub fn fresh() -> Self {
         BackendId(NEXT_BACKEND_ID.fetch_add(1, Ordering::Relaxed))
     }
 }
 
+/// What every handle type offers; [`HandleTable`] is generic over it.
+pub trait Handle: Copy + std::fmt::Debug {
+    /// The object kind, for error messages (`"PD"`).
+    const KIND: &'static str;
+    /// Make a handle; only backends call this.
+    fn new(backend: BackendId, id: u32) -> Self;
+    /// The backend instance that issued this handle.
+    fn backend(self) -> BackendId;
+    /// The backend-local object id.
+    fn id(self) -> u32;
+}
+
 macro_rules! handle {
-    ($(#[$doc:meta])* $name:ident) => {
+    ($(#[$doc:meta])* $name:ident, $kind:literal) => {
         $(#[$doc])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
         pub struct $name {
@@ -44,34 +68,228 @@ macro_rules! handle {
                 self.id
             }
         }
+
+        impl Handle for $name {
+            const KIND: &'static str = $kind;
+            fn new(backend: BackendId, id: u32) -> Self {
+                Self { backend, id }
+            }
+            fn backend(self) -> BackendId {
+                self.backend
+            }
+            fn id(self) -> u32 {
+                self.id
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+                s.serialize_u32(self.id)
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+                Ok(Self { backend: BackendId::NONE, id: u32::deserialize(d)? })
+            }
+        }
     };
 }
 
 handle!(
     /// An open device context (`struct ibv_context *`).
-    ContextHandle
+    ContextHandle,
+    "context"
 );
 handle!(
     /// A protection domain (`struct ibv_pd *`).
-    PdHandle
+    PdHandle,
+    "PD"
 );
 handle!(
     /// An mlx5dv mkey (`struct mlx5dv_mkey *`).
-    MkeyHandle
+    MkeyHandle,
+    "mkey"
 );
 handle!(
     /// A backend-owned buffer.
-    BufHandle
+    BufHandle,
+    "buffer"
 );
 handle!(
     /// A memory region (`struct ibv_mr *`).
-    MrHandle
+    MrHandle,
+    "MR"
 );
 handle!(
     /// A completion queue (`struct ibv_cq *`).
-    CqHandle
+    CqHandle,
+    "CQ"
 );
 handle!(
     /// A queue pair (`struct ibv_qp *`).
-    QpHandle
+    QpHandle,
+    "QP"
 );
+
+#[derive(Debug, Clone)]
+struct Entry<T> {
+    value: T,
+    users: u32,
+}
+
+/// The objects of one kind that a backend instance holds, by handle.
+///
+/// A stale handle (destroyed) or a foreign one (another backend's) is EINVAL; an object that
+/// others still use cannot be removed (EBUSY). Use counts are changed only through
+/// [`HandleTable::acquire`] and [`HandleTable::release`]. Ids are never reused.
+#[derive(Debug, Clone)]
+pub struct HandleTable<H, T> {
+    backend: BackendId,
+    next: u32,
+    objects: BTreeMap<u32, Entry<T>>,
+    _handle: std::marker::PhantomData<H>,
+}
+
+impl<H: Handle, T> HandleTable<H, T> {
+    /// An empty table for handles issued by `backend`.
+    pub fn new(backend: BackendId) -> Self {
+        HandleTable { backend, next: 1, objects: BTreeMap::new(), _handle: std::marker::PhantomData }
+    }
+
+    /// Store `value` and issue its handle; EINVAL once 2^32 - 1 ids were issued.
+    pub fn insert(&mut self, op: Op, value: T) -> Result<H> {
+        let id = self.next;
+        self.next = id.checked_add(1).ok_or_else(|| Error::new(op, EINVAL, format!("{} ids exhausted", H::KIND)))?;
+        self.objects.insert(id, Entry { value, users: 0 });
+        Ok(H::new(self.backend, id))
+    }
+
+    fn entry(&self, h: H, op: Op) -> Result<&Entry<T>> {
+        if h.backend() != self.backend {
+            return Err(Error::new(op, EINVAL, format!("the {} handle belongs to another backend instance", H::KIND)));
+        }
+        self.objects
+            .get(&h.id())
+            .ok_or_else(|| Error::new(op, EINVAL, format!("the {} was destroyed (stale handle)", H::KIND)))
+    }
+
+    fn entry_mut(&mut self, h: H, op: Op) -> Result<&mut Entry<T>> {
+        self.entry(h, op)?;
+        self.objects
+            .get_mut(&h.id())
+            .ok_or_else(|| Error::new(op, EINVAL, format!("the {} was destroyed (stale handle)", H::KIND)))
+    }
+
+    /// The object behind a live handle of this backend.
+    pub fn get(&self, h: H, op: Op) -> Result<&T> {
+        Ok(&self.entry(h, op)?.value)
+    }
+
+    /// The object behind a live handle, mutably.
+    pub fn get_mut(&mut self, h: H, op: Op) -> Result<&mut T> {
+        Ok(&mut self.entry_mut(h, op)?.value)
+    }
+
+    /// Whether the handle names a live object of this table.
+    pub fn contains(&self, h: H) -> bool {
+        h.backend() == self.backend && self.objects.contains_key(&h.id())
+    }
+
+    /// How many users the object has.
+    pub fn users(&self, h: H, op: Op) -> Result<u32> {
+        Ok(self.entry(h, op)?.users)
+    }
+
+    /// Count one more user of the object (an mkey of a PD, a QP of a CQ).
+    pub fn acquire(&mut self, h: H, op: Op) -> Result<()> {
+        let e = self.entry_mut(h, op)?;
+        e.users = e.users.checked_add(1).ok_or_else(|| Error::new(op, EBUSY, format!("{} use count full", H::KIND)))?;
+        Ok(())
+    }
+
+    /// Count one user fewer; a no-op at zero or for a handle already gone (teardown order).
+    pub fn release(&mut self, h: H) {
+        if h.backend() == self.backend
+            && let Some(e) = self.objects.get_mut(&h.id())
+        {
+            e.users = e.users.saturating_sub(1);
+        }
+    }
+
+    /// Remove the object; EBUSY while it has users, EINVAL for a stale or foreign handle.
+    pub fn remove(&mut self, h: H, op: Op) -> Result<T> {
+        let users = self.entry(h, op)?.users;
+        if users > 0 {
+            return Err(Error::new(op, EBUSY, format!("the {} is still in use by {users} object(s)", H::KIND)));
+        }
+        self.take(h, op)
+    }
+
+    /// Remove the object whatever its use count (a context's objects when it closes).
+    pub fn take(&mut self, h: H, op: Op) -> Result<T> {
+        self.entry(h, op)?;
+        self.objects
+            .remove(&h.id())
+            .map(|e| e.value)
+            .ok_or_else(|| Error::new(op, EINVAL, format!("the {} was destroyed (stale handle)", H::KIND)))
+    }
+
+    /// Live handles and their objects, oldest first.
+    pub fn iter(&self) -> impl Iterator<Item = (H, &T)> {
+        self.objects.iter().map(|(id, e)| (H::new(self.backend, *id), &e.value))
+    }
+
+    /// Live handles and their objects, mutably, oldest first.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (H, &mut T)> {
+        let backend = self.backend;
+        self.objects.iter_mut().map(move |(id, e)| (H::new(backend, *id), &mut e.value))
+    }
+
+    /// The handles whose objects satisfy `pred`, oldest first.
+    pub fn handles_where(&self, mut pred: impl FnMut(&T) -> bool) -> Vec<H> {
+        self.iter().filter(|(_, v)| pred(v)).map(|(h, _)| h).collect()
+    }
+
+    /// The number of live objects.
+    pub fn len(&self) -> usize {
+        self.objects.len()
+    }
+
+    /// No live objects.
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stale_foreign_and_busy_handles_are_refused() -> Result<()> {
+        let me = BackendId::fresh();
+        let mut t: HandleTable<PdHandle, &str> = HandleTable::new(me);
+        let a = t.insert(Op::AllocPd, "a")?;
+        let foreign = PdHandle::new(BackendId::fresh(), a.id());
+        assert_eq!(t.get(foreign, Op::AllocPd).map_err(|e| e.errno()), Err(EINVAL));
+        t.acquire(a, Op::CreateMkey)?;
+        assert_eq!(t.remove(a, Op::DeallocPd).map_err(|e| e.errno()), Err(EBUSY));
+        t.release(a);
+        assert_eq!(t.remove(a, Op::DeallocPd)?, "a");
+        assert_eq!(t.get(a, Op::DeallocPd).map_err(|e| e.errno()), Err(EINVAL));
+        let b = t.insert(Op::AllocPd, "b")?;
+        assert_ne!(a.id(), b.id(), "ids are never reused");
+        Ok(())
+    }
+
+    #[test]
+    fn a_deserialized_handle_belongs_to_no_backend() -> std::result::Result<(), serde_json::Error> {
+        let h = MkeyHandle::new(BackendId::fresh(), 7);
+        let text = serde_json::to_string(&h)?;
+        assert_eq!(text, "7");
+        let back: MkeyHandle = serde_json::from_str(&text)?;
+        assert_eq!((back.id(), back.backend()), (7, BackendId::NONE));
+        Ok(())
+    }
+}

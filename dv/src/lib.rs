@@ -1,35 +1,35 @@
-//! # mlx5-dv: the mlx5 direct-verbs API as a Rust trait
+//! # mlx5-dv: the mlx5 direct-verbs API as Rust traits
 //!
-//! One object-safe trait, [`Backend`], stands for libmlx5 as an application sees it. Two
-//! backends implement it: the simulator (`mlx5-sim`) and the real rdma-core stack
-//! (`mlx5-hw`). The conformance suite is written once against `&mut dyn Backend`.
+//! One object-safe trait, [`Backend`], stands for libibverbs + libmlx5 as an application sees
+//! them. It is made of families, each a supertrait in its own module beside its types:
+//!
+//! * [`Contexts`] ([`api::context`]) — `ibv_get_device_list`, `mlx5dv_open_device` (kernel
+//!   context with or without `MLX5DV_CONTEXT_FLAGS_DEVX`), `ibv_open_device` (also VFIO
+//!   contexts), `ibv_close_device`, `mlx5dv_query_device` with the signature and crypto caps,
+//!   `ibv_alloc_pd` / `ibv_dealloc_pd`, `ibv_get_async_event`;
+//! * [`Memory`] ([`api::memory`]) — page-aligned buffers the backend owns, `ibv_reg_mr`,
+//!   `ibv_dereg_mr`;
+//! * [`Mkeys`] ([`api::mkey`]) — `mlx5dv_create_mkey`, `mlx5dv_destroy_mkey`,
+//!   `mlx5dv_mkey_check`;
+//! * [`Queues`] ([`api::queue`], [`api::wr`], [`api::signature`]) — CQs, RC QPs and their state
+//!   changes, one `ibv_wr_start … ibv_wr_complete` chain per post (RDMA write/read, send,
+//!   invalidation, mkey configure with its setters including `mlx5dv_wr_set_mkey_sig_block`),
+//!   receives, polling, `mlx5dv_qp_cancel_posted_send_wrs`.
+//!
+//! Not yet in the API: crypto login and DEKs with `mlx5dv_wr_set_mkey_crypto`, DEVX raw
+//! commands, MSI vectors and EQs, dma-buf MRs. They arrive as further families.
+//!
+//! Around the trait:
+//!
+//! * [`Caps`] — what the device, kernel and libraries can do; the harness gates cases on it;
+//! * [`Call`] / [`Reply`] — the API as data, one variant per method, and [`Layer`] /
+//!   [`Wrapped`], the one wrapper point;
+//! * [`HandleTable`] — checked handles (stale or foreign → EINVAL, in use → EBUSY);
+//! * [`SimControl`] and [`FaultRule`] — what only a simulator offers;
+//! * [`profile`] — the device-profile schema; [`prm`] — PRM layouts as field tables.
 //!
 //! Attributes mirror the C structs field by field with the C numeric values, so a reader of
 //! the man pages recognises them; errors carry the Linux errno the C call returns.
-//!
-//! ## The surface
-//!
-//! Implemented now:
-//!
-//! * devices and contexts — `ibv_get_device_list`, `mlx5dv_open_device` (kernel context with
-//!   or without `MLX5DV_CONTEXT_FLAGS_DEVX`), `ibv_open_device` (also VFIO contexts),
-//!   `ibv_close_device`;
-//! * capabilities — `mlx5dv_query_device` with the signature and crypto caps;
-//! * protection domains — `ibv_alloc_pd`, `ibv_dealloc_pd`;
-//! * mkeys — `mlx5dv_create_mkey`, `mlx5dv_destroy_mkey`, `mlx5dv_mkey_check`.
-//!
-//! The trait grows, without reshaping, by these families (each arrives with its sim and hw
-//! implementations and its conformance cases):
-//!
-//! * memory owned by the backend (page-aligned buffers read and written through the trait),
-//!   `ibv_reg_mr`, and dma-buf MRs (`mlx5dv_reg_dmabuf_mr`);
-//! * CQs, RC QPs and their state changes, posting work requests as one
-//!   `ibv_wr_start … ibv_wr_complete` chain (a Rust enum of RDMA write/read, send, send with
-//!   invalidate, local invalidate, mkey configure with its ordered setters), polling
-//!   completions with `ibv_wc_status`, opcode, `vendor_err` and `byte_len`;
-//! * signature attributes (`mlx5dv_wr_set_mkey_sig_block`) and signature errors;
-//! * crypto: login, DEKs, `mlx5dv_wr_set_mkey_crypto`;
-//! * DEVX: raw commands, MSI vectors, `mlx5dv_devx_create_eq` / `destroy_eq`, async events.
 //!
 //! ## Example
 //!
@@ -52,16 +52,36 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod api;
 mod backend;
+mod call;
+mod caps;
 pub mod errno;
 mod error;
 mod handle;
+mod layer;
 pub mod prm;
-mod types;
-mod verbs;
+pub mod profile;
+mod sim_control;
 
-pub use backend::{Backend, BackendInfo, CommandRecord, FaultRule, KernelFacts, SimControl, WqeRecord};
+pub use api::context::*;
+pub use api::crypto::*;
+pub use api::memory::*;
+pub use api::mkey::*;
+pub use api::queue::*;
+pub use api::signature::*;
+pub use api::wr::*;
+pub use backend::{Backend, BackendInfo};
+pub use call::{Call, Reply};
+pub use caps::{Caps, DeviceCaps, KernelFacts, LibraryFacts};
 pub use error::{CmdStatus, Error, ErrorKind, Op, Result};
-pub use handle::{BackendId, BufHandle, ContextHandle, CqHandle, MkeyHandle, MrHandle, PdHandle, QpHandle};
-pub use types::*;
-pub use verbs::*;
+pub use handle::{
+    BackendId, BufHandle, ContextHandle, CqHandle, Handle, HandleTable, MkeyHandle, MrHandle, PdHandle, QpHandle,
+};
+pub use layer::{Layer, Wrapped};
+pub use sim_control::{CommandRecord, FaultRule, SimControl, WqeRecord};
+
+/// The traits a program calls methods through: `use mlx5_dv::prelude::*;`.
+pub mod prelude {
+    pub use crate::{Backend, Contexts, Layer, Memory, Mkeys, Queues, SimControl};
+}

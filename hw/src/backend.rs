@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use mlx5_dv::errno::{EBUSY, EINVAL, EIO, ENODEV, EOPNOTSUPP};
 use mlx5_dv::{
-    Backend, BackendId, BackendInfo, ContextAttr, ContextHandle, CryptoCaps, DeviceDesc, DeviceKind, DvContext, Error,
-    KernelFacts, Mkey, MkeyErr, MkeyErrType, MkeyHandle, MkeyInitAttr, Op, PdHandle, Result, SigCaps, SigErr,
+    Backend, BackendId, BackendInfo, ContextAttr, ContextHandle, Contexts, CryptoCaps, DeviceDesc, DeviceKind,
+    DvContext, Error, Memory, Mkey, MkeyErr, MkeyErrType, MkeyHandle, MkeyInitAttr, Mkeys, Op, PdHandle, Queues,
+    Result, SigCaps, SigErr,
 };
 use rdma_sys::{
     ibv_alloc_pd, ibv_close_device, ibv_context, ibv_dealloc_pd, ibv_device, ibv_device_attr, ibv_free_device_list,
@@ -87,6 +88,7 @@ pub struct HwBackend {
     devices: Vec<DeviceEntry>,
     list_error: Option<i32>,
     facts: BTreeMap<String, String>,
+    caps: mlx5_dv::Caps,
     next_id: u32,
     pub(crate) contexts: BTreeMap<u32, HwCtx>,
     pub(crate) pds: BTreeMap<u32, HwPd>,
@@ -136,6 +138,7 @@ impl HwBackend {
             devices: Vec::new(),
             list_error: None,
             facts: BTreeMap::new(),
+            caps: mlx5_dv::Caps::default(),
             next_id: 0,
             contexts: BTreeMap::new(),
             pds: BTreeMap::new(),
@@ -147,7 +150,34 @@ impl HwBackend {
         };
         b.list_devices(&config);
         b.facts = b.describe();
+        b.caps = b.probe_caps();
         Ok(b)
+    }
+
+    /// What the libraries offer, and the first mlx5 device's caps as `ibv_open_device` and
+    /// `mlx5dv_query_device` report them. The kernel's features stay unknown: user space
+    /// cannot read them without exercising the behaviour under test.
+    fn probe_caps(&mut self) -> mlx5_dv::Caps {
+        let mut caps = mlx5_dv::Caps::default();
+        caps.library.rdma_core = Some(self.lib.rdma_core_version().to_string());
+        for (name, present) in [
+            ("mlx5dv_reg_dmabuf_mr", self.lib.reg_dmabuf_mr.is_present()),
+            ("mlx5dv_get_data_direct_sysfs_path", self.lib.get_data_direct_sysfs_path.is_present()),
+        ] {
+            caps.library.optional_symbols.insert(name.to_string(), present);
+        }
+        let first = self.devices.iter().find(|d| d.desc.kind == DeviceKind::Mlx5).map(|d| d.desc.name.clone());
+        if let Some(dev) = first
+            && let Ok(ctx) = self.open_ibv_device(&dev)
+        {
+            let mask = mlx5_dv::MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD | mlx5_dv::MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD;
+            if let Ok(q) = self.query_device(ctx, mask) {
+                caps.device.sig = q.sig_caps;
+                caps.device.crypto = q.crypto_caps;
+            }
+            let _ = self.close_device(ctx);
+        }
+        caps
     }
 
     /// The loaded libmlx5.
@@ -324,85 +354,7 @@ impl Drop for HwBackend {
     }
 }
 
-impl Backend for HwBackend {
-    fn alloc_buf(&mut self, len: usize) -> Result<mlx5_dv::Buf> {
-        self.hw_alloc_buf(len)
-    }
-
-    fn free_buf(&mut self, buf: &mlx5_dv::Buf) -> Result<()> {
-        self.hw_free_buf(buf)
-    }
-
-    fn write_buf(&mut self, buf: &mlx5_dv::Buf, offset: usize, data: &[u8]) -> Result<()> {
-        self.hw_buf_slice(buf, offset, data.len(), Op::WriteBuf).map(|s| s.copy_from_slice(data))
-    }
-
-    fn read_buf(&mut self, buf: &mlx5_dv::Buf, offset: usize, len: usize) -> Result<Vec<u8>> {
-        self.hw_buf_slice(buf, offset, len, Op::ReadBuf).map(|s| s.to_vec())
-    }
-
-    fn reg_mr(&mut self, pd: PdHandle, addr: u64, length: u64, access: mlx5_dv::AccessFlags) -> Result<mlx5_dv::Mr> {
-        self.hw_reg_mr(pd, addr, length, access)
-    }
-
-    fn dereg_mr(&mut self, mr: &mlx5_dv::Mr) -> Result<()> {
-        self.hw_dereg_mr(mr)
-    }
-
-    fn create_cq(&mut self, ctx: ContextHandle, cqe: u32) -> Result<mlx5_dv::Cq> {
-        self.hw_create_cq(ctx, cqe)
-    }
-
-    fn destroy_cq(&mut self, cq: &mlx5_dv::Cq) -> Result<()> {
-        self.hw_destroy_cq(cq)
-    }
-
-    fn poll_cq(&mut self, cq: &mlx5_dv::Cq, max: usize) -> Result<Vec<mlx5_dv::Wc>> {
-        self.hw_poll_cq(cq, max)
-    }
-
-    fn create_qp(&mut self, attr: &mlx5_dv::QpInitAttr) -> Result<mlx5_dv::Qp> {
-        self.hw_create_qp(attr)
-    }
-
-    fn modify_qp(&mut self, qp: &mlx5_dv::Qp, attr: &mlx5_dv::QpModify) -> Result<()> {
-        self.hw_modify_qp(qp, attr)
-    }
-
-    fn query_qp_state(&mut self, qp: &mlx5_dv::Qp) -> Result<mlx5_dv::QpState> {
-        self.hw_query_qp_state(qp)
-    }
-
-    fn destroy_qp(&mut self, qp: &mlx5_dv::Qp) -> Result<()> {
-        self.hw_destroy_qp(qp)
-    }
-
-    fn post_send(&mut self, qp: &mlx5_dv::Qp, ops: &[mlx5_dv::WrOp]) -> Result<()> {
-        self.hw_post_send(qp, ops)
-    }
-
-    fn post_recv(&mut self, qp: &mlx5_dv::Qp, wrs: &[mlx5_dv::RecvWr]) -> Result<()> {
-        self.hw_post_recv(qp, wrs)
-    }
-
-    fn cancel_posted_send_wrs(&mut self, qp: &mlx5_dv::Qp, wr_id: u64) -> Result<u32> {
-        self.hw_cancel_posted_send_wrs(qp, wr_id)
-    }
-
-    fn get_async_event(&mut self, ctx: ContextHandle) -> Result<Option<mlx5_dv::AsyncEvent>> {
-        self.hw_get_async_event(ctx)
-    }
-
-    fn info(&self) -> BackendInfo {
-        BackendInfo { backend: "hw".into(), profile: None, facts: self.facts.clone() }
-    }
-
-    fn kernel_facts(&self) -> KernelFacts {
-        // The kernel's answers (DEVX, tag update, SQD→RTS) reach only libmlx5; user space cannot
-        // read them without using the behaviour under test, so the backend does not claim them.
-        KernelFacts::default()
-    }
-
+impl Contexts for HwBackend {
     fn device_list(&mut self) -> Result<Vec<DeviceDesc>> {
         match self.list_error {
             // ENOSYS: no uverbs in the kernel; the harness reports the reason as a skip.
@@ -506,6 +458,12 @@ impl Backend for HwBackend {
         Ok(())
     }
 
+    fn get_async_event(&mut self, ctx: ContextHandle) -> Result<Option<mlx5_dv::AsyncEvent>> {
+        self.hw_get_async_event(ctx)
+    }
+}
+
+impl Mkeys for HwBackend {
     fn create_mkey(&mut self, attr: &MkeyInitAttr) -> Result<Mkey> {
         let op = Op::CreateMkey;
         let p = self.pd_entry(attr.pd, op)?;
@@ -562,6 +520,84 @@ impl Backend for HwBackend {
             err_type,
             sig: SigErr { actual_value: s.actual_value, expected_value: s.expected_value, offset: s.offset },
         })
+    }
+}
+
+impl Memory for HwBackend {
+    fn alloc_buf(&mut self, len: usize) -> Result<mlx5_dv::Buf> {
+        self.hw_alloc_buf(len)
+    }
+
+    fn free_buf(&mut self, buf: &mlx5_dv::Buf) -> Result<()> {
+        self.hw_free_buf(buf)
+    }
+
+    fn write_buf(&mut self, buf: &mlx5_dv::Buf, offset: usize, data: &[u8]) -> Result<()> {
+        self.hw_buf_slice(buf, offset, data.len(), Op::WriteBuf).map(|s| s.copy_from_slice(data))
+    }
+
+    fn read_buf(&mut self, buf: &mlx5_dv::Buf, offset: usize, len: usize) -> Result<Vec<u8>> {
+        self.hw_buf_slice(buf, offset, len, Op::ReadBuf).map(|s| s.to_vec())
+    }
+
+    fn reg_mr(&mut self, pd: PdHandle, addr: u64, length: u64, access: mlx5_dv::AccessFlags) -> Result<mlx5_dv::Mr> {
+        self.hw_reg_mr(pd, addr, length, access)
+    }
+
+    fn dereg_mr(&mut self, mr: &mlx5_dv::Mr) -> Result<()> {
+        self.hw_dereg_mr(mr)
+    }
+}
+
+impl Queues for HwBackend {
+    fn create_cq(&mut self, ctx: ContextHandle, cqe: u32) -> Result<mlx5_dv::Cq> {
+        self.hw_create_cq(ctx, cqe)
+    }
+
+    fn destroy_cq(&mut self, cq: &mlx5_dv::Cq) -> Result<()> {
+        self.hw_destroy_cq(cq)
+    }
+
+    fn poll_cq(&mut self, cq: &mlx5_dv::Cq, max: usize) -> Result<Vec<mlx5_dv::Wc>> {
+        self.hw_poll_cq(cq, max)
+    }
+
+    fn create_qp(&mut self, attr: &mlx5_dv::QpInitAttr) -> Result<mlx5_dv::Qp> {
+        self.hw_create_qp(attr)
+    }
+
+    fn modify_qp(&mut self, qp: &mlx5_dv::Qp, attr: &mlx5_dv::QpModify) -> Result<()> {
+        self.hw_modify_qp(qp, attr)
+    }
+
+    fn query_qp_state(&mut self, qp: &mlx5_dv::Qp) -> Result<mlx5_dv::QpState> {
+        self.hw_query_qp_state(qp)
+    }
+
+    fn destroy_qp(&mut self, qp: &mlx5_dv::Qp) -> Result<()> {
+        self.hw_destroy_qp(qp)
+    }
+
+    fn post_send(&mut self, qp: &mlx5_dv::Qp, ops: &[mlx5_dv::WrOp]) -> Result<()> {
+        self.hw_post_send(qp, ops)
+    }
+
+    fn post_recv(&mut self, qp: &mlx5_dv::Qp, wrs: &[mlx5_dv::RecvWr]) -> Result<()> {
+        self.hw_post_recv(qp, wrs)
+    }
+
+    fn cancel_posted_send_wrs(&mut self, qp: &mlx5_dv::Qp, wr_id: u64) -> Result<u32> {
+        self.hw_cancel_posted_send_wrs(qp, wr_id)
+    }
+}
+
+impl Backend for HwBackend {
+    fn info(&self) -> BackendInfo {
+        BackendInfo { backend: "hw".into(), profile: None, facts: self.facts.clone() }
+    }
+
+    fn caps(&self) -> mlx5_dv::Caps {
+        self.caps.clone()
     }
 }
 

@@ -6,10 +6,11 @@
 //! provider: DEVX by opening a DEVX context, tag update by creating an `UPDATE_TAG` mkey, and
 //! SQD→RTS by creating a `SIG_PIPELINING` QP.
 
+use mlx5_dv::prelude::*;
 use mlx5_dv::prm::{self, Field, cmd_hca_cap as c, crypto_caps as k, opcode, query_hca_cap as q};
+use mlx5_dv::profile::Profile;
+use mlx5_dv::profile::{CryptoCapSection, DeviceSection, GeneralObjType, HcaCapSection, KernelSection};
 use mlx5_dv::{Backend, ContextAttr, DeviceKind, Error, MkeyInitAttr, MkeyInitFlags, Op, Result};
-use mlx5_sim::Profile;
-use mlx5_sim::profile::{CryptoCapSection, DeviceSection, GeneralObjType, HcaCapSection, KernelSection};
 
 use crate::HwBackend;
 

@@ -2,6 +2,7 @@
 //! Each test states what it expects for both kinds of host, so it also runs on a lab machine.
 
 use mlx5_dv::errno::{EINVAL, ENODEV, EOPNOTSUPP};
+use mlx5_dv::prelude::*;
 use mlx5_dv::{Backend, BackendId, ContextHandle, DeviceKind, MkeyInitAttr, MkeyInitFlags, Op, PdHandle};
 use mlx5_hw::{HwBackend, HwConfig, Mlx5Lib};
 

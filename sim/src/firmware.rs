@@ -131,9 +131,37 @@ struct FwPsv {
 
 #[derive(Debug, Clone)]
 struct ActiveRule {
-    rule: FaultRule,
+    rule: CommandFault,
     seen: u32,
     acted: u32,
+}
+
+/// A firmware command fault: fail `opcode` with `status` and `syndrome` after `skip` matches,
+/// `times` times.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommandFault {
+    /// `mbox_in.opcode` to match.
+    pub opcode: u16,
+    /// Matching commands let through first.
+    pub skip: u32,
+    /// How many times it acts.
+    pub times: u32,
+    /// The status answered.
+    pub status: u8,
+    /// The syndrome answered.
+    pub syndrome: u32,
+}
+
+impl CommandFault {
+    /// The command part of a fault rule, if it is one.
+    pub fn from_rule(rule: &FaultRule) -> Option<Self> {
+        match *rule {
+            FaultRule::CommandStatus { opcode, status, syndrome, skip, times } => {
+                Some(CommandFault { opcode, skip, times, status, syndrome })
+            }
+            _ => None,
+        }
+    }
 }
 
 /// The simulated firmware and its object tables.
@@ -392,7 +420,7 @@ impl Firmware {
     }
 
     /// Install a fault rule.
-    pub fn add_fault(&mut self, rule: FaultRule) {
+    pub fn add_fault(&mut self, rule: CommandFault) {
         self.faults.push(ActiveRule { rule, seen: 0, acted: 0 });
     }
 
@@ -423,6 +451,7 @@ fn read(f: Field, buf: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::profile::ShippedProfiles;
 
     type TestResult = Result<(), Box<dyn std::error::Error>>;
 
@@ -476,7 +505,7 @@ mod tests {
     #[test]
     fn fault_rules_skip_then_act_then_expire() -> TestResult {
         let mut f = fw()?;
-        f.add_fault(FaultRule { opcode: opcode::ALLOC_PD, skip: 1, times: 2, status: status::LIM_ERR, syndrome: 9 });
+        f.add_fault(CommandFault { opcode: opcode::ALLOC_PD, skip: 1, times: 2, status: status::LIM_ERR, syndrome: 9 });
         let alloc = prm::new_input(16, opcode::ALLOC_PD, 0, 0);
         let got: Vec<u8> = (0..4).map(|_| exec(&mut f, &alloc, 16).0).collect();
         assert_eq!(got, [status::OK, status::LIM_ERR, status::LIM_ERR, status::OK]);

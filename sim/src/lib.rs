@@ -36,5 +36,5 @@ pub mod provider;
 pub mod signature;
 pub mod verbs;
 
-pub use profile::{DEFAULT_PROFILE, Profile, ProfileError};
+pub use profile::{DEFAULT_PROFILE, Profile, ProfileError, ShippedProfiles};
 pub use provider::Simulator;

@@ -6,14 +6,14 @@ use std::collections::BTreeMap;
 use mlx5_dv::errno::{EBUSY, EINVAL, EIO, ENODEV, EOPNOTSUPP};
 use mlx5_dv::prm::{self, Field, opcode};
 use mlx5_dv::{
-    Backend, BackendId, BackendInfo, CommandRecord, ContextAttr, ContextFlags, ContextHandle, CryptoCaps, DeviceDesc,
-    DeviceKind, DvContext, Error, FaultRule, KernelFacts, Mkey, MkeyErr, MkeyErrType, MkeyHandle, MkeyInitAttr,
-    MkeyInitFlags, Op, PdHandle, Result, SigCaps, SigErr, SimControl, crypto_cap, sig_cap,
+    Backend, BackendId, BackendInfo, CommandRecord, ContextAttr, ContextFlags, ContextHandle, Contexts, CryptoCaps,
+    DeviceDesc, DeviceKind, DvContext, Error, FaultRule, KernelFacts, Memory, Mkey, MkeyErr, MkeyErrType, MkeyHandle,
+    MkeyInitAttr, MkeyInitFlags, Mkeys, Op, PdHandle, Queues, Result, SigCaps, SigErr, SimControl, crypto_cap, sig_cap,
 };
 
 use crate::firmware::Firmware;
 use crate::kernel::{self, DevxUid};
-use crate::profile::Profile;
+use crate::profile::{Profile, ShippedProfiles};
 
 /// Signature error syndrome bits in a SIG_ERR CQE.
 pub mod sigerr_syndrome {
@@ -153,7 +153,7 @@ impl Ctx {
 }
 
 #[derive(Debug, Clone, Copy, Default)]
-struct Caps {
+struct CtxCaps {
     sig: SigCaps,
     crypto: CryptoCaps,
 }
@@ -161,7 +161,7 @@ struct Caps {
 #[derive(Debug, Clone)]
 pub(crate) struct Ctx {
     kind: CtxKind,
-    caps: Caps,
+    caps: CtxCaps,
     /// Index of the device in `Simulator::fws`.
     pub(crate) dev: usize,
     /// Asynchronous events not yet read.
@@ -206,6 +206,8 @@ pub struct Simulator {
     pub(crate) mkeys: BTreeMap<u32, MkeyObj>,
     pub(crate) data: crate::verbs::DataPath,
     pub(crate) crcs: crate::signature::Crcs,
+    /// What [`Backend::caps`] reports, probed once at construction.
+    caps: mlx5_dv::Caps,
 }
 
 fn internal(op: Op, e: impl std::fmt::Display) -> Error {
@@ -232,7 +234,7 @@ impl Simulator {
             .map_err(|e| internal(Op::Backend, e))?;
         let data = crate::verbs::DataPath::new(&profile, count);
         let crcs = crate::signature::Crcs::new(&profile.signature);
-        Ok(Simulator {
+        Ok(Simulator::with_probed_caps(Simulator {
             crcs,
             id: BackendId::fresh(),
             profile,
@@ -243,7 +245,39 @@ impl Simulator {
             contexts: BTreeMap::new(),
             pds: BTreeMap::new(),
             mkeys: BTreeMap::new(),
-        })
+            caps: mlx5_dv::Caps::default(),
+        }))
+    }
+
+    /// Fill `caps` as a program would learn them: the kernel's features from the profile, the
+    /// device caps through `ibv_open_device` and `mlx5dv_query_device` on a throwaway copy, so
+    /// this simulator's ids and logs stay as they were.
+    fn with_probed_caps(mut self) -> Self {
+        let mut probe = self.clone();
+        let mut caps = mlx5_dv::Caps::default();
+        let k = &self.profile.kernel;
+        caps.kernel =
+            KernelFacts { devx: Some(k.devx), mkey_update_tag: Some(k.mkey_update_tag), sqd2rts: Some(k.sqd2rts) };
+        caps.device.general_obj_types = Some(
+            self.profile
+                .hca_cap
+                .general_obj_types
+                .iter()
+                .fold(0u64, |m, t| m | 1u64.checked_shl(u32::from(t.number())).unwrap_or(0)),
+        );
+        caps.device.max_qp_wr = Some(self.profile.datapath.max_qp_wr);
+        caps.sim_control = true;
+        if let Some(dev) = probe.devices().into_iter().find(|d| d.kind == DeviceKind::Mlx5)
+            && let Ok(ctx) = probe.open_ibv_device(&dev.name)
+        {
+            let mask = mlx5_dv::MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD | mlx5_dv::MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD;
+            if let Ok(q) = probe.query_device(ctx, mask) {
+                caps.device.sig = q.sig_caps;
+                caps.device.crypto = q.crypto_caps;
+            }
+        }
+        self.caps = caps;
+        self
     }
 
     /// A simulator of the shipped profile `name`.
@@ -347,7 +381,7 @@ impl Simulator {
         v
     }
 
-    fn add_context(&mut self, kind: CtxKind, caps: Caps, dev: usize) -> ContextHandle {
+    fn add_context(&mut self, kind: CtxKind, caps: CtxCaps, dev: usize) -> ContextHandle {
         let id = self.fresh_id();
         self.contexts.insert(id, Ctx { kind, caps, dev, events: Default::default() });
         ContextHandle::new(self.id, id)
@@ -373,9 +407,9 @@ impl Simulator {
     }
 
     /// `mlx5_query_device_ctx`: read the HCA caps through DEVX; a failed query leaves caps 0.
-    fn query_caps(&mut self, dev: usize, uid: DevxUid) -> Caps {
+    fn query_caps(&mut self, dev: usize, uid: DevxUid) -> CtxCaps {
         use prm::{cmd_hca_cap as c, crypto_caps as k, query_hca_cap as q};
-        let mut caps = Caps::default();
+        let mut caps = CtxCaps::default();
         let mut input = prm::new_input(q::IN_SIZE, opcode::QUERY_HCA_CAP, 0, q::OP_MOD_GENERAL_CUR);
         let mut out = vec![0u8; q::OUT_SIZE];
         if kernel::devx_cmd(&mut self.fws[dev], uid, &mut input, &mut out).is_err() {
@@ -551,28 +585,7 @@ pub fn decode_sig_err(
     })
 }
 
-impl Backend for Simulator {
-    fn info(&self) -> BackendInfo {
-        let d = &self.profile.device;
-        let facts = [
-            ("device", d.name.clone()),
-            ("fw_ver", d.fw_ver.clone()),
-            ("board_id", d.board_id.clone()),
-            ("vendor_part_id", d.vendor_part_id.to_string()),
-            ("simulator", env!("CARGO_PKG_VERSION").to_string()),
-        ];
-        BackendInfo {
-            backend: "sim".into(),
-            profile: Some(self.profile.name.clone()),
-            facts: facts.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
-        }
-    }
-
-    fn kernel_facts(&self) -> KernelFacts {
-        let k = &self.profile.kernel;
-        KernelFacts { devx: Some(k.devx), mkey_update_tag: Some(k.mkey_update_tag), sqd2rts: Some(k.sqd2rts) }
-    }
-
+impl Contexts for Simulator {
     fn device_list(&mut self) -> Result<Vec<DeviceDesc>> {
         Ok(self.devices())
     }
@@ -600,8 +613,8 @@ impl Backend for Simulator {
         match self.find_device(device, op)? {
             (DeviceKind::Mlx5, dev) => self.open_kernel_context(dev, true, true, op),
             // The VFIO function is the first device's; other providers need no firmware.
-            (DeviceKind::Mlx5Vfio, _) => Ok(self.add_context(CtxKind::Vfio, Caps::default(), 0)),
-            (DeviceKind::Other, _) => Ok(self.add_context(CtxKind::Other, Caps::default(), 0)),
+            (DeviceKind::Mlx5Vfio, _) => Ok(self.add_context(CtxKind::Vfio, CtxCaps::default(), 0)),
+            (DeviceKind::Other, _) => Ok(self.add_context(CtxKind::Other, CtxCaps::default(), 0)),
         }
     }
 
@@ -692,6 +705,15 @@ impl Backend for Simulator {
         Ok(())
     }
 
+    fn get_async_event(&mut self, ctx: ContextHandle) -> Result<Option<mlx5_dv::AsyncEvent>> {
+        let op = Op::GetAsyncEvent;
+        let id = self.check(ctx.backend(), ctx.id(), op)?;
+        let c = self.contexts.get_mut(&id).ok_or_else(|| Error::new(op, EINVAL, "context handle is stale"))?;
+        Ok(c.events.pop_front())
+    }
+}
+
+impl Mkeys for Simulator {
     fn create_mkey(&mut self, attr: &MkeyInitAttr) -> Result<Mkey> {
         let op = Op::CreateMkey;
         let (pd_id, pd) = self.pd(attr.pd, op)?;
@@ -838,7 +860,9 @@ impl Backend for Simulator {
         sig.err_exists = false;
         Ok(decoded)
     }
+}
 
+impl Memory for Simulator {
     fn alloc_buf(&mut self, len: usize) -> Result<mlx5_dv::Buf> {
         self.dp_alloc_buf(len)
     }
@@ -862,7 +886,9 @@ impl Backend for Simulator {
     fn dereg_mr(&mut self, mr: &mlx5_dv::Mr) -> Result<()> {
         self.dp_dereg_mr(mr)
     }
+}
 
+impl Queues for Simulator {
     fn create_cq(&mut self, ctx: ContextHandle, cqe: u32) -> Result<mlx5_dv::Cq> {
         self.dp_create_cq(ctx, cqe)
     }
@@ -902,12 +928,27 @@ impl Backend for Simulator {
     fn cancel_posted_send_wrs(&mut self, qp: &mlx5_dv::Qp, wr_id: u64) -> Result<u32> {
         self.dp_cancel_posted_send_wrs(qp, wr_id)
     }
+}
 
-    fn get_async_event(&mut self, ctx: ContextHandle) -> Result<Option<mlx5_dv::AsyncEvent>> {
-        let op = Op::GetAsyncEvent;
-        let id = self.check(ctx.backend(), ctx.id(), op)?;
-        let c = self.contexts.get_mut(&id).ok_or_else(|| Error::new(op, EINVAL, "context handle is stale"))?;
-        Ok(c.events.pop_front())
+impl Backend for Simulator {
+    fn info(&self) -> BackendInfo {
+        let d = &self.profile.device;
+        let facts = [
+            ("device", d.name.clone()),
+            ("fw_ver", d.fw_ver.clone()),
+            ("board_id", d.board_id.clone()),
+            ("vendor_part_id", d.vendor_part_id.to_string()),
+            ("simulator", env!("CARGO_PKG_VERSION").to_string()),
+        ];
+        BackendInfo {
+            backend: "sim".into(),
+            profile: Some(self.profile.name.clone()),
+            facts: facts.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+        }
+    }
+
+    fn caps(&self) -> mlx5_dv::Caps {
+        self.caps.clone()
     }
 
     fn sim_control(&mut self) -> Option<&mut dyn SimControl> {
@@ -916,8 +957,19 @@ impl Backend for Simulator {
 }
 
 impl SimControl for Simulator {
-    fn add_fault(&mut self, rule: FaultRule) {
-        self.fws.iter_mut().for_each(|f| f.add_fault(rule));
+    fn add_fault(&mut self, rule: FaultRule) -> Result<()> {
+        let Some(fault) = crate::firmware::CommandFault::from_rule(&rule) else {
+            return Err(Error::new(
+                Op::Backend,
+                EOPNOTSUPP,
+                format!("this simulator cannot apply the fault rule {rule:?}"),
+            ));
+        };
+        if fault.status == prm::status::OK {
+            return Err(Error::new(Op::Backend, EINVAL, "a command fault needs a non-zero status"));
+        }
+        self.fws.iter_mut().for_each(|f| f.add_fault(fault));
+        Ok(())
     }
 
     fn clear_faults(&mut self) {

@@ -1,10 +1,11 @@
 //! Device state behind the data path that the trait does not show: the mkey context after a
 //! UMR and after LOCAL_INV.
 
+use mlx5_dv::prelude::*;
 use mlx5_dv::prm::mkc;
 use mlx5_dv::{
-    AccessFlags as A, Backend, DvQpInitAttr, Mkey, MkeyInitAttr, MkeyInitFlags as F, Qp, QpCap, QpInitAttr, QpModify,
-    QpState, SendFlags, Sge, WrOp, dv_qp,
+    AccessFlags as A, DvQpInitAttr, Mkey, MkeyInitAttr, MkeyInitFlags as F, Qp, QpCap, QpInitAttr, QpModify, QpState,
+    SendFlags, Sge, WrOp, dv_qp,
 };
 use mlx5_sim::Simulator;
 

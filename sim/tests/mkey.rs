@@ -2,9 +2,10 @@
 //! foreign handles, and the mkey_check decoder.
 
 use mlx5_dv::errno::{EINVAL, EOPNOTSUPP};
-use mlx5_dv::{Backend, Mkey, MkeyErr, MkeyErrType, MkeyInitAttr, MkeyInitFlags as F, PdHandle, SigErr};
+use mlx5_dv::prelude::*;
+use mlx5_dv::{Mkey, MkeyErr, MkeyErrType, MkeyInitAttr, MkeyInitFlags as F, PdHandle, SigErr};
 use mlx5_sim::provider::{SigDomainType, StoredSigErr, decode_sig_err, round_max_entries, sigerr_syndrome as syn};
-use mlx5_sim::{Profile, Simulator};
+use mlx5_sim::{Profile, ShippedProfiles, Simulator};
 use proptest::prelude::*;
 use rstest::rstest;
 

@@ -1,15 +1,19 @@
 //! Random call sequences through the trait, with stale handles, unknown flags and injected
 //! firmware faults: nothing panics, every error is one the API can return, and the firmware
 //! holds exactly the objects that are alive.
+//!
+//! Each random step picks its handles from the objects alive so far and becomes one
+//! [`mlx5_dv::Call`], applied to the simulator; the [`Reply`] adds the objects it created.
 
 use mlx5_dv::errno::*;
+use mlx5_dv::prelude::*;
 use mlx5_dv::prm::opcode;
 use mlx5_dv::*;
-use mlx5_sim::{Profile, Simulator};
+use mlx5_sim::{Profile, ShippedProfiles, Simulator};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]
-enum Call {
+enum Step {
     Open { flags: u32, comp_mask: u64, plain: bool },
     OpenOther { which: u8 },
     Close(usize),
@@ -22,23 +26,23 @@ enum Call {
     Fault { op: u8, st: u8, skip: u8 },
 }
 
-fn call() -> impl Strategy<Value = Call> {
+fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         (prop_oneof![Just(0u32), Just(1), any::<u32>()], prop_oneof![Just(0u64), Just(1), any::<u64>()], any::<bool>())
-            .prop_map(|(flags, comp_mask, plain)| Call::Open { flags, comp_mask, plain }),
-        (0u8..4).prop_map(|which| Call::OpenOther { which }),
-        (0usize..8).prop_map(Call::Close),
-        (0usize..8, any::<u64>()).prop_map(|(c, m)| Call::Query(c, m)),
-        (0usize..8).prop_map(Call::AllocPd),
-        (0usize..8).prop_map(Call::DeallocPd),
-        (0usize..8, prop_oneof![0u32..32, any::<u32>()], any::<u16>()).prop_map(|(pd, flags, n)| Call::CreateMkey {
+            .prop_map(|(flags, comp_mask, plain)| Step::Open { flags, comp_mask, plain }),
+        (0u8..4).prop_map(|which| Step::OpenOther { which }),
+        (0usize..8).prop_map(Step::Close),
+        (0usize..8, any::<u64>()).prop_map(|(c, m)| Step::Query(c, m)),
+        (0usize..8).prop_map(Step::AllocPd),
+        (0usize..8).prop_map(Step::DeallocPd),
+        (0usize..8, prop_oneof![0u32..32, any::<u32>()], any::<u16>()).prop_map(|(pd, flags, n)| Step::CreateMkey {
             pd,
             flags,
             n
         }),
-        (0usize..16).prop_map(Call::DestroyMkey),
-        (0usize..16).prop_map(Call::Check),
-        (0u8..7, 1u8..0x52, 0u8..3).prop_map(|(op, st, skip)| Call::Fault { op, st, skip }),
+        (0usize..16).prop_map(Step::DestroyMkey),
+        (0usize..16).prop_map(Step::Check),
+        (0u8..7, 1u8..0x52, 0u8..3).prop_map(|(op, st, skip)| Step::Fault { op, st, skip }),
     ]
 }
 
@@ -63,38 +67,45 @@ proptest! {
     #[test]
     fn random_sequences_never_panic(
         profile in proptest::sample::select(Profile::builtin_names()),
-        calls in proptest::collection::vec(call(), 1..60),
+        calls in proptest::collection::vec(step(), 1..60),
     ) {
         let mut sim = Simulator::new(Profile::builtin(profile).unwrap()).unwrap();
         let (mut ctxs, mut pds, mut mkeys) = (Vec::new(), Vec::new(), Vec::<Mkey>::new());
-        let faults = calls.iter().filter(|c| matches!(c, Call::Fault { .. })).count();
+        let faults = calls.iter().filter(|c| matches!(c, Step::Fault { .. })).count();
         for c in calls {
-            let r: Result<()> = match c {
-                Call::Open { flags, comp_mask, plain } => {
+            let call = match c {
+                Step::Open { flags, comp_mask, plain } => {
                     let attr = ContextAttr { flags: ContextFlags::from_bits_retain(flags), comp_mask };
-                    let r = if plain { sim.open_ibv_device("mlx5_0") } else { sim.open_device("mlx5_0", Some(&attr)) };
-                    r.map(|c| ctxs.push(c))
+                    let device = "mlx5_0".to_string();
+                    Some(if plain { Call::OpenIbvDevice { device } } else { Call::OpenDevice { device, attr: Some(attr) } })
                 }
-                Call::OpenOther { which } => {
-                    let name = ["rxe0", "0000:08:00.0", "nope", "mlx5_9"][which as usize];
-                    sim.open_ibv_device(name).map(|c| ctxs.push(c))
+                Step::OpenOther { which } => {
+                    Some(Call::OpenIbvDevice { device: ["rxe0", "0000:08:00.0", "nope", "mlx5_9"][which as usize].into() })
                 }
-                Call::Close(i) => pick(&ctxs, i).map_or(Ok(()), |c| sim.close_device(c)),
-                Call::Query(i, m) => pick(&ctxs, i).map_or(Ok(()), |c| sim.query_device(c, m).map(drop)),
-                Call::AllocPd(i) => pick(&ctxs, i).map_or(Ok(()), |c| sim.alloc_pd(c).map(|p| pds.push(p))),
-                Call::DeallocPd(i) => pick(&pds, i).map_or(Ok(()), |p| sim.dealloc_pd(p)),
-                Call::CreateMkey { pd, flags, n } => pick(&pds, pd).map_or(Ok(()), |pd| {
-                    let a = MkeyInitAttr { pd, create_flags: MkeyInitFlags::from_bits_retain(flags), max_entries: n };
-                    sim.create_mkey(&a).map(|m| mkeys.push(m))
+                Step::Close(i) => pick(&ctxs, i).map(|ctx| Call::CloseDevice { ctx }),
+                Step::Query(i, comp_mask) => pick(&ctxs, i).map(|ctx| Call::QueryDevice { ctx, comp_mask }),
+                Step::AllocPd(i) => pick(&ctxs, i).map(|ctx| Call::AllocPd { ctx }),
+                Step::DeallocPd(i) => pick(&pds, i).map(|pd| Call::DeallocPd { pd }),
+                Step::CreateMkey { pd, flags, n } => pick(&pds, pd).map(|pd| Call::CreateMkey {
+                    attr: MkeyInitAttr { pd, create_flags: MkeyInitFlags::from_bits_retain(flags), max_entries: n },
                 }),
-                Call::DestroyMkey(i) => pick(&mkeys, i).map_or(Ok(()), |m| sim.destroy_mkey(&m)),
-                Call::Check(i) => pick(&mkeys, i).map_or(Ok(()), |m| sim.mkey_check(&m).map(drop)),
-                Call::Fault { op, st, skip } => {
+                Step::DestroyMkey(i) => pick(&mkeys, i).map(|mkey| Call::DestroyMkey { mkey }),
+                Step::Check(i) => pick(&mkeys, i).map(|mkey| Call::MkeyCheck { mkey }),
+                Step::Fault { op, st, skip } => {
                     let rule = FaultRule::fail_next(OPCODES[op as usize], st, 0xdead).after(u32::from(skip));
-                    sim.add_fault(rule);
-                    Ok(())
+                    prop_assert!(sim.add_fault(rule).is_ok());
+                    None
                 }
             };
+            let Some(call) = call else { continue };
+            let reply = call.apply(&mut sim);
+            match &reply {
+                Reply::OpenDevice(Ok(c)) | Reply::OpenIbvDevice(Ok(c)) => ctxs.push(*c),
+                Reply::AllocPd(Ok(p)) => pds.push(*p),
+                Reply::CreateMkey(Ok(m)) => mkeys.push(*m),
+                _ => {}
+            }
+            let r: Result<()> = reply.error().map_or(Ok(()), |e| Err(e.clone()));
             if let Err(e) = r {
                 prop_assert!(ERRNOS.contains(&e.errno()), "unexpected errno {}", e);
                 prop_assert_ne!(e.errno(), EREMOTEIO);
@@ -168,59 +179,68 @@ proptest! {
         let ctx = sim.open_ibv_device("mlx5_0").unwrap();
         let pd = sim.alloc_pd(ctx).unwrap();
         let cq = sim.create_cq(ctx, 8).unwrap();
-        let (mut bufs, mut mrs, mut mkeys, mut qps) = (Vec::new(), Vec::new(), Vec::<Mkey>::new(), Vec::new());
+        let (mut bufs, mut mrs, mut mkeys, mut qps) = (Vec::new(), Vec::new(), Vec::<Mkey>::new(), Vec::<Qp>::new());
         let errnos = [EINVAL, EOPNOTSUPP, ENOMEM, EBUSY, mlx5_dv::errno::EFAULT];
         for c in calls {
             let keys: Vec<u32> = mrs.iter().map(|m: &Mr| m.lkey).chain(mkeys.iter().map(|m| m.lkey)).collect();
             let key = |i: usize| keys.get(i % keys.len().max(1)).copied().unwrap_or(i as u32);
-            let r: Result<()> = match c {
-                Dp::Buf(n) => sim.alloc_buf(n).map(|b| bufs.push(b)),
-                Dp::RegMr { buf, off, len, access } => match pick(&bufs, buf) {
-                    Some(b) => sim.reg_mr(pd, b.addr.wrapping_add(off), len, AccessFlags::from_bits_retain(access)).map(|m| mrs.push(m)),
-                    None => Ok(()),
-                },
-                Dp::Mkey { flags, n } => {
-                    let a = MkeyInitAttr { pd, create_flags: MkeyInitFlags::from_bits_retain(flags & 0x1f), max_entries: n };
-                    sim.create_mkey(&a).map(|m| mkeys.push(m))
-                }
+            let call = match c {
+                Dp::Buf(len) => Some(Call::AllocBuf { len }),
+                Dp::RegMr { buf, off, len, access } => pick(&bufs, buf).map(|b: Buf| Call::RegMr {
+                    pd,
+                    addr: b.addr.wrapping_add(off),
+                    length: len,
+                    access: AccessFlags::from_bits_retain(access),
+                }),
+                Dp::Mkey { flags, n } => Some(Call::CreateMkey {
+                    attr: MkeyInitAttr { pd, create_flags: MkeyInitFlags::from_bits_retain(flags & 0x1f), max_entries: n },
+                }),
                 Dp::Qp { flags, sge, inline, wr } => {
                     let dv = Some(DvQpInitAttr { comp_mask: 0b101, create_flags: flags & 0x7f, send_ops_flags: 0b111 });
                     let cap = QpCap { max_send_wr: wr, max_recv_wr: wr, max_send_sge: sge, max_recv_sge: sge, max_inline_data: inline };
-                    let a = QpInitAttr { pd, send_cq: cq.handle, recv_cq: cq.handle, qp_type: qp_type::RC, cap, send_ops_flags: send_ops::RC_DEFAULT, dv };
-                    sim.create_qp(&a).map(|q| qps.push(q))
+                    let attr = QpInitAttr { pd, send_cq: cq.handle, recv_cq: cq.handle, qp_type: qp_type::RC, cap, send_ops_flags: send_ops::RC_DEFAULT, dv };
+                    Some(Call::CreateQp { attr })
                 }
                 Dp::Modify { qp, state, peer, access } => match (pick(&qps, qp), pick(&qps, peer)) {
                     (Some(q), Some(p)) => {
                         let states = [QpState::Reset, QpState::Init, QpState::Rtr, QpState::Rts, QpState::Sqd, QpState::Sqe, QpState::Err, QpState::Rts];
-                        let m = QpModify { state: states[state as usize], access: AccessFlags::from_bits_retain(access), remote: Some(p.handle) };
-                        sim.modify_qp(&q, &m)
+                        let attr = QpModify { state: states[state as usize], access: AccessFlags::from_bits_retain(access), remote: Some(p.handle) };
+                        Some(Call::ModifyQp { qp: q, attr })
                     }
-                    _ => Ok(()),
+                    _ => None,
                 },
-                Dp::Post { qp, ops } => match pick(&qps, qp) {
-                    Some(q) => {
-                        let ops: Vec<WrOp> = ops.iter().map(|&(k, a, l, x, y)| random_op(k, a, l, key(x as usize), y, pick(&mkeys, x as usize))).collect();
-                        sim.post_send(&q, &ops)
-                    }
-                    None => Ok(()),
-                },
-                Dp::Recv { qp, addr, len, key: k } => match pick(&qps, qp) {
-                    Some(q) => sim.post_recv(&q, &[RecvWr { wr_id: 1, sge: vec![Sge { addr, length: len, lkey: key(k) }] }]),
-                    None => Ok(()),
-                },
-                Dp::Poll => sim.poll_cq(&cq, 64).map(|wcs| {
-                    for wc in wcs {
-                        assert!(wc.status <= 21, "status {}", wc.status);
-                    }
+                Dp::Post { qp, ops } => pick(&qps, qp).map(|q| Call::PostSend {
+                    qp: q,
+                    ops: ops.iter().map(|&(k, a, l, x, y)| random_op(k, a, l, key(x as usize), y, pick(&mkeys, x as usize))).collect(),
                 }),
+                Dp::Recv { qp, addr, len, key: k } => pick(&qps, qp).map(|q| Call::PostRecv {
+                    qp: q,
+                    wrs: vec![RecvWr { wr_id: 1, sge: vec![Sge { addr, length: len, lkey: key(k) }] }],
+                }),
+                Dp::Poll => Some(Call::PollCq { cq, max: 64 }),
                 Dp::Destroy(k, i) => match k {
-                    0 => pick(&qps, i).map_or(Ok(()), |q| sim.destroy_qp(&q)),
-                    1 => pick(&mrs, i).map_or(Ok(()), |m| sim.dereg_mr(&m)),
-                    2 => pick(&mkeys, i).map_or(Ok(()), |m| sim.destroy_mkey(&m)),
-                    3 => pick(&bufs, i).map_or(Ok(()), |b| sim.free_buf(&b)),
-                    _ => sim.destroy_cq(&cq),
+                    0 => pick(&qps, i).map(|qp| Call::DestroyQp { qp }),
+                    1 => pick(&mrs, i).map(|mr| Call::DeregMr { mr }),
+                    2 => pick(&mkeys, i).map(|mkey| Call::DestroyMkey { mkey }),
+                    3 => pick(&bufs, i).map(|buf| Call::FreeBuf { buf }),
+                    _ => Some(Call::DestroyCq { cq }),
                 },
             };
+            let Some(call) = call else { continue };
+            let reply = call.apply(&mut sim);
+            match &reply {
+                Reply::AllocBuf(Ok(b)) => bufs.push(*b),
+                Reply::RegMr(Ok(m)) => mrs.push(*m),
+                Reply::CreateMkey(Ok(m)) => mkeys.push(*m),
+                Reply::CreateQp(Ok(q)) => qps.push(*q),
+                Reply::PollCq(Ok(wcs)) => {
+                    for wc in wcs {
+                        prop_assert!(wc.status <= 21, "status {}", wc.status);
+                    }
+                }
+                _ => {}
+            }
+            let r: Result<()> = reply.error().map_or(Ok(()), |e| Err(e.clone()));
             if let Err(e) = r {
                 prop_assert!(errnos.contains(&e.errno()), "unexpected errno {}", e);
             }

@@ -3,13 +3,14 @@
 //! exactly the first bad block's first error, at the right offset, with the right values.
 
 use crc::{Algorithm, CRC_16_T10_DIF, CRC_32_ISCSI, CRC_32_ISO_HDLC, CRC_64_NVME, Crc};
+use mlx5_dv::prelude::*;
 use mlx5_dv::{
-    AccessFlags as A, Backend, DvQpInitAttr, Mkey, MkeyErr, MkeyErrType, MkeyInitAttr, MkeyInitFlags as F, QpCap,
-    QpInitAttr, QpModify, SendFlags, Sge, SigBlockAttr, SigBlockDomain, SigErr, SigT10dif, WrOp, dv_qp, sig,
+    AccessFlags as A, DvQpInitAttr, Mkey, MkeyErr, MkeyErrType, MkeyInitAttr, MkeyInitFlags as F, QpCap, QpInitAttr,
+    QpModify, SendFlags, Sge, SigBlockAttr, SigBlockDomain, SigErr, SigT10dif, WrOp, dv_qp, sig,
 };
 use mlx5_sim::profile::SignatureSection;
 use mlx5_sim::signature::{Crcs, Domain, Kind};
-use mlx5_sim::{Profile, Simulator};
+use mlx5_sim::{Profile, ShippedProfiles, Simulator};
 use proptest::prelude::*;
 
 static T10_FFFF: Algorithm<u16> = Algorithm { init: 0xffff, ..CRC_16_T10_DIF };

@@ -87,7 +87,7 @@ fn unknown_flags(b: &mut dyn Backend, env: &Env) -> Check {
 
 fn explicit_devx(b: &mut dyn Backend, env: &Env) -> Check {
     let r = b.open_device(env.dev()?, Some(&ContextAttr::devx()));
-    match env.kernel.devx {
+    match env.caps.kernel.devx {
         Some(true) => {
             let ctx = expect_ok("mlx5dv_open_device(DEVX) on a DEVX kernel", r)?;
             expect_ok("ibv_close_device", b.close_device(ctx))
@@ -116,7 +116,7 @@ fn no_devx_mkeys(b: &mut dyn Backend, env: &Env) -> Check {
     let sig = MkeyInitAttr { create_flags: MkeyInitFlags::BLOCK_SIGNATURE, ..attr };
     // With caps read through the whitelist uid the PSV command is refused; without, the
     // provider stops at the zero caps.
-    let expected = if env.sig_caps.block_prot != 0 { EINVAL } else { EOPNOTSUPP };
+    let expected = if env.caps.device.sig.block_prot != 0 { EINVAL } else { EOPNOTSUPP };
     expect_errno("BLOCK_SIGNATURE mkey without a DEVX uid", b.create_mkey(&sig), expected)?;
     expect_ok("ibv_dealloc_pd", b.dealloc_pd(pd))?;
     expect_ok("ibv_close_device", b.close_device(ctx))
@@ -144,7 +144,7 @@ fn sig_caps_values(b: &mut dyn Backend, env: &Env) -> Check {
         "0x1, optionally | 0x2 | 0x4",
         format!("0x{:x}", caps.crc_type),
     )?;
-    check_eq("the probe saw the same caps", caps, env.sig_caps)
+    check_eq("the probe saw the same caps", caps, env.caps.device.sig)
 }
 
 fn crypto_caps_values(b: &mut dyn Backend, env: &Env) -> Check {
@@ -186,7 +186,7 @@ fn crypto_caps_values(b: &mut dyn Backend, env: &Env) -> Check {
             (0, 0, 0, 0),
         )?;
     }
-    check_eq("the probe saw the same caps", caps, env.crypto_caps)
+    check_eq("the probe saw the same caps", caps, env.caps.device.crypto)
 }
 
 fn comp_mask_echo(b: &mut dyn Backend, env: &Env) -> Check {

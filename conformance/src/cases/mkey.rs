@@ -152,7 +152,7 @@ fn unknown_flag(b: &mut dyn Backend, env: &Env) -> Check {
 fn update_tag(b: &mut dyn Backend, env: &Env) -> Check {
     let (_, pd) = open_pd(b, env)?;
     let r = b.create_mkey(&attr(pd, F::INDIRECT | F::UPDATE_TAG, 4));
-    match env.kernel.mkey_update_tag {
+    match env.caps.kernel.mkey_update_tag {
         Some(true) => {
             let m = expect_ok("INDIRECT | UPDATE_TAG on a kernel with tag update", r)?;
             check_eq("tag byte at creation", m.lkey & 0xff, 0)?;
@@ -177,9 +177,9 @@ fn sig_without_caps(b: &mut dyn Backend, env: &Env) -> Check {
 fn expected_for(flags: F, env: &Env) -> Option<i32> {
     let engines = crypto_cap::ENGINE_AES_XTS_SINGLE_BLOCK | crypto_cap::ENGINE_AES_XTS_MULTI_BLOCK;
     if flags.is_empty()
-        || (flags.contains(F::UPDATE_TAG) && env.kernel.mkey_update_tag != Some(true))
-        || (flags.contains(F::BLOCK_SIGNATURE) && env.sig_caps.block_prot == 0)
-        || (flags.contains(F::CRYPTO) && env.crypto_caps.crypto_engines & engines == 0)
+        || (flags.contains(F::UPDATE_TAG) && env.caps.kernel.mkey_update_tag != Some(true))
+        || (flags.contains(F::BLOCK_SIGNATURE) && env.caps.device.sig.block_prot == 0)
+        || (flags.contains(F::CRYPTO) && env.caps.device.crypto.crypto_engines & engines == 0)
     {
         Some(EOPNOTSUPP)
     } else {
@@ -252,12 +252,18 @@ fn psv_failure(b: &mut dyn Backend, env: &Env) -> Check {
     let (_, pd) = open_pd(b, env)?;
     let a = attr(pd, F::INDIRECT | F::BLOCK_SIGNATURE, 4);
     // First PSV fails: nothing to undo.
-    ctl(b)?.add_fault(FaultRule::fail_next(opcode::CREATE_PSV, status::LIM_ERR, 0x11));
+    expect_ok(
+        "install the fault rule",
+        ctl(b)?.add_fault(FaultRule::fail_next(opcode::CREATE_PSV, status::LIM_ERR, 0x11)),
+    )?;
     ctl(b)?.record_commands(true);
     expect_errno("first CREATE_PSV fails with LIM_ERR", b.create_mkey(&a), mlx5_dv::errno::ENOMEM)?;
     check_eq("commands", opcodes(&ctl(b)?.take_commands()), vec!["CREATE_PSV"])?;
     // Second PSV fails: the memory PSV is destroyed, no mkey is created.
-    ctl(b)?.add_fault(FaultRule::fail_next(opcode::CREATE_PSV, status::BAD_PARAM_ERR, 0x22).after(1));
+    expect_ok(
+        "install the fault rule",
+        ctl(b)?.add_fault(FaultRule::fail_next(opcode::CREATE_PSV, status::BAD_PARAM_ERR, 0x22).after(1)),
+    )?;
     expect_errno("second CREATE_PSV fails with BAD_PARAM", b.create_mkey(&a), EINVAL)?;
     let cmds = ctl(b)?.take_commands();
     check_eq("commands", opcodes(&cmds), vec!["CREATE_PSV", "CREATE_PSV", "DESTROY_PSV"])?;
@@ -268,7 +274,7 @@ fn psv_failure(b: &mut dyn Backend, env: &Env) -> Check {
         (status::NO_RES_ERR, mlx5_dv::errno::EAGAIN),
         (status::INT_ERR, mlx5_dv::errno::EIO),
     ] {
-        ctl(b)?.add_fault(FaultRule::fail_next(opcode::CREATE_PSV, st, 0));
+        expect_ok("install the fault rule", ctl(b)?.add_fault(FaultRule::fail_next(opcode::CREATE_PSV, st, 0)))?;
         expect_errno(&format!("CREATE_PSV status 0x{st:02x}"), b.create_mkey(&a), e)?;
     }
     Ok(())
@@ -381,7 +387,7 @@ fn mkc_for(b: &mut dyn Backend, env: &Env, flags: F) -> Check {
 fn mkc_plain(b: &mut dyn Backend, env: &Env) -> Check {
     mkc_for(b, env, F::INDIRECT)?;
     mkc_for(b, env, F::INDIRECT | F::REMOTE_INVALIDATE)?;
-    if env.kernel.mkey_update_tag == Some(true) {
+    if env.caps.kernel.mkey_update_tag == Some(true) {
         // UPDATE_TAG changes nothing in the command.
         mkc_for(b, env, F::INDIRECT | F::UPDATE_TAG)?;
     }
@@ -423,14 +429,17 @@ fn create_status_errno(b: &mut dyn Backend, env: &Env) -> Check {
         (0x7e, EIO),
     ];
     for (st, e) in table {
-        ctl(b)?.add_fault(FaultRule::fail_next(opcode::CREATE_MKEY, st, 0xabcd));
+        expect_ok("install the fault rule", ctl(b)?.add_fault(FaultRule::fail_next(opcode::CREATE_MKEY, st, 0xabcd)))?;
         let r = b.create_mkey(&attr(pd, F::INDIRECT, 4));
         check("never EREMOTEIO", !matches!(&r, Err(x) if x.errno() == EREMOTEIO), "a mapped errno", &r)?;
         expect_errno(&format!("CREATE_MKEY status 0x{st:02x}"), r, e)?;
     }
-    if env.sig_caps.block_prot != 0 {
+    if env.caps.device.sig.block_prot != 0 {
         // A failed CREATE_MKEY of a signature mkey takes its PSVs down with it.
-        ctl(b)?.add_fault(FaultRule::fail_next(opcode::CREATE_MKEY, status::LIM_ERR, 1));
+        expect_ok(
+            "install the fault rule",
+            ctl(b)?.add_fault(FaultRule::fail_next(opcode::CREATE_MKEY, status::LIM_ERR, 1)),
+        )?;
         ctl(b)?.record_commands(true);
         expect_errno("signature CREATE_MKEY with LIM_ERR", b.create_mkey(&attr(pd, F::BLOCK_SIGNATURE, 4)), ENOMEM)?;
         let cmds = ctl(b)?.take_commands();
@@ -494,7 +503,10 @@ fn destroy_order(b: &mut dyn Backend, env: &Env) -> Check {
 fn destroy_psv_failure(b: &mut dyn Backend, env: &Env) -> Check {
     let (m, _, wire) = sig_mkey_with_psvs(b, env)?;
     // The wire PSV fails: the memory PSV is gone, the mkey lives on.
-    ctl(b)?.add_fault(FaultRule::fail_next(opcode::DESTROY_PSV, status::RES_BUSY, 7).after(1));
+    expect_ok(
+        "install the fault rule",
+        ctl(b)?.add_fault(FaultRule::fail_next(opcode::DESTROY_PSV, status::RES_BUSY, 7).after(1)),
+    )?;
     expect_errno("destroy with a busy wire PSV", b.destroy_mkey(&m), mlx5_dv::errno::EBUSY)?;
     check_eq("mkey_check on the surviving mkey", expect_ok("mkey_check", b.mkey_check(&m))?, MkeyErr::NONE)?;
     ctl(b)?.record_commands(true);
@@ -506,7 +518,10 @@ fn destroy_psv_failure(b: &mut dyn Backend, env: &Env) -> Check {
 
 fn destroy_mkey_failure(b: &mut dyn Backend, env: &Env) -> Check {
     let (m, _, _) = sig_mkey_with_psvs(b, env)?;
-    ctl(b)?.add_fault(FaultRule::fail_next(opcode::DESTROY_MKEY, status::BAD_RES_STATE_ERR, 3));
+    expect_ok(
+        "install the fault rule",
+        ctl(b)?.add_fault(FaultRule::fail_next(opcode::DESTROY_MKEY, status::BAD_RES_STATE_ERR, 3)),
+    )?;
     expect_errno("destroy with DESTROY_MKEY failing", b.destroy_mkey(&m), EINVAL)?;
     ctl(b)?.record_commands(true);
     expect_ok("destroy again", b.destroy_mkey(&m))?;

@@ -139,7 +139,7 @@ fn create_flag_checks(b: &mut dyn Backend, env: &Env) -> Check {
     )?;
     expect_ok("destroy", b.destroy_qp(&q))?;
     let sig = b.create_qp(&with(dv_qp::CREATE_SIG_PIPELINING, dv_qp::MASK_QP_CREATE_FLAGS));
-    match env.kernel.sqd2rts {
+    match env.caps.kernel.sqd2rts {
         Some(true) => expect_ok("SIG_PIPELINING on a kernel with SQD2RTS", sig)
             .and_then(|q| expect_ok("destroy", b.destroy_qp(&q))),
         Some(false) => expect_errno("SIG_PIPELINING without SQD2RTS", sig, EOPNOTSUPP),

@@ -108,7 +108,8 @@ fn conf_flags(b: &mut dyn Backend, env: &Env) -> Check {
 }
 
 fn tag_update(b: &mut dyn Backend, env: &Env) -> Check {
-    let supported = env.kernel.mkey_update_tag.ok_or_else(|| Verdict::skip("unknown kernel tag-update support"))?;
+    let supported =
+        env.caps.kernel.mkey_update_tag.ok_or_else(|| Verdict::skip("unknown kernel tag-update support"))?;
     let flags = if supported { F::INDIRECT | F::UPDATE_TAG } else { F::INDIRECT };
     let (a, s, buf, mr, mut mkey) = setup(b, env, flags, 4)?;
     mkey.lkey = (mkey.lkey & !0xff) | 0x5a;

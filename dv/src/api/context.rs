@@ -1,0 +1,128 @@
+//! Devices, contexts, device queries and asynchronous events: `ibv_get_device_list`,
+//! `mlx5dv_open_device`, `ibv_open_device`, `mlx5dv_query_device`, PDs, `ibv_get_async_event`.
+
+use bitflags::bitflags;
+use serde::{Deserialize, Serialize};
+
+use super::crypto::CryptoCaps;
+use super::signature::SigCaps;
+use crate::error::Result;
+use crate::handle::{ContextHandle, CqHandle, PdHandle};
+
+/// What kind of device a list entry is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeviceKind {
+    /// An mlx5 device driven by the kernel (mlx5_ib); `ibv_get_device_list`.
+    Mlx5,
+    /// An mlx5 PCI function bound to vfio-pci; `mlx5dv_get_vfio_device_list`.
+    Mlx5Vfio,
+    /// A device of another provider (rxe, siw, …): every mlx5dv call answers EOPNOTSUPP.
+    Other,
+}
+
+/// One entry of the device list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceDesc {
+    /// `ibv_get_device_name`, or the PCI name of a VFIO device.
+    pub name: String,
+    /// Which provider drives it.
+    pub kind: DeviceKind,
+}
+
+bitflags! {
+    /// `mlx5dv_context_attr.flags` (`enum mlx5dv_context_attr_flags`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    pub struct ContextFlags: u32 {
+        /// `MLX5DV_CONTEXT_FLAGS_DEVX`: ask for a DEVX-capable context.
+        const DEVX = 1 << 0;
+    }
+}
+
+/// `MLX5DV_CONTEXT_ATTR_MASK_FD_ARRAY`, the one known `mlx5dv_context_attr.comp_mask` bit.
+pub const MLX5DV_CONTEXT_ATTR_MASK_FD_ARRAY: u64 = 1 << 0;
+
+/// `struct mlx5dv_context_attr` (the `fds` array is not modelled).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextAttr {
+    /// Context flags; unknown bits are kept so they can be rejected as the provider does.
+    pub flags: ContextFlags,
+    /// Extension mask.
+    pub comp_mask: u64,
+}
+
+impl ContextAttr {
+    /// Attributes asking for a DEVX context.
+    pub fn devx() -> Self {
+        ContextAttr { flags: ContextFlags::DEVX, comp_mask: 0 }
+    }
+}
+
+/// `MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD`: fill `sig_caps`.
+pub const MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD: u64 = 1 << 10;
+/// `MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD`: fill `crypto_caps`.
+pub const MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD: u64 = 1 << 13;
+
+/// The parts of `struct mlx5dv_context` this API models.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DvContext {
+    /// Output mask: which of the requested parts were filled.
+    pub comp_mask: u64,
+    /// Filled when `MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD` was requested.
+    pub sig_caps: SigCaps,
+    /// Filled when `MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD` was requested.
+    pub crypto_caps: CryptoCaps,
+}
+
+/// `enum ibv_event_type` values this API reports.
+pub mod event_type {
+    /// `IBV_EVENT_CQ_ERR`.
+    pub const CQ_ERR: u32 = 0;
+    /// `IBV_EVENT_QP_FATAL`.
+    pub const QP_FATAL: u32 = 1;
+    /// `IBV_EVENT_QP_REQ_ERR`.
+    pub const QP_REQ_ERR: u32 = 2;
+    /// `IBV_EVENT_QP_ACCESS_ERR`.
+    pub const QP_ACCESS_ERR: u32 = 3;
+    /// `IBV_EVENT_SQ_DRAINED`.
+    pub const SQ_DRAINED: u32 = 5;
+}
+
+/// An asynchronous event (`struct ibv_async_event`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AsyncEvent {
+    /// `event_type` ([`event_type`]).
+    pub event_type: u32,
+    /// The QP number, for QP events.
+    pub qp_num: Option<u32>,
+    /// The CQ, for CQ events.
+    pub cq: Option<CqHandle>,
+}
+
+/// Devices, contexts, device queries, PDs and asynchronous events.
+pub trait Contexts {
+    /// List the devices: `ibv_get_device_list` followed by `mlx5dv_get_vfio_device_list`.
+    fn device_list(&mut self) -> Result<Vec<DeviceDesc>>;
+
+    /// `mlx5dv_open_device(device, attr)`; `attr = None` passes NULL.
+    fn open_device(&mut self, device: &str, attr: Option<&ContextAttr>) -> Result<ContextHandle>;
+
+    /// `ibv_open_device(device)`: for an mlx5 device the provider asks for DEVX and silently
+    /// falls back; for a VFIO device this opens a VFIO context.
+    fn open_ibv_device(&mut self, device: &str) -> Result<ContextHandle>;
+
+    /// `ibv_close_device`: every object still open on the context is destroyed with it.
+    fn close_device(&mut self, ctx: ContextHandle) -> Result<()>;
+
+    /// `mlx5dv_query_device` with `attrs_out->comp_mask = comp_mask`.
+    fn query_device(&mut self, ctx: ContextHandle, comp_mask: u64) -> Result<DvContext>;
+
+    /// `ibv_alloc_pd`.
+    fn alloc_pd(&mut self, ctx: ContextHandle) -> Result<PdHandle>;
+
+    /// `ibv_dealloc_pd`; EBUSY while an mkey, MR or QP uses it.
+    fn dealloc_pd(&mut self, pd: PdHandle) -> Result<()>;
+
+    /// The next asynchronous event of the context, without blocking.
+    fn get_async_event(&mut self, ctx: ContextHandle) -> Result<Option<AsyncEvent>>;
+}

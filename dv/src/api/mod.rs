@@ -1,0 +1,9 @@
+//! The API by family: each file holds a family's C-mirroring types and its trait.
+
+pub mod context;
+pub mod crypto;
+pub mod memory;
+pub mod mkey;
+pub mod queue;
+pub mod signature;
+pub mod wr;

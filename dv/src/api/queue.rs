@@ -1,0 +1,337 @@
+//! CQs, QPs, their state changes, posting and polling.
+
+use serde::{Deserialize, Serialize};
+
+use super::memory::AccessFlags;
+use super::wr::{RecvWr, WrOp};
+use crate::error::Result;
+use crate::handle::{ContextHandle, CqHandle, PdHandle, QpHandle};
+
+/// A completion queue (`struct ibv_cq`); `cqe` is the capacity the provider gave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cq {
+    /// The backend handle.
+    pub handle: CqHandle,
+    /// `cq->cqe`: the number of entries, rounded as the provider rounds it.
+    pub cqe: u32,
+}
+
+/// `enum ibv_qp_type` values.
+pub mod qp_type {
+    /// `IBV_QPT_RC`.
+    pub const RC: u32 = 2;
+    /// `IBV_QPT_UC`.
+    pub const UC: u32 = 3;
+    /// `IBV_QPT_UD`.
+    pub const UD: u32 = 4;
+    /// `IBV_QPT_RAW_PACKET`.
+    pub const RAW_PACKET: u32 = 8;
+    /// `IBV_QPT_XRC_SEND`.
+    pub const XRC_SEND: u32 = 9;
+    /// `IBV_QPT_DRIVER`.
+    pub const DRIVER: u32 = 0xff;
+}
+
+/// `enum ibv_qp_create_send_ops_flags` (`IBV_QP_EX_WITH_*`).
+pub mod send_ops {
+    /// `IBV_QP_EX_WITH_RDMA_WRITE`.
+    pub const RDMA_WRITE: u64 = 1 << 0;
+    /// `IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM`.
+    pub const RDMA_WRITE_WITH_IMM: u64 = 1 << 1;
+    /// `IBV_QP_EX_WITH_SEND`.
+    pub const SEND: u64 = 1 << 2;
+    /// `IBV_QP_EX_WITH_SEND_WITH_IMM`.
+    pub const SEND_WITH_IMM: u64 = 1 << 3;
+    /// `IBV_QP_EX_WITH_RDMA_READ`.
+    pub const RDMA_READ: u64 = 1 << 4;
+    /// `IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP`.
+    pub const ATOMIC_CMP_AND_SWP: u64 = 1 << 5;
+    /// `IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD`.
+    pub const ATOMIC_FETCH_AND_ADD: u64 = 1 << 6;
+    /// `IBV_QP_EX_WITH_LOCAL_INV`.
+    pub const LOCAL_INV: u64 = 1 << 7;
+    /// `IBV_QP_EX_WITH_BIND_MW`.
+    pub const BIND_MW: u64 = 1 << 8;
+    /// `IBV_QP_EX_WITH_SEND_WITH_INV`.
+    pub const SEND_WITH_INV: u64 = 1 << 9;
+    /// `IBV_QP_EX_WITH_TSO`.
+    pub const TSO: u64 = 1 << 10;
+    /// The operations this API posts on RC QPs.
+    pub const RC_DEFAULT: u64 =
+        RDMA_WRITE | RDMA_WRITE_WITH_IMM | SEND | SEND_WITH_IMM | RDMA_READ | LOCAL_INV | SEND_WITH_INV;
+}
+
+/// `mlx5dv_qp_init_attr` masks and flags.
+pub mod dv_qp {
+    /// `MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS`.
+    pub const MASK_QP_CREATE_FLAGS: u64 = 1 << 0;
+    /// `MLX5DV_QP_INIT_ATTR_MASK_DC`.
+    pub const MASK_DC: u64 = 1 << 1;
+    /// `MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS`.
+    pub const MASK_SEND_OPS_FLAGS: u64 = 1 << 2;
+    /// `MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS`.
+    pub const MASK_DCI_STREAMS: u64 = 1 << 3;
+    /// `MLX5DV_QP_CREATE_TUNNEL_OFFLOADS`.
+    pub const CREATE_TUNNEL_OFFLOADS: u32 = 1 << 0;
+    /// `MLX5DV_QP_CREATE_TIR_ALLOW_SELF_LOOPBACK_UC`.
+    pub const CREATE_TIR_ALLOW_SELF_LOOPBACK_UC: u32 = 1 << 1;
+    /// `MLX5DV_QP_CREATE_TIR_ALLOW_SELF_LOOPBACK_MC`.
+    pub const CREATE_TIR_ALLOW_SELF_LOOPBACK_MC: u32 = 1 << 2;
+    /// `MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE`.
+    pub const CREATE_DISABLE_SCATTER_TO_CQE: u32 = 1 << 3;
+    /// `MLX5DV_QP_CREATE_ALLOW_SCATTER_TO_CQE`.
+    pub const CREATE_ALLOW_SCATTER_TO_CQE: u32 = 1 << 4;
+    /// `MLX5DV_QP_CREATE_PACKET_BASED_CREDIT_MODE`.
+    pub const CREATE_PACKET_BASED_CREDIT_MODE: u32 = 1 << 5;
+    /// `MLX5DV_QP_CREATE_SIG_PIPELINING`.
+    pub const CREATE_SIG_PIPELINING: u32 = 1 << 6;
+    /// `MLX5DV_QP_EX_WITH_MR_INTERLEAVED`.
+    pub const WITH_MR_INTERLEAVED: u64 = 1 << 0;
+    /// `MLX5DV_QP_EX_WITH_MR_LIST`.
+    pub const WITH_MR_LIST: u64 = 1 << 1;
+    /// `MLX5DV_QP_EX_WITH_MKEY_CONFIGURE`.
+    pub const WITH_MKEY_CONFIGURE: u64 = 1 << 2;
+    /// `MLX5DV_QP_EX_WITH_RAW_WQE`.
+    pub const WITH_RAW_WQE: u64 = 1 << 3;
+    /// `MLX5DV_QP_EX_WITH_MEMCPY`.
+    pub const WITH_MEMCPY: u64 = 1 << 4;
+}
+
+/// `struct ibv_qp_cap`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QpCap {
+    /// Send queue depth.
+    pub max_send_wr: u32,
+    /// Receive queue depth.
+    pub max_recv_wr: u32,
+    /// SGEs per send WR.
+    pub max_send_sge: u32,
+    /// SGEs per receive WR.
+    pub max_recv_sge: u32,
+    /// Inline bytes per send WR (written back by the provider).
+    pub max_inline_data: u32,
+}
+
+/// `struct mlx5dv_qp_init_attr` (DC attributes are not modelled).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DvQpInitAttr {
+    /// `MLX5DV_QP_INIT_ATTR_MASK_*`.
+    pub comp_mask: u64,
+    /// `MLX5DV_QP_CREATE_*`.
+    pub create_flags: u32,
+    /// `MLX5DV_QP_EX_WITH_*`.
+    pub send_ops_flags: u64,
+}
+
+impl DvQpInitAttr {
+    /// `MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS | _SEND_OPS_FLAGS` with these values.
+    pub fn new(create_flags: u32, send_ops_flags: u64) -> Self {
+        DvQpInitAttr {
+            comp_mask: dv_qp::MASK_QP_CREATE_FLAGS | dv_qp::MASK_SEND_OPS_FLAGS,
+            create_flags,
+            send_ops_flags,
+        }
+    }
+}
+
+/// The parts of `struct ibv_qp_init_attr_ex` and `mlx5dv_create_qp` this API models. The QP
+/// is always created with `IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QpInitAttr {
+    /// The protection domain.
+    pub pd: PdHandle,
+    /// The send CQ.
+    pub send_cq: CqHandle,
+    /// The receive CQ.
+    pub recv_cq: CqHandle,
+    /// `enum ibv_qp_type` value ([`qp_type`]).
+    pub qp_type: u32,
+    /// Requested capacities.
+    pub cap: QpCap,
+    /// `IBV_QP_EX_WITH_*` ([`send_ops`]).
+    pub send_ops_flags: u64,
+    /// `mlx5dv_create_qp`'s attributes; `None` creates the QP with `ibv_create_qp_ex`.
+    pub dv: Option<DvQpInitAttr>,
+}
+
+impl QpInitAttr {
+    /// An RC QP with both queues on `cq` and the default RC send ops (`send_ops::RC_DEFAULT`).
+    pub fn rc(pd: PdHandle, cq: CqHandle, cap: QpCap, dv: Option<DvQpInitAttr>) -> Self {
+        QpInitAttr { pd, send_cq: cq, recv_cq: cq, qp_type: qp_type::RC, cap, send_ops_flags: send_ops::RC_DEFAULT, dv }
+    }
+}
+
+/// A created QP: its number and the capacities the provider wrote back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Qp {
+    /// The backend handle.
+    pub handle: QpHandle,
+    /// `qp->qp_num`.
+    pub qp_num: u32,
+    /// `attr->cap` after creation (`max_inline_data` as the provider computed it).
+    pub cap: QpCap,
+}
+
+/// `enum ibv_qp_state`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[repr(u32)]
+pub enum QpState {
+    /// `IBV_QPS_RESET`.
+    Reset = 0,
+    /// `IBV_QPS_INIT`.
+    Init = 1,
+    /// `IBV_QPS_RTR`.
+    Rtr = 2,
+    /// `IBV_QPS_RTS`.
+    Rts = 3,
+    /// `IBV_QPS_SQD`.
+    Sqd = 4,
+    /// `IBV_QPS_SQE`.
+    Sqe = 5,
+    /// `IBV_QPS_ERR`.
+    Err = 6,
+}
+
+/// A state change (`ibv_modify_qp`); the backend fills the path, PSNs and timers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QpModify {
+    /// The new state.
+    pub state: QpState,
+    /// For INIT: `qp_access_flags` of incoming RDMA.
+    pub access: AccessFlags,
+    /// For RTR: the peer QP (on this backend), whose device and number form the path.
+    pub remote: Option<QpHandle>,
+}
+
+impl QpModify {
+    /// Move to `state` with no further attributes.
+    pub fn to(state: QpState) -> Self {
+        QpModify { state, access: AccessFlags::empty(), remote: None }
+    }
+
+    /// The three transitions that connect a QP in RESET to `peer`: INIT granting `access` to
+    /// incoming RDMA, RTR towards `peer`, then RTS.
+    pub fn connect(access: AccessFlags, peer: QpHandle) -> [QpModify; 3] {
+        [
+            QpModify { state: QpState::Init, access, remote: None },
+            QpModify { state: QpState::Rtr, access, remote: Some(peer) },
+            QpModify::to(QpState::Rts),
+        ]
+    }
+}
+
+/// `enum ibv_wc_status` values.
+pub mod wc_status {
+    /// `IBV_WC_SUCCESS`.
+    pub const SUCCESS: u32 = 0;
+    /// `IBV_WC_LOC_LEN_ERR`.
+    pub const LOC_LEN_ERR: u32 = 1;
+    /// `IBV_WC_LOC_QP_OP_ERR`.
+    pub const LOC_QP_OP_ERR: u32 = 2;
+    /// `IBV_WC_LOC_PROT_ERR`.
+    pub const LOC_PROT_ERR: u32 = 4;
+    /// `IBV_WC_WR_FLUSH_ERR`.
+    pub const WR_FLUSH_ERR: u32 = 5;
+    /// `IBV_WC_MW_BIND_ERR`.
+    pub const MW_BIND_ERR: u32 = 6;
+    /// `IBV_WC_BAD_RESP_ERR`.
+    pub const BAD_RESP_ERR: u32 = 7;
+    /// `IBV_WC_LOC_ACCESS_ERR`.
+    pub const LOC_ACCESS_ERR: u32 = 8;
+    /// `IBV_WC_REM_INV_REQ_ERR`.
+    pub const REM_INV_REQ_ERR: u32 = 9;
+    /// `IBV_WC_REM_ACCESS_ERR`.
+    pub const REM_ACCESS_ERR: u32 = 10;
+    /// `IBV_WC_REM_OP_ERR`.
+    pub const REM_OP_ERR: u32 = 11;
+    /// `IBV_WC_RETRY_EXC_ERR`.
+    pub const RETRY_EXC_ERR: u32 = 12;
+    /// `IBV_WC_RNR_RETRY_EXC_ERR`.
+    pub const RNR_RETRY_EXC_ERR: u32 = 13;
+    /// `IBV_WC_REM_ABORT_ERR`.
+    pub const REM_ABORT_ERR: u32 = 16;
+    /// `IBV_WC_GENERAL_ERR`.
+    pub const GENERAL_ERR: u32 = 21;
+}
+
+/// `enum ibv_wc_opcode` values.
+pub mod wc_opcode {
+    /// `IBV_WC_SEND`.
+    pub const SEND: u32 = 0;
+    /// `IBV_WC_RDMA_WRITE`.
+    pub const RDMA_WRITE: u32 = 1;
+    /// `IBV_WC_RDMA_READ`.
+    pub const RDMA_READ: u32 = 2;
+    /// `IBV_WC_LOCAL_INV`.
+    pub const LOCAL_INV: u32 = 6;
+    /// `IBV_WC_RECV`.
+    pub const RECV: u32 = 1 << 7;
+    /// `IBV_WC_RECV_RDMA_WITH_IMM`.
+    pub const RECV_RDMA_WITH_IMM: u32 = (1 << 7) + 1;
+    /// `IBV_WC_DRIVER1`, alias `MLX5DV_WC_UMR`.
+    pub const DRIVER1: u32 = 135;
+}
+
+/// `enum ibv_wc_flags` bits.
+pub mod wc_flags {
+    /// `IBV_WC_WITH_IMM`.
+    pub const WITH_IMM: u32 = 1 << 1;
+    /// `IBV_WC_WITH_INV`.
+    pub const WITH_INV: u32 = 1 << 3;
+}
+
+/// `struct ibv_wc`, the fields this API models.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Wc {
+    /// `wr_id`.
+    pub wr_id: u64,
+    /// `status` ([`wc_status`]).
+    pub status: u32,
+    /// `opcode` ([`wc_opcode`]); valid for successful completions.
+    pub opcode: u32,
+    /// `vendor_err`.
+    pub vendor_err: u32,
+    /// `byte_len`: valid for receives and RDMA READ.
+    pub byte_len: u32,
+    /// `imm_data` (or the invalidated rkey with `WITH_INV`), host order.
+    pub imm_data: u32,
+    /// `qp_num` of the QP this completion belongs to.
+    pub qp_num: u32,
+    /// `wc_flags` ([`wc_flags`]).
+    pub wc_flags: u32,
+}
+
+/// CQs, QPs, posting and polling.
+pub trait Queues {
+    /// `ibv_create_cq(ctx, cqe, …)`; the result carries the rounded capacity.
+    fn create_cq(&mut self, ctx: ContextHandle, cqe: u32) -> Result<Cq>;
+
+    /// `ibv_destroy_cq`; EBUSY while a QP uses it.
+    fn destroy_cq(&mut self, cq: &Cq) -> Result<()>;
+
+    /// `ibv_poll_cq`: up to `max` completions, oldest first.
+    fn poll_cq(&mut self, cq: &Cq, max: usize) -> Result<Vec<Wc>>;
+
+    /// `mlx5dv_create_qp` (or `ibv_create_qp_ex` when `attr.dv` is `None`).
+    fn create_qp(&mut self, attr: &QpInitAttr) -> Result<Qp>;
+
+    /// `ibv_modify_qp` to a new state; the backend supplies path, PSNs and timers.
+    fn modify_qp(&mut self, qp: &Qp, attr: &QpModify) -> Result<()>;
+
+    /// `ibv_query_qp` for the current state.
+    fn query_qp_state(&mut self, qp: &Qp) -> Result<QpState>;
+
+    /// `ibv_destroy_qp`.
+    fn destroy_qp(&mut self, qp: &Qp) -> Result<()>;
+
+    /// One `ibv_wr_start`, the calls of `ops` in order, then `ibv_wr_complete`, whose result
+    /// this returns.
+    fn post_send(&mut self, qp: &Qp, ops: &[WrOp]) -> Result<()>;
+
+    /// `ibv_post_recv` of a list of receive WRs.
+    fn post_recv(&mut self, qp: &Qp, wrs: &[RecvWr]) -> Result<()>;
+
+    /// `mlx5dv_qp_cancel_posted_send_wrs`: turn the not-yet-executed WRs with `wr_id` of a QP
+    /// in SQD into NOPs (they still complete); the number cancelled.
+    fn cancel_posted_send_wrs(&mut self, qp: &Qp, wr_id: u64) -> Result<u32>;
+}

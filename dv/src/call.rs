@@ -1,0 +1,246 @@
+//! The API as data: [`Call`] has one variant per family method, [`Reply`] one per result.
+//!
+//! `call.apply(backend)` performs the call; a [`crate::Layer`] sees every call and reply on its
+//! way through a wrapped backend. Traces, replay, the reference model, fuzzing and mutants
+//! are built on these two enums.
+
+use serde::{Deserialize, Serialize};
+
+use crate::api::context::{AsyncEvent, ContextAttr, DeviceDesc, DvContext};
+use crate::api::memory::{AccessFlags, Buf, Mr};
+use crate::api::mkey::{Mkey, MkeyErr, MkeyInitAttr};
+use crate::api::queue::{Cq, Qp, QpInitAttr, QpModify, QpState, Wc};
+use crate::api::wr::{RecvWr, WrOp};
+use crate::backend::Backend;
+use crate::error::{Error, Op, Result};
+use crate::handle::{ContextHandle, PdHandle};
+
+/// One call of the API, with its arguments owned.
+#[allow(missing_docs)] // the fields are the method's parameters, documented on the traits
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "call", rename_all = "snake_case")]
+pub enum Call {
+    /// [`crate::Contexts::device_list`].
+    DeviceList,
+    /// [`crate::Contexts::open_device`].
+    OpenDevice { device: String, attr: Option<ContextAttr> },
+    /// [`crate::Contexts::open_ibv_device`].
+    OpenIbvDevice { device: String },
+    /// [`crate::Contexts::close_device`].
+    CloseDevice { ctx: ContextHandle },
+    /// [`crate::Contexts::query_device`].
+    QueryDevice { ctx: ContextHandle, comp_mask: u64 },
+    /// [`crate::Contexts::alloc_pd`].
+    AllocPd { ctx: ContextHandle },
+    /// [`crate::Contexts::dealloc_pd`].
+    DeallocPd { pd: PdHandle },
+    /// [`crate::Contexts::get_async_event`].
+    GetAsyncEvent { ctx: ContextHandle },
+    /// [`crate::Mkeys::create_mkey`].
+    CreateMkey { attr: MkeyInitAttr },
+    /// [`crate::Mkeys::destroy_mkey`].
+    DestroyMkey { mkey: Mkey },
+    /// [`crate::Mkeys::mkey_check`].
+    MkeyCheck { mkey: Mkey },
+    /// [`crate::Memory::alloc_buf`].
+    AllocBuf { len: usize },
+    /// [`crate::Memory::free_buf`].
+    FreeBuf { buf: Buf },
+    /// [`crate::Memory::write_buf`].
+    WriteBuf { buf: Buf, offset: usize, data: Vec<u8> },
+    /// [`crate::Memory::read_buf`].
+    ReadBuf { buf: Buf, offset: usize, len: usize },
+    /// [`crate::Memory::reg_mr`].
+    RegMr { pd: PdHandle, addr: u64, length: u64, access: AccessFlags },
+    /// [`crate::Memory::dereg_mr`].
+    DeregMr { mr: Mr },
+    /// [`crate::Queues::create_cq`].
+    CreateCq { ctx: ContextHandle, cqe: u32 },
+    /// [`crate::Queues::destroy_cq`].
+    DestroyCq { cq: Cq },
+    /// [`crate::Queues::poll_cq`].
+    PollCq { cq: Cq, max: usize },
+    /// [`crate::Queues::create_qp`].
+    CreateQp { attr: QpInitAttr },
+    /// [`crate::Queues::modify_qp`].
+    ModifyQp { qp: Qp, attr: QpModify },
+    /// [`crate::Queues::query_qp_state`].
+    QueryQpState { qp: Qp },
+    /// [`crate::Queues::destroy_qp`].
+    DestroyQp { qp: Qp },
+    /// [`crate::Queues::post_send`].
+    PostSend { qp: Qp, ops: Vec<WrOp> },
+    /// [`crate::Queues::post_recv`].
+    PostRecv { qp: Qp, wrs: Vec<RecvWr> },
+    /// [`crate::Queues::cancel_posted_send_wrs`].
+    CancelPostedSendWrs { qp: Qp, wr_id: u64 },
+}
+
+/// The result of one [`Call`]: the variant names the call, the payload is what it returned.
+#[allow(missing_docs)] // each variant is the result of the call of the same name
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "reply", content = "result", rename_all = "snake_case")]
+pub enum Reply {
+    DeviceList(Result<Vec<DeviceDesc>>),
+    OpenDevice(Result<ContextHandle>),
+    OpenIbvDevice(Result<ContextHandle>),
+    CloseDevice(Result<()>),
+    QueryDevice(Result<DvContext>),
+    AllocPd(Result<PdHandle>),
+    DeallocPd(Result<()>),
+    GetAsyncEvent(Result<Option<AsyncEvent>>),
+    CreateMkey(Result<Mkey>),
+    DestroyMkey(Result<()>),
+    MkeyCheck(Result<MkeyErr>),
+    AllocBuf(Result<Buf>),
+    FreeBuf(Result<()>),
+    WriteBuf(Result<()>),
+    ReadBuf(Result<Vec<u8>>),
+    RegMr(Result<Mr>),
+    DeregMr(Result<()>),
+    CreateCq(Result<Cq>),
+    DestroyCq(Result<()>),
+    PollCq(Result<Vec<Wc>>),
+    CreateQp(Result<Qp>),
+    ModifyQp(Result<()>),
+    QueryQpState(Result<QpState>),
+    DestroyQp(Result<()>),
+    PostSend(Result<()>),
+    PostRecv(Result<()>),
+    CancelPostedSendWrs(Result<u32>),
+}
+
+impl Call {
+    /// Perform the call on `b` and wrap its result.
+    pub fn apply(&self, b: &mut dyn Backend) -> Reply {
+        match self {
+            Call::DeviceList => Reply::DeviceList(b.device_list()),
+            Call::OpenDevice { device, attr } => Reply::OpenDevice(b.open_device(device, attr.as_ref())),
+            Call::OpenIbvDevice { device } => Reply::OpenIbvDevice(b.open_ibv_device(device)),
+            Call::CloseDevice { ctx } => Reply::CloseDevice(b.close_device(*ctx)),
+            Call::QueryDevice { ctx, comp_mask } => Reply::QueryDevice(b.query_device(*ctx, *comp_mask)),
+            Call::AllocPd { ctx } => Reply::AllocPd(b.alloc_pd(*ctx)),
+            Call::DeallocPd { pd } => Reply::DeallocPd(b.dealloc_pd(*pd)),
+            Call::GetAsyncEvent { ctx } => Reply::GetAsyncEvent(b.get_async_event(*ctx)),
+            Call::CreateMkey { attr } => Reply::CreateMkey(b.create_mkey(attr)),
+            Call::DestroyMkey { mkey } => Reply::DestroyMkey(b.destroy_mkey(mkey)),
+            Call::MkeyCheck { mkey } => Reply::MkeyCheck(b.mkey_check(mkey)),
+            Call::AllocBuf { len } => Reply::AllocBuf(b.alloc_buf(*len)),
+            Call::FreeBuf { buf } => Reply::FreeBuf(b.free_buf(buf)),
+            Call::WriteBuf { buf, offset, data } => Reply::WriteBuf(b.write_buf(buf, *offset, data)),
+            Call::ReadBuf { buf, offset, len } => Reply::ReadBuf(b.read_buf(buf, *offset, *len)),
+            Call::RegMr { pd, addr, length, access } => Reply::RegMr(b.reg_mr(*pd, *addr, *length, *access)),
+            Call::DeregMr { mr } => Reply::DeregMr(b.dereg_mr(mr)),
+            Call::CreateCq { ctx, cqe } => Reply::CreateCq(b.create_cq(*ctx, *cqe)),
+            Call::DestroyCq { cq } => Reply::DestroyCq(b.destroy_cq(cq)),
+            Call::PollCq { cq, max } => Reply::PollCq(b.poll_cq(cq, *max)),
+            Call::CreateQp { attr } => Reply::CreateQp(b.create_qp(attr)),
+            Call::ModifyQp { qp, attr } => Reply::ModifyQp(b.modify_qp(qp, attr)),
+            Call::QueryQpState { qp } => Reply::QueryQpState(b.query_qp_state(qp)),
+            Call::DestroyQp { qp } => Reply::DestroyQp(b.destroy_qp(qp)),
+            Call::PostSend { qp, ops } => Reply::PostSend(b.post_send(qp, ops)),
+            Call::PostRecv { qp, wrs } => Reply::PostRecv(b.post_recv(qp, wrs)),
+            Call::CancelPostedSendWrs { qp, wr_id } => Reply::CancelPostedSendWrs(b.cancel_posted_send_wrs(qp, *wr_id)),
+        }
+    }
+
+    /// The operation this call performs, as errors name it.
+    pub fn op(&self) -> Op {
+        match self {
+            Call::DeviceList => Op::GetDeviceList,
+            Call::OpenDevice { .. } => Op::OpenDevice,
+            Call::OpenIbvDevice { .. } => Op::IbvOpenDevice,
+            Call::CloseDevice { .. } => Op::CloseDevice,
+            Call::QueryDevice { .. } => Op::QueryDevice,
+            Call::AllocPd { .. } => Op::AllocPd,
+            Call::DeallocPd { .. } => Op::DeallocPd,
+            Call::GetAsyncEvent { .. } => Op::GetAsyncEvent,
+            Call::CreateMkey { .. } => Op::CreateMkey,
+            Call::DestroyMkey { .. } => Op::DestroyMkey,
+            Call::MkeyCheck { .. } => Op::MkeyCheck,
+            Call::AllocBuf { .. } => Op::AllocBuf,
+            Call::FreeBuf { .. } => Op::FreeBuf,
+            Call::WriteBuf { .. } => Op::WriteBuf,
+            Call::ReadBuf { .. } => Op::ReadBuf,
+            Call::RegMr { .. } => Op::RegMr,
+            Call::DeregMr { .. } => Op::DeregMr,
+            Call::CreateCq { .. } => Op::CreateCq,
+            Call::DestroyCq { .. } => Op::DestroyCq,
+            Call::PollCq { .. } => Op::PollCq,
+            Call::CreateQp { .. } => Op::CreateQp,
+            Call::ModifyQp { .. } => Op::ModifyQp,
+            Call::QueryQpState { .. } => Op::QueryQp,
+            Call::DestroyQp { .. } => Op::DestroyQp,
+            Call::PostSend { .. } => Op::PostSend,
+            Call::PostRecv { .. } => Op::PostRecv,
+            Call::CancelPostedSendWrs { .. } => Op::CancelPostedSendWrs,
+        }
+    }
+}
+
+impl Reply {
+    /// The error inside the reply, if the call failed.
+    pub fn error(&self) -> Option<&Error> {
+        match self {
+            Reply::DeviceList(r) => r.as_ref().err(),
+            Reply::OpenDevice(r) | Reply::OpenIbvDevice(r) => r.as_ref().err(),
+            Reply::AllocPd(r) => r.as_ref().err(),
+            Reply::CloseDevice(r)
+            | Reply::DeallocPd(r)
+            | Reply::DestroyMkey(r)
+            | Reply::FreeBuf(r)
+            | Reply::WriteBuf(r)
+            | Reply::DeregMr(r)
+            | Reply::DestroyCq(r)
+            | Reply::ModifyQp(r)
+            | Reply::DestroyQp(r)
+            | Reply::PostSend(r)
+            | Reply::PostRecv(r) => r.as_ref().err(),
+            Reply::QueryDevice(r) => r.as_ref().err(),
+            Reply::GetAsyncEvent(r) => r.as_ref().err(),
+            Reply::CreateMkey(r) => r.as_ref().err(),
+            Reply::MkeyCheck(r) => r.as_ref().err(),
+            Reply::AllocBuf(r) => r.as_ref().err(),
+            Reply::ReadBuf(r) => r.as_ref().err(),
+            Reply::RegMr(r) => r.as_ref().err(),
+            Reply::CreateCq(r) => r.as_ref().err(),
+            Reply::PollCq(r) => r.as_ref().err(),
+            Reply::CreateQp(r) => r.as_ref().err(),
+            Reply::QueryQpState(r) => r.as_ref().err(),
+            Reply::CancelPostedSendWrs(r) => r.as_ref().err(),
+        }
+    }
+
+    /// A failed reply of the right variant for `call`, carrying `err`.
+    pub fn failed(call: &Call, err: Error) -> Reply {
+        match call {
+            Call::DeviceList => Reply::DeviceList(Err(err)),
+            Call::OpenDevice { .. } => Reply::OpenDevice(Err(err)),
+            Call::OpenIbvDevice { .. } => Reply::OpenIbvDevice(Err(err)),
+            Call::CloseDevice { .. } => Reply::CloseDevice(Err(err)),
+            Call::QueryDevice { .. } => Reply::QueryDevice(Err(err)),
+            Call::AllocPd { .. } => Reply::AllocPd(Err(err)),
+            Call::DeallocPd { .. } => Reply::DeallocPd(Err(err)),
+            Call::GetAsyncEvent { .. } => Reply::GetAsyncEvent(Err(err)),
+            Call::CreateMkey { .. } => Reply::CreateMkey(Err(err)),
+            Call::DestroyMkey { .. } => Reply::DestroyMkey(Err(err)),
+            Call::MkeyCheck { .. } => Reply::MkeyCheck(Err(err)),
+            Call::AllocBuf { .. } => Reply::AllocBuf(Err(err)),
+            Call::FreeBuf { .. } => Reply::FreeBuf(Err(err)),
+            Call::WriteBuf { .. } => Reply::WriteBuf(Err(err)),
+            Call::ReadBuf { .. } => Reply::ReadBuf(Err(err)),
+            Call::RegMr { .. } => Reply::RegMr(Err(err)),
+            Call::DeregMr { .. } => Reply::DeregMr(Err(err)),
+            Call::CreateCq { .. } => Reply::CreateCq(Err(err)),
+            Call::DestroyCq { .. } => Reply::DestroyCq(Err(err)),
+            Call::PollCq { .. } => Reply::PollCq(Err(err)),
+            Call::CreateQp { .. } => Reply::CreateQp(Err(err)),
+            Call::ModifyQp { .. } => Reply::ModifyQp(Err(err)),
+            Call::QueryQpState { .. } => Reply::QueryQpState(Err(err)),
+            Call::DestroyQp { .. } => Reply::DestroyQp(Err(err)),
+            Call::PostSend { .. } => Reply::PostSend(Err(err)),
+            Call::PostRecv { .. } => Reply::PostRecv(Err(err)),
+            Call::CancelPostedSendWrs { .. } => Reply::CancelPostedSendWrs(Err(err)),
+        }
+    }
+}

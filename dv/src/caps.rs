@@ -1,0 +1,72 @@
+//! [`Caps`]: everything a backend knows about what its device, kernel and library can do.
+//! The conformance harness decides which cases run from this alone.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::api::crypto::{CryptoCaps, crypto_cap};
+use crate::api::signature::SigCaps;
+
+/// What a backend can tell about the kernel side of the stack. `None` means "cannot tell":
+/// conformance cases that depend on the answer are then skipped with that reason.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelFacts {
+    /// The kernel grants DEVX user contexts (`MLX5_IB_ALLOC_UCTX_DEVX`).
+    pub devx: Option<bool>,
+    /// The kernel reports `MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_MKEY_UPDATE_TAG`.
+    pub mkey_update_tag: Option<bool>,
+    /// The kernel reports `MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_SQD2RTS`.
+    pub sqd2rts: Option<bool>,
+}
+
+/// What the first mlx5 device reports through `mlx5dv_query_device` and its cap pages.
+#[non_exhaustive]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceCaps {
+    /// `mlx5dv_context.sig_caps` as an `ibv_open_device` context reads them.
+    pub sig: SigCaps,
+    /// `mlx5dv_context.crypto_caps`.
+    pub crypto: CryptoCaps,
+    /// `general_obj_types` of the HCA caps (bit per object type), where known.
+    pub general_obj_types: Option<u64>,
+    /// `log_max_cq_sz`, where known.
+    pub log_max_cq_sz: Option<u8>,
+    /// `ibv_device_attr.max_qp_wr`, where known.
+    pub max_qp_wr: Option<u32>,
+}
+
+impl DeviceCaps {
+    /// The device has an AES-XTS single- or multi-block engine.
+    pub fn has_crypto_engine(&self) -> bool {
+        let engines = crypto_cap::ENGINE_AES_XTS_SINGLE_BLOCK | crypto_cap::ENGINE_AES_XTS_MULTI_BLOCK;
+        self.crypto.crypto_engines & engines != 0
+    }
+}
+
+/// What the user-space libraries offer.
+#[non_exhaustive]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LibraryFacts {
+    /// The rdma-core release of libmlx5 (`44.0`), where known.
+    pub rdma_core: Option<String>,
+    /// Optional libmlx5 symbols (added after rdma-core 44) and whether they are present.
+    pub optional_symbols: BTreeMap<String, bool>,
+}
+
+/// A backend's capabilities: device caps, kernel facts and library facts.
+///
+/// A capability is data, never the presence of a method: a call the device lacks still exists
+/// and answers EOPNOTSUPP, which is itself behaviour under test.
+#[non_exhaustive]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Caps {
+    /// The first mlx5 device's caps.
+    pub device: DeviceCaps,
+    /// The kernel's features.
+    pub kernel: KernelFacts,
+    /// The libraries' features.
+    pub library: LibraryFacts,
+    /// The backend offers [`crate::SimControl`] (fault injection, command and WQE logs).
+    pub sim_control: bool,
+}

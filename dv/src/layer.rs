@@ -1,0 +1,271 @@
+//! A wrapper point: a [`Layer`] sees every [`Call`] on its way into a backend and every
+//! [`Reply`] on its way out, and may change either or answer a call itself.
+//!
+//! [`Wrapped`] implements every family once over any layer and backend, so recorders, fault
+//! wrappers and mutants write only what they change and forward nothing by hand.
+//!
+//! ```
+//! use mlx5_dv::{Backend, Call, Layer, Reply, Wrapped};
+//!
+//! /// Counts the calls that failed.
+//! #[derive(Default)]
+//! struct Failures(u32);
+//!
+//! impl Layer for Failures {
+//!     fn after(&mut self, _call: &Call, reply: &mut Reply) {
+//!         if reply.error().is_some() {
+//!             self.0 += 1;
+//!         }
+//!     }
+//! }
+//!
+//! fn count_failures<B: Backend>(inner: B) -> Wrapped<Failures, B> {
+//!     Wrapped::new(Failures::default(), inner)
+//! }
+//! ```
+
+use crate::api::context::{AsyncEvent, ContextAttr, Contexts, DeviceDesc, DvContext};
+use crate::api::memory::{AccessFlags, Buf, Memory, Mr};
+use crate::api::mkey::{Mkey, MkeyErr, MkeyInitAttr, Mkeys};
+use crate::api::queue::{Cq, Qp, QpInitAttr, QpModify, QpState, Queues, Wc};
+use crate::api::wr::{RecvWr, WrOp};
+use crate::backend::{Backend, BackendInfo};
+use crate::call::{Call, Reply};
+use crate::caps::Caps;
+use crate::errno::{EINVAL, EOPNOTSUPP};
+use crate::error::{Error, Op, Result};
+use crate::handle::{ContextHandle, PdHandle};
+use crate::sim_control::{CommandRecord, FaultRule, SimControl, WqeRecord};
+
+/// What a wrapper does to the calls passing through it. Every method has a default that
+/// changes nothing.
+pub trait Layer {
+    /// Called before `call` reaches the inner backend; may change it, or answer it by
+    /// returning a reply (the inner backend then never sees it).
+    fn before(&mut self, call: &mut Call) -> Option<Reply> {
+        let _ = call;
+        None
+    }
+
+    /// Called with the reply on its way out; may change it.
+    fn after(&mut self, call: &Call, reply: &mut Reply) {
+        let _ = (call, reply);
+    }
+
+    /// The caps the wrapped backend reports, given the inner backend's.
+    fn caps(&self, inner: Caps) -> Caps {
+        inner
+    }
+
+    /// The info the wrapped backend reports, given the inner backend's.
+    fn info(&self, inner: BackendInfo) -> BackendInfo {
+        inner
+    }
+
+    /// Whether the inner backend's simulator control is passed through.
+    fn pass_sim_control(&self) -> bool {
+        true
+    }
+
+    /// Called with the WQE records [`SimControl::take_wqes`] returns; may change them.
+    fn wqes(&mut self, wqes: &mut Vec<WqeRecord>) {
+        let _ = wqes;
+    }
+
+    /// Called with the command records [`SimControl::take_commands`] returns; may change them.
+    fn commands(&mut self, commands: &mut Vec<CommandRecord>) {
+        let _ = commands;
+    }
+}
+
+/// A backend seen through a layer.
+#[derive(Debug, Clone)]
+pub struct Wrapped<L, B> {
+    /// The layer.
+    pub layer: L,
+    /// The backend behind it.
+    pub inner: B,
+}
+
+impl<L: Layer, B: Backend> Wrapped<L, B> {
+    /// Wrap `inner` in `layer`.
+    pub fn new(layer: L, inner: B) -> Self {
+        Wrapped { layer, inner }
+    }
+
+    /// Send one call through the layer to the inner backend and back.
+    pub fn dispatch(&mut self, mut call: Call) -> Reply {
+        let mut reply = match self.layer.before(&mut call) {
+            Some(r) => r,
+            None => call.apply(&mut self.inner),
+        };
+        self.layer.after(&call, &mut reply);
+        reply
+    }
+}
+
+fn mismatch<T>(call: &Call, reply: &Reply) -> Result<T> {
+    Err(Error::new(call.op(), EINVAL, format!("a layer answered {call:?} with a reply of another call: {reply:?}")))
+}
+
+/// Dispatch a call and take the payload of the matching reply variant.
+macro_rules! through {
+    ($self:ident, $call:expr, $variant:ident) => {{
+        let call = $call;
+        match $self.dispatch(call.clone()) {
+            Reply::$variant(r) => r,
+            other => mismatch(&call, &other),
+        }
+    }};
+}
+
+impl<L: Layer, B: Backend> Contexts for Wrapped<L, B> {
+    fn device_list(&mut self) -> Result<Vec<DeviceDesc>> {
+        through!(self, Call::DeviceList, DeviceList)
+    }
+    fn open_device(&mut self, device: &str, attr: Option<&ContextAttr>) -> Result<ContextHandle> {
+        through!(self, Call::OpenDevice { device: device.into(), attr: attr.copied() }, OpenDevice)
+    }
+    fn open_ibv_device(&mut self, device: &str) -> Result<ContextHandle> {
+        through!(self, Call::OpenIbvDevice { device: device.into() }, OpenIbvDevice)
+    }
+    fn close_device(&mut self, ctx: ContextHandle) -> Result<()> {
+        through!(self, Call::CloseDevice { ctx }, CloseDevice)
+    }
+    fn query_device(&mut self, ctx: ContextHandle, comp_mask: u64) -> Result<DvContext> {
+        through!(self, Call::QueryDevice { ctx, comp_mask }, QueryDevice)
+    }
+    fn alloc_pd(&mut self, ctx: ContextHandle) -> Result<PdHandle> {
+        through!(self, Call::AllocPd { ctx }, AllocPd)
+    }
+    fn dealloc_pd(&mut self, pd: PdHandle) -> Result<()> {
+        through!(self, Call::DeallocPd { pd }, DeallocPd)
+    }
+    fn get_async_event(&mut self, ctx: ContextHandle) -> Result<Option<AsyncEvent>> {
+        through!(self, Call::GetAsyncEvent { ctx }, GetAsyncEvent)
+    }
+}
+
+impl<L: Layer, B: Backend> Mkeys for Wrapped<L, B> {
+    fn create_mkey(&mut self, attr: &MkeyInitAttr) -> Result<Mkey> {
+        through!(self, Call::CreateMkey { attr: *attr }, CreateMkey)
+    }
+    fn destroy_mkey(&mut self, mkey: &Mkey) -> Result<()> {
+        through!(self, Call::DestroyMkey { mkey: *mkey }, DestroyMkey)
+    }
+    fn mkey_check(&mut self, mkey: &Mkey) -> Result<MkeyErr> {
+        through!(self, Call::MkeyCheck { mkey: *mkey }, MkeyCheck)
+    }
+}
+
+impl<L: Layer, B: Backend> Memory for Wrapped<L, B> {
+    fn alloc_buf(&mut self, len: usize) -> Result<Buf> {
+        through!(self, Call::AllocBuf { len }, AllocBuf)
+    }
+    fn free_buf(&mut self, buf: &Buf) -> Result<()> {
+        through!(self, Call::FreeBuf { buf: *buf }, FreeBuf)
+    }
+    fn write_buf(&mut self, buf: &Buf, offset: usize, data: &[u8]) -> Result<()> {
+        through!(self, Call::WriteBuf { buf: *buf, offset, data: data.to_vec() }, WriteBuf)
+    }
+    fn read_buf(&mut self, buf: &Buf, offset: usize, len: usize) -> Result<Vec<u8>> {
+        through!(self, Call::ReadBuf { buf: *buf, offset, len }, ReadBuf)
+    }
+    fn reg_mr(&mut self, pd: PdHandle, addr: u64, length: u64, access: AccessFlags) -> Result<Mr> {
+        through!(self, Call::RegMr { pd, addr, length, access }, RegMr)
+    }
+    fn dereg_mr(&mut self, mr: &Mr) -> Result<()> {
+        through!(self, Call::DeregMr { mr: *mr }, DeregMr)
+    }
+}
+
+impl<L: Layer, B: Backend> Queues for Wrapped<L, B> {
+    fn create_cq(&mut self, ctx: ContextHandle, cqe: u32) -> Result<Cq> {
+        through!(self, Call::CreateCq { ctx, cqe }, CreateCq)
+    }
+    fn destroy_cq(&mut self, cq: &Cq) -> Result<()> {
+        through!(self, Call::DestroyCq { cq: *cq }, DestroyCq)
+    }
+    fn poll_cq(&mut self, cq: &Cq, max: usize) -> Result<Vec<Wc>> {
+        through!(self, Call::PollCq { cq: *cq, max }, PollCq)
+    }
+    fn create_qp(&mut self, attr: &QpInitAttr) -> Result<Qp> {
+        through!(self, Call::CreateQp { attr: *attr }, CreateQp)
+    }
+    fn modify_qp(&mut self, qp: &Qp, attr: &QpModify) -> Result<()> {
+        through!(self, Call::ModifyQp { qp: *qp, attr: *attr }, ModifyQp)
+    }
+    fn query_qp_state(&mut self, qp: &Qp) -> Result<QpState> {
+        through!(self, Call::QueryQpState { qp: *qp }, QueryQpState)
+    }
+    fn destroy_qp(&mut self, qp: &Qp) -> Result<()> {
+        through!(self, Call::DestroyQp { qp: *qp }, DestroyQp)
+    }
+    fn post_send(&mut self, qp: &Qp, ops: &[WrOp]) -> Result<()> {
+        through!(self, Call::PostSend { qp: *qp, ops: ops.to_vec() }, PostSend)
+    }
+    fn post_recv(&mut self, qp: &Qp, wrs: &[RecvWr]) -> Result<()> {
+        through!(self, Call::PostRecv { qp: *qp, wrs: wrs.to_vec() }, PostRecv)
+    }
+    fn cancel_posted_send_wrs(&mut self, qp: &Qp, wr_id: u64) -> Result<u32> {
+        through!(self, Call::CancelPostedSendWrs { qp: *qp, wr_id }, CancelPostedSendWrs)
+    }
+}
+
+impl<L: Layer, B: Backend> Backend for Wrapped<L, B> {
+    fn info(&self) -> BackendInfo {
+        self.layer.info(self.inner.info())
+    }
+
+    fn caps(&self) -> Caps {
+        let mut caps = self.layer.caps(self.inner.caps());
+        if !self.layer.pass_sim_control() {
+            caps.sim_control = false;
+        }
+        caps
+    }
+
+    fn sim_control(&mut self) -> Option<&mut dyn SimControl> {
+        if self.layer.pass_sim_control() && self.inner.sim_control().is_some() { Some(self) } else { None }
+    }
+}
+
+impl<L: Layer, B: Backend> Wrapped<L, B> {
+    fn control(&mut self) -> Result<&mut dyn SimControl> {
+        self.inner
+            .sim_control()
+            .ok_or_else(|| Error::new(Op::Backend, EOPNOTSUPP, "the wrapped backend has no simulator control"))
+    }
+}
+
+/// Reached only through [`Backend::sim_control`], which offers it when the inner backend has one.
+impl<L: Layer, B: Backend> SimControl for Wrapped<L, B> {
+    fn add_fault(&mut self, rule: FaultRule) -> Result<()> {
+        self.control()?.add_fault(rule)
+    }
+    fn clear_faults(&mut self) {
+        if let Ok(c) = self.control() {
+            c.clear_faults();
+        }
+    }
+    fn record_commands(&mut self, on: bool) {
+        if let Ok(c) = self.control() {
+            c.record_commands(on);
+        }
+    }
+    fn take_commands(&mut self) -> Vec<CommandRecord> {
+        let mut commands = self.control().map(|c| c.take_commands()).unwrap_or_default();
+        self.layer.commands(&mut commands);
+        commands
+    }
+    fn record_wqes(&mut self, on: bool) {
+        if let Ok(c) = self.control() {
+            c.record_wqes(on);
+        }
+    }
+    fn take_wqes(&mut self) -> Vec<WqeRecord> {
+        let mut wqes = self.control().map(|c| c.take_wqes()).unwrap_or_default();
+        self.layer.wqes(&mut wqes);
+        wqes
+    }
+}

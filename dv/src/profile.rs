@@ -1,0 +1,382 @@
+//! The device-profile schema: the caps and behaviours that differ between cards, firmware and
+//! kernels, kept as TOML. The simulator reads profiles; the hw backend's capture writes them.
+//!
+//! A profile may name another with `extends = "NAME"`; its tables are then merged over the
+//! named profile's, key by key. Which names exist is the reader's business: the parser asks a
+//! [`Bases`] for the text of a named base. Unknown keys are errors, so a typo never goes
+//! unnoticed.
+
+use std::fmt;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// A simulated device, firmware and kernel.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// Short name (`cx6dx`).
+    pub name: String,
+    /// One line saying what the profile imitates.
+    pub summary: String,
+    /// The device and what else the simulated host shows.
+    pub device: DeviceSection,
+    /// The kernel driver's features.
+    pub kernel: KernelSection,
+    /// The general HCA capability bits the provider reads.
+    pub hca_cap: HcaCapSection,
+    /// The crypto capability page (read only when `hca_cap.crypto` is set).
+    #[serde(default)]
+    pub crypto_cap: CryptoCapSection,
+    /// Queue limits and completion details of the data path.
+    #[serde(default)]
+    pub datapath: DataPathSection,
+    /// Signature facts that are not public.
+    #[serde(default)]
+    pub signature: SignatureSection,
+}
+
+/// `[signature]`: parameters NVIDIA does not publish. The defaults are the best public
+/// evidence; hardware decides (see the README).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SignatureSection {
+    /// The CRC64_XP10 polynomial (normal form), written as a hex string. Default:
+    /// 0xAD93D23594C93659, the CRC-64 of Microsoft's Project Zipline (XP10) RTL, which is
+    /// CRC-64/NVME.
+    #[serde(with = "hex_u64")]
+    pub crc64_poly: u64,
+    /// CRC64_XP10 is reflected. Default: true (Zipline's engine shifts right).
+    pub crc64_reflected: bool,
+    /// CRC64_XP10 final XOR, as a hex string. Default: all ones (Zipline outputs the
+    /// inverted register).
+    #[serde(with = "hex_u64")]
+    pub crc64_xorout: u64,
+    /// CRC32/CRC32C/CRC64 PI is stored little-endian in memory. Default: true, from one
+    /// public report of a CRC32C signature read back on an mlx5 device.
+    pub crc_pi_little_endian: bool,
+}
+
+/// 64-bit values as `"0x…"` strings: TOML integers are signed 64-bit.
+mod hex_u64 {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format!("0x{v:016X}"))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        let text = String::deserialize(d)?;
+        let digits = text.trim_start_matches("0x").trim_start_matches("0X").replace('_', "");
+        u64::from_str_radix(&digits, 16)
+            .map_err(|e| serde::de::Error::custom(format!("`{text}` is not a hex u64: {e}")))
+    }
+}
+
+impl Default for SignatureSection {
+    fn default() -> Self {
+        SignatureSection {
+            crc64_poly: 0xAD93_D235_94C9_3659,
+            crc64_reflected: true,
+            crc64_xorout: u64::MAX,
+            crc_pi_little_endian: true,
+        }
+    }
+}
+
+/// `[datapath]`: limits the kernel reports and the vendor syndromes of error completions.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DataPathSection {
+    /// Largest send WQE in bytes (`max_sq_desc_sz`).
+    pub max_sq_desc_sz: u32,
+    /// Largest receive WQE in bytes (`max_rq_desc_sz`).
+    pub max_rq_desc_sz: u32,
+    /// Most WRs per queue (`max_qp_wr`).
+    pub max_qp_wr: u32,
+    /// `wc.vendor_err` for each error syndrome. Not published by NVIDIA: the defaults are
+    /// values seen in mlx5 error dumps, and hardware decides.
+    pub vendor_err: VendorErrSection,
+}
+
+impl Default for DataPathSection {
+    fn default() -> Self {
+        DataPathSection {
+            max_sq_desc_sz: 1024,
+            max_rq_desc_sz: 512,
+            max_qp_wr: 32768,
+            vendor_err: VendorErrSection::default(),
+        }
+    }
+}
+
+/// `[datapath.vendor_err]`: the vendor syndrome reported with each error CQE syndrome.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct VendorErrSection {
+    /// With LOCAL_LENGTH_ERR.
+    pub local_length: u8,
+    /// With LOCAL_QP_OP_ERR.
+    pub local_qp_op: u8,
+    /// With LOCAL_PROT_ERR.
+    pub local_protection: u8,
+    /// With WR_FLUSH_ERR.
+    pub flush: u8,
+    /// With REMOTE_INVAL_REQ_ERR.
+    pub remote_invalid_request: u8,
+    /// With REMOTE_ACCESS_ERR.
+    pub remote_access: u8,
+    /// With REMOTE_OP_ERR.
+    pub remote_operation: u8,
+    /// With TRANSPORT_RETRY_EXC_ERR.
+    pub transport_retry: u8,
+    /// With RNR_RETRY_EXC_ERR.
+    pub rnr_retry: u8,
+}
+
+impl Default for VendorErrSection {
+    fn default() -> Self {
+        VendorErrSection {
+            local_length: 0x68,
+            local_qp_op: 0x62,
+            local_protection: 0x56,
+            flush: 0xf9,
+            remote_invalid_request: 0x8a,
+            remote_access: 0x88,
+            remote_operation: 0x89,
+            transport_retry: 0x81,
+            rnr_retry: 0x82,
+        }
+    }
+}
+
+/// `[device]`: names and identity.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceSection {
+    /// The mlx5 device name (`mlx5_0`).
+    pub name: String,
+    /// Firmware version string.
+    pub fw_ver: String,
+    /// Board id.
+    pub board_id: String,
+    /// PCI device id (`vendor_part_id`).
+    pub vendor_part_id: u32,
+    /// PCI name of a function bound to vfio-pci, if the host has one.
+    #[serde(default)]
+    pub vfio_pci_name: Option<String>,
+    /// Devices of other providers on the host (rxe, siw).
+    #[serde(default)]
+    pub other_devices: Vec<String>,
+    /// How many mlx5 devices of this kind the host has (`mlx5_0`, `mlx5_1`, …); two let a
+    /// test model a client and a server cabled back to back.
+    #[serde(default = "two")]
+    pub count: u8,
+}
+
+fn two() -> u8 {
+    2
+}
+
+/// `[kernel]`: what mlx5_ib grants and reports at context allocation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KernelSection {
+    /// DEVX user contexts are available; without them a DEVX request fails with EINVAL.
+    pub devx: bool,
+    /// The device has a whitelist uid, so QUERY_HCA_CAP works on non-DEVX contexts.
+    #[serde(default = "yes")]
+    pub devx_whitelist_uid: bool,
+    /// `MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_MKEY_UPDATE_TAG`.
+    pub mkey_update_tag: bool,
+    /// `MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_SQD2RTS`.
+    pub sqd2rts: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// General object types a profile can list in `hca_cap.general_obj_types`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GeneralObjType {
+    /// DEK (0x000c).
+    Dek,
+    /// CRYPTO_LOGIN (0x001f).
+    CryptoLogin,
+}
+
+impl GeneralObjType {
+    /// The PRM object type number.
+    pub fn number(self) -> u16 {
+        match self {
+            GeneralObjType::Dek => crate::prm::obj_type::DEK,
+            GeneralObjType::CryptoLogin => crate::prm::obj_type::CRYPTO_LOGIN,
+        }
+    }
+}
+
+/// `[hca_cap]`: bits of the general capability page, named as in the PRM.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HcaCapSection {
+    /// Signature handover.
+    pub sho: bool,
+    /// Signature errors report domain and type.
+    pub sigerr_domain_and_sig_type: bool,
+    /// 4048-byte signature blocks.
+    pub sig_block_4048: bool,
+    /// CRC32C block signatures.
+    pub sig_crc32c: bool,
+    /// CRC64_XP10 block signatures.
+    pub sig_crc64_xp10: bool,
+    /// Crypto offload.
+    pub crypto: bool,
+    /// AES-XTS single-block engine (little-endian tweak).
+    pub aes_xts_single_block_le_tweak: bool,
+    /// AES-XTS multi-block engine (big-endian tweak).
+    pub aes_xts_multi_block_be_tweak: bool,
+    /// AES-XTS multi-block engine (little-endian tweak).
+    pub aes_xts_multi_block_le_tweak: bool,
+    /// General object types the firmware supports.
+    #[serde(default)]
+    pub general_obj_types: Vec<GeneralObjType>,
+    /// log2 of the number of mkeys.
+    pub log_max_mkey: u8,
+    /// log2 of the longest KLM list.
+    pub log_max_klm_list_size: u8,
+}
+
+/// `[crypto_cap]`: the crypto capability page.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CryptoCapSection {
+    /// Wrapped-key (operational) mode.
+    #[serde(default)]
+    pub wrapped_crypto_operational: bool,
+    /// The device is going to commissioning mode.
+    #[serde(default)]
+    pub wrapped_crypto_going_to_commissioning: bool,
+    /// The raw `wrapped_import_method` byte (0x4 = AES-XTS key wrap).
+    #[serde(default)]
+    pub wrapped_import_method: u8,
+    /// log2 of the number of DEKs.
+    #[serde(default)]
+    pub log_max_num_deks: u8,
+    /// Failed self-test bitmask.
+    #[serde(default)]
+    pub failed_selftests: u16,
+}
+
+/// Resolves a base profile's name (`extends = "NAME"`) to its TOML text.
+pub type Bases<'a> = &'a dyn Fn(&str) -> Option<&'static str>;
+
+/// No base profiles: `extends` is an error.
+pub fn no_bases(_: &str) -> Option<&'static str> {
+    None
+}
+
+/// A profile could not be found, read or understood.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProfileError {
+    /// Where the profile came from: a name or a path.
+    pub origin: String,
+    /// What was wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ProfileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "profile {}: {}", self.origin, self.message)
+    }
+}
+
+impl std::error::Error for ProfileError {}
+
+impl Profile {
+    /// Load a profile from a TOML file; `bases` resolves `extends`.
+    pub fn from_file(path: &Path, bases: Bases) -> Result<Profile, ProfileError> {
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ProfileError { origin: origin.clone(), message: e.to_string() })?;
+        Self::from_toml_str(&text, &origin, bases)
+    }
+
+    /// Parse a profile from TOML text; `origin` names it in errors, `bases` resolves `extends`.
+    pub fn from_toml_str(text: &str, origin: &str, bases: Bases) -> Result<Profile, ProfileError> {
+        let value = merged_value(text, origin, bases, 0)?;
+        let profile: Profile = value
+            .try_into()
+            .map_err(|e: toml::de::Error| ProfileError { origin: origin.to_string(), message: e.to_string() })?;
+        profile.validate().map_err(|message| ProfileError { origin: origin.to_string(), message })?;
+        Ok(profile)
+    }
+
+    /// The names of the host's mlx5 devices: `device.name`, then the same name with its
+    /// trailing number counted up (`mlx5_0`, `mlx5_1`).
+    pub fn device_names(&self) -> Vec<String> {
+        let name = &self.device.name;
+        let digits = name.len() - name.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+        let (stem, num) = name.split_at(name.len() - digits);
+        let first: u32 = num.parse().unwrap_or(0);
+        (0..u32::from(self.device.count.max(1)))
+            .map(|i| if i == 0 { name.clone() } else { format!("{stem}{}", first + i) })
+            .collect()
+    }
+
+    /// Write the profile as TOML, in the format [`Profile::from_toml_str`] reads.
+    pub fn to_toml_string(&self) -> Result<String, ProfileError> {
+        toml::to_string_pretty(self).map_err(|e| ProfileError { origin: self.name.clone(), message: e.to_string() })
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if self.name.is_empty() {
+            return Err("name is empty".into());
+        }
+        if self.device.name.is_empty() {
+            return Err("device.name is empty".into());
+        }
+        if !(1..=8).contains(&self.device.count) {
+            return Err(format!("device.count = {} is outside 1..=8", self.device.count));
+        }
+        if self.hca_cap.log_max_mkey > 24 {
+            return Err(format!(
+                "hca_cap.log_max_mkey = {} exceeds 24 (mkey indexes are 24-bit)",
+                self.hca_cap.log_max_mkey
+            ));
+        }
+        if self.hca_cap.log_max_klm_list_size > 63 || self.crypto_cap.log_max_num_deks > 31 {
+            return Err("hca_cap.log_max_klm_list_size must fit 6 bits and crypto_cap.log_max_num_deks 5 bits".into());
+        }
+        Ok(())
+    }
+}
+
+fn merged_value(text: &str, origin: &str, bases: Bases, depth: u32) -> Result<toml::Table, ProfileError> {
+    let err = |message: String| ProfileError { origin: origin.to_string(), message };
+    if depth > 4 {
+        return Err(err("`extends` chain is longer than 4".into()));
+    }
+    let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| err(e.to_string()))?;
+    let Some(base) = table.remove("extends") else {
+        return Ok(table);
+    };
+    let base_name = base.as_str().ok_or_else(|| err("`extends` must be a profile name".into()))?;
+    let base_text =
+        bases(base_name).ok_or_else(|| err(format!("`extends` names `{base_name}`, which is not a known profile")))?;
+    let mut merged = merged_value(base_text, base_name, bases, depth + 1)?;
+    merge(&mut merged, table);
+    Ok(merged)
+}
+
+fn merge(base: &mut toml::Table, over: toml::Table) {
+    for (k, v) in over {
+        match (base.get_mut(&k), v) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge(b, o),
+            (_, v) => {
+                base.insert(k, v);
+            }
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! [`SimControl`]: what only a simulator offers — fault injection, the firmware command log
+//! and the WQE log — and the records and rules it deals in.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Result;
+
+/// One device command as the simulated firmware saw it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommandRecord {
+    /// `mbox_in.opcode`.
+    pub opcode: u16,
+    /// `mbox_in.op_mod`.
+    pub op_mod: u16,
+    /// `mbox_in.uid`.
+    pub uid: u16,
+    /// The whole input mailbox.
+    pub input: Vec<u8>,
+    /// `mbox_out.status`.
+    pub status: u8,
+    /// `mbox_out.syndrome`.
+    pub syndrome: u32,
+    /// The whole output mailbox.
+    pub output: Vec<u8>,
+}
+
+/// One send WQE as the provider wrote it (simulator only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WqeRecord {
+    /// The QP it was posted on.
+    pub qp_num: u32,
+    /// `MLX5_OPCODE_*` (0x08 RDMA_WRITE, 0x0a SEND, 0x10 RDMA_READ, 0x25 UMR, …).
+    pub opcode: u8,
+    /// The ctrl segment carries `MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE`.
+    pub small_fence: bool,
+    /// The ctrl segment asks for a CQE.
+    pub signaled: bool,
+    /// For SET_PSV: the transient signature written into the PSV.
+    pub transient_signature: Option<u64>,
+}
+
+/// A fault to inject: what it matches paired with what it does. The one fault hook of the
+/// simulator; rules are checked in install order and the first that matches acts.
+///
+/// Each rule lets `skip` matching events through, then acts `times` times, then is spent.
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "fault", rename_all = "snake_case")]
+pub enum FaultRule {
+    /// A firmware command with `opcode` answers with `status` and `syndrome`.
+    CommandStatus {
+        /// `mbox_in.opcode` to match.
+        opcode: u16,
+        /// The status to answer with (non-zero).
+        status: u8,
+        /// The syndrome to answer with.
+        syndrome: u32,
+        /// Matching commands let through first.
+        skip: u32,
+        /// How many times the rule acts.
+        times: u32,
+    },
+    /// A send WQE with `wqe_opcode` (`MLX5_OPCODE_*`) completes with an error CQE.
+    Completion {
+        /// The send WQE opcode to match.
+        wqe_opcode: u8,
+        /// The `ibv_wc_status` of the completion (non-zero).
+        status: u32,
+        /// The `vendor_err` of the completion.
+        vendor_err: u32,
+        /// Matching WQEs let through first.
+        skip: u32,
+        /// How many times the rule acts.
+        times: u32,
+    },
+    /// The payload a send WQE with `wqe_opcode` moves has byte `offset` XORed with `xor` on
+    /// the wire (after the source's signature checks, before the target's).
+    Corrupt {
+        /// The send WQE opcode to match.
+        wqe_opcode: u8,
+        /// Offset of the corrupted byte within the message.
+        offset: u64,
+        /// The bits to flip (non-zero).
+        xor: u8,
+        /// Matching WQEs let through first.
+        skip: u32,
+        /// How many times the rule acts.
+        times: u32,
+    },
+}
+
+impl FaultRule {
+    /// Fail the next command with `opcode`, once.
+    pub fn fail_next(opcode: u16, status: u8, syndrome: u32) -> Self {
+        FaultRule::CommandStatus { opcode, status, syndrome, skip: 0, times: 1 }
+    }
+
+    /// Let `n` matching events through first.
+    pub fn after(mut self, n: u32) -> Self {
+        match &mut self {
+            FaultRule::CommandStatus { skip, .. }
+            | FaultRule::Completion { skip, .. }
+            | FaultRule::Corrupt { skip, .. } => *skip = n,
+        }
+        self
+    }
+
+    /// Act `n` times.
+    pub fn times(mut self, n: u32) -> Self {
+        match &mut self {
+            FaultRule::CommandStatus { times, .. }
+            | FaultRule::Completion { times, .. }
+            | FaultRule::Corrupt { times, .. } => *times = n,
+        }
+        self
+    }
+
+    /// `(skip, times)` of the rule.
+    pub fn budget(&self) -> (u32, u32) {
+        match *self {
+            FaultRule::CommandStatus { skip, times, .. }
+            | FaultRule::Completion { skip, times, .. }
+            | FaultRule::Corrupt { skip, times, .. } => (skip, times),
+        }
+    }
+}
+
+/// Device-level access that only a simulator offers: fault injection, the command log, and
+/// a view of the WQEs the provider builds.
+/// Conformance cases that need it are skipped on hardware with that reason.
+pub trait SimControl {
+    /// Install a fault rule; rules are checked in install order and the first that matches acts.
+    /// EOPNOTSUPP for a kind of rule this simulator cannot apply, EINVAL for a rule that can never act.
+    fn add_fault(&mut self, rule: FaultRule) -> Result<()>;
+    /// Remove every fault rule.
+    fn clear_faults(&mut self);
+    /// Start or stop recording firmware commands.
+    fn record_commands(&mut self, on: bool);
+    /// Return the recorded commands, oldest first, and forget them.
+    fn take_commands(&mut self) -> Vec<CommandRecord>;
+    /// Start or stop recording the send WQEs the provider posts.
+    fn record_wqes(&mut self, on: bool);
+    /// Return the recorded WQEs, oldest first, and forget them.
+    fn take_wqes(&mut self) -> Vec<WqeRecord>;
+}
