@@ -13,7 +13,8 @@
 //! The simulator is deterministic: no clock, no randomness, ordered maps only.
 //!
 //! ```
-//! use mlx5_dv::{Backend, MkeyInitAttr, MkeyInitFlags};
+//! use mlx5_dv::prelude::*;
+//! use mlx5_dv::{MkeyInitAttr, MkeyInitFlags};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let mut sim = mlx5_sim::Simulator::with_profile("cx6dx")?;
 //! let ctx = sim.open_device("mlx5_0", None)?;
