@@ -6,19 +6,27 @@
 //! instance and reports pass, fail (with expected and actual) or skip (with the reason); a skip
 //! is never counted as a pass. A table of known divergences ([`Divergences`]) turns a listed
 //! failure into an expected failure, and a listed pass into a failure.
+//!
+//! ## Layout
+//!
+//! - [`case`]: what a case is, what it needs, and the checks cases are written with;
+//!   [`cases`]: the cases, by family.
+//! - [`harness`]: running cases on a backend ([`harness::run`]), the known-divergence table
+//!   ([`harness::divergence`]), and the table, JSON and JUnit reports ([`harness::report`]).
+//!   Their main items are re-exported here.
+//! - [`spec`]: the §12 checklist's titles, for reports and coverage.
+//! - `main.rs`: the `mlx5-conformance` command line.
 #![deny(missing_docs)]
 
 pub mod case;
 pub mod cases;
-pub mod divergence;
-pub mod report;
-pub mod run;
+pub mod harness;
 pub mod spec;
 
 pub use case::{Case, Check, Env, Need, Verdict};
-pub use divergence::{Divergence, Divergences};
-pub use report::{CaseReport, Outcome, Report, RunReport, Summary};
-pub use run::{Target, run_case, run_target, skip_reason};
+pub use harness::divergence::{Divergence, Divergences};
+pub use harness::report::{CaseReport, Outcome, Report, RunReport, Summary};
+pub use harness::run::{Target, run_case, run_target, skip_reason};
 
 /// Every case of the suite, in the order reports list them.
 pub fn suite() -> Vec<Case> {

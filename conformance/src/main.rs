@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use mlx5_conformance::divergence::SHIPPED;
+use mlx5_conformance::harness::divergence::SHIPPED;
 use mlx5_conformance::{Divergences, Report, Target, coverage, run_target, suite};
 use mlx5_sim::{Profile, ShippedProfiles};
 

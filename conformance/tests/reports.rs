@@ -1,10 +1,12 @@
-//! The reports and the CLI: snapshots of the simulator's table and JSON, JUnit that records
-//! skips as skips, exit statuses, and coverage.
+//! The reports and the CLI: snapshots of the simulator's table (one per profile) and JSON,
+//! JUnit that records skips as skips, exit statuses, and coverage.
 
+use std::path::Path;
 use std::process::Command;
 
 use mlx5_conformance::{Outcome, Report, Target, coverage, run_target, suite};
 use mlx5_sim::{Profile, ShippedProfiles};
+use rstest::rstest;
 
 fn report_for(profiles: &[&str]) -> Report {
     Report { runs: profiles.iter().map(|p| run_target(&Target::sim(Profile::builtin(p).unwrap()), &suite())).collect() }
@@ -14,10 +16,39 @@ fn cli(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_mlx5-conformance")).args(args).output().expect("run the CLI")
 }
 
+/// One snapshot per shipped profile, so a change on one profile is a diff in its own file.
+#[rstest]
+#[case::cx5("cx5")]
+#[case::cx6lx("cx6lx")]
+#[case::cx6dx("cx6dx")]
+#[case::cx6dx_no_update_tag("cx6dx-no-update-tag")]
+#[case::cx6dx_no_devx("cx6dx-no-devx")]
+#[case::cx7("cx7")]
+#[case::bf3("bf3")]
+fn run_table_on_each_profile(#[case] profile: &str) {
+    insta::assert_snapshot!(format!("report_{profile}"), report_for(&[profile]).to_table());
+}
+
 #[test]
-fn run_table_on_every_profile() {
+fn every_shipped_profile_has_a_table_snapshot() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/snapshots");
+    for p in Profile::builtin_names() {
+        let snap = dir.join(format!("reports__report_{p}.snap"));
+        assert!(snap.exists(), "no {}: add a #[case] for {p} to run_table_on_each_profile", snap.display());
+    }
+}
+
+#[test]
+fn the_all_profiles_table_is_the_profile_tables_in_order() {
     let names = Profile::builtin_names();
-    insta::assert_snapshot!("run_table_all_profiles", report_for(&names).to_table());
+    let all = report_for(&names);
+    let mut want = String::new();
+    for p in &names {
+        let one = report_for(&[p]).to_table();
+        want.push_str(&one[..one.rfind("total: ").unwrap()]);
+    }
+    want.push_str(&format!("total: {}\n", all.summary().line()));
+    assert_eq!(all.to_table(), want);
 }
 
 #[test]

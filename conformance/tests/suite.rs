@@ -2,7 +2,7 @@
 //! run on a profile is reported as ignored with its reason, never as passed.
 
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
-use mlx5_conformance::divergence::SHIPPED;
+use mlx5_conformance::harness::divergence::SHIPPED;
 use mlx5_conformance::{Divergences, Outcome, Target, run_case, suite};
 use mlx5_sim::{Profile, ShippedProfiles};
 use std::sync::Arc;

@@ -4,10 +4,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::report::{CaseReport, Outcome, RunReport};
+use crate::harness::report::{CaseReport, Outcome, RunReport};
 
 /// The table shipped with the suite (`conformance/divergences.toml`).
-pub const SHIPPED: &str = include_str!("../divergences.toml");
+pub const SHIPPED: &str = include_str!("../../divergences.toml");
 
 /// One case a backend is known to fail.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

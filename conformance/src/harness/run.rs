@@ -6,7 +6,7 @@ use mlx5_dv::Backend;
 use mlx5_sim::{Profile, Simulator};
 
 use crate::case::{Case, Env, Verdict};
-use crate::report::{CaseReport, Outcome, RunReport};
+use crate::harness::report::{CaseReport, Outcome, RunReport};
 
 /// Makes fresh backend instances of one kind.
 pub type Factory = Box<dyn Fn() -> Result<Box<dyn Backend>, String> + Send + Sync>;
