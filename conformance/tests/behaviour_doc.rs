@@ -2,12 +2,17 @@
 //! title, `Cases:` lines equal to the suite's own coverage, and `coverage --item N`.
 
 use std::collections::BTreeSet;
+use std::process::Command;
 
 use mlx5_conformance::spec::{BEHAVIOUR_DOC, DocItem, ITEMS, Status, item_text, parse_doc};
 use mlx5_conformance::suite;
 
 fn items() -> Vec<DocItem<'static>> {
     parse_doc(BEHAVIOUR_DOC).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn cli(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_mlx5-conformance")).args(args).output().expect("run the CLI")
 }
 
 #[test]
@@ -63,4 +68,15 @@ fn item_text_of_an_unknown_item_is_an_error() {
         let e = item_text(n).unwrap_err();
         assert!(e.contains(&n.to_string()) && e.contains("docs/behaviour.md"), "{e}");
     }
+}
+
+#[test]
+fn cli_coverage_item_prints_the_item_or_exits_2() {
+    let out = cli(&["coverage", "--item", "12"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), format!("{}\n", item_text(12).unwrap()));
+    let out = cli(&["coverage", "--item", "999"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no checklist item 999"));
 }
