@@ -176,6 +176,19 @@ fn case_names(value: &str) -> Result<Vec<String>, String> {
         .collect()
 }
 
+/// The three trailer lines of an item.
+#[derive(Clone, Copy)]
+enum Field {
+    Source,
+    Cases,
+    Status,
+}
+
+impl Field {
+    const ALL: [(Field, &'static str); 3] =
+        [(Field::Source, "Source"), (Field::Cases, "Cases"), (Field::Status, "Status")];
+}
+
 /// The fields of an item being read: each `(value, line)`.
 #[derive(Default)]
 struct Fields {
@@ -185,12 +198,11 @@ struct Fields {
 }
 
 impl Fields {
-    fn slot(&mut self, name: &str) -> Option<&mut Option<(String, usize)>> {
-        match name {
-            "Source" => Some(&mut self.source),
-            "Cases" => Some(&mut self.cases),
-            "Status" => Some(&mut self.status),
-            _ => None,
+    fn slot(&mut self, f: Field) -> &mut Option<(String, usize)> {
+        match f {
+            Field::Source => &mut self.source,
+            Field::Cases => &mut self.cases,
+            Field::Status => &mut self.status,
         }
     }
 }
@@ -203,7 +215,7 @@ struct Open<'a> {
     start: usize,
     fields: Fields,
     /// The field the last line belonged to, for indented continuation lines.
-    last: Option<&'static str>,
+    last: Option<Field>,
 }
 
 impl<'a> Open<'a> {
@@ -252,8 +264,8 @@ pub fn parse_doc(doc: &str) -> Result<Vec<DocItem<'_>>, DocError> {
         }
         let Some(o) = open.as_mut() else { continue };
         if let Some(more) = line.strip_prefix("  ")
-            && let Some(name) = o.last
-            && let Some(Some((value, _))) = o.fields.slot(name)
+            && let Some(f) = o.last
+            && let Some((value, _)) = o.fields.slot(f)
         {
             value.push(' ');
             value.push_str(more.trim());
@@ -261,14 +273,14 @@ pub fn parse_doc(doc: &str) -> Result<Vec<DocItem<'_>>, DocError> {
         }
         o.last = None;
         let Some(field) = line.strip_prefix("- ") else { continue };
-        for name in ["Source", "Cases", "Status"] {
+        for (f, name) in Field::ALL {
             if let Some(value) = field.strip_prefix(name).and_then(|v| v.strip_prefix(':')) {
-                let slot = o.fields.slot(name).ok_or_else(|| DocError { line: line_no, message: name.into() })?;
+                let slot = o.fields.slot(f);
                 if slot.is_some() {
                     return Err(DocError { line: line_no, message: format!("a second {name}: line") });
                 }
                 *slot = Some((value.trim().to_string(), line_no));
-                o.last = Some(name);
+                o.last = Some(f);
             }
         }
     }
