@@ -588,7 +588,7 @@ pub struct AsyncEvent {
     pub cq: Option<CqHandle>,
 }
 
-/// Signature offload values of `mlx5dv.h` (§5.1 of the behaviour notes).
+/// Signature offload values of `mlx5dv.h`.
 pub mod sig {
     /// `MLX5DV_SIG_TYPE_T10DIF`.
     pub const TYPE_T10DIF: u32 = 0;
