@@ -1,7 +1,7 @@
 //! # mlx5-conformance: one suite, every backend
 //!
 //! Cases ([`Case`]) are written once against `&mut dyn mlx5_dv::Backend`. Each names the
-//! items of the behaviour checklist (§12 of `spec/mlx5-behaviour.md`) it covers and the
+//! items of the behaviour checklist (`docs/behaviour.md`, cited as §12.N) it covers and the
 //! capabilities it needs. The harness ([`run_target`]) runs every case on a fresh backend
 //! instance and reports pass, fail (with expected and actual) or skip (with the reason); a skip
 //! is never counted as a pass. A table of known divergences ([`Divergences`]) turns a listed

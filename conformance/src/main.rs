@@ -54,8 +54,13 @@ enum Command {
         #[arg(long)]
         divergences: Option<PathBuf>,
     },
-    /// Show each §12 item with the cases that cover it, and the items nothing covers yet.
-    Coverage,
+    /// Show each checklist item of docs/behaviour.md with the cases that cover it, and the
+    /// items nothing covers yet.
+    Coverage {
+        /// Print this item's full text from docs/behaviour.md instead.
+        #[arg(long, value_name = "N")]
+        item: Option<u16>,
+    },
     /// List the simulator's shipped profiles.
     Profiles,
     /// Write a real device's caps and kernel features as a simulator profile.
@@ -100,10 +105,17 @@ fn main() -> ExitCode {
             let opts = RunOpts { require_device, format, output, filter, divergences };
             run(backend, profile, device, opts)
         }
-        Command::Coverage => {
+        Command::Coverage { item: None } => {
             print!("{}", coverage_text());
             ExitCode::SUCCESS
         }
+        Command::Coverage { item: Some(n) } => match mlx5_conformance::spec::item_text(n) {
+            Ok(text) => {
+                println!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(USAGE, e),
+        },
         Command::Profiles => {
             for name in Profile::builtin_names() {
                 match Profile::builtin(name) {

@@ -1,6 +1,9 @@
-//! The numbered checklist of `spec/mlx5-behaviour.md` §12, as short titles for reports.
+//! The numbered checklist of `docs/behaviour.md`: short titles for reports, and a reader of
+//! the document's items (rule, source, cases, status) for `coverage --item N` and its tests.
 
-/// `(item number, short title)` for every §12 item.
+use std::fmt;
+
+/// `(item number, short title)` for every checklist item; reports cite item N as `§12.N`.
 pub const ITEMS: &[(u16, &str)] = &[
     (1, "mlx5dv_open_device on a non-mlx5 device: EOPNOTSUPP"),
     (2, "unknown context comp_mask or flags: EINVAL"),
@@ -21,7 +24,7 @@ pub const ITEMS: &[(u16, &str)] = &[
     (17, "VFIO context: create_mkey / destroy_mkey EOPNOTSUPP"),
     (18, "mkey ops only on RC QPs with dv send-ops flags"),
     (19, "UMR-capable QP: 192-byte overhead, max_inline_data written back"),
-    (20, "wr_complete returns the first error and posts nothing; EINVAL after RESET"),
+    (20, "wr_complete returns the stored error and posts nothing; EINVAL after RESET"),
     (21, "configure without IBV_SEND_INLINE: EOPNOTSUPP"),
     (22, "configure with unknown conf_flags or comp_mask: EOPNOTSUPP"),
     (23, "SQ full at the builder: ENOMEM"),
@@ -76,9 +79,278 @@ pub const ITEMS: &[(u16, &str)] = &[
     (72, "LOCAL_INV frees the mkey and resets its tag"),
     (73, "remote invalidation through SEND_WITH_INV"),
     (74, "scatter-to-CQE and indirect mkeys"),
+    (75, "send-queue depth counted in 64-byte WQEBBs: EINVAL"),
+    (76, "each SET_PSV WQE needs send-queue room: ENOMEM"),
+    (77, "MEMCPY send op needs DMA-MMO (EOPNOTSUPP) and a PD (EINVAL)"),
+    (78, "max_recv_sge written back from the receive queue; 0 without one"),
+    (79, "CQ larger than 1 << log_max_cq_sz: EINVAL"),
+    (80, "OOO_DP: EOPNOTSUPP without out-of-order support"),
+    (81, "crypto mkey with a signature context: RESET_SIG_ATTR rewrites the BSF"),
+    (82, "destroy failing at DESTROY_MKEY leaves a plain mkey"),
+    (83, "IBV_QPT_DRIVER without DC attributes fails"),
+    (84, "SEND_WITH_INV invalidates after the data is placed"),
+    (85, "missing mlx5dv ops are EOPNOTSUPP; long lists are not truncated"),
 ];
 
-/// The title of a §12 item, if it exists.
+/// The title of a checklist item, if it exists.
 pub fn title(item: u16) -> Option<&'static str> {
     ITEMS.iter().find(|(n, _)| *n == item).map(|(_, t)| *t)
+}
+
+/// `docs/behaviour.md`, embedded at build time.
+pub const BEHAVIOUR_DOC: &str = include_str!("../../docs/behaviour.md");
+
+/// Whether a checklist item is checked by the suite yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// At least one case covers the item.
+    Covered,
+    /// No case covers the item yet.
+    NotYetSimulated,
+}
+
+/// One checklist item as `docs/behaviour.md` writes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocItem<'a> {
+    /// The item number.
+    pub number: u16,
+    /// The title in its heading.
+    pub title: &'a str,
+    /// The `Source:` line.
+    pub source: String,
+    /// The case names of the `Cases:` line, in order (empty for `none`).
+    pub cases: Vec<String>,
+    /// The `Status:` line.
+    pub status: Status,
+    /// The whole item, heading included.
+    pub text: &'a str,
+}
+
+/// A malformed checklist item in the document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocError {
+    /// The 1-based line of the problem.
+    pub line: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for DocError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "docs/behaviour.md line {}: {}", self.line, self.message)
+    }
+}
+
+impl std::error::Error for DocError {}
+
+/// An item heading `### N. title`, as `(N, title)`. `Ok(None)` for other lines; a `###`
+/// heading that starts with a digit but is not of that form is an error.
+fn item_heading(line: &str) -> Result<Option<(u16, &str)>, String> {
+    let Some(rest) = line.strip_prefix("### ") else { return Ok(None) };
+    if !rest.starts_with(|c: char| c.is_ascii_digit()) {
+        return Ok(None);
+    }
+    let (num, title) = rest.split_once(". ").ok_or_else(|| format!("item heading without \"N. \": {line}"))?;
+    let number = num.parse::<u16>().map_err(|_| format!("bad item number {num:?}"))?;
+    if title.trim().is_empty() || title != title.trim() {
+        return Err(format!("item {number}: empty title or stray spaces"));
+    }
+    Ok(Some((number, title)))
+}
+
+/// The names of a `Cases:` value: `none`, or backticked names separated by commas.
+fn case_names(value: &str) -> Result<Vec<String>, String> {
+    if value == "none" {
+        return Ok(Vec::new());
+    }
+    value
+        .split(',')
+        .map(|n| {
+            let n = n.trim();
+            n.strip_prefix('`')
+                .and_then(|n| n.strip_suffix('`'))
+                .filter(|n| !n.is_empty() && !n.contains('`'))
+                .map(str::to_string)
+                .ok_or_else(|| format!("case name not in backticks: {n:?}"))
+        })
+        .collect()
+}
+
+/// The three trailer lines of an item.
+#[derive(Clone, Copy)]
+enum Field {
+    Source,
+    Cases,
+    Status,
+}
+
+impl Field {
+    const ALL: [(Field, &'static str); 3] =
+        [(Field::Source, "Source"), (Field::Cases, "Cases"), (Field::Status, "Status")];
+}
+
+/// The fields of an item being read: each `(value, line)`.
+#[derive(Default)]
+struct Fields {
+    source: Option<(String, usize)>,
+    cases: Option<(String, usize)>,
+    status: Option<(String, usize)>,
+}
+
+impl Fields {
+    fn slot(&mut self, f: Field) -> &mut Option<(String, usize)> {
+        match f {
+            Field::Source => &mut self.source,
+            Field::Cases => &mut self.cases,
+            Field::Status => &mut self.status,
+        }
+    }
+}
+
+/// An item whose heading has been read.
+struct Open<'a> {
+    number: u16,
+    title: &'a str,
+    line: usize,
+    start: usize,
+    fields: Fields,
+    /// The field the last line belonged to, for indented continuation lines.
+    last: Option<Field>,
+}
+
+impl<'a> Open<'a> {
+    fn finish(self, doc: &'a str, end: usize) -> Result<DocItem<'a>, DocError> {
+        let err = |line, message: String| DocError { line, message };
+        let missing = |what: &str| err(self.line, format!("item {} has no {what}: line", self.number));
+        let (source, _) = self.fields.source.ok_or_else(|| missing("Source"))?;
+        let (cases, cl) = self.fields.cases.ok_or_else(|| missing("Cases"))?;
+        let (status, sl) = self.fields.status.ok_or_else(|| missing("Status"))?;
+        let cases = case_names(&cases).map_err(|m| err(cl, m))?;
+        let status = match status.as_str() {
+            "covered" => Status::Covered,
+            "not yet simulated" => Status::NotYetSimulated,
+            other => return Err(err(sl, format!("unknown status {other:?}"))),
+        };
+        if source.is_empty() {
+            return Err(missing("Source"));
+        }
+        let text = doc.get(self.start..end).unwrap_or_default().trim_end();
+        Ok(DocItem { number: self.number, title: self.title, source, cases, status, text })
+    }
+}
+
+/// Every checklist item of `doc` (the text of `docs/behaviour.md`), in document order.
+///
+/// An item runs from its `### N. title` heading to the next heading. Its `- Source:`,
+/// `- Cases:` and `- Status:` lines may continue on lines indented by two spaces.
+pub fn parse_doc(doc: &str) -> Result<Vec<DocItem<'_>>, DocError> {
+    let mut items = Vec::new();
+    let mut open: Option<Open<'_>> = None;
+    let mut at = 0;
+    for (i, raw) in doc.split_inclusive('\n').enumerate() {
+        let line_no = i + 1;
+        let line = raw.trim_end_matches(['\n', '\r']);
+        let start = at;
+        at += raw.len();
+        if line.starts_with('#') {
+            if let Some(o) = open.take() {
+                items.push(o.finish(doc, start)?);
+            }
+            let heading = item_heading(line).map_err(|message| DocError { line: line_no, message })?;
+            if let Some((number, title)) = heading {
+                open = Some(Open { number, title, line: line_no, start, fields: Fields::default(), last: None });
+            }
+            continue;
+        }
+        let Some(o) = open.as_mut() else { continue };
+        if let Some(more) = line.strip_prefix("  ")
+            && let Some(f) = o.last
+            && let Some((value, _)) = o.fields.slot(f)
+        {
+            value.push(' ');
+            value.push_str(more.trim());
+            continue;
+        }
+        o.last = None;
+        let Some(field) = line.strip_prefix("- ") else { continue };
+        for (f, name) in Field::ALL {
+            if let Some(value) = field.strip_prefix(name).and_then(|v| v.strip_prefix(':')) {
+                let slot = o.fields.slot(f);
+                if slot.is_some() {
+                    return Err(DocError { line: line_no, message: format!("a second {name}: line") });
+                }
+                *slot = Some((value.trim().to_string(), line_no));
+                o.last = Some(f);
+            }
+        }
+    }
+    if let Some(o) = open.take() {
+        items.push(o.finish(doc, doc.len())?);
+    }
+    Ok(items)
+}
+
+/// The full text of item `number` of `docs/behaviour.md`, as `coverage --item N` prints it.
+pub fn item_text(number: u16) -> Result<&'static str, String> {
+    let items = parse_doc(BEHAVIOUR_DOC).map_err(|e| e.to_string())?;
+    match items.iter().find(|i| i.number == number) {
+        Some(i) => Ok(i.text),
+        None => {
+            let range = match (items.first(), items.last()) {
+                (Some(a), Some(b)) => format!("items {}-{}", a.number, b.number),
+                _ => "no items".to_string(),
+            };
+            Err(format!("docs/behaviour.md has no checklist item {number} ({range})"))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ITEM: &str =
+        "### 3. a title\n\nThe rule.\n\n- Source: `a/b.c`, `f`\n- Cases: `x.one`,\n  `x.two`\n- Status: covered\n";
+
+    #[test]
+    fn an_item_runs_to_the_next_heading_and_joins_continuations() {
+        let doc = format!("# Doc\n\n{ITEM}\n## Next\n\ntext\n");
+        let items = parse_doc(&doc).unwrap();
+        assert_eq!(items.len(), 1);
+        let i = &items[0];
+        assert_eq!((i.number, i.title, i.source.as_str()), (3, "a title", "`a/b.c`, `f`"));
+        assert_eq!(i.cases, ["x.one", "x.two"]);
+        assert_eq!(i.status, Status::Covered);
+        assert_eq!(i.text, ITEM.trim_end());
+    }
+
+    #[test]
+    fn none_and_not_yet_simulated() {
+        let doc = "### 9. t\n- Source: `p/q.c`, `g`\n- Cases: none\n- Status: not yet simulated\n";
+        let i = &parse_doc(doc).unwrap()[0];
+        assert!(i.cases.is_empty());
+        assert_eq!(i.status, Status::NotYetSimulated);
+    }
+
+    #[test]
+    fn malformed_items_are_errors() {
+        for (doc, line) in [
+            ("### 3 a title\n", 1),
+            ("### 3. t\n- Source: `a/b`\n- Cases: none\n", 1),
+            ("### 3. t\n- Source: `a/b`\n- Cases: none\n- Status: done\n", 4),
+            ("### 3. t\n- Source: `a/b`\n- Cases: x.one\n- Status: covered\n", 3),
+            ("### 3. t\n- Source: `a/b`\n- Cases: none\n- Cases: none\n- Status: covered\n", 4),
+            ("### 70000. t\n", 1),
+        ] {
+            let e = parse_doc(doc).expect_err(doc);
+            assert_eq!(e.line, line, "{doc}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_embedded_document_parses_and_item_12_is_found() {
+        assert!(parse_doc(BEHAVIOUR_DOC).is_ok());
+        assert!(item_text(12).is_ok_and(|t| t.starts_with("### 12. ")));
+        assert!(item_text(0).is_err());
+    }
 }

@@ -140,7 +140,7 @@ fn cli_reads_a_profile_file() {
 fn coverage_lists_the_items_the_suite_promises() {
     let cases = suite();
     let rows = coverage(&cases);
-    assert_eq!(rows.len(), 74);
+    assert_eq!(rows.len(), 85);
     for (n, _, by) in &rows {
         if *n <= 50 || *n == 59 || (72..=74).contains(n) {
             assert!(!by.is_empty(), "§12.{n} uncovered");

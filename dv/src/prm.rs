@@ -535,8 +535,9 @@ mod tests {
     use super::*;
     use rstest::rstest;
 
-    /// (field, byte offset of its dword, high bit, low bit), as `device-facts.md` lists them
-    /// ("dwN[h:l]" at byte 4N). Transcribed from the notes, not computed from the table.
+    /// (field, byte offset of its dword, high bit, low bit), as appendix A of
+    /// `docs/behaviour.md` lists them ("dwN[h:l]" at byte 4N). Transcribed from the document,
+    /// not computed from the table.
     #[rstest]
     #[case(mkc::FREE, 0x00, 30, 30)]
     #[case(mkc::ACCESS_MODE_4_2, 0x00, 28, 26)]

@@ -426,8 +426,9 @@ impl SigConfig {
     }
 }
 
-/// The copy mask the provider computes when the application gives none (§5.4): for like CRC
-/// domains all CRC bytes; for T10-DIF the fields configured alike in both domains.
+/// The copy mask the provider computes when the application gives none (docs/behaviour.md
+/// item 40): for like CRC domains all CRC bytes; for T10-DIF the fields configured alike in
+/// both domains.
 pub fn automatic_copy_mask(mem: &Domain, wire: &Domain) -> u8 {
     match (mem.kind, wire.kind) {
         (Kind::Crc { crc_type: sig::CRC64_XP10, .. }, _) => 0xff,

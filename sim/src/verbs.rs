@@ -1190,7 +1190,8 @@ impl Simulator {
         }
     }
 
-    /// `mlx5_send_wr_set_mkey_sig_block`: the checks of §5.3, in order, each EINVAL.
+    /// `mlx5_send_wr_set_mkey_sig_block`: the checks of docs/behaviour.md items 33-34, in order,
+    /// each EINVAL.
     fn set_sig(&mut self, ch: &mut Chain, attr: &SigBlockAttr) {
         if ch.err != 0 {
             return;

@@ -58,7 +58,7 @@ fn check_values_of_device_facts() {
     assert_eq!(v(sig::TYPE_CRC, sig::CRC32C, 0, 0) >> 32, 0xa71c_05df);
     assert_eq!(v(sig::TYPE_CRC, sig::CRC64_XP10, u64::MAX, 0), 0xae8b_1486_0a79_9888);
     assert_eq!(v(sig::TYPE_CRC, sig::CRC64_XP10, 0, 0), 0x87ff_3f9b_2b57_c87b);
-    // 512 bytes of i & 0xff (device-facts §3.2 and §3.3).
+    // 512 bytes of i & 0xff (docs/behaviour.md appendix B).
     let ramp: Vec<u8> = (0..512).map(|i| i as u8).collect();
     assert_eq!(domain(sig::TYPE_T10DIF, 0, 0, 0).compute(&c, 0, &ramp) >> 48, 0x4f10);
     assert_eq!(domain(sig::TYPE_CRC, sig::CRC32C, 0xffff_ffff, 0).compute(&c, 0, &ramp) >> 32, 0xae10_ee5a);

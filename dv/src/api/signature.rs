@@ -44,7 +44,7 @@ pub mod sig_cap {
     pub const BLOCK_4160: u64 = 1 << 4;
 }
 
-/// Signature offload values of `mlx5dv.h` (§5.1 of the behaviour notes).
+/// Signature offload values of `mlx5dv.h`.
 pub mod sig {
     /// `MLX5DV_SIG_TYPE_T10DIF`.
     pub const TYPE_T10DIF: u32 = 0;
