@@ -90,6 +90,7 @@ pub const ITEMS: &[(u16, &str)] = &[
     (83, "IBV_QPT_DRIVER without DC attributes fails"),
     (84, "SEND_WITH_INV invalidates after the data is placed"),
     (85, "missing mlx5dv ops are EOPNOTSUPP; long lists are not truncated"),
+    (86, "ports have addresses; RTR names the responder by address and QP number"),
 ];
 
 /// The title of a checklist item, if it exists.

@@ -42,6 +42,7 @@ enum Mutation {
     NoAsyncEvents,
     CancelFindsNothing,
     CopyMaskFlagDropped,
+    RtrLoopsBackWhateverTheQpn,
 }
 
 /// A layer that makes the simulator deviate in one way.
@@ -95,6 +96,11 @@ impl Layer for Mutant {
                 if let Some(dv) = attr.dv.as_mut() {
                     dv.comp_mask |= dv_qp::MASK_QP_CREATE_FLAGS;
                     dv.create_flags |= dv_qp::CREATE_DISABLE_SCATTER_TO_CQE;
+                }
+            }
+            (Mutation::RtrLoopsBackWhateverTheQpn, Call::ModifyQp { qp, attr }) => {
+                if let Some(d) = attr.dest.as_mut() {
+                    d.dest_qp_num = qp.qp_num;
                 }
             }
             (m, Call::PostSend { ops, .. }) => {
@@ -225,6 +231,7 @@ impl Layer for Mutant {
 #[case(Mutation::CancelFindsNothing, "cx7", "sig.pipelining_drains_to_sqd")]
 #[case(Mutation::CopyMaskFlagDropped, "cx7", "sig.automatic_and_user_copy_mask")]
 #[case(Mutation::CopyMaskFlagDropped, "cx7", "sig.copy_mask_needs_same_block_structure")]
+#[case(Mutation::RtrLoopsBackWhateverTheQpn, "cx6dx", "fabric.path_to_no_qp_times_out")]
 fn the_suite_catches_the_mutant(#[case] m: Mutation, #[case] profile: &str, #[case] catcher: &str) {
     let p = Profile::builtin(profile).unwrap();
     let target = Target::new(

@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::api::context::{AsyncEvent, ContextAttr, DeviceDesc, DvContext};
+use crate::api::context::{AsyncEvent, ContextAttr, DeviceDesc, DvContext, PortAttr};
 use crate::api::memory::{AccessFlags, Buf, Mr};
 use crate::api::mkey::{Mkey, MkeyErr, MkeyInitAttr};
 use crate::api::queue::{Cq, Qp, QpInitAttr, QpModify, QpState, Wc};
@@ -30,6 +30,8 @@ pub enum Call {
     CloseDevice { ctx: ContextHandle },
     /// [`crate::Contexts::query_device`].
     QueryDevice { ctx: ContextHandle, comp_mask: u64 },
+    /// [`crate::Contexts::query_port`].
+    QueryPort { ctx: ContextHandle, port_num: u8 },
     /// [`crate::Contexts::alloc_pd`].
     AllocPd { ctx: ContextHandle },
     /// [`crate::Contexts::dealloc_pd`].
@@ -86,6 +88,7 @@ pub enum Reply {
     OpenIbvDevice(Result<ContextHandle>),
     CloseDevice(Result<()>),
     QueryDevice(Result<DvContext>),
+    QueryPort(Result<PortAttr>),
     AllocPd(Result<PdHandle>),
     DeallocPd(Result<()>),
     GetAsyncEvent(Result<Option<AsyncEvent>>),
@@ -119,6 +122,7 @@ impl Call {
             Call::OpenIbvDevice { device } => Reply::OpenIbvDevice(b.open_ibv_device(device)),
             Call::CloseDevice { ctx } => Reply::CloseDevice(b.close_device(*ctx)),
             Call::QueryDevice { ctx, comp_mask } => Reply::QueryDevice(b.query_device(*ctx, *comp_mask)),
+            Call::QueryPort { ctx, port_num } => Reply::QueryPort(b.query_port(*ctx, *port_num)),
             Call::AllocPd { ctx } => Reply::AllocPd(b.alloc_pd(*ctx)),
             Call::DeallocPd { pd } => Reply::DeallocPd(b.dealloc_pd(*pd)),
             Call::GetAsyncEvent { ctx } => Reply::GetAsyncEvent(b.get_async_event(*ctx)),
@@ -152,6 +156,7 @@ impl Call {
             Call::OpenIbvDevice { .. } => Op::IbvOpenDevice,
             Call::CloseDevice { .. } => Op::CloseDevice,
             Call::QueryDevice { .. } => Op::QueryDevice,
+            Call::QueryPort { .. } => Op::QueryPort,
             Call::AllocPd { .. } => Op::AllocPd,
             Call::DeallocPd { .. } => Op::DeallocPd,
             Call::GetAsyncEvent { .. } => Op::GetAsyncEvent,
@@ -197,6 +202,7 @@ impl Reply {
             | Reply::PostSend(r)
             | Reply::PostRecv(r) => r.as_ref().err(),
             Reply::QueryDevice(r) => r.as_ref().err(),
+            Reply::QueryPort(r) => r.as_ref().err(),
             Reply::GetAsyncEvent(r) => r.as_ref().err(),
             Reply::CreateMkey(r) => r.as_ref().err(),
             Reply::MkeyCheck(r) => r.as_ref().err(),
@@ -219,6 +225,7 @@ impl Reply {
             Call::OpenIbvDevice { .. } => Reply::OpenIbvDevice(Err(err)),
             Call::CloseDevice { .. } => Reply::CloseDevice(Err(err)),
             Call::QueryDevice { .. } => Reply::QueryDevice(Err(err)),
+            Call::QueryPort { .. } => Reply::QueryPort(Err(err)),
             Call::AllocPd { .. } => Reply::AllocPd(Err(err)),
             Call::DeallocPd { .. } => Reply::DeallocPd(Err(err)),
             Call::GetAsyncEvent { .. } => Reply::GetAsyncEvent(Err(err)),

@@ -19,6 +19,8 @@ pub enum Op {
     CloseDevice,
     /// `mlx5dv_query_device`.
     QueryDevice,
+    /// `ibv_query_port` / `ibv_query_gid`.
+    QueryPort,
     /// `ibv_alloc_pd`.
     AllocPd,
     /// `ibv_dealloc_pd`.
@@ -76,6 +78,7 @@ impl Op {
             Op::IbvOpenDevice => "ibv_open_device",
             Op::CloseDevice => "ibv_close_device",
             Op::QueryDevice => "mlx5dv_query_device",
+            Op::QueryPort => "ibv_query_port",
             Op::AllocPd => "ibv_alloc_pd",
             Op::DeallocPd => "ibv_dealloc_pd",
             Op::CreateMkey => "mlx5dv_create_mkey",

@@ -24,7 +24,7 @@
 //! }
 //! ```
 
-use crate::api::context::{AsyncEvent, ContextAttr, Contexts, DeviceDesc, DvContext};
+use crate::api::context::{AsyncEvent, ContextAttr, Contexts, DeviceDesc, DvContext, PortAttr};
 use crate::api::memory::{AccessFlags, Buf, Memory, Mr};
 use crate::api::mkey::{Mkey, MkeyErr, MkeyInitAttr, Mkeys};
 use crate::api::queue::{Cq, Qp, QpInitAttr, QpModify, QpState, Queues, Wc};
@@ -134,6 +134,9 @@ impl<L: Layer, B: Backend> Contexts for Wrapped<L, B> {
     }
     fn query_device(&mut self, ctx: ContextHandle, comp_mask: u64) -> Result<DvContext> {
         through!(self, Call::QueryDevice { ctx, comp_mask }, QueryDevice)
+    }
+    fn query_port(&mut self, ctx: ContextHandle, port_num: u8) -> Result<PortAttr> {
+        through!(self, Call::QueryPort { ctx, port_num }, QueryPort)
     }
     fn alloc_pd(&mut self, ctx: ContextHandle) -> Result<PdHandle> {
         through!(self, Call::AllocPd { ctx }, AllocPd)

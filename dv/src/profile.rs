@@ -172,10 +172,40 @@ pub struct DeviceSection {
     /// test model a client and a server cabled back to back.
     #[serde(default = "two")]
     pub count: u8,
+    /// The first device's node GUID; device `i` has this plus `i`. A RoCE port's GID 0 is the
+    /// link-local GID built from it. Default: an NVIDIA-OUI EUI-64.
+    #[serde(default = "default_node_guid", with = "hex_u64")]
+    pub node_guid: u64,
+    /// The ports' link layer: RoCE (`ethernet`, routed by GID) or InfiniBand (routed by LID,
+    /// device `i` having LID `i + 1`).
+    #[serde(default)]
+    pub link_layer: LinkLayer,
+    /// `ibv_port_attr.active_mtu` (`enum ibv_mtu`, 5 = 4096 bytes).
+    #[serde(default = "mtu_4096")]
+    pub active_mtu: u32,
 }
 
 fn two() -> u8 {
     2
+}
+
+fn default_node_guid() -> u64 {
+    0x0e42_a1ff_fe00_1000
+}
+
+fn mtu_4096() -> u32 {
+    5
+}
+
+/// A port's link layer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LinkLayer {
+    /// RoCE: paths name the responder by GID.
+    #[default]
+    Ethernet,
+    /// InfiniBand: paths name the responder by LID.
+    Infiniband,
 }
 
 /// `[kernel]`: what mlx5_ib grants and reports at context allocation.

@@ -432,6 +432,32 @@ impl Contexts for HwBackend {
         })
     }
 
+    fn query_port(&mut self, ctx: ContextHandle, port_num: u8) -> Result<mlx5_dv::PortAttr> {
+        let op = Op::QueryPort;
+        let ptr = self.ctx_ptr(ctx, op)?;
+        // SAFETY: plain data; zero is the C default.
+        let mut port: rdma_sys::ibv_port_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: ptr is an open context; port is valid for writes (ibv_query_port is a macro
+        // over the compat entry point, which takes the old, smaller struct).
+        c_call(
+            op,
+            unsafe { rdma_sys::ibv_query_port(ptr, port_num, &mut port as *mut _ as *mut _) },
+            "ibv_query_port",
+        )?;
+        // SAFETY: plain data.
+        let mut gid: rdma_sys::ibv_gid = unsafe { std::mem::zeroed() };
+        // SAFETY: ptr is an open context; gid is valid for writes.
+        c_call(op, unsafe { rdma_sys::ibv_query_gid(ptr, port_num, 0, &mut gid) }, "ibv_query_gid")?;
+        Ok(mlx5_dv::PortAttr {
+            state: port.state,
+            active_mtu: port.active_mtu,
+            lid: port.lid,
+            link_layer: port.link_layer,
+            // SAFETY: every bit pattern of the union is a valid byte array.
+            gid: mlx5_dv::Gid(unsafe { gid.raw }),
+        })
+    }
+
     fn alloc_pd(&mut self, ctx: ContextHandle) -> Result<PdHandle> {
         let op = Op::AllocPd;
         let ptr = self.ctx_ptr(ctx, op)?;

@@ -9,7 +9,7 @@
 use mlx5_dv::prelude::*;
 use mlx5_dv::prm::{self, Field, cmd_hca_cap as c, crypto_caps as k, opcode, query_hca_cap as q};
 use mlx5_dv::profile::Profile;
-use mlx5_dv::profile::{CryptoCapSection, DeviceSection, GeneralObjType, HcaCapSection, KernelSection};
+use mlx5_dv::profile::{CryptoCapSection, DeviceSection, GeneralObjType, HcaCapSection, KernelSection, LinkLayer};
 use mlx5_dv::{Backend, ContextAttr, DeviceKind, Error, MkeyInitAttr, MkeyInitFlags, Op, Result};
 
 use crate::HwBackend;
@@ -36,6 +36,7 @@ pub fn capture(b: &mut HwBackend) -> Result<Profile> {
             ));
         }
     };
+    let port = devx_ctx.and_then(|ctx| b.query_port(ctx, 1).ok());
     let mkey_update_tag = probe_update_tag(b, &dev);
     let sqd2rts = crate::capture::probe_sqd2rts(b, &dev);
     if let Some(ctx) = devx_ctx {
@@ -61,6 +62,16 @@ pub fn capture(b: &mut HwBackend) -> Result<Profile> {
             vfio_pci_name: vfio,
             other_devices: others,
             count: 1,
+            // A RoCE port's GID 0 is fe80::/64 + the EUI-64 the simulator derives it from.
+            node_guid: port
+                .filter(|p| p.link_layer == mlx5_dv::link_layer::ETHERNET)
+                .and_then(|p| p.gid.0[8..].try_into().ok().map(u64::from_be_bytes))
+                .unwrap_or(0),
+            link_layer: match port.map(|p| p.link_layer) {
+                Some(mlx5_dv::link_layer::INFINIBAND) => LinkLayer::Infiniband,
+                _ => LinkLayer::Ethernet,
+            },
+            active_mtu: port.map_or(5, |p| p.active_mtu),
         },
         kernel: KernelSection { devx: true, devx_whitelist_uid: true, mkey_update_tag, sqd2rts },
         hca_cap: hca,

@@ -391,38 +391,20 @@ impl HwBackend {
                 mask = mask | M::IBV_QP_PKEY_INDEX | M::IBV_QP_PORT | M::IBV_QP_ACCESS_FLAGS;
             }
             QpState::Rtr => {
-                let peer = m.remote.ok_or_else(|| Error::new(op, EINVAL, "RTR needs the remote QP"))?;
-                let (pqp, pctx) = {
-                    let p = self.qp_entry(peer, op)?;
-                    (p.ptr, p.ctx)
-                };
-                let pctx = self
-                    .contexts
-                    .get(&pctx)
-                    .map(|c| c.ptr)
-                    .ok_or_else(|| Error::new(op, EINVAL, "peer context closed"))?;
-                // SAFETY: plain data.
-                let mut port: ibv_port_attr = unsafe { std::mem::zeroed() };
-                // SAFETY: the peer context is open.
-                c_call(op, unsafe { ibv_query_port(pctx, 1, &mut port as *mut _ as *mut _) }, "ibv_query_port")?;
-                // SAFETY: plain data.
-                let mut gid: ibv_gid = unsafe { std::mem::zeroed() };
-                // SAFETY: the peer context is open; gid is valid for writes.
-                c_call(op, unsafe { ibv_query_gid(pctx, 1, 0, &mut gid) }, "ibv_query_gid")?;
-                a.path_mtu = port.active_mtu;
-                // SAFETY: the peer QP is live.
-                a.dest_qp_num = unsafe { (*pqp).qp_num };
+                let dest =
+                    m.dest.ok_or_else(|| Error::new(op, EINVAL, "RTR needs the path (IBV_QP_AV, IBV_QP_DEST_QPN)"))?;
+                a.path_mtu = dest.path_mtu;
+                a.dest_qp_num = dest.dest_qp_num;
                 a.rq_psn = 0;
                 a.max_dest_rd_atomic = 1;
                 a.min_rnr_timer = 12;
-                a.ah_attr.dlid = port.lid;
-                a.ah_attr.port_num = 1;
-                // Ethernet (RoCE) ports route by GID.
-                if port.link_layer == 2 {
+                a.ah_attr.dlid = dest.ah.dlid;
+                a.ah_attr.port_num = dest.ah.port_num;
+                if dest.ah.is_global {
                     a.ah_attr.is_global = 1;
-                    a.ah_attr.grh.dgid = gid;
-                    a.ah_attr.grh.sgid_index = 0;
-                    a.ah_attr.grh.hop_limit = 1;
+                    a.ah_attr.grh.dgid.raw = dest.ah.dgid.0;
+                    a.ah_attr.grh.sgid_index = dest.ah.sgid_index;
+                    a.ah_attr.grh.hop_limit = dest.ah.hop_limit;
                 }
                 mask = mask
                     | M::IBV_QP_AV

@@ -3,8 +3,8 @@
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use mlx5_dv::{
-    AccessFlags as A, Backend, DvQpInitAttr, MkeyInitAttr, MkeyInitFlags, QpCap, QpInitAttr, QpModify, SendFlags, Sge,
-    WrOp, dv_qp,
+    AccessFlags as A, Backend, DvQpInitAttr, MkeyInitAttr, MkeyInitFlags, QpCap, QpDest, QpInitAttr, QpModify,
+    SendFlags, Sge, WrOp, dv_qp,
 };
 use mlx5_sim::Simulator;
 use std::hint::black_box;
@@ -24,7 +24,7 @@ fn datapath(c: &mut Criterion) {
     let qa = b.create_qp(&attr).expect("qp");
     let qb = b.create_qp(&attr).expect("qp");
     for (q, peer) in [(&qa, &qb), (&qb, &qa)] {
-        for step in QpModify::connect(ACCESS, peer.handle) {
+        for step in QpModify::connect(ACCESS, QpDest::to(peer, &b.query_port(ctx, 1).expect("port"))) {
             b.modify_qp(q, &step).expect("connect");
         }
     }

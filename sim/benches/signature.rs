@@ -5,8 +5,8 @@
 use crc_fast::{CrcAlgorithm, checksum};
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use mlx5_dv::{
-    AccessFlags as A, Backend, DvQpInitAttr, MkeyInitAttr, MkeyInitFlags, QpCap, QpInitAttr, QpModify, SendFlags, Sge,
-    SigBlockAttr, SigBlockDomain, SigT10dif, WrOp, dv_qp, sig,
+    AccessFlags as A, Backend, DvQpInitAttr, MkeyInitAttr, MkeyInitFlags, QpCap, QpDest, QpInitAttr, QpModify,
+    SendFlags, Sge, SigBlockAttr, SigBlockDomain, SigT10dif, WrOp, dv_qp, sig,
 };
 use mlx5_sim::Simulator;
 use std::hint::black_box;
@@ -25,7 +25,7 @@ fn signature(c: &mut Criterion) {
     let qa = b.create_qp(&attr).expect("qp");
     let qb = b.create_qp(&attr).expect("qp");
     for (q, peer) in [(&qa, &qb), (&qb, &qa)] {
-        for step in QpModify::connect(ACCESS, peer.handle) {
+        for step in QpModify::connect(ACCESS, QpDest::to(peer, &b.query_port(ctx, 1).expect("port"))) {
             b.modify_qp(q, &step).expect("connect");
         }
     }

@@ -29,6 +29,7 @@
 #![deny(missing_docs)]
 
 pub mod engine;
+pub mod fabric;
 pub mod firmware;
 pub mod kernel;
 pub mod memory;

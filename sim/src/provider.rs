@@ -206,6 +206,7 @@ pub struct Simulator {
     pub(crate) mkeys: BTreeMap<u32, MkeyObj>,
     pub(crate) data: crate::verbs::DataPath,
     pub(crate) crcs: crate::signature::Crcs,
+    pub(crate) fabric: crate::fabric::Fabric,
     /// What [`Backend::caps`] reports, probed once at construction.
     caps: mlx5_dv::Caps,
 }
@@ -234,6 +235,7 @@ impl Simulator {
             .map_err(|e| internal(Op::Backend, e))?;
         let data = crate::verbs::DataPath::new(&profile, count);
         let crcs = crate::signature::Crcs::new(&profile.signature);
+        let fabric = crate::fabric::Fabric::new(&profile);
         Ok(Simulator::with_probed_caps(Simulator {
             crcs,
             id: BackendId::fresh(),
@@ -246,6 +248,7 @@ impl Simulator {
             pds: BTreeMap::new(),
             mkeys: BTreeMap::new(),
             caps: mlx5_dv::Caps::default(),
+            fabric,
         }))
     }
 
@@ -666,6 +669,18 @@ impl Contexts for Simulator {
             out.crypto_caps = c.caps.crypto;
         }
         Ok(out)
+    }
+
+    fn query_port(&mut self, ctx: ContextHandle, port_num: u8) -> Result<mlx5_dv::PortAttr> {
+        let op = Op::QueryPort;
+        let (_, c) = self.ctx(ctx, op)?;
+        if !c.kind_is_kernel() {
+            return Err(Error::new(op, EOPNOTSUPP, "only a kernel mlx5 context has verbs ports here"));
+        }
+        match (port_num, self.fabric.port(c.dev)) {
+            (1, Some(p)) => Ok(*p),
+            _ => Err(Error::new(op, EINVAL, format!("the device has no port {port_num}"))),
+        }
     }
 
     fn alloc_pd(&mut self, ctx: ContextHandle) -> Result<PdHandle> {

@@ -183,6 +183,7 @@ pub(crate) struct QpObj {
     mkey_ops: bool,
     pub(crate) scatter_to_cqe: bool,
     pub(crate) access: AccessFlags,
+    /// The responder the RTR path names, resolved through the fabric when the path was set.
     pub(crate) remote: Option<u32>,
     wr_complete_real: bool,
     /// `fm_cache`: the next WQE carries the initiator small fence (after a UMR).
@@ -796,12 +797,12 @@ impl Simulator {
         if !ok {
             return Err(Error::new(op, EINVAL, format!("{cur:?} -> {:?} is not a valid transition", m.state)));
         }
-        let remote = match (m.state, m.remote) {
-            (Rtr, None) => return Err(Error::new(op, EINVAL, "RTR needs the remote QP")),
-            (Rtr, Some(h)) => {
-                let r = self.qp_id(h, op)?;
-                Some(r)
-            }
+        let remote = match (m.state, m.dest) {
+            (Rtr, None) => return Err(Error::new(op, EINVAL, "RTR needs the path (IBV_QP_AV, IBV_QP_DEST_QPN)")),
+            // A path to no one is accepted; requests on it time out (RETRY_EXC_ERR).
+            (Rtr, Some(dest)) => self.fabric.route(&dest.ah).and_then(|dev| {
+                self.data.qps.iter().find(|(_, q)| q.dev == dev && q.qp_num == dest.dest_qp_num).map(|(id, _)| *id)
+            }),
             _ => None,
         };
         if m.state == Init {

@@ -4,8 +4,8 @@
 use mlx5_dv::prelude::*;
 use mlx5_dv::prm::mkc;
 use mlx5_dv::{
-    AccessFlags as A, DvQpInitAttr, Mkey, MkeyInitAttr, MkeyInitFlags as F, Qp, QpCap, QpInitAttr, QpModify, QpState,
-    SendFlags, Sge, WrOp, dv_qp,
+    AccessFlags as A, DvQpInitAttr, Mkey, MkeyInitAttr, MkeyInitFlags as F, Qp, QpCap, QpDest, QpInitAttr, QpModify,
+    QpState, SendFlags, Sge, WrOp, dv_qp,
 };
 use mlx5_sim::Simulator;
 
@@ -21,7 +21,7 @@ fn setup(flags: F) -> (Simulator, Qp, Mkey, mlx5_dv::Mr, mlx5_dv::Cq) {
     let qp = sim.create_qp(&attr).unwrap();
     let peer = sim.create_qp(&attr).unwrap();
     for (q, p) in [(&qp, &peer), (&peer, &qp)] {
-        for step in QpModify::connect(ACCESS, p.handle) {
+        for step in QpModify::connect(ACCESS, QpDest::to(p, &sim.query_port(ctx, 1).unwrap())) {
             sim.modify_qp(q, &step).unwrap();
         }
     }
@@ -95,7 +95,7 @@ fn completions_from_before_a_reset_retire_nothing_new() {
     sim.post_send(&qp, &ops).unwrap();
     assert_eq!(sim.query_qp_state(&qp).unwrap(), QpState::Err);
     sim.modify_qp(&qp, &QpModify::to(QpState::Reset)).unwrap();
-    sim.modify_qp(&qp, &QpModify { state: QpState::Init, access: ACCESS, remote: None }).unwrap();
+    sim.modify_qp(&qp, &QpModify { state: QpState::Init, access: ACCESS, dest: None }).unwrap();
     // The four old CQEs are polled only now, after the queue started again.
     let wcs = sim.poll_cq(&cq, 16).unwrap();
     assert_eq!(wcs.iter().map(|w| w.status).collect::<Vec<_>>(), [10, 5, 5, 5]);

@@ -179,6 +179,7 @@ proptest! {
         let ctx = sim.open_ibv_device("mlx5_0").unwrap();
         let pd = sim.alloc_pd(ctx).unwrap();
         let cq = sim.create_cq(ctx, 8).unwrap();
+        let port = sim.query_port(ctx, 1).unwrap();
         let (mut bufs, mut mrs, mut mkeys, mut qps) = (Vec::new(), Vec::new(), Vec::<Mkey>::new(), Vec::<Qp>::new());
         let errnos = [EINVAL, EOPNOTSUPP, ENOMEM, EBUSY, mlx5_dv::errno::EFAULT];
         for c in calls {
@@ -204,7 +205,7 @@ proptest! {
                 Dp::Modify { qp, state, peer, access } => match (pick(&qps, qp), pick(&qps, peer)) {
                     (Some(q), Some(p)) => {
                         let states = [QpState::Reset, QpState::Init, QpState::Rtr, QpState::Rts, QpState::Sqd, QpState::Sqe, QpState::Err, QpState::Rts];
-                        let attr = QpModify { state: states[state as usize], access: AccessFlags::from_bits_retain(access), remote: Some(p.handle) };
+                        let attr = QpModify { state: states[state as usize], access: AccessFlags::from_bits_retain(access), dest: Some(QpDest::to(&p, &port)) };
                         Some(Call::ModifyQp { qp: q, attr })
                     }
                     _ => None,

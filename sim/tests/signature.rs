@@ -5,8 +5,8 @@
 use crc::{Algorithm, CRC_16_T10_DIF, CRC_32_ISCSI, CRC_32_ISO_HDLC, CRC_64_NVME, Crc};
 use mlx5_dv::prelude::*;
 use mlx5_dv::{
-    AccessFlags as A, DvQpInitAttr, Mkey, MkeyErr, MkeyErrType, MkeyInitAttr, MkeyInitFlags as F, QpCap, QpInitAttr,
-    QpModify, SendFlags, Sge, SigBlockAttr, SigBlockDomain, SigErr, SigT10dif, WrOp, dv_qp, sig,
+    AccessFlags as A, DvQpInitAttr, Mkey, MkeyErr, MkeyErrType, MkeyInitAttr, MkeyInitFlags as F, QpCap, QpDest,
+    QpInitAttr, QpModify, SendFlags, Sge, SigBlockAttr, SigBlockDomain, SigErr, SigT10dif, WrOp, dv_qp, sig,
 };
 use mlx5_sim::profile::SignatureSection;
 use mlx5_sim::signature::{Crcs, Domain, Kind};
@@ -140,7 +140,7 @@ fn rig() -> Rig {
     let server = sim.create_qp(&attr).unwrap();
     let access = A::LOCAL_WRITE | A::REMOTE_WRITE | A::REMOTE_READ;
     for (q, p) in [(&client, &server), (&server, &client)] {
-        for step in QpModify::connect(access, p.handle) {
+        for step in QpModify::connect(access, QpDest::to(p, &sim.query_port(ctx, 1).unwrap())) {
             sim.modify_qp(q, &step).unwrap();
         }
     }

@@ -2,7 +2,7 @@
 
 use mlx5_dv::{
     AccessFlags, Backend, Buf, ContextHandle, Cq, DvQpInitAttr, Mkey, MkeyInitAttr, MkeyInitFlags, Mr, PdHandle, Qp,
-    QpCap, QpInitAttr, QpModify, RecvWr, SendFlags, Sge, Wc, WrOp, dv_qp, wc_status,
+    QpCap, QpDest, QpInitAttr, QpModify, RecvWr, SendFlags, Sge, Wc, WrOp, dv_qp, wc_status,
 };
 
 use crate::case::{Check, Env, Verdict, check_eq, expect_ok};
@@ -39,9 +39,16 @@ pub(super) fn open(b: &mut dyn Backend, dev: &str) -> Check<(ContextHandle, PdHa
     Ok((ctx, pd, cq))
 }
 
-/// Move `qp` through INIT and RTR (towards `peer`) to RTS.
-pub(super) fn connect(b: &mut dyn Backend, qp: &Qp, peer: &Qp) -> Check {
-    for step in QpModify::connect(QP_ACCESS, peer.handle) {
+/// The RTR path to `peer`, a QP of context `peer_ctx`: its number and its port's address.
+pub(super) fn dest(b: &mut dyn Backend, peer_ctx: ContextHandle, peer: &Qp) -> Check<QpDest> {
+    let port = expect_ok("ibv_query_port of the peer's port 1", b.query_port(peer_ctx, 1))?;
+    Ok(QpDest::to(peer, &port))
+}
+
+/// Move `qp` through INIT and RTR (towards `peer`, a QP of `peer_ctx`) to RTS.
+pub(super) fn connect(b: &mut dyn Backend, qp: &Qp, peer_ctx: ContextHandle, peer: &Qp) -> Check {
+    let dest = dest(b, peer_ctx, peer)?;
+    for step in QpModify::connect(QP_ACCESS, dest) {
         let state = format!("{:?}", step.state).to_uppercase();
         expect_ok(&format!("modify to {state}"), b.modify_qp(qp, &step))?;
     }
@@ -65,8 +72,8 @@ pub(super) fn pair(b: &mut dyn Backend, env: &Env, two_devices: bool, server_fla
         let qb = expect_ok("create the server QP", b.create_qp(&qp_attr(a.pd, &cq2, server_flags, CAP)))?;
         Side { ctx: a.ctx, pd: a.pd, cq: cq2, qp: qb }
     };
-    connect(b, &a.qp, &s.qp)?;
-    connect(b, &s.qp, &a.qp)?;
+    connect(b, &a.qp, s.ctx, &s.qp)?;
+    connect(b, &s.qp, a.ctx, &a.qp)?;
     Ok((a, s))
 }
 

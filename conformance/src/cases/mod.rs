@@ -5,6 +5,7 @@ use mlx5_dv::{Backend, CommandRecord, ContextHandle, PdHandle, SimControl};
 use crate::case::{Case, Check, Env, Verdict, expect_ok};
 
 mod context;
+mod fabric;
 mod fixture;
 mod inval;
 mod misuse;
@@ -16,8 +17,18 @@ mod umr;
 
 /// Every case, family by family.
 pub fn all() -> Vec<Case> {
-    [context::CASES, mkey::CASES, misuse::CASES, qp::CASES, umr::CASES, traffic::CASES, inval::CASES, sig::CASES]
-        .concat()
+    [
+        context::CASES,
+        mkey::CASES,
+        misuse::CASES,
+        qp::CASES,
+        fabric::CASES,
+        umr::CASES,
+        traffic::CASES,
+        inval::CASES,
+        sig::CASES,
+    ]
+    .concat()
 }
 
 /// Open the mlx5 device with `ibv_open_device` and allocate a PD.

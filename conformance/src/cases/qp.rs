@@ -92,14 +92,14 @@ fn mkey_ops_only_on_rc(b: &mut dyn Backend, env: &Env) -> Check {
 
 fn any_dv_op_installs(b: &mut dyn Backend, env: &Env) -> Check {
     // RAW_WQE alone still installs every mkey builder on an RC QP.
-    let (_, pd, cq) = open(b, env.dev()?)?;
+    let (ctx, pd, cq) = open(b, env.dev()?)?;
     let qp = expect_ok(
         "RC QP with RAW_WQE only",
         b.create_qp(&attr(pd, &cq, qp_type::RC, send_ops::RC_DEFAULT, dv_ops(dv_qp::WITH_RAW_WQE))),
     )?;
     let peer = expect_ok("peer QP", b.create_qp(&qp_attr(pd, &cq, 0, CAP)))?;
-    connect(b, &qp, &peer)?;
-    connect(b, &peer, &qp)?;
+    connect(b, &qp, ctx, &peer)?;
+    connect(b, &peer, ctx, &qp)?;
     let mkey = indirect_mkey(b, pd, mlx5_dv::MkeyInitFlags::INDIRECT, 4)?;
     let op = WrOp::MkeyConfigure {
         wr_id: 5,
@@ -174,47 +174,49 @@ fn umr_overhead(b: &mut dyn Backend, env: &Env) -> Check {
 
 fn state_machine(b: &mut dyn Backend, env: &Env) -> Check {
     use QpState::*;
-    let (_, pd, cq) = open(b, env.dev()?)?;
+    let (ctx, pd, cq) = open(b, env.dev()?)?;
     let q = expect_ok("create", b.create_qp(&qp_attr(pd, &cq, 0, CAP)))?;
     let peer = expect_ok("create peer", b.create_qp(&qp_attr(pd, &cq, 0, CAP)))?;
+    let to_peer = dest(b, ctx, &peer)?;
     check_eq("a new QP", expect_ok("query", b.query_qp_state(&q))?, Reset)?;
     for bad in [Rtr, Rts, Sqd] {
         expect_errno(&format!("RESET -> {bad:?}"), b.modify_qp(&q, &QpModify::to(bad)), EINVAL)?;
     }
-    expect_ok("RESET -> INIT", b.modify_qp(&q, &QpModify { state: Init, access: QP_ACCESS, remote: None }))?;
+    expect_ok("RESET -> INIT", b.modify_qp(&q, &QpModify { state: Init, access: QP_ACCESS, dest: None }))?;
     expect_errno("INIT -> RTS", b.modify_qp(&q, &QpModify::to(Rts)), EINVAL)?;
     expect_errno("INIT -> RTR without the remote QP", b.modify_qp(&q, &QpModify::to(Rtr)), EINVAL)?;
-    expect_ok("INIT -> RTR", b.modify_qp(&q, &QpModify { state: Rtr, access: QP_ACCESS, remote: Some(peer.handle) }))?;
-    expect_errno("RTR -> INIT", b.modify_qp(&q, &QpModify { state: Init, access: QP_ACCESS, remote: None }), EINVAL)?;
+    expect_ok("INIT -> RTR", b.modify_qp(&q, &QpModify { state: Rtr, access: QP_ACCESS, dest: Some(to_peer) }))?;
+    expect_errno("RTR -> INIT", b.modify_qp(&q, &QpModify { state: Init, access: QP_ACCESS, dest: None }), EINVAL)?;
     expect_ok("RTR -> RTS", b.modify_qp(&q, &QpModify::to(Rts)))?;
     check_eq("after RTS", expect_ok("query", b.query_qp_state(&q))?, Rts)?;
     expect_ok("RTS -> ERR", b.modify_qp(&q, &QpModify::to(Err)))?;
     expect_errno("ERR -> RTS", b.modify_qp(&q, &QpModify::to(Rts)), EINVAL)?;
     expect_ok("ERR -> RESET", b.modify_qp(&q, &QpModify::to(Reset)))?;
     check_eq("after RESET", expect_ok("query", b.query_qp_state(&q))?, Reset)?;
-    let bad = QpModify { state: Init, access: AccessFlags::MW_BIND, remote: None };
+    let bad = QpModify { state: Init, access: AccessFlags::MW_BIND, dest: None };
     expect_errno("INIT with qp_access_flags MW_BIND", b.modify_qp(&q, &bad), EINVAL)
 }
 
 fn einval_until_rts(b: &mut dyn Backend, env: &Env) -> Check {
     use QpState::*;
-    let (_, pd, cq) = open(b, env.dev()?)?;
+    let (ctx, pd, cq) = open(b, env.dev()?)?;
     let q = expect_ok("create", b.create_qp(&qp_attr(pd, &cq, 0, CAP)))?;
     let peer = expect_ok("create peer", b.create_qp(&qp_attr(pd, &cq, 0, CAP)))?;
+    let to_peer = dest(b, ctx, &peer)?;
     let (buf, mr) = region(b, pd, 64, &pattern(64, 1), QP_ACCESS)?;
     let w = || write(1, mr.rkey, mr.addr + 32, vec![sge(&mr, 0, 8)]);
     expect_errno("post in RESET", b.post_send(&q, &[w()]), EINVAL)?;
-    expect_ok("INIT", b.modify_qp(&q, &QpModify { state: Init, access: QP_ACCESS, remote: None }))?;
+    expect_ok("INIT", b.modify_qp(&q, &QpModify { state: Init, access: QP_ACCESS, dest: None }))?;
     expect_errno("post in INIT", b.post_send(&q, &[w()]), EINVAL)?;
-    expect_ok("RTR", b.modify_qp(&q, &QpModify { state: Rtr, access: QP_ACCESS, remote: Some(peer.handle) }))?;
+    expect_ok("RTR", b.modify_qp(&q, &QpModify { state: Rtr, access: QP_ACCESS, dest: Some(to_peer) }))?;
     expect_errno("post in RTR", b.post_send(&q, &[w()]), EINVAL)?;
-    connect(b, &peer, &q)?;
+    connect(b, &peer, ctx, &q)?;
     expect_ok("RTS", b.modify_qp(&q, &QpModify::to(Rts)))?;
     expect_ok("post in RTS", b.post_send(&q, &[w()]))?;
     ok_cqe(b, &cq, 1, wc_opcode::RDMA_WRITE)?;
     expect_ok("RESET", b.modify_qp(&q, &QpModify::to(Reset)))?;
-    expect_ok("INIT", b.modify_qp(&q, &QpModify { state: Init, access: QP_ACCESS, remote: None }))?;
-    expect_ok("RTR", b.modify_qp(&q, &QpModify { state: Rtr, access: QP_ACCESS, remote: Some(peer.handle) }))?;
+    expect_ok("INIT", b.modify_qp(&q, &QpModify { state: Init, access: QP_ACCESS, dest: None }))?;
+    expect_ok("RTR", b.modify_qp(&q, &QpModify { state: Rtr, access: QP_ACCESS, dest: Some(to_peer) }))?;
     expect_errno("post after RESET, before RTS again", b.post_send(&q, &[w()]), EINVAL)?;
     expect_ok("RTS", b.modify_qp(&q, &QpModify::to(Rts)))?;
     expect_ok("post in RTS again", b.post_send(&q, &[w()]))?;
@@ -255,8 +257,8 @@ fn sq_full(b: &mut dyn Backend, env: &Env) -> Check {
     let q = expect_ok("create", b.create_qp(&qp_attr(pd, &cq, 0, cap)))?;
     let cq2 = expect_ok("cq", b.create_cq(ctx, 64))?;
     let peer = expect_ok("peer", b.create_qp(&qp_attr(pd, &cq2, 0, CAP)))?;
-    connect(b, &q, &peer)?;
-    connect(b, &peer, &q)?;
+    connect(b, &q, ctx, &peer)?;
+    connect(b, &peer, ctx, &q)?;
     let (_buf, mr) = region(b, pd, 64, &[], QP_ACCESS)?;
     let n = q.cap.max_send_wr as usize;
     let unsignaled = |i: u64| WrOp::RdmaWrite {

@@ -109,8 +109,8 @@ fn sig_pair(b: &mut dyn Backend, env: &Env) -> Check<(Side, Side)> {
     let cq2 = expect_ok("cq", b.create_cq(ctx, 64))?;
     let qa = expect_ok("client QP", b.create_qp(&qp_attr(pd, &cq, dv_qp::CREATE_DISABLE_SCATTER_TO_CQE, SIG_CAP)))?;
     let qb = expect_ok("server QP", b.create_qp(&qp_attr(pd, &cq2, dv_qp::CREATE_DISABLE_SCATTER_TO_CQE, SIG_CAP)))?;
-    connect(b, &qa, &qb)?;
-    connect(b, &qb, &qa)?;
+    connect(b, &qa, ctx, &qb)?;
+    connect(b, &qb, ctx, &qa)?;
     Ok((Side { ctx, pd, cq, qp: qa }, Side { ctx, pd, cq: cq2, qp: qb }))
 }
 
@@ -300,8 +300,8 @@ fn bsf_limits(b: &mut dyn Backend, env: &Env) -> Check {
     let small = expect_ok("QP with max_inline_data 60", b.create_qp(&qp_attr(pd, &cq, 0, CAP)))?;
     let cq2 = expect_ok("cq", b.create_cq(ctx, 16))?;
     let peer = expect_ok("peer", b.create_qp(&qp_attr(pd, &cq2, 0, CAP)))?;
-    connect(b, &small, &peer)?;
-    connect(b, &peer, &small)?;
+    connect(b, &small, ctx, &peer)?;
+    connect(b, &peer, ctx, &small)?;
     let side = Side { ctx, pd, cq, qp: small };
     let (_buf, mr, mkey) = sig_mkey(b, &side, DATA, &[])?;
     let t10 = wire_only(D::t10dif(sig::BLOCK_512, dif(0, 0, 0)));
@@ -786,8 +786,8 @@ fn pipelining(b: &mut dyn Backend, env: &Env) -> Check {
     let flags = dv_qp::CREATE_DISABLE_SCATTER_TO_CQE | dv_qp::CREATE_SIG_PIPELINING;
     let qa = expect_ok("SIG_PIPELINING QP", b.create_qp(&qp_attr(pd, &cq, flags, SIG_CAP)))?;
     let qb = expect_ok("server QP", b.create_qp(&qp_attr(pd, &cq2, dv_qp::CREATE_DISABLE_SCATTER_TO_CQE, SIG_CAP)))?;
-    connect(b, &qa, &qb)?;
-    connect(b, &qb, &qa)?;
+    connect(b, &qa, ctx, &qb)?;
+    connect(b, &qb, ctx, &qa)?;
     let a = Side { ctx, pd, cq, qp: qa };
     let s = Side { ctx, pd, cq: cq2, qp: qb };
     // Memory CRC32 PI that is wrong: the send side finds it.

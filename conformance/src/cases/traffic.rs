@@ -181,8 +181,8 @@ fn cq_overrun(b: &mut dyn Backend, env: &Env) -> Check {
     let other = expect_ok("cq", b.create_cq(ctx, 16))?;
     let q = expect_ok("QP on the small CQ", b.create_qp(&qp_attr(pd, &small, 0, CAP)))?;
     let peer = expect_ok("peer", b.create_qp(&qp_attr(pd, &other, 0, CAP)))?;
-    connect(b, &q, &peer)?;
-    connect(b, &peer, &q)?;
+    connect(b, &q, ctx, &peer)?;
+    connect(b, &peer, ctx, &q)?;
     let (_buf, mr) = region(b, pd, 64, &[], A::LOCAL_WRITE | A::REMOTE_WRITE)?;
     let ws: Vec<_> = (0..3).map(|i| write(i, mr.rkey, mr.addr + 32, vec![sge(&mr, 0, 8)])).collect();
     expect_ok("three signalled writes", b.post_send(&q, &ws))?;

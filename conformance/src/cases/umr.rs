@@ -254,7 +254,7 @@ fn layout_limits(b: &mut dyn Backend, env: &Env) -> Check {
     let cq = expect_ok("cq", b.create_cq(s.ctx, 16))?;
     let big = QpCap { max_inline_data: 512, ..CAP };
     let q = expect_ok("QP with 512 inline bytes", b.create_qp(&qp_attr(s.pd, &cq, 0, big)))?;
-    connect(b, &q, &s.qp)?;
+    connect(b, &q, s.ctx, &s.qp)?;
     let small = indirect_mkey(b, s.pd, F::INDIRECT, 1)?;
     let op = |n| WrOp::MrList { wr_id: 3, flags: inline(), mkey: small, access: 0, sge: sges(n) };
     expect_errno("5 entries in a 4-entry mkey", b.post_send(&q, &[op(5)]), ENOMEM)?;

@@ -99,6 +99,52 @@ pub struct AsyncEvent {
     pub cq: Option<CqHandle>,
 }
 
+/// A GID (`union ibv_gid`), 16 bytes in network order.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Gid(pub [u8; 16]);
+
+impl Gid {
+    /// The link-local GID a RoCE port derives from its EUI-64 (`fe80::/64` + the GUID).
+    pub fn link_local(guid: u64) -> Self {
+        let mut g = [0u8; 16];
+        g[0] = 0xfe;
+        g[1] = 0x80;
+        g[8..].copy_from_slice(&guid.to_be_bytes());
+        Gid(g)
+    }
+}
+
+/// `ibv_port_attr.link_layer` values.
+pub mod link_layer {
+    /// `IBV_LINK_LAYER_INFINIBAND`.
+    pub const INFINIBAND: u8 = 1;
+    /// `IBV_LINK_LAYER_ETHERNET` (RoCE).
+    pub const ETHERNET: u8 = 2;
+}
+
+/// `enum ibv_port_state` values.
+pub mod port_state {
+    /// `IBV_PORT_DOWN`.
+    pub const DOWN: u32 = 1;
+    /// `IBV_PORT_ACTIVE`.
+    pub const ACTIVE: u32 = 4;
+}
+
+/// The parts of `struct ibv_port_attr` a path needs, and the port's GID at index 0.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PortAttr {
+    /// `state` ([`port_state`]).
+    pub state: u32,
+    /// `active_mtu` (`enum ibv_mtu`).
+    pub active_mtu: u32,
+    /// `lid` (0 on RoCE).
+    pub lid: u16,
+    /// `link_layer` ([`link_layer`]).
+    pub link_layer: u8,
+    /// GID index 0 (`ibv_query_gid(ctx, port, 0)`).
+    pub gid: Gid,
+}
+
 /// Devices, contexts, device queries, PDs and asynchronous events.
 pub trait Contexts {
     /// List the devices: `ibv_get_device_list` followed by `mlx5dv_get_vfio_device_list`.
@@ -116,6 +162,10 @@ pub trait Contexts {
 
     /// `mlx5dv_query_device` with `attrs_out->comp_mask = comp_mask`.
     fn query_device(&mut self, ctx: ContextHandle, comp_mask: u64) -> Result<DvContext>;
+
+    /// `ibv_query_port(ctx, port_num)` with the port's GID at index 0; EINVAL for a port the
+    /// device does not have.
+    fn query_port(&mut self, ctx: ContextHandle, port_num: u8) -> Result<PortAttr>;
 
     /// `ibv_alloc_pd`.
     fn alloc_pd(&mut self, ctx: ContextHandle) -> Result<PdHandle>;

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::context::{Gid, PortAttr, link_layer};
 use super::memory::AccessFlags;
 use super::wr::{RecvWr, WrOp};
 use crate::error::Result;
@@ -192,29 +193,77 @@ pub enum QpState {
     Err = 6,
 }
 
-/// A state change (`ibv_modify_qp`); the backend fills the path, PSNs and timers.
+/// `struct ibv_ah_attr` as an RC path needs it: where the responder is.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct AhAttr {
+    /// `dlid`: the responder port's LID (InfiniBand; 0 on RoCE).
+    pub dlid: u16,
+    /// `is_global`: a GRH is used (always on RoCE), with `dgid`.
+    pub is_global: bool,
+    /// `grh.dgid`: the responder port's GID.
+    pub dgid: Gid,
+    /// `grh.sgid_index`: which of the local port's GIDs is the source.
+    pub sgid_index: u8,
+    /// `grh.hop_limit`.
+    pub hop_limit: u8,
+    /// `port_num`: the local port.
+    pub port_num: u8,
+}
+
+/// The RTR attributes that name the responder (`IBV_QP_AV | IBV_QP_DEST_QPN | IBV_QP_PATH_MTU`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct QpDest {
+    /// `dest_qp_num`.
+    pub dest_qp_num: u32,
+    /// `ah_attr`.
+    pub ah: AhAttr,
+    /// `path_mtu` (`enum ibv_mtu`: 1 = 256 … 5 = 4096).
+    pub path_mtu: u32,
+}
+
+impl QpDest {
+    /// The path to `peer`, whose port is described by `port` (from `ibv_query_port` and GID 0
+    /// of `ibv_query_gid` on the peer's context): by GID on RoCE, by LID on InfiniBand.
+    pub fn to(peer: &Qp, port: &PortAttr) -> Self {
+        let global = port.link_layer == link_layer::ETHERNET;
+        QpDest {
+            dest_qp_num: peer.qp_num,
+            ah: AhAttr {
+                dlid: port.lid,
+                is_global: global,
+                dgid: if global { port.gid } else { Gid::default() },
+                sgid_index: 0,
+                hop_limit: if global { 1 } else { 0 },
+                port_num: 1,
+            },
+            path_mtu: port.active_mtu,
+        }
+    }
+}
+
+/// A state change (`ibv_modify_qp`); the backend fills PSNs and timers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QpModify {
     /// The new state.
     pub state: QpState,
     /// For INIT: `qp_access_flags` of incoming RDMA.
     pub access: AccessFlags,
-    /// For RTR: the peer QP (on this backend), whose device and number form the path.
-    pub remote: Option<QpHandle>,
+    /// For RTR: the responder's QP number and address.
+    pub dest: Option<QpDest>,
 }
 
 impl QpModify {
     /// Move to `state` with no further attributes.
     pub fn to(state: QpState) -> Self {
-        QpModify { state, access: AccessFlags::empty(), remote: None }
+        QpModify { state, access: AccessFlags::empty(), dest: None }
     }
 
-    /// The three transitions that connect a QP in RESET to `peer`: INIT granting `access` to
-    /// incoming RDMA, RTR towards `peer`, then RTS.
-    pub fn connect(access: AccessFlags, peer: QpHandle) -> [QpModify; 3] {
+    /// The three transitions that connect a QP in RESET to `dest`: INIT granting `access` to
+    /// incoming RDMA, RTR towards `dest`, then RTS.
+    pub fn connect(access: AccessFlags, dest: QpDest) -> [QpModify; 3] {
         [
-            QpModify { state: QpState::Init, access, remote: None },
-            QpModify { state: QpState::Rtr, access, remote: Some(peer) },
+            QpModify { state: QpState::Init, access, dest: None },
+            QpModify { state: QpState::Rtr, access, dest: Some(dest) },
             QpModify::to(QpState::Rts),
         ]
     }

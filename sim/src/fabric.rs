@@ -1,0 +1,68 @@
+//! The fabric: each device's port has an address (a LID and GID 0), and a path names its
+//! responder by that address and a QP number, as `ibv_modify_qp` to RTR does. Devices never
+//! name each other directly; in one process the fabric is deterministic and immediate.
+
+use mlx5_dv::profile::{LinkLayer, Profile};
+use mlx5_dv::{AhAttr, Gid, PortAttr, link_layer, port_state};
+
+/// The ports of the simulated host's mlx5 devices, one port per device.
+#[derive(Debug, Clone)]
+pub struct Fabric {
+    ports: Vec<PortAttr>,
+}
+
+impl Fabric {
+    /// The ports of a profile's devices: GUID and LID counted up from the first device's.
+    pub fn new(profile: &Profile) -> Self {
+        let d = &profile.device;
+        let ports = (0..u16::from(d.count.max(1)))
+            .map(|i| {
+                let (layer, lid, gid) = match d.link_layer {
+                    LinkLayer::Ethernet => {
+                        (link_layer::ETHERNET, 0, Gid::link_local(d.node_guid.wrapping_add(u64::from(i))))
+                    }
+                    LinkLayer::Infiniband => (link_layer::INFINIBAND, i + 1, Gid::default()),
+                };
+                PortAttr { state: port_state::ACTIVE, active_mtu: d.active_mtu, lid, link_layer: layer, gid }
+            })
+            .collect();
+        Fabric { ports }
+    }
+
+    /// Port 1 of device `dev`.
+    pub fn port(&self, dev: usize) -> Option<&PortAttr> {
+        self.ports.get(dev)
+    }
+
+    /// The device whose port an address names: by GID on RoCE, by LID on InfiniBand.
+    pub fn route(&self, ah: &AhAttr) -> Option<usize> {
+        self.ports.iter().position(|p| match p.link_layer {
+            link_layer::ETHERNET => ah.is_global && ah.dgid == p.gid,
+            _ => !ah.is_global && ah.dlid == p.lid,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::ShippedProfiles;
+
+    #[test]
+    fn roce_routes_by_gid_and_infiniband_by_lid() -> Result<(), crate::ProfileError> {
+        let mut p = Profile::builtin("cx6dx")?;
+        let roce = Fabric::new(&p);
+        let (a, b) = (roce.port(0).copied().unwrap_or_default(), roce.port(1).copied().unwrap_or_default());
+        assert_eq!(a.gid, Gid::link_local(p.device.node_guid));
+        assert_ne!(a.gid, b.gid);
+        let to_b = AhAttr { is_global: true, dgid: b.gid, ..AhAttr::default() };
+        assert_eq!(roce.route(&to_b), Some(1));
+        assert_eq!(roce.route(&AhAttr { is_global: false, ..to_b }), None, "RoCE needs a GRH");
+        p.device.link_layer = LinkLayer::Infiniband;
+        let ib = Fabric::new(&p);
+        assert_eq!(ib.port(1).map(|p| (p.lid, p.link_layer)), Some((2, link_layer::INFINIBAND)));
+        assert_eq!(ib.route(&AhAttr { dlid: 2, ..AhAttr::default() }), Some(1));
+        assert_eq!(ib.route(&AhAttr { dlid: 9, ..AhAttr::default() }), None);
+        Ok(())
+    }
+}
