@@ -5,17 +5,19 @@ use std::ffi::{CStr, CString, c_int};
 use std::ptr;
 use std::sync::Arc;
 
-use mlx5_dv::errno::{EBUSY, EINVAL, EIO, ENODEV, EOPNOTSUPP};
+use mlx5_dv::errno::{EINVAL, EIO, ENODEV, EOPNOTSUPP};
 use mlx5_dv::{
     Backend, BackendId, BackendInfo, ContextAttr, ContextHandle, Contexts, CryptoCaps, DeviceDesc, DeviceKind,
-    DvContext, Error, Memory, Mkey, MkeyErr, MkeyErrType, MkeyHandle, MkeyInitAttr, Mkeys, Op, PdHandle, Queues,
-    Result, SigCaps, SigErr,
+    DvContext, Error, Memory, Mkey, MkeyErr, MkeyErrType, MkeyInitAttr, Mkeys, Op, PdHandle, Queues, Result, SigCaps,
+    SigErr,
 };
 use rdma_sys::{
-    ibv_alloc_pd, ibv_close_device, ibv_context, ibv_dealloc_pd, ibv_device, ibv_device_attr, ibv_free_device_list,
-    ibv_get_device_list, ibv_get_device_name, ibv_open_device, ibv_pd, ibv_query_device,
+    ibv_alloc_pd, ibv_close_device, ibv_context, ibv_dealloc_pd, ibv_dereg_mr, ibv_destroy_cq, ibv_destroy_qp,
+    ibv_device, ibv_device_attr, ibv_free_device_list, ibv_get_device_list, ibv_get_device_name, ibv_open_device,
+    ibv_query_device,
 };
 
+use crate::objects::{HwCtx, HwMkey, HwPd, Obj, Objects, unused};
 use crate::sys::mlx5dv::*;
 use crate::{Mlx5Lib, Unavailable, inline};
 
@@ -28,52 +30,6 @@ pub struct HwConfig {
     pub vfio_pci_name: Option<String>,
 }
 
-pub(crate) struct HwCtx {
-    pub(crate) ptr: *mut ibv_context,
-}
-
-pub(crate) struct HwPd {
-    pub(crate) ptr: *mut ibv_pd,
-    pub(crate) ctx: u32,
-    /// mkeys, MRs and QPs on the PD.
-    pub(crate) mkeys: u32,
-}
-
-pub(crate) struct HwMkey {
-    pub(crate) ptr: *mut mlx5dv_mkey,
-    pub(crate) pd: u32,
-    pub(crate) ctx: u32,
-}
-
-pub(crate) struct HwBuf {
-    pub(crate) ptr: *mut u8,
-    pub(crate) layout: std::alloc::Layout,
-    pub(crate) mrs: u32,
-}
-
-pub(crate) struct HwMr {
-    pub(crate) ptr: *mut rdma_sys::ibv_mr,
-    pub(crate) pd: u32,
-    pub(crate) ctx: u32,
-    pub(crate) buf: u32,
-}
-
-pub(crate) struct HwCq {
-    pub(crate) ptr: *mut rdma_sys::ibv_cq,
-    pub(crate) ctx: u32,
-    pub(crate) users: u32,
-}
-
-pub(crate) struct HwQp {
-    pub(crate) ptr: *mut rdma_sys::ibv_qp,
-    pub(crate) qpx: *mut rdma_sys::ibv_qp_ex,
-    /// NULL when the QP was created without mlx5dv send ops.
-    pub(crate) mqpx: *mut mlx5dv_qp_ex,
-    pub(crate) ctx: u32,
-    pub(crate) pd: u32,
-    pub(crate) cqs: [u32; 2],
-}
-
 struct DeviceEntry {
     desc: DeviceDesc,
     ptr: *mut ibv_device,
@@ -81,7 +37,6 @@ struct DeviceEntry {
 
 /// The real rdma-core stack behind the [`Backend`] trait.
 pub struct HwBackend {
-    pub(crate) id: BackendId,
     lib: Arc<Mlx5Lib>,
     dev_list: *mut *mut ibv_device,
     vfio_list: *mut *mut ibv_device,
@@ -89,14 +44,7 @@ pub struct HwBackend {
     list_error: Option<i32>,
     facts: BTreeMap<String, String>,
     caps: mlx5_dv::Caps,
-    next_id: u32,
-    pub(crate) contexts: BTreeMap<u32, HwCtx>,
-    pub(crate) pds: BTreeMap<u32, HwPd>,
-    pub(crate) mkeys: BTreeMap<u32, HwMkey>,
-    pub(crate) bufs: BTreeMap<u32, HwBuf>,
-    pub(crate) mrs: BTreeMap<u32, HwMr>,
-    pub(crate) cqs: BTreeMap<u32, HwCq>,
-    pub(crate) qps: BTreeMap<u32, HwQp>,
+    pub(crate) objs: Objects,
 }
 
 /// The errno of the last failed C call; a call that failed without setting errno reads as EIO.
@@ -131,7 +79,6 @@ impl HwBackend {
     pub fn open(config: HwConfig) -> std::result::Result<Self, Unavailable> {
         let lib = Arc::new(Mlx5Lib::load()?);
         let mut b = HwBackend {
-            id: BackendId::fresh(),
             lib,
             dev_list: ptr::null_mut(),
             vfio_list: ptr::null_mut(),
@@ -139,14 +86,7 @@ impl HwBackend {
             list_error: None,
             facts: BTreeMap::new(),
             caps: mlx5_dv::Caps::default(),
-            next_id: 0,
-            contexts: BTreeMap::new(),
-            pds: BTreeMap::new(),
-            mkeys: BTreeMap::new(),
-            bufs: BTreeMap::new(),
-            mrs: BTreeMap::new(),
-            cqs: BTreeMap::new(),
-            qps: BTreeMap::new(),
+            objs: Objects::new(BackendId::fresh()),
         };
         b.list_devices(&config);
         b.facts = b.describe();
@@ -263,39 +203,8 @@ impl HwBackend {
         facts
     }
 
-    pub(crate) fn fresh_id(&mut self) -> u32 {
-        self.next_id = self.next_id.wrapping_add(1);
-        self.next_id
-    }
-
-    pub(crate) fn check(&self, backend: BackendId, op: Op) -> Result<()> {
-        if backend == self.id {
-            Ok(())
-        } else {
-            Err(Error::new(op, EINVAL, "handle belongs to another backend instance"))
-        }
-    }
-
     pub(crate) fn ctx_ptr(&self, h: ContextHandle, op: Op) -> Result<*mut ibv_context> {
-        self.check(h.backend(), op)?;
-        self.contexts
-            .get(&h.id())
-            .map(|c| c.ptr)
-            .ok_or_else(|| Error::new(op, EINVAL, "context handle is stale (device closed)"))
-    }
-
-    pub(crate) fn pd_entry(&self, h: PdHandle, op: Op) -> Result<&HwPd> {
-        self.check(h.backend(), op)?;
-        self.pds
-            .get(&h.id())
-            .ok_or_else(|| Error::new(op, EINVAL, "PD handle is stale (deallocated or its device closed)"))
-    }
-
-    pub(crate) fn mkey_entry(&self, h: MkeyHandle, op: Op) -> Result<&HwMkey> {
-        self.check(h.backend(), op)?;
-        self.mkeys
-            .get(&h.id())
-            .ok_or_else(|| Error::new(op, EINVAL, "mkey handle is stale (destroyed or its device closed)"))
+        Ok(self.objs.contexts.get(h, op)?.ptr)
     }
 
     fn device(&self, name: &str, op: Op) -> Result<&DeviceEntry> {
@@ -305,28 +214,49 @@ impl HwBackend {
             .ok_or_else(|| Error::new(op, ENODEV, format!("no device named {name}")))
     }
 
-    fn add_context(&mut self, ptr: *mut ibv_context) -> ContextHandle {
+    fn add_context(&mut self, ptr: *mut ibv_context, op: Op) -> Result<ContextHandle> {
         crate::datapath::make_async_fd_nonblocking(ptr);
-        let id = self.fresh_id();
-        self.contexts.insert(id, HwCtx { ptr });
-        ContextHandle::new(self.id, id)
+        self.objs.contexts.insert(op, HwCtx { ptr }).inspect_err(|_| {
+            // SAFETY: the context was just opened and holds no objects.
+            unsafe { ibv_close_device(ptr) };
+        })
     }
 
-    /// Destroy what is open on context `cid`, QPs and mkeys first; the context stays open.
-    fn release_objects_of(&mut self, cid: u32) {
-        self.release_data_path_of(cid);
-        let mkeys: Vec<u32> = self.mkeys.iter().filter(|(_, m)| m.ctx == cid).map(|(k, _)| *k).collect();
-        for k in mkeys {
-            if let (Some(m), Ok(f)) = (self.mkeys.remove(&k), &self.lib.dv.mlx5dv_destroy_mkey) {
-                // SAFETY: the mkey is live and removed from the table before it is destroyed.
-                unsafe { f(m.ptr) };
-            }
-        }
-        let pds: Vec<u32> = self.pds.iter().filter(|(_, p)| p.ctx == cid).map(|(k, _)| *k).collect();
-        for k in pds {
-            if let Some(p) = self.pds.remove(&k) {
-                // SAFETY: the PD is live and has no mkeys left.
-                unsafe { ibv_dealloc_pd(p.ptr) };
+    /// Destroy what is open on `ctx`, users before what they use; the context stays open.
+    fn release_objects_of(&mut self, ctx: ContextHandle) {
+        let op = Op::CloseDevice;
+        for obj in self.objs.teardown_order(ctx) {
+            match obj {
+                Obj::Qp(h) => {
+                    if let Ok(q) = self.objs.take_qp(h, op) {
+                        // SAFETY: the QP is live and removed from the table before it is destroyed.
+                        unsafe { ibv_destroy_qp(q.ptr) };
+                    }
+                }
+                Obj::Mr(h) => {
+                    if let Ok(m) = self.objs.take_mr(h, op) {
+                        // SAFETY: the MR is live and removed from the table before it is deregistered.
+                        unsafe { ibv_dereg_mr(m.ptr) };
+                    }
+                }
+                Obj::Cq(h) => {
+                    if let Ok(c) = self.objs.cqs.take(h, op) {
+                        // SAFETY: the CQ is live and its QPs are gone.
+                        unsafe { ibv_destroy_cq(c.ptr) };
+                    }
+                }
+                Obj::Mkey(h) => {
+                    if let (Ok(m), Ok(f)) = (self.objs.take_mkey(h, op), &self.lib.dv.mlx5dv_destroy_mkey) {
+                        // SAFETY: the mkey is live and removed from the table before it is destroyed.
+                        unsafe { f(m.ptr) };
+                    }
+                }
+                Obj::Pd(h) => {
+                    if let Ok(p) = self.objs.pds.take(h, op) {
+                        // SAFETY: the PD is live and its mkeys, MRs and QPs are gone.
+                        unsafe { ibv_dealloc_pd(p.ptr) };
+                    }
+                }
             }
         }
     }
@@ -334,10 +264,10 @@ impl HwBackend {
 
 impl Drop for HwBackend {
     fn drop(&mut self) {
-        let ctxs: Vec<u32> = self.contexts.keys().copied().collect();
-        for cid in ctxs {
-            self.release_objects_of(cid);
-            if let Some(c) = self.contexts.remove(&cid) {
+        let ctxs = self.objs.contexts.handles_where(|_| true);
+        for ctx in ctxs {
+            self.release_objects_of(ctx);
+            if let Ok(c) = self.objs.contexts.take(ctx, Op::CloseDevice) {
                 // SAFETY: the context is live and its objects were released above.
                 unsafe { ibv_close_device(c.ptr) };
             }
@@ -378,7 +308,7 @@ impl Contexts for HwBackend {
         if ctx.is_null() {
             return Err(Error::new(op, last_errno(), format!("mlx5dv_open_device({device}) failed")));
         }
-        Ok(self.add_context(ctx))
+        self.add_context(ctx, op)
     }
 
     fn open_ibv_device(&mut self, device: &str) -> Result<ContextHandle> {
@@ -389,14 +319,14 @@ impl Contexts for HwBackend {
         if ctx.is_null() {
             return Err(Error::new(op, last_errno(), format!("ibv_open_device({device}) failed")));
         }
-        Ok(self.add_context(ctx))
+        self.add_context(ctx, op)
     }
 
     fn close_device(&mut self, ctx: ContextHandle) -> Result<()> {
         let op = Op::CloseDevice;
         let ptr = self.ctx_ptr(ctx, op)?;
-        self.release_objects_of(ctx.id());
-        self.contexts.remove(&ctx.id());
+        self.release_objects_of(ctx);
+        self.objs.contexts.take(ctx, op)?;
         // SAFETY: the context is live and its objects were released.
         c_call(op, unsafe { ibv_close_device(ptr) }, "ibv_close_device")
     }
@@ -466,21 +396,18 @@ impl Contexts for HwBackend {
         if pd.is_null() {
             return Err(Error::new(op, last_errno(), "ibv_alloc_pd failed"));
         }
-        let id = self.fresh_id();
-        self.pds.insert(id, HwPd { ptr: pd, ctx: ctx.id(), mkeys: 0 });
-        Ok(PdHandle::new(self.id, id))
+        self.objs.pds.insert(op, HwPd { ptr: pd, ctx }).inspect_err(|_| {
+            // SAFETY: the PD was just allocated and nothing uses it.
+            unsafe { ibv_dealloc_pd(pd) };
+        })
     }
 
     fn dealloc_pd(&mut self, pd: PdHandle) -> Result<()> {
         let op = Op::DeallocPd;
-        let p = self.pd_entry(pd, op)?;
-        if p.mkeys > 0 {
-            return Err(Error::new(op, EBUSY, format!("the PD still has {} mkey(s), MR(s) or QP(s)", p.mkeys)));
-        }
-        let ptr = p.ptr;
+        let ptr = unused(&self.objs.pds, pd, op, |n| format!("the PD still has {n} mkey(s), MR(s) or QP(s)"))?.ptr;
         // SAFETY: the PD is live and has no mkeys.
         c_call(op, unsafe { ibv_dealloc_pd(ptr) }, "ibv_dealloc_pd")?;
-        self.pds.remove(&pd.id());
+        self.objs.pds.remove(pd, op)?;
         Ok(())
     }
 
@@ -492,7 +419,7 @@ impl Contexts for HwBackend {
 impl Mkeys for HwBackend {
     fn create_mkey(&mut self, attr: &MkeyInitAttr) -> Result<Mkey> {
         let op = Op::CreateMkey;
-        let p = self.pd_entry(attr.pd, op)?;
+        let p = self.objs.pds.get(attr.pd, op)?;
         let (pd_ptr, ctx) = (p.ptr, p.ctx);
         let f = self.lib.dv.mlx5dv_create_mkey.as_ref().map_err(|_| missing(op, "mlx5dv_create_mkey"))?;
         let mut c_attr =
@@ -504,31 +431,28 @@ impl Mkeys for HwBackend {
         }
         // SAFETY: a non-NULL result points at the provider's mlx5dv_mkey.
         let (lkey, rkey) = unsafe { ((*mkey).lkey, (*mkey).rkey) };
-        let id = self.fresh_id();
-        self.mkeys.insert(id, HwMkey { ptr: mkey, pd: attr.pd.id(), ctx });
-        if let Some(p) = self.pds.get_mut(&attr.pd.id()) {
-            p.mkeys += 1;
-        }
-        Ok(Mkey { handle: MkeyHandle::new(self.id, id), lkey, rkey, max_entries: c_attr.max_entries })
+        let handle = self.objs.add_mkey(op, HwMkey { ptr: mkey, pd: attr.pd, ctx }).inspect_err(|_| {
+            if let Ok(destroy) = &self.lib.dv.mlx5dv_destroy_mkey {
+                // SAFETY: the mkey was just created and is in no table.
+                unsafe { destroy(mkey) };
+            }
+        })?;
+        Ok(Mkey { handle, lkey, rkey, max_entries: c_attr.max_entries })
     }
 
     fn destroy_mkey(&mut self, mkey: &Mkey) -> Result<()> {
         let op = Op::DestroyMkey;
-        let m = self.mkey_entry(mkey.handle, op)?;
-        let (ptr, pd) = (m.ptr, m.pd);
+        let ptr = self.objs.mkeys.get(mkey.handle, op)?.ptr;
         let f = self.lib.dv.mlx5dv_destroy_mkey.as_ref().map_err(|_| missing(op, "mlx5dv_destroy_mkey"))?;
         // SAFETY: the mkey is live; on failure it stays live and in the table.
         c_call(op, unsafe { f(ptr) }, "mlx5dv_destroy_mkey")?;
-        self.mkeys.remove(&mkey.handle.id());
-        if let Some(p) = self.pds.get_mut(&pd) {
-            p.mkeys = p.mkeys.saturating_sub(1);
-        }
+        self.objs.take_mkey(mkey.handle, op)?;
         Ok(())
     }
 
     fn mkey_check(&mut self, mkey: &Mkey) -> Result<MkeyErr> {
         let op = Op::MkeyCheck;
-        let ptr = self.mkey_entry(mkey.handle, op)?.ptr;
+        let ptr = self.objs.mkeys.get(mkey.handle, op)?.ptr;
         let mut err = mlx5dv_mkey_err::default();
         // SAFETY: the mkey is live; err is valid for writes.
         let rc = unsafe { inline::mkey_check(&self.lib, ptr, &mut err) };
@@ -674,5 +598,42 @@ pub(crate) unsafe fn try_sig_pipelining_qp(lib: &Mlx5Lib, ctx: *mut ibv_context)
         ibv_destroy_cq(cq);
         ibv_dealloc_pd(pd);
         ok
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use mlx5_dv::{AccessFlags, Memory};
+
+    use super::*;
+
+    type TestResult = std::result::Result<(), Box<dyn std::error::Error>>;
+
+    fn errno<T>(r: Result<T>) -> Option<i32> {
+        r.err().map(|e| e.errno())
+    }
+
+    // Buffers need no device, so their handle checks run on any host with libmlx5.
+    #[test]
+    fn freed_and_foreign_buffers_are_einval() -> TestResult {
+        let mut b = HwBackend::open(HwConfig::default())?;
+        let mut other = HwBackend::open(HwConfig::default())?;
+        let buf = b.alloc_buf(100)?;
+        b.write_buf(&buf, 96, &[1, 2, 3, 4])?;
+        assert_eq!(b.read_buf(&buf, 96, 4)?, [1, 2, 3, 4]);
+        assert_eq!(errno(b.read_buf(&buf, 98, 4)), Some(EINVAL), "past the end");
+        assert_eq!(errno(other.read_buf(&buf, 0, 1)), Some(EINVAL), "another instance's buffer");
+        assert_eq!(errno(other.free_buf(&buf)), Some(EINVAL));
+
+        let foreign_pd = PdHandle::new(BackendId::fresh(), 1);
+        assert_eq!(errno(b.reg_mr(foreign_pd, buf.addr, 4, AccessFlags::empty())), Some(EINVAL));
+
+        b.free_buf(&buf)?;
+        assert_eq!(errno(b.free_buf(&buf)), Some(EINVAL), "stale");
+        assert_eq!(errno(b.write_buf(&buf, 0, &[0])), Some(EINVAL));
+        let again = b.alloc_buf(100)?;
+        assert_ne!(again.handle, buf.handle, "ids are never reused");
+        // `again` is still allocated: Drop frees it.
+        Ok(())
     }
 }

@@ -5,15 +5,16 @@ use std::alloc::Layout;
 use std::ffi::{c_int, c_void};
 use std::ptr;
 
-use mlx5_dv::errno::{EAGAIN, EBUSY, EFAULT, EINVAL, ENOMEM, EOPNOTSUPP};
+use mlx5_dv::errno::{EAGAIN, EFAULT, EINVAL, ENOMEM, EOPNOTSUPP};
 use mlx5_dv::{
-    AccessFlags, AsyncEvent, Buf, BufHandle, Cq, CqHandle, Error, Mr, MrHandle, Op, Qp, QpCap, QpHandle, QpInitAttr,
-    QpModify, QpState, RecvWr, Result, Wc, WrOp, wc_flags,
+    AccessFlags, AsyncEvent, Buf, Cq, Error, Mr, Op, Qp, QpCap, QpInitAttr, QpModify, QpState, RecvWr, Result, Wc,
+    WrOp, wc_flags,
 };
 use rdma_sys::*;
 
-use crate::backend::{HwBackend, HwBuf, HwCq, HwMr, HwQp, c_call, last_errno, missing};
+use crate::backend::{HwBackend, c_call, last_errno, missing};
 use crate::inline;
+use crate::objects::{HwBuf, HwCq, HwMr, HwQp, unused};
 use crate::sys::mlx5dv::{
     mlx5dv_mkey_conf_attr, mlx5dv_mr_interleaved, mlx5dv_qp_init_attr, mlx5dv_sig_block_attr, mlx5dv_sig_block_domain,
     mlx5dv_sig_block_domain__bindgen_ty_1, mlx5dv_sig_crc, mlx5dv_sig_t10dif,
@@ -38,11 +39,6 @@ fn to_c_sges(sge: &[mlx5_dv::Sge]) -> Vec<ibv_sge> {
 }
 
 impl HwBackend {
-    fn buf_entry(&self, h: BufHandle, op: Op) -> Result<&HwBuf> {
-        self.check(h.backend(), op)?;
-        self.bufs.get(&h.id()).ok_or_else(|| Error::new(op, EINVAL, "buffer handle is stale (freed)"))
-    }
-
     pub(crate) fn hw_alloc_buf(&mut self, len: usize) -> Result<Buf> {
         let op = Op::AllocBuf;
         if len == 0 || len > (1 << 30) {
@@ -55,33 +51,33 @@ impl HwBackend {
         if ptr.is_null() {
             return Err(Error::new(op, ENOMEM, "out of memory"));
         }
-        let id = self.fresh_id();
-        self.bufs.insert(id, HwBuf { ptr, layout, mrs: 0 });
-        Ok(Buf { handle: BufHandle::new(self.id, id), addr: ptr as u64, len })
+        let handle = self.objs.bufs.insert(op, HwBuf { ptr, layout }).inspect_err(|_| {
+            // SAFETY: allocated with this layout just above and in no table.
+            unsafe { std::alloc::dealloc(ptr, layout) };
+        })?;
+        Ok(Buf { handle, addr: ptr as u64, len })
     }
 
     pub(crate) fn hw_free_buf(&mut self, buf: &Buf) -> Result<()> {
         let op = Op::FreeBuf;
-        let b = self.buf_entry(buf.handle, op)?;
-        if b.mrs > 0 {
-            return Err(Error::new(op, EBUSY, format!("{} MR(s) still cover the buffer", b.mrs)));
-        }
-        if let Some(b) = self.bufs.remove(&buf.handle.id()) {
-            // SAFETY: allocated with this layout in hw_alloc_buf; no MR covers it.
-            unsafe { std::alloc::dealloc(b.ptr, b.layout) };
-        }
+        unused(&self.objs.bufs, buf.handle, op, |n| format!("{n} MR(s) still cover the buffer"))?;
+        let b = self.objs.bufs.remove(buf.handle, op)?;
+        // SAFETY: allocated with this layout in hw_alloc_buf; no MR covers it.
+        unsafe { std::alloc::dealloc(b.ptr, b.layout) };
         Ok(())
     }
 
     pub(crate) fn free_all_bufs(&mut self) {
-        for (_, b) in std::mem::take(&mut self.bufs) {
-            // SAFETY: every MR was deregistered before this runs (Drop releases contexts first).
-            unsafe { std::alloc::dealloc(b.ptr, b.layout) };
+        for h in self.objs.bufs.handles_where(|_| true) {
+            if let Ok(b) = self.objs.bufs.take(h, Op::FreeBuf) {
+                // SAFETY: every MR was deregistered before this runs (Drop releases contexts first).
+                unsafe { std::alloc::dealloc(b.ptr, b.layout) };
+            }
         }
     }
 
     pub(crate) fn hw_buf_slice(&mut self, buf: &Buf, offset: usize, len: usize, op: Op) -> Result<&mut [u8]> {
-        let b = self.buf_entry(buf.handle, op)?;
+        let b = self.objs.bufs.get(buf.handle, op)?;
         if offset.checked_add(len).is_none_or(|e| e > buf.len.min(b.layout.size())) {
             return Err(Error::new(op, EINVAL, format!("{len} bytes at {offset} pass the buffer's {} bytes", buf.len)));
         }
@@ -98,18 +94,19 @@ impl HwBackend {
     ) -> Result<Mr> {
         let op = Op::RegMr;
         let (pd_ptr, ctx) = {
-            let p = self.pd_entry(pd, op)?;
+            let p = self.objs.pds.get(pd, op)?;
             (p.ptr, p.ctx)
         };
         // Only this backend's buffers may be registered, so RDMA never reaches other memory.
         let buf = self
+            .objs
             .bufs
             .iter()
             .find(|(_, b)| {
                 let start = b.ptr as u64;
                 addr >= start && addr.checked_add(length).is_some_and(|e| e <= start + b.layout.size() as u64)
             })
-            .map(|(id, _)| *id)
+            .map(|(h, _)| h)
             .ok_or_else(|| {
                 Error::new(op, EFAULT, format!("[0x{addr:x}, +{length}) is not inside a buffer of this backend"))
             })?;
@@ -118,39 +115,22 @@ impl HwBackend {
         if mr.is_null() {
             return Err(Error::new(op, last_errno(), "ibv_reg_mr failed"));
         }
-        let id = self.fresh_id();
-        self.mrs.insert(id, HwMr { ptr: mr, pd: pd.id(), ctx, buf });
-        if let Some(b) = self.bufs.get_mut(&buf) {
-            b.mrs += 1;
-        }
-        if let Some(p) = self.pds.get_mut(&pd.id()) {
-            p.mkeys += 1;
-        }
         // SAFETY: a non-NULL MR returned by ibv_reg_mr.
         let (lkey, rkey) = unsafe { ((*mr).lkey, (*mr).rkey) };
-        Ok(Mr { handle: MrHandle::new(self.id, id), lkey, rkey, addr, length })
+        let handle = self.objs.add_mr(op, HwMr { ptr: mr, pd, ctx, buf }).inspect_err(|_| {
+            // SAFETY: the MR was just registered and is in no table.
+            unsafe { ibv_dereg_mr(mr) };
+        })?;
+        Ok(Mr { handle, lkey, rkey, addr, length })
     }
 
     pub(crate) fn hw_dereg_mr(&mut self, mr: &Mr) -> Result<()> {
         let op = Op::DeregMr;
-        self.check(mr.handle.backend(), op)?;
-        let m = self.mrs.get(&mr.handle.id()).ok_or_else(|| Error::new(op, EINVAL, "MR handle is stale"))?;
-        let (ptr, pd, buf) = (m.ptr, m.pd, m.buf);
+        let ptr = self.objs.mrs.get(mr.handle, op)?.ptr;
         // SAFETY: the MR is live.
         c_call(op, unsafe { ibv_dereg_mr(ptr) }, "ibv_dereg_mr")?;
-        self.mrs.remove(&mr.handle.id());
-        if let Some(b) = self.bufs.get_mut(&buf) {
-            b.mrs = b.mrs.saturating_sub(1);
-        }
-        if let Some(p) = self.pds.get_mut(&pd) {
-            p.mkeys = p.mkeys.saturating_sub(1);
-        }
+        self.objs.take_mr(mr.handle, op)?;
         Ok(())
-    }
-
-    fn cq_entry(&self, h: CqHandle, op: Op) -> Result<&HwCq> {
-        self.check(h.backend(), op)?;
-        self.cqs.get(&h.id()).ok_or_else(|| Error::new(op, EINVAL, "CQ handle is stale"))
     }
 
     pub(crate) fn hw_create_cq(&mut self, ctx: mlx5_dv::ContextHandle, cqe: u32) -> Result<Cq> {
@@ -162,29 +142,27 @@ impl HwBackend {
         if cq.is_null() {
             return Err(Error::new(op, last_errno(), "ibv_create_cq failed"));
         }
-        let id = self.fresh_id();
-        self.cqs.insert(id, HwCq { ptr: cq, ctx: ctx.id(), users: 0 });
         // SAFETY: a non-NULL CQ returned by ibv_create_cq.
         let cap = unsafe { (*cq).cqe } as u32;
-        Ok(Cq { handle: CqHandle::new(self.id, id), cqe: cap })
+        let handle = self.objs.cqs.insert(op, HwCq { ptr: cq, ctx }).inspect_err(|_| {
+            // SAFETY: the CQ was just created and no QP uses it.
+            unsafe { ibv_destroy_cq(cq) };
+        })?;
+        Ok(Cq { handle, cqe: cap })
     }
 
     pub(crate) fn hw_destroy_cq(&mut self, cq: &Cq) -> Result<()> {
         let op = Op::DestroyCq;
-        let c = self.cq_entry(cq.handle, op)?;
-        if c.users > 0 {
-            return Err(Error::new(op, EBUSY, "a QP still uses the CQ"));
-        }
-        let ptr = c.ptr;
+        let ptr = unused(&self.objs.cqs, cq.handle, op, |_| "a QP still uses the CQ".into())?.ptr;
         // SAFETY: the CQ is live and no QP uses it.
         c_call(op, unsafe { ibv_destroy_cq(ptr) }, "ibv_destroy_cq")?;
-        self.cqs.remove(&cq.handle.id());
+        self.objs.cqs.remove(cq.handle, op)?;
         Ok(())
     }
 
     pub(crate) fn hw_poll_cq(&mut self, cq: &Cq, max: usize) -> Result<Vec<Wc>> {
         let op = Op::PollCq;
-        let ptr = self.cq_entry(cq.handle, op)?.ptr;
+        let ptr = self.objs.cqs.get(cq.handle, op)?.ptr;
         let n = max.min(64);
         // SAFETY: ibv_wc is plain data; zero is a valid value.
         let mut wcs: Vec<ibv_wc> = (0..n).map(|_| unsafe { std::mem::zeroed() }).collect();
@@ -219,20 +197,15 @@ impl HwBackend {
             .collect())
     }
 
-    fn qp_entry(&self, h: QpHandle, op: Op) -> Result<&HwQp> {
-        self.check(h.backend(), op)?;
-        self.qps.get(&h.id()).ok_or_else(|| Error::new(op, EINVAL, "QP handle is stale"))
-    }
-
     pub(crate) fn hw_create_qp(&mut self, attr: &QpInitAttr) -> Result<Qp> {
         let op = Op::CreateQp;
         let (pd_ptr, ctx) = {
-            let p = self.pd_entry(attr.pd, op)?;
+            let p = self.objs.pds.get(attr.pd, op)?;
             (p.ptr, p.ctx)
         };
-        let scq = self.cq_entry(attr.send_cq, op)?.ptr;
-        let rcq = self.cq_entry(attr.recv_cq, op)?.ptr;
-        let cptr = self.contexts.get(&ctx).map(|c| c.ptr).ok_or_else(|| Error::new(op, EINVAL, "context closed"))?;
+        let scq = self.objs.cqs.get(attr.send_cq, op)?.ptr;
+        let rcq = self.objs.cqs.get(attr.recv_cq, op)?.ptr;
+        let cptr = self.ctx_ptr(ctx, op)?;
         // SAFETY: plain data; zero is the C default.
         let mut init: ibv_qp_init_attr_ex = unsafe { std::mem::zeroed() };
         init.qp_type = attr.qp_type;
@@ -276,17 +249,11 @@ impl HwBackend {
             (Ok(f), true) => unsafe { f(qpx) },
             _ => ptr::null_mut(),
         };
-        let id = self.fresh_id();
-        let cqs = [attr.send_cq.id(), attr.recv_cq.id()];
-        self.qps.insert(id, HwQp { ptr: qp, qpx, mqpx, ctx, pd: attr.pd.id(), cqs });
-        for c in cqs {
-            if let Some(c) = self.cqs.get_mut(&c) {
-                c.users += 1;
-            }
-        }
-        if let Some(p) = self.pds.get_mut(&attr.pd.id()) {
-            p.mkeys += 1;
-        }
+        let cqs = [attr.send_cq, attr.recv_cq];
+        let handle = self.objs.add_qp(op, HwQp { ptr: qp, qpx, mqpx, ctx, pd: attr.pd, cqs }).inspect_err(|_| {
+            // SAFETY: the QP was just created and is in no table.
+            unsafe { ibv_destroy_qp(qp) };
+        })?;
         let cap = QpCap {
             max_send_wr: init.cap.max_send_wr,
             max_recv_wr: init.cap.max_recv_wr,
@@ -296,65 +263,21 @@ impl HwBackend {
         };
         // SAFETY: qp is live.
         let qp_num = unsafe { (*qp).qp_num };
-        Ok(Qp { handle: QpHandle::new(self.id, id), qp_num, cap })
+        Ok(Qp { handle, qp_num, cap })
     }
 
     pub(crate) fn hw_destroy_qp(&mut self, qp: &Qp) -> Result<()> {
         let op = Op::DestroyQp;
-        let ptr = self.qp_entry(qp.handle, op)?.ptr;
+        let ptr = self.objs.qps.get(qp.handle, op)?.ptr;
         // SAFETY: the QP is live.
         c_call(op, unsafe { ibv_destroy_qp(ptr) }, "ibv_destroy_qp")?;
-        self.forget_qp(qp.handle.id());
+        self.objs.take_qp(qp.handle, op)?;
         Ok(())
-    }
-
-    fn forget_qp(&mut self, id: u32) {
-        let Some(q) = self.qps.remove(&id) else { return };
-        for c in q.cqs {
-            if let Some(c) = self.cqs.get_mut(&c) {
-                c.users = c.users.saturating_sub(1);
-            }
-        }
-        if let Some(p) = self.pds.get_mut(&q.pd) {
-            p.mkeys = p.mkeys.saturating_sub(1);
-        }
-    }
-
-    /// Destroy the QPs, MRs and CQs of a context (before its mkeys, PDs and itself).
-    pub(crate) fn release_data_path_of(&mut self, ctx: u32) {
-        let qps: Vec<u32> = self.qps.iter().filter(|(_, q)| q.ctx == ctx).map(|(k, _)| *k).collect();
-        for id in qps {
-            if let Some(q) = self.qps.get(&id) {
-                // SAFETY: the QP is live.
-                unsafe { ibv_destroy_qp(q.ptr) };
-            }
-            self.forget_qp(id);
-        }
-        let mrs: Vec<u32> = self.mrs.iter().filter(|(_, m)| m.ctx == ctx).map(|(k, _)| *k).collect();
-        for id in mrs {
-            if let Some(m) = self.mrs.remove(&id) {
-                // SAFETY: the MR is live.
-                unsafe { ibv_dereg_mr(m.ptr) };
-                if let Some(b) = self.bufs.get_mut(&m.buf) {
-                    b.mrs = b.mrs.saturating_sub(1);
-                }
-                if let Some(p) = self.pds.get_mut(&m.pd) {
-                    p.mkeys = p.mkeys.saturating_sub(1);
-                }
-            }
-        }
-        let cqs: Vec<u32> = self.cqs.iter().filter(|(_, c)| c.ctx == ctx).map(|(k, _)| *k).collect();
-        for id in cqs {
-            if let Some(c) = self.cqs.remove(&id) {
-                // SAFETY: the CQ is live and its QPs are gone.
-                unsafe { ibv_destroy_cq(c.ptr) };
-            }
-        }
     }
 
     pub(crate) fn hw_query_qp_state(&mut self, qp: &Qp) -> Result<QpState> {
         let op = Op::QueryQp;
-        let ptr = self.qp_entry(qp.handle, op)?.ptr;
+        let ptr = self.objs.qps.get(qp.handle, op)?.ptr;
         // SAFETY: plain data.
         let mut attr: ibv_qp_attr = unsafe { std::mem::zeroed() };
         // SAFETY: plain data.
@@ -378,7 +301,7 @@ impl HwBackend {
     pub(crate) fn hw_modify_qp(&mut self, qp: &Qp, m: &QpModify) -> Result<()> {
         use ibv_qp_attr_mask as M;
         let op = Op::ModifyQp;
-        let ptr = self.qp_entry(qp.handle, op)?.ptr;
+        let ptr = self.objs.qps.get(qp.handle, op)?.ptr;
         // SAFETY: plain data; zero is the C default.
         let mut a: ibv_qp_attr = unsafe { std::mem::zeroed() };
         a.qp_state = m.state as u32;
@@ -439,7 +362,7 @@ impl HwBackend {
 
     pub(crate) fn hw_post_recv(&mut self, qp: &Qp, wrs: &[RecvWr]) -> Result<()> {
         let op = Op::PostRecv;
-        let ptr = self.qp_entry(qp.handle, op)?.ptr;
+        let ptr = self.objs.qps.get(qp.handle, op)?.ptr;
         if wrs.is_empty() {
             return Ok(());
         }
@@ -468,7 +391,7 @@ impl HwBackend {
     pub(crate) fn hw_post_send(&mut self, qp: &Qp, ops: &[WrOp]) -> Result<()> {
         let op = Op::PostSend;
         let (qpx, mqpx) = {
-            let q = self.qp_entry(qp.handle, op)?;
+            let q = self.objs.qps.get(qp.handle, op)?;
             (q.qpx, q.mqpx)
         };
         if qpx.is_null() {
@@ -478,7 +401,7 @@ impl HwBackend {
         let mut mkeys = Vec::new();
         for w in ops {
             if let WrOp::MkeyConfigure { mkey, .. } | WrOp::MrList { mkey, .. } | WrOp::MrInterleaved { mkey, .. } = w {
-                let p = self.mkey_entry(mkey.handle, op)?.ptr;
+                let p = self.objs.mkeys.get(mkey.handle, op)?.ptr;
                 mkeys.push((p, mkey.lkey, mkey.rkey));
             }
             if w.is_mlx5dv_mkey_op() && mqpx.is_null() {
@@ -584,7 +507,7 @@ impl HwBackend {
 
     pub(crate) fn hw_cancel_posted_send_wrs(&mut self, qp: &Qp, wr_id: u64) -> Result<u32> {
         let op = Op::CancelPostedSendWrs;
-        let mqpx = self.qp_entry(qp.handle, op)?.mqpx;
+        let mqpx = self.objs.qps.get(qp.handle, op)?.mqpx;
         if mqpx.is_null() {
             return Err(Error::new(op, EOPNOTSUPP, "the QP was created without mlx5dv send ops"));
         }
@@ -621,7 +544,7 @@ impl HwBackend {
             match ty {
                 0 => {
                     let cq = ev.element.cq;
-                    out.cq = self.cqs.iter().find(|(_, c)| c.ptr == cq).map(|(id, _)| CqHandle::new(self.id, *id));
+                    out.cq = self.objs.cqs.iter().find(|(_, c)| c.ptr == cq).map(|(h, _)| h);
                 }
                 1..=7 | 16 => out.qp_num = Some((*ev.element.qp).qp_num),
                 _ => {}

@@ -16,6 +16,7 @@ pub mod capture;
 mod datapath;
 pub mod inline;
 mod lib_mlx5;
+mod objects;
 pub mod sys;
 
 pub use backend::{HwBackend, HwConfig};

@@ -1,0 +1,317 @@
+//! The objects a [`crate::HwBackend`] holds: one [`HandleTable`] per kind, the use counts
+//! between them, and the order a context's objects are destroyed in.
+//!
+//! Nothing here calls C: the pointers are only stored, so the rules are tested without a device.
+
+use mlx5_dv::errno::EBUSY;
+use mlx5_dv::{
+    BackendId, BufHandle, ContextHandle, CqHandle, Error, Handle, HandleTable, MkeyHandle, MrHandle, Op, PdHandle,
+    QpHandle, Result,
+};
+use rdma_sys::{ibv_context, ibv_cq, ibv_mr, ibv_pd, ibv_qp, ibv_qp_ex};
+
+use crate::sys::mlx5dv::{mlx5dv_mkey, mlx5dv_qp_ex};
+
+pub(crate) struct HwCtx {
+    pub(crate) ptr: *mut ibv_context,
+}
+
+pub(crate) struct HwPd {
+    pub(crate) ptr: *mut ibv_pd,
+    pub(crate) ctx: ContextHandle,
+}
+
+pub(crate) struct HwMkey {
+    pub(crate) ptr: *mut mlx5dv_mkey,
+    pub(crate) pd: PdHandle,
+    pub(crate) ctx: ContextHandle,
+}
+
+pub(crate) struct HwBuf {
+    pub(crate) ptr: *mut u8,
+    pub(crate) layout: std::alloc::Layout,
+}
+
+pub(crate) struct HwMr {
+    pub(crate) ptr: *mut ibv_mr,
+    pub(crate) pd: PdHandle,
+    pub(crate) ctx: ContextHandle,
+    pub(crate) buf: BufHandle,
+}
+
+pub(crate) struct HwCq {
+    pub(crate) ptr: *mut ibv_cq,
+    pub(crate) ctx: ContextHandle,
+}
+
+pub(crate) struct HwQp {
+    pub(crate) ptr: *mut ibv_qp,
+    pub(crate) qpx: *mut ibv_qp_ex,
+    /// NULL when the QP was created without mlx5dv send ops.
+    pub(crate) mqpx: *mut mlx5dv_qp_ex,
+    pub(crate) ctx: ContextHandle,
+    pub(crate) pd: PdHandle,
+    pub(crate) cqs: [CqHandle; 2],
+}
+
+/// An object another one uses: it counts one user per use and cannot be removed while used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dep {
+    Pd(PdHandle),
+    Buf(BufHandle),
+    Cq(CqHandle),
+}
+
+/// One object of a context, as [`Objects::teardown_order`] lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Obj {
+    Qp(QpHandle),
+    Mr(MrHandle),
+    Cq(CqHandle),
+    Mkey(MkeyHandle),
+    Pd(PdHandle),
+}
+
+/// Every object of one backend instance, by handle.
+pub(crate) struct Objects {
+    pub(crate) contexts: HandleTable<ContextHandle, HwCtx>,
+    pub(crate) pds: HandleTable<PdHandle, HwPd>,
+    pub(crate) mkeys: HandleTable<MkeyHandle, HwMkey>,
+    pub(crate) bufs: HandleTable<BufHandle, HwBuf>,
+    pub(crate) mrs: HandleTable<MrHandle, HwMr>,
+    pub(crate) cqs: HandleTable<CqHandle, HwCq>,
+    pub(crate) qps: HandleTable<QpHandle, HwQp>,
+}
+
+/// The object behind `h` if nothing uses it: EBUSY with `busy(users)` otherwise, EINVAL for a
+/// stale or foreign handle. Checked before the C destroy call, which may fail and keep it.
+pub(crate) fn unused<H: Handle, T>(
+    t: &HandleTable<H, T>,
+    h: H,
+    op: Op,
+    busy: impl FnOnce(u32) -> String,
+) -> Result<&T> {
+    let users = t.users(h, op)?;
+    if users > 0 {
+        return Err(Error::new(op, EBUSY, busy(users)));
+    }
+    t.get(h, op)
+}
+
+impl Objects {
+    pub(crate) fn new(backend: BackendId) -> Self {
+        Objects {
+            contexts: HandleTable::new(backend),
+            pds: HandleTable::new(backend),
+            mkeys: HandleTable::new(backend),
+            bufs: HandleTable::new(backend),
+            mrs: HandleTable::new(backend),
+            cqs: HandleTable::new(backend),
+            qps: HandleTable::new(backend),
+        }
+    }
+
+    fn acquire(&mut self, d: Dep, op: Op) -> Result<()> {
+        match d {
+            Dep::Pd(h) => self.pds.acquire(h, op),
+            Dep::Buf(h) => self.bufs.acquire(h, op),
+            Dep::Cq(h) => self.cqs.acquire(h, op),
+        }
+    }
+
+    fn release(&mut self, deps: &[Dep]) {
+        for d in deps {
+            match *d {
+                Dep::Pd(h) => self.pds.release(h),
+                Dep::Buf(h) => self.bufs.release(h),
+                Dep::Cq(h) => self.cqs.release(h),
+            }
+        }
+    }
+
+    /// Count one use of each of `deps`, all or none.
+    fn acquire_all(&mut self, deps: &[Dep], op: Op) -> Result<()> {
+        for (i, d) in deps.iter().enumerate() {
+            if let Err(e) = self.acquire(*d, op) {
+                self.release(&deps[..i]);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Store an mkey and count it on its PD.
+    pub(crate) fn add_mkey(&mut self, op: Op, m: HwMkey) -> Result<MkeyHandle> {
+        let deps = [Dep::Pd(m.pd)];
+        self.acquire_all(&deps, op)?;
+        self.mkeys.insert(op, m).inspect_err(|_| self.release(&deps))
+    }
+
+    /// Store an MR and count it on its PD and buffer.
+    pub(crate) fn add_mr(&mut self, op: Op, m: HwMr) -> Result<MrHandle> {
+        let deps = [Dep::Pd(m.pd), Dep::Buf(m.buf)];
+        self.acquire_all(&deps, op)?;
+        self.mrs.insert(op, m).inspect_err(|_| self.release(&deps))
+    }
+
+    /// Store a QP and count it on its PD and both CQs (twice on one CQ used for both).
+    pub(crate) fn add_qp(&mut self, op: Op, q: HwQp) -> Result<QpHandle> {
+        let deps = [Dep::Pd(q.pd), Dep::Cq(q.cqs[0]), Dep::Cq(q.cqs[1])];
+        self.acquire_all(&deps, op)?;
+        self.qps.insert(op, q).inspect_err(|_| self.release(&deps))
+    }
+
+    /// Remove an mkey (nothing uses one) and release its PD.
+    pub(crate) fn take_mkey(&mut self, h: MkeyHandle, op: Op) -> Result<HwMkey> {
+        let m = self.mkeys.take(h, op)?;
+        self.release(&[Dep::Pd(m.pd)]);
+        Ok(m)
+    }
+
+    /// Remove an MR (nothing uses one) and release its PD and buffer.
+    pub(crate) fn take_mr(&mut self, h: MrHandle, op: Op) -> Result<HwMr> {
+        let m = self.mrs.take(h, op)?;
+        self.release(&[Dep::Pd(m.pd), Dep::Buf(m.buf)]);
+        Ok(m)
+    }
+
+    /// Remove a QP (nothing uses one) and release its PD and CQs.
+    pub(crate) fn take_qp(&mut self, h: QpHandle, op: Op) -> Result<HwQp> {
+        let q = self.qps.take(h, op)?;
+        self.release(&[Dep::Pd(q.pd), Dep::Cq(q.cqs[0]), Dep::Cq(q.cqs[1])]);
+        Ok(q)
+    }
+
+    /// What is open on `ctx`, in the order it must be destroyed: QPs (they use CQs and PDs),
+    /// MRs, CQs, mkeys, then PDs. Buffers belong to no context and outlive it.
+    pub(crate) fn teardown_order(&self, ctx: ContextHandle) -> Vec<Obj> {
+        let mut order: Vec<Obj> = Vec::new();
+        order.extend(self.qps.handles_where(|q| q.ctx == ctx).into_iter().map(Obj::Qp));
+        order.extend(self.mrs.handles_where(|m| m.ctx == ctx).into_iter().map(Obj::Mr));
+        order.extend(self.cqs.handles_where(|c| c.ctx == ctx).into_iter().map(Obj::Cq));
+        order.extend(self.mkeys.handles_where(|m| m.ctx == ctx).into_iter().map(Obj::Mkey));
+        order.extend(self.pds.handles_where(|p| p.ctx == ctx).into_iter().map(Obj::Pd));
+        order
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ptr::null_mut;
+
+    use mlx5_dv::errno::EINVAL;
+
+    use super::*;
+
+    fn errno<T>(r: Result<T>) -> Option<i32> {
+        r.err().map(|e| e.errno())
+    }
+
+    struct World {
+        o: Objects,
+        ctx: ContextHandle,
+        pd: PdHandle,
+        buf: BufHandle,
+        cq: CqHandle,
+    }
+
+    /// A context with one PD, buffer and CQ; null pointers, as nothing here calls C.
+    fn world() -> Result<World> {
+        let mut o = Objects::new(BackendId::fresh());
+        let ctx = o.contexts.insert(Op::OpenDevice, HwCtx { ptr: null_mut() })?;
+        let pd = o.pds.insert(Op::AllocPd, HwPd { ptr: null_mut(), ctx })?;
+        let layout = std::alloc::Layout::new::<u8>();
+        let buf = o.bufs.insert(Op::AllocBuf, HwBuf { ptr: null_mut(), layout })?;
+        let cq = o.cqs.insert(Op::CreateCq, HwCq { ptr: null_mut(), ctx })?;
+        Ok(World { o, ctx, pd, buf, cq })
+    }
+
+    fn qp(w: &World, cqs: [CqHandle; 2]) -> HwQp {
+        HwQp { ptr: null_mut(), qpx: null_mut(), mqpx: null_mut(), ctx: w.ctx, pd: w.pd, cqs }
+    }
+
+    #[test]
+    fn users_hold_their_pd_buffer_and_cqs_until_taken() -> Result<()> {
+        let mut w = world()?;
+        let busy = |n| format!("{n} user(s)");
+        let m = w.o.add_mkey(Op::CreateMkey, HwMkey { ptr: null_mut(), pd: w.pd, ctx: w.ctx })?;
+        let mr = w.o.add_mr(Op::RegMr, HwMr { ptr: null_mut(), pd: w.pd, ctx: w.ctx, buf: w.buf })?;
+        let q = w.o.add_qp(Op::CreateQp, qp(&w, [w.cq, w.cq]))?;
+        assert_eq!(w.o.pds.users(w.pd, Op::DeallocPd)?, 3);
+        assert_eq!(w.o.cqs.users(w.cq, Op::DestroyCq)?, 2, "one use per queue");
+        assert_eq!(w.o.bufs.users(w.buf, Op::FreeBuf)?, 1);
+        let e = unused(&w.o.pds, w.pd, Op::DeallocPd, busy).err();
+        assert_eq!(e.as_ref().map(|e| (e.errno(), e.reason())), Some((EBUSY, "3 user(s)")));
+
+        w.o.take_qp(q, Op::DestroyQp)?;
+        assert_eq!(w.o.cqs.users(w.cq, Op::DestroyCq)?, 0);
+        assert!(unused(&w.o.cqs, w.cq, Op::DestroyCq, busy).is_ok());
+        w.o.take_mr(mr, Op::DeregMr)?;
+        assert!(unused(&w.o.bufs, w.buf, Op::FreeBuf, busy).is_ok());
+        assert_eq!(errno(unused(&w.o.pds, w.pd, Op::DeallocPd, busy)), Some(EBUSY));
+        w.o.take_mkey(m, Op::DestroyMkey)?;
+        assert!(unused(&w.o.pds, w.pd, Op::DeallocPd, busy).is_ok());
+
+        // Taken handles are stale: a second destroy is EINVAL and releases nothing twice.
+        assert_eq!(errno(w.o.take_mkey(m, Op::DestroyMkey)), Some(EINVAL));
+        assert_eq!(errno(w.o.take_qp(q, Op::DestroyQp)), Some(EINVAL));
+        assert_eq!(w.o.pds.users(w.pd, Op::DeallocPd)?, 0);
+        Ok(())
+    }
+
+    #[test]
+    fn a_stale_or_foreign_dependency_is_einval_and_counts_nothing() -> Result<()> {
+        let mut w = world()?;
+        let gone = w.o.cqs.insert(Op::CreateCq, HwCq { ptr: null_mut(), ctx: w.ctx })?;
+        w.o.cqs.remove(gone, Op::DestroyCq)?;
+        assert_eq!(errno(w.o.add_qp(Op::CreateQp, qp(&w, [w.cq, gone]))), Some(EINVAL));
+        assert_eq!(w.o.pds.users(w.pd, Op::DeallocPd)?, 0, "the PD acquired first is released");
+        assert_eq!(w.o.cqs.users(w.cq, Op::DestroyCq)?, 0);
+        assert!(w.o.qps.is_empty());
+
+        let foreign = PdHandle::new(BackendId::fresh(), w.pd.id());
+        let mr = HwMr { ptr: null_mut(), pd: foreign, ctx: w.ctx, buf: w.buf };
+        assert_eq!(errno(w.o.add_mr(Op::RegMr, mr)), Some(EINVAL));
+        assert_eq!(w.o.bufs.users(w.buf, Op::FreeBuf)?, 0);
+        assert_eq!(errno(unused(&w.o.pds, foreign, Op::DeallocPd, |_| String::new())), Some(EINVAL));
+        Ok(())
+    }
+
+    #[test]
+    fn a_context_is_torn_down_users_first_and_alone() -> Result<()> {
+        let mut w = world()?;
+        let other = w.o.contexts.insert(Op::OpenDevice, HwCtx { ptr: null_mut() })?;
+        let other_pd = w.o.pds.insert(Op::AllocPd, HwPd { ptr: null_mut(), ctx: other })?;
+        let m = w.o.add_mkey(Op::CreateMkey, HwMkey { ptr: null_mut(), pd: w.pd, ctx: w.ctx })?;
+        let q = w.o.add_qp(Op::CreateQp, qp(&w, [w.cq, w.cq]))?;
+        let mr = w.o.add_mr(Op::RegMr, HwMr { ptr: null_mut(), pd: w.pd, ctx: w.ctx, buf: w.buf })?;
+        let order = w.o.teardown_order(w.ctx);
+        assert_eq!(order, [Obj::Qp(q), Obj::Mr(mr), Obj::Cq(w.cq), Obj::Mkey(m), Obj::Pd(w.pd)]);
+        assert_eq!(w.o.teardown_order(other), [Obj::Pd(other_pd)]);
+
+        // Following the order, each object is unused by the time it is reached.
+        for obj in order {
+            match obj {
+                Obj::Qp(h) => {
+                    w.o.take_qp(h, Op::CloseDevice)?;
+                }
+                Obj::Mr(h) => {
+                    w.o.take_mr(h, Op::CloseDevice)?;
+                }
+                Obj::Cq(h) => {
+                    w.o.cqs.remove(h, Op::CloseDevice)?;
+                }
+                Obj::Mkey(h) => {
+                    w.o.take_mkey(h, Op::CloseDevice)?;
+                }
+                Obj::Pd(h) => {
+                    w.o.pds.remove(h, Op::CloseDevice)?;
+                }
+            }
+        }
+        assert!(w.o.teardown_order(w.ctx).is_empty());
+        assert_eq!(w.o.bufs.users(w.buf, Op::FreeBuf)?, 0, "the buffer outlives the context, unused");
+        assert!(w.o.pds.contains(other_pd));
+        Ok(())
+    }
+}
