@@ -26,6 +26,10 @@ pub mod opcode {
     pub const DEALLOC_PD: u16 = 0x801;
     /// CREATE_GENERAL_OBJECT.
     pub const CREATE_GENERAL_OBJECT: u16 = 0xa00;
+    /// MODIFY_GENERAL_OBJECT.
+    pub const MODIFY_GENERAL_OBJECT: u16 = 0xa01;
+    /// QUERY_GENERAL_OBJECT.
+    pub const QUERY_GENERAL_OBJECT: u16 = 0xa02;
     /// DESTROY_GENERAL_OBJECT.
     pub const DESTROY_GENERAL_OBJECT: u16 = 0xa03;
 
@@ -43,6 +47,8 @@ pub mod opcode {
             ALLOC_PD => "ALLOC_PD",
             DEALLOC_PD => "DEALLOC_PD",
             CREATE_GENERAL_OBJECT => "CREATE_GENERAL_OBJECT",
+            MODIFY_GENERAL_OBJECT => "MODIFY_GENERAL_OBJECT",
+            QUERY_GENERAL_OBJECT => "QUERY_GENERAL_OBJECT",
             DESTROY_GENERAL_OBJECT => "DESTROY_GENERAL_OBJECT",
             _ => "UNKNOWN",
         }
@@ -107,26 +113,77 @@ pub mod status {
 
 /// `mbox_in`: the header every input mailbox starts with.
 pub mod mbox_in {
-    use super::Field;
-    /// opcode.
-    pub const OPCODE: Field = Field::new("opcode", 0x00, 16);
-    /// uid.
-    pub const UID: Field = Field::new("uid", 0x10, 16);
-    /// op_mod.
-    pub const OP_MOD: Field = Field::new("op_mod", 0x30, 16);
+    use crate::prm::view::layout;
     /// Header size in bytes.
     pub const SIZE: usize = 16;
+
+    layout! {
+        /// The input header; bytes 8..16 belong to the command.
+        struct MboxIn = "mbox_in", SIZE;
+        /// opcode.
+        OPCODE => opcode / set_opcode: u16 = (0x00, 16);
+        /// uid.
+        UID => uid / set_uid: u16 = (0x10, 16);
+        /// op_mod.
+        OP_MOD => op_mod / set_op_mod: u16 = (0x30, 16);
+    }
 }
 
 /// `mbox_out`: the header every output mailbox starts with.
 pub mod mbox_out {
-    use super::Field;
-    /// status.
-    pub const STATUS: Field = Field::new("status", 0x00, 8);
-    /// syndrome.
-    pub const SYNDROME: Field = Field::new("syndrome", 0x20, 32);
+    use crate::prm::view::layout;
     /// Header size in bytes.
     pub const SIZE: usize = 16;
+
+    layout! {
+        /// The output header; bytes 8..16 belong to the command.
+        struct MboxOut = "mbox_out", SIZE;
+        /// status.
+        STATUS => status / set_status: u8 = (0x00, 8);
+        /// syndrome.
+        SYNDROME => syndrome / set_syndrome: u32 = (0x20, 32);
+    }
+}
+
+/// `general_obj_in_cmd_hdr`: the input header of CREATE/MODIFY/QUERY/DESTROY_GENERAL_OBJECT.
+pub mod general_obj_in {
+    use crate::prm::view::layout;
+    /// Header size in bytes.
+    pub const SIZE: usize = 16;
+
+    layout! {
+        /// The general object input header; the object follows it.
+        struct GeneralObjIn = "general_obj_in_cmd_hdr", SIZE;
+        /// opcode.
+        OPCODE => opcode / set_opcode: u16 = (0x00, 16);
+        /// uid.
+        UID => uid / set_uid: u16 = (0x10, 16);
+        /// obj_type (see [`obj_type`](crate::prm::obj_type)); it sits where `op_mod` does in
+        /// `mbox_in`.
+        OBJ_TYPE => obj_type / set_obj_type: u16 = (0x30, 16);
+        /// obj_id: the object a MODIFY, QUERY or DESTROY names.
+        OBJ_ID => obj_id / set_obj_id: u32 = (0x40, 32);
+        /// log_obj_range: a bulk allocation of `1 << log_obj_range` objects.
+        LOG_OBJ_RANGE => log_obj_range / set_log_obj_range: u8 = (0x63, 5);
+    }
+}
+
+/// `general_obj_out_cmd_hdr`: the output header of the general object commands.
+pub mod general_obj_out {
+    use crate::prm::view::layout;
+    /// Header size in bytes.
+    pub const SIZE: usize = 16;
+
+    layout! {
+        /// The general object output header.
+        struct GeneralObjOut = "general_obj_out_cmd_hdr", SIZE;
+        /// status.
+        STATUS => status / set_status: u8 = (0x00, 8);
+        /// syndrome.
+        SYNDROME => syndrome / set_syndrome: u32 = (0x20, 32);
+        /// obj_id: the object CREATE made.
+        OBJ_ID => obj_id / set_obj_id: u32 = (0x40, 32);
+    }
 }
 
 /// `query_hca_cap_in` / `query_hca_cap_out`.
