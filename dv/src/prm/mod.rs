@@ -30,4 +30,6 @@ pub use field::{Field, FieldError};
 pub use view::{Codec, Layout, View, ViewMut, decode_array, encode_array};
 
 #[cfg(test)]
+mod test_util;
+#[cfg(test)]
 mod tests;
