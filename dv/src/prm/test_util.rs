@@ -14,7 +14,8 @@ pub fn check_cases(size: usize, all: &[Field], cases: &[Case]) {
     for (f, value, expect) in cases {
         let mut buf = vec![0u8; size];
         f.set(&mut buf, *value).unwrap_or_else(|e| panic!("{}: {e}", f.name));
-        let changed: Vec<(usize, u8)> = buf.iter().enumerate().filter(|(_, b)| **b != 0).map(|(i, b)| (i, *b)).collect();
+        let changed: Vec<(usize, u8)> =
+            buf.iter().enumerate().filter(|(_, b)| **b != 0).map(|(i, b)| (i, *b)).collect();
         assert_eq!(changed, expect.to_vec(), "{} = 0x{value:x}: (offset, byte) changed", f.name);
         assert_eq!(f.get(&buf), Ok(*value), "{} reads back", f.name);
     }
