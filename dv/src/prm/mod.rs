@@ -9,7 +9,7 @@
 //!   the per-command tables ([`create_mkey`], [`create_psv`], ...), [`opcode`] and [`status`].
 //! * Capability pages: [`cmd_hca_cap`], [`crypto_caps`]. The memory key context: [`mkc`].
 //! * Send WQE segments, UMR segments, the signature BSF and SET_PSV: [`wqe`].
-
+//! * Completion queue entries (good, error, signature error): [`cqe`].
 //!
 //! A layout declared here implements [`Layout`]: [`View::new`] / [`ViewMut::new`] check a
 //! buffer's length once, and the view's accessors then read without error; each layout's
@@ -17,6 +17,7 @@
 
 mod caps;
 mod cmd;
+pub mod cqe;
 mod field;
 pub mod mkc;
 mod view;
