@@ -1,6 +1,6 @@
 //! Command mailboxes: headers, opcodes, status codes and the per-command fields.
 
-use super::Field;
+use super::{Field, View, ViewMut};
 
 /// Command opcodes.
 pub mod opcode {
@@ -284,20 +284,19 @@ pub fn new_input(len: usize, opcode: u16, uid: u16, op_mod: u16) -> Vec<u8> {
     buf
 }
 
-/// Write the `mbox_in` header into `buf` (at least 16 bytes).
+/// Write the `mbox_in` header into `buf` (at least 16 bytes; a shorter buffer is left alone).
 pub fn write_header(buf: &mut [u8], opcode: u16, uid: u16, op_mod: u16) {
-    if buf.len() >= mbox_in::SIZE {
-        buf[0..2].copy_from_slice(&opcode.to_be_bytes());
-        buf[2..4].copy_from_slice(&uid.to_be_bytes());
-        buf[6..8].copy_from_slice(&op_mod.to_be_bytes());
+    if let Ok(mut h) = ViewMut::<mbox_in::MboxIn>::new(buf) {
+        // Each value is as wide as its 16-bit field: none can be refused.
+        let _ = (h.set_opcode(opcode), h.set_uid(uid), h.set_op_mod(op_mod));
     }
 }
 
 /// Read `(status, syndrome)` from an output mailbox; a mailbox shorter than the header reads
 /// as BAD_OUTP_LEN_ERR.
 pub fn read_status(out: &[u8]) -> (u8, u32) {
-    if out.len() < mbox_out::SIZE {
-        return (status::BAD_OUTP_LEN_ERR, 0);
+    match View::<mbox_out::MboxOut>::new(out) {
+        Ok(h) => (h.status(), h.syndrome()),
+        Err(_) => (status::BAD_OUTP_LEN_ERR, 0),
     }
-    (out[0], u32::from_be_bytes([out[4], out[5], out[6], out[7]]))
 }

@@ -371,3 +371,18 @@ proptest::proptest! {
         proptest::prop_assert_eq!(MboxOut::decode(&bytes).is_ok(), bytes.len() >= 16);
     }
 }
+
+#[test]
+fn header_helpers_write_and_read_through_the_views() {
+    let input = new_input(8, opcode::DESTROY_MKEY, 0xffff, 3);
+    assert_eq!(input.len(), 16, "never shorter than the header");
+    assert_eq!(&input[..8], &[0x02, 0x02, 0xff, 0xff, 0, 0, 0, 3]);
+    let mut short = [0x11u8; 15];
+    write_header(&mut short, 1, 2, 3);
+    assert_eq!(short, [0x11u8; 15], "a short buffer is left alone");
+    let mut out = [0u8; 16];
+    out[0] = status::LIM_ERR;
+    out[4..8].copy_from_slice(&0x00ab_cdefu32.to_be_bytes());
+    assert_eq!(read_status(&out), (status::LIM_ERR, 0x00ab_cdef));
+    assert_eq!(read_status(&out[..15]), (status::BAD_OUTP_LEN_ERR, 0));
+}
