@@ -1,9 +1,17 @@
 //! The mirrored structs and constants against the installed C headers: a small C program,
 //! compiled with `cc`, prints each size, offset and value, and each must equal ours.
+//!
+//! The PRM byte layouts (`mlx5_dv::prm::wqe`, `mlx5_dv::prm::cqe`) are checked the same way:
+//! segment sizes, the byte offset of each C member against the first byte of our field, the
+//! opcode and flag constants, the header's flag values against the bytes our codecs write,
+//! and the header's own inline writers and readers against our bytes.
 
 use std::mem::{offset_of, size_of};
 use std::process::Command;
 
+use mlx5_dv::prm::cqe::{self, Cqe64, ErrCqe};
+use mlx5_dv::prm::wqe::{self, CtrlSeg, DataSeg, InlineSeg, MkeyContextSeg, ctrl, umr_ctrl};
+use mlx5_dv::prm::{Layout, mkc};
 use mlx5_dv::{
     AccessFlags, ContextFlags, MkeyErrType, MkeyInitFlags, QpState, SendFlags, crypto_cap, dv_qp, event_type, qp_type,
     send_ops, sig, sig_cap, wc_flags, wc_opcode, wc_status,
@@ -272,11 +280,299 @@ fn table() -> Vec<(&'static str, u64)> {
     ]
 }
 
+/// The CQEs our codecs write, embedded in the C program for the header's readers.
+fn our_cqe() -> Cqe64 {
+    Cqe64 {
+        opcode: cqe::opcode::RESP_SEND_IMM,
+        format: 1,
+        se: true,
+        owner: true,
+        byte_cnt: 0x0102_0304,
+        wqe_counter: 0xbeef,
+        qpn: 0xab_cdef,
+        imm_inval_pkey: 0x1122_3344,
+        ..Cqe64::default()
+    }
+}
+
+fn our_err_cqe() -> ErrCqe {
+    ErrCqe {
+        opcode: cqe::opcode::REQ_ERR,
+        syndrome: cqe::syndrome::REMOTE_ACCESS_ERR,
+        vendor_err_synd: 0x88,
+        s_wqe_opcode: wqe::opcode::RDMA_READ,
+        qpn: 0x12_3456,
+        wqe_counter: 7,
+        ..ErrCqe::default()
+    }
+}
+
+/// What `mlx5dv_set_ctrl_seg(seg, 0x1234, UMR, 0x5a, 0xabcdef, 0x2a, 0x3f, 0x77, imm)` writes,
+/// as our struct.
+fn our_ctrl() -> CtrlSeg {
+    CtrlSeg {
+        opmod: 0x5a,
+        wqe_index: 0x1234,
+        opcode: wqe::opcode::UMR,
+        qpn: 0xab_cdef,
+        ds: 0x3f,
+        signature: 0x77,
+        fm: ctrl::fence::INITIATOR_SMALL,
+        ce: ctrl::CE_CQ_UPDATE,
+        se: true,
+        imm: 0x1122_3344,
+        ..CtrlSeg::default()
+    }
+}
+
+/// What `mlx5dv_set_data_seg(seg, 0x1000, 0x4242, 0x0102030405060708)` writes, as our struct.
+fn our_data() -> DataSeg {
+    DataSeg { byte_count: 0x1000, lkey: 0x4242, addr: 0x0102_0304_0506_0708 }
+}
+
+/// C declarations the PRM rows use: our encoded CQEs, and the header's writers.
+fn prm_preamble() -> String {
+    let array = |name: &str, bytes: &[u8]| {
+        let list: Vec<String> = bytes.iter().map(|b| format!("0x{b:02x}")).collect();
+        format!("static unsigned char {name}[{}] __attribute__((aligned(64))) = {{{}}};\n", bytes.len(), list.join(","))
+    };
+    let mut c = String::from("#include <endian.h>\n#include <string.h>\n");
+    c.push_str(&array("our_cqe", &our_cqe().to_bytes().expect("our CQE fits its fields")));
+    c.push_str(&array("our_err", &our_err_cqe().to_bytes().expect("our error CQE fits its fields")));
+    c.push_str(concat!(
+        "static unsigned long long be_bytes(const void *p, int off) {\n",
+        "    const unsigned char *b = p; unsigned long long v = 0;\n",
+        "    for (int i = 0; i < 8; i++) v = v << 8 | b[off + i];\n",
+        "    return v;\n}\n",
+        "static unsigned long long c_ctrl(int off) {\n",
+        "    struct mlx5_wqe_ctrl_seg s; memset(&s, 0, sizeof s);\n",
+        "    mlx5dv_set_ctrl_seg(&s, 0x1234, MLX5_OPCODE_UMR, 0x5a, 0xabcdef, 0x2a, 0x3f, 0x77, htobe32(0x11223344));\n",
+        "    return be_bytes(&s, off);\n}\n",
+        "static unsigned long long c_data(int off) {\n",
+        "    struct mlx5_wqe_data_seg s; memset(&s, 0, sizeof s);\n",
+        "    mlx5dv_set_data_seg(&s, 0x1000, 0x4242, 0x0102030405060708ULL);\n",
+        "    return be_bytes(&s, off);\n}\n",
+        "#define OUR_CQE ((struct mlx5_cqe64 *)(void *)our_cqe)\n",
+        "#define OUR_ERR ((struct mlx5_err_cqe *)(void *)our_err)\n",
+    ));
+    c
+}
+
+/// `(C expression, our value)` for the send WQE segments and CQEs.
+fn prm_table() -> Vec<(&'static str, u64)> {
+    macro_rules! size {
+        ($c:literal, $t:ty) => {
+            (concat!("sizeof(struct ", $c, ")"), <$t as Layout>::SIZE as u64)
+        };
+    }
+    macro_rules! at {
+        ($c:literal, $m:literal, $f:expr) => {
+            (concat!("offsetof(struct ", $c, ", ", $m, ")"), $f.byte_off() as u64)
+        };
+    }
+    macro_rules! val {
+        ($c:ident, $v:expr) => {
+            (stringify!($c), $v as u64)
+        };
+    }
+    let be8 = |b: &[u8]| b.iter().fold(0u64, |v, x| v << 8 | u64::from(*x));
+    let ctrl_bytes = our_ctrl().to_bytes().expect("our ctrl segment fits its fields");
+    let data_bytes = our_data().to_bytes().expect("our data segment fits its fields");
+    let ctrl_byte = |c: CtrlSeg| c.to_bytes().map(|b| b[11]).unwrap_or_default();
+    let mkc_byte = |m: MkeyContextSeg, at: usize| m.to_bytes().map(|b| b[at]).unwrap_or_default();
+    let m0 = MkeyContextSeg::default();
+    let c0 = CtrlSeg::default();
+    let inline_dword = InlineSeg { inline: true, byte_count: 0 }.to_bytes().map(u32::from_be_bytes).unwrap_or_default();
+    let (q, e) = (our_cqe(), our_err_cqe());
+    use wqe::{data, inline, klm, raddr, repeat_block, repeat_ent};
+    vec![
+        size!("mlx5_wqe_ctrl_seg", CtrlSeg),
+        at!("mlx5_wqe_ctrl_seg", "opmod_idx_opcode", ctrl::OPMOD),
+        at!("mlx5_wqe_ctrl_seg", "qpn_ds", ctrl::QPN),
+        at!("mlx5_wqe_ctrl_seg", "signature", ctrl::SIGNATURE),
+        at!("mlx5_wqe_ctrl_seg", "dci_stream_channel_id", ctrl::DCI_STREAM_CHANNEL_ID),
+        at!("mlx5_wqe_ctrl_seg", "fm_ce_se", ctrl::FM),
+        at!("mlx5_wqe_ctrl_seg", "imm", ctrl::IMM),
+        size!("mlx5_wqe_raddr_seg", wqe::RaddrSeg),
+        at!("mlx5_wqe_raddr_seg", "raddr", raddr::RADDR),
+        at!("mlx5_wqe_raddr_seg", "rkey", raddr::RKEY),
+        size!("mlx5_wqe_data_seg", DataSeg),
+        at!("mlx5_wqe_data_seg", "byte_count", data::BYTE_COUNT),
+        at!("mlx5_wqe_data_seg", "lkey", data::LKEY),
+        at!("mlx5_wqe_data_seg", "addr", data::ADDR),
+        size!("mlx5_wqe_inl_data_seg", InlineSeg),
+        at!("mlx5_wqe_inl_data_seg", "byte_count", inline::INLINE),
+        size!("mlx5_wqe_umr_ctrl_seg", wqe::UmrCtrlSeg),
+        at!("mlx5_wqe_umr_ctrl_seg", "flags", umr_ctrl::FLAGS),
+        at!("mlx5_wqe_umr_ctrl_seg", "klm_octowords", umr_ctrl::KLM_OCTOWORDS),
+        at!("mlx5_wqe_umr_ctrl_seg", "bsf_octowords", umr_ctrl::BSF_OCTOWORDS),
+        at!("mlx5_wqe_umr_ctrl_seg", "translation_offset", umr_ctrl::BSF_OCTOWORDS),
+        at!("mlx5_wqe_umr_ctrl_seg", "mkey_mask", umr_ctrl::MKEY_MASK),
+        size!("mlx5_wqe_mkey_context_seg", MkeyContextSeg),
+        at!("mlx5_wqe_mkey_context_seg", "free", mkc::FREE),
+        at!("mlx5_wqe_mkey_context_seg", "access_flags", mkc::A),
+        at!("mlx5_wqe_mkey_context_seg", "qpn_mkey", mkc::QPN),
+        at!("mlx5_wqe_mkey_context_seg", "flags_pd", mkc::LENGTH64),
+        at!("mlx5_wqe_mkey_context_seg", "start_addr", mkc::START_ADDR),
+        at!("mlx5_wqe_mkey_context_seg", "len", mkc::LEN),
+        at!("mlx5_wqe_mkey_context_seg", "bsf_octword_size", mkc::BSF_OCTWORD_SIZE),
+        at!("mlx5_wqe_mkey_context_seg", "translations_octword_size", mkc::TRANSLATIONS_OCTWORD_SIZE),
+        at!("mlx5_wqe_mkey_context_seg", "log_page_size", mkc::LOG_PAGE_SIZE),
+        size!("mlx5_wqe_umr_klm_seg", wqe::KlmSeg),
+        at!("mlx5_wqe_umr_klm_seg", "byte_count", klm::BYTE_COUNT),
+        at!("mlx5_wqe_umr_klm_seg", "mkey", klm::MKEY),
+        at!("mlx5_wqe_umr_klm_seg", "address", klm::ADDRESS),
+        size!("mlx5_wqe_umr_repeat_block_seg", wqe::RepeatBlockSeg),
+        at!("mlx5_wqe_umr_repeat_block_seg", "byte_count", repeat_block::BYTE_COUNT),
+        at!("mlx5_wqe_umr_repeat_block_seg", "op", repeat_block::OP),
+        at!("mlx5_wqe_umr_repeat_block_seg", "repeat_count", repeat_block::REPEAT_COUNT),
+        at!("mlx5_wqe_umr_repeat_block_seg", "num_ent", repeat_block::NUM_ENT),
+        ("offsetof(struct mlx5_wqe_umr_repeat_block_seg, entries)", repeat_block::SIZE as u64),
+        size!("mlx5_wqe_umr_repeat_ent_seg", wqe::RepeatEntSeg),
+        at!("mlx5_wqe_umr_repeat_ent_seg", "stride", repeat_ent::STRIDE),
+        at!("mlx5_wqe_umr_repeat_ent_seg", "byte_count", repeat_ent::BYTE_COUNT),
+        at!("mlx5_wqe_umr_repeat_ent_seg", "memkey", repeat_ent::MEMKEY),
+        at!("mlx5_wqe_umr_repeat_ent_seg", "va", repeat_ent::VA),
+        size!("mlx5_cqe64", Cqe64),
+        at!("mlx5_cqe64", "wqe_id", cqe::cqe64::WQE_ID),
+        at!("mlx5_cqe64", "ml_path", cqe::cqe64::ML_PATH),
+        at!("mlx5_cqe64", "slid", cqe::cqe64::SLID),
+        at!("mlx5_cqe64", "flags_rqpn", cqe::cqe64::FLAGS),
+        at!("mlx5_cqe64", "hds_ip_ext", cqe::cqe64::HDS_IP_EXT),
+        at!("mlx5_cqe64", "l4_hdr_type_etc", cqe::cqe64::L4_HDR_TYPE_ETC),
+        at!("mlx5_cqe64", "vlan_info", cqe::cqe64::VLAN_INFO),
+        at!("mlx5_cqe64", "srqn_uidx", cqe::cqe64::SRQN_UIDX),
+        at!("mlx5_cqe64", "imm_inval_pkey", cqe::cqe64::IMM_INVAL_PKEY),
+        at!("mlx5_cqe64", "app", cqe::cqe64::APP),
+        at!("mlx5_cqe64", "app_op", cqe::cqe64::APP_OP),
+        at!("mlx5_cqe64", "app_info", cqe::cqe64::APP_INFO),
+        at!("mlx5_cqe64", "byte_cnt", cqe::cqe64::BYTE_CNT),
+        at!("mlx5_cqe64", "timestamp", cqe::cqe64::TIMESTAMP),
+        at!("mlx5_cqe64", "sop_drop_qpn", cqe::cqe64::SOP_DROP),
+        at!("mlx5_cqe64", "wqe_counter", cqe::cqe64::WQE_COUNTER),
+        at!("mlx5_cqe64", "signature", cqe::cqe64::SIGNATURE),
+        at!("mlx5_cqe64", "op_own", cqe::cqe64::OPCODE),
+        size!("mlx5_err_cqe", ErrCqe),
+        at!("mlx5_err_cqe", "srqn", cqe::err::SRQN),
+        at!("mlx5_err_cqe", "vendor_err_synd", cqe::err::VENDOR_ERR_SYND),
+        at!("mlx5_err_cqe", "syndrome", cqe::err::SYNDROME),
+        at!("mlx5_err_cqe", "s_wqe_opcode_qpn", cqe::err::S_WQE_OPCODE),
+        at!("mlx5_err_cqe", "wqe_counter", cqe::err::WQE_COUNTER),
+        at!("mlx5_err_cqe", "signature", cqe::err::SIGNATURE),
+        at!("mlx5_err_cqe", "op_own", cqe::err::OPCODE),
+        // Send opcodes, CQE opcodes and syndromes.
+        val!(MLX5_OPCODE_NOP, wqe::opcode::NOP),
+        val!(MLX5_OPCODE_SEND_INVAL, wqe::opcode::SEND_INVAL),
+        val!(MLX5_OPCODE_RDMA_WRITE, wqe::opcode::RDMA_WRITE),
+        val!(MLX5_OPCODE_RDMA_WRITE_IMM, wqe::opcode::RDMA_WRITE_IMM),
+        val!(MLX5_OPCODE_SEND, wqe::opcode::SEND),
+        val!(MLX5_OPCODE_SEND_IMM, wqe::opcode::SEND_IMM),
+        val!(MLX5_OPCODE_TSO, wqe::opcode::TSO),
+        val!(MLX5_OPCODE_RDMA_READ, wqe::opcode::RDMA_READ),
+        val!(MLX5_OPCODE_ATOMIC_CS, wqe::opcode::ATOMIC_CS),
+        val!(MLX5_OPCODE_ATOMIC_FA, wqe::opcode::ATOMIC_FA),
+        val!(MLX5_OPCODE_ATOMIC_MASKED_CS, wqe::opcode::ATOMIC_MASKED_CS),
+        val!(MLX5_OPCODE_ATOMIC_MASKED_FA, wqe::opcode::ATOMIC_MASKED_FA),
+        val!(MLX5_OPCODE_FMR, wqe::opcode::FMR),
+        val!(MLX5_OPCODE_LOCAL_INVAL, wqe::opcode::LOCAL_INVAL),
+        val!(MLX5_OPCODE_CONFIG_CMD, wqe::opcode::CONFIG_CMD),
+        val!(MLX5_OPCODE_SET_PSV, wqe::opcode::SET_PSV),
+        val!(MLX5_OPCODE_UMR, wqe::opcode::UMR),
+        val!(MLX5_OPCODE_TAG_MATCHING, wqe::opcode::TAG_MATCHING),
+        val!(MLX5_OPCODE_FLOW_TBL_ACCESS, wqe::opcode::FLOW_TBL_ACCESS),
+        val!(MLX5_OPCODE_MMO, wqe::opcode::MMO),
+        val!(MLX5_CQE_OWNER_MASK, cqe::OWNER_MASK),
+        val!(MLX5_CQE_REQ, cqe::opcode::REQ),
+        val!(MLX5_CQE_RESP_WR_IMM, cqe::opcode::RESP_WR_IMM),
+        val!(MLX5_CQE_RESP_SEND, cqe::opcode::RESP_SEND),
+        val!(MLX5_CQE_RESP_SEND_IMM, cqe::opcode::RESP_SEND_IMM),
+        val!(MLX5_CQE_RESP_SEND_INV, cqe::opcode::RESP_SEND_INV),
+        val!(MLX5_CQE_RESIZE_CQ, cqe::opcode::RESIZE_CQ),
+        val!(MLX5_CQE_NO_PACKET, cqe::opcode::NO_PACKET),
+        val!(MLX5_CQE_SIG_ERR, cqe::opcode::SIG_ERR),
+        val!(MLX5_CQE_REQ_ERR, cqe::opcode::REQ_ERR),
+        val!(MLX5_CQE_RESP_ERR, cqe::opcode::RESP_ERR),
+        val!(MLX5_CQE_INVALID, cqe::opcode::INVALID),
+        val!(MLX5_CQE_SYNDROME_LOCAL_LENGTH_ERR, cqe::syndrome::LOCAL_LENGTH_ERR),
+        val!(MLX5_CQE_SYNDROME_LOCAL_QP_OP_ERR, cqe::syndrome::LOCAL_QP_OP_ERR),
+        val!(MLX5_CQE_SYNDROME_LOCAL_PROT_ERR, cqe::syndrome::LOCAL_PROT_ERR),
+        val!(MLX5_CQE_SYNDROME_WR_FLUSH_ERR, cqe::syndrome::WR_FLUSH_ERR),
+        val!(MLX5_CQE_SYNDROME_MW_BIND_ERR, cqe::syndrome::MW_BIND_ERR),
+        val!(MLX5_CQE_SYNDROME_BAD_RESP_ERR, cqe::syndrome::BAD_RESP_ERR),
+        val!(MLX5_CQE_SYNDROME_LOCAL_ACCESS_ERR, cqe::syndrome::LOCAL_ACCESS_ERR),
+        val!(MLX5_CQE_SYNDROME_REMOTE_INVAL_REQ_ERR, cqe::syndrome::REMOTE_INVAL_REQ_ERR),
+        val!(MLX5_CQE_SYNDROME_REMOTE_ACCESS_ERR, cqe::syndrome::REMOTE_ACCESS_ERR),
+        val!(MLX5_CQE_SYNDROME_REMOTE_OP_ERR, cqe::syndrome::REMOTE_OP_ERR),
+        val!(MLX5_CQE_SYNDROME_TRANSPORT_RETRY_EXC_ERR, cqe::syndrome::TRANSPORT_RETRY_EXC_ERR),
+        val!(MLX5_CQE_SYNDROME_RNR_RETRY_EXC_ERR, cqe::syndrome::RNR_RETRY_EXC_ERR),
+        val!(MLX5_CQE_SYNDROME_REMOTE_ABORTED_ERR, cqe::syndrome::REMOTE_ABORTED_ERR),
+        val!(MLX5_CQE_VENDOR_SYNDROME_ODP_PFAULT, cqe::syndrome::VENDOR_ODP_PFAULT),
+        // WQE constants and flag bits, as values and as the bytes our codecs write.
+        val!(MLX5_SEND_WQE_BB, wqe::SEND_WQE_BB),
+        val!(MLX5_SEND_WQE_SHIFT, wqe::SEND_WQE_SHIFT),
+        val!(MLX5_INLINE_SEG, wqe::INLINE_SEG),
+        val!(MLX5_INLINE_SEG, inline_dword),
+        val!(MLX5_INVALID_LKEY, wqe::INVALID_LKEY),
+        val!(MLX5_WQE_CTRL_CQ_UPDATE, ctrl::CQ_UPDATE),
+        val!(MLX5_WQE_CTRL_SOLICITED, ctrl::SOLICITED),
+        val!(MLX5_WQE_CTRL_FENCE, ctrl::FENCE),
+        val!(MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE, ctrl::INITIATOR_SMALL_FENCE),
+        val!(MLX5_WQE_CTRL_CQ_UPDATE, ctrl_byte(CtrlSeg { ce: ctrl::CE_CQ_UPDATE, ..c0 })),
+        val!(MLX5_WQE_CTRL_SOLICITED, ctrl_byte(CtrlSeg { se: true, ..c0 })),
+        val!(MLX5_WQE_CTRL_FENCE, ctrl_byte(CtrlSeg { fm: ctrl::fence::SMALL_AND_FENCE, ..c0 })),
+        val!(MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE, ctrl_byte(CtrlSeg { fm: ctrl::fence::INITIATOR_SMALL, ..c0 })),
+        val!(MLX5_WQE_UMR_CTRL_FLAG_INLINE, umr_ctrl::flags::INLINE),
+        val!(MLX5_WQE_UMR_CTRL_FLAG_CHECK_FREE, umr_ctrl::flags::CHECK_FREE),
+        val!(MLX5_WQE_UMR_CTRL_FLAG_TRNSLATION_OFFSET, umr_ctrl::flags::TRANSLATION_OFFSET),
+        val!(MLX5_WQE_UMR_CTRL_FLAG_CHECK_QPN, umr_ctrl::flags::CHECK_QPN),
+        val!(MLX5_WQE_UMR_CTRL_MKEY_MASK_LEN, umr_ctrl::mkey_mask::LEN),
+        val!(MLX5_WQE_UMR_CTRL_MKEY_MASK_START_ADDR, umr_ctrl::mkey_mask::START_ADDR),
+        val!(MLX5_WQE_UMR_CTRL_MKEY_MASK_SIG_ERR, umr_ctrl::mkey_mask::SIG_ERR),
+        val!(MLX5_WQE_UMR_CTRL_MKEY_MASK_BSF_ENABLE, umr_ctrl::mkey_mask::BSF_ENABLE),
+        val!(MLX5_WQE_UMR_CTRL_MKEY_MASK_MKEY, umr_ctrl::mkey_mask::MKEY),
+        val!(MLX5_WQE_UMR_CTRL_MKEY_MASK_QPN, umr_ctrl::mkey_mask::QPN),
+        val!(MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_LOCAL_WRITE, umr_ctrl::mkey_mask::ACCESS_LOCAL_WRITE),
+        val!(MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_READ, umr_ctrl::mkey_mask::ACCESS_REMOTE_READ),
+        val!(MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_WRITE, umr_ctrl::mkey_mask::ACCESS_REMOTE_WRITE),
+        val!(MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_ATOMIC, umr_ctrl::mkey_mask::ACCESS_ATOMIC),
+        val!(MLX5_WQE_UMR_CTRL_MKEY_MASK_FREE, umr_ctrl::mkey_mask::FREE),
+        val!(MLX5_WQE_MKEY_CONTEXT_FREE, wqe::mkey_context::FREE),
+        val!(MLX5_WQE_MKEY_CONTEXT_FREE, mkc_byte(MkeyContextSeg { free: true, ..m0 }, 0)),
+        val!(MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_ATOMIC, mkc_byte(MkeyContextSeg { a: true, ..m0 }, 2)),
+        val!(MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_WRITE, mkc_byte(MkeyContextSeg { rw: true, ..m0 }, 2)),
+        val!(MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_READ, mkc_byte(MkeyContextSeg { rr: true, ..m0 }, 2)),
+        val!(MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_LOCAL_WRITE, mkc_byte(MkeyContextSeg { lw: true, ..m0 }, 2)),
+        val!(MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_LOCAL_READ, mkc_byte(MkeyContextSeg { lr: true, ..m0 }, 2)),
+        // The header's writers produce our bytes; its readers read our CQEs.
+        ("c_ctrl(0)", be8(&ctrl_bytes[..8])),
+        ("c_ctrl(8)", be8(&ctrl_bytes[8..])),
+        ("c_data(0)", be8(&data_bytes[..8])),
+        ("c_data(8)", be8(&data_bytes[8..])),
+        ("mlx5dv_get_cqe_opcode(OUR_CQE)", q.opcode as u64),
+        ("mlx5dv_get_cqe_owner(OUR_CQE)", q.owner as u64),
+        ("mlx5dv_get_cqe_se(OUR_CQE)", q.se as u64),
+        ("mlx5dv_get_cqe_format(OUR_CQE)", q.format as u64),
+        ("be32toh(OUR_CQE->byte_cnt)", q.byte_cnt as u64),
+        ("be16toh(OUR_CQE->wqe_counter)", q.wqe_counter as u64),
+        ("be32toh(OUR_CQE->sop_drop_qpn) & 0xffffff", q.qpn as u64),
+        ("be32toh(OUR_CQE->imm_inval_pkey)", q.imm_inval_pkey as u64),
+        ("mlx5dv_get_cqe_opcode((struct mlx5_cqe64 *)OUR_ERR)", e.opcode as u64),
+        ("OUR_ERR->syndrome", e.syndrome as u64),
+        ("OUR_ERR->vendor_err_synd", e.vendor_err_synd as u64),
+        ("be32toh(OUR_ERR->s_wqe_opcode_qpn) >> 24", e.s_wqe_opcode as u64),
+        ("be32toh(OUR_ERR->s_wqe_opcode_qpn) & 0xffffff", e.qpn as u64),
+        ("be16toh(OUR_ERR->wqe_counter)", e.wqe_counter as u64),
+        ("OUR_CQE->op_own", q.op_own() as u64),
+    ]
+}
+
 #[test]
 fn mirrored_layouts_and_constants_equal_the_installed_headers() {
-    let rows = table();
-    let mut c =
-        String::from("#include <infiniband/mlx5dv.h>\n#include <stddef.h>\n#include <stdio.h>\nint main(void) {\n");
+    let mut rows = table();
+    rows.extend(prm_table());
+    let mut c = String::from("#include <infiniband/mlx5dv.h>\n#include <stddef.h>\n#include <stdio.h>\n");
+    c.push_str(&prm_preamble());
+    c.push_str("int main(void) {\n");
     for (expr, _) in &rows {
         c.push_str(&format!("    printf(\"%llu\\n\", (unsigned long long)({expr}));\n"));
     }
