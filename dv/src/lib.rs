@@ -61,6 +61,7 @@ mod error;
 mod handle;
 mod layer;
 pub mod prm;
+pub mod probe;
 pub mod profile;
 mod sim_control;
 

@@ -94,9 +94,9 @@ impl HwBackend {
         Ok(b)
     }
 
-    /// What the libraries offer, and the first mlx5 device's caps as `ibv_open_device` and
-    /// `mlx5dv_query_device` report them. The kernel's features stay unknown: user space
-    /// cannot read them without exercising the behaviour under test.
+    /// What the libraries offer, the first mlx5 device's caps as `ibv_open_device` and
+    /// `mlx5dv_query_device` report them, and the kernel's features as probes find them (a
+    /// DEVX open, an `UPDATE_TAG` mkey, a `SIG_PIPELINING` QP): user space cannot read them.
     fn probe_caps(&mut self) -> mlx5_dv::Caps {
         let mut caps = mlx5_dv::Caps::default();
         caps.library.rdma_core = Some(self.lib.rdma_core_version().to_string());
@@ -116,6 +116,7 @@ impl HwBackend {
                 caps.device.crypto = q.crypto_caps;
             }
             let _ = self.close_device(ctx);
+            caps.kernel = mlx5_dv::probe::kernel_facts(self, &dev);
         }
         caps
     }
@@ -555,49 +556,6 @@ impl HwBackend {
     /// The `ibv_context` behind a live handle, for commands this crate issues itself.
     pub(crate) fn raw_context(&self, ctx: ContextHandle) -> Result<*mut ibv_context> {
         self.ctx_ptr(ctx, Op::Backend)
-    }
-}
-
-/// Try to create an RC QP with `MLX5DV_QP_CREATE_SIG_PIPELINING`; true if the provider and
-/// kernel allow it.
-///
-/// # Safety
-/// `ctx` must be an open context of `lib`'s provider.
-pub(crate) unsafe fn try_sig_pipelining_qp(lib: &Mlx5Lib, ctx: *mut ibv_context) -> bool {
-    use rdma_sys::{
-        ibv_create_cq, ibv_destroy_cq, ibv_destroy_qp, ibv_qp_cap, ibv_qp_init_attr_ex, ibv_qp_init_attr_mask,
-        ibv_qp_type,
-    };
-    let Ok(create_qp) = &lib.dv.mlx5dv_create_qp else { return false };
-    // SAFETY (whole body): ctx is open; each object is destroyed before returning.
-    unsafe {
-        let pd = ibv_alloc_pd(ctx);
-        if pd.is_null() {
-            return false;
-        }
-        let cq = ibv_create_cq(ctx, 16, ptr::null_mut(), ptr::null_mut(), 0);
-        if cq.is_null() {
-            ibv_dealloc_pd(pd);
-            return false;
-        }
-        let mut init: ibv_qp_init_attr_ex = std::mem::zeroed();
-        init.qp_type = ibv_qp_type::IBV_QPT_RC;
-        init.send_cq = cq;
-        init.recv_cq = cq;
-        init.cap = ibv_qp_cap { max_send_wr: 1, max_recv_wr: 1, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
-        init.pd = pd;
-        init.comp_mask = ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_PD.0;
-        let mut dv: mlx5dv_qp_init_attr = std::mem::zeroed();
-        dv.comp_mask = mlx5dv_qp_init_attr_mask::MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS as u64;
-        dv.create_flags = mlx5dv_qp_create_flags::MLX5DV_QP_CREATE_SIG_PIPELINING;
-        let qp = create_qp(ctx, &mut init, &mut dv);
-        let ok = !qp.is_null();
-        if ok {
-            ibv_destroy_qp(qp);
-        }
-        ibv_destroy_cq(cq);
-        ibv_dealloc_pd(pd);
-        ok
     }
 }
 

@@ -10,7 +10,7 @@ use mlx5_dv::prelude::*;
 use mlx5_dv::prm::{self, Field, cmd_hca_cap as c, crypto_caps as k, opcode, query_hca_cap as q};
 use mlx5_dv::profile::Profile;
 use mlx5_dv::profile::{CryptoCapSection, DeviceSection, GeneralObjType, HcaCapSection, KernelSection, LinkLayer};
-use mlx5_dv::{Backend, ContextAttr, DeviceKind, Error, MkeyInitAttr, MkeyInitFlags, Op, Result};
+use mlx5_dv::{Backend, ContextAttr, DeviceKind, Error, Op, Result};
 
 use crate::HwBackend;
 
@@ -37,8 +37,8 @@ pub fn capture(b: &mut HwBackend) -> Result<Profile> {
         }
     };
     let port = devx_ctx.and_then(|ctx| b.query_port(ctx, 1).ok());
-    let mkey_update_tag = probe_update_tag(b, &dev);
-    let sqd2rts = crate::capture::probe_sqd2rts(b, &dev);
+    let mkey_update_tag = mlx5_dv::probe::mkey_update_tag(b, &dev).unwrap_or(false);
+    let sqd2rts = mlx5_dv::probe::sqd2rts(b, &dev).unwrap_or(false);
     if let Some(ctx) = devx_ctx {
         let _ = b.close_device(ctx);
     }
@@ -140,27 +140,4 @@ fn read_caps(b: &mut HwBackend, ctx: mlx5_dv::ContextHandle) -> Result<(HcaCapSe
         CryptoCapSection::default()
     };
     Ok((hca, crypto))
-}
-
-/// Tag update is granted iff an `INDIRECT | UPDATE_TAG` mkey can be created.
-fn probe_update_tag(b: &mut HwBackend, dev: &str) -> bool {
-    let Ok(ctx) = b.open_ibv_device(dev) else { return false };
-    let ok = b.alloc_pd(ctx).is_ok_and(|pd| {
-        let attr =
-            MkeyInitAttr { pd, create_flags: MkeyInitFlags::INDIRECT | MkeyInitFlags::UPDATE_TAG, max_entries: 4 };
-        b.create_mkey(&attr).is_ok_and(|m| b.destroy_mkey(&m).is_ok())
-    });
-    let _ = b.close_device(ctx);
-    ok
-}
-
-/// SQD→RTS is granted iff an RC QP with `MLX5DV_QP_CREATE_SIG_PIPELINING` can be created.
-pub(crate) fn probe_sqd2rts(b: &mut HwBackend, dev: &str) -> bool {
-    let Ok(ctx) = b.open_ibv_device(dev) else { return false };
-    let ok = b.raw_context(ctx).is_ok_and(|ptr| {
-        // SAFETY: ptr is an open context; every object created here is destroyed here.
-        unsafe { crate::backend::try_sig_pipelining_qp(b.lib(), ptr) }
-    });
-    let _ = b.close_device(ctx);
-    ok
 }

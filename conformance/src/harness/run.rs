@@ -79,8 +79,14 @@ impl Target {
     pub fn probe(&self) -> (Env, std::collections::BTreeMap<String, String>) {
         match self.instance() {
             Ok(mut b) => {
-                let facts = b.info().facts;
-                (Env::probe(b.as_mut()), facts)
+                let mut facts = b.info().facts;
+                let env = Env::probe(b.as_mut());
+                let k = env.caps.kernel;
+                for (name, fact) in [("devx", k.devx), ("mkey_update_tag", k.mkey_update_tag), ("sqd2rts", k.sqd2rts)] {
+                    let said = fact.map_or("unknown", |on| if on { "yes" } else { "no" });
+                    facts.insert(format!("kernel.{name}"), said.to_string());
+                }
+                (env, facts)
             }
             Err(why) => (Env { unavailable: Some(why), ..Env::default() }, Default::default()),
         }

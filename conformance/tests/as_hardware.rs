@@ -1,0 +1,85 @@
+//! The suite on a simulator presented exactly as the hw backend presents itself: no simulator
+//! control, and kernel facts only from the probes a hw backend runs when it opens. Everything
+//! but the simulator-only cases must still run, or a qualification run on a real card would
+//! look green while it skipped the cases that matter.
+
+use mlx5_conformance::{Outcome, Target, run_target, suite};
+use mlx5_dv::{Caps, KernelFacts, Layer, Wrapped, probe};
+use mlx5_sim::{Profile, ShippedProfiles, Simulator};
+
+/// What the hw backend can know: the caps `mlx5dv_query_device` reports and the probed kernel
+/// facts; never simulator control.
+struct AsHardware {
+    kernel: KernelFacts,
+}
+
+impl Layer for AsHardware {
+    fn caps(&self, inner: Caps) -> Caps {
+        let mut caps = Caps::default();
+        caps.device.sig = inner.device.sig;
+        caps.device.crypto = inner.device.crypto;
+        caps.kernel = self.kernel;
+        caps
+    }
+
+    fn pass_sim_control(&self) -> bool {
+        false
+    }
+}
+
+fn probed(profile: &Profile) -> KernelFacts {
+    let mut sim = Simulator::new(profile.clone()).expect("the profile builds");
+    probe::kernel_facts(&mut sim, &profile.device.name)
+}
+
+#[test]
+fn the_probes_find_what_each_profile_grants() {
+    for name in Profile::builtin_names() {
+        let p = Profile::builtin(name).unwrap();
+        let k = probed(&p);
+        assert_eq!(k.devx, Some(p.kernel.devx), "{name}: DEVX");
+        let tag = if p.kernel.devx { Some(p.kernel.mkey_update_tag) } else { None };
+        assert_eq!(k.mkey_update_tag, tag, "{name}: tag update (known only with DEVX)");
+        assert_eq!(k.sqd2rts, Some(p.kernel.sqd2rts), "{name}: SQD->RTS");
+    }
+}
+
+#[test]
+fn a_hardware_like_backend_loses_only_the_simulator_only_cases() {
+    for name in ["cx6dx", "cx7"] {
+        let p = Profile::builtin(name).unwrap();
+        let kernel = probed(&p);
+        let target = Target::new(
+            "hw-like",
+            Some(name.to_string()),
+            Box::new(move || {
+                let inner = Simulator::new(p.clone()).map_err(|e| e.to_string())?;
+                Ok(Box::new(Wrapped::new(AsHardware { kernel }, inner)) as Box<dyn mlx5_dv::Backend>)
+            }),
+        );
+        let report = run_target(&target, &suite());
+        let failed: Vec<_> = report.cases.iter().filter(|c| c.outcome == Outcome::Fail).map(|c| &c.name).collect();
+        assert!(failed.is_empty(), "{name}: {failed:?}");
+        // What may still skip: the simulator-only cases (fault injection, command and WQE
+        // logs) and cases for devices with the opposite caps. Never a kernel fact left unknown.
+        let unknown: Vec<_> = report
+            .cases
+            .iter()
+            .filter(|c| c.outcome == Outcome::Skip && c.detail.contains("cannot tell"))
+            .map(|c| (&c.name, &c.detail))
+            .collect();
+        assert!(unknown.is_empty(), "{name}: skipped for want of a kernel fact: {unknown:#?}");
+        // Presented as hardware, the suite loses the simulator-only cases and nothing else.
+        let plain = run_target(&Target::sim(Profile::builtin(name).unwrap()), &suite());
+        let lost: Vec<_> = report
+            .cases
+            .iter()
+            .zip(&plain.cases)
+            .filter(|(h, s)| h.outcome == Outcome::Skip && s.outcome != Outcome::Skip)
+            .filter(|(h, _)| !h.detail.contains("needs simulator control"))
+            .map(|(h, _)| (&h.name, &h.detail))
+            .collect();
+        assert!(lost.is_empty(), "{name}: skipped only when presented as hardware: {lost:#?}");
+        assert!(report.summary.passed >= 80, "{name}: {} cases ran", report.summary.passed);
+    }
+}
