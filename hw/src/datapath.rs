@@ -97,6 +97,10 @@ impl HwBackend {
             let p = self.objs.pds.get(pd, op)?;
             (p.ptr, p.ctx)
         };
+        // ib_umem_get refuses a range whose end wraps (EINVAL) before it looks at the pages.
+        if addr.checked_add(length).is_none() {
+            return Err(Error::new(op, EINVAL, format!("[0x{addr:x}, +{length}) wraps the address space")));
+        }
         // Only this backend's buffers may be registered, so RDMA never reaches other memory.
         let buf = self
             .objs
@@ -407,12 +411,18 @@ impl HwBackend {
             if w.is_mlx5dv_mkey_op() && mqpx.is_null() {
                 return Err(Error::new(op, EOPNOTSUPP, "the QP was created without mlx5dv send ops"));
             }
+            // The C setters take a 16-bit count; a longer list exceeds every entry limit.
+            if layout_len(w).is_some_and(|n| u16::try_from(n).is_err()) {
+                return Err(Error::new(op, ENOMEM, "a layout of more than 65535 entries exceeds the mkey's entries"));
+            }
         }
         let mut mkeys = mkeys.into_iter();
         // SAFETY (whole chain): qpx and mqpx belong to a live QP; every pointer passed below
         // points into vectors that outlive ibv_wr_complete.
         unsafe {
             ibv_wr_start(qpx);
+            // The first setter whose op the QP lacks (a NULL pointer in mlx5dv_qp_ex).
+            let mut missing_op: Option<c_int> = None;
             let mut keep: Vec<Vec<ibv_sge>> = Vec::new();
             let mut keep_il: Vec<Vec<mlx5dv_mr_interleaved>> = Vec::new();
             for w in ops {
@@ -455,50 +465,63 @@ impl HwBackend {
                     WrOp::MkeyConfigure { num_setters, conf_flags, comp_mask, .. } => {
                         let mut attr = mlx5dv_mkey_conf_attr { conf_flags: *conf_flags, comp_mask: *comp_mask };
                         let m = next_mkey(&mut mkeys);
-                        let _ = inline::wr_mkey_configure(mqpx, m, *num_setters, &mut attr);
+                        note(&mut missing_op, inline::wr_mkey_configure(mqpx, m, *num_setters, &mut attr));
                     }
                     WrOp::SetMkeyAccessFlags(a) => {
-                        let _ = inline::wr_set_mkey_access_flags(mqpx, *a);
+                        note(&mut missing_op, inline::wr_set_mkey_access_flags(mqpx, *a));
                     }
                     WrOp::SetMkeySigBlock(attr) => {
                         let c = CSigAttr::new(attr);
-                        let _ = inline::wr_set_mkey_sig_block(mqpx, c.attr());
+                        note(&mut missing_op, inline::wr_set_mkey_sig_block(mqpx, c.attr()));
                     }
                     WrOp::SetMkeyLayoutList(sge) => {
                         keep.push(to_c_sges(sge));
                         if let Some(v) = keep.last() {
-                            let _ = inline::wr_set_mkey_layout_list(mqpx, v.len() as u16, v.as_ptr());
+                            note(&mut missing_op, inline::wr_set_mkey_layout_list(mqpx, count16(v.len()), v.as_ptr()));
                         }
                     }
                     WrOp::SetMkeyLayoutInterleaved { repeat_count, entries } => {
                         keep_il.push(to_c_interleaved(entries));
                         if let Some(v) = keep_il.last() {
-                            let _ =
-                                inline::wr_set_mkey_layout_interleaved(mqpx, *repeat_count, v.len() as u16, v.as_ptr());
+                            let r = inline::wr_set_mkey_layout_interleaved(
+                                mqpx,
+                                *repeat_count,
+                                count16(v.len()),
+                                v.as_ptr(),
+                            );
+                            note(&mut missing_op, r);
                         }
                     }
                     WrOp::MrList { access, sge, .. } => {
                         let m = next_mkey(&mut mkeys);
                         keep.push(to_c_sges(sge));
                         if let Some(v) = keep.last_mut() {
-                            let _ = inline::wr_mr_list(mqpx, m, *access, v.len() as u16, v.as_mut_ptr());
+                            note(
+                                &mut missing_op,
+                                inline::wr_mr_list(mqpx, m, *access, count16(v.len()), v.as_mut_ptr()),
+                            );
                         }
                     }
                     WrOp::MrInterleaved { access, repeat_count, entries, .. } => {
                         let m = next_mkey(&mut mkeys);
                         keep_il.push(to_c_interleaved(entries));
                         if let Some(v) = keep_il.last_mut() {
-                            let _ = inline::wr_mr_interleaved(
+                            let r = inline::wr_mr_interleaved(
                                 mqpx,
                                 m,
                                 *access,
                                 *repeat_count,
-                                v.len() as u16,
+                                count16(v.len()),
                                 v.as_mut_ptr(),
                             );
+                            note(&mut missing_op, r);
                         }
                     }
                 }
+            }
+            if let Some(e) = missing_op {
+                ibv_wr_abort(qpx);
+                return Err(Error::new(op, e, "a setter of the chain is missing from the QP's mlx5dv ops"));
             }
             let rc = ibv_wr_complete(qpx);
             c_call(op, rc, "ibv_wr_complete")
@@ -657,5 +680,49 @@ impl CSigAttr {
 
     fn attr(&self) -> *const mlx5dv_sig_block_attr {
         &self.attr
+    }
+}
+
+/// Keep the first missing-op error of a chain.
+fn note(first: &mut Option<c_int>, r: std::result::Result<(), c_int>) {
+    if let (None, Err(e)) = (&first, r) {
+        *first = Some(e);
+    }
+}
+
+/// A list length as the C setters take it; lengths over 65535 were refused before the chain.
+fn count16(n: usize) -> u16 {
+    u16::try_from(n).unwrap_or(u16::MAX)
+}
+
+/// The number of entries a layout op passes, if it is one.
+fn layout_len(w: &WrOp) -> Option<usize> {
+    match w {
+        WrOp::SetMkeyLayoutList(v) | WrOp::MrList { sge: v, .. } => Some(v.len()),
+        WrOp::SetMkeyLayoutInterleaved { entries, .. } | WrOp::MrInterleaved { entries, .. } => Some(entries.len()),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod chain_tests {
+    use super::*;
+
+    #[test]
+    fn the_first_missing_op_is_kept() {
+        let mut first = None;
+        note(&mut first, Ok(()));
+        note(&mut first, Err(EOPNOTSUPP));
+        note(&mut first, Err(EINVAL));
+        assert_eq!(first, Some(EOPNOTSUPP));
+    }
+
+    #[test]
+    fn long_layouts_are_recognised_before_any_narrowing() {
+        let long = WrOp::SetMkeyLayoutList(vec![mlx5_dv::Sge::default(); 65536]);
+        assert_eq!(layout_len(&long), Some(65536));
+        assert!(u16::try_from(65536usize).is_err());
+        assert_eq!(count16(65535), 65535);
+        assert_eq!(layout_len(&WrOp::SetMkeyAccessFlags(0)), None);
     }
 }
