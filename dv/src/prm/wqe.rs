@@ -8,11 +8,13 @@
 use super::view::layout;
 
 pub mod bsf;
+pub mod compose;
 mod umr;
 
 pub use umr::{klm, mkey_context, repeat_block, repeat_ent, umr_ctrl};
 
 pub use bsf::{Bsf, BsfBasic, BsfExt, BsfInl};
+pub use compose::{Payload, SendWqe, Translation, WqeBody};
 pub use ctrl::CtrlSeg;
 pub use data::DataSeg;
 pub use inline::InlineSeg;
