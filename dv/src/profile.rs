@@ -347,11 +347,9 @@ impl Profile {
     /// trailing number counted up (`mlx5_0`, `mlx5_1`).
     pub fn device_names(&self) -> Vec<String> {
         let name = &self.device.name;
-        let digits = name.len() - name.trim_end_matches(|c: char| c.is_ascii_digit()).len();
-        let (stem, num) = name.split_at(name.len() - digits);
-        let first: u32 = num.parse().unwrap_or(0);
-        (0..u32::from(self.device.count.max(1)))
-            .map(|i| if i == 0 { name.clone() } else { format!("{stem}{}", first + i) })
+        let (stem, first) = split_device_name(name);
+        (0..u64::from(self.device.count.max(1)))
+            .map(|i| if i == 0 { name.clone() } else { format!("{stem}{}", first.saturating_add(i)) })
             .collect()
     }
 
@@ -379,8 +377,35 @@ impl Profile {
         if self.hca_cap.log_max_klm_list_size > 63 || self.crypto_cap.log_max_num_deks > 31 {
             return Err("hca_cap.log_max_klm_list_size must fit 6 bits and crypto_cap.log_max_num_deks 5 bits".into());
         }
+        let (_, first) = split_device_name(&self.device.name);
+        let last = first.checked_add(u64::from(self.device.count.saturating_sub(1)));
+        if last.is_none_or(|last| last > u64::from(u32::MAX)) {
+            return Err(format!("device.name `{}` numbers its devices past 2^32", self.device.name));
+        }
+        let d = &self.datapath;
+        let bounded = [
+            ("hca_cap.log_max_mkey", u64::from(self.hca_cap.log_max_mkey), 4, 24, 1),
+            ("datapath.max_sq_desc_sz", u64::from(d.max_sq_desc_sz), 64, 65536, 64),
+            ("datapath.max_rq_desc_sz", u64::from(d.max_rq_desc_sz), 16, 65536, 16),
+            ("datapath.max_qp_wr", u64::from(d.max_qp_wr), 1, 1 << 24, 1),
+            ("device.active_mtu", u64::from(self.device.active_mtu), 1, 5, 1),
+        ];
+        for (key, value, min, max, unit) in bounded {
+            if !(min..=max).contains(&value) || value % unit != 0 {
+                let unit = if unit > 1 { format!(", a multiple of {unit}") } else { String::new() };
+                return Err(format!("{key} = {value} is outside {min}..={max}{unit}"));
+            }
+        }
         Ok(())
     }
+}
+
+/// A device name's stem and trailing number (`mlx5_` and 4); no number or an unreadable one
+/// counts as 0.
+fn split_device_name(name: &str) -> (&str, u64) {
+    let digits = name.len() - name.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    let (stem, num) = name.split_at(name.len() - digits);
+    (stem, if num.is_empty() { 0 } else { num.parse().unwrap_or(u64::MAX) })
 }
 
 fn merged_value(text: &str, origin: &str, bases: Bases, depth: u32) -> Result<toml::Table, ProfileError> {

@@ -106,6 +106,29 @@ mod tests {
     }
 
     #[test]
+    fn limits_out_of_range_are_load_errors_that_name_the_key() {
+        for (table, key, value) in [
+            ("datapath", "max_qp_wr", "4294967295"),
+            ("datapath", "max_qp_wr", "0"),
+            ("datapath", "max_rq_desc_sz", "0"),
+            ("datapath", "max_sq_desc_sz", "4294967295"),
+            ("datapath", "max_sq_desc_sz", "100"),
+            ("hca_cap", "log_max_mkey", "0"),
+            ("device", "active_mtu", "9"),
+        ] {
+            let text = format!("extends = \"cx5\"\n[{table}]\n{key} = {value}\n");
+            let e = Profile::load(&text, "x").expect_err(&format!("{key} = {value} must not load"));
+            assert!(e.message.contains(key), "{key}: {e}");
+        }
+        for name in ["mlx5_4294967295", "mlx5_99999999999999999999"] {
+            let text = format!("extends = \"cx5\"\n[device]\nname = \"{name}\"\n");
+            assert!(Profile::load(&text, "x").is_err(), "{name} numbers two devices past u32");
+        }
+        let text = "extends = \"cx5\"\n[device]\nname = \"mlx5_4294967295\"\ncount = 1\n";
+        assert_eq!(Profile::load(text, "x").map(|p| p.device_names()).ok(), Some(vec!["mlx5_4294967295".to_string()]));
+    }
+
+    #[test]
     fn a_typo_is_an_error_that_names_the_key() {
         let text = "extends = \"cx5\"\nname = \"x\"\n[kernel]\nmkey_updte_tag = true\n";
         let e = Profile::load(text, "typo.toml").expect_err("a typo must not load");
