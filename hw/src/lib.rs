@@ -17,6 +17,7 @@ mod datapath;
 pub mod inline;
 mod lib_mlx5;
 mod objects;
+mod wqe;
 pub mod sys;
 
 pub use backend::{HwBackend, HwConfig};
