@@ -32,7 +32,7 @@ pub struct DeviceDesc {
 
 bitflags! {
     /// `mlx5dv_context_attr.flags` (`enum mlx5dv_context_attr_flags`).
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
     pub struct ContextFlags: u32 {
         /// `MLX5DV_CONTEXT_FLAGS_DEVX`: ask for a DEVX-capable context.
         const DEVX = 1 << 0;

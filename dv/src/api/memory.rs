@@ -19,7 +19,7 @@ pub struct Buf {
 
 bitflags! {
     /// `enum ibv_access_flags`.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
     pub struct AccessFlags: u32 {
         /// `IBV_ACCESS_LOCAL_WRITE`.
         const LOCAL_WRITE = 1 << 0;

@@ -8,7 +8,7 @@ use crate::handle::{MkeyHandle, PdHandle};
 
 bitflags! {
     /// `mlx5dv_mkey_init_attr.create_flags` (`enum mlx5dv_mkey_init_attr_flags`).
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
     pub struct MkeyInitFlags: u32 {
         /// `MLX5DV_MKEY_INIT_ATTR_FLAGS_INDIRECT`.
         const INDIRECT = 1 << 0;

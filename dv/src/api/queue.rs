@@ -1,5 +1,6 @@
 //! CQs, QPs, their state changes, posting and polling.
 
+use bitflags::bitflags;
 use serde::{Deserialize, Serialize};
 
 use super::context::{Gid, PortAttr, link_layer};
@@ -33,69 +34,160 @@ pub mod qp_type {
     pub const DRIVER: u32 = 0xff;
 }
 
-/// `enum ibv_qp_create_send_ops_flags` (`IBV_QP_EX_WITH_*`).
-pub mod send_ops {
-    /// `IBV_QP_EX_WITH_RDMA_WRITE`.
-    pub const RDMA_WRITE: u64 = 1 << 0;
-    /// `IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM`.
-    pub const RDMA_WRITE_WITH_IMM: u64 = 1 << 1;
-    /// `IBV_QP_EX_WITH_SEND`.
-    pub const SEND: u64 = 1 << 2;
-    /// `IBV_QP_EX_WITH_SEND_WITH_IMM`.
-    pub const SEND_WITH_IMM: u64 = 1 << 3;
-    /// `IBV_QP_EX_WITH_RDMA_READ`.
-    pub const RDMA_READ: u64 = 1 << 4;
-    /// `IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP`.
-    pub const ATOMIC_CMP_AND_SWP: u64 = 1 << 5;
-    /// `IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD`.
-    pub const ATOMIC_FETCH_AND_ADD: u64 = 1 << 6;
-    /// `IBV_QP_EX_WITH_LOCAL_INV`.
-    pub const LOCAL_INV: u64 = 1 << 7;
-    /// `IBV_QP_EX_WITH_BIND_MW`.
-    pub const BIND_MW: u64 = 1 << 8;
-    /// `IBV_QP_EX_WITH_SEND_WITH_INV`.
-    pub const SEND_WITH_INV: u64 = 1 << 9;
-    /// `IBV_QP_EX_WITH_TSO`.
-    pub const TSO: u64 = 1 << 10;
-    /// The operations this API posts on RC QPs.
-    pub const RC_DEFAULT: u64 =
-        RDMA_WRITE | RDMA_WRITE_WITH_IMM | SEND | SEND_WITH_IMM | RDMA_READ | LOCAL_INV | SEND_WITH_INV;
+bitflags! {
+    /// `enum ibv_qp_create_send_ops_flags` (`IBV_QP_EX_WITH_*`).
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    pub struct SendOpsFlags: u64 {
+        /// `IBV_QP_EX_WITH_RDMA_WRITE`.
+        const RDMA_WRITE = 1 << 0;
+        /// `IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM`.
+        const RDMA_WRITE_WITH_IMM = 1 << 1;
+        /// `IBV_QP_EX_WITH_SEND`.
+        const SEND = 1 << 2;
+        /// `IBV_QP_EX_WITH_SEND_WITH_IMM`.
+        const SEND_WITH_IMM = 1 << 3;
+        /// `IBV_QP_EX_WITH_RDMA_READ`.
+        const RDMA_READ = 1 << 4;
+        /// `IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP`.
+        const ATOMIC_CMP_AND_SWP = 1 << 5;
+        /// `IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD`.
+        const ATOMIC_FETCH_AND_ADD = 1 << 6;
+        /// `IBV_QP_EX_WITH_LOCAL_INV`.
+        const LOCAL_INV = 1 << 7;
+        /// `IBV_QP_EX_WITH_BIND_MW`.
+        const BIND_MW = 1 << 8;
+        /// `IBV_QP_EX_WITH_SEND_WITH_INV`.
+        const SEND_WITH_INV = 1 << 9;
+        /// `IBV_QP_EX_WITH_TSO`.
+        const TSO = 1 << 10;
+    }
 }
 
-/// `mlx5dv_qp_init_attr` masks and flags.
+/// `IBV_QP_EX_WITH_*` by their C names, as [`SendOpsFlags`].
+pub mod send_ops {
+    use super::SendOpsFlags as F;
+
+    /// `IBV_QP_EX_WITH_RDMA_WRITE`.
+    pub const RDMA_WRITE: F = F::RDMA_WRITE;
+    /// `IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM`.
+    pub const RDMA_WRITE_WITH_IMM: F = F::RDMA_WRITE_WITH_IMM;
+    /// `IBV_QP_EX_WITH_SEND`.
+    pub const SEND: F = F::SEND;
+    /// `IBV_QP_EX_WITH_SEND_WITH_IMM`.
+    pub const SEND_WITH_IMM: F = F::SEND_WITH_IMM;
+    /// `IBV_QP_EX_WITH_RDMA_READ`.
+    pub const RDMA_READ: F = F::RDMA_READ;
+    /// `IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP`.
+    pub const ATOMIC_CMP_AND_SWP: F = F::ATOMIC_CMP_AND_SWP;
+    /// `IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD`.
+    pub const ATOMIC_FETCH_AND_ADD: F = F::ATOMIC_FETCH_AND_ADD;
+    /// `IBV_QP_EX_WITH_LOCAL_INV`.
+    pub const LOCAL_INV: F = F::LOCAL_INV;
+    /// `IBV_QP_EX_WITH_BIND_MW`.
+    pub const BIND_MW: F = F::BIND_MW;
+    /// `IBV_QP_EX_WITH_SEND_WITH_INV`.
+    pub const SEND_WITH_INV: F = F::SEND_WITH_INV;
+    /// `IBV_QP_EX_WITH_TSO`.
+    pub const TSO: F = F::TSO;
+    /// The operations this API posts on RC QPs.
+    pub const RC_DEFAULT: F = F::RDMA_WRITE
+        .union(F::RDMA_WRITE_WITH_IMM)
+        .union(F::SEND)
+        .union(F::SEND_WITH_IMM)
+        .union(F::RDMA_READ)
+        .union(F::LOCAL_INV)
+        .union(F::SEND_WITH_INV);
+}
+
+bitflags! {
+    /// `mlx5dv_qp_init_attr.comp_mask` (`MLX5DV_QP_INIT_ATTR_MASK_*`).
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    pub struct DvQpInitMask: u64 {
+        /// `MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS`.
+        const QP_CREATE_FLAGS = 1 << 0;
+        /// `MLX5DV_QP_INIT_ATTR_MASK_DC`.
+        const DC = 1 << 1;
+        /// `MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS`.
+        const SEND_OPS_FLAGS = 1 << 2;
+        /// `MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS`.
+        const DCI_STREAMS = 1 << 3;
+    }
+}
+
+bitflags! {
+    /// `mlx5dv_qp_init_attr.create_flags` (`enum mlx5dv_qp_create_flags`).
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    pub struct DvQpCreateFlags: u32 {
+        /// `MLX5DV_QP_CREATE_TUNNEL_OFFLOADS`.
+        const TUNNEL_OFFLOADS = 1 << 0;
+        /// `MLX5DV_QP_CREATE_TIR_ALLOW_SELF_LOOPBACK_UC`.
+        const TIR_ALLOW_SELF_LOOPBACK_UC = 1 << 1;
+        /// `MLX5DV_QP_CREATE_TIR_ALLOW_SELF_LOOPBACK_MC`.
+        const TIR_ALLOW_SELF_LOOPBACK_MC = 1 << 2;
+        /// `MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE`.
+        const DISABLE_SCATTER_TO_CQE = 1 << 3;
+        /// `MLX5DV_QP_CREATE_ALLOW_SCATTER_TO_CQE`.
+        const ALLOW_SCATTER_TO_CQE = 1 << 4;
+        /// `MLX5DV_QP_CREATE_PACKET_BASED_CREDIT_MODE`.
+        const PACKET_BASED_CREDIT_MODE = 1 << 5;
+        /// `MLX5DV_QP_CREATE_SIG_PIPELINING`.
+        const SIG_PIPELINING = 1 << 6;
+    }
+}
+
+bitflags! {
+    /// `mlx5dv_qp_init_attr.send_ops_flags` (`enum mlx5dv_qp_create_send_ops_flags`).
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    pub struct DvSendOpsFlags: u64 {
+        /// `MLX5DV_QP_EX_WITH_MR_INTERLEAVED`.
+        const MR_INTERLEAVED = 1 << 0;
+        /// `MLX5DV_QP_EX_WITH_MR_LIST`.
+        const MR_LIST = 1 << 1;
+        /// `MLX5DV_QP_EX_WITH_MKEY_CONFIGURE`.
+        const MKEY_CONFIGURE = 1 << 2;
+        /// `MLX5DV_QP_EX_WITH_RAW_WQE`.
+        const RAW_WQE = 1 << 3;
+        /// `MLX5DV_QP_EX_WITH_MEMCPY`.
+        const MEMCPY = 1 << 4;
+    }
+}
+
+/// The `mlx5dv_qp_init_attr` masks and flags by their C names.
 pub mod dv_qp {
+    use super::{DvQpCreateFlags as C, DvQpInitMask as M, DvSendOpsFlags as S};
+
     /// `MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS`.
-    pub const MASK_QP_CREATE_FLAGS: u64 = 1 << 0;
+    pub const MASK_QP_CREATE_FLAGS: M = M::QP_CREATE_FLAGS;
     /// `MLX5DV_QP_INIT_ATTR_MASK_DC`.
-    pub const MASK_DC: u64 = 1 << 1;
+    pub const MASK_DC: M = M::DC;
     /// `MLX5DV_QP_INIT_ATTR_MASK_SEND_OPS_FLAGS`.
-    pub const MASK_SEND_OPS_FLAGS: u64 = 1 << 2;
+    pub const MASK_SEND_OPS_FLAGS: M = M::SEND_OPS_FLAGS;
     /// `MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS`.
-    pub const MASK_DCI_STREAMS: u64 = 1 << 3;
+    pub const MASK_DCI_STREAMS: M = M::DCI_STREAMS;
     /// `MLX5DV_QP_CREATE_TUNNEL_OFFLOADS`.
-    pub const CREATE_TUNNEL_OFFLOADS: u32 = 1 << 0;
+    pub const CREATE_TUNNEL_OFFLOADS: C = C::TUNNEL_OFFLOADS;
     /// `MLX5DV_QP_CREATE_TIR_ALLOW_SELF_LOOPBACK_UC`.
-    pub const CREATE_TIR_ALLOW_SELF_LOOPBACK_UC: u32 = 1 << 1;
+    pub const CREATE_TIR_ALLOW_SELF_LOOPBACK_UC: C = C::TIR_ALLOW_SELF_LOOPBACK_UC;
     /// `MLX5DV_QP_CREATE_TIR_ALLOW_SELF_LOOPBACK_MC`.
-    pub const CREATE_TIR_ALLOW_SELF_LOOPBACK_MC: u32 = 1 << 2;
+    pub const CREATE_TIR_ALLOW_SELF_LOOPBACK_MC: C = C::TIR_ALLOW_SELF_LOOPBACK_MC;
     /// `MLX5DV_QP_CREATE_DISABLE_SCATTER_TO_CQE`.
-    pub const CREATE_DISABLE_SCATTER_TO_CQE: u32 = 1 << 3;
+    pub const CREATE_DISABLE_SCATTER_TO_CQE: C = C::DISABLE_SCATTER_TO_CQE;
     /// `MLX5DV_QP_CREATE_ALLOW_SCATTER_TO_CQE`.
-    pub const CREATE_ALLOW_SCATTER_TO_CQE: u32 = 1 << 4;
+    pub const CREATE_ALLOW_SCATTER_TO_CQE: C = C::ALLOW_SCATTER_TO_CQE;
     /// `MLX5DV_QP_CREATE_PACKET_BASED_CREDIT_MODE`.
-    pub const CREATE_PACKET_BASED_CREDIT_MODE: u32 = 1 << 5;
+    pub const CREATE_PACKET_BASED_CREDIT_MODE: C = C::PACKET_BASED_CREDIT_MODE;
     /// `MLX5DV_QP_CREATE_SIG_PIPELINING`.
-    pub const CREATE_SIG_PIPELINING: u32 = 1 << 6;
+    pub const CREATE_SIG_PIPELINING: C = C::SIG_PIPELINING;
     /// `MLX5DV_QP_EX_WITH_MR_INTERLEAVED`.
-    pub const WITH_MR_INTERLEAVED: u64 = 1 << 0;
+    pub const WITH_MR_INTERLEAVED: S = S::MR_INTERLEAVED;
     /// `MLX5DV_QP_EX_WITH_MR_LIST`.
-    pub const WITH_MR_LIST: u64 = 1 << 1;
+    pub const WITH_MR_LIST: S = S::MR_LIST;
     /// `MLX5DV_QP_EX_WITH_MKEY_CONFIGURE`.
-    pub const WITH_MKEY_CONFIGURE: u64 = 1 << 2;
+    pub const WITH_MKEY_CONFIGURE: S = S::MKEY_CONFIGURE;
     /// `MLX5DV_QP_EX_WITH_RAW_WQE`.
-    pub const WITH_RAW_WQE: u64 = 1 << 3;
+    pub const WITH_RAW_WQE: S = S::RAW_WQE;
     /// `MLX5DV_QP_EX_WITH_MEMCPY`.
-    pub const WITH_MEMCPY: u64 = 1 << 4;
+    pub const WITH_MEMCPY: S = S::MEMCPY;
 }
 
 /// `struct ibv_qp_cap`.
@@ -117,16 +209,16 @@ pub struct QpCap {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DvQpInitAttr {
     /// `MLX5DV_QP_INIT_ATTR_MASK_*`.
-    pub comp_mask: u64,
+    pub comp_mask: DvQpInitMask,
     /// `MLX5DV_QP_CREATE_*`.
-    pub create_flags: u32,
+    pub create_flags: DvQpCreateFlags,
     /// `MLX5DV_QP_EX_WITH_*`.
-    pub send_ops_flags: u64,
+    pub send_ops_flags: DvSendOpsFlags,
 }
 
 impl DvQpInitAttr {
     /// `MLX5DV_QP_INIT_ATTR_MASK_QP_CREATE_FLAGS | _SEND_OPS_FLAGS` with these values.
-    pub fn new(create_flags: u32, send_ops_flags: u64) -> Self {
+    pub fn new(create_flags: DvQpCreateFlags, send_ops_flags: DvSendOpsFlags) -> Self {
         DvQpInitAttr {
             comp_mask: dv_qp::MASK_QP_CREATE_FLAGS | dv_qp::MASK_SEND_OPS_FLAGS,
             create_flags,
@@ -150,7 +242,7 @@ pub struct QpInitAttr {
     /// Requested capacities.
     pub cap: QpCap,
     /// `IBV_QP_EX_WITH_*` ([`send_ops`]).
-    pub send_ops_flags: u64,
+    pub send_ops_flags: SendOpsFlags,
     /// `mlx5dv_create_qp`'s attributes; `None` creates the QP with `ibv_create_qp_ex`.
     pub dv: Option<DvQpInitAttr>,
 }
@@ -321,12 +413,27 @@ pub mod wc_opcode {
     pub const DRIVER1: u32 = 135;
 }
 
-/// `enum ibv_wc_flags` bits.
+bitflags! {
+    /// `enum ibv_wc_flags`.
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    pub struct WcFlags: u32 {
+        /// `IBV_WC_GRH`.
+        const GRH = 1 << 0;
+        /// `IBV_WC_WITH_IMM`.
+        const WITH_IMM = 1 << 1;
+        /// `IBV_WC_IP_CSUM_OK`.
+        const IP_CSUM_OK = 1 << 2;
+        /// `IBV_WC_WITH_INV`.
+        const WITH_INV = 1 << 3;
+    }
+}
+
+/// `IBV_WC_*` flags by their C names, as [`WcFlags`].
 pub mod wc_flags {
     /// `IBV_WC_WITH_IMM`.
-    pub const WITH_IMM: u32 = 1 << 1;
+    pub const WITH_IMM: super::WcFlags = super::WcFlags::WITH_IMM;
     /// `IBV_WC_WITH_INV`.
-    pub const WITH_INV: u32 = 1 << 3;
+    pub const WITH_INV: super::WcFlags = super::WcFlags::WITH_INV;
 }
 
 /// `struct ibv_wc`, the fields this API models.
@@ -346,8 +453,8 @@ pub struct Wc {
     pub imm_data: u32,
     /// `qp_num` of the QP this completion belongs to.
     pub qp_num: u32,
-    /// `wc_flags` ([`wc_flags`]).
-    pub wc_flags: u32,
+    /// `wc_flags`.
+    pub wc_flags: WcFlags,
 }
 
 /// CQs, QPs, posting and polling.

@@ -1,7 +1,30 @@
 //! Signature offload: `struct mlx5dv_sig_block_attr` and its domains, the signature caps, and
 //! the `mlx5dv.h` values.
 
+use bitflags::bitflags;
 use serde::{Deserialize, Serialize};
+
+bitflags! {
+    /// `mlx5dv_sig_t10dif.flags` (`enum mlx5dv_sig_t10dif_flags`).
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    pub struct T10difFlags: u16 {
+        /// `MLX5DV_SIG_T10DIF_FLAG_REF_REMAP`: the reference tag counts up per block.
+        const REF_REMAP = 1 << 0;
+        /// `MLX5DV_SIG_T10DIF_FLAG_APP_ESCAPE`: an app tag of 0xffff skips the checks.
+        const APP_ESCAPE = 1 << 1;
+        /// `MLX5DV_SIG_T10DIF_FLAG_APP_REF_ESCAPE`: app 0xffff and ref 0xffffffff skip them.
+        const APP_REF_ESCAPE = 1 << 2;
+    }
+}
+
+bitflags! {
+    /// `mlx5dv_sig_block_attr.flags` (`enum mlx5dv_sig_block_attr_flags`).
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    pub struct SigBlockAttrFlags: u32 {
+        /// `MLX5DV_SIG_BLOCK_ATTR_FLAG_COPY_MASK`: `copy_mask` is the user's.
+        const COPY_MASK = 1 << 0;
+    }
+}
 
 /// `struct mlx5dv_sig_caps`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,11 +78,11 @@ pub mod sig {
     /// `MLX5DV_SIG_T10DIF_CSUM`: the guard is the IP checksum.
     pub const BG_CSUM: u32 = 1;
     /// `MLX5DV_SIG_T10DIF_FLAG_REF_REMAP`.
-    pub const FLAG_REF_REMAP: u16 = 1 << 0;
+    pub const FLAG_REF_REMAP: super::T10difFlags = super::T10difFlags::REF_REMAP;
     /// `MLX5DV_SIG_T10DIF_FLAG_APP_ESCAPE`.
-    pub const FLAG_APP_ESCAPE: u16 = 1 << 1;
+    pub const FLAG_APP_ESCAPE: super::T10difFlags = super::T10difFlags::APP_ESCAPE;
     /// `MLX5DV_SIG_T10DIF_FLAG_APP_REF_ESCAPE`.
-    pub const FLAG_APP_REF_ESCAPE: u16 = 1 << 2;
+    pub const FLAG_APP_REF_ESCAPE: super::T10difFlags = super::T10difFlags::APP_REF_ESCAPE;
     /// `MLX5DV_SIG_CRC_TYPE_CRC32`.
     pub const CRC32: u32 = 0;
     /// `MLX5DV_SIG_CRC_TYPE_CRC32C`.
@@ -77,7 +100,7 @@ pub mod sig {
     /// `MLX5DV_BLOCK_SIZE_4160`.
     pub const BLOCK_4160: u32 = 4;
     /// `MLX5DV_SIG_BLOCK_ATTR_FLAG_COPY_MASK`.
-    pub const ATTR_FLAG_COPY_MASK: u32 = 1 << 0;
+    pub const ATTR_FLAG_COPY_MASK: super::SigBlockAttrFlags = super::SigBlockAttrFlags::COPY_MASK;
     /// `MLX5DV_SIG_MASK_T10DIF_GUARD`.
     pub const MASK_T10DIF_GUARD: u8 = 0xc0;
     /// `MLX5DV_SIG_MASK_T10DIF_APPTAG`.
@@ -114,7 +137,7 @@ pub struct SigT10dif {
     /// Reference tag of the first block.
     pub ref_tag: u32,
     /// `MLX5DV_SIG_T10DIF_FLAG_*`.
-    pub flags: u16,
+    pub flags: T10difFlags,
 }
 
 /// `struct mlx5dv_sig_crc`.
@@ -168,7 +191,7 @@ pub struct SigBlockAttr {
     /// The wire domain.
     pub wire: Option<SigBlockDomain>,
     /// `MLX5DV_SIG_BLOCK_ATTR_FLAG_*`.
-    pub flags: u32,
+    pub flags: SigBlockAttrFlags,
     /// Which bytes of the input PI are checked (`MLX5DV_SIG_MASK_*`).
     pub check_mask: u8,
     /// Which bytes of the PI are copied from input to output, with `FLAG_COPY_MASK`.

@@ -3,6 +3,7 @@
 use bitflags::bitflags;
 use serde::{Deserialize, Serialize};
 
+use super::memory::AccessFlags;
 use super::mkey::Mkey;
 use super::signature::SigBlockAttr;
 
@@ -32,7 +33,7 @@ pub struct MrInterleaved {
 
 bitflags! {
     /// `enum ibv_send_flags`.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
     pub struct SendFlags: u32 {
         /// `IBV_SEND_FENCE`.
         const FENCE = 1 << 0;
@@ -45,8 +46,17 @@ bitflags! {
     }
 }
 
+bitflags! {
+    /// `mlx5dv_mkey_conf_attr.conf_flags` (`enum mlx5dv_mkey_conf_flags`).
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    pub struct MkeyConfFlags: u32 {
+        /// `MLX5DV_MKEY_CONF_FLAG_RESET_SIG_ATTR`.
+        const RESET_SIG_ATTR = 1 << 0;
+    }
+}
+
 /// `MLX5DV_MKEY_CONF_FLAG_RESET_SIG_ATTR`.
-pub const MLX5DV_MKEY_CONF_FLAG_RESET_SIG_ATTR: u32 = 1 << 0;
+pub const MLX5DV_MKEY_CONF_FLAG_RESET_SIG_ATTR: MkeyConfFlags = MkeyConfFlags::RESET_SIG_ATTR;
 
 /// One call inside an `ibv_wr_start … ibv_wr_complete` chain. Builders carry the `wr_id` and
 /// `wr_flags` the application sets on the QP before calling them; setters do not.
@@ -144,12 +154,12 @@ pub enum WrOp {
         /// Setters that follow.
         num_setters: u8,
         /// `attr->conf_flags`.
-        conf_flags: u32,
+        conf_flags: MkeyConfFlags,
         /// `attr->comp_mask`.
         comp_mask: u64,
     },
     /// `mlx5dv_wr_set_mkey_access_flags`.
-    SetMkeyAccessFlags(u32),
+    SetMkeyAccessFlags(AccessFlags),
     /// `mlx5dv_wr_set_mkey_layout_list`.
     SetMkeyLayoutList(Vec<Sge>),
     /// `mlx5dv_wr_set_mkey_layout_interleaved`.
@@ -170,7 +180,7 @@ pub enum WrOp {
         /// The mkey.
         mkey: Mkey,
         /// Access flags.
-        access: u32,
+        access: AccessFlags,
         /// The list.
         sge: Vec<Sge>,
     },
@@ -183,7 +193,7 @@ pub enum WrOp {
         /// The mkey.
         mkey: Mkey,
         /// Access flags.
-        access: u32,
+        access: AccessFlags,
         /// Repetitions.
         repeat_count: u32,
         /// The entries.
