@@ -181,7 +181,7 @@ impl HwBackend {
             .map(|w| {
                 // SAFETY: the union member is chosen by wc_flags, as verbs.h documents.
                 let imm = unsafe {
-                    if w.wc_flags & wc_flags::WITH_INV != 0 {
+                    if w.wc_flags & wc_flags::WITH_INV.bits() != 0 {
                         w.imm_data_invalidated_rkey_union.invalidated_rkey
                     } else {
                         u32::from_be(w.imm_data_invalidated_rkey_union.imm_data)
@@ -193,9 +193,9 @@ impl HwBackend {
                     opcode: w.opcode,
                     vendor_err: w.vendor_err,
                     byte_len: w.byte_len,
-                    imm_data: if w.wc_flags & (wc_flags::WITH_IMM | wc_flags::WITH_INV) != 0 { imm } else { 0 },
+                    imm_data: if w.wc_flags & (wc_flags::WITH_IMM | wc_flags::WITH_INV).bits() != 0 { imm } else { 0 },
                     qp_num: w.qp_num,
-                    wc_flags: w.wc_flags,
+                    wc_flags: mlx5_dv::WcFlags::from_bits_retain(w.wc_flags),
                 }
             })
             .collect())
@@ -225,16 +225,16 @@ impl HwBackend {
         init.pd = pd_ptr;
         init.comp_mask =
             (ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_PD | ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS).0;
-        init.send_ops_flags = attr.send_ops_flags;
+        init.send_ops_flags = attr.send_ops_flags.bits();
         // mlx5dv_create_qp with a NULL mlx5 attribute is what ibv_create_qp_ex runs on mlx5.
         let f = self.lib().dv.mlx5dv_create_qp.as_ref().map_err(|_| missing(op, "mlx5dv_create_qp"))?;
         // SAFETY: plain data; zero is the C default.
         let mut d: mlx5dv_qp_init_attr = unsafe { std::mem::zeroed() };
         let dptr = match attr.dv {
             Some(dv) => {
-                d.comp_mask = dv.comp_mask;
-                d.create_flags = dv.create_flags;
-                d.send_ops_flags = dv.send_ops_flags;
+                d.comp_mask = dv.comp_mask.bits();
+                d.create_flags = dv.create_flags.bits();
+                d.send_ops_flags = dv.send_ops_flags.bits();
                 &mut d as *mut mlx5dv_qp_init_attr
             }
             None => ptr::null_mut(),
@@ -247,7 +247,7 @@ impl HwBackend {
         // SAFETY: qp is live and was created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS.
         let qpx = unsafe { ibv_qp_to_qp_ex(qp) };
         let dv_ops =
-            attr.dv.is_some_and(|d| d.comp_mask & mlx5_dv::dv_qp::MASK_SEND_OPS_FLAGS != 0 && d.send_ops_flags != 0);
+            attr.dv.is_some_and(|d| d.comp_mask.contains(mlx5_dv::dv_qp::MASK_SEND_OPS_FLAGS) && !d.send_ops_flags.is_empty());
         let mqpx = match (&self.lib().dv.mlx5dv_qp_ex_from_ibv_qp_ex, dv_ops && !qpx.is_null()) {
             // SAFETY: qpx is the extended QP of an mlx5 QP.
             (Ok(f), true) => unsafe { f(qpx) },
@@ -463,12 +463,12 @@ impl HwBackend {
                     }
                     WrOp::LocalInv { invalidate_rkey, .. } => ibv_wr_local_inv(qpx, *invalidate_rkey),
                     WrOp::MkeyConfigure { num_setters, conf_flags, comp_mask, .. } => {
-                        let mut attr = mlx5dv_mkey_conf_attr { conf_flags: *conf_flags, comp_mask: *comp_mask };
+                        let mut attr = mlx5dv_mkey_conf_attr { conf_flags: conf_flags.bits(), comp_mask: *comp_mask };
                         let m = next_mkey(&mut mkeys);
                         note(&mut missing_op, inline::wr_mkey_configure(mqpx, m, *num_setters, &mut attr));
                     }
                     WrOp::SetMkeyAccessFlags(a) => {
-                        note(&mut missing_op, inline::wr_set_mkey_access_flags(mqpx, *a));
+                        note(&mut missing_op, inline::wr_set_mkey_access_flags(mqpx, a.bits()));
                     }
                     WrOp::SetMkeySigBlock(attr) => {
                         let c = CSigAttr::new(attr);
@@ -498,7 +498,7 @@ impl HwBackend {
                         if let Some(v) = keep.last_mut() {
                             note(
                                 &mut missing_op,
-                                inline::wr_mr_list(mqpx, m, *access, count16(v.len()), v.as_mut_ptr()),
+                                inline::wr_mr_list(mqpx, m, access.bits(), count16(v.len()), v.as_mut_ptr()),
                             );
                         }
                     }
@@ -509,7 +509,7 @@ impl HwBackend {
                             let r = inline::wr_mr_interleaved(
                                 mqpx,
                                 m,
-                                *access,
+                                access.bits(),
                                 *repeat_count,
                                 count16(v.len()),
                                 v.as_mut_ptr(),
@@ -642,7 +642,7 @@ impl CSigAttr {
             bg: d.dif.bg,
             app_tag: d.dif.app_tag,
             ref_tag: d.dif.ref_tag,
-            flags: d.dif.flags,
+            flags: d.dif.flags.bits(),
         };
         let crc = |d: &mlx5_dv::SigBlockDomain| mlx5dv_sig_crc { type_: d.crc.crc_type, seed: d.crc.seed };
         let doms = [a.mem, a.wire];
@@ -670,7 +670,7 @@ impl CSigAttr {
         c.attr = mlx5dv_sig_block_attr {
             mem: ptr(0, &c),
             wire: ptr(1, &c),
-            flags: a.flags,
+            flags: a.flags.bits(),
             check_mask: a.check_mask,
             copy_mask: a.copy_mask,
             comp_mask: a.comp_mask,
@@ -723,6 +723,6 @@ mod chain_tests {
         assert_eq!(layout_len(&long), Some(65536));
         assert!(u16::try_from(65536usize).is_err());
         assert_eq!(count16(65535), 65535);
-        assert_eq!(layout_len(&WrOp::SetMkeyAccessFlags(0)), None);
+        assert_eq!(layout_len(&WrOp::SetMkeyAccessFlags(AccessFlags::empty())), None);
     }
 }

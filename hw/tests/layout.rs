@@ -37,7 +37,7 @@ fn table() -> Vec<(&'static str, u64)> {
     }
     macro_rules! val {
         ($c:ident, $v:expr) => {
-            (stringify!($c), $v as u64)
+            (stringify!($c), Bits::bits64($v))
         };
     }
     vec![
@@ -372,7 +372,7 @@ fn prm_table() -> Vec<(&'static str, u64)> {
     }
     macro_rules! val {
         ($c:ident, $v:expr) => {
-            (stringify!($c), $v as u64)
+            (stringify!($c), Bits::bits64($v))
         };
     }
     let be8 = |b: &[u8]| b.iter().fold(0u64, |v, x| v << 8 | u64::from(*x));
@@ -597,3 +597,43 @@ fn mirrored_layouts_and_constants_equal_the_installed_headers() {
     std::fs::remove_dir_all(&dir).unwrap();
     assert!(wrong.is_empty(), "{} mismatches:\n{}", wrong.len(), wrong.join("\n"));
 }
+
+/// A C constant's value, whether ours is a plain integer or a flag type.
+trait Bits {
+    fn bits64(self) -> u64;
+}
+
+macro_rules! bits_of_ints {
+    ($($t:ty),*) => {$(
+        impl Bits for $t {
+            fn bits64(self) -> u64 {
+                self as u64
+            }
+        }
+    )*};
+}
+bits_of_ints!(u8, u16, u32, u64, i32, usize);
+
+macro_rules! bits_of_flags {
+    ($($t:ty),*) => {$(
+        impl Bits for $t {
+            fn bits64(self) -> u64 {
+                self.bits() as u64
+            }
+        }
+    )*};
+}
+bits_of_flags!(
+    mlx5_dv::T10difFlags,
+    mlx5_dv::SigBlockAttrFlags,
+    mlx5_dv::MkeyConfFlags,
+    mlx5_dv::SendOpsFlags,
+    mlx5_dv::DvQpInitMask,
+    mlx5_dv::DvQpCreateFlags,
+    mlx5_dv::DvSendOpsFlags,
+    mlx5_dv::WcFlags,
+    mlx5_dv::AccessFlags,
+    mlx5_dv::MkeyInitFlags,
+    mlx5_dv::ContextFlags,
+    mlx5_dv::SendFlags
+);
