@@ -1,10 +1,18 @@
-//! The kernel driver (mlx5_ib) between the provider and the firmware: which commands a context
-//! may issue through DEVX, and how a failed command reaches user space.
+//! The kernel (uverbs and mlx5_ib) between the provider and the devices: the DEVX uid gate,
+//! MR registration, QP and CQ objects with the QP transition rules, cleanup when a context
+//! closes, and the delivery of device events to the context that owns their object. VFIO
+//! contexts bypass it.
+
+use std::collections::{BTreeMap, VecDeque};
 
 use mlx5_dv::errno::{EINVAL, EOPNOTSUPP, EREMOTEIO};
 use mlx5_dv::prm::{self, opcode, status};
+use mlx5_dv::profile::KernelSection;
+use mlx5_dv::{AccessFlags, AsyncEvent, CqHandle, Error, Op, QpModify, QpState, Result};
 
-use crate::firmware::Firmware;
+use crate::device::Device;
+use crate::device::firmware::{QpCreate, QpPath};
+use crate::fabric::Fabric;
 
 /// The uid under which a DEVX command runs, as the kernel picks it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,7 +33,7 @@ pub enum DevxUid {
 /// Returns the errno of the ioctl: EREMOTEIO when the firmware answered with a bad status (the
 /// output mailbox then holds it), EINVAL for a non-whitelisted command without a DEVX uid,
 /// EOPNOTSUPP for a whitelisted one when the device has no whitelist uid.
-pub fn devx_cmd(fw: &mut Firmware, uid: DevxUid, input: &mut [u8], out: &mut [u8]) -> Result<(), i32> {
+pub fn devx_cmd(dev: &mut Device, uid: DevxUid, input: &mut [u8], out: &mut [u8]) -> std::result::Result<(), i32> {
     let op = prm::mbox_in::OPCODE.get(input).map_err(|_| EINVAL)? as u16;
     let uid = match uid {
         DevxUid::Uid(u) => u,
@@ -34,7 +42,7 @@ pub fn devx_cmd(fw: &mut Firmware, uid: DevxUid, input: &mut [u8], out: &mut [u8
         DevxUid::None { .. } => return Err(EINVAL),
     };
     prm::mbox_in::UID.set(input, u64::from(uid)).map_err(|_| EINVAL)?;
-    fw.exec(input, out);
+    dev.exec(input, out);
     match prm::read_status(out).0 {
         status::OK => Ok(()),
         _ => Err(EREMOTEIO),
@@ -43,8 +51,8 @@ pub fn devx_cmd(fw: &mut Firmware, uid: DevxUid, input: &mut [u8], out: &mut [u8
 
 /// Run a command the kernel issues itself (PD allocation, object destruction): a bad status
 /// comes back as the mapped errno, not EREMOTEIO.
-pub fn kernel_cmd(fw: &mut Firmware, input: &[u8], out: &mut [u8]) -> Result<(), i32> {
-    fw.exec(input, out);
+pub fn kernel_cmd(dev: &mut Device, input: &[u8], out: &mut [u8]) -> std::result::Result<(), i32> {
+    dev.exec(input, out);
     match status::to_errno(prm::read_status(out).0) {
         0 => Ok(()),
         e => Err(e),
@@ -55,4 +63,298 @@ pub fn kernel_cmd(fw: &mut Firmware, input: &[u8], out: &mut [u8]) -> Result<(),
 /// the output mailbox and keeps any other errno.
 pub fn cmd_status_err(err: i32, out: &[u8]) -> i32 {
     if err == EREMOTEIO { status::to_errno(prm::read_status(out).0) } else { err }
+}
+
+/// What `ibv_create_qp` hands the kernel once the provider has checked and sized it.
+#[derive(Debug, Clone, Copy)]
+pub struct QpRequest {
+    /// The owning context.
+    pub ctx: u32,
+    /// Its device.
+    pub dev: usize,
+    /// The PD number.
+    pub pdn: u32,
+    /// Send and receive CQ numbers.
+    pub cqns: (u32, u32),
+    /// Scatter-to-CQE for small receives.
+    pub scatter_to_cqe: bool,
+    /// SIG_PIPELINING.
+    pub drain_sigerr: bool,
+}
+
+/// The kernel's state: uids, MR key variants, who owns which QP and CQ, and each context's
+/// queue of asynchronous events.
+#[derive(Debug, Clone)]
+pub struct Kernel {
+    facts: KernelSection,
+    next_uid: u16,
+    mr_variant: Vec<u8>,
+    next_qp_order: u64,
+    qps: BTreeMap<(usize, u32), u32>,
+    cqs: BTreeMap<(usize, u32), (u32, Option<CqHandle>)>,
+    events: BTreeMap<u32, VecDeque<AsyncEvent>>,
+}
+
+impl Kernel {
+    /// A kernel with the profile's features, over `devices` devices.
+    pub fn new(facts: &KernelSection, devices: usize) -> Self {
+        Kernel {
+            facts: facts.clone(),
+            next_uid: 1,
+            mr_variant: vec![0; devices],
+            next_qp_order: 0,
+            qps: BTreeMap::new(),
+            cqs: BTreeMap::new(),
+            events: BTreeMap::new(),
+        }
+    }
+
+    /// The kernel's features.
+    pub fn facts(&self) -> &KernelSection {
+        &self.facts
+    }
+
+    /// `mlx5_ib_alloc_ucontext`: a DEVX uid if asked for and the kernel can give one; without
+    /// one, `fallback` decides between a context without DEVX and EINVAL.
+    pub fn open_context(&mut self, ctx: u32, want_devx: bool, fallback: bool) -> std::result::Result<DevxUid, i32> {
+        let uid = match (want_devx && self.facts.devx, fallback) {
+            (true, _) => {
+                let uid = self.next_uid;
+                self.next_uid = self.next_uid.checked_add(1).unwrap_or(1);
+                DevxUid::Uid(uid)
+            }
+            // mlx5_ib_devx_create: a device without user contexts (log_max_uctx == 0) -> EINVAL.
+            (false, false) => return Err(EINVAL),
+            (false, true) => DevxUid::None { whitelist: self.facts.devx_whitelist_uid },
+        };
+        self.events.insert(ctx, VecDeque::new());
+        Ok(uid)
+    }
+
+    /// A context the kernel only tracks for events (VFIO and other providers have none).
+    pub fn track_context(&mut self, ctx: u32) {
+        self.events.insert(ctx, VecDeque::new());
+    }
+
+    /// `ibv_reg_mr`: pin the pages and create an MTT mkey with the next key variant in its
+    /// low byte; the mkey index and the variant.
+    pub fn reg_mr(
+        &mut self,
+        dev: &mut Device,
+        dev_index: usize,
+        pdn: u32,
+        (addr, length): (u64, u64),
+        access: AccessFlags,
+    ) -> Result<(u32, u8)> {
+        use prm::mkc;
+        let op = Op::RegMr;
+        let slot = self.mr_variant.get_mut(dev_index).ok_or_else(|| Error::new(op, EINVAL, "no such device"))?;
+        let variant = *slot;
+        *slot = variant.wrapping_add(1);
+        let mut input = [0u8; prm::create_mkey::IN_SIZE];
+        prm::write_header(&mut input, opcode::CREATE_MKEY, 0, 0);
+        let at = |f: prm::Field| f.at(prm::create_mkey::MKC_BIT);
+        let fields = [
+            (mkc::ACCESS_MODE_1_0, mkc::ACCESS_MODE_MTT),
+            (mkc::LR, 1),
+            (mkc::LW, u64::from(access.contains(AccessFlags::LOCAL_WRITE))),
+            (mkc::RR, u64::from(access.contains(AccessFlags::REMOTE_READ))),
+            (mkc::RW, u64::from(access.contains(AccessFlags::REMOTE_WRITE))),
+            (mkc::A, u64::from(access.contains(AccessFlags::REMOTE_ATOMIC))),
+            (mkc::PD, u64::from(pdn)),
+            (mkc::QPN, 0xff_ffff),
+            (mkc::MKEY_7_0, u64::from(variant)),
+            (mkc::START_ADDR, addr),
+            (mkc::LEN, length),
+        ];
+        for (f, v) in fields {
+            at(f).set(&mut input, v).map_err(|e| Error::new(op, mlx5_dv::errno::EIO, e.to_string()))?;
+        }
+        let mut out = [0u8; prm::create_mkey::OUT_SIZE];
+        kernel_cmd(dev, &input, &mut out).map_err(|e| Error::new(op, e, "CREATE_MKEY for the MR failed"))?;
+        let index = prm::create_mkey::OUT_MKEY_INDEX
+            .get(&out)
+            .map(|v| v as u32)
+            .map_err(|e| Error::new(op, mlx5_dv::errno::EIO, e.to_string()))?;
+        Ok((index, variant))
+    }
+
+    /// `ibv_create_cq` in the kernel: a device CQ owned by `ctx`.
+    pub fn create_cq(&mut self, dev: &mut Device, dev_index: usize, ctx: u32, cqe: u32) -> Result<u32> {
+        let cqn =
+            dev.create_cq(cqe).ok_or_else(|| Error::new(Op::CreateCq, mlx5_dv::errno::ENOMEM, "no CQ numbers left"))?;
+        self.cqs.insert((dev_index, cqn), (ctx, None));
+        Ok(cqn)
+    }
+
+    /// The handle CQ events carry back to user space (`ibv_cq`'s user handle).
+    pub fn set_cq_handle(&mut self, dev: usize, cqn: u32, handle: CqHandle) {
+        if let Some(o) = self.cqs.get_mut(&(dev, cqn)) {
+            o.1 = Some(handle);
+        }
+    }
+
+    /// `ibv_destroy_cq` in the kernel.
+    pub fn destroy_cq(&mut self, devices: &mut [Device], dev: usize, cqn: u32) {
+        self.deliver_events(devices);
+        self.cqs.remove(&(dev, cqn));
+        if let Some(d) = devices.get_mut(dev) {
+            d.destroy_cq(cqn);
+        }
+    }
+
+    /// `ibv_create_qp` in the kernel: a device QP owned by the request's context.
+    pub fn create_qp(&mut self, devices: &mut [Device], r: &QpRequest) -> Result<u32> {
+        let d = devices.get_mut(r.dev).ok_or_else(|| Error::new(Op::CreateQp, EINVAL, "no such device"))?;
+        let order = self.next_qp_order;
+        self.next_qp_order += 1;
+        let qpn = d.create_qp(QpCreate {
+            order,
+            pdn: r.pdn,
+            send_cqn: r.cqns.0,
+            recv_cqn: r.cqns.1,
+            scatter_to_cqe: r.scatter_to_cqe,
+            drain_sigerr: r.drain_sigerr,
+        });
+        self.qps.insert((r.dev, qpn), r.ctx);
+        Ok(qpn)
+    }
+
+    /// `ibv_destroy_qp` in the kernel.
+    pub fn destroy_qp(&mut self, devices: &mut [Device], dev: usize, qpn: u32) {
+        self.deliver_events(devices);
+        self.qps.remove(&(dev, qpn));
+        if let Some(d) = devices.get_mut(dev) {
+            d.destroy_qp(qpn);
+        }
+    }
+
+    /// `ib_modify_qp_is_ok` for RC, then MODIFY_QP: RTR resolves the path through the fabric
+    /// (a path to no QP is accepted; requests on it time out).
+    pub fn modify_qp(&mut self, devices: &mut [Device], fabric: &Fabric, at: QpPath, m: &QpModify) -> Result<()> {
+        use QpState::{Err as Error_, Init, Reset, Rtr, Rts, Sqd, Sqe};
+        let op = Op::ModifyQp;
+        let cur =
+            devices.get(at.dev).and_then(|d| d.qp_state(at.qpn)).ok_or_else(|| Error::new(op, EINVAL, "stale QP"))?;
+        let ok = match (cur, m.state) {
+            (_, Reset) | (_, Error_) => true,
+            (Reset, Init) | (Init, Init) | (Init, Rtr) | (Rtr, Rts) | (Rts, Rts) | (Rts, Sqd) | (Sqd, Sqd) => true,
+            (Sqd, Rts) => self.facts.sqd2rts,
+            (Sqe, Rts) => true,
+            _ => false,
+        };
+        if !ok {
+            return Err(Error::new(op, EINVAL, format!("{cur:?} -> {:?} is not a valid transition", m.state)));
+        }
+        let remote = match (m.state, m.dest) {
+            (Rtr, None) => return Err(Error::new(op, EINVAL, "RTR needs the path (IBV_QP_AV, IBV_QP_DEST_QPN)")),
+            (Rtr, Some(dest)) => fabric.route(&dest.ah).and_then(|dev| {
+                let qpn = dest.dest_qp_num;
+                devices.get(dev).and_then(|d| d.qp_state(qpn)).map(|_| QpPath { dev, qpn })
+            }),
+            _ => None,
+        };
+        if m.state == Init {
+            let allowed = AccessFlags::LOCAL_WRITE
+                | AccessFlags::REMOTE_WRITE
+                | AccessFlags::REMOTE_READ
+                | AccessFlags::REMOTE_ATOMIC;
+            if !allowed.contains(m.access) {
+                return Err(Error::new(op, EINVAL, "qp_access_flags outside LW|RW|RR|ATOMIC"));
+            }
+        }
+        if let Some(d) = devices.get_mut(at.dev) {
+            d.modify_qp(at.qpn, m.state, m.access, remote);
+        }
+        Ok(())
+    }
+
+    /// Close a context: destroy what its DEVX uid still owns in firmware (PSVs, then mkeys,
+    /// including objects a failed unwind left behind). Cleanup failures are not reported, as
+    /// for a real close.
+    pub fn close_devx_objects(&mut self, dev: &mut Device, uid: DevxUid) {
+        let DevxUid::Uid(uid) = uid else { return };
+        let (mkeys, psvs) = dev.firmware().objects_of_uid(uid);
+        for p in psvs {
+            let _ = destroy_psv(dev, p, Op::CloseDevice);
+        }
+        for m in mkeys {
+            let _ = destroy_mkey(dev, m, Op::CloseDevice);
+        }
+    }
+
+    /// Forget a closed context and the events it did not read.
+    pub fn forget_context(&mut self, ctx: u32) {
+        self.events.remove(&ctx);
+    }
+
+    /// Route every device's events to the context owning their QP or CQ.
+    pub fn deliver_events(&mut self, devices: &mut [Device]) {
+        for (dev, d) in devices.iter_mut().enumerate() {
+            for e in d.take_events() {
+                let (ctx, cq) = match (e.qpn, e.cqn) {
+                    (Some(qpn), _) => (self.qps.get(&(dev, qpn)).copied(), None),
+                    (None, Some(cqn)) => match self.cqs.get(&(dev, cqn)) {
+                        Some(&(ctx, h)) => (Some(ctx), h),
+                        None => (None, None),
+                    },
+                    (None, None) => (None, None),
+                };
+                if let Some(q) = ctx.and_then(|c| self.events.get_mut(&c)) {
+                    q.push_back(AsyncEvent { event_type: e.event_type, qp_num: e.qpn, cq });
+                }
+            }
+        }
+    }
+
+    /// The oldest unread event of a context.
+    pub fn get_async_event(&mut self, ctx: u32) -> Option<AsyncEvent> {
+        self.events.get_mut(&ctx).and_then(VecDeque::pop_front)
+    }
+}
+
+/// DESTROY_PSV as the kernel issues it.
+pub fn destroy_psv(dev: &mut Device, psv: u32, op: Op) -> Result<()> {
+    let mut input = [0u8; prm::destroy_psv::IN_SIZE];
+    prm::write_header(&mut input, opcode::DESTROY_PSV, 0, 0);
+    prm::destroy_psv::PSVN.set(&mut input, u64::from(psv)).map_err(|e| internal(op, e))?;
+    let mut out = [0u8; prm::mbox_out::SIZE];
+    kernel_cmd(dev, &input, &mut out).map_err(|e| cmd_error(op, e, &out, "DESTROY_PSV"))
+}
+
+/// DESTROY_MKEY as the kernel issues it.
+pub fn destroy_mkey(dev: &mut Device, index: u32, op: Op) -> Result<()> {
+    let mut input = [0u8; prm::destroy_mkey::IN_SIZE];
+    prm::write_header(&mut input, opcode::DESTROY_MKEY, 0, 0);
+    prm::destroy_mkey::MKEY_INDEX.set(&mut input, u64::from(index)).map_err(|e| internal(op, e))?;
+    let mut out = [0u8; prm::mbox_out::SIZE];
+    kernel_cmd(dev, &input, &mut out).map_err(|e| cmd_error(op, e, &out, "DESTROY_MKEY"))
+}
+
+/// ALLOC_PD as the kernel issues it.
+pub fn alloc_pd(dev: &mut Device, op: Op) -> Result<u32> {
+    let input = prm::new_input(prm::pd::SIZE, opcode::ALLOC_PD, 0, 0);
+    let mut out = [0u8; prm::pd::SIZE];
+    kernel_cmd(dev, &input, &mut out).map_err(|e| cmd_error(op, e, &out, "ALLOC_PD"))?;
+    Ok(prm::pd::PD.get(&out).map_err(|e| internal(op, e))? as u32)
+}
+
+/// DEALLOC_PD as the kernel issues it.
+pub fn dealloc_pd(dev: &mut Device, pdn: u32, op: Op) -> Result<()> {
+    let mut input = prm::new_input(prm::pd::SIZE, opcode::DEALLOC_PD, 0, 0);
+    prm::pd::PD.set(&mut input, u64::from(pdn)).map_err(|e| internal(op, e))?;
+    let mut out = [0u8; prm::pd::SIZE];
+    kernel_cmd(dev, &input, &mut out).map_err(|e| cmd_error(op, e, &out, "DEALLOC_PD"))
+}
+
+/// A simulator-internal mailbox error.
+pub fn internal(op: Op, e: impl std::fmt::Display) -> Error {
+    Error::new(op, mlx5_dv::errno::EIO, format!("simulator mailbox error: {e}"))
+}
+
+/// The error of a failed command, with its status and syndrome when the firmware gave one.
+pub fn cmd_error(op: Op, errno: i32, out: &[u8], what: &str) -> Error {
+    let (status, syndrome) = prm::read_status(out);
+    let err = Error::new(op, errno, format!("{what} failed"));
+    if status != prm::status::OK { err.with_cmd_status(mlx5_dv::CmdStatus { status, syndrome }) } else { err }
 }

@@ -1,16 +1,27 @@
 //! # mlx5-sim: a behavioural simulator of an mlx5 NIC
 //!
-//! [`Simulator`] implements [`mlx5_dv::Backend`] in the three layers of the real stack:
+//! [`Simulator`] implements the [`mlx5_dv::Backend`] families by delegating to layers that
+//! each own their state, as in the real stack:
 //!
 //! 1. the **provider** ([`provider`]) does what libmlx5 does in user space — flag masks,
-//!    rounding, capability parsing, mapping command status to errno, decoding `mkey_check`;
-//! 2. the **kernel** gate ([`kernel`]) decides which commands a context may send through DEVX
-//!    and turns a failed command into EREMOTEIO or a mapped errno;
-//! 3. the **firmware** ([`firmware`]) executes PRM commands from byte mailboxes and answers
-//!    with a status and a syndrome.
+//!    rounding, capability parsing, command status to errno, the WR builders and setters,
+//!    CQE handling and the `mkey_check` decoder — over handle-checked objects;
+//! 2. the **kernel** ([`kernel`]) gates DEVX commands by uid, registers MRs, creates QPs and
+//!    CQs and checks QP transitions, cleans up a closed context, and delivers device events
+//!    to the context that owns their QP or CQ;
+//! 3. each **device** ([`device`]) has firmware that executes PRM commands from byte
+//!    mailboxes and owns the PD, mkey, PSV, QP and CQ tables, and an engine that executes
+//!    WQEs: translation, the per-mkey data pipeline (the signature stages of [`signature`]),
+//!    the operations, and the completion writer;
+//! 4. the **host** ([`host`]) is memory behind one DMA interface: buffers the backend owns and
+//!    memory an application registers ([`Simulator::register_memory`]);
+//! 5. the **fabric** ([`fabric`]) addresses each device's port and resolves an RTR path to a
+//!    device and QP.
 //!
-//! What a device is — caps, kernel features, names — comes from a [`Profile`], a TOML file.
-//! The simulator is deterministic: no clock, no randomness, ordered maps only.
+//! What a device is — caps, kernel features, names — comes from a [`Profile`], a TOML file;
+//! [`profile`] ships several. The simulator is deterministic: no clock, no randomness,
+//! ordered maps only. With the `test-utils` feature, [`inspect`] gives tests read-only views
+//! of device state.
 //!
 //! ```
 //! use mlx5_dv::prelude::*;
@@ -28,15 +39,16 @@
 //! ```
 #![deny(missing_docs)]
 
-pub mod engine;
+pub mod device;
 pub mod fabric;
-pub mod firmware;
+pub mod host;
+#[cfg(feature = "test-utils")]
+pub mod inspect;
 pub mod kernel;
-pub mod memory;
 pub mod profile;
 pub mod provider;
 pub mod signature;
-pub mod verbs;
+mod simulator;
 
 pub use profile::{DEFAULT_PROFILE, Profile, ProfileError, ShippedProfiles};
-pub use provider::Simulator;
+pub use simulator::Simulator;

@@ -32,7 +32,7 @@ fn setup(flags: F) -> (Simulator, Qp, Mkey, mlx5_dv::Mr, mlx5_dv::Cq) {
 }
 
 fn mkc_field(sim: &Simulator, key: u32, f: mlx5_dv::prm::Field) -> u64 {
-    f.get(&sim.firmware().mkey(key >> 8).unwrap().mkc).unwrap()
+    f.get(&mlx5_sim::inspect::mkc(sim, 0, key >> 8).unwrap()).unwrap()
 }
 
 #[test]

@@ -50,13 +50,13 @@ fn flag_combinations(#[case] profile: &str, #[case] flags: F, #[case] errno: Opt
             assert_eq!(m.max_entries, 4);
             assert_eq!(m.lkey & 0xff, 0);
             sim.destroy_mkey(&m).unwrap();
-            assert_eq!(sim.firmware().object_counts().0, 0, "mkey freed in firmware");
-            assert_eq!(sim.firmware().object_counts().1, 0, "PSVs freed in firmware");
+            assert_eq!(mlx5_sim::inspect::object_counts(&sim, 0).unwrap().0, 0, "mkey freed in firmware");
+            assert_eq!(mlx5_sim::inspect::object_counts(&sim, 0).unwrap().1, 0, "PSVs freed in firmware");
         }
         Some(e) => {
             assert_eq!(r.unwrap_err().errno(), e);
-            assert_eq!(sim.firmware().object_counts().0, 0, "no mkey left behind");
-            assert_eq!(sim.firmware().object_counts().1, 0, "no PSV left behind");
+            assert_eq!(mlx5_sim::inspect::object_counts(&sim, 0).unwrap().0, 0, "no mkey left behind");
+            assert_eq!(mlx5_sim::inspect::object_counts(&sim, 0).unwrap().1, 0, "no PSV left behind");
         }
     }
 }
@@ -183,7 +183,7 @@ fn mkey_check_decodes_a_stored_error(
         domain,
     };
     let (mut sim, m) = sig_mkey();
-    let ctx = sim.sig_ctx_mut(&m).unwrap();
+    let ctx = mlx5_sim::inspect::sig_ctx_mut(&mut sim, &m).unwrap();
     ctx.err = stored;
     ctx.err_exists = true;
     ctx.mem = ty;
@@ -205,14 +205,14 @@ fn malformed_stored_errors_are_einval_and_kept(
     #[case] ty: SigDomainType,
 ) {
     let (mut sim, m) = sig_mkey();
-    let ctx = sim.sig_ctx_mut(&m).unwrap();
+    let ctx = mlx5_sim::inspect::sig_ctx_mut(&mut sim, &m).unwrap();
     ctx.err = StoredSigErr { syndrome, sig_type, domain, ..Default::default() };
     ctx.err_exists = true;
     ctx.mem = ty;
     for _ in 0..2 {
         assert_eq!(sim.mkey_check(&m).unwrap_err().errno(), EINVAL);
     }
-    assert!(sim.sig_ctx_mut(&m).unwrap().err_exists, "the error stays");
+    assert!(mlx5_sim::inspect::sig_ctx_mut(&mut sim, &m).unwrap().err_exists, "the error stays");
     assert!(decode_sig_err(&StoredSigErr { syndrome, sig_type, domain, ..Default::default() }, ty, ty).is_err());
 }
 
@@ -263,13 +263,13 @@ proptest! {
                 prop_assert_eq!(m.lkey, m.rkey);
                 prop_assert_eq!(m.lkey & 0xff, 0);
                 let psvs = if flags & F::BLOCK_SIGNATURE.bits() != 0 { 2 } else { 0 };
-                prop_assert_eq!(sim.firmware().object_counts(), (1, psvs, 1));
+                prop_assert_eq!(mlx5_sim::inspect::object_counts(&sim, 0).unwrap(), (1, psvs, 1));
                 sim.destroy_mkey(&m).unwrap();
             }
             (Err(e), Some(errno)) => prop_assert_eq!(e.errno(), errno, "{}", e),
             (got, want) => prop_assert!(false, "flags 0x{:x} on {}: got {:?}, expected errno {:?}", flags, profile, got, want),
         }
-        prop_assert_eq!(sim.firmware().object_counts(), (0, 0, 1));
+        prop_assert_eq!(mlx5_sim::inspect::object_counts(&sim, 0).unwrap(), (0, 0, 1));
     }
 
     #[test]

@@ -117,7 +117,7 @@ proptest! {
         for c in ctxs {
             let _ = sim.close_device(c);
         }
-        let (m, p, pd) = sim.firmware().object_counts();
+        let (m, p, pd) = mlx5_sim::inspect::object_counts(&sim, 0).unwrap();
         if faults == 0 {
             prop_assert_eq!((m, p, pd), (0, 0, 0), "objects leaked past close");
         } else {

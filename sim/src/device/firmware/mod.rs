@@ -12,6 +12,13 @@ use mlx5_dv::{CommandRecord, FaultRule};
 
 use crate::profile::Profile;
 
+mod objects;
+
+pub(in crate::device) use objects::Posted;
+pub(crate) use objects::{FwCq, FwQp};
+pub use objects::{FwMkey, Klm, QpCreate, QpPath, RepeatEntry, Translation};
+use objects::{FwPsv, Numbers};
+
 /// Syndromes this firmware reports for its own rejections.
 pub mod syndrome {
     /// The input mailbox is shorter than the command's layout.
@@ -35,98 +42,6 @@ impl From<FieldError> for Reject {
     fn from(_: FieldError) -> Self {
         Reject(status::BAD_INP_LEN_ERR, syndrome::INPUT_TOO_SHORT)
     }
-}
-
-/// Hands out 24-bit object numbers, lowest-recently-freed first, never two alike at once.
-#[derive(Debug, Clone)]
-struct Numbers {
-    next: u32,
-    limit: u32,
-    free: Vec<u32>,
-}
-
-impl Numbers {
-    fn new(first: u32, limit: u32) -> Self {
-        Numbers { next: first, limit, free: Vec::new() }
-    }
-
-    fn take(&mut self) -> Option<u32> {
-        if let Some(n) = self.free.pop() {
-            return Some(n);
-        }
-        if self.next >= self.limit {
-            return None;
-        }
-        self.next += 1;
-        Some(self.next - 1)
-    }
-
-    fn give_back(&mut self, n: u32) {
-        self.free.push(n);
-    }
-}
-
-/// One entry of a KLM list: `byte_count` bytes at `addr` of the memory `key` names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Klm {
-    /// Bytes this entry maps.
-    pub byte_count: u32,
-    /// Key of the memory it points into.
-    pub key: u32,
-    /// Address in that memory.
-    pub addr: u64,
-}
-
-/// One entry of a repeat block: each repetition `r` maps `byte_count` bytes at
-/// `addr + r * stride` of the memory `key` names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RepeatEntry {
-    /// Distance between repetitions (16-bit in the WQE).
-    pub stride: u16,
-    /// Bytes per repetition (16-bit in the WQE).
-    pub byte_count: u16,
-    /// Key of the memory it points into.
-    pub key: u32,
-    /// Address of the first repetition.
-    pub addr: u64,
-}
-
-/// How an mkey turns its addresses into memory.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Translation {
-    /// Nothing yet: an indirect mkey no UMR has given a layout.
-    None,
-    /// A registered region: addresses are host virtual addresses within `[start, start+len)`.
-    Mtt,
-    /// A KLM list (layout list): zero-based, entries back to back.
-    Klm(Vec<Klm>),
-    /// A repeat block (interleaved layout): zero-based, repetitions of the entries in turn.
-    Repeat {
-        /// How many times the entry list repeats.
-        repeat_count: u32,
-        /// The entries.
-        entries: Vec<RepeatEntry>,
-    },
-}
-
-/// An mkey as the firmware holds it: its context as last written, and its translation.
-#[derive(Debug, Clone)]
-pub struct FwMkey {
-    /// The 64-byte mkey context.
-    pub mkc: [u8; prm::mkc::SIZE],
-    /// The uid that created it.
-    pub uid: u16,
-    /// How its addresses translate.
-    pub xlat: Translation,
-    /// The signature BSF, when enabled with attributes; `armed` until a signature error,
-    /// again after SET_PSV.
-    pub sig: Option<(crate::signature::SigConfig, bool)>,
-}
-
-/// A PSV as the firmware holds it.
-#[derive(Debug, Clone, Copy)]
-struct FwPsv {
-    uid: u16,
 }
 
 #[derive(Debug, Clone)]
@@ -175,6 +90,10 @@ pub struct Firmware {
     mkeys: BTreeMap<u32, FwMkey>,
     psv_numbers: Numbers,
     psvs: BTreeMap<u32, FwPsv>,
+    next_qpn: u32,
+    qps: BTreeMap<u32, FwQp>,
+    cq_numbers: Numbers,
+    cqs: BTreeMap<u32, FwCq>,
     faults: Vec<ActiveRule>,
     log: Option<Vec<CommandRecord>>,
 }
@@ -230,6 +149,10 @@ impl Firmware {
             mkeys: BTreeMap::new(),
             psv_numbers: Numbers::new(1, 1 << 24),
             psvs: BTreeMap::new(),
+            next_qpn: 0x100,
+            qps: BTreeMap::new(),
+            cq_numbers: Numbers::new(1, 1 << 24),
+            cqs: BTreeMap::new(),
             faults: Vec::new(),
             log: None,
         })
@@ -397,13 +320,76 @@ impl Firmware {
     }
 
     /// The mkey with this index, as the firmware holds it.
-    pub fn mkey(&self, index: u32) -> Option<&FwMkey> {
+    pub(crate) fn mkey(&self, index: u32) -> Option<&FwMkey> {
         self.mkeys.get(&index)
     }
 
     /// The mkey with this index, for the data path (UMR, invalidation).
-    pub fn mkey_mut(&mut self, index: u32) -> Option<&mut FwMkey> {
+    pub(in crate::device) fn mkey_mut(&mut self, index: u32) -> Option<&mut FwMkey> {
         self.mkeys.get_mut(&index)
+    }
+
+    /// CREATE_QP as the kernel issues it: the next QP number of this device (24 bits,
+    /// counting up from 0x100).
+    pub fn create_qp(&mut self, c: QpCreate) -> u32 {
+        let qpn = self.next_qpn;
+        self.next_qpn = qpn.wrapping_add(1) & 0xff_ffff;
+        let qp = FwQp {
+            order: c.order,
+            pdn: c.pdn,
+            send_cqn: c.send_cqn,
+            recv_cqn: c.recv_cqn,
+            state: mlx5_dv::QpState::Reset,
+            access: mlx5_dv::AccessFlags::empty(),
+            remote: None,
+            scatter_to_cqe: c.scatter_to_cqe,
+            drain_sigerr: c.drain_sigerr,
+            sq: Default::default(),
+            rq: Default::default(),
+        };
+        self.qps.insert(qpn, qp);
+        qpn
+    }
+
+    /// DESTROY_QP.
+    pub fn destroy_qp(&mut self, qpn: u32) -> bool {
+        self.qps.remove(&qpn).is_some()
+    }
+
+    /// CREATE_CQ with room for `cqe` CQEs; `None` when the table is full.
+    pub fn create_cq(&mut self, cqe: u32) -> Option<u32> {
+        let cqn = self.cq_numbers.take()?;
+        self.cqs.insert(cqn, FwCq { cqe, entries: Default::default(), overrun: false });
+        Some(cqn)
+    }
+
+    /// DESTROY_CQ.
+    pub fn destroy_cq(&mut self, cqn: u32) -> bool {
+        let gone = self.cqs.remove(&cqn).is_some();
+        if gone {
+            self.cq_numbers.give_back(cqn);
+        }
+        gone
+    }
+
+    /// The QP with this number.
+    pub(crate) fn qp(&self, qpn: u32) -> Option<&FwQp> {
+        self.qps.get(&qpn)
+    }
+
+    /// The QP with this number, mutably.
+    pub(in crate::device) fn qp_mut(&mut self, qpn: u32) -> Option<&mut FwQp> {
+        self.qps.get_mut(&qpn)
+    }
+
+    /// The QPs: number and object, by number.
+    pub(in crate::device) fn qps(&self) -> impl Iterator<Item = (u32, &FwQp)> {
+        self.qps.iter().map(|(n, q)| (*n, q))
+    }
+
+    /// The CQ with this number, mutably.
+    pub(in crate::device) fn cq_mut(&mut self, cqn: u32) -> Option<&mut FwCq> {
+        self.cqs.get_mut(&cqn)
     }
 
     /// The mkey indexes and PSV numbers created under `uid`, for the kernel's cleanup of a

@@ -1,22 +1,58 @@
-//! Host memory: page-aligned buffers at simulated virtual addresses.
+//! The regions of host memory: buffers the backend owns and memory an application lent it.
 
 use std::collections::BTreeMap;
 
 /// The page size of the simulated host.
 pub const PAGE: u64 = 4096;
-/// Where the first buffer is placed; every buffer is followed by an unmapped guard page.
+/// Where the first backend buffer is placed; every buffer is followed by an unmapped guard page.
 const FIRST_VA: u64 = 0x7f00_0000_0000;
 
-/// The simulated host's memory: buffers keyed by their start address.
+/// One mapped region.
+#[derive(Debug, Clone)]
+enum Region {
+    /// Bytes the backend allocated.
+    Owned(Vec<u8>),
+    /// An application's bytes at their own address; valid while registered (see
+    /// [`Memory::register_external`]).
+    External { ptr: *mut u8, len: usize },
+}
+
+impl Region {
+    fn len(&self) -> usize {
+        match self {
+            Region::Owned(v) => v.len(),
+            Region::External { len, .. } => *len,
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Region::Owned(v) => v,
+            // SAFETY: the registration contract keeps (ptr, len) valid and unaliased while the
+            // region is mapped.
+            Region::External { ptr, len } => unsafe { std::slice::from_raw_parts(*ptr, *len) },
+        }
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        match self {
+            Region::Owned(v) => v,
+            // SAFETY: as in `bytes`.
+            Region::External { ptr, len } => unsafe { std::slice::from_raw_parts_mut(*ptr, *len) },
+        }
+    }
+}
+
+/// The simulated host's memory: regions keyed by their start address.
 #[derive(Debug, Clone)]
 pub struct Memory {
-    bufs: BTreeMap<u64, Vec<u8>>,
+    regions: BTreeMap<u64, Region>,
     next_va: u64,
 }
 
 impl Default for Memory {
     fn default() -> Self {
-        Memory { bufs: BTreeMap::new(), next_va: FIRST_VA }
+        Memory { regions: BTreeMap::new(), next_va: FIRST_VA }
     }
 }
 
@@ -27,24 +63,46 @@ impl Memory {
         let va = self.next_va;
         let pages = (len as u64).div_ceil(PAGE).max(1) + 1;
         self.next_va = va.checked_add(pages.checked_mul(PAGE)?)?;
-        self.bufs.insert(va, vec![0; len]);
+        self.regions.insert(va, Region::Owned(vec![0; len]));
         Some(va)
     }
 
-    /// Unmap the buffer at `va`.
-    pub fn free(&mut self, va: u64) -> bool {
-        self.bufs.remove(&va).is_some()
+    /// Map an application's `len` bytes at `ptr`, at their own address. `None` for a null or
+    /// empty range, one that wraps the address space, or one that overlaps a mapped region.
+    ///
+    /// # Safety
+    ///
+    /// `[ptr, ptr + len)` must be valid for reads and writes, and nothing else may read or
+    /// write it, until [`Memory::free`] unmaps it.
+    pub unsafe fn register_external(&mut self, ptr: *mut u8, len: usize) -> Option<u64> {
+        let va = ptr as u64;
+        let end = va.checked_add(len as u64)?;
+        if ptr.is_null() || len == 0 {
+            return None;
+        }
+        let overlaps = self.regions.range(..end).next_back().is_some_and(|(&b, r)| b + r.len() as u64 > va);
+        let owned_space = va < self.next_va && end > FIRST_VA;
+        if overlaps || owned_space {
+            return None;
+        }
+        self.regions.insert(va, Region::External { ptr, len });
+        Some(va)
     }
 
-    /// The buffer holding `[va, va + len)`, and the offset of `va` in it.
+    /// Unmap the region at `va`.
+    pub fn free(&mut self, va: u64) -> bool {
+        self.regions.remove(&va).is_some()
+    }
+
+    /// The region holding `[va, va + len)`, and the offset of `va` in it.
     fn locate(&self, va: u64, len: u64) -> Option<(u64, usize)> {
-        let (&base, buf) = self.bufs.range(..=va).next_back()?;
+        let (&base, r) = self.regions.range(..=va).next_back()?;
         let off = va - base;
         let end = off.checked_add(len)?;
-        (end <= buf.len() as u64).then_some((base, off as usize))
+        (end <= r.len() as u64).then_some((base, off as usize))
     }
 
-    /// True if `[va, va + len)` is mapped, inside one buffer.
+    /// True if `[va, va + len)` is mapped, inside one region.
     pub fn is_mapped(&self, va: u64, len: u64) -> bool {
         self.locate(va, len).is_some()
     }
@@ -52,23 +110,21 @@ impl Memory {
     /// The bytes at `[va, va + len)`.
     pub fn read(&self, va: u64, len: usize) -> Option<&[u8]> {
         let (base, off) = self.locate(va, len as u64)?;
-        self.bufs.get(&base).map(|b| &b[off..off + len])
+        self.regions.get(&base).map(|r| &r.bytes()[off..off + len])
     }
 
     /// Copy `data` to `va`; false if the range is not mapped.
     pub fn write(&mut self, va: u64, data: &[u8]) -> bool {
         let Some((base, off)) = self.locate(va, data.len() as u64) else { return false };
-        match self.bufs.get_mut(&base) {
-            Some(b) => {
-                b[off..off + data.len()].copy_from_slice(data);
+        match self.regions.get_mut(&base) {
+            Some(r) => {
+                r.bytes_mut()[off..off + data.len()].copy_from_slice(data);
                 true
             }
             None => false,
         }
     }
-}
 
-impl Memory {
     /// Copy from the `src` ranges to the `dst` ranges, in order, as many bytes as both hold;
     /// false if a range is not mapped.
     pub fn transfer(&mut self, src: &[(u64, u64)], dst: &[(u64, u64)]) -> bool {
@@ -92,31 +148,73 @@ impl Memory {
         true
     }
 
-    /// Copy `n` bytes from `from` to `to` (the ranges may be in one buffer and may overlap).
+    /// Copy `n` bytes from `from` to `to` (the ranges may be in one region and may overlap).
     fn copy(&mut self, from: u64, to: u64, n: usize) -> bool {
         let (Some((sb, so)), Some((db, dof))) = (self.locate(from, n as u64), self.locate(to, n as u64)) else {
             return false;
         };
         if sb == db {
-            return match self.bufs.get_mut(&sb) {
-                Some(b) => {
-                    b.copy_within(so..so + n, dof);
+            return match self.regions.get_mut(&sb) {
+                Some(r) => {
+                    r.bytes_mut().copy_within(so..so + n, dof);
                     true
                 }
                 None => false,
             };
         }
+        self.with_two_regions(sb, db, |s, d| d[dof..dof + n].copy_from_slice(&s[so..so + n])).is_some()
+    }
+
+    /// Run `f` on the regions at `sb` and `db` (different) together.
+    fn with_two_regions<R>(&mut self, sb: u64, db: u64, f: impl FnOnce(&[u8], &mut [u8]) -> R) -> Option<R> {
         // Take the target out of the map so source and target can be borrowed together.
-        let Some(mut target) = self.bufs.remove(&db) else { return false };
-        let ok = match self.bufs.get(&sb) {
-            Some(source) => {
-                target[dof..dof + n].copy_from_slice(&source[so..so + n]);
-                true
+        let mut target = self.regions.remove(&db)?;
+        let r = self.regions.get(&sb).map(|s| f(s.bytes(), target.bytes_mut()));
+        self.regions.insert(db, target);
+        r
+    }
+
+    /// Run `f` on `[src, src + src_len)` and `[dst, dst + dst_len)` when they lie in two
+    /// different regions; `None` otherwise.
+    pub fn with_two<R>(
+        &mut self,
+        src: u64,
+        src_len: u64,
+        dst: u64,
+        dst_len: u64,
+        f: impl FnOnce(&[u8], &mut [u8]) -> R,
+    ) -> Option<R> {
+        let (sb, so) = self.locate(src, src_len)?;
+        let (db, dof) = self.locate(dst, dst_len)?;
+        if sb == db {
+            return None;
+        }
+        self.with_two_regions(sb, db, |s, d| f(&s[so..so + src_len as usize], &mut d[dof..dof + dst_len as usize]))
+    }
+
+    /// Fill `out` from the cursor's ranges; false if they end first or are not mapped.
+    pub fn read_ranges(&self, cur: &mut RangeCursor<'_>, out: &mut [u8]) -> bool {
+        let mut done = 0;
+        while done < out.len() {
+            let Some((va, n)) = cur.next((out.len() - done) as u64) else { return false };
+            let Some(src) = self.read(va, n as usize) else { return false };
+            out[done..done + n as usize].copy_from_slice(src);
+            done += n as usize;
+        }
+        true
+    }
+
+    /// Write `data` to the cursor's ranges; false if they end first or are not mapped.
+    pub fn write_ranges(&mut self, cur: &mut RangeCursor<'_>, data: &[u8]) -> bool {
+        let mut done = 0;
+        while done < data.len() {
+            let Some((va, n)) = cur.next((data.len() - done) as u64) else { return false };
+            if !self.write(va, &data[done..done + n as usize]) {
+                return false;
             }
-            None => false,
-        };
-        self.bufs.insert(db, target);
-        ok
+            done += n as usize;
+        }
+        true
     }
 }
 
@@ -147,54 +245,6 @@ impl<'r> RangeCursor<'r> {
             self.off = 0;
         }
         None
-    }
-}
-
-impl Memory {
-    /// Run `f` on `[src, src + src_len)` and `[dst, dst + dst_len)` when they lie in two
-    /// different buffers; `None` otherwise.
-    pub fn with_two<R>(
-        &mut self,
-        src: u64,
-        src_len: u64,
-        dst: u64,
-        dst_len: u64,
-        f: impl FnOnce(&[u8], &mut [u8]) -> R,
-    ) -> Option<R> {
-        let (sb, so) = self.locate(src, src_len)?;
-        let (db, dof) = self.locate(dst, dst_len)?;
-        if sb == db {
-            return None;
-        }
-        let mut target = self.bufs.remove(&db)?;
-        let r = self.bufs.get(&sb).map(|s| f(&s[so..so + src_len as usize], &mut target[dof..dof + dst_len as usize]));
-        self.bufs.insert(db, target);
-        r
-    }
-
-    /// Fill `out` from the cursor's ranges; false if they end first or are not mapped.
-    pub fn read_ranges(&self, cur: &mut RangeCursor<'_>, out: &mut [u8]) -> bool {
-        let mut done = 0;
-        while done < out.len() {
-            let Some((va, n)) = cur.next((out.len() - done) as u64) else { return false };
-            let Some(src) = self.read(va, n as usize) else { return false };
-            out[done..done + n as usize].copy_from_slice(src);
-            done += n as usize;
-        }
-        true
-    }
-
-    /// Write `data` to the cursor's ranges; false if they end first or are not mapped.
-    pub fn write_ranges(&mut self, cur: &mut RangeCursor<'_>, data: &[u8]) -> bool {
-        let mut done = 0;
-        while done < data.len() {
-            let Some((va, n)) = cur.next((data.len() - done) as u64) else { return false };
-            if !self.write(va, &data[done..done + n as usize]) {
-                return false;
-            }
-            done += n as usize;
-        }
-        true
     }
 }
 
@@ -246,5 +296,22 @@ mod tests {
         assert!(m.transfer(&[(a, 4)], &[(a + 2, 4)]), "overlap within one buffer");
         assert_eq!(m.read(a, 6), Some(&[1, 2, 1, 2, 3, 4][..]));
         assert!(!m.transfer(&[(a, 4)], &[(a + 4096, 4)]), "unmapped target");
+    }
+
+    #[test]
+    fn external_memory_is_bounds_checked_at_registration() {
+        let mut m = Memory::default();
+        let mut v = vec![1u8, 2, 3, 4];
+        // SAFETY: `v` outlives the registration and is untouched until `free`.
+        let va = unsafe { m.register_external(v.as_mut_ptr(), v.len()) };
+        assert_eq!(va, Some(v.as_ptr() as u64));
+        let va = va.unwrap_or(0);
+        // SAFETY: overlapping and empty registrations are refused before any access.
+        assert_eq!(unsafe { m.register_external(v.as_mut_ptr().wrapping_add(2), 2) }, None, "overlap");
+        assert_eq!(unsafe { m.register_external(std::ptr::null_mut(), 4) }, None, "null");
+        assert!(m.write(va + 1, &[9]));
+        assert!(!m.write(va + 3, &[9, 9]), "past the end");
+        assert!(m.free(va));
+        assert_eq!(v, [1, 9, 3, 4]);
     }
 }

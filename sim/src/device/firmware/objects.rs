@@ -1,0 +1,164 @@
+//! The firmware's objects: number allocators, mkeys with their translations, PSVs, and the
+//! QPs and CQs the engine runs.
+
+use std::collections::VecDeque;
+
+use mlx5_dv::prm;
+use mlx5_dv::{AccessFlags, QpState, RecvWr};
+
+use crate::device::WqeFault;
+use crate::device::wqe::{Cqe, Wqe};
+use crate::signature::SigConfig;
+
+/// Hands out 24-bit object numbers, lowest-recently-freed first, never two alike at once.
+#[derive(Debug, Clone)]
+pub(super) struct Numbers {
+    next: u32,
+    limit: u32,
+    free: Vec<u32>,
+}
+
+impl Numbers {
+    pub(super) fn new(first: u32, limit: u32) -> Self {
+        Numbers { next: first, limit, free: Vec::new() }
+    }
+
+    pub(super) fn take(&mut self) -> Option<u32> {
+        if let Some(n) = self.free.pop() {
+            return Some(n);
+        }
+        if self.next >= self.limit {
+            return None;
+        }
+        self.next += 1;
+        Some(self.next - 1)
+    }
+
+    pub(super) fn give_back(&mut self, n: u32) {
+        self.free.push(n);
+    }
+}
+
+/// One entry of a KLM list: `byte_count` bytes at `addr` of the memory `key` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Klm {
+    /// Bytes this entry maps.
+    pub byte_count: u32,
+    /// Key of the memory it points into.
+    pub key: u32,
+    /// Address in that memory.
+    pub addr: u64,
+}
+
+/// One entry of a repeat block: each repetition `r` maps `byte_count` bytes at
+/// `addr + r * stride` of the memory `key` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RepeatEntry {
+    /// Distance between repetitions (16-bit in the WQE).
+    pub stride: u16,
+    /// Bytes per repetition (16-bit in the WQE).
+    pub byte_count: u16,
+    /// Key of the memory it points into.
+    pub key: u32,
+    /// Address of the first repetition.
+    pub addr: u64,
+}
+
+/// How an mkey turns its addresses into memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Translation {
+    /// Nothing yet: an indirect mkey no UMR has given a layout.
+    None,
+    /// A registered region: addresses are host virtual addresses within `[start, start+len)`.
+    Mtt,
+    /// A KLM list (layout list): zero-based, entries back to back.
+    Klm(Vec<Klm>),
+    /// A repeat block (interleaved layout): zero-based, repetitions of the entries in turn.
+    Repeat {
+        /// How many times the entry list repeats.
+        repeat_count: u32,
+        /// The entries.
+        entries: Vec<RepeatEntry>,
+    },
+}
+
+/// An mkey as the firmware holds it: its context as last written, and its translation.
+#[derive(Debug, Clone)]
+pub struct FwMkey {
+    /// The 64-byte mkey context.
+    pub mkc: [u8; prm::mkc::SIZE],
+    /// The uid that created it.
+    pub uid: u16,
+    /// How its addresses translate.
+    pub xlat: Translation,
+    /// The signature BSF, when enabled with attributes; `armed` until a signature error,
+    /// again after SET_PSV.
+    pub sig: Option<(SigConfig, bool)>,
+}
+
+/// A PSV as the firmware holds it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct FwPsv {
+    pub(super) uid: u16,
+}
+
+/// The responder a QP's RTR path names: a device and a QP number on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct QpPath {
+    /// The responder's device.
+    pub dev: usize,
+    /// The responder's QP number.
+    pub qpn: u32,
+}
+
+/// A QP as the device holds it: its context (state, PD, CQs, path) and its two work queues.
+#[derive(Debug, Clone)]
+pub struct FwQp {
+    /// When the QP was created, across devices: the engine runs QPs in this order.
+    pub(in crate::device) order: u64,
+    pub(in crate::device) pdn: u32,
+    pub(in crate::device) send_cqn: u32,
+    pub(in crate::device) recv_cqn: u32,
+    pub(in crate::device) state: QpState,
+    pub(in crate::device) access: AccessFlags,
+    pub(in crate::device) remote: Option<QpPath>,
+    pub(in crate::device) scatter_to_cqe: bool,
+    /// SIG_PIPELINING: a signature error drains the send queue to SQD.
+    pub(in crate::device) drain_sigerr: bool,
+    pub(in crate::device) sq: VecDeque<Posted>,
+    pub(in crate::device) rq: VecDeque<RecvWr>,
+}
+
+/// What creating a QP tells the firmware.
+#[derive(Debug, Clone, Copy)]
+pub struct QpCreate {
+    /// Scheduling order (see [`FwQp`]).
+    pub order: u64,
+    /// Its PD number.
+    pub pdn: u32,
+    /// Send CQ number.
+    pub send_cqn: u32,
+    /// Receive CQ number.
+    pub recv_cqn: u32,
+    /// Scatter-to-CQE for small receives.
+    pub scatter_to_cqe: bool,
+    /// SIG_PIPELINING.
+    pub drain_sigerr: bool,
+}
+
+/// A CQ as the device holds it.
+#[derive(Debug, Clone)]
+pub struct FwCq {
+    /// CQEs it holds at most.
+    pub(in crate::device) cqe: u32,
+    pub(in crate::device) entries: VecDeque<Cqe>,
+    /// Overrun: later CQEs are lost.
+    pub(in crate::device) overrun: bool,
+}
+
+/// A WQE in a send queue, with the fault rule that matched it when its doorbell rang.
+#[derive(Debug, Clone)]
+pub(in crate::device) struct Posted {
+    pub(in crate::device) wqe: Wqe,
+    pub(in crate::device) fault: Option<WqeFault>,
+}

@@ -1,0 +1,84 @@
+//! Host memory, as devices see it: one DMA interface over two kinds of region, buffers the
+//! backend owns ([`Host::alloc`]) and an application's own bytes ([`Host::register_external`]).
+
+mod memory;
+
+pub use memory::{PAGE, RangeCursor};
+
+/// What a device does to host memory: bounds-checked reads and writes at host addresses.
+pub trait Dma {
+    /// The bytes at `[addr, addr + len)`, if one region maps them all.
+    fn read(&self, addr: u64, len: usize) -> Option<&[u8]>;
+    /// Copy `bytes` to `addr`; false (nothing written) if one region does not map them all.
+    fn write(&mut self, addr: u64, bytes: &[u8]) -> bool;
+}
+
+/// The simulated host's memory.
+#[derive(Debug, Clone, Default)]
+pub struct Host {
+    mem: memory::Memory,
+}
+
+impl Dma for Host {
+    fn read(&self, addr: u64, len: usize) -> Option<&[u8]> {
+        self.mem.read(addr, len)
+    }
+
+    fn write(&mut self, addr: u64, bytes: &[u8]) -> bool {
+        self.mem.write(addr, bytes)
+    }
+}
+
+impl Host {
+    /// Map `len` zeroed bytes the backend owns at a fresh page-aligned address.
+    pub fn alloc(&mut self, len: usize) -> Option<u64> {
+        self.mem.alloc(len)
+    }
+
+    /// Map an application's `len` bytes at `ptr`, at their own address; `None` for a null or
+    /// empty range, one that wraps, or one that overlaps mapped memory.
+    ///
+    /// # Safety
+    ///
+    /// `[ptr, ptr + len)` must be valid for reads and writes, and nothing else may read or
+    /// write it, until [`Host::unmap`] unmaps it.
+    pub unsafe fn register_external(&mut self, ptr: *mut u8, len: usize) -> Option<u64> {
+        // SAFETY: the caller's contract is the memory's.
+        unsafe { self.mem.register_external(ptr, len) }
+    }
+
+    /// Unmap the region starting at `addr`.
+    pub fn unmap(&mut self, addr: u64) -> bool {
+        self.mem.free(addr)
+    }
+
+    /// True if one region maps `[addr, addr + len)`.
+    pub fn is_mapped(&self, addr: u64, len: u64) -> bool {
+        self.mem.is_mapped(addr, len)
+    }
+
+    /// Copy from the `src` ranges to the `dst` ranges in order; false if a range is unmapped.
+    pub fn transfer(&mut self, src: &[(u64, u64)], dst: &[(u64, u64)]) -> bool {
+        self.mem.transfer(src, dst)
+    }
+
+    /// Run `f` on two ranges in different regions; `None` if they share one or are unmapped.
+    pub fn with_two<R>(
+        &mut self,
+        src: (u64, u64),
+        dst: (u64, u64),
+        f: impl FnOnce(&[u8], &mut [u8]) -> R,
+    ) -> Option<R> {
+        self.mem.with_two(src.0, src.1, dst.0, dst.1, f)
+    }
+
+    /// Fill `out` from the cursor's ranges; false if they end first or are unmapped.
+    pub fn read_ranges(&self, cur: &mut RangeCursor<'_>, out: &mut [u8]) -> bool {
+        self.mem.read_ranges(cur, out)
+    }
+
+    /// Write `data` to the cursor's ranges; false if they end first or are unmapped.
+    pub fn write_ranges(&mut self, cur: &mut RangeCursor<'_>, data: &[u8]) -> bool {
+        self.mem.write_ranges(cur, data)
+    }
+}

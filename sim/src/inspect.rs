@@ -1,0 +1,28 @@
+//! Read-only views of simulator internals for tests (feature `test-utils`): the firmware's
+//! object tables and mkey contexts, and the provider's signature context of an mkey.
+
+use mlx5_dv::Mkey;
+
+use crate::Simulator;
+use crate::provider::SigCtx;
+
+/// The mkey context (`mkc`) of the mkey with `index` on device `dev`, as the firmware holds it.
+pub fn mkc(sim: &Simulator, dev: usize, index: u32) -> Option<[u8; mlx5_dv::prm::mkc::SIZE]> {
+    Some(sim.devices().get(dev)?.firmware().mkey(index)?.mkc)
+}
+
+/// Live (mkeys, PSVs, PDs) in the firmware of device `dev`.
+pub fn object_counts(sim: &Simulator, dev: usize) -> Option<(usize, usize, usize)> {
+    Some(sim.devices().get(dev)?.firmware().object_counts())
+}
+
+/// Whether the signature mkey with `index` on device `dev` has an armed PSV (`None` if it has
+/// no signature BSF).
+pub fn sig_armed(sim: &Simulator, dev: usize, index: u32) -> Option<bool> {
+    sim.devices().get(dev)?.firmware().mkey(index)?.sig.map(|(_, armed)| armed)
+}
+
+/// The provider's signature context of a live mkey, to drive the `mkey_check` decoder.
+pub fn sig_ctx_mut<'s>(sim: &'s mut Simulator, mkey: &Mkey) -> Option<&'s mut SigCtx> {
+    sim.provider_mut().sig_ctx_mut(mkey)
+}

@@ -1,0 +1,259 @@
+//! Contexts and PDs: `mlx5_alloc_context` with its DEVX choice and capability query,
+//! `mlx5dv_query_device`, ports, PDs, async events, and closing a context.
+
+use mlx5_dv::errno::{EINVAL, EOPNOTSUPP};
+use mlx5_dv::prm::{self, Field, opcode};
+use mlx5_dv::{
+    AsyncEvent, ContextAttr, ContextFlags, ContextHandle, DeviceDesc, DeviceKind, DvContext, Error, Op, PdHandle,
+    PortAttr, Result, crypto_cap, sig_cap,
+};
+
+use super::{Ctx, CtxCaps, CtxKind, Lower, Pd, Provider};
+use crate::device::Device;
+use crate::kernel::{self, DevxUid};
+
+impl Provider {
+    /// `ibv_get_device_list`.
+    pub(crate) fn device_list(&self) -> Vec<DeviceDesc> {
+        self.device_list.clone()
+    }
+
+    /// The kind of the device named `name` and, for an mlx5 kernel device, its index.
+    fn find_device(&self, name: &str, op: Op) -> Result<(DeviceKind, usize)> {
+        let mut mlx5 = 0;
+        for d in &self.device_list {
+            if d.name == name {
+                return Ok((d.kind, if d.kind == DeviceKind::Mlx5 { mlx5 } else { 0 }));
+            }
+            mlx5 += usize::from(d.kind == DeviceKind::Mlx5);
+        }
+        Err(Error::new(op, mlx5_dv::errno::ENODEV, format!("no device named {name}")))
+    }
+
+    fn ctx(&self, h: ContextHandle, op: Op) -> Result<&Ctx> {
+        self.contexts.get(h, op)
+    }
+
+    fn add_context(
+        &mut self,
+        low: &mut Lower<'_>,
+        kind: CtxKind,
+        caps: CtxCaps,
+        dev: usize,
+        op: Op,
+    ) -> Result<ContextHandle> {
+        let h = self.contexts.insert(op, Ctx { kind, caps, dev })?;
+        low.kernel.track_context(h.id());
+        Ok(h)
+    }
+
+    /// `mlx5dv_open_device`.
+    pub(crate) fn open_device(
+        &mut self,
+        low: &mut Lower<'_>,
+        device: &str,
+        attr: Option<&ContextAttr>,
+    ) -> Result<ContextHandle> {
+        let op = Op::OpenDevice;
+        let dev = match self.find_device(device, op)? {
+            (DeviceKind::Mlx5, dev) => dev,
+            (DeviceKind::Mlx5Vfio | DeviceKind::Other, _) => {
+                return Err(Error::new(op, EOPNOTSUPP, format!("{device} is not an mlx5 kernel device")));
+            }
+        };
+        let (flags, comp_mask) = attr.map_or((0, 0), |a| (a.flags.bits(), a.comp_mask));
+        if comp_mask & !mlx5_dv::MLX5DV_CONTEXT_ATTR_MASK_FD_ARRAY != 0 {
+            return Err(Error::new(op, EINVAL, format!("unknown comp_mask bits 0x{comp_mask:x}")));
+        }
+        if flags & !ContextFlags::DEVX.bits() != 0 {
+            return Err(Error::new(op, EINVAL, format!("unknown context flags 0x{flags:x}")));
+        }
+        self.open_kernel_context(low, dev, flags == 0, op)
+    }
+
+    /// `ibv_open_device`.
+    pub(crate) fn open_ibv_device(&mut self, low: &mut Lower<'_>, device: &str) -> Result<ContextHandle> {
+        let op = Op::IbvOpenDevice;
+        match self.find_device(device, op)? {
+            (DeviceKind::Mlx5, dev) => self.open_kernel_context(low, dev, true, op),
+            // The VFIO function is the first device's; other providers need no firmware.
+            (DeviceKind::Mlx5Vfio, _) => self.add_context(low, CtxKind::Vfio, CtxCaps::default(), 0, op),
+            (DeviceKind::Other, _) => self.add_context(low, CtxKind::Other, CtxCaps::default(), 0, op),
+        }
+    }
+
+    /// `mlx5_alloc_context` for a kernel mlx5 device: DEVX as asked, kernel flags, then the
+    /// capability query.
+    fn open_kernel_context(
+        &mut self,
+        low: &mut Lower<'_>,
+        dev: usize,
+        fallback: bool,
+        op: Op,
+    ) -> Result<ContextHandle> {
+        let h = self.contexts.insert(op, Ctx { kind: CtxKind::Other, caps: CtxCaps::default(), dev })?;
+        let devx = match low.kernel.open_context(h.id(), true, fallback) {
+            Ok(d) => d,
+            Err(e) => {
+                let _ = self.contexts.take(h, op);
+                return Err(Error::new(op, e, "the kernel refused a DEVX context"));
+            }
+        };
+        let caps = low.devices.get_mut(dev).map(|d| query_caps(d, devx)).unwrap_or_default();
+        let update_tag = low.kernel.facts().mkey_update_tag;
+        if let Ok(c) = self.contexts.get_mut(h, op) {
+            *c = Ctx { kind: CtxKind::Kernel { devx, update_tag }, caps, dev };
+        }
+        Ok(h)
+    }
+
+    /// `ibv_close_device`: the provider forgets the context's objects; the kernel destroys
+    /// its QPs, CQs and MRs, what its DEVX uid still owns in firmware, and its PDs.
+    pub(crate) fn close_device(&mut self, low: &mut Lower<'_>, ctx: ContextHandle) -> Result<()> {
+        let op = Op::CloseDevice;
+        let c = self.ctx(ctx, op)?.clone();
+        self.release_queues_of(low, ctx);
+        for h in self.mkeys.handles_where(|m| m.ctx == ctx) {
+            let _ = self.mkeys.take(h, op);
+        }
+        if let (CtxKind::Kernel { devx, .. }, Some(d)) = (c.kind, low.devices.get_mut(c.dev)) {
+            low.kernel.close_devx_objects(d, devx);
+        }
+        for h in self.pds.handles_where(|p| p.ctx == ctx) {
+            if let (Ok(p), Some(d)) = (self.pds.take(h, op), low.devices.get_mut(c.dev))
+                && let Some(pdn) = p.pdn
+            {
+                let _ = kernel::dealloc_pd(d, pdn, op);
+            }
+        }
+        low.kernel.forget_context(ctx.id());
+        let _ = self.contexts.take(ctx, op);
+        Ok(())
+    }
+
+    /// `mlx5dv_query_device` with the caps found at open.
+    pub(crate) fn query_device(&self, ctx: ContextHandle, comp_mask: u64) -> Result<DvContext> {
+        let op = Op::QueryDevice;
+        let c = self.ctx(ctx, op)?;
+        if !c.is_kernel() {
+            return Err(Error::new(op, EOPNOTSUPP, "this context has no query_device op (VFIO or non-mlx5)"));
+        }
+        let mut out = DvContext::default();
+        if comp_mask & mlx5_dv::MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD != 0 {
+            out.comp_mask |= mlx5_dv::MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD;
+            out.sig_caps = c.caps.sig;
+        }
+        if comp_mask & mlx5_dv::MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD != 0 {
+            out.comp_mask |= mlx5_dv::MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD;
+            out.crypto_caps = c.caps.crypto;
+        }
+        Ok(out)
+    }
+
+    /// `ibv_query_port`.
+    pub(crate) fn query_port(&self, low: &Lower<'_>, ctx: ContextHandle, port_num: u8) -> Result<PortAttr> {
+        let op = Op::QueryPort;
+        let c = self.ctx(ctx, op)?;
+        if !c.is_kernel() {
+            return Err(Error::new(op, EOPNOTSUPP, "only a kernel mlx5 context has verbs ports here"));
+        }
+        match (port_num, low.fabric.port(c.dev)) {
+            (1, Some(p)) => Ok(*p),
+            _ => Err(Error::new(op, EINVAL, format!("the device has no port {port_num}"))),
+        }
+    }
+
+    /// `ibv_alloc_pd`: ALLOC_PD through the kernel on mlx5 contexts.
+    pub(crate) fn alloc_pd(&mut self, low: &mut Lower<'_>, ctx: ContextHandle) -> Result<PdHandle> {
+        let op = Op::AllocPd;
+        let c = self.ctx(ctx, op)?;
+        let pdn = match (c.kind, low.devices.get_mut(c.dev)) {
+            (CtxKind::Other, _) => None,
+            (_, Some(d)) => Some(kernel::alloc_pd(d, op)?),
+            (_, None) => return Err(Error::new(op, EINVAL, "no such device")),
+        };
+        self.pds.insert(op, Pd { ctx, pdn })
+    }
+
+    /// `ibv_dealloc_pd`: EBUSY while mkeys, MRs or QPs use it.
+    pub(crate) fn dealloc_pd(&mut self, low: &mut Lower<'_>, pd: PdHandle) -> Result<()> {
+        let op = Op::DeallocPd;
+        let users = self.pds.users(pd, op)?;
+        if users > 0 {
+            return Err(Error::new(
+                op,
+                mlx5_dv::errno::EBUSY,
+                format!("the PD still has {users} mkey(s), MR(s) or QP(s)"),
+            ));
+        }
+        let p = self.pds.get(pd, op)?;
+        let dev = self.contexts.get(p.ctx, op).map_or(0, |c| c.dev);
+        if let (Some(pdn), Some(d)) = (p.pdn, low.devices.get_mut(dev)) {
+            kernel::dealloc_pd(d, pdn, op)?;
+        }
+        self.pds.take(pd, op)?;
+        Ok(())
+    }
+
+    /// `ibv_get_async_event`, non-blocking.
+    pub(crate) fn get_async_event(&mut self, low: &mut Lower<'_>, ctx: ContextHandle) -> Result<Option<AsyncEvent>> {
+        self.ctx(ctx, Op::GetAsyncEvent)?;
+        Ok(low.kernel.get_async_event(ctx.id()))
+    }
+}
+
+/// `mlx5_query_device_ctx`: read the HCA caps through DEVX; a failed query leaves caps 0.
+fn query_caps(dev: &mut Device, uid: DevxUid) -> CtxCaps {
+    use prm::{cmd_hca_cap as c, crypto_caps as k, query_hca_cap as q};
+    let mut caps = CtxCaps::default();
+    let mut input = prm::new_input(q::IN_SIZE, opcode::QUERY_HCA_CAP, 0, q::OP_MOD_GENERAL_CUR);
+    let mut out = vec![0u8; q::OUT_SIZE];
+    if kernel::devx_cmd(dev, uid, &mut input, &mut out).is_err() {
+        return caps;
+    }
+    let page = &out[q::CAPABILITY_BYTE..];
+    let bit = |f: Field| f.get(page).unwrap_or(0) != 0;
+    if bit(c::SHO) && bit(c::SIGERR_DOMAIN_AND_SIG_TYPE) {
+        caps.sig.block_prot = sig_cap::PROT_T10DIF | sig_cap::PROT_CRC;
+        caps.sig.block_size = sig_cap::BLOCK_512 | sig_cap::BLOCK_520 | sig_cap::BLOCK_4096 | sig_cap::BLOCK_4160;
+        caps.sig.t10dif_bg = sig_cap::BG_CRC | sig_cap::BG_CSUM;
+        caps.sig.crc_type = sig_cap::CRC32;
+        if bit(c::SIG_BLOCK_4048) {
+            caps.sig.block_size |= sig_cap::BLOCK_4048;
+        }
+        if bit(c::SIG_CRC32C) {
+            caps.sig.crc_type |= sig_cap::CRC32C;
+        }
+        if bit(c::SIG_CRC64_XP10) {
+            caps.sig.crc_type |= sig_cap::CRC64_XP10;
+        }
+    }
+    if bit(c::AES_XTS_SINGLE_BLOCK_LE_TWEAK) {
+        caps.crypto.crypto_engines |= crypto_cap::ENGINE_AES_XTS_SINGLE_BLOCK;
+    }
+    if bit(c::AES_XTS_MULTI_BLOCK_BE_TWEAK) {
+        caps.crypto.crypto_engines |= crypto_cap::ENGINE_AES_XTS_SINGLE_BLOCK | crypto_cap::ENGINE_AES_XTS_MULTI_BLOCK;
+    }
+    if !bit(c::CRYPTO) {
+        return caps;
+    }
+    caps.crypto.flags |= crypto_cap::FLAG_CRYPTO;
+    let mut input = prm::new_input(q::IN_SIZE, opcode::QUERY_HCA_CAP, 0, q::OP_MOD_CRYPTO_CUR);
+    if kernel::devx_cmd(dev, uid, &mut input, &mut out).is_err() {
+        return caps;
+    }
+    let page = &out[q::CAPABILITY_BYTE..];
+    let get = |f: Field| f.get(page).unwrap_or(0);
+    if get(k::WRAPPED_CRYPTO_OPERATIONAL) != 0 {
+        caps.crypto.flags |= crypto_cap::FLAG_WRAPPED_CRYPTO_OPERATIONAL;
+    }
+    if get(k::WRAPPED_CRYPTO_GOING_TO_COMMISSIONING) != 0 {
+        caps.crypto.flags |= crypto_cap::FLAG_WRAPPED_CRYPTO_GOING_TO_COMMISSIONING;
+    }
+    if get(k::WRAPPED_IMPORT_METHOD) & k::WRAPPED_IMPORT_METHOD_AES != 0 {
+        caps.crypto.wrapped_import_method |= crypto_cap::WRAPPED_IMPORT_AES_XTS;
+    }
+    caps.crypto.log_max_num_deks = get(k::LOG_MAX_NUM_DEKS) as u8;
+    caps.crypto.failed_selftests = get(k::FAILED_SELFTESTS) as u16;
+    caps
+}

@@ -1,0 +1,127 @@
+//! Host memory as the application sees it: buffers (the backend's own or registered external
+//! memory) and `ibv_reg_mr` / `ibv_dereg_mr`.
+
+use mlx5_dv::errno::{EFAULT, EINVAL, ENOMEM, EOPNOTSUPP};
+use mlx5_dv::{AccessFlags, Buf, Error, Mr, Op, PdHandle, Result};
+
+use super::{BufObj, Lower, MrObj, Provider};
+use crate::host::Dma;
+use crate::kernel;
+
+impl Provider {
+    /// A page-aligned buffer of `len` zeroed bytes.
+    pub(crate) fn alloc_buf(&mut self, low: &mut Lower<'_>, len: usize) -> Result<Buf> {
+        let op = Op::AllocBuf;
+        if len == 0 || len > (1 << 30) {
+            return Err(Error::new(op, EINVAL, format!("buffer length {len} is outside 1..=1 GiB")));
+        }
+        let addr = low.host.alloc(len).ok_or_else(|| Error::new(op, ENOMEM, "address space exhausted"))?;
+        let handle = self.bufs.insert(op, BufObj { addr, len })?;
+        Ok(Buf { handle, addr, len })
+    }
+
+    /// A buffer over an application's own `len` bytes at `ptr`.
+    ///
+    /// # Safety
+    ///
+    /// As [`crate::host::Host::register_external`]: valid and untouched until freed.
+    pub(crate) unsafe fn register_buf(&mut self, low: &mut Lower<'_>, ptr: *mut u8, len: usize) -> Result<Buf> {
+        let op = Op::AllocBuf;
+        // SAFETY: the caller's contract.
+        let addr = unsafe { low.host.register_external(ptr, len) }
+            .ok_or_else(|| Error::new(op, EINVAL, "the memory is empty, wraps, or overlaps mapped memory"))?;
+        let handle = self.bufs.insert(op, BufObj { addr, len })?;
+        Ok(Buf { handle, addr, len })
+    }
+
+    /// Free a buffer; EBUSY while MRs cover it.
+    pub(crate) fn free_buf(&mut self, low: &mut Lower<'_>, buf: &Buf) -> Result<()> {
+        let op = Op::FreeBuf;
+        let users = self.bufs.users(buf.handle, op)?;
+        if users > 0 {
+            return Err(Error::new(op, mlx5_dv::errno::EBUSY, format!("{users} MR(s) still cover the buffer")));
+        }
+        let b = self.bufs.take(buf.handle, op)?;
+        low.host.unmap(b.addr);
+        Ok(())
+    }
+
+    /// Copy `data` into a buffer at `offset`.
+    pub(crate) fn write_buf(&mut self, low: &mut Lower<'_>, buf: &Buf, offset: usize, data: &[u8]) -> Result<()> {
+        let op = Op::WriteBuf;
+        let b = self.bufs.get(buf.handle, op)?;
+        if offset.checked_add(data.len()).is_none_or(|e| e > b.len) {
+            let why = format!("{} bytes at {offset} pass the buffer's {} bytes", data.len(), b.len);
+            return Err(Error::new(op, EINVAL, why));
+        }
+        let va = b.addr + offset as u64;
+        if low.host.write(va, data) { Ok(()) } else { Err(Error::new(op, EINVAL, "buffer not mapped")) }
+    }
+
+    /// Read `len` bytes of a buffer at `offset`.
+    pub(crate) fn read_buf(&mut self, low: &mut Lower<'_>, buf: &Buf, offset: usize, len: usize) -> Result<Vec<u8>> {
+        let op = Op::ReadBuf;
+        let b = self.bufs.get(buf.handle, op)?;
+        if offset.checked_add(len).is_none_or(|e| e > b.len) {
+            return Err(Error::new(op, EINVAL, format!("{len} bytes at {offset} pass the buffer's {} bytes", b.len)));
+        }
+        low.host
+            .read(b.addr + offset as u64, len)
+            .map(<[u8]>::to_vec)
+            .ok_or_else(|| Error::new(op, EINVAL, "buffer not mapped"))
+    }
+
+    /// `ibv_reg_mr`: checks of `ib_check_mr_access`, then the kernel's MTT mkey.
+    pub(crate) fn reg_mr(
+        &mut self,
+        low: &mut Lower<'_>,
+        pd: PdHandle,
+        addr: u64,
+        length: u64,
+        access: AccessFlags,
+    ) -> Result<Mr> {
+        let op = Op::RegMr;
+        let p = self.pds.get(pd, op)?;
+        let (ctx, pdn) = (p.ctx, p.pdn);
+        let dev = self.contexts.get(ctx, op).map(|c| c.dev).map_err(|_| Error::new(op, EINVAL, "context closed"))?;
+        let pdn = pdn.ok_or_else(|| Error::new(op, EOPNOTSUPP, "MRs are simulated on mlx5 contexts only"))?;
+        let known = AccessFlags::all().bits();
+        if access.bits() & !known != 0 {
+            return Err(Error::new(op, EINVAL, format!("unknown access bits 0x{:x}", access.bits() & !known)));
+        }
+        // ib_check_mr_access: remote write or atomic needs local write.
+        if access.intersects(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC)
+            && !access.contains(AccessFlags::LOCAL_WRITE)
+        {
+            return Err(Error::new(op, EINVAL, "REMOTE_WRITE/REMOTE_ATOMIC need LOCAL_WRITE"));
+        }
+        if length == 0 || !low.host.is_mapped(addr, length) {
+            return Err(Error::new(op, EFAULT, format!("[0x{addr:x}, +{length}) is not mapped memory")));
+        }
+        let buf = self
+            .bufs
+            .iter()
+            .find(|(_, b)| b.addr <= addr && addr - b.addr < b.len as u64)
+            .map(|(h, _)| h)
+            .ok_or_else(|| Error::new(op, EFAULT, "not a buffer of this backend"))?;
+        let d = low.devices.get_mut(dev).ok_or_else(|| Error::new(op, EINVAL, "no such device"))?;
+        let (index, variant) = low.kernel.reg_mr(d, dev, pdn, (addr, length), access)?;
+        let handle = self.mrs.insert(op, MrObj { ctx, pd, dev, index, buf })?;
+        self.bufs.acquire(buf, op)?;
+        self.pds.acquire(pd, op)?;
+        let key = index << 8 | u32::from(variant);
+        Ok(Mr { handle, lkey: key, rkey: key, addr, length })
+    }
+
+    /// `ibv_dereg_mr`.
+    pub(crate) fn dereg_mr(&mut self, low: &mut Lower<'_>, mr: &Mr) -> Result<()> {
+        let op = Op::DeregMr;
+        let m = self.mrs.get(mr.handle, op)?.clone();
+        let d = low.devices.get_mut(m.dev).ok_or_else(|| Error::new(op, EINVAL, "no such device"))?;
+        kernel::destroy_mkey(d, m.index, op)?;
+        self.mrs.take(mr.handle, op)?;
+        self.bufs.release(m.buf);
+        self.pds.release(m.pd);
+        Ok(())
+    }
+}

@@ -1,0 +1,205 @@
+//! The provider: what libmlx5 does in user space, in the order it does it — flag masks,
+//! rounding, capability parsing, mapping command status to errno, decoding `mkey_check`, the
+//! work request builders and setters, and CQE handling. It reaches a device only through the
+//! kernel and the device's command and doorbell interfaces.
+
+use mlx5_dv::{
+    AccessFlags, BackendId, BufHandle, ContextHandle, CqHandle, CryptoCaps, HandleTable, MkeyHandle, MrHandle,
+    PdHandle, QpHandle, SigCaps, WqeRecord,
+};
+
+use crate::device::Device;
+use crate::fabric::Fabric;
+use crate::host::Host;
+use crate::kernel::{DevxUid, Kernel};
+use crate::profile::{DataPathSection, Profile};
+
+mod context;
+mod memory;
+mod mkey;
+mod poll;
+mod qp;
+mod wr;
+
+pub use mkey::{BsfState, SigCtx, SigDomainType, StoredSigErr, decode_sig_err, round_max_entries, sigerr_syndrome};
+
+/// The layers below the provider, borrowed for one call.
+pub(crate) struct Lower<'a> {
+    pub(crate) kernel: &'a mut Kernel,
+    pub(crate) devices: &'a mut [Device],
+    pub(crate) host: &'a mut Host,
+    pub(crate) fabric: &'a Fabric,
+}
+
+impl Lower<'_> {
+    /// Let the devices run after a doorbell, then deliver the events they raised.
+    fn run(&mut self) {
+        crate::device::run(self.devices, self.host);
+        self.kernel.deliver_events(self.devices);
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CtxKind {
+    Kernel { devx: DevxUid, update_tag: bool },
+    Vfio,
+    Other,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct CtxCaps {
+    sig: SigCaps,
+    crypto: CryptoCaps,
+}
+
+#[derive(Debug, Clone)]
+struct Ctx {
+    kind: CtxKind,
+    caps: CtxCaps,
+    /// Index of the device.
+    dev: usize,
+}
+
+impl Ctx {
+    fn is_kernel(&self) -> bool {
+        matches!(self.kind, CtxKind::Kernel { .. })
+    }
+
+    /// The kernel reported mkey tag update for this context.
+    fn update_tag(&self) -> bool {
+        matches!(self.kind, CtxKind::Kernel { update_tag: true, .. })
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Pd {
+    ctx: ContextHandle,
+    pdn: Option<u32>,
+}
+
+#[derive(Debug, Clone)]
+struct MkeyObj {
+    ctx: ContextHandle,
+    pd: PdHandle,
+    dev: usize,
+    index: u32,
+    sig: Option<SigCtx>,
+    /// Zero-based length of the current layout (`mkey->length`).
+    length: u64,
+    /// `max_entries` rounded at creation (`mkey->num_desc`).
+    num_desc: u16,
+    /// Created with CRYPTO.
+    crypto: bool,
+}
+
+/// A buffer of host memory handed to the application; its users are the MRs over it.
+#[derive(Debug, Clone)]
+struct BufObj {
+    addr: u64,
+    len: usize,
+}
+
+#[derive(Debug, Clone)]
+struct MrObj {
+    ctx: ContextHandle,
+    pd: PdHandle,
+    dev: usize,
+    index: u32,
+    buf: BufHandle,
+}
+
+/// A CQ; its users are the QPs that complete into it.
+#[derive(Debug, Clone)]
+struct CqObj {
+    ctx: ContextHandle,
+    dev: usize,
+    cqn: u32,
+}
+
+#[derive(Debug, Clone)]
+struct QpObj {
+    ctx: ContextHandle,
+    dev: usize,
+    pd: PdHandle,
+    qpn: u32,
+    cqs: [CqHandle; 2],
+    /// Only RC QPs move data in the simulator.
+    rc: bool,
+    max_post: u32,
+    rq_max_post: u32,
+    rq_max_gs: u32,
+    max_inline_data: i64,
+    mkey_ops: bool,
+    wr_complete_real: bool,
+    /// `fm_cache`: the next WQE carries the initiator small fence (after a UMR).
+    fence_next: bool,
+    sq_head: u64,
+    sq_tail: u64,
+}
+
+/// The provider's objects, each behind a handle table.
+#[derive(Debug, Clone)]
+pub(crate) struct Provider {
+    contexts: HandleTable<ContextHandle, Ctx>,
+    pds: HandleTable<PdHandle, Pd>,
+    mkeys: HandleTable<MkeyHandle, MkeyObj>,
+    bufs: HandleTable<BufHandle, BufObj>,
+    mrs: HandleTable<MrHandle, MrObj>,
+    cqs: HandleTable<CqHandle, CqObj>,
+    qps: HandleTable<QpHandle, QpObj>,
+    limits: DataPathSection,
+    /// The host's devices: the mlx5 kernel devices first, in device order.
+    device_list: Vec<mlx5_dv::DeviceDesc>,
+    /// Posted WQEs as the provider wrote them, when recording.
+    wqe_log: Option<Vec<WqeRecord>>,
+}
+
+impl Provider {
+    /// The provider of a profile's host, issuing handles for `backend`.
+    pub(crate) fn new(backend: BackendId, profile: &Profile) -> Self {
+        Provider {
+            contexts: HandleTable::new(backend),
+            pds: HandleTable::new(backend),
+            mkeys: HandleTable::new(backend),
+            bufs: HandleTable::new(backend),
+            mrs: HandleTable::new(backend),
+            cqs: HandleTable::new(backend),
+            qps: HandleTable::new(backend),
+            limits: profile.datapath.clone(),
+            device_list: device_list(profile),
+            wqe_log: None,
+        }
+    }
+
+    /// Start or stop recording the WQEs posted.
+    pub(crate) fn record_wqes(&mut self, on: bool) {
+        match (on, self.wqe_log.is_some()) {
+            (true, false) => self.wqe_log = Some(Vec::new()),
+            (false, true) => self.wqe_log = None,
+            _ => {}
+        }
+    }
+
+    /// The recorded WQEs, oldest first.
+    pub(crate) fn take_wqes(&mut self) -> Vec<WqeRecord> {
+        self.wqe_log.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+}
+
+/// `get_umr_mr_flags`: the mkey context's access byte is kept as verbs flags here.
+const UMR_ACCESS: u32 = AccessFlags::LOCAL_WRITE.bits()
+    | AccessFlags::REMOTE_WRITE.bits()
+    | AccessFlags::REMOTE_READ.bits()
+    | AccessFlags::REMOTE_ATOMIC.bits();
+
+fn device_list(profile: &Profile) -> Vec<mlx5_dv::DeviceDesc> {
+    use mlx5_dv::{DeviceDesc, DeviceKind};
+    let d = &profile.device;
+    let mut v: Vec<DeviceDesc> =
+        profile.device_names().into_iter().map(|name| DeviceDesc { name, kind: DeviceKind::Mlx5 }).collect();
+    if let Some(p) = &d.vfio_pci_name {
+        v.push(DeviceDesc { name: p.clone(), kind: DeviceKind::Mlx5Vfio });
+    }
+    v.extend(d.other_devices.iter().map(|n| DeviceDesc { name: n.clone(), kind: DeviceKind::Other }));
+    v
+}

@@ -1,0 +1,338 @@
+//! CQs and QPs: `mlx5_create_cq` sizing, `mlx5_create_qp` in the provider's order of checks
+//! with the send and receive queue sizing, and the provider's side of modify and destroy.
+
+use mlx5_dv::errno::{EINVAL, EOPNOTSUPP};
+use mlx5_dv::{
+    ContextHandle, Cq, Error, Op, Qp, QpHandle, QpInitAttr, QpModify, QpState, Result, dv_qp, qp_type, send_ops,
+};
+
+use super::{CqObj, CtxKind, Lower, Provider, QpObj};
+use crate::device::firmware::QpPath;
+use crate::kernel::{self, QpRequest};
+
+/// Bytes of a send WQE basic block.
+const SEND_WQE_BB: u32 = 64;
+/// `_sq_overhead`: the largest fixed part of a WQE the QP may post, plus its transport
+/// segment. UMR or LOCAL_INV: ctrl + UMR ctrl + mkey context + 64 = 192 bytes.
+fn sq_overhead(qp_type: u32, ops: u64, mlx5_ops: u64) -> u32 {
+    let mut size = 16;
+    if ops & (send_ops::RDMA_WRITE | send_ops::RDMA_WRITE_WITH_IMM | send_ops::RDMA_READ) != 0 {
+        size = size.max(16 + 16);
+    }
+    if ops & (send_ops::ATOMIC_CMP_AND_SWP | send_ops::ATOMIC_FETCH_AND_ADD) != 0 {
+        size = size.max(16 + 16 + 16);
+    }
+    if ops & (send_ops::BIND_MW | send_ops::LOCAL_INV) != 0
+        || mlx5_ops & (dv_qp::WITH_MR_INTERLEAVED | dv_qp::WITH_MR_LIST | dv_qp::WITH_MKEY_CONFIGURE) != 0
+    {
+        size = size.max(16 + 48 + 64 + 64);
+    }
+    match qp_type {
+        qp_type::UD => size + 48,
+        qp_type::XRC_SEND => size + 16,
+        _ => size,
+    }
+}
+
+/// `sizeof(struct mlx5_wqe_inl_data_seg)`.
+pub(super) const INL_SEG: i64 = 4;
+
+fn roundup_pow2(v: u64) -> u64 {
+    v.max(1).next_power_of_two()
+}
+
+pub(super) fn align(v: u32, a: u32) -> u32 {
+    v.div_ceil(a) * a
+}
+
+impl Provider {
+    /// `mlx5_create_cq`: `cqe + 1` rounded up to a power of two, capacity one less.
+    pub(crate) fn create_cq(&mut self, low: &mut Lower<'_>, ctx: ContextHandle, cqe: u32) -> Result<Cq> {
+        let op = Op::CreateCq;
+        let c = self.contexts.get(ctx, op)?;
+        if c.kind == CtxKind::Other {
+            return Err(Error::new(op, EOPNOTSUPP, "CQs are simulated on mlx5 contexts only"));
+        }
+        if cqe == 0 {
+            return Err(Error::new(op, EINVAL, "cqe is 0"));
+        }
+        let ncqe = roundup_pow2(u64::from(cqe) + 1);
+        if ncqe > 1 << 24 {
+            return Err(Error::new(op, EINVAL, format!("{cqe} entries round to {ncqe}, over 2^24")));
+        }
+        let cap = (ncqe - 1) as u32;
+        let dev = c.dev;
+        let d = low.devices.get_mut(dev).ok_or_else(|| Error::new(op, EINVAL, "no such device"))?;
+        let cqn = low.kernel.create_cq(d, dev, ctx.id(), cap)?;
+        let handle = self.cqs.insert(op, CqObj { ctx, dev, cqn })?;
+        low.kernel.set_cq_handle(dev, cqn, handle);
+        Ok(Cq { handle, cqe: cap })
+    }
+
+    /// `ibv_destroy_cq`: EBUSY while a QP uses it.
+    pub(crate) fn destroy_cq(&mut self, low: &mut Lower<'_>, cq: &Cq) -> Result<()> {
+        let op = Op::DestroyCq;
+        if self.cqs.users(cq.handle, op)? > 0 {
+            return Err(Error::new(op, mlx5_dv::errno::EBUSY, "a QP still uses the CQ"));
+        }
+        let c = self.cqs.take(cq.handle, op)?;
+        low.kernel.destroy_cq(low.devices, c.dev, c.cqn);
+        Ok(())
+    }
+
+    /// `mlx5_create_qp` in the provider's order of checks, then the send/receive queue sizing.
+    pub(crate) fn create_qp(&mut self, low: &mut Lower<'_>, attr: &QpInitAttr) -> Result<Qp> {
+        let op = Op::CreateQp;
+        let p = self.pds.get(attr.pd, op)?;
+        let (ctx, pdn) = (p.ctx, p.pdn.unwrap_or(0));
+        let scq = self.cqs.get(attr.send_cq, op)?;
+        let rcq = self.cqs.get(attr.recv_cq, op)?;
+        let cqns = (scq.cqn, rcq.cqn);
+        let c = self.contexts.get(ctx, op).map_err(|_| Error::new(op, EINVAL, "context closed"))?;
+        let CtxKind::Kernel { .. } = c.kind else {
+            return Err(Error::new(op, EOPNOTSUPP, "QPs are simulated on mlx5 kernel contexts only"));
+        };
+        let dev = c.dev;
+        if scq.ctx != ctx || rcq.ctx != ctx {
+            return Err(Error::new(op, EINVAL, "the CQs belong to another context"));
+        }
+        let mut scatter_to_cqe = true;
+        let mut drain_sigerr = false;
+        let mut mlx5_ops = 0u64;
+        if let Some(dv) = attr.dv {
+            let sup =
+                dv_qp::MASK_QP_CREATE_FLAGS | dv_qp::MASK_DC | dv_qp::MASK_SEND_OPS_FLAGS | dv_qp::MASK_DCI_STREAMS;
+            if dv.comp_mask & !sup != 0 {
+                return Err(Error::new(op, EINVAL, format!("unsupported dv comp_mask 0x{:x}", dv.comp_mask & !sup)));
+            }
+            if dv.comp_mask & dv_qp::MASK_DC != 0 && attr.qp_type != qp_type::DRIVER {
+                return Err(Error::new(op, EINVAL, "DC attributes need IBV_QPT_DRIVER"));
+            }
+            if dv.comp_mask & dv_qp::MASK_QP_CREATE_FLAGS != 0 {
+                let sup = dv_qp::CREATE_TUNNEL_OFFLOADS
+                    | dv_qp::CREATE_TIR_ALLOW_SELF_LOOPBACK_UC
+                    | dv_qp::CREATE_TIR_ALLOW_SELF_LOOPBACK_MC
+                    | dv_qp::CREATE_DISABLE_SCATTER_TO_CQE
+                    | dv_qp::CREATE_ALLOW_SCATTER_TO_CQE
+                    | dv_qp::CREATE_PACKET_BASED_CREDIT_MODE
+                    | dv_qp::CREATE_SIG_PIPELINING;
+                if dv.create_flags & !sup != 0 {
+                    return Err(Error::new(
+                        op,
+                        EINVAL,
+                        format!("unsupported create_flags 0x{:x}", dv.create_flags & !sup),
+                    ));
+                }
+                if dv.create_flags & dv_qp::CREATE_DISABLE_SCATTER_TO_CQE != 0 {
+                    if dv.create_flags & dv_qp::CREATE_ALLOW_SCATTER_TO_CQE != 0 {
+                        return Err(Error::new(op, EINVAL, "DISABLE and ALLOW_SCATTER_TO_CQE together"));
+                    }
+                    scatter_to_cqe = false;
+                }
+                if dv.create_flags & dv_qp::CREATE_SIG_PIPELINING != 0 {
+                    if !low.kernel.facts().sqd2rts {
+                        return Err(Error::new(op, EOPNOTSUPP, "SIG_PIPELINING needs the kernel's SQD2RTS support"));
+                    }
+                    drain_sigerr = true;
+                }
+            }
+            if attr.qp_type == qp_type::DRIVER {
+                return Err(Error::new(op, EOPNOTSUPP, "DC QPs are not simulated"));
+            }
+            if dv.comp_mask & dv_qp::MASK_SEND_OPS_FLAGS != 0 {
+                mlx5_ops = dv.send_ops_flags;
+            }
+        } else if attr.qp_type == qp_type::DRIVER {
+            return Err(Error::new(op, EINVAL, "IBV_QPT_DRIVER needs mlx5dv attributes"));
+        }
+        // mlx5_qp_fill_wr_pfns
+        let ops = attr.send_ops_flags;
+        let dv_all = dv_qp::WITH_MR_INTERLEAVED
+            | dv_qp::WITH_MR_LIST
+            | dv_qp::WITH_MKEY_CONFIGURE
+            | dv_qp::WITH_RAW_WQE
+            | dv_qp::WITH_MEMCPY;
+        if mlx5_ops & !dv_all != 0 {
+            return Err(Error::new(
+                op,
+                EOPNOTSUPP,
+                format!("unknown mlx5dv send_ops_flags 0x{:x}", mlx5_ops & !dv_all),
+            ));
+        }
+        if ops & (send_ops::ATOMIC_CMP_AND_SWP | send_ops::ATOMIC_FETCH_AND_ADD) != 0 {
+            return Err(Error::new(op, EOPNOTSUPP, "atomics are not simulated"));
+        }
+        let rc_ops =
+            send_ops::RC_DEFAULT | send_ops::ATOMIC_CMP_AND_SWP | send_ops::ATOMIC_FETCH_AND_ADD | send_ops::BIND_MW;
+        let (allowed_ops, allowed_dv) = match attr.qp_type {
+            qp_type::RC => (rc_ops, dv_all),
+            qp_type::UC => (
+                send_ops::SEND
+                    | send_ops::SEND_WITH_INV
+                    | send_ops::SEND_WITH_IMM
+                    | send_ops::RDMA_WRITE
+                    | send_ops::RDMA_WRITE_WITH_IMM
+                    | send_ops::LOCAL_INV
+                    | send_ops::BIND_MW,
+                dv_qp::WITH_RAW_WQE,
+            ),
+            qp_type::UD => (send_ops::SEND | send_ops::SEND_WITH_IMM, dv_qp::WITH_RAW_WQE),
+            qp_type::RAW_PACKET => (send_ops::SEND | send_ops::TSO, dv_qp::WITH_RAW_WQE),
+            qp_type::XRC_SEND => (rc_ops, dv_qp::WITH_RAW_WQE),
+            t => return Err(Error::new(op, EINVAL, format!("unknown qp_type {t}"))),
+        };
+        if ops & !allowed_ops != 0 || mlx5_ops & !allowed_dv != 0 {
+            return Err(Error::new(op, EOPNOTSUPP, "send_ops_flags not supported by this QP type"));
+        }
+        if !matches!(attr.qp_type, qp_type::RC | qp_type::UC | qp_type::UD) {
+            return Err(Error::new(op, EOPNOTSUPP, "only RC, UC and UD QPs are simulated"));
+        }
+        let overhead = sq_overhead(attr.qp_type, ops, mlx5_ops);
+        let lim = &self.limits;
+        let cap = attr.cap;
+        if cap.max_send_wr > lim.max_qp_wr || cap.max_recv_wr > lim.max_qp_wr {
+            return Err(Error::new(op, EINVAL, format!("more than max_qp_wr = {} WRs", lim.max_qp_wr)));
+        }
+        // mlx5_calc_send_wqe / mlx5_calc_sq_size (RC: the default ops include LOCAL_INV).
+        let mut out_cap = cap;
+        let (mut max_post, mut max_inline) = (0u32, i64::from(cap.max_inline_data));
+        if cap.max_send_wr > 0 {
+            let size = overhead;
+            let inl_size = if cap.max_inline_data > 0 { size + align(4 + cap.max_inline_data, 16) } else { 0 };
+            let max_gather = (lim.max_sq_desc_sz.saturating_sub(size)) / 16;
+            if cap.max_send_sge > max_gather {
+                return Err(Error::new(op, EINVAL, format!("max_send_sge {} > {max_gather}", cap.max_send_sge)));
+            }
+            let tot = (size + cap.max_send_sge * 16).max(inl_size);
+            if tot > lim.max_sq_desc_sz {
+                return Err(Error::new(
+                    op,
+                    EINVAL,
+                    format!("a {tot}-byte send WQE exceeds max_sq_desc_sz {}", lim.max_sq_desc_sz),
+                ));
+            }
+            let wqe_size = align(tot, SEND_WQE_BB);
+            let wq_size = roundup_pow2(u64::from(cap.max_send_wr) * u64::from(wqe_size));
+            max_post = (wq_size / u64::from(wqe_size)) as u32;
+            max_inline = i64::from(wqe_size) - i64::from(overhead) - INL_SEG;
+            out_cap.max_send_wr = max_post;
+            out_cap.max_inline_data = max_inline as u32;
+        }
+        let (mut rq_max_post, mut rq_max_gs) = (0, 0);
+        if cap.max_recv_wr > 0 {
+            let wqe_size = roundup_pow2(16 * u64::from(cap.max_recv_sge.max(1)));
+            if wqe_size > u64::from(lim.max_rq_desc_sz) {
+                return Err(Error::new(
+                    op,
+                    EINVAL,
+                    format!("max_recv_sge {} exceeds max_rq_desc_sz", cap.max_recv_sge),
+                ));
+            }
+            let wq_size = (roundup_pow2(u64::from(cap.max_recv_wr)) * wqe_size).max(64);
+            rq_max_post = (wq_size / wqe_size) as u32;
+            rq_max_gs = (wqe_size / 16) as u32;
+            out_cap.max_recv_wr = rq_max_post;
+            out_cap.max_recv_sge = rq_max_gs;
+        }
+        let req = QpRequest { ctx: ctx.id(), dev, pdn, cqns, scatter_to_cqe, drain_sigerr };
+        let qpn = low.kernel.create_qp(low.devices, &req)?;
+        let obj = QpObj {
+            ctx,
+            dev,
+            pd: attr.pd,
+            qpn,
+            cqs: [attr.send_cq, attr.recv_cq],
+            rc: attr.qp_type == qp_type::RC,
+            max_post,
+            rq_max_post,
+            rq_max_gs,
+            max_inline_data: max_inline,
+            mkey_ops: mlx5_ops != 0,
+            wr_complete_real: false,
+            fence_next: false,
+            sq_head: 0,
+            sq_tail: 0,
+        };
+        let handle = match self.qps.insert(op, obj) {
+            Ok(h) => h,
+            Err(e) => {
+                low.kernel.destroy_qp(low.devices, dev, qpn);
+                return Err(e);
+            }
+        };
+        for cq in [attr.send_cq, attr.recv_cq] {
+            self.cqs.acquire(cq, op)?;
+        }
+        self.pds.acquire(attr.pd, op)?;
+        Ok(Qp { handle, qp_num: qpn, cap: out_cap })
+    }
+
+    /// `ibv_destroy_qp`.
+    pub(crate) fn destroy_qp(&mut self, low: &mut Lower<'_>, qp: &Qp) -> Result<()> {
+        self.qps.get(qp.handle, Op::DestroyQp)?;
+        self.remove_qp(low, qp.handle);
+        Ok(())
+    }
+
+    fn remove_qp(&mut self, low: &mut Lower<'_>, h: QpHandle) {
+        let Ok(q) = self.qps.take(h, Op::DestroyQp) else { return };
+        low.kernel.destroy_qp(low.devices, q.dev, q.qpn);
+        for cq in q.cqs {
+            self.cqs.release(cq);
+        }
+        self.pds.release(q.pd);
+    }
+
+    /// What a closing context owns on the data path: QPs, MRs, then CQs.
+    pub(super) fn release_queues_of(&mut self, low: &mut Lower<'_>, ctx: ContextHandle) {
+        let op = Op::CloseDevice;
+        for h in self.qps.handles_where(|q| q.ctx == ctx) {
+            self.remove_qp(low, h);
+        }
+        for h in self.mrs.handles_where(|m| m.ctx == ctx) {
+            if let Ok(m) = self.mrs.take(h, op) {
+                if let Some(d) = low.devices.get_mut(m.dev) {
+                    let _ = kernel::destroy_mkey(d, m.index, op);
+                }
+                self.bufs.release(m.buf);
+            }
+        }
+        for h in self.cqs.handles_where(|c| c.ctx == ctx) {
+            if let Ok(c) = self.cqs.take(h, op) {
+                low.kernel.destroy_cq(low.devices, c.dev, c.cqn);
+            }
+        }
+    }
+
+    fn qp_path(&self, h: QpHandle, op: Op) -> Result<(QpPath, &QpObj)> {
+        let q = self.qps.get(h, op)?;
+        Ok((QpPath { dev: q.dev, qpn: q.qpn }, q))
+    }
+
+    /// `ibv_query_qp`'s state.
+    pub(crate) fn query_qp_state(&self, low: &Lower<'_>, qp: &Qp) -> Result<QpState> {
+        let op = Op::QueryQp;
+        let (at, _) = self.qp_path(qp.handle, op)?;
+        low.devices.get(at.dev).and_then(|d| d.qp_state(at.qpn)).ok_or_else(|| Error::new(op, EINVAL, "stale QP"))
+    }
+
+    /// `ibv_modify_qp`: the kernel's rules, then the provider's own state (RESET empties the
+    /// send queue counters; RTS makes `wr_complete` real).
+    pub(crate) fn modify_qp(&mut self, low: &mut Lower<'_>, qp: &Qp, m: &QpModify) -> Result<()> {
+        let op = Op::ModifyQp;
+        let (at, _) = self.qp_path(qp.handle, op)?;
+        low.kernel.modify_qp(low.devices, low.fabric, at, m)?;
+        let q = self.qps.get_mut(qp.handle, op)?;
+        match m.state {
+            QpState::Reset => {
+                q.sq_head = 0;
+                q.sq_tail = 0;
+                q.wr_complete_real = false;
+            }
+            QpState::Rts => q.wr_complete_real = true,
+            _ => {}
+        }
+        low.run();
+        Ok(())
+    }
+}

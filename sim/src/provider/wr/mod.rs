@@ -1,0 +1,227 @@
+//! The `ibv_wr_start … ibv_wr_complete` chain: the builders ([`chain`]-level here), the mkey
+//! configure WR and its setters ([`umr`]), the signature setter ([`sig`]); then the doorbell.
+//! Receives and `mlx5dv_qp_cancel_posted_send_wrs` too.
+
+use mlx5_dv::errno::{EINVAL, ENOMEM, EOPNOTSUPP};
+use mlx5_dv::{Error, MkeyHandle, Op, Qp, QpHandle, QpState, RecvWr, Result, SendFlags, WrOp};
+
+use super::{Lower, Provider};
+use crate::device::firmware::QpPath;
+use crate::device::wqe::{UmrWqe, Wqe, WqeKind};
+
+mod sig;
+mod umr;
+
+use umr::Layout;
+
+/// An open `mlx5dv_wr_mkey_configure` whose setters have not all arrived.
+struct OpenConfigure {
+    qp: QpHandle,
+    /// Translation bytes written by a layout setter in this WR.
+    xlat_bytes: u32,
+    mkey: MkeyHandle,
+    umr: UmrWqe,
+    wr_id: u64,
+    signaled: bool,
+    expected: u8,
+    done: u8,
+    num_desc: u16,
+}
+
+/// The provider's state during one `ibv_wr_start … ibv_wr_complete`.
+struct Chain {
+    err: i32,
+    nreq: u32,
+    wqes: Vec<(u64, bool, u32, WqeKind)>,
+    open: Option<OpenConfigure>,
+}
+
+impl Chain {
+    fn fail(&mut self, e: i32) {
+        if self.err == 0 {
+            self.err = e;
+        }
+    }
+}
+
+impl Provider {
+    /// `ibv_post_recv`.
+    pub(crate) fn post_recv(&mut self, low: &mut Lower<'_>, qp: &Qp, wrs: &[RecvWr]) -> Result<()> {
+        let op = Op::PostRecv;
+        let q = self.qps.get(qp.handle, op)?;
+        let at = QpPath { dev: q.dev, qpn: q.qpn };
+        let (max_gs, max_post) = (q.rq_max_gs, q.rq_max_post);
+        let d = low.devices.get_mut(at.dev).ok_or_else(|| Error::new(op, EINVAL, "stale QP"))?;
+        let state = d.qp_state(at.qpn).ok_or_else(|| Error::new(op, EINVAL, "stale QP"))?;
+        for (n, wr) in wrs.iter().enumerate() {
+            // In RESET the provider's max_gs is -1, so every receive is refused.
+            if state == QpState::Reset || wr.sge.len() as u32 > max_gs {
+                let why = format!("receive WR {n}: {} SGEs, QP in {state:?}", wr.sge.len());
+                return Err(Error::new(op, EINVAL, why));
+            }
+            if d.rq_len(at.qpn) as u32 >= max_post {
+                return Err(Error::new(op, ENOMEM, format!("receive WR {n}: the receive queue is full")));
+            }
+            d.ring_rq(at.qpn, wr.clone());
+        }
+        d.flush_if_err(at.qpn);
+        low.run();
+        Ok(())
+    }
+
+    /// One `ibv_wr_start`, the builders and setters of `ops`, and `ibv_wr_complete`.
+    pub(crate) fn post_send(&mut self, low: &mut Lower<'_>, qp: &Qp, ops: &[WrOp]) -> Result<()> {
+        let op = Op::PostSend;
+        let q = self.qps.get(qp.handle, op)?;
+        if !q.rc {
+            return Err(Error::new(op, EOPNOTSUPP, "posting is simulated on RC QPs only"));
+        }
+        let (outstanding, max_post, mkey_ops, real) =
+            (q.sq_head.saturating_sub(q.sq_tail) as u32, q.max_post, q.mkey_ops, q.wr_complete_real);
+        let update_tag = self.contexts.get(q.ctx, op).is_ok_and(|c| c.update_tag());
+        let mut ch = Chain { err: 0, nreq: 0, wqes: Vec::new(), open: None };
+        for w in ops {
+            if !mkey_ops && w.is_mlx5dv_mkey_op() {
+                ch.fail(EOPNOTSUPP);
+                continue;
+            }
+            self.apply_op(qp.handle, w, &mut ch, outstanding, max_post, update_tag);
+        }
+        if !real {
+            return Err(Error::new(op, EINVAL, "the QP is not in RTS since it was created or reset"));
+        }
+        if ch.err != 0 {
+            return Err(Error::new(op, ch.err, "a builder or setter failed; nothing was posted"));
+        }
+        let q = self.qps.get_mut(qp.handle, op)?;
+        let mut wqes = Vec::with_capacity(ch.wqes.len());
+        for (wr_id, signaled, opcode, kind) in ch.wqes {
+            let seq = q.sq_head;
+            q.sq_head += 1;
+            let fence = std::mem::replace(&mut q.fence_next, matches!(kind, WqeKind::Umr(_) | WqeKind::SetPsv { .. }));
+            if let Some(log) = &mut self.wqe_log {
+                let transient_signature = match &kind {
+                    WqeKind::SetPsv { transient, .. } => Some(*transient),
+                    _ => None,
+                };
+                log.push(mlx5_dv::WqeRecord {
+                    qp_num: q.qpn,
+                    opcode: kind.opcode(),
+                    small_fence: fence,
+                    signaled,
+                    transient_signature,
+                });
+            }
+            wqes.push(Wqe { wr_id, signaled, opcode, kind, seq });
+        }
+        if let Some(d) = low.devices.get_mut(q.dev) {
+            d.ring_sq(q.qpn, wqes);
+        }
+        low.run();
+        Ok(())
+    }
+
+    /// `mlx5dv_qp_cancel_posted_send_wrs`: in SQD, turn the held WQEs with `wr_id` into NOPs.
+    pub(crate) fn cancel_posted_send_wrs(&mut self, low: &mut Lower<'_>, qp: &Qp, wr_id: u64) -> Result<u32> {
+        let op = Op::CancelPostedSendWrs;
+        let q = self.qps.get(qp.handle, op)?;
+        let d = low.devices.get_mut(q.dev).ok_or_else(|| Error::new(op, EINVAL, "stale QP"))?;
+        if d.qp_state(q.qpn) != Some(QpState::Sqd) {
+            return Err(Error::new(op, EINVAL, "the QP is not in SQD"));
+        }
+        Ok(d.cancel_wqes(q.qpn, wr_id))
+    }
+
+    /// `_common_wqe_init`: room in the send queue for one more WQE of this chain.
+    fn wqe_init(ch: &mut Chain, outstanding: u32, max_post: u32) -> bool {
+        if outstanding + ch.nreq >= max_post {
+            ch.fail(ENOMEM);
+            return false;
+        }
+        true
+    }
+
+    fn push(ch: &mut Chain, wr_id: u64, flags: SendFlags, opcode: u32, kind: WqeKind) {
+        ch.nreq += 1;
+        ch.wqes.push((wr_id, flags.contains(SendFlags::SIGNALED), opcode, kind));
+    }
+
+    fn apply_op(&mut self, qp: QpHandle, w: &WrOp, ch: &mut Chain, outstanding: u32, max_post: u32, update_tag: bool) {
+        use mlx5_dv::wc_opcode as wo;
+        let builder = |ch: &mut Chain, wr_id: u64, flags: SendFlags, opcode: u32, kind: WqeKind| {
+            // A builder after an unfinished configure starts a new WQE; the UMR is abandoned.
+            ch.open = None;
+            if Self::wqe_init(ch, outstanding, max_post) {
+                Self::push(ch, wr_id, flags, opcode, kind);
+            }
+        };
+        match w {
+            WrOp::RdmaWrite { wr_id, flags, rkey, remote_addr, sge } => builder(
+                ch,
+                *wr_id,
+                *flags,
+                wo::RDMA_WRITE,
+                WqeKind::Write { rkey: *rkey, raddr: *remote_addr, sge: sge.clone(), imm: None },
+            ),
+            WrOp::RdmaWriteImm { wr_id, flags, rkey, remote_addr, imm, sge } => builder(
+                ch,
+                *wr_id,
+                *flags,
+                wo::RDMA_WRITE,
+                WqeKind::Write { rkey: *rkey, raddr: *remote_addr, sge: sge.clone(), imm: Some(*imm) },
+            ),
+            WrOp::RdmaRead { wr_id, flags, rkey, remote_addr, sge } => builder(
+                ch,
+                *wr_id,
+                *flags,
+                wo::RDMA_READ,
+                WqeKind::Read { rkey: *rkey, raddr: *remote_addr, sge: sge.clone() },
+            ),
+            WrOp::Send { wr_id, flags, sge } => {
+                builder(ch, *wr_id, *flags, wo::SEND, WqeKind::Send { sge: sge.clone(), imm: None, inv: None })
+            }
+            WrOp::SendImm { wr_id, flags, imm, sge } => {
+                builder(ch, *wr_id, *flags, wo::SEND, WqeKind::Send { sge: sge.clone(), imm: Some(*imm), inv: None })
+            }
+            WrOp::SendInv { wr_id, flags, invalidate_rkey, sge } => builder(
+                ch,
+                *wr_id,
+                *flags,
+                wo::SEND,
+                WqeKind::Send { sge: sge.clone(), imm: None, inv: Some(*invalidate_rkey) },
+            ),
+            WrOp::LocalInv { wr_id, flags, invalidate_rkey } => {
+                builder(ch, *wr_id, *flags, wo::LOCAL_INV, WqeKind::LocalInv { key: *invalidate_rkey })
+            }
+            WrOp::MkeyConfigure { wr_id, flags, mkey, num_setters, conf_flags, comp_mask } => self.configure(
+                qp,
+                ch,
+                *wr_id,
+                *flags,
+                mkey,
+                *num_setters,
+                *conf_flags,
+                *comp_mask,
+                outstanding,
+                max_post,
+                update_tag,
+            ),
+            WrOp::SetMkeyAccessFlags(a) => self.set_access(ch, *a),
+            WrOp::SetMkeySigBlock(attr) => self.set_sig(ch, attr),
+            WrOp::SetMkeyLayoutList(sge) => self.set_layout(qp, ch, Layout::List(sge)),
+            WrOp::SetMkeyLayoutInterleaved { repeat_count, entries } => {
+                self.set_layout(qp, ch, Layout::Interleaved(*repeat_count, entries))
+            }
+            WrOp::MrList { wr_id, flags, mkey, access, sge } => {
+                self.configure(qp, ch, *wr_id, *flags, mkey, 2, 0, 0, outstanding, max_post, update_tag);
+                self.set_access(ch, *access);
+                self.set_layout(qp, ch, Layout::List(sge));
+            }
+            WrOp::MrInterleaved { wr_id, flags, mkey, access, repeat_count, entries } => {
+                self.configure(qp, ch, *wr_id, *flags, mkey, 2, 0, 0, outstanding, max_post, update_tag);
+                self.set_access(ch, *access);
+                self.set_layout(qp, ch, Layout::Interleaved(*repeat_count, entries));
+            }
+        }
+    }
+}

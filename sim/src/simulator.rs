@@ -1,0 +1,337 @@
+//! [`Simulator`]: the layers of one simulated host, and the `mlx5_dv` families implemented on
+//! them by delegation to the provider.
+
+use mlx5_dv::errno::{EINVAL, EOPNOTSUPP};
+use mlx5_dv::{
+    AccessFlags, AsyncEvent, Backend, BackendId, BackendInfo, Buf, CommandRecord, ContextAttr, ContextHandle, Contexts,
+    Cq, DeviceDesc, DeviceKind, DvContext, Error, FaultRule, KernelFacts, Memory, Mkey, MkeyErr, MkeyInitAttr, Mkeys,
+    Mr, Op, PdHandle, PortAttr, Qp, QpInitAttr, QpModify, QpState, Queues, RecvWr, Result, SimControl, Wc, WqeRecord,
+    WrOp,
+};
+
+use crate::device::firmware::CommandFault;
+use crate::device::{Device, WqeFault};
+use crate::fabric::Fabric;
+use crate::host::Host;
+use crate::kernel::Kernel;
+use crate::profile::{Profile, ShippedProfiles};
+use crate::provider::{Lower, Provider};
+
+/// The simulated host behind the [`Backend`] trait: host memory, the provider (libmlx5), the
+/// kernel, the devices and the fabric between them.
+///
+/// Deterministic: the same calls on the same profile give the same keys, numbers and bytes.
+#[derive(Debug, Clone)]
+pub struct Simulator {
+    profile: Profile,
+    host: Host,
+    provider: Provider,
+    kernel: Kernel,
+    devices: Vec<Device>,
+    fabric: Fabric,
+    /// What [`Backend::caps`] reports, probed once at construction.
+    caps: mlx5_dv::Caps,
+}
+
+impl Simulator {
+    /// A simulator of `profile`.
+    pub fn new(profile: Profile) -> Result<Self> {
+        let count = profile.device_names().len();
+        let devices = (0..count)
+            .map(|_| Device::new(&profile))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| crate::kernel::internal(Op::Backend, e))?;
+        let sim = Simulator {
+            provider: Provider::new(BackendId::fresh(), &profile),
+            kernel: Kernel::new(&profile.kernel, count),
+            fabric: Fabric::new(&profile),
+            host: Host::default(),
+            devices,
+            caps: mlx5_dv::Caps::default(),
+            profile,
+        };
+        Ok(sim.with_probed_caps())
+    }
+
+    /// Fill `caps` as a program would learn them: the kernel's features from the profile, the
+    /// device caps through `ibv_open_device` and `mlx5dv_query_device` on a throwaway copy, so
+    /// this simulator's ids and logs stay as they were.
+    fn with_probed_caps(mut self) -> Self {
+        let mut probe = self.clone();
+        let mut caps = mlx5_dv::Caps::default();
+        let k = &self.profile.kernel;
+        caps.kernel =
+            KernelFacts { devx: Some(k.devx), mkey_update_tag: Some(k.mkey_update_tag), sqd2rts: Some(k.sqd2rts) };
+        caps.device.general_obj_types = Some(
+            self.profile
+                .hca_cap
+                .general_obj_types
+                .iter()
+                .fold(0u64, |m, t| m | 1u64.checked_shl(u32::from(t.number())).unwrap_or(0)),
+        );
+        caps.device.max_qp_wr = Some(self.profile.datapath.max_qp_wr);
+        caps.sim_control = true;
+        if let Some(dev) = probe.device_list().ok().into_iter().flatten().find(|d| d.kind == DeviceKind::Mlx5)
+            && let Ok(ctx) = probe.open_ibv_device(&dev.name)
+        {
+            let mask = mlx5_dv::MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD | mlx5_dv::MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD;
+            if let Ok(q) = probe.query_device(ctx, mask) {
+                caps.device.sig = q.sig_caps;
+                caps.device.crypto = q.crypto_caps;
+            }
+        }
+        self.caps = caps;
+        self
+    }
+
+    /// A simulator of the shipped profile `name`.
+    pub fn with_profile(name: &str) -> std::result::Result<Self, crate::ProfileError> {
+        let p = Profile::builtin(name)?;
+        Simulator::new(p).map_err(|e| crate::ProfileError { origin: name.into(), message: e.to_string() })
+    }
+
+    /// The profile this simulator imitates.
+    pub fn profile(&self) -> &Profile {
+        &self.profile
+    }
+
+    /// A buffer over an application's own memory, at its own address: RDMA reads and writes
+    /// it in place once an MR covers it. EINVAL for a null or empty range, one that wraps the
+    /// address space, or one that overlaps mapped memory. `free_buf` ends the registration.
+    ///
+    /// # Safety
+    ///
+    /// `[ptr, ptr + len)` must be valid for reads and writes, and nothing else may read or
+    /// write it, until `free_buf` on the returned buffer succeeds (or the simulator is
+    /// dropped). A clone of the simulator shares the registration.
+    pub unsafe fn register_memory(&mut self, ptr: *mut u8, len: usize) -> Result<Buf> {
+        let (provider, mut low) = self.split();
+        // SAFETY: the caller's contract.
+        unsafe { provider.register_buf(&mut low, ptr, len) }
+    }
+
+    fn split(&mut self) -> (&mut Provider, Lower<'_>) {
+        let low =
+            Lower { kernel: &mut self.kernel, devices: &mut self.devices, host: &mut self.host, fabric: &self.fabric };
+        (&mut self.provider, low)
+    }
+
+    #[cfg(feature = "test-utils")]
+    pub(crate) fn devices(&self) -> &[Device] {
+        &self.devices
+    }
+
+    #[cfg(feature = "test-utils")]
+    pub(crate) fn provider_mut(&mut self) -> &mut Provider {
+        &mut self.provider
+    }
+}
+
+/// Delegate a family method to the provider with the layers below it.
+macro_rules! down {
+    ($self:ident . $m:ident ( $($a:expr),* )) => {{
+        let (p, mut low) = $self.split();
+        p.$m(&mut low, $($a),*)
+    }};
+}
+
+impl Contexts for Simulator {
+    fn device_list(&mut self) -> Result<Vec<DeviceDesc>> {
+        Ok(self.provider.device_list())
+    }
+
+    fn open_device(&mut self, device: &str, attr: Option<&ContextAttr>) -> Result<ContextHandle> {
+        down!(self.open_device(device, attr))
+    }
+
+    fn open_ibv_device(&mut self, device: &str) -> Result<ContextHandle> {
+        down!(self.open_ibv_device(device))
+    }
+
+    fn close_device(&mut self, ctx: ContextHandle) -> Result<()> {
+        down!(self.close_device(ctx))
+    }
+
+    fn query_device(&mut self, ctx: ContextHandle, comp_mask: u64) -> Result<DvContext> {
+        self.provider.query_device(ctx, comp_mask)
+    }
+
+    fn query_port(&mut self, ctx: ContextHandle, port_num: u8) -> Result<PortAttr> {
+        let (p, low) = self.split();
+        p.query_port(&low, ctx, port_num)
+    }
+
+    fn alloc_pd(&mut self, ctx: ContextHandle) -> Result<PdHandle> {
+        down!(self.alloc_pd(ctx))
+    }
+
+    fn dealloc_pd(&mut self, pd: PdHandle) -> Result<()> {
+        down!(self.dealloc_pd(pd))
+    }
+
+    fn get_async_event(&mut self, ctx: ContextHandle) -> Result<Option<AsyncEvent>> {
+        down!(self.get_async_event(ctx))
+    }
+}
+
+impl Mkeys for Simulator {
+    fn create_mkey(&mut self, attr: &MkeyInitAttr) -> Result<Mkey> {
+        down!(self.create_mkey(attr))
+    }
+
+    fn destroy_mkey(&mut self, mkey: &Mkey) -> Result<()> {
+        down!(self.destroy_mkey(mkey))
+    }
+
+    fn mkey_check(&mut self, mkey: &Mkey) -> Result<MkeyErr> {
+        self.provider.mkey_check(mkey)
+    }
+}
+
+impl Memory for Simulator {
+    fn alloc_buf(&mut self, len: usize) -> Result<Buf> {
+        down!(self.alloc_buf(len))
+    }
+
+    fn free_buf(&mut self, buf: &Buf) -> Result<()> {
+        down!(self.free_buf(buf))
+    }
+
+    fn write_buf(&mut self, buf: &Buf, offset: usize, data: &[u8]) -> Result<()> {
+        down!(self.write_buf(buf, offset, data))
+    }
+
+    fn read_buf(&mut self, buf: &Buf, offset: usize, len: usize) -> Result<Vec<u8>> {
+        down!(self.read_buf(buf, offset, len))
+    }
+
+    fn reg_mr(&mut self, pd: PdHandle, addr: u64, length: u64, access: AccessFlags) -> Result<Mr> {
+        down!(self.reg_mr(pd, addr, length, access))
+    }
+
+    fn dereg_mr(&mut self, mr: &Mr) -> Result<()> {
+        down!(self.dereg_mr(mr))
+    }
+}
+
+impl Queues for Simulator {
+    fn create_cq(&mut self, ctx: ContextHandle, cqe: u32) -> Result<Cq> {
+        down!(self.create_cq(ctx, cqe))
+    }
+
+    fn destroy_cq(&mut self, cq: &Cq) -> Result<()> {
+        down!(self.destroy_cq(cq))
+    }
+
+    fn poll_cq(&mut self, cq: &Cq, max: usize) -> Result<Vec<Wc>> {
+        down!(self.poll_cq(cq, max))
+    }
+
+    fn create_qp(&mut self, attr: &QpInitAttr) -> Result<Qp> {
+        down!(self.create_qp(attr))
+    }
+
+    fn modify_qp(&mut self, qp: &Qp, attr: &QpModify) -> Result<()> {
+        down!(self.modify_qp(qp, attr))
+    }
+
+    fn query_qp_state(&mut self, qp: &Qp) -> Result<QpState> {
+        let (p, low) = self.split();
+        p.query_qp_state(&low, qp)
+    }
+
+    fn destroy_qp(&mut self, qp: &Qp) -> Result<()> {
+        down!(self.destroy_qp(qp))
+    }
+
+    fn post_send(&mut self, qp: &Qp, ops: &[WrOp]) -> Result<()> {
+        down!(self.post_send(qp, ops))
+    }
+
+    fn post_recv(&mut self, qp: &Qp, wrs: &[RecvWr]) -> Result<()> {
+        down!(self.post_recv(qp, wrs))
+    }
+
+    fn cancel_posted_send_wrs(&mut self, qp: &Qp, wr_id: u64) -> Result<u32> {
+        down!(self.cancel_posted_send_wrs(qp, wr_id))
+    }
+}
+
+impl Backend for Simulator {
+    fn info(&self) -> BackendInfo {
+        let d = &self.profile.device;
+        let facts = [
+            ("device", d.name.clone()),
+            ("fw_ver", d.fw_ver.clone()),
+            ("board_id", d.board_id.clone()),
+            ("vendor_part_id", d.vendor_part_id.to_string()),
+            ("simulator", env!("CARGO_PKG_VERSION").to_string()),
+        ];
+        BackendInfo {
+            backend: "sim".into(),
+            profile: Some(self.profile.name.clone()),
+            facts: facts.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+        }
+    }
+
+    fn caps(&self) -> mlx5_dv::Caps {
+        self.caps.clone()
+    }
+
+    fn sim_control(&mut self) -> Option<&mut dyn SimControl> {
+        Some(self)
+    }
+}
+
+impl SimControl for Simulator {
+    fn add_fault(&mut self, rule: FaultRule) -> Result<()> {
+        let never = |what: &str| Err(Error::new(Op::Backend, EINVAL, format!("{what}: the rule can never act")));
+        match rule {
+            FaultRule::CommandStatus { .. } => {
+                let Some(fault) = CommandFault::from_rule(&rule) else {
+                    return Err(Error::new(Op::Backend, EOPNOTSUPP, format!("cannot apply the fault rule {rule:?}")));
+                };
+                if fault.status == mlx5_dv::prm::status::OK {
+                    return Err(Error::new(Op::Backend, EINVAL, "a command fault needs a non-zero status"));
+                }
+                self.devices.iter_mut().for_each(|d| d.add_command_fault(fault));
+            }
+            FaultRule::Completion { wqe_opcode, status, vendor_err, skip, times } => {
+                if status == mlx5_dv::wc_status::SUCCESS {
+                    return never("a completion fault with status 0 (success)");
+                }
+                let f = WqeFault::Completion { status, vendor_err };
+                self.devices.iter_mut().for_each(|d| d.add_wqe_fault(wqe_opcode, f, skip, times));
+            }
+            FaultRule::Corrupt { wqe_opcode, offset, xor, skip, times } => {
+                if xor == 0 {
+                    return never("a corruption that flips no bit (xor 0)");
+                }
+                let f = WqeFault::Corrupt { offset, xor };
+                self.devices.iter_mut().for_each(|d| d.add_wqe_fault(wqe_opcode, f, skip, times));
+            }
+            _ => return Err(Error::new(Op::Backend, EOPNOTSUPP, format!("cannot apply the fault rule {rule:?}"))),
+        }
+        Ok(())
+    }
+
+    fn clear_faults(&mut self) {
+        self.devices.iter_mut().for_each(Device::clear_faults);
+    }
+
+    fn record_commands(&mut self, on: bool) {
+        self.devices.iter_mut().for_each(|d| d.record_commands(on));
+    }
+
+    fn take_commands(&mut self) -> Vec<CommandRecord> {
+        self.devices.iter_mut().flat_map(Device::take_commands).collect()
+    }
+
+    fn record_wqes(&mut self, on: bool) {
+        self.provider.record_wqes(on);
+    }
+
+    fn take_wqes(&mut self) -> Vec<WqeRecord> {
+        self.provider.take_wqes()
+    }
+}

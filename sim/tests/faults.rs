@@ -1,0 +1,130 @@
+//! Data-path fault rules (`FaultRule::Completion`, `FaultRule::Corrupt`) and application
+//! memory registered with `Simulator::register_memory`.
+
+use mlx5_dv::errno::EINVAL;
+use mlx5_dv::prelude::*;
+use mlx5_dv::{
+    AccessFlags as A, Buf, Cq, DvQpInitAttr, FaultRule, Mr, PdHandle, Qp, QpCap, QpDest, QpInitAttr, QpModify, QpState,
+    SendFlags, Sge, WrOp, dv_qp, wc_status,
+};
+use mlx5_sim::Simulator;
+
+const ACCESS: A = A::LOCAL_WRITE.union(A::REMOTE_WRITE).union(A::REMOTE_READ);
+const RDMA_WRITE: u8 = 0x08;
+
+struct Pair {
+    sim: Simulator,
+    pd: PdHandle,
+    qp: Qp,
+    cq: Cq,
+}
+
+fn pair() -> Pair {
+    let mut sim = Simulator::with_profile("cx7").unwrap();
+    let ctx = sim.open_ibv_device("mlx5_0").unwrap();
+    let pd = sim.alloc_pd(ctx).unwrap();
+    let cq = sim.create_cq(ctx, 16).unwrap();
+    let cap = QpCap { max_send_wr: 8, max_recv_wr: 8, max_send_sge: 2, max_recv_sge: 2, max_inline_data: 0 };
+    let attr = QpInitAttr::rc(pd, cq.handle, cap, Some(DvQpInitAttr::new(0, dv_qp::WITH_MKEY_CONFIGURE)));
+    let qp = sim.create_qp(&attr).unwrap();
+    let peer = sim.create_qp(&attr).unwrap();
+    for (q, p) in [(&qp, &peer), (&peer, &qp)] {
+        for step in QpModify::connect(ACCESS, QpDest::to(p, &sim.query_port(ctx, 1).unwrap())) {
+            sim.modify_qp(q, &step).unwrap();
+        }
+    }
+    Pair { sim, pd, qp, cq }
+}
+
+fn buf(p: &mut Pair, data: &[u8]) -> (Buf, Mr) {
+    let b = p.sim.alloc_buf(data.len()).unwrap();
+    p.sim.write_buf(&b, 0, data).unwrap();
+    let mr = p.sim.reg_mr(p.pd, b.addr, data.len() as u64, ACCESS).unwrap();
+    (b, mr)
+}
+
+fn write(src: &Mr, dst: &Mr, len: u32) -> WrOp {
+    WrOp::RdmaWrite {
+        wr_id: 7,
+        flags: SendFlags::SIGNALED,
+        rkey: dst.rkey,
+        remote_addr: dst.addr,
+        sge: vec![Sge { addr: src.addr, length: len, lkey: src.lkey }],
+    }
+}
+
+#[test]
+fn a_completion_rule_fails_the_matched_wqe_after_its_skips() {
+    let mut p = pair();
+    let (_, src) = buf(&mut p, &[1; 64]);
+    let (dst_buf, dst) = buf(&mut p, &[0; 64]);
+    let rule = FaultRule::Completion {
+        wqe_opcode: RDMA_WRITE,
+        status: wc_status::REM_ACCESS_ERR,
+        vendor_err: 0x99,
+        skip: 1,
+        times: 1,
+    };
+    p.sim.add_fault(rule).unwrap();
+    p.sim.post_send(&p.qp, &[write(&src, &dst, 64)]).unwrap();
+    let wc = p.sim.poll_cq(&p.cq, 4).unwrap();
+    assert_eq!(wc.len(), 1);
+    assert_eq!(wc[0].status, wc_status::SUCCESS, "the first match is skipped");
+    p.sim.write_buf(&dst_buf, 0, &[0; 64]).unwrap();
+    p.sim.post_send(&p.qp, &[write(&src, &dst, 64)]).unwrap();
+    let wc = p.sim.poll_cq(&p.cq, 4).unwrap();
+    assert_eq!((wc[0].wr_id, wc[0].status, wc[0].vendor_err), (7, wc_status::REM_ACCESS_ERR, 0x99));
+    assert_eq!(p.sim.query_qp_state(&p.qp).unwrap(), QpState::Err);
+    assert_eq!(p.sim.read_buf(&dst_buf, 0, 64).unwrap(), vec![0; 64], "the failed WQE moved nothing");
+}
+
+#[test]
+fn a_corrupt_rule_flips_one_byte_on_the_wire() {
+    let mut p = pair();
+    let (_, src) = buf(&mut p, &[0x11; 64]);
+    let (dst_buf, dst) = buf(&mut p, &[0; 64]);
+    p.sim.add_fault(FaultRule::Corrupt { wqe_opcode: RDMA_WRITE, offset: 5, xor: 0xf0, skip: 0, times: 1 }).unwrap();
+    p.sim.post_send(&p.qp, &[write(&src, &dst, 64)]).unwrap();
+    assert_eq!(p.sim.poll_cq(&p.cq, 4).unwrap()[0].status, wc_status::SUCCESS);
+    let mut want = vec![0x11; 64];
+    want[5] ^= 0xf0;
+    assert_eq!(p.sim.read_buf(&dst_buf, 0, 64).unwrap(), want);
+    p.sim.post_send(&p.qp, &[write(&src, &dst, 64)]).unwrap();
+    assert_eq!(p.sim.read_buf(&dst_buf, 0, 64).unwrap(), vec![0x11; 64], "spent after one act");
+}
+
+#[test]
+fn rules_that_can_never_act_are_einval() {
+    let mut p = pair();
+    let c = FaultRule::Completion { wqe_opcode: RDMA_WRITE, status: 0, vendor_err: 0, skip: 0, times: 1 };
+    assert_eq!(p.sim.add_fault(c).map_err(|e| e.errno()), Err(EINVAL));
+    let x = FaultRule::Corrupt { wqe_opcode: RDMA_WRITE, offset: 0, xor: 0, skip: 0, times: 1 };
+    assert_eq!(p.sim.add_fault(x).map_err(|e| e.errno()), Err(EINVAL));
+}
+
+#[test]
+fn registered_application_memory_moves_by_rdma_write() {
+    let mut p = pair();
+    let mut src: Vec<u8> = (0..100u8).collect();
+    let mut dst = vec![0u8; 100];
+    // SAFETY: both vectors outlive their registrations and are not touched until freed.
+    let (sb, db) = unsafe {
+        (
+            p.sim.register_memory(src.as_mut_ptr(), src.len()).unwrap(),
+            p.sim.register_memory(dst.as_mut_ptr(), dst.len()).unwrap(),
+        )
+    };
+    assert_eq!(sb.addr, src.as_ptr() as u64, "registered memory keeps its own address");
+    // SAFETY: an overlapping registration is refused before anything is mapped.
+    let again = unsafe { p.sim.register_memory(src.as_mut_ptr().wrapping_add(10), 10) };
+    assert_eq!(again.map_err(|e| e.errno()).err(), Some(EINVAL));
+    let smr = p.sim.reg_mr(p.pd, sb.addr, 100, ACCESS).unwrap();
+    let dmr = p.sim.reg_mr(p.pd, db.addr, 100, ACCESS).unwrap();
+    p.sim.post_send(&p.qp, &[write(&smr, &dmr, 100)]).unwrap();
+    assert_eq!(p.sim.poll_cq(&p.cq, 4).unwrap()[0].status, wc_status::SUCCESS);
+    p.sim.dereg_mr(&smr).unwrap();
+    p.sim.dereg_mr(&dmr).unwrap();
+    p.sim.free_buf(&sb).unwrap();
+    p.sim.free_buf(&db).unwrap();
+    assert_eq!(dst, src);
+}
