@@ -71,7 +71,7 @@ fn mutate_op(m: Mutation, o: WrOp) -> WrOp {
             WrOp::SetMkeySigBlock(SigBlockAttr { check_mask: 0xff, ..a })
         }
         (Mutation::CopyMaskFlagDropped, WrOp::SetMkeySigBlock(a)) => {
-            WrOp::SetMkeySigBlock(SigBlockAttr { flags: 0, ..a })
+            WrOp::SetMkeySigBlock(SigBlockAttr { flags: SigBlockAttrFlags::empty(), ..a })
         }
         (_, o) => o,
     }

@@ -246,8 +246,9 @@ impl HwBackend {
         }
         // SAFETY: qp is live and was created with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS.
         let qpx = unsafe { ibv_qp_to_qp_ex(qp) };
-        let dv_ops =
-            attr.dv.is_some_and(|d| d.comp_mask.contains(mlx5_dv::dv_qp::MASK_SEND_OPS_FLAGS) && !d.send_ops_flags.is_empty());
+        let dv_ops = attr
+            .dv
+            .is_some_and(|d| d.comp_mask.contains(mlx5_dv::dv_qp::MASK_SEND_OPS_FLAGS) && !d.send_ops_flags.is_empty());
         let mqpx = match (&self.lib().dv.mlx5dv_qp_ex_from_ibv_qp_ex, dv_ops && !qpx.is_null()) {
             // SAFETY: qpx is the extended QP of an mlx5 QP.
             (Ok(f), true) => unsafe { f(qpx) },

@@ -17,8 +17,8 @@ mod datapath;
 pub mod inline;
 mod lib_mlx5;
 mod objects;
-mod wqe;
 pub mod sys;
+mod wqe;
 
 pub use backend::{HwBackend, HwConfig};
 pub use lib_mlx5::{Mlx5Lib, OptionalFn, Unavailable};

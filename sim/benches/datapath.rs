@@ -19,7 +19,7 @@ fn datapath(c: &mut Criterion) {
     let pd = b.alloc_pd(ctx).expect("pd");
     let cq = b.create_cq(ctx, 256).expect("cq");
     let cap = QpCap { max_send_wr: 64, max_recv_wr: 64, max_send_sge: 4, max_recv_sge: 4, max_inline_data: 512 };
-    let dv = DvQpInitAttr::new(0, dv_qp::WITH_MKEY_CONFIGURE | dv_qp::WITH_MR_LIST);
+    let dv = DvQpInitAttr::new(mlx5_dv::DvQpCreateFlags::empty(), dv_qp::WITH_MKEY_CONFIGURE | dv_qp::WITH_MR_LIST);
     let attr = QpInitAttr::rc(pd, cq.handle, cap, Some(dv));
     let qa = b.create_qp(&attr).expect("qp");
     let qb = b.create_qp(&attr).expect("qp");
@@ -38,13 +38,8 @@ fn datapath(c: &mut Criterion) {
         b.create_mkey(&MkeyInitAttr { pd, create_flags: MkeyInitFlags::INDIRECT, max_entries: 16 }).expect("mkey");
     let list: Vec<Sge> =
         (0..16).map(|i| Sge { addr: dmr.addr + i * 128 * 1024, length: 64 * 1024, lkey: dmr.lkey }).collect();
-    let conf = WrOp::MrList {
-        wr_id: 0,
-        flags: SendFlags::SIGNALED | SendFlags::INLINE,
-        mkey,
-        access: ACCESS.bits(),
-        sge: list,
-    };
+    let conf =
+        WrOp::MrList { wr_id: 0, flags: SendFlags::SIGNALED | SendFlags::INLINE, mkey, access: ACCESS, sge: list };
     b.post_send(&qa, &[conf]).expect("configure");
     assert_eq!(b.poll_cq(&cq, 4).expect("poll").len(), 1);
     let write = [WrOp::RdmaWrite {

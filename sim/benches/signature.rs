@@ -21,7 +21,12 @@ fn signature(c: &mut Criterion) {
     let pd = b.alloc_pd(ctx).expect("pd");
     let cq = b.create_cq(ctx, 256).expect("cq");
     let cap = QpCap { max_send_wr: 64, max_recv_wr: 64, max_send_sge: 4, max_recv_sge: 4, max_inline_data: 512 };
-    let attr = QpInitAttr::rc(pd, cq.handle, cap, Some(DvQpInitAttr::new(0, dv_qp::WITH_MKEY_CONFIGURE)));
+    let attr = QpInitAttr::rc(
+        pd,
+        cq.handle,
+        cap,
+        Some(DvQpInitAttr::new(mlx5_dv::DvQpCreateFlags::empty(), dv_qp::WITH_MKEY_CONFIGURE)),
+    );
     let qa = b.create_qp(&attr).expect("qp");
     let qb = b.create_qp(&attr).expect("qp");
     for (q, peer) in [(&qa, &qb), (&qb, &qa)] {
@@ -44,17 +49,24 @@ fn signature(c: &mut Criterion) {
         sig::BLOCK_512,
         SigT10dif { bg_type: sig::BG_CRC, bg: 0, app_tag: 1, ref_tag: 0, flags: sig::FLAG_REF_REMAP },
     );
-    let sig_attr = SigBlockAttr { mem: None, wire: Some(wire), flags: 0, check_mask: 0xff, copy_mask: 0, comp_mask: 0 };
+    let sig_attr = SigBlockAttr {
+        mem: None,
+        wire: Some(wire),
+        flags: mlx5_dv::SigBlockAttrFlags::empty(),
+        check_mask: 0xff,
+        copy_mask: 0,
+        comp_mask: 0,
+    };
     let conf = [
         WrOp::MkeyConfigure {
             wr_id: 0,
             flags: SendFlags::SIGNALED | SendFlags::INLINE,
             mkey,
             num_setters: 3,
-            conf_flags: 0,
+            conf_flags: mlx5_dv::MkeyConfFlags::empty(),
             comp_mask: 0,
         },
-        WrOp::SetMkeyAccessFlags(ACCESS.bits()),
+        WrOp::SetMkeyAccessFlags(ACCESS),
         WrOp::SetMkeyLayoutList(vec![Sge { addr: smr.addr, length: MIB as u32, lkey: smr.lkey }]),
         WrOp::SetMkeySigBlock(sig_attr),
     ];

@@ -121,9 +121,9 @@ impl Domain {
         let kind = match d.sig_type {
             sig::TYPE_T10DIF => {
                 let f = d.dif.flags;
-                let escape = if f & sig::FLAG_APP_REF_ESCAPE != 0 {
+                let escape = if f.intersects(sig::FLAG_APP_REF_ESCAPE) {
                     Escape::AppRef
-                } else if f & sig::FLAG_APP_ESCAPE != 0 {
+                } else if f.intersects(sig::FLAG_APP_ESCAPE) {
                     Escape::App
                 } else {
                     Escape::None
@@ -133,7 +133,7 @@ impl Domain {
                     seed_ones: d.dif.bg != 0,
                     app: d.dif.app_tag,
                     ref_tag: d.dif.ref_tag,
-                    remap: f & sig::FLAG_REF_REMAP != 0,
+                    remap: f.intersects(sig::FLAG_REF_REMAP),
                     escape,
                 }
             }

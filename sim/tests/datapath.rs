@@ -17,7 +17,12 @@ fn setup(flags: F) -> (Simulator, Qp, Mkey, mlx5_dv::Mr, mlx5_dv::Cq) {
     let pd = sim.alloc_pd(ctx).unwrap();
     let cq = sim.create_cq(ctx, 16).unwrap();
     let cap = QpCap { max_send_wr: 8, max_recv_wr: 8, max_send_sge: 2, max_recv_sge: 2, max_inline_data: 0 };
-    let attr = QpInitAttr::rc(pd, cq.handle, cap, Some(DvQpInitAttr::new(0, dv_qp::WITH_MKEY_CONFIGURE)));
+    let attr = QpInitAttr::rc(
+        pd,
+        cq.handle,
+        cap,
+        Some(DvQpInitAttr::new(mlx5_dv::DvQpCreateFlags::empty(), dv_qp::WITH_MKEY_CONFIGURE)),
+    );
     let qp = sim.create_qp(&attr).unwrap();
     let peer = sim.create_qp(&attr).unwrap();
     for (q, p) in [(&qp, &peer), (&peer, &qp)] {
@@ -43,7 +48,7 @@ fn local_inv_frees_the_mkey_and_resets_its_tag() {
         wr_id: 1,
         flags: SendFlags::INLINE,
         mkey,
-        access: ACCESS.bits(),
+        access: ACCESS,
         sge: vec![Sge { addr: mr.addr, length: 64, lkey: mr.lkey }],
     };
     sim.post_send(&qp, &[conf]).unwrap();
@@ -63,7 +68,7 @@ fn a_signature_mkey_without_attributes_gets_its_bsf_disabled() {
         wr_id: 1,
         flags: SendFlags::INLINE,
         mkey,
-        access: 0,
+        access: mlx5_dv::AccessFlags::empty(),
         sge: vec![Sge { addr: mr.addr, length: 64, lkey: mr.lkey }],
     };
     sim.post_send(&qp, &[conf]).unwrap();

@@ -25,7 +25,12 @@ fn pair() -> Pair {
     let pd = sim.alloc_pd(ctx).unwrap();
     let cq = sim.create_cq(ctx, 16).unwrap();
     let cap = QpCap { max_send_wr: 8, max_recv_wr: 8, max_send_sge: 2, max_recv_sge: 2, max_inline_data: 0 };
-    let attr = QpInitAttr::rc(pd, cq.handle, cap, Some(DvQpInitAttr::new(0, dv_qp::WITH_MKEY_CONFIGURE)));
+    let attr = QpInitAttr::rc(
+        pd,
+        cq.handle,
+        cap,
+        Some(DvQpInitAttr::new(mlx5_dv::DvQpCreateFlags::empty(), dv_qp::WITH_MKEY_CONFIGURE)),
+    );
     let qp = sim.create_qp(&attr).unwrap();
     let peer = sim.create_qp(&attr).unwrap();
     for (q, p) in [(&qp, &peer), (&peer, &qp)] {

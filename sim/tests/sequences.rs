@@ -197,7 +197,11 @@ proptest! {
                     attr: MkeyInitAttr { pd, create_flags: MkeyInitFlags::from_bits_retain(flags & 0x1f), max_entries: n },
                 }),
                 Dp::Qp { flags, sge, inline, wr } => {
-                    let dv = Some(DvQpInitAttr { comp_mask: 0b101, create_flags: flags & 0x7f, send_ops_flags: 0b111 });
+                    let dv = Some(DvQpInitAttr {
+                        comp_mask: DvQpInitMask::from_bits_retain(0b101),
+                        create_flags: DvQpCreateFlags::from_bits_retain(flags & 0x7f),
+                        send_ops_flags: DvSendOpsFlags::from_bits_retain(0b111),
+                    });
                     let cap = QpCap { max_send_wr: wr, max_recv_wr: wr, max_send_sge: sge, max_recv_sge: sge, max_inline_data: inline };
                     let attr = QpInitAttr { pd, send_cq: cq.handle, recv_cq: cq.handle, qp_type: qp_type::RC, cap, send_ops_flags: send_ops::RC_DEFAULT, dv };
                     Some(Call::CreateQp { attr })
@@ -272,21 +276,21 @@ fn random_op(kind: u8, addr: u64, len: u32, key: u32, x: u64, mkey: Option<Mkey>
             flags,
             mkey,
             num_setters: (len % 4) as u8,
-            conf_flags: (x >> 8) as u32 & 3,
+            conf_flags: MkeyConfFlags::from_bits_retain((x >> 8) as u32 & 3),
             comp_mask: 0,
         },
-        7 => WrOp::SetMkeyAccessFlags(len & 0x3f),
+        7 => WrOp::SetMkeyAccessFlags(AccessFlags::from_bits_retain(len & 0x3f)),
         8 => WrOp::SetMkeyLayoutList(sge),
         9 => WrOp::SetMkeyLayoutInterleaved {
             repeat_count: len % 5,
             entries: vec![MrInterleaved { addr, bytes_count: len, bytes_skip: (x >> 16) as u32, lkey: key }],
         },
-        10 => WrOp::MrList { wr_id: x, flags, mkey, access: len & 0xf, sge },
+        10 => WrOp::MrList { wr_id: x, flags, mkey, access: AccessFlags::from_bits_retain(len & 0xf), sge },
         11 => WrOp::MrInterleaved {
             wr_id: x,
             flags,
             mkey,
-            access: len & 0xf,
+            access: AccessFlags::from_bits_retain(len & 0xf),
             repeat_count: (x >> 32) as u32 % 4,
             entries: vec![MrInterleaved {
                 addr,

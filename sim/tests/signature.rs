@@ -135,7 +135,12 @@ fn rig() -> Rig {
     let pd = sim.alloc_pd(ctx).unwrap();
     let cq = sim.create_cq(ctx, 1024).unwrap();
     let cap = QpCap { max_send_wr: 64, max_recv_wr: 64, max_send_sge: 2, max_recv_sge: 2, max_inline_data: 512 };
-    let attr = QpInitAttr::rc(pd, cq.handle, cap, Some(DvQpInitAttr::new(0, dv_qp::WITH_MKEY_CONFIGURE)));
+    let attr = QpInitAttr::rc(
+        pd,
+        cq.handle,
+        cap,
+        Some(DvQpInitAttr::new(mlx5_dv::DvQpCreateFlags::empty(), dv_qp::WITH_MKEY_CONFIGURE)),
+    );
     let client = sim.create_qp(&attr).unwrap();
     let server = sim.create_qp(&attr).unwrap();
     let access = A::LOCAL_WRITE | A::REMOTE_WRITE | A::REMOTE_READ;
@@ -154,7 +159,7 @@ fn model(d: &SigBlockDomain, bs: usize, wire: &[u8], crc_ref: &dyn Fn(&[u8]) -> 
     for (i, blk) in wire.chunks(stride).enumerate() {
         let (data, pi) = blk.split_at(bs);
         let (exp, act, fields): (u64, u64, Vec<(u8, MkeyErrType)>) = if d.sig_type == sig::TYPE_T10DIF {
-            let r = if d.dif.flags & sig::FLAG_REF_REMAP != 0 {
+            let r = if d.dif.flags.contains(sig::FLAG_REF_REMAP) {
                 d.dif.ref_tag.wrapping_add(i as u32)
             } else {
                 d.dif.ref_tag
@@ -210,7 +215,7 @@ fn sig_domain() -> impl Strategy<Value = SigBlockDomain> {
                     bg: if seed { 0xffff } else { 0 },
                     app_tag: app & 0x7fff,
                     ref_tag: r,
-                    flags: if remap { sig::FLAG_REF_REMAP } else { 0 },
+                    flags: if remap { sig::FLAG_REF_REMAP } else { mlx5_dv::T10difFlags::empty() },
                 },
             )
         }),
@@ -258,7 +263,7 @@ proptest! {
         let bs = sig::block_bytes(d.block_size).unwrap();
         let pi_len = if d.sig_type == sig::TYPE_CRC && d.crc.crc_type != sig::CRC64_XP10 { 4 } else { 8 };
         let data: Vec<u8> = (0..bs * blocks).map(|i| (i as u8).wrapping_mul(13).wrapping_add(seed)).collect();
-        let attr = SigBlockAttr { mem: None, wire: Some(d), flags: 0, check_mask, copy_mask: 0, comp_mask: 0 };
+        let attr = SigBlockAttr { mem: None, wire: Some(d), flags: mlx5_dv::SigBlockAttrFlags::empty(), check_mask, copy_mask: 0, comp_mask: 0 };
         // The client builds correct wire data through its own signature mkey (TX).
         let (wire, mkey_c) = {
             let src = r.sim.alloc_buf(data.len()).unwrap();
@@ -311,10 +316,10 @@ fn configure(r: &mut Rig, mr: &mlx5_dv::Mr, attr: &SigBlockAttr) -> Mkey {
             flags: SendFlags::SIGNALED | SendFlags::INLINE,
             mkey: mk,
             num_setters: 3,
-            conf_flags: 0,
+            conf_flags: mlx5_dv::MkeyConfFlags::empty(),
             comp_mask: 0,
         },
-        WrOp::SetMkeyAccessFlags((A::LOCAL_WRITE | A::REMOTE_WRITE).bits()),
+        WrOp::SetMkeyAccessFlags(A::LOCAL_WRITE | A::REMOTE_WRITE),
         WrOp::SetMkeyLayoutList(vec![Sge { addr: mr.addr, length: mr.length as u32, lkey: mr.lkey }]),
         WrOp::SetMkeySigBlock(*attr),
     ];

@@ -1,7 +1,7 @@
 //! Ports, addresses and paths: docs/behaviour.md item 86.
 
 use mlx5_dv::errno::EINVAL;
-use mlx5_dv::{Backend, Gid, QpModify, QpState, link_layer, port_state, wc_status};
+use mlx5_dv::{Backend, DvQpCreateFlags, Gid, QpModify, QpState, link_layer, port_state, wc_status};
 
 use super::fixture::*;
 use crate::case::{Case, Check, Env, Need, check, check_eq, expect_errno, expect_ok};
@@ -44,7 +44,7 @@ fn ports_have_addresses(b: &mut dyn Backend, env: &Env) -> Check {
 
 fn path_to_no_qp_times_out(b: &mut dyn Backend, env: &Env) -> Check {
     let (ctx, pd, cq) = open(b, env.dev()?)?;
-    let q = expect_ok("create", b.create_qp(&qp_attr(pd, &cq, 0, CAP)))?;
+    let q = expect_ok("create", b.create_qp(&qp_attr(pd, &cq, DvQpCreateFlags::empty(), CAP)))?;
     let (_buf, mr) = region(b, pd, 64, &pattern(64, 3), QP_ACCESS)?;
     let mut to = dest(b, ctx, &q)?;
     // The device's own address, and a QP number no QP has (QP numbers are 24-bit).

@@ -1,8 +1,9 @@
 //! Fixtures for data-path cases: connected RC QPs, registered buffers, polling.
 
 use mlx5_dv::{
-    AccessFlags, Backend, Buf, ContextHandle, Cq, DvQpInitAttr, Mkey, MkeyInitAttr, MkeyInitFlags, Mr, PdHandle, Qp,
-    QpCap, QpDest, QpInitAttr, QpModify, RecvWr, SendFlags, Sge, Wc, WrOp, dv_qp, wc_status,
+    AccessFlags, Backend, Buf, ContextHandle, Cq, DvQpCreateFlags, DvQpInitAttr, DvSendOpsFlags, Mkey, MkeyInitAttr,
+    MkeyInitFlags, Mr, PdHandle, Qp, QpCap, QpDest, QpInitAttr, QpModify, RecvWr, SendFlags, Sge, Wc, WrOp, dv_qp,
+    wc_status,
 };
 
 use crate::case::{Check, Env, Verdict, check_eq, expect_ok};
@@ -16,7 +17,8 @@ pub(super) struct Side {
 }
 
 /// The mkey operations a QP is created with in these cases.
-pub(super) const MKEY_OPS: u64 = dv_qp::WITH_MKEY_CONFIGURE | dv_qp::WITH_MR_LIST | dv_qp::WITH_MR_INTERLEAVED;
+pub(super) const MKEY_OPS: DvSendOpsFlags =
+    dv_qp::WITH_MKEY_CONFIGURE.union(dv_qp::WITH_MR_LIST).union(dv_qp::WITH_MR_INTERLEAVED);
 
 /// 16 WRs, 4 SGEs each way, no inline data requested.
 pub(super) const CAP: QpCap =
@@ -27,7 +29,7 @@ pub(super) const QP_ACCESS: AccessFlags =
     AccessFlags::LOCAL_WRITE.union(AccessFlags::REMOTE_WRITE).union(AccessFlags::REMOTE_READ);
 
 /// RC QP attributes with the mkey send ops and the given mlx5dv create flags.
-pub(super) fn qp_attr(pd: PdHandle, cq: &Cq, create_flags: u32, cap: QpCap) -> QpInitAttr {
+pub(super) fn qp_attr(pd: PdHandle, cq: &Cq, create_flags: DvQpCreateFlags, cap: QpCap) -> QpInitAttr {
     QpInitAttr::rc(pd, cq.handle, cap, Some(DvQpInitAttr::new(create_flags, MKEY_OPS)))
 }
 
@@ -57,10 +59,15 @@ pub(super) fn connect(b: &mut dyn Backend, qp: &Qp, peer_ctx: ContextHandle, pee
 
 /// Two connected RC QPs: on one device (loopback), or `a` on the first device and `b` on the
 /// second. `server_flags` are the mlx5dv create flags of the server side.
-pub(super) fn pair(b: &mut dyn Backend, env: &Env, two_devices: bool, server_flags: u32) -> Check<(Side, Side)> {
+pub(super) fn pair(
+    b: &mut dyn Backend,
+    env: &Env,
+    two_devices: bool,
+    server_flags: DvQpCreateFlags,
+) -> Check<(Side, Side)> {
     let dev_a = env.dev()?.to_string();
     let (ctx, pd, cq) = open(b, &dev_a)?;
-    let qa = expect_ok("create the client QP", b.create_qp(&qp_attr(pd, &cq, 0, CAP)))?;
+    let qa = expect_ok("create the client QP", b.create_qp(&qp_attr(pd, &cq, DvQpCreateFlags::empty(), CAP)))?;
     let a = Side { ctx, pd, cq, qp: qa };
     let s = if two_devices {
         let dev_b = env.peer_device.clone().ok_or_else(|| Verdict::skip("needs a second mlx5 device"))?;
@@ -161,13 +168,7 @@ pub(super) fn configure_list(
     access: AccessFlags,
     sge: Vec<Sge>,
 ) -> Check {
-    let op = WrOp::MrList {
-        wr_id: 0xc0f,
-        flags: SendFlags::SIGNALED | SendFlags::INLINE,
-        mkey: *mkey,
-        access: access.bits(),
-        sge,
-    };
+    let op = WrOp::MrList { wr_id: 0xc0f, flags: SendFlags::SIGNALED | SendFlags::INLINE, mkey: *mkey, access, sge };
     expect_ok("mlx5dv_wr_mr_list", b.post_send(&side.qp, &[op]))?;
     ok_cqe(b, &side.cq, 0xc0f, mlx5_dv::wc_opcode::DRIVER1).map(drop)
 }

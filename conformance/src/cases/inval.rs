@@ -1,7 +1,8 @@
 //! Invalidation and scatter-to-CQE: §12.72–74.
 
 use mlx5_dv::{
-    AccessFlags as A, Backend, MkeyInitFlags as F, SendFlags, Sge, WrOp, dv_qp, wc_flags, wc_opcode, wc_status,
+    AccessFlags as A, Backend, DvQpCreateFlags, MkeyInitFlags as F, SendFlags, Sge, WrOp, dv_qp, wc_flags, wc_opcode,
+    wc_status,
 };
 
 use super::fixture::*;
@@ -48,7 +49,7 @@ fn configured(
     env: &Env,
     flags: F,
 ) -> Check<(Side, Side, mlx5_dv::Buf, mlx5_dv::Mkey, mlx5_dv::Mr)> {
-    let (a, s) = pair(b, env, false, 0)?;
+    let (a, s) = pair(b, env, false, DvQpCreateFlags::empty())?;
     let (buf, mr) = region(b, s.pd, 64, &pattern(64, 1), A::LOCAL_WRITE)?;
     let mkey = indirect_mkey(b, s.pd, flags, 4)?;
     configure_list(b, &s, &mkey, A::REMOTE_WRITE | A::LOCAL_WRITE, vec![sge(&mr, 0, 64)])?;
@@ -104,7 +105,7 @@ fn remote_inv_refused(b: &mut dyn Backend, env: &Env) -> Check {
 }
 
 /// The server receives a 16-byte SEND through an indirect mkey (zero-based SGE at offset 8).
-fn receive_through_mkey(b: &mut dyn Backend, env: &Env, server_flags: u32) -> Check<(Vec<u8>, Vec<u8>)> {
+fn receive_through_mkey(b: &mut dyn Backend, env: &Env, server_flags: DvQpCreateFlags) -> Check<(Vec<u8>, Vec<u8>)> {
     let (a, s) = pair(b, env, false, server_flags)?;
     let (buf, mr) = region(b, s.pd, 64, &pattern(64, 1), A::LOCAL_WRITE)?;
     let mkey = indirect_mkey(b, s.pd, F::INDIRECT, 4)?;
@@ -129,7 +130,7 @@ fn scatter_disabled(b: &mut dyn Backend, env: &Env) -> Check {
 }
 
 fn scatter_default(b: &mut dyn Backend, env: &Env) -> Check {
-    let (got, _) = receive_through_mkey(b, env, 0)?;
+    let (got, _) = receive_through_mkey(b, env, DvQpCreateFlags::empty())?;
     check_eq(
         "with scatter-to-CQE the provider copies to the SGE offset as an address: the region is untouched",
         got,

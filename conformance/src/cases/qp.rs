@@ -2,8 +2,8 @@
 
 use mlx5_dv::errno::{EINVAL, ENOMEM, EOPNOTSUPP};
 use mlx5_dv::{
-    AccessFlags, Backend, DvQpInitAttr, QpCap, QpInitAttr, QpModify, QpState, SendFlags, WrOp, dv_qp, qp_type,
-    send_ops, wc_opcode,
+    AccessFlags, Backend, DvQpCreateFlags, DvQpInitAttr, DvQpInitMask, DvSendOpsFlags, MkeyConfFlags, QpCap,
+    QpInitAttr, QpModify, QpState, SendFlags, SendOpsFlags, WrOp, dv_qp, qp_type, send_ops, wc_opcode,
 };
 
 use super::fixture::*;
@@ -52,12 +52,16 @@ fn cq_rounding(b: &mut dyn Backend, env: &Env) -> Check {
     expect_errno("ibv_create_cq(2^24)", b.create_cq(ctx, 1 << 24), EINVAL)
 }
 
-fn attr(pd: mlx5_dv::PdHandle, cq: &mlx5_dv::Cq, ty: u32, ops: u64, dv: Option<DvQpInitAttr>) -> QpInitAttr {
+fn attr(pd: mlx5_dv::PdHandle, cq: &mlx5_dv::Cq, ty: u32, ops: SendOpsFlags, dv: Option<DvQpInitAttr>) -> QpInitAttr {
     QpInitAttr { pd, send_cq: cq.handle, recv_cq: cq.handle, qp_type: ty, cap: CAP, send_ops_flags: ops, dv }
 }
 
-fn dv_ops(flags: u64) -> Option<DvQpInitAttr> {
-    Some(DvQpInitAttr { comp_mask: dv_qp::MASK_SEND_OPS_FLAGS, create_flags: 0, send_ops_flags: flags })
+fn dv_ops(flags: DvSendOpsFlags) -> Option<DvQpInitAttr> {
+    Some(DvQpInitAttr {
+        comp_mask: dv_qp::MASK_SEND_OPS_FLAGS,
+        create_flags: DvQpCreateFlags::empty(),
+        send_ops_flags: flags,
+    })
 }
 
 fn mkey_ops_only_on_rc(b: &mut dyn Backend, env: &Env) -> Check {
@@ -80,7 +84,13 @@ fn mkey_ops_only_on_rc(b: &mut dyn Backend, env: &Env) -> Check {
     }
     expect_errno(
         "RC QP with an unknown mlx5dv send op",
-        b.create_qp(&attr(pd, &cq, qp_type::RC, send_ops::RC_DEFAULT, dv_ops(1 << 5))),
+        b.create_qp(&attr(
+            pd,
+            &cq,
+            qp_type::RC,
+            send_ops::RC_DEFAULT,
+            dv_ops(DvSendOpsFlags::from_bits_retain(1 << 5)),
+        )),
         EOPNOTSUPP,
     )?;
     expect_errno(
@@ -97,7 +107,7 @@ fn any_dv_op_installs(b: &mut dyn Backend, env: &Env) -> Check {
         "RC QP with RAW_WQE only",
         b.create_qp(&attr(pd, &cq, qp_type::RC, send_ops::RC_DEFAULT, dv_ops(dv_qp::WITH_RAW_WQE))),
     )?;
-    let peer = expect_ok("peer QP", b.create_qp(&qp_attr(pd, &cq, 0, CAP)))?;
+    let peer = expect_ok("peer QP", b.create_qp(&qp_attr(pd, &cq, DvQpCreateFlags::empty(), CAP)))?;
     connect(b, &qp, ctx, &peer)?;
     connect(b, &peer, ctx, &qp)?;
     let mkey = indirect_mkey(b, pd, mlx5_dv::MkeyInitFlags::INDIRECT, 4)?;
@@ -106,7 +116,7 @@ fn any_dv_op_installs(b: &mut dyn Backend, env: &Env) -> Check {
         flags: SendFlags::SIGNALED | SendFlags::INLINE,
         mkey,
         num_setters: 0,
-        conf_flags: 0,
+        conf_flags: MkeyConfFlags::empty(),
         comp_mask: 0,
     };
     expect_ok("mkey configure on an RC QP created with RAW_WQE", b.post_send(&qp, &[op]))?;
@@ -115,13 +125,13 @@ fn any_dv_op_installs(b: &mut dyn Backend, env: &Env) -> Check {
 
 fn create_flag_checks(b: &mut dyn Backend, env: &Env) -> Check {
     let (_, pd, cq) = open(b, env.dev()?)?;
-    let with = |create_flags: u32, comp_mask: u64| {
+    let with = |create_flags: DvQpCreateFlags, comp_mask: DvQpInitMask| {
         attr(
             pd,
             &cq,
             qp_type::RC,
             send_ops::RC_DEFAULT,
-            Some(DvQpInitAttr { comp_mask, create_flags, send_ops_flags: 0 }),
+            Some(DvQpInitAttr { comp_mask, create_flags, send_ops_flags: DvSendOpsFlags::empty() }),
         )
     };
     let both = dv_qp::CREATE_DISABLE_SCATTER_TO_CQE | dv_qp::CREATE_ALLOW_SCATTER_TO_CQE;
@@ -130,9 +140,17 @@ fn create_flag_checks(b: &mut dyn Backend, env: &Env) -> Check {
         b.create_qp(&with(both, dv_qp::MASK_QP_CREATE_FLAGS)),
         EINVAL,
     )?;
-    expect_errno("unknown create flag 1<<20", b.create_qp(&with(1 << 20, dv_qp::MASK_QP_CREATE_FLAGS)), EINVAL)?;
-    expect_errno("unknown dv comp_mask 1<<9", b.create_qp(&with(0, 1 << 9)), EINVAL)?;
-    expect_errno("DC mask on an RC QP", b.create_qp(&with(0, dv_qp::MASK_DC)), EINVAL)?;
+    expect_errno(
+        "unknown create flag 1<<20",
+        b.create_qp(&with(DvQpCreateFlags::from_bits_retain(1 << 20), dv_qp::MASK_QP_CREATE_FLAGS)),
+        EINVAL,
+    )?;
+    expect_errno(
+        "unknown dv comp_mask 1<<9",
+        b.create_qp(&with(DvQpCreateFlags::empty(), DvQpInitMask::from_bits_retain(1 << 9))),
+        EINVAL,
+    )?;
+    expect_errno("DC mask on an RC QP", b.create_qp(&with(DvQpCreateFlags::empty(), dv_qp::MASK_DC)), EINVAL)?;
     let q = expect_ok(
         "DISABLE_SCATTER_TO_CQE",
         b.create_qp(&with(dv_qp::CREATE_DISABLE_SCATTER_TO_CQE, dv_qp::MASK_QP_CREATE_FLAGS)),
@@ -152,13 +170,13 @@ fn umr_overhead(b: &mut dyn Backend, env: &Env) -> Check {
     // (send ops, mlx5 ops, max_send_sge, inline asked, max_inline_data back, max_send_wr asked, back):
     // WQE = align64(max(overhead + 16 * sge, overhead + align16(4 + inline))); overhead 192 with
     // LOCAL_INV or mkey ops, 32 with RDMA only, 16 for SEND; max_post = pow2(wr * WQE) / WQE.
-    let table: [(u64, u64, u32, u32, u32, u32, u32); 6] = [
+    let table: [(SendOpsFlags, DvSendOpsFlags, u32, u32, u32, u32, u32); 6] = [
         (send_ops::RC_DEFAULT, dv_qp::WITH_MKEY_CONFIGURE, 1, 0, 60, 16, 16),
         (send_ops::RC_DEFAULT, dv_qp::WITH_MKEY_CONFIGURE, 4, 0, 60, 10, 16),
         (send_ops::RC_DEFAULT, dv_qp::WITH_MKEY_CONFIGURE, 1, 512, 572, 16, 21),
-        (send_ops::RC_DEFAULT, 0, 1, 0, 60, 16, 16),
-        (send_ops::SEND | send_ops::RDMA_WRITE, 0, 1, 0, 28, 16, 16),
-        (send_ops::SEND, 0, 1, 0, 44, 3, 4),
+        (send_ops::RC_DEFAULT, DvSendOpsFlags::empty(), 1, 0, 60, 16, 16),
+        (send_ops::SEND | send_ops::RDMA_WRITE, DvSendOpsFlags::empty(), 1, 0, 28, 16, 16),
+        (send_ops::SEND, DvSendOpsFlags::empty(), 1, 0, 44, 3, 4),
     ];
     for (ops, mops, sge, inl, want, wr, wr_out) in table {
         let cap = QpCap { max_send_wr: wr, max_recv_wr: 4, max_send_sge: sge, max_recv_sge: 1, max_inline_data: inl };
@@ -175,8 +193,8 @@ fn umr_overhead(b: &mut dyn Backend, env: &Env) -> Check {
 fn state_machine(b: &mut dyn Backend, env: &Env) -> Check {
     use QpState::*;
     let (ctx, pd, cq) = open(b, env.dev()?)?;
-    let q = expect_ok("create", b.create_qp(&qp_attr(pd, &cq, 0, CAP)))?;
-    let peer = expect_ok("create peer", b.create_qp(&qp_attr(pd, &cq, 0, CAP)))?;
+    let q = expect_ok("create", b.create_qp(&qp_attr(pd, &cq, DvQpCreateFlags::empty(), CAP)))?;
+    let peer = expect_ok("create peer", b.create_qp(&qp_attr(pd, &cq, DvQpCreateFlags::empty(), CAP)))?;
     let to_peer = dest(b, ctx, &peer)?;
     check_eq("a new QP", expect_ok("query", b.query_qp_state(&q))?, Reset)?;
     for bad in [Rtr, Rts, Sqd] {
@@ -200,8 +218,8 @@ fn state_machine(b: &mut dyn Backend, env: &Env) -> Check {
 fn einval_until_rts(b: &mut dyn Backend, env: &Env) -> Check {
     use QpState::*;
     let (ctx, pd, cq) = open(b, env.dev()?)?;
-    let q = expect_ok("create", b.create_qp(&qp_attr(pd, &cq, 0, CAP)))?;
-    let peer = expect_ok("create peer", b.create_qp(&qp_attr(pd, &cq, 0, CAP)))?;
+    let q = expect_ok("create", b.create_qp(&qp_attr(pd, &cq, DvQpCreateFlags::empty(), CAP)))?;
+    let peer = expect_ok("create peer", b.create_qp(&qp_attr(pd, &cq, DvQpCreateFlags::empty(), CAP)))?;
     let to_peer = dest(b, ctx, &peer)?;
     let (buf, mr) = region(b, pd, 64, &pattern(64, 1), QP_ACCESS)?;
     let w = || write(1, mr.rkey, mr.addr + 32, vec![sge(&mr, 0, 8)]);
@@ -228,20 +246,26 @@ fn einval_until_rts(b: &mut dyn Backend, env: &Env) -> Check {
 }
 
 fn first_error_posts_nothing(b: &mut dyn Backend, env: &Env) -> Check {
-    let (a, _s) = pair(b, env, false, 0)?;
+    let (a, _s) = pair(b, env, false, DvQpCreateFlags::empty())?;
     let (buf, mr) = region(b, a.pd, 64, &pattern(64, 2), QP_ACCESS)?;
     let before = contents(b, &buf)?;
     let mkey = indirect_mkey(b, a.pd, mlx5_dv::MkeyInitFlags::INDIRECT, 4)?;
     // A setter outside a configure records EINVAL; the valid write before it is not posted.
     let chain = [
         write(1, mr.rkey, mr.addr + 32, vec![sge(&mr, 0, 8)]),
-        WrOp::SetMkeyAccessFlags(0),
+        WrOp::SetMkeyAccessFlags(AccessFlags::empty()),
         write(2, mr.rkey, mr.addr + 40, vec![sge(&mr, 8, 8)]),
     ];
     expect_errno("chain with a stray setter", b.post_send(&a.qp, &chain), EINVAL)?;
     // An unsupported configure records EOPNOTSUPP.
-    let bad =
-        WrOp::MkeyConfigure { wr_id: 3, flags: SendFlags::SIGNALED, mkey, num_setters: 0, conf_flags: 0, comp_mask: 0 };
+    let bad = WrOp::MkeyConfigure {
+        wr_id: 3,
+        flags: SendFlags::SIGNALED,
+        mkey,
+        num_setters: 0,
+        conf_flags: MkeyConfFlags::empty(),
+        comp_mask: 0,
+    };
     expect_errno(
         "chain with a configure lacking IBV_SEND_INLINE",
         b.post_send(&a.qp, &[write(4, mr.rkey, mr.addr + 32, vec![sge(&mr, 0, 8)]), bad]),
@@ -254,9 +278,9 @@ fn first_error_posts_nothing(b: &mut dyn Backend, env: &Env) -> Check {
 fn sq_full(b: &mut dyn Backend, env: &Env) -> Check {
     let (ctx, pd, cq) = open(b, env.dev()?)?;
     let cap = QpCap { max_send_wr: 1, ..CAP };
-    let q = expect_ok("create", b.create_qp(&qp_attr(pd, &cq, 0, cap)))?;
+    let q = expect_ok("create", b.create_qp(&qp_attr(pd, &cq, DvQpCreateFlags::empty(), cap)))?;
     let cq2 = expect_ok("cq", b.create_cq(ctx, 64))?;
-    let peer = expect_ok("peer", b.create_qp(&qp_attr(pd, &cq2, 0, CAP)))?;
+    let peer = expect_ok("peer", b.create_qp(&qp_attr(pd, &cq2, DvQpCreateFlags::empty(), CAP)))?;
     connect(b, &q, ctx, &peer)?;
     connect(b, &peer, ctx, &q)?;
     let (_buf, mr) = region(b, pd, 64, &[], QP_ACCESS)?;

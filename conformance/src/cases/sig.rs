@@ -7,8 +7,9 @@ use std::ops::Range;
 use crc::{Algorithm, CRC_16_T10_DIF, CRC_32_ISCSI, CRC_32_ISO_HDLC, CRC_64_NVME, Crc};
 use mlx5_dv::errno::{EINVAL, ENOMEM};
 use mlx5_dv::{
-    AccessFlags as A, Backend, Buf, Mkey, MkeyErr, MkeyErrType, MkeyInitFlags as F, Mr, QpCap, QpModify, QpState,
-    SendFlags, Sge, SigBlockAttr, SigBlockDomain as D, SigT10dif, WrOp, dv_qp, event_type, sig, wc_opcode,
+    AccessFlags as A, Backend, Buf, DvQpCreateFlags, Mkey, MkeyConfFlags, MkeyErr, MkeyErrType, MkeyInitFlags as F, Mr,
+    QpCap, QpModify, QpState, SendFlags, Sge, SigBlockAttr, SigBlockAttrFlags, SigBlockDomain as D, SigT10dif,
+    T10difFlags, WrOp, dv_qp, event_type, sig, wc_opcode,
 };
 
 use super::ctl;
@@ -91,12 +92,19 @@ const T10_WIRE: usize = (BLOCK + 8) * BLOCKS;
 const SIG_CAP: QpCap =
     QpCap { max_send_wr: 16, max_recv_wr: 16, max_send_sge: 4, max_recv_sge: 4, max_inline_data: 512 };
 
-fn dif(app: u16, ref_tag: u32, flags: u16) -> SigT10dif {
+fn dif(app: u16, ref_tag: u32, flags: T10difFlags) -> SigT10dif {
     SigT10dif { bg_type: sig::BG_CRC, bg: 0, app_tag: app, ref_tag, flags }
 }
 
 fn wire_only(d: D) -> SigBlockAttr {
-    SigBlockAttr { mem: None, wire: Some(d), flags: 0, check_mask: 0xff, copy_mask: 0, comp_mask: 0 }
+    SigBlockAttr {
+        mem: None,
+        wire: Some(d),
+        flags: SigBlockAttrFlags::empty(),
+        check_mask: 0xff,
+        copy_mask: 0,
+        comp_mask: 0,
+    }
 }
 
 fn mem_only(d: D) -> SigBlockAttr {
@@ -130,7 +138,7 @@ fn configure(b: &mut dyn Backend, side: &Side, mkey: &Mkey, mr: &Mr, attr: Optio
 }
 
 fn configure_chain(mkey: &Mkey, mr: &Mr, attr: Option<SigBlockAttr>, reset: bool) -> Vec<WrOp> {
-    let conf_flags = if reset { mlx5_dv::MLX5DV_MKEY_CONF_FLAG_RESET_SIG_ATTR } else { 0 };
+    let conf_flags = if reset { mlx5_dv::MLX5DV_MKEY_CONF_FLAG_RESET_SIG_ATTR } else { MkeyConfFlags::empty() };
     let mut chain = vec![
         WrOp::MkeyConfigure {
             wr_id: 0x51,
@@ -140,7 +148,7 @@ fn configure_chain(mkey: &Mkey, mr: &Mr, attr: Option<SigBlockAttr>, reset: bool
             conf_flags,
             comp_mask: 0,
         },
-        WrOp::SetMkeyAccessFlags((A::LOCAL_WRITE | A::REMOTE_WRITE | A::REMOTE_READ).bits()),
+        WrOp::SetMkeyAccessFlags(A::LOCAL_WRITE | A::REMOTE_WRITE | A::REMOTE_READ),
         WrOp::SetMkeyLayoutList(vec![Sge { addr: mr.addr, length: mr.length as u32, lkey: mr.lkey }]),
     ];
     if let Some(a) = attr {
@@ -204,7 +212,7 @@ fn setter_misuse(b: &mut dyn Backend, env: &Env) -> Check {
     let (_a, s) = sig_pair(b, env)?;
     let (_buf, mr, mkey) = sig_mkey(b, &s, DATA, &[])?;
     let plain = indirect_mkey(b, s.pd, F::INDIRECT, 4)?;
-    let good = wire_only(D::t10dif(sig::BLOCK_512, dif(0, 0, 0)));
+    let good = wire_only(D::t10dif(sig::BLOCK_512, dif(0, 0, T10difFlags::empty())));
     let on_plain = configure_chain(&plain, &mr, Some(good), false);
     expect_errno("signature setter on a non-signature mkey", b.post_send(&s.qp, &on_plain), EINVAL)?;
     let mut twice = configure_chain(&mkey, &mr, Some(good), false);
@@ -215,7 +223,7 @@ fn setter_misuse(b: &mut dyn Backend, env: &Env) -> Check {
     expect_errno("the signature setter twice", b.post_send(&s.qp, &twice), EINVAL)?;
     let bad = [
         ("both domains NULL", SigBlockAttr { wire: None, ..good }),
-        ("flags 1<<1", SigBlockAttr { flags: 1 << 1, ..good }),
+        ("flags 1<<1", SigBlockAttr { flags: SigBlockAttrFlags::from_bits_retain(1 << 1), ..good }),
         ("comp_mask 1", SigBlockAttr { comp_mask: 1, ..good }),
     ];
     for (what, attr) in bad {
@@ -227,14 +235,14 @@ fn setter_misuse(b: &mut dyn Backend, env: &Env) -> Check {
 fn domain_validation(b: &mut dyn Backend, env: &Env) -> Check {
     let (_a, s) = sig_pair(b, env)?;
     let (_buf, mr, mkey) = sig_mkey(b, &s, DATA, &[])?;
-    let t10 = D::t10dif(sig::BLOCK_512, dif(0, 0, 0));
+    let t10 = D::t10dif(sig::BLOCK_512, dif(0, 0, T10difFlags::empty()));
     let bad: Vec<(&str, D)> = vec![
         ("block_size 5", D { block_size: 5, ..t10 }),
         ("domain comp_mask 1", D { comp_mask: 1, ..t10 }),
         ("sig_type 2", D { sig_type: 2, ..t10 }),
         ("T10-DIF bg 1", D { dif: SigT10dif { bg: 1, ..t10.dif }, ..t10 }),
         ("T10-DIF bg_type 2", D { dif: SigT10dif { bg_type: 2, ..t10.dif }, ..t10 }),
-        ("T10-DIF flags 0x8", D { dif: SigT10dif { flags: 8, ..t10.dif }, ..t10 }),
+        ("T10-DIF flags 0x8", D { dif: SigT10dif { flags: T10difFlags::from_bits_retain(8), ..t10.dif }, ..t10 }),
         ("CRC32 seed 5", D::crc(sig::BLOCK_512, sig::CRC32, 5)),
         ("CRC32C seed 2^32", D::crc(sig::BLOCK_512, sig::CRC32C, 1 << 32)),
         ("CRC64 seed 0xffffffff", D::crc(sig::BLOCK_512, sig::CRC64_XP10, 0xffff_ffff)),
@@ -258,7 +266,7 @@ fn reset_attr(b: &mut dyn Backend, env: &Env) -> Check {
     let (a, s) = sig_pair(b, env)?;
     let data = pattern(DATA, 3);
     let (_buf, mr, mkey) = sig_mkey(b, &a, DATA, &data)?;
-    configure(b, &a, &mkey, &mr, Some(wire_only(D::t10dif(sig::BLOCK_512, dif(7, 0, 0)))), false)?;
+    configure(b, &a, &mkey, &mr, Some(wire_only(D::t10dif(sig::BLOCK_512, dif(7, 0, T10difFlags::empty())))), false)?;
     check_eq(
         "with attributes: PI inserted",
         tx_through(b, &a, &s, &mkey, DATA, T10_WIRE)?,
@@ -269,7 +277,7 @@ fn reset_attr(b: &mut dyn Backend, env: &Env) -> Check {
     plain.resize(T10_WIRE, 0);
     check_eq("after RESET_SIG_ATTR: the bytes pass unchanged", tx_through(b, &a, &s, &mkey, DATA, T10_WIRE)?, plain)?;
     // RESET followed by a signature setter in the same WR sets the new attributes.
-    configure(b, &a, &mkey, &mr, Some(wire_only(D::t10dif(sig::BLOCK_512, dif(9, 0, 0)))), true)?;
+    configure(b, &a, &mkey, &mr, Some(wire_only(D::t10dif(sig::BLOCK_512, dif(9, 0, T10difFlags::empty())))), true)?;
     check_eq("RESET then new attributes", tx_through(b, &a, &s, &mkey, DATA, T10_WIRE)?, with_t10(&data, 9, 0, false))
 }
 
@@ -286,7 +294,7 @@ fn carry_over(b: &mut dyn Backend, env: &Env) -> Check {
     let (a, s) = sig_pair(b, env)?;
     let data = pattern(DATA, 5);
     let (_buf, mr, mkey) = sig_mkey(b, &a, DATA, &data)?;
-    configure(b, &a, &mkey, &mr, Some(wire_only(D::t10dif(sig::BLOCK_512, dif(3, 40, 0)))), false)?;
+    configure(b, &a, &mkey, &mr, Some(wire_only(D::t10dif(sig::BLOCK_512, dif(3, 40, T10difFlags::empty())))), false)?;
     configure(b, &a, &mkey, &mr, None, false)?;
     check_eq(
         "attributes kept by a configure without the setter",
@@ -297,14 +305,14 @@ fn carry_over(b: &mut dyn Backend, env: &Env) -> Check {
 
 fn bsf_limits(b: &mut dyn Backend, env: &Env) -> Check {
     let (ctx, pd, cq) = open(b, env.dev()?)?;
-    let small = expect_ok("QP with max_inline_data 60", b.create_qp(&qp_attr(pd, &cq, 0, CAP)))?;
+    let small = expect_ok("QP with max_inline_data 60", b.create_qp(&qp_attr(pd, &cq, DvQpCreateFlags::empty(), CAP)))?;
     let cq2 = expect_ok("cq", b.create_cq(ctx, 16))?;
-    let peer = expect_ok("peer", b.create_qp(&qp_attr(pd, &cq2, 0, CAP)))?;
+    let peer = expect_ok("peer", b.create_qp(&qp_attr(pd, &cq2, DvQpCreateFlags::empty(), CAP)))?;
     connect(b, &small, ctx, &peer)?;
     connect(b, &peer, ctx, &small)?;
     let side = Side { ctx, pd, cq, qp: small };
     let (_buf, mr, mkey) = sig_mkey(b, &side, DATA, &[])?;
-    let t10 = wire_only(D::t10dif(sig::BLOCK_512, dif(0, 0, 0)));
+    let t10 = wire_only(D::t10dif(sig::BLOCK_512, dif(0, 0, T10difFlags::empty())));
     let attr = Some(t10);
     expect_errno(
         "64 translation bytes + 64 BSF bytes > 60 + 4 inline",
@@ -319,7 +327,7 @@ fn bsf_limits(b: &mut dyn Backend, env: &Env) -> Check {
             flags: SendFlags::SIGNALED | SendFlags::INLINE,
             mkey: mkey2,
             num_setters: 2,
-            conf_flags: 0,
+            conf_flags: MkeyConfFlags::empty(),
             comp_mask: 0,
         },
         WrOp::SetMkeyLayoutList(vec![
@@ -335,7 +343,7 @@ fn bsf_limits(b: &mut dyn Backend, env: &Env) -> Check {
 fn copy_mask_structure(b: &mut dyn Backend, env: &Env) -> Check {
     let (a, _s) = sig_pair(b, env)?;
     let (_buf, mr, mkey) = sig_mkey(b, &a, DATA + 8 * BLOCKS, &[])?;
-    let t10 = D::t10dif(sig::BLOCK_512, dif(0, 0, 0));
+    let t10 = D::t10dif(sig::BLOCK_512, dif(0, 0, T10difFlags::empty()));
     let unlike = SigBlockAttr {
         mem: Some(t10),
         wire: Some(D::crc(sig::BLOCK_512, sig::CRC32, 0)),
@@ -349,7 +357,7 @@ fn copy_mask_structure(b: &mut dyn Backend, env: &Env) -> Check {
         b.post_send(&a.qp, &configure_chain(&mkey, &mr, Some(unlike), false)),
         EINVAL,
     )?;
-    let sizes = SigBlockAttr { wire: Some(D::t10dif(sig::BLOCK_4096, dif(0, 0, 0))), ..unlike };
+    let sizes = SigBlockAttr { wire: Some(D::t10dif(sig::BLOCK_4096, dif(0, 0, T10difFlags::empty()))), ..unlike };
     expect_errno(
         "COPY_MASK with 512- and 4096-byte blocks",
         b.post_send(&a.qp, &configure_chain(&mkey, &mr, Some(sizes), false)),
@@ -367,10 +375,17 @@ fn copy_masks(b: &mut dyn Backend, env: &Env) -> Check {
     let mut mem = with_t10(&data, 0x1111, 0, false);
     mem[BLOCK] ^= 0xff;
     let (_buf, mr, mkey) = sig_mkey(b, &a, T10_WIRE, &mem)?;
-    let m = D::t10dif(sig::BLOCK_512, dif(0x1111, 0, 0));
-    let w = D::t10dif(sig::BLOCK_512, dif(0x2222, 0, 0));
+    let m = D::t10dif(sig::BLOCK_512, dif(0x1111, 0, T10difFlags::empty()));
+    let w = D::t10dif(sig::BLOCK_512, dif(0x2222, 0, T10difFlags::empty()));
     // Automatic: guard and ref configured alike are copied, the app tag differs and is made.
-    let auto = SigBlockAttr { mem: Some(m), wire: Some(w), flags: 0, check_mask: 0, copy_mask: 0, comp_mask: 0 };
+    let auto = SigBlockAttr {
+        mem: Some(m),
+        wire: Some(w),
+        flags: SigBlockAttrFlags::empty(),
+        check_mask: 0,
+        copy_mask: 0,
+        comp_mask: 0,
+    };
     configure(b, &a, &mkey, &mr, Some(auto), false)?;
     let mut want = with_t10(&data, 0x2222, 0, false);
     want[BLOCK] ^= 0xff;
@@ -390,7 +405,10 @@ fn check_mask(b: &mut dyn Backend, env: &Env) -> Check {
     let (_buf, mr, mkey) = sig_mkey(b, &s, DATA, &[])?;
     let mut wire = with_t10(&pattern(DATA, 7), 5, 0, false);
     wire[BLOCK + 3] ^= 1; // app tag of block 0
-    let attr = |mask| SigBlockAttr { check_mask: mask, ..wire_only(D::t10dif(sig::BLOCK_512, dif(5, 0, 0))) };
+    let attr = |mask| SigBlockAttr {
+        check_mask: mask,
+        ..wire_only(D::t10dif(sig::BLOCK_512, dif(5, 0, T10difFlags::empty())))
+    };
     configure(b, &s, &mkey, &mr, Some(attr(sig::MASK_T10DIF_GUARD | sig::MASK_T10DIF_REFTAG)), false)?;
     rx_into(b, &a, &s, &mkey, &wire)?;
     check_eq("a bad app tag outside check_mask", expect_ok("mkey_check", b.mkey_check(&mkey))?, MkeyErr::NONE)?;
@@ -445,15 +463,15 @@ fn round_trip_blocks(
 }
 
 fn t10dif_crc(b: &mut dyn Backend, env: &Env) -> Check {
-    round_trip(b, env, D::t10dif(sig::BLOCK_512, dif(0xabcd, 0x1000, 0)), 8, |data, pi| {
+    round_trip(b, env, D::t10dif(sig::BLOCK_512, dif(0xabcd, 0x1000, T10difFlags::empty())), 8, |data, pi| {
         pi == [&t10_guard(data, 0).to_be_bytes()[..], &0xabcdu16.to_be_bytes(), &0x1000u32.to_be_bytes()].concat()
     })?;
-    let seeded = D::t10dif(sig::BLOCK_512, SigT10dif { bg: 0xffff, ..dif(1, 2, 0) });
+    let seeded = D::t10dif(sig::BLOCK_512, SigT10dif { bg: 0xffff, ..dif(1, 2, T10difFlags::empty()) });
     round_trip(b, env, seeded, 8, |data, pi| pi[..2] == t10_guard(data, 0xffff).to_be_bytes())
 }
 
 fn t10dif_csum(b: &mut dyn Backend, env: &Env) -> Check {
-    let d = D::t10dif(sig::BLOCK_512, SigT10dif { bg_type: sig::BG_CSUM, ..dif(3, 4, 0) });
+    let d = D::t10dif(sig::BLOCK_512, SigT10dif { bg_type: sig::BG_CSUM, ..dif(3, 4, T10difFlags::empty()) });
     round_trip(b, env, d, 8, |data, pi| pi[..2] == internet_checksum::checksum(data))
 }
 
@@ -485,13 +503,13 @@ fn t10_block_ok(data: &[u8], pi: &[u8]) -> bool {
 
 fn block_sizes(b: &mut dyn Backend, env: &Env) -> Check {
     for (bs, bytes) in [(sig::BLOCK_520, 520), (sig::BLOCK_4096, 4096), (sig::BLOCK_4160, 4160)] {
-        round_trip_blocks(b, env, D::t10dif(bs, dif(5, 6, 0)), bytes, 8, t10_block_ok)?;
+        round_trip_blocks(b, env, D::t10dif(bs, dif(5, 6, T10difFlags::empty())), bytes, 8, t10_block_ok)?;
     }
     Ok(())
 }
 
 fn block_4048(b: &mut dyn Backend, env: &Env) -> Check {
-    round_trip_blocks(b, env, D::t10dif(sig::BLOCK_4048, dif(5, 6, 0)), 4048, 8, t10_block_ok)
+    round_trip_blocks(b, env, D::t10dif(sig::BLOCK_4048, dif(5, 6, T10difFlags::empty())), 4048, 8, t10_block_ok)
 }
 
 fn convert(b: &mut dyn Backend, env: &Env) -> Check {
@@ -500,9 +518,9 @@ fn convert(b: &mut dyn Backend, env: &Env) -> Check {
     let data = pattern(DATA, 15);
     let (_buf, mr, mkey) = sig_mkey(b, &a, T10_WIRE, &with_t10(&data, 3, 9, false))?;
     let attr = SigBlockAttr {
-        mem: Some(D::t10dif(sig::BLOCK_512, dif(3, 9, 0))),
+        mem: Some(D::t10dif(sig::BLOCK_512, dif(3, 9, T10difFlags::empty()))),
         wire: Some(D::crc(sig::BLOCK_512, sig::CRC32, 0xffff_ffff)),
-        flags: 0,
+        flags: SigBlockAttrFlags::empty(),
         check_mask: 0xff,
         copy_mask: 0,
         comp_mask: 0,
@@ -573,7 +591,7 @@ fn remap_and_escapes(b: &mut dyn Backend, env: &Env) -> Check {
     wire[520 + BLOCK] ^= 0xff;
     let escape_app = |wire: &mut Vec<u8>| wire[520 + BLOCK + 2..520 + BLOCK + 4].copy_from_slice(&[0xff, 0xff]);
     let escape_ref = |wire: &mut Vec<u8>| wire[520 + BLOCK + 4..520 + BLOCK + 8].copy_from_slice(&[0xff; 4]);
-    let rx = |b: &mut dyn Backend, flags: u16, wire: &[u8]| -> Check<MkeyErr> {
+    let rx = |b: &mut dyn Backend, flags: T10difFlags, wire: &[u8]| -> Check<MkeyErr> {
         configure(
             b,
             &s,
@@ -599,7 +617,11 @@ fn remap_and_escapes(b: &mut dyn Backend, env: &Env) -> Check {
         rx(b, sig::FLAG_APP_REF_ESCAPE, &w1)?,
         MkeyErr::NONE,
     )?;
-    check_eq("no escape flag: the bad guard is found", rx(b, 0, &w1)?.err_type, MkeyErrType::SigBlockBadGuard)
+    check_eq(
+        "no escape flag: the bad guard is found",
+        rx(b, T10difFlags::empty(), &w1)?.err_type,
+        MkeyErrType::SigBlockBadGuard,
+    )
 }
 
 fn transient(b: &mut dyn Backend, env: &Env) -> Check {
@@ -607,8 +629,11 @@ fn transient(b: &mut dyn Backend, env: &Env) -> Check {
     let (_buf, mr, mkey) = sig_mkey(b, &a, T10_WIRE, &[])?;
     let attr = SigBlockAttr {
         mem: Some(D::crc(sig::BLOCK_512, sig::CRC32, 0xffff_ffff)),
-        wire: Some(D::t10dif(sig::BLOCK_512, SigT10dif { bg: 0xffff, ..dif(0x1234, 0x5678_9abc, 0) })),
-        flags: 0,
+        wire: Some(D::t10dif(
+            sig::BLOCK_512,
+            SigT10dif { bg: 0xffff, ..dif(0x1234, 0x5678_9abc, T10difFlags::empty()) },
+        )),
+        flags: SigBlockAttrFlags::empty(),
         check_mask: 0,
         copy_mask: 0,
         comp_mask: 0,
@@ -747,7 +772,7 @@ fn crc64_error(b: &mut dyn Backend, env: &Env) -> Check {
 
 fn csum_errors(b: &mut dyn Backend, env: &Env) -> Check {
     let guard = u16::from_be_bytes(internet_checksum::checksum(&last_block()));
-    let d = D::t10dif(sig::BLOCK_512, SigT10dif { bg_type: sig::BG_CSUM, ..dif(3, 4, 0) });
+    let d = D::t10dif(sig::BLOCK_512, SigT10dif { bg_type: sig::BG_CSUM, ..dif(3, 4, T10difFlags::empty()) });
     guard_error(b, env, d, 8, 2, u64::from(guard))?;
     let e = corrupted_rx(b, env, d, 8, 2..4)?;
     check_eq("app tag error", e, block3_error(MkeyErrType::SigBlockBadApptag, 3, 2, 8))?;
@@ -758,7 +783,7 @@ fn csum_errors(b: &mut dyn Backend, env: &Env) -> Check {
 fn latching(b: &mut dyn Backend, env: &Env) -> Check {
     let (a, s) = sig_pair(b, env)?;
     let (_buf, mr, mkey) = sig_mkey(b, &s, DATA, &[])?;
-    let attr = Some(wire_only(D::t10dif(sig::BLOCK_512, dif(1, 0, 0))));
+    let attr = Some(wire_only(D::t10dif(sig::BLOCK_512, dif(1, 0, T10difFlags::empty()))));
     configure(b, &s, &mkey, &mr, attr, false)?;
     let mut bad = with_t10(&pattern(DATA, 13), 1, 0, false);
     bad[BLOCK] ^= 1;

@@ -2,7 +2,8 @@
 //! target buffers are compared whole, gaps included, so a stray write is caught.
 
 use mlx5_dv::{
-    AccessFlags as A, Backend, MkeyInitFlags as F, SendFlags, Sge, WrOp, event_type, wc_flags, wc_opcode, wc_status,
+    AccessFlags as A, Backend, DvQpCreateFlags, MkeyInitFlags as F, SendFlags, Sge, WrOp, event_type, wc_flags,
+    wc_opcode, wc_status,
 };
 
 use super::fixture::*;
@@ -104,17 +105,17 @@ fn exchange(b: &mut dyn Backend, a: &Side, s: &Side) -> Check {
 }
 
 fn loopback(b: &mut dyn Backend, env: &Env) -> Check {
-    let (a, s) = pair(b, env, false, 0)?;
+    let (a, s) = pair(b, env, false, DvQpCreateFlags::empty())?;
     exchange(b, &a, &s)
 }
 
 fn two_devices(b: &mut dyn Backend, env: &Env) -> Check {
-    let (a, s) = pair(b, env, true, 0)?;
+    let (a, s) = pair(b, env, true, DvQpCreateFlags::empty())?;
     exchange(b, &a, &s)
 }
 
 fn needs_rw(b: &mut dyn Backend, env: &Env) -> Check {
-    let (a, s) = pair(b, env, false, 0)?;
+    let (a, s) = pair(b, env, false, DvQpCreateFlags::empty())?;
     let (sbuf, smr) = region(b, s.pd, 64, &pattern(64, 1), A::LOCAL_WRITE | A::REMOTE_READ)?;
     let (_abuf, amr) = region(b, a.pd, 64, &pattern(64, 2), A::LOCAL_WRITE)?;
     expect_ok("RDMA WRITE", b.post_send(&a.qp, &[write(1, smr.rkey, smr.addr, vec![sge(&amr, 0, 16)])]))?;
@@ -125,7 +126,7 @@ fn needs_rw(b: &mut dyn Backend, env: &Env) -> Check {
 }
 
 fn bad_lkey(b: &mut dyn Backend, env: &Env) -> Check {
-    let (a, s) = pair(b, env, false, 0)?;
+    let (a, s) = pair(b, env, false, DvQpCreateFlags::empty())?;
     let (sbuf, smr) = region(b, s.pd, 64, &pattern(64, 1), A::LOCAL_WRITE | A::REMOTE_WRITE)?;
     let (_abuf, amr) = region(b, a.pd, 64, &pattern(64, 2), A::LOCAL_WRITE)?;
     let bogus = Sge { addr: amr.addr, length: 16, lkey: amr.lkey ^ 0x0000_0f00 };
@@ -152,7 +153,7 @@ fn bad_lkey(b: &mut dyn Backend, env: &Env) -> Check {
 }
 
 fn short_recv(b: &mut dyn Backend, env: &Env) -> Check {
-    let (a, s) = pair(b, env, false, 0)?;
+    let (a, s) = pair(b, env, false, DvQpCreateFlags::empty())?;
     let (_sbuf, smr) = region(b, s.pd, 64, &[], A::LOCAL_WRITE)?;
     let (_abuf, amr) = region(b, a.pd, 128, &pattern(128, 2), A::LOCAL_WRITE)?;
     recv(b, &s.qp, 7, vec![sge(&smr, 0, 32)])?;
@@ -165,7 +166,7 @@ fn short_recv(b: &mut dyn Backend, env: &Env) -> Check {
 }
 
 fn free_mkey(b: &mut dyn Backend, env: &Env) -> Check {
-    let (a, s) = pair(b, env, false, 0)?;
+    let (a, s) = pair(b, env, false, DvQpCreateFlags::empty())?;
     let mkey = indirect_mkey(b, s.pd, F::INDIRECT, 4)?;
     let (_abuf, amr) = region(b, a.pd, 16, &pattern(16, 2), A::LOCAL_WRITE)?;
     expect_ok(
@@ -179,8 +180,8 @@ fn cq_overrun(b: &mut dyn Backend, env: &Env) -> Check {
     let (ctx, pd, _) = open(b, env.dev()?)?;
     let small = expect_ok("a CQ of 1 entry", b.create_cq(ctx, 1))?;
     let other = expect_ok("cq", b.create_cq(ctx, 16))?;
-    let q = expect_ok("QP on the small CQ", b.create_qp(&qp_attr(pd, &small, 0, CAP)))?;
-    let peer = expect_ok("peer", b.create_qp(&qp_attr(pd, &other, 0, CAP)))?;
+    let q = expect_ok("QP on the small CQ", b.create_qp(&qp_attr(pd, &small, DvQpCreateFlags::empty(), CAP)))?;
+    let peer = expect_ok("peer", b.create_qp(&qp_attr(pd, &other, DvQpCreateFlags::empty(), CAP)))?;
     connect(b, &q, ctx, &peer)?;
     connect(b, &peer, ctx, &q)?;
     let (_buf, mr) = region(b, pd, 64, &[], A::LOCAL_WRITE | A::REMOTE_WRITE)?;
@@ -199,7 +200,7 @@ fn cq_overrun(b: &mut dyn Backend, env: &Env) -> Check {
 }
 
 fn crypto_unconfigured(b: &mut dyn Backend, env: &Env) -> Check {
-    let (a, s) = pair(b, env, false, 0)?;
+    let (a, s) = pair(b, env, false, DvQpCreateFlags::empty())?;
     let (buf, mr) = region(b, s.pd, 64, &pattern(64, 1), A::LOCAL_WRITE)?;
     let mkey = indirect_mkey(b, s.pd, F::INDIRECT | F::CRYPTO, 4)?;
     configure_list(b, &s, &mkey, A::REMOTE_WRITE | A::LOCAL_WRITE, vec![sge(&mr, 0, 64)])?;

@@ -2,8 +2,8 @@
 
 use mlx5_dv::errno::{EINVAL, ENOMEM, EOPNOTSUPP};
 use mlx5_dv::{
-    AccessFlags as A, Backend, Mkey, MkeyInitFlags as F, MrInterleaved, QpCap, SendFlags, Sge, WrOp, wc_opcode,
-    wc_status,
+    AccessFlags as A, Backend, DvQpCreateFlags, Mkey, MkeyConfFlags, MkeyInitFlags as F, MrInterleaved, QpCap,
+    SendFlags, Sge, WrOp, wc_opcode, wc_status,
 };
 
 use super::ctl;
@@ -43,7 +43,7 @@ fn inline() -> SendFlags {
 }
 
 fn configure(wr_id: u64, mkey: Mkey, num_setters: u8) -> WrOp {
-    WrOp::MkeyConfigure { wr_id, flags: inline(), mkey, num_setters, conf_flags: 0, comp_mask: 0 }
+    WrOp::MkeyConfigure { wr_id, flags: inline(), mkey, num_setters, conf_flags: MkeyConfFlags::empty(), comp_mask: 0 }
 }
 
 /// Connected pair, a 256-byte region (LOCAL_WRITE only) on the server and an indirect mkey.
@@ -53,7 +53,7 @@ fn setup(
     flags: F,
     max_entries: u16,
 ) -> Check<(Side, Side, mlx5_dv::Buf, mlx5_dv::Mr, Mkey)> {
-    let (a, s) = pair(b, env, false, 0)?;
+    let (a, s) = pair(b, env, false, DvQpCreateFlags::empty())?;
     let (buf, mr) = region(b, s.pd, 256, &pattern(256, 7), A::LOCAL_WRITE)?;
     let mkey = indirect_mkey(b, s.pd, flags, max_entries)?;
     Ok((a, s, buf, mr, mkey))
@@ -77,10 +77,16 @@ fn needs_inline(b: &mut dyn Backend, env: &Env) -> Check {
     let (_a, s, _buf, mr, mkey) = setup(b, env, F::INDIRECT, 4)?;
     let list = vec![sge(&mr, 0, 16)];
     let no_inline =
-        WrOp::MrList { wr_id: 1, flags: SendFlags::SIGNALED, mkey, access: A::REMOTE_WRITE.bits(), sge: list.clone() };
+        WrOp::MrList { wr_id: 1, flags: SendFlags::SIGNALED, mkey, access: A::REMOTE_WRITE, sge: list.clone() };
     expect_errno("mlx5dv_wr_mr_list without IBV_SEND_INLINE", b.post_send(&s.qp, &[no_inline]), EOPNOTSUPP)?;
-    let bare =
-        WrOp::MkeyConfigure { wr_id: 2, flags: SendFlags::SIGNALED, mkey, num_setters: 0, conf_flags: 0, comp_mask: 0 };
+    let bare = WrOp::MkeyConfigure {
+        wr_id: 2,
+        flags: SendFlags::SIGNALED,
+        mkey,
+        num_setters: 0,
+        conf_flags: MkeyConfFlags::empty(),
+        comp_mask: 0,
+    };
     expect_errno("mlx5dv_wr_mkey_configure without IBV_SEND_INLINE", b.post_send(&s.qp, &[bare]), EOPNOTSUPP)?;
     no_cqe(b, &s.cq)
 }
@@ -88,6 +94,7 @@ fn needs_inline(b: &mut dyn Backend, env: &Env) -> Check {
 fn conf_flags(b: &mut dyn Backend, env: &Env) -> Check {
     let (_a, s, _buf, _mr, mkey) = setup(b, env, F::INDIRECT, 4)?;
     for (conf_flags, comp_mask) in [(1u32 << 1, 0u64), (1 << 31, 0), (0, 1), (0, 1 << 40)] {
+        let conf_flags = MkeyConfFlags::from_bits_retain(conf_flags);
         let op = WrOp::MkeyConfigure { wr_id: 1, flags: inline(), mkey, num_setters: 0, conf_flags, comp_mask };
         expect_errno(
             &format!("conf_flags 0x{conf_flags:x}, comp_mask 0x{comp_mask:x}"),
@@ -118,7 +125,7 @@ fn tag_update(b: &mut dyn Backend, env: &Env) -> Check {
         wr_id: 1,
         flags: inline(),
         mkey,
-        access: (A::REMOTE_WRITE | A::LOCAL_WRITE).bits(),
+        access: (A::REMOTE_WRITE | A::LOCAL_WRITE),
         sge: vec![sge(&mr, 0, 16)],
     };
     if !supported {
@@ -154,15 +161,15 @@ fn setter_count(b: &mut dyn Backend, env: &Env) -> Check {
     let chain = [
         write(2, dmr.rkey, dmr.addr, vec![sge(&mr, 0, 8)]),
         configure(3, mkey, 2),
-        WrOp::SetMkeyAccessFlags(A::REMOTE_WRITE.bits()),
+        WrOp::SetMkeyAccessFlags(A::REMOTE_WRITE),
     ];
     expect_ok("a configure with one of two setters", b.post_send(&s.qp, &chain))?;
     ok_cqe(b, &s.cq, 2, wc_opcode::RDMA_WRITE)?;
     no_cqe(b, &s.cq)?;
     // Extra setter after the WQE was finalized.
     let extra = [
-        WrOp::MrList { wr_id: 4, flags: inline(), mkey, access: A::REMOTE_WRITE.bits(), sge: vec![sge(&mr, 0, 16)] },
-        WrOp::SetMkeyAccessFlags(A::REMOTE_READ.bits()),
+        WrOp::MrList { wr_id: 4, flags: inline(), mkey, access: A::REMOTE_WRITE, sge: vec![sge(&mr, 0, 16)] },
+        WrOp::SetMkeyAccessFlags(A::REMOTE_READ),
     ];
     expect_errno("a setter after the announced ones", b.post_send(&s.qp, &extra), EINVAL)?;
     no_cqe(b, &s.cq)?;
@@ -172,7 +179,7 @@ fn setter_count(b: &mut dyn Backend, env: &Env) -> Check {
 fn setter_without_configure(b: &mut dyn Backend, env: &Env) -> Check {
     let (_a, s, _buf, mr, _mkey) = setup(b, env, F::INDIRECT, 4)?;
     let setters = [
-        WrOp::SetMkeyAccessFlags(A::REMOTE_WRITE.bits()),
+        WrOp::SetMkeyAccessFlags(A::REMOTE_WRITE),
         WrOp::SetMkeyLayoutList(vec![sge(&mr, 0, 8)]),
         WrOp::SetMkeyLayoutInterleaved {
             repeat_count: 1,
@@ -189,14 +196,11 @@ fn access_rules(b: &mut dyn Backend, env: &Env) -> Check {
     let (a, s, buf, mr, mkey) = setup(b, env, F::INDIRECT, 4)?;
     let list = vec![sge(&mr, 0, 16)];
     for bad in [A::ZERO_BASED, A::MW_BIND, A::ON_DEMAND, A::RELAXED_ORDERING] {
-        let op = WrOp::MrList { wr_id: 1, flags: inline(), mkey, access: bad.bits(), sge: list.clone() };
+        let op = WrOp::MrList { wr_id: 1, flags: inline(), mkey, access: bad, sge: list.clone() };
         expect_errno(&format!("access {bad:?}"), b.post_send(&s.qp, &[op]), EINVAL)?;
     }
-    let twice = [
-        configure(1, mkey, 3),
-        WrOp::SetMkeyAccessFlags(A::REMOTE_WRITE.bits()),
-        WrOp::SetMkeyAccessFlags(A::REMOTE_READ.bits()),
-    ];
+    let twice =
+        [configure(1, mkey, 3), WrOp::SetMkeyAccessFlags(A::REMOTE_WRITE), WrOp::SetMkeyAccessFlags(A::REMOTE_READ)];
     expect_errno("the access setter twice", b.post_send(&s.qp, &twice), EINVAL)?;
     // Remote write granted by the mkey although the MR under it is local-write only.
     configure_list(b, &s, &mkey, A::REMOTE_WRITE | A::LOCAL_WRITE, list.clone())?;
@@ -240,9 +244,15 @@ fn layout_limits(b: &mut dyn Backend, env: &Env) -> Check {
             .collect::<Vec<_>>()
     };
     // The default QP has max_inline_data 60: 4 list entries, 3 interleaved.
-    let list = |n| WrOp::MrList { wr_id: 1, flags: inline(), mkey, access: 0, sge: sges(n) };
-    let ilv =
-        |n| WrOp::MrInterleaved { wr_id: 1, flags: inline(), mkey, access: 0, repeat_count: 1, entries: inter(n) };
+    let list = |n| WrOp::MrList { wr_id: 1, flags: inline(), mkey, access: A::empty(), sge: sges(n) };
+    let ilv = |n| WrOp::MrInterleaved {
+        wr_id: 1,
+        flags: inline(),
+        mkey,
+        access: A::empty(),
+        repeat_count: 1,
+        entries: inter(n),
+    };
     expect_errno("5 list entries with max_inline_data 60", b.post_send(&s.qp, &[list(5)]), ENOMEM)?;
     expect_errno("4 interleaved entries with max_inline_data 60", b.post_send(&s.qp, &[ilv(4)]), ENOMEM)?;
     expect_ok("4 list entries", b.post_send(&s.qp, &[list(4)]))?;
@@ -253,15 +263,21 @@ fn layout_limits(b: &mut dyn Backend, env: &Env) -> Check {
     // A roomy QP: the mkey's own size (max_entries 1 rounds to 4) bounds the list.
     let cq = expect_ok("cq", b.create_cq(s.ctx, 16))?;
     let big = QpCap { max_inline_data: 512, ..CAP };
-    let q = expect_ok("QP with 512 inline bytes", b.create_qp(&qp_attr(s.pd, &cq, 0, big)))?;
+    let q = expect_ok("QP with 512 inline bytes", b.create_qp(&qp_attr(s.pd, &cq, DvQpCreateFlags::empty(), big)))?;
     connect(b, &q, s.ctx, &s.qp)?;
     let small = indirect_mkey(b, s.pd, F::INDIRECT, 1)?;
-    let op = |n| WrOp::MrList { wr_id: 3, flags: inline(), mkey: small, access: 0, sge: sges(n) };
+    let op = |n| WrOp::MrList { wr_id: 3, flags: inline(), mkey: small, access: A::empty(), sge: sges(n) };
     expect_errno("5 entries in a 4-entry mkey", b.post_send(&q, &[op(5)]), ENOMEM)?;
     expect_ok("4 entries in a 4-entry mkey", b.post_send(&q, &[op(4)]))?;
     // Interleaved is bounded by num_desc too, not num_desc - 1.
-    let iop =
-        WrOp::MrInterleaved { wr_id: 4, flags: inline(), mkey: small, access: 0, repeat_count: 1, entries: inter(4) };
+    let iop = WrOp::MrInterleaved {
+        wr_id: 4,
+        flags: inline(),
+        mkey: small,
+        access: A::empty(),
+        repeat_count: 1,
+        entries: inter(4),
+    };
     expect_ok("4 interleaved entries in a 4-entry mkey", b.post_send(&q, &[iop]))?;
     poll(b, &cq, 2).map(drop)
 }
@@ -301,7 +317,7 @@ fn interleave(
     entries: Vec<MrInterleaved>,
     what: &str,
 ) -> Check {
-    let access = (A::REMOTE_WRITE | A::LOCAL_WRITE).bits();
+    let access = A::REMOTE_WRITE | A::LOCAL_WRITE;
     let op = WrOp::MrInterleaved { wr_id: 1, flags: inline(), mkey, access, repeat_count, entries };
     expect_ok(what, b.post_send(&s.qp, &[op]))?;
     ok_cqe(b, &s.cq, 1, wc_opcode::DRIVER1).map(drop)
@@ -341,7 +357,7 @@ fn stride_truncation(b: &mut dyn Backend, env: &Env) -> Check {
 fn completion(b: &mut dyn Backend, env: &Env) -> Check {
     let (_a, s, _buf, mr, mkey) = setup(b, env, F::INDIRECT, 4)?;
     let list = vec![sge(&mr, 0, 16)];
-    let unsignaled = WrOp::MrList { wr_id: 1, flags: SendFlags::INLINE, mkey, access: 0, sge: list.clone() };
+    let unsignaled = WrOp::MrList { wr_id: 1, flags: SendFlags::INLINE, mkey, access: A::empty(), sge: list.clone() };
     let (_d, dmr) = region(b, s.pd, 16, &[], A::LOCAL_WRITE | A::REMOTE_WRITE)?;
     expect_ok(
         "unsignalled configure, then a signalled write",
@@ -350,7 +366,7 @@ fn completion(b: &mut dyn Backend, env: &Env) -> Check {
     let wcs = poll(b, &s.cq, 1)?;
     check_eq("only the write completes", (wcs[0].wr_id, wcs[0].opcode), (2, wc_opcode::RDMA_WRITE))?;
     no_cqe(b, &s.cq)?;
-    let signaled = WrOp::MrList { wr_id: 3, flags: inline(), mkey, access: 0, sge: list };
+    let signaled = WrOp::MrList { wr_id: 3, flags: inline(), mkey, access: A::empty(), sge: list };
     expect_ok("signalled configure", b.post_send(&s.qp, &[signaled]))?;
     let wc = ok_cqe(b, &s.cq, 3, wc_opcode::DRIVER1)?;
     check_eq("MLX5DV_WC_UMR is IBV_WC_DRIVER1 (135)", wc.opcode, 135)?;
@@ -362,7 +378,7 @@ fn fence(b: &mut dyn Backend, env: &Env) -> Check {
     let (_d, dmr) = region(b, s.pd, 16, &[], A::LOCAL_WRITE | A::REMOTE_WRITE)?;
     ctl(b)?.record_wqes(true);
     let chain = [
-        WrOp::MrList { wr_id: 1, flags: SendFlags::INLINE, mkey, access: 0, sge: vec![sge(&mr, 0, 16)] },
+        WrOp::MrList { wr_id: 1, flags: SendFlags::INLINE, mkey, access: A::empty(), sge: vec![sge(&mr, 0, 16)] },
         write(2, dmr.rkey, dmr.addr, vec![sge(&mr, 0, 4)]),
         write(3, dmr.rkey, dmr.addr, vec![sge(&mr, 4, 4)]),
     ];

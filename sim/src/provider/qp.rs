@@ -3,7 +3,8 @@
 
 use mlx5_dv::errno::{EINVAL, EOPNOTSUPP};
 use mlx5_dv::{
-    ContextHandle, Cq, Error, Op, Qp, QpHandle, QpInitAttr, QpModify, QpState, Result, dv_qp, qp_type, send_ops,
+    ContextHandle, Cq, DvSendOpsFlags, Error, Op, Qp, QpHandle, QpInitAttr, QpModify, QpState, Result, SendOpsFlags,
+    dv_qp, qp_type, send_ops,
 };
 
 use super::{CqObj, CtxKind, Lower, Provider, QpObj};
@@ -14,16 +15,16 @@ use crate::kernel::{self, QpRequest};
 const SEND_WQE_BB: u32 = 64;
 /// `_sq_overhead`: the largest fixed part of a WQE the QP may post, plus its transport
 /// segment. UMR or LOCAL_INV: ctrl + UMR ctrl + mkey context + 64 = 192 bytes.
-fn sq_overhead(qp_type: u32, ops: u64, mlx5_ops: u64) -> u32 {
+fn sq_overhead(qp_type: u32, ops: SendOpsFlags, mlx5_ops: DvSendOpsFlags) -> u32 {
     let mut size = 16;
-    if ops & (send_ops::RDMA_WRITE | send_ops::RDMA_WRITE_WITH_IMM | send_ops::RDMA_READ) != 0 {
+    if ops.intersects(send_ops::RDMA_WRITE | send_ops::RDMA_WRITE_WITH_IMM | send_ops::RDMA_READ) {
         size = size.max(16 + 16);
     }
-    if ops & (send_ops::ATOMIC_CMP_AND_SWP | send_ops::ATOMIC_FETCH_AND_ADD) != 0 {
+    if ops.intersects(send_ops::ATOMIC_CMP_AND_SWP | send_ops::ATOMIC_FETCH_AND_ADD) {
         size = size.max(16 + 16 + 16);
     }
-    if ops & (send_ops::BIND_MW | send_ops::LOCAL_INV) != 0
-        || mlx5_ops & (dv_qp::WITH_MR_INTERLEAVED | dv_qp::WITH_MR_LIST | dv_qp::WITH_MKEY_CONFIGURE) != 0
+    if ops.intersects(send_ops::BIND_MW | send_ops::LOCAL_INV)
+        || mlx5_ops.intersects(dv_qp::WITH_MR_INTERLEAVED | dv_qp::WITH_MR_LIST | dv_qp::WITH_MKEY_CONFIGURE)
     {
         size = size.max(16 + 48 + 64 + 64);
     }
@@ -98,17 +99,17 @@ impl Provider {
         }
         let mut scatter_to_cqe = true;
         let mut drain_sigerr = false;
-        let mut mlx5_ops = 0u64;
+        let mut mlx5_ops = DvSendOpsFlags::empty();
         if let Some(dv) = attr.dv {
             let sup =
                 dv_qp::MASK_QP_CREATE_FLAGS | dv_qp::MASK_DC | dv_qp::MASK_SEND_OPS_FLAGS | dv_qp::MASK_DCI_STREAMS;
-            if dv.comp_mask & !sup != 0 {
+            if !sup.contains(dv.comp_mask) {
                 return Err(Error::new(op, EINVAL, format!("unsupported dv comp_mask 0x{:x}", dv.comp_mask & !sup)));
             }
-            if dv.comp_mask & dv_qp::MASK_DC != 0 && attr.qp_type != qp_type::DRIVER {
+            if dv.comp_mask.intersects(dv_qp::MASK_DC) && attr.qp_type != qp_type::DRIVER {
                 return Err(Error::new(op, EINVAL, "DC attributes need IBV_QPT_DRIVER"));
             }
-            if dv.comp_mask & dv_qp::MASK_QP_CREATE_FLAGS != 0 {
+            if dv.comp_mask.intersects(dv_qp::MASK_QP_CREATE_FLAGS) {
                 let sup = dv_qp::CREATE_TUNNEL_OFFLOADS
                     | dv_qp::CREATE_TIR_ALLOW_SELF_LOOPBACK_UC
                     | dv_qp::CREATE_TIR_ALLOW_SELF_LOOPBACK_MC
@@ -116,20 +117,20 @@ impl Provider {
                     | dv_qp::CREATE_ALLOW_SCATTER_TO_CQE
                     | dv_qp::CREATE_PACKET_BASED_CREDIT_MODE
                     | dv_qp::CREATE_SIG_PIPELINING;
-                if dv.create_flags & !sup != 0 {
+                if !sup.contains(dv.create_flags) {
                     return Err(Error::new(
                         op,
                         EINVAL,
                         format!("unsupported create_flags 0x{:x}", dv.create_flags & !sup),
                     ));
                 }
-                if dv.create_flags & dv_qp::CREATE_DISABLE_SCATTER_TO_CQE != 0 {
-                    if dv.create_flags & dv_qp::CREATE_ALLOW_SCATTER_TO_CQE != 0 {
+                if dv.create_flags.intersects(dv_qp::CREATE_DISABLE_SCATTER_TO_CQE) {
+                    if dv.create_flags.intersects(dv_qp::CREATE_ALLOW_SCATTER_TO_CQE) {
                         return Err(Error::new(op, EINVAL, "DISABLE and ALLOW_SCATTER_TO_CQE together"));
                     }
                     scatter_to_cqe = false;
                 }
-                if dv.create_flags & dv_qp::CREATE_SIG_PIPELINING != 0 {
+                if dv.create_flags.intersects(dv_qp::CREATE_SIG_PIPELINING) {
                     if !low.kernel.facts().sqd2rts {
                         return Err(Error::new(op, EOPNOTSUPP, "SIG_PIPELINING needs the kernel's SQD2RTS support"));
                     }
@@ -139,7 +140,7 @@ impl Provider {
             if attr.qp_type == qp_type::DRIVER {
                 return Err(Error::new(op, EOPNOTSUPP, "DC QPs are not simulated"));
             }
-            if dv.comp_mask & dv_qp::MASK_SEND_OPS_FLAGS != 0 {
+            if dv.comp_mask.intersects(dv_qp::MASK_SEND_OPS_FLAGS) {
                 mlx5_ops = dv.send_ops_flags;
             }
         } else if attr.qp_type == qp_type::DRIVER {
@@ -152,14 +153,14 @@ impl Provider {
             | dv_qp::WITH_MKEY_CONFIGURE
             | dv_qp::WITH_RAW_WQE
             | dv_qp::WITH_MEMCPY;
-        if mlx5_ops & !dv_all != 0 {
+        if !dv_all.contains(mlx5_ops) {
             return Err(Error::new(
                 op,
                 EOPNOTSUPP,
-                format!("unknown mlx5dv send_ops_flags 0x{:x}", mlx5_ops & !dv_all),
+                format!("unknown mlx5dv send_ops_flags 0x{:x}", mlx5_ops.difference(dv_all).bits()),
             ));
         }
-        if ops & (send_ops::ATOMIC_CMP_AND_SWP | send_ops::ATOMIC_FETCH_AND_ADD) != 0 {
+        if ops.intersects(send_ops::ATOMIC_CMP_AND_SWP | send_ops::ATOMIC_FETCH_AND_ADD) {
             return Err(Error::new(op, EOPNOTSUPP, "atomics are not simulated"));
         }
         let rc_ops =
@@ -181,7 +182,7 @@ impl Provider {
             qp_type::XRC_SEND => (rc_ops, dv_qp::WITH_RAW_WQE),
             t => return Err(Error::new(op, EINVAL, format!("unknown qp_type {t}"))),
         };
-        if ops & !allowed_ops != 0 || mlx5_ops & !allowed_dv != 0 {
+        if !allowed_ops.contains(ops) || !allowed_dv.contains(mlx5_ops) {
             return Err(Error::new(op, EOPNOTSUPP, "send_ops_flags not supported by this QP type"));
         }
         if !matches!(attr.qp_type, qp_type::RC | qp_type::UC | qp_type::UD) {
@@ -247,7 +248,7 @@ impl Provider {
             rq_max_post,
             rq_max_gs,
             max_inline_data: max_inline,
-            mkey_ops: mlx5_ops != 0,
+            mkey_ops: !mlx5_ops.is_empty(),
             wr_complete_real: false,
             fence_next: false,
             sq_head: 0,

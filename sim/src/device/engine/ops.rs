@@ -3,7 +3,7 @@
 //! path named, found through the fabric when the path was set.
 
 use mlx5_dv::prm::mkc;
-use mlx5_dv::{AccessFlags, QpState, Sge, Wc, event_type, wc_flags, wc_opcode, wc_status};
+use mlx5_dv::{AccessFlags, QpState, Sge, Wc, WcFlags, event_type, wc_flags, wc_opcode, wc_status};
 
 use super::pipeline::{SigHit, block_size, strides};
 use super::translate::{At, Need, field};
@@ -403,7 +403,7 @@ impl Engine<'_> {
             return Step::Failed(syndrome::REMOTE_INVAL_REQ);
         }
         flip(data, corrupt);
-        let flags = if inv.is_some() { wc_flags::WITH_INV } else { 0 };
+        let flags = if inv.is_some() { wc_flags::WITH_INV } else { WcFlags::empty() };
         match self.deliver(peer, data, imm, inv.or(imm), flags) {
             Ok(()) => Step::Done(Device::success(qp.qpn, w, 0)),
             Err(s) => Step::Failed(s),
@@ -432,7 +432,7 @@ impl Engine<'_> {
         data: &[u8],
         imm: Option<u32>,
         imm_data: Option<u32>,
-        flags: u32,
+        flags: WcFlags,
     ) -> Result<(), u8> {
         let pat = self.at(peer);
         let Some(d) = self.dev(peer.dev) else { return Err(syndrome::TRANSPORT_RETRY) };
@@ -451,7 +451,7 @@ impl Engine<'_> {
             fail(self, syndrome::LOCAL_LENGTH);
             return Err(syndrome::REMOTE_INVAL_REQ);
         }
-        let wc_flags = flags | if imm.is_some() { wc_flags::WITH_IMM } else { 0 };
+        let wc_flags = flags | if imm.is_some() { wc_flags::WITH_IMM } else { WcFlags::empty() };
         let wc = Wc {
             wr_id: r.wr_id,
             status: wc_status::SUCCESS,

@@ -3,7 +3,7 @@
 //! Receives and `mlx5dv_qp_cancel_posted_send_wrs` too.
 
 use mlx5_dv::errno::{EINVAL, ENOMEM, EOPNOTSUPP};
-use mlx5_dv::{Error, MkeyHandle, Op, Qp, QpHandle, QpState, RecvWr, Result, SendFlags, WrOp};
+use mlx5_dv::{Error, MkeyConfFlags, MkeyHandle, Op, Qp, QpHandle, QpState, RecvWr, Result, SendFlags, WrOp};
 
 use super::{Lower, Provider};
 use crate::device::firmware::QpPath;
@@ -213,12 +213,36 @@ impl Provider {
                 self.set_layout(qp, ch, Layout::Interleaved(*repeat_count, entries))
             }
             WrOp::MrList { wr_id, flags, mkey, access, sge } => {
-                self.configure(qp, ch, *wr_id, *flags, mkey, 2, 0, 0, outstanding, max_post, update_tag);
+                self.configure(
+                    qp,
+                    ch,
+                    *wr_id,
+                    *flags,
+                    mkey,
+                    2,
+                    MkeyConfFlags::empty(),
+                    0,
+                    outstanding,
+                    max_post,
+                    update_tag,
+                );
                 self.set_access(ch, *access);
                 self.set_layout(qp, ch, Layout::List(sge));
             }
             WrOp::MrInterleaved { wr_id, flags, mkey, access, repeat_count, entries } => {
-                self.configure(qp, ch, *wr_id, *flags, mkey, 2, 0, 0, outstanding, max_post, update_tag);
+                self.configure(
+                    qp,
+                    ch,
+                    *wr_id,
+                    *flags,
+                    mkey,
+                    2,
+                    MkeyConfFlags::empty(),
+                    0,
+                    outstanding,
+                    max_post,
+                    update_tag,
+                );
                 self.set_access(ch, *access);
                 self.set_layout(qp, ch, Layout::Interleaved(*repeat_count, entries));
             }

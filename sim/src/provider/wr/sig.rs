@@ -24,7 +24,7 @@ impl Provider {
         };
         if sig.state == BsfState::Updated
             || (attr.mem.is_none() && attr.wire.is_none())
-            || attr.flags & !mlx5_dv::sig::ATTR_FLAG_COPY_MASK != 0
+            || !mlx5_dv::sig::ATTR_FLAG_COPY_MASK.contains(attr.flags)
             || attr.comp_mask != 0
             || ![attr.mem, attr.wire].iter().flatten().all(valid_domain)
         {
@@ -61,7 +61,7 @@ fn valid_domain(d: &mlx5_dv::SigBlockDomain) -> bool {
         sig::TYPE_T10DIF => {
             (d.dif.bg == 0 || d.dif.bg == 0xffff)
                 && (d.dif.bg_type == sig::BG_CRC || d.dif.bg_type == sig::BG_CSUM)
-                && d.dif.flags & !0x7 == 0
+                && mlx5_dv::T10difFlags::all().contains(d.dif.flags)
         }
         sig::TYPE_CRC => match d.crc.crc_type {
             sig::CRC32 | sig::CRC32C => d.crc.seed == 0 || d.crc.seed == 0xffff_ffff,
@@ -81,7 +81,7 @@ pub(super) fn sig_config(attr: &SigBlockAttr) -> std::result::Result<crate::sign
     let mut cfg = SigConfig { mem, wire, check_mask: attr.check_mask, copy_mask: 0, sbs: false };
     if let Some(w) = wire {
         cfg.sbs = mem.is_some_and(|m| same_block_structure(&m, &w));
-        if attr.flags & mlx5_dv::sig::ATTR_FLAG_COPY_MASK != 0 {
+        if attr.flags.intersects(mlx5_dv::sig::ATTR_FLAG_COPY_MASK) {
             if !cfg.sbs {
                 return Err(EINVAL);
             }

@@ -22,7 +22,7 @@ impl Provider {
         flags: SendFlags,
         mkey: &Mkey,
         num_setters: u8,
-        conf_flags: u32,
+        conf_flags: mlx5_dv::MkeyConfFlags,
         comp_mask: u64,
         outstanding: u32,
         max_post: u32,
@@ -33,7 +33,7 @@ impl Provider {
             ch.err = EOPNOTSUPP;
             return;
         }
-        if conf_flags & !mlx5_dv::MLX5DV_MKEY_CONF_FLAG_RESET_SIG_ATTR != 0 || comp_mask != 0 {
+        if !mlx5_dv::MLX5DV_MKEY_CONF_FLAG_RESET_SIG_ATTR.contains(conf_flags) || comp_mask != 0 {
             ch.err = EOPNOTSUPP;
             return;
         }
@@ -50,7 +50,7 @@ impl Provider {
             return;
         }
         if let Some(s) = &mut m.sig {
-            s.on_configure(conf_flags & mlx5_dv::MLX5DV_MKEY_CONF_FLAG_RESET_SIG_ATTR != 0);
+            s.on_configure(conf_flags.intersects(mlx5_dv::MLX5DV_MKEY_CONF_FLAG_RESET_SIG_ATTR));
         }
         let num_desc = m.num_desc;
         let umr = UmrWqe {
@@ -77,7 +77,8 @@ impl Provider {
         }
     }
 
-    pub(super) fn set_access(&mut self, ch: &mut Chain, access: u32) {
+    pub(super) fn set_access(&mut self, ch: &mut Chain, access: mlx5_dv::AccessFlags) {
+        let access = access.bits();
         if ch.err != 0 {
             return;
         }
