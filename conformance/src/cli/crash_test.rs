@@ -14,8 +14,12 @@ mod on {
     }
 
     fn segv(_: &mut dyn Backend, _: &Env) -> Check {
-        // SAFETY: raise has no memory-safety preconditions; the default action ends the process.
-        unsafe { libc::raise(libc::SIGSEGV) };
+        // SAFETY: no memory-safety preconditions. std's handler (for stack overflows) would
+        // return from a raised SIGSEGV, so restore the default action, which ends the process.
+        unsafe {
+            libc::signal(libc::SIGSEGV, libc::SIG_DFL);
+            libc::raise(libc::SIGSEGV);
+        }
         Ok(())
     }
 
