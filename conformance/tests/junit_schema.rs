@@ -37,7 +37,10 @@ fn parse(xml: &str) -> Node {
             .attributes()
             .map(|a| {
                 let a = a.unwrap();
-                (String::from_utf8(a.key.as_ref().to_vec()).unwrap(), a.unescape_value().unwrap().into_owned())
+                (
+                    String::from_utf8(a.key.as_ref().to_vec()).unwrap(),
+                    a.normalized_value(quick_xml::XmlVersion::Implicit1_0).unwrap().into_owned(),
+                )
             })
             .collect(),
         ..Node::default()
