@@ -7,6 +7,8 @@
 CARGO ?= cargo
 # What the hw backend (rdma-sys and the mlx5dv bindings) needs to build and run its tests.
 HW_PACKAGES := libibverbs-dev librdmacm-dev libclang-dev pkg-config
+# What the HTML report's test renders the page with (headless).
+HTML_PACKAGES := chromium
 
 .PHONY: run test test-sim lint deps bench clean
 
@@ -28,7 +30,7 @@ lint: deps
 
 deps:
 	@missing=""; \
-	for p in $(HW_PACKAGES); do \
+	for p in $(HW_PACKAGES) $(HTML_PACKAGES); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
@@ -36,7 +38,7 @@ deps:
 	  echo "installing:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	else \
-	  echo "The hw backend needs these packages:$$missing"; \
+	  echo "The hw backend and the HTML report's test need these packages:$$missing"; \
 	  echo "Install them with:  sudo apt-get install -y$$missing"; \
 	  echo "or test without the hw backend:  make test-sim"; \
 	  exit 1; \

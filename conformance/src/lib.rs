@@ -25,8 +25,9 @@ pub mod spec;
 
 pub use case::{Case, Check, Env, Need, Verdict};
 pub use harness::divergence::{Divergence, Divergences};
+pub use harness::meta::Meta;
 pub use harness::report::{CaseReport, Outcome, Report, RunReport, Summary};
-pub use harness::run::{Target, run_case, run_target, skip_reason};
+pub use harness::run::{Runner, Sink, Target, run_case, run_case_within, run_target, skip_reason};
 
 /// Every case of the suite, in the order reports list them.
 pub fn suite() -> Vec<Case> {

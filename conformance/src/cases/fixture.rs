@@ -110,16 +110,20 @@ pub(super) fn contents(b: &mut dyn Backend, buf: &Buf) -> Check<Vec<u8>> {
     expect_ok("read_buf", b.read_buf(buf, 0, buf.len))
 }
 
-/// Poll until `n` completions arrived (the device may need a moment on hardware).
+/// Poll until `n` completions arrived, or the harness's wait deadline passed.
 pub(super) fn poll(b: &mut dyn Backend, cq: &Cq, n: usize) -> Check<Vec<Wc>> {
+    let deadline = crate::harness::deadline::wait_until();
     let mut got = Vec::new();
-    for _ in 0..1_000_000 {
+    loop {
         got.extend(expect_ok("ibv_poll_cq", b.poll_cq(cq, n - got.len()))?);
         if got.len() == n {
             return Ok(got);
         }
+        if std::time::Instant::now() >= deadline {
+            return Err(Verdict::fail("completions", n, got));
+        }
+        std::hint::spin_loop();
     }
-    Err(Verdict::fail("completions", n, got))
 }
 
 /// Require that no completion is waiting.

@@ -2,6 +2,7 @@
 //! that fails is reported as [`Outcome::Xfail`]; a listed case that passes is a failure, so
 //! that the table stays true.
 
+use mlx5_sim::{Profile, ShippedProfiles};
 use serde::{Deserialize, Serialize};
 
 use crate::harness::report::{CaseReport, Outcome, RunReport};
@@ -34,15 +35,33 @@ pub struct Divergences {
 }
 
 impl Divergences {
-    /// Parse a table; every entry must name a backend and a case of `known_cases`.
+    /// Parse a table; every entry must name a backend and a case of `known_cases`, and a sim
+    /// entry's profile must be a shipped profile.
     pub fn parse(text: &str, known_cases: &[&str]) -> Result<Self, String> {
+        Self::parse_for(text, known_cases, &[])
+    }
+
+    /// [`parse`](Self::parse), where a sim entry may also name one of `more_profiles` (the
+    /// profile files of this run).
+    pub fn parse_for(text: &str, known_cases: &[&str], more_profiles: &[&str]) -> Result<Self, String> {
         let table: Divergences = toml::from_str(text).map_err(|e| e.to_string())?;
+        let shipped = Profile::builtin_names();
         for d in &table.list {
             if d.backend != "sim" && d.backend != "hw" {
                 return Err(format!("divergence for `{}`: backend `{}` is neither sim nor hw", d.case, d.backend));
             }
             if !known_cases.contains(&d.case.as_str()) {
                 return Err(format!("divergence for `{}`: the suite has no such case", d.case));
+            }
+            if let (Some(p), "sim") = (&d.profile, d.backend.as_str())
+                && !shipped.contains(&p.as_str())
+                && !more_profiles.contains(&p.as_str())
+            {
+                return Err(format!(
+                    "divergence for `{}`: profile `{p}` is no shipped profile (the shipped ones are {})",
+                    d.case,
+                    shipped.join(", ")
+                ));
             }
             if d.reason.trim().is_empty() {
                 return Err(format!("divergence for `{}`: the reason is empty", d.case));
@@ -104,6 +123,7 @@ mod tests {
             detail: "errno: expected 95, got 22".into(),
             expected: None,
             actual: None,
+            time_us: 0,
         }
     }
 
@@ -172,6 +192,10 @@ mod tests {
             (
                 "[[divergence]]\nbackend = \"hw\"\ncase = \"mkey.zero_create_flags\"\nreason = \"r\"\nboard = \"x\"\n",
                 "board",
+            ),
+            (
+                "[[divergence]]\nbackend = \"sim\"\nprofile = \"cx99\"\ncase = \"mkey.zero_create_flags\"\nreason = \"r\"\n",
+                "profile `cx99` is no shipped profile",
             ),
         ] {
             let err = Divergences::parse(text, CASES).unwrap_err();

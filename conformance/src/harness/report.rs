@@ -1,9 +1,13 @@
-//! Reports: what a run found, as a table for people, JSON for tools, JUnit for CI.
+//! Reports: what a run found, as a table for people ([`table`](super::table)), JSON for
+//! tools, JUnit for CI ([`junit`](super::junit)) and one HTML page ([`html`](super::html)).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
+
+use crate::case::Case;
+use crate::harness::meta::Meta;
 
 /// A case's outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -11,12 +15,24 @@ use serde::{Deserialize, Serialize};
 pub enum Outcome {
     /// Every check held.
     Pass,
-    /// A check failed.
+    /// A check failed, the case timed out or crashed.
     Fail,
     /// The case could not run here; `detail` says why.
     Skip,
     /// A check failed, as the divergence table says it does on this backend; `detail` says why.
     Xfail,
+}
+
+impl Outcome {
+    /// `PASS`, `FAIL`, `SKIP`, `XFAIL`.
+    pub fn tag(self) -> &'static str {
+        match self {
+            Outcome::Pass => "PASS",
+            Outcome::Fail => "FAIL",
+            Outcome::Skip => "SKIP",
+            Outcome::Xfail => "XFAIL",
+        }
+    }
 }
 
 /// One case on one backend.
@@ -36,6 +52,24 @@ pub struct CaseReport {
     /// For a failure: what the backend did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub actual: Option<String>,
+    /// How long the case ran, in microseconds (0 for a case skipped before it started).
+    #[serde(default)]
+    pub time_us: u64,
+}
+
+impl CaseReport {
+    /// A report for `case` with `outcome` and `detail`, nothing else.
+    pub fn new(case: &Case, outcome: Outcome, detail: String) -> Self {
+        CaseReport {
+            name: case.name.to_string(),
+            covers: case.covers.to_vec(),
+            outcome,
+            detail,
+            expected: None,
+            actual: None,
+            time_us: 0,
+        }
+    }
 }
 
 /// Counts of outcomes.
@@ -97,6 +131,12 @@ pub struct RunReport {
     /// Why the backend could run no case, if so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unavailable: Option<String>,
+    /// Why the run ended before its last case (`--fail-fast`), if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
+    /// In a merged report: where and when this run was made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<Meta>,
     /// Outcome counts.
     pub summary: Summary,
     /// Every case, in suite order.
@@ -112,7 +152,16 @@ impl RunReport {
         unavailable: Option<String>,
         cases: Vec<CaseReport>,
     ) -> Self {
-        RunReport { backend, profile, facts, unavailable, summary: Summary::of(&cases), cases }
+        RunReport {
+            backend,
+            profile,
+            facts,
+            unavailable,
+            stopped: None,
+            origin: None,
+            summary: Summary::of(&cases),
+            cases,
+        }
     }
 
     /// Count the summary again after outcomes changed.
@@ -120,10 +169,12 @@ impl RunReport {
         self.summary = Summary::of(&self.cases);
     }
 
-    fn label(&self) -> String {
-        match &self.profile {
-            Some(p) => format!("{}/{p}", self.backend),
-            None => self.backend.clone(),
+    /// `sim/cx6dx`, or `hw` with its board id when the facts have one.
+    pub fn label(&self) -> String {
+        match (&self.profile, self.facts.get("board_id")) {
+            (Some(p), _) => format!("{}/{p}", self.backend),
+            (None, Some(b)) if self.backend == "hw" => format!("hw/{b}"),
+            (None, _) => self.backend.clone(),
         }
     }
 }
@@ -131,12 +182,15 @@ impl RunReport {
 /// Every run of one invocation. This JSON shape is read by tools outside the project.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Report {
+    /// Where and when the report was made.
+    #[serde(default)]
+    pub meta: Meta,
     /// One entry per backend (and simulator profile).
     pub runs: Vec<RunReport>,
 }
 
 /// `§12.7,8,11`: the §12 items a case covers, compactly.
-fn covers(c: &[u16]) -> String {
+pub fn covers(c: &[u16]) -> String {
     if c.is_empty() {
         return String::new();
     }
@@ -145,6 +199,11 @@ fn covers(c: &[u16]) -> String {
 }
 
 impl Report {
+    /// A report of `runs`, made on this host now.
+    pub fn new(runs: Vec<RunReport>) -> Self {
+        Report { meta: Meta::now(), runs }
+    }
+
     /// Totals over every run.
     pub fn summary(&self) -> Summary {
         let mut s = Summary::default();
@@ -157,67 +216,20 @@ impl Report {
         self.summary().failed == 0
     }
 
-    /// The report as an aligned text table.
-    pub fn to_table(&self) -> String {
-        let mut out = String::new();
-        let name_w = self.runs.iter().flat_map(|r| &r.cases).map(|c| c.name.len()).max().unwrap_or(0);
-        let cov_w = self.runs.iter().flat_map(|r| &r.cases).map(|c| covers(&c.covers).len()).max().unwrap_or(0);
-        for run in &self.runs {
-            let facts: Vec<String> =
-                ["device", "fw_ver"].iter().filter_map(|k| run.facts.get(*k).map(|v| format!("{k} {v}"))).collect();
-            let _ = writeln!(out, "== {} == {}", run.label(), facts.join(", "));
-            if let Some(why) = &run.unavailable {
-                let _ = writeln!(out, "   backend unavailable: {why}");
-            }
-            for c in &run.cases {
-                let tag = match c.outcome {
-                    Outcome::Pass => "PASS",
-                    Outcome::Fail => "FAIL",
-                    Outcome::Skip => "SKIP",
-                    Outcome::Xfail => "XFAIL",
-                };
-                let line = format!("{tag}  {:name_w$}  {:cov_w$}  {}", c.name, covers(&c.covers), c.detail);
-                let _ = writeln!(out, "   {}", line.trim_end());
-            }
-            let _ = writeln!(out, "   {}\n", run.summary.line());
-        }
-        let _ = writeln!(out, "total: {}", self.summary().line());
-        out
-    }
-
     /// The report as pretty JSON.
     pub fn to_json(&self) -> Result<String, serde_json::Error> {
         serde_json::to_string_pretty(self)
     }
 
-    /// The report as JUnit XML: one test suite per run, skips and expected failures as
-    /// `<skipped/>` with their reason.
-    pub fn to_junit(&self) -> Result<String, quick_junit::SerializeError> {
-        use quick_junit::{NonSuccessKind, TestCase, TestCaseStatus, TestSuite};
-        let mut report = quick_junit::Report::new("mlx5-conformance");
-        for run in &self.runs {
-            let mut suite = TestSuite::new(run.label());
-            for (k, v) in &run.facts {
-                suite.add_property(quick_junit::Property::new(k.as_str(), v.as_str()));
+    /// Reports of several invocations as one: every run, each with its origin.
+    pub fn merge(reports: Vec<Report>) -> Report {
+        let mut out = Report::new(vec![]);
+        for r in reports {
+            for mut run in r.runs {
+                run.origin.get_or_insert_with(|| r.meta.clone());
+                out.runs.push(run);
             }
-            for c in &run.cases {
-                let mut status = match c.outcome {
-                    Outcome::Pass => TestCaseStatus::success(),
-                    Outcome::Fail => TestCaseStatus::non_success(NonSuccessKind::Failure),
-                    Outcome::Skip | Outcome::Xfail => TestCaseStatus::skipped(),
-                };
-                if c.outcome != Outcome::Pass {
-                    status.set_message(c.detail.as_str());
-                }
-                let mut case = TestCase::new(c.name.as_str(), status);
-                case.set_classname(run.label());
-                if !c.covers.is_empty() {
-                    case.properties.push(quick_junit::Property::new("covers", covers(&c.covers)));
-                }
-                suite.add_test_case(case);
-            }
-            report.add_test_suite(suite);
         }
-        report.to_string()
+        out
     }
 }
