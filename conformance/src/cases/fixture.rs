@@ -1,9 +1,9 @@
 //! Fixtures for data-path cases: connected RC QPs, registered buffers, polling.
 
 use mlx5_dv::{
-    AccessFlags, Backend, Buf, ContextHandle, Cq, DvQpCreateFlags, DvQpInitAttr, DvSendOpsFlags, Mkey, MkeyInitAttr,
-    MkeyInitFlags, Mr, PdHandle, Qp, QpCap, QpDest, QpInitAttr, QpModify, RecvWr, SendFlags, Sge, Wc, WrOp, dv_qp,
-    wc_status,
+    AccessFlags, AsyncEvent, Backend, Buf, ContextHandle, Cq, DvQpCreateFlags, DvQpInitAttr, DvSendOpsFlags, Mkey,
+    MkeyInitAttr, MkeyInitFlags, Mr, PdHandle, Qp, QpCap, QpDest, QpInitAttr, QpModify, RecvWr, SendFlags, Sge, Wc,
+    WrOp, dv_qp, wc_status,
 };
 
 use crate::case::{Check, Env, Verdict, check_eq, expect_ok};
@@ -121,6 +121,18 @@ pub(super) fn poll(b: &mut dyn Backend, cq: &Cq, n: usize) -> Check<Vec<Wc>> {
         }
         if std::time::Instant::now() >= deadline {
             return Err(Verdict::fail("completions", n, got));
+        }
+        std::hint::spin_loop();
+    }
+}
+
+/// The next asynchronous event of `ctx`, waiting for it until the harness's deadline.
+pub(super) fn next_async_event(b: &mut dyn Backend, ctx: ContextHandle) -> Check<Option<AsyncEvent>> {
+    let deadline = crate::harness::deadline::wait_until();
+    loop {
+        let ev = expect_ok("ibv_get_async_event", b.get_async_event(ctx))?;
+        if ev.is_some() || std::time::Instant::now() >= deadline {
+            return Ok(ev);
         }
         std::hint::spin_loop();
     }

@@ -828,13 +828,7 @@ fn pipelining(b: &mut dyn Backend, env: &Env) -> Check {
     let resp = WrOp::Send { wr_id: 0x92, flags: SendFlags::SIGNALED, sge: vec![sge(&smr, 0, 16)] };
     expect_ok("data WR", b.post_send(&a.qp, &[data_wr]))?;
     expect_ok("response WR", b.post_send(&a.qp, std::slice::from_ref(&resp)))?;
-    let mut ev = None;
-    for _ in 0..1_000_000 {
-        ev = expect_ok("get_async_event", b.get_async_event(a.ctx))?;
-        if ev.is_some() {
-            break;
-        }
-    }
+    let ev = next_async_event(b, a.ctx)?;
     check_eq("event", ev.map(|e| (e.event_type, e.qp_num)), Some((event_type::SQ_DRAINED, Some(a.qp.qp_num))))?;
     check_eq("QP state", expect_ok("query", b.query_qp_state(&a.qp))?, QpState::Sqd)?;
     no_cqe(b, &a.cq)?;
