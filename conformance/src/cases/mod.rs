@@ -12,6 +12,7 @@ mod misuse;
 mod mkey;
 mod qp;
 mod sig;
+mod sig_err;
 mod traffic;
 mod umr;
 
@@ -27,6 +28,7 @@ pub fn all() -> Vec<Case> {
         traffic::CASES,
         inval::CASES,
         sig::CASES,
+        sig_err::CASES,
     ]
     .concat()
 }
