@@ -314,23 +314,26 @@ mod tests {
         "### 3. a title\n\nThe rule.\n\n- Source: `a/b.c`, `f`\n- Cases: `x.one`,\n  `x.two`\n- Status: covered\n";
 
     #[test]
-    fn an_item_runs_to_the_next_heading_and_joins_continuations() {
+    fn an_item_runs_to_the_next_heading_and_joins_continuations() -> Result<(), DocError> {
         let doc = format!("# Doc\n\n{ITEM}\n## Next\n\ntext\n");
-        let items = parse_doc(&doc).unwrap();
+        let items = parse_doc(&doc)?;
         assert_eq!(items.len(), 1);
         let i = &items[0];
         assert_eq!((i.number, i.title, i.source.as_str()), (3, "a title", "`a/b.c`, `f`"));
         assert_eq!(i.cases, ["x.one", "x.two"]);
         assert_eq!(i.status, Status::Covered);
         assert_eq!(i.text, ITEM.trim_end());
+        Ok(())
     }
 
     #[test]
-    fn none_and_not_yet_simulated() {
+    fn none_and_not_yet_simulated() -> Result<(), DocError> {
         let doc = "### 9. t\n- Source: `p/q.c`, `g`\n- Cases: none\n- Status: not yet simulated\n";
-        let i = &parse_doc(doc).unwrap()[0];
+        let items = parse_doc(doc)?;
+        let i = &items[0];
         assert!(i.cases.is_empty());
         assert_eq!(i.status, Status::NotYetSimulated);
+        Ok(())
     }
 
     #[test]

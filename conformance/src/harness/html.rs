@@ -26,19 +26,20 @@ mod tests {
     use crate::harness::report::{CaseReport, Outcome, RunReport};
 
     #[test]
-    fn the_page_fetches_nothing_and_embeds_the_report_safely() {
+    fn the_page_fetches_nothing_and_embeds_the_report_safely() -> Result<(), Box<dyn std::error::Error>> {
         let mut c = CaseReport::new(&crate::suite()[0], Outcome::Fail, "</script><b>x".into());
         c.expected = Some("<a>".into());
         let report =
             Report::new(vec![RunReport::new("sim".into(), Some("cx7".into()), Default::default(), None, vec![c])]);
-        let page = report.to_html().unwrap();
+        let page = report.to_html()?;
         assert_eq!(page.matches("</script>").count(), 2, "only the page's own script elements end");
         for remote in ["http://", "https://", "src=", "href=", "@import"] {
             assert!(!page.contains(remote), "{remote}");
         }
-        let start = page.find("id=\"report\">").unwrap() + "id=\"report\">".len();
-        let end = start + page[start..].find("</script>").unwrap();
-        let back: Report = serde_json::from_str(&page[start..end]).unwrap();
+        let start = page.find("id=\"report\">").ok_or("no report element")? + "id=\"report\">".len();
+        let end = start + page[start..].find("</script>").ok_or("no end of the script")?;
+        let back: Report = serde_json::from_str(&page[start..end])?;
         assert_eq!(back, report);
+        Ok(())
     }
 }

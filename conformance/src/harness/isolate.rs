@@ -124,11 +124,12 @@ mod tests {
     }
 
     #[test]
-    fn a_child_report_is_the_case_report() {
+    fn a_child_report_is_the_case_report() -> Result<(), Box<dyn std::error::Error>> {
         let mut want = CaseReport::new(&case(), Outcome::Pass, String::new());
         want.time_us = 7;
         let mut cmd = Command::new("echo");
-        cmd.arg(serde_json::to_string(&want).unwrap());
+        cmd.arg(serde_json::to_string(&want)?);
         assert_eq!(run_in_child(cmd, &case(), Duration::from_secs(5)), want);
+        Ok(())
     }
 }

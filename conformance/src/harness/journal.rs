@@ -116,24 +116,25 @@ mod tests {
     use crate::harness::report::Outcome;
 
     #[test]
-    fn a_journal_cut_short_reads_back_with_every_whole_line() {
+    fn a_journal_cut_short_reads_back_with_every_whole_line() -> Result<(), Box<dyn std::error::Error>> {
         let dir = std::env::temp_dir().join(format!("mlx5-journal-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(&dir)?;
         let path = path_for(&dir.join("r.json"));
         assert!(path.ends_with("r.json.partial.jsonl"));
-        let mut j = Journal::create(&path, &Meta::now()).unwrap();
+        let mut j = Journal::create(&path, &Meta::now())?;
         let run = RunReport::new("sim".into(), Some("cx7".into()), Default::default(), None, vec![]);
         j.run_started(&run, 2);
         let case = crate::suite()[0];
         j.case_done(&run, 0, 2, &CaseReport::new(&case, Outcome::Pass, String::new()));
         assert!(j.error().is_none());
-        let mut text = std::fs::read_to_string(&path).unwrap();
+        let mut text = std::fs::read_to_string(&path)?;
         text.push_str("{\"case\":{\"name\":\"cut");
-        let r = read(&text).unwrap();
+        let r = read(&text)?;
         assert_eq!(r.runs.len(), 1);
         assert_eq!(r.runs[0].cases.len(), 1);
         assert_eq!(r.runs[0].summary.passed, 1);
         assert!(read("").is_err() && read("{\"case\":{}}\n{}").is_err());
-        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::remove_dir_all(&dir)?;
+        Ok(())
     }
 }

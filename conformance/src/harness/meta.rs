@@ -61,13 +61,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn now_names_a_commit_a_host_and_a_utc_time() {
+    fn now_names_a_commit_a_host_and_a_utc_time() -> Result<(), Box<dyn std::error::Error>> {
         let m = Meta::now();
         assert_eq!(m.version, env!("CARGO_PKG_VERSION"));
         assert!(m.commit == "unknown" || (m.commit.len() >= 40 && m.commit.chars().all(|c| c.is_ascii_hexdigit())));
         assert!(!m.host.is_empty());
-        let t = chrono::DateTime::parse_from_rfc3339(&m.timestamp).unwrap();
+        let t = chrono::DateTime::parse_from_rfc3339(&m.timestamp)?;
         assert_eq!(t.offset().local_minus_utc(), 0);
         assert!(m.timestamp.ends_with('Z'), "{}", m.timestamp);
+        Ok(())
     }
 }

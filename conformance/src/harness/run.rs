@@ -269,8 +269,8 @@ mod tests {
     }
 
     #[test]
-    fn a_case_past_its_timeout_fails_and_the_run_goes_on() {
-        let target = Target::sim(<Profile as mlx5_sim::ShippedProfiles>::builtin("cx6dx").unwrap());
+    fn a_case_past_its_timeout_fails_and_the_run_goes_on() -> Result<(), Box<dyn std::error::Error>> {
+        let target = Target::sim(<Profile as mlx5_sim::ShippedProfiles>::builtin("cx6dx")?);
         let (env, _) = target.probe();
         let slow = Case { name: "test.sleeps", covers: &[], needs: &[], run: sleepy };
         let start = Instant::now();
@@ -282,14 +282,15 @@ mod tests {
         let cases = crate::suite();
         let next = run_case_within(&target, &env, &cases[3], Duration::from_secs(30));
         assert_eq!(next.outcome, Outcome::Pass, "{}", next.detail);
+        Ok(())
     }
 
     #[test]
-    fn fail_fast_stops_at_the_first_failure() {
+    fn fail_fast_stops_at_the_first_failure() -> Result<(), Box<dyn std::error::Error>> {
         fn fails(_: &mut dyn Backend, _: &Env) -> Check {
             Err(Verdict::fail("x", 1, 2))
         }
-        let target = Target::sim(<Profile as mlx5_sim::ShippedProfiles>::builtin("cx6dx").unwrap());
+        let target = Target::sim(<Profile as mlx5_sim::ShippedProfiles>::builtin("cx6dx")?);
         let mut cases = crate::suite()[3..6].to_vec();
         cases.insert(1, Case { name: "test.fails", covers: &[], needs: &[], run: fails });
         let runner = Runner { fail_fast: true, ..Runner::default() };
@@ -297,5 +298,6 @@ mod tests {
         assert_eq!(run.cases.len(), 2);
         assert_eq!(run.summary.failed, 1);
         assert!(run.stopped.as_deref().unwrap_or("").contains("2 cases not run"), "{:?}", run.stopped);
+        Ok(())
     }
 }

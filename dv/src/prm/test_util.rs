@@ -13,7 +13,7 @@ pub type Case = (Field, u64, &'static [(usize, u8)]);
 pub fn check_cases(size: usize, all: &[Field], cases: &[Case]) {
     for (f, value, expect) in cases {
         let mut buf = vec![0u8; size];
-        f.set(&mut buf, *value).unwrap_or_else(|e| panic!("{}: {e}", f.name));
+        assert_eq!(f.set(&mut buf, *value), Ok(()), "{} = 0x{value:x} is set", f.name);
         let changed: Vec<(usize, u8)> =
             buf.iter().enumerate().filter(|(_, b)| **b != 0).map(|(i, b)| (i, *b)).collect();
         assert_eq!(changed, expect.to_vec(), "{} = 0x{value:x}: (offset, byte) changed", f.name);
@@ -39,13 +39,15 @@ pub fn check_short<T: Codec + Default>() {
 /// Bytes → struct → bytes keeps exactly the named fields' bits (reserved bits come back
 /// zero), and struct → bytes → struct is the identity.
 pub fn check_round_trip<T: Codec + PartialEq + Debug>(bytes: &[u8], all: &[Field]) {
-    let s = T::decode(bytes).unwrap_or_else(|e| panic!("decode: {e}"));
+    let decoded = T::decode(bytes);
+    assert!(decoded.is_ok(), "decode: {decoded:?}");
+    let Ok(s) = decoded else { return };
     let mut out = vec![0u8; T::SIZE];
-    s.encode(&mut out).unwrap_or_else(|e| panic!("encode: {e}"));
+    assert_eq!(s.encode(&mut out), Ok(()), "encode");
     let mut mask = vec![0u8; T::SIZE];
     for f in all {
         let ones = if f.width == 64 { u64::MAX } else { (1u64 << f.width) - 1 };
-        f.set(&mut mask, ones).unwrap_or_else(|e| panic!("{}: {e}", f.name));
+        assert_eq!(f.set(&mut mask, ones), Ok(()), "{} takes all ones", f.name);
     }
     let masked: Vec<u8> = bytes.iter().zip(&mask).map(|(b, m)| b & m).collect();
     assert_eq!(out, masked, "only named bits survive");
