@@ -87,6 +87,8 @@ pub struct QpRequest {
 #[derive(Debug, Clone)]
 pub struct Kernel {
     facts: KernelSection,
+    /// `log_max_cq_sz` of the devices.
+    log_max_cq_sz: u8,
     next_uid: u16,
     mr_variant: Vec<u8>,
     next_qp_order: u64,
@@ -96,10 +98,12 @@ pub struct Kernel {
 }
 
 impl Kernel {
-    /// A kernel with the profile's features, over `devices` devices.
-    pub fn new(facts: &KernelSection, devices: usize) -> Self {
+    /// A kernel with the profile's features, over `devices` devices whose CQs hold at most
+    /// 2^`log_max_cq_sz` entries.
+    pub fn new(facts: &KernelSection, log_max_cq_sz: u8, devices: usize) -> Self {
         Kernel {
             facts: facts.clone(),
+            log_max_cq_sz,
             next_uid: 1,
             mr_variant: vec![0; devices],
             next_qp_order: 0,
@@ -179,8 +183,16 @@ impl Kernel {
         Ok((index, variant))
     }
 
-    /// `ibv_create_cq` in the kernel: a device CQ owned by `ctx`.
+    /// `ibv_create_cq` in the kernel (`mlx5_ib_create_cq`): `cqe`, and `cqe + 1` rounded up
+    /// to a power of two, must not exceed 2^`log_max_cq_sz` (EINVAL); then a device CQ owned
+    /// by `ctx`.
     pub fn create_cq(&mut self, dev: &mut Device, dev_index: usize, ctx: u32, cqe: u32) -> Result<u32> {
+        let max = 1u64 << self.log_max_cq_sz.min(32);
+        let entries = u64::from(cqe).saturating_add(1).checked_next_power_of_two().unwrap_or(u64::MAX);
+        if u64::from(cqe) > max || entries > max {
+            let why = format!("{entries} CQ entries exceed 2^log_max_cq_sz = {max}");
+            return Err(Error::new(Op::CreateCq, EINVAL, why));
+        }
         let cqn =
             dev.create_cq(cqe).ok_or_else(|| Error::new(Op::CreateCq, mlx5_dv::errno::ENOMEM, "no CQ numbers left"))?;
         self.cqs.insert((dev_index, cqn), (ctx, None));

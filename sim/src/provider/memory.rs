@@ -15,7 +15,10 @@ impl Provider {
         if len == 0 || len > (1 << 30) {
             return Err(Error::new(op, EINVAL, format!("buffer length {len} is outside 1..=1 GiB")));
         }
-        let addr = low.host.alloc(len).ok_or_else(|| Error::new(op, ENOMEM, "address space exhausted"))?;
+        let addr = low
+            .host
+            .alloc(len)
+            .ok_or_else(|| Error::new(op, ENOMEM, format!("no host memory left for {len} bytes")))?;
         let handle = self.bufs.insert(op, BufObj { addr, len })?;
         Ok(Buf { handle, addr, len })
     }
