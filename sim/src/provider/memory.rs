@@ -98,6 +98,10 @@ impl Provider {
         {
             return Err(Error::new(op, EINVAL, "REMOTE_WRITE/REMOTE_ATOMIC need LOCAL_WRITE"));
         }
+        // ib_umem_get: a range whose end (or that end rounded up to a page) wraps is EINVAL.
+        if addr.checked_add(length).and_then(|end| end.checked_add(crate::host::PAGE - 1)).is_none() {
+            return Err(Error::new(op, EINVAL, format!("[0x{addr:x}, +{length}) wraps the address space")));
+        }
         if length == 0 || !low.host.is_mapped(addr, length) {
             return Err(Error::new(op, EFAULT, format!("[0x{addr:x}, +{length}) is not mapped memory")));
         }
