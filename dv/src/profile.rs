@@ -92,8 +92,23 @@ pub struct DataPathSection {
     pub max_sq_desc_sz: u32,
     /// Largest receive WQE in bytes (`max_rq_desc_sz`).
     pub max_rq_desc_sz: u32,
-    /// Most WRs per queue (`max_qp_wr`).
+    /// Most WRs per queue (`max_qp_wr`); also the kernel's `max_send_wqebb`, the most 64-byte
+    /// send WQE basic blocks of a send queue.
     pub max_qp_wr: u32,
+    /// log2 of the most CQ entries the kernel accepts (`log_max_cq_sz`). Default: 22, the
+    /// `max_cqe` of 4194303 mlx5 devices report.
+    pub log_max_cq_sz: u8,
+    /// Bytes of memory the simulated host can give buffers, all buffers together. Default:
+    /// 4 GiB.
+    pub host_memory_limit: u64,
+    /// The device reports `dma_mmo_sq` or `dma_mmo_qp` (the MEMCPY send op). Default: false.
+    pub dma_mmo: bool,
+    /// The kernel reports out-of-order data placement (`MLX5_IB_QUERY_DEV_RESP_FLAGS_OOO_DP`)
+    /// for RC QPs. Default: false.
+    pub ooo_dp: bool,
+    /// The rdma-core release the simulated libmlx5 is (55 and later know
+    /// `MLX5DV_QP_CREATE_OOO_DP`). Default: 64.
+    pub rdma_core_release: u32,
     /// `wc.vendor_err` for each error syndrome. Not published by NVIDIA: the defaults are
     /// values seen in mlx5 error dumps, and hardware decides.
     pub vendor_err: VendorErrSection,
@@ -105,6 +120,11 @@ impl Default for DataPathSection {
             max_sq_desc_sz: 1024,
             max_rq_desc_sz: 512,
             max_qp_wr: 32768,
+            log_max_cq_sz: 22,
+            host_memory_limit: 4 << 30,
+            dma_mmo: false,
+            ooo_dp: false,
+            rdma_core_release: 64,
             vendor_err: VendorErrSection::default(),
         }
     }
@@ -388,6 +408,9 @@ impl Profile {
             ("datapath.max_sq_desc_sz", u64::from(d.max_sq_desc_sz), 64, 65536, 64),
             ("datapath.max_rq_desc_sz", u64::from(d.max_rq_desc_sz), 16, 65536, 16),
             ("datapath.max_qp_wr", u64::from(d.max_qp_wr), 1, 1 << 24, 1),
+            ("datapath.log_max_cq_sz", u64::from(d.log_max_cq_sz), 1, 24, 1),
+            ("datapath.host_memory_limit", d.host_memory_limit, 1 << 20, 64 << 30, 4096),
+            ("datapath.rdma_core_release", u64::from(d.rdma_core_release), 17, 999, 1),
             ("device.active_mtu", u64::from(self.device.active_mtu), 1, 5, 1),
         ];
         for (key, value, min, max, unit) in bounded {

@@ -14,6 +14,9 @@ use crate::device::Device;
 use crate::device::firmware::{QpCreate, QpPath};
 use crate::fabric::Fabric;
 
+/// The largest DEVX uid the kernel hands out.
+const MAX_UID: u16 = 0xfffe;
+
 /// The uid under which a DEVX command runs, as the kernel picks it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DevxUid {
@@ -87,7 +90,13 @@ pub struct QpRequest {
 #[derive(Debug, Clone)]
 pub struct Kernel {
     facts: KernelSection,
+    /// `log_max_cq_sz` of the devices.
+    log_max_cq_sz: u8,
     next_uid: u16,
+    /// The DEVX uid of each open context that has one.
+    uids: BTreeMap<u32, u16>,
+    /// The uids open contexts hold.
+    held_uids: std::collections::BTreeSet<u16>,
     mr_variant: Vec<u8>,
     next_qp_order: u64,
     qps: BTreeMap<(usize, u32), u32>,
@@ -96,11 +105,15 @@ pub struct Kernel {
 }
 
 impl Kernel {
-    /// A kernel with the profile's features, over `devices` devices.
-    pub fn new(facts: &KernelSection, devices: usize) -> Self {
+    /// A kernel with the profile's features, over `devices` devices whose CQs hold at most
+    /// 2^`log_max_cq_sz` entries.
+    pub fn new(facts: &KernelSection, log_max_cq_sz: u8, devices: usize) -> Self {
         Kernel {
             facts: facts.clone(),
+            log_max_cq_sz,
             next_uid: 1,
+            uids: BTreeMap::new(),
+            held_uids: std::collections::BTreeSet::new(),
             mr_variant: vec![0; devices],
             next_qp_order: 0,
             qps: BTreeMap::new(),
@@ -115,20 +128,33 @@ impl Kernel {
     }
 
     /// `mlx5_ib_alloc_ucontext`: a DEVX uid if asked for and the kernel can give one; without
-    /// one, `fallback` decides between a context without DEVX and EINVAL.
+    /// one, `fallback` decides between a context without DEVX and EINVAL. Uids are 1..=65534,
+    /// each held by one open context; when all are held, CREATE_UCTX fails with the status
+    /// `NO_RES_ERR` (EAGAIN), or the context has no DEVX under `fallback`.
     pub fn open_context(&mut self, ctx: u32, want_devx: bool, fallback: bool) -> std::result::Result<DevxUid, i32> {
         let uid = match (want_devx && self.facts.devx, fallback) {
-            (true, _) => {
-                let uid = self.next_uid;
-                self.next_uid = self.next_uid.checked_add(1).unwrap_or(1);
-                DevxUid::Uid(uid)
-            }
+            (true, _) => match self.free_uid() {
+                Some(uid) => {
+                    self.next_uid = if uid >= MAX_UID { 1 } else { uid + 1 };
+                    self.uids.insert(ctx, uid);
+                    self.held_uids.insert(uid);
+                    DevxUid::Uid(uid)
+                }
+                None if fallback => DevxUid::None { whitelist: self.facts.devx_whitelist_uid },
+                None => return Err(status::to_errno(status::NO_RES_ERR)),
+            },
             // mlx5_ib_devx_create: a device without user contexts (log_max_uctx == 0) -> EINVAL.
             (false, false) => return Err(EINVAL),
             (false, true) => DevxUid::None { whitelist: self.facts.devx_whitelist_uid },
         };
         self.events.insert(ctx, VecDeque::new());
         Ok(uid)
+    }
+
+    /// The first uid from `next_uid` on that no open context holds.
+    fn free_uid(&self) -> Option<u16> {
+        let start = self.next_uid.clamp(1, MAX_UID);
+        (start..=MAX_UID).chain(1..start).find(|u| !self.held_uids.contains(u))
     }
 
     /// A context the kernel only tracks for events (VFIO and other providers have none).
@@ -179,8 +205,16 @@ impl Kernel {
         Ok((index, variant))
     }
 
-    /// `ibv_create_cq` in the kernel: a device CQ owned by `ctx`.
+    /// `ibv_create_cq` in the kernel (`mlx5_ib_create_cq`): `cqe`, and `cqe + 1` rounded up
+    /// to a power of two, must not exceed 2^`log_max_cq_sz` (EINVAL); then a device CQ owned
+    /// by `ctx`.
     pub fn create_cq(&mut self, dev: &mut Device, dev_index: usize, ctx: u32, cqe: u32) -> Result<u32> {
+        let max = 1u64 << self.log_max_cq_sz.min(32);
+        let entries = u64::from(cqe).saturating_add(1).checked_next_power_of_two().unwrap_or(u64::MAX);
+        if u64::from(cqe) > max || entries > max {
+            let why = format!("{entries} CQ entries exceed 2^log_max_cq_sz = {max}");
+            return Err(Error::new(Op::CreateCq, EINVAL, why));
+        }
         let cqn =
             dev.create_cq(cqe).ok_or_else(|| Error::new(Op::CreateCq, mlx5_dv::errno::ENOMEM, "no CQ numbers left"))?;
         self.cqs.insert((dev_index, cqn), (ctx, None));
@@ -207,15 +241,17 @@ impl Kernel {
     pub fn create_qp(&mut self, devices: &mut [Device], r: &QpRequest) -> Result<u32> {
         let d = devices.get_mut(r.dev).ok_or_else(|| Error::new(Op::CreateQp, EINVAL, "no such device"))?;
         let order = self.next_qp_order;
-        self.next_qp_order += 1;
-        let qpn = d.create_qp(QpCreate {
-            order,
-            pdn: r.pdn,
-            send_cqn: r.cqns.0,
-            recv_cqn: r.cqns.1,
-            scatter_to_cqe: r.scatter_to_cqe,
-            drain_sigerr: r.drain_sigerr,
-        });
+        self.next_qp_order = order.saturating_add(1);
+        let qpn = d
+            .create_qp(QpCreate {
+                order,
+                pdn: r.pdn,
+                send_cqn: r.cqns.0,
+                recv_cqn: r.cqns.1,
+                scatter_to_cqe: r.scatter_to_cqe,
+                drain_sigerr: r.drain_sigerr,
+            })
+            .ok_or_else(|| Error::new(Op::CreateQp, mlx5_dv::errno::ENOMEM, "no QP numbers left"))?;
         self.qps.insert((r.dev, qpn), r.ctx);
         Ok(qpn)
     }
@@ -286,6 +322,9 @@ impl Kernel {
     /// Forget a closed context and the events it did not read.
     pub fn forget_context(&mut self, ctx: u32) {
         self.events.remove(&ctx);
+        if let Some(uid) = self.uids.remove(&ctx) {
+            self.held_uids.remove(&uid);
+        }
     }
 
     /// Route every device's events to the context owning their QP or CQ.

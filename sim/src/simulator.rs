@@ -43,9 +43,9 @@ impl Simulator {
             .map_err(|e| crate::kernel::internal(Op::Backend, e))?;
         let sim = Simulator {
             provider: Provider::new(BackendId::fresh(), &profile),
-            kernel: Kernel::new(&profile.kernel, count),
+            kernel: Kernel::new(&profile.kernel, profile.datapath.log_max_cq_sz, count),
             fabric: Fabric::new(&profile),
-            host: Host::default(),
+            host: Host::with_memory_limit(profile.datapath.host_memory_limit),
             devices,
             caps: mlx5_dv::Caps::default(),
             profile,

@@ -96,7 +96,7 @@ impl Device {
     }
 
     /// CREATE_QP (see [`Firmware::create_qp`]).
-    pub fn create_qp(&mut self, c: QpCreate) -> u32 {
+    pub fn create_qp(&mut self, c: QpCreate) -> Option<u32> {
         self.fw.create_qp(c)
     }
 

@@ -48,22 +48,38 @@ impl Region {
 pub struct Memory {
     regions: BTreeMap<u64, Region>,
     next_va: u64,
+    /// Bytes the owned regions may hold together.
+    limit: u64,
+    /// Bytes the owned regions hold.
+    used: u64,
 }
 
 impl Default for Memory {
     fn default() -> Self {
-        Memory { regions: BTreeMap::new(), next_va: FIRST_VA }
+        Memory::with_limit(u64::MAX)
     }
 }
 
 impl Memory {
+    /// Memory whose owned regions may hold `limit` bytes together.
+    pub fn with_limit(limit: u64) -> Self {
+        Memory { regions: BTreeMap::new(), next_va: FIRST_VA, limit, used: 0 }
+    }
+
     /// Map `len` zeroed bytes at a fresh page-aligned address; `None` if the address space
-    /// is exhausted.
+    /// is exhausted, the limit would be passed, or the process has no memory for them.
     pub fn alloc(&mut self, len: usize) -> Option<u64> {
         let va = self.next_va;
-        let pages = (len as u64).div_ceil(PAGE).max(1) + 1;
-        self.next_va = va.checked_add(pages.checked_mul(PAGE)?)?;
-        self.regions.insert(va, Region::Owned(vec![0; len]));
+        let size = u64::try_from(len).ok()?;
+        let used = self.used.checked_add(size).filter(|&u| u <= self.limit)?;
+        let pages = size.div_ceil(PAGE).max(1).checked_add(1)?;
+        let next = va.checked_add(pages.checked_mul(PAGE)?)?;
+        let mut bytes = Vec::new();
+        bytes.try_reserve_exact(len).ok()?;
+        bytes.resize(len, 0);
+        self.next_va = next;
+        self.used = used;
+        self.regions.insert(va, Region::Owned(bytes));
         Some(va)
     }
 
@@ -91,7 +107,14 @@ impl Memory {
 
     /// Unmap the region at `va`.
     pub fn free(&mut self, va: u64) -> bool {
-        self.regions.remove(&va).is_some()
+        match self.regions.remove(&va) {
+            Some(Region::Owned(v)) => {
+                self.used = self.used.saturating_sub(v.len() as u64);
+                true
+            }
+            Some(Region::External { .. }) => true,
+            None => false,
+        }
     }
 
     /// The region holding `[va, va + len)`, and the offset of `va` in it.
@@ -267,6 +290,18 @@ mod tests {
         assert!(!m.write(b + 4095, &[1, 2]));
         assert!(m.free(a));
         assert!(!m.is_mapped(a, 1));
+    }
+
+    #[test]
+    fn owned_memory_stops_at_the_limit_and_comes_back_when_freed() {
+        let mut m = Memory::with_limit(3 * PAGE);
+        let a = m.alloc(2 * PAGE as usize);
+        assert!(a.is_some());
+        assert_eq!(m.alloc(2 * PAGE as usize), None, "past the limit");
+        assert!(m.alloc(PAGE as usize).is_some(), "up to the limit");
+        assert!(m.free(a.unwrap_or(0)));
+        assert!(m.alloc(2 * PAGE as usize).is_some(), "freed bytes count again");
+        assert_eq!(Memory::default().alloc(usize::MAX), None, "more than the process can have");
     }
 
     #[test]

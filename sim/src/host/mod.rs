@@ -19,6 +19,13 @@ pub struct Host {
     mem: memory::Memory,
 }
 
+impl Host {
+    /// A host whose buffers may hold `limit` bytes together.
+    pub fn with_memory_limit(limit: u64) -> Self {
+        Host { mem: memory::Memory::with_limit(limit) }
+    }
+}
+
 impl Dma for Host {
     fn read(&self, addr: u64, len: usize) -> Option<&[u8]> {
         self.mem.read(addr, len)
@@ -30,7 +37,8 @@ impl Dma for Host {
 }
 
 impl Host {
-    /// Map `len` zeroed bytes the backend owns at a fresh page-aligned address.
+    /// Map `len` zeroed bytes the backend owns at a fresh page-aligned address; `None` when
+    /// the host's memory or address space runs out.
     pub fn alloc(&mut self, len: usize) -> Option<u64> {
         self.mem.alloc(len)
     }

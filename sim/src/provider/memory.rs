@@ -15,7 +15,10 @@ impl Provider {
         if len == 0 || len > (1 << 30) {
             return Err(Error::new(op, EINVAL, format!("buffer length {len} is outside 1..=1 GiB")));
         }
-        let addr = low.host.alloc(len).ok_or_else(|| Error::new(op, ENOMEM, "address space exhausted"))?;
+        let addr = low
+            .host
+            .alloc(len)
+            .ok_or_else(|| Error::new(op, ENOMEM, format!("no host memory left for {len} bytes")))?;
         let handle = self.bufs.insert(op, BufObj { addr, len })?;
         Ok(Buf { handle, addr, len })
     }
@@ -94,6 +97,10 @@ impl Provider {
             && !access.contains(AccessFlags::LOCAL_WRITE)
         {
             return Err(Error::new(op, EINVAL, "REMOTE_WRITE/REMOTE_ATOMIC need LOCAL_WRITE"));
+        }
+        // ib_umem_get: a range whose end (or that end rounded up to a page) wraps is EINVAL.
+        if addr.checked_add(length).and_then(|end| end.checked_add(crate::host::PAGE - 1)).is_none() {
+            return Err(Error::new(op, EINVAL, format!("[0x{addr:x}, +{length}) wraps the address space")));
         }
         if length == 0 || !low.host.is_mapped(addr, length) {
             return Err(Error::new(op, EFAULT, format!("[0x{addr:x}, +{length}) is not mapped memory")));

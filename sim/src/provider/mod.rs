@@ -126,6 +126,8 @@ struct QpObj {
     /// Only RC QPs move data in the simulator.
     rc: bool,
     max_post: u32,
+    /// `sq.max_gs`: the most SGEs a send WR may carry.
+    max_gs: u32,
     rq_max_post: u32,
     rq_max_gs: u32,
     max_inline_data: i64,

@@ -3,13 +3,14 @@
 
 use mlx5_dv::errno::{EINVAL, EOPNOTSUPP};
 use mlx5_dv::{
-    ContextHandle, Cq, DvSendOpsFlags, Error, Op, Qp, QpHandle, QpInitAttr, QpModify, QpState, Result, SendOpsFlags,
-    dv_qp, qp_type, send_ops,
+    ContextHandle, Cq, DvSendOpsFlags, Error, Op, Qp, QpCap, QpHandle, QpInitAttr, QpModify, QpState, Result,
+    SendOpsFlags, dv_qp, qp_type, send_ops,
 };
 
 use super::{CqObj, CtxKind, Lower, Provider, QpObj};
 use crate::device::firmware::QpPath;
 use crate::kernel::{self, QpRequest};
+use crate::profile::DataPathSection;
 
 /// Bytes of a send WQE basic block.
 const SEND_WQE_BB: u32 = 64;
@@ -39,11 +40,79 @@ fn sq_overhead(qp_type: u32, ops: SendOpsFlags, mlx5_ops: DvSendOpsFlags) -> u32
 pub(super) const INL_SEG: i64 = 4;
 
 fn roundup_pow2(v: u64) -> u64 {
-    v.max(1).next_power_of_two()
+    v.max(1).checked_next_power_of_two().unwrap_or(u64::MAX)
 }
 
+/// `v` rounded up to a multiple of `a`, saturating.
 pub(super) fn align(v: u32, a: u32) -> u32 {
-    v.div_ceil(a) * a
+    v.div_ceil(a.max(1)).saturating_mul(a)
+}
+
+/// The queues `mlx5_calc_sq_size` and `mlx5_calc_rq_size` choose, and the capacities written
+/// back.
+#[derive(Debug)]
+struct QueueSizes {
+    cap: QpCap,
+    max_post: u32,
+    max_gs: u32,
+    max_inline: i64,
+    rq_max_post: u32,
+    rq_max_gs: u32,
+}
+
+/// `mlx5_calc_send_wqe`, `mlx5_calc_sq_size` and `mlx5_calc_rq_size`, in 64-bit arithmetic
+/// (the provider's `int` sums cannot wrap here: a sum past `max_sq_desc_sz` is refused).
+fn size_queues(lim: &DataPathSection, cap: &QpCap, overhead: u32) -> std::result::Result<QueueSizes, String> {
+    let mut out = QueueSizes { cap: *cap, max_post: 0, max_gs: 0, max_inline: 0, rq_max_post: 0, rq_max_gs: 0 };
+    out.max_inline = i64::from(cap.max_inline_data);
+    let desc = u64::from(lim.max_sq_desc_sz);
+    if cap.max_send_wr > 0 {
+        let size = u64::from(overhead);
+        let inl_size =
+            if cap.max_inline_data > 0 { size + (4 + u64::from(cap.max_inline_data)).next_multiple_of(16) } else { 0 };
+        let max_gather = desc.saturating_sub(size) / 16;
+        if u64::from(cap.max_send_sge) > max_gather {
+            return Err(format!("max_send_sge {} > {max_gather}", cap.max_send_sge));
+        }
+        let tot = (size + u64::from(cap.max_send_sge) * 16).max(inl_size);
+        if tot > desc {
+            return Err(format!("a {tot}-byte send WQE exceeds max_sq_desc_sz {desc}"));
+        }
+        let wqe_size = tot.next_multiple_of(u64::from(SEND_WQE_BB));
+        if wqe_size > desc {
+            return Err(format!("a {wqe_size}-byte send WQE exceeds max_sq_desc_sz {desc}"));
+        }
+        if u64::from(cap.max_send_wr) > 0x7fff_ffff / desc {
+            return Err(format!("max_send_wr {} > 0x7fffffff / max_sq_desc_sz", cap.max_send_wr));
+        }
+        let wq_size = roundup_pow2(u64::from(cap.max_send_wr) * wqe_size);
+        let wqebbs = wq_size / u64::from(SEND_WQE_BB);
+        if wqebbs > u64::from(lim.max_qp_wr) {
+            return Err(format!("{wqebbs} send WQEBBs > max_send_wqebb {}", lim.max_qp_wr));
+        }
+        out.max_post = u32::try_from(wq_size / wqe_size).map_err(|_| "send queue too deep".to_string())?;
+        out.max_gs = cap.max_send_sge;
+        out.max_inline = i64::try_from(wqe_size).unwrap_or(i64::MAX) - i64::from(overhead) - INL_SEG;
+        out.cap.max_send_wr = out.max_post;
+        out.cap.max_inline_data = u32::try_from(out.max_inline).unwrap_or(0);
+    }
+    out.cap.max_recv_sge = 0;
+    if cap.max_recv_wr > 0 {
+        if cap.max_recv_wr > lim.max_qp_wr {
+            return Err(format!("max_recv_wr {} > max_qp_wr {}", cap.max_recv_wr, lim.max_qp_wr));
+        }
+        let size = 16 * u64::from(cap.max_recv_sge.max(1));
+        if size > u64::from(lim.max_rq_desc_sz) {
+            return Err(format!("max_recv_sge {} exceeds max_rq_desc_sz", cap.max_recv_sge));
+        }
+        let wqe_size = roundup_pow2(size);
+        let wq_size = (roundup_pow2(u64::from(cap.max_recv_wr)) * wqe_size).max(u64::from(SEND_WQE_BB));
+        out.rq_max_post = u32::try_from(wq_size / wqe_size).map_err(|_| "receive queue too deep".to_string())?;
+        out.rq_max_gs = u32::try_from(wqe_size / 16).map_err(|_| "receive WQE too large".to_string())?;
+        out.cap.max_recv_wr = out.rq_max_post;
+        out.cap.max_recv_sge = out.rq_max_gs;
+    }
+    Ok(out)
 }
 
 impl Provider {
@@ -189,52 +258,7 @@ impl Provider {
             return Err(Error::new(op, EOPNOTSUPP, "only RC, UC and UD QPs are simulated"));
         }
         let overhead = sq_overhead(attr.qp_type, ops, mlx5_ops);
-        let lim = &self.limits;
-        let cap = attr.cap;
-        if cap.max_send_wr > lim.max_qp_wr || cap.max_recv_wr > lim.max_qp_wr {
-            return Err(Error::new(op, EINVAL, format!("more than max_qp_wr = {} WRs", lim.max_qp_wr)));
-        }
-        // mlx5_calc_send_wqe / mlx5_calc_sq_size (RC: the default ops include LOCAL_INV).
-        let mut out_cap = cap;
-        let (mut max_post, mut max_inline) = (0u32, i64::from(cap.max_inline_data));
-        if cap.max_send_wr > 0 {
-            let size = overhead;
-            let inl_size = if cap.max_inline_data > 0 { size + align(4 + cap.max_inline_data, 16) } else { 0 };
-            let max_gather = (lim.max_sq_desc_sz.saturating_sub(size)) / 16;
-            if cap.max_send_sge > max_gather {
-                return Err(Error::new(op, EINVAL, format!("max_send_sge {} > {max_gather}", cap.max_send_sge)));
-            }
-            let tot = (size + cap.max_send_sge * 16).max(inl_size);
-            if tot > lim.max_sq_desc_sz {
-                return Err(Error::new(
-                    op,
-                    EINVAL,
-                    format!("a {tot}-byte send WQE exceeds max_sq_desc_sz {}", lim.max_sq_desc_sz),
-                ));
-            }
-            let wqe_size = align(tot, SEND_WQE_BB);
-            let wq_size = roundup_pow2(u64::from(cap.max_send_wr) * u64::from(wqe_size));
-            max_post = (wq_size / u64::from(wqe_size)) as u32;
-            max_inline = i64::from(wqe_size) - i64::from(overhead) - INL_SEG;
-            out_cap.max_send_wr = max_post;
-            out_cap.max_inline_data = max_inline as u32;
-        }
-        let (mut rq_max_post, mut rq_max_gs) = (0, 0);
-        if cap.max_recv_wr > 0 {
-            let wqe_size = roundup_pow2(16 * u64::from(cap.max_recv_sge.max(1)));
-            if wqe_size > u64::from(lim.max_rq_desc_sz) {
-                return Err(Error::new(
-                    op,
-                    EINVAL,
-                    format!("max_recv_sge {} exceeds max_rq_desc_sz", cap.max_recv_sge),
-                ));
-            }
-            let wq_size = (roundup_pow2(u64::from(cap.max_recv_wr)) * wqe_size).max(64);
-            rq_max_post = (wq_size / wqe_size) as u32;
-            rq_max_gs = (wqe_size / 16) as u32;
-            out_cap.max_recv_wr = rq_max_post;
-            out_cap.max_recv_sge = rq_max_gs;
-        }
+        let sizes = size_queues(&self.limits, &attr.cap, overhead).map_err(|why| Error::new(op, EINVAL, why))?;
         let req = QpRequest { ctx: ctx.id(), dev, pdn, cqns, scatter_to_cqe, drain_sigerr };
         let qpn = low.kernel.create_qp(low.devices, &req)?;
         let obj = QpObj {
@@ -244,10 +268,11 @@ impl Provider {
             qpn,
             cqs: [attr.send_cq, attr.recv_cq],
             rc: attr.qp_type == qp_type::RC,
-            max_post,
-            rq_max_post,
-            rq_max_gs,
-            max_inline_data: max_inline,
+            max_post: sizes.max_post,
+            max_gs: sizes.max_gs,
+            rq_max_post: sizes.rq_max_post,
+            rq_max_gs: sizes.rq_max_gs,
+            max_inline_data: sizes.max_inline,
             mkey_ops: !mlx5_ops.is_empty(),
             wr_complete_real: false,
             fence_next: false,
@@ -265,7 +290,7 @@ impl Provider {
             self.cqs.acquire(cq, op)?;
         }
         self.pds.acquire(attr.pd, op)?;
-        Ok(Qp { handle, qp_num: qpn, cap: out_cap })
+        Ok(Qp { handle, qp_num: qpn, cap: sizes.cap })
     }
 
     /// `ibv_destroy_qp`.

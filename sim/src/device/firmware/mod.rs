@@ -329,11 +329,20 @@ impl Firmware {
         self.mkeys.get_mut(&index)
     }
 
-    /// CREATE_QP as the kernel issues it: the next QP number of this device (24 bits,
-    /// counting up from 0x100).
-    pub fn create_qp(&mut self, c: QpCreate) -> u32 {
-        let qpn = self.next_qpn;
-        self.next_qpn = qpn.wrapping_add(1) & 0xff_ffff;
+    /// CREATE_QP as the kernel issues it: the next free QP number of this device (24 bits,
+    /// counting up from 0x100 and starting over there, so 0 and 1 are never used); `None`
+    /// when every number is taken.
+    pub fn create_qp(&mut self, c: QpCreate) -> Option<u32> {
+        const FIRST: u32 = 0x100;
+        const LAST: u32 = 0xff_ffff;
+        if self.qps.len() > (LAST - FIRST) as usize {
+            return None;
+        }
+        let mut qpn = self.next_qpn.clamp(FIRST, LAST);
+        while self.qps.contains_key(&qpn) {
+            qpn = if qpn >= LAST { FIRST } else { qpn + 1 };
+        }
+        self.next_qpn = if qpn >= LAST { FIRST } else { qpn + 1 };
         let qp = FwQp {
             order: c.order,
             pdn: c.pdn,
@@ -348,7 +357,7 @@ impl Firmware {
             rq: Default::default(),
         };
         self.qps.insert(qpn, qp);
-        qpn
+        Some(qpn)
     }
 
     /// DESTROY_QP.
@@ -450,6 +459,24 @@ mod tests {
         fw.exec(input, &mut out);
         let (s, y) = prm::read_status(&out);
         (s, y, out)
+    }
+
+    fn qp() -> QpCreate {
+        QpCreate { order: 0, pdn: 1, send_cqn: 1, recv_cqn: 1, scatter_to_cqe: false, drain_sigerr: false }
+    }
+
+    #[test]
+    fn qp_numbers_start_over_at_0x100_and_skip_live_qps() -> TestResult {
+        let mut f = fw()?;
+        assert_eq!(f.create_qp(qp()), Some(0x100));
+        assert_eq!(f.create_qp(qp()), Some(0x101));
+        f.next_qpn = 0xff_ffff;
+        assert_eq!(f.create_qp(qp()), Some(0xff_ffff));
+        assert_eq!(f.create_qp(qp()), Some(0x102), "0, 1 and the live 0x100, 0x101 are skipped");
+        assert!(f.destroy_qp(0x100));
+        f.next_qpn = 0xff_ffff;
+        assert_eq!(f.create_qp(qp()), Some(0x100));
+        Ok(())
     }
 
     #[test]

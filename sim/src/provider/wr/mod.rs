@@ -3,7 +3,7 @@
 //! Receives and `mlx5dv_qp_cancel_posted_send_wrs` too.
 
 use mlx5_dv::errno::{EINVAL, ENOMEM, EOPNOTSUPP};
-use mlx5_dv::{Error, MkeyConfFlags, MkeyHandle, Op, Qp, QpHandle, QpState, RecvWr, Result, SendFlags, WrOp};
+use mlx5_dv::{Error, MkeyConfFlags, MkeyHandle, Op, Qp, QpHandle, QpState, RecvWr, Result, SendFlags, Sge, WrOp};
 
 use super::{Lower, Provider};
 use crate::device::firmware::QpPath;
@@ -32,6 +32,10 @@ struct OpenConfigure {
 struct Chain {
     err: i32,
     nreq: u32,
+    /// The QP's `sq.max_gs`.
+    max_gs: u32,
+    /// WQEs outstanding before the chain, and the queue's `max_post`.
+    room: (u32, u32),
     wqes: Vec<(u64, bool, u32, WqeKind)>,
     open: Option<OpenConfigure>,
 }
@@ -53,20 +57,26 @@ impl Provider {
         let (max_gs, max_post) = (q.rq_max_gs, q.rq_max_post);
         let d = low.devices.get_mut(at.dev).ok_or_else(|| Error::new(op, EINVAL, "stale QP"))?;
         let state = d.qp_state(at.qpn).ok_or_else(|| Error::new(op, EINVAL, "stale QP"))?;
+        let mut failed = None;
         for (n, wr) in wrs.iter().enumerate() {
-            // In RESET the provider's max_gs is -1, so every receive is refused.
-            if state == QpState::Reset || wr.sge.len() as u32 > max_gs {
-                let why = format!("receive WR {n}: {} SGEs, QP in {state:?}", wr.sge.len());
-                return Err(Error::new(op, EINVAL, why));
-            }
             if d.rq_len(at.qpn) as u32 >= max_post {
-                return Err(Error::new(op, ENOMEM, format!("receive WR {n}: the receive queue is full")));
+                failed = Some(Error::new(op, ENOMEM, format!("receive WR {n}: the receive queue is full")));
+                break;
             }
-            d.ring_rq(at.qpn, wr.clone());
+            // In RESET the provider's max_gs is -1, so every receive is refused.
+            if state == QpState::Reset || wr.sge.len() as u64 > u64::from(max_gs) {
+                let why = format!("receive WR {n}: {} SGEs, QP in {state:?}", wr.sge.len());
+                failed = Some(Error::new(op, EINVAL, why));
+                break;
+            }
+            // Zero-length entries are skipped, never written into the WQE.
+            let sge = wr.sge.iter().filter(|s| s.length != 0).copied().collect();
+            d.ring_rq(at.qpn, RecvWr { wr_id: wr.wr_id, sge });
         }
+        // The doorbell rings for the WRs posted before a failing one.
         d.flush_if_err(at.qpn);
         low.run();
-        Ok(())
+        failed.map_or(Ok(()), Err)
     }
 
     /// One `ibv_wr_start`, the builders and setters of `ops`, and `ibv_wr_complete`.
@@ -76,10 +86,10 @@ impl Provider {
         if !q.rc {
             return Err(Error::new(op, EOPNOTSUPP, "posting is simulated on RC QPs only"));
         }
-        let (outstanding, max_post, mkey_ops, real) =
-            (q.sq_head.saturating_sub(q.sq_tail) as u32, q.max_post, q.mkey_ops, q.wr_complete_real);
+        let outstanding = u32::try_from(q.sq_head.saturating_sub(q.sq_tail)).unwrap_or(u32::MAX);
+        let (max_post, max_gs, mkey_ops, real) = (q.max_post, q.max_gs, q.mkey_ops, q.wr_complete_real);
         let update_tag = self.contexts.get(q.ctx, op).is_ok_and(|c| c.update_tag());
-        let mut ch = Chain { err: 0, nreq: 0, wqes: Vec::new(), open: None };
+        let mut ch = Chain { err: 0, nreq: 0, max_gs, room: (outstanding, max_post), wqes: Vec::new(), open: None };
         for w in ops {
             if !mkey_ops && w.is_mlx5dv_mkey_op() {
                 ch.fail(EOPNOTSUPP);
@@ -134,11 +144,21 @@ impl Provider {
 
     /// `_common_wqe_init`: room in the send queue for one more WQE of this chain.
     fn wqe_init(ch: &mut Chain, outstanding: u32, max_post: u32) -> bool {
-        if outstanding + ch.nreq >= max_post {
+        if u64::from(outstanding) + u64::from(ch.nreq) >= u64::from(max_post) {
             ch.fail(ENOMEM);
             return false;
         }
         true
+    }
+
+    /// `_mlx5_send_wr_set_sge_list`: more entries than `sq.max_gs` is ENOMEM; zero-length
+    /// entries are skipped.
+    fn sge_list(ch: &mut Chain, sge: &[Sge]) -> Vec<Sge> {
+        if sge.len() as u64 > u64::from(ch.max_gs) {
+            ch.fail(ENOMEM);
+            return Vec::new();
+        }
+        sge.iter().filter(|s| s.length != 0).copied().collect()
     }
 
     fn push(ch: &mut Chain, wr_id: u64, flags: SendFlags, opcode: u32, kind: WqeKind) {
@@ -148,10 +168,13 @@ impl Provider {
 
     fn apply_op(&mut self, qp: QpHandle, w: &WrOp, ch: &mut Chain, outstanding: u32, max_post: u32, update_tag: bool) {
         use mlx5_dv::wc_opcode as wo;
-        let builder = |ch: &mut Chain, wr_id: u64, flags: SendFlags, opcode: u32, kind: WqeKind| {
+        let builder = |ch: &mut Chain, wr_id: u64, flags: SendFlags, opcode: u32, mut kind: WqeKind| {
             // A builder after an unfinished configure starts a new WQE; the UMR is abandoned.
             ch.open = None;
             if Self::wqe_init(ch, outstanding, max_post) {
+                if let WqeKind::Write { sge, .. } | WqeKind::Read { sge, .. } | WqeKind::Send { sge, .. } = &mut kind {
+                    *sge = Self::sge_list(ch, sge);
+                }
                 Self::push(ch, wr_id, flags, opcode, kind);
             }
         };

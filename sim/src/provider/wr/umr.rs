@@ -218,6 +218,10 @@ impl Provider {
         Self::push(ch, open.wr_id, flags(psvs.is_empty()), mlx5_dv::wc_opcode::DRIVER1, WqeKind::Umr(open.umr.clone()));
         let n = psvs.len();
         for (i, transient) in psvs.into_iter().enumerate() {
+            // mlx5_umr_set_psv: each SET_PSV is a WQE of its own and needs room.
+            if !Self::wqe_init(ch, ch.room.0, ch.room.1) {
+                return;
+            }
             Self::push(
                 ch,
                 open.wr_id,
