@@ -91,6 +91,8 @@ pub const ITEMS: &[(u16, &str)] = &[
     (84, "SEND_WITH_INV invalidates after the data is placed"),
     (85, "missing mlx5dv ops are EOPNOTSUPP; long lists are not truncated"),
     (86, "ports have addresses; RTR names the responder by address and QP number"),
+    (87, "send SGEs beyond max_send_sge: ENOMEM; zero-length SGEs are dropped"),
+    (88, "post_recv: a full queue is ENOMEM before the SGE count is EINVAL"),
 ];
 
 /// The title of a checklist item, if it exists.

@@ -7,8 +7,8 @@ use mlx5_conformance::{Outcome, Target, run_target, suite};
 use mlx5_dv::{Caps, KernelFacts, Layer, Wrapped, probe};
 use mlx5_sim::{Profile, ShippedProfiles, Simulator};
 
-/// What the hw backend can know: the caps `mlx5dv_query_device` reports and the probed kernel
-/// facts; never simulator control.
+/// What the hw backend can know: the caps `mlx5dv_query_device` and `ibv_query_device` report
+/// and the probed kernel facts; never simulator control.
 struct AsHardware {
     kernel: KernelFacts,
 }
@@ -18,6 +18,9 @@ impl Layer for AsHardware {
         let mut caps = Caps::default();
         caps.device.sig = inner.device.sig;
         caps.device.crypto = inner.device.crypto;
+        // ibv_query_device reports these on hardware too.
+        caps.device.max_qp_wr = inner.device.max_qp_wr;
+        caps.device.log_max_cq_sz = inner.device.log_max_cq_sz;
         caps.kernel = self.kernel;
         caps
     }

@@ -43,6 +43,9 @@ enum Mutation {
     CancelFindsNothing,
     CopyMaskFlagDropped,
     RtrLoopsBackWhateverTheQpn,
+    SendSgesTruncated,
+    RecvFullReportedAsEinval,
+    MaxRecvSgeEchoed,
 }
 
 /// A layer that makes the simulator deviate in one way.
@@ -101,6 +104,13 @@ impl Layer for Mutant {
             (Mutation::RtrLoopsBackWhateverTheQpn, Call::ModifyQp { qp, attr }) => {
                 if let Some(d) = attr.dest.as_mut() {
                     d.dest_qp_num = qp.qp_num;
+                }
+            }
+            (Mutation::SendSgesTruncated, Call::PostSend { ops, .. }) => {
+                for o in ops.iter_mut() {
+                    if let WrOp::RdmaWrite { sge, .. } = o {
+                        sge.truncate(4);
+                    }
                 }
             }
             (m, Call::PostSend { ops, .. }) => {
@@ -178,6 +188,14 @@ impl Layer for Mutant {
                 *r = Reply::PostSend(Ok(()));
             }
             (Mutation::CancelFindsNothing, _, Reply::CancelPostedSendWrs(Ok(n))) => *n = 0,
+            (Mutation::RecvFullReportedAsEinval, _, r @ Reply::PostRecv(Err(_))) => {
+                if r.error().is_some_and(|e| e.errno() == errno::ENOMEM) {
+                    *r = Reply::PostRecv(Err(Error::new(Op::PostRecv, EINVAL, "mutant")));
+                }
+            }
+            (Mutation::MaxRecvSgeEchoed, Call::CreateQp { attr }, Reply::CreateQp(Ok(q))) => {
+                q.cap.max_recv_sge = attr.cap.max_recv_sge
+            }
             (Mutation::NoAsyncEvents, _, Reply::GetAsyncEvent(Ok(e))) => *e = None,
             _ => {}
         }
@@ -232,6 +250,9 @@ impl Layer for Mutant {
 #[case(Mutation::CopyMaskFlagDropped, "cx7", "sig.automatic_and_user_copy_mask")]
 #[case(Mutation::CopyMaskFlagDropped, "cx7", "sig.copy_mask_needs_same_block_structure")]
 #[case(Mutation::RtrLoopsBackWhateverTheQpn, "cx6dx", "fabric.path_to_no_qp_times_out")]
+#[case(Mutation::SendSgesTruncated, "cx6dx", "wr.send_sges_beyond_max_send_sge")]
+#[case(Mutation::RecvFullReportedAsEinval, "cx6dx", "wr.post_recv_full_queue_before_sge_count")]
+#[case(Mutation::MaxRecvSgeEchoed, "cx6dx", "qp.max_recv_sge_zero_without_a_receive_queue")]
 fn the_suite_catches_the_mutant(#[case] m: Mutation, #[case] profile: &str, #[case] catcher: &str) {
     let p = Profile::builtin(profile).unwrap();
     let target = Target::new(

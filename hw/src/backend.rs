@@ -115,6 +115,18 @@ impl HwBackend {
                 caps.device.sig = q.sig_caps;
                 caps.device.crypto = q.crypto_caps;
             }
+            if let Ok(ptr) = self.ctx_ptr(ctx, Op::Backend) {
+                // SAFETY: plain data; zero is the C default.
+                let mut attr: ibv_device_attr = unsafe { std::mem::zeroed() };
+                // SAFETY: ptr is an open context; attr is valid for writes.
+                if unsafe { ibv_query_device(ptr, &mut attr) } == 0 {
+                    caps.device.max_qp_wr = u32::try_from(attr.max_qp_wr).ok();
+                    // mlx5 reports max_cqe as (1 << log_max_cq_sz) - 1.
+                    let entries = u64::try_from(attr.max_cqe).ok().and_then(|n| n.checked_add(1));
+                    caps.device.log_max_cq_sz =
+                        entries.filter(|n| n.is_power_of_two()).map(|n| n.trailing_zeros() as u8);
+                }
+            }
             let _ = self.close_device(ctx);
             caps.kernel = mlx5_dv::probe::kernel_facts(self, &dev);
         }

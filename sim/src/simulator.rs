@@ -70,6 +70,7 @@ impl Simulator {
                 .fold(0u64, |m, t| m | 1u64.checked_shl(u32::from(t.number())).unwrap_or(0)),
         );
         caps.device.max_qp_wr = Some(self.profile.datapath.max_qp_wr);
+        caps.device.log_max_cq_sz = Some(self.profile.datapath.log_max_cq_sz);
         caps.sim_control = true;
         if let Some(dev) = probe.device_list().ok().into_iter().flatten().find(|d| d.kind == DeviceKind::Mlx5)
             && let Ok(ctx) = probe.open_ibv_device(&dev.name)

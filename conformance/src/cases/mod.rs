@@ -4,6 +4,7 @@ use mlx5_dv::{Backend, CommandRecord, ContextHandle, PdHandle, SimControl};
 
 use crate::case::{Case, Check, Env, Verdict, expect_ok};
 
+mod audit;
 mod context;
 mod fabric;
 mod fixture;
@@ -23,6 +24,7 @@ pub fn all() -> Vec<Case> {
         mkey::CASES,
         misuse::CASES,
         qp::CASES,
+        audit::CASES,
         fabric::CASES,
         umr::CASES,
         traffic::CASES,

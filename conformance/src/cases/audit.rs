@@ -1,0 +1,112 @@
+//! Queue sizing and posting rules where the provider's arithmetic decides: items 75, 78, 79,
+//! 87 and 88 of docs/behaviour.md.
+
+use mlx5_dv::errno::{EINVAL, ENOMEM};
+use mlx5_dv::{AccessFlags as A, Backend, DvQpCreateFlags, QpCap, RecvWr, SendFlags, Sge, WrOp, wc_opcode, wc_status};
+
+use super::fixture::*;
+use crate::case::{Case, Check, Env, Need, Verdict, check, check_eq, expect_errno, expect_ok};
+
+pub(super) const CASES: &[Case] = &[
+    Case { name: "qp.send_queue_depth_in_wqebbs", covers: &[75], needs: &[Need::Mlx5Device], run: send_queue_depth },
+    Case {
+        name: "qp.max_recv_sge_zero_without_a_receive_queue",
+        covers: &[78],
+        needs: &[Need::Mlx5Device],
+        run: no_receive_queue,
+    },
+    Case { name: "cq.larger_than_log_max_cq_sz", covers: &[79], needs: &[Need::Mlx5Device], run: cq_limit },
+    Case { name: "wr.send_sges_beyond_max_send_sge", covers: &[87], needs: &[Need::Mlx5Device], run: send_sges },
+    Case {
+        name: "wr.post_recv_full_queue_before_sge_count",
+        covers: &[88],
+        needs: &[Need::Mlx5Device],
+        run: post_recv_order,
+    },
+];
+
+/// With mkey ops and 4 SGEs a send WQE is 256 bytes (192 of UMR overhead + 4 × 16): four
+/// basic blocks. The queue, rounded up to a power of two, must fit `max_qp_wr` blocks.
+fn send_queue_depth(b: &mut dyn Backend, env: &Env) -> Check {
+    let Some(max_wqebb) = env.caps.device.max_qp_wr.filter(|n| *n >= 4) else {
+        return Err(Verdict::skip("the backend does not report max_qp_wr"));
+    };
+    let fits = (1u32 << (31 - max_wqebb.leading_zeros())) / 4;
+    let (_, pd, cq) = open(b, env.dev()?)?;
+    let cap = |wr| QpCap { max_send_wr: wr, max_recv_wr: 1, max_send_sge: 4, max_recv_sge: 1, max_inline_data: 0 };
+    let q = expect_ok(
+        &format!("{fits} WRs of 4 WQEBBs in {max_wqebb} WQEBBs"),
+        b.create_qp(&qp_attr(pd, &cq, DvQpCreateFlags::empty(), cap(fits))),
+    )?;
+    expect_ok("destroy", b.destroy_qp(&q))?;
+    expect_errno(
+        &format!("{} WRs of 4 WQEBBs in {max_wqebb} WQEBBs", fits + 1),
+        b.create_qp(&qp_attr(pd, &cq, DvQpCreateFlags::empty(), cap(fits + 1))),
+        EINVAL,
+    )
+}
+
+fn no_receive_queue(b: &mut dyn Backend, env: &Env) -> Check {
+    let (_, pd, cq) = open(b, env.dev()?)?;
+    let cap = QpCap { max_recv_wr: 0, max_recv_sge: 3, ..CAP };
+    let q = expect_ok("create without a receive queue", b.create_qp(&qp_attr(pd, &cq, DvQpCreateFlags::empty(), cap)))?;
+    check_eq("max_recv_sge written back", q.cap.max_recv_sge, 0)?;
+    let with_rq = expect_ok("create with one", b.create_qp(&qp_attr(pd, &cq, DvQpCreateFlags::empty(), CAP)))?;
+    check("max_recv_sge with a receive queue", with_rq.cap.max_recv_sge >= CAP.max_recv_sge, ">= 4", with_rq.cap)
+}
+
+/// `cqe + 1` rounded up to a power of two must not exceed `1 << log_max_cq_sz`.
+fn cq_limit(b: &mut dyn Backend, env: &Env) -> Check {
+    let Some(log) = env.caps.device.log_max_cq_sz.filter(|l| (1..32).contains(l)) else {
+        return Err(Verdict::skip("the backend does not report log_max_cq_sz"));
+    };
+    let ctx = expect_ok("ibv_open_device", b.open_ibv_device(env.dev()?))?;
+    let limit = 1u32 << log;
+    expect_errno(&format!("a CQ of {limit} entries (limit {limit} with the spare)"), b.create_cq(ctx, limit), EINVAL)?;
+    let cq = expect_ok("a CQ of 15 entries", b.create_cq(ctx, 15))?;
+    expect_ok("destroy", b.destroy_cq(&cq))
+}
+
+/// More SGEs than `max_send_sge` is ENOMEM from the chain; a zero-length SGE is dropped and
+/// its key never looked up.
+fn send_sges(b: &mut dyn Backend, env: &Env) -> Check {
+    let (a, _s) = pair(b, env, false, DvQpCreateFlags::empty())?;
+    let (buf, mr) = region(b, a.pd, 64, &pattern(64, 7), QP_ACCESS)?;
+    let max = usize::try_from(a.qp.cap.max_send_sge).unwrap_or(usize::MAX).min(64);
+    let too_many = vec![sge(&mr, 0, 1); max + 1];
+    let w = |wr_id, sge| WrOp::RdmaWrite {
+        wr_id,
+        flags: SendFlags::SIGNALED,
+        rkey: mr.rkey,
+        remote_addr: mr.addr + 32,
+        sge,
+    };
+    expect_errno(&format!("{} SGEs with max_send_sge {max}", max + 1), b.post_send(&a.qp, &[w(1, too_many)]), ENOMEM)?;
+    no_cqe(b, &a.cq)?;
+    let bogus = Sge { addr: 0xdead_0000, length: 0, lkey: 0x00ba_d0ff };
+    expect_ok("an SGE list with a zero-length entry", b.post_send(&a.qp, &[w(2, vec![sge(&mr, 0, 8), bogus])]))?;
+    ok_cqe(b, &a.cq, 2, wc_opcode::RDMA_WRITE)?;
+    let got = contents(b, &buf)?;
+    check_eq("the 8 bytes written", &got[32..40], &pattern(64, 7)[..8])
+}
+
+/// A full receive queue is ENOMEM before the SGE count is looked at; a list that fails part
+/// way still posts the receives before the failing one.
+fn post_recv_order(b: &mut dyn Backend, env: &Env) -> Check {
+    let (a, s) = pair(b, env, false, DvQpCreateFlags::empty())?;
+    let (_rb, rmr) = region(b, s.pd, 64, &[], A::LOCAL_WRITE)?;
+    let max_sge = usize::try_from(s.qp.cap.max_recv_sge).unwrap_or(usize::MAX).min(64);
+    let bad = RecvWr { wr_id: 99, sge: vec![sge(&rmr, 0, 1); max_sge + 1] };
+    let good = |wr_id| RecvWr { wr_id, sge: vec![sge(&rmr, 0, 16)] };
+    expect_errno("a good receive, then one with too many SGEs", b.post_recv(&s.qp, &[good(1), bad.clone()]), EINVAL)?;
+    let (_sb, smr) = region(b, a.pd, 16, &pattern(16, 3), A::LOCAL_WRITE)?;
+    let send = WrOp::Send { wr_id: 5, flags: SendFlags::SIGNALED, sge: vec![sge(&smr, 0, 16)] };
+    expect_ok("send into the receive posted before the failure", b.post_send(&a.qp, &[send]))?;
+    ok_cqe(b, &a.cq, 5, wc_opcode::SEND)?;
+    let wc = poll(b, &s.cq, 1)?.remove(0);
+    check_eq("the receive before the failing WR was posted", (wc.wr_id, wc.status), (1, wc_status::SUCCESS))?;
+    let depth = s.qp.cap.max_recv_wr;
+    let fill: Vec<_> = (0..u64::from(depth)).map(|i| good(10 + i)).collect();
+    expect_ok(&format!("fill the receive queue ({depth})"), b.post_recv(&s.qp, &fill))?;
+    expect_errno("a full queue, and too many SGEs", b.post_recv(&s.qp, &[bad]), ENOMEM)
+}
