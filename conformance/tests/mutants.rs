@@ -188,10 +188,10 @@ impl Layer for Mutant {
                 *r = Reply::PostSend(Ok(()));
             }
             (Mutation::CancelFindsNothing, _, Reply::CancelPostedSendWrs(Ok(n))) => *n = 0,
-            (Mutation::RecvFullReportedAsEinval, _, r @ Reply::PostRecv(Err(_))) => {
-                if r.error().is_some_and(|e| e.errno() == errno::ENOMEM) {
-                    *r = Reply::PostRecv(Err(Error::new(Op::PostRecv, EINVAL, "mutant")));
-                }
+            (Mutation::RecvFullReportedAsEinval, _, r @ Reply::PostRecv(Err(_)))
+                if r.error().is_some_and(|e| e.errno() == errno::ENOMEM) =>
+            {
+                *r = Reply::PostRecv(Err(Error::new(Op::PostRecv, EINVAL, "mutant")));
             }
             (Mutation::MaxRecvSgeEchoed, Call::CreateQp { attr }, Reply::CreateQp(Ok(q))) => {
                 q.cap.max_recv_sge = attr.cap.max_recv_sge
