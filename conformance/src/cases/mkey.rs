@@ -110,7 +110,7 @@ pub(super) const CASES: &[Case] = &[
     },
     Case {
         name: "mkey.destroy_mkey_failure_after_psvs",
-        covers: &[16],
+        covers: &[16, 82],
         needs: &[Need::Mlx5Device, Need::SigCaps, Need::Devx, Need::SimControl],
         run: destroy_mkey_failure,
     },
@@ -523,6 +523,7 @@ fn destroy_mkey_failure(b: &mut dyn Backend, env: &Env) -> Check {
         ctl(b)?.add_fault(FaultRule::fail_next(opcode::DESTROY_MKEY, status::BAD_RES_STATE_ERR, 3)),
     )?;
     expect_errno("destroy with DESTROY_MKEY failing", b.destroy_mkey(&m), EINVAL)?;
+    expect_errno("mkey_check on what survives: a plain mkey", b.mkey_check(&m), EINVAL)?;
     ctl(b)?.record_commands(true);
     expect_ok("destroy again", b.destroy_mkey(&m))?;
     check_eq("the PSVs are already gone", opcodes(&ctl(b)?.take_commands()), vec!["DESTROY_MKEY"])

@@ -232,6 +232,10 @@ impl Provider {
                 }
             }
         }
+        // With its PSVs gone the signature context is freed: should DESTROY_MKEY fail, what
+        // survives is a plain mkey (_mlx5dv_destroy_mkey).
+        let left = self.mkeys.get_mut(mkey.handle, op)?;
+        left.sig = None;
         kernel::destroy_mkey(dev, m.index, op)?;
         self.mkeys.take(mkey.handle, op)?;
         self.pds.release(m.pd);
