@@ -93,6 +93,7 @@ pub const ITEMS: &[(u16, &str)] = &[
     (86, "ports have addresses; RTR names the responder by address and QP number"),
     (87, "send SGEs beyond max_send_sge: ENOMEM; zero-length SGEs are dropped"),
     (88, "post_recv: a full queue is ENOMEM before the SGE count is EINVAL"),
+    (89, "a cleanup that fails during create_mkey sets errno"),
 ];
 
 /// The title of a checklist item, if it exists.

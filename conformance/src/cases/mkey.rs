@@ -41,6 +41,12 @@ pub(super) const CASES: &[Case] = &[
         run: psv_failure,
     },
     Case {
+        name: "mkey.failed_cleanup_sets_errno",
+        covers: &[89],
+        needs: &[Need::Mlx5Device, Need::SigCaps, Need::Devx, Need::SimControl],
+        run: failed_cleanup,
+    },
+    Case {
         name: "mkey.crypto_without_engine",
         covers: &[11],
         needs: &[Need::Mlx5Device, Need::NoCryptoEngine, Need::Devx],
@@ -246,6 +252,27 @@ fn two_psvs_first(b: &mut dyn Backend, env: &Env) -> Check {
     let c = field(&cmds[1].output, prm::create_psv::OUT_PSV_INDEX[0])?;
     check("two distinct PSVs", a != c, "different psv0_index", (a, c))?;
     expect_ok("destroy", b.destroy_mkey(&m))
+}
+
+/// CREATE_MKEY fails after both PSVs exist; the first cleanup DESTROY_PSV fails too, and its
+/// errno is the one `mlx5dv_create_mkey` reports.
+fn failed_cleanup(b: &mut dyn Backend, env: &Env) -> Check {
+    let (_, pd) = open_pd(b, env)?;
+    let a = attr(pd, F::INDIRECT | F::BLOCK_SIGNATURE, 4);
+    let rules = [
+        FaultRule::fail_next(opcode::CREATE_MKEY, status::LIM_ERR, 0x31),
+        FaultRule::fail_next(opcode::DESTROY_PSV, status::RES_BUSY, 0x32),
+    ];
+    for rule in rules {
+        expect_ok("install the fault rule", ctl(b)?.add_fault(rule))?;
+    }
+    ctl(b)?.record_commands(true);
+    expect_errno("CREATE_MKEY fails (ENOMEM), then a cleanup fails (EBUSY)", b.create_mkey(&a), mlx5_dv::errno::EBUSY)?;
+    let cmds = ctl(b)?.take_commands();
+    check_eq("commands", opcodes(&cmds), vec!["CREATE_PSV", "CREATE_PSV", "CREATE_MKEY", "DESTROY_PSV"])?;
+    ctl(b)?.clear_faults();
+    expect_ok("install the fault rule", ctl(b)?.add_fault(rules[0]))?;
+    expect_errno("CREATE_MKEY alone failing keeps its own errno", b.create_mkey(&a), mlx5_dv::errno::ENOMEM)
 }
 
 fn psv_failure(b: &mut dyn Backend, env: &Env) -> Check {

@@ -159,10 +159,7 @@ impl Provider {
             for _ in 0..2 {
                 match create_psv(dev, devx, pdn) {
                     Ok(p) => psvs.push(p),
-                    Err(e) => {
-                        unwind_psvs(dev, &psvs);
-                        return Err(e);
-                    }
+                    Err(e) => return Err(unwind_psvs(dev, &psvs, e)),
                 }
             }
         }
@@ -171,8 +168,8 @@ impl Provider {
                 & (crypto_cap::ENGINE_AES_XTS_SINGLE_BLOCK | crypto_cap::ENGINE_AES_XTS_MULTI_BLOCK)
                 == 0
         {
-            unwind_psvs(dev, &psvs);
-            return Err(Error::new(op, EOPNOTSUPP, "CRYPTO needs an AES-XTS single- or multi-block engine"));
+            let e = Error::new(op, EOPNOTSUPP, "CRYPTO needs an AES-XTS single- or multi-block engine");
+            return Err(unwind_psvs(dev, &psvs, e));
         }
 
         let num_desc = round_max_entries(attr.max_entries);
@@ -184,10 +181,7 @@ impl Provider {
         });
         let index = match created {
             Ok(i) => i,
-            Err(e) => {
-                unwind_psvs(dev, &psvs);
-                return Err(e);
-            }
+            Err(e) => return Err(unwind_psvs(dev, &psvs, e)),
         };
         let sig = match psvs.as_slice() {
             [mem, wire] => Some(SigCtx {
@@ -295,13 +289,15 @@ fn create_psv(dev: &mut Device, uid: DevxUid, pdn: u32) -> Result<u32> {
 
 /// Undo PSVs created part-way through a failed `create_mkey` as `mlx5_destroy_sig_psvs`
 /// does: memory PSV first, then wire, stopping at the first failure.
-fn unwind_psvs(dev: &mut Device, psvs: &[u32]) {
+/// Destroy the PSVs created so far, memory first. The caller's error stands unless a cleanup
+/// destroy fails: then errno is that destroy's, as in `_mlx5dv_create_mkey`.
+fn unwind_psvs(dev: &mut Device, psvs: &[u32], err: Error) -> Error {
     for &p in psvs {
-        // The original error is what the caller sees; a failing cleanup cannot change it.
-        if kernel::destroy_psv(dev, p, Op::CreateMkey).is_err() {
-            break;
+        if let Err(e) = kernel::destroy_psv(dev, p, Op::CreateMkey) {
+            return e;
         }
     }
+    err
 }
 
 fn build_create_mkey(op: Op, flags: MkeyInitFlags, pdn: u32, num_desc: u16) -> Result<[u8; prm::create_mkey::IN_SIZE]> {
