@@ -1,10 +1,14 @@
-//! Queue sizing and posting rules where the provider's arithmetic decides: items 75, 78, 79,
-//! 87 and 88 of docs/behaviour.md.
+//! Queue sizing and posting rules where the provider's arithmetic decides: items 75, 76, 78,
+//! 79, 87 and 88 of docs/behaviour.md.
 
 use mlx5_dv::errno::{EINVAL, ENOMEM};
-use mlx5_dv::{AccessFlags as A, Backend, DvQpCreateFlags, QpCap, RecvWr, SendFlags, Sge, WrOp, wc_opcode, wc_status};
+use mlx5_dv::{
+    AccessFlags as A, Backend, DvQpCreateFlags, QpCap, RecvWr, SendFlags, Sge, SigBlockDomain as D, T10difFlags, WrOp,
+    sig, wc_opcode, wc_status,
+};
 
 use super::fixture::*;
+use super::sig::{SIG_CAP, configure_chain, dif, sig_mkey, sig_pair, wire_only};
 use crate::case::{Case, Check, Env, Need, Verdict, check, check_eq, expect_errno, expect_ok};
 
 pub(super) const CASES: &[Case] = &[
@@ -17,6 +21,12 @@ pub(super) const CASES: &[Case] = &[
     },
     Case { name: "cq.larger_than_log_max_cq_sz", covers: &[79], needs: &[Need::Mlx5Device], run: cq_limit },
     Case { name: "wr.send_sges_beyond_max_send_sge", covers: &[87], needs: &[Need::Mlx5Device], run: send_sges },
+    Case {
+        name: "sig.set_psv_needs_room",
+        covers: &[76],
+        needs: &[Need::Mlx5Device, Need::Devx, Need::SigCaps],
+        run: set_psv_room,
+    },
     Case {
         name: "wr.post_recv_full_queue_before_sge_count",
         covers: &[88],
@@ -109,4 +119,21 @@ fn post_recv_order(b: &mut dyn Backend, env: &Env) -> Check {
     let fill: Vec<_> = (0..u64::from(depth)).map(|i| good(10 + i)).collect();
     expect_ok(&format!("fill the receive queue ({depth})"), b.post_recv(&s.qp, &fill))?;
     expect_errno("a full queue, and too many SGEs", b.post_recv(&s.qp, &[bad]), ENOMEM)
+}
+
+/// On a queue with room for one WQE the UMR of a signature configure fits and the SET_PSV
+/// after it does not: ENOMEM, nothing posted; the same configure without a signature fits.
+fn set_psv_room(b: &mut dyn Backend, env: &Env) -> Check {
+    let (a, s) = sig_pair(b, env)?;
+    let one = QpCap { max_send_wr: 1, ..SIG_CAP };
+    let q = expect_ok("a QP with one send WQE", b.create_qp(&qp_attr(a.pd, &a.cq, DvQpCreateFlags::empty(), one)))?;
+    check_eq("max_send_wr written back", q.cap.max_send_wr, 1)?;
+    connect(b, &q, s.ctx, &s.qp)?;
+    let (_buf, mr, mkey) = sig_mkey(b, &a, 512, &[])?;
+    let t10 = D::t10dif(sig::BLOCK_512, dif(1, 0, T10difFlags::empty()));
+    let with_sig = configure_chain(&mkey, &mr, Some(wire_only(t10)), false);
+    expect_errno("UMR then SET_PSV in one free slot", b.post_send(&q, &with_sig), ENOMEM)?;
+    no_cqe(b, &a.cq)?;
+    expect_ok("the configure without a signature", b.post_send(&q, &configure_chain(&mkey, &mr, None, false)))?;
+    ok_cqe(b, &a.cq, 0x51, wc_opcode::DRIVER1).map(drop)
 }
