@@ -94,6 +94,10 @@ pub struct DataPathSection {
     pub max_rq_desc_sz: u32,
     /// Most WRs per queue (`max_qp_wr`).
     pub max_qp_wr: u32,
+    /// Largest message in bytes (the port's `max_msg_sz`; 1 GiB on mlx5). A longer WR
+    /// completes with a local length error.
+    #[serde(default = "default_max_msg_sz")]
+    pub max_msg_sz: u32,
     /// `wc.vendor_err` for each error syndrome. Not published by NVIDIA: the defaults are
     /// values seen in mlx5 error dumps, and hardware decides.
     pub vendor_err: VendorErrSection,
@@ -105,9 +109,15 @@ impl Default for DataPathSection {
             max_sq_desc_sz: 1024,
             max_rq_desc_sz: 512,
             max_qp_wr: 32768,
+            max_msg_sz: default_max_msg_sz(),
             vendor_err: VendorErrSection::default(),
         }
     }
+}
+
+/// The mlx5 port's `max_msg_sz`: 1 GiB.
+fn default_max_msg_sz() -> u32 {
+    1 << 30
 }
 
 /// `[datapath.vendor_err]`: the vendor syndrome reported with each error CQE syndrome.
@@ -388,6 +398,7 @@ impl Profile {
             ("datapath.max_sq_desc_sz", u64::from(d.max_sq_desc_sz), 64, 65536, 64),
             ("datapath.max_rq_desc_sz", u64::from(d.max_rq_desc_sz), 16, 65536, 16),
             ("datapath.max_qp_wr", u64::from(d.max_qp_wr), 1, 1 << 24, 1),
+            ("datapath.max_msg_sz", u64::from(d.max_msg_sz), 1, u64::from(u32::MAX), 1),
             ("device.active_mtu", u64::from(self.device.active_mtu), 1, 5, 1),
         ];
         for (key, value, min, max, unit) in bounded {

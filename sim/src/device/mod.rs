@@ -68,6 +68,8 @@ pub struct Device {
     wqe_faults: Vec<WqeRule>,
     /// Reused transfer buffers: a fresh megabyte per transfer costs page faults.
     scratch: Vec<Vec<u8>>,
+    /// The port's largest message.
+    max_msg_sz: u32,
 }
 
 impl Device {
@@ -80,6 +82,7 @@ impl Device {
             events: VecDeque::new(),
             wqe_faults: Vec::new(),
             scratch: Vec::new(),
+            max_msg_sz: profile.datapath.max_msg_sz,
         })
     }
 
