@@ -91,6 +91,10 @@ pub const ITEMS: &[(u16, &str)] = &[
     (84, "SEND_WITH_INV invalidates after the data is placed"),
     (85, "missing mlx5dv ops are EOPNOTSUPP; long lists are not truncated"),
     (86, "ports have addresses; RTR names the responder by address and QP number"),
+    (87, "a message longer than max_msg_sz: local length error"),
+    (88, "interleaved stride wrapping to 0: repetitions on the same bytes"),
+    (89, "signature mkey addresses past the end: protection or remote access error"),
+    (90, "a QP connected to itself completes each WR once"),
 ];
 
 /// The title of a checklist item, if it exists.

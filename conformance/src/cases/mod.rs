@@ -5,6 +5,7 @@ use mlx5_dv::{Backend, CommandRecord, ContextHandle, PdHandle, SimControl};
 use crate::case::{Case, Check, Env, Verdict, expect_ok};
 
 mod context;
+mod engine;
 mod fabric;
 mod fixture;
 mod inval;
@@ -27,6 +28,7 @@ pub fn all() -> Vec<Case> {
         traffic::CASES,
         inval::CASES,
         sig::CASES,
+        engine::CASES,
     ]
     .concat()
 }

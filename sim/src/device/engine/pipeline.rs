@@ -404,7 +404,7 @@ impl Engine<'_> {
         let total = p.mem.len().ok_or(Why::Bounds)? / in_stride as u64;
         let before = out.len();
         for b in 0..total {
-            fill(&self.host, cur, &mut block)?;
+            fill(self.host, cur, &mut block)?;
             if let Some(e) = st.cfg.transform_block(&crcs, Direction::Tx, st.first + b, &block, out)
                 && hit.is_none()
             {
