@@ -11,9 +11,10 @@ pub mod engine;
 pub mod firmware;
 pub mod wqe;
 
-use firmware::{CommandFault, Firmware, Posted, QpCreate, QpPath};
+use firmware::{CommandFault, Firmware, Posted, QpCreate};
 use wqe::{Cqe, Wqe, WqeKind};
 
+use crate::fabric::Fabric;
 use crate::host::Host;
 use crate::profile::Profile;
 use crate::signature::Crcs;
@@ -120,7 +121,7 @@ impl Device {
 
     /// MODIFY_QP to `state`: RESET empties both queues and forgets the path, INIT takes the
     /// access flags, RTR the path, ERR flushes both queues.
-    pub fn modify_qp(&mut self, qpn: u32, state: QpState, access: AccessFlags, remote: Option<QpPath>) {
+    pub fn modify_qp(&mut self, qpn: u32, state: QpState, access: AccessFlags, remote: Option<mlx5_dv::QpDest>) {
         let Some(q) = self.fw.qp_mut(qpn) else { return };
         q.state = state;
         match state {
@@ -252,7 +253,7 @@ impl Device {
     }
 }
 
-/// Run every QP's send queue, on every device, as far as it goes.
-pub fn run(devices: &mut [Device], host: &mut Host) {
-    engine::Engine::new(devices, host).progress();
+/// Run every QP's send queue, on every device, as far as it goes; requests cross `fabric`.
+pub fn run(devices: &mut [Device], host: &mut Host, fabric: &Fabric) {
+    engine::Engine::new(devices, host, fabric).progress();
 }

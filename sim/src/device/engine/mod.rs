@@ -12,6 +12,7 @@ use mlx5_dv::{QpState, Wc};
 use super::firmware::{FwQp, QpPath};
 use super::wqe::{Cqe, Wqe};
 use super::{Device, WqeFault};
+use crate::fabric::Fabric;
 use crate::host::Host;
 
 mod completion;
@@ -76,14 +77,15 @@ enum Step {
 pub(super) struct Engine<'a> {
     devs: &'a mut [Device],
     host: &'a mut Host,
+    fabric: &'a Fabric,
     /// Responder QPs that met an error in the current step, with the event to raise: they
     /// go to ERR after the requester completes its WR.
     pending: Vec<(QpPath, Option<u32>)>,
 }
 
 impl<'a> Engine<'a> {
-    pub(super) fn new(devs: &'a mut [Device], host: &'a mut Host) -> Self {
-        Engine { devs, host, pending: Vec::new() }
+    pub(super) fn new(devs: &'a mut [Device], host: &'a mut Host, fabric: &'a Fabric) -> Self {
+        Engine { devs, host, fabric, pending: Vec::new() }
     }
 
     fn qp(&self, q: QpPath) -> Option<&FwQp> {

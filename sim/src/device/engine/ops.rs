@@ -48,9 +48,10 @@ impl Engine<'_> {
         At { dev: q.dev, pdn: self.qp(q).map_or(0, |q| q.pdn) }
     }
 
-    /// The peer QP, if it can take a request (RTR or RTS).
+    /// The responder the fabric delivers this QP's requests to, if it can take one (RTR or
+    /// RTS); `None` is a path that reaches no QP, where requests time out.
     fn peer(&self, qp: QpPath) -> Option<QpPath> {
-        let r = self.qp(qp)?.remote?;
+        let r = self.fabric.deliver(&self.qp(qp)?.remote?)?;
         matches!(self.qp(r)?.state, QpState::Rtr | QpState::Rts).then_some(r)
     }
 
