@@ -132,7 +132,7 @@ impl<'x> Cursor<'x> {
             return None;
         }
         let once = self.x.ranges.get(start..end)?.iter().try_fold(0u64, |a, r| a.checked_add(r.1))?;
-        Some((once, reps - self.rep))
+        Some((once, reps.saturating_sub(self.rep)))
     }
 
     /// Skip `k` whole repetitions from the start of one (at most those left).

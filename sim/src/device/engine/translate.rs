@@ -151,7 +151,7 @@ impl Xlat {
         let mut total = sum(&self.ranges)?;
         for r in &self.runs {
             let once = sum(self.ranges.get(r.start..r.end)?)?;
-            total = total.checked_add(once.checked_mul(r.reps - 1)?)?;
+            total = total.checked_add(once.checked_mul(r.reps.saturating_sub(1))?)?;
         }
         Some(total)
     }
