@@ -275,8 +275,18 @@ impl Engine<'_> {
         let mut r = Ok(());
         for p in src.parts.iter().filter(|p| p.stage.is_some()) {
             let mut cur = Cursor::new(&p.mem);
-            r = self.produce(src.dev, p, &mut cur, u64::MAX, &mut out, &mut hit).map(drop);
-            out.clear();
+            let mut made = 0;
+            while made < p.wire {
+                out.clear();
+                match self.produce(src.dev, p, &mut cur, made, p.wire - made, &mut out, &mut hit) {
+                    Ok(0) => break,
+                    Ok(n) => made += n,
+                    Err(w) => {
+                        r = Err(w);
+                        break;
+                    }
+                }
+            }
             if r.is_err() {
                 break;
             }
@@ -328,7 +338,7 @@ impl Engine<'_> {
             let mut cur = Cursor::new(&p.mem);
             let mut made = 0;
             while made < p.wire {
-                match self.produce(src.dev, p, &mut cur, p.wire - made, &mut wire, &mut hit) {
+                match self.produce(src.dev, p, &mut cur, made, p.wire - made, &mut wire, &mut hit) {
                     Ok(0) => break,
                     Ok(n) => made += n,
                     Err(w) => {
@@ -374,13 +384,16 @@ impl Engine<'_> {
         Ok(())
     }
 
-    /// Produce wire bytes of part `p` from `cur` into `out`: every block through a signature
-    /// stage, or up to `max` bytes (a chunk) of a plain part. How many bytes it made.
+    /// Produce the next wire bytes of part `p` into `out`, `made` of them made already: a
+    /// chunk of a plain part, or up to a chunk of whole blocks through a signature stage.
+    /// How many it made.
+    #[allow(clippy::too_many_arguments)]
     fn produce(
         &self,
         dev: usize,
         p: &Part,
         cur: &mut Cursor<'_>,
+        made: u64,
         max: u64,
         out: &mut Vec<u8>,
         hit: &mut Option<SigHit>,
@@ -388,106 +401,78 @@ impl Engine<'_> {
         if let Some(c) = p.crypto {
             match c {}
         }
+        let limit = max.min(CHUNK as u64);
         let Some(st) = p.stage else {
             let mut n = 0;
-            while n < max.min(CHUNK as u64) {
-                let Some((va, k)) = cur.next(max.min(CHUNK as u64) - n) else { break };
+            while n < limit {
+                let Some((va, k)) = cur.next(limit - n) else { break };
                 out.extend_from_slice(self.host.read(va, k as usize).ok_or(Why::Unmapped)?);
                 n += k;
             }
             return Ok(n);
         };
         let crcs = self.devs.get(dev).ok_or(Why::Key)?.crcs;
-        let bs = block_size(&st.cfg)? as usize;
-        let in_stride = st.cfg.mem.map_or(bs, |d| d.stride());
-        let mut block = vec![0u8; in_stride];
-        let total = p.mem.len().ok_or(Why::Bounds)? / in_stride as u64;
+        let bs = block_size(&st.cfg)?;
+        let (in_stride, out_stride) = strides(&st.cfg, bs);
+        let total = p.wire / out_stride;
+        let mut block = vec![0u8; in_stride as usize];
         let before = out.len();
-        for b in 0..total {
+        let mut b = made / out_stride;
+        while b < total && ((out.len() - before) as u64) < limit {
             fill(self.host, cur, &mut block)?;
             if let Some(e) = st.cfg.transform_block(&crcs, Direction::Tx, st.first + b, &block, out)
                 && hit.is_none()
             {
-                let err = TransferError { block: e, offset: b * in_stride as u64 };
+                let err = TransferError { block: e, offset: b * in_stride };
                 *hit = Some(SigHit { dev, index: st.index, err, domain: 1 });
             }
+            b += 1;
         }
         Ok((out.len() - before) as u64)
     }
 
     /// The general form of [`Engine::stream`]: the source's pipelines make the message's
-    /// wire bytes, the destination's place them.
+    /// wire bytes a chunk at a time (a block through a signature stage), and the
+    /// destination's place each chunk as it comes.
     fn stream_chunks(
         &mut self,
         src: &Endpoint,
         dst: &Endpoint,
         corrupt: Option<(u64, u8)>,
     ) -> Result<(Option<SigHit>, Option<SigHit>), Failed> {
-        let (mut wire, shit) = self.gather(src).map_err(|why| Failed { why, at_dst: false })?;
-        if let Some((off, xor)) = corrupt
-            && let Some(b) = usize::try_from(off).ok().and_then(|o| wire.get_mut(o))
-        {
-            *b ^= xor;
-        }
-        let r = self.consume(dst, &wire);
+        let (at_src, at_dst) = (|why| Failed { why, at_dst: false }, |why| Failed { why, at_dst: true });
+        let mut sink = Sink::new(dst, self.devs.get(dst.dev).ok_or(at_dst(Why::Key))?.crcs);
+        let mut wire = self.take_scratch(src.dev);
+        let mut shit = None;
+        let mut sent = 0u64;
+        let r = 'run: {
+            for p in &src.parts {
+                let mut cur = Cursor::new(&p.mem);
+                let mut made = 0;
+                while made < p.wire {
+                    wire.clear();
+                    let n = match self.produce(src.dev, p, &mut cur, made, p.wire - made, &mut wire, &mut shit) {
+                        Ok(0) => break,
+                        Ok(n) => n,
+                        Err(w) => break 'run Err(at_src(w)),
+                    };
+                    if let Some((off, xor)) = corrupt
+                        && let Some(b) =
+                            off.checked_sub(sent).and_then(|o| usize::try_from(o).ok()).and_then(|o| wire.get_mut(o))
+                    {
+                        *b ^= xor;
+                    }
+                    if let Err(w) = sink.feed(self.host, &wire) {
+                        break 'run Err(at_dst(w));
+                    }
+                    made += n;
+                    sent += n;
+                }
+            }
+            sink.finish().map_err(at_dst)
+        };
         self.give_scratch(src.dev, wire);
-        r.map(|dhit| (shit, dhit)).map_err(|why| Failed { why, at_dst: true })
-    }
-
-    /// Place wire bytes through the destination's parts.
-    pub(super) fn consume(&mut self, dst: &Endpoint, wire: &[u8]) -> Result<Option<SigHit>, Why> {
-        let mut rest = wire;
-        let mut hit = None;
-        let crcs = self.devs.get(dst.dev).ok_or(Why::Key)?.crcs;
-        for p in &dst.parts {
-            let k = usize::try_from(p.wire).map_or(rest.len(), |w| w.min(rest.len()));
-            let (mine, later) = rest.split_at(k);
-            rest = later;
-            let Some(st) = p.stage else {
-                if let Some(d) = p.mem.flat() {
-                    let mut c = RangeCursor::new(d);
-                    if !self.host.write_ranges(&mut c, mine) {
-                        return Err(Why::Unmapped);
-                    }
-                } else {
-                    let mut c = Cursor::new(&p.mem);
-                    let mut done = 0;
-                    while done < mine.len() {
-                        let (va, n) = c.next((mine.len() - done) as u64).ok_or(Why::Bounds)?;
-                        if !self.host.write(va, &mine[done..done + n as usize]) {
-                            return Err(Why::Unmapped);
-                        }
-                        done += n as usize;
-                    }
-                }
-                continue;
-            };
-            let bs = block_size(&st.cfg)? as usize;
-            let in_stride = st.cfg.wire.map_or(bs, |d| d.stride());
-            if !mine.len().is_multiple_of(in_stride) {
-                return Err(Why::Layout);
-            }
-            let mut out = Vec::with_capacity(in_stride + 8);
-            let mut c = Cursor::new(&p.mem);
-            for (b, block) in mine.chunks_exact(in_stride).enumerate() {
-                out.clear();
-                if let Some(e) = st.cfg.transform_block(&crcs, Direction::Rx, st.first + b as u64, block, &mut out)
-                    && hit.is_none()
-                {
-                    let err = TransferError { block: e, offset: (b * in_stride) as u64 };
-                    hit = Some(SigHit { dev: dst.dev, index: st.index, err, domain: 0 });
-                }
-                let mut done = 0;
-                while done < out.len() {
-                    let (va, n) = c.next((out.len() - done) as u64).ok_or(Why::Bounds)?;
-                    if !self.host.write(va, &out[done..done + n as usize]) {
-                        return Err(Why::Unmapped);
-                    }
-                    done += n as usize;
-                }
-            }
-        }
-        Ok(hit)
+        r.map(|dhit| (shit, dhit))
     }
 
     /// Move whole blocks between single translations through one mkey's stages, one block
@@ -574,6 +559,91 @@ fn fill(host: &crate::host::Host, c: &mut Cursor<'_>, block: &mut [u8]) -> Resul
         let (va, n) = c.next((block.len() - done) as u64).ok_or(Why::Bounds)?;
         let b = host.read(va, n as usize).ok_or(Why::Unmapped)?;
         block[done..done + n as usize].copy_from_slice(b);
+        done += n as usize;
+    }
+    Ok(())
+}
+
+/// The destination side of a streamed message: which part the next wire byte goes to, and a
+/// signature stage's partial block.
+struct Sink<'e> {
+    ep: &'e Endpoint,
+    crcs: crate::signature::Crcs,
+    part: usize,
+    /// Wire bytes the current part has taken.
+    taken: u64,
+    cur: Option<Cursor<'e>>,
+    pending: Vec<u8>,
+    out: Vec<u8>,
+    hit: Option<SigHit>,
+}
+
+impl<'e> Sink<'e> {
+    fn new(ep: &'e Endpoint, crcs: crate::signature::Crcs) -> Self {
+        let cur = ep.parts.first().map(|p| Cursor::new(&p.mem));
+        Sink { ep, crcs, part: 0, taken: 0, cur, pending: Vec::new(), out: Vec::new(), hit: None }
+    }
+
+    /// Place the next wire bytes.
+    fn feed(&mut self, host: &mut crate::host::Host, mut bytes: &[u8]) -> Result<(), Why> {
+        while !bytes.is_empty() {
+            let Some(p) = self.ep.parts.get(self.part) else { return Ok(()) };
+            if self.taken >= p.wire {
+                self.part += 1;
+                self.taken = 0;
+                self.cur = self.ep.parts.get(self.part).map(|p| Cursor::new(&p.mem));
+                continue;
+            }
+            let k = usize::try_from(p.wire - self.taken).map_or(bytes.len(), |w| w.min(bytes.len()));
+            let (mine, rest) = bytes.split_at(k);
+            bytes = rest;
+            self.taken += k as u64;
+            let cur = self.cur.as_mut().ok_or(Why::Bounds)?;
+            let Some(st) = p.stage else {
+                write_at(host, cur, mine)?;
+                continue;
+            };
+            let bs = block_size(&st.cfg)?;
+            let (_, wire_stride) = strides(&st.cfg, bs);
+            let in_stride = wire_stride as usize;
+            let mut mine = mine;
+            while !mine.is_empty() {
+                let want = (in_stride - self.pending.len()).min(mine.len());
+                self.pending.extend_from_slice(&mine[..want]);
+                mine = &mine[want..];
+                if self.pending.len() < in_stride {
+                    break;
+                }
+                let b = (self.taken - mine.len() as u64) / wire_stride - 1;
+                self.out.clear();
+                if let Some(e) =
+                    st.cfg.transform_block(&self.crcs, Direction::Rx, st.first + b, &self.pending, &mut self.out)
+                    && self.hit.is_none()
+                {
+                    let err = TransferError { block: e, offset: b * wire_stride };
+                    self.hit = Some(SigHit { dev: self.ep.dev, index: st.index, err, domain: 0 });
+                }
+                write_at(host, cur, &self.out)?;
+                self.pending.clear();
+            }
+        }
+        Ok(())
+    }
+
+    /// The message ended: no partial block may be left; the first signature error.
+    fn finish(self) -> Result<Option<SigHit>, Why> {
+        if self.pending.is_empty() { Ok(self.hit) } else { Err(Why::Layout) }
+    }
+}
+
+/// Write `data` at a cursor.
+fn write_at(host: &mut crate::host::Host, c: &mut Cursor<'_>, data: &[u8]) -> Result<(), Why> {
+    let mut done = 0;
+    while done < data.len() {
+        let (va, n) = c.next((data.len() - done) as u64).ok_or(Why::Bounds)?;
+        if !host.write(va, &data[done..done + n as usize]) {
+            return Err(Why::Unmapped);
+        }
         done += n as usize;
     }
     Ok(())
