@@ -94,6 +94,10 @@ pub const ITEMS: &[(u16, &str)] = &[
     (87, "send SGEs beyond max_send_sge: ENOMEM; zero-length SGEs are dropped"),
     (88, "post_recv: a full queue is ENOMEM before the SGE count is EINVAL"),
     (89, "a cleanup that fails during create_mkey sets errno"),
+    (90, "a message longer than max_msg_sz: local length error"),
+    (91, "interleaved stride wrapping to 0: repetitions on the same bytes"),
+    (92, "signature mkey addresses past the end: protection or remote access error"),
+    (93, "a QP connected to itself completes each WR once"),
 ];
 
 /// The title of a checklist item, if it exists.

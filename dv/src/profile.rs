@@ -109,6 +109,10 @@ pub struct DataPathSection {
     /// The rdma-core release the simulated libmlx5 is (55 and later know
     /// `MLX5DV_QP_CREATE_OOO_DP`). Default: 64.
     pub rdma_core_release: u32,
+    /// Largest message in bytes (the port's `max_msg_sz`; 1 GiB on mlx5). A longer WR
+    /// completes with a local length error.
+    #[serde(default = "default_max_msg_sz")]
+    pub max_msg_sz: u32,
     /// `wc.vendor_err` for each error syndrome. Not published by NVIDIA: the defaults are
     /// values seen in mlx5 error dumps, and hardware decides.
     pub vendor_err: VendorErrSection,
@@ -125,9 +129,15 @@ impl Default for DataPathSection {
             dma_mmo: false,
             ooo_dp: false,
             rdma_core_release: 64,
+            max_msg_sz: default_max_msg_sz(),
             vendor_err: VendorErrSection::default(),
         }
     }
+}
+
+/// The mlx5 port's `max_msg_sz`: 1 GiB.
+fn default_max_msg_sz() -> u32 {
+    1 << 30
 }
 
 /// `[datapath.vendor_err]`: the vendor syndrome reported with each error CQE syndrome.
@@ -411,6 +421,7 @@ impl Profile {
             ("datapath.log_max_cq_sz", u64::from(d.log_max_cq_sz), 1, 24, 1),
             ("datapath.host_memory_limit", d.host_memory_limit, 1 << 20, 64 << 30, 4096),
             ("datapath.rdma_core_release", u64::from(d.rdma_core_release), 17, 999, 1),
+            ("datapath.max_msg_sz", u64::from(d.max_msg_sz), 1, u64::from(u32::MAX), 1),
             ("device.active_mtu", u64::from(self.device.active_mtu), 1, 5, 1),
         ];
         for (key, value, min, max, unit) in bounded {

@@ -1,9 +1,13 @@
 //! The fabric: each device's port has an address (a LID and GID 0), and a path names its
-//! responder by that address and a QP number, as `ibv_modify_qp` to RTR does. Devices never
-//! name each other directly; in one process the fabric is deterministic and immediate.
+//! responder by that address and a QP number, as `ibv_modify_qp` to RTR does. A requester
+//! hands each request to the fabric, which delivers it by (GID or LID, QPN) to the
+//! responder's device ([`Fabric::deliver`]); devices never name each other directly. In one
+//! process delivery is deterministic and immediate; a cross-process fabric goes here.
 
 use mlx5_dv::profile::{LinkLayer, Profile};
-use mlx5_dv::{AhAttr, Gid, PortAttr, link_layer, port_state};
+use mlx5_dv::{AhAttr, Gid, PortAttr, QpDest, link_layer, port_state};
+
+use crate::device::firmware::QpPath;
 
 /// The ports of the simulated host's mlx5 devices, one port per device.
 #[derive(Debug, Clone)]
@@ -34,6 +38,12 @@ impl Fabric {
         self.ports.get(dev)
     }
 
+    /// The responder a request on an RTR path reaches: the device whose port the address
+    /// names, and the QP number on it (which may name no QP).
+    pub fn deliver(&self, to: &QpDest) -> Option<QpPath> {
+        self.route(&to.ah).map(|dev| QpPath { dev, qpn: to.dest_qp_num })
+    }
+
     /// The device whose port an address names: by GID on RoCE, by LID on InfiniBand.
     pub fn route(&self, ah: &AhAttr) -> Option<usize> {
         self.ports.iter().position(|p| match p.link_layer {
@@ -58,6 +68,8 @@ mod tests {
         let to_b = AhAttr { is_global: true, dgid: b.gid, ..AhAttr::default() };
         assert_eq!(roce.route(&to_b), Some(1));
         assert_eq!(roce.route(&AhAttr { is_global: false, ..to_b }), None, "RoCE needs a GRH");
+        let dest = QpDest { dest_qp_num: 0x42, ah: to_b, path_mtu: 5 };
+        assert_eq!(roce.deliver(&dest), Some(QpPath { dev: 1, qpn: 0x42 }), "by (GID, QPN)");
         p.device.link_layer = LinkLayer::Infiniband;
         let ib = Fabric::new(&p);
         assert_eq!(ib.port(1).map(|p| (p.lid, p.link_layer)), Some((2, link_layer::INFINIBAND)));

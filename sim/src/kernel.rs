@@ -12,7 +12,6 @@ use mlx5_dv::{AccessFlags, AsyncEvent, CqHandle, Error, Op, QpModify, QpState, R
 
 use crate::device::Device;
 use crate::device::firmware::{QpCreate, QpPath};
-use crate::fabric::Fabric;
 
 /// The largest DEVX uid the kernel hands out.
 const MAX_UID: u16 = 0xfffe;
@@ -265,9 +264,9 @@ impl Kernel {
         }
     }
 
-    /// `ib_modify_qp_is_ok` for RC, then MODIFY_QP: RTR resolves the path through the fabric
+    /// `ib_modify_qp_is_ok` for RC, then MODIFY_QP: RTR keeps the path, which the fabric routes
     /// (a path to no QP is accepted; requests on it time out).
-    pub fn modify_qp(&mut self, devices: &mut [Device], fabric: &Fabric, at: QpPath, m: &QpModify) -> Result<()> {
+    pub fn modify_qp(&mut self, devices: &mut [Device], at: QpPath, m: &QpModify) -> Result<()> {
         use QpState::{Err as Error_, Init, Reset, Rtr, Rts, Sqd, Sqe};
         let op = Op::ModifyQp;
         let cur =
@@ -284,10 +283,7 @@ impl Kernel {
         }
         let remote = match (m.state, m.dest) {
             (Rtr, None) => return Err(Error::new(op, EINVAL, "RTR needs the path (IBV_QP_AV, IBV_QP_DEST_QPN)")),
-            (Rtr, Some(dest)) => fabric.route(&dest.ah).and_then(|dev| {
-                let qpn = dest.dest_qp_num;
-                devices.get(dev).and_then(|d| d.qp_state(qpn)).map(|_| QpPath { dev, qpn })
-            }),
+            (Rtr, Some(dest)) => Some(dest),
             _ => None,
         };
         if m.state == Init {

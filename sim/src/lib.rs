@@ -15,8 +15,8 @@
 //!    the operations, and the completion writer;
 //! 4. the **host** ([`host`]) is memory behind one DMA interface: buffers the backend owns and
 //!    memory an application registers ([`Simulator::register_memory`]);
-//! 5. the **fabric** ([`fabric`]) addresses each device's port and resolves an RTR path to a
-//!    device and QP.
+//! 5. the **fabric** ([`fabric`]) addresses each device's port and delivers each request to
+//!    the responder its RTR path names, by (GID or LID, QP number).
 //!
 //! What a device is — caps, kernel features, names — comes from a [`Profile`], a TOML file;
 //! [`profile`] ships several. The simulator is deterministic: no clock, no randomness,

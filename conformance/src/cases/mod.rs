@@ -6,6 +6,7 @@ use crate::case::{Case, Check, Env, Verdict, expect_ok};
 
 mod audit;
 mod context;
+mod engine;
 mod fabric;
 mod fixture;
 mod inval;
@@ -31,6 +32,7 @@ pub fn all() -> Vec<Case> {
         inval::CASES,
         sig::CASES,
         sig_err::CASES,
+        engine::CASES,
     ]
     .concat()
 }

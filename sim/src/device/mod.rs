@@ -11,9 +11,10 @@ pub mod engine;
 pub mod firmware;
 pub mod wqe;
 
-use firmware::{CommandFault, Firmware, Posted, QpCreate, QpPath};
+use firmware::{CommandFault, Firmware, Posted, QpCreate};
 use wqe::{Cqe, Wqe, WqeKind};
 
+use crate::fabric::Fabric;
 use crate::host::Host;
 use crate::profile::Profile;
 use crate::signature::Crcs;
@@ -68,6 +69,8 @@ pub struct Device {
     wqe_faults: Vec<WqeRule>,
     /// Reused transfer buffers: a fresh megabyte per transfer costs page faults.
     scratch: Vec<Vec<u8>>,
+    /// The port's largest message.
+    max_msg_sz: u32,
 }
 
 impl Device {
@@ -80,6 +83,7 @@ impl Device {
             events: VecDeque::new(),
             wqe_faults: Vec::new(),
             scratch: Vec::new(),
+            max_msg_sz: profile.datapath.max_msg_sz,
         })
     }
 
@@ -117,7 +121,7 @@ impl Device {
 
     /// MODIFY_QP to `state`: RESET empties both queues and forgets the path, INIT takes the
     /// access flags, RTR the path, ERR flushes both queues.
-    pub fn modify_qp(&mut self, qpn: u32, state: QpState, access: AccessFlags, remote: Option<QpPath>) {
+    pub fn modify_qp(&mut self, qpn: u32, state: QpState, access: AccessFlags, remote: Option<mlx5_dv::QpDest>) {
         let Some(q) = self.fw.qp_mut(qpn) else { return };
         q.state = state;
         match state {
@@ -249,7 +253,7 @@ impl Device {
     }
 }
 
-/// Run every QP's send queue, on every device, as far as it goes.
-pub fn run(devices: &mut [Device], host: &mut Host) {
-    engine::Engine::new(devices, host).progress();
+/// Run every QP's send queue, on every device, as far as it goes; requests cross `fabric`.
+pub fn run(devices: &mut [Device], host: &mut Host, fabric: &Fabric) {
+    engine::Engine::new(devices, host, fabric).progress();
 }

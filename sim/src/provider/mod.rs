@@ -34,7 +34,7 @@ pub(crate) struct Lower<'a> {
 impl Lower<'_> {
     /// Let the devices run after a doorbell, then deliver the events they raised.
     fn run(&mut self) {
-        crate::device::run(self.devices, self.host);
+        crate::device::run(self.devices, self.host, self.fabric);
         self.kernel.deliver_events(self.devices);
     }
 }

@@ -347,7 +347,7 @@ impl Provider {
     pub(crate) fn modify_qp(&mut self, low: &mut Lower<'_>, qp: &Qp, m: &QpModify) -> Result<()> {
         let op = Op::ModifyQp;
         let (at, _) = self.qp_path(qp.handle, op)?;
-        low.kernel.modify_qp(low.devices, low.fabric, at, m)?;
+        low.kernel.modify_qp(low.devices, at, m)?;
         let q = self.qps.get_mut(qp.handle, op)?;
         match m.state {
             QpState::Reset => {

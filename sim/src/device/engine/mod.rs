@@ -12,6 +12,7 @@ use mlx5_dv::{QpState, Wc};
 use super::firmware::{FwQp, QpPath};
 use super::wqe::{Cqe, Wqe};
 use super::{Device, WqeFault};
+use crate::fabric::Fabric;
 use crate::host::Host;
 
 mod completion;
@@ -76,11 +77,15 @@ enum Step {
 pub(super) struct Engine<'a> {
     devs: &'a mut [Device],
     host: &'a mut Host,
+    fabric: &'a Fabric,
+    /// Responder QPs that met an error in the current step, with the event to raise: they
+    /// go to ERR after the requester completes its WR.
+    pending: Vec<(QpPath, Option<u32>)>,
 }
 
 impl<'a> Engine<'a> {
-    pub(super) fn new(devs: &'a mut [Device], host: &'a mut Host) -> Self {
-        Engine { devs, host }
+    pub(super) fn new(devs: &'a mut [Device], host: &'a mut Host, fabric: &'a Fabric) -> Self {
+        Engine { devs, host, fabric, pending: Vec::new() }
     }
 
     fn qp(&self, q: QpPath) -> Option<&FwQp> {
@@ -130,30 +135,46 @@ impl<'a> Engine<'a> {
                         Some(WqeFault::Corrupt { offset, xor }) => self.execute(id, w, Some((offset, xor))),
                         _ => self.execute(id, w, None),
                     };
-                    match step {
-                        Step::Blocked | Step::Held => break,
-                        Step::Done(wc) => {
-                            moved = true;
-                            let Some(d) = self.dev(id.dev) else { break };
-                            let cq = d.fw.qp_mut(id.qpn).map(|q| {
-                                q.sq.pop_front();
-                                q.send_cqn
-                            });
-                            if let (Some(wc), Some(cq)) = (wc, cq) {
-                                d.push_cqe(cq, Cqe::new(wc, id.qpn, Some(w.seq)));
-                            }
-                        }
-                        Step::Failed(s) => {
-                            moved = true;
-                            let Some(d) = self.dev(id.dev) else { break };
-                            let wc = d.error_wc(id.qpn, w.wr_id, w.opcode, s);
-                            d.fail_head(id.qpn, wc, w.seq);
-                        }
+                    let blocked = matches!(step, Step::Blocked | Step::Held);
+                    self.finish(id, w, step);
+                    if blocked {
+                        break;
                     }
+                    moved = true;
                 }
             }
             if !moved {
                 break;
+            }
+        }
+    }
+
+    /// Retire the head WQE as `step` says, then take the responders that failed to ERR.
+    fn finish(&mut self, id: QpPath, w: &Wqe, step: Step) {
+        if let Some(d) = self.devs.get_mut(id.dev) {
+            match step {
+                Step::Blocked | Step::Held => {}
+                Step::Done(wc) => {
+                    let cq = d.fw.qp_mut(id.qpn).map(|q| {
+                        q.sq.pop_front();
+                        q.send_cqn
+                    });
+                    if let (Some(wc), Some(cq)) = (wc, cq) {
+                        d.push_cqe(cq, Cqe::new(wc, id.qpn, Some(w.seq)));
+                    }
+                }
+                Step::Failed(s) => {
+                    let wc = d.error_wc(id.qpn, w.wr_id, w.opcode, s);
+                    d.fail_head(id.qpn, wc, w.seq);
+                }
+            }
+        }
+        for (peer, ev) in std::mem::take(&mut self.pending) {
+            if let Some(d) = self.devs.get_mut(peer.dev) {
+                if let Some(ev) = ev {
+                    d.qp_event(peer.qpn, ev);
+                }
+                d.flush_qp(peer.qpn);
             }
         }
     }

@@ -1,39 +1,46 @@
-//! The operations: RDMA WRITE, READ, SEND (±imm, ±invalidate), LOCAL_INV, UMR, SET_PSV, each
-//! through the pipelines of the mkeys it names. The responder is the QP the requester's RTR
-//! path named, found through the fabric when the path was set.
+//! The operations: RDMA WRITE, READ, SEND (±imm, ±invalidate), LOCAL_INV, UMR, SET_PSV.
+//!
+//! Every data operation takes one path. The requester translates its own keys and checks the
+//! message length before anything is sent (a local error), then hands a [`Request`] to the
+//! fabric ([`Engine::transmit`]), which delivers it to the responder QP its RTR path named.
+//! The responder translates the remote key through its pipeline and places the data, and the
+//! reply comes back the same way: an ACK, a READ response (the responder's side of the
+//! message), or a NAK with its syndrome, with which the requester completes.
 
 use mlx5_dv::prm::mkc;
 use mlx5_dv::{AccessFlags, QpState, Sge, Wc, WcFlags, event_type, wc_flags, wc_opcode, wc_status};
 
-use super::pipeline::{SigHit, block_size, strides};
+use super::pipeline::{Endpoint, SigHit};
 use super::translate::{At, Need, field};
 use super::{Engine, Step, syndrome};
 use crate::device::Device;
 use crate::device::firmware::QpPath;
 use crate::device::wqe::{Cqe, InlineScatter, UmrWqe, Wqe, WqeKind};
-use crate::host::Dma;
-use crate::signature::Direction;
 
 /// Scatter-to-CQE carries at most this many bytes in a 64-byte CQE.
-const SCATTER_TO_CQE_MAX: usize = 32;
+const SCATTER_TO_CQE_MAX: u64 = 32;
 
 /// A corruption to apply on the wire: (offset, xor).
 type Corrupt = Option<(u64, u8)>;
 
-/// The responder side of an RDMA operation: the peer QP and the remote key and address.
-#[derive(Debug, Clone, Copy)]
-struct Remote {
-    peer: QpPath,
-    rkey: u32,
-    raddr: u64,
+/// A request as the requester hands it to the fabric. The payload is the requester's side of
+/// the message, which the responder's pipeline reads as the bytes arrive.
+enum Request<'p> {
+    Write { rkey: u32, raddr: u64, imm: Option<u32>, payload: &'p Endpoint, corrupt: Corrupt },
+    Read { rkey: u32, raddr: u64, len: u64 },
+    Send { imm: Option<u32>, inv: Option<u32>, payload: &'p Endpoint, corrupt: Corrupt },
 }
 
-fn flip(data: &mut [u8], c: Corrupt) {
-    if let Some((off, xor)) = c
-        && let Some(b) = usize::try_from(off).ok().and_then(|o| data.get_mut(o))
-    {
-        *b ^= xor;
-    }
+/// The responder's answer.
+enum Reply {
+    /// Done; the signature error the payload met leaving the requester, if any.
+    Ack(Option<SigHit>),
+    /// A READ response: the responder's side of the message.
+    ReadResponse(Endpoint),
+    /// Refused with this syndrome (the responder's QP has gone to ERR).
+    Nak(u8),
+    /// The requester's own memory failed while the payload was read: a local error.
+    Local(u8),
 }
 
 impl Engine<'_> {
@@ -41,9 +48,10 @@ impl Engine<'_> {
         At { dev: q.dev, pdn: self.qp(q).map_or(0, |q| q.pdn) }
     }
 
-    /// The peer QP, if it can take a request (RTR or RTS).
+    /// The responder the fabric delivers this QP's requests to, if it can take one (RTR or
+    /// RTS); `None` is a path that reaches no QP, where requests time out.
     fn peer(&self, qp: QpPath) -> Option<QpPath> {
-        let r = self.qp(qp)?.remote?;
+        let r = self.fabric.deliver(&self.qp(qp)?.remote?)?;
         matches!(self.qp(r)?.state, QpState::Rtr | QpState::Rts).then_some(r)
     }
 
@@ -55,17 +63,20 @@ impl Engine<'_> {
         self.qp(peer).is_some_and(|p| p.rq.is_empty())
     }
 
-    /// The responder detected an error: its QP goes to ERR (with an async event).
-    fn responder_error(&mut self, peer: QpPath, ev: u32) {
-        if let Some(d) = self.dev(peer.dev) {
-            d.qp_event(peer.qpn, ev);
-            d.flush_qp(peer.qpn);
-        }
+    fn max_msg(&self, dev: usize) -> u64 {
+        self.devs.get(dev).map_or(0, |d| u64::from(d.max_msg_sz))
     }
 
-    fn remote_fault(&mut self, peer: QpPath) -> Step {
-        self.responder_error(peer, event_type::QP_ACCESS_ERR);
-        Step::Failed(syndrome::REMOTE_ACCESS)
+    /// The responder detected an error: its QP goes to ERR (with an async event) once the
+    /// requester has completed the WR, so a QP connected to itself completes it once.
+    fn responder_error(&mut self, peer: QpPath, ev: Option<u32>) {
+        self.pending.push((peer, ev));
+    }
+
+    /// NAK a request with a remote access error.
+    fn remote_fault(&mut self, peer: QpPath) -> Reply {
+        self.responder_error(peer, Some(event_type::QP_ACCESS_ERR));
+        Reply::Nak(syndrome::REMOTE_ACCESS)
     }
 
     /// A requester-side signature error: report it; a SIG_PIPELINING QP drains to SQD.
@@ -93,7 +104,6 @@ impl Engine<'_> {
         if self.qp(qp).is_none() {
             return Step::Failed(syndrome::LOCAL_QP_OP);
         }
-        let at = self.at(qp);
         match &w.kind {
             WqeKind::Umr(u) => self.exec_umr(qp, w, u),
             WqeKind::Nop => Step::Done(Device::success(qp.qpn, w, 0)),
@@ -117,371 +127,248 @@ impl Engine<'_> {
                 }
             }
             WqeKind::Write { rkey, raddr, sge, imm } => {
-                if self.staged(qp, sge, *rkey) {
-                    return match self.peer(qp) {
-                        Some(peer) => {
-                            let r = Remote { peer, rkey: *rkey, raddr: *raddr };
-                            self.staged_write(qp, w, at, r, sge, *imm, corrupt)
-                        }
-                        None => Step::Failed(syndrome::TRANSPORT_RETRY),
-                    };
-                }
-                self.write(qp, w, at, (*rkey, *raddr), sge, *imm, corrupt)
-            }
-            WqeKind::Read { rkey, raddr, sge } => {
-                if self.staged(qp, sge, *rkey) {
-                    return match self.peer(qp) {
-                        Some(peer) => {
-                            self.staged_read(qp, w, at, Remote { peer, rkey: *rkey, raddr: *raddr }, sge, corrupt)
-                        }
-                        None => Step::Failed(syndrome::TRANSPORT_RETRY),
-                    };
-                }
-                self.read(qp, w, at, (*rkey, *raddr), sge, corrupt)
+                let (rkey, raddr, imm) = (*rkey, *raddr, *imm);
+                self.send_payload(qp, w, sge, imm.is_some(), |payload| Request::Write {
+                    rkey,
+                    raddr,
+                    imm,
+                    payload,
+                    corrupt,
+                })
             }
             WqeKind::Send { sge, imm, inv } => {
-                let Ok((mut data, hit)) = self.gather_view(at, sge) else {
-                    return Step::Failed(syndrome::LOCAL_PROT);
-                };
-                let step = self.send_gathered(qp, w, &mut data, hit, (*imm, *inv), corrupt);
-                self.give_scratch(qp.dev, data);
-                step
+                let (imm, inv) = (*imm, *inv);
+                self.send_payload(qp, w, sge, true, |payload| Request::Send { imm, inv, payload, corrupt })
             }
+            WqeKind::Read { rkey, raddr, sge } => self.read(qp, w, (*rkey, *raddr), sge, corrupt),
         }
     }
 
-    /// True if the local SGEs or the remote key name an mkey with pipeline stages.
-    fn staged(&self, qp: QpPath, sge: &[Sge], rkey: u32) -> bool {
-        self.any_stages(qp.dev, sge) || self.peer(qp).is_some_and(|p| self.stages(p.dev, rkey).is_some())
-    }
-
-    /// RDMA WRITE between stage-less mkeys: one copy, host to host.
-    #[allow(clippy::too_many_arguments)]
-    fn write(
+    /// A WRITE or SEND: local checks, then the request through the fabric.
+    fn send_payload(
         &mut self,
         qp: QpPath,
         w: &Wqe,
-        at: At,
-        (rkey, raddr): (u32, u64),
         sge: &[Sge],
-        imm: Option<u32>,
-        corrupt: Corrupt,
+        needs_recv: bool,
+        request: impl FnOnce(&Endpoint) -> Request<'_>,
     ) -> Step {
-        let Ok(local) = self.resolve_sges(at, sge, Need::LocalRead) else { return Step::Failed(syndrome::LOCAL_PROT) };
-        let len: u64 = local.iter().map(|r| r.1).sum();
+        let at = self.at(qp);
+        if self.wire_len(at.dev, sge) > self.max_msg(at.dev) {
+            return Step::Failed(syndrome::LOCAL_LENGTH);
+        }
+        let payload = match self.local_endpoint(at, sge, Need::LocalRead, None) {
+            Ok(p) => p,
+            Err(f) => return Step::Failed(f.syndrome),
+        };
         let Some(peer) = self.peer(qp) else { return Step::Failed(syndrome::TRANSPORT_RETRY) };
-        if imm.is_some() && self.rq_empty(peer) {
+        if needs_recv && self.rq_empty(peer) {
             return Step::Blocked;
         }
-        let pat = self.at(peer);
-        let target = if self.peer_allows(peer, AccessFlags::REMOTE_WRITE) {
-            self.resolve(pat, rkey, raddr, len, Need::RemoteWrite, 0).ok()
-        } else {
-            None
-        };
-        let Some(target) = target else { return self.remote_fault(peer) };
-        if !self.carry(qp.dev, &local, &target, corrupt) {
-            return Step::Failed(syndrome::LOCAL_PROT);
-        }
-        if let Some(imm) = imm {
-            self.complete_recv(peer, len as u32, imm);
-        }
-        Step::Done(Device::success(qp.qpn, w, 0))
-    }
-
-    /// Move bytes across the wire from `src` to `dst`; a corruption rule flips one byte on
-    /// the way.
-    fn carry(&mut self, dev: usize, src: &[(u64, u64)], dst: &[(u64, u64)], corrupt: Corrupt) -> bool {
-        if corrupt.is_none() {
-            return self.host.transfer(src, dst);
-        }
-        let mut bytes = self.take_scratch(dev);
-        let mut ok = true;
-        for &(va, n) in src {
-            match self.host.read(va, n as usize) {
-                Some(b) => bytes.extend_from_slice(b),
-                None => ok = false,
+        if self.qp(qp).is_some_and(|q| q.drain_sigerr) && payload.parts.iter().any(|p| p.stage.is_some()) {
+            match self.check_source(&payload) {
+                Ok(Some(h)) if self.requester_sig(qp, h) => return Step::Held,
+                Ok(_) => {}
+                Err(f) => return Step::Failed(f.syndrome),
             }
         }
-        flip(&mut bytes, corrupt);
-        let mut cur = crate::host::RangeCursor::new(dst);
-        let n = bytes.len().min(dst.iter().map(|r| r.1 as usize).sum());
-        ok = ok && self.host.write_ranges(&mut cur, &bytes[..n]);
-        self.give_scratch(dev, bytes);
-        ok
-    }
-
-    /// RDMA READ between stage-less mkeys.
-    fn read(&mut self, qp: QpPath, w: &Wqe, at: At, (rkey, raddr): (u32, u64), sge: &[Sge], corrupt: Corrupt) -> Step {
-        let want: u64 = sge.iter().map(|s| u64::from(s.length)).sum();
-        let Ok(local) = self.resolve_sges(at, sge, Need::LocalWrite) else { return Step::Failed(syndrome::LOCAL_PROT) };
-        let Some(peer) = self.peer(qp) else { return Step::Failed(syndrome::TRANSPORT_RETRY) };
-        let pat = self.at(peer);
-        let source = if self.peer_allows(peer, AccessFlags::REMOTE_READ) {
-            self.resolve(pat, rkey, raddr, want, Need::RemoteRead, 0).ok()
-        } else {
-            None
-        };
-        let Some(source) = source.filter(|r| r.iter().all(|&(va, n)| self.host.is_mapped(va, n))) else {
-            return self.remote_fault(peer);
-        };
-        if !self.carry(qp.dev, &source, &local, corrupt) {
-            return Step::Failed(syndrome::LOCAL_PROT);
-        }
-        Step::Done(Device::success(qp.qpn, w, want as u32))
-    }
-
-    /// RDMA WRITE through at least one mkey with stages.
-    #[allow(clippy::too_many_arguments)]
-    fn staged_write(
-        &mut self,
-        qp: QpPath,
-        w: &Wqe,
-        at: At,
-        r: Remote,
-        sge: &[Sge],
-        imm: Option<u32>,
-        corrupt: Corrupt,
-    ) -> Step {
-        if corrupt.is_none()
-            && let Some(step) = self.staged_write_streamed(qp, w, at, r, sge, imm)
-        {
-            return step;
-        }
-        let Ok((mut data, hit)) = self.gather_view(at, sge) else { return Step::Failed(syndrome::LOCAL_PROT) };
-        let Remote { peer, rkey, raddr } = r;
-        let step = 'step: {
-            if imm.is_some() && self.rq_empty(peer) {
-                break 'step Step::Blocked;
-            }
-            if let Some(h) = hit
-                && self.requester_sig(qp, h)
-            {
-                break 'step Step::Held;
-            }
-            flip(&mut data, corrupt);
-            let pat = self.at(peer);
-            let written = if self.peer_allows(peer, AccessFlags::REMOTE_WRITE) {
-                self.write_view(pat, rkey, raddr, &data, Need::RemoteWrite, false).ok()
-            } else {
-                None
-            };
-            let Some(rhit) = written else { break 'step self.remote_fault(peer) };
-            self.responder_sig(peer, rhit);
-            if let Some(imm) = imm {
-                self.complete_recv(peer, data.len() as u32, imm);
-            }
-            Step::Done(Device::success(qp.qpn, w, 0))
-        };
-        self.give_scratch(qp.dev, data);
-        step
-    }
-
-    /// The streaming form of a staged RDMA WRITE: stages on one side only, no immediate, no
-    /// pipelining; data moves block by block, read once and written once. `None` if the WR
-    /// does not have that shape.
-    fn staged_write_streamed(
-        &mut self,
-        qp: QpPath,
-        w: &Wqe,
-        at: At,
-        r: Remote,
-        sge: &[Sge],
-        imm: Option<u32>,
-    ) -> Option<Step> {
-        let Remote { peer, rkey, raddr } = r;
-        if imm.is_some() || self.qp(qp).is_none_or(|q| q.drain_sigerr) {
-            return None;
-        }
-        let pat = self.at(peer);
-        let remote_ok = self.peer_allows(peer, AccessFlags::REMOTE_WRITE);
-        let (local_stages, remote_stages) = (self.any_stages(at.dev, sge), self.stages(pat.dev, rkey));
-        match (local_stages, remote_stages, sge) {
-            (true, None, [s]) => {
-                // memory → wire at the requester, into plain remote memory.
-                let cfg = self.stages(at.dev, s.lkey)?;
-                let bs = block_size(&cfg).ok()?;
-                if !u64::from(s.length).is_multiple_of(bs) || !s.addr.is_multiple_of(bs) {
-                    return None;
+        match self.transmit(peer, request(&payload)) {
+            Reply::Ack(hit) => {
+                if let Some(h) = hit {
+                    self.requester_sig(qp, h);
                 }
-                let (first, n) = (s.addr / bs, u64::from(s.length) / bs);
-                let (mem, wire) = strides(&cfg, bs);
-                let Ok(src) = self.resolve(at, s.lkey, first * mem, n * mem, Need::LocalRead, 0) else {
-                    return Some(Step::Failed(syndrome::LOCAL_PROT));
-                };
-                let dst =
-                    if remote_ok { self.resolve(pat, rkey, raddr, n * wire, Need::RemoteWrite, 0).ok() } else { None };
-                let Some(dst) = dst else { return Some(self.remote_fault(peer)) };
-                let Ok(err) = self.stream_blocks(at.dev, &cfg, Direction::Tx, first, &src, &dst) else {
-                    return Some(Step::Failed(syndrome::LOCAL_PROT));
-                };
-                if let Some(err) = err {
-                    self.requester_sig(qp, SigHit { dev: at.dev, index: s.lkey >> 8, err, domain: 1 });
-                }
-                Some(Step::Done(Device::success(qp.qpn, w, 0)))
+                Step::Done(Device::success(qp.qpn, w, 0))
             }
-            (false, Some(cfg), _) => {
-                // plain local memory → wire → memory at the responder.
-                let bs = block_size(&cfg).ok()?;
-                let (mem, wire) = strides(&cfg, bs);
-                let Ok(src) = self.resolve_sges(at, sge, Need::LocalRead) else {
-                    return Some(Step::Failed(syndrome::LOCAL_PROT));
-                };
-                let len: u64 = src.iter().map(|r| r.1).sum();
-                if !raddr.is_multiple_of(wire) || !len.is_multiple_of(wire) {
-                    return Some(self.remote_fault(peer));
-                }
-                let (first, n) = (raddr / wire, len / wire);
-                let dst = if remote_ok {
-                    self.resolve(pat, rkey, first * mem, n * mem, Need::RemoteWrite, 0).ok()
-                } else {
-                    None
-                };
-                let Some(dst) = dst else { return Some(self.remote_fault(peer)) };
-                let Ok(err) = self.stream_blocks(pat.dev, &cfg, Direction::Rx, first, &src, &dst) else {
-                    return Some(self.remote_fault(peer));
-                };
-                if let Some(err) = err {
-                    self.responder_sig(peer, Some(SigHit { dev: pat.dev, index: rkey >> 8, err, domain: 0 }));
-                }
-                Some(Step::Done(Device::success(qp.qpn, w, 0)))
-            }
-            _ => None,
+            Reply::Nak(s) | Reply::Local(s) => Step::Failed(s),
+            Reply::ReadResponse(_) => Step::Failed(syndrome::LOCAL_QP_OP),
         }
     }
 
-    /// RDMA READ through at least one mkey with stages.
-    fn staged_read(&mut self, qp: QpPath, w: &Wqe, at: At, r: Remote, sge: &[Sge], corrupt: Corrupt) -> Step {
-        let Remote { peer, rkey, raddr } = r;
+    /// RDMA READ: the READ response streams from the responder's pipeline into ours.
+    fn read(&mut self, qp: QpPath, w: &Wqe, (rkey, raddr): (u32, u64), sge: &[Sge], corrupt: Corrupt) -> Step {
+        let at = self.at(qp);
         let want = self.wire_len(at.dev, sge);
-        let pat = self.at(peer);
-        let mut bytes = self.take_scratch(qp.dev);
-        let source = if self.peer_allows(peer, AccessFlags::REMOTE_READ) {
-            self.read_view(pat, rkey, raddr, want, Need::RemoteRead, false, &mut bytes).ok()
-        } else {
-            None
+        if want > self.max_msg(at.dev) {
+            return Step::Failed(syndrome::LOCAL_LENGTH);
+        }
+        let local = match self.local_endpoint(at, sge, Need::LocalWrite, None) {
+            Ok(l) => l,
+            Err(f) => return Step::Failed(f.syndrome),
         };
-        let Some(rhit) = source else {
-            self.give_scratch(qp.dev, bytes);
-            return self.remote_fault(peer);
+        let Some(peer) = self.peer(qp) else { return Step::Failed(syndrome::TRANSPORT_RETRY) };
+        let source = match self.transmit(peer, Request::Read { rkey, raddr, len: want }) {
+            Reply::ReadResponse(ep) => ep,
+            Reply::Nak(s) | Reply::Local(s) => return Step::Failed(s),
+            Reply::Ack(_) => return Step::Failed(syndrome::LOCAL_QP_OP),
+        };
+        let (rhit, hit) = match self.stream(&source, &local, corrupt) {
+            Ok(h) => h,
+            Err(f) if f.at_dst => return Step::Failed(syndrome::LOCAL_PROT),
+            Err(_) => {
+                self.responder_error(peer, Some(event_type::QP_ACCESS_ERR));
+                return Step::Failed(syndrome::REMOTE_ACCESS);
+            }
         };
         self.responder_sig(peer, rhit);
-        flip(&mut bytes, corrupt);
-        let placed = self.scatter_view(at, sge, &bytes);
-        self.give_scratch(qp.dev, bytes);
-        let Ok(hit) = placed else { return Step::Failed(syndrome::LOCAL_PROT) };
         if let Some(h) = hit {
             self.requester_sig(qp, h);
         }
         let data_len: u64 = sge.iter().map(|s| u64::from(s.length)).sum();
-        Step::Done(Device::success(qp.qpn, w, data_len as u32))
+        Step::Done(Device::success(qp.qpn, w, u32::try_from(data_len).unwrap_or(u32::MAX)))
     }
 
-    /// SEND, SEND with immediate or SEND with invalidate, once its bytes are gathered.
-    fn send_gathered(
+    /// The fabric: deliver a request to the responder QP and return its reply. In one process
+    /// this is immediate and deterministic; a cross-process fabric goes here.
+    fn transmit(&mut self, peer: QpPath, req: Request<'_>) -> Reply {
+        match req {
+            Request::Write { rkey, raddr, imm, payload, corrupt } => {
+                self.respond_write(peer, (rkey, raddr), imm, payload, corrupt)
+            }
+            Request::Read { rkey, raddr, len } => self.respond_read(peer, rkey, raddr, len),
+            Request::Send { imm, inv, payload, corrupt } => self.respond_send(peer, imm, inv, payload, corrupt),
+        }
+    }
+
+    /// The responder's side of an RDMA WRITE.
+    fn respond_write(
         &mut self,
-        qp: QpPath,
-        w: &Wqe,
-        data: &mut [u8],
-        hit: Option<SigHit>,
-        (imm, inv): (Option<u32>, Option<u32>),
+        peer: QpPath,
+        (rkey, raddr): (u32, u64),
+        imm: Option<u32>,
+        payload: &Endpoint,
         corrupt: Corrupt,
-    ) -> Step {
-        let Some(peer) = self.peer(qp) else { return Step::Failed(syndrome::TRANSPORT_RETRY) };
-        if self.rq_empty(peer) {
-            return Step::Blocked;
+    ) -> Reply {
+        let pat = self.at(peer);
+        let Some(len) = payload.wire_len() else { return self.remote_fault(peer) };
+        if !self.peer_allows(peer, AccessFlags::REMOTE_WRITE) {
+            return self.remote_fault(peer);
         }
-        if let Some(h) = hit
-            && self.requester_sig(qp, h)
-        {
-            return Step::Held;
+        let Ok(target) = self.remote_endpoint(pat, rkey, raddr, len, Need::RemoteWrite) else {
+            return self.remote_fault(peer);
+        };
+        let (hit, rhit) = match self.stream(payload, &target, corrupt) {
+            Ok(h) => h,
+            Err(f) if f.at_dst => return self.remote_fault(peer),
+            Err(_) => return Reply::Local(syndrome::LOCAL_PROT),
+        };
+        self.responder_sig(peer, rhit);
+        if let Some(imm) = imm {
+            self.complete_recv(peer, u32::try_from(len).unwrap_or(u32::MAX), imm);
         }
-        if let Some(key) = inv
-            && !self.remote_invalidate(peer, key)
-        {
-            self.responder_error(peer, event_type::QP_REQ_ERR);
-            return Step::Failed(syndrome::REMOTE_INVAL_REQ);
+        Reply::Ack(hit)
+    }
+
+    /// The responder's side of an RDMA READ: access checked, its side of the message.
+    fn respond_read(&mut self, peer: QpPath, rkey: u32, raddr: u64, len: u64) -> Reply {
+        let pat = self.at(peer);
+        if !self.peer_allows(peer, AccessFlags::REMOTE_READ) {
+            return self.remote_fault(peer);
         }
-        flip(data, corrupt);
-        let flags = if inv.is_some() { wc_flags::WITH_INV } else { WcFlags::empty() };
-        match self.deliver(peer, data, imm, inv.or(imm), flags) {
-            Ok(()) => Step::Done(Device::success(qp.qpn, w, 0)),
-            Err(s) => Step::Failed(s),
+        match self.remote_endpoint(pat, rkey, raddr, len, Need::RemoteRead) {
+            Ok(ep) if self.mapped(&ep) => Reply::ReadResponse(ep),
+            _ => self.remote_fault(peer),
         }
     }
 
     /// SEND_WITH_INV at the responder: the key must name an mkey of the responder's PD that
     /// allows remote invalidation.
-    fn remote_invalidate(&mut self, peer: QpPath, key: u32) -> bool {
+    fn may_invalidate(&self, peer: QpPath, key: u32) -> bool {
         let pdn = self.at(peer).pdn;
-        let Some(m) = self.dev(peer.dev).and_then(|d| d.fw.mkey_mut(key >> 8)) else { return false };
-        if field(m, mkc::EN_RINVAL) == 0
-            || field(m, mkc::PD) != u64::from(pdn)
-            || field(m, mkc::MKEY_7_0) != u64::from(key & 0xff)
-        {
-            return false;
-        }
-        let _ = mkc::FREE.set(&mut m.mkc, 1);
-        true
+        let Some(m) = self.devs.get(peer.dev).and_then(|d| d.fw.mkey(key >> 8)) else { return false };
+        field(m, mkc::EN_RINVAL) != 0
+            && field(m, mkc::PD) == u64::from(pdn)
+            && field(m, mkc::MKEY_7_0) == u64::from(key & 0xff)
     }
 
-    /// Deliver a SEND into the peer's next receive WQE.
-    fn deliver(
+    /// The responder's side of a SEND: the next receive WQE takes the message; an
+    /// invalidation takes effect once the data is placed.
+    fn respond_send(
         &mut self,
         peer: QpPath,
-        data: &[u8],
         imm: Option<u32>,
-        imm_data: Option<u32>,
-        flags: WcFlags,
-    ) -> Result<(), u8> {
+        inv: Option<u32>,
+        payload: &Endpoint,
+        corrupt: Corrupt,
+    ) -> Reply {
+        if let Some(key) = inv
+            && !self.may_invalidate(peer, key)
+        {
+            self.responder_error(peer, Some(event_type::QP_REQ_ERR));
+            return Reply::Nak(syndrome::REMOTE_INVAL_REQ);
+        }
         let pat = self.at(peer);
-        let Some(d) = self.dev(peer.dev) else { return Err(syndrome::TRANSPORT_RETRY) };
-        let Some(p) = d.fw.qp_mut(peer.qpn) else { return Err(syndrome::TRANSPORT_RETRY) };
-        let Some(r) = p.rq.pop_front() else { return Err(syndrome::TRANSPORT_RETRY) };
+        let Some(d) = self.dev(peer.dev) else { return Reply::Nak(syndrome::TRANSPORT_RETRY) };
+        let Some(p) = d.fw.qp_mut(peer.qpn) else { return Reply::Nak(syndrome::TRANSPORT_RETRY) };
+        let Some(r) = p.rq.pop_front() else { return Reply::Nak(syndrome::TRANSPORT_RETRY) };
         let (rcq, scatter_to_cqe) = (p.recv_cqn, p.scatter_to_cqe);
-        let room = self.wire_len(peer.dev, &r.sge);
         let fail = |e: &mut Self, s: u8| {
             if let Some(d) = e.dev(peer.dev) {
                 let wc = d.error_wc(peer.qpn, r.wr_id, wc_opcode::RECV, s);
                 d.push_cqe(rcq, Cqe::new(wc, peer.qpn, None));
-                d.flush_qp(peer.qpn);
             }
+            e.responder_error(peer, None);
         };
-        if (data.len() as u64) > room {
+        let Some(len) = payload.wire_len() else {
             fail(self, syndrome::LOCAL_LENGTH);
-            return Err(syndrome::REMOTE_INVAL_REQ);
+            return Reply::Nak(syndrome::REMOTE_INVAL_REQ);
+        };
+        if len > self.wire_len(peer.dev, &r.sge) {
+            fail(self, syndrome::LOCAL_LENGTH);
+            return Reply::Nak(syndrome::REMOTE_INVAL_REQ);
         }
-        let wc_flags = flags | if imm.is_some() { wc_flags::WITH_IMM } else { WcFlags::empty() };
+        let flags = if inv.is_some() { wc_flags::WITH_INV } else { WcFlags::empty() }
+            | if imm.is_some() { wc_flags::WITH_IMM } else { WcFlags::empty() };
         let wc = Wc {
             wr_id: r.wr_id,
             status: wc_status::SUCCESS,
             opcode: wc_opcode::RECV,
-            byte_len: data.len() as u32,
-            imm_data: imm_data.unwrap_or(0),
+            byte_len: u32::try_from(len).unwrap_or(u32::MAX),
+            imm_data: inv.or(imm).unwrap_or(0),
             qp_num: peer.qpn,
-            wc_flags,
+            wc_flags: flags,
             ..Wc::default()
         };
-        if scatter_to_cqe && data.len() <= SCATTER_TO_CQE_MAX {
+        let mut cqe = Cqe::new(wc, peer.qpn, None);
+        let (hit, rhit) = if scatter_to_cqe && len <= SCATTER_TO_CQE_MAX {
             // The device puts small payloads in the CQE; the provider copies them at poll time.
-            let mut cqe = Cqe::new(wc, peer.qpn, None);
-            cqe.scatter = Some(InlineScatter { data: data.to_vec(), sge: r.sge.clone() });
-            if let Some(d) = self.dev(peer.dev) {
-                d.push_cqe(rcq, cqe);
+            let Ok((mut data, hit)) = self.gather(payload) else { return Reply::Local(syndrome::LOCAL_PROT) };
+            if let Some((off, xor)) = corrupt
+                && let Some(b) = usize::try_from(off).ok().and_then(|o| data.get_mut(o))
+            {
+                *b ^= xor;
             }
-            return Ok(());
-        }
-        let Ok(hit) = self.scatter_view(pat, &r.sge, data) else {
-            fail(self, syndrome::LOCAL_PROT);
-            return Err(syndrome::REMOTE_OP);
+            cqe.scatter = Some(InlineScatter { data: data.clone(), sge: r.sge.clone() });
+            self.give_scratch(payload.dev, data);
+            (hit, None)
+        } else {
+            // A receive through a signature mkey takes one SGE.
+            let staged = r.sge.len() > 1 && r.sge.iter().any(|s| self.has_stages(peer.dev, s.lkey));
+            let target = if staged { None } else { self.local_endpoint(pat, &r.sge, Need::LocalWrite, Some(len)).ok() };
+            let Some(target) = target else {
+                fail(self, syndrome::LOCAL_PROT);
+                return Reply::Nak(syndrome::REMOTE_OP);
+            };
+            match self.stream(payload, &target, corrupt) {
+                Ok(h) => h,
+                Err(f) if f.at_dst => {
+                    fail(self, syndrome::LOCAL_PROT);
+                    return Reply::Nak(syndrome::REMOTE_OP);
+                }
+                Err(_) => return Reply::Local(syndrome::LOCAL_PROT),
+            }
         };
+        if let Some(key) = inv
+            && let Some(m) = self.dev(peer.dev).and_then(|d| d.fw.mkey_mut(key >> 8))
+        {
+            let _ = mkc::FREE.set(&mut m.mkc, 1);
+        }
         if let Some(d) = self.dev(peer.dev) {
-            if let Some(h) = hit {
+            if let Some(h) = rhit {
                 d.report_sig(h.index, h.err, h.domain, rcq, peer.qpn);
             }
-            d.push_cqe(rcq, Cqe::new(wc, peer.qpn, None));
+            d.push_cqe(rcq, cqe);
         }
-        Ok(())
+        Reply::Ack(hit)
     }
 
     /// RDMA WRITE with immediate consumes a receive WQE without scattering into it.

@@ -1,12 +1,18 @@
-//! The per-mkey data pipeline: memory signature → (crypto, not yet) → wire signature, run
-//! block by block as bytes cross the mkey. A plain mkey is a pipeline with no stages.
+//! The per-mkey data pipeline: memory signature → crypto (an empty slot for now) → wire
+//! signature, run block by block as bytes cross the mkey. A plain mkey is a pipeline with no
+//! stages. An [`Endpoint`] is one side of a message: the pipelines and translated memory of
+//! its keys in wire order; [`Engine::stream`] moves a message's wire bytes from one endpoint
+//! to another.
 
 use mlx5_dv::Sge;
 
 use super::Engine;
-use super::translate::{At, Fault, Need};
+use super::translate::{At, Fault, Need, Why, Xlat};
 use crate::host::{Dma, RangeCursor};
 use crate::signature::{Direction, SigConfig, TransferError};
+
+/// Wire bytes moved per step through a part without stages.
+const CHUNK: usize = 64 * 1024;
 
 /// A signature error met in a transfer, not yet reported.
 #[derive(Debug, Clone, Copy)]
@@ -18,186 +24,480 @@ pub(super) struct SigHit {
     pub(super) domain: u8,
 }
 
-/// The stages of an mkey's pipeline: its signature BSF, when it has one.
-pub(super) type Stages = Option<SigConfig>;
+/// The signature stage of an mkey's pipeline, for one transfer.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Stage {
+    cfg: SigConfig,
+    index: u32,
+    /// The transfer's first block, counted from mkey offset 0 (for reference tags).
+    first: u64,
+}
+
+/// A crypto stage; none can exist until crypto attributes are simulated.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Crypto {}
+
+/// One key's share of a message: its stages (none for a plain key), its translated memory
+/// and the wire bytes it stands for.
+#[derive(Debug, Clone)]
+pub(super) struct Part {
+    pub(super) stage: Option<Stage>,
+    /// Crypto stage slot: always empty until crypto attributes are simulated.
+    pub(super) crypto: Option<Crypto>,
+    pub(super) mem: Xlat,
+    pub(super) wire: u64,
+}
+
+/// A transfer that failed: why, and whether the destination (not the source) met it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Failed {
+    pub(super) why: Why,
+    pub(super) at_dst: bool,
+}
+
+/// One side of a message: a device and its parts in wire order.
+#[derive(Debug, Clone)]
+pub(super) struct Endpoint {
+    pub(super) dev: usize,
+    pub(super) parts: Vec<Part>,
+}
+
+impl Endpoint {
+    /// Wire bytes of the whole message side.
+    pub(super) fn wire_len(&self) -> Option<u64> {
+        self.parts.iter().try_fold(0u64, |a, p| a.checked_add(p.wire))
+    }
+
+    fn push(&mut self, p: Part) -> Result<(), Why> {
+        if let (None, Some(last)) = (p.stage, self.parts.last_mut())
+            && last.stage.is_none()
+        {
+            last.wire = last.wire.checked_add(p.wire).ok_or(Why::Bounds)?;
+            return append_xlat(&mut last.mem, p.mem);
+        }
+        self.parts.push(p);
+        Ok(())
+    }
+}
+
+fn append_xlat(to: &mut Xlat, x: Xlat) -> Result<(), Why> {
+    let base = to.ranges.len();
+    to.ranges.extend(x.ranges);
+    to.runs.extend(x.runs.into_iter().map(|r| super::translate::Run { start: r.start + base, end: r.end + base, ..r }));
+    Ok(())
+}
 
 /// The block size of a configuration, if both domains agree on it (mixed block sizes are
 /// not simulated).
-pub(super) fn block_size(cfg: &SigConfig) -> Result<u64, Fault> {
-    let bs = cfg.bs().ok_or(Fault)?;
+fn block_size(cfg: &SigConfig) -> Result<u64, Why> {
+    let bs = cfg.bs().ok_or(Why::Layout)?;
     if [cfg.mem, cfg.wire].iter().flatten().any(|d| d.bs != bs) {
-        return Err(Fault);
+        return Err(Why::Layout);
     }
     Ok(bs as u64)
 }
 
 /// Bytes per block in memory and on the wire.
-pub(super) fn strides(cfg: &SigConfig, bs: u64) -> (u64, u64) {
+fn strides(cfg: &SigConfig, bs: u64) -> (u64, u64) {
     (cfg.mem.map_or(bs, |d| d.stride() as u64), cfg.wire.map_or(bs, |d| d.stride() as u64))
 }
 
+/// A position in an [`Xlat`], repetitions included.
+struct Cursor<'x> {
+    x: &'x Xlat,
+    /// Next range.
+    i: usize,
+    off: u64,
+    /// Index of the next run not yet entered, and repetitions done of the current one.
+    run: usize,
+    rep: u64,
+}
+
+impl<'x> Cursor<'x> {
+    fn new(x: &'x Xlat) -> Self {
+        Cursor { x, i: 0, off: 0, run: 0, rep: 0 }
+    }
+
+    /// The run the cursor is in: (start, end, reps).
+    fn current_run(&self) -> Option<(usize, usize, u64)> {
+        let r = self.x.runs.get(self.run)?;
+        (r.start <= self.i && self.i < r.end).then_some((r.start, r.end, r.reps))
+    }
+
+    /// At the start of a repetition of a run: the bytes of one repetition and the
+    /// repetitions left.
+    fn at_rep_start(&self) -> Option<(u64, u64)> {
+        let (start, end, reps) = self.current_run()?;
+        if self.i != start || self.off != 0 {
+            return None;
+        }
+        let once = self.x.ranges.get(start..end)?.iter().try_fold(0u64, |a, r| a.checked_add(r.1))?;
+        Some((once, reps.saturating_sub(self.rep)))
+    }
+
+    /// Skip `k` whole repetitions from the start of one (at most those left).
+    fn skip_reps(&mut self, k: u64) {
+        self.rep += k;
+    }
+
+    /// The next piece of at most `want` bytes; advances.
+    fn next(&mut self, want: u64) -> Option<(u64, u64)> {
+        loop {
+            let &(va, len) = self.x.ranges.get(self.i)?;
+            if self.off < len {
+                let n = want.min(len - self.off);
+                let at = va.checked_add(self.off)?;
+                self.off += n;
+                return Some((at, n));
+            }
+            self.off = 0;
+            self.i += 1;
+            if let Some((start, end, reps)) = self.x.runs.get(self.run).map(|r| (r.start, r.end, r.reps))
+                && self.i == end
+            {
+                self.rep += 1;
+                if self.rep < reps {
+                    self.i = start;
+                } else {
+                    self.run += 1;
+                    self.rep = 0;
+                }
+            }
+        }
+    }
+}
+
 impl Engine<'_> {
-    /// The stages of the mkey `key` names on device `dev`.
-    pub(super) fn stages(&self, dev: usize, key: u32) -> Stages {
+    /// The signature BSF of the mkey `key` names on device `dev`.
+    fn sig_of(&self, dev: usize, key: u32) -> Option<SigConfig> {
         self.devs.get(dev)?.fw.mkey(key >> 8)?.sig.map(|(c, _)| c)
     }
 
-    /// True if any key of the SGEs names an mkey with stages.
-    pub(super) fn any_stages(&self, dev: usize, sge: &[Sge]) -> bool {
-        sge.iter().any(|s| self.stages(dev, s.lkey).is_some())
+    /// True if the mkey `key` names has pipeline stages.
+    pub(super) fn has_stages(&self, dev: usize, key: u32) -> bool {
+        self.sig_of(dev, key).is_some()
+    }
+
+    /// One key's part: `addr` and `len` count data bytes for a local SGE, wire bytes for a
+    /// remote address; with stages, whole blocks only, numbered from mkey offset 0.
+    fn part(&self, at: At, key: u32, addr: u64, len: u64, need: Need, local: bool) -> Result<Part, Fault> {
+        let fault = |why| Fault::of(need, why);
+        let Some(cfg) = self.sig_of(at.dev, key) else {
+            return Ok(Part { stage: None, crypto: None, mem: self.resolve(at, key, addr, len, need)?, wire: len });
+        };
+        let bs = block_size(&cfg).map_err(fault)?;
+        let (mem_stride, wire_stride) = strides(&cfg, bs);
+        let stride = if local { bs } else { wire_stride };
+        if !addr.is_multiple_of(stride) || !len.is_multiple_of(stride) {
+            return Err(fault(Why::Layout));
+        }
+        let (first, n) = (addr / stride, len / stride);
+        let span = |s: u64| first.checked_mul(s).zip(n.checked_mul(s)).ok_or(fault(Why::Bounds));
+        let (mem_at, mem_len) = span(mem_stride)?;
+        let (_, wire) = span(wire_stride)?;
+        let mem = self.resolve(at, key, mem_at, mem_len, need)?;
+        Ok(Part { stage: Some(Stage { cfg, index: key >> 8, first }), crypto: None, mem, wire })
+    }
+
+    /// The endpoint of local SGEs; `limit` clips it to that many wire bytes (a receive
+    /// buffer longer than the message): later SGEs are not translated.
+    pub(super) fn local_endpoint(
+        &self,
+        at: At,
+        sge: &[Sge],
+        need: Need,
+        limit: Option<u64>,
+    ) -> Result<Endpoint, Fault> {
+        let mut ep = Endpoint { dev: at.dev, parts: Vec::with_capacity(sge.len()) };
+        let mut left = limit;
+        for s in sge {
+            let mut len = u64::from(s.length);
+            if let Some(l) = left.as_mut() {
+                if *l == 0 {
+                    break;
+                }
+                let full = self.wire_len(at.dev, std::slice::from_ref(s));
+                if full > *l {
+                    len = self.data_for_wire(at.dev, s.lkey, *l).ok_or(Fault::of(need, Why::Layout))?;
+                }
+                *l = l.saturating_sub(full);
+            }
+            let p = self.part(at, s.lkey, s.addr, len, need, true)?;
+            ep.push(p).map_err(|why| Fault::of(need, why))?;
+        }
+        Ok(ep)
+    }
+
+    /// The data bytes of `key` that `wire` wire bytes stand for: whole blocks through a
+    /// signature stage.
+    fn data_for_wire(&self, dev: usize, key: u32, wire: u64) -> Option<u64> {
+        let Some(cfg) = self.sig_of(dev, key) else { return Some(wire) };
+        let bs = block_size(&cfg).ok()?;
+        let (_, ws) = strides(&cfg, bs);
+        wire.is_multiple_of(ws).then(|| wire / ws * bs)
+    }
+
+    /// The endpoint of `wire` bytes at `addr` of a remote key.
+    pub(super) fn remote_endpoint(
+        &self,
+        at: At,
+        key: u32,
+        addr: u64,
+        wire: u64,
+        need: Need,
+    ) -> Result<Endpoint, Fault> {
+        Ok(Endpoint { dev: at.dev, parts: vec![self.part(at, key, addr, wire, need, false)?] })
     }
 
     /// The wire bytes an SGE list stands for (a wire signature adds its PI per block).
     pub(super) fn wire_len(&self, dev: usize, sge: &[Sge]) -> u64 {
         sge.iter()
-            .map(|s| match self.stages(dev, s.lkey) {
+            .map(|s| match self.sig_of(dev, s.lkey) {
                 Some(cfg) => match (cfg.bs(), cfg.wire) {
                     (Some(bs), Some(w)) => u64::from(s.length) / bs as u64 * w.stride() as u64,
                     _ => u64::from(s.length),
                 },
                 None => u64::from(s.length),
             })
-            .sum()
+            .fold(0u64, u64::saturating_add)
     }
 
-    /// Append the bytes of `ranges` to `out`.
-    fn gather_into(&self, ranges: &[(u64, u64)], out: &mut Vec<u8>) -> Option<()> {
-        for &(va, n) in ranges {
-            out.extend_from_slice(self.host.read(va, n as usize)?);
-        }
-        Some(())
+    /// True if every range of `ep` is mapped.
+    pub(super) fn mapped(&self, ep: &Endpoint) -> bool {
+        ep.parts.iter().all(|p| p.mem.ranges.iter().all(|&(va, n)| self.host.is_mapped(va, n)))
     }
 
-    /// Write `data` across `ranges` in order; the ranges must hold at least `data.len()`.
-    fn scatter(&mut self, ranges: &[(u64, u64)], data: &[u8]) {
-        let mut rest = data;
-        for &(va, n) in ranges {
-            if rest.is_empty() {
+    /// Run `src`'s pipelines towards the wire without placing anything: its first signature
+    /// error (a SIG_PIPELINING requester checks before it sends).
+    pub(super) fn check_source(&mut self, src: &Endpoint) -> Result<Option<SigHit>, Fault> {
+        let mut out = self.take_scratch(src.dev);
+        let mut hit = None;
+        let mut r = Ok(());
+        for p in src.parts.iter().filter(|p| p.stage.is_some()) {
+            let mut cur = Cursor::new(&p.mem);
+            let mut made = 0;
+            while made < p.wire {
+                out.clear();
+                match self.produce(src.dev, p, &mut cur, made, p.wire - made, &mut out, &mut hit) {
+                    Ok(0) => break,
+                    Ok(n) => made += n,
+                    Err(w) => {
+                        r = Err(w);
+                        break;
+                    }
+                }
+            }
+            if r.is_err() {
                 break;
             }
-            let k = rest.len().min(n as usize);
-            let _ = self.host.write(va, &rest[..k]);
-            rest = &rest[k..];
         }
+        self.give_scratch(src.dev, out);
+        r.map(|()| hit).map_err(|why| Fault::of(Need::LocalRead, why))
     }
 
-    /// Read through `key` towards the wire (memory is the input), appending wire bytes to
-    /// `out`. With stages, a local SGE counts data bytes and a remote address wire bytes,
-    /// whole blocks only, numbered from mkey offset 0.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn read_view(
+    /// Move the message from `src` (its pipelines run memory → wire) to `dst` (wire →
+    /// memory), with `corrupt` flipping one wire byte: the first signature error of each
+    /// side, or the side that failed.
+    pub(super) fn stream(
         &mut self,
-        at: At,
-        key: u32,
-        addr: u64,
-        len: u64,
-        need: Need,
-        local: bool,
-        out: &mut Vec<u8>,
-    ) -> Result<Option<SigHit>, Fault> {
-        let Some(cfg) = self.stages(at.dev, key) else {
-            let r = self.resolve(at, key, addr, len, need, 0)?;
-            return self.gather_into(&r, out).map(|_| None).ok_or(Fault);
-        };
-        let bs = block_size(&cfg)?;
-        let (mem_stride, wire_stride) = strides(&cfg, bs);
-        let stride = if local { bs } else { wire_stride };
-        if !addr.is_multiple_of(stride) || !len.is_multiple_of(stride) {
-            return Err(Fault);
+        src: &Endpoint,
+        dst: &Endpoint,
+        corrupt: Option<(u64, u8)>,
+    ) -> Result<(Option<SigHit>, Option<SigHit>), Failed> {
+        let (at_src, at_dst) = (|why| Failed { why, at_dst: false }, |why| Failed { why, at_dst: true });
+        if !self.mapped(src) {
+            return Err(at_src(Why::Unmapped));
         }
-        let (first, n) = (addr / stride, len / stride);
-        let r = self.resolve(at, key, first * mem_stride, n * mem_stride, need, 0)?;
-        let mut input = self.take_scratch(at.dev);
-        let result = self.gather_into(&r, &mut input).and_then(|()| {
-            let crcs = &self.devs.get(at.dev)?.crcs;
-            cfg.transform(crcs, Direction::Tx, first, &input, out)
-        });
-        self.give_scratch(at.dev, input);
-        Ok(result.ok_or(Fault)?.map(|err| SigHit { dev: at.dev, index: key >> 8, err, domain: 1 }))
+        if !self.mapped(dst) {
+            return Err(at_dst(Why::Unmapped));
+        }
+        if corrupt.is_none()
+            && let ([s], [d]) = (&src.parts[..], &dst.parts[..])
+        {
+            match (s.stage, d.stage) {
+                (None, None) => return self.copy(&s.mem, &d.mem).map(|()| (None, None)).map_err(at_src),
+                (Some(st), None) | (None, Some(st)) if s.mem.flat().is_some() && d.mem.flat().is_some() => {
+                    let tx = s.stage.is_some();
+                    let (dir, dev) = if tx { (Direction::Tx, src.dev) } else { (Direction::Rx, dst.dev) };
+                    let r = self.stream_blocks(dev, &st, dir, &s.mem.ranges, &d.mem.ranges);
+                    let r = r.map_err(if tx { at_src } else { at_dst })?;
+                    let hit = r.map(|err| SigHit { dev, index: st.index, err, domain: dir_domain(dir) });
+                    return Ok(if tx { (hit, None) } else { (None, hit) });
+                }
+                _ => {}
+            }
+        }
+        self.stream_chunks(src, dst, corrupt)
     }
 
-    /// Write wire-format `bytes` through `key` (the wire is the input).
-    pub(super) fn write_view(
-        &mut self,
-        at: At,
-        key: u32,
-        addr: u64,
-        bytes: &[u8],
-        need: Need,
-        local: bool,
-    ) -> Result<Option<SigHit>, Fault> {
-        let Some(cfg) = self.stages(at.dev, key) else {
-            let r = self.resolve(at, key, addr, bytes.len() as u64, need, 0)?;
-            self.scatter(&r, bytes);
-            return Ok(None);
-        };
-        let bs = block_size(&cfg)?;
-        let (mem_stride, wire_stride) = strides(&cfg, bs);
-        let stride = if local { bs } else { wire_stride };
-        if !addr.is_multiple_of(stride) || !(bytes.len() as u64).is_multiple_of(wire_stride) {
-            return Err(Fault);
-        }
-        let first = addr / stride;
-        let mut out = self.take_scratch(at.dev);
-        let err = self.devs.get(at.dev).and_then(|d| cfg.transform(&d.crcs, Direction::Rx, first, bytes, &mut out));
-        let placed = err.ok_or(Fault).and_then(|e| {
-            let r = self.resolve(at, key, first * mem_stride, out.len() as u64, need, 0)?;
-            self.scatter(&r, &out);
-            Ok(e)
-        });
-        self.give_scratch(at.dev, out);
-        Ok(placed?.map(|err| SigHit { dev: at.dev, index: key >> 8, err, domain: 0 }))
-    }
-
-    /// Gather local SGEs in wire format into a pooled buffer (give it back when done).
-    pub(super) fn gather_view(&mut self, at: At, sge: &[Sge]) -> Result<(Vec<u8>, Option<SigHit>), Fault> {
-        let (mut data, mut hit) = (self.take_scratch(at.dev), None);
-        for s in sge {
-            match self.read_view(at, s.lkey, s.addr, u64::from(s.length), Need::LocalRead, true, &mut data) {
-                Ok(h) => hit = hit.or(h),
-                Err(f) => {
-                    self.give_scratch(at.dev, data);
-                    return Err(f);
+    /// The wire bytes of `src`, gathered into a pooled buffer (give it back when done).
+    pub(super) fn gather(&mut self, src: &Endpoint) -> Result<(Vec<u8>, Option<SigHit>), Why> {
+        let mut wire = self.take_scratch(src.dev);
+        let mut hit = None;
+        for p in &src.parts {
+            let mut cur = Cursor::new(&p.mem);
+            let mut made = 0;
+            while made < p.wire {
+                match self.produce(src.dev, p, &mut cur, made, p.wire - made, &mut wire, &mut hit) {
+                    Ok(0) => break,
+                    Ok(n) => made += n,
+                    Err(w) => {
+                        self.give_scratch(src.dev, wire);
+                        return Err(w);
+                    }
                 }
             }
         }
-        Ok((data, hit))
+        Ok((wire, hit))
     }
 
-    /// Scatter wire-format bytes over local SGEs; an mkey with stages must be the only SGE.
-    pub(super) fn scatter_view(&mut self, at: At, sge: &[Sge], bytes: &[u8]) -> Result<Option<SigHit>, Fault> {
-        if self.any_stages(at.dev, sge) {
-            let [s] = sge else { return Err(Fault) };
-            return self.write_view(at, s.lkey, s.addr, bytes, Need::LocalWrite, true);
+    /// Copy between plain translations; the earlier repetitions of a run in `dst` are
+    /// overwritten by its last, so only the last is written.
+    fn copy(&mut self, src: &Xlat, dst: &Xlat) -> Result<(), Why> {
+        if let (Some(s), Some(d)) = (src.flat(), dst.flat()) {
+            return if self.host.transfer(s, d) { Ok(()) } else { Err(Why::Unmapped) };
         }
-        let r = self.resolve_sges(at, sge, Need::LocalWrite)?;
-        self.scatter(&r, bytes);
-        Ok(None)
+        let mut left = src.len().ok_or(Why::Bounds)?.min(dst.len().ok_or(Why::Bounds)?);
+        let (mut sc, mut dc) = (Cursor::new(src), Cursor::new(dst));
+        while left > 0 {
+            if let Some((once, reps)) = dc.at_rep_start()
+                && reps > 1
+                && once > 0
+                && once.checked_mul(reps).is_some_and(|all| all <= left)
+            {
+                let skip = once * (reps - 1);
+                skip_bytes(&mut sc, skip)?;
+                dc.skip_reps(reps - 1);
+                left -= skip;
+            }
+            let (sa, sn) = sc.next(left).ok_or(Why::Bounds)?;
+            let mut done = 0;
+            while done < sn {
+                let (da, dn) = dc.next(sn - done).ok_or(Why::Bounds)?;
+                if !self.host.transfer(&[(sa + done, dn)], &[(da, dn)]) {
+                    return Err(Why::Unmapped);
+                }
+                done += dn;
+            }
+            left -= sn;
+        }
+        Ok(())
     }
 
-    /// Move whole blocks from `src` to `dst` through one mkey's stages, one block at a time
-    /// through a small buffer, so the data is read once and written once.
-    pub(super) fn stream_blocks(
+    /// Produce the next wire bytes of part `p` into `out`, `made` of them made already: a
+    /// chunk of a plain part, or up to a chunk of whole blocks through a signature stage.
+    /// How many it made.
+    #[allow(clippy::too_many_arguments)]
+    fn produce(
+        &self,
+        dev: usize,
+        p: &Part,
+        cur: &mut Cursor<'_>,
+        made: u64,
+        max: u64,
+        out: &mut Vec<u8>,
+        hit: &mut Option<SigHit>,
+    ) -> Result<u64, Why> {
+        if let Some(c) = p.crypto {
+            match c {}
+        }
+        let limit = max.min(CHUNK as u64);
+        let Some(st) = p.stage else {
+            let mut n = 0;
+            while n < limit {
+                let Some((va, k)) = cur.next(limit - n) else { break };
+                out.extend_from_slice(self.host.read(va, k as usize).ok_or(Why::Unmapped)?);
+                n += k;
+            }
+            return Ok(n);
+        };
+        let crcs = self.devs.get(dev).ok_or(Why::Key)?.crcs;
+        let bs = block_size(&st.cfg)?;
+        let (in_stride, out_stride) = strides(&st.cfg, bs);
+        let total = p.wire / out_stride;
+        let mut block = vec![0u8; in_stride as usize];
+        let before = out.len();
+        let mut b = made / out_stride;
+        while b < total && ((out.len() - before) as u64) < limit {
+            fill(self.host, cur, &mut block)?;
+            if let Some(e) = st.cfg.transform_block(&crcs, Direction::Tx, st.first + b, &block, out)
+                && hit.is_none()
+            {
+                let err = TransferError { block: e, offset: b * in_stride };
+                *hit = Some(SigHit { dev, index: st.index, err, domain: 1 });
+            }
+            b += 1;
+        }
+        Ok((out.len() - before) as u64)
+    }
+
+    /// The general form of [`Engine::stream`]: the source's pipelines make the message's
+    /// wire bytes a chunk at a time (a block through a signature stage), and the
+    /// destination's place each chunk as it comes.
+    fn stream_chunks(
+        &mut self,
+        src: &Endpoint,
+        dst: &Endpoint,
+        corrupt: Option<(u64, u8)>,
+    ) -> Result<(Option<SigHit>, Option<SigHit>), Failed> {
+        let (at_src, at_dst) = (|why| Failed { why, at_dst: false }, |why| Failed { why, at_dst: true });
+        let mut sink = Sink::new(dst, self.devs.get(dst.dev).ok_or(at_dst(Why::Key))?.crcs);
+        let mut wire = self.take_scratch(src.dev);
+        let mut shit = None;
+        let mut sent = 0u64;
+        let r = 'run: {
+            for p in &src.parts {
+                let mut cur = Cursor::new(&p.mem);
+                let mut made = 0;
+                while made < p.wire {
+                    wire.clear();
+                    let n = match self.produce(src.dev, p, &mut cur, made, p.wire - made, &mut wire, &mut shit) {
+                        Ok(0) => break,
+                        Ok(n) => n,
+                        Err(w) => break 'run Err(at_src(w)),
+                    };
+                    if let Some((off, xor)) = corrupt
+                        && let Some(b) =
+                            off.checked_sub(sent).and_then(|o| usize::try_from(o).ok()).and_then(|o| wire.get_mut(o))
+                    {
+                        *b ^= xor;
+                    }
+                    if let Err(w) = sink.feed(self.host, &wire) {
+                        break 'run Err(at_dst(w));
+                    }
+                    made += n;
+                    sent += n;
+                }
+            }
+            sink.finish().map_err(at_dst)
+        };
+        self.give_scratch(src.dev, wire);
+        r.map(|dhit| (shit, dhit))
+    }
+
+    /// Move whole blocks between single translations through one mkey's stages, one block
+    /// at a time, so the data is read once and written once.
+    fn stream_blocks(
         &mut self,
         dev: usize,
-        cfg: &SigConfig,
+        st: &Stage,
         dir: Direction,
-        first: u64,
         src: &[(u64, u64)],
         dst: &[(u64, u64)],
-    ) -> Result<Option<TransferError>, Fault> {
-        let crcs = self.devs.get(dev).ok_or(Fault)?.crcs;
+    ) -> Result<Option<TransferError>, Why> {
+        let crcs = self.devs.get(dev).ok_or(Why::Key)?.crcs;
+        let (cfg, first) = (&st.cfg, st.first);
         if let ([s], [d]) = (src, dst) {
             let done = self.host.with_two(*s, *d, |s, d| cfg.transform_slices(&crcs, dir, first, s, d));
             if let Some(r) = done {
-                return r.ok_or(Fault);
+                return r.ok_or(Why::Layout);
             }
         }
         let bs = block_size(cfg)? as usize;
         let in_stride = cfg.domains(dir).0.map_or(bs, |d| d.stride());
-        let total: u64 = src.iter().map(|r| r.1).sum();
+        let total = src.iter().try_fold(0u64, |a, r| a.checked_add(r.1)).ok_or(Why::Bounds)?;
         if !total.is_multiple_of(in_stride as u64) {
-            return Err(Fault);
+            return Err(Why::Layout);
         }
         let mut block = vec![0u8; in_stride];
         let mut out = Vec::with_capacity(in_stride + 8);
@@ -205,7 +505,7 @@ impl Engine<'_> {
         let mut err = None;
         for b in 0..total / in_stride as u64 {
             if !self.host.read_ranges(&mut sc, &mut block) {
-                return Err(Fault);
+                return Err(Why::Unmapped);
             }
             out.clear();
             if let Some(e) = cfg.transform_block(&crcs, dir, first + b, &block, &mut out)
@@ -214,9 +514,137 @@ impl Engine<'_> {
                 err = Some(TransferError { block: e, offset: b * in_stride as u64 });
             }
             if !self.host.write_ranges(&mut dc, &out) {
-                return Err(Fault);
+                return Err(Why::Unmapped);
             }
         }
         Ok(err)
     }
+}
+
+fn dir_domain(dir: Direction) -> u8 {
+    match dir {
+        Direction::Tx => 1,
+        Direction::Rx => 0,
+    }
+}
+
+/// Skip `n` bytes of a cursor, whole repetitions of a run at a time.
+fn skip_bytes(c: &mut Cursor<'_>, mut n: u64) -> Result<(), Why> {
+    while n > 0 {
+        if let Some((once, reps)) = c.at_rep_start()
+            && once > 0
+            && once <= n
+        {
+            let k = (n / once).min(reps);
+            c.skip_reps(k);
+            n -= k * once;
+            if c.rep >= c.current_run().map_or(0, |r| r.2) {
+                // Past the run's last repetition: onto the range after it.
+                c.i = c.current_run().map_or(c.i, |r| r.1);
+                c.run += 1;
+                c.rep = 0;
+            }
+            continue;
+        }
+        let (_, k) = c.next(n).ok_or(Why::Bounds)?;
+        n -= k;
+    }
+    Ok(())
+}
+
+/// Fill `block` from a cursor.
+fn fill(host: &crate::host::Host, c: &mut Cursor<'_>, block: &mut [u8]) -> Result<(), Why> {
+    let mut done = 0;
+    while done < block.len() {
+        let (va, n) = c.next((block.len() - done) as u64).ok_or(Why::Bounds)?;
+        let b = host.read(va, n as usize).ok_or(Why::Unmapped)?;
+        block[done..done + n as usize].copy_from_slice(b);
+        done += n as usize;
+    }
+    Ok(())
+}
+
+/// The destination side of a streamed message: which part the next wire byte goes to, and a
+/// signature stage's partial block.
+struct Sink<'e> {
+    ep: &'e Endpoint,
+    crcs: crate::signature::Crcs,
+    part: usize,
+    /// Wire bytes the current part has taken.
+    taken: u64,
+    cur: Option<Cursor<'e>>,
+    pending: Vec<u8>,
+    out: Vec<u8>,
+    hit: Option<SigHit>,
+}
+
+impl<'e> Sink<'e> {
+    fn new(ep: &'e Endpoint, crcs: crate::signature::Crcs) -> Self {
+        let cur = ep.parts.first().map(|p| Cursor::new(&p.mem));
+        Sink { ep, crcs, part: 0, taken: 0, cur, pending: Vec::new(), out: Vec::new(), hit: None }
+    }
+
+    /// Place the next wire bytes.
+    fn feed(&mut self, host: &mut crate::host::Host, mut bytes: &[u8]) -> Result<(), Why> {
+        while !bytes.is_empty() {
+            let Some(p) = self.ep.parts.get(self.part) else { return Ok(()) };
+            if self.taken >= p.wire {
+                self.part += 1;
+                self.taken = 0;
+                self.cur = self.ep.parts.get(self.part).map(|p| Cursor::new(&p.mem));
+                continue;
+            }
+            let k = usize::try_from(p.wire - self.taken).map_or(bytes.len(), |w| w.min(bytes.len()));
+            let (mine, rest) = bytes.split_at(k);
+            bytes = rest;
+            self.taken += k as u64;
+            let cur = self.cur.as_mut().ok_or(Why::Bounds)?;
+            let Some(st) = p.stage else {
+                write_at(host, cur, mine)?;
+                continue;
+            };
+            let bs = block_size(&st.cfg)?;
+            let (_, wire_stride) = strides(&st.cfg, bs);
+            let in_stride = wire_stride as usize;
+            let mut mine = mine;
+            while !mine.is_empty() {
+                let want = (in_stride - self.pending.len()).min(mine.len());
+                self.pending.extend_from_slice(&mine[..want]);
+                mine = &mine[want..];
+                if self.pending.len() < in_stride {
+                    break;
+                }
+                let b = (self.taken - mine.len() as u64) / wire_stride - 1;
+                self.out.clear();
+                if let Some(e) =
+                    st.cfg.transform_block(&self.crcs, Direction::Rx, st.first + b, &self.pending, &mut self.out)
+                    && self.hit.is_none()
+                {
+                    let err = TransferError { block: e, offset: b * wire_stride };
+                    self.hit = Some(SigHit { dev: self.ep.dev, index: st.index, err, domain: 0 });
+                }
+                write_at(host, cur, &self.out)?;
+                self.pending.clear();
+            }
+        }
+        Ok(())
+    }
+
+    /// The message ended: no partial block may be left; the first signature error.
+    fn finish(self) -> Result<Option<SigHit>, Why> {
+        if self.pending.is_empty() { Ok(self.hit) } else { Err(Why::Layout) }
+    }
+}
+
+/// Write `data` at a cursor.
+fn write_at(host: &mut crate::host::Host, c: &mut Cursor<'_>, data: &[u8]) -> Result<(), Why> {
+    let mut done = 0;
+    while done < data.len() {
+        let (va, n) = c.next((data.len() - done) as u64).ok_or(Why::Bounds)?;
+        if !host.write(va, &data[done..done + n as usize]) {
+            return Err(Why::Unmapped);
+        }
+        done += n as usize;
+    }
+    Ok(())
 }

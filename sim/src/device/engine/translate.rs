@@ -1,13 +1,20 @@
 //! Translation: an (mkey, address, length) to host address ranges through MTTs, KLM lists and
 //! repeat blocks, checking the key's state, tag, PD and access rights on the way.
+//!
+//! A repeat block whose strides are all 0 maps every repetition onto the same memory, so its
+//! whole repetitions are kept as one run (ranges and a count) rather than expanded: the cost
+//! is per entry and per run, never per byte.
 
 use mlx5_dv::prm::{Field, mkc};
 
-use super::Engine;
+use super::{Engine, syndrome};
 use crate::device::firmware::{FwMkey, Translation};
 
 /// How deep indirect mkeys may point through each other.
 const MAX_INDIRECTION: u32 = 4;
+
+/// Most ranges one translation may produce; beyond it the access fails rather than grow.
+const MAX_RANGES: usize = 1 << 22;
 
 /// What an access needs from the key it names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,8 +23,16 @@ pub(super) enum Need {
     LocalWrite,
     RemoteRead,
     RemoteWrite,
-    /// An entry of an indirect mkey: the indirect mkey's own rights already decided.
-    Nested,
+}
+
+impl Need {
+    /// The error syndrome of a fault on this access: local or remote.
+    fn syndrome(self) -> u8 {
+        match self {
+            Need::LocalRead | Need::LocalWrite => syndrome::LOCAL_PROT,
+            Need::RemoteRead | Need::RemoteWrite => syndrome::REMOTE_ACCESS,
+        }
+    }
 }
 
 /// Where a key is looked up: a device and the protection domain of the QP using it.
@@ -27,9 +42,120 @@ pub(super) struct At {
     pub(super) pdn: u32,
 }
 
-/// Why a translation or a transfer failed; the caller knows which syndrome that is.
+/// Why a translation failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Fault;
+pub(super) enum Why {
+    /// No such key, a free key, a wrong tag or PD, or too deep an indirection.
+    Key,
+    /// The key does not grant the access.
+    Rights,
+    /// Outside the key's range, or address arithmetic that overflows.
+    Bounds,
+    /// No layout, a signature layout the device does not transform, or too many ranges.
+    Layout,
+    /// Memory behind the key is not mapped.
+    Unmapped,
+}
+
+/// A failed translation or transfer: why, and the syndrome the side that met it reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Fault {
+    pub(super) why: Why,
+    pub(super) syndrome: u8,
+}
+
+impl Fault {
+    /// A fault met by an access with `need`.
+    pub(super) fn of(need: Need, why: Why) -> Self {
+        Fault { why, syndrome: need.syndrome() }
+    }
+}
+
+/// `ranges[start..end]` mapped `reps` times in a row (a repeat block with stride 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Run {
+    pub(super) start: usize,
+    pub(super) end: usize,
+    pub(super) reps: u64,
+}
+
+/// A translation: host ranges in order; ranges inside a [`Run`] repeat.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct Xlat {
+    pub(super) ranges: Vec<(u64, u64)>,
+    pub(super) runs: Vec<Run>,
+}
+
+impl Xlat {
+    /// The ranges, when nothing repeats.
+    pub(super) fn flat(&self) -> Option<&[(u64, u64)]> {
+        self.runs.is_empty().then_some(&self.ranges[..])
+    }
+
+    fn push(&mut self, va: u64, n: u64) -> Result<(), Why> {
+        if n == 0 {
+            return Ok(());
+        }
+        let last_run_end = self.runs.last().map_or(0, |r| r.end);
+        if self.ranges.len() > last_run_end
+            && let Some(l) = self.ranges.last_mut()
+            && l.0.checked_add(l.1) == Some(va)
+        {
+            l.1 = l.1.checked_add(n).ok_or(Why::Bounds)?;
+            return Ok(());
+        }
+        if self.ranges.len() >= MAX_RANGES {
+            return Err(Why::Layout);
+        }
+        self.ranges.push((va, n));
+        Ok(())
+    }
+
+    /// Append `other`, repeated `reps` times.
+    fn append(&mut self, other: Xlat, reps: u64) -> Result<(), Why> {
+        if reps == 1 || other.ranges.is_empty() {
+            if other.runs.is_empty() {
+                return other.ranges.into_iter().try_for_each(|(va, n)| self.push(va, n));
+            }
+            let base = self.ranges.len();
+            if base.checked_add(other.ranges.len()).is_none_or(|n| n > MAX_RANGES) {
+                return Err(Why::Layout);
+            }
+            self.ranges.extend(other.ranges);
+            self.runs.extend(other.runs.into_iter().map(|r| Run { start: r.start + base, end: r.end + base, ..r }));
+            return Ok(());
+        }
+        if !other.runs.is_empty() {
+            // A run inside a run: expand the outer one, within the range budget.
+            let copies = usize::try_from(reps).map_err(|_| Why::Layout)?;
+            if other.ranges.len().checked_mul(copies).is_none_or(|n| n > MAX_RANGES) {
+                return Err(Why::Layout);
+            }
+            for _ in 0..reps {
+                self.append(other.clone(), 1)?;
+            }
+            return Ok(());
+        }
+        let start = self.ranges.len();
+        if start.checked_add(other.ranges.len()).is_none_or(|n| n > MAX_RANGES) {
+            return Err(Why::Layout);
+        }
+        self.ranges.extend(other.ranges);
+        self.runs.push(Run { start, end: self.ranges.len(), reps });
+        Ok(())
+    }
+
+    /// Total bytes, repetitions included.
+    pub(super) fn len(&self) -> Option<u64> {
+        let sum = |r: &[(u64, u64)]| r.iter().try_fold(0u64, |a, &(_, n)| a.checked_add(n));
+        let mut total = sum(&self.ranges)?;
+        for r in &self.runs {
+            let once = sum(self.ranges.get(r.start..r.end)?)?;
+            total = total.checked_add(once.checked_mul(r.reps.saturating_sub(1))?)?;
+        }
+        Some(total)
+    }
+}
 
 pub(super) fn field(m: &FwMkey, f: Field) -> u64 {
     f.get(&m.mkc).unwrap_or(0)
@@ -37,78 +163,100 @@ pub(super) fn field(m: &FwMkey, f: Field) -> u64 {
 
 impl Engine<'_> {
     /// Translate `[addr, addr + len)` of `key` into host address ranges.
-    pub(super) fn resolve(
+    pub(super) fn resolve(&self, at: At, key: u32, addr: u64, len: u64, need: Need) -> Result<Xlat, Fault> {
+        let mut out = Xlat::default();
+        self.resolve_into(at, key, addr, len, Some(need), 0, &mut out).map_err(|why| Fault::of(need, why))?;
+        Ok(out)
+    }
+
+    /// `need` is `None` for an entry of an indirect mkey, whose own rights already decided.
+    #[allow(clippy::too_many_arguments)]
+    fn resolve_into(
         &self,
         at: At,
         key: u32,
         addr: u64,
         len: u64,
-        need: Need,
+        need: Option<Need>,
         depth: u32,
-    ) -> Result<Vec<(u64, u64)>, Fault> {
+        out: &mut Xlat,
+    ) -> Result<(), Why> {
         if depth > MAX_INDIRECTION {
-            return Err(Fault);
+            return Err(Why::Key);
         }
-        let m = self.devs.get(at.dev).ok_or(Fault)?.fw.mkey(key >> 8).ok_or(Fault)?;
+        let m = self.devs.get(at.dev).ok_or(Why::Key)?.fw.mkey(key >> 8).ok_or(Why::Key)?;
         if field(m, mkc::FREE) != 0
             || field(m, mkc::MKEY_7_0) != u64::from(key & 0xff)
             || field(m, mkc::PD) != u64::from(at.pdn)
         {
-            return Err(Fault);
+            return Err(Why::Key);
         }
         // crypto_en with no crypto BSF ever written: the device fails the access. (Crypto
         // attributes cannot be set yet, so every crypto mkey is in that state.)
         if field(m, mkc::CRYPTO_EN) != 0 {
-            return Err(Fault);
+            return Err(Why::Rights);
         }
         let allowed = match need {
-            Need::LocalRead | Need::Nested => true,
-            Need::LocalWrite => field(m, mkc::LW) != 0,
-            Need::RemoteRead => field(m, mkc::RR) != 0,
-            Need::RemoteWrite => field(m, mkc::RW) != 0,
+            Some(Need::LocalRead) | None => true,
+            Some(Need::LocalWrite) => field(m, mkc::LW) != 0,
+            Some(Need::RemoteRead) => field(m, mkc::RR) != 0,
+            Some(Need::RemoteWrite) => field(m, mkc::RW) != 0,
         };
         if !allowed {
-            return Err(Fault);
+            return Err(Why::Rights);
         }
         let start = field(m, mkc::START_ADDR);
         let mlen = field(m, mkc::LEN);
-        let off = addr.checked_sub(start).ok_or(Fault)?;
+        let off = addr.checked_sub(start).ok_or(Why::Bounds)?;
         if off.checked_add(len).is_none_or(|end| end > mlen) {
-            return Err(Fault);
+            return Err(Why::Bounds);
         }
+        let nested = |a: u64, n: u64, k: u32, out: &mut Xlat| self.resolve_into(at, k, a, n, None, depth + 1, out);
         match &m.xlat {
-            Translation::None => Err(Fault),
-            Translation::Mtt => Ok(if len == 0 { vec![] } else { vec![(addr, len)] }),
+            Translation::None => Err(Why::Layout),
+            Translation::Mtt => out.push(addr, len),
             Translation::Klm(entries) => {
-                let mut out = Vec::new();
                 let (mut pos, mut want, mut base) = (off, len, 0u64);
                 for e in entries {
                     let bc = u64::from(e.byte_count);
-                    if want > 0 && pos < base + bc {
+                    let end = base.checked_add(bc).ok_or(Why::Bounds)?;
+                    if want > 0 && pos < end {
                         let inner = pos - base;
                         let n = want.min(bc - inner);
-                        let a = e.addr.checked_add(inner).ok_or(Fault)?;
-                        out.extend(self.resolve(at, e.key, a, n, Need::Nested, depth + 1)?);
+                        nested(e.addr.checked_add(inner).ok_or(Why::Bounds)?, n, e.key, out)?;
                         pos += n;
                         want -= n;
                     }
-                    base += bc;
+                    base = end;
                 }
-                if want > 0 { Err(Fault) } else { Ok(out) }
+                if want > 0 { Err(Why::Bounds) } else { Ok(()) }
             }
             Translation::Repeat { repeat_count, entries } => {
                 let per: u64 = entries.iter().map(|e| u64::from(e.byte_count)).sum();
-                let mut out = Vec::new();
                 let (mut pos, mut want) = (off, len);
+                let still = entries.iter().all(|e| e.stride == 0);
                 while want > 0 {
                     if per == 0 {
-                        return Err(Fault);
+                        return Err(Why::Layout);
                     }
                     let rep = pos / per;
                     if rep >= u64::from(*repeat_count) {
-                        return Err(Fault);
+                        return Err(Why::Bounds);
                     }
-                    let mut within = pos % per;
+                    let within = pos % per;
+                    if still && within == 0 && want >= per.saturating_mul(2) {
+                        // Whole repetitions onto the same memory: one run.
+                        let reps = (want / per).min(u64::from(*repeat_count) - rep);
+                        let mut once = Xlat::default();
+                        for e in entries {
+                            nested(e.addr, u64::from(e.byte_count), e.key, &mut once)?;
+                        }
+                        out.append(once, reps)?;
+                        pos += reps * per;
+                        want -= reps * per;
+                        continue;
+                    }
+                    let mut within = within;
                     for e in entries {
                         let bc = u64::from(e.byte_count);
                         if within >= bc {
@@ -120,24 +268,15 @@ impl Engine<'_> {
                             .checked_mul(u64::from(e.stride))
                             .and_then(|o| e.addr.checked_add(o))
                             .and_then(|a| a.checked_add(within))
-                            .ok_or(Fault)?;
-                        out.extend(self.resolve(at, e.key, a, n, Need::Nested, depth + 1)?);
+                            .ok_or(Why::Bounds)?;
+                        nested(a, n, e.key, out)?;
                         pos += n;
                         want -= n;
                         break;
                     }
                 }
-                Ok(out)
+                Ok(())
             }
         }
-    }
-
-    /// Translate a gather or scatter list, in order.
-    pub(super) fn resolve_sges(&self, at: At, sge: &[mlx5_dv::Sge], need: Need) -> Result<Vec<(u64, u64)>, Fault> {
-        let mut out = Vec::new();
-        for s in sge {
-            out.extend(self.resolve(at, s.lkey, s.addr, u64::from(s.length), need, 0)?);
-        }
-        Ok(out)
     }
 }

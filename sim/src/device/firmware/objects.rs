@@ -121,7 +121,8 @@ pub struct FwQp {
     pub(in crate::device) recv_cqn: u32,
     pub(in crate::device) state: QpState,
     pub(in crate::device) access: AccessFlags,
-    pub(in crate::device) remote: Option<QpPath>,
+    /// The RTR path: the responder's address and QP number, routed by the fabric per request.
+    pub(in crate::device) remote: Option<mlx5_dv::QpDest>,
     pub(in crate::device) scatter_to_cqe: bool,
     /// SIG_PIPELINING: a signature error drains the send queue to SQD.
     pub(in crate::device) drain_sigerr: bool,
