@@ -11,6 +11,7 @@ use mlx5_sim::{Profile, ShippedProfiles, Simulator};
 /// and the probed kernel facts; never simulator control.
 struct AsHardware {
     kernel: KernelFacts,
+    dma_mmo: Option<bool>,
 }
 
 impl Layer for AsHardware {
@@ -22,6 +23,7 @@ impl Layer for AsHardware {
         caps.device.max_qp_wr = inner.device.max_qp_wr;
         caps.device.log_max_cq_sz = inner.device.log_max_cq_sz;
         caps.kernel = self.kernel;
+        caps.device.dma_mmo = self.dma_mmo;
         caps
     }
 
@@ -33,6 +35,11 @@ impl Layer for AsHardware {
 fn probed(profile: &Profile) -> KernelFacts {
     let mut sim = Simulator::new(profile.clone()).expect("the profile builds");
     probe::kernel_facts(&mut sim, &profile.device.name)
+}
+
+fn probed_dma_mmo(profile: &Profile) -> Option<bool> {
+    let mut sim = Simulator::new(profile.clone()).expect("the profile builds");
+    probe::dma_mmo(&mut sim, &profile.device.name)
 }
 
 #[test]
@@ -52,12 +59,14 @@ fn a_hardware_like_backend_loses_only_the_simulator_only_cases() {
     for name in ["cx6dx", "cx7"] {
         let p = Profile::builtin(name).unwrap();
         let kernel = probed(&p);
+        let dma_mmo = probed_dma_mmo(&p);
+        assert_eq!(dma_mmo, Some(p.datapath.dma_mmo), "{name}: the DMA-MMO probe");
         let target = Target::new(
             "hw-like",
             Some(name.to_string()),
             Box::new(move || {
                 let inner = Simulator::new(p.clone()).map_err(|e| e.to_string())?;
-                Ok(Box::new(Wrapped::new(AsHardware { kernel }, inner)) as Box<dyn mlx5_dv::Backend>)
+                Ok(Box::new(Wrapped::new(AsHardware { kernel, dma_mmo }, inner)) as Box<dyn mlx5_dv::Backend>)
             }),
         );
         let report = run_target(&target, &suite());

@@ -46,6 +46,7 @@ enum Mutation {
     SendSgesTruncated,
     RecvFullReportedAsEinval,
     MaxRecvSgeEchoed,
+    MemcpyRefusedWithEinval,
 }
 
 /// A layer that makes the simulator deviate in one way.
@@ -193,6 +194,11 @@ impl Layer for Mutant {
             {
                 *r = Reply::PostRecv(Err(Error::new(Op::PostRecv, EINVAL, "mutant")));
             }
+            (Mutation::MemcpyRefusedWithEinval, Call::CreateQp { attr }, r @ Reply::CreateQp(Err(_)))
+                if attr.dv.is_some_and(|d| d.send_ops_flags.contains(dv_qp::WITH_MEMCPY)) =>
+            {
+                *r = Reply::CreateQp(Err(Error::new(Op::CreateQp, EINVAL, "mutant")));
+            }
             (Mutation::MaxRecvSgeEchoed, Call::CreateQp { attr }, Reply::CreateQp(Ok(q))) => {
                 q.cap.max_recv_sge = attr.cap.max_recv_sge
             }
@@ -253,6 +259,7 @@ impl Layer for Mutant {
 #[case(Mutation::SendSgesTruncated, "cx6dx", "wr.send_sges_beyond_max_send_sge")]
 #[case(Mutation::RecvFullReportedAsEinval, "cx6dx", "wr.post_recv_full_queue_before_sge_count")]
 #[case(Mutation::MaxRecvSgeEchoed, "cx6dx", "qp.max_recv_sge_zero_without_a_receive_queue")]
+#[case(Mutation::MemcpyRefusedWithEinval, "cx6dx", "qp.memcpy_needs_dma_mmo")]
 fn the_suite_catches_the_mutant(#[case] m: Mutation, #[case] profile: &str, #[case] catcher: &str) {
     let p = Profile::builtin(profile).unwrap();
     let target = Target::new(

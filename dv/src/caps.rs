@@ -34,6 +34,8 @@ pub struct DeviceCaps {
     pub log_max_cq_sz: Option<u8>,
     /// `ibv_device_attr.max_qp_wr`, where known.
     pub max_qp_wr: Option<u32>,
+    /// The DMA engine behind `MLX5DV_QP_EX_WITH_MEMCPY` (`dma_mmo_qp`), where known.
+    pub dma_mmo: Option<bool>,
 }
 
 impl DeviceCaps {

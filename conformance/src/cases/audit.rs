@@ -19,6 +19,7 @@ pub(super) const CASES: &[Case] = &[
         needs: &[Need::Mlx5Device],
         run: no_receive_queue,
     },
+    Case { name: "qp.memcpy_needs_dma_mmo", covers: &[77], needs: &[Need::Mlx5Device], run: memcpy_dma_mmo },
     Case { name: "cq.larger_than_log_max_cq_sz", covers: &[79], needs: &[Need::Mlx5Device], run: cq_limit },
     Case { name: "wr.send_sges_beyond_max_send_sge", covers: &[87], needs: &[Need::Mlx5Device], run: send_sges },
     Case {
@@ -136,4 +137,21 @@ fn set_psv_room(b: &mut dyn Backend, env: &Env) -> Check {
     no_cqe(b, &a.cq)?;
     expect_ok("the configure without a signature", b.post_send(&q, &configure_chain(&mkey, &mr, None, false)))?;
     ok_cqe(b, &a.cq, 0x51, wc_opcode::DRIVER1).map(drop)
+}
+
+/// `MLX5DV_QP_EX_WITH_MEMCPY` creates an RC QP only on a device with the DMA-MMO engine;
+/// elsewhere EOPNOTSUPP. The QPs of this API always have a PD, so the EINVAL without one is
+/// not reachable here.
+fn memcpy_dma_mmo(b: &mut dyn Backend, env: &Env) -> Check {
+    let Some(has) = env.caps.device.dma_mmo else {
+        return Err(Verdict::skip("the backend cannot tell whether the device has the DMA-MMO engine"));
+    };
+    let (_, pd, cq) = open(b, env.dev()?)?;
+    let dv = mlx5_dv::DvQpInitAttr::new(DvQpCreateFlags::empty(), mlx5_dv::dv_qp::WITH_MEMCPY);
+    let r = b.create_qp(&mlx5_dv::QpInitAttr::rc(pd, cq.handle, CAP, Some(dv)));
+    if has {
+        expect_ok("an RC QP with MEMCPY on a DMA-MMO device", r).map(drop)
+    } else {
+        expect_errno("an RC QP with MEMCPY without DMA-MMO", r, mlx5_dv::errno::EOPNOTSUPP)
+    }
 }

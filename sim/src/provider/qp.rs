@@ -254,6 +254,11 @@ impl Provider {
         if !allowed_ops.contains(ops) || !allowed_dv.contains(mlx5_ops) {
             return Err(Error::new(op, EOPNOTSUPP, "send_ops_flags not supported by this QP type"));
         }
+        // The memcpy builder drives the DMA engine: the device must offer it (every QP here
+        // has a PD, which it needs too).
+        if mlx5_ops.contains(dv_qp::WITH_MEMCPY) && !self.limits.dma_mmo {
+            return Err(Error::new(op, EOPNOTSUPP, "MLX5DV_QP_EX_WITH_MEMCPY needs the DMA-MMO capability"));
+        }
         if !matches!(attr.qp_type, qp_type::RC | qp_type::UC | qp_type::UD) {
             return Err(Error::new(op, EOPNOTSUPP, "only RC, UC and UD QPs are simulated"));
         }
