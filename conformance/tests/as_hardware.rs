@@ -12,6 +12,7 @@ use mlx5_sim::{Profile, ShippedProfiles, Simulator};
 struct AsHardware {
     kernel: KernelFacts,
     dma_mmo: Option<bool>,
+    ooo_dp: Option<bool>,
 }
 
 impl Layer for AsHardware {
@@ -24,6 +25,8 @@ impl Layer for AsHardware {
         caps.device.log_max_cq_sz = inner.device.log_max_cq_sz;
         caps.kernel = self.kernel;
         caps.device.dma_mmo = self.dma_mmo;
+        caps.device.ooo_dp = self.ooo_dp;
+        caps.library = inner.library;
         caps
     }
 
@@ -37,9 +40,9 @@ fn probed(profile: &Profile) -> KernelFacts {
     probe::kernel_facts(&mut sim, &profile.device.name)
 }
 
-fn probed_dma_mmo(profile: &Profile) -> Option<bool> {
+fn probed_dma_mmo(profile: &Profile) -> (Option<bool>, Option<bool>) {
     let mut sim = Simulator::new(profile.clone()).expect("the profile builds");
-    probe::dma_mmo(&mut sim, &profile.device.name)
+    (probe::dma_mmo(&mut sim, &profile.device.name), probe::ooo_dp(&mut sim, &profile.device.name))
 }
 
 #[test]
@@ -59,14 +62,15 @@ fn a_hardware_like_backend_loses_only_the_simulator_only_cases() {
     for name in ["cx6dx", "cx7"] {
         let p = Profile::builtin(name).unwrap();
         let kernel = probed(&p);
-        let dma_mmo = probed_dma_mmo(&p);
+        let (dma_mmo, ooo_dp) = probed_dma_mmo(&p);
         assert_eq!(dma_mmo, Some(p.datapath.dma_mmo), "{name}: the DMA-MMO probe");
+        assert_eq!(ooo_dp, Some(p.datapath.ooo_dp), "{name}: the OOO_DP probe");
         let target = Target::new(
             "hw-like",
             Some(name.to_string()),
             Box::new(move || {
                 let inner = Simulator::new(p.clone()).map_err(|e| e.to_string())?;
-                Ok(Box::new(Wrapped::new(AsHardware { kernel, dma_mmo }, inner)) as Box<dyn mlx5_dv::Backend>)
+                Ok(Box::new(Wrapped::new(AsHardware { kernel, dma_mmo, ooo_dp }, inner)) as Box<dyn mlx5_dv::Backend>)
             }),
         );
         let report = run_target(&target, &suite());

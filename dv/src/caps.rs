@@ -36,6 +36,8 @@ pub struct DeviceCaps {
     pub max_qp_wr: Option<u32>,
     /// The DMA engine behind `MLX5DV_QP_EX_WITH_MEMCPY` (`dma_mmo_qp`), where known.
     pub dma_mmo: Option<bool>,
+    /// Out-of-order data placement on RC QPs (`MLX5DV_QP_CREATE_OOO_DP`), where known.
+    pub ooo_dp: Option<bool>,
 }
 
 impl DeviceCaps {

@@ -6,7 +6,7 @@
 
 use crate::api::context::ContextAttr;
 use crate::api::mkey::{MkeyInitAttr, MkeyInitFlags};
-use crate::api::queue::{DvQpCreateFlags, DvQpInitAttr, QpCap, QpInitAttr, dv_qp};
+use crate::api::queue::{DvQpCreateFlags, DvQpInitAttr, DvSendOpsFlags, QpCap, QpInitAttr, dv_qp};
 use crate::backend::Backend;
 use crate::caps::KernelFacts;
 use crate::errno::EOPNOTSUPP;
@@ -59,12 +59,23 @@ pub fn mkey_update_tag(b: &mut dyn Backend, dev: &str) -> Option<bool> {
 /// SQD→RTS is granted iff an RC QP with `MLX5DV_QP_CREATE_SIG_PIPELINING` can be created;
 /// the provider refuses the flag with EOPNOTSUPP otherwise.
 pub fn sqd2rts(b: &mut dyn Backend, dev: &str) -> Option<bool> {
+    rc_qp_is_created(b, dev, DvQpInitAttr::new(dv_qp::CREATE_SIG_PIPELINING, dv_qp::WITH_MKEY_CONFIGURE))
+}
+
+/// The device has the DMA engine of `MLX5DV_QP_EX_WITH_MEMCPY` iff an RC QP with that send op
+/// can be created; the provider refuses it with EOPNOTSUPP otherwise.
+pub fn dma_mmo(b: &mut dyn Backend, dev: &str) -> Option<bool> {
+    rc_qp_is_created(b, dev, DvQpInitAttr::new(DvQpCreateFlags::empty(), dv_qp::WITH_MEMCPY))
+}
+
+/// Whether an RC QP with `dv` is created: `Some(false)` for EOPNOTSUPP, `None` for any other
+/// failure, which says nothing about the feature.
+fn rc_qp_is_created(b: &mut dyn Backend, dev: &str, dv: DvQpInitAttr) -> Option<bool> {
     let ctx = b.open_ibv_device(dev).ok()?;
     let answer = (|| {
         let pd = b.alloc_pd(ctx).ok()?;
         let cq = b.create_cq(ctx, 4).ok()?;
         let cap = QpCap { max_send_wr: 4, max_recv_wr: 4, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
-        let dv = DvQpInitAttr::new(dv_qp::CREATE_SIG_PIPELINING, dv_qp::WITH_MKEY_CONFIGURE);
         let r = match b.create_qp(&QpInitAttr::rc(pd, cq.handle, cap, Some(dv))) {
             Ok(qp) => {
                 let _ = b.destroy_qp(&qp);
@@ -81,27 +92,8 @@ pub fn sqd2rts(b: &mut dyn Backend, dev: &str) -> Option<bool> {
     answer
 }
 
-/// The device has the DMA engine of `MLX5DV_QP_EX_WITH_MEMCPY` iff an RC QP with that send op
-/// can be created; the provider refuses it with EOPNOTSUPP otherwise.
-pub fn dma_mmo(b: &mut dyn Backend, dev: &str) -> Option<bool> {
-    let ctx = b.open_ibv_device(dev).ok()?;
-    let answer = (|| {
-        let pd = b.alloc_pd(ctx).ok()?;
-        let cq = b.create_cq(ctx, 4).ok()?;
-        let cap = QpCap { max_send_wr: 4, max_recv_wr: 4, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
-        let dv = DvQpInitAttr::new(DvQpCreateFlags::empty(), dv_qp::WITH_MEMCPY);
-        let r = match b.create_qp(&QpInitAttr::rc(pd, cq.handle, cap, Some(dv))) {
-            Ok(qp) => {
-                let _ = b.destroy_qp(&qp);
-                Some(true)
-            }
-            Err(e) if e.errno() == EOPNOTSUPP => Some(false),
-            Err(_) => None,
-        };
-        let _ = b.destroy_cq(&cq);
-        let _ = b.dealloc_pd(pd);
-        r
-    })();
-    let _ = b.close_device(ctx);
-    answer
+/// Out-of-order data placement is offered iff an RC QP with `MLX5DV_QP_CREATE_OOO_DP` can be
+/// created: EOPNOTSUPP means the device lacks it; EINVAL a library older than the flag (`None`).
+pub fn ooo_dp(b: &mut dyn Backend, dev: &str) -> Option<bool> {
+    rc_qp_is_created(b, dev, DvQpInitAttr::new(dv_qp::CREATE_OOO_DP, DvSendOpsFlags::empty()))
 }

@@ -130,6 +130,7 @@ impl HwBackend {
             let _ = self.close_device(ctx);
             caps.kernel = mlx5_dv::probe::kernel_facts(self, &dev);
             caps.device.dma_mmo = mlx5_dv::probe::dma_mmo(self, &dev);
+            caps.device.ooo_dp = mlx5_dv::probe::ooo_dp(self, &dev);
         }
         caps
     }

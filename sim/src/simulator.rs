@@ -72,6 +72,8 @@ impl Simulator {
         caps.device.max_qp_wr = Some(self.profile.datapath.max_qp_wr);
         caps.device.log_max_cq_sz = Some(self.profile.datapath.log_max_cq_sz);
         caps.device.dma_mmo = Some(self.profile.datapath.dma_mmo);
+        caps.device.ooo_dp = Some(self.profile.datapath.ooo_dp);
+        caps.library.rdma_core = Some(format!("{}.0", self.profile.datapath.rdma_core_release));
         caps.sim_control = true;
         if let Some(dev) = probe.device_list().ok().into_iter().flatten().find(|d| d.kind == DeviceKind::Mlx5)
             && let Ok(ctx) = probe.open_ibv_device(&dev.name)

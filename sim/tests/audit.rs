@@ -1,7 +1,7 @@
 //! Hostile inputs and kernel limits: checked arithmetic in QP sizing, the host memory limit,
 //! MR ranges that wrap, the CQ size limit, DEVX uids (docs/behaviour.md items 79 and 89).
 
-use mlx5_dv::errno::{EAGAIN, EINVAL, ENOMEM};
+use mlx5_dv::errno::{EAGAIN, EINVAL, ENOMEM, EOPNOTSUPP};
 use mlx5_dv::prelude::*;
 use mlx5_dv::{
     AccessFlags as A, ContextAttr, DvQpInitAttr, MkeyInitAttr, MkeyInitFlags, PdHandle, QpCap, QpInitAttr, dv_qp,
@@ -121,4 +121,22 @@ fn devx_uids_are_never_shared_by_two_open_contexts() {
     assert_eq!(sim.open_device("mlx5_0", Some(&devx)).map_err(|e| e.errno()).err(), Some(EAGAIN));
     sim.close_device(open.remove(100)).unwrap();
     sim.open_device("mlx5_0", Some(&devx)).unwrap();
+}
+
+/// OOO_DP is an unknown flag for a library older than rdma-core 55, refused on a device
+/// without out-of-order placement, and accepted on one with it.
+#[test]
+fn ooo_dp_follows_the_library_release_and_the_device() {
+    use mlx5_dv::{DvQpInitAttr, DvSendOpsFlags, dv_qp};
+    for (release, ooo, want) in [(44, true, Some(EINVAL)), (55, false, Some(EOPNOTSUPP)), (64, true, None)] {
+        let text = format!("extends = \"cx7\"\n[datapath]\nrdma_core_release = {release}\nooo_dp = {ooo}\n");
+        let mut sim = Simulator::new(Profile::load(&text, "ooo").unwrap()).unwrap();
+        let ctx = sim.open_ibv_device("mlx5_0").unwrap();
+        let pd = sim.alloc_pd(ctx).unwrap();
+        let cq = sim.create_cq(ctx, 4).unwrap();
+        let cap = QpCap { max_send_wr: 4, max_recv_wr: 4, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
+        let dv = DvQpInitAttr::new(dv_qp::CREATE_OOO_DP, DvSendOpsFlags::empty());
+        let r = sim.create_qp(&QpInitAttr::rc(pd, cq.handle, cap, Some(dv)));
+        assert_eq!(r.err().map(|e| e.errno()), want, "rdma-core {release}, ooo_dp {ooo}");
+    }
 }

@@ -19,6 +19,7 @@ pub(super) const CASES: &[Case] = &[
         needs: &[Need::Mlx5Device],
         run: no_receive_queue,
     },
+    Case { name: "qp.ooo_dp_follows_library_and_device", covers: &[80], needs: &[Need::Mlx5Device], run: ooo_dp },
     Case { name: "qp.memcpy_needs_dma_mmo", covers: &[77], needs: &[Need::Mlx5Device], run: memcpy_dma_mmo },
     Case { name: "cq.larger_than_log_max_cq_sz", covers: &[79], needs: &[Need::Mlx5Device], run: cq_limit },
     Case { name: "wr.send_sges_beyond_max_send_sge", covers: &[87], needs: &[Need::Mlx5Device], run: send_sges },
@@ -153,5 +154,26 @@ fn memcpy_dma_mmo(b: &mut dyn Backend, env: &Env) -> Check {
         expect_ok("an RC QP with MEMCPY on a DMA-MMO device", r).map(drop)
     } else {
         expect_errno("an RC QP with MEMCPY without DMA-MMO", r, mlx5_dv::errno::EOPNOTSUPP)
+    }
+}
+
+/// `MLX5DV_QP_CREATE_OOO_DP`: an unknown flag (EINVAL) before rdma-core 55; from 55 on
+/// EOPNOTSUPP on a device without out-of-order placement, and an RC QP on one with it.
+fn ooo_dp(b: &mut dyn Backend, env: &Env) -> Check {
+    let release = env.caps.library.rdma_core.as_deref().and_then(|r| r.split('.').next()?.parse::<u32>().ok());
+    let Some(release) = release else {
+        return Err(Verdict::skip("the backend does not report its rdma-core release"));
+    };
+    let expected = match (release, env.caps.device.ooo_dp) {
+        (..55, _) => Some(EINVAL),
+        (_, Some(false)) => Some(mlx5_dv::errno::EOPNOTSUPP),
+        (_, Some(true)) => None,
+        (_, None) => return Err(Verdict::skip("the backend cannot tell whether the device offers OOO_DP")),
+    };
+    let (_, pd, cq) = open(b, env.dev()?)?;
+    let r = b.create_qp(&qp_attr(pd, &cq, mlx5_dv::dv_qp::CREATE_OOO_DP, CAP));
+    match expected {
+        Some(errno) => expect_errno(&format!("OOO_DP with rdma-core {release}"), r, errno),
+        None => expect_ok(&format!("OOO_DP with rdma-core {release} on a device with it"), r).map(drop),
     }
 }

@@ -132,6 +132,8 @@ bitflags! {
         const PACKET_BASED_CREDIT_MODE = 1 << 5;
         /// `MLX5DV_QP_CREATE_SIG_PIPELINING`.
         const SIG_PIPELINING = 1 << 6;
+        /// `MLX5DV_QP_CREATE_OOO_DP` (rdma-core 55): out-of-order data placement.
+        const OOO_DP = 1 << 7;
     }
 }
 
@@ -178,6 +180,8 @@ pub mod dv_qp {
     pub const CREATE_PACKET_BASED_CREDIT_MODE: C = C::PACKET_BASED_CREDIT_MODE;
     /// `MLX5DV_QP_CREATE_SIG_PIPELINING`.
     pub const CREATE_SIG_PIPELINING: C = C::SIG_PIPELINING;
+    /// `MLX5DV_QP_CREATE_OOO_DP` (rdma-core 55).
+    pub const CREATE_OOO_DP: C = C::OOO_DP;
     /// `MLX5DV_QP_EX_WITH_MR_INTERLEAVED`.
     pub const WITH_MR_INTERLEAVED: S = S::MR_INTERLEAVED;
     /// `MLX5DV_QP_EX_WITH_MR_LIST`.

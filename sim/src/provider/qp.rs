@@ -186,6 +186,8 @@ impl Provider {
                     | dv_qp::CREATE_ALLOW_SCATTER_TO_CQE
                     | dv_qp::CREATE_PACKET_BASED_CREDIT_MODE
                     | dv_qp::CREATE_SIG_PIPELINING;
+                // The flag exists from rdma-core 55 on; older libraries refuse it as unknown.
+                let sup = if self.limits.rdma_core_release >= 55 { sup | dv_qp::CREATE_OOO_DP } else { sup };
                 if !sup.contains(dv.create_flags) {
                     return Err(Error::new(
                         op,
@@ -198,6 +200,9 @@ impl Provider {
                         return Err(Error::new(op, EINVAL, "DISABLE and ALLOW_SCATTER_TO_CQE together"));
                     }
                     scatter_to_cqe = false;
+                }
+                if dv.create_flags.contains(dv_qp::CREATE_OOO_DP) && !self.limits.ooo_dp {
+                    return Err(Error::new(op, EOPNOTSUPP, "the device has no out-of-order data placement"));
                 }
                 if dv.create_flags.intersects(dv_qp::CREATE_SIG_PIPELINING) {
                     if !low.kernel.facts().sqd2rts {
