@@ -285,6 +285,7 @@ pub fn new_input(len: usize, opcode: u16, uid: u16, op_mod: u16) -> Vec<u8> {
 }
 
 /// Write the `mbox_in` header into `buf` (at least 16 bytes; a shorter buffer is left alone).
+#[inline]
 pub fn write_header(buf: &mut [u8], opcode: u16, uid: u16, op_mod: u16) {
     if let Ok(mut h) = ViewMut::<mbox_in::MboxIn>::new(buf) {
         // Each value is as wide as its 16-bit field: none can be refused.
@@ -294,6 +295,7 @@ pub fn write_header(buf: &mut [u8], opcode: u16, uid: u16, op_mod: u16) {
 
 /// Read `(status, syndrome)` from an output mailbox; a mailbox shorter than the header reads
 /// as BAD_OUTP_LEN_ERR.
+#[inline]
 pub fn read_status(out: &[u8]) -> (u8, u32) {
     match View::<mbox_out::MboxOut>::new(out) {
         Ok(h) => (h.status(), h.syndrome()),

@@ -68,34 +68,40 @@ impl std::error::Error for FieldError {}
 
 impl Field {
     /// Declare a field.
+    #[inline]
     pub const fn new(name: &'static str, bit_off: u32, width: u32) -> Self {
         Field { name, bit_off, width }
     }
 
     /// The same field inside an enclosing structure that holds this one at `base_bits`.
+    #[inline]
     pub const fn at(self, base_bits: u32) -> Self {
         // Saturating: an absurd base leaves a field that every buffer is too short for.
         Field { name: self.name, bit_off: self.bit_off.saturating_add(base_bits), width: self.width }
     }
 
     /// Byte offset of the dword that holds the field's first bit.
+    #[inline]
     pub const fn dword_byte(&self) -> usize {
         (self.bit_off / 32 * 4) as usize
     }
 
     /// Byte offset of the byte that holds the field's first bit (for comparing with C
     /// `offsetof` of byte-sized members).
+    #[inline]
     pub const fn byte_off(&self) -> usize {
         (self.bit_off / 8) as usize
     }
 
     /// Bit position of the field's least significant bit within its big-endian dword
     /// (31 = MSB), for fields of at most 32 bits.
+    #[inline]
     pub const fn low_bit(&self) -> u32 {
         31u32.saturating_sub((self.bit_off % 32 + self.width).saturating_sub(1))
     }
 
     /// True when one dword access (or one aligned 64-bit access) can read the field.
+    #[inline]
     pub const fn is_well_formed(&self) -> bool {
         match self.width {
             64 => self.bit_off.is_multiple_of(32),
@@ -105,19 +111,23 @@ impl Field {
     }
 
     /// True when the field is well formed and ends within a structure of `size` bytes.
+    #[inline]
     pub const fn fits(&self, size: usize) -> bool {
         self.is_well_formed() && (self.bit_off as usize + self.width as usize).div_ceil(8) <= size
     }
 
     /// The bytes holding the field: its dword, or its two dwords when 64 bits wide.
+    #[inline]
     const fn span(&self) -> usize {
         if self.width == 64 { 8 } else { 4 }
     }
 
+    #[inline]
     fn mask(&self) -> u64 {
         if self.width >= 64 { u64::MAX } else { (1u64 << self.width) - 1 }
     }
 
+    #[inline]
     fn check(&self, len: usize) -> Result<(), FieldError> {
         if !self.is_well_formed() {
             return Err(FieldError::Malformed { field: self.name });
@@ -129,6 +139,7 @@ impl Field {
     }
 
     /// Read the field from `buf`.
+    #[inline]
     pub fn get(&self, buf: &[u8]) -> Result<u64, FieldError> {
         self.check(buf.len())?;
         let at = self.dword_byte();
@@ -142,6 +153,7 @@ impl Field {
     }
 
     /// Write `value` into the field of `buf`, leaving the other bits alone.
+    #[inline]
     pub fn set(&self, buf: &mut [u8], value: u64) -> Result<(), FieldError> {
         self.check(buf.len())?;
         if value & !self.mask() != 0 {
