@@ -98,6 +98,7 @@ pub const ITEMS: &[(u16, &str)] = &[
     (91, "interleaved stride wrapping to 0: repetitions on the same bytes"),
     (92, "signature mkey addresses past the end: protection or remote access error"),
     (93, "a QP connected to itself completes each WR once"),
+    (94, "a configure on a full send queue records ENOMEM and goes on"),
 ];
 
 /// The title of a checklist item, if it exists.

@@ -30,6 +30,12 @@ pub(super) const CASES: &[Case] = &[
         run: set_psv_room,
     },
     Case {
+        name: "umr.configure_on_a_full_queue_goes_on",
+        covers: &[94],
+        needs: &[Need::Mlx5Device, Need::Devx, Need::KnownUpdateTag],
+        run: configure_on_full_queue,
+    },
+    Case {
         name: "wr.post_recv_full_queue_before_sge_count",
         covers: &[88],
         needs: &[Need::Mlx5Device],
@@ -176,4 +182,50 @@ fn ooo_dp(b: &mut dyn Backend, env: &Env) -> Check {
         Some(errno) => expect_errno(&format!("OOO_DP with rdma-core {release}"), r, errno),
         None => expect_ok(&format!("OOO_DP with rdma-core {release} on a device with it"), r).map(drop),
     }
+}
+
+/// A configure on a full send queue records ENOMEM and goes on: with a new tag byte on a kernel
+/// without tag update, the tag check replaces the error with EOPNOTSUPP; its setters are not
+/// "outside a configure" (EINVAL). Either way nothing is posted.
+fn configure_on_full_queue(b: &mut dyn Backend, env: &Env) -> Check {
+    let Some(update_tag) = env.caps.kernel.mkey_update_tag else {
+        return Err(Verdict::skip("the backend cannot tell whether the kernel supports mkey tag update"));
+    };
+    let (ctx, pd, cq) = open(b, env.dev()?)?;
+    let q = expect_ok(
+        "a QP with one send WQE",
+        b.create_qp(&qp_attr(pd, &cq, DvQpCreateFlags::empty(), QpCap { max_send_wr: 1, ..CAP })),
+    )?;
+    let cq2 = expect_ok("cq", b.create_cq(ctx, 16))?;
+    let peer = expect_ok("peer", b.create_qp(&qp_attr(pd, &cq2, DvQpCreateFlags::empty(), CAP)))?;
+    connect(b, &q, ctx, &peer)?;
+    connect(b, &peer, ctx, &q)?;
+    let (_buf, mr) = region(b, pd, 64, &[], QP_ACCESS)?;
+    let fill: Vec<_> = (0..u64::from(q.cap.max_send_wr))
+        .map(|i| WrOp::RdmaWrite {
+            wr_id: i,
+            flags: SendFlags::empty(),
+            rkey: mr.rkey,
+            remote_addr: mr.addr,
+            sge: vec![sge(&mr, 32, 4)],
+        })
+        .collect();
+    expect_ok("fill the send queue with unsignalled writes", b.post_send(&q, &fill))?;
+    let mut mkey = indirect_mkey(b, pd, mlx5_dv::MkeyInitFlags::INDIRECT, 4)?;
+    mkey.lkey |= 0x5a;
+    let chain = [
+        WrOp::MkeyConfigure {
+            wr_id: 7,
+            flags: SendFlags::SIGNALED | SendFlags::INLINE,
+            mkey,
+            num_setters: 2,
+            conf_flags: mlx5_dv::MkeyConfFlags::empty(),
+            comp_mask: 0,
+        },
+        WrOp::SetMkeyAccessFlags(A::LOCAL_WRITE),
+        WrOp::SetMkeyLayoutList(vec![sge(&mr, 0, 16)]),
+    ];
+    let want = if update_tag { ENOMEM } else { mlx5_dv::errno::EOPNOTSUPP };
+    expect_errno("a configure with a new tag on a full send queue", b.post_send(&q, &chain), want)?;
+    no_cqe(b, &cq)
 }

@@ -37,9 +37,9 @@ impl Provider {
             ch.err = EOPNOTSUPP;
             return;
         }
-        if !Self::wqe_init(ch, outstanding, max_post) {
-            return;
-        }
+        // A full queue records ENOMEM and the builder goes on, as `mlx5_send_wr_mkey_configure`
+        // does: the tag check may still replace the error, and the state changes apply.
+        let _has_room = Self::wqe_init(ch, outstanding, max_post);
         let qdev = self.qps.get(qp, Op::PostSend).ok().map(|q| q.dev);
         let Some(m) = self.mkeys.get_mut(mkey.handle, Op::PostSend).ok().filter(|m| Some(m.dev) == qdev) else {
             ch.fail(EINVAL);
