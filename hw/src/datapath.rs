@@ -239,6 +239,10 @@ impl HwBackend {
             }
             None => ptr::null_mut(),
         };
+        // Some failures return NULL without setting errno (an IBV_QPT_DRIVER QP without mlx5dv
+        // attributes): clear it first, so such a failure reads as EIO, not a stale errno.
+        // SAFETY: errno is this thread's.
+        unsafe { *libc::__errno_location() = 0 };
         // SAFETY: the context, PD and CQs are live; both attrs outlive the call.
         let qp = unsafe { f(cptr, &mut init, dptr) };
         if qp.is_null() {

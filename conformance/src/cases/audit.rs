@@ -29,6 +29,7 @@ pub(super) const CASES: &[Case] = &[
         needs: &[Need::Mlx5Device, Need::Devx, Need::SigCaps],
         run: set_psv_room,
     },
+    Case { name: "qp.driver_qp_needs_dc_attributes", covers: &[83], needs: &[Need::Mlx5Device], run: driver_qp },
     Case {
         name: "umr.configure_on_a_full_queue_goes_on",
         covers: &[94],
@@ -228,4 +229,19 @@ fn configure_on_full_queue(b: &mut dyn Backend, env: &Env) -> Check {
     let want = if update_tag { ENOMEM } else { mlx5_dv::errno::EOPNOTSUPP };
     expect_errno("a configure with a new tag on a full send queue", b.post_send(&q, &chain), want)?;
     no_cqe(b, &cq)
+}
+
+/// `IBV_QPT_DRIVER` (DC) without mlx5dv attributes returns NULL and sets no errno (reported as
+/// EIO); with attributes but without the DC mask, EINVAL.
+fn driver_qp(b: &mut dyn Backend, env: &Env) -> Check {
+    let (_, pd, cq) = open(b, env.dev()?)?;
+    let base = qp_attr(pd, &cq, DvQpCreateFlags::empty(), CAP);
+    let plain = mlx5_dv::QpInitAttr { qp_type: mlx5_dv::qp_type::DRIVER, dv: None, ..base };
+    expect_errno(
+        "IBV_QPT_DRIVER without mlx5dv attributes: NULL, errno not set",
+        b.create_qp(&plain),
+        mlx5_dv::errno::EIO,
+    )?;
+    let no_dc = mlx5_dv::QpInitAttr { qp_type: mlx5_dv::qp_type::DRIVER, ..base };
+    expect_errno("IBV_QPT_DRIVER with mlx5dv attributes but no DC mask", b.create_qp(&no_dc), EINVAL)
 }

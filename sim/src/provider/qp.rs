@@ -1,7 +1,7 @@
 //! CQs and QPs: `mlx5_create_cq` sizing, `mlx5_create_qp` in the provider's order of checks
 //! with the send and receive queue sizing, and the provider's side of modify and destroy.
 
-use mlx5_dv::errno::{EINVAL, EOPNOTSUPP};
+use mlx5_dv::errno::{EINVAL, EIO, EOPNOTSUPP};
 use mlx5_dv::{
     ContextHandle, Cq, DvSendOpsFlags, Error, Op, Qp, QpCap, QpHandle, QpInitAttr, QpModify, QpState, Result,
     SendOpsFlags, dv_qp, qp_type, send_ops,
@@ -212,13 +212,18 @@ impl Provider {
                 }
             }
             if attr.qp_type == qp_type::DRIVER {
+                if !dv.comp_mask.intersects(dv_qp::MASK_DC) {
+                    return Err(Error::new(op, EINVAL, "IBV_QPT_DRIVER needs MLX5DV_QP_INIT_ATTR_MASK_DC"));
+                }
                 return Err(Error::new(op, EOPNOTSUPP, "DC QPs are not simulated"));
             }
             if dv.comp_mask.intersects(dv_qp::MASK_SEND_OPS_FLAGS) {
                 mlx5_ops = dv.send_ops_flags;
             }
         } else if attr.qp_type == qp_type::DRIVER {
-            return Err(Error::new(op, EINVAL, "IBV_QPT_DRIVER needs mlx5dv attributes"));
+            // create_qp returns NULL here without setting errno; the trait reports that as EIO,
+            // as the hw backend reads a NULL with errno 0.
+            return Err(Error::new(op, EIO, "IBV_QPT_DRIVER without mlx5dv attributes (NULL, errno not set)"));
         }
         // mlx5_qp_fill_wr_pfns
         let ops = attr.send_ops_flags;
