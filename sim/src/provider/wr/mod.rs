@@ -236,39 +236,30 @@ impl Provider {
                 self.set_layout(qp, ch, Layout::Interleaved(*repeat_count, entries))
             }
             WrOp::MrList { wr_id, flags, mkey, access, sge } => {
-                self.configure(
-                    qp,
-                    ch,
-                    *wr_id,
-                    *flags,
-                    mkey,
-                    2,
-                    MkeyConfFlags::empty(),
-                    0,
-                    outstanding,
-                    max_post,
-                    update_tag,
-                );
-                self.set_access(ch, *access);
-                self.set_layout(qp, ch, Layout::List(sge));
+                let room = (outstanding, max_post, update_tag);
+                self.mr_layout(qp, ch, (*wr_id, *flags, mkey, *access), room, Layout::List(sge));
             }
             WrOp::MrInterleaved { wr_id, flags, mkey, access, repeat_count, entries } => {
-                self.configure(
-                    qp,
-                    ch,
-                    *wr_id,
-                    *flags,
-                    mkey,
-                    2,
-                    MkeyConfFlags::empty(),
-                    0,
-                    outstanding,
-                    max_post,
-                    update_tag,
-                );
-                self.set_access(ch, *access);
-                self.set_layout(qp, ch, Layout::Interleaved(*repeat_count, entries));
+                let room = (outstanding, max_post, update_tag);
+                let layout = Layout::Interleaved(*repeat_count, entries);
+                self.mr_layout(qp, ch, (*wr_id, *flags, mkey, *access), room, layout);
             }
         }
+    }
+
+    /// `mlx5dv_wr_mr_list` / `mlx5dv_wr_mr_interleaved`: a configure with two setters, the
+    /// access flags then the layout. `room` is (outstanding, max_post, update_tag).
+    fn mr_layout(
+        &mut self,
+        qp: QpHandle,
+        ch: &mut Chain,
+        (wr_id, flags, mkey, access): (u64, SendFlags, &mlx5_dv::Mkey, mlx5_dv::AccessFlags),
+        (outstanding, max_post, update_tag): (u32, u32, bool),
+        layout: Layout<'_>,
+    ) {
+        let none = MkeyConfFlags::empty();
+        self.configure(qp, ch, wr_id, flags, mkey, 2, none, 0, outstanding, max_post, update_tag);
+        self.set_access(ch, access);
+        self.set_layout(qp, ch, layout);
     }
 }
