@@ -99,6 +99,8 @@ pub const ITEMS: &[(u16, &str)] = &[
     (92, "signature mkey addresses past the end: protection or remote access error"),
     (93, "a QP connected to itself completes each WR once"),
     (94, "a configure on a full send queue records ENOMEM and goes on"),
+    (95, "send WQEs in the send queue, byte for byte"),
+    (96, "RESET removes a QP's unpolled completions from its CQs"),
 ];
 
 /// The title of a checklist item, if it exists.

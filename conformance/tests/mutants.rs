@@ -47,6 +47,8 @@ enum Mutation {
     RecvFullReportedAsEinval,
     MaxRecvSgeEchoed,
     MemcpyRefusedWithEinval,
+    UmrMaskWithoutLen,
+    RingFenceDropped,
 }
 
 /// A layer that makes the simulator deviate in one way.
@@ -129,6 +131,18 @@ impl Layer for Mutant {
 
     fn after(&mut self, call: &Call, reply: &mut Reply) {
         match (self.m, call, reply) {
+            // Byte 3 is the opcode; the UMR's mkey_mask ends at byte 16 + 16.
+            (Mutation::UmrMaskWithoutLen, _, Reply::SqWqe(Ok(w))) if w.get(3) == Some(&prm::wqe::opcode::UMR) => {
+                if let Some(b) = w.get_mut(31) {
+                    *b &= !(prm::wqe::umr_ctrl::mkey_mask::LEN as u8);
+                }
+            }
+            // fm is the top three bits of byte 11.
+            (Mutation::RingFenceDropped, _, Reply::SqWqe(Ok(w))) => {
+                if let Some(b) = w.get_mut(11) {
+                    *b &= 0x1f;
+                }
+            }
             (Mutation::DropCrc32Cap, _, Reply::QueryDevice(Ok(r))) => r.sig_caps.crc_type &= !sig_cap::CRC32,
             (Mutation::EchoEveryCompMaskBit, _, Reply::QueryDevice(Ok(r))) => {
                 r.comp_mask = MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD | MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD
@@ -238,6 +252,8 @@ impl Layer for Mutant {
 #[case(Mutation::PostSucceedsBeforeRts, "cx6dx", "wr.first_error_posts_nothing")]
 #[case(Mutation::LocalInvIgnored, "cx6dx", "inval.local_inv_frees_the_mkey")]
 #[case(Mutation::NoSmallFence, "cx6dx", "umr.next_wqe_carries_small_fence")]
+#[case(Mutation::UmrMaskWithoutLen, "cx6dx", "wqe.mkey_configure_list_bytes")]
+#[case(Mutation::RingFenceDropped, "cx6dx", "wqe.rdma_write_after_umr_bytes")]
 #[case(Mutation::ScatterToCqeAlwaysOff, "cx6dx", "scatter.scatter_to_cqe_misses_the_mkey")]
 #[case(Mutation::WriteOneByteOff, "cx6dx", "traffic.write_read_send_loopback")]
 #[case(Mutation::WriteOneByteOff, "cx6dx", "umr.list_layout_is_zero_based")]

@@ -68,6 +68,8 @@ pub enum Call {
     ModifyQp { qp: Qp, attr: QpModify },
     /// [`crate::Queues::query_qp_state`].
     QueryQpState { qp: Qp },
+    /// [`crate::Queues::sq_wqe`].
+    SqWqe { qp: Qp, index: u32 },
     /// [`crate::Queues::destroy_qp`].
     DestroyQp { qp: Qp },
     /// [`crate::Queues::post_send`].
@@ -107,6 +109,8 @@ pub enum Reply {
     CreateQp(Result<Qp>),
     ModifyQp(Result<()>),
     QueryQpState(Result<QpState>),
+    /// Of [`Call::SqWqe`].
+    SqWqe(Result<Vec<u8>>),
     DestroyQp(Result<()>),
     PostSend(Result<()>),
     PostRecv(Result<()>),
@@ -141,6 +145,7 @@ impl Call {
             Call::CreateQp { attr } => Reply::CreateQp(b.create_qp(attr)),
             Call::ModifyQp { qp, attr } => Reply::ModifyQp(b.modify_qp(qp, attr)),
             Call::QueryQpState { qp } => Reply::QueryQpState(b.query_qp_state(qp)),
+            Call::SqWqe { qp, index } => Reply::SqWqe(b.sq_wqe(qp, *index)),
             Call::DestroyQp { qp } => Reply::DestroyQp(b.destroy_qp(qp)),
             Call::PostSend { qp, ops } => Reply::PostSend(b.post_send(qp, ops)),
             Call::PostRecv { qp, wrs } => Reply::PostRecv(b.post_recv(qp, wrs)),
@@ -175,6 +180,7 @@ impl Call {
             Call::CreateQp { .. } => Op::CreateQp,
             Call::ModifyQp { .. } => Op::ModifyQp,
             Call::QueryQpState { .. } => Op::QueryQp,
+            Call::SqWqe { .. } => Op::InitObj,
             Call::DestroyQp { .. } => Op::DestroyQp,
             Call::PostSend { .. } => Op::PostSend,
             Call::PostRecv { .. } => Op::PostRecv,
@@ -213,6 +219,7 @@ impl Reply {
             Reply::PollCq(r) => r.as_ref().err(),
             Reply::CreateQp(r) => r.as_ref().err(),
             Reply::QueryQpState(r) => r.as_ref().err(),
+            Reply::SqWqe(r) => r.as_ref().err(),
             Reply::CancelPostedSendWrs(r) => r.as_ref().err(),
         }
     }
@@ -244,6 +251,7 @@ impl Reply {
             Call::CreateQp { .. } => Reply::CreateQp(Err(err)),
             Call::ModifyQp { .. } => Reply::ModifyQp(Err(err)),
             Call::QueryQpState { .. } => Reply::QueryQpState(Err(err)),
+            Call::SqWqe { .. } => Reply::SqWqe(Err(err)),
             Call::DestroyQp { .. } => Reply::DestroyQp(Err(err)),
             Call::PostSend { .. } => Reply::PostSend(Err(err)),
             Call::PostRecv { .. } => Reply::PostRecv(Err(err)),

@@ -65,6 +65,8 @@ pub enum Op {
     GetAsyncEvent,
     /// `mlx5dv_qp_cancel_posted_send_wrs`.
     CancelPostedSendWrs,
+    /// `mlx5dv_init_obj` (reading a queue's buffer).
+    InitObj,
     /// Loading or probing a backend (library, device or profile).
     Backend,
 }
@@ -101,6 +103,7 @@ impl Op {
             Op::PostRecv => "ibv_post_recv",
             Op::GetAsyncEvent => "ibv_get_async_event",
             Op::CancelPostedSendWrs => "mlx5dv_qp_cancel_posted_send_wrs",
+            Op::InitObj => "mlx5dv_init_obj",
             Op::Backend => "backend",
         }
     }

@@ -201,6 +201,9 @@ impl<L: Layer, B: Backend> Queues for Wrapped<L, B> {
     fn query_qp_state(&mut self, qp: &Qp) -> Result<QpState> {
         through!(self, Call::QueryQpState { qp: *qp }, QueryQpState)
     }
+    fn sq_wqe(&mut self, qp: &Qp, index: u32) -> Result<Vec<u8>> {
+        through!(self, Call::SqWqe { qp: *qp, index }, SqWqe)
+    }
     fn destroy_qp(&mut self, qp: &Qp) -> Result<()> {
         through!(self, Call::DestroyQp { qp: *qp }, DestroyQp)
     }

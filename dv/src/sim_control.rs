@@ -24,8 +24,9 @@ pub struct CommandRecord {
     pub output: Vec<u8>,
 }
 
-/// One send WQE as the provider wrote it (simulator only).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// One send WQE as the provider wrote it into the send queue (simulator only): its bytes,
+/// and what they say.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WqeRecord {
     /// The QP it was posted on.
     pub qp_num: u32,
@@ -37,6 +38,34 @@ pub struct WqeRecord {
     pub signaled: bool,
     /// For SET_PSV: the transient signature written into the PSV.
     pub transient_signature: Option<u64>,
+    /// The WQE's basic blocks as they stand in the ring (linearised across its end).
+    pub bytes: Vec<u8>,
+}
+
+impl WqeRecord {
+    /// Read a WQE's bytes (starting at its control segment).
+    pub fn decode(qp_num: u32, bytes: Vec<u8>) -> std::result::Result<Self, crate::prm::FieldError> {
+        use crate::prm::wqe::compose::{SendWqe, WqeBody};
+        use crate::prm::wqe::ctrl;
+        let w = SendWqe::decode(&bytes)?;
+        let transient_signature = match &w.body {
+            WqeBody::SetPsv(p) => Some(p.transient_signature),
+            _ => None,
+        };
+        Ok(WqeRecord {
+            qp_num,
+            opcode: w.ctrl.opcode,
+            small_fence: w.ctrl.fm == ctrl::fence::INITIATOR_SMALL,
+            signaled: w.ctrl.ce == ctrl::CE_CQ_UPDATE,
+            transient_signature,
+            bytes,
+        })
+    }
+
+    /// The WQE, decoded.
+    pub fn wqe(&self) -> std::result::Result<crate::prm::wqe::compose::SendWqe, crate::prm::FieldError> {
+        crate::prm::wqe::compose::SendWqe::decode(&self.bytes)
+    }
 }
 
 /// A fault to inject: what it matches paired with what it does. The one fault hook of the

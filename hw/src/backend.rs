@@ -539,6 +539,10 @@ impl Queues for HwBackend {
         self.hw_query_qp_state(qp)
     }
 
+    fn sq_wqe(&mut self, qp: &mlx5_dv::Qp, index: u32) -> Result<Vec<u8>> {
+        self.sq_wqe_bytes(qp, index)
+    }
+
     fn destroy_qp(&mut self, qp: &mlx5_dv::Qp) -> Result<()> {
         self.hw_destroy_qp(qp)
     }

@@ -13,7 +13,7 @@ impl HwBackend {
     /// The send WQE that starts at basic block `index` (modulo the ring) of `qp`'s send queue,
     /// read from the buffer `mlx5dv_init_obj` reports and followed across the ring's end.
     pub fn sq_wqe_bytes(&mut self, qp: &Qp, index: u32) -> Result<Vec<u8>> {
-        let op = Op::Backend;
+        let op = Op::InitObj;
         let ptr = self.objs.qps.get(qp.handle, op)?.ptr;
         let init = self
             .lib()

@@ -16,10 +16,10 @@ pub fn object_counts(sim: &Simulator, dev: usize) -> Option<(usize, usize, usize
     Some(sim.devices().get(dev)?.firmware().object_counts())
 }
 
-/// Whether the signature mkey with `index` on device `dev` has an armed PSV (`None` if it has
+/// Whether the signature mkey with `index` on device `dev` has its PSVs armed (`None` if it has
 /// no signature BSF).
 pub fn sig_armed(sim: &Simulator, dev: usize, index: u32) -> Option<bool> {
-    sim.devices().get(dev)?.firmware().mkey(index)?.sig.map(|(_, armed)| armed)
+    sim.devices().get(dev)?.firmware().sig_armed(index)
 }
 
 /// The provider's signature context of a live mkey, to drive the `mkey_check` decoder.

@@ -11,7 +11,7 @@ use mlx5_dv::profile::KernelSection;
 use mlx5_dv::{AccessFlags, AsyncEvent, CqHandle, Error, Op, QpModify, QpState, Result};
 
 use crate::device::Device;
-use crate::device::firmware::{QpCreate, QpPath};
+use crate::device::firmware::{CqCreate, QpCreate, QpPath};
 
 /// The largest DEVX uid the kernel hands out.
 const MAX_UID: u16 = 0xfffe;
@@ -82,6 +82,12 @@ pub struct QpRequest {
     pub scatter_to_cqe: bool,
     /// SIG_PIPELINING.
     pub drain_sigerr: bool,
+    /// The send queue in host memory.
+    pub sq: crate::device::wqe::QueueBuf,
+    /// The receive queue in host memory.
+    pub rq: crate::device::wqe::QueueBuf,
+    /// The doorbell record.
+    pub dbrec: u64,
 }
 
 /// The kernel's state: uids, MR key variants, who owns which QP and CQ, and each context's
@@ -207,7 +213,8 @@ impl Kernel {
     /// `ibv_create_cq` in the kernel (`mlx5_ib_create_cq`): `cqe`, and `cqe + 1` rounded up
     /// to a power of two, must not exceed 2^`log_max_cq_sz` (EINVAL); then a device CQ owned
     /// by `ctx`.
-    pub fn create_cq(&mut self, dev: &mut Device, dev_index: usize, ctx: u32, cqe: u32) -> Result<u32> {
+    pub fn create_cq(&mut self, dev: &mut Device, dev_index: usize, ctx: u32, c: CqCreate) -> Result<u32> {
+        let cqe = c.cqe;
         let max = 1u64 << self.log_max_cq_sz.min(32);
         let entries = u64::from(cqe).saturating_add(1).checked_next_power_of_two().unwrap_or(u64::MAX);
         if u64::from(cqe) > max || entries > max {
@@ -215,7 +222,7 @@ impl Kernel {
             return Err(Error::new(Op::CreateCq, EINVAL, why));
         }
         let cqn =
-            dev.create_cq(cqe).ok_or_else(|| Error::new(Op::CreateCq, mlx5_dv::errno::ENOMEM, "no CQ numbers left"))?;
+            dev.create_cq(c).ok_or_else(|| Error::new(Op::CreateCq, mlx5_dv::errno::ENOMEM, "no CQ numbers left"))?;
         self.cqs.insert((dev_index, cqn), (ctx, None));
         Ok(cqn)
     }
@@ -249,6 +256,9 @@ impl Kernel {
                 recv_cqn: r.cqns.1,
                 scatter_to_cqe: r.scatter_to_cqe,
                 drain_sigerr: r.drain_sigerr,
+                sq: r.sq,
+                rq: r.rq,
+                dbrec: r.dbrec,
             })
             .ok_or_else(|| Error::new(Op::CreateQp, mlx5_dv::errno::ENOMEM, "no QP numbers left"))?;
         self.qps.insert((r.dev, qpn), r.ctx);

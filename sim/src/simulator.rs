@@ -244,6 +244,11 @@ impl Queues for Simulator {
         p.query_qp_state(&low, qp)
     }
 
+    fn sq_wqe(&mut self, qp: &Qp, index: u32) -> Result<Vec<u8>> {
+        let (p, low) = self.split();
+        p.sq_wqe(&low, qp, index)
+    }
+
     fn destroy_qp(&mut self, qp: &Qp) -> Result<()> {
         down!(self.destroy_qp(qp))
     }
@@ -304,7 +309,14 @@ impl SimControl for Simulator {
                 if status == mlx5_dv::wc_status::SUCCESS {
                     return never("a completion fault with status 0 (success)");
                 }
-                let f = WqeFault::Completion { status, vendor_err };
+                // The device reports an error CQE: a syndrome and an 8-bit vendor syndrome.
+                let Some(syndrome) = crate::device::engine::syndrome_of_status(status) else {
+                    return never("a completion status no error CQE syndrome reports");
+                };
+                let Ok(vendor_err) = u8::try_from(vendor_err) else {
+                    return never("a vendor_err wider than the CQE's 8-bit vendor_err_synd");
+                };
+                let f = WqeFault::Completion { syndrome, vendor_err };
                 self.devices.iter_mut().for_each(|d| d.add_wqe_fault(wqe_opcode, f, skip, times));
             }
             FaultRule::Corrupt { wqe_opcode, offset, xor, skip, times } => {

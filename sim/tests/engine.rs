@@ -167,7 +167,8 @@ fn a_wrapped_interleaved_stride_costs_per_entry_not_per_byte() {
     let dmr = r.sim.reg_mr(r.pd, dbuf.addr, 64, ACCESS).unwrap();
     let src = still_mkey(&mut r, false, &smr);
     let dst = still_mkey(&mut r, true, &dmr);
-    let all = Sge { addr: 0, length: u32::MAX, lkey: src.lkey };
+    // The largest data segment: bit 31 of byte_count would mark inline data.
+    let all = Sge { addr: 0, length: i32::MAX as u32, lkey: src.lkey };
     ARMED.store(1, Ordering::Relaxed);
     r.sim.post_send(&r.client, &[write(1, dst.rkey, 0, all)]).unwrap();
     ARMED.store(0, Ordering::Relaxed);

@@ -17,6 +17,7 @@ mod sig;
 mod sig_err;
 mod traffic;
 mod umr;
+mod wqe;
 
 /// Every case, family by family.
 pub fn all() -> Vec<Case> {
@@ -33,6 +34,7 @@ pub fn all() -> Vec<Case> {
         sig::CASES,
         sig_err::CASES,
         engine::CASES,
+        wqe::CASES,
     ]
     .concat()
 }

@@ -38,6 +38,12 @@ pub(super) const CASES: &[Case] = &[
     },
     Case { name: "traffic.cq_overrun_raises_cq_err", covers: &[], needs: &[Need::Mlx5Device], run: cq_overrun },
     Case {
+        name: "traffic.reset_removes_unpolled_completions",
+        covers: &[96],
+        needs: &[Need::Mlx5Device],
+        run: reset_cleans_cq,
+    },
+    Case {
         name: "traffic.crypto_mkey_without_attributes_fails",
         covers: &[59],
         needs: &[Need::Mlx5Device, Need::Devx, Need::CryptoEngine],
@@ -206,4 +212,37 @@ fn crypto_unconfigured(b: &mut dyn Backend, env: &Env) -> Check {
     let wc = poll(b, &a.cq, 1)?.remove(0);
     check("an error completion", wc.status != wc_status::SUCCESS, "a status other than SUCCESS", wc.status)?;
     check_eq("the region is untouched", contents(b, &buf)?, pattern(64, 1))
+}
+
+/// RESET takes the QP's unpolled completions out of its CQ (`mlx5_cq_clean`), and the
+/// queue starts over: a WR posted after reconnecting completes with its own `wr_id`.
+fn reset_cleans_cq(b: &mut dyn Backend, env: &Env) -> Check {
+    let (a, s) = pair(b, env, false, DvQpCreateFlags::empty())?;
+    let (_sbuf, smr) = region(b, s.pd, 64, &[], A::LOCAL_WRITE)?;
+    let (_abuf, amr) = region(b, a.pd, 64, &pattern(64, 2), A::LOCAL_WRITE)?;
+    // The MR grants no REMOTE_WRITE: the first WRITE fails and the second is flushed.
+    let ops =
+        [write(1, smr.rkey, smr.addr, vec![sge(&amr, 0, 16)]), write(2, smr.rkey, smr.addr, vec![sge(&amr, 0, 16)])];
+    expect_ok("two WRITEs that fail", b.post_send(&a.qp, &ops))?;
+    let deadline = crate::harness::deadline::wait_until();
+    while expect_ok("ibv_query_qp", b.query_qp_state(&a.qp))? != mlx5_dv::QpState::Err {
+        if std::time::Instant::now() >= deadline {
+            return check_eq(
+                "requester state",
+                expect_ok("ibv_query_qp", b.query_qp_state(&a.qp))?,
+                mlx5_dv::QpState::Err,
+            );
+        }
+        std::hint::spin_loop();
+    }
+    for qp in [&a.qp, &s.qp] {
+        expect_ok("modify to RESET", b.modify_qp(qp, &mlx5_dv::QpModify::to(mlx5_dv::QpState::Reset)))?;
+    }
+    no_cqe(b, &a.cq)?;
+    let (_tbuf, tmr) = region(b, s.pd, 64, &[], A::LOCAL_WRITE | A::REMOTE_WRITE)?;
+    connect(b, &a.qp, s.ctx, &s.qp)?;
+    connect(b, &s.qp, a.ctx, &a.qp)?;
+    expect_ok("a WRITE after the reset", b.post_send(&a.qp, &[write(3, tmr.rkey, tmr.addr, vec![sge(&amr, 0, 16)])]))?;
+    ok_cqe(b, &a.cq, 3, wc_opcode::RDMA_WRITE)?;
+    no_cqe(b, &a.cq)
 }

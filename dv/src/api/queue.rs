@@ -494,4 +494,9 @@ pub trait Queues {
     /// `mlx5dv_qp_cancel_posted_send_wrs`: turn the not-yet-executed WRs with `wr_id` of a QP
     /// in SQD into NOPs (they still complete); the number cancelled.
     fn cancel_posted_send_wrs(&mut self, qp: &Qp, wr_id: u64) -> Result<u32>;
+
+    /// The send WQE that starts at basic block `index` (modulo the ring) of the QP's send
+    /// queue, as the provider wrote it, followed across the ring's end: the buffer
+    /// `mlx5dv_init_obj` reports as `sq.buf`. EINVAL for a QP without a send queue.
+    fn sq_wqe(&mut self, qp: &Qp, index: u32) -> Result<Vec<u8>>;
 }

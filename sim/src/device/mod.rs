@@ -5,17 +5,16 @@
 use std::collections::VecDeque;
 
 use mlx5_dv::profile::VendorErrSection;
-use mlx5_dv::{AccessFlags, CommandRecord, QpState, RecvWr};
+use mlx5_dv::{AccessFlags, CommandRecord, QpState};
 
 pub mod engine;
 pub mod firmware;
 pub mod wqe;
 
-use firmware::{CommandFault, Firmware, Posted, QpCreate};
-use wqe::{Cqe, Wqe, WqeKind};
+use firmware::{CommandFault, CqCreate, Firmware, QpCreate};
 
 use crate::fabric::Fabric;
-use crate::host::Host;
+use crate::host::{Dma, Host};
 use crate::profile::Profile;
 use crate::signature::Crcs;
 
@@ -35,10 +34,10 @@ pub struct DeviceEvent {
 pub enum WqeFault {
     /// A matched send WQE completes with this error CQE, and its QP goes to ERR.
     Completion {
-        /// The `ibv_wc_status`.
-        status: u32,
-        /// The `vendor_err`.
-        vendor_err: u32,
+        /// The CQE syndrome.
+        syndrome: u8,
+        /// The vendor syndrome.
+        vendor_err: u8,
     },
     /// The payload byte at `offset` is XORed with `xor` on the wire.
     Corrupt {
@@ -109,9 +108,9 @@ impl Device {
         self.fw.destroy_qp(qpn)
     }
 
-    /// CREATE_CQ.
-    pub fn create_cq(&mut self, cqe: u32) -> Option<u32> {
-        self.fw.create_cq(cqe)
+    /// CREATE_CQ (see [`Firmware::create_cq`]).
+    pub fn create_cq(&mut self, c: CqCreate) -> Option<u32> {
+        self.fw.create_cq(c)
     }
 
     /// DESTROY_CQ.
@@ -119,20 +118,20 @@ impl Device {
         self.fw.destroy_cq(cqn)
     }
 
-    /// MODIFY_QP to `state`: RESET empties both queues and forgets the path, INIT takes the
-    /// access flags, RTR the path, ERR flushes both queues.
+    /// MODIFY_QP to `state`: RESET empties both queues (the counters start over) and forgets
+    /// the path, INIT takes the access flags, RTR the path; a QP in ERR flushes what it holds
+    /// when the devices next run.
     pub fn modify_qp(&mut self, qpn: u32, state: QpState, access: AccessFlags, remote: Option<mlx5_dv::QpDest>) {
         let Some(q) = self.fw.qp_mut(qpn) else { return };
         q.state = state;
         match state {
             QpState::Reset => {
-                q.sq.clear();
-                q.rq.clear();
+                (q.sq_pc, q.sq_cc, q.rq_pc, q.rq_cc) = (0, 0, 0, 0);
+                q.faults.clear();
                 q.remote = None;
             }
             QpState::Init => q.access = access,
             QpState::Rtr => q.remote = remote,
-            QpState::Err => self.flush_qp(qpn),
             _ => {}
         }
     }
@@ -170,58 +169,39 @@ impl Device {
         self.fw.qp(qpn).map(|q| q.state)
     }
 
-    /// Receive WQEs posted and not yet consumed.
-    pub fn rq_len(&self, qpn: u32) -> usize {
-        self.fw.qp(qpn).map_or(0, |q| q.rq.len())
+    /// QUERY_QP's `hw_sq_wqebb_counter`: the basic block the send queue stopped at.
+    pub fn sq_consumer(&self, qpn: u32) -> Option<u32> {
+        self.fw.qp(qpn).map(|q| q.sq_cc)
     }
 
-    /// Ring the send doorbell with `wqes`; a QP in ERR flushes them at once.
-    pub fn ring_sq(&mut self, qpn: u32, wqes: impl IntoIterator<Item = Wqe>) {
-        if self.fw.qp(qpn).is_none() {
-            return;
+    /// The send doorbell: read the producer counter from the QP's doorbell record and match
+    /// the WQEs it adds against the fault rules.
+    pub fn ring_sq(&mut self, host: &Host, qpn: u32) {
+        let Some(q) = self.fw.qp(qpn) else { return };
+        let (sq, old) = (q.sq, q.sq_pc);
+        let Some(db) = read_be32(host, q.dbrec.wrapping_add(wqe::SND_DBR)) else { return };
+        let new = old.wrapping_add(u32::from((db as u16).wrapping_sub(old as u16)));
+        let mut at = old;
+        let mut matched = Vec::new();
+        while at != new && !sq.is_empty() {
+            let Some(c) = host.read(sq.slot(at), mlx5_dv::prm::wqe::ctrl::SIZE) else { break };
+            let c = mlx5_dv::prm::wqe::ctrl::CtrlSeg::decode(c).unwrap_or_default();
+            if let Some(f) = self.match_wqe_fault(c.opcode) {
+                matched.push((at, f));
+            }
+            at = at.wrapping_add(u32::try_from(c.wqebbs().max(1)).unwrap_or(1));
         }
-        let posted: Vec<Posted> = wqes
-            .into_iter()
-            .map(|wqe| {
-                let fault = self.match_wqe_fault(wqe.kind.opcode());
-                Posted { wqe, fault }
-            })
-            .collect();
-        let Some(q) = self.fw.qp_mut(qpn) else { return };
-        q.sq.extend(posted);
-        if q.state == QpState::Err {
-            self.flush_qp(qpn);
-        }
-    }
-
-    /// Ring the receive doorbell with one receive WQE.
-    pub fn ring_rq(&mut self, qpn: u32, wr: RecvWr) {
         if let Some(q) = self.fw.qp_mut(qpn) {
-            q.rq.push_back(wr);
+            q.sq_pc = new;
+            q.faults.extend(matched);
         }
     }
 
-    /// A QP in ERR flushes what it holds (after receives are posted to it).
-    pub fn flush_if_err(&mut self, qpn: u32) {
-        if self.qp_state(qpn) == Some(QpState::Err) {
-            self.flush_qp(qpn);
-        }
-    }
-
-    /// Turn the held WQEs with `wr_id` into NOPs; how many.
-    pub fn cancel_wqes(&mut self, qpn: u32, wr_id: u64) -> u32 {
-        let Some(q) = self.fw.qp_mut(qpn) else { return 0 };
-        let mut n = 0;
-        for p in q.sq.iter_mut().filter(|p| p.wqe.wr_id == wr_id) {
-            p.wqe.kind = WqeKind::Nop;
-            n += 1;
-        }
-        n
-    }
-
-    /// The oldest CQE of a CQ.
-    pub fn poll(&mut self, cqn: u32) -> Option<Cqe> {
-        self.fw.cq_mut(cqn).and_then(|c| c.entries.pop_front())
+    /// The receive doorbell: read the producer counter from the QP's doorbell record.
+    pub fn ring_rq(&mut self, host: &Host, qpn: u32) {
+        let Some(q) = self.fw.qp_mut(qpn) else { return };
+        let Some(db) = read_be32(host, q.dbrec.wrapping_add(wqe::RCV_DBR)) else { return };
+        q.rq_pc = q.rq_pc.wrapping_add(u32::from((db as u16).wrapping_sub(q.rq_pc as u16)));
     }
 
     /// The events raised since the last call, oldest first.
@@ -256,4 +236,10 @@ impl Device {
 /// Run every QP's send queue, on every device, as far as it goes; requests cross `fabric`.
 pub fn run(devices: &mut [Device], host: &mut Host, fabric: &Fabric) {
     engine::Engine::new(devices, host, fabric).progress();
+}
+
+/// A big-endian dword of host memory (doorbell records).
+fn read_be32(host: &Host, addr: u64) -> Option<u32> {
+    let b = host.read(addr, 4)?;
+    Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
 }

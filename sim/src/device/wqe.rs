@@ -1,10 +1,69 @@
-//! The provider → device interface: send WQEs as the provider builds them, and the CQEs the
-//! device writes back. They are Rust structures, not PRM bytes; keep this seam narrow.
+//! The provider ↔ device contract, as PRM bytes in host memory: send WQEs in a send-queue
+//! ring, receive WQEs (data segments) in a receive-queue ring, 64-byte CQEs in a CQ ring, and
+//! the doorbell records that carry the producer and consumer counters.
+//!
+//! [`WqeKind`] is what a send WQE means; the provider encodes it (`provider::wr::encode`) and
+//! the device reads it back from the ring with [`decode`]. [`Cqe`] is what the device reports;
+//! [`Cqe::encode`] gives the bytes the provider parses at poll time.
 
-use mlx5_dv::{Sge, Wc};
+use mlx5_dv::prm::FieldError;
+use mlx5_dv::prm::cqe::{self, Cqe64, ErrCqe, SigErrCqe};
+use mlx5_dv::prm::wqe::bsf::{Bsf, bfs};
+use mlx5_dv::prm::wqe::compose::{Payload, SendWqe, Translation as WqeXlat, WqeBody};
+use mlx5_dv::prm::wqe::{DataSeg, INVALID_LKEY, SEND_WQE_DS, ctrl, opcode, umr_ctrl};
+use mlx5_dv::{Sge, sig};
 
-use super::firmware::Translation;
-use crate::signature::SigConfig;
+use super::firmware::{Klm, RepeatEntry, Translation};
+use crate::signature::{Domain, Escape, Kind, SigConfig};
+
+/// Offset of the send doorbell counter in a QP's doorbell record (`MLX5_SND_DBR`).
+pub const SND_DBR: u64 = 4;
+/// Offset of the receive doorbell counter in a QP's doorbell record (`MLX5_RCV_DBR`).
+pub const RCV_DBR: u64 = 0;
+/// `MLX5_INLINE_SCATTER_32`: in `op_own`, the CQE carries up to 32 bytes of the message.
+pub const INLINE_SCATTER_32: u8 = 0x4;
+/// Bytes of a message a 64-byte CQE carries inline.
+pub const SCATTER_TO_CQE_MAX: usize = 32;
+
+/// A work queue in host memory: `wqe_cnt` slots of `stride` bytes at `addr`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct QueueBuf {
+    /// Host address of slot 0.
+    pub addr: u64,
+    /// Slots (a power of two, or 0 for no queue).
+    pub wqe_cnt: u32,
+    /// Bytes per slot.
+    pub stride: u32,
+}
+
+impl QueueBuf {
+    /// Bytes the queue spans.
+    pub fn len(&self) -> usize {
+        self.wqe_cnt as usize * self.stride as usize
+    }
+
+    /// True for a queue with no slots.
+    pub fn is_empty(&self) -> bool {
+        self.wqe_cnt == 0
+    }
+
+    /// Host address of the slot a counter points at.
+    pub fn slot(&self, counter: u32) -> u64 {
+        let i = counter & self.wqe_cnt.saturating_sub(1);
+        self.addr.wrapping_add(u64::from(i) * u64::from(self.stride))
+    }
+}
+
+/// A signature BSF: the configuration and the PSVs of its domains.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SigBsf {
+    /// The domains and masks.
+    pub cfg: SigConfig,
+    /// The memory domain's PSV.
+    pub mem_psv: u32,
+    /// The wire domain's PSV.
+    pub wire_psv: u32,
+}
 
 /// What a UMR WQE writes into an mkey (the fields of its mkey context segment under the mask).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,17 +72,20 @@ pub struct UmrWqe {
     pub index: u32,
     /// The new tag (`qpn_mkey & 0xff`).
     pub tag: u8,
-    /// New access flags (LW|RR|RW|A), if the setter ran.
+    /// New access flags (`IBV_ACCESS_*` of LW|RR|RW|A), if the setter ran.
     pub access: Option<u32>,
     /// New length and translation, if a layout setter ran.
     pub layout: Option<(u64, Translation)>,
     /// BSF enable written as 0 (signature mkey without attributes).
     pub bsf_disable: bool,
     /// A new signature BSF.
-    pub sig_bsf: Option<SigConfig>,
+    pub sig_bsf: Option<SigBsf>,
+    /// The signature error count written (`expected_sigerr_count`), when the provider
+    /// acknowledges an error.
+    pub sig_err_count: Option<u8>,
 }
 
-/// What a WQE asks the device to do.
+/// What a send WQE asks the device to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WqeKind {
     /// RDMA WRITE, with immediate if `imm`.
@@ -55,19 +117,19 @@ pub enum WqeKind {
         /// The rkey the responder invalidates.
         inv: Option<u32>,
     },
-    /// LOCAL_INV of `key`.
+    /// LOCAL_INV of `key` (a UMR that frees the mkey).
     LocalInv {
         /// The key to invalidate.
         key: u32,
     },
     /// UMR (mkey configure).
     Umr(UmrWqe),
-    /// A WQE cancelled by `mlx5dv_qp_cancel_posted_send_wrs`: it completes and moves nothing.
+    /// NOP: completes and moves nothing (what `mlx5dv_qp_cancel_posted_send_wrs` leaves).
     Nop,
-    /// SET_PSV: re-initialise a PSV of the signature mkey with this index.
+    /// SET_PSV: re-initialise a PSV.
     SetPsv {
-        /// The signature mkey's index.
-        index: u32,
+        /// The PSV number.
+        psv: u32,
         /// The transient signature written.
         transient: u64,
     },
@@ -77,37 +139,223 @@ impl WqeKind {
     /// The mlx5 WQE opcode (`MLX5_OPCODE_*`).
     pub fn opcode(&self) -> u8 {
         match self {
-            WqeKind::Write { imm: None, .. } => 0x08,
-            WqeKind::Write { imm: Some(_), .. } => 0x09,
-            WqeKind::Read { .. } => 0x10,
-            WqeKind::Send { inv: Some(_), .. } => 0x01,
-            WqeKind::Send { imm: Some(_), .. } => 0x0b,
-            WqeKind::Send { .. } => 0x0a,
-            WqeKind::LocalInv { .. } | WqeKind::Umr(_) => 0x25,
-            WqeKind::SetPsv { .. } => 0x20,
-            WqeKind::Nop => 0x00,
+            WqeKind::Write { imm: None, .. } => opcode::RDMA_WRITE,
+            WqeKind::Write { imm: Some(_), .. } => opcode::RDMA_WRITE_IMM,
+            WqeKind::Read { .. } => opcode::RDMA_READ,
+            WqeKind::Send { inv: Some(_), .. } => opcode::SEND_INVAL,
+            WqeKind::Send { imm: Some(_), .. } => opcode::SEND_IMM,
+            WqeKind::Send { .. } => opcode::SEND,
+            WqeKind::LocalInv { .. } | WqeKind::Umr(_) => opcode::UMR,
+            WqeKind::SetPsv { .. } => opcode::SET_PSV,
+            WqeKind::Nop => opcode::NOP,
         }
     }
 }
 
-/// A posted send WQE.
+/// A send WQE as the device read it from the ring.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Wqe {
-    /// The application's id, returned in the CQE.
-    pub wr_id: u64,
-    /// The ctrl segment asks for a CQE.
+    /// `wqe_index` of its control segment: the CQE's `wqe_counter`.
+    pub index: u16,
+    /// `MLX5_OPCODE_*` of its control segment.
+    pub opcode: u8,
+    /// The control segment asks for a CQE.
     pub signaled: bool,
-    /// The `ibv_wc_opcode` its CQE carries.
-    pub opcode: u32,
-    /// What it does.
-    pub kind: WqeKind,
-    /// Its sequence number in the send queue (the provider's producer counter).
-    pub seq: u64,
+    /// What it does, or `None` for bytes the device cannot parse.
+    pub kind: Option<WqeKind>,
+    /// Basic blocks it spans.
+    pub bbs: u32,
 }
 
-/// A SIG_ERR CQE's payload: the error the device found (`struct mlx5_sigerr_cqe`).
+fn sge_of(d: &DataSeg) -> Sge {
+    Sge { addr: d.addr, length: d.byte_count, lkey: d.lkey }
+}
+
+fn gather(p: &Payload) -> Vec<Sge> {
+    match p {
+        Payload::Gather(segs) => segs.iter().map(sge_of).collect(),
+        // The provider never writes inline data; the device would take the bytes as they are.
+        Payload::Inline(_) => Vec::new(),
+    }
+}
+
+/// Bytes of a block-size selector (`bs_to_bs_selector`'s inverse).
+fn selector_bytes(selector: u8) -> Option<usize> {
+    let i = mlx5_dv::prm::wqe::bsf::BS_SELECTOR.iter().position(|&s| s == selector)?;
+    sig::block_bytes(u32::try_from(i).ok()?)
+}
+
+/// The selector of a block of `bytes` data bytes.
+pub fn bytes_selector(bytes: usize) -> u8 {
+    [512, 520, 4048, 4096, 4160]
+        .iter()
+        .position(|&b| b == bytes)
+        .and_then(|i| mlx5_dv::prm::wqe::bsf::BS_SELECTOR.get(i).copied())
+        .unwrap_or(0)
+}
+
+fn t10_of(inl: &mlx5_dv::prm::wqe::bsf::BsfInl, bs: usize) -> Domain {
+    let escape = if inl.appref_escape {
+        Escape::AppRef
+    } else if inl.apptag_escape {
+        Escape::App
+    } else {
+        Escape::None
+    };
+    let kind = Kind::T10 {
+        csum: inl.sig_type == mlx5_dv::prm::wqe::bsf::t10dif::IPCS,
+        seed_ones: inl.seed,
+        app: inl.dif_apptag,
+        ref_tag: inl.dif_reftag,
+        remap: inl.inc_reftag,
+        escape,
+    };
+    Domain { kind, bs }
+}
+
+fn crc_of(selector: u8, bs: usize) -> Option<Domain> {
+    let crc_type = match selector & 0xf0 {
+        bfs::CRC32_BASE => sig::CRC32,
+        bfs::CRC32C_BASE => sig::CRC32C,
+        bfs::CRC64_XP10_BASE => sig::CRC64_XP10,
+        _ => return None,
+    };
+    Some(Domain { kind: Kind::Crc { crc_type, seed_ones: selector & bfs::CRC_SEED_BIT == 0 }, bs })
+}
+
+/// The signature configuration a BSF describes; `None` for one the device would refuse.
+pub fn sig_of_bsf(b: &Bsf) -> Option<SigBsf> {
+    let basic = &b.basic;
+    let mem_bs = selector_bytes(basic.mem_bs_selector);
+    let mem = match (b.m_inl.vld, basic.m_bfs) {
+        (true, _) => Some(t10_of(&b.m_inl, mem_bs?)),
+        (false, 0) => None,
+        (false, f) => Some(crc_of(f, mem_bs?)?),
+    };
+    let wire_bs = if basic.sbs { mem_bs } else { selector_bytes(basic.wire) };
+    let wire = match (b.w_inl.vld, basic.w_bfs) {
+        (true, _) => Some(t10_of(&b.w_inl, wire_bs?)),
+        (false, 0) => None,
+        (false, f) => Some(crc_of(f, wire_bs?)?),
+    };
+    let cfg = SigConfig {
+        mem,
+        wire,
+        check_mask: basic.check_byte_mask,
+        copy_mask: if basic.sbs { basic.wire } else { 0 },
+        sbs: basic.sbs,
+    };
+    Some(SigBsf { cfg, mem_psv: basic.m_psv, wire_psv: basic.w_psv })
+}
+
+fn translation_of(x: &WqeXlat) -> Translation {
+    match x {
+        WqeXlat::None => Translation::None,
+        WqeXlat::Klm(entries) => Translation::Klm(
+            entries
+                .iter()
+                .filter(|e| e.byte_count != 0 || e.mkey != 0 || e.address != 0)
+                .map(|e| Klm { byte_count: e.byte_count, key: e.mkey, addr: e.address })
+                .collect(),
+        ),
+        WqeXlat::Repeat(header, entries) => Translation::Repeat {
+            repeat_count: header.repeat_count,
+            entries: entries
+                .iter()
+                .map(|e| RepeatEntry { stride: e.stride, byte_count: e.byte_count, key: e.memkey, addr: e.va })
+                .collect(),
+        },
+    }
+}
+
+fn umr_of(c: &ctrl::CtrlSeg, body: &WqeBody) -> Option<WqeKind> {
+    use umr_ctrl::mkey_mask as m;
+    let WqeBody::Umr { umr, mkc: k, translation, bsf } = body else { return None };
+    let mask = umr.mkey_mask;
+    if mask & m::FREE != 0 && k.free {
+        return Some(WqeKind::LocalInv { key: c.imm });
+    }
+    let access_bits = m::ACCESS_LOCAL_WRITE | m::ACCESS_REMOTE_READ | m::ACCESS_REMOTE_WRITE | m::ACCESS_ATOMIC;
+    let access = (mask & access_bits != 0).then(|| {
+        use mlx5_dv::AccessFlags as A;
+        [(k.lw, A::LOCAL_WRITE), (k.rr, A::REMOTE_READ), (k.rw, A::REMOTE_WRITE), (k.a, A::REMOTE_ATOMIC)]
+            .into_iter()
+            .filter(|(on, _)| *on)
+            .fold(0, |acc, (_, f)| acc | f.bits())
+    });
+    let layout = (mask & m::LEN != 0).then(|| (k.len, translation_of(translation)));
+    let bsf_on = mask & m::BSF_ENABLE != 0;
+    let sig_bsf = if bsf_on && k.bsf_en { Some(sig_of_bsf(&Bsf::decode(bsf).ok()?)?) } else { None };
+    let sig_err_count = (mask & m::SIG_ERR != 0).then_some(u8::from(k.expected_sigerr_count));
+    Some(WqeKind::Umr(UmrWqe {
+        index: c.imm >> 8,
+        tag: k.mkey_7_0,
+        access,
+        layout,
+        bsf_disable: bsf_on && !k.bsf_en,
+        sig_bsf,
+        sig_err_count,
+    }))
+}
+
+/// What a WQE's decoded bytes ask for; `None` for an opcode or layout the device refuses.
+fn kind_of(w: &SendWqe) -> Option<WqeKind> {
+    let c = &w.ctrl;
+    Some(match (c.opcode, &w.body) {
+        (opcode::RDMA_WRITE, WqeBody::Rdma { raddr, payload }) => {
+            WqeKind::Write { rkey: raddr.rkey, raddr: raddr.raddr, sge: gather(payload), imm: None }
+        }
+        (opcode::RDMA_WRITE_IMM, WqeBody::Rdma { raddr, payload }) => {
+            WqeKind::Write { rkey: raddr.rkey, raddr: raddr.raddr, sge: gather(payload), imm: Some(c.imm) }
+        }
+        (opcode::RDMA_READ, WqeBody::Rdma { raddr, payload }) => {
+            WqeKind::Read { rkey: raddr.rkey, raddr: raddr.raddr, sge: gather(payload) }
+        }
+        (opcode::SEND, WqeBody::Send(p)) => WqeKind::Send { sge: gather(p), imm: None, inv: None },
+        (opcode::SEND_IMM, WqeBody::Send(p)) => WqeKind::Send { sge: gather(p), imm: Some(c.imm), inv: None },
+        (opcode::SEND_INVAL, WqeBody::Send(p)) => WqeKind::Send { sge: gather(p), imm: None, inv: Some(c.imm) },
+        (opcode::UMR, body) => umr_of(c, body)?,
+        (opcode::SET_PSV, WqeBody::SetPsv(p)) => WqeKind::SetPsv { psv: p.psv_index, transient: p.transient_signature },
+        (opcode::NOP, _) => WqeKind::Nop,
+        _ => return None,
+    })
+}
+
+/// Read the send WQE in `bytes` (linear, starting at its control segment). A WQE whose
+/// control segment cannot be read spans one basic block and means nothing.
+pub fn decode(bytes: &[u8]) -> Wqe {
+    let Ok(c) = ctrl::CtrlSeg::decode(bytes) else {
+        return Wqe { index: 0, opcode: 0xff, signaled: false, kind: None, bbs: 1 };
+    };
+    let bbs = c.wqebbs().max(1);
+    let kind = SendWqe::decode(bytes).ok().and_then(|w| kind_of(&w));
+    let bbs = u32::try_from(bbs).unwrap_or(u32::MAX);
+    Wqe { index: c.wqe_index, opcode: c.opcode, signaled: c.ce == ctrl::CE_CQ_UPDATE, kind, bbs }
+}
+
+/// A receive WQE as the device read it: its slot counter and scatter list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecvWqe {
+    /// The slot counter: the CQE's `wqe_counter`.
+    pub index: u16,
+    /// Scatter entries up to the first with `MLX5_INVALID_LKEY`.
+    pub sge: Vec<Sge>,
+}
+
+/// Read a receive WQE of up to `bytes.len() / 16` data segments.
+pub fn decode_recv(index: u16, bytes: &[u8]) -> RecvWqe {
+    let sge = bytes
+        .chunks_exact(SEND_WQE_DS)
+        .map_while(|b| DataSeg::decode(b).ok())
+        .take_while(|d| d.lkey != INVALID_LKEY)
+        .map(|d| sge_of(&d))
+        .collect();
+    RecvWqe { index, sge }
+}
+
+/// A signature error as a SIG_ERR CQE reports it (`struct mlx5_sigerr_cqe`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
-pub struct SigErrCqe {
+pub struct SigErrInfo {
     /// CQE syndrome (REFTAG / APPTAG / GUARD bits).
     pub syndrome: u16,
     /// `expected_trans_sig << 32 | expected_ref_tag`.
@@ -122,33 +370,120 @@ pub struct SigErrCqe {
     pub domain: u8,
 }
 
-/// Data the device put in a CQE (scatter-to-CQE), which the provider copies out at poll time.
-#[derive(Debug, Clone)]
-pub struct InlineScatter {
-    /// The payload.
-    pub data: Vec<u8>,
-    /// The receive WQE's scatter list.
-    pub sge: Vec<Sge>,
-}
-
-/// A CQE as the device wrote it.
-#[derive(Debug, Clone)]
-pub struct Cqe {
-    /// The work completion.
-    pub wc: Wc,
-    /// The QP number it belongs to.
-    pub qpn: u32,
-    /// For send-side CQEs: the sequence number of the WQE it retires (with all before it).
-    pub sq_seq: Option<u64>,
-    /// Scatter-to-CQE data.
-    pub scatter: Option<InlineScatter>,
-    /// A SIG_ERR CQE: the mkey index and the error; the provider consumes it.
-    pub sig_err: Option<(u32, SigErrCqe)>,
+/// A CQE as the device reports it, before it becomes bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cqe {
+    /// A requester completion.
+    Req {
+        /// The QP.
+        qpn: u32,
+        /// The completed WQE's `wqe_index`.
+        wqe_counter: u16,
+        /// Its `MLX5_OPCODE_*`.
+        wqe_opcode: u8,
+        /// Bytes an RDMA READ moved.
+        byte_cnt: u32,
+    },
+    /// A responder completion.
+    Resp {
+        /// The QP.
+        qpn: u32,
+        /// The receive WQE's slot counter.
+        wqe_counter: u16,
+        /// `MLX5_CQE_RESP_*`.
+        opcode: u8,
+        /// Bytes received.
+        byte_cnt: u32,
+        /// Immediate data or the invalidated rkey.
+        imm: u32,
+        /// The message itself, for a small one the device scatters to the CQE.
+        inline: Option<Vec<u8>>,
+    },
+    /// A requester or responder error.
+    Err {
+        /// The QP.
+        qpn: u32,
+        /// The failed WQE's counter.
+        wqe_counter: u16,
+        /// Requester (REQ_ERR) or responder (RESP_ERR).
+        requester: bool,
+        /// The failed WQE's opcode (requester).
+        wqe_opcode: u8,
+        /// `MLX5_CQE_SYNDROME_*`.
+        syndrome: u8,
+        /// The vendor syndrome.
+        vendor_err: u8,
+    },
+    /// A signature error in the mkey `mkey` (index << 8 | tag).
+    SigErr {
+        /// The QP whose traffic met it.
+        qpn: u32,
+        /// The mkey.
+        mkey: u32,
+        /// What went wrong.
+        info: SigErrInfo,
+    },
 }
 
 impl Cqe {
-    /// A plain CQE.
-    pub fn new(wc: Wc, qpn: u32, sq_seq: Option<u64>) -> Self {
-        Cqe { wc, qpn, sq_seq, scatter: None, sig_err: None }
+    /// The 64 bytes of the CQE, with the ownership bit `owner`.
+    pub fn encode(&self, owner: bool) -> Result<[u8; cqe::SIZE], FieldError> {
+        let mut out = [0u8; cqe::SIZE];
+        match self {
+            Cqe::Req { qpn, wqe_counter, wqe_opcode, byte_cnt } => Cqe64 {
+                sop_drop: *wqe_opcode,
+                qpn: *qpn,
+                wqe_counter: *wqe_counter,
+                byte_cnt: *byte_cnt,
+                opcode: cqe::opcode::REQ,
+                owner,
+                ..Cqe64::default()
+            }
+            .encode(&mut out)?,
+            Cqe::Resp { qpn, wqe_counter, opcode, byte_cnt, imm, inline } => {
+                Cqe64 {
+                    qpn: *qpn,
+                    wqe_counter: *wqe_counter,
+                    byte_cnt: *byte_cnt,
+                    imm_inval_pkey: *imm,
+                    opcode: *opcode,
+                    owner,
+                    ..Cqe64::default()
+                }
+                .encode(&mut out)?;
+                if let Some(data) = inline {
+                    let n = data.len().min(SCATTER_TO_CQE_MAX);
+                    out[..n].copy_from_slice(&data[..n]);
+                    out[cqe::SIZE - 1] |= INLINE_SCATTER_32;
+                }
+            }
+            Cqe::Err { qpn, wqe_counter, requester, wqe_opcode, syndrome, vendor_err } => ErrCqe {
+                vendor_err_synd: *vendor_err,
+                syndrome: *syndrome,
+                s_wqe_opcode: *wqe_opcode,
+                qpn: *qpn,
+                wqe_counter: *wqe_counter,
+                opcode: if *requester { cqe::opcode::REQ_ERR } else { cqe::opcode::RESP_ERR },
+                owner,
+                ..ErrCqe::default()
+            }
+            .encode(&mut out)?,
+            Cqe::SigErr { mkey, info, .. } => {
+                let mut s = SigErrCqe {
+                    syndrome: info.syndrome,
+                    sig_type: info.sig_type,
+                    domain: info.domain,
+                    mkey: *mkey,
+                    sig_err_offset: info.offset,
+                    opcode: cqe::opcode::SIG_ERR,
+                    owner,
+                    ..SigErrCqe::default()
+                };
+                s.set_expected(info.expected);
+                s.set_actual(info.actual);
+                s.encode(&mut out)?;
+            }
+        }
+        Ok(out)
     }
 }

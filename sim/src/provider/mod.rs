@@ -19,6 +19,7 @@ mod memory;
 mod mkey;
 mod poll;
 mod qp;
+mod ring;
 mod wr;
 
 pub use mkey::{BsfState, SigCtx, SigDomainType, StoredSigErr, decode_sig_err, round_max_entries, sigerr_syndrome};
@@ -114,6 +115,7 @@ struct CqObj {
     ctx: ContextHandle,
     dev: usize,
     cqn: u32,
+    ring: ring::CqRing,
 }
 
 #[derive(Debug, Clone)]
@@ -135,8 +137,8 @@ struct QpObj {
     wr_complete_real: bool,
     /// `fm_cache`: the next WQE carries the initiator small fence (after a UMR).
     fence_next: bool,
-    sq_head: u64,
-    sq_tail: u64,
+    /// The queues in host memory.
+    rings: ring::QpRings,
 }
 
 /// The provider's objects, each behind a handle table.

@@ -1,55 +1,153 @@
-//! `mlx5_poll_cq`: hand out CQEs, consume SIG_ERR CQEs into the mkey they name, copy
-//! scatter-to-CQE data to the receive SGE addresses, and retire send-queue entries.
+//! `mlx5_poll_cq`: read CQEs from the CQ's ring as `mlx5_parse_cqe` does — requester
+//! completions and errors retire send-queue entries by `wqe_counter`, responder completions
+//! take the receive queue's next `wrid` and copy scatter-to-CQE data to its SGE addresses,
+//! SIG_ERR CQEs are consumed into the mkey they name — then update the consumer index.
 
 use mlx5_dv::errno::EINVAL;
-use mlx5_dv::{Cq, Error, Op, Result, Wc};
+use mlx5_dv::prm::FieldError;
+use mlx5_dv::prm::cqe::{self, Cqe64, ErrCqe, SigErrCqe};
+use mlx5_dv::prm::wqe::opcode;
+use mlx5_dv::{Cq, Error, Op, Result, Sge, Wc, WcFlags, wc_opcode};
 
 use super::{Lower, Provider};
-use crate::device::wqe::InlineScatter;
+use crate::device::engine::syndrome;
+use crate::device::wqe::{INLINE_SCATTER_32, SigErrInfo};
 use crate::host::{Dma, Host};
+
+/// What one CQE turned into.
+enum Parsed {
+    /// A work completion for the application.
+    Wc(Wc),
+    /// A signature error for the provider's own books.
+    SigErr(u32, SigErrInfo),
+    /// A CQE for no QP of this provider (`CQ_POLL_ERR`).
+    Unknown(String),
+}
 
 impl Provider {
     /// `ibv_poll_cq`.
     pub(crate) fn poll_cq(&mut self, low: &mut Lower<'_>, cq: &Cq, max: usize) -> Result<Vec<Wc>> {
         let op = Op::PollCq;
         let c = self.cqs.get(cq.handle, op)?;
-        let (dev, cqn) = (c.dev, c.cqn);
+        let dev = c.dev;
+        let mut ring = c.ring.clone();
         let mut out = Vec::new();
+        let mut failed = None;
         while out.len() < max {
-            let Some(e) = low.devices.get_mut(dev).and_then(|d| d.poll(cqn)) else { break };
-            if let Some((index, err)) = e.sig_err {
-                if !self.take_sig_err(dev, index, err) {
-                    let why = format!("a signature error names unknown mkey index 0x{index:x}");
-                    return Err(Error::new(op, EINVAL, why));
+            let Some(bytes) = ring.peek(low.host) else { break };
+            ring.advance();
+            match self.parse(low.host, dev, &bytes) {
+                Ok(Parsed::Wc(wc)) => out.push(wc),
+                Ok(Parsed::SigErr(index, err)) => {
+                    if !self.take_sig_err(dev, index, err) {
+                        failed = Some(format!("a signature error names unknown mkey index 0x{index:x}"));
+                        break;
+                    }
                 }
-                continue;
+                Ok(Parsed::Unknown(why)) => {
+                    failed = Some(why);
+                    break;
+                }
+                Err(e) => {
+                    failed = Some(format!("a CQE the provider cannot read: {e}"));
+                    break;
+                }
             }
-            if let Some(s) = &e.scatter {
-                copy_to_scat(low.host, s);
-            }
-            if let Some(seq) = e.sq_seq
-                && let Some((_, q)) = self.qps.iter_mut().find(|(_, q)| q.dev == dev && q.qpn == e.qpn)
-            {
-                // A CQE from before a RESET retires nothing of the new queue.
-                q.sq_tail = q.sq_tail.max(seq + 1).min(q.sq_head);
-            }
-            out.push(e.wc);
         }
-        Ok(out)
+        ring.update_cons_index(low.host);
+        self.cqs.get_mut(cq.handle, op)?.ring = ring;
+        match failed {
+            // The CQEs read before the bad one are lost with it, as ibv_poll_cq returns -1.
+            Some(why) => Err(Error::new(op, EINVAL, why)),
+            None => Ok(out),
+        }
+    }
+
+    fn parse(&mut self, host: &mut Host, dev: usize, bytes: &[u8]) -> std::result::Result<Parsed, FieldError> {
+        let op = cqe::peek_opcode(bytes)?;
+        if op == cqe::opcode::SIG_ERR {
+            let s = SigErrCqe::decode(bytes)?;
+            let info = SigErrInfo {
+                syndrome: s.syndrome,
+                expected: s.expected(),
+                actual: s.actual(),
+                offset: s.sig_err_offset,
+                sig_type: s.sig_type,
+                domain: s.domain,
+            };
+            return Ok(Parsed::SigErr(s.mkey >> 8, info));
+        }
+        let c = Cqe64::decode(bytes)?;
+        let Some((_, q)) = self.qps.iter_mut().find(|(_, q)| q.dev == dev && q.qpn == c.qpn) else {
+            return Ok(Parsed::Unknown(format!("a CQE for QP 0x{:x}, which is not this provider's", c.qpn)));
+        };
+        let mut wc = Wc { qp_num: c.qpn, ..Wc::default() };
+        match op {
+            cqe::opcode::REQ => {
+                let (wr_id, wr_data) = q.rings.sq.complete(c.wqe_counter);
+                wc.wr_id = wr_id;
+                // handle_good_req
+                match c.sop_drop {
+                    opcode::RDMA_WRITE_IMM | opcode::RDMA_WRITE => wc.opcode = wc_opcode::RDMA_WRITE,
+                    opcode::SEND_IMM | opcode::SEND | opcode::SEND_INVAL => wc.opcode = wc_opcode::SEND,
+                    opcode::RDMA_READ => {
+                        wc.opcode = wc_opcode::RDMA_READ;
+                        wc.byte_len = c.byte_cnt;
+                    }
+                    opcode::UMR | opcode::SET_PSV | opcode::NOP | opcode::MMO => wc.opcode = wr_data,
+                    _ => {}
+                }
+                if matches!(c.sop_drop, opcode::RDMA_WRITE_IMM | opcode::SEND_IMM) {
+                    wc.wc_flags |= WcFlags::WITH_IMM;
+                }
+            }
+            cqe::opcode::RESP_WR_IMM
+            | cqe::opcode::RESP_SEND
+            | cqe::opcode::RESP_SEND_IMM
+            | cqe::opcode::RESP_SEND_INV => {
+                let (wr_id, sge) = q.rings.rq.complete(host, c.wqe_counter);
+                wc.wr_id = wr_id;
+                wc.byte_len = c.byte_cnt;
+                if bytes.get(cqe::SIZE - 1).is_some_and(|b| b & INLINE_SCATTER_32 != 0) {
+                    copy_to_scat(host, &bytes[..(c.byte_cnt as usize).min(32)], &sge);
+                }
+                (wc.opcode, wc.wc_flags) = match op {
+                    cqe::opcode::RESP_WR_IMM => (wc_opcode::RECV_RDMA_WITH_IMM, WcFlags::WITH_IMM),
+                    cqe::opcode::RESP_SEND_IMM => (wc_opcode::RECV, WcFlags::WITH_IMM),
+                    cqe::opcode::RESP_SEND_INV => (wc_opcode::RECV, WcFlags::WITH_INV),
+                    _ => (wc_opcode::RECV, WcFlags::empty()),
+                };
+                if op != cqe::opcode::RESP_SEND {
+                    wc.imm_data = c.imm_inval_pkey;
+                }
+            }
+            cqe::opcode::REQ_ERR | cqe::opcode::RESP_ERR => {
+                let e = ErrCqe::decode(bytes)?;
+                wc.status = syndrome::to_status(e.syndrome);
+                wc.vendor_err = u32::from(e.vendor_err_synd);
+                wc.wr_id = if op == cqe::opcode::REQ_ERR {
+                    q.rings.sq.complete(e.wqe_counter).0
+                } else {
+                    q.rings.rq.complete(host, e.wqe_counter).0
+                };
+            }
+            other => return Ok(Parsed::Unknown(format!("a CQE with opcode {} ({other})", cqe::opcode::name(other)))),
+        }
+        Ok(Parsed::Wc(wc))
     }
 }
 
 /// `copy_to_scat`: the SGE address is taken as a process virtual address, whatever key the
 /// SGE names; a zero-based (indirect mkey) address therefore misses the mkey's memory.
-fn copy_to_scat(host: &mut Host, s: &InlineScatter) {
-    let mut rest = &s.data[..];
-    for sge in &s.sge {
+fn copy_to_scat(host: &mut Host, data: &[u8], sge: &[Sge]) {
+    let mut rest = data;
+    for s in sge {
         if rest.is_empty() {
             break;
         }
-        let n = rest.len().min(sge.length as usize);
+        let n = rest.len().min(s.length as usize);
         // An unmapped address would fault in the real provider; here the bytes are lost.
-        let _ = host.write(sge.addr, &rest[..n]);
+        let _ = host.write(s.addr, &rest[..n]);
         rest = &rest[n..];
     }
 }

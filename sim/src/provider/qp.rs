@@ -3,12 +3,14 @@
 
 use mlx5_dv::errno::{EINVAL, EIO, EOPNOTSUPP};
 use mlx5_dv::{
-    ContextHandle, Cq, DvSendOpsFlags, Error, Op, Qp, QpCap, QpHandle, QpInitAttr, QpModify, QpState, Result,
+    ContextHandle, Cq, CqHandle, DvSendOpsFlags, Error, Op, Qp, QpCap, QpHandle, QpInitAttr, QpModify, QpState, Result,
     SendOpsFlags, dv_qp, qp_type, send_ops,
 };
 
+use super::ring::{CqRing, QpRings};
 use super::{CqObj, CtxKind, Lower, Provider, QpObj};
-use crate::device::firmware::QpPath;
+use crate::device::firmware::{CqCreate, QpPath};
+use crate::host::Dma;
 use crate::kernel::{self, QpRequest};
 use crate::profile::DataPathSection;
 
@@ -58,12 +60,15 @@ struct QueueSizes {
     max_inline: i64,
     rq_max_post: u32,
     rq_max_gs: u32,
+    /// Send queue basic blocks (`sq.wqe_cnt`).
+    sq_bbs: u32,
 }
 
 /// `mlx5_calc_send_wqe`, `mlx5_calc_sq_size` and `mlx5_calc_rq_size`, in 64-bit arithmetic
 /// (the provider's `int` sums cannot wrap here: a sum past `max_sq_desc_sz` is refused).
 fn size_queues(lim: &DataPathSection, cap: &QpCap, overhead: u32) -> std::result::Result<QueueSizes, String> {
-    let mut out = QueueSizes { cap: *cap, max_post: 0, max_gs: 0, max_inline: 0, rq_max_post: 0, rq_max_gs: 0 };
+    let mut out =
+        QueueSizes { cap: *cap, max_post: 0, max_gs: 0, max_inline: 0, rq_max_post: 0, rq_max_gs: 0, sq_bbs: 0 };
     out.max_inline = i64::from(cap.max_inline_data);
     let desc = u64::from(lim.max_sq_desc_sz);
     if cap.max_send_wr > 0 {
@@ -91,6 +96,7 @@ fn size_queues(lim: &DataPathSection, cap: &QpCap, overhead: u32) -> std::result
             return Err(format!("{wqebbs} send WQEBBs > max_send_wqebb {}", lim.max_qp_wr));
         }
         out.max_post = u32::try_from(wq_size / wqe_size).map_err(|_| "send queue too deep".to_string())?;
+        out.sq_bbs = u32::try_from(wqebbs).map_err(|_| "send queue too deep".to_string())?;
         out.max_gs = cap.max_send_sge;
         out.max_inline = i64::try_from(wqe_size).unwrap_or(i64::MAX) - i64::from(overhead) - INL_SEG;
         out.cap.max_send_wr = out.max_post;
@@ -133,8 +139,23 @@ impl Provider {
         let cap = (ncqe - 1) as u32;
         let dev = c.dev;
         let d = low.devices.get_mut(dev).ok_or_else(|| Error::new(op, EINVAL, "no such device"))?;
-        let cqn = low.kernel.create_cq(d, dev, ctx.id(), cap)?;
-        let handle = self.cqs.insert(op, CqObj { ctx, dev, cqn })?;
+        let ring = CqRing::alloc(low.host, cap + 1, op)?;
+        let req = CqCreate { cqe: cap, ring: ring.ring.addr, dbrec: ring.dbrec };
+        let cqn = match low.kernel.create_cq(d, dev, ctx.id(), req) {
+            Ok(n) => n,
+            Err(e) => {
+                ring.free(low.host);
+                return Err(e);
+            }
+        };
+        let handle = match self.cqs.insert(op, CqObj { ctx, dev, cqn, ring: ring.clone() }) {
+            Ok(h) => h,
+            Err(e) => {
+                low.kernel.destroy_cq(low.devices, dev, cqn);
+                ring.free(low.host);
+                return Err(e);
+            }
+        };
         low.kernel.set_cq_handle(dev, cqn, handle);
         Ok(Cq { handle, cqe: cap })
     }
@@ -147,6 +168,7 @@ impl Provider {
         }
         let c = self.cqs.take(cq.handle, op)?;
         low.kernel.destroy_cq(low.devices, c.dev, c.cqn);
+        c.ring.free(low.host);
         Ok(())
     }
 
@@ -274,8 +296,25 @@ impl Provider {
         }
         let overhead = sq_overhead(attr.qp_type, ops, mlx5_ops);
         let sizes = size_queues(&self.limits, &attr.cap, overhead).map_err(|why| Error::new(op, EINVAL, why))?;
-        let req = QpRequest { ctx: ctx.id(), dev, pdn, cqns, scatter_to_cqe, drain_sigerr };
-        let qpn = low.kernel.create_qp(low.devices, &req)?;
+        let rings = QpRings::alloc(low.host, sizes.sq_bbs, sizes.rq_max_post, sizes.rq_max_gs.saturating_mul(16), op)?;
+        let req = QpRequest {
+            ctx: ctx.id(),
+            dev,
+            pdn,
+            cqns,
+            scatter_to_cqe,
+            drain_sigerr,
+            sq: rings.sq.buf,
+            rq: rings.rq.buf,
+            dbrec: rings.dbrec,
+        };
+        let qpn = match low.kernel.create_qp(low.devices, &req) {
+            Ok(n) => n,
+            Err(e) => {
+                rings.free(low.host);
+                return Err(e);
+            }
+        };
         let obj = QpObj {
             ctx,
             dev,
@@ -291,13 +330,13 @@ impl Provider {
             mkey_ops: !mlx5_ops.is_empty(),
             wr_complete_real: false,
             fence_next: false,
-            sq_head: 0,
-            sq_tail: 0,
+            rings: rings.clone(),
         };
         let handle = match self.qps.insert(op, obj) {
             Ok(h) => h,
             Err(e) => {
                 low.kernel.destroy_qp(low.devices, dev, qpn);
+                rings.free(low.host);
                 return Err(e);
             }
         };
@@ -318,6 +357,8 @@ impl Provider {
     fn remove_qp(&mut self, low: &mut Lower<'_>, h: QpHandle) {
         let Ok(q) = self.qps.take(h, Op::DestroyQp) else { return };
         low.kernel.destroy_qp(low.devices, q.dev, q.qpn);
+        self.clean_cqs(low.host, &q.cqs, q.qpn);
+        q.rings.free(low.host);
         for cq in q.cqs {
             self.cqs.release(cq);
         }
@@ -341,6 +382,7 @@ impl Provider {
         for h in self.cqs.handles_where(|c| c.ctx == ctx) {
             if let Ok(c) = self.cqs.take(h, op) {
                 low.kernel.destroy_cq(low.devices, c.dev, c.cqn);
+                c.ring.free(low.host);
             }
         }
     }
@@ -348,6 +390,19 @@ impl Provider {
     fn qp_path(&self, h: QpHandle, op: Op) -> Result<(QpPath, &QpObj)> {
         let q = self.qps.get(h, op)?;
         Ok((QpPath { dev: q.dev, qpn: q.qpn }, q))
+    }
+
+    /// The send WQE at basic block `index` of the QP's ring, linearised.
+    pub(crate) fn sq_wqe(&self, low: &Lower<'_>, qp: &Qp, index: u32) -> Result<Vec<u8>> {
+        let op = Op::InitObj;
+        let sq = &self.qps.get(qp.handle, op)?.rings.sq.buf;
+        if sq.is_empty() {
+            return Err(Error::new(op, EINVAL, "the QP has no send queue"));
+        }
+        let ring =
+            low.host.read(sq.addr, sq.len()).ok_or_else(|| Error::new(op, EINVAL, "the send queue is unmapped"))?;
+        mlx5_dv::prm::wqe::compose::linearise(ring, (index & (sq.wqe_cnt - 1)) as usize)
+            .ok_or_else(|| Error::new(op, EINVAL, format!("no WQE at basic block {index}")))
     }
 
     /// `ibv_query_qp`'s state.
@@ -363,11 +418,15 @@ impl Provider {
         let op = Op::ModifyQp;
         let (at, _) = self.qp_path(qp.handle, op)?;
         low.kernel.modify_qp(low.devices, at, m)?;
+        if m.state == QpState::Reset {
+            // mlx5_modify_qp: the QP's CQEs go from its CQs, and the queues start over.
+            let (cqs, qpn) = self.qps.get(qp.handle, op).map(|q| (q.cqs, q.qpn))?;
+            self.clean_cqs(low.host, &cqs, qpn);
+        }
         let q = self.qps.get_mut(qp.handle, op)?;
         match m.state {
             QpState::Reset => {
-                q.sq_head = 0;
-                q.sq_tail = 0;
+                q.rings.reset(low.host);
                 q.wr_complete_real = false;
             }
             QpState::Rts => q.wr_complete_real = true,
@@ -375,5 +434,15 @@ impl Provider {
         }
         low.run();
         Ok(())
+    }
+
+    /// `mlx5_cq_clean` on a QP's receive CQ, then its send CQ if it is another.
+    fn clean_cqs(&mut self, host: &mut crate::host::Host, cqs: &[CqHandle; 2], qpn: u32) {
+        let [send, recv] = *cqs;
+        for h in if send == recv { vec![recv] } else { vec![recv, send] } {
+            if let Ok(c) = self.cqs.get_mut(h, Op::ModifyQp) {
+                c.ring.clean(host, qpn);
+            }
+        }
     }
 }

@@ -1,18 +1,21 @@
-//! The completion writer: CQEs (success, error, flush, SIG_ERR) into a device's CQs, and the
-//! events a CQ overrun or a QP error raises.
+//! The completion writer: CQEs (success, error, flush, SIG_ERR) as bytes into a CQ's ring in
+//! host memory with the ownership-bit protocol, and the events a CQ overrun or a QP error
+//! raises.
 
-use mlx5_dv::{QpState, Wc, event_type, wc_opcode, wc_status};
+use mlx5_dv::{QpState, event_type};
 
-use super::syndrome;
-use crate::device::wqe::{Cqe, SigErrCqe, Wqe};
+use super::{Engine, syndrome};
+use crate::device::firmware::QpPath;
+use crate::device::wqe::{self, Cqe, SigErrInfo, Wqe};
 use crate::device::{Device, DeviceEvent};
+use crate::host::{Dma, Host};
 use crate::signature::TransferError;
 
 impl Device {
     /// The vendor syndrome the profile gives an error syndrome.
-    fn vendor_err(&self, s: u8) -> u32 {
+    pub(in crate::device) fn vendor_err(&self, s: u8) -> u8 {
         let v = &self.vendor_err;
-        u32::from(match s {
+        match s {
             syndrome::LOCAL_LENGTH => v.local_length,
             syndrome::LOCAL_QP_OP => v.local_qp_op,
             syndrome::LOCAL_PROT => v.local_protection,
@@ -22,61 +25,35 @@ impl Device {
             syndrome::REMOTE_OP => v.remote_operation,
             syndrome::TRANSPORT_RETRY => v.transport_retry,
             _ => v.rnr_retry,
-        })
+        }
     }
 
-    /// Write a CQE; a full CQ overruns: the CQE is lost and the device raises `CQ_ERR`.
-    pub(in crate::device) fn push_cqe(&mut self, cqn: u32, cqe: Cqe) {
+    /// Write a CQE at the CQ's producer index. When the CQ already holds as many entries as
+    /// it has room for (the consumer index is read from its doorbell record) it overruns:
+    /// the CQE is lost, as are all later ones, and the device raises `CQ_ERR`.
+    fn write_cqe(&mut self, host: &mut Host, cqn: u32, cqe: &Cqe) {
         let Some(c) = self.fw.cq_mut(cqn) else { return };
         if c.overrun {
             return;
         }
-        if c.entries.len() as u32 >= c.cqe {
+        let ci = host.read(c.dbrec, 4).map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) & 0xff_ffff);
+        let outstanding = c.pi.wrapping_sub(ci) & 0xff_ffff;
+        if outstanding >= c.cqe {
             c.overrun = true;
             self.events.push_back(DeviceEvent { event_type: event_type::CQ_ERR, qpn: None, cqn: Some(cqn) });
             return;
         }
-        c.entries.push_back(cqe);
-    }
-
-    /// An error work completion with syndrome `s`.
-    pub(in crate::device) fn error_wc(&self, qpn: u32, wr_id: u64, opcode: u32, s: u8) -> Wc {
-        Wc {
-            wr_id,
-            status: syndrome::to_status(s),
-            opcode,
-            vendor_err: self.vendor_err(s),
-            qp_num: qpn,
-            ..Wc::default()
+        let owner = c.pi & c.ring.wqe_cnt != 0;
+        let Ok(bytes) = cqe.encode(owner) else { return };
+        if host.write(c.ring.slot(c.pi), &bytes) {
+            c.pi = c.pi.wrapping_add(1);
         }
     }
 
-    /// A successful send completion, if the WQE asked for one.
-    pub(in crate::device) fn success(qpn: u32, w: &Wqe, byte_len: u32) -> Option<Wc> {
-        w.signaled.then_some(Wc {
-            wr_id: w.wr_id,
-            status: wc_status::SUCCESS,
-            opcode: w.opcode,
-            byte_len,
-            qp_num: qpn,
-            ..Wc::default()
-        })
-    }
-
-    /// Move a QP to ERR and flush both its queues with `WR_FLUSH_ERR`.
-    pub(in crate::device) fn flush_qp(&mut self, qpn: u32) {
-        let Some(q) = self.fw.qp_mut(qpn) else { return };
-        q.state = QpState::Err;
-        let sq: Vec<_> = q.sq.drain(..).map(|p| p.wqe).collect();
-        let rq: Vec<_> = q.rq.drain(..).collect();
-        let (scq, rcq) = (q.send_cqn, q.recv_cqn);
-        for w in sq {
-            let wc = self.error_wc(qpn, w.wr_id, w.opcode, syndrome::WR_FLUSH);
-            self.push_cqe(scq, Cqe::new(wc, qpn, Some(w.seq)));
-        }
-        for r in rq {
-            let wc = self.error_wc(qpn, r.wr_id, wc_opcode::RECV, syndrome::WR_FLUSH);
-            self.push_cqe(rcq, Cqe::new(wc, qpn, None));
+    /// The QP goes to ERR; the engine flushes it.
+    pub(in crate::device) fn enter_err(&mut self, qpn: u32) {
+        if let Some(q) = self.fw.qp_mut(qpn) {
+            q.state = QpState::Err;
         }
     }
 
@@ -87,22 +64,96 @@ impl Device {
         }
     }
 
-    /// Report a signature error if the mkey's PSV is armed: a SIG_ERR CQE on `cqn` (the
-    /// provider consumes it at poll time); the PSV stays in error until the next SET_PSV.
-    pub(in crate::device) fn report_sig(
+    /// A requester error CQE for `w` with syndrome `s`, and the profile's vendor syndrome
+    /// unless one is given.
+    pub(in crate::device) fn req_err(&self, qpn: u32, w: &Wqe, s: u8, vendor_err: Option<u8>) -> Cqe {
+        Cqe::Err {
+            qpn,
+            wqe_counter: w.index,
+            requester: true,
+            wqe_opcode: w.opcode,
+            syndrome: s,
+            vendor_err: vendor_err.unwrap_or_else(|| self.vendor_err(s)),
+        }
+    }
+
+    /// A successful requester CQE for `w`, if it asked for one.
+    pub(in crate::device) fn success(qpn: u32, w: &Wqe, byte_cnt: u32) -> Option<Cqe> {
+        w.signaled.then_some(Cqe::Req { qpn, wqe_counter: w.index, wqe_opcode: w.opcode, byte_cnt })
+    }
+}
+
+impl Engine<'_> {
+    /// Write a CQE into a CQ of device `dev`.
+    pub(super) fn push_cqe(&mut self, dev: usize, cqn: u32, cqe: Cqe) {
+        if let Some(d) = self.devs.get_mut(dev) {
+            d.write_cqe(self.host, cqn, &cqe);
+        }
+    }
+
+    /// A responder error CQE for the receive WQE `index` of `peer`.
+    pub(super) fn recv_error(&mut self, peer: QpPath, index: u16, s: u8) {
+        let Some(d) = self.devs.get_mut(peer.dev) else { return };
+        let Some(rcq) = d.fw.qp(peer.qpn).map(|q| q.recv_cqn) else { return };
+        let cqe = Cqe::Err {
+            qpn: peer.qpn,
+            wqe_counter: index,
+            requester: false,
+            wqe_opcode: 0,
+            syndrome: s,
+            vendor_err: d.vendor_err(s),
+        };
+        d.write_cqe(self.host, rcq, &cqe);
+    }
+
+    /// Flush a QP in ERR: every send WQE and receive WQE it holds completes with
+    /// `WR_FLUSH_ERR`, oldest first, and its queues are empty.
+    pub(super) fn flush(&mut self, id: QpPath) {
+        while let Some((w, _)) = self.head(id) {
+            let Some(scq) = self.retire(id, &w) else { return };
+            let Some(cqe) = self.devs.get(id.dev).map(|d| d.req_err(id.qpn, &w, syndrome::WR_FLUSH, None)) else {
+                return;
+            };
+            self.push_cqe(id.dev, scq, cqe);
+        }
+        while let Some(r) = self.pop_recv(id) {
+            self.recv_error(id, r.index, syndrome::WR_FLUSH);
+        }
+    }
+
+    /// Take the receive WQE at the device's consumer counter, read from the ring.
+    pub(super) fn pop_recv(&mut self, id: QpPath) -> Option<wqe::RecvWqe> {
+        let q = self.devs.get_mut(id.dev)?.fw.qp_mut(id.qpn)?;
+        if q.rq_cc == q.rq_pc || q.rq.is_empty() {
+            return None;
+        }
+        let index = q.rq_cc as u16;
+        let r = wqe::decode_recv(index, self.host.read(q.rq.slot(q.rq_cc), q.rq.stride as usize).unwrap_or_default());
+        q.rq_cc = q.rq_cc.wrapping_add(1);
+        Some(r)
+    }
+
+    /// Report a signature error if the mkey's PSVs are armed: a SIG_ERR CQE on `cqn` (the
+    /// provider consumes it at poll time); the PSVs stay in error until the next SET_PSV.
+    pub(super) fn report_sig(
         &mut self,
+        dev: usize,
         index: u32,
         err: TransferError,
         domain: u8,
         cqn: u32,
         qpn: u32,
     ) -> bool {
-        let armed = self.fw.mkey_mut(index).and_then(|m| m.sig.as_mut()).map(|s| std::mem::replace(&mut s.1, false));
-        if armed != Some(true) {
+        let Some(d) = self.devs.get_mut(dev) else { return false };
+        let Some(tag) = d.fw.mkey(index).and_then(|m| mlx5_dv::prm::mkc::MKEY_7_0.get(&m.mkc).ok()) else {
+            return false;
+        };
+        if d.fw.sig_armed(index) != Some(true) {
             return false;
         }
+        d.fw.set_sig_armed(index, false);
         let b = err.block;
-        let e = SigErrCqe {
+        let info = SigErrInfo {
             syndrome: b.syndrome,
             expected: b.expected,
             actual: b.actual,
@@ -110,9 +161,8 @@ impl Device {
             sig_type: 0,
             domain,
         };
-        let mut cqe = Cqe::new(Wc::default(), qpn, None);
-        cqe.sig_err = Some((index, e));
-        self.push_cqe(cqn, cqe);
+        let cqe = Cqe::SigErr { qpn, mkey: index << 8 | tag as u32, info };
+        d.write_cqe(self.host, cqn, &cqe);
         true
     }
 }

@@ -7,13 +7,13 @@
 //! change) every QP runs its send queue as far as it can, in creation order. A SEND that
 //! finds no receive WQE waits, as a QP with infinite RNR retry does.
 
-use mlx5_dv::{QpState, Wc};
+use mlx5_dv::QpState;
 
 use super::firmware::{FwQp, QpPath};
-use super::wqe::{Cqe, Wqe};
+use super::wqe::{self, Cqe, Wqe};
 use super::{Device, WqeFault};
 use crate::fabric::Fabric;
-use crate::host::Host;
+use crate::host::{Dma, Host};
 
 mod completion;
 mod ops;
@@ -61,10 +61,21 @@ pub mod syndrome {
     }
 }
 
+/// The `MLX5_CQE_SYNDROME_*` whose `ibv_wc_status` is `status` (`mlx5_handle_error_cqe`
+/// read backwards); `None` for a status no error CQE reports. `GENERAL_ERR` is any syndrome
+/// the provider does not know; 0xff stands for them.
+pub fn syndrome_of_status(status: u32) -> Option<u8> {
+    const KNOWN: [u8; 13] = [0x01, 0x02, 0x04, 0x05, 0x06, 0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x22];
+    if status == mlx5_dv::wc_status::GENERAL_ERR {
+        return Some(0xff);
+    }
+    KNOWN.into_iter().find(|&s| syndrome::to_status(s) == status)
+}
+
 /// The result of executing the head WQE of a QP.
 enum Step {
     /// Executed; the requester CQE to write, if any.
-    Done(Option<Wc>),
+    Done(Option<Cqe>),
     /// Waiting for the peer (no receive WQE yet).
     Blocked,
     /// Failed with this syndrome at the requester.
@@ -118,25 +129,41 @@ impl<'a> Engine<'a> {
         all.into_iter().map(|(_, q)| q).collect()
     }
 
-    /// Run every QP's send queue as far as it goes.
+    /// The send WQE at the device's consumer counter, read from the ring in host memory, and
+    /// the fault rule its doorbell matched.
+    fn head(&self, id: QpPath) -> Option<(Wqe, Option<WqeFault>)> {
+        let q = self.qp(id)?;
+        if q.sq_cc == q.sq_pc || q.sq.is_empty() {
+            return None;
+        }
+        let ring = self.host.read(q.sq.addr, q.sq.len())?;
+        let bytes = mlx5_dv::prm::wqe::compose::linearise(ring, (q.sq_cc & (q.sq.wqe_cnt - 1)) as usize)?;
+        let fault = q.faults.front().filter(|(at, _)| *at == q.sq_cc).map(|(_, f)| *f);
+        Some((wqe::decode(&bytes), fault))
+    }
+
+    /// Run every QP's send queue as far as it goes; a QP in ERR flushes what it holds.
     pub(super) fn progress(&mut self) {
         loop {
             let mut moved = false;
             for id in self.schedule() {
-                while let Some(p) = self.qp(id).filter(|q| q.state == QpState::Rts).and_then(|q| q.sq.front().cloned())
+                if self.qp(id).is_some_and(|q| q.state == QpState::Err) {
+                    self.flush(id);
+                    continue;
+                }
+                while let Some((w, fault)) = self.qp(id).filter(|q| q.state == QpState::Rts).and_then(|_| self.head(id))
                 {
-                    let w = &p.wqe;
-                    let step = match p.fault {
-                        Some(WqeFault::Completion { status, vendor_err }) if w.kind.opcode() != 0 => {
-                            self.complete_in_error(id, w, status, vendor_err);
+                    let step = match (fault, &w.kind) {
+                        (Some(WqeFault::Completion { syndrome, vendor_err }), Some(k)) if k.opcode() != 0 => {
+                            self.complete_in_error(id, &w, syndrome, vendor_err);
                             moved = true;
                             continue;
                         }
-                        Some(WqeFault::Corrupt { offset, xor }) => self.execute(id, w, Some((offset, xor))),
-                        _ => self.execute(id, w, None),
+                        (Some(WqeFault::Corrupt { offset, xor }), _) => self.execute(id, &w, Some((offset, xor))),
+                        _ => self.execute(id, &w, None),
                     };
                     let blocked = matches!(step, Step::Blocked | Step::Held);
-                    self.finish(id, w, step);
+                    self.finish(id, &w, step);
                     if blocked {
                         break;
                     }
@@ -151,53 +178,50 @@ impl<'a> Engine<'a> {
 
     /// Retire the head WQE as `step` says, then take the responders that failed to ERR.
     fn finish(&mut self, id: QpPath, w: &Wqe, step: Step) {
-        if let Some(d) = self.devs.get_mut(id.dev) {
-            match step {
-                Step::Blocked | Step::Held => {}
-                Step::Done(wc) => {
-                    let cq = d.fw.qp_mut(id.qpn).map(|q| {
-                        q.sq.pop_front();
-                        q.send_cqn
-                    });
-                    if let (Some(wc), Some(cq)) = (wc, cq) {
-                        d.push_cqe(cq, Cqe::new(wc, id.qpn, Some(w.seq)));
-                    }
-                }
-                Step::Failed(s) => {
-                    let wc = d.error_wc(id.qpn, w.wr_id, w.opcode, s);
-                    d.fail_head(id.qpn, wc, w.seq);
+        match step {
+            Step::Blocked | Step::Held => {}
+            Step::Done(cqe) => {
+                let cq = self.retire(id, w);
+                if let (Some(cqe), Some(cq)) = (cqe, cq) {
+                    self.push_cqe(id.dev, cq, cqe);
                 }
             }
+            Step::Failed(s) => self.fail_head(id, w, s, None),
         }
         for (peer, ev) in std::mem::take(&mut self.pending) {
             if let Some(d) = self.devs.get_mut(peer.dev) {
                 if let Some(ev) = ev {
                     d.qp_event(peer.qpn, ev);
                 }
-                d.flush_qp(peer.qpn);
+                d.enter_err(peer.qpn);
             }
+            self.flush(peer);
         }
     }
 
-    /// A Completion fault acts: the WQE completes with the rule's status, unexecuted.
-    fn complete_in_error(&mut self, id: QpPath, w: &Wqe, status: u32, vendor_err: u32) {
-        let wc = Wc { wr_id: w.wr_id, status, opcode: w.opcode, vendor_err, qp_num: id.qpn, ..Wc::default() };
-        if let Some(d) = self.dev(id.dev) {
-            d.fail_head(id.qpn, wc, w.seq);
+    /// Move the consumer counter past the head WQE; the send CQ's number.
+    fn retire(&mut self, id: QpPath, w: &Wqe) -> Option<u32> {
+        let q = self.devs.get_mut(id.dev)?.fw.qp_mut(id.qpn)?;
+        if q.faults.front().is_some_and(|(at, _)| *at == q.sq_cc) {
+            q.faults.pop_front();
         }
+        q.sq_cc = q.sq_cc.wrapping_add(w.bbs);
+        Some(q.send_cqn)
     }
-}
 
-impl Device {
-    /// The head WQE failed with `wc`: retire it with that CQE and flush the QP.
-    fn fail_head(&mut self, qpn: u32, wc: Wc, seq: u64) {
-        let cq = self.fw.qp_mut(qpn).map(|q| {
-            q.sq.pop_front();
-            q.send_cqn
-        });
-        if let Some(cq) = cq {
-            self.push_cqe(cq, Cqe::new(wc, qpn, Some(seq)));
-        }
-        self.flush_qp(qpn);
+    /// The head WQE failed with syndrome `s` (and this vendor syndrome, or the profile's):
+    /// retire it with that CQE and flush the QP.
+    fn fail_head(&mut self, id: QpPath, w: &Wqe, s: u8, vendor_err: Option<u8>) {
+        let Some(cq) = self.retire(id, w) else { return };
+        let Some(d) = self.devs.get_mut(id.dev) else { return };
+        let cqe = d.req_err(id.qpn, w, s, vendor_err);
+        d.enter_err(id.qpn);
+        self.push_cqe(id.dev, cq, cqe);
+        self.flush(id);
+    }
+
+    /// A Completion fault acts: the WQE completes with the rule's syndrome, unexecuted.
+    fn complete_in_error(&mut self, id: QpPath, w: &Wqe, syndrome: u8, vendor_err: u8) {
+        self.fail_head(id, w, syndrome, Some(vendor_err));
     }
 }

@@ -7,18 +7,15 @@
 //! reply comes back the same way: an ACK, a READ response (the responder's side of the
 //! message), or a NAK with its syndrome, with which the requester completes.
 
-use mlx5_dv::prm::mkc;
-use mlx5_dv::{AccessFlags, QpState, Sge, Wc, WcFlags, event_type, wc_flags, wc_opcode, wc_status};
+use mlx5_dv::prm::{cqe, mkc};
+use mlx5_dv::{AccessFlags, QpState, Sge, event_type};
 
 use super::pipeline::{Endpoint, SigHit};
 use super::translate::{At, Need, field};
 use super::{Engine, Step, syndrome};
 use crate::device::Device;
 use crate::device::firmware::QpPath;
-use crate::device::wqe::{Cqe, InlineScatter, UmrWqe, Wqe, WqeKind};
-
-/// Scatter-to-CQE carries at most this many bytes in a 64-byte CQE.
-const SCATTER_TO_CQE_MAX: u64 = 32;
+use crate::device::wqe::{Cqe, SCATTER_TO_CQE_MAX, UmrWqe, Wqe, WqeKind};
 
 /// A corruption to apply on the wire: (offset, xor).
 type Corrupt = Option<(u64, u8)>;
@@ -60,7 +57,7 @@ impl Engine<'_> {
     }
 
     fn rq_empty(&self, peer: QpPath) -> bool {
-        self.qp(peer).is_some_and(|p| p.rq.is_empty())
+        self.qp(peer).is_some_and(|p| p.rq_cc == p.rq_pc)
     }
 
     fn max_msg(&self, dev: usize) -> u64 {
@@ -82,8 +79,8 @@ impl Engine<'_> {
     /// A requester-side signature error: report it; a SIG_PIPELINING QP drains to SQD.
     fn requester_sig(&mut self, qp: QpPath, hit: SigHit) -> bool {
         let Some((cq, drain)) = self.qp(qp).map(|q| (q.send_cqn, q.drain_sigerr)) else { return false };
-        let Some(d) = self.dev(hit.dev) else { return false };
-        if d.report_sig(hit.index, hit.err, hit.domain, cq, qp.qpn) && drain {
+        if self.report_sig(hit.dev, hit.index, hit.err, hit.domain, cq, qp.qpn) && drain {
+            let Some(d) = self.dev(hit.dev) else { return false };
             if let Some(q) = d.fw.qp_mut(qp.qpn) {
                 q.state = QpState::Sqd;
             }
@@ -95,21 +92,21 @@ impl Engine<'_> {
 
     fn responder_sig(&mut self, peer: QpPath, hit: Option<SigHit>) {
         let Some(cq) = self.qp(peer).map(|p| p.recv_cqn) else { return };
-        if let (Some(h), Some(d)) = (hit, self.dev(peer.dev)) {
-            d.report_sig(h.index, h.err, h.domain, cq, peer.qpn);
+        if let Some(h) = hit {
+            self.report_sig(peer.dev, h.index, h.err, h.domain, cq, peer.qpn);
         }
     }
 
     pub(super) fn execute(&mut self, qp: QpPath, w: &Wqe, corrupt: Corrupt) -> Step {
-        if self.qp(qp).is_none() {
+        let (Some(_), Some(kind)) = (self.qp(qp), &w.kind) else {
             return Step::Failed(syndrome::LOCAL_QP_OP);
-        }
-        match &w.kind {
+        };
+        match kind {
             WqeKind::Umr(u) => self.exec_umr(qp, w, u),
             WqeKind::Nop => Step::Done(Device::success(qp.qpn, w, 0)),
-            WqeKind::SetPsv { index, .. } => {
-                if let Some(sig) = self.dev(qp.dev).and_then(|d| d.fw.mkey_mut(*index)).and_then(|m| m.sig.as_mut()) {
-                    sig.1 = true;
+            WqeKind::SetPsv { psv, .. } => {
+                if let Some(p) = self.dev(qp.dev).and_then(|d| d.fw.psv_mut(*psv)) {
+                    p.armed = true;
                 }
                 Step::Done(Device::success(qp.qpn, w, 0))
             }
@@ -297,15 +294,12 @@ impl Engine<'_> {
             return Reply::Nak(syndrome::REMOTE_INVAL_REQ);
         }
         let pat = self.at(peer);
-        let Some(d) = self.dev(peer.dev) else { return Reply::Nak(syndrome::TRANSPORT_RETRY) };
-        let Some(p) = d.fw.qp_mut(peer.qpn) else { return Reply::Nak(syndrome::TRANSPORT_RETRY) };
-        let Some(r) = p.rq.pop_front() else { return Reply::Nak(syndrome::TRANSPORT_RETRY) };
-        let (rcq, scatter_to_cqe) = (p.recv_cqn, p.scatter_to_cqe);
+        let Some((rcq, scatter_to_cqe)) = self.qp(peer).map(|p| (p.recv_cqn, p.scatter_to_cqe)) else {
+            return Reply::Nak(syndrome::TRANSPORT_RETRY);
+        };
+        let Some(r) = self.pop_recv(peer) else { return Reply::Nak(syndrome::TRANSPORT_RETRY) };
         let fail = |e: &mut Self, s: u8| {
-            if let Some(d) = e.dev(peer.dev) {
-                let wc = d.error_wc(peer.qpn, r.wr_id, wc_opcode::RECV, s);
-                d.push_cqe(rcq, Cqe::new(wc, peer.qpn, None));
-            }
+            e.recv_error(peer, r.index, s);
             e.responder_error(peer, None);
         };
         let Some(len) = payload.wire_len() else {
@@ -316,20 +310,14 @@ impl Engine<'_> {
             fail(self, syndrome::LOCAL_LENGTH);
             return Reply::Nak(syndrome::REMOTE_INVAL_REQ);
         }
-        let flags = if inv.is_some() { wc_flags::WITH_INV } else { WcFlags::empty() }
-            | if imm.is_some() { wc_flags::WITH_IMM } else { WcFlags::empty() };
-        let wc = Wc {
-            wr_id: r.wr_id,
-            status: wc_status::SUCCESS,
-            opcode: wc_opcode::RECV,
-            byte_len: u32::try_from(len).unwrap_or(u32::MAX),
-            imm_data: inv.or(imm).unwrap_or(0),
-            qp_num: peer.qpn,
-            wc_flags: flags,
-            ..Wc::default()
+        let (opcode, imm) = match (inv, imm) {
+            (Some(key), _) => (cqe::opcode::RESP_SEND_INV, key),
+            (None, Some(imm)) => (cqe::opcode::RESP_SEND_IMM, imm),
+            (None, None) => (cqe::opcode::RESP_SEND, 0),
         };
-        let mut cqe = Cqe::new(wc, peer.qpn, None);
-        let (hit, rhit) = if scatter_to_cqe && len <= SCATTER_TO_CQE_MAX {
+        let byte_cnt = u32::try_from(len).unwrap_or(u32::MAX);
+        let mut inline = None;
+        let (hit, rhit) = if scatter_to_cqe && len <= SCATTER_TO_CQE_MAX as u64 {
             // The device puts small payloads in the CQE; the provider copies them at poll time.
             let Ok((mut data, hit)) = self.gather(payload) else { return Reply::Local(syndrome::LOCAL_PROT) };
             if let Some((off, xor)) = corrupt
@@ -337,7 +325,7 @@ impl Engine<'_> {
             {
                 *b ^= xor;
             }
-            cqe.scatter = Some(InlineScatter { data: data.clone(), sge: r.sge.clone() });
+            inline = Some(data.clone());
             self.give_scratch(payload.dev, data);
             (hit, None)
         } else {
@@ -362,32 +350,27 @@ impl Engine<'_> {
         {
             let _ = mkc::FREE.set(&mut m.mkc, 1);
         }
-        if let Some(d) = self.dev(peer.dev) {
-            if let Some(h) = rhit {
-                d.report_sig(h.index, h.err, h.domain, rcq, peer.qpn);
-            }
-            d.push_cqe(rcq, cqe);
+        if let Some(h) = rhit {
+            self.report_sig(peer.dev, h.index, h.err, h.domain, rcq, peer.qpn);
         }
+        let cqe = Cqe::Resp { qpn: peer.qpn, wqe_counter: r.index, opcode, byte_cnt, imm, inline };
+        self.push_cqe(peer.dev, rcq, cqe);
         Reply::Ack(hit)
     }
 
     /// RDMA WRITE with immediate consumes a receive WQE without scattering into it.
     fn complete_recv(&mut self, peer: QpPath, len: u32, imm: u32) {
-        let Some(d) = self.dev(peer.dev) else { return };
-        let Some(p) = d.fw.qp_mut(peer.qpn) else { return };
-        let Some(r) = p.rq.pop_front() else { return };
-        let rcq = p.recv_cqn;
-        let wc = Wc {
-            wr_id: r.wr_id,
-            status: wc_status::SUCCESS,
-            opcode: wc_opcode::RECV_RDMA_WITH_IMM,
-            byte_len: len,
-            imm_data: imm,
-            qp_num: peer.qpn,
-            wc_flags: wc_flags::WITH_IMM,
-            ..Wc::default()
+        let Some(rcq) = self.qp(peer).map(|p| p.recv_cqn) else { return };
+        let Some(r) = self.pop_recv(peer) else { return };
+        let cqe = Cqe::Resp {
+            qpn: peer.qpn,
+            wqe_counter: r.index,
+            opcode: cqe::opcode::RESP_WR_IMM,
+            byte_cnt: len,
+            imm,
+            inline: None,
         };
-        d.push_cqe(rcq, Cqe::new(wc, peer.qpn, None));
+        self.push_cqe(peer.dev, rcq, cqe);
     }
 
     /// Apply a UMR WQE to its mkey: valid, new tag, then the masked fields.
@@ -416,9 +399,13 @@ impl Engine<'_> {
             let _ = mkc::BSF_EN.set(&mut m.mkc, 0);
             m.sig = None;
         }
-        if let Some(cfg) = u.sig_bsf {
+        if let Some(bsf) = u.sig_bsf {
+            let _ = mkc::BSF_EN.set(&mut m.mkc, 1);
+            m.sig = Some(bsf);
             // Armed by the SET_PSV WQEs that follow.
-            m.sig = Some((cfg, false));
+            if let Some(d) = self.dev(qp.dev) {
+                d.fw.set_sig_armed(u.index, false);
+            }
         }
         Step::Done(Device::success(qp.qpn, w, 0))
     }

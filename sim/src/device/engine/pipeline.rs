@@ -170,7 +170,7 @@ impl<'x> Cursor<'x> {
 impl Engine<'_> {
     /// The signature BSF of the mkey `key` names on device `dev`.
     fn sig_of(&self, dev: usize, key: u32) -> Option<SigConfig> {
-        self.devs.get(dev)?.fw.mkey(key >> 8)?.sig.map(|(c, _)| c)
+        self.devs.get(dev)?.fw.mkey(key >> 8)?.sig.map(|b| b.cfg)
     }
 
     /// True if the mkey `key` names has pipeline stages.

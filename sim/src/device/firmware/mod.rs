@@ -14,10 +14,10 @@ use crate::profile::Profile;
 
 mod objects;
 
-pub(in crate::device) use objects::Posted;
+pub(in crate::device) use objects::FwPsv;
+use objects::Numbers;
+pub use objects::{CqCreate, FwMkey, Klm, QpCreate, QpPath, RepeatEntry, Translation};
 pub(crate) use objects::{FwCq, FwQp};
-pub use objects::{FwMkey, Klm, QpCreate, QpPath, RepeatEntry, Translation};
-use objects::{FwPsv, Numbers};
 
 /// Syndromes this firmware reports for its own rejections.
 pub mod syndrome {
@@ -145,7 +145,8 @@ impl Firmware {
             crypto_caps,
             pd_numbers: Numbers::new(1, 1 << 24),
             pds: BTreeMap::new(),
-            mkey_numbers: Numbers::new(1, 1u32 << h.log_max_mkey.min(24)),
+            // Index 1 would make key 0x100, MLX5_INVALID_LKEY, which ends a receive WQE.
+            mkey_numbers: Numbers::new(2, 1u32 << h.log_max_mkey.min(24)),
             mkeys: BTreeMap::new(),
             psv_numbers: Numbers::new(1, 1 << 24),
             psvs: BTreeMap::new(),
@@ -306,7 +307,7 @@ impl Firmware {
             }
         }
         for (slot, n) in taken.into_iter().enumerate() {
-            self.psvs.insert(n, FwPsv { uid });
+            self.psvs.insert(n, FwPsv { uid, armed: false });
             cp::OUT_PSV_INDEX[slot].set(out, u64::from(n))?;
         }
         Ok(())
@@ -327,6 +328,33 @@ impl Firmware {
     /// The mkey with this index, for the data path (UMR, invalidation).
     pub(in crate::device) fn mkey_mut(&mut self, index: u32) -> Option<&mut FwMkey> {
         self.mkeys.get_mut(&index)
+    }
+
+    /// Whether every PSV of the signature mkey `index` is armed; `None` without a signature
+    /// BSF.
+    pub fn sig_armed(&self, index: u32) -> Option<bool> {
+        let psvs = self.sig_psvs(index)?;
+        Some(psvs.iter().flatten().all(|p| self.psvs.get(p).is_some_and(|p| p.armed)))
+    }
+
+    /// Arm or disarm every PSV of the signature mkey `index`.
+    pub(in crate::device) fn set_sig_armed(&mut self, index: u32, armed: bool) {
+        for p in self.sig_psvs(index).into_iter().flatten().flatten() {
+            if let Some(p) = self.psvs.get_mut(&p) {
+                p.armed = armed;
+            }
+        }
+    }
+
+    /// The PSVs the signature BSF of mkey `index` names: memory, then wire.
+    fn sig_psvs(&self, index: u32) -> Option<[Option<u32>; 2]> {
+        let b = self.mkeys.get(&index)?.sig?;
+        Some([b.cfg.mem.map(|_| b.mem_psv), b.cfg.wire.map(|_| b.wire_psv)])
+    }
+
+    /// The PSV with this number, for SET_PSV and signature errors.
+    pub(in crate::device) fn psv_mut(&mut self, n: u32) -> Option<&mut FwPsv> {
+        self.psvs.get_mut(&n)
     }
 
     /// CREATE_QP as the kernel issues it: the next free QP number of this device (24 bits,
@@ -353,8 +381,14 @@ impl Firmware {
             remote: None,
             scatter_to_cqe: c.scatter_to_cqe,
             drain_sigerr: c.drain_sigerr,
-            sq: Default::default(),
-            rq: Default::default(),
+            sq: c.sq,
+            sq_pc: 0,
+            sq_cc: 0,
+            rq: c.rq,
+            rq_pc: 0,
+            rq_cc: 0,
+            dbrec: c.dbrec,
+            faults: Default::default(),
         };
         self.qps.insert(qpn, qp);
         Some(qpn)
@@ -365,10 +399,16 @@ impl Firmware {
         self.qps.remove(&qpn).is_some()
     }
 
-    /// CREATE_CQ with room for `cqe` CQEs; `None` when the table is full.
-    pub fn create_cq(&mut self, cqe: u32) -> Option<u32> {
+    /// CREATE_CQ with room for `c.cqe` CQEs in the ring `c` names; `None` when the table is
+    /// full.
+    pub fn create_cq(&mut self, c: CqCreate) -> Option<u32> {
         let cqn = self.cq_numbers.take()?;
-        self.cqs.insert(cqn, FwCq { cqe, entries: Default::default(), overrun: false });
+        let ring = crate::device::wqe::QueueBuf {
+            addr: c.ring,
+            wqe_cnt: c.cqe.saturating_add(1),
+            stride: prm::cqe::SIZE as u32,
+        };
+        self.cqs.insert(cqn, FwCq { cqe: c.cqe, ring, dbrec: c.dbrec, pi: 0, overrun: false });
         Some(cqn)
     }
 
@@ -462,7 +502,17 @@ mod tests {
     }
 
     fn qp() -> QpCreate {
-        QpCreate { order: 0, pdn: 1, send_cqn: 1, recv_cqn: 1, scatter_to_cqe: false, drain_sigerr: false }
+        QpCreate {
+            order: 0,
+            pdn: 1,
+            send_cqn: 1,
+            recv_cqn: 1,
+            scatter_to_cqe: false,
+            drain_sigerr: false,
+            sq: Default::default(),
+            rq: Default::default(),
+            dbrec: 0,
+        }
     }
 
     #[test]

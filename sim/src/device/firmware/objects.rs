@@ -4,11 +4,10 @@
 use std::collections::VecDeque;
 
 use mlx5_dv::prm;
-use mlx5_dv::{AccessFlags, QpState, RecvWr};
+use mlx5_dv::{AccessFlags, QpState};
 
 use crate::device::WqeFault;
-use crate::device::wqe::{Cqe, Wqe};
-use crate::signature::SigConfig;
+use crate::device::wqe::{QueueBuf, SigBsf};
 
 /// Hands out 24-bit object numbers, lowest-recently-freed first, never two alike at once.
 #[derive(Debug, Clone)]
@@ -91,15 +90,16 @@ pub struct FwMkey {
     pub uid: u16,
     /// How its addresses translate.
     pub xlat: Translation,
-    /// The signature BSF, when enabled with attributes; `armed` until a signature error,
-    /// again after SET_PSV.
-    pub sig: Option<(SigConfig, bool)>,
+    /// The signature BSF, when enabled with attributes.
+    pub sig: Option<SigBsf>,
 }
 
 /// A PSV as the firmware holds it.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct FwPsv {
-    pub(super) uid: u16,
+pub(in crate::device) struct FwPsv {
+    pub(in crate::device) uid: u16,
+    /// Reports a signature error; disarmed by one until the next SET_PSV.
+    pub(in crate::device) armed: bool,
 }
 
 /// The responder a QP's RTR path names: a device and a QP number on it.
@@ -126,8 +126,19 @@ pub struct FwQp {
     pub(in crate::device) scatter_to_cqe: bool,
     /// SIG_PIPELINING: a signature error drains the send queue to SQD.
     pub(in crate::device) drain_sigerr: bool,
-    pub(in crate::device) sq: VecDeque<Posted>,
-    pub(in crate::device) rq: VecDeque<RecvWr>,
+    /// The send queue in host memory, and the device's producer and consumer counters in
+    /// basic blocks (the producer is what the doorbell record last said).
+    pub(in crate::device) sq: QueueBuf,
+    pub(in crate::device) sq_pc: u32,
+    pub(in crate::device) sq_cc: u32,
+    /// The receive queue, and its counters in WQEs.
+    pub(in crate::device) rq: QueueBuf,
+    pub(in crate::device) rq_pc: u32,
+    pub(in crate::device) rq_cc: u32,
+    /// The doorbell record (receive counter at +0, send counter at +4).
+    pub(in crate::device) dbrec: u64,
+    /// Fault rules matched when the doorbell rang, by the WQE's first basic block.
+    pub(in crate::device) faults: VecDeque<(u32, WqeFault)>,
 }
 
 /// What creating a QP tells the firmware.
@@ -145,6 +156,23 @@ pub struct QpCreate {
     pub scatter_to_cqe: bool,
     /// SIG_PIPELINING.
     pub drain_sigerr: bool,
+    /// The send queue (64-byte basic blocks).
+    pub sq: QueueBuf,
+    /// The receive queue.
+    pub rq: QueueBuf,
+    /// The doorbell record.
+    pub dbrec: u64,
+}
+
+/// What creating a CQ tells the firmware: its ring and doorbell record in host memory.
+#[derive(Debug, Clone, Copy)]
+pub struct CqCreate {
+    /// CQEs it holds at most (the ring has one slot more).
+    pub cqe: u32,
+    /// The ring: `cqe + 1` entries of 64 bytes.
+    pub ring: u64,
+    /// The doorbell record: the consumer index at +0.
+    pub dbrec: u64,
 }
 
 /// A CQ as the device holds it.
@@ -152,14 +180,11 @@ pub struct QpCreate {
 pub struct FwCq {
     /// CQEs it holds at most.
     pub(in crate::device) cqe: u32,
-    pub(in crate::device) entries: VecDeque<Cqe>,
+    /// Where its entries go.
+    pub(in crate::device) ring: QueueBuf,
+    pub(in crate::device) dbrec: u64,
+    /// The producer index.
+    pub(in crate::device) pi: u32,
     /// Overrun: later CQEs are lost.
     pub(in crate::device) overrun: bool,
-}
-
-/// A WQE in a send queue, with the fault rule that matched it when its doorbell rang.
-#[derive(Debug, Clone)]
-pub(in crate::device) struct Posted {
-    pub(in crate::device) wqe: Wqe,
-    pub(in crate::device) fault: Option<WqeFault>,
 }

@@ -6,9 +6,9 @@ use mlx5_dv::errno::{EINVAL, ENOMEM, EOPNOTSUPP};
 use mlx5_dv::{Error, MkeyConfFlags, MkeyHandle, Op, Qp, QpHandle, QpState, RecvWr, Result, SendFlags, Sge, WrOp};
 
 use super::{Lower, Provider};
-use crate::device::firmware::QpPath;
-use crate::device::wqe::{UmrWqe, Wqe, WqeKind};
+use crate::device::wqe::{UmrWqe, WqeKind};
 
+mod encode;
 mod sig;
 mod umr;
 
@@ -36,8 +36,17 @@ struct Chain {
     max_gs: u32,
     /// WQEs outstanding before the chain, and the queue's `max_post`.
     room: (u32, u32),
-    wqes: Vec<(u64, bool, u32, WqeKind)>,
+    wqes: Vec<Pending>,
     open: Option<OpenConfigure>,
+}
+
+/// A WQE the chain built, written into the ring at `ibv_wr_complete`.
+struct Pending {
+    wr_id: u64,
+    flags: SendFlags,
+    /// The `ibv_wc_opcode` a UMR or SET_PSV completes with (`sq.wr_data`).
+    wr_data: u32,
+    kind: WqeKind,
 }
 
 impl Chain {
@@ -49,17 +58,18 @@ impl Chain {
 }
 
 impl Provider {
-    /// `ibv_post_recv`.
+    /// `ibv_post_recv`: each WR becomes a receive WQE in the ring; the doorbell record then
+    /// rings for the WRs posted before a failing one.
     pub(crate) fn post_recv(&mut self, low: &mut Lower<'_>, qp: &Qp, wrs: &[RecvWr]) -> Result<()> {
         let op = Op::PostRecv;
-        let q = self.qps.get(qp.handle, op)?;
-        let at = QpPath { dev: q.dev, qpn: q.qpn };
-        let (max_gs, max_post) = (q.rq_max_gs, q.rq_max_post);
-        let d = low.devices.get_mut(at.dev).ok_or_else(|| Error::new(op, EINVAL, "stale QP"))?;
-        let state = d.qp_state(at.qpn).ok_or_else(|| Error::new(op, EINVAL, "stale QP"))?;
+        let q = self.qps.get_mut(qp.handle, op)?;
+        let (dev, qpn, max_gs, max_post) = (q.dev, q.qpn, q.rq_max_gs, q.rq_max_post);
+        let d = low.devices.get_mut(dev).ok_or_else(|| Error::new(op, EINVAL, "stale QP"))?;
+        let state = d.qp_state(qpn).ok_or_else(|| Error::new(op, EINVAL, "stale QP"))?;
         let mut failed = None;
+        let mut posted = 0;
         for (n, wr) in wrs.iter().enumerate() {
-            if d.rq_len(at.qpn) as u32 >= max_post {
+            if q.rings.rq.outstanding() >= max_post {
                 failed = Some(Error::new(op, ENOMEM, format!("receive WR {n}: the receive queue is full")));
                 break;
             }
@@ -70,23 +80,27 @@ impl Provider {
                 break;
             }
             // Zero-length entries are skipped, never written into the WQE.
-            let sge = wr.sge.iter().filter(|s| s.length != 0).copied().collect();
-            d.ring_rq(at.qpn, RecvWr { wr_id: wr.wr_id, sge });
+            let sge: Vec<Sge> = wr.sge.iter().filter(|s| s.length != 0).copied().collect();
+            q.rings.rq.write(low.host, wr.wr_id, &sge).map_err(|e| Error::new(op, EINVAL, e.to_string()))?;
+            posted += 1;
         }
-        // The doorbell rings for the WRs posted before a failing one.
-        d.flush_if_err(at.qpn);
+        if posted > 0 {
+            q.rings.recv_doorbell(low.host);
+            d.ring_rq(low.host, qpn);
+        }
         low.run();
         failed.map_or(Ok(()), Err)
     }
 
-    /// One `ibv_wr_start`, the builders and setters of `ops`, and `ibv_wr_complete`.
+    /// One `ibv_wr_start`, the builders and setters of `ops`, and `ibv_wr_complete`: the
+    /// WQEs go into the send queue as bytes, then the doorbell record and the doorbell.
     pub(crate) fn post_send(&mut self, low: &mut Lower<'_>, qp: &Qp, ops: &[WrOp]) -> Result<()> {
         let op = Op::PostSend;
         let q = self.qps.get(qp.handle, op)?;
         if !q.rc {
             return Err(Error::new(op, EOPNOTSUPP, "posting is simulated on RC QPs only"));
         }
-        let outstanding = u32::try_from(q.sq_head.saturating_sub(q.sq_tail)).unwrap_or(u32::MAX);
+        let outstanding = q.rings.sq.outstanding();
         let (max_post, max_gs, mkey_ops, real) = (q.max_post, q.max_gs, q.mkey_ops, q.wr_complete_real);
         let update_tag = self.contexts.get(q.ctx, op).is_ok_and(|c| c.update_tag());
         let mut ch = Chain { err: 0, nreq: 0, max_gs, room: (outstanding, max_post), wqes: Vec::new(), open: None };
@@ -104,42 +118,58 @@ impl Provider {
             return Err(Error::new(op, ch.err, "a builder or setter failed; nothing was posted"));
         }
         let q = self.qps.get_mut(qp.handle, op)?;
-        let mut wqes = Vec::with_capacity(ch.wqes.len());
-        for (wr_id, signaled, opcode, kind) in ch.wqes {
-            let seq = q.sq_head;
-            q.sq_head += 1;
-            let fence = std::mem::replace(&mut q.fence_next, matches!(kind, WqeKind::Umr(_) | WqeKind::SetPsv { .. }));
-            if let Some(log) = &mut self.wqe_log {
-                let transient_signature = match &kind {
-                    WqeKind::SetPsv { transient, .. } => Some(*transient),
-                    _ => None,
-                };
-                log.push(mlx5_dv::WqeRecord {
-                    qp_num: q.qpn,
-                    opcode: kind.opcode(),
-                    small_fence: fence,
-                    signaled,
-                    transient_signature,
-                });
-            }
-            wqes.push(Wqe { wr_id, signaled, opcode, kind, seq });
+        let mut fence = q.fence_next;
+        let mut cur_post = q.rings.sq.cur_post;
+        let mut written = Vec::with_capacity(ch.wqes.len());
+        for p in &ch.wqes {
+            use mlx5_dv::prm::wqe::ctrl::fence as fm;
+            let c = encode::CtrlFields {
+                wqe_index: cur_post as u16,
+                qpn: q.qpn,
+                signaled: p.flags.contains(SendFlags::SIGNALED),
+                solicited: p.flags.contains(SendFlags::SOLICITED),
+                fm: if p.flags.contains(SendFlags::FENCE) {
+                    fm::SMALL_AND_FENCE
+                } else if fence {
+                    fm::INITIATOR_SMALL
+                } else {
+                    fm::NONE
+                },
+            };
+            fence = matches!(p.kind, WqeKind::Umr(_) | WqeKind::SetPsv { .. } | WqeKind::LocalInv { .. });
+            let bytes = encode::encode(&p.kind, c).map_err(|e| Error::new(op, EINVAL, format!("WQE encoding: {e}")))?;
+            cur_post = cur_post.wrapping_add(bytes.len().div_ceil(64) as u32);
+            written.push(bytes);
         }
+        q.fence_next = fence;
+        for (n, (p, bytes)) in ch.wqes.iter().zip(written).enumerate() {
+            q.rings.sq.write(low.host, &bytes, p.wr_id, p.wr_data, n as u32);
+            if let Some(log) = &mut self.wqe_log
+                && let Ok(r) = mlx5_dv::WqeRecord::decode(q.qpn, bytes)
+            {
+                log.push(r);
+            }
+        }
+        q.rings.sq.head = q.rings.sq.head.wrapping_add(ch.nreq);
+        q.rings.send_doorbell(low.host);
         if let Some(d) = low.devices.get_mut(q.dev) {
-            d.ring_sq(q.qpn, wqes);
+            d.ring_sq(low.host, q.qpn);
         }
         low.run();
         Ok(())
     }
 
-    /// `mlx5dv_qp_cancel_posted_send_wrs`: in SQD, turn the held WQEs with `wr_id` into NOPs.
+    /// `mlx5dv_qp_cancel_posted_send_wrs`: in SQD, turn the WQEs with `wr_id` that the device
+    /// has not run into NOPs, in the ring.
     pub(crate) fn cancel_posted_send_wrs(&mut self, low: &mut Lower<'_>, qp: &Qp, wr_id: u64) -> Result<u32> {
         let op = Op::CancelPostedSendWrs;
-        let q = self.qps.get(qp.handle, op)?;
-        let d = low.devices.get_mut(q.dev).ok_or_else(|| Error::new(op, EINVAL, "stale QP"))?;
+        let q = self.qps.get_mut(qp.handle, op)?;
+        let d = low.devices.get(q.dev).ok_or_else(|| Error::new(op, EINVAL, "stale QP"))?;
         if d.qp_state(q.qpn) != Some(QpState::Sqd) {
             return Err(Error::new(op, EINVAL, "the QP is not in SQD"));
         }
-        Ok(d.cancel_wqes(q.qpn, wr_id))
+        let from = d.sq_consumer(q.qpn).ok_or_else(|| Error::new(op, EINVAL, "stale QP"))?;
+        Ok(q.rings.sq.cancel(low.host, from, wr_id))
     }
 
     /// `_common_wqe_init`: room in the send queue for one more WQE of this chain.
@@ -163,7 +193,11 @@ impl Provider {
 
     fn push(ch: &mut Chain, wr_id: u64, flags: SendFlags, opcode: u32, kind: WqeKind) {
         ch.nreq += 1;
-        ch.wqes.push((wr_id, flags.contains(SendFlags::SIGNALED), opcode, kind));
+        let wr_data = match kind {
+            WqeKind::Umr(_) | WqeKind::SetPsv { .. } | WqeKind::LocalInv { .. } => opcode,
+            _ => 0,
+        };
+        ch.wqes.push(Pending { wr_id, flags, wr_data, kind });
     }
 
     fn apply_op(&mut self, qp: QpHandle, w: &WrOp, ch: &mut Chain, outstanding: u32, max_post: u32, update_tag: bool) {

@@ -8,7 +8,7 @@ use super::super::{BsfState, Provider, UMR_ACCESS};
 use super::sig::{sig_config, transient_signature};
 use super::{Chain, OpenConfigure};
 use crate::device::firmware::{Klm, RepeatEntry, Translation};
-use crate::device::wqe::{UmrWqe, WqeKind};
+use crate::device::wqe::{SigBsf, UmrWqe, WqeKind};
 
 impl Provider {
     /// `mlx5_send_wr_mkey_configure`. It does not look at an earlier error: its own checks
@@ -60,6 +60,7 @@ impl Provider {
             layout: None,
             bsf_disable: false,
             sig_bsf: None,
+            sig_err_count: None,
         };
         ch.open = Some(OpenConfigure {
             qp,
@@ -173,7 +174,7 @@ impl Provider {
     pub(super) fn finalize(&mut self, ch: &mut Chain) {
         let Some(mut open) = ch.open.take() else { return };
         let max_inline = self.qps.get(open.qp, Op::PostSend).map_or(0, |q| q.max_inline_data);
-        let mut psvs: Vec<u64> = Vec::new();
+        let mut psvs: Vec<(u32, u64)> = Vec::new();
         if let Ok(m) = self.mkeys.get_mut(open.mkey, Op::PostSend) {
             let (length, crypto) = (m.length, m.crypto);
             if let Some(s) = &mut m.sig {
@@ -182,7 +183,9 @@ impl Provider {
                 }
                 let mut set_psv = false;
                 if s.err_count_updated {
+                    // upd_mkc_sig_err_cnt: the mkey context learns the error count's low bit.
                     s.err_count_updated = false;
+                    open.umr.sig_err_count = Some((s.err_count & 1) as u8);
                     set_psv = s.state == BsfState::Set;
                 }
                 if s.state == BsfState::Updated {
@@ -195,8 +198,9 @@ impl Provider {
                         ch.err = EINVAL;
                         return;
                     }
+                    let (mem_psv, wire_psv) = (s.mem_psv.unwrap_or(0), s.wire_psv.unwrap_or(0));
                     match s.attr.as_ref().map(sig_config) {
-                        Some(Ok(cfg)) => open.umr.sig_bsf = Some(cfg),
+                        Some(Ok(cfg)) => open.umr.sig_bsf = Some(SigBsf { cfg, mem_psv, wire_psv }),
                         Some(Err(e)) => {
                             ch.err = e;
                             return;
@@ -205,19 +209,20 @@ impl Provider {
                     }
                     set_psv = true;
                 }
-                if set_psv {
-                    psvs = s
-                        .attr
-                        .map(|a| [a.mem, a.wire].into_iter().flatten().map(|d| transient_signature(&d)).collect())
-                        .unwrap_or_default();
+                if set_psv && let Some(a) = s.attr {
+                    // mlx5_umr_set_psv: the memory domain's PSV first, then the wire's.
+                    let pairs = [(a.mem, s.mem_psv), (a.wire, s.wire_psv)];
+                    psvs = pairs
+                        .into_iter()
+                        .filter_map(|(d, p)| Some((p.unwrap_or(0), transient_signature(&d?))))
+                        .collect();
                 }
             }
         }
-        let index = open.umr.index;
         let flags = |last: bool| if last && open.signaled { SendFlags::SIGNALED } else { SendFlags::empty() };
         Self::push(ch, open.wr_id, flags(psvs.is_empty()), mlx5_dv::wc_opcode::DRIVER1, WqeKind::Umr(open.umr.clone()));
         let n = psvs.len();
-        for (i, transient) in psvs.into_iter().enumerate() {
+        for (i, (psv, transient)) in psvs.into_iter().enumerate() {
             // mlx5_umr_set_psv: each SET_PSV is a WQE of its own and needs room.
             if !Self::wqe_init(ch, ch.room.0, ch.room.1) {
                 return;
@@ -227,7 +232,7 @@ impl Provider {
                 open.wr_id,
                 flags(i + 1 == n),
                 mlx5_dv::wc_opcode::DRIVER1,
-                WqeKind::SetPsv { index, transient },
+                WqeKind::SetPsv { psv, transient },
             );
         }
     }

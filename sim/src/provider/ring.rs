@@ -1,0 +1,316 @@
+//! The provider's side of the queues in host memory, kept as libmlx5 keeps them: the send
+//! queue's `cur_post` (basic blocks), `head`/`tail` (work requests) and the per-slot `wrid`,
+//! `wqe_head` and `wr_data`; the receive queue's `head`/`tail` and `wrid`; the CQ's
+//! `cons_index`; and the doorbell records the device reads.
+
+use mlx5_dv::prm::FieldError;
+use mlx5_dv::prm::cqe;
+use mlx5_dv::prm::wqe::{DataSeg, INVALID_LKEY, SEND_WQE_BB, SEND_WQE_DS};
+use mlx5_dv::{Error, Op, Result, Sge};
+
+use crate::device::wqe::{QueueBuf, RCV_DBR, SND_DBR};
+use crate::host::{Dma, Host};
+
+/// Bytes of a doorbell record page.
+const DBREC_BYTES: usize = 64;
+
+fn enomem(op: Op, what: &str) -> Error {
+    Error::new(op, mlx5_dv::errno::ENOMEM, format!("no host memory for the {what}"))
+}
+
+fn write_be32(host: &mut Host, addr: u64, v: u32) {
+    // The provider's own pages: mapped while the queue lives.
+    let _ = host.write(addr, &v.to_be_bytes());
+}
+
+/// A send queue.
+#[derive(Debug, Clone, Default)]
+pub(super) struct SendQueue {
+    pub(super) buf: QueueBuf,
+    /// Next basic block to write.
+    pub(super) cur_post: u32,
+    /// Work requests posted and retired.
+    pub(super) head: u32,
+    pub(super) tail: u32,
+    wrid: Vec<u64>,
+    wqe_head: Vec<u32>,
+    /// The `ibv_wc_opcode` a UMR, SET_PSV or cancelled WQE completes with.
+    wr_data: Vec<u32>,
+}
+
+impl SendQueue {
+    fn new(buf: QueueBuf) -> Self {
+        let n = buf.wqe_cnt as usize;
+        SendQueue { buf, wrid: vec![0; n], wqe_head: vec![0; n], wr_data: vec![0; n], ..SendQueue::default() }
+    }
+
+    fn idx(&self, counter: u32) -> usize {
+        (counter & self.buf.wqe_cnt.saturating_sub(1)) as usize
+    }
+
+    /// Work requests posted and not yet completed.
+    pub(super) fn outstanding(&self) -> u32 {
+        self.head.wrapping_sub(self.tail)
+    }
+
+    /// Write a WQE's bytes at `cur_post` (across the ring's end), with its bookkeeping; `nreq`
+    /// is its position in the chain. Returns the basic block it starts at.
+    pub(super) fn write(&mut self, host: &mut Host, bytes: &[u8], wr_id: u64, wr_data: u32, nreq: u32) -> u32 {
+        let at = self.cur_post;
+        let i = self.idx(at);
+        if let (Some(w), Some(h), Some(d)) = (self.wrid.get_mut(i), self.wqe_head.get_mut(i), self.wr_data.get_mut(i)) {
+            (*w, *h, *d) = (wr_id, self.head.wrapping_add(nreq), wr_data);
+        }
+        for (n, block) in bytes.chunks(SEND_WQE_BB).enumerate() {
+            let _ = host.write(self.buf.slot(at.wrapping_add(n as u32)), block);
+        }
+        self.cur_post = at.wrapping_add(bytes.len().div_ceil(SEND_WQE_BB) as u32);
+        at
+    }
+
+    /// A completion for the WQE with `wqe_counter`: its `wrid` and `wr_data`; everything up to
+    /// it is retired.
+    pub(super) fn complete(&mut self, wqe_counter: u16) -> (u64, u32) {
+        let i = self.idx(u32::from(wqe_counter));
+        let (wr_id, data) = (self.wrid.get(i).copied().unwrap_or(0), self.wr_data.get(i).copied().unwrap_or(0));
+        if let Some(h) = self.wqe_head.get(i) {
+            self.tail = h.wrapping_add(1);
+        }
+        (wr_id, data)
+    }
+
+    /// `mlx5dv_qp_cancel_wr` over the WQEs from basic block `from` (where the device
+    /// stopped) to `cur_post`: each with `wr_id` becomes a NOP, its `wr_data` keeping the
+    /// opcode its completion reports. How many.
+    pub(super) fn cancel(&mut self, host: &mut Host, from: u32, wr_id: u64) -> u32 {
+        use mlx5_dv::prm::wqe::{ctrl::CtrlSeg, opcode};
+        let mut n = 0;
+        let mut at = from;
+        while at != self.cur_post {
+            let slot = self.buf.slot(at);
+            let Some(c) = host.read(slot, SEND_WQE_BB).and_then(|b| CtrlSeg::decode(b).ok()) else { break };
+            let i = self.idx(at);
+            if self.wrid.get(i) == Some(&wr_id) {
+                let wc = match c.opcode {
+                    opcode::RDMA_WRITE | opcode::RDMA_WRITE_IMM => Some(mlx5_dv::wc_opcode::RDMA_WRITE),
+                    opcode::SEND | opcode::SEND_IMM | opcode::SEND_INVAL => Some(mlx5_dv::wc_opcode::SEND),
+                    opcode::RDMA_READ => Some(mlx5_dv::wc_opcode::RDMA_READ),
+                    _ => None,
+                };
+                if let (Some(wc), Some(d)) = (wc, self.wr_data.get_mut(i)) {
+                    *d = wc;
+                }
+                let nop = CtrlSeg { opmod: 0, opcode: opcode::NOP, ..c };
+                let mut block = [0u8; mlx5_dv::prm::wqe::ctrl::SIZE];
+                if nop.encode(&mut block).is_ok() {
+                    let _ = host.write(slot, &block);
+                }
+                n += 1;
+            }
+            at = at.wrapping_add(u32::try_from(c.wqebbs().max(1)).unwrap_or(1));
+        }
+        n
+    }
+
+    /// Start over at counter 0 (`mlx5_init_qp_indices`).
+    pub(super) fn reset(&mut self) {
+        (self.cur_post, self.head, self.tail) = (0, 0, 0);
+    }
+}
+
+/// A receive queue.
+#[derive(Debug, Clone, Default)]
+pub(super) struct RecvQueue {
+    pub(super) buf: QueueBuf,
+    pub(super) head: u32,
+    pub(super) tail: u32,
+    wrid: Vec<u64>,
+}
+
+impl RecvQueue {
+    fn new(buf: QueueBuf) -> Self {
+        RecvQueue { buf, wrid: vec![0; buf.wqe_cnt as usize], ..RecvQueue::default() }
+    }
+
+    /// Work requests posted and not yet completed.
+    pub(super) fn outstanding(&self) -> u32 {
+        self.head.wrapping_sub(self.tail)
+    }
+
+    /// Write a receive WQE at `head`: the SGEs, then a terminating entry with
+    /// `MLX5_INVALID_LKEY` when there is room for one.
+    pub(super) fn write(&mut self, host: &mut Host, wr_id: u64, sge: &[Sge]) -> std::result::Result<(), FieldError> {
+        let slots = self.buf.stride as usize / SEND_WQE_DS;
+        let mut bytes = vec![0u8; self.buf.stride as usize];
+        let segs = sge.iter().map(|s| DataSeg { byte_count: s.length, lkey: s.lkey, addr: s.addr });
+        let end = (sge.len() < slots).then_some(DataSeg { byte_count: 0, lkey: INVALID_LKEY, addr: 0 });
+        for (d, out) in segs.chain(end).zip(bytes.chunks_exact_mut(SEND_WQE_DS)) {
+            d.encode(out)?;
+        }
+        let i = (self.head & self.buf.wqe_cnt.saturating_sub(1)) as usize;
+        if let Some(w) = self.wrid.get_mut(i) {
+            *w = wr_id;
+        }
+        let _ = host.write(self.buf.slot(self.head), &bytes);
+        self.head = self.head.wrapping_add(1);
+        Ok(())
+    }
+
+    /// A completion for the receive WQE with `wqe_counter`: its `wrid` and its scatter list.
+    pub(super) fn complete(&mut self, host: &Host, wqe_counter: u16) -> (u64, Vec<Sge>) {
+        let i = (u32::from(wqe_counter) & self.buf.wqe_cnt.saturating_sub(1)) as usize;
+        self.tail = self.tail.wrapping_add(1);
+        let bytes = host.read(self.buf.slot(u32::from(wqe_counter)), self.buf.stride as usize).unwrap_or_default();
+        let r = crate::device::wqe::decode_recv(wqe_counter, bytes);
+        (self.wrid.get(i).copied().unwrap_or(0), r.sge)
+    }
+
+    /// Start over at counter 0.
+    pub(super) fn reset(&mut self) {
+        (self.head, self.tail) = (0, 0);
+    }
+}
+
+/// A QP's queues and doorbell record in host memory (`mlx5_alloc_qp_buf`: the receive queue
+/// first, then the send queue).
+#[derive(Debug, Clone, Default)]
+pub(super) struct QpRings {
+    pub(super) sq: SendQueue,
+    pub(super) rq: RecvQueue,
+    pub(super) dbrec: u64,
+    buf: Option<u64>,
+}
+
+impl QpRings {
+    /// Map the queues: `sq_bbs` send basic blocks, `rq_cnt` receive WQEs of `rq_stride`
+    /// bytes. ENOMEM when host memory runs out.
+    pub(super) fn alloc(host: &mut Host, sq_bbs: u32, rq_cnt: u32, rq_stride: u32, op: Op) -> Result<Self> {
+        let rq_bytes = u64::from(rq_cnt) * u64::from(rq_stride);
+        let total = rq_bytes + u64::from(sq_bbs) * SEND_WQE_BB as u64;
+        let total = usize::try_from(total).map_err(|_| enomem(op, "QP buffer"))?;
+        let buf = if total > 0 { Some(host.alloc(total).ok_or_else(|| enomem(op, "QP buffer"))?) } else { None };
+        let Some(dbrec) = host.alloc(DBREC_BYTES) else {
+            if let Some(b) = buf {
+                host.unmap(b);
+            }
+            return Err(enomem(op, "doorbell record"));
+        };
+        let base = buf.unwrap_or(0);
+        let rq = QueueBuf { addr: base, wqe_cnt: rq_cnt, stride: rq_stride };
+        let sq = QueueBuf { addr: base.wrapping_add(rq_bytes), wqe_cnt: sq_bbs, stride: SEND_WQE_BB as u32 };
+        Ok(QpRings { sq: SendQueue::new(sq), rq: RecvQueue::new(rq), dbrec, buf })
+    }
+
+    /// Tell the device how far the send queue goes (`MLX5_SND_DBR`).
+    pub(super) fn send_doorbell(&self, host: &mut Host) {
+        write_be32(host, self.dbrec + SND_DBR, self.sq.cur_post & 0xffff);
+    }
+
+    /// Tell the device how far the receive queue goes (`MLX5_RCV_DBR`).
+    pub(super) fn recv_doorbell(&self, host: &mut Host) {
+        write_be32(host, self.dbrec + RCV_DBR, self.rq.head & 0xffff);
+    }
+
+    /// RESET: both queues start over and the doorbell record is cleared.
+    pub(super) fn reset(&mut self, host: &mut Host) {
+        self.sq.reset();
+        self.rq.reset();
+        write_be32(host, self.dbrec + RCV_DBR, 0);
+        write_be32(host, self.dbrec + SND_DBR, 0);
+    }
+
+    /// Unmap the queues.
+    pub(super) fn free(&self, host: &mut Host) {
+        if let Some(b) = self.buf {
+            host.unmap(b);
+        }
+        host.unmap(self.dbrec);
+    }
+}
+
+/// A CQ's ring and doorbell record, and the consumer index.
+#[derive(Debug, Clone, Default)]
+pub(super) struct CqRing {
+    pub(super) ring: QueueBuf,
+    pub(super) dbrec: u64,
+    pub(super) cons_index: u32,
+}
+
+impl CqRing {
+    /// Map a ring of `ncqe` entries, each marked invalid (`MLX5_CQE_INVALID`, owner 0).
+    pub(super) fn alloc(host: &mut Host, ncqe: u32, op: Op) -> Result<Self> {
+        let bytes = usize::try_from(u64::from(ncqe) * cqe::SIZE as u64).map_err(|_| enomem(op, "CQ buffer"))?;
+        let addr = host.alloc(bytes).ok_or_else(|| enomem(op, "CQ buffer"))?;
+        let Some(dbrec) = host.alloc(DBREC_BYTES) else {
+            host.unmap(addr);
+            return Err(enomem(op, "doorbell record"));
+        };
+        let ring = QueueBuf { addr, wqe_cnt: ncqe, stride: cqe::SIZE as u32 };
+        let invalid = [cqe::op_own(cqe::opcode::INVALID, 0, false, false)];
+        for i in 0..ncqe {
+            let _ = host.write(ring.slot(i).wrapping_add(cqe::SIZE as u64 - 1), &invalid);
+        }
+        Ok(CqRing { ring, dbrec, cons_index: 0 })
+    }
+
+    fn owned(&self, host: &Host, index: u32) -> Option<[u8; cqe::SIZE]> {
+        let b = host.read(self.ring.slot(index), cqe::SIZE)?;
+        if !cqe::sw_owned(b, index, self.ring.wqe_cnt).unwrap_or(false) {
+            return None;
+        }
+        b.try_into().ok()
+    }
+
+    /// The CQE at the consumer index, if software owns it.
+    pub(super) fn peek(&self, host: &Host) -> Option<[u8; cqe::SIZE]> {
+        self.owned(host, self.cons_index)
+    }
+
+    /// Consume the CQE at the consumer index.
+    pub(super) fn advance(&mut self) {
+        self.cons_index = self.cons_index.wrapping_add(1);
+    }
+
+    /// Tell the device how far software has read (`update_cons_index`).
+    pub(super) fn update_cons_index(&self, host: &mut Host) {
+        write_be32(host, self.dbrec, self.cons_index & 0xff_ffff);
+    }
+
+    /// `__mlx5_cq_clean`: remove the CQEs of QP `qpn` that software has not read, moving the
+    /// later ones up so the ring stays contiguous (each slot keeps its ownership bit).
+    pub(super) fn clean(&mut self, host: &mut Host, qpn: u32) {
+        let mut prod = self.cons_index;
+        while self.owned(host, prod).is_some()
+            && prod.wrapping_sub(self.cons_index) < self.ring.wqe_cnt.saturating_sub(1)
+        {
+            prod = prod.wrapping_add(1);
+        }
+        let mut freed = 0u32;
+        let mut i = prod;
+        while i != self.cons_index {
+            i = i.wrapping_sub(1);
+            let Some(e) = self.owned(host, i) else { continue };
+            let op = cqe::peek_opcode(&e).unwrap_or(cqe::opcode::INVALID);
+            let owner_qpn = u32::from_be_bytes([e[56], e[57], e[58], e[59]]) & 0xff_ffff;
+            if op != cqe::opcode::SIG_ERR && owner_qpn == qpn {
+                freed += 1;
+            } else if freed > 0 {
+                let dest = self.ring.slot(i.wrapping_add(freed));
+                let owner = host.read(dest, cqe::SIZE).map_or(0, |d| d[cqe::SIZE - 1] & cqe::OWNER_MASK);
+                let mut moved = e;
+                moved[cqe::SIZE - 1] = (moved[cqe::SIZE - 1] & !cqe::OWNER_MASK) | owner;
+                let _ = host.write(dest, &moved);
+            }
+        }
+        if freed > 0 {
+            self.cons_index = self.cons_index.wrapping_add(freed);
+            self.update_cons_index(host);
+        }
+    }
+
+    /// Unmap the ring.
+    pub(super) fn free(&self, host: &mut Host) {
+        host.unmap(self.ring.addr);
+        host.unmap(self.dbrec);
+    }
+}

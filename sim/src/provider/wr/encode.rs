@@ -1,0 +1,307 @@
+//! Send WQEs as libmlx5 writes them: the control segment of `_common_wqe_init_op` and
+//! `_common_wqe_finalize`, the UMR of `mlx5_send_wr_mkey_configure` and its setters
+//! (`umr_sg_list_create`, `umr_strided_seg_create`, `mlx5_umr_fill_sig_bsf`), the UMR of a
+//! LOCAL_INV (`_build_umr_wqe`) and the SET_PSV of `mlx5_umr_set_psv`.
+
+use mlx5_dv::prm::FieldError;
+use mlx5_dv::prm::wqe::bsf::{self, Bsf, BsfInl, bfs, bsf_size, t10dif};
+use mlx5_dv::prm::wqe::compose::{Payload, SendWqe, Translation as WqeXlat, WqeBody};
+use mlx5_dv::prm::wqe::{
+    CtrlSeg, DataSeg, KlmSeg, MkeyContextSeg, RaddrSeg, RepeatBlockSeg, RepeatEntSeg, SetPsvSeg, UmrCtrlSeg, ctrl,
+    repeat_block, umr_ctrl,
+};
+use mlx5_dv::{AccessFlags, Sge, sig};
+
+use crate::device::firmware::Translation;
+use crate::device::wqe::{SigBsf, UmrWqe, WqeKind, bytes_selector};
+use crate::signature::{Domain, Escape, Kind};
+
+/// The control segment's per-WQE fields.
+#[derive(Debug, Clone, Copy)]
+pub(in crate::provider) struct CtrlFields {
+    /// `sq.cur_post & 0xffff`.
+    pub(in crate::provider) wqe_index: u16,
+    /// The QP number.
+    pub(in crate::provider) qpn: u32,
+    /// `IBV_SEND_SIGNALED`.
+    pub(in crate::provider) signaled: bool,
+    /// `IBV_SEND_SOLICITED`.
+    pub(in crate::provider) solicited: bool,
+    /// The `fm` field: `IBV_SEND_FENCE`, or the small fence a UMR leaves in `fm_cache`.
+    pub(in crate::provider) fm: u8,
+}
+
+fn gather(sge: &[Sge]) -> Payload {
+    Payload::Gather(sge.iter().map(|s| DataSeg { byte_count: s.length, lkey: s.lkey, addr: s.addr }).collect())
+}
+
+/// The bytes of a WQE.
+pub(in crate::provider) fn encode(kind: &WqeKind, c: CtrlFields) -> Result<Vec<u8>, FieldError> {
+    let mut ctrl = CtrlSeg {
+        opcode: kind.opcode(),
+        wqe_index: c.wqe_index,
+        qpn: c.qpn,
+        fm: c.fm,
+        ce: if c.signaled { ctrl::CE_CQ_UPDATE } else { 0 },
+        se: c.solicited,
+        ..CtrlSeg::default()
+    };
+    let body = match kind {
+        WqeKind::Write { rkey, raddr, sge, imm } => {
+            ctrl.imm = imm.unwrap_or(0);
+            WqeBody::Rdma { raddr: RaddrSeg { raddr: *raddr, rkey: *rkey }, payload: gather(sge) }
+        }
+        WqeKind::Read { rkey, raddr, sge } => {
+            WqeBody::Rdma { raddr: RaddrSeg { raddr: *raddr, rkey: *rkey }, payload: gather(sge) }
+        }
+        WqeKind::Send { sge, imm, inv } => {
+            ctrl.imm = inv.or(*imm).unwrap_or(0);
+            WqeBody::Send(gather(sge))
+        }
+        WqeKind::LocalInv { key } => {
+            ctrl.imm = *key;
+            use umr_ctrl::mkey_mask as m;
+            let umr = UmrCtrlSeg {
+                flags: umr_ctrl::flags::TRANSLATION_OFFSET | umr_ctrl::flags::INLINE | umr_ctrl::flags::CHECK_QPN,
+                mkey_mask: m::FREE | m::MKEY | m::QPN,
+                ..UmrCtrlSeg::default()
+            };
+            let mkc = MkeyContextSeg { free: true, qpn: 0xff_ffff, mkey_7_0: *key as u8, ..MkeyContextSeg::default() };
+            WqeBody::Umr { umr, mkc, translation: WqeXlat::None, bsf: Vec::new() }
+        }
+        WqeKind::Umr(u) => {
+            ctrl.imm = u.index << 8 | u32::from(u.tag);
+            umr_body(u)?
+        }
+        WqeKind::SetPsv { psv, transient } => {
+            WqeBody::SetPsv(SetPsvSeg { psv_index: *psv, syndrome: 0, transient_signature: *transient })
+        }
+        WqeKind::Nop => WqeBody::Empty,
+    };
+    SendWqe { ctrl, body }.encode()
+}
+
+/// The UMR control segment, mkey context, translation and BSF of a configure.
+fn umr_body(u: &UmrWqe) -> Result<WqeBody, FieldError> {
+    use umr_ctrl::mkey_mask as m;
+    let mut umr = UmrCtrlSeg { flags: umr_ctrl::flags::INLINE, mkey_mask: m::FREE | m::MKEY, ..UmrCtrlSeg::default() };
+    let mut mkc = MkeyContextSeg { qpn: 0xff_ffff, mkey_7_0: u.tag, ..MkeyContextSeg::default() };
+    if let Some(a) = u.access {
+        umr.mkey_mask |= m::ACCESS_LOCAL_WRITE | m::ACCESS_REMOTE_READ | m::ACCESS_REMOTE_WRITE | m::ACCESS_ATOMIC;
+        let has = |f: AccessFlags| a & f.bits() != 0;
+        (mkc.lw, mkc.rr, mkc.rw, mkc.a) = (
+            has(AccessFlags::LOCAL_WRITE),
+            has(AccessFlags::REMOTE_READ),
+            has(AccessFlags::REMOTE_WRITE),
+            has(AccessFlags::REMOTE_ATOMIC),
+        );
+    }
+    let mut translation = WqeXlat::None;
+    if let Some((len, xlat)) = &u.layout {
+        umr.mkey_mask |= m::LEN;
+        mkc.len = *len;
+        let (t, entries) = wqe_translation(xlat);
+        // klm_octowords: the entries (and a repeat block's header) padded to 64 bytes.
+        umr.klm_octowords = u16::try_from((entries * 16).next_multiple_of(64) / 16)
+            .map_err(|_| FieldError::TooWide { field: "klm_octowords", value: entries as u64 })?;
+        translation = t;
+    }
+    if let Some(n) = u.sig_err_count {
+        umr.mkey_mask |= m::SIG_ERR;
+        mkc.expected_sigerr_count = n & 1 != 0;
+    }
+    let mut bsf_bytes = Vec::new();
+    if u.bsf_disable {
+        umr.mkey_mask |= m::BSF_ENABLE;
+    }
+    if let Some(s) = &u.sig_bsf {
+        umr.mkey_mask |= m::BSF_ENABLE;
+        mkc.bsf_en = true;
+        umr.bsf_octowords = (bsf::SIZE / 16) as u16;
+        bsf_bytes = sig_bsf(s).to_bytes()?.to_vec();
+    }
+    Ok(WqeBody::Umr { umr, mkc, translation, bsf: bsf_bytes })
+}
+
+/// The WQE form of a translation and the 16-byte units it takes before padding.
+fn wqe_translation(x: &Translation) -> (WqeXlat, usize) {
+    match x {
+        Translation::None | Translation::Mtt => (WqeXlat::Klm(Vec::new()), 0),
+        Translation::Klm(k) => {
+            let entries: Vec<KlmSeg> =
+                k.iter().map(|e| KlmSeg { byte_count: e.byte_count, mkey: e.key, address: e.addr }).collect();
+            let n = entries.len();
+            (WqeXlat::Klm(entries), n)
+        }
+        Translation::Repeat { repeat_count, entries } => {
+            let ents: Vec<RepeatEntSeg> = entries
+                .iter()
+                .map(|e| RepeatEntSeg { stride: e.stride, byte_count: e.byte_count, memkey: e.key, va: e.addr })
+                .collect();
+            let per = entries.iter().fold(0u32, |acc, e| acc.wrapping_add(u32::from(e.byte_count)));
+            let header = RepeatBlockSeg {
+                byte_count: per,
+                op: repeat_block::OP_REPEAT_BLOCK,
+                repeat_count: *repeat_count,
+                num_ent: ents.len() as u16,
+            };
+            let n = ents.len() + 1;
+            (WqeXlat::Repeat(header, ents), n)
+        }
+    }
+}
+
+/// `mlx5_umr_fill_inl_bsf_t10dif`.
+fn t10_inl(kind: &Kind) -> BsfInl {
+    let Kind::T10 { csum, seed_ones, app, ref_tag, remap, escape } = *kind else { return BsfInl::default() };
+    BsfInl {
+        vld: true,
+        refresh: true,
+        dif_apptag: app,
+        dif_reftag: ref_tag,
+        sig_type: if csum { t10dif::IPCS } else { t10dif::CRC },
+        repeat_block: true,
+        seed: seed_ones,
+        inc_reftag: remap,
+        appref_escape: escape == Escape::AppRef,
+        apptag_escape: escape == Escape::App,
+        dif_app_bitmask_check: 0xffff,
+    }
+}
+
+/// `mlx5_umr_crc_bfs`: 0 for T10-DIF.
+fn crc_bfs(kind: &Kind) -> u8 {
+    let Kind::Crc { crc_type, seed_ones } = *kind else { return 0 };
+    let base = match crc_type {
+        sig::CRC32 => bfs::CRC32_BASE,
+        sig::CRC32C => bfs::CRC32C_BASE,
+        _ => bfs::CRC64_XP10_BASE,
+    };
+    base | bfs::CRC_REPEAT_BIT | if seed_ones { 0 } else { bfs::CRC_SEED_BIT }
+}
+
+fn domain_parts(d: &Domain) -> (u8, BsfInl, u8) {
+    (crc_bfs(&d.kind), t10_inl(&d.kind), bytes_selector(d.bs))
+}
+
+/// `mlx5_umr_fill_sig_bsf` (without a crypto BSF).
+pub(in crate::provider) fn sig_bsf(s: &SigBsf) -> Bsf {
+    let mut b = Bsf::default();
+    let cfg = &s.cfg;
+    b.basic.bsf_size = bsf_size::WITH_INLINE;
+    b.basic.raw_data_size = bsf::RAW_DATA_SIZE_ANY;
+    if cfg.mem.is_some() || cfg.wire.is_some() {
+        b.basic.check_byte_mask = cfg.check_mask;
+    }
+    if let Some(d) = &cfg.mem {
+        let (f, inl, sel) = domain_parts(d);
+        (b.basic.m_bfs, b.m_inl, b.basic.mem_bs_selector, b.basic.m_psv) = (f, inl, sel, s.mem_psv);
+    }
+    if let Some(d) = &cfg.wire {
+        let (f, inl, sel) = domain_parts(d);
+        (b.basic.w_bfs, b.w_inl, b.basic.w_psv) = (f, inl, s.wire_psv);
+        b.basic.sbs = cfg.sbs;
+        b.basic.wire = if cfg.sbs { cfg.copy_mask } else { sel };
+    }
+    b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::firmware::{Klm, RepeatEntry};
+    use crate::device::wqe::decode;
+    use crate::signature::SigConfig;
+
+    fn ctrl_fields() -> CtrlFields {
+        CtrlFields { wqe_index: 5, qpn: 0x123, signaled: true, solicited: false, fm: 0 }
+    }
+
+    fn round_trip(kind: WqeKind) -> Result<(), FieldError> {
+        let bytes = encode(&kind, ctrl_fields())?;
+        let w = decode(&bytes);
+        assert_eq!(w.kind.as_ref(), Some(&kind), "{kind:?} reads back from its bytes");
+        assert_eq!((w.index, w.opcode, w.signaled), (5, kind.opcode(), true));
+        assert_eq!(w.bbs as usize, bytes.len() / 64);
+        Ok(())
+    }
+
+    #[test]
+    fn every_wqe_the_provider_writes_reads_back() -> Result<(), FieldError> {
+        let sge = vec![Sge { addr: 0x1000, length: 64, lkey: 0x300 }];
+        round_trip(WqeKind::Write { rkey: 7, raddr: 0x2000, sge: sge.clone(), imm: None })?;
+        round_trip(WqeKind::Write { rkey: 7, raddr: 0x2000, sge: sge.clone(), imm: Some(0xabcd) })?;
+        round_trip(WqeKind::Read { rkey: 7, raddr: 0x2000, sge: sge.clone() })?;
+        round_trip(WqeKind::Send { sge: sge.clone(), imm: None, inv: Some(0x4501) })?;
+        round_trip(WqeKind::LocalInv { key: 0x4502 })?;
+        round_trip(WqeKind::SetPsv { psv: 9, transient: 0xffff_0000_1234_5678 })?;
+        let t10 = Domain {
+            kind: Kind::T10 { csum: false, seed_ones: true, app: 0x55, ref_tag: 7, remap: true, escape: Escape::App },
+            bs: 512,
+        };
+        let crc = Domain { kind: Kind::Crc { crc_type: sig::CRC32C, seed_ones: false }, bs: 4096 };
+        for (mem, wire, sbs) in [(Some(t10), Some(t10), true), (Some(crc), None, false), (None, Some(t10), false)] {
+            let cfg = SigConfig { mem, wire, check_mask: 0xc0, copy_mask: if sbs { 0xff } else { 0 }, sbs };
+            round_trip(WqeKind::Umr(UmrWqe {
+                index: 0x44,
+                tag: 3,
+                access: Some(AccessFlags::LOCAL_WRITE.bits() | AccessFlags::REMOTE_READ.bits()),
+                layout: Some((96, Translation::Klm(vec![Klm { byte_count: 96, key: 0x300, addr: 0x1000 }]))),
+                bsf_disable: false,
+                // A BSF names the PSV of each domain it has.
+                sig_bsf: Some(SigBsf {
+                    cfg,
+                    mem_psv: if mem.is_some() { 0x10 } else { 0 },
+                    wire_psv: if wire.is_some() { 0x11 } else { 0 },
+                }),
+                sig_err_count: None,
+            }))?;
+        }
+        let repeat = Translation::Repeat {
+            repeat_count: 4,
+            entries: vec![RepeatEntry { stride: 32, byte_count: 16, key: 0x300, addr: 0x1000 }],
+        };
+        round_trip(WqeKind::Umr(UmrWqe {
+            index: 0x45,
+            tag: 0,
+            access: None,
+            layout: Some((64, repeat)),
+            bsf_disable: true,
+            sig_bsf: None,
+            sig_err_count: Some(1),
+        }))
+    }
+
+    #[test]
+    fn a_list_configure_has_libmlx5s_sizes_and_masks() -> Result<(), FieldError> {
+        let u = UmrWqe {
+            index: 0x44,
+            tag: 0x12,
+            access: Some(AccessFlags::LOCAL_WRITE.bits()),
+            layout: Some((48, Translation::Klm(vec![Klm { byte_count: 16, key: 1, addr: 2 }; 3]))),
+            bsf_disable: false,
+            sig_bsf: None,
+            sig_err_count: None,
+        };
+        let bytes = encode(&WqeKind::Umr(u), ctrl_fields())?;
+        // ctrl 16 + umr ctrl 48 + mkc 64 + 3 KLMs padded to 64.
+        assert_eq!(bytes.len(), 192);
+        assert_eq!(bytes[7] & 0x3f, 12, "ds");
+        assert_eq!(&bytes[12..16], &(0x44u32 << 8 | 0x12).to_be_bytes(), "imm is the mkey");
+        assert_eq!(&bytes[16 + 4..16 + 6], &4u16.to_be_bytes(), "klm_octowords");
+        let mask = u64::from_be_bytes(bytes[16 + 8..16 + 16].try_into().unwrap_or_default());
+        use umr_ctrl::mkey_mask as m;
+        assert_eq!(
+            mask,
+            m::FREE
+                | m::MKEY
+                | m::LEN
+                | m::ACCESS_LOCAL_WRITE
+                | m::ACCESS_REMOTE_READ
+                | m::ACCESS_REMOTE_WRITE
+                | m::ACCESS_ATOMIC
+        );
+        assert_eq!(&bytes[64 + 4..64 + 8], &(0xffff_ff00u32 | 0x12).to_be_bytes(), "qpn_mkey");
+        Ok(())
+    }
+}
