@@ -65,6 +65,24 @@ pub enum Op {
     GetAsyncEvent,
     /// `mlx5dv_qp_cancel_posted_send_wrs`.
     CancelPostedSendWrs,
+    /// `mlx5dv_crypto_login`.
+    CryptoLogin,
+    /// `mlx5dv_crypto_login_query_state`.
+    CryptoLoginQueryState,
+    /// `mlx5dv_crypto_logout`.
+    CryptoLogout,
+    /// `mlx5dv_crypto_login_create`.
+    CryptoLoginCreate,
+    /// `mlx5dv_crypto_login_query`.
+    CryptoLoginQuery,
+    /// `mlx5dv_crypto_login_destroy`.
+    CryptoLoginDestroy,
+    /// `mlx5dv_dek_create`.
+    DekCreate,
+    /// `mlx5dv_dek_query`.
+    DekQuery,
+    /// `mlx5dv_dek_destroy`.
+    DekDestroy,
     /// Loading or probing a backend (library, device or profile).
     Backend,
 }
@@ -101,6 +119,15 @@ impl Op {
             Op::PostRecv => "ibv_post_recv",
             Op::GetAsyncEvent => "ibv_get_async_event",
             Op::CancelPostedSendWrs => "mlx5dv_qp_cancel_posted_send_wrs",
+            Op::CryptoLogin => "mlx5dv_crypto_login",
+            Op::CryptoLoginQueryState => "mlx5dv_crypto_login_query_state",
+            Op::CryptoLogout => "mlx5dv_crypto_logout",
+            Op::CryptoLoginCreate => "mlx5dv_crypto_login_create",
+            Op::CryptoLoginQuery => "mlx5dv_crypto_login_query",
+            Op::CryptoLoginDestroy => "mlx5dv_crypto_login_destroy",
+            Op::DekCreate => "mlx5dv_dek_create",
+            Op::DekQuery => "mlx5dv_dek_query",
+            Op::DekDestroy => "mlx5dv_dek_destroy",
             Op::Backend => "backend",
         }
     }

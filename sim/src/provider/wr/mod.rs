@@ -9,6 +9,7 @@ use super::{Lower, Provider};
 use crate::device::firmware::QpPath;
 use crate::device::wqe::{UmrWqe, Wqe, WqeKind};
 
+mod crypto;
 mod sig;
 mod umr;
 
@@ -231,6 +232,7 @@ impl Provider {
             ),
             WrOp::SetMkeyAccessFlags(a) => self.set_access(ch, *a),
             WrOp::SetMkeySigBlock(attr) => self.set_sig(ch, attr),
+            WrOp::SetMkeyCrypto(attr) => self.set_crypto(ch, attr),
             WrOp::SetMkeyLayoutList(sge) => self.set_layout(qp, ch, Layout::List(sge)),
             WrOp::SetMkeyLayoutInterleaved { repeat_count, entries } => {
                 self.set_layout(qp, ch, Layout::Interleaved(*repeat_count, entries))
