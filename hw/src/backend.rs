@@ -266,6 +266,18 @@ impl HwBackend {
                         unsafe { f(m.ptr) };
                     }
                 }
+                Obj::Dek(h) => {
+                    if let (Ok(d), Ok(f)) = (self.objs.deks.take(h, op), &self.lib.dv.mlx5dv_dek_destroy) {
+                        // SAFETY: the DEK is live and removed from the table before it is destroyed.
+                        unsafe { f(d.ptr) };
+                    }
+                }
+                Obj::Login(h) => {
+                    if let (Ok(l), Ok(f)) = (self.objs.logins.take(h, op), &self.lib.dv.mlx5dv_crypto_login_destroy) {
+                        // SAFETY: the login object is live and removed from the table first.
+                        unsafe { f(l.ptr) };
+                    }
+                }
                 Obj::Pd(h) => {
                     if let Ok(p) = self.objs.pds.take(h, op) {
                         // SAFETY: the PD is live and its mkeys, MRs and QPs are gone.

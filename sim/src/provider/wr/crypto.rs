@@ -11,11 +11,14 @@ use super::Chain;
 impl Provider {
     /// `mlx5_send_wr_set_mkey_crypto`: an earlier error stands; then no open configure, a mkey
     /// without CRYPTO, a second call in this WR, comp_mask, the standard, the signature order
-    /// and the data unit size are each EINVAL. The DEK is not looked at.
+    /// and the data unit size are each EINVAL. The provider does not look at the DEK, but
+    /// follows it when it finalizes the UMR: a NULL or destroyed DEK (undefined in C) is EINVAL
+    /// here, after the provider's own checks.
     pub(super) fn set_crypto(&mut self, ch: &mut Chain, attr: &CryptoAttr) {
         if ch.err != 0 {
             return;
         }
+        let dek_live = attr.dek.and_then(|d| self.crypto.dek_obj_id(d)).is_some();
         let Some(open) = &mut ch.open else {
             ch.err = EINVAL;
             return;
@@ -33,6 +36,7 @@ impl Provider {
                 crypto::SIGNATURE_AFTER_CRYPTO_ON_TX | crypto::SIGNATURE_BEFORE_CRYPTO_ON_TX
             )
             || attr.data_unit_size > sig::BLOCK_4160
+            || !dek_live
         {
             ch.err = EINVAL;
             return;
