@@ -6,6 +6,7 @@ use crate::case::{Case, Check, Env, Verdict, expect_ok};
 
 mod audit;
 mod context;
+mod crypto;
 mod engine;
 mod fabric;
 mod fixture;
@@ -33,6 +34,7 @@ pub fn all() -> Vec<Case> {
         sig::CASES,
         sig_err::CASES,
         engine::CASES,
+        crypto::CASES,
     ]
     .concat()
 }

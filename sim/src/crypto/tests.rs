@@ -236,3 +236,14 @@ proptest! {
         prop_assert_eq!(got, plain);
     }
 }
+
+#[test]
+fn the_published_test_login_wraps_to_the_readme_value() -> TestResult {
+    use mlx5_dv::profile::{test_credential, test_import_kek};
+    let wrapped = wrap_key(&test_import_kek(), &test_credential())?;
+    let text: String = wrapped.iter().map(|b| format!("{b:02x}")).collect();
+    let want = "05924de31cca4eaea6b7d8382fb7810fedaf23890ce0ab48f320f03899e7e421\
+                29251e6d1c71f74a1e463a8bdec03882";
+    assert_eq!(text, want);
+    Ok(())
+}
