@@ -278,13 +278,32 @@ fn dek_without_engine(b: &mut dyn Backend, env: &Env) -> Check {
 
 fn dek_field_checks(b: &mut dyn Backend, env: &Env) -> Check {
     let (ctx, pd) = open_pd(b, env)?;
-    let base = dek_attr(pd, &plain_key(), crypto::DEK_INIT_ATTR_CRYPTO_LOGIN, None);
+    let bit = crypto::DEK_INIT_ATTR_CRYPTO_LOGIN;
+    // Attributes the device accepts, where the suite can make them, so that each refusal is
+    // the field's own.
+    let wrapped = env.caps.device.crypto.wrapped_import_method & crypto_cap::WRAPPED_IMPORT_AES_XTS != 0;
+    let devx = env.unmet(Need::Devx).is_none();
+    let base = if !devx {
+        None
+    } else if !wrapped {
+        Some(dek_attr(pd, &plain_key(), bit, None))
+    } else if env.unmet(Need::TestSecrets).is_none() {
+        let login = expect_ok("crypto_login_create", b.crypto_login_create(ctx, &test_login_ex()?))?;
+        Some(dek_attr(pd, &wrapped_key()?, bit, Some(login)))
+    } else {
+        None
+    };
+    let attrs = base.unwrap_or_else(|| dek_attr(pd, &plain_key(), bit, None));
     for (what, attr) in [
-        ("key_purpose 1", DekInitAttr { key_purpose: 1, ..base }),
-        ("key_size 2", DekInitAttr { key_size: 2, ..base }),
-        ("comp_mask 0x3", DekInitAttr { comp_mask: 0x3, ..base }),
+        ("key_purpose 1", DekInitAttr { key_purpose: 1, ..attrs }),
+        ("key_size 2", DekInitAttr { key_size: 2, ..attrs }),
+        ("comp_mask 0x3", DekInitAttr { comp_mask: 0x3, ..attrs }),
     ] {
         expect_errno(&format!("dek_create with {what}"), b.dek_create(ctx, &attr), EINVAL)?;
+    }
+    if let Some(good) = base {
+        let dek = expect_ok("dek_create with every field valid", b.dek_create(ctx, &good))?;
+        expect_ok("dek_destroy", b.dek_destroy(dek))?;
     }
     Ok(())
 }
