@@ -70,6 +70,15 @@ impl Provider {
         let multi_block = engines & crypto_cap::ENGINE_AES_XTS_MULTI_BLOCK != 0;
         crypto_bsf::build(&attr, BsfContext { dek_id, multi_block, sig }).map(Some)
     }
+
+    /// The crypto BSF a UMR of this mkey would carry now, with its context's engines (test
+    /// views).
+    #[cfg(feature = "test-utils")]
+    pub(crate) fn crypto_bsf_now(&self, mkey: MkeyHandle) -> Result<Option<CryptoBsf>, i32> {
+        let m = self.mkeys.get(mkey, Op::PostSend).map_err(|_| EINVAL)?;
+        let engines = self.contexts.get(m.ctx, Op::PostSend).map_or(0, |c| c.caps.crypto.crypto_engines);
+        self.crypto_bsf(mkey, engines)
+    }
 }
 
 /// `crypto_umr_wqe_finalize`'s single-block rule: with attributes set and only the
