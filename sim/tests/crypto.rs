@@ -280,3 +280,150 @@ fn raw_orders_with_signatures_in_both_domains_are_refused() -> TestResult {
     }
     Ok(())
 }
+
+/// One random crypto call; indexes pick among the objects made so far.
+#[derive(Debug, Clone)]
+enum Step {
+    Open,
+    Close(usize),
+    Login { ctx: usize, good: bool, comp_mask: u64, ids: u32 },
+    Logout(usize),
+    State(usize),
+    LoginCreate { ctx: usize, good: bool, len: usize },
+    LoginQuery(usize, u64),
+    LoginDestroy(usize),
+    Dek { ctx: usize, size: u32, purpose: u32, comp_mask: u64, login: Option<usize>, wrapped: bool, tag: bool },
+    DekQuery(usize, u64),
+    DekDestroy(usize),
+    Fault { op: u8, state: u8, fail: bool },
+}
+
+fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+    use proptest::prelude::*;
+    let small = || prop_oneof![Just(0u32), Just(1), Just(2), any::<u32>()];
+    let mask = || prop_oneof![Just(0u64), Just(1), any::<u64>()];
+    prop_oneof![
+        Just(Step::Open),
+        (0usize..4).prop_map(Step::Close),
+        (0usize..4, any::<bool>(), mask(), prop_oneof![Just(1u32), any::<u32>()])
+            .prop_map(|(ctx, good, comp_mask, ids)| Step::Login { ctx, good, comp_mask, ids }),
+        (0usize..4).prop_map(Step::Logout),
+        (0usize..4).prop_map(Step::State),
+        (0usize..4, any::<bool>(), prop_oneof![Just(48usize), 0usize..300])
+            .prop_map(|(ctx, good, len)| Step::LoginCreate { ctx, good, len }),
+        (0usize..6, mask()).prop_map(|(i, m)| Step::LoginQuery(i, m)),
+        (0usize..6).prop_map(Step::LoginDestroy),
+        (0usize..4, small(), small(), mask(), proptest::option::of(0usize..6), any::<bool>(), any::<bool>()).prop_map(
+            |(ctx, size, purpose, comp_mask, login, wrapped, tag)| Step::Dek {
+                ctx,
+                size,
+                purpose,
+                comp_mask,
+                login,
+                wrapped,
+                tag
+            }
+        ),
+        (0usize..8, mask()).prop_map(|(i, m)| Step::DekQuery(i, m)),
+        (0usize..8).prop_map(Step::DekDestroy),
+        (0u8..3, 0u8..4, any::<bool>()).prop_map(|(op, state, fail)| Step::Fault { op, state, fail }),
+    ]
+}
+
+fn pick<T: Copy>(v: &[T], i: usize) -> Option<T> {
+    v.get(i % v.len().max(1)).copied()
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+
+    /// Random crypto calls with bad values, stale handles and injected faults: no panic, only
+    /// errno the calls can return, and nothing left in firmware once every context is closed
+    /// (unless a fault made a destroy fail, which leaks as on a device).
+    #[test]
+    fn random_crypto_sequences_never_panic(
+        profile in proptest::sample::select(vec!["cx5", "cx6dx", "cx6dx-no-devx", "cx7", "bf3"]),
+        steps in proptest::collection::vec(step(), 1..40),
+    ) {
+        use mlx5_dv::errno::{EEXIST, EIO, ENOENT};
+        use mlx5_dv::{Call, Reply};
+        let mut sim = Simulator::with_profile(profile).map_err(|e| proptest::test_runner::TestCaseError::fail(e.to_string()))?;
+        let (mut ctxs, mut pds, mut logins, mut deks) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut destroy_faults = 0;
+        let good = login().map_err(|e| proptest::test_runner::TestCaseError::fail(e.to_string()))?;
+        let wrapped = wrap_key(&test_import_kek(), &key()).map_err(|e| proptest::test_runner::TestCaseError::fail(e.to_string()))?;
+        for s in steps {
+            let call = match s {
+                Step::Open => Some(Call::OpenIbvDevice { device: "mlx5_0".into() }),
+                Step::Close(i) => pick(&ctxs, i).map(|ctx| Call::CloseDevice { ctx }),
+                Step::Login { ctx, good: g, comp_mask, ids } => pick(&ctxs, ctx).map(|ctx| {
+                    let credential = if g { good.credential } else { [0x11; 48] };
+                    Call::CryptoLogin { ctx, attr: CryptoLoginAttr { credential_id: ids, import_kek_id: 1, credential, comp_mask } }
+                }),
+                Step::Logout(i) => pick(&ctxs, i).map(|ctx| Call::CryptoLogout { ctx }),
+                Step::State(i) => pick(&ctxs, i).map(|ctx| Call::CryptoLoginQueryState { ctx }),
+                Step::LoginCreate { ctx, good: g, len } => pick(&ctxs, ctx).map(|ctx| {
+                    let mut credential = if g { good.credential.to_vec() } else { vec![0x22; 48] };
+                    credential.resize(len, 0);
+                    Call::CryptoLoginCreate { ctx, attr: CryptoLoginAttrEx { credential, ..CryptoLoginAttrEx::from_login(&good) } }
+                }),
+                Step::LoginQuery(i, comp_mask) => pick(&logins, i).map(|login| Call::CryptoLoginQuery { login, comp_mask }),
+                Step::LoginDestroy(i) => pick(&logins, i).map(|login| Call::CryptoLoginDestroy { login }),
+                Step::Dek { ctx, size, purpose, comp_mask, login: l, wrapped: w, tag } => {
+                    match (pick(&ctxs, ctx), pick(&pds, ctx)) {
+                        (Some(ctx), Some(pd)) => {
+                            let k = if w { wrapped.clone() } else { key() };
+                            let attr = DekInitAttr {
+                                key_size: size,
+                                key_purpose: purpose,
+                                has_keytag: tag,
+                                ..dek_attr(pd, &k, comp_mask, l.and_then(|i| pick(&logins, i)))
+                            };
+                            Some(Call::DekCreate { ctx, attr })
+                        }
+                        _ => None,
+                    }
+                }
+                Step::DekQuery(i, comp_mask) => pick(&deks, i).map(|dek| Call::DekQuery { dek, comp_mask }),
+                Step::DekDestroy(i) => pick(&deks, i).map(|dek| Call::DekDestroy { dek }),
+                Step::Fault { op, state, fail } => {
+                    let opcodes = [opcode::CREATE_GENERAL_OBJECT, opcode::QUERY_GENERAL_OBJECT, opcode::DESTROY_GENERAL_OBJECT];
+                    let opc = opcodes[usize::from(op)];
+                    let rule = if fail || opc == opcode::DESTROY_GENERAL_OBJECT {
+                        destroy_faults += usize::from(opc == opcode::DESTROY_GENERAL_OBJECT);
+                        mlx5_dv::FaultRule::fail_next(opc, prm::status::BAD_RES_STATE_ERR, 1)
+                    } else {
+                        let obj_type = if state % 2 == 0 { prm::obj_type::DEK } else { prm::obj_type::CRYPTO_LOGIN };
+                        mlx5_dv::FaultRule::ObjectState { opcode: opc, obj_type, state, skip: 0, times: 1 }
+                    };
+                    proptest::prop_assert!(sim.add_fault(rule).is_ok());
+                    None
+                }
+            };
+            let Some(call) = call else { continue };
+            let reply = call.apply(&mut sim);
+            match &reply {
+                Reply::OpenIbvDevice(Ok(c)) => {
+                    ctxs.push(*c);
+                    if let Ok(pd) = sim.alloc_pd(*c) {
+                        pds.push(pd);
+                    }
+                }
+                Reply::CryptoLoginCreate(Ok(l)) => logins.push(*l),
+                Reply::DekCreate(Ok(d)) => deks.push(*d),
+                _ => {}
+            }
+            if let Some(e) = reply.error() {
+                proptest::prop_assert!([EINVAL, EOPNOTSUPP, ENOMEM, EEXIST, ENOENT, EIO].contains(&e.errno()), "{}", e);
+            }
+        }
+        sim.clear_faults();
+        for c in ctxs {
+            let _ = sim.close_device(c);
+        }
+        let (l, d) = inspect::crypto_object_counts(&sim, 0).unwrap_or((99, 99));
+        if destroy_faults == 0 {
+            proptest::prop_assert_eq!((l, d), (0, 0), "crypto objects leaked past close");
+        }
+    }
+}
