@@ -159,7 +159,7 @@ pub fn wrap_key(kek: &[u8], plain: &[u8]) -> Result<Vec<u8>, CryptoError> {
     if plain.len() < 16 || !plain.len().is_multiple_of(8) {
         return Err(bad);
     }
-    let mut out = vec![0u8; plain.len() + KEY_WRAP_OVERHEAD];
+    let mut out = vec![0u8; plain.len().checked_add(KEY_WRAP_OVERHEAD).ok_or(bad.clone())?];
     let r = match kek.len() {
         16 => KwAes128::new_from_slice(kek).map_err(|_| bad.clone())?.wrap_key(plain, &mut out).map(<[u8]>::len),
         32 => KwAes256::new_from_slice(kek).map_err(|_| bad.clone())?.wrap_key(plain, &mut out).map(<[u8]>::len),
