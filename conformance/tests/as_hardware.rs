@@ -23,6 +23,9 @@ impl Layer for AsHardware {
         // ibv_query_device reports these on hardware too.
         caps.device.max_qp_wr = inner.device.max_qp_wr;
         caps.device.log_max_cq_sz = inner.device.log_max_cq_sz;
+        // The hw backend reads general_obj_types through a DEVX context.
+        caps.device.general_obj_types =
+            if self.kernel.devx == Some(true) { inner.device.general_obj_types } else { None };
         caps.kernel = self.kernel;
         caps.device.dma_mmo = self.dma_mmo;
         caps.device.ooo_dp = self.ooo_dp;

@@ -129,6 +129,8 @@ impl HwBackend {
             }
             let _ = self.close_device(ctx);
             caps.kernel = mlx5_dv::probe::kernel_facts(self, &dev);
+            // DEK and CRYPTO_LOGIN support gate the crypto cases; only DEVX can read it.
+            caps.device.general_obj_types = crate::capture::general_obj_types(self, &dev);
             caps.device.dma_mmo = mlx5_dv::probe::dma_mmo(self, &dev);
             caps.device.ooo_dp = mlx5_dv::probe::ooo_dp(self, &dev);
         }
