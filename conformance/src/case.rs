@@ -60,6 +60,17 @@ pub enum Need {
     SigBlock4048,
     /// A kernel with SQD→RTS (for SIG_PIPELINING).
     Sqd2Rts,
+    /// An AES-XTS engine and DEK objects (assumed when the backend cannot read the object types).
+    DekObjects,
+    /// Wrapped-key crypto: CRYPTO and WRAPPED_CRYPTO_OPERATIONAL, the AES-XTS wrapped import
+    /// method, and login objects (assumed when the backend cannot read the object types).
+    WrappedCrypto,
+    /// Plaintext-key crypto: an engine and the CRYPTO flag without a wrapped import method.
+    PlaintextCrypto,
+    /// No wrapped crypto mode: crypto login is EOPNOTSUPP.
+    NoWrappedCrypto,
+    /// The device's credential and import KEK are known: the simulator's published test values.
+    TestSecrets,
 }
 
 /// What the harness learned about a backend before running cases on it.
@@ -132,8 +143,40 @@ impl Env {
                 (sig.block_size & mlx5_dv::sig_cap::BLOCK_4048 != 0, "the device has no 4048-byte signature blocks")
             }
             Need::Sqd2Rts => (kernel.sqd2rts == Some(true), "the kernel has no SQD->RTS (or the backend cannot tell)"),
+            Need::DekObjects => {
+                (has_engine && self.has_obj_type(DEK), "the device has no AES-XTS engine or DEK object")
+            }
+            Need::WrappedCrypto => (self.wrapped_crypto(), "the device has no wrapped-key crypto mode"),
+            Need::PlaintextCrypto => (
+                has_engine && self.caps.device.crypto.flags & CRYPTO != 0 && !self.wrapped_import(),
+                "the device has no plaintext-key crypto mode",
+            ),
+            Need::NoWrappedCrypto => (!self.wrapped_login(), "the device has a wrapped crypto mode"),
+            Need::TestSecrets => (
+                self.caps.sim_control,
+                "needs the device's credential and import KEK (known only for the simulator's test values)",
+            ),
         };
         (!ok).then(|| why.to_string())
+    }
+
+    /// The device has general object type `ty`, or the backend cannot tell.
+    fn has_obj_type(&self, ty: u16) -> bool {
+        self.caps.device.general_obj_types.is_none_or(|m| m & 1u64.checked_shl(u32::from(ty)).unwrap_or(0) != 0)
+    }
+
+    fn wrapped_import(&self) -> bool {
+        self.caps.device.crypto.wrapped_import_method & mlx5_dv::crypto_cap::WRAPPED_IMPORT_AES_XTS != 0
+    }
+
+    /// Crypto login would pass the provider's cap checks.
+    fn wrapped_login(&self) -> bool {
+        let f = CRYPTO | mlx5_dv::crypto_cap::FLAG_WRAPPED_CRYPTO_OPERATIONAL;
+        self.caps.device.crypto.flags & f == f && self.has_obj_type(LOGIN)
+    }
+
+    fn wrapped_crypto(&self) -> bool {
+        self.wrapped_login() && self.wrapped_import() && self.caps.device.has_crypto_engine() && self.has_obj_type(DEK)
     }
 
     /// The mlx5 device name; cases that declare [`Need::Mlx5Device`] can rely on it.
@@ -141,6 +184,10 @@ impl Env {
         self.device.as_deref().ok_or_else(|| Verdict::skip("no mlx5 device found"))
     }
 }
+
+const CRYPTO: u32 = mlx5_dv::crypto_cap::FLAG_CRYPTO;
+const DEK: u16 = mlx5_dv::prm::obj_type::DEK;
+const LOGIN: u16 = mlx5_dv::prm::obj_type::CRYPTO_LOGIN;
 
 fn devx_reason(devx: Option<bool>) -> &'static str {
     match devx {

@@ -49,6 +49,12 @@ enum Mutation {
     MemcpyRefusedWithEinval,
     UmrMaskWithoutLen,
     RingFenceDropped,
+    SecondLoginAllowed,
+    LogoutWithoutSessionOk,
+    DekErrorReportedReady,
+    DekOpaqueLost,
+    CryptoSetterCompMaskIgnored,
+    DekPurposeUnchecked,
 }
 
 /// A layer that makes the simulator deviate in one way.
@@ -79,6 +85,9 @@ fn mutate_op(m: Mutation, o: WrOp) -> WrOp {
         (Mutation::CopyMaskFlagDropped, WrOp::SetMkeySigBlock(a)) => {
             WrOp::SetMkeySigBlock(SigBlockAttr { flags: SigBlockAttrFlags::empty(), ..a })
         }
+        (Mutation::CryptoSetterCompMaskIgnored, WrOp::SetMkeyCrypto(a)) => {
+            WrOp::SetMkeyCrypto(CryptoAttr { comp_mask: 0, ..a })
+        }
         (_, o) => o,
     }
 }
@@ -94,6 +103,9 @@ impl Layer for Mutant {
             }
             (Mutation::UpdateTagAlwaysAccepted, Call::CreateMkey { attr }) => {
                 attr.create_flags.remove(MkeyInitFlags::UPDATE_TAG)
+            }
+            (Mutation::DekPurposeUnchecked, Call::DekCreate { attr, .. }) => {
+                attr.key_purpose = crypto::KEY_PURPOSE_AES_XTS
             }
             (Mutation::ZeroFlagsEinval, Call::CreateMkey { attr }) if attr.create_flags.is_empty() => {
                 return Some(Reply::CreateMkey(Err(Error::new(Op::CreateMkey, EINVAL, "mutant"))));
@@ -217,6 +229,18 @@ impl Layer for Mutant {
                 q.cap.max_recv_sge = attr.cap.max_recv_sge
             }
             (Mutation::NoAsyncEvents, _, Reply::GetAsyncEvent(Ok(e))) => *e = None,
+            (Mutation::SecondLoginAllowed, _, r @ Reply::CryptoLogin(Err(_)))
+                if r.error().is_some_and(|e| e.errno() == errno::EEXIST) =>
+            {
+                *r = Reply::CryptoLogin(Ok(()));
+            }
+            (Mutation::LogoutWithoutSessionOk, _, r @ Reply::CryptoLogout(Err(_)))
+                if r.error().is_some_and(|e| e.errno() == errno::ENOENT) =>
+            {
+                *r = Reply::CryptoLogout(Ok(()));
+            }
+            (Mutation::DekErrorReportedReady, _, Reply::DekQuery(Ok(a))) => a.state = DekState::Ready,
+            (Mutation::DekOpaqueLost, _, Reply::DekQuery(Ok(a))) => a.opaque = [0; 8],
             _ => {}
         }
     }
@@ -276,6 +300,14 @@ impl Layer for Mutant {
 #[case(Mutation::RecvFullReportedAsEinval, "cx6dx", "wr.post_recv_full_queue_before_sge_count")]
 #[case(Mutation::MaxRecvSgeEchoed, "cx6dx", "qp.max_recv_sge_zero_without_a_receive_queue")]
 #[case(Mutation::MemcpyRefusedWithEinval, "cx6dx", "qp.memcpy_needs_dma_mmo")]
+#[case(Mutation::SecondLoginAllowed, "cx6dx", "crypto.login_session_and_logout")]
+#[case(Mutation::LogoutWithoutSessionOk, "cx5", "crypto.no_session")]
+#[case(Mutation::LogoutWithoutSessionOk, "cx6dx", "crypto.login_session_and_logout")]
+#[case(Mutation::DekErrorReportedReady, "bf3", "crypto.dek_state_from_device")]
+#[case(Mutation::DekOpaqueLost, "bf3", "crypto.dek_plaintext_lifecycle")]
+#[case(Mutation::DekOpaqueLost, "cx7", "crypto.dek_wrapped_lifecycle")]
+#[case(Mutation::CryptoSetterCompMaskIgnored, "cx6dx", "crypto.setter_errors")]
+#[case(Mutation::DekPurposeUnchecked, "cx6dx", "crypto.dek_field_checks")]
 fn the_suite_catches_the_mutant(#[case] m: Mutation, #[case] profile: &str, #[case] catcher: &str) {
     let p = Profile::builtin(profile).unwrap();
     let target = Target::new(

@@ -7,13 +7,16 @@
 use serde::{Deserialize, Serialize};
 
 use crate::api::context::{AsyncEvent, ContextAttr, DeviceDesc, DvContext, PortAttr};
+use crate::api::crypto::{
+    CryptoLoginAttr, CryptoLoginAttrEx, CryptoLoginQueryAttr, CryptoLoginState, DekAttr, DekInitAttr,
+};
 use crate::api::memory::{AccessFlags, Buf, Mr};
 use crate::api::mkey::{Mkey, MkeyErr, MkeyInitAttr};
 use crate::api::queue::{Cq, Qp, QpInitAttr, QpModify, QpState, Wc};
 use crate::api::wr::{RecvWr, WrOp};
 use crate::backend::Backend;
 use crate::error::{Error, Op, Result};
-use crate::handle::{ContextHandle, PdHandle};
+use crate::handle::{ContextHandle, CryptoLoginHandle, DekHandle, PdHandle};
 
 /// One call of the API, with its arguments owned.
 #[allow(missing_docs)] // the fields are the method's parameters, documented on the traits
@@ -78,6 +81,24 @@ pub enum Call {
     PostRecv { qp: Qp, wrs: Vec<RecvWr> },
     /// [`crate::Queues::cancel_posted_send_wrs`].
     CancelPostedSendWrs { qp: Qp, wr_id: u64 },
+    /// [`crate::Crypto::crypto_login`].
+    CryptoLogin { ctx: ContextHandle, attr: CryptoLoginAttr },
+    /// [`crate::Crypto::crypto_login_query_state`].
+    CryptoLoginQueryState { ctx: ContextHandle },
+    /// [`crate::Crypto::crypto_logout`].
+    CryptoLogout { ctx: ContextHandle },
+    /// [`crate::Crypto::crypto_login_create`].
+    CryptoLoginCreate { ctx: ContextHandle, attr: CryptoLoginAttrEx },
+    /// [`crate::Crypto::crypto_login_query`].
+    CryptoLoginQuery { login: CryptoLoginHandle, comp_mask: u64 },
+    /// [`crate::Crypto::crypto_login_destroy`].
+    CryptoLoginDestroy { login: CryptoLoginHandle },
+    /// [`crate::Crypto::dek_create`].
+    DekCreate { ctx: ContextHandle, attr: DekInitAttr },
+    /// [`crate::Crypto::dek_query`].
+    DekQuery { dek: DekHandle, comp_mask: u64 },
+    /// [`crate::Crypto::dek_destroy`].
+    DekDestroy { dek: DekHandle },
 }
 
 /// The result of one [`Call`]: the variant names the call, the payload is what it returned.
@@ -115,6 +136,15 @@ pub enum Reply {
     PostSend(Result<()>),
     PostRecv(Result<()>),
     CancelPostedSendWrs(Result<u32>),
+    CryptoLogin(Result<()>),
+    CryptoLoginQueryState(Result<CryptoLoginState>),
+    CryptoLogout(Result<()>),
+    CryptoLoginCreate(Result<CryptoLoginHandle>),
+    CryptoLoginQuery(Result<CryptoLoginQueryAttr>),
+    CryptoLoginDestroy(Result<()>),
+    DekCreate(Result<DekHandle>),
+    DekQuery(Result<DekAttr>),
+    DekDestroy(Result<()>),
 }
 
 impl Call {
@@ -150,6 +180,17 @@ impl Call {
             Call::PostSend { qp, ops } => Reply::PostSend(b.post_send(qp, ops)),
             Call::PostRecv { qp, wrs } => Reply::PostRecv(b.post_recv(qp, wrs)),
             Call::CancelPostedSendWrs { qp, wr_id } => Reply::CancelPostedSendWrs(b.cancel_posted_send_wrs(qp, *wr_id)),
+            Call::CryptoLogin { ctx, attr } => Reply::CryptoLogin(b.crypto_login(*ctx, attr)),
+            Call::CryptoLoginQueryState { ctx } => Reply::CryptoLoginQueryState(b.crypto_login_query_state(*ctx)),
+            Call::CryptoLogout { ctx } => Reply::CryptoLogout(b.crypto_logout(*ctx)),
+            Call::CryptoLoginCreate { ctx, attr } => Reply::CryptoLoginCreate(b.crypto_login_create(*ctx, attr)),
+            Call::CryptoLoginQuery { login, comp_mask } => {
+                Reply::CryptoLoginQuery(b.crypto_login_query(*login, *comp_mask))
+            }
+            Call::CryptoLoginDestroy { login } => Reply::CryptoLoginDestroy(b.crypto_login_destroy(*login)),
+            Call::DekCreate { ctx, attr } => Reply::DekCreate(b.dek_create(*ctx, attr)),
+            Call::DekQuery { dek, comp_mask } => Reply::DekQuery(b.dek_query(*dek, *comp_mask)),
+            Call::DekDestroy { dek } => Reply::DekDestroy(b.dek_destroy(*dek)),
         }
     }
 
@@ -185,6 +226,15 @@ impl Call {
             Call::PostSend { .. } => Op::PostSend,
             Call::PostRecv { .. } => Op::PostRecv,
             Call::CancelPostedSendWrs { .. } => Op::CancelPostedSendWrs,
+            Call::CryptoLogin { .. } => Op::CryptoLogin,
+            Call::CryptoLoginQueryState { .. } => Op::CryptoLoginQueryState,
+            Call::CryptoLogout { .. } => Op::CryptoLogout,
+            Call::CryptoLoginCreate { .. } => Op::CryptoLoginCreate,
+            Call::CryptoLoginQuery { .. } => Op::CryptoLoginQuery,
+            Call::CryptoLoginDestroy { .. } => Op::CryptoLoginDestroy,
+            Call::DekCreate { .. } => Op::DekCreate,
+            Call::DekQuery { .. } => Op::DekQuery,
+            Call::DekDestroy { .. } => Op::DekDestroy,
         }
     }
 }
@@ -206,7 +256,16 @@ impl Reply {
             | Reply::ModifyQp(r)
             | Reply::DestroyQp(r)
             | Reply::PostSend(r)
-            | Reply::PostRecv(r) => r.as_ref().err(),
+            | Reply::PostRecv(r)
+            | Reply::CryptoLogin(r)
+            | Reply::CryptoLogout(r)
+            | Reply::CryptoLoginDestroy(r)
+            | Reply::DekDestroy(r) => r.as_ref().err(),
+            Reply::CryptoLoginQueryState(r) => r.as_ref().err(),
+            Reply::CryptoLoginCreate(r) => r.as_ref().err(),
+            Reply::CryptoLoginQuery(r) => r.as_ref().err(),
+            Reply::DekCreate(r) => r.as_ref().err(),
+            Reply::DekQuery(r) => r.as_ref().err(),
             Reply::QueryDevice(r) => r.as_ref().err(),
             Reply::QueryPort(r) => r.as_ref().err(),
             Reply::GetAsyncEvent(r) => r.as_ref().err(),
@@ -256,6 +315,15 @@ impl Reply {
             Call::PostSend { .. } => Reply::PostSend(Err(err)),
             Call::PostRecv { .. } => Reply::PostRecv(Err(err)),
             Call::CancelPostedSendWrs { .. } => Reply::CancelPostedSendWrs(Err(err)),
+            Call::CryptoLogin { .. } => Reply::CryptoLogin(Err(err)),
+            Call::CryptoLoginQueryState { .. } => Reply::CryptoLoginQueryState(Err(err)),
+            Call::CryptoLogout { .. } => Reply::CryptoLogout(Err(err)),
+            Call::CryptoLoginCreate { .. } => Reply::CryptoLoginCreate(Err(err)),
+            Call::CryptoLoginQuery { .. } => Reply::CryptoLoginQuery(Err(err)),
+            Call::CryptoLoginDestroy { .. } => Reply::CryptoLoginDestroy(Err(err)),
+            Call::DekCreate { .. } => Reply::DekCreate(Err(err)),
+            Call::DekQuery { .. } => Reply::DekQuery(Err(err)),
+            Call::DekDestroy { .. } => Reply::DekDestroy(Err(err)),
         }
     }
 }

@@ -67,6 +67,24 @@ pub enum Op {
     CancelPostedSendWrs,
     /// `mlx5dv_init_obj` (reading a queue's buffer).
     InitObj,
+    /// `mlx5dv_crypto_login`.
+    CryptoLogin,
+    /// `mlx5dv_crypto_login_query_state`.
+    CryptoLoginQueryState,
+    /// `mlx5dv_crypto_logout`.
+    CryptoLogout,
+    /// `mlx5dv_crypto_login_create`.
+    CryptoLoginCreate,
+    /// `mlx5dv_crypto_login_query`.
+    CryptoLoginQuery,
+    /// `mlx5dv_crypto_login_destroy`.
+    CryptoLoginDestroy,
+    /// `mlx5dv_dek_create`.
+    DekCreate,
+    /// `mlx5dv_dek_query`.
+    DekQuery,
+    /// `mlx5dv_dek_destroy`.
+    DekDestroy,
     /// Loading or probing a backend (library, device or profile).
     Backend,
 }
@@ -104,6 +122,15 @@ impl Op {
             Op::GetAsyncEvent => "ibv_get_async_event",
             Op::CancelPostedSendWrs => "mlx5dv_qp_cancel_posted_send_wrs",
             Op::InitObj => "mlx5dv_init_obj",
+            Op::CryptoLogin => "mlx5dv_crypto_login",
+            Op::CryptoLoginQueryState => "mlx5dv_crypto_login_query_state",
+            Op::CryptoLogout => "mlx5dv_crypto_logout",
+            Op::CryptoLoginCreate => "mlx5dv_crypto_login_create",
+            Op::CryptoLoginQuery => "mlx5dv_crypto_login_query",
+            Op::CryptoLoginDestroy => "mlx5dv_crypto_login_destroy",
+            Op::DekCreate => "mlx5dv_dek_create",
+            Op::DekQuery => "mlx5dv_dek_query",
+            Op::DekDestroy => "mlx5dv_dek_destroy",
             Op::Backend => "backend",
         }
     }

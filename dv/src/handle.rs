@@ -131,6 +131,16 @@ handle!(
     QpHandle,
     "QP"
 );
+handle!(
+    /// A data encryption key (`struct mlx5dv_dek *`).
+    DekHandle,
+    "DEK"
+);
+handle!(
+    /// A crypto login object (`struct mlx5dv_crypto_login_obj *`).
+    CryptoLoginHandle,
+    "crypto login"
+);
 
 #[derive(Debug, Clone)]
 struct Entry<T> {

@@ -25,6 +25,9 @@
 //! ```
 
 use crate::api::context::{AsyncEvent, ContextAttr, Contexts, DeviceDesc, DvContext, PortAttr};
+use crate::api::crypto::{
+    Crypto, CryptoLoginAttr, CryptoLoginAttrEx, CryptoLoginQueryAttr, CryptoLoginState, DekAttr, DekInitAttr,
+};
 use crate::api::memory::{AccessFlags, Buf, Memory, Mr};
 use crate::api::mkey::{Mkey, MkeyErr, MkeyInitAttr, Mkeys};
 use crate::api::queue::{Cq, Qp, QpInitAttr, QpModify, QpState, Queues, Wc};
@@ -34,7 +37,7 @@ use crate::call::{Call, Reply};
 use crate::caps::Caps;
 use crate::errno::{EINVAL, EOPNOTSUPP};
 use crate::error::{Error, Op, Result};
-use crate::handle::{ContextHandle, PdHandle};
+use crate::handle::{ContextHandle, CryptoLoginHandle, DekHandle, PdHandle};
 use crate::sim_control::{CommandRecord, FaultRule, SimControl, WqeRecord};
 
 /// What a wrapper does to the calls passing through it. Every method has a default that
@@ -215,6 +218,36 @@ impl<L: Layer, B: Backend> Queues for Wrapped<L, B> {
     }
     fn cancel_posted_send_wrs(&mut self, qp: &Qp, wr_id: u64) -> Result<u32> {
         through!(self, Call::CancelPostedSendWrs { qp: *qp, wr_id }, CancelPostedSendWrs)
+    }
+}
+
+impl<L: Layer, B: Backend> Crypto for Wrapped<L, B> {
+    fn crypto_login(&mut self, ctx: ContextHandle, attr: &CryptoLoginAttr) -> Result<()> {
+        through!(self, Call::CryptoLogin { ctx, attr: *attr }, CryptoLogin)
+    }
+    fn crypto_login_query_state(&mut self, ctx: ContextHandle) -> Result<CryptoLoginState> {
+        through!(self, Call::CryptoLoginQueryState { ctx }, CryptoLoginQueryState)
+    }
+    fn crypto_logout(&mut self, ctx: ContextHandle) -> Result<()> {
+        through!(self, Call::CryptoLogout { ctx }, CryptoLogout)
+    }
+    fn crypto_login_create(&mut self, ctx: ContextHandle, attr: &CryptoLoginAttrEx) -> Result<CryptoLoginHandle> {
+        through!(self, Call::CryptoLoginCreate { ctx, attr: attr.clone() }, CryptoLoginCreate)
+    }
+    fn crypto_login_query(&mut self, login: CryptoLoginHandle, comp_mask: u64) -> Result<CryptoLoginQueryAttr> {
+        through!(self, Call::CryptoLoginQuery { login, comp_mask }, CryptoLoginQuery)
+    }
+    fn crypto_login_destroy(&mut self, login: CryptoLoginHandle) -> Result<()> {
+        through!(self, Call::CryptoLoginDestroy { login }, CryptoLoginDestroy)
+    }
+    fn dek_create(&mut self, ctx: ContextHandle, attr: &DekInitAttr) -> Result<DekHandle> {
+        through!(self, Call::DekCreate { ctx, attr: *attr }, DekCreate)
+    }
+    fn dek_query(&mut self, dek: DekHandle, comp_mask: u64) -> Result<DekAttr> {
+        through!(self, Call::DekQuery { dek, comp_mask }, DekQuery)
+    }
+    fn dek_destroy(&mut self, dek: DekHandle) -> Result<()> {
+        through!(self, Call::DekDestroy { dek }, DekDestroy)
     }
 }
 

@@ -14,10 +14,13 @@
 //! * [`Queues`] ([`api::queue`], [`api::wr`], [`api::signature`]) — CQs, RC QPs and their state
 //!   changes, one `ibv_wr_start … ibv_wr_complete` chain per post (RDMA write/read, send,
 //!   invalidation, mkey configure with its setters including `mlx5dv_wr_set_mkey_sig_block`),
-//!   receives, polling, `mlx5dv_qp_cancel_posted_send_wrs`.
+//!   receives, polling, `mlx5dv_qp_cancel_posted_send_wrs`;
+//! * [`Crypto`] ([`api::crypto`]) — `mlx5dv_crypto_login` / `_query_state` / `_logout`,
+//!   `mlx5dv_crypto_login_create` / `_query` / `_destroy`, `mlx5dv_dek_create` / `_query` /
+//!   `_destroy`; the `mlx5dv_wr_set_mkey_crypto` setter is a [`WrOp`].
 //!
-//! Not yet in the API: crypto login and DEKs with `mlx5dv_wr_set_mkey_crypto`, DEVX raw
-//! commands, MSI vectors and EQs, dma-buf MRs. They arrive as further families.
+//! Not yet in the API: DEVX raw commands, MSI vectors and EQs, dma-buf MRs. They arrive as
+//! further families.
 //!
 //! Around the trait:
 //!
@@ -77,12 +80,13 @@ pub use call::{Call, Reply};
 pub use caps::{Caps, DeviceCaps, KernelFacts, LibraryFacts};
 pub use error::{CmdStatus, Error, ErrorKind, Op, Result};
 pub use handle::{
-    BackendId, BufHandle, ContextHandle, CqHandle, Handle, HandleTable, MkeyHandle, MrHandle, PdHandle, QpHandle,
+    BackendId, BufHandle, ContextHandle, CqHandle, CryptoLoginHandle, DekHandle, Handle, HandleTable, MkeyHandle,
+    MrHandle, PdHandle, QpHandle,
 };
 pub use layer::{Layer, Wrapped};
 pub use sim_control::{CommandRecord, FaultRule, SimControl, WqeRecord};
 
 /// The traits a program calls methods through: `use mlx5_dv::prelude::*;`.
 pub mod prelude {
-    pub use crate::{Backend, Contexts, Layer, Memory, Mkeys, Queues, SimControl};
+    pub use crate::{Backend, Contexts, Crypto, Layer, Memory, Mkeys, Queues, SimControl};
 }

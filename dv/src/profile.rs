@@ -34,6 +34,95 @@ pub struct Profile {
     /// Signature facts that are not public.
     #[serde(default)]
     pub signature: SignatureSection,
+    /// What the device's crypto store holds: credentials and import KEKs.
+    #[serde(default)]
+    pub crypto: CryptoSection,
+}
+
+/// `[crypto]`: the credentials and import KEKs a crypto officer loaded into the device. Real
+/// devices never reveal them; the defaults are the simulator's published test values (see
+/// the README), so that wrapped logins and wrapped DEKs can be exercised.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CryptoSection {
+    /// The credentials, by id. A login's 48-byte credential must AES-key-unwrap, with the
+    /// import KEK it names, to the 40 bytes stored here.
+    pub credentials: Vec<CryptoCredential>,
+    /// The import KEKs (AES-128 or AES-256 keys), by id.
+    pub import_keks: Vec<ImportKek>,
+}
+
+/// One stored credential.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CryptoCredential {
+    /// `credential_pointer` (24 bits).
+    pub id: u32,
+    /// The plaintext credential, 40 bytes as hex.
+    #[serde(with = "hex_bytes")]
+    pub credential: Vec<u8>,
+}
+
+/// One stored import KEK.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImportKek {
+    /// `session_import_kek_ptr` (24 bits).
+    pub id: u32,
+    /// The key, 16 or 32 bytes as hex.
+    #[serde(with = "hex_bytes")]
+    pub key: Vec<u8>,
+}
+
+/// Bytes of a plaintext credential (a 48-byte wrapped one less the key-wrap block).
+pub const CREDENTIAL_PLAINTEXT_LEN: usize = 40;
+
+impl Default for CryptoSection {
+    fn default() -> Self {
+        CryptoSection {
+            credentials: vec![CryptoCredential { id: TEST_CREDENTIAL_ID, credential: test_credential().to_vec() }],
+            import_keks: vec![ImportKek { id: TEST_IMPORT_KEK_ID, key: test_import_kek().to_vec() }],
+        }
+    }
+}
+
+/// The id of the default test credential.
+pub const TEST_CREDENTIAL_ID: u32 = 0x1;
+/// The id of the default test import KEK.
+pub const TEST_IMPORT_KEK_ID: u32 = 0x1;
+
+/// The default test credential: bytes 0x00, 0x01, ..., 0x27.
+pub fn test_credential() -> [u8; CREDENTIAL_PLAINTEXT_LEN] {
+    std::array::from_fn(|i| i as u8)
+}
+
+/// The default test import KEK (AES-256): bytes 0xa0, 0xa1, ..., 0xbf.
+pub fn test_import_kek() -> [u8; 32] {
+    std::array::from_fn(|i| 0xa0 + i as u8)
+}
+
+/// Byte strings as hex text in TOML.
+mod hex_bytes {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&v.iter().map(|b| format!("{b:02x}")).collect::<String>())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let text = String::deserialize(d)?;
+        let digits: Vec<char> = text.trim_start_matches("0x").chars().filter(|c| *c != '_').collect();
+        if !digits.len().is_multiple_of(2) {
+            return Err(serde::de::Error::custom(format!("`{text}` has an odd number of hex digits")));
+        }
+        digits
+            .chunks(2)
+            .map(|p| {
+                let pair: String = p.iter().collect();
+                u8::from_str_radix(&pair, 16).map_err(|e| serde::de::Error::custom(format!("`{text}`: {e}")))
+            })
+            .collect()
+    }
 }
 
 /// `[signature]`: parameters NVIDIA does not publish. The defaults are the best public
@@ -403,6 +492,16 @@ impl Profile {
                 "hca_cap.log_max_mkey = {} exceeds 24 (mkey indexes are 24-bit)",
                 self.hca_cap.log_max_mkey
             ));
+        }
+        for c in &self.crypto.credentials {
+            if c.id > 0xff_ffff || c.credential.len() != CREDENTIAL_PLAINTEXT_LEN {
+                return Err(format!("crypto.credentials id 0x{:x}: ids are 24-bit, credentials 40 bytes", c.id));
+            }
+        }
+        for k in &self.crypto.import_keks {
+            if k.id > 0xff_ffff || !matches!(k.key.len(), 16 | 32) {
+                return Err(format!("crypto.import_keks id 0x{:x}: ids are 24-bit, keys 16 or 32 bytes", k.id));
+            }
         }
         if self.hca_cap.log_max_klm_list_size > 63 || self.crypto_cap.log_max_num_deks > 31 {
             return Err("hca_cap.log_max_klm_list_size must fit 6 bits and crypto_cap.log_max_num_deks 5 bits".into());

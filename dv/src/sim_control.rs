@@ -116,6 +116,21 @@ pub enum FaultRule {
         /// How many times the rule acts.
         times: u32,
     },
+    /// A CREATE_GENERAL_OBJECT or QUERY_GENERAL_OBJECT (`opcode`) of a general object of
+    /// `obj_type` runs as usual, but the object it makes or reads is left in `state` first: a
+    /// login revoked (1, INVALID), a DEK in ERROR (1), or a value the provider does not know.
+    ObjectState {
+        /// `CREATE_GENERAL_OBJECT` (0xa00) or `QUERY_GENERAL_OBJECT` (0xa02).
+        opcode: u16,
+        /// The general object type (`DEK` 0x0c, `CRYPTO_LOGIN` 0x1f).
+        obj_type: u16,
+        /// The object's new `state` field.
+        state: u8,
+        /// Matching commands let through first.
+        skip: u32,
+        /// How many times the rule acts.
+        times: u32,
+    },
 }
 
 impl FaultRule {
@@ -129,7 +144,8 @@ impl FaultRule {
         match &mut self {
             FaultRule::CommandStatus { skip, .. }
             | FaultRule::Completion { skip, .. }
-            | FaultRule::Corrupt { skip, .. } => *skip = n,
+            | FaultRule::Corrupt { skip, .. }
+            | FaultRule::ObjectState { skip, .. } => *skip = n,
         }
         self
     }
@@ -139,7 +155,8 @@ impl FaultRule {
         match &mut self {
             FaultRule::CommandStatus { times, .. }
             | FaultRule::Completion { times, .. }
-            | FaultRule::Corrupt { times, .. } => *times = n,
+            | FaultRule::Corrupt { times, .. }
+            | FaultRule::ObjectState { times, .. } => *times = n,
         }
         self
     }
@@ -149,7 +166,8 @@ impl FaultRule {
         match *self {
             FaultRule::CommandStatus { skip, times, .. }
             | FaultRule::Completion { skip, times, .. }
-            | FaultRule::Corrupt { skip, times, .. } => (skip, times),
+            | FaultRule::Corrupt { skip, times, .. }
+            | FaultRule::ObjectState { skip, times, .. } => (skip, times),
         }
     }
 }

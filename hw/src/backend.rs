@@ -129,6 +129,8 @@ impl HwBackend {
             }
             let _ = self.close_device(ctx);
             caps.kernel = mlx5_dv::probe::kernel_facts(self, &dev);
+            // DEK and CRYPTO_LOGIN support gate the crypto cases; only DEVX can read it.
+            caps.device.general_obj_types = crate::capture::general_obj_types(self, &dev);
             caps.device.dma_mmo = mlx5_dv::probe::dma_mmo(self, &dev);
             caps.device.ooo_dp = mlx5_dv::probe::ooo_dp(self, &dev);
         }
@@ -264,6 +266,18 @@ impl HwBackend {
                     if let (Ok(m), Ok(f)) = (self.objs.take_mkey(h, op), &self.lib.dv.mlx5dv_destroy_mkey) {
                         // SAFETY: the mkey is live and removed from the table before it is destroyed.
                         unsafe { f(m.ptr) };
+                    }
+                }
+                Obj::Dek(h) => {
+                    if let (Ok(d), Ok(f)) = (self.objs.deks.take(h, op), &self.lib.dv.mlx5dv_dek_destroy) {
+                        // SAFETY: the DEK is live and removed from the table before it is destroyed.
+                        unsafe { f(d.ptr) };
+                    }
+                }
+                Obj::Login(h) => {
+                    if let (Ok(l), Ok(f)) = (self.objs.logins.take(h, op), &self.lib.dv.mlx5dv_crypto_login_destroy) {
+                        // SAFETY: the login object is live and removed from the table first.
+                        unsafe { f(l.ptr) };
                     }
                 }
                 Obj::Pd(h) => {

@@ -78,10 +78,13 @@ pub fn capture(b: &mut HwBackend) -> Result<Profile> {
         crypto_cap: crypto,
         datapath: Default::default(),
         signature: Default::default(),
+        // The device's stored credentials and KEKs cannot be read: the simulator's test values.
+        crypto: Default::default(),
     })
 }
 
-fn devx_query(b: &HwBackend, ctx: *mut rdma_sys::ibv_context, op_mod: u16) -> Result<Vec<u8>> {
+/// QUERY_HCA_CAP through DEVX on an open DEVX context: the capability page.
+pub(crate) fn devx_query(b: &HwBackend, ctx: *mut rdma_sys::ibv_context, op_mod: u16) -> Result<Vec<u8>> {
     let op = Op::Backend;
     let f = b
         .lib()
@@ -99,6 +102,15 @@ fn devx_query(b: &HwBackend, ctx: *mut rdma_sys::ibv_context, op_mod: u16) -> Re
             .with_cmd_status(mlx5_dv::CmdStatus { status, syndrome }));
     }
     Ok(out.split_off(q::CAPABILITY_BYTE))
+}
+
+/// `general_obj_types` of the general capability page, read through a DEVX context of `dev`;
+/// `None` when no DEVX context opens or the query fails.
+pub(crate) fn general_obj_types(b: &mut HwBackend, dev: &str) -> Option<u64> {
+    let ctx = b.open_device(dev, Some(&ContextAttr::devx())).ok()?;
+    let page = b.raw_context(ctx).and_then(|ptr| devx_query(b, ptr, q::OP_MOD_GENERAL_CUR)).ok();
+    let _ = b.close_device(ctx);
+    page.and_then(|p| c::GENERAL_OBJ_TYPES.get(&p).ok())
 }
 
 fn read_caps(b: &mut HwBackend, ctx: mlx5_dv::ContextHandle) -> Result<(HcaCapSection, CryptoCapSection)> {

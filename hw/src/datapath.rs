@@ -408,7 +408,13 @@ impl HwBackend {
         }
         // Resolve every mkey before the chain starts: a stale handle never reaches libmlx5.
         let mut mkeys = Vec::new();
+        let mut deks = Vec::new();
         for w in ops {
+            if let WrOp::SetMkeyCrypto(a) = w {
+                // libmlx5 follows the DEK pointer when it finalizes the UMR: NULL would crash.
+                let d = a.dek.ok_or_else(|| Error::new(op, EINVAL, "the crypto setter names no DEK (NULL)"))?;
+                deks.push(self.objs.deks.get(d, op)?.ptr);
+            }
             if let WrOp::MkeyConfigure { mkey, .. } | WrOp::MrList { mkey, .. } | WrOp::MrInterleaved { mkey, .. } = w {
                 let p = self.objs.mkeys.get(mkey.handle, op)?.ptr;
                 mkeys.push((p, mkey.lkey, mkey.rkey));
@@ -422,6 +428,7 @@ impl HwBackend {
             }
         }
         let mut mkeys = mkeys.into_iter();
+        let mut deks = deks.into_iter();
         // SAFETY (whole chain): qpx and mqpx belong to a live QP; every pointer passed below
         // points into vectors that outlive ibv_wr_complete.
         unsafe {
@@ -478,6 +485,10 @@ impl HwBackend {
                     WrOp::SetMkeySigBlock(attr) => {
                         let c = CSigAttr::new(attr);
                         note(&mut missing_op, inline::wr_set_mkey_sig_block(mqpx, c.attr()));
+                    }
+                    WrOp::SetMkeyCrypto(a) => {
+                        let c = crate::crypto::c_crypto_attr(a, deks.next().unwrap_or(ptr::null_mut()));
+                        note(&mut missing_op, inline::wr_set_mkey_crypto(mqpx, &c));
                     }
                     WrOp::SetMkeyLayoutList(sge) => {
                         keep.push(to_c_sges(sge));

@@ -13,6 +13,7 @@
 
 mod backend;
 pub mod capture;
+mod crypto;
 mod datapath;
 pub mod inline;
 mod lib_mlx5;

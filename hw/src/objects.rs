@@ -5,12 +5,12 @@
 
 use mlx5_dv::errno::EBUSY;
 use mlx5_dv::{
-    BackendId, BufHandle, ContextHandle, CqHandle, Error, Handle, HandleTable, MkeyHandle, MrHandle, Op, PdHandle,
-    QpHandle, Result,
+    BackendId, BufHandle, ContextHandle, CqHandle, CryptoLoginHandle, DekHandle, Error, Handle, HandleTable,
+    MkeyHandle, MrHandle, Op, PdHandle, QpHandle, Result,
 };
 use rdma_sys::{ibv_context, ibv_cq, ibv_mr, ibv_pd, ibv_qp, ibv_qp_ex};
 
-use crate::sys::mlx5dv::{mlx5dv_mkey, mlx5dv_qp_ex};
+use crate::sys::mlx5dv::{mlx5dv_crypto_login_obj, mlx5dv_dek, mlx5dv_mkey, mlx5dv_qp_ex};
 
 pub(crate) struct HwCtx {
     pub(crate) ptr: *mut ibv_context,
@@ -24,6 +24,16 @@ pub(crate) struct HwPd {
 pub(crate) struct HwMkey {
     pub(crate) ptr: *mut mlx5dv_mkey,
     pub(crate) pd: PdHandle,
+    pub(crate) ctx: ContextHandle,
+}
+
+pub(crate) struct HwDek {
+    pub(crate) ptr: *mut mlx5dv_dek,
+    pub(crate) ctx: ContextHandle,
+}
+
+pub(crate) struct HwLogin {
+    pub(crate) ptr: *mut mlx5dv_crypto_login_obj,
     pub(crate) ctx: ContextHandle,
 }
 
@@ -69,6 +79,8 @@ pub(crate) enum Obj {
     Mr(MrHandle),
     Cq(CqHandle),
     Mkey(MkeyHandle),
+    Dek(DekHandle),
+    Login(CryptoLoginHandle),
     Pd(PdHandle),
 }
 
@@ -81,6 +93,8 @@ pub(crate) struct Objects {
     pub(crate) mrs: HandleTable<MrHandle, HwMr>,
     pub(crate) cqs: HandleTable<CqHandle, HwCq>,
     pub(crate) qps: HandleTable<QpHandle, HwQp>,
+    pub(crate) deks: HandleTable<DekHandle, HwDek>,
+    pub(crate) logins: HandleTable<CryptoLoginHandle, HwLogin>,
 }
 
 /// The object behind `h` if nothing uses it: EBUSY with `busy(users)` otherwise, EINVAL for a
@@ -108,6 +122,8 @@ impl Objects {
             mrs: HandleTable::new(backend),
             cqs: HandleTable::new(backend),
             qps: HandleTable::new(backend),
+            deks: HandleTable::new(backend),
+            logins: HandleTable::new(backend),
         }
     }
 
@@ -183,13 +199,16 @@ impl Objects {
     }
 
     /// What is open on `ctx`, in the order it must be destroyed: QPs (they use CQs and PDs),
-    /// MRs, CQs, mkeys, then PDs. Buffers belong to no context and outlive it.
+    /// MRs, CQs, mkeys, DEKs, login objects, then PDs. Buffers belong to no context and
+    /// outlive it.
     pub(crate) fn teardown_order(&self, ctx: ContextHandle) -> Vec<Obj> {
         let mut order: Vec<Obj> = Vec::new();
         order.extend(self.qps.handles_where(|q| q.ctx == ctx).into_iter().map(Obj::Qp));
         order.extend(self.mrs.handles_where(|m| m.ctx == ctx).into_iter().map(Obj::Mr));
         order.extend(self.cqs.handles_where(|c| c.ctx == ctx).into_iter().map(Obj::Cq));
         order.extend(self.mkeys.handles_where(|m| m.ctx == ctx).into_iter().map(Obj::Mkey));
+        order.extend(self.deks.handles_where(|d| d.ctx == ctx).into_iter().map(Obj::Dek));
+        order.extend(self.logins.handles_where(|l| l.ctx == ctx).into_iter().map(Obj::Login));
         order.extend(self.pds.handles_where(|p| p.ctx == ctx).into_iter().map(Obj::Pd));
         order
     }
@@ -285,8 +304,12 @@ mod tests {
         let m = w.o.add_mkey(Op::CreateMkey, HwMkey { ptr: null_mut(), pd: w.pd, ctx: w.ctx })?;
         let q = w.o.add_qp(Op::CreateQp, qp(&w, [w.cq, w.cq]))?;
         let mr = w.o.add_mr(Op::RegMr, HwMr { ptr: null_mut(), pd: w.pd, ctx: w.ctx, buf: w.buf })?;
+        let login = w.o.logins.insert(Op::CryptoLoginCreate, HwLogin { ptr: null_mut(), ctx: w.ctx })?;
+        let dek = w.o.deks.insert(Op::DekCreate, HwDek { ptr: null_mut(), ctx: w.ctx })?;
         let order = w.o.teardown_order(w.ctx);
-        assert_eq!(order, [Obj::Qp(q), Obj::Mr(mr), Obj::Cq(w.cq), Obj::Mkey(m), Obj::Pd(w.pd)]);
+        let want =
+            [Obj::Qp(q), Obj::Mr(mr), Obj::Cq(w.cq), Obj::Mkey(m), Obj::Dek(dek), Obj::Login(login), Obj::Pd(w.pd)];
+        assert_eq!(order, want);
         assert_eq!(w.o.teardown_order(other), [Obj::Pd(other_pd)]);
 
         // Following the order, each object is unused by the time it is reached.
@@ -303,6 +326,12 @@ mod tests {
                 }
                 Obj::Mkey(h) => {
                     w.o.take_mkey(h, Op::CloseDevice)?;
+                }
+                Obj::Dek(h) => {
+                    w.o.deks.remove(h, Op::CloseDevice)?;
+                }
+                Obj::Login(h) => {
+                    w.o.logins.remove(h, Op::CloseDevice)?;
                 }
                 Obj::Pd(h) => {
                     w.o.pds.remove(h, Op::CloseDevice)?;

@@ -63,6 +63,35 @@ fn functions_newer_than_the_library_are_eopnotsupp_naming_the_release() {
     // Every function of the rdma-core 44 bindings is present.
     assert!(lib.dv.mlx5dv_create_mkey.is_ok() && lib.dv.mlx5dv_destroy_mkey.is_ok());
     assert!(lib.dv._mlx5dv_mkey_check.is_ok() && lib.dv.mlx5dv_query_device.is_ok());
+    assert!(lib.dv.mlx5dv_crypto_login.is_ok() && lib.dv.mlx5dv_crypto_login_create.is_ok());
+    assert!(lib.dv.mlx5dv_dek_create.is_ok() && lib.dv.mlx5dv_dek_query.is_ok() && lib.dv.mlx5dv_dek_destroy.is_ok());
+}
+
+#[test]
+fn foreign_crypto_handles_never_reach_libmlx5() {
+    use mlx5_dv::{CryptoLoginHandle, DekHandle, DekInitAttr, crypto};
+    let mut b = backend();
+    let other = BackendId::fresh();
+    let ctx = ContextHandle::new(other, 1);
+    let attr = mlx5_dv::CryptoLoginAttr { credential_id: 0, import_kek_id: 0, credential: [0; 48], comp_mask: 0 };
+    assert_eq!(b.crypto_login(ctx, &attr).unwrap_err().errno(), EINVAL);
+    assert_eq!(b.crypto_login_query_state(ctx).unwrap_err().errno(), EINVAL);
+    assert_eq!(b.crypto_logout(ctx).unwrap_err().errno(), EINVAL);
+    assert_eq!(b.crypto_login_query(CryptoLoginHandle::new(other, 1), 0).unwrap_err().errno(), EINVAL);
+    assert_eq!(b.crypto_login_destroy(CryptoLoginHandle::new(other, 1)).unwrap_err().errno(), EINVAL);
+    let dek = DekInitAttr {
+        key_size: crypto::KEY_SIZE_128,
+        has_keytag: false,
+        key_purpose: crypto::KEY_PURPOSE_AES_XTS,
+        pd: PdHandle::new(other, 1),
+        opaque: [0; 8],
+        key: [0; crypto::KEY_LEN],
+        comp_mask: 0,
+        crypto_login: None,
+    };
+    assert_eq!(b.dek_create(ctx, &dek).unwrap_err().errno(), EINVAL);
+    assert_eq!(b.dek_query(DekHandle::new(other, 1), 0).unwrap_err().errno(), EINVAL);
+    assert_eq!(b.dek_destroy(DekHandle::new(other, 1)).unwrap_err().errno(), EINVAL);
 }
 
 #[test]

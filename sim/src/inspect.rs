@@ -1,5 +1,6 @@
 //! Read-only views of simulator internals for tests (feature `test-utils`): the firmware's
-//! object tables and mkey contexts, and the provider's signature context of an mkey.
+//! object tables and mkey contexts, the provider's signature context of an mkey, and the crypto
+//! BSF the provider would write for a CRYPTO mkey.
 
 use mlx5_dv::Mkey;
 
@@ -25,4 +26,15 @@ pub fn sig_armed(sim: &Simulator, dev: usize, index: u32) -> Option<bool> {
 /// The provider's signature context of a live mkey, to drive the `mkey_check` decoder.
 pub fn sig_ctx_mut<'s>(sim: &'s mut Simulator, mkey: &Mkey) -> Option<&'s mut SigCtx> {
     sim.provider_mut().sig_ctx_mut(mkey)
+}
+
+/// Live (crypto logins, DEKs) in the firmware of device `dev`.
+pub fn crypto_object_counts(sim: &Simulator, dev: usize) -> Option<(usize, usize)> {
+    Some(sim.devices().get(dev)?.firmware().crypto_object_counts())
+}
+
+/// The crypto BSF a UMR of this CRYPTO mkey would carry now: `Ok(None)` without crypto
+/// attributes, the errno the finalize would store for attributes it refuses.
+pub fn crypto_bsf(sim: &mut Simulator, mkey: &Mkey) -> Result<Option<mlx5_dv::prm::crypto_bsf::CryptoBsf>, i32> {
+    sim.provider_mut().crypto_bsf_now(mkey.handle)
 }

@@ -312,16 +312,20 @@ impl Kernel {
     }
 
     /// Close a context: destroy what its DEVX uid still owns in firmware (PSVs, then mkeys,
-    /// including objects a failed unwind left behind). Cleanup failures are not reported, as
-    /// for a real close.
+    /// then DEKs and crypto logins, including objects a failed unwind left behind). Cleanup
+    /// failures are not reported, as for a real close.
     pub fn close_devx_objects(&mut self, dev: &mut Device, uid: DevxUid) {
         let DevxUid::Uid(uid) = uid else { return };
+        let general = dev.firmware().general_objects_of_uid(uid);
         let (mkeys, psvs) = dev.firmware().objects_of_uid(uid);
         for p in psvs {
             let _ = destroy_psv(dev, p, Op::CloseDevice);
         }
         for m in mkeys {
             let _ = destroy_mkey(dev, m, Op::CloseDevice);
+        }
+        for (ty, id) in general {
+            let _ = destroy_general_obj(dev, uid, ty, id, Op::CloseDevice);
         }
     }
 
@@ -365,6 +369,20 @@ pub fn destroy_psv(dev: &mut Device, psv: u32, op: Op) -> Result<()> {
     prm::destroy_psv::PSVN.set(&mut input, u64::from(psv)).map_err(|e| internal(op, e))?;
     let mut out = [0u8; prm::mbox_out::SIZE];
     kernel_cmd(dev, &input, &mut out).map_err(|e| cmd_error(op, e, &out, "DESTROY_PSV"))
+}
+
+/// DESTROY_GENERAL_OBJECT as the kernel issues it for a DEVX object (`mlx5dv_devx_obj_destroy`
+/// and context cleanup): under the object's uid, a bad status as the mapped errno.
+pub fn destroy_general_obj(dev: &mut Device, uid: u16, obj_type: u16, obj_id: u32, op: Op) -> Result<()> {
+    let mut input = [0u8; prm::general_obj_in::SIZE];
+    prm::write_header(&mut input, opcode::DESTROY_GENERAL_OBJECT, uid, 0);
+    let fields =
+        [(prm::general_obj_in::OBJ_TYPE, u64::from(obj_type)), (prm::general_obj_in::OBJ_ID, u64::from(obj_id))];
+    for (f, v) in fields {
+        f.set(&mut input, v).map_err(|e| internal(op, e))?;
+    }
+    let mut out = [0u8; prm::general_obj_out::SIZE];
+    kernel_cmd(dev, &input, &mut out).map_err(|e| cmd_error(op, e, &out, "DESTROY_GENERAL_OBJECT"))
 }
 
 /// DESTROY_MKEY as the kernel issues it.

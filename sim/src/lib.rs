@@ -39,6 +39,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod crypto;
 pub mod device;
 pub mod fabric;
 pub mod host;

@@ -12,6 +12,7 @@ const BUILTIN: &[(&str, &str)] = &[
     ("cx6dx", include_str!("../profiles/cx6dx.toml")),
     ("cx6dx-no-update-tag", include_str!("../profiles/cx6dx-no-update-tag.toml")),
     ("cx6dx-no-devx", include_str!("../profiles/cx6dx-no-devx.toml")),
+    ("cx6dx-single-block", include_str!("../profiles/cx6dx-single-block.toml")),
     ("cx7", include_str!("../profiles/cx7.toml")),
     ("bf3", include_str!("../profiles/bf3.toml")),
 ];
@@ -89,6 +90,41 @@ mod tests {
         assert!(!p.kernel.mkey_update_tag);
         assert!(base.kernel.mkey_update_tag);
         assert_eq!(p.hca_cap, base.hca_cap);
+        Ok(())
+    }
+
+    #[test]
+    fn crypto_profiles_have_the_engines_and_import_methods_they_claim() -> TestResult {
+        let engines = |p: &Profile| {
+            (p.hca_cap.crypto, p.hca_cap.aes_xts_single_block_le_tweak, p.hca_cap.aes_xts_multi_block_be_tweak)
+        };
+        let wrapped = |p: &Profile| p.crypto_cap.wrapped_crypto_operational && p.crypto_cap.wrapped_import_method == 4;
+        let cx6dx = Profile::builtin("cx6dx")?;
+        assert_eq!((engines(&cx6dx), wrapped(&cx6dx)), ((true, true, true), true));
+        let single = Profile::builtin("cx6dx-single-block")?;
+        assert_eq!((engines(&single), wrapped(&single)), ((true, true, false), true));
+        let bf3 = Profile::builtin("bf3")?;
+        assert_eq!((engines(&bf3).0, engines(&bf3).2, wrapped(&bf3)), (true, true, false));
+        let cx7 = Profile::builtin("cx7")?;
+        assert_eq!((engines(&cx7).0, engines(&cx7).2), (true, true));
+        for name in ["cx5", "cx6lx"] {
+            assert_eq!(engines(&Profile::builtin(name)?), (false, false, false), "{name}");
+        }
+        assert_eq!(cx6dx.crypto, CryptoSection::default(), "the documented test values");
+        Ok(())
+    }
+
+    #[test]
+    fn crypto_secrets_are_checked_and_hex_read() -> TestResult {
+        let text = "extends = \"cx6dx\"\n[[crypto.import_keks]]\nid = 5\nkey = \"00112233445566778899aabbccddeeff\"\n";
+        let p = Profile::load(text, "x")?;
+        assert_eq!(p.crypto.import_keks.len(), 1, "a table replaces the default list");
+        assert_eq!(p.crypto.import_keks[0].key[1], 0x11);
+        for bad in ["key = \"0011\"", "key = \"zz\"", "id = 16777216\nkey = \"00112233445566778899aabbccddeeff\""] {
+            let text = format!("extends = \"cx6dx\"\n[[crypto.import_keks]]\nid = 5\n{bad}\n");
+            let text = text.replacen("id = 5\nid", "id", 1);
+            assert!(Profile::load(&text, "x").is_err(), "{bad}");
+        }
         Ok(())
     }
 

@@ -8,6 +8,10 @@ use mlx5_dv::{
     Mr, Op, PdHandle, PortAttr, Qp, QpInitAttr, QpModify, QpState, Queues, RecvWr, Result, SimControl, Wc, WqeRecord,
     WrOp,
 };
+use mlx5_dv::{
+    Crypto, CryptoLoginAttr, CryptoLoginAttrEx, CryptoLoginHandle, CryptoLoginQueryAttr, CryptoLoginState, DekAttr,
+    DekHandle, DekInitAttr,
+};
 
 use crate::device::firmware::CommandFault;
 use crate::device::{Device, WqeFault};
@@ -266,6 +270,44 @@ impl Queues for Simulator {
     }
 }
 
+impl Crypto for Simulator {
+    fn crypto_login(&mut self, ctx: ContextHandle, attr: &CryptoLoginAttr) -> Result<()> {
+        down!(self.crypto_login(ctx, attr))
+    }
+
+    fn crypto_login_query_state(&mut self, ctx: ContextHandle) -> Result<CryptoLoginState> {
+        down!(self.crypto_login_query_state(ctx))
+    }
+
+    fn crypto_logout(&mut self, ctx: ContextHandle) -> Result<()> {
+        down!(self.crypto_logout(ctx))
+    }
+
+    fn crypto_login_create(&mut self, ctx: ContextHandle, attr: &CryptoLoginAttrEx) -> Result<CryptoLoginHandle> {
+        down!(self.crypto_login_create(ctx, attr))
+    }
+
+    fn crypto_login_query(&mut self, login: CryptoLoginHandle, comp_mask: u64) -> Result<CryptoLoginQueryAttr> {
+        down!(self.crypto_login_query(login, comp_mask))
+    }
+
+    fn crypto_login_destroy(&mut self, login: CryptoLoginHandle) -> Result<()> {
+        down!(self.crypto_login_destroy(login))
+    }
+
+    fn dek_create(&mut self, ctx: ContextHandle, attr: &DekInitAttr) -> Result<DekHandle> {
+        down!(self.dek_create(ctx, attr))
+    }
+
+    fn dek_query(&mut self, dek: DekHandle, comp_mask: u64) -> Result<DekAttr> {
+        down!(self.dek_query(dek, comp_mask))
+    }
+
+    fn dek_destroy(&mut self, dek: DekHandle) -> Result<()> {
+        down!(self.dek_destroy(dek))
+    }
+}
+
 impl Backend for Simulator {
     fn info(&self) -> BackendInfo {
         let d = &self.profile.device;
@@ -296,6 +338,15 @@ impl SimControl for Simulator {
     fn add_fault(&mut self, rule: FaultRule) -> Result<()> {
         let never = |what: &str| Err(Error::new(Op::Backend, EINVAL, format!("{what}: the rule can never act")));
         match rule {
+            FaultRule::ObjectState { opcode, .. } => {
+                use mlx5_dv::prm::opcode::{CREATE_GENERAL_OBJECT, QUERY_GENERAL_OBJECT};
+                if opcode != CREATE_GENERAL_OBJECT && opcode != QUERY_GENERAL_OBJECT {
+                    return never("an object-state rule on a command other than CREATE or QUERY_GENERAL_OBJECT");
+                }
+                let fault = CommandFault::from_rule(&rule)
+                    .ok_or_else(|| Error::new(Op::Backend, EOPNOTSUPP, format!("cannot apply {rule:?}")))?;
+                self.devices.iter_mut().for_each(|d| d.add_command_fault(fault));
+            }
             FaultRule::CommandStatus { .. } => {
                 let Some(fault) = CommandFault::from_rule(&rule) else {
                     return Err(Error::new(Op::Backend, EOPNOTSUPP, format!("cannot apply the fault rule {rule:?}")));

@@ -155,7 +155,7 @@ fn dp() -> impl Strategy<Value = Dp> {
             peer,
             access: access & 0xff
         }),
-        (0usize..4, proptest::collection::vec((0u8..13, any::<u64>(), any::<u32>(), any::<u32>(), any::<u64>()), 0..6))
+        (0usize..4, proptest::collection::vec((0u8..14, any::<u64>(), any::<u32>(), any::<u32>(), any::<u64>()), 0..6))
             .prop_map(|(qp, ops)| Dp::Post { qp, ops }),
         (0usize..4, any::<u64>(), any::<u32>(), 0usize..8).prop_map(|(qp, addr, len, key)| Dp::Recv {
             qp,
@@ -299,6 +299,16 @@ fn random_op(kind: u8, addr: u64, len: u32, key: u32, x: u64, mkey: Option<Mkey>
                 lkey: key,
             }],
         },
+        12 => WrOp::SetMkeyCrypto(CryptoAttr {
+            crypto_standard: (x & 1) as u32,
+            encrypt_on_tx: x & 2 != 0,
+            signature_crypto_order: (x >> 2 & 3) as u32,
+            data_unit_size: len % 7,
+            initial_tweak: [x as u8; 16],
+            dek: None,
+            keytag: [0; 8],
+            comp_mask: x >> 62,
+        }),
         _ => WrOp::RdmaWriteImm { wr_id: x, flags, rkey: key, remote_addr: addr, imm: len, sge },
     }
 }

@@ -6,6 +6,7 @@ use crate::case::{Case, Check, Env, Verdict, expect_ok};
 
 mod audit;
 mod context;
+mod crypto;
 mod engine;
 mod fabric;
 mod fixture;
@@ -35,6 +36,7 @@ pub fn all() -> Vec<Case> {
         sig_err::CASES,
         engine::CASES,
         wqe::CASES,
+        crypto::CASES,
     ]
     .concat()
 }

@@ -3,6 +3,7 @@
 use bitflags::bitflags;
 use serde::{Deserialize, Serialize};
 
+use super::crypto::CryptoAttr;
 use super::memory::AccessFlags;
 use super::mkey::Mkey;
 use super::signature::SigBlockAttr;
@@ -171,6 +172,8 @@ pub enum WrOp {
     },
     /// `mlx5dv_wr_set_mkey_sig_block`.
     SetMkeySigBlock(SigBlockAttr),
+    /// `mlx5dv_wr_set_mkey_crypto`.
+    SetMkeyCrypto(CryptoAttr),
     /// `mlx5dv_wr_mr_list`: configure with two setters, access flags then the list.
     MrList {
         /// `qpx->wr_id`.
@@ -210,6 +213,7 @@ impl WrOp {
             WrOp::MkeyConfigure { .. }
                 | WrOp::SetMkeyAccessFlags(_)
                 | WrOp::SetMkeySigBlock(_)
+                | WrOp::SetMkeyCrypto(_)
                 | WrOp::SetMkeyLayoutList(_)
                 | WrOp::SetMkeyLayoutInterleaved { .. }
                 | WrOp::MrList { .. }

@@ -10,6 +10,7 @@
 //! * Capability pages: [`cmd_hca_cap`], [`crypto_caps`]. The memory key context: [`mkc`].
 //! * Send WQE segments, UMR segments, the signature BSF and SET_PSV: [`wqe`].
 //! * Completion queue entries (good, error, signature error): [`cqe`].
+//! * The crypto general objects (login, DEK): [`crypto`]; the crypto BSF: [`crypto_bsf`].
 //!
 //! A layout declared here implements [`Layout`]: [`View::new`] / [`ViewMut::new`] check a
 //! buffer's length once, and the view's accessors then read without error; each layout's
@@ -18,6 +19,8 @@
 mod caps;
 mod cmd;
 pub mod cqe;
+pub mod crypto;
+pub mod crypto_bsf;
 mod field;
 pub mod mkc;
 mod view;

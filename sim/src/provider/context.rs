@@ -116,6 +116,7 @@ impl Provider {
         for h in self.mkeys.handles_where(|m| m.ctx == ctx) {
             let _ = self.mkeys.take(h, op);
         }
+        self.crypto.forget_context(ctx);
         if let (CtxKind::Kernel { devx, .. }, Some(d)) = (c.kind, low.devices.get_mut(c.dev)) {
             low.kernel.close_devx_objects(d, devx);
         }
@@ -228,6 +229,7 @@ fn query_caps(dev: &mut Device, uid: DevxUid) -> CtxCaps {
             caps.sig.crc_type |= sig_cap::CRC64_XP10;
         }
     }
+    caps.general_obj_types = c::GENERAL_OBJ_TYPES.get(page).unwrap_or(0);
     if bit(c::AES_XTS_SINGLE_BLOCK_LE_TWEAK) {
         caps.crypto.crypto_engines |= crypto_cap::ENGINE_AES_XTS_SINGLE_BLOCK;
     }

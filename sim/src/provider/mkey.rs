@@ -199,7 +199,8 @@ impl Provider {
             _ => None,
         };
         let crypto = flags.contains(MkeyInitFlags::CRYPTO);
-        let obj = MkeyObj { ctx, pd: attr.pd, dev: dev_index, index, sig, length: 0, num_desc, crypto };
+        let crypto_ctx = crypto.then(super::MkeyCrypto::default);
+        let obj = MkeyObj { ctx, pd: attr.pd, dev: dev_index, index, sig, length: 0, num_desc, crypto, crypto_ctx };
         let handle = self.mkeys.insert(op, obj)?;
         self.pds.acquire(attr.pd, op)?;
         let key = index << 8;

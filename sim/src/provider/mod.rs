@@ -15,6 +15,7 @@ use crate::kernel::{DevxUid, Kernel};
 use crate::profile::{DataPathSection, Profile};
 
 mod context;
+mod crypto;
 mod memory;
 mod mkey;
 mod poll;
@@ -22,6 +23,7 @@ mod qp;
 mod ring;
 mod wr;
 
+pub use crypto::MkeyCrypto;
 pub use mkey::{BsfState, SigCtx, SigDomainType, StoredSigErr, decode_sig_err, round_max_entries, sigerr_syndrome};
 
 /// The layers below the provider, borrowed for one call.
@@ -51,6 +53,8 @@ enum CtxKind {
 struct CtxCaps {
     sig: SigCaps,
     crypto: CryptoCaps,
+    /// `general_obj_types_caps`.
+    general_obj_types: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -91,6 +95,8 @@ struct MkeyObj {
     num_desc: u16,
     /// Created with CRYPTO.
     crypto: bool,
+    /// The crypto attributes of a CRYPTO mkey (`mkey->crypto`).
+    crypto_ctx: Option<crypto::MkeyCrypto>,
 }
 
 /// A buffer of host memory handed to the application; its users are the MRs over it.
@@ -151,6 +157,8 @@ pub(crate) struct Provider {
     mrs: HandleTable<MrHandle, MrObj>,
     cqs: HandleTable<CqHandle, CqObj>,
     qps: HandleTable<QpHandle, QpObj>,
+    /// Crypto logins and DEKs.
+    crypto: crypto::CryptoObjects,
     limits: DataPathSection,
     /// The host's devices: the mlx5 kernel devices first, in device order.
     device_list: Vec<mlx5_dv::DeviceDesc>,
@@ -169,6 +177,7 @@ impl Provider {
             mrs: HandleTable::new(backend),
             cqs: HandleTable::new(backend),
             qps: HandleTable::new(backend),
+            crypto: crypto::CryptoObjects::new(backend),
             limits: profile.datapath.clone(),
             device_list: device_list(profile),
             wqe_log: None,

@@ -12,8 +12,10 @@ use mlx5_dv::{CommandRecord, FaultRule};
 
 use crate::profile::Profile;
 
+mod crypto;
 mod objects;
 
+pub use crypto::{FwDek, crypto_syndrome};
 pub(in crate::device) use objects::FwPsv;
 use objects::Numbers;
 pub use objects::{CqCreate, FwMkey, Klm, QpCreate, QpPath, RepeatEntry, Translation};
@@ -65,6 +67,18 @@ pub struct CommandFault {
     pub status: u8,
     /// The syndrome answered.
     pub syndrome: u32,
+    /// For a general-object state rule: the command runs, and the object it makes or reads
+    /// is left in this state (`status` and `syndrome` are then unused).
+    pub object_state: Option<ObjectState>,
+}
+
+/// The object an object-state fault rule acts on, and the state it leaves it in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ObjectState {
+    /// The general object type.
+    pub obj_type: u16,
+    /// The object's new `state` field.
+    pub state: u8,
 }
 
 impl CommandFault {
@@ -72,8 +86,16 @@ impl CommandFault {
     pub fn from_rule(rule: &FaultRule) -> Option<Self> {
         match *rule {
             FaultRule::CommandStatus { opcode, status, syndrome, skip, times } => {
-                Some(CommandFault { opcode, skip, times, status, syndrome })
+                Some(CommandFault { opcode, skip, times, status, syndrome, object_state: None })
             }
+            FaultRule::ObjectState { opcode, obj_type, state, skip, times } => Some(CommandFault {
+                opcode,
+                skip,
+                times,
+                status: status::OK,
+                syndrome: 0,
+                object_state: Some(ObjectState { obj_type, state }),
+            }),
             _ => None,
         }
     }
@@ -96,6 +118,7 @@ pub struct Firmware {
     cqs: BTreeMap<u32, FwCq>,
     faults: Vec<ActiveRule>,
     log: Option<Vec<CommandRecord>>,
+    crypto: crypto::FwCrypto,
 }
 
 fn set_flag(page: &mut [u8], f: Field, on: bool) -> Result<(), FieldError> {
@@ -156,6 +179,7 @@ impl Firmware {
             cqs: BTreeMap::new(),
             faults: Vec::new(),
             log: None,
+            crypto: crypto::FwCrypto::new(profile),
         })
     }
 
@@ -190,7 +214,7 @@ impl Firmware {
     fn injected_fault(&mut self, input: &[u8]) -> Option<Reject> {
         let op = read(prm::mbox_in::OPCODE, input) as u16;
         for r in &mut self.faults {
-            if r.rule.opcode != op || r.acted >= r.rule.times {
+            if r.rule.opcode != op || r.acted >= r.rule.times || r.rule.object_state.is_some() {
                 continue;
             }
             r.seen += 1;
@@ -218,6 +242,9 @@ impl Firmware {
             opcode::DESTROY_MKEY => self.destroy_mkey(input),
             opcode::CREATE_PSV => self.create_psv(uid, input, out),
             opcode::DESTROY_PSV => self.destroy_psv(input),
+            opcode::CREATE_GENERAL_OBJECT => self.create_general_obj(uid, input, out),
+            opcode::QUERY_GENERAL_OBJECT => self.query_general_obj(uid, input, out),
+            opcode::DESTROY_GENERAL_OBJECT => self.destroy_general_obj(uid, input),
             _ => Err(Reject(status::BAD_OP_ERR, syndrome::UNKNOWN_OPCODE)),
         }
     }
@@ -568,7 +595,14 @@ mod tests {
     #[test]
     fn fault_rules_skip_then_act_then_expire() -> TestResult {
         let mut f = fw()?;
-        f.add_fault(CommandFault { opcode: opcode::ALLOC_PD, skip: 1, times: 2, status: status::LIM_ERR, syndrome: 9 });
+        f.add_fault(CommandFault {
+            opcode: opcode::ALLOC_PD,
+            skip: 1,
+            times: 2,
+            status: status::LIM_ERR,
+            syndrome: 9,
+            object_state: None,
+        });
         let alloc = prm::new_input(16, opcode::ALLOC_PD, 0, 0);
         let got: Vec<u8> = (0..4).map(|_| exec(&mut f, &alloc, 16).0).collect();
         assert_eq!(got, [status::OK, status::LIM_ERR, status::LIM_ERR, status::OK]);

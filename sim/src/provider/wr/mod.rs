@@ -8,6 +8,7 @@ use mlx5_dv::{Error, MkeyConfFlags, MkeyHandle, Op, Qp, QpHandle, QpState, RecvW
 use super::{Lower, Provider};
 use crate::device::wqe::{UmrWqe, WqeKind};
 
+mod crypto;
 mod encode;
 mod sig;
 mod umr;
@@ -265,6 +266,7 @@ impl Provider {
             ),
             WrOp::SetMkeyAccessFlags(a) => self.set_access(ch, *a),
             WrOp::SetMkeySigBlock(attr) => self.set_sig(ch, attr),
+            WrOp::SetMkeyCrypto(attr) => self.set_crypto(ch, attr),
             WrOp::SetMkeyLayoutList(sge) => self.set_layout(qp, ch, Layout::List(sge)),
             WrOp::SetMkeyLayoutInterleaved { repeat_count, entries } => {
                 self.set_layout(qp, ch, Layout::Interleaved(*repeat_count, entries))

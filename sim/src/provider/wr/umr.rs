@@ -52,6 +52,9 @@ impl Provider {
         if let Some(s) = &mut m.sig {
             s.on_configure(conf_flags.intersects(mlx5_dv::MLX5DV_MKEY_CONF_FLAG_RESET_SIG_ATTR));
         }
+        if let Some(c) = &mut m.crypto_ctx {
+            c.on_configure();
+        }
         let num_desc = m.num_desc;
         let umr = UmrWqe {
             index: mkey.lkey >> 8,

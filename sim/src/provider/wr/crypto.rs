@@ -1,0 +1,109 @@
+//! `mlx5dv_wr_set_mkey_crypto`: the setter's checks in the provider's order, each EINVAL,
+//! and the attributes it leaves on the mkey for the UMR's crypto BSF.
+
+use mlx5_dv::errno::EINVAL;
+use mlx5_dv::prm::crypto_bsf::{self, BsfContext, CryptoBsf};
+use mlx5_dv::{CryptoAttr, MkeyHandle, Op, crypto, crypto_cap, sig};
+
+use super::super::{BsfState, Provider, SigDomainType};
+use super::Chain;
+
+impl Provider {
+    /// `mlx5_send_wr_set_mkey_crypto`: an earlier error stands; then no open configure, a mkey
+    /// without CRYPTO, a second call in this WR, comp_mask, the standard, the signature order
+    /// and the data unit size are each EINVAL. The provider does not look at the DEK, but
+    /// follows it when it finalizes the UMR: a NULL or destroyed DEK (undefined in C) is EINVAL
+    /// here, after the provider's own checks.
+    pub(super) fn set_crypto(&mut self, ch: &mut Chain, attr: &CryptoAttr) {
+        if ch.err != 0 {
+            return;
+        }
+        let dek_live = attr.dek.and_then(|d| self.crypto.dek_obj_id(d)).is_some();
+        let Some(open) = &mut ch.open else {
+            ch.err = EINVAL;
+            return;
+        };
+        let Some(c) = self.mkeys.get_mut(open.mkey, mlx5_dv::Op::PostSend).ok().and_then(|m| m.crypto_ctx.as_mut())
+        else {
+            ch.err = EINVAL;
+            return;
+        };
+        if c.state == BsfState::Updated
+            || attr.comp_mask != 0
+            || attr.crypto_standard != crypto::STANDARD_AES_XTS
+            || !matches!(
+                attr.signature_crypto_order,
+                crypto::SIGNATURE_AFTER_CRYPTO_ON_TX | crypto::SIGNATURE_BEFORE_CRYPTO_ON_TX
+            )
+            || attr.data_unit_size > sig::BLOCK_4160
+            || !dek_live
+        {
+            ch.err = EINVAL;
+            return;
+        }
+        c.attr = Some(*attr);
+        c.state = BsfState::Updated;
+        open.done += 1;
+        if open.done == open.expected {
+            self.finalize(ch);
+        }
+    }
+}
+
+impl Provider {
+    /// What `crypto_umr_wqe_finalize` needs of a CRYPTO mkey: `Ok(None)` when no crypto BSF
+    /// is written (no attributes), the BSF when attributes were set in this WR or kept, and
+    /// EINVAL for a single-block device's mkey longer than one data unit, an order the device
+    /// refuses, or a DEK that is not live (NULL or destroyed, undefined in C).
+    #[allow(dead_code)] // the UMR finalize calls it once the crypto BSF is wired into the WQE
+    pub(super) fn crypto_bsf(&self, mkey: MkeyHandle, engines: u8) -> Result<Option<CryptoBsf>, i32> {
+        let m = self.mkeys.get(mkey, Op::PostSend).map_err(|_| EINVAL)?;
+        let Some(c) = &m.crypto_ctx else { return Ok(None) };
+        let Some(attr) = c.attr.filter(|_| matches!(c.state, BsfState::Updated | BsfState::Set)) else {
+            return Ok(None);
+        };
+        if !single_block_length_ok(engines, attr.data_unit_size, m.length) {
+            return Err(EINVAL);
+        }
+        let dek_id = attr.dek.and_then(|d| self.crypto.dek_obj_id(d)).ok_or(EINVAL)?;
+        let sig = m.sig.as_ref().map(|s| (s.mem != SigDomainType::None, s.wire != SigDomainType::None));
+        let multi_block = engines & crypto_cap::ENGINE_AES_XTS_MULTI_BLOCK != 0;
+        crypto_bsf::build(&attr, BsfContext { dek_id, multi_block, sig }).map(Some)
+    }
+
+    /// The crypto BSF a UMR of this mkey would carry now, with its context's engines (test
+    /// views).
+    #[cfg(feature = "test-utils")]
+    pub(crate) fn crypto_bsf_now(&self, mkey: MkeyHandle) -> Result<Option<CryptoBsf>, i32> {
+        let m = self.mkeys.get(mkey, Op::PostSend).map_err(|_| EINVAL)?;
+        let engines = self.contexts.get(m.ctx, Op::PostSend).map_or(0, |c| c.caps.crypto.crypto_engines);
+        self.crypto_bsf(mkey, engines)
+    }
+}
+
+/// `crypto_umr_wqe_finalize`'s single-block rule: with attributes set and only the
+/// single-block engine, the mkey may not be longer than one data unit (else EINVAL). For the
+/// UMR finalize to call.
+pub(in crate::provider) fn single_block_length_ok(engines: u8, data_unit_size: u32, length: u64) -> bool {
+    use mlx5_dv::crypto_cap::{ENGINE_AES_XTS_MULTI_BLOCK as MULTI, ENGINE_AES_XTS_SINGLE_BLOCK as SINGLE};
+    if engines & SINGLE == 0 || engines & MULTI != 0 {
+        return true;
+    }
+    sig::block_bytes(data_unit_size).is_some_and(|dus| length <= dus as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use mlx5_dv::crypto_cap::{ENGINE_AES_XTS_MULTI_BLOCK as MULTI, ENGINE_AES_XTS_SINGLE_BLOCK as SINGLE};
+
+    use super::*;
+
+    #[test]
+    fn single_block_engines_limit_the_mkey_to_one_data_unit() {
+        assert!(single_block_length_ok(SINGLE, sig::BLOCK_512, 512));
+        assert!(!single_block_length_ok(SINGLE, sig::BLOCK_512, 513));
+        assert!(!single_block_length_ok(SINGLE, 7, 1), "no data unit size: EINVAL");
+        assert!(single_block_length_ok(SINGLE | MULTI, sig::BLOCK_512, 1 << 20));
+        assert!(single_block_length_ok(0, sig::BLOCK_512, 1 << 20));
+    }
+}
