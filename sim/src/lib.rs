@@ -10,9 +10,11 @@
 //!    CQs and checks QP transitions, cleans up a closed context, and delivers device events
 //!    to the context that owns their QP or CQ;
 //! 3. each **device** ([`device`]) has firmware that executes PRM commands from byte
-//!    mailboxes and owns the PD, mkey, PSV, QP and CQ tables, and an engine that executes
-//!    WQEs: translation, the per-mkey data pipeline (the signature stages of [`signature`]),
-//!    the operations, and the completion writer;
+//!    mailboxes and owns the PD, mkey, PSV, QP and CQ tables, and an engine that reads the
+//!    send and receive WQEs the provider wrote as PRM bytes into queues in host memory (after
+//!    a doorbell) and executes them: translation, the per-mkey data pipeline (the signature
+//!    stages of [`signature`]), the operations, and the completion writer, which writes
+//!    64-byte CQEs into the CQ's ring for the provider to poll;
 //! 4. the **host** ([`host`]) is memory behind one DMA interface: buffers the backend owns and
 //!    memory an application registers ([`Simulator::register_memory`]);
 //! 5. the **fabric** ([`fabric`]) addresses each device's port and delivers each request to

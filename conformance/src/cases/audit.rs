@@ -1,5 +1,5 @@
 //! Queue sizing and posting rules where the provider's arithmetic decides: items 75, 76, 78,
-//! 79, 87 and 88 of docs/behaviour.md.
+//! 79, 85, 87 and 88 of docs/behaviour.md.
 
 use mlx5_dv::errno::{EINVAL, ENOMEM};
 use mlx5_dv::{
@@ -12,6 +12,12 @@ use super::sig::{SIG_CAP, configure_chain, dif, sig_mkey, sig_pair, wire_only};
 use crate::case::{Case, Check, Env, Need, Verdict, check, check_eq, expect_errno, expect_ok};
 
 pub(super) const CASES: &[Case] = &[
+    Case {
+        name: "wr.missing_mkey_ops_and_long_lists",
+        covers: &[85],
+        needs: &[Need::Mlx5Device, Need::Devx],
+        run: missing_ops_long_lists,
+    },
     Case { name: "qp.send_queue_depth_in_wqebbs", covers: &[75], needs: &[Need::Mlx5Device], run: send_queue_depth },
     Case {
         name: "qp.max_recv_sge_zero_without_a_receive_queue",
@@ -244,4 +250,32 @@ fn driver_qp(b: &mut dyn Backend, env: &Env) -> Check {
     )?;
     let no_dc = mlx5_dv::QpInitAttr { qp_type: mlx5_dv::qp_type::DRIVER, ..base };
     expect_errno("IBV_QPT_DRIVER with mlx5dv attributes but no DC mask", b.create_qp(&no_dc), EINVAL)
+}
+
+/// A QP created without mlx5dv send ops has no mkey builders: a chain that calls one is
+/// EOPNOTSUPP and posts nothing. A layout of 65536 entries is ENOMEM, never a 16-bit
+/// count that wraps to an empty list.
+fn missing_ops_long_lists(b: &mut dyn Backend, env: &Env) -> Check {
+    use mlx5_dv::{MkeyInitFlags as F, QpInitAttr};
+    let (a, s) = pair(b, env, false, DvQpCreateFlags::empty())?;
+    let (_buf, mr) = region(b, s.pd, 64, &[], A::LOCAL_WRITE | A::REMOTE_WRITE)?;
+    let mkey = indirect_mkey(b, s.pd, F::INDIRECT, 4)?;
+    let plain = expect_ok("a QP without dv send ops", b.create_qp(&QpInitAttr::rc(a.pd, a.cq.handle, CAP, None)))?;
+    connect(b, &plain, s.ctx, &s.qp)?;
+    let list = |n: usize, wr_id| WrOp::MrList {
+        wr_id,
+        flags: SendFlags::SIGNALED | SendFlags::INLINE,
+        mkey,
+        access: A::LOCAL_WRITE,
+        sge: vec![sge(&mr, 0, 1); n],
+    };
+    let chain = [write(1, mr.rkey, mr.addr, vec![sge(&mr, 0, 8)]), list(1, 2)];
+    expect_errno(
+        "mlx5dv_wr_mr_list on a QP without mkey ops",
+        b.post_send(&plain, &chain),
+        mlx5_dv::errno::EOPNOTSUPP,
+    )?;
+    no_cqe(b, &a.cq)?;
+    expect_errno("mlx5dv_wr_mr_list of 65536 entries", b.post_send(&s.qp, &[list(65536, 3)]), ENOMEM)?;
+    no_cqe(b, &s.cq)
 }
