@@ -181,15 +181,17 @@ impl Device {
         let (sq, old) = (q.sq, q.sq_pc);
         let Some(db) = read_be32(host, q.dbrec.wrapping_add(wqe::SND_DBR)) else { return };
         let new = old.wrapping_add(u32::from((db as u16).wrapping_sub(old as u16)));
-        let mut at = old;
+        let (mut at, mut left) = (old, new.wrapping_sub(old));
         let mut matched = Vec::new();
-        while at != new && !sq.is_empty() {
+        while left > 0 && !sq.is_empty() {
             let Some(c) = host.read(sq.slot(at), mlx5_dv::prm::wqe::ctrl::SIZE) else { break };
             let c = mlx5_dv::prm::wqe::ctrl::CtrlSeg::decode(c).unwrap_or_default();
             if let Some(f) = self.match_wqe_fault(c.opcode) {
                 matched.push((at, f));
             }
-            at = at.wrapping_add(u32::try_from(c.wqebbs().max(1)).unwrap_or(1));
+            // A WQE never reaches past the producer counter, whatever its ds says.
+            let step = u32::try_from(c.wqebbs()).unwrap_or(u32::MAX).clamp(1, left);
+            (at, left) = (at.wrapping_add(step), left - step);
         }
         if let Some(q) = self.fw.qp_mut(qpn) {
             q.sq_pc = new;

@@ -85,8 +85,8 @@ impl SendQueue {
     pub(super) fn cancel(&mut self, host: &mut Host, from: u32, wr_id: u64) -> u32 {
         use mlx5_dv::prm::wqe::{ctrl::CtrlSeg, opcode};
         let mut n = 0;
-        let mut at = from;
-        while at != self.cur_post {
+        let (mut at, mut left) = (from, self.cur_post.wrapping_sub(from));
+        while left > 0 {
             let slot = self.buf.slot(at);
             let Some(c) = host.read(slot, SEND_WQE_BB).and_then(|b| CtrlSeg::decode(b).ok()) else { break };
             let i = self.idx(at);
@@ -107,7 +107,8 @@ impl SendQueue {
                 }
                 n += 1;
             }
-            at = at.wrapping_add(u32::try_from(c.wqebbs().max(1)).unwrap_or(1));
+            let step = u32::try_from(c.wqebbs()).unwrap_or(u32::MAX).clamp(1, left);
+            (at, left) = (at.wrapping_add(step), left - step);
         }
         n
     }

@@ -139,7 +139,10 @@ impl<'a> Engine<'a> {
         let ring = self.host.read(q.sq.addr, q.sq.len())?;
         let bytes = mlx5_dv::prm::wqe::compose::linearise(ring, (q.sq_cc & (q.sq.wqe_cnt - 1)) as usize)?;
         let fault = q.faults.front().filter(|(at, _)| *at == q.sq_cc).map(|(_, f)| *f);
-        Some((wqe::decode(&bytes), fault))
+        let mut w = wqe::decode(&bytes);
+        // A WQE never reaches past the producer counter, whatever its ds says.
+        w.bbs = w.bbs.clamp(1, q.sq_pc.wrapping_sub(q.sq_cc));
+        Some((w, fault))
     }
 
     /// Run every QP's send queue as far as it goes; a QP in ERR flushes what it holds.
