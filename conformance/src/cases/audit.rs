@@ -13,6 +13,12 @@ use crate::case::{Case, Check, Env, Need, Verdict, check, check_eq, expect_errno
 
 pub(super) const CASES: &[Case] = &[
     Case {
+        name: "wr.recv_sges_follow_the_qp_state",
+        covers: &[88],
+        needs: &[Need::Mlx5Device],
+        run: recv_state_max_gs,
+    },
+    Case {
         name: "wr.missing_mkey_ops_and_long_lists",
         covers: &[85],
         needs: &[Need::Mlx5Device, Need::Devx],
@@ -278,4 +284,23 @@ fn missing_ops_long_lists(b: &mut dyn Backend, env: &Env) -> Check {
     no_cqe(b, &a.cq)?;
     expect_errno("mlx5dv_wr_mr_list of 65536 entries", b.post_send(&s.qp, &[list(65536, 3)]), ENOMEM)?;
     no_cqe(b, &s.cq)
+}
+
+/// The receive SGE limit is the provider's `qp_state_max_gs`: 0 on a QP never modified (a
+/// receive without SGEs is taken), -1 after a modify to RESET (every receive is EINVAL), the
+/// queue's `max_gs` from INIT on.
+fn recv_state_max_gs(b: &mut dyn Backend, env: &Env) -> Check {
+    use mlx5_dv::{QpModify, QpState};
+    let (_ctx, pd, cq) = open(b, env.dev()?)?;
+    let qp = expect_ok("create a QP", b.create_qp(&qp_attr(pd, &cq, DvQpCreateFlags::empty(), CAP)))?;
+    let (_buf, mr) = region(b, pd, 64, &[], A::LOCAL_WRITE)?;
+    let recv = |wr_id, sge: Vec<Sge>| [RecvWr { wr_id, sge }];
+    expect_ok("a receive without SGEs on a new QP", b.post_recv(&qp, &recv(1, vec![])))?;
+    expect_errno("a receive with one SGE on a new QP", b.post_recv(&qp, &recv(2, vec![sge(&mr, 0, 8)])), EINVAL)?;
+    expect_ok("modify to RESET", b.modify_qp(&qp, &QpModify::to(QpState::Reset)))?;
+    expect_errno("a receive without SGEs after RESET", b.post_recv(&qp, &recv(3, vec![])), EINVAL)?;
+    let init = QpModify { state: QpState::Init, access: QP_ACCESS, dest: None };
+    expect_ok("modify to INIT", b.modify_qp(&qp, &init))?;
+    expect_ok("a receive with one SGE in INIT", b.post_recv(&qp, &recv(4, vec![sge(&mr, 0, 8)])))?;
+    Ok(())
 }

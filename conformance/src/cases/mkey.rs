@@ -120,6 +120,12 @@ pub(super) const CASES: &[Case] = &[
         needs: &[Need::Mlx5Device, Need::SigCaps, Need::Devx, Need::SimControl],
         run: destroy_mkey_failure,
     },
+    Case {
+        name: "mkey.destroy_mkey_failure_leaves_no_signature_setter",
+        covers: &[82],
+        needs: &[Need::Mlx5Device, Need::SigCaps, Need::Devx, Need::SimControl],
+        run: destroy_failure_then_sig_setter,
+    },
     Case { name: "mkey.vfio_context_has_no_mkeys", covers: &[17], needs: &[Need::VfioDevice], run: vfio_no_mkeys },
     Case {
         name: "mkey_check.non_signature_mkey",
@@ -554,6 +560,22 @@ fn destroy_mkey_failure(b: &mut dyn Backend, env: &Env) -> Check {
     ctl(b)?.record_commands(true);
     expect_ok("destroy again", b.destroy_mkey(&m))?;
     check_eq("the PSVs are already gone", opcodes(&ctl(b)?.take_commands()), vec!["DESTROY_MKEY"])
+}
+
+/// What survives a failed DESTROY_MKEY after its PSVs are gone is a plain mkey: the
+/// signature setter on it is EINVAL, and nothing is posted.
+fn destroy_failure_then_sig_setter(b: &mut dyn Backend, env: &Env) -> Check {
+    use super::sig::{configure_chain, dif, sig_mkey, sig_pair, wire_only};
+    use mlx5_dv::{SigBlockDomain, T10difFlags, sig};
+    let (a, _s) = sig_pair(b, env)?;
+    let (_buf, mr, m) = sig_mkey(b, &a, 512, &[])?;
+    let rule = FaultRule::fail_next(opcode::DESTROY_MKEY, status::BAD_RES_STATE_ERR, 3);
+    expect_ok("install the fault rule", ctl(b)?.add_fault(rule))?;
+    expect_errno("destroy with DESTROY_MKEY failing", b.destroy_mkey(&m), EINVAL)?;
+    let t10 = SigBlockDomain::t10dif(sig::BLOCK_512, dif(1, 0, T10difFlags::empty()));
+    let chain = configure_chain(&m, &mr, Some(wire_only(t10)), false);
+    expect_errno("the signature setter on what survives", b.post_send(&a.qp, &chain), EINVAL)?;
+    super::fixture::no_cqe(b, &a.cq)
 }
 
 fn vfio_no_mkeys(b: &mut dyn Backend, env: &Env) -> Check {

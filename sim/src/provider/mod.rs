@@ -145,6 +145,9 @@ struct QpObj {
     fence_next: bool,
     /// The queues in host memory.
     rings: ring::QpRings,
+    /// `rq.qp_state_max_gs`: the most SGEs a receive may carry in the QP's state as the
+    /// provider last set it (0 from creation, -1 after RESET, `max_gs` from INIT).
+    rq_state_max_gs: i64,
 }
 
 /// The provider's objects, each behind a handle table.

@@ -331,6 +331,7 @@ impl Provider {
             wr_complete_real: false,
             fence_next: false,
             rings: rings.clone(),
+            rq_state_max_gs: 0,
         };
         let handle = match self.qps.insert(op, obj) {
             Ok(h) => h,
@@ -428,7 +429,9 @@ impl Provider {
             QpState::Reset => {
                 q.rings.reset(low.host);
                 q.wr_complete_real = false;
+                q.rq_state_max_gs = -1;
             }
+            QpState::Init => q.rq_state_max_gs = i64::from(q.rq_max_gs),
             QpState::Rts => q.wr_complete_real = true,
             _ => {}
         }

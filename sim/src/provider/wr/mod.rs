@@ -64,9 +64,8 @@ impl Provider {
     pub(crate) fn post_recv(&mut self, low: &mut Lower<'_>, qp: &Qp, wrs: &[RecvWr]) -> Result<()> {
         let op = Op::PostRecv;
         let q = self.qps.get_mut(qp.handle, op)?;
-        let (dev, qpn, max_gs, max_post) = (q.dev, q.qpn, q.rq_max_gs, q.rq_max_post);
+        let (dev, qpn, max_gs, max_post) = (q.dev, q.qpn, q.rq_state_max_gs, q.rq_max_post);
         let d = low.devices.get_mut(dev).ok_or_else(|| Error::new(op, EINVAL, "stale QP"))?;
-        let state = d.qp_state(qpn).ok_or_else(|| Error::new(op, EINVAL, "stale QP"))?;
         let mut failed = None;
         let mut posted = 0;
         for (n, wr) in wrs.iter().enumerate() {
@@ -74,9 +73,9 @@ impl Provider {
                 failed = Some(Error::new(op, ENOMEM, format!("receive WR {n}: the receive queue is full")));
                 break;
             }
-            // In RESET the provider's max_gs is -1, so every receive is refused.
-            if state == QpState::Reset || wr.sge.len() as u64 > u64::from(max_gs) {
-                let why = format!("receive WR {n}: {} SGEs, QP in {state:?}", wr.sge.len());
+            // qp_state_max_gs: 0 on a QP never modified, -1 after RESET, max_gs from INIT.
+            if i64::try_from(wr.sge.len()).unwrap_or(i64::MAX) > max_gs {
+                let why = format!("receive WR {n}: {} SGEs, at most {max_gs} in the QP's state", wr.sge.len());
                 failed = Some(Error::new(op, EINVAL, why));
                 break;
             }
