@@ -54,9 +54,10 @@ fn os(op: Op, what: &str) -> Error {
 
 /// A sealed memfd of `size` bytes exported through `/dev/udmabuf`, and its mapping.
 fn udmabuf(op: Op, size: usize) -> Result<(Udmabuf, *mut u8)> {
-    let dev = std::fs::OpenOptions::new().read(true).write(true).open("/dev/udmabuf").map_err(|e| {
-        Error::new(op, EOPNOTSUPP, format!("no dma-buf exporter: /dev/udmabuf cannot be opened ({e})"))
-    })?;
+    let dev =
+        std::fs::OpenOptions::new().read(true).write(true).open("/dev/udmabuf").map_err(|e| {
+            Error::new(op, EOPNOTSUPP, format!("no dma-buf exporter: /dev/udmabuf cannot be opened ({e})"))
+        })?;
     let len = libc::off_t::try_from(size).map_err(|_| Error::new(op, EINVAL, "size does not fit off_t"))?;
     // SAFETY: a static NUL-terminated name; the flags are memfd_create's.
     let memfd = unsafe { libc::memfd_create(c"mlx5-dmabuf".as_ptr(), libc::MFD_ALLOW_SEALING | libc::MFD_CLOEXEC) };
@@ -101,7 +102,8 @@ impl HwBackend {
         let size = len.checked_next_multiple_of(PAGE).filter(|s| *s > 0 && *s <= 1 << 30);
         let size = size.ok_or_else(|| Error::new(op, EINVAL, format!("dma-buf length {len} is outside 1..=1 GiB")))?;
         let (u, ptr) = udmabuf(op, size)?;
-        let layout = std::alloc::Layout::from_size_align(size, PAGE).map_err(|e| Error::new(op, ENOMEM, e.to_string()))?;
+        let layout =
+            std::alloc::Layout::from_size_align(size, PAGE).map_err(|e| Error::new(op, ENOMEM, e.to_string()))?;
         let handle = self.objs.bufs.insert(op, HwBuf { ptr, layout, dmabuf: Some(u) }).inspect_err(|_| {
             // SAFETY: mapped just above and in no table.
             unsafe { u.unmap(ptr, size) };

@@ -36,8 +36,14 @@ pub type GetDataDirectSysfsPathFn =
     unsafe extern "C" fn(context: *mut ibv_context, buf: *mut c_char, buf_len: usize) -> c_int;
 
 /// `ibv_reg_dmabuf_mr` (libibverbs of rdma-core 34), which the linked bindings predate.
-pub type IbvRegDmabufMrFn =
-    unsafe extern "C" fn(pd: *mut ibv_pd, offset: u64, length: usize, iova: u64, fd: c_int, access: c_int) -> *mut ibv_mr;
+pub type IbvRegDmabufMrFn = unsafe extern "C" fn(
+    pd: *mut ibv_pd,
+    offset: u64,
+    length: usize,
+    iova: u64,
+    fd: c_int,
+    access: c_int,
+) -> *mut ibv_mr;
 
 /// A function looked up in libmlx5 at run time: present, or absent with the release that has it.
 #[derive(Debug, Clone, Copy)]
@@ -108,7 +114,8 @@ impl Mlx5Lib {
         // SAFETY: libibverbs is already linked; loading it again only takes a reference.
         let verbs = unsafe { libloading::Library::new("libibverbs.so.1") }.ok();
         // SAFETY: looked up by name and typed as verbs.h declares it.
-        let ibv_reg = verbs.as_ref().and_then(|l| unsafe { l.get::<IbvRegDmabufMrFn>(b"ibv_reg_dmabuf_mr\0") }.ok().map(|s| *s));
+        let ibv_reg =
+            verbs.as_ref().and_then(|l| unsafe { l.get::<IbvRegDmabufMrFn>(b"ibv_reg_dmabuf_mr\0") }.ok().map(|s| *s));
         // SAFETY: as above; from_library keeps the library loaded for the struct's lifetime.
         let dv =
             unsafe { Mlx5DvLib::from_library(lib) }.map_err(|e| Unavailable(format!("cannot bind libmlx5: {e}")))?;

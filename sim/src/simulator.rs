@@ -4,10 +4,9 @@
 use mlx5_dv::errno::{EINVAL, EOPNOTSUPP};
 use mlx5_dv::{
     AccessFlags, AsyncEvent, Backend, BackendId, BackendInfo, Buf, CommandRecord, ContextAttr, ContextHandle, Contexts,
-    DmaBuf,
-    Cq, DeviceDesc, DeviceKind, DvContext, Error, FaultRule, KernelFacts, Memory, Mkey, MkeyErr, MkeyInitAttr, Mkeys,
-    Mr, Op, PdHandle, PortAttr, Qp, QpInitAttr, QpModify, QpState, Queues, RecvWr, Result, SimControl, Wc, WqeRecord,
-    WrOp,
+    Cq, DeviceDesc, DeviceKind, DmaBuf, DvContext, Error, FaultRule, KernelFacts, Memory, Mkey, MkeyErr, MkeyInitAttr,
+    Mkeys, Mr, Op, PdHandle, PortAttr, Qp, QpInitAttr, QpModify, QpState, Queues, RecvWr, Result, SimControl, Wc,
+    WqeRecord, WrOp,
 };
 use mlx5_dv::{
     Crypto, CryptoLoginAttr, CryptoLoginAttrEx, CryptoLoginHandle, CryptoLoginQueryAttr, CryptoLoginState, DekAttr,

@@ -102,8 +102,15 @@ pub trait Memory {
 
     /// `ibv_reg_dmabuf_mr(pd, offset, length, iova, fd, access)`: `length` bytes at `offset`
     /// of the dma-buf `fd`, addressed from `iova`. The MR's `addr` is `offset`.
-    fn reg_dmabuf_mr(&mut self, pd: PdHandle, offset: u64, length: u64, iova: u64, fd: i32, access: AccessFlags)
-    -> Result<Mr>;
+    fn reg_dmabuf_mr(
+        &mut self,
+        pd: PdHandle,
+        offset: u64,
+        length: u64,
+        iova: u64,
+        fd: i32,
+        access: AccessFlags,
+    ) -> Result<Mr>;
 
     /// `mlx5dv_reg_dmabuf_mr`: as [`Memory::reg_dmabuf_mr`] plus the driver's `mlx5_access`
     /// ([`MLX5DV_REG_DMABUF_ACCESS_DATA_DIRECT`]); rdma-core 55 and later.

@@ -140,9 +140,11 @@ impl Provider {
             return Err(Error::new(op, EOPNOTSUPP, "only mlx5 kernel contexts have a data-direct path"));
         }
         self.need_release(op, "mlx5dv_get_data_direct_sysfs_path")?;
-        let path = low.kernel.data_direct.as_ref().ok_or_else(|| {
-            Error::new(op, ENODEV, "no data-direct device is associated with the device")
-        })?;
+        let path = low
+            .kernel
+            .data_direct
+            .as_ref()
+            .ok_or_else(|| Error::new(op, ENODEV, "no data-direct device is associated with the device"))?;
         if path.len() >= buf_len {
             let why = format!("{buf_len} bytes cannot hold the {}-byte path and its NUL", path.len());
             return Err(Error::new(op, ENOSPC, why));
