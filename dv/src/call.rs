@@ -10,7 +10,7 @@ use crate::api::context::{AsyncEvent, ContextAttr, DeviceDesc, DvContext, PortAt
 use crate::api::crypto::{
     CryptoLoginAttr, CryptoLoginAttrEx, CryptoLoginQueryAttr, CryptoLoginState, DekAttr, DekInitAttr,
 };
-use crate::api::memory::{AccessFlags, Buf, Mr};
+use crate::api::memory::{AccessFlags, Buf, DmaBuf, Mr};
 use crate::api::mkey::{Mkey, MkeyErr, MkeyInitAttr};
 use crate::api::queue::{Cq, Qp, QpInitAttr, QpModify, QpState, Wc};
 use crate::api::wr::{RecvWr, WrOp};
@@ -59,6 +59,16 @@ pub enum Call {
     RegMr { pd: PdHandle, addr: u64, length: u64, access: AccessFlags },
     /// [`crate::Memory::dereg_mr`].
     DeregMr { mr: Mr },
+    /// [`crate::Memory::alloc_dmabuf`].
+    AllocDmabuf { len: usize },
+    /// [`crate::Memory::free_dmabuf`].
+    FreeDmabuf { dmabuf: DmaBuf },
+    /// [`crate::Memory::reg_dmabuf_mr`].
+    RegDmabufMr { pd: PdHandle, offset: u64, length: u64, iova: u64, fd: i32, access: AccessFlags },
+    /// [`crate::Memory::dv_reg_dmabuf_mr`].
+    DvRegDmabufMr { pd: PdHandle, offset: u64, length: u64, iova: u64, fd: i32, access: AccessFlags, mlx5_access: u32 },
+    /// [`crate::Memory::get_data_direct_sysfs_path`].
+    GetDataDirectSysfsPath { ctx: ContextHandle, buf_len: usize },
     /// [`crate::Queues::create_cq`].
     CreateCq { ctx: ContextHandle, cqe: u32 },
     /// [`crate::Queues::destroy_cq`].
@@ -124,6 +134,11 @@ pub enum Reply {
     ReadBuf(Result<Vec<u8>>),
     RegMr(Result<Mr>),
     DeregMr(Result<()>),
+    AllocDmabuf(Result<DmaBuf>),
+    FreeDmabuf(Result<()>),
+    RegDmabufMr(Result<Mr>),
+    DvRegDmabufMr(Result<Mr>),
+    GetDataDirectSysfsPath(Result<String>),
     CreateCq(Result<Cq>),
     DestroyCq(Result<()>),
     PollCq(Result<Vec<Wc>>),
@@ -169,6 +184,17 @@ impl Call {
             Call::ReadBuf { buf, offset, len } => Reply::ReadBuf(b.read_buf(buf, *offset, *len)),
             Call::RegMr { pd, addr, length, access } => Reply::RegMr(b.reg_mr(*pd, *addr, *length, *access)),
             Call::DeregMr { mr } => Reply::DeregMr(b.dereg_mr(mr)),
+            Call::AllocDmabuf { len } => Reply::AllocDmabuf(b.alloc_dmabuf(*len)),
+            Call::FreeDmabuf { dmabuf } => Reply::FreeDmabuf(b.free_dmabuf(dmabuf)),
+            Call::RegDmabufMr { pd, offset, length, iova, fd, access } => {
+                Reply::RegDmabufMr(b.reg_dmabuf_mr(*pd, *offset, *length, *iova, *fd, *access))
+            }
+            Call::DvRegDmabufMr { pd, offset, length, iova, fd, access, mlx5_access } => {
+                Reply::DvRegDmabufMr(b.dv_reg_dmabuf_mr(*pd, *offset, *length, *iova, *fd, *access, *mlx5_access))
+            }
+            Call::GetDataDirectSysfsPath { ctx, buf_len } => {
+                Reply::GetDataDirectSysfsPath(b.get_data_direct_sysfs_path(*ctx, *buf_len))
+            }
             Call::CreateCq { ctx, cqe } => Reply::CreateCq(b.create_cq(*ctx, *cqe)),
             Call::DestroyCq { cq } => Reply::DestroyCq(b.destroy_cq(cq)),
             Call::PollCq { cq, max } => Reply::PollCq(b.poll_cq(cq, *max)),
@@ -215,6 +241,11 @@ impl Call {
             Call::ReadBuf { .. } => Op::ReadBuf,
             Call::RegMr { .. } => Op::RegMr,
             Call::DeregMr { .. } => Op::DeregMr,
+            Call::AllocDmabuf { .. } => Op::AllocDmabuf,
+            Call::FreeDmabuf { .. } => Op::FreeDmabuf,
+            Call::RegDmabufMr { .. } => Op::RegDmabufMr,
+            Call::DvRegDmabufMr { .. } => Op::DvRegDmabufMr,
+            Call::GetDataDirectSysfsPath { .. } => Op::GetDataDirectSysfsPath,
             Call::CreateCq { .. } => Op::CreateCq,
             Call::DestroyCq { .. } => Op::DestroyCq,
             Call::PollCq { .. } => Op::PollCq,
@@ -252,6 +283,7 @@ impl Reply {
             | Reply::FreeBuf(r)
             | Reply::WriteBuf(r)
             | Reply::DeregMr(r)
+            | Reply::FreeDmabuf(r)
             | Reply::DestroyCq(r)
             | Reply::ModifyQp(r)
             | Reply::DestroyQp(r)
@@ -273,7 +305,9 @@ impl Reply {
             Reply::MkeyCheck(r) => r.as_ref().err(),
             Reply::AllocBuf(r) => r.as_ref().err(),
             Reply::ReadBuf(r) => r.as_ref().err(),
-            Reply::RegMr(r) => r.as_ref().err(),
+            Reply::RegMr(r) | Reply::RegDmabufMr(r) | Reply::DvRegDmabufMr(r) => r.as_ref().err(),
+            Reply::AllocDmabuf(r) => r.as_ref().err(),
+            Reply::GetDataDirectSysfsPath(r) => r.as_ref().err(),
             Reply::CreateCq(r) => r.as_ref().err(),
             Reply::PollCq(r) => r.as_ref().err(),
             Reply::CreateQp(r) => r.as_ref().err(),
@@ -304,6 +338,11 @@ impl Reply {
             Call::ReadBuf { .. } => Reply::ReadBuf(Err(err)),
             Call::RegMr { .. } => Reply::RegMr(Err(err)),
             Call::DeregMr { .. } => Reply::DeregMr(Err(err)),
+            Call::AllocDmabuf { .. } => Reply::AllocDmabuf(Err(err)),
+            Call::FreeDmabuf { .. } => Reply::FreeDmabuf(Err(err)),
+            Call::RegDmabufMr { .. } => Reply::RegDmabufMr(Err(err)),
+            Call::DvRegDmabufMr { .. } => Reply::DvRegDmabufMr(Err(err)),
+            Call::GetDataDirectSysfsPath { .. } => Reply::GetDataDirectSysfsPath(Err(err)),
             Call::CreateCq { .. } => Reply::CreateCq(Err(err)),
             Call::DestroyCq { .. } => Reply::DestroyCq(Err(err)),
             Call::PollCq { .. } => Reply::PollCq(Err(err)),

@@ -85,6 +85,16 @@ pub enum Op {
     DekQuery,
     /// `mlx5dv_dek_destroy`.
     DekDestroy,
+    /// Exporting host memory as a dma-buf (udmabuf on a real host).
+    AllocDmabuf,
+    /// Closing an exported dma-buf.
+    FreeDmabuf,
+    /// `ibv_reg_dmabuf_mr`.
+    RegDmabufMr,
+    /// `mlx5dv_reg_dmabuf_mr`.
+    DvRegDmabufMr,
+    /// `mlx5dv_get_data_direct_sysfs_path`.
+    GetDataDirectSysfsPath,
     /// Loading or probing a backend (library, device or profile).
     Backend,
 }
@@ -131,6 +141,11 @@ impl Op {
             Op::DekCreate => "mlx5dv_dek_create",
             Op::DekQuery => "mlx5dv_dek_query",
             Op::DekDestroy => "mlx5dv_dek_destroy",
+            Op::AllocDmabuf => "alloc_dmabuf",
+            Op::FreeDmabuf => "free_dmabuf",
+            Op::RegDmabufMr => "ibv_reg_dmabuf_mr",
+            Op::DvRegDmabufMr => "mlx5dv_reg_dmabuf_mr",
+            Op::GetDataDirectSysfsPath => "mlx5dv_get_data_direct_sysfs_path",
             Op::Backend => "backend",
         }
     }

@@ -28,7 +28,7 @@ use crate::api::context::{AsyncEvent, ContextAttr, Contexts, DeviceDesc, DvConte
 use crate::api::crypto::{
     Crypto, CryptoLoginAttr, CryptoLoginAttrEx, CryptoLoginQueryAttr, CryptoLoginState, DekAttr, DekInitAttr,
 };
-use crate::api::memory::{AccessFlags, Buf, Memory, Mr};
+use crate::api::memory::{AccessFlags, Buf, DmaBuf, Memory, Mr};
 use crate::api::mkey::{Mkey, MkeyErr, MkeyInitAttr, Mkeys};
 use crate::api::queue::{Cq, Qp, QpInitAttr, QpModify, QpState, Queues, Wc};
 use crate::api::wr::{RecvWr, WrOp};
@@ -182,6 +182,38 @@ impl<L: Layer, B: Backend> Memory for Wrapped<L, B> {
     }
     fn dereg_mr(&mut self, mr: &Mr) -> Result<()> {
         through!(self, Call::DeregMr { mr: *mr }, DeregMr)
+    }
+    fn alloc_dmabuf(&mut self, len: usize) -> Result<DmaBuf> {
+        through!(self, Call::AllocDmabuf { len }, AllocDmabuf)
+    }
+    fn free_dmabuf(&mut self, dmabuf: &DmaBuf) -> Result<()> {
+        through!(self, Call::FreeDmabuf { dmabuf: *dmabuf }, FreeDmabuf)
+    }
+    fn reg_dmabuf_mr(
+        &mut self,
+        pd: PdHandle,
+        offset: u64,
+        length: u64,
+        iova: u64,
+        fd: i32,
+        access: AccessFlags,
+    ) -> Result<Mr> {
+        through!(self, Call::RegDmabufMr { pd, offset, length, iova, fd, access }, RegDmabufMr)
+    }
+    fn dv_reg_dmabuf_mr(
+        &mut self,
+        pd: PdHandle,
+        offset: u64,
+        length: u64,
+        iova: u64,
+        fd: i32,
+        access: AccessFlags,
+        mlx5_access: u32,
+    ) -> Result<Mr> {
+        through!(self, Call::DvRegDmabufMr { pd, offset, length, iova, fd, access, mlx5_access }, DvRegDmabufMr)
+    }
+    fn get_data_direct_sysfs_path(&mut self, ctx: ContextHandle, buf_len: usize) -> Result<String> {
+        through!(self, Call::GetDataDirectSysfsPath { ctx, buf_len }, GetDataDirectSysfsPath)
     }
 }
 

@@ -8,7 +8,8 @@
 //!   contexts), `ibv_close_device`, `mlx5dv_query_device` with the signature and crypto caps,
 //!   `ibv_alloc_pd` / `ibv_dealloc_pd`, `ibv_get_async_event`;
 //! * [`Memory`] ([`api::memory`]) — page-aligned buffers the backend owns, `ibv_reg_mr`,
-//!   `ibv_dereg_mr`;
+//!   `ibv_dereg_mr`, dma-buf exports, `ibv_reg_dmabuf_mr`, `mlx5dv_reg_dmabuf_mr`,
+//!   `mlx5dv_get_data_direct_sysfs_path`;
 //! * [`Mkeys`] ([`api::mkey`]) — `mlx5dv_create_mkey`, `mlx5dv_destroy_mkey`,
 //!   `mlx5dv_mkey_check`;
 //! * [`Queues`] ([`api::queue`], [`api::wr`], [`api::signature`]) — CQs, RC QPs and their state
@@ -19,8 +20,8 @@
 //!   `mlx5dv_crypto_login_create` / `_query` / `_destroy`, `mlx5dv_dek_create` / `_query` /
 //!   `_destroy`; the `mlx5dv_wr_set_mkey_crypto` setter is a [`WrOp`].
 //!
-//! Not yet in the API: DEVX raw commands, MSI vectors and EQs, dma-buf MRs. They arrive as
-//! further families.
+//! Not yet in the API: DEVX raw commands, MSI vectors and EQs. They arrive as further
+//! families.
 //!
 //! Around the trait:
 //!

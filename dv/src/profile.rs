@@ -284,6 +284,11 @@ pub struct DeviceSection {
     /// PCI name of a function bound to vfio-pci, if the host has one.
     #[serde(default)]
     pub vfio_pci_name: Option<String>,
+    /// The sysfs path (without `/sys/`) of the data-direct device bonded with this device,
+    /// if it has one: what `mlx5dv_get_data_direct_sysfs_path` answers, and what
+    /// `MLX5DV_REG_DMABUF_ACCESS_DATA_DIRECT` needs.
+    #[serde(default)]
+    pub data_direct_sysfs_path: Option<String>,
     /// Devices of other providers on the host (rxe, siw).
     #[serde(default)]
     pub other_devices: Vec<String>,

@@ -526,6 +526,43 @@ impl Memory for HwBackend {
     fn dereg_mr(&mut self, mr: &mlx5_dv::Mr) -> Result<()> {
         self.hw_dereg_mr(mr)
     }
+
+    fn alloc_dmabuf(&mut self, len: usize) -> Result<mlx5_dv::DmaBuf> {
+        self.hw_alloc_dmabuf(len)
+    }
+
+    fn free_dmabuf(&mut self, dmabuf: &mlx5_dv::DmaBuf) -> Result<()> {
+        self.hw_free_dmabuf(dmabuf)
+    }
+
+    fn reg_dmabuf_mr(
+        &mut self,
+        pd: PdHandle,
+        offset: u64,
+        length: u64,
+        iova: u64,
+        fd: i32,
+        access: mlx5_dv::AccessFlags,
+    ) -> Result<mlx5_dv::Mr> {
+        self.hw_reg_dmabuf_mr(pd, (offset, length, iova), fd, access, None)
+    }
+
+    fn dv_reg_dmabuf_mr(
+        &mut self,
+        pd: PdHandle,
+        offset: u64,
+        length: u64,
+        iova: u64,
+        fd: i32,
+        access: mlx5_dv::AccessFlags,
+        mlx5_access: u32,
+    ) -> Result<mlx5_dv::Mr> {
+        self.hw_reg_dmabuf_mr(pd, (offset, length, iova), fd, access, Some(mlx5_access))
+    }
+
+    fn get_data_direct_sysfs_path(&mut self, ctx: ContextHandle, buf_len: usize) -> Result<String> {
+        self.hw_get_data_direct_sysfs_path(ctx, buf_len)
+    }
 }
 
 impl Queues for HwBackend {

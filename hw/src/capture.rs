@@ -37,6 +37,8 @@ pub fn capture(b: &mut HwBackend) -> Result<Profile> {
         }
     };
     let port = devx_ctx.and_then(|ctx| b.query_port(ctx, 1).ok());
+    // ENODEV (no data-direct device) and EOPNOTSUPP (rdma-core < 55) both mean none to model.
+    let data_direct = devx_ctx.and_then(|ctx| b.get_data_direct_sysfs_path(ctx, 4096).ok());
     let mkey_update_tag = mlx5_dv::probe::mkey_update_tag(b, &dev).unwrap_or(false);
     let sqd2rts = mlx5_dv::probe::sqd2rts(b, &dev).unwrap_or(false);
     if let Some(ctx) = devx_ctx {
@@ -60,6 +62,7 @@ pub fn capture(b: &mut HwBackend) -> Result<Profile> {
             board_id: fact("board_id"),
             vendor_part_id: fact("vendor_part_id").parse().unwrap_or(0),
             vfio_pci_name: vfio,
+            data_direct_sysfs_path: data_direct,
             other_devices: others,
             count: 1,
             // A RoCE port's GID 0 is fe80::/64 + the EUI-64 the simulator derives it from.

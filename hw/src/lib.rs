@@ -15,6 +15,7 @@ mod backend;
 pub mod capture;
 mod crypto;
 mod datapath;
+mod dmabuf;
 pub mod inline;
 mod lib_mlx5;
 mod objects;

@@ -35,6 +35,16 @@ pub type RegDmabufMrFn = unsafe extern "C" fn(
 pub type GetDataDirectSysfsPathFn =
     unsafe extern "C" fn(context: *mut ibv_context, buf: *mut c_char, buf_len: usize) -> c_int;
 
+/// `ibv_reg_dmabuf_mr` (libibverbs of rdma-core 34), which the linked bindings predate.
+pub type IbvRegDmabufMrFn = unsafe extern "C" fn(
+    pd: *mut ibv_pd,
+    offset: u64,
+    length: usize,
+    iova: u64,
+    fd: c_int,
+    access: c_int,
+) -> *mut ibv_mr;
+
 /// A function looked up in libmlx5 at run time: present, or absent with the release that has it.
 #[derive(Debug, Clone, Copy)]
 pub struct OptionalFn<F> {
@@ -72,7 +82,11 @@ pub struct Mlx5Lib {
     pub reg_dmabuf_mr: OptionalFn<RegDmabufMrFn>,
     /// `mlx5dv_get_data_direct_sysfs_path`.
     pub get_data_direct_sysfs_path: OptionalFn<GetDataDirectSysfsPathFn>,
+    /// `ibv_reg_dmabuf_mr`, from libibverbs.
+    pub ibv_reg_dmabuf_mr: OptionalFn<IbvRegDmabufMrFn>,
     rdma_core_version: String,
+    /// Keeps libibverbs' looked-up symbols valid.
+    _verbs: Option<libloading::Library>,
 }
 
 impl fmt::Debug for Mlx5Lib {
@@ -97,6 +111,11 @@ impl Mlx5Lib {
                 lib.get::<GetDataDirectSysfsPathFn>(b"mlx5dv_get_data_direct_sysfs_path\0").ok().map(|s| *s),
             )
         };
+        // SAFETY: libibverbs is already linked; loading it again only takes a reference.
+        let verbs = unsafe { libloading::Library::new("libibverbs.so.1") }.ok();
+        // SAFETY: looked up by name and typed as verbs.h declares it.
+        let ibv_reg =
+            verbs.as_ref().and_then(|l| unsafe { l.get::<IbvRegDmabufMrFn>(b"ibv_reg_dmabuf_mr\0") }.ok().map(|s| *s));
         // SAFETY: as above; from_library keeps the library loaded for the struct's lifetime.
         let dv =
             unsafe { Mlx5DvLib::from_library(lib) }.map_err(|e| Unavailable(format!("cannot bind libmlx5: {e}")))?;
@@ -104,7 +123,9 @@ impl Mlx5Lib {
             dv,
             reg_dmabuf_mr: OptionalFn { name: "mlx5dv_reg_dmabuf_mr", since: "55", f: reg },
             get_data_direct_sysfs_path: OptionalFn { name: "mlx5dv_get_data_direct_sysfs_path", since: "55", f: path },
+            ibv_reg_dmabuf_mr: OptionalFn { name: "ibv_reg_dmabuf_mr", since: "34", f: ibv_reg },
             rdma_core_version: loaded_rdma_core_version().unwrap_or_else(|| "unknown".into()),
+            _verbs: verbs,
         })
     }
 

@@ -40,6 +40,8 @@ pub(crate) struct HwLogin {
 pub(crate) struct HwBuf {
     pub(crate) ptr: *mut u8,
     pub(crate) layout: std::alloc::Layout,
+    /// A udmabuf's mapping: `ptr` maps the memfd, and the two fds are closed with it.
+    pub(crate) dmabuf: Option<crate::dmabuf::Udmabuf>,
 }
 
 pub(crate) struct HwMr {
@@ -240,7 +242,7 @@ mod tests {
         let ctx = o.contexts.insert(Op::OpenDevice, HwCtx { ptr: null_mut() })?;
         let pd = o.pds.insert(Op::AllocPd, HwPd { ptr: null_mut(), ctx })?;
         let layout = std::alloc::Layout::new::<u8>();
-        let buf = o.bufs.insert(Op::AllocBuf, HwBuf { ptr: null_mut(), layout })?;
+        let buf = o.bufs.insert(Op::AllocBuf, HwBuf { ptr: null_mut(), layout, dmabuf: None })?;
         let cq = o.cqs.insert(Op::CreateCq, HwCq { ptr: null_mut(), ctx })?;
         Ok(World { o, ctx, pd, buf, cq })
     }

@@ -107,6 +107,8 @@ pub struct Kernel {
     qps: BTreeMap<(usize, u32), u32>,
     cqs: BTreeMap<(usize, u32), (u32, Option<CqHandle>)>,
     events: BTreeMap<u32, VecDeque<AsyncEvent>>,
+    /// The sysfs path (without `/sys/`) of the data-direct device, if one is bonded.
+    pub data_direct: Option<String>,
 }
 
 impl Kernel {
@@ -124,6 +126,7 @@ impl Kernel {
             qps: BTreeMap::new(),
             cqs: BTreeMap::new(),
             events: BTreeMap::new(),
+            data_direct: None,
         }
     }
 
@@ -177,13 +180,50 @@ impl Kernel {
         (addr, length): (u64, u64),
         access: AccessFlags,
     ) -> Result<(u32, u8)> {
+        self.reg_mtt(dev, dev_index, pdn, (addr, length), access, &[], Op::RegMr)
+    }
+
+    /// A dma-buf MR (`mlx5_ib_reg_user_mr_dmabuf`): an MTT mkey from `iova` whose 4 KiB pages
+    /// are the exporter's `pages`.
+    #[allow(clippy::too_many_arguments)] // the MR's device, PD, range, rights and pages
+    pub fn reg_dmabuf_mr(
+        &mut self,
+        dev: &mut Device,
+        dev_index: usize,
+        pdn: u32,
+        (iova, length): (u64, u64),
+        access: AccessFlags,
+        pages: &[u64],
+        op: Op,
+    ) -> Result<(u32, u8)> {
+        self.reg_mtt(dev, dev_index, pdn, (iova, length), access, pages, op)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn reg_mtt(
+        &mut self,
+        dev: &mut Device,
+        dev_index: usize,
+        pdn: u32,
+        (addr, length): (u64, u64),
+        access: AccessFlags,
+        pages: &[u64],
+        op: Op,
+    ) -> Result<(u32, u8)> {
         use prm::mkc;
-        let op = Op::RegMr;
         let slot = self.mr_variant.get_mut(dev_index).ok_or_else(|| Error::new(op, EINVAL, "no such device"))?;
         let variant = *slot;
         *slot = variant.wrapping_add(1);
-        let mut input = [0u8; prm::create_mkey::IN_SIZE];
+        // Page addresses come two to an octword.
+        let octwords = pages.len().div_ceil(2);
+        let mut input = vec![0u8; prm::create_mkey::IN_SIZE + octwords * 16];
         prm::write_header(&mut input, opcode::CREATE_MKEY, 0, 0);
+        for (i, p) in pages.iter().enumerate() {
+            let at = prm::create_mkey::IN_SIZE + i * 8;
+            input[at..at + 8].copy_from_slice(&p.to_be_bytes());
+        }
+        let octwords = u64::try_from(octwords).map_err(|e| Error::new(op, EINVAL, e.to_string()))?;
+        let log_page = if pages.is_empty() { 0 } else { 12 };
         let at = |f: prm::Field| f.at(prm::create_mkey::MKC_BIT);
         let fields = [
             (mkc::ACCESS_MODE_1_0, mkc::ACCESS_MODE_MTT),
@@ -197,10 +237,15 @@ impl Kernel {
             (mkc::MKEY_7_0, u64::from(variant)),
             (mkc::START_ADDR, addr),
             (mkc::LEN, length),
+            (mkc::TRANSLATIONS_OCTWORD_SIZE, octwords),
+            (mkc::LOG_PAGE_SIZE, log_page),
         ];
         for (f, v) in fields {
             at(f).set(&mut input, v).map_err(|e| Error::new(op, mlx5_dv::errno::EIO, e.to_string()))?;
         }
+        prm::create_mkey::TRANSLATIONS_OCTWORD_ACTUAL_SIZE
+            .set(&mut input, octwords)
+            .map_err(|e| Error::new(op, mlx5_dv::errno::EIO, e.to_string()))?;
         let mut out = [0u8; prm::create_mkey::OUT_SIZE];
         kernel_cmd(dev, &input, &mut out).map_err(|e| Error::new(op, e, "CREATE_MKEY for the MR failed"))?;
         let index = prm::create_mkey::OUT_MKEY_INDEX

@@ -15,6 +15,7 @@ const BUILTIN: &[(&str, &str)] = &[
     ("cx6dx-single-block", include_str!("../profiles/cx6dx-single-block.toml")),
     ("cx7", include_str!("../profiles/cx7.toml")),
     ("bf3", include_str!("../profiles/bf3.toml")),
+    ("cx6dx-rdma-core-44", include_str!("../profiles/cx6dx-rdma-core-44.toml")),
 ];
 
 /// The profile used when none is named.

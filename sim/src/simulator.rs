@@ -4,9 +4,9 @@
 use mlx5_dv::errno::{EINVAL, EOPNOTSUPP};
 use mlx5_dv::{
     AccessFlags, AsyncEvent, Backend, BackendId, BackendInfo, Buf, CommandRecord, ContextAttr, ContextHandle, Contexts,
-    Cq, DeviceDesc, DeviceKind, DvContext, Error, FaultRule, KernelFacts, Memory, Mkey, MkeyErr, MkeyInitAttr, Mkeys,
-    Mr, Op, PdHandle, PortAttr, Qp, QpInitAttr, QpModify, QpState, Queues, RecvWr, Result, SimControl, Wc, WqeRecord,
-    WrOp,
+    Cq, DeviceDesc, DeviceKind, DmaBuf, DvContext, Error, FaultRule, KernelFacts, Memory, Mkey, MkeyErr, MkeyInitAttr,
+    Mkeys, Mr, Op, PdHandle, PortAttr, Qp, QpInitAttr, QpModify, QpState, Queues, RecvWr, Result, SimControl, Wc,
+    WqeRecord, WrOp,
 };
 use mlx5_dv::{
     Crypto, CryptoLoginAttr, CryptoLoginAttrEx, CryptoLoginHandle, CryptoLoginQueryAttr, CryptoLoginState, DekAttr,
@@ -19,7 +19,7 @@ use crate::fabric::Fabric;
 use crate::host::Host;
 use crate::kernel::Kernel;
 use crate::profile::{Profile, ShippedProfiles};
-use crate::provider::{Lower, Provider};
+use crate::provider::{DmabufReg, Lower, Provider};
 
 /// The simulated host behind the [`Backend`] trait: host memory, the provider (libmlx5), the
 /// kernel, the devices and the fabric between them.
@@ -45,9 +45,11 @@ impl Simulator {
             .map(|_| Device::new(&profile))
             .collect::<std::result::Result<Vec<_>, _>>()
             .map_err(|e| crate::kernel::internal(Op::Backend, e))?;
+        let mut kernel = Kernel::new(&profile.kernel, profile.datapath.log_max_cq_sz, count);
+        kernel.data_direct = profile.device.data_direct_sysfs_path.clone();
         let sim = Simulator {
             provider: Provider::new(BackendId::fresh(), &profile),
-            kernel: Kernel::new(&profile.kernel, profile.datapath.log_max_cq_sz, count),
+            kernel,
             fabric: Fabric::new(&profile),
             host: Host::with_memory_limit(profile.datapath.host_memory_limit),
             devices,
@@ -219,6 +221,45 @@ impl Memory for Simulator {
 
     fn dereg_mr(&mut self, mr: &Mr) -> Result<()> {
         down!(self.dereg_mr(mr))
+    }
+
+    fn alloc_dmabuf(&mut self, len: usize) -> Result<DmaBuf> {
+        down!(self.alloc_dmabuf(len))
+    }
+
+    fn free_dmabuf(&mut self, dmabuf: &DmaBuf) -> Result<()> {
+        down!(self.free_dmabuf(dmabuf))
+    }
+
+    fn reg_dmabuf_mr(
+        &mut self,
+        pd: PdHandle,
+        offset: u64,
+        length: u64,
+        iova: u64,
+        fd: i32,
+        access: AccessFlags,
+    ) -> Result<Mr> {
+        let r = DmabufReg { pd, offset, length, iova, fd, access, mlx5_access: None };
+        down!(self.reg_dmabuf_mr(&r))
+    }
+
+    fn dv_reg_dmabuf_mr(
+        &mut self,
+        pd: PdHandle,
+        offset: u64,
+        length: u64,
+        iova: u64,
+        fd: i32,
+        access: AccessFlags,
+        mlx5_access: u32,
+    ) -> Result<Mr> {
+        let r = DmabufReg { pd, offset, length, iova, fd, access, mlx5_access: Some(mlx5_access) };
+        down!(self.reg_dmabuf_mr(&r))
+    }
+
+    fn get_data_direct_sysfs_path(&mut self, ctx: ContextHandle, buf_len: usize) -> Result<String> {
+        down!(self.get_data_direct_sysfs_path(ctx, buf_len))
     }
 }
 

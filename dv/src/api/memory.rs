@@ -1,10 +1,12 @@
-//! Host memory and memory regions: backend-owned buffers, `ibv_reg_mr`, `ibv_dereg_mr`.
+//! Host memory and memory regions: backend-owned buffers, `ibv_reg_mr`, `ibv_dereg_mr`, and
+//! dma-buf memory: an exporter, `ibv_reg_dmabuf_mr`, `mlx5dv_reg_dmabuf_mr` and
+//! `mlx5dv_get_data_direct_sysfs_path`.
 
 use bitflags::bitflags;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
-use crate::handle::{BufHandle, MrHandle, PdHandle};
+use crate::handle::{BufHandle, ContextHandle, MrHandle, PdHandle};
 
 /// A backend-owned, page-aligned buffer; `addr` is the virtual address SGEs and MRs use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,6 +59,20 @@ pub struct Mr {
     pub length: u64,
 }
 
+/// `MLX5DV_REG_DMABUF_ACCESS_DATA_DIRECT`: the MR is reached through the data-direct engine
+/// bonded with the RDMA device.
+pub const MLX5DV_REG_DMABUF_ACCESS_DATA_DIRECT: u32 = 1 << 0;
+
+/// A dma-buf exported over host memory: the fd an importer is given, and the exporter's own
+/// CPU mapping of the same bytes (`buf`, for [`Memory::write_buf`] / [`Memory::read_buf`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DmaBuf {
+    /// The dma-buf file descriptor.
+    pub fd: i32,
+    /// The exporter's mapping: byte `i` of the dma-buf is byte `i` of this buffer.
+    pub buf: Buf,
+}
+
 /// Host memory the backend owns, and memory regions over it.
 pub trait Memory {
     /// Allocate a zeroed, page-aligned buffer of host memory owned by the backend.
@@ -76,4 +92,42 @@ pub trait Memory {
 
     /// `ibv_dereg_mr`.
     fn dereg_mr(&mut self, mr: &Mr) -> Result<()>;
+
+    /// Export `len` zeroed bytes of host memory as a dma-buf (on a real host a udmabuf over a
+    /// memfd; EOPNOTSUPP without `/dev/udmabuf`).
+    fn alloc_dmabuf(&mut self, len: usize) -> Result<DmaBuf>;
+
+    /// Close an exported dma-buf and free its memory; EBUSY while an MR imports it.
+    fn free_dmabuf(&mut self, dmabuf: &DmaBuf) -> Result<()>;
+
+    /// `ibv_reg_dmabuf_mr(pd, offset, length, iova, fd, access)`: `length` bytes at `offset`
+    /// of the dma-buf `fd`, addressed from `iova`. The MR's `addr` is `offset`.
+    fn reg_dmabuf_mr(
+        &mut self,
+        pd: PdHandle,
+        offset: u64,
+        length: u64,
+        iova: u64,
+        fd: i32,
+        access: AccessFlags,
+    ) -> Result<Mr>;
+
+    /// `mlx5dv_reg_dmabuf_mr`: as [`Memory::reg_dmabuf_mr`] plus the driver's `mlx5_access`
+    /// ([`MLX5DV_REG_DMABUF_ACCESS_DATA_DIRECT`]); rdma-core 55 and later.
+    #[allow(clippy::too_many_arguments)] // the C signature
+    fn dv_reg_dmabuf_mr(
+        &mut self,
+        pd: PdHandle,
+        offset: u64,
+        length: u64,
+        iova: u64,
+        fd: i32,
+        access: AccessFlags,
+        mlx5_access: u32,
+    ) -> Result<Mr>;
+
+    /// `mlx5dv_get_data_direct_sysfs_path(ctx, buf, buf_len)`: the path (without `/sys/`) of
+    /// the data-direct device; ENODEV without one, ENOSPC when `buf_len` cannot hold it and
+    /// its NUL.
+    fn get_data_direct_sysfs_path(&mut self, ctx: ContextHandle, buf_len: usize) -> Result<String>;
 }

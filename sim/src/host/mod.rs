@@ -1,8 +1,11 @@
 //! Host memory, as devices see it: one DMA interface over two kinds of region, buffers the
-//! backend owns ([`Host::alloc`]) and an application's own bytes ([`Host::register_external`]).
+//! backend owns ([`Host::alloc`]) and an application's own bytes ([`Host::register_external`]);
+//! and a dma-buf exporter over them ([`Host::dmabufs`]).
 
+mod dmabuf;
 mod memory;
 
+pub use dmabuf::{Export, Exporter};
 pub use memory::{PAGE, RangeCursor};
 
 /// What a device does to host memory: bounds-checked reads and writes at host addresses.
@@ -17,12 +20,14 @@ pub trait Dma {
 #[derive(Debug, Clone, Default)]
 pub struct Host {
     mem: memory::Memory,
+    /// The dma-buf exports over this host's memory.
+    pub dmabufs: Exporter,
 }
 
 impl Host {
     /// A host whose buffers may hold `limit` bytes together.
     pub fn with_memory_limit(limit: u64) -> Self {
-        Host { mem: memory::Memory::with_limit(limit) }
+        Host { mem: memory::Memory::with_limit(limit), dmabufs: Exporter::default() }
     }
 }
 

@@ -88,16 +88,7 @@ impl Provider {
         let (ctx, pdn) = (p.ctx, p.pdn);
         let dev = self.contexts.get(ctx, op).map(|c| c.dev).map_err(|_| Error::new(op, EINVAL, "context closed"))?;
         let pdn = pdn.ok_or_else(|| Error::new(op, EOPNOTSUPP, "MRs are simulated on mlx5 contexts only"))?;
-        let known = AccessFlags::all().bits();
-        if access.bits() & !known != 0 {
-            return Err(Error::new(op, EINVAL, format!("unknown access bits 0x{:x}", access.bits() & !known)));
-        }
-        // ib_check_mr_access: remote write or atomic needs local write.
-        if access.intersects(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC)
-            && !access.contains(AccessFlags::LOCAL_WRITE)
-        {
-            return Err(Error::new(op, EINVAL, "REMOTE_WRITE/REMOTE_ATOMIC need LOCAL_WRITE"));
-        }
+        super::dmabuf::check_mr_access(op, access)?;
         // ib_umem_get: a range whose end (or that end rounded up to a page) wraps is EINVAL.
         if addr.checked_add(length).and_then(|end| end.checked_add(crate::host::PAGE - 1)).is_none() {
             return Err(Error::new(op, EINVAL, format!("[0x{addr:x}, +{length}) wraps the address space")));
@@ -113,7 +104,7 @@ impl Provider {
             .ok_or_else(|| Error::new(op, EFAULT, "not a buffer of this backend"))?;
         let d = low.devices.get_mut(dev).ok_or_else(|| Error::new(op, EINVAL, "no such device"))?;
         let (index, variant) = low.kernel.reg_mr(d, dev, pdn, (addr, length), access)?;
-        let handle = self.mrs.insert(op, MrObj { ctx, pd, dev, index, buf })?;
+        let handle = self.mrs.insert(op, MrObj { ctx, pd, dev, index, buf, dmabuf: None })?;
         self.bufs.acquire(buf, op)?;
         self.pds.acquire(pd, op)?;
         let key = index << 8 | u32::from(variant);
@@ -129,6 +120,9 @@ impl Provider {
         self.mrs.take(mr.handle, op)?;
         self.bufs.release(m.buf);
         self.pds.release(m.pd);
+        if let Some(fd) = m.dmabuf {
+            low.host.dmabufs.release(fd);
+        }
         Ok(())
     }
 }

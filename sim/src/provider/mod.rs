@@ -16,6 +16,7 @@ use crate::profile::{DataPathSection, Profile};
 
 mod context;
 mod crypto;
+mod dmabuf;
 mod memory;
 mod mkey;
 mod poll;
@@ -24,6 +25,7 @@ mod ring;
 mod wr;
 
 pub use crypto::MkeyCrypto;
+pub(crate) use dmabuf::DmabufReg;
 pub use mkey::{BsfState, SigCtx, SigDomainType, StoredSigErr, decode_sig_err, round_max_entries, sigerr_syndrome};
 
 /// The layers below the provider, borrowed for one call.
@@ -113,6 +115,8 @@ struct MrObj {
     dev: usize,
     index: u32,
     buf: BufHandle,
+    /// The dma-buf fd a dma-buf MR imports.
+    dmabuf: Option<i32>,
 }
 
 /// A CQ; its users are the QPs that complete into it.

@@ -214,7 +214,10 @@ impl Engine<'_> {
         let nested = |a: u64, n: u64, k: u32, out: &mut Xlat| self.resolve_into(at, k, a, n, None, depth + 1, out);
         match &m.xlat {
             Translation::None => Err(Why::Layout),
-            Translation::Mtt => out.push(addr, len),
+            Translation::Mtt => match &m.pages {
+                None => out.push(addr, len),
+                Some(pages) => mtt_walk(pages, field(m, mkc::LOG_PAGE_SIZE), start, off, len, out),
+            },
             Translation::Klm(entries) => {
                 let (mut pos, mut want, mut base) = (off, len, 0u64);
                 for e in entries {
@@ -279,4 +282,21 @@ impl Engine<'_> {
             }
         }
     }
+}
+
+/// Host ranges of `len` bytes at offset `off` of an MTT mkey starting at `start`, page by page.
+fn mtt_walk(pages: &[u64], log_page: u64, start: u64, off: u64, len: u64, out: &mut Xlat) -> Result<(), Why> {
+    let page = 1u64.checked_shl(u32::try_from(log_page).map_err(|_| Why::Layout)?).ok_or(Why::Layout)?;
+    let mut at = (start & (page - 1)).checked_add(off).ok_or(Why::Bounds)?;
+    let mut want = len;
+    while want > 0 {
+        let idx = usize::try_from(at / page).map_err(|_| Why::Bounds)?;
+        let host = pages.get(idx).ok_or(Why::Bounds)?;
+        let within = at % page;
+        let n = want.min(page - within);
+        out.push(host.checked_add(within).ok_or(Why::Bounds)?, n)?;
+        at += n;
+        want -= n;
+    }
+    Ok(())
 }

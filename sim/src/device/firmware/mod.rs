@@ -297,8 +297,9 @@ impl Firmware {
             prm::mkc::ACCESS_MODE_KLMS => Translation::None,
             _ => return Err(Reject(status::BAD_PARAM_ERR, syndrome::BAD_FIELD)),
         };
+        let pages = mtt_pages(input, &xlat)?;
         let index = self.mkey_numbers.take().ok_or(Reject(status::LIM_ERR, syndrome::OUT_OF_OBJECTS))?;
-        self.mkeys.insert(index, FwMkey { mkc, uid, xlat, sig: None });
+        self.mkeys.insert(index, FwMkey { mkc, uid, xlat, sig: None, pages });
         cm::OUT_MKEY_INDEX.set(out, u64::from(index))?;
         Ok(())
     }
@@ -508,6 +509,23 @@ impl Firmware {
 
 fn read(f: Field, buf: &[u8]) -> u64 {
     f.get(buf).unwrap_or(0)
+}
+
+/// The page list of an MTT CREATE_MKEY: `translations_octword_actual_size` octwords of
+/// big-endian page addresses (two per octword) after the 272-byte input. None without one.
+fn mtt_pages(input: &[u8], xlat: &Translation) -> Result<Option<Vec<u64>>, Reject> {
+    use prm::create_mkey as cm;
+    let octwords = cm::TRANSLATIONS_OCTWORD_ACTUAL_SIZE.get(input)?;
+    if octwords == 0 || *xlat != Translation::Mtt {
+        return Ok(None);
+    }
+    let bytes = usize::try_from(octwords).ok().and_then(|o| o.checked_mul(16));
+    let end = bytes.and_then(|b| b.checked_add(cm::IN_SIZE));
+    let Some(payload) = end.and_then(|e| input.get(cm::IN_SIZE..e)) else {
+        return Err(Reject(status::BAD_INP_LEN_ERR, syndrome::INPUT_TOO_SHORT));
+    };
+    let pages = payload.chunks_exact(8).map(|c| c.iter().fold(0u64, |v, b| v << 8 | u64::from(*b)) & !0xfff).collect();
+    Ok(Some(pages))
 }
 
 #[cfg(test)]

@@ -92,6 +92,10 @@ pub struct FwMkey {
     pub xlat: Translation,
     /// The signature BSF, when enabled with attributes.
     pub sig: Option<SigBsf>,
+    /// An MTT mkey created with a translation payload: the host address of each page of
+    /// `2^log_page_size` bytes, from the page holding `start_addr`. Without one (the kernel's
+    /// own MRs), addresses are host addresses.
+    pub pages: Option<Vec<u64>>,
 }
 
 /// A PSV as the firmware holds it.
