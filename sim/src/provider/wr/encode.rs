@@ -115,10 +115,21 @@ fn umr_body(u: &UmrWqe) -> Result<WqeBody, FieldError> {
         umr.mkey_mask |= m::BSF_ENABLE;
     }
     if let Some(s) = &u.sig_bsf {
+        let mut b = sig_bsf(s);
+        // mlx5_umr_fill_sig_bsf(..., have_crypto_bsf): the signature BSF announces both.
+        if u.crypto_bsf.is_some() {
+            b.basic.bsf_size = bsf_size::SIG_AND_CRYPTO;
+        }
+        bsf_bytes = b.to_bytes()?.to_vec();
+    }
+    if let Some(c) = &u.crypto_bsf {
+        bsf_bytes.extend_from_slice(&c.to_bytes()?);
+    }
+    if !bsf_bytes.is_empty() {
+        // umr_enable_bsf: the BSFs' size in octowords, and the BSF enabled.
         umr.mkey_mask |= m::BSF_ENABLE;
         mkc.bsf_en = true;
-        umr.bsf_octowords = (bsf::SIZE / 16) as u16;
-        bsf_bytes = sig_bsf(s).to_bytes()?.to_vec();
+        umr.bsf_octowords = (bsf_bytes.len() / 16) as u16;
     }
     Ok(WqeBody::Umr { umr, mkc, translation, bsf: bsf_bytes })
 }
@@ -255,6 +266,7 @@ mod tests {
                     wire_psv: if wire.is_some() { 0x11 } else { 0 },
                 }),
                 sig_err_count: None,
+                crypto_bsf: None,
             }))?;
         }
         let repeat = Translation::Repeat {
@@ -269,6 +281,7 @@ mod tests {
             bsf_disable: true,
             sig_bsf: None,
             sig_err_count: Some(1),
+            crypto_bsf: None,
         }))
     }
 
@@ -282,6 +295,7 @@ mod tests {
             bsf_disable: false,
             sig_bsf: None,
             sig_err_count: None,
+            crypto_bsf: None,
         };
         let bytes = encode(&WqeKind::Umr(u), ctrl_fields())?;
         // ctrl 16 + umr ctrl 48 + mkc 64 + 3 KLMs padded to 64.
