@@ -286,6 +286,49 @@ mod tests {
     }
 
     #[test]
+    fn crypto_bsfs_read_back_alone_and_after_a_signature_bsf() -> Result<(), Box<dyn std::error::Error>> {
+        use mlx5_dv::prm::crypto_bsf::{BsfContext, build};
+        let attr = mlx5_dv::CryptoAttr {
+            crypto_standard: mlx5_dv::crypto::STANDARD_AES_XTS,
+            encrypt_on_tx: true,
+            signature_crypto_order: mlx5_dv::crypto::SIGNATURE_BEFORE_CRYPTO_ON_TX,
+            data_unit_size: sig::BLOCK_520,
+            initial_tweak: [7; 16],
+            dek: None,
+            keytag: *b"tag12345",
+            comp_mask: 0,
+        };
+        let crc = Domain { kind: Kind::Crc { crc_type: sig::CRC32C, seed_ones: true }, bs: 512 };
+        let with_sig = SigBsf { cfg: SigConfig { mem: None, wire: Some(crc), check_mask: 0xff, copy_mask: 0, sbs: false }, mem_psv: 0, wire_psv: 5 };
+        // A reset signature beside crypto: NONE in both domains.
+        let none = SigBsf { cfg: SigConfig { mem: None, wire: None, check_mask: 0, copy_mask: 0, sbs: false }, mem_psv: 0, wire_psv: 0 };
+        for sig_bsf in [None, Some(with_sig), Some(none)] {
+            let sig = sig_bsf.map(|s| (s.cfg.mem.is_some(), s.cfg.wire.is_some()));
+            let c = build(&attr, BsfContext { dek_id: 0x12_3456, multi_block: true, sig }).map_err(|e| format!("errno {e}"))?;
+            let u = UmrWqe {
+                index: 0x46,
+                tag: 1,
+                access: None,
+                layout: Some((520, Translation::Klm(vec![Klm { byte_count: 520, key: 0x300, addr: 0x1000 }]))),
+                bsf_disable: false,
+                sig_bsf,
+                sig_err_count: None,
+                crypto_bsf: Some(c),
+            };
+            let bytes = encode(&WqeKind::Umr(u.clone()), ctrl_fields())?;
+            let octowords = u16::from_be_bytes([bytes[16 + 6], bytes[16 + 7]]);
+            assert_eq!(octowords, if sig_bsf.is_some() { 8 } else { 4 }, "bsf_octowords");
+            if sig_bsf.is_some() {
+                let bsf_at = bytes.len() - 128;
+                assert_eq!(bytes[bsf_at] >> 6, bsf_size::SIG_AND_CRYPTO, "the signature BSF announces both");
+                assert_eq!(bytes[bsf_at + 64], 3 << 6 | 1);
+            }
+            round_trip(WqeKind::Umr(u))?;
+        }
+        Ok(())
+    }
+
+    #[test]
     fn a_list_configure_has_libmlx5s_sizes_and_masks() -> Result<(), FieldError> {
         let u = UmrWqe {
             index: 0x44,
