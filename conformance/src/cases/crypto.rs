@@ -118,7 +118,7 @@ fn test_login_ex() -> Check<CryptoLoginAttrEx> {
 }
 
 /// key1 | key2 (AES-256 halves) | keytag.
-fn plain_key() -> Vec<u8> {
+pub(super) fn plain_key() -> Vec<u8> {
     let mut k = pattern(64, 0x3c);
     k.extend_from_slice(b"KEYTAG42");
     k
@@ -147,7 +147,7 @@ fn wrapped_key() -> Check<Vec<u8>> {
 
 /// A DEK in whatever import mode the device has: plaintext, or wrapped under a login object
 /// (then the test secrets are needed). Returns the DEK and the login object, if any.
-fn any_dek(
+pub(super) fn any_dek(
     b: &mut dyn Backend,
     env: &Env,
     ctx: ContextHandle,

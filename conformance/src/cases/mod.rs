@@ -7,6 +7,7 @@ use crate::case::{Case, Check, Env, Verdict, expect_ok};
 mod audit;
 mod context;
 mod crypto;
+mod crypto_dp;
 mod engine;
 mod fabric;
 mod fixture;
@@ -37,6 +38,7 @@ pub fn all() -> Vec<Case> {
         engine::CASES,
         wqe::CASES,
         crypto::CASES,
+        crypto_dp::CASES,
     ]
     .concat()
 }
