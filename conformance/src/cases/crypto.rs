@@ -10,11 +10,11 @@ use mlx5_dv::prm::{self, opcode, status};
 use mlx5_dv::profile::{TEST_CREDENTIAL_ID, TEST_IMPORT_KEK_ID, test_credential, test_import_kek};
 use mlx5_dv::{
     AccessFlags, Backend, ContextHandle, CryptoAttr, CryptoLoginAttr, CryptoLoginAttrEx, CryptoLoginState, DekHandle,
-    DekInitAttr, DekState, DvQpCreateFlags, FaultRule, MkeyConfFlags, MkeyInitFlags as F, PdHandle, SendFlags, WrOp,
+    DekInitAttr, DekState, FaultRule, MkeyConfFlags, MkeyInitFlags as F, PdHandle, SendFlags, WrOp,
     crypto, crypto_cap, sig, wc_opcode,
 };
 
-use super::fixture::{indirect_mkey, ok_cqe, pair, pattern, region, sge};
+use super::fixture::{indirect_mkey, ok_cqe, pattern, region, sge};
 use super::{ctl, open_pd, with_opcode};
 use crate::case::{Case, Check, Env, Need, Verdict, check_eq, expect_errno, expect_ok};
 
@@ -407,7 +407,7 @@ fn dek_state_from_device(b: &mut dyn Backend, env: &Env) -> Check {
 }
 
 fn setter_errors(b: &mut dyn Backend, env: &Env) -> Check {
-    let (_, s) = pair(b, env, false, DvQpCreateFlags::empty())?;
+    let (_, s) = super::crypto_dp::crypto_pair(b, env)?;
     let (dek, _) = any_dek(b, env, s.ctx, s.pd)?;
     let (_buf, mr) = region(b, s.pd, 4096, &[], AccessFlags::LOCAL_WRITE)?;
     let mkey = indirect_mkey(b, s.pd, F::INDIRECT | F::CRYPTO, 4)?;

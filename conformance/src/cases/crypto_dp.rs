@@ -12,7 +12,9 @@ use mlx5_sim::crypto::{Direction, XtsKeys, transform};
 use mlx5_sim::signature::{Crcs, Domain};
 
 use super::crypto::{any_dek, plain_key};
-use super::fixture::{QP_ACCESS, Side, contents, indirect_mkey, ok_cqe, pair, pattern, poll, region, sge, write};
+use super::fixture::{
+    CAP, QP_ACCESS, Side, connect, contents, indirect_mkey, ok_cqe, open, pattern, poll, qp_attr, region, sge, write,
+};
 use crate::case::{Case, Check, Env, Need, Verdict, check, check_eq, expect_errno, expect_ok};
 
 const NEEDS: &[Need] = &[Need::Mlx5Device, Need::DekObjects, Need::Devx];
@@ -26,6 +28,28 @@ pub(super) const CASES: &[Case] = &[
     Case { name: "crypto_dp.signature_order_rows", covers: &[61], needs: WITH_SIG, run: order_rows },
     Case { name: "crypto_dp.reset_sig_keeps_crypto", covers: &[81], needs: WITH_SIG, run: reset_sig },
 ];
+
+/// A loopback pair whose QPs have inline room for a signature and a crypto BSF after the
+/// translations (the UMR's BSFs must fit in `max_inline_data` + 4).
+pub(super) fn crypto_pair(b: &mut dyn Backend, env: &Env) -> Check<(Side, Side)> {
+    let cap = mlx5_dv::QpCap { max_inline_data: 256, ..CAP };
+    let (ctx, pd, cq) = open(b, env.dev()?)?;
+    let qa = expect_ok("create the client QP", b.create_qp(&qp_attr(pd, &cq, DvQpCreateFlags::empty(), cap)))?;
+    let cq2 = expect_ok("ibv_create_cq", b.create_cq(ctx, 64))?;
+    let qb = expect_ok("create the server QP", b.create_qp(&qp_attr(pd, &cq2, DvQpCreateFlags::empty(), cap)))?;
+    let (a, s) = (Side { ctx, pd, cq, qp: qa }, Side { ctx, pd, cq: cq2, qp: qb });
+    connect(b, &a.qp, s.ctx, &s.qp)?;
+    connect(b, &s.qp, a.ctx, &a.qp)?;
+    Ok((a, s))
+}
+
+/// Skip on a single-block-only device, whose crypto mkeys span one data unit at most.
+fn multi_block(env: &Env) -> Check {
+    if env.caps.device.crypto.crypto_engines & crypto_cap::ENGINE_AES_XTS_MULTI_BLOCK == 0 {
+        return Err(Verdict::skip("needs the multi-block engine (mkeys longer than one data unit)"));
+    }
+    Ok(())
+}
 
 const TWEAK: [u8; 16] = [1, 2, 3, 4, 5, 6, 7, 8, 0, 0, 0, 0, 0, 0, 0, 0];
 
@@ -104,7 +128,7 @@ fn single_block(b: &mut dyn Backend, env: &Env) -> Check {
     if e & crypto_cap::ENGINE_AES_XTS_MULTI_BLOCK != 0 || e & crypto_cap::ENGINE_AES_XTS_SINGLE_BLOCK == 0 {
         return Err(Verdict::skip("the device is not single-block only"));
     }
-    let (_, s) = pair(b, env, false, DvQpCreateFlags::empty())?;
+    let (_, s) = crypto_pair(b, env)?;
     let (dek, _) = any_dek(b, env, s.ctx, s.pd)?;
     let (_buf, mr) = region(b, s.pd, 1024, &[], A::LOCAL_WRITE)?;
     let mkey = indirect_mkey(b, s.pd, F::INDIRECT | F::CRYPTO, 4)?;
@@ -118,7 +142,7 @@ fn single_block(b: &mut dyn Backend, env: &Env) -> Check {
 }
 
 fn raw_orders(b: &mut dyn Backend, env: &Env) -> Check {
-    let (_, s) = pair(b, env, false, DvQpCreateFlags::empty())?;
+    let (_, s) = crypto_pair(b, env)?;
     let (dek, _) = any_dek(b, env, s.ctx, s.pd)?;
     let (_buf, mr) = region(b, s.pd, 512, &[], A::LOCAL_WRITE)?;
     let wire = t10_wire();
@@ -146,9 +170,10 @@ fn raw_orders(b: &mut dyn Backend, env: &Env) -> Check {
 }
 
 fn tweak_and_keytag(b: &mut dyn Backend, env: &Env) -> Check {
+    multi_block(env)?;
     let data = pattern(1024, 5);
     for good in [true, false] {
-        let (a, s) = pair(b, env, false, DvQpCreateFlags::empty())?;
+        let (a, s) = crypto_pair(b, env)?;
         let (dek, _) = any_dek(b, env, s.ctx, s.pd)?;
         let mut ca = attr(dek, true, crypto::SIGNATURE_AFTER_CRYPTO_ON_TX, sig::BLOCK_512);
         if !good {
@@ -177,9 +202,11 @@ fn job_sizes(b: &mut dyn Backend, env: &Env) -> Check {
         (sig::BLOCK_520, 520, 496, true),
         (sig::BLOCK_520, 520, 512, false),
     ] {
-        let (a, s) = pair(b, env, false, DvQpCreateFlags::empty())?;
+        let (a, s) = crypto_pair(b, env)?;
         let (dek, _) = any_dek(b, env, s.ctx, s.pd)?;
-        let (_m, mkey) = crypto_mkey(b, &s, &data, attr(dek, true, crypto::SIGNATURE_AFTER_CRYPTO_ON_TX, dus_sel), None)?;
+        // The mkey spans the transfer: within one data unit, as a single-block device needs.
+        let a_ = attr(dek, true, crypto::SIGNATURE_AFTER_CRYPTO_ON_TX, dus_sel);
+        let (_m, mkey) = crypto_mkey(b, &s, &data[..len], a_, None)?;
         let (status, got) = write_out(b, &s, &a, &mkey, len as u32, len)?;
         let what = format!("{len} bytes in {dus}-byte units");
         if ok {
@@ -207,9 +234,10 @@ fn guards_cover(wire: &[u8], what: &str) -> Check {
 
 fn order_rows(b: &mut dyn Backend, env: &Env) -> Check {
     use crypto::{SIGNATURE_AFTER_CRYPTO_ON_TX as AFTER, SIGNATURE_BEFORE_CRYPTO_ON_TX as BEFORE};
+    multi_block(env)?;
     let data = pattern(1024, 3);
     // Row A: no signature; memory plaintext, wire ciphertext.
-    let (a, s) = pair(b, env, false, DvQpCreateFlags::empty())?;
+    let (a, s) = crypto_pair(b, env)?;
     let (dek, _) = any_dek(b, env, s.ctx, s.pd)?;
     let (_m, mk) = crypto_mkey(b, &s, &data, attr(dek, true, AFTER, sig::BLOCK_512), None)?;
     let (st, wire) = write_out(b, &s, &a, &mk, 1024, 1024)?;
@@ -239,7 +267,7 @@ fn order_rows(b: &mut dyn Backend, env: &Env) -> Check {
 
 fn reset_sig(b: &mut dyn Backend, env: &Env) -> Check {
     let data = pattern(512, 7);
-    let (a, s) = pair(b, env, false, DvQpCreateFlags::empty())?;
+    let (a, s) = crypto_pair(b, env)?;
     let (dek, _) = any_dek(b, env, s.ctx, s.pd)?;
     let ca = attr(dek, true, crypto::SIGNATURE_AFTER_CRYPTO_ON_TX, sig::BLOCK_512);
     let (_m, mk) = crypto_mkey(b, &s, &data, ca, Some(t10_wire()))?;
