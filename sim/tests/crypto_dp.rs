@@ -173,13 +173,16 @@ const AES128: &[(&str, &str, u128, &str, &str)] = &[
     ),
 ];
 
+/// key1, key2, data unit number, plaintext, ciphertext (if whole).
+type Vector = (Vec<u8>, Vec<u8>, u128, Vec<u8>, Option<Vec<u8>>);
+
 /// Data written through a crypto mkey lands as the vector's ciphertext (memory encrypted,
 /// wire plaintext: RX encrypts), a READ through it decrypts back, and a WRITE from it as the
 /// local key with `encrypt_on_tx` puts the ciphertext on the wire.
 #[test]
 fn ieee_1619_vectors_pass_through_the_data_path() {
     let ramp: Vec<u8> = (0..512).map(|i| i as u8).collect();
-    let mut vectors: Vec<(Vec<u8>, Vec<u8>, u128, Vec<u8>, Option<Vec<u8>>)> =
+    let mut vectors: Vec<Vector> =
         AES128.iter().map(|(k1, k2, n, p, c)| (hex(k1), hex(k2), *n, hex(p), Some(hex(c)))).collect();
     vectors.push((hex(V10_KEY1), hex(V10_KEY2), 0xff, ramp, None));
     for profile in ["bf3", "cx6dx-single-block"] {
@@ -231,8 +234,13 @@ fn reference(k1: &[u8], k2: &[u8], dus: usize, tweak: u128, encrypt: bool, data:
     }
 }
 
-const UNITS: [(u32, usize); 5] =
-    [(sig::BLOCK_512, 512), (sig::BLOCK_520, 520), (sig::BLOCK_4048, 4048), (sig::BLOCK_4096, 4096), (sig::BLOCK_4160, 4160)];
+const UNITS: [(u32, usize); 5] = [
+    (sig::BLOCK_512, 512),
+    (sig::BLOCK_520, 520),
+    (sig::BLOCK_4048, 4048),
+    (sig::BLOCK_4096, 4096),
+    (sig::BLOCK_4160, 4160),
+];
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
@@ -276,7 +284,10 @@ proptest! {
 }
 
 fn t10(bs: u32) -> SigBlockDomain {
-    SigBlockDomain::t10dif(bs, SigT10dif { bg_type: sig::BG_CRC, bg: 0xffff, app_tag: 0x1234, ref_tag: 7, ..Default::default() })
+    SigBlockDomain::t10dif(
+        bs,
+        SigT10dif { bg_type: sig::BG_CRC, bg: 0xffff, app_tag: 0x1234, ref_tag: 7, ..Default::default() },
+    )
 }
 
 fn domain_of(i: u8) -> Option<SigBlockDomain> {

@@ -10,8 +10,8 @@ use mlx5_dv::prm::{self, opcode, status};
 use mlx5_dv::profile::{TEST_CREDENTIAL_ID, TEST_IMPORT_KEK_ID, test_credential, test_import_kek};
 use mlx5_dv::{
     AccessFlags, Backend, ContextHandle, CryptoAttr, CryptoLoginAttr, CryptoLoginAttrEx, CryptoLoginState, DekHandle,
-    DekInitAttr, DekState, FaultRule, MkeyConfFlags, MkeyInitFlags as F, PdHandle, SendFlags, WrOp,
-    crypto, crypto_cap, sig, wc_opcode,
+    DekInitAttr, DekState, FaultRule, MkeyConfFlags, MkeyInitFlags as F, PdHandle, SendFlags, WrOp, crypto, crypto_cap,
+    sig, wc_opcode,
 };
 
 use super::fixture::{indirect_mkey, ok_cqe, pattern, region, sge};

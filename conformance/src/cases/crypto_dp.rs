@@ -77,7 +77,13 @@ fn xts(dus: usize, encrypt: bool, data: &[u8]) -> Check<Vec<u8>> {
 }
 
 /// A configure of `mkey` with `setters` (access first), posted on the server.
-fn configure(b: &mut dyn Backend, s: &Side, mkey: Mkey, conf_flags: MkeyConfFlags, setters: Vec<WrOp>) -> mlx5_dv::Result<()> {
+fn configure(
+    b: &mut dyn Backend,
+    s: &Side,
+    mkey: Mkey,
+    conf_flags: MkeyConfFlags,
+    setters: Vec<WrOp>,
+) -> mlx5_dv::Result<()> {
     let conf = WrOp::MkeyConfigure {
         wr_id: 0xc1,
         flags: SendFlags::SIGNALED | SendFlags::INLINE,
@@ -100,7 +106,8 @@ fn crypto_mkey(
     let (buf, mr) = region(b, s.pd, fill.len(), fill, A::LOCAL_WRITE)?;
     let flags = if sig.is_some() { F::INDIRECT | F::CRYPTO | F::BLOCK_SIGNATURE } else { F::INDIRECT | F::CRYPTO };
     let mkey = indirect_mkey(b, s.pd, flags, 4)?;
-    let mut setters = vec![WrOp::SetMkeyAccessFlags(QP_ACCESS), WrOp::SetMkeyLayoutList(vec![sge(&mr, 0, fill.len() as u32)])];
+    let mut setters =
+        vec![WrOp::SetMkeyAccessFlags(QP_ACCESS), WrOp::SetMkeyLayoutList(vec![sge(&mr, 0, fill.len() as u32)])];
     setters.extend(sig.map(WrOp::SetMkeySigBlock));
     setters.push(WrOp::SetMkeyCrypto(a));
     expect_ok("configure a crypto mkey", configure(b, s, mkey, MkeyConfFlags::empty(), setters))?;
@@ -148,7 +155,8 @@ fn raw_orders(b: &mut dyn Backend, env: &Env) -> Check {
     let wire = t10_wire();
     let both = SigBlockAttr { mem: wire.wire, ..wire };
     use crypto::{SIGNATURE_AFTER_CRYPTO_ON_TX as AFTER, SIGNATURE_BEFORE_CRYPTO_ON_TX as BEFORE};
-    for (enc, order, raw) in [(true, AFTER, true), (true, BEFORE, false), (false, AFTER, false), (false, BEFORE, true)] {
+    for (enc, order, raw) in [(true, AFTER, true), (true, BEFORE, false), (false, AFTER, false), (false, BEFORE, true)]
+    {
         for (domains, sig) in [("both domains", both), ("the wire domain", wire)] {
             let mkey = indirect_mkey(b, s.pd, F::INDIRECT | F::CRYPTO | F::BLOCK_SIGNATURE, 4)?;
             let setters = vec![
@@ -223,7 +231,8 @@ fn job_sizes(b: &mut dyn Backend, env: &Env) -> Check {
 /// The T10-DIF guard of each 520-byte wire block equals the CRC of its 512 data bytes.
 fn guards_cover(wire: &[u8], what: &str) -> Check {
     let crcs = Crcs::new(&SignatureSection::default());
-    let d = t10_wire().wire.and_then(|d| Domain::from_attr(&d)).ok_or_else(|| Verdict::fail(what, "a domain", "none"))?;
+    let d =
+        t10_wire().wire.and_then(|d| Domain::from_attr(&d)).ok_or_else(|| Verdict::fail(what, "a domain", "none"))?;
     for (i, blk) in wire.chunks(520).enumerate() {
         let (data, pi) = blk.split_at(512.min(blk.len()));
         let want = (d.compute(&crcs, i as u64, data) >> 48) as u16;

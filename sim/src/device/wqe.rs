@@ -7,8 +7,8 @@
 //! [`Cqe::encode`] gives the bytes the provider parses at poll time.
 
 use mlx5_dv::prm::FieldError;
-use mlx5_dv::prm::crypto_bsf::{self, CryptoBsf};
 use mlx5_dv::prm::cqe::{self, Cqe64, ErrCqe, SigErrCqe};
+use mlx5_dv::prm::crypto_bsf::{self, CryptoBsf};
 use mlx5_dv::prm::wqe::bsf::{Bsf, bfs};
 use mlx5_dv::prm::wqe::compose::{Payload, SendWqe, Translation as WqeXlat, WqeBody};
 use mlx5_dv::prm::wqe::{DataSeg, INVALID_LKEY, SEND_WQE_DS, ctrl, opcode, umr_ctrl};

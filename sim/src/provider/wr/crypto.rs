@@ -83,7 +83,8 @@ impl Provider {
             return Err(EINVAL);
         }
         let sig_state = m.sig.as_ref().map(|s| s.state);
-        let rewrite = matches!(sig_state, Some(BsfState::Updated | BsfState::Reset)) || crypto.state == BsfState::Updated;
+        let rewrite =
+            matches!(sig_state, Some(BsfState::Updated | BsfState::Reset)) || crypto.state == BsfState::Updated;
         if !rewrite {
             return Ok(set_psv);
         }

@@ -299,12 +299,21 @@ mod tests {
             comp_mask: 0,
         };
         let crc = Domain { kind: Kind::Crc { crc_type: sig::CRC32C, seed_ones: true }, bs: 512 };
-        let with_sig = SigBsf { cfg: SigConfig { mem: None, wire: Some(crc), check_mask: 0xff, copy_mask: 0, sbs: false }, mem_psv: 0, wire_psv: 5 };
+        let with_sig = SigBsf {
+            cfg: SigConfig { mem: None, wire: Some(crc), check_mask: 0xff, copy_mask: 0, sbs: false },
+            mem_psv: 0,
+            wire_psv: 5,
+        };
         // A reset signature beside crypto: NONE in both domains.
-        let none = SigBsf { cfg: SigConfig { mem: None, wire: None, check_mask: 0, copy_mask: 0, sbs: false }, mem_psv: 0, wire_psv: 0 };
+        let none = SigBsf {
+            cfg: SigConfig { mem: None, wire: None, check_mask: 0, copy_mask: 0, sbs: false },
+            mem_psv: 0,
+            wire_psv: 0,
+        };
         for sig_bsf in [None, Some(with_sig), Some(none)] {
             let sig = sig_bsf.map(|s| (s.cfg.mem.is_some(), s.cfg.wire.is_some()));
-            let c = build(&attr, BsfContext { dek_id: 0x12_3456, multi_block: true, sig }).map_err(|e| format!("errno {e}"))?;
+            let c = build(&attr, BsfContext { dek_id: 0x12_3456, multi_block: true, sig })
+                .map_err(|e| format!("errno {e}"))?;
             let u = UmrWqe {
                 index: 0x46,
                 tag: 1,

@@ -182,7 +182,9 @@ impl Provider {
         let is_crypto = self.mkeys.get(open.mkey, Op::PostSend).is_ok_and(|m| m.crypto_ctx.is_some());
         if is_crypto {
             match self.crypto_finalize(&mut open, max_inline) {
-                Ok(true) => psvs = self.mkeys.get(open.mkey, Op::PostSend).map_or(Vec::new(), |m| psv_writes(m.sig.as_ref())),
+                Ok(true) => {
+                    psvs = self.mkeys.get(open.mkey, Op::PostSend).map_or(Vec::new(), |m| psv_writes(m.sig.as_ref()))
+                }
                 Ok(false) => {}
                 Err(e) => {
                     ch.err = e;
