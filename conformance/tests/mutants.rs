@@ -55,6 +55,8 @@ enum Mutation {
     DekOpaqueLost,
     CryptoSetterCompMaskIgnored,
     DekPurposeUnchecked,
+    CryptoKeytagIgnored,
+    CryptoDirectionFlipped,
 }
 
 /// A layer that makes the simulator deviate in one way.
@@ -87,6 +89,13 @@ fn mutate_op(m: Mutation, o: WrOp) -> WrOp {
         }
         (Mutation::CryptoSetterCompMaskIgnored, WrOp::SetMkeyCrypto(a)) => {
             WrOp::SetMkeyCrypto(CryptoAttr { comp_mask: 0, ..a })
+        }
+        // The device would not check the keytag: every mkey carries the DEK's own.
+        (Mutation::CryptoKeytagIgnored, WrOp::SetMkeyCrypto(a)) => {
+            WrOp::SetMkeyCrypto(CryptoAttr { keytag: *b"KEYTAG42", ..a })
+        }
+        (Mutation::CryptoDirectionFlipped, WrOp::SetMkeyCrypto(a)) => {
+            WrOp::SetMkeyCrypto(CryptoAttr { encrypt_on_tx: !a.encrypt_on_tx, ..a })
         }
         (_, o) => o,
     }
@@ -308,6 +317,8 @@ impl Layer for Mutant {
 #[case(Mutation::DekOpaqueLost, "cx7", "crypto.dek_wrapped_lifecycle")]
 #[case(Mutation::CryptoSetterCompMaskIgnored, "cx6dx", "crypto.setter_errors")]
 #[case(Mutation::DekPurposeUnchecked, "cx6dx", "crypto.dek_field_checks")]
+#[case(Mutation::CryptoKeytagIgnored, "bf3", "crypto_dp.tweak_and_keytag")]
+#[case(Mutation::CryptoDirectionFlipped, "cx7", "crypto_dp.signature_order_rows")]
 fn the_suite_catches_the_mutant(#[case] m: Mutation, #[case] profile: &str, #[case] catcher: &str) {
     let p = Profile::builtin(profile).unwrap();
     let target = Target::new(

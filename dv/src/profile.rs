@@ -50,6 +50,27 @@ pub struct CryptoSection {
     pub credentials: Vec<CryptoCredential>,
     /// The import KEKs (AES-128 or AES-256 keys), by id.
     pub import_keks: Vec<ImportKek>,
+    /// The error CQE of a crypto failure on the data path (a CRYPTO mkey without crypto
+    /// attributes, a DEK in ERROR, a keytag mismatch, a job size the AES-XTS rule refuses).
+    /// Not published by NVIDIA: the defaults are a guess, and hardware decides.
+    #[serde(default)]
+    pub error: CryptoErrorSection,
+}
+
+/// `[crypto.error]`: the syndrome and vendor syndrome of a crypto failure's error CQE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CryptoErrorSection {
+    /// `MLX5_CQE_SYNDROME_*`. Default: 0x04 LOCAL_PROT_ERR (unverified).
+    pub syndrome: u8,
+    /// `vendor_err_synd`. Default: 0x56, what LOCAL_PROT_ERR carries elsewhere (unverified).
+    pub vendor_err: u8,
+}
+
+impl Default for CryptoErrorSection {
+    fn default() -> Self {
+        CryptoErrorSection { syndrome: 0x04, vendor_err: 0x56 }
+    }
 }
 
 /// One stored credential.
@@ -82,6 +103,7 @@ impl Default for CryptoSection {
         CryptoSection {
             credentials: vec![CryptoCredential { id: TEST_CREDENTIAL_ID, credential: test_credential().to_vec() }],
             import_keks: vec![ImportKek { id: TEST_IMPORT_KEK_ID, key: test_import_kek().to_vec() }],
+            error: CryptoErrorSection::default(),
         }
     }
 }

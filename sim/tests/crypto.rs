@@ -251,10 +251,11 @@ fn the_crypto_bsf_follows_the_engines_and_the_dek() -> TestResult {
         assert_eq!(&bsf.keytag, b"KEYTAG01");
         // Kept by the next configure, which sets only the layout.
         let longer = WrOp::SetMkeyLayoutList(vec![Sge { addr: mr.addr, length: 1024, lkey: mr.lkey }]);
-        configure(&mut sim, &q, mkey, vec![longer])?;
         let single = profile == "cx6dx-single-block";
+        let posted = configure(&mut sim, &q, mkey, vec![longer]);
+        assert_eq!(errno(posted), single.then_some(EINVAL), "{profile}: 1024 bytes against a 512-byte unit");
         let now = inspect::crypto_bsf(&mut sim, &mkey);
-        assert_eq!(now.err(), single.then_some(EINVAL), "{profile}: 1024 bytes against a 512-byte unit");
+        assert_eq!(now.err(), single.then_some(EINVAL), "{profile}: the provider's view agrees");
     }
     Ok(())
 }
@@ -271,7 +272,8 @@ fn raw_orders_with_signatures_in_both_domains_are_refused() -> TestResult {
     for (order, ok) in [(crypto::SIGNATURE_AFTER_CRYPTO_ON_TX, false), (crypto::SIGNATURE_BEFORE_CRYPTO_ON_TX, true)] {
         let layout = WrOp::SetMkeyLayoutList(vec![Sge { addr: mr.addr, length: 512, lkey: mr.lkey }]);
         let setters = vec![WrOp::SetMkeySigBlock(both), WrOp::SetMkeyCrypto(attr(d, order)), layout];
-        configure(&mut sim, &q, mkey, setters)?;
+        let posted = configure(&mut sim, &q, mkey, setters);
+        assert_eq!(errno(posted), (!ok).then_some(EINVAL), "order {order}: EINVAL at wr_complete");
         let bsf = inspect::crypto_bsf(&mut sim, &mkey);
         assert_eq!(bsf.is_ok(), ok, "order {order}: {bsf:?}");
         if let Ok(Some(b)) = bsf {

@@ -10,11 +10,11 @@ use mlx5_dv::prm::{self, opcode, status};
 use mlx5_dv::profile::{TEST_CREDENTIAL_ID, TEST_IMPORT_KEK_ID, test_credential, test_import_kek};
 use mlx5_dv::{
     AccessFlags, Backend, ContextHandle, CryptoAttr, CryptoLoginAttr, CryptoLoginAttrEx, CryptoLoginState, DekHandle,
-    DekInitAttr, DekState, DvQpCreateFlags, FaultRule, MkeyConfFlags, MkeyInitFlags as F, PdHandle, SendFlags, WrOp,
-    crypto, crypto_cap, sig, wc_opcode,
+    DekInitAttr, DekState, FaultRule, MkeyConfFlags, MkeyInitFlags as F, PdHandle, SendFlags, WrOp, crypto, crypto_cap,
+    sig, wc_opcode,
 };
 
-use super::fixture::{indirect_mkey, ok_cqe, pair, pattern, region, sge};
+use super::fixture::{indirect_mkey, ok_cqe, pattern, region, sge};
 use super::{ctl, open_pd, with_opcode};
 use crate::case::{Case, Check, Env, Need, Verdict, check_eq, expect_errno, expect_ok};
 
@@ -118,7 +118,7 @@ fn test_login_ex() -> Check<CryptoLoginAttrEx> {
 }
 
 /// key1 | key2 (AES-256 halves) | keytag.
-fn plain_key() -> Vec<u8> {
+pub(super) fn plain_key() -> Vec<u8> {
     let mut k = pattern(64, 0x3c);
     k.extend_from_slice(b"KEYTAG42");
     k
@@ -147,7 +147,7 @@ fn wrapped_key() -> Check<Vec<u8>> {
 
 /// A DEK in whatever import mode the device has: plaintext, or wrapped under a login object
 /// (then the test secrets are needed). Returns the DEK and the login object, if any.
-fn any_dek(
+pub(super) fn any_dek(
     b: &mut dyn Backend,
     env: &Env,
     ctx: ContextHandle,
@@ -407,7 +407,7 @@ fn dek_state_from_device(b: &mut dyn Backend, env: &Env) -> Check {
 }
 
 fn setter_errors(b: &mut dyn Backend, env: &Env) -> Check {
-    let (_, s) = pair(b, env, false, DvQpCreateFlags::empty())?;
+    let (_, s) = super::crypto_dp::crypto_pair(b, env)?;
     let (dek, _) = any_dek(b, env, s.ctx, s.pd)?;
     let (_buf, mr) = region(b, s.pd, 4096, &[], AccessFlags::LOCAL_WRITE)?;
     let mkey = indirect_mkey(b, s.pd, F::INDIRECT | F::CRYPTO, 4)?;

@@ -7,6 +7,7 @@ use crate::case::{Case, Check, Env, Verdict, expect_ok};
 mod audit;
 mod context;
 mod crypto;
+mod crypto_dp;
 mod dmabuf;
 mod engine;
 mod fabric;
@@ -39,6 +40,7 @@ pub fn all() -> Vec<Case> {
         wqe::CASES,
         crypto::CASES,
         dmabuf::CASES,
+        crypto_dp::CASES,
     ]
     .concat()
 }

@@ -70,6 +70,8 @@ pub struct Device {
     scratch: Vec<Vec<u8>>,
     /// The port's largest message.
     max_msg_sz: u32,
+    /// The error CQE of a crypto failure: (syndrome, vendor syndrome).
+    crypto_err: (u8, u8),
 }
 
 impl Device {
@@ -83,6 +85,7 @@ impl Device {
             wqe_faults: Vec::new(),
             scratch: Vec::new(),
             max_msg_sz: profile.datapath.max_msg_sz,
+            crypto_err: (profile.crypto.error.syndrome, profile.crypto.error.vendor_err),
         })
     }
 

@@ -8,6 +8,7 @@
 
 use mlx5_dv::prm::FieldError;
 use mlx5_dv::prm::cqe::{self, Cqe64, ErrCqe, SigErrCqe};
+use mlx5_dv::prm::crypto_bsf::{self, CryptoBsf};
 use mlx5_dv::prm::wqe::bsf::{Bsf, bfs};
 use mlx5_dv::prm::wqe::compose::{Payload, SendWqe, Translation as WqeXlat, WqeBody};
 use mlx5_dv::prm::wqe::{DataSeg, INVALID_LKEY, SEND_WQE_DS, ctrl, opcode, umr_ctrl};
@@ -83,6 +84,8 @@ pub struct UmrWqe {
     /// The signature error count written (`expected_sigerr_count`), when the provider
     /// acknowledges an error.
     pub sig_err_count: Option<u8>,
+    /// A new crypto BSF, after the signature BSF when both are written.
+    pub crypto_bsf: Option<CryptoBsf>,
 }
 
 /// What a send WQE asks the device to do.
@@ -285,7 +288,7 @@ fn umr_of(c: &ctrl::CtrlSeg, body: &WqeBody) -> Option<WqeKind> {
     });
     let layout = (mask & m::LEN != 0).then(|| (k.len, translation_of(translation)));
     let bsf_on = mask & m::BSF_ENABLE != 0;
-    let sig_bsf = if bsf_on && k.bsf_en { Some(sig_of_bsf(&Bsf::decode(bsf).ok()?)?) } else { None };
+    let (sig_bsf, crypto_bsf) = if bsf_on && k.bsf_en { bsfs_of(bsf)? } else { (None, None) };
     let sig_err_count = (mask & m::SIG_ERR != 0).then_some(u8::from(k.expected_sigerr_count));
     Some(WqeKind::Umr(UmrWqe {
         index: c.imm >> 8,
@@ -295,7 +298,42 @@ fn umr_of(c: &ctrl::CtrlSeg, body: &WqeBody) -> Option<WqeKind> {
         bsf_disable: bsf_on && !k.bsf_en,
         sig_bsf,
         sig_err_count,
+        crypto_bsf,
     }))
+}
+
+/// The crypto configuration a crypto BSF describes; the multi-block engine reads the tweak
+/// big-endian. `None` for a data unit selector the device does not know.
+pub fn crypto_of_bsf(b: &CryptoBsf, multi_block: bool) -> Option<super::firmware::MkeyCrypto> {
+    let mut initial_tweak = b.xts_init_tweak;
+    if multi_block {
+        initial_tweak.reverse();
+    }
+    Some(super::firmware::MkeyCrypto {
+        enc_order: b.fields.enc_order,
+        dus: selector_bytes(b.fields.bs_pointer)?,
+        initial_tweak,
+        dek: b.fields.dek_pointer,
+        keytag: b.keytag,
+    })
+}
+
+/// The BSFs of a UMR: a signature BSF, a crypto BSF, or a signature BSF followed by a
+/// crypto BSF (`bsf_size` SIG_AND_CRYPTO); `None` for bytes the device would refuse.
+fn bsfs_of(bsf: &[u8]) -> Option<(Option<SigBsf>, Option<CryptoBsf>)> {
+    let is_crypto = |b: &[u8]| b.first().is_some_and(|b0| b0 & 0x3f == crypto_bsf::TYPE_CRYPTO);
+    match bsf.len() {
+        n if n == crypto_bsf::SIZE && is_crypto(bsf) => Some((None, Some(CryptoBsf::decode(bsf).ok()?))),
+        n if n == mlx5_dv::prm::wqe::bsf::SIZE => Some((Some(sig_of_bsf(&Bsf::decode(bsf).ok()?)?), None)),
+        n if n == mlx5_dv::prm::wqe::bsf::SIZE + crypto_bsf::SIZE => {
+            let (s, c) = bsf.split_at(mlx5_dv::prm::wqe::bsf::SIZE);
+            if !is_crypto(c) {
+                return None;
+            }
+            Some((Some(sig_of_bsf(&Bsf::decode(s).ok()?)?), Some(CryptoBsf::decode(c).ok()?)))
+        }
+        _ => None,
+    }
 }
 
 /// What a WQE's decoded bytes ask for; `None` for an opcode or layout the device refuses.

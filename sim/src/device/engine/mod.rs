@@ -15,6 +15,7 @@ use super::{Device, WqeFault};
 use crate::fabric::Fabric;
 use crate::host::{Dma, Host};
 
+mod cipher;
 mod completion;
 mod ops;
 mod pipeline;
@@ -80,6 +81,8 @@ enum Step {
     Blocked,
     /// Failed with this syndrome at the requester.
     Failed(u8),
+    /// Failed with this syndrome and vendor syndrome at the requester.
+    FailedWith(u8, u8),
     /// A signature error on a SIG_PIPELINING QP: the QP drained to SQD with this WQE unsent.
     Held,
 }
@@ -190,6 +193,7 @@ impl<'a> Engine<'a> {
                 }
             }
             Step::Failed(s) => self.fail_head(id, w, s, None),
+            Step::FailedWith(s, v) => self.fail_head(id, w, s, Some(v)),
         }
         for (peer, ev) in std::mem::take(&mut self.pending) {
             if let Some(d) = self.devs.get_mut(peer.dev) {

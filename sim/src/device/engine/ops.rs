@@ -11,7 +11,7 @@ use mlx5_dv::prm::{cqe, mkc};
 use mlx5_dv::{AccessFlags, QpState, Sge, event_type};
 
 use super::pipeline::{Endpoint, SigHit};
-use super::translate::{At, Need, field};
+use super::translate::{At, Fault, Need, field};
 use super::{Engine, Step, syndrome};
 use crate::device::Device;
 use crate::device::firmware::QpPath;
@@ -58,6 +58,15 @@ impl Engine<'_> {
 
     fn rq_empty(&self, peer: QpPath) -> bool {
         self.qp(peer).is_some_and(|p| p.rq_cc == p.rq_pc)
+    }
+
+    /// A requester's own translation fault: a crypto failure completes with the profile's
+    /// crypto error CQE, others with their syndrome.
+    fn local_fault(&self, dev: usize, f: Fault) -> Step {
+        match self.devs.get(dev) {
+            Some(d) if f.is_crypto() => Step::FailedWith(d.crypto_err.0, d.crypto_err.1),
+            _ => Step::Failed(f.syndrome),
+        }
     }
 
     fn max_msg(&self, dev: usize) -> u64 {
@@ -156,7 +165,7 @@ impl Engine<'_> {
         }
         let payload = match self.local_endpoint(at, sge, Need::LocalRead, None) {
             Ok(p) => p,
-            Err(f) => return Step::Failed(f.syndrome),
+            Err(f) => return self.local_fault(at.dev, f),
         };
         let Some(peer) = self.peer(qp) else { return Step::Failed(syndrome::TRANSPORT_RETRY) };
         if needs_recv && self.rq_empty(peer) {
@@ -190,7 +199,7 @@ impl Engine<'_> {
         }
         let local = match self.local_endpoint(at, sge, Need::LocalWrite, None) {
             Ok(l) => l,
-            Err(f) => return Step::Failed(f.syndrome),
+            Err(f) => return self.local_fault(at.dev, f),
         };
         let Some(peer) = self.peer(qp) else { return Step::Failed(syndrome::TRANSPORT_RETRY) };
         let source = match self.transmit(peer, Request::Read { rkey, raddr, len: want }) {
@@ -375,6 +384,7 @@ impl Engine<'_> {
 
     /// Apply a UMR WQE to its mkey: valid, new tag, then the masked fields.
     fn exec_umr(&mut self, qp: QpPath, w: &Wqe, u: &UmrWqe) -> Step {
+        let multi_block = self.dev(qp.dev).is_some_and(|d| d.fw.crypto_multi_block());
         let Some(m) = self.dev(qp.dev).and_then(|d| d.fw.mkey_mut(u.index)) else {
             return Step::Failed(syndrome::LOCAL_PROT);
         };
@@ -398,6 +408,13 @@ impl Engine<'_> {
         if u.bsf_disable {
             let _ = mkc::BSF_EN.set(&mut m.mkc, 0);
             m.sig = None;
+        }
+        if let Some(c) = &u.crypto_bsf {
+            let Some(cfg) = crate::device::wqe::crypto_of_bsf(c, multi_block) else {
+                return Step::Failed(syndrome::LOCAL_QP_OP);
+            };
+            let _ = mkc::BSF_EN.set(&mut m.mkc, 1);
+            m.crypto = Some(cfg);
         }
         if let Some(bsf) = u.sig_bsf {
             let _ = mkc::BSF_EN.set(&mut m.mkc, 1);

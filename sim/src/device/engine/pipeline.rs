@@ -1,5 +1,6 @@
-//! The per-mkey data pipeline: memory signature → crypto (an empty slot for now) → wire
-//! signature, run block by block as bytes cross the mkey. A plain mkey is a pipeline with no
+//! The per-mkey data pipeline: memory signature, crypto and wire signature, in the order
+//! the crypto BSF's `enc_order` says, run block by block as bytes cross the mkey (a crypto
+//! mkey's transfer as a whole, see [`super::cipher`]). A plain mkey is a pipeline with no
 //! stages. An [`Endpoint`] is one side of a message: the pipelines and translated memory of
 //! its keys in wire order; [`Engine::stream`] moves a message's wire bytes from one endpoint
 //! to another.
@@ -7,6 +8,7 @@
 use mlx5_dv::Sge;
 
 use super::Engine;
+use super::cipher::CryptoStage;
 use super::translate::{At, Fault, Need, Why, Xlat};
 use crate::host::{Dma, RangeCursor};
 use crate::signature::{Direction, SigConfig, TransferError};
@@ -33,17 +35,13 @@ pub(super) struct Stage {
     first: u64,
 }
 
-/// A crypto stage; none can exist until crypto attributes are simulated.
-#[derive(Debug, Clone, Copy)]
-pub(super) enum Crypto {}
-
 /// One key's share of a message: its stages (none for a plain key), its translated memory
 /// and the wire bytes it stands for.
 #[derive(Debug, Clone)]
 pub(super) struct Part {
     pub(super) stage: Option<Stage>,
-    /// Crypto stage slot: always empty until crypto attributes are simulated.
-    pub(super) crypto: Option<Crypto>,
+    /// The crypto stage of a configured CRYPTO mkey.
+    pub(super) crypto: Option<CryptoStage>,
     pub(super) mem: Xlat,
     pub(super) wire: u64,
 }
@@ -69,8 +67,9 @@ impl Endpoint {
     }
 
     fn push(&mut self, p: Part) -> Result<(), Why> {
-        if let (None, Some(last)) = (p.stage, self.parts.last_mut())
+        if let (None, None, Some(last)) = (p.stage, &p.crypto, self.parts.last_mut())
             && last.stage.is_none()
+            && last.crypto.is_none()
         {
             last.wire = last.wire.checked_add(p.wire).ok_or(Why::Bounds)?;
             return append_xlat(&mut last.mem, p.mem);
@@ -170,7 +169,8 @@ impl<'x> Cursor<'x> {
 impl Engine<'_> {
     /// The signature BSF of the mkey `key` names on device `dev`.
     fn sig_of(&self, dev: usize, key: u32) -> Option<SigConfig> {
-        self.devs.get(dev)?.fw.mkey(key >> 8)?.sig.map(|b| b.cfg)
+        // A BSF of NONE in both domains (a reset signature beside a crypto BSF) is no stage.
+        self.devs.get(dev)?.fw.mkey(key >> 8)?.sig.map(|b| b.cfg).filter(|c| c.mem.is_some() || c.wire.is_some())
     }
 
     /// True if the mkey `key` names has pipeline stages.
@@ -183,7 +183,9 @@ impl Engine<'_> {
     fn part(&self, at: At, key: u32, addr: u64, len: u64, need: Need, local: bool) -> Result<Part, Fault> {
         let fault = |why| Fault::of(need, why);
         let Some(cfg) = self.sig_of(at.dev, key) else {
-            return Ok(Part { stage: None, crypto: None, mem: self.resolve(at, key, addr, len, need)?, wire: len });
+            let mem = self.resolve(at, key, addr, len, need)?;
+            let crypto = self.crypto_stage(at.dev, key, len, len).map_err(fault)?;
+            return Ok(Part { stage: None, crypto, mem, wire: len });
         };
         let bs = block_size(&cfg).map_err(fault)?;
         let (mem_stride, wire_stride) = strides(&cfg, bs);
@@ -196,7 +198,8 @@ impl Engine<'_> {
         let (mem_at, mem_len) = span(mem_stride)?;
         let (_, wire) = span(wire_stride)?;
         let mem = self.resolve(at, key, mem_at, mem_len, need)?;
-        Ok(Part { stage: Some(Stage { cfg, index: key >> 8, first }), crypto: None, mem, wire })
+        let crypto = self.crypto_stage(at.dev, key, mem_len, wire).map_err(fault)?;
+        Ok(Part { stage: Some(Stage { cfg, index: key >> 8, first }), crypto, mem, wire })
     }
 
     /// The endpoint of local SGEs; `limit` clips it to that many wire bytes (a receive
@@ -314,9 +317,15 @@ impl Engine<'_> {
         if corrupt.is_none()
             && let ([s], [d]) = (&src.parts[..], &dst.parts[..])
         {
+            let plain = s.crypto.is_none() && d.crypto.is_none();
             match (s.stage, d.stage) {
-                (None, None) => return self.copy(&s.mem, &d.mem).map(|()| (None, None)).map_err(at_src),
-                (Some(st), None) | (None, Some(st)) if s.mem.flat().is_some() && d.mem.flat().is_some() => {
+                (None, None) if plain => return self.copy(&s.mem, &d.mem).map(|()| (None, None)).map_err(at_src),
+                (None, None) => {
+                    if let Some(r) = self.cipher_flat(s, d) {
+                        return r.map(|()| (None, None));
+                    }
+                }
+                (Some(st), None) | (None, Some(st)) if plain && s.mem.flat().is_some() && d.mem.flat().is_some() => {
                     let tx = s.stage.is_some();
                     let (dir, dev) = if tx { (Direction::Tx, src.dev) } else { (Direction::Rx, dst.dev) };
                     let r = self.stream_blocks(dev, &st, dir, &s.mem.ranges, &d.mem.ranges);
@@ -398,8 +407,8 @@ impl Engine<'_> {
         out: &mut Vec<u8>,
         hit: &mut Option<SigHit>,
     ) -> Result<u64, Why> {
-        if let Some(c) = p.crypto {
-            match c {}
+        if let Some(c) = &p.crypto {
+            return self.produce_crypto(dev, p, c, cur, made, out, hit);
         }
         let limit = max.min(CHUNK as u64);
         let Some(st) = p.stage else {
@@ -429,6 +438,65 @@ impl Engine<'_> {
             b += 1;
         }
         Ok((out.len() - before) as u64)
+    }
+
+    /// A whole crypto part at once: read its memory bytes, then crypto and signature in the
+    /// order its `enc_order` says, towards the wire.
+    #[allow(clippy::too_many_arguments)]
+    fn produce_crypto(
+        &self,
+        dev: usize,
+        p: &Part,
+        c: &CryptoStage,
+        cur: &mut Cursor<'_>,
+        made: u64,
+        out: &mut Vec<u8>,
+        hit: &mut Option<SigHit>,
+    ) -> Result<u64, Why> {
+        if made > 0 {
+            return Ok(0);
+        }
+        let n = usize::try_from(p.mem.len().ok_or(Why::Bounds)?).map_err(|_| Why::Bounds)?;
+        let mut buf = vec![0u8; n];
+        fill(self.host, cur, &mut buf)?;
+        let before = out.len();
+        match &p.stage {
+            None => {
+                c.apply(true, &mut buf)?;
+                out.extend_from_slice(&buf);
+            }
+            Some(st) => {
+                let crcs = self.devs.get(dev).ok_or(Why::Key)?.crcs;
+                if c.cfg.memory_side() {
+                    c.apply(true, &mut buf)?;
+                }
+                sig_run(&crcs, dev, st, Direction::Tx, &buf, out, hit)?;
+                if !c.cfg.memory_side() {
+                    c.apply(true, out.get_mut(before..).ok_or(Why::Bounds)?)?;
+                }
+            }
+        }
+        Ok((out.len() - before) as u64)
+    }
+
+    /// A single flat crypto part on each side without signatures: copy once and run the
+    /// ciphers in place. `None` when the two ranges share a host region.
+    fn cipher_flat(&mut self, s: &Part, d: &Part) -> Option<Result<(), Failed>> {
+        let (([sr], [dr]), true) = ((s.mem.flat()?, d.mem.flat()?), s.wire == d.wire) else { return None };
+        let (sc, dc) = (s.crypto.as_ref(), d.crypto.as_ref());
+        self.host.with_two(*sr, *dr, |from, to| {
+            if from.len() != to.len() {
+                return Err(Failed { why: Why::Bounds, at_dst: false });
+            }
+            to.copy_from_slice(from);
+            if let Some(c) = sc {
+                c.apply(true, to).map_err(|why| Failed { why, at_dst: false })?;
+            }
+            if let Some(c) = dc {
+                c.apply(false, to).map_err(|why| Failed { why, at_dst: true })?;
+            }
+            Ok(())
+        })
     }
 
     /// The general form of [`Engine::stream`]: the source's pipelines make the message's
@@ -521,6 +589,35 @@ impl Engine<'_> {
     }
 }
 
+/// Run whole input blocks of `input` through a signature stage into `out`, noting the first
+/// signature error (CQE domain: memory on TX, wire on RX).
+fn sig_run(
+    crcs: &crate::signature::Crcs,
+    dev: usize,
+    st: &Stage,
+    dir: Direction,
+    input: &[u8],
+    out: &mut Vec<u8>,
+    hit: &mut Option<SigHit>,
+) -> Result<(), Why> {
+    let bs = block_size(&st.cfg)?;
+    let (ms, ws) = strides(&st.cfg, bs);
+    let in_stride = usize::try_from(if dir == Direction::Tx { ms } else { ws }).map_err(|_| Why::Layout)?;
+    if in_stride == 0 || !input.len().is_multiple_of(in_stride) {
+        return Err(Why::Layout);
+    }
+    for (b, block) in input.chunks_exact(in_stride).enumerate() {
+        let b = b as u64;
+        if let Some(e) = st.cfg.transform_block(crcs, dir, st.first + b, block, out)
+            && hit.is_none()
+        {
+            let err = TransferError { block: e, offset: b * in_stride as u64 };
+            *hit = Some(SigHit { dev, index: st.index, err, domain: dir_domain(dir) });
+        }
+    }
+    Ok(())
+}
+
 fn dir_domain(dir: Direction) -> u8 {
     match dir {
         Direction::Tx => 1,
@@ -598,6 +695,14 @@ impl<'e> Sink<'e> {
             let (mine, rest) = bytes.split_at(k);
             bytes = rest;
             self.taken += k as u64;
+            if let Some(c) = &p.crypto {
+                // A crypto part is deciphered whole, once all its wire bytes are in.
+                self.pending.extend_from_slice(mine);
+                if self.taken == p.wire {
+                    self.place_crypto(host, c, p.stage.as_ref())?;
+                }
+                continue;
+            }
             let cur = self.cur.as_mut().ok_or(Why::Bounds)?;
             let Some(st) = p.stage else {
                 write_at(host, cur, mine)?;
@@ -627,6 +732,33 @@ impl<'e> Sink<'e> {
                 self.pending.clear();
             }
         }
+        Ok(())
+    }
+
+    /// The wire bytes of a crypto part, all in `pending`: crypto and signature in the order
+    /// its `enc_order` says, towards memory.
+    fn place_crypto(&mut self, host: &mut crate::host::Host, c: &CryptoStage, st: Option<&Stage>) -> Result<(), Why> {
+        let mut data = std::mem::take(&mut self.pending);
+        let placed = match st {
+            None => {
+                c.apply(false, &mut data)?;
+                &data
+            }
+            Some(st) => {
+                if !c.cfg.memory_side() {
+                    c.apply(false, &mut data)?;
+                }
+                self.out.clear();
+                sig_run(&self.crcs, self.ep.dev, st, Direction::Rx, &data, &mut self.out, &mut self.hit)?;
+                if c.cfg.memory_side() {
+                    c.apply(false, &mut self.out)?;
+                }
+                &self.out
+            }
+        };
+        write_at(host, self.cur.as_mut().ok_or(Why::Bounds)?, placed)?;
+        data.clear();
+        self.pending = data;
         Ok(())
     }
 

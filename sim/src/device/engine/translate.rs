@@ -55,6 +55,9 @@ pub(super) enum Why {
     Layout,
     /// Memory behind the key is not mapped.
     Unmapped,
+    /// A crypto failure: no crypto attributes, a DEK in ERROR or gone, a keytag mismatch,
+    /// or a job size AES-XTS refuses.
+    Crypto,
 }
 
 /// A failed translation or transfer: why, and the syndrome the side that met it reports.
@@ -68,6 +71,12 @@ impl Fault {
     /// A fault met by an access with `need`.
     pub(super) fn of(need: Need, why: Why) -> Self {
         Fault { why, syndrome: need.syndrome() }
+    }
+
+    /// A crypto fault is the requester's own error CQE (the profile's syndrome); others keep
+    /// their syndrome and the profile's vendor syndrome for it.
+    pub(super) fn is_crypto(&self) -> bool {
+        self.why == Why::Crypto
     }
 }
 
@@ -191,10 +200,10 @@ impl Engine<'_> {
         {
             return Err(Why::Key);
         }
-        // crypto_en with no crypto BSF ever written: the device fails the access. (Crypto
-        // attributes cannot be set yet, so every crypto mkey is in that state.)
-        if field(m, mkc::CRYPTO_EN) != 0 {
-            return Err(Why::Rights);
+        // crypto_en with no crypto BSF ever written fails the access; a crypto mkey behind
+        // an indirect one (a cipher inside another mkey's layout) is not simulated.
+        if field(m, mkc::CRYPTO_EN) != 0 && (m.crypto.is_none() || depth > 0) {
+            return Err(Why::Crypto);
         }
         let allowed = match need {
             Some(Need::LocalRead) | None => true,

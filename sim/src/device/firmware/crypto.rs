@@ -67,6 +67,7 @@ pub(super) struct FwCrypto {
     general_obj_types: u64,
     crypto: bool,
     engine: bool,
+    multi_block: bool,
     wrapped: bool,
     max_deks: u64,
     credentials: BTreeMap<u32, Vec<u8>>,
@@ -87,6 +88,7 @@ impl FwCrypto {
                 .fold(0u64, |m, t| m | 1u64.checked_shl(u32::from(t.number())).unwrap_or(0)),
             crypto: h.crypto,
             engine: h.aes_xts_single_block_le_tweak || h.aes_xts_multi_block_be_tweak,
+            multi_block: h.aes_xts_multi_block_be_tweak,
             wrapped: h.crypto && profile.crypto_cap.wrapped_crypto_operational,
             max_deks: 1u64 << profile.crypto_cap.log_max_num_deks.min(31),
             credentials: profile.crypto.credentials.iter().map(|c| (c.id, c.credential.clone())).collect(),
@@ -329,6 +331,11 @@ impl Firmware {
         let deks = c.deks.iter().filter(|(_, d)| d.uid == uid).map(|(i, _)| (obj_type::DEK, *i));
         let logins = c.logins.iter().filter(|(_, l)| l.uid == uid).map(|(i, _)| (obj_type::CRYPTO_LOGIN, *i));
         deks.chain(logins).collect()
+    }
+
+    /// The device has the multi-block engine, which reads the BSF's tweak big-endian.
+    pub fn crypto_multi_block(&self) -> bool {
+        self.crypto.multi_block
     }
 
     /// Number of live logins and DEKs.

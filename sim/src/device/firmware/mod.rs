@@ -18,7 +18,7 @@ mod objects;
 pub use crypto::{FwDek, crypto_syndrome};
 pub(in crate::device) use objects::FwPsv;
 use objects::Numbers;
-pub use objects::{CqCreate, FwMkey, Klm, QpCreate, QpPath, RepeatEntry, Translation};
+pub use objects::{CqCreate, FwMkey, Klm, MkeyCrypto, QpCreate, QpPath, RepeatEntry, Translation};
 pub(crate) use objects::{FwCq, FwQp};
 
 /// Syndromes this firmware reports for its own rejections.
@@ -299,7 +299,7 @@ impl Firmware {
         };
         let pages = mtt_pages(input, &xlat)?;
         let index = self.mkey_numbers.take().ok_or(Reject(status::LIM_ERR, syndrome::OUT_OF_OBJECTS))?;
-        self.mkeys.insert(index, FwMkey { mkc, uid, xlat, sig: None, pages });
+        self.mkeys.insert(index, FwMkey { mkc, uid, xlat, sig: None, pages, crypto: None });
         cm::OUT_MKEY_INDEX.set(out, u64::from(index))?;
         Ok(())
     }

@@ -96,6 +96,38 @@ pub struct FwMkey {
     /// `2^log_page_size` bytes, from the page holding `start_addr`. Without one (the kernel's
     /// own MRs), addresses are host addresses.
     pub pages: Option<Vec<u64>>,
+    /// The crypto configuration, once a UMR wrote a crypto BSF.
+    pub crypto: Option<MkeyCrypto>,
+}
+
+/// An mkey's crypto configuration, as its crypto BSF gave it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MkeyCrypto {
+    /// `enc_order` (`MLX5_ENCRYPTION_ORDER_*`).
+    pub enc_order: u8,
+    /// Data unit bytes.
+    pub dus: usize,
+    /// The initial tweak, little-endian (as the user gave it).
+    pub initial_tweak: [u8; 16],
+    /// The DEK object id.
+    pub dek: u32,
+    /// The keytag.
+    pub keytag: [u8; 8],
+}
+
+impl MkeyCrypto {
+    /// Memory holds plaintext and the wire ciphertext (TX encrypts).
+    pub fn encrypt_on_tx(&self) -> bool {
+        use mlx5_dv::prm::crypto_bsf::enc_order as o;
+        matches!(self.enc_order, o::ENCRYPTED_WIRE_SIGNATURE | o::ENCRYPTED_RAW_WIRE)
+    }
+
+    /// The cipher sits next to memory (TX: crypto, then signature); otherwise next to the
+    /// wire (TX: signature, then crypto).
+    pub fn memory_side(&self) -> bool {
+        use mlx5_dv::prm::crypto_bsf::enc_order as o;
+        matches!(self.enc_order, o::ENCRYPTED_MEMORY_SIGNATURE | o::ENCRYPTED_RAW_WIRE)
+    }
 }
 
 /// A PSV as the firmware holds it.

@@ -1,12 +1,16 @@
 //! `mlx5dv_wr_set_mkey_crypto`: the setter's checks in the provider's order, each EINVAL,
 //! and the attributes it leaves on the mkey for the UMR's crypto BSF.
 
-use mlx5_dv::errno::EINVAL;
+use mlx5_dv::errno::{EINVAL, ENOMEM};
 use mlx5_dv::prm::crypto_bsf::{self, BsfContext, CryptoBsf};
 use mlx5_dv::{CryptoAttr, MkeyHandle, Op, crypto, crypto_cap, sig};
 
+use super::super::qp::{INL_SEG, align};
 use super::super::{BsfState, Provider, SigDomainType};
-use super::Chain;
+use super::sig::sig_config;
+use super::{Chain, OpenConfigure};
+use crate::device::wqe::SigBsf;
+use crate::signature::SigConfig;
 
 impl Provider {
     /// `mlx5_send_wr_set_mkey_crypto`: an earlier error stands; then no open configure, a mkey
@@ -51,6 +55,66 @@ impl Provider {
 }
 
 impl Provider {
+    /// `crypto_umr_wqe_finalize` for a CRYPTO mkey: the signature error count, the
+    /// single-block rule, then, when the signature attributes were set or reset or the
+    /// crypto attributes set in this WR, the BSFs (a signature BSF first if the mkey has a
+    /// signature context, NONE in both domains after a reset; the crypto BSF when crypto
+    /// attributes stand) with the ENOMEM and 4 GiB checks. The BSF is never disabled. Returns
+    /// whether the signature PSVs are to be set.
+    pub(super) fn crypto_finalize(&mut self, open: &mut OpenConfigure, max_inline: i64) -> Result<bool, i32> {
+        let m = self.mkeys.get(open.mkey, Op::PostSend).map_err(|_| EINVAL)?;
+        let engines = self.contexts.get(m.ctx, Op::PostSend).map_or(0, |c| c.caps.crypto.crypto_engines);
+        let crypto = m.crypto_ctx.unwrap_or_default();
+        let dek_id = crypto.attr.and_then(|a| a.dek).and_then(|d| self.crypto.dek_obj_id(d));
+        let m = self.mkeys.get_mut(open.mkey, Op::PostSend).map_err(|_| EINVAL)?;
+        let length = m.length;
+        let mut set_psv = false;
+        if let Some(s) = &mut m.sig
+            && s.err_count_updated
+        {
+            // upd_mkc_sig_err_cnt, as for a signature-only mkey.
+            s.err_count_updated = false;
+            open.umr.sig_err_count = Some((s.err_count & 1) as u8);
+            set_psv = s.state == BsfState::Set;
+        }
+        let crypto_on = matches!(crypto.state, BsfState::Updated | BsfState::Set);
+        let dus = crypto.attr.map_or(u32::MAX, |a| a.data_unit_size);
+        if crypto_on && !single_block_length_ok(engines, dus, length) {
+            return Err(EINVAL);
+        }
+        let sig_state = m.sig.as_ref().map(|s| s.state);
+        let rewrite =
+            matches!(sig_state, Some(BsfState::Updated | BsfState::Reset)) || crypto.state == BsfState::Updated;
+        if !rewrite {
+            return Ok(set_psv);
+        }
+        let bsf_bytes = 64 * (i64::from(m.sig.is_some()) + i64::from(crypto_on));
+        set_psv |= sig_state == Some(BsfState::Updated);
+        if i64::from(align(open.xlat_bytes, 64)) + bsf_bytes > max_inline + INL_SEG {
+            return Err(ENOMEM);
+        }
+        if length > u64::from(u32::MAX) {
+            return Err(EINVAL);
+        }
+        if let Some(s) = &m.sig {
+            let cfg = match s.attr.as_ref().map(sig_config) {
+                Some(r) => r?,
+                None => SigConfig { mem: None, wire: None, check_mask: 0, copy_mask: 0, sbs: false },
+            };
+            let psv = |on: bool, p: Option<u32>| if on { p.unwrap_or(0) } else { 0 };
+            let (mem_psv, wire_psv) = (psv(cfg.mem.is_some(), s.mem_psv), psv(cfg.wire.is_some(), s.wire_psv));
+            open.umr.sig_bsf = Some(SigBsf { cfg, mem_psv, wire_psv });
+        }
+        if crypto_on {
+            let attr = crypto.attr.ok_or(EINVAL)?;
+            let sig = m.sig.as_ref().map(|s| (s.mem != SigDomainType::None, s.wire != SigDomainType::None));
+            let multi_block = engines & crypto_cap::ENGINE_AES_XTS_MULTI_BLOCK != 0;
+            let cx = BsfContext { dek_id: dek_id.ok_or(EINVAL)?, multi_block, sig };
+            open.umr.crypto_bsf = Some(crypto_bsf::build(&attr, cx)?);
+        }
+        Ok(set_psv)
+    }
+
     /// What `crypto_umr_wqe_finalize` needs of a CRYPTO mkey: `Ok(None)` when no crypto BSF
     /// is written (no attributes), the BSF when attributes were set in this WR or kept, and
     /// EINVAL for a single-block device's mkey longer than one data unit, an order the device

@@ -115,10 +115,21 @@ fn umr_body(u: &UmrWqe) -> Result<WqeBody, FieldError> {
         umr.mkey_mask |= m::BSF_ENABLE;
     }
     if let Some(s) = &u.sig_bsf {
+        let mut b = sig_bsf(s);
+        // mlx5_umr_fill_sig_bsf(..., have_crypto_bsf): the signature BSF announces both.
+        if u.crypto_bsf.is_some() {
+            b.basic.bsf_size = bsf_size::SIG_AND_CRYPTO;
+        }
+        bsf_bytes = b.to_bytes()?.to_vec();
+    }
+    if let Some(c) = &u.crypto_bsf {
+        bsf_bytes.extend_from_slice(&c.to_bytes()?);
+    }
+    if !bsf_bytes.is_empty() {
+        // umr_enable_bsf: the BSFs' size in octowords, and the BSF enabled.
         umr.mkey_mask |= m::BSF_ENABLE;
         mkc.bsf_en = true;
-        umr.bsf_octowords = (bsf::SIZE / 16) as u16;
-        bsf_bytes = sig_bsf(s).to_bytes()?.to_vec();
+        umr.bsf_octowords = (bsf_bytes.len() / 16) as u16;
     }
     Ok(WqeBody::Umr { umr, mkc, translation, bsf: bsf_bytes })
 }
@@ -255,6 +266,7 @@ mod tests {
                     wire_psv: if wire.is_some() { 0x11 } else { 0 },
                 }),
                 sig_err_count: None,
+                crypto_bsf: None,
             }))?;
         }
         let repeat = Translation::Repeat {
@@ -269,7 +281,60 @@ mod tests {
             bsf_disable: true,
             sig_bsf: None,
             sig_err_count: Some(1),
+            crypto_bsf: None,
         }))
+    }
+
+    #[test]
+    fn crypto_bsfs_read_back_alone_and_after_a_signature_bsf() -> Result<(), Box<dyn std::error::Error>> {
+        use mlx5_dv::prm::crypto_bsf::{BsfContext, build};
+        let attr = mlx5_dv::CryptoAttr {
+            crypto_standard: mlx5_dv::crypto::STANDARD_AES_XTS,
+            encrypt_on_tx: true,
+            signature_crypto_order: mlx5_dv::crypto::SIGNATURE_BEFORE_CRYPTO_ON_TX,
+            data_unit_size: sig::BLOCK_520,
+            initial_tweak: [7; 16],
+            dek: None,
+            keytag: *b"tag12345",
+            comp_mask: 0,
+        };
+        let crc = Domain { kind: Kind::Crc { crc_type: sig::CRC32C, seed_ones: true }, bs: 512 };
+        let with_sig = SigBsf {
+            cfg: SigConfig { mem: None, wire: Some(crc), check_mask: 0xff, copy_mask: 0, sbs: false },
+            mem_psv: 0,
+            wire_psv: 5,
+        };
+        // A reset signature beside crypto: NONE in both domains.
+        let none = SigBsf {
+            cfg: SigConfig { mem: None, wire: None, check_mask: 0, copy_mask: 0, sbs: false },
+            mem_psv: 0,
+            wire_psv: 0,
+        };
+        for sig_bsf in [None, Some(with_sig), Some(none)] {
+            let sig = sig_bsf.map(|s| (s.cfg.mem.is_some(), s.cfg.wire.is_some()));
+            let c = build(&attr, BsfContext { dek_id: 0x12_3456, multi_block: true, sig })
+                .map_err(|e| format!("errno {e}"))?;
+            let u = UmrWqe {
+                index: 0x46,
+                tag: 1,
+                access: None,
+                layout: Some((520, Translation::Klm(vec![Klm { byte_count: 520, key: 0x300, addr: 0x1000 }]))),
+                bsf_disable: false,
+                sig_bsf,
+                sig_err_count: None,
+                crypto_bsf: Some(c),
+            };
+            let bytes = encode(&WqeKind::Umr(u.clone()), ctrl_fields())?;
+            let octowords = u16::from_be_bytes([bytes[16 + 6], bytes[16 + 7]]);
+            assert_eq!(octowords, if sig_bsf.is_some() { 8 } else { 4 }, "bsf_octowords");
+            if sig_bsf.is_some() {
+                let bsf_at = bytes.len() - 128;
+                assert_eq!(bytes[bsf_at] >> 6, bsf_size::SIG_AND_CRYPTO, "the signature BSF announces both");
+                assert_eq!(bytes[bsf_at + 64], 3 << 6 | 1);
+            }
+            round_trip(WqeKind::Umr(u))?;
+        }
+        Ok(())
     }
 
     #[test]
@@ -282,6 +347,7 @@ mod tests {
             bsf_disable: false,
             sig_bsf: None,
             sig_err_count: None,
+            crypto_bsf: None,
         };
         let bytes = encode(&WqeKind::Umr(u), ctrl_fields())?;
         // ctrl 16 + umr ctrl 48 + mkc 64 + 3 KLMs padded to 64.

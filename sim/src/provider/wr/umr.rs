@@ -4,7 +4,7 @@ use mlx5_dv::errno::{EINVAL, ENOMEM, EOPNOTSUPP};
 use mlx5_dv::{Mkey, MrInterleaved, Op, QpHandle, SendFlags, Sge};
 
 use super::super::qp::{INL_SEG, align};
-use super::super::{BsfState, Provider, UMR_ACCESS};
+use super::super::{BsfState, Provider, SigCtx, UMR_ACCESS};
 use super::sig::{sig_config, transient_signature};
 use super::{Chain, OpenConfigure};
 use crate::device::firmware::{Klm, RepeatEntry, Translation};
@@ -64,6 +64,7 @@ impl Provider {
             bsf_disable: false,
             sig_bsf: None,
             sig_err_count: None,
+            crypto_bsf: None,
         };
         ch.open = Some(OpenConfigure {
             qp,
@@ -178,7 +179,19 @@ impl Provider {
         let Some(mut open) = ch.open.take() else { return };
         let max_inline = self.qps.get(open.qp, Op::PostSend).map_or(0, |q| q.max_inline_data);
         let mut psvs: Vec<(u32, u64)> = Vec::new();
-        if let Ok(m) = self.mkeys.get_mut(open.mkey, Op::PostSend) {
+        let is_crypto = self.mkeys.get(open.mkey, Op::PostSend).is_ok_and(|m| m.crypto_ctx.is_some());
+        if is_crypto {
+            match self.crypto_finalize(&mut open, max_inline) {
+                Ok(true) => {
+                    psvs = self.mkeys.get(open.mkey, Op::PostSend).map_or(Vec::new(), |m| psv_writes(m.sig.as_ref()))
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    ch.err = e;
+                    return;
+                }
+            }
+        } else if let Ok(m) = self.mkeys.get_mut(open.mkey, Op::PostSend) {
             let (length, crypto) = (m.length, m.crypto);
             if let Some(s) = &mut m.sig {
                 if !s.has_attributes() && !crypto {
@@ -212,13 +225,8 @@ impl Provider {
                     }
                     set_psv = true;
                 }
-                if set_psv && let Some(a) = s.attr {
-                    // mlx5_umr_set_psv: the memory domain's PSV first, then the wire's.
-                    let pairs = [(a.mem, s.mem_psv), (a.wire, s.wire_psv)];
-                    psvs = pairs
-                        .into_iter()
-                        .filter_map(|(d, p)| Some((p.unwrap_or(0), transient_signature(&d?))))
-                        .collect();
+                if set_psv {
+                    psvs = psv_writes(Some(s));
                 }
             }
         }
@@ -239,6 +247,16 @@ impl Provider {
             );
         }
     }
+}
+
+/// `mlx5_umr_set_psv`'s writes: the memory domain's PSV first, then the wire's.
+fn psv_writes(s: Option<&SigCtx>) -> Vec<(u32, u64)> {
+    let Some(a) = s.and_then(|s| s.attr.map(|a| (a, s))) else { return Vec::new() };
+    let (a, s) = a;
+    [(a.mem, s.mem_psv), (a.wire, s.wire_psv)]
+        .into_iter()
+        .filter_map(|(d, p)| Some((p.unwrap_or(0), transient_signature(&d?))))
+        .collect()
 }
 
 pub(super) enum Layout<'a> {
