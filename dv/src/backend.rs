@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::context::Contexts;
 use crate::api::crypto::Crypto;
+use crate::api::devx::Devx;
 use crate::api::memory::Memory;
 use crate::api::mkey::Mkeys;
 use crate::api::queue::Queues;
@@ -30,7 +31,7 @@ pub struct BackendInfo {
 /// values, and on failure an [`crate::Error`] with the same errno. Handles are checked: a
 /// handle that was destroyed, or that another backend instance issued, gives `EINVAL`; a PD
 /// that still has mkeys gives `EBUSY` on `dealloc_pd`. No input makes a backend panic.
-pub trait Backend: Contexts + Memory + Mkeys + Queues + Crypto {
+pub trait Backend: Contexts + Memory + Mkeys + Queues + Crypto + Devx {
     /// Describe this backend for reports.
     fn info(&self) -> BackendInfo;
 

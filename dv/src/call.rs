@@ -10,13 +10,14 @@ use crate::api::context::{AsyncEvent, ContextAttr, DeviceDesc, DvContext, PortAt
 use crate::api::crypto::{
     CryptoLoginAttr, CryptoLoginAttrEx, CryptoLoginQueryAttr, CryptoLoginState, DekAttr, DekInitAttr,
 };
+use crate::api::devx::{DevxEq, DevxObj, DevxUar, DevxUmem, MsiVector};
 use crate::api::memory::{AccessFlags, Buf, DmaBuf, Mr};
 use crate::api::mkey::{Mkey, MkeyErr, MkeyInitAttr};
 use crate::api::queue::{Cq, Qp, QpInitAttr, QpModify, QpState, Wc};
 use crate::api::wr::{RecvWr, WrOp};
 use crate::backend::Backend;
 use crate::error::{Error, Op, Result};
-use crate::handle::{ContextHandle, CryptoLoginHandle, DekHandle, PdHandle};
+use crate::handle::{ContextHandle, CryptoLoginHandle, DekHandle, DevxObjHandle, PdHandle};
 
 /// One call of the API, with its arguments owned.
 #[allow(missing_docs)] // the fields are the method's parameters, documented on the traits
@@ -109,6 +110,38 @@ pub enum Call {
     DekQuery { dek: DekHandle, comp_mask: u64 },
     /// [`crate::Crypto::dek_destroy`].
     DekDestroy { dek: DekHandle },
+    /// [`crate::Devx::devx_general_cmd`].
+    DevxGeneralCmd { ctx: ContextHandle, input: Vec<u8>, out_len: usize },
+    /// [`crate::Devx::devx_obj_create`].
+    DevxObjCreate { ctx: ContextHandle, input: Vec<u8>, out_len: usize },
+    /// [`crate::Devx::devx_obj_query`].
+    DevxObjQuery { obj: DevxObjHandle, input: Vec<u8>, out_len: usize },
+    /// [`crate::Devx::devx_obj_modify`].
+    DevxObjModify { obj: DevxObjHandle, input: Vec<u8>, out_len: usize },
+    /// [`crate::Devx::devx_obj_destroy`].
+    DevxObjDestroy { obj: DevxObjHandle },
+    /// [`crate::Devx::devx_query_eqn`].
+    DevxQueryEqn { ctx: ContextHandle, vector: u32 },
+    /// [`crate::Devx::devx_alloc_uar`].
+    DevxAllocUar { ctx: ContextHandle, flags: u32 },
+    /// [`crate::Devx::devx_free_uar`].
+    DevxFreeUar { uar: DevxUar },
+    /// [`crate::Devx::devx_uar_write`].
+    DevxUarWrite { uar: DevxUar, offset: u32, value: Vec<u8> },
+    /// [`crate::Devx::devx_umem_reg`].
+    DevxUmemReg { ctx: ContextHandle, addr: u64, size: u64, access: AccessFlags },
+    /// [`crate::Devx::devx_umem_dereg`].
+    DevxUmemDereg { umem: DevxUmem },
+    /// [`crate::Devx::devx_alloc_msi_vector`].
+    DevxAllocMsiVector { ctx: ContextHandle },
+    /// [`crate::Devx::devx_free_msi_vector`].
+    DevxFreeMsiVector { msi: MsiVector },
+    /// [`crate::Devx::devx_msi_vector_read`].
+    DevxMsiVectorRead { msi: MsiVector },
+    /// [`crate::Devx::devx_create_eq`].
+    DevxCreateEq { ctx: ContextHandle, input: Vec<u8>, out_len: usize },
+    /// [`crate::Devx::devx_destroy_eq`].
+    DevxDestroyEq { eq: DevxEq },
 }
 
 /// The result of one [`Call`]: the variant names the call, the payload is what it returned.
@@ -160,6 +193,22 @@ pub enum Reply {
     DekCreate(Result<DekHandle>),
     DekQuery(Result<DekAttr>),
     DekDestroy(Result<()>),
+    DevxGeneralCmd(Result<Vec<u8>>),
+    DevxObjCreate(Result<DevxObj>),
+    DevxObjQuery(Result<Vec<u8>>),
+    DevxObjModify(Result<Vec<u8>>),
+    DevxObjDestroy(Result<()>),
+    DevxQueryEqn(Result<u32>),
+    DevxAllocUar(Result<DevxUar>),
+    DevxFreeUar(Result<()>),
+    DevxUarWrite(Result<()>),
+    DevxUmemReg(Result<DevxUmem>),
+    DevxUmemDereg(Result<()>),
+    DevxAllocMsiVector(Result<MsiVector>),
+    DevxFreeMsiVector(Result<()>),
+    DevxMsiVectorRead(Result<u64>),
+    DevxCreateEq(Result<DevxEq>),
+    DevxDestroyEq(Result<()>),
 }
 
 impl Call {
@@ -217,6 +266,22 @@ impl Call {
             Call::DekCreate { ctx, attr } => Reply::DekCreate(b.dek_create(*ctx, attr)),
             Call::DekQuery { dek, comp_mask } => Reply::DekQuery(b.dek_query(*dek, *comp_mask)),
             Call::DekDestroy { dek } => Reply::DekDestroy(b.dek_destroy(*dek)),
+            Call::DevxGeneralCmd { ctx, input, out_len } => Reply::DevxGeneralCmd(b.devx_general_cmd(*ctx, input, *out_len)),
+            Call::DevxObjCreate { ctx, input, out_len } => Reply::DevxObjCreate(b.devx_obj_create(*ctx, input, *out_len)),
+            Call::DevxObjQuery { obj, input, out_len } => Reply::DevxObjQuery(b.devx_obj_query(*obj, input, *out_len)),
+            Call::DevxObjModify { obj, input, out_len } => Reply::DevxObjModify(b.devx_obj_modify(*obj, input, *out_len)),
+            Call::DevxObjDestroy { obj } => Reply::DevxObjDestroy(b.devx_obj_destroy(*obj)),
+            Call::DevxQueryEqn { ctx, vector } => Reply::DevxQueryEqn(b.devx_query_eqn(*ctx, *vector)),
+            Call::DevxAllocUar { ctx, flags } => Reply::DevxAllocUar(b.devx_alloc_uar(*ctx, *flags)),
+            Call::DevxFreeUar { uar } => Reply::DevxFreeUar(b.devx_free_uar(uar)),
+            Call::DevxUarWrite { uar, offset, value } => Reply::DevxUarWrite(b.devx_uar_write(uar, *offset, value)),
+            Call::DevxUmemReg { ctx, addr, size, access } => Reply::DevxUmemReg(b.devx_umem_reg(*ctx, *addr, *size, *access)),
+            Call::DevxUmemDereg { umem } => Reply::DevxUmemDereg(b.devx_umem_dereg(umem)),
+            Call::DevxAllocMsiVector { ctx } => Reply::DevxAllocMsiVector(b.devx_alloc_msi_vector(*ctx)),
+            Call::DevxFreeMsiVector { msi } => Reply::DevxFreeMsiVector(b.devx_free_msi_vector(msi)),
+            Call::DevxMsiVectorRead { msi } => Reply::DevxMsiVectorRead(b.devx_msi_vector_read(msi)),
+            Call::DevxCreateEq { ctx, input, out_len } => Reply::DevxCreateEq(b.devx_create_eq(*ctx, input, *out_len)),
+            Call::DevxDestroyEq { eq } => Reply::DevxDestroyEq(b.devx_destroy_eq(eq)),
         }
     }
 
@@ -266,6 +331,22 @@ impl Call {
             Call::DekCreate { .. } => Op::DekCreate,
             Call::DekQuery { .. } => Op::DekQuery,
             Call::DekDestroy { .. } => Op::DekDestroy,
+            Call::DevxGeneralCmd { .. } => Op::DevxGeneralCmd,
+            Call::DevxObjCreate { .. } => Op::DevxObjCreate,
+            Call::DevxObjQuery { .. } => Op::DevxObjQuery,
+            Call::DevxObjModify { .. } => Op::DevxObjModify,
+            Call::DevxObjDestroy { .. } => Op::DevxObjDestroy,
+            Call::DevxQueryEqn { .. } => Op::DevxQueryEqn,
+            Call::DevxAllocUar { .. } => Op::DevxAllocUar,
+            Call::DevxFreeUar { .. } => Op::DevxFreeUar,
+            Call::DevxUarWrite { .. } => Op::DevxUarWrite,
+            Call::DevxUmemReg { .. } => Op::DevxUmemReg,
+            Call::DevxUmemDereg { .. } => Op::DevxUmemDereg,
+            Call::DevxAllocMsiVector { .. } => Op::DevxAllocMsiVector,
+            Call::DevxFreeMsiVector { .. } => Op::DevxFreeMsiVector,
+            Call::DevxMsiVectorRead { .. } => Op::DevxMsiVectorRead,
+            Call::DevxCreateEq { .. } => Op::DevxCreateEq,
+            Call::DevxDestroyEq { .. } => Op::DevxDestroyEq,
         }
     }
 }
@@ -314,6 +395,22 @@ impl Reply {
             Reply::QueryQpState(r) => r.as_ref().err(),
             Reply::SqWqe(r) => r.as_ref().err(),
             Reply::CancelPostedSendWrs(r) => r.as_ref().err(),
+            Reply::DevxGeneralCmd(r) => r.as_ref().err(),
+            Reply::DevxObjCreate(r) => r.as_ref().err(),
+            Reply::DevxObjQuery(r) => r.as_ref().err(),
+            Reply::DevxObjModify(r) => r.as_ref().err(),
+            Reply::DevxObjDestroy(r) => r.as_ref().err(),
+            Reply::DevxQueryEqn(r) => r.as_ref().err(),
+            Reply::DevxAllocUar(r) => r.as_ref().err(),
+            Reply::DevxFreeUar(r) => r.as_ref().err(),
+            Reply::DevxUarWrite(r) => r.as_ref().err(),
+            Reply::DevxUmemReg(r) => r.as_ref().err(),
+            Reply::DevxUmemDereg(r) => r.as_ref().err(),
+            Reply::DevxAllocMsiVector(r) => r.as_ref().err(),
+            Reply::DevxFreeMsiVector(r) => r.as_ref().err(),
+            Reply::DevxMsiVectorRead(r) => r.as_ref().err(),
+            Reply::DevxCreateEq(r) => r.as_ref().err(),
+            Reply::DevxDestroyEq(r) => r.as_ref().err(),
         }
     }
 
@@ -363,6 +460,22 @@ impl Reply {
             Call::DekCreate { .. } => Reply::DekCreate(Err(err)),
             Call::DekQuery { .. } => Reply::DekQuery(Err(err)),
             Call::DekDestroy { .. } => Reply::DekDestroy(Err(err)),
+            Call::DevxGeneralCmd { .. } => Reply::DevxGeneralCmd(Err(err)),
+            Call::DevxObjCreate { .. } => Reply::DevxObjCreate(Err(err)),
+            Call::DevxObjQuery { .. } => Reply::DevxObjQuery(Err(err)),
+            Call::DevxObjModify { .. } => Reply::DevxObjModify(Err(err)),
+            Call::DevxObjDestroy { .. } => Reply::DevxObjDestroy(Err(err)),
+            Call::DevxQueryEqn { .. } => Reply::DevxQueryEqn(Err(err)),
+            Call::DevxAllocUar { .. } => Reply::DevxAllocUar(Err(err)),
+            Call::DevxFreeUar { .. } => Reply::DevxFreeUar(Err(err)),
+            Call::DevxUarWrite { .. } => Reply::DevxUarWrite(Err(err)),
+            Call::DevxUmemReg { .. } => Reply::DevxUmemReg(Err(err)),
+            Call::DevxUmemDereg { .. } => Reply::DevxUmemDereg(Err(err)),
+            Call::DevxAllocMsiVector { .. } => Reply::DevxAllocMsiVector(Err(err)),
+            Call::DevxFreeMsiVector { .. } => Reply::DevxFreeMsiVector(Err(err)),
+            Call::DevxMsiVectorRead { .. } => Reply::DevxMsiVectorRead(Err(err)),
+            Call::DevxCreateEq { .. } => Reply::DevxCreateEq(Err(err)),
+            Call::DevxDestroyEq { .. } => Reply::DevxDestroyEq(Err(err)),
         }
     }
 }

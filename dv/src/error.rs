@@ -95,6 +95,38 @@ pub enum Op {
     DvRegDmabufMr,
     /// `mlx5dv_get_data_direct_sysfs_path`.
     GetDataDirectSysfsPath,
+    /// `mlx5dv_devx_general_cmd`.
+    DevxGeneralCmd,
+    /// `mlx5dv_devx_obj_create`.
+    DevxObjCreate,
+    /// `mlx5dv_devx_obj_query`.
+    DevxObjQuery,
+    /// `mlx5dv_devx_obj_modify`.
+    DevxObjModify,
+    /// `mlx5dv_devx_obj_destroy`.
+    DevxObjDestroy,
+    /// `mlx5dv_devx_query_eqn`.
+    DevxQueryEqn,
+    /// `mlx5dv_devx_alloc_uar`.
+    DevxAllocUar,
+    /// `mlx5dv_devx_free_uar`.
+    DevxFreeUar,
+    /// `mmio_write (UAR)`.
+    DevxUarWrite,
+    /// `mlx5dv_devx_umem_reg`.
+    DevxUmemReg,
+    /// `mlx5dv_devx_umem_dereg`.
+    DevxUmemDereg,
+    /// `mlx5dv_devx_alloc_msi_vector`.
+    DevxAllocMsiVector,
+    /// `mlx5dv_devx_free_msi_vector`.
+    DevxFreeMsiVector,
+    /// `read (MSI eventfd)`.
+    DevxMsiVectorRead,
+    /// `mlx5dv_devx_create_eq`.
+    DevxCreateEq,
+    /// `mlx5dv_devx_destroy_eq`.
+    DevxDestroyEq,
     /// Loading or probing a backend (library, device or profile).
     Backend,
 }
@@ -146,6 +178,22 @@ impl Op {
             Op::RegDmabufMr => "ibv_reg_dmabuf_mr",
             Op::DvRegDmabufMr => "mlx5dv_reg_dmabuf_mr",
             Op::GetDataDirectSysfsPath => "mlx5dv_get_data_direct_sysfs_path",
+            Op::DevxGeneralCmd => "mlx5dv_devx_general_cmd",
+            Op::DevxObjCreate => "mlx5dv_devx_obj_create",
+            Op::DevxObjQuery => "mlx5dv_devx_obj_query",
+            Op::DevxObjModify => "mlx5dv_devx_obj_modify",
+            Op::DevxObjDestroy => "mlx5dv_devx_obj_destroy",
+            Op::DevxQueryEqn => "mlx5dv_devx_query_eqn",
+            Op::DevxAllocUar => "mlx5dv_devx_alloc_uar",
+            Op::DevxFreeUar => "mlx5dv_devx_free_uar",
+            Op::DevxUarWrite => "mmio_write (UAR)",
+            Op::DevxUmemReg => "mlx5dv_devx_umem_reg",
+            Op::DevxUmemDereg => "mlx5dv_devx_umem_dereg",
+            Op::DevxAllocMsiVector => "mlx5dv_devx_alloc_msi_vector",
+            Op::DevxFreeMsiVector => "mlx5dv_devx_free_msi_vector",
+            Op::DevxMsiVectorRead => "read (MSI eventfd)",
+            Op::DevxCreateEq => "mlx5dv_devx_create_eq",
+            Op::DevxDestroyEq => "mlx5dv_devx_destroy_eq",
             Op::Backend => "backend",
         }
     }

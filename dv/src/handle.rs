@@ -141,6 +141,31 @@ handle!(
     CryptoLoginHandle,
     "crypto login"
 );
+handle!(
+    /// A DEVX object (`struct mlx5dv_devx_obj *`).
+    DevxObjHandle,
+    "DEVX object"
+);
+handle!(
+    /// A DEVX UAR (`struct mlx5dv_devx_uar *`).
+    UarHandle,
+    "UAR"
+);
+handle!(
+    /// A DEVX umem (`struct mlx5dv_devx_umem *`).
+    UmemHandle,
+    "umem"
+);
+handle!(
+    /// An MSI-X vector of a VFIO context (`struct mlx5dv_devx_msi_vector *`).
+    MsiVectorHandle,
+    "MSI vector"
+);
+handle!(
+    /// A DEVX event queue (`struct mlx5dv_devx_eq *`).
+    EqHandle,
+    "EQ"
+);
 
 #[derive(Debug, Clone)]
 struct Entry<T> {

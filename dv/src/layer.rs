@@ -28,6 +28,7 @@ use crate::api::context::{AsyncEvent, ContextAttr, Contexts, DeviceDesc, DvConte
 use crate::api::crypto::{
     Crypto, CryptoLoginAttr, CryptoLoginAttrEx, CryptoLoginQueryAttr, CryptoLoginState, DekAttr, DekInitAttr,
 };
+use crate::api::devx::{Devx, DevxEq, DevxObj, DevxUar, DevxUmem, MsiVector};
 use crate::api::memory::{AccessFlags, Buf, DmaBuf, Memory, Mr};
 use crate::api::mkey::{Mkey, MkeyErr, MkeyInitAttr, Mkeys};
 use crate::api::queue::{Cq, Qp, QpInitAttr, QpModify, QpState, Queues, Wc};
@@ -37,7 +38,7 @@ use crate::call::{Call, Reply};
 use crate::caps::Caps;
 use crate::errno::{EINVAL, EOPNOTSUPP};
 use crate::error::{Error, Op, Result};
-use crate::handle::{ContextHandle, CryptoLoginHandle, DekHandle, PdHandle};
+use crate::handle::{ContextHandle, CryptoLoginHandle, DekHandle, DevxObjHandle, PdHandle};
 use crate::sim_control::{CommandRecord, FaultRule, SimControl, WqeRecord};
 
 /// What a wrapper does to the calls passing through it. Every method has a default that
@@ -280,6 +281,57 @@ impl<L: Layer, B: Backend> Crypto for Wrapped<L, B> {
     }
     fn dek_destroy(&mut self, dek: DekHandle) -> Result<()> {
         through!(self, Call::DekDestroy { dek }, DekDestroy)
+    }
+}
+
+impl<L: Layer, B: Backend> Devx for Wrapped<L, B> {
+    fn devx_general_cmd(&mut self, ctx: ContextHandle, input: &[u8], out_len: usize) -> Result<Vec<u8>> {
+        through!(self, Call::DevxGeneralCmd { ctx, input: input.to_vec(), out_len }, DevxGeneralCmd)
+    }
+    fn devx_obj_create(&mut self, ctx: ContextHandle, input: &[u8], out_len: usize) -> Result<DevxObj> {
+        through!(self, Call::DevxObjCreate { ctx, input: input.to_vec(), out_len }, DevxObjCreate)
+    }
+    fn devx_obj_query(&mut self, obj: DevxObjHandle, input: &[u8], out_len: usize) -> Result<Vec<u8>> {
+        through!(self, Call::DevxObjQuery { obj, input: input.to_vec(), out_len }, DevxObjQuery)
+    }
+    fn devx_obj_modify(&mut self, obj: DevxObjHandle, input: &[u8], out_len: usize) -> Result<Vec<u8>> {
+        through!(self, Call::DevxObjModify { obj, input: input.to_vec(), out_len }, DevxObjModify)
+    }
+    fn devx_obj_destroy(&mut self, obj: DevxObjHandle) -> Result<()> {
+        through!(self, Call::DevxObjDestroy { obj }, DevxObjDestroy)
+    }
+    fn devx_query_eqn(&mut self, ctx: ContextHandle, vector: u32) -> Result<u32> {
+        through!(self, Call::DevxQueryEqn { ctx, vector }, DevxQueryEqn)
+    }
+    fn devx_alloc_uar(&mut self, ctx: ContextHandle, flags: u32) -> Result<DevxUar> {
+        through!(self, Call::DevxAllocUar { ctx, flags }, DevxAllocUar)
+    }
+    fn devx_free_uar(&mut self, uar: &DevxUar) -> Result<()> {
+        through!(self, Call::DevxFreeUar { uar: *uar }, DevxFreeUar)
+    }
+    fn devx_uar_write(&mut self, uar: &DevxUar, offset: u32, value: &[u8]) -> Result<()> {
+        through!(self, Call::DevxUarWrite { uar: *uar, offset, value: value.to_vec() }, DevxUarWrite)
+    }
+    fn devx_umem_reg(&mut self, ctx: ContextHandle, addr: u64, size: u64, access: AccessFlags) -> Result<DevxUmem> {
+        through!(self, Call::DevxUmemReg { ctx, addr, size, access }, DevxUmemReg)
+    }
+    fn devx_umem_dereg(&mut self, umem: &DevxUmem) -> Result<()> {
+        through!(self, Call::DevxUmemDereg { umem: *umem }, DevxUmemDereg)
+    }
+    fn devx_alloc_msi_vector(&mut self, ctx: ContextHandle) -> Result<MsiVector> {
+        through!(self, Call::DevxAllocMsiVector { ctx }, DevxAllocMsiVector)
+    }
+    fn devx_free_msi_vector(&mut self, msi: &MsiVector) -> Result<()> {
+        through!(self, Call::DevxFreeMsiVector { msi: *msi }, DevxFreeMsiVector)
+    }
+    fn devx_msi_vector_read(&mut self, msi: &MsiVector) -> Result<u64> {
+        through!(self, Call::DevxMsiVectorRead { msi: *msi }, DevxMsiVectorRead)
+    }
+    fn devx_create_eq(&mut self, ctx: ContextHandle, input: &[u8], out_len: usize) -> Result<DevxEq> {
+        through!(self, Call::DevxCreateEq { ctx, input: input.to_vec(), out_len }, DevxCreateEq)
+    }
+    fn devx_destroy_eq(&mut self, eq: &DevxEq) -> Result<()> {
+        through!(self, Call::DevxDestroyEq { eq: eq.clone() }, DevxDestroyEq)
     }
 }
 

@@ -20,8 +20,10 @@
 //!   `mlx5dv_crypto_login_create` / `_query` / `_destroy`, `mlx5dv_dek_create` / `_query` /
 //!   `_destroy`; the `mlx5dv_wr_set_mkey_crypto` setter is a [`WrOp`].
 //!
-//! Not yet in the API: DEVX raw commands, MSI vectors and EQs. They arrive as further
-//! families.
+//! * [`Devx`] ([`api::devx`]) — `mlx5dv_devx_general_cmd`, `mlx5dv_devx_obj_create` /
+//!   `_query` / `_modify` / `_destroy`, `mlx5dv_devx_query_eqn`, UARs and their doorbells,
+//!   umems, and on VFIO contexts `mlx5dv_devx_alloc_msi_vector` / `_free_msi_vector` and
+//!   `mlx5dv_devx_create_eq` / `_destroy_eq`.
 //!
 //! Around the trait:
 //!
@@ -71,6 +73,7 @@ mod sim_control;
 
 pub use api::context::*;
 pub use api::crypto::*;
+pub use api::devx::*;
 pub use api::memory::*;
 pub use api::mkey::*;
 pub use api::queue::*;
@@ -81,13 +84,13 @@ pub use call::{Call, Reply};
 pub use caps::{Caps, DeviceCaps, KernelFacts, LibraryFacts};
 pub use error::{CmdStatus, Error, ErrorKind, Op, Result};
 pub use handle::{
-    BackendId, BufHandle, ContextHandle, CqHandle, CryptoLoginHandle, DekHandle, Handle, HandleTable, MkeyHandle,
-    MrHandle, PdHandle, QpHandle,
+    BackendId, BufHandle, ContextHandle, CqHandle, CryptoLoginHandle, DekHandle, DevxObjHandle, EqHandle, Handle,
+    HandleTable, MkeyHandle, MrHandle, MsiVectorHandle, PdHandle, QpHandle, UarHandle, UmemHandle,
 };
 pub use layer::{Layer, Wrapped};
 pub use sim_control::{CommandRecord, FaultRule, SimControl, WqeRecord};
 
 /// The traits a program calls methods through: `use mlx5_dv::prelude::*;`.
 pub mod prelude {
-    pub use crate::{Backend, Contexts, Crypto, Layer, Memory, Mkeys, Queues, SimControl};
+    pub use crate::{Backend, Contexts, Crypto, Devx, Layer, Memory, Mkeys, Queues, SimControl};
 }

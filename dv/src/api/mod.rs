@@ -2,6 +2,7 @@
 
 pub mod context;
 pub mod crypto;
+pub mod devx;
 pub mod memory;
 pub mod mkey;
 pub mod queue;

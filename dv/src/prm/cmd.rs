@@ -33,6 +33,27 @@ pub mod opcode {
     /// DESTROY_GENERAL_OBJECT.
     pub const DESTROY_GENERAL_OBJECT: u16 = 0xa03;
 
+    /// QUERY_EQ.
+    pub const QUERY_EQ: u16 = 0x303;
+    /// GEN_EQE.
+    pub const GEN_EQE: u16 = 0x304;
+    /// CREATE_CQ.
+    pub const CREATE_CQ: u16 = 0x400;
+    /// DESTROY_CQ.
+    pub const DESTROY_CQ: u16 = 0x401;
+    /// QUERY_CQ.
+    pub const QUERY_CQ: u16 = 0x402;
+    /// ALLOC_UAR.
+    pub const ALLOC_UAR: u16 = 0x802;
+    /// DEALLOC_UAR.
+    pub const DEALLOC_UAR: u16 = 0x803;
+    /// NOP.
+    pub const NOP: u16 = 0x80d;
+    /// CREATE_UMEM.
+    pub const CREATE_UMEM: u16 = 0xa08;
+    /// DESTROY_UMEM.
+    pub const DESTROY_UMEM: u16 = 0xa0a;
+
     /// The PRM name of an opcode, for reports.
     pub fn name(op: u16) -> &'static str {
         match op {
@@ -50,6 +71,16 @@ pub mod opcode {
             MODIFY_GENERAL_OBJECT => "MODIFY_GENERAL_OBJECT",
             QUERY_GENERAL_OBJECT => "QUERY_GENERAL_OBJECT",
             DESTROY_GENERAL_OBJECT => "DESTROY_GENERAL_OBJECT",
+            QUERY_EQ => "QUERY_EQ",
+            GEN_EQE => "GEN_EQE",
+            CREATE_CQ => "CREATE_CQ",
+            DESTROY_CQ => "DESTROY_CQ",
+            QUERY_CQ => "QUERY_CQ",
+            ALLOC_UAR => "ALLOC_UAR",
+            DEALLOC_UAR => "DEALLOC_UAR",
+            NOP => "NOP",
+            CREATE_UMEM => "CREATE_UMEM",
+            DESTROY_UMEM => "DESTROY_UMEM",
             _ => "UNKNOWN",
         }
     }

@@ -10,6 +10,7 @@
 //! * Capability pages: [`cmd_hca_cap`], [`crypto_caps`]. The memory key context: [`mkc`].
 //! * Send WQE segments, UMR segments, the signature BSF and SET_PSV: [`wqe`].
 //! * Completion queue entries (good, error, signature error): [`cqe`].
+//! * Event queues, EQEs, UARs and umems: [`eq`].
 //! * The crypto general objects (login, DEK): [`crypto`]; the crypto BSF: [`crypto_bsf`].
 //!
 //! A layout declared here implements [`Layout`]: [`View::new`] / [`ViewMut::new`] check a
@@ -21,6 +22,7 @@ mod cmd;
 pub mod cqe;
 pub mod crypto;
 pub mod crypto_bsf;
+pub mod eq;
 mod field;
 pub mod mkc;
 mod view;
