@@ -391,4 +391,7 @@ impl<L: Layer, B: Backend> SimControl for Wrapped<L, B> {
         self.layer.wqes(&mut wqes);
         wqes
     }
+    fn set_port_state(&mut self, device: &str, port: u8, state: u32) -> Result<()> {
+        self.control()?.set_port_state(device, port, state)
+    }
 }

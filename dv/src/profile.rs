@@ -311,6 +311,14 @@ pub struct DeviceSection {
     /// `MLX5DV_REG_DMABUF_ACCESS_DATA_DIRECT` needs.
     #[serde(default)]
     pub data_direct_sysfs_path: Option<String>,
+    /// `ibv_context.num_comp_vectors` of a kernel context: the completion vectors
+    /// `mlx5dv_devx_query_eqn` answers for (unverified default 8).
+    #[serde(default = "default_comp_vectors")]
+    pub num_comp_vectors: u16,
+    /// The MSI-X vectors VFIO reports for the VFIO function, vector 0 being the driver's
+    /// command EQ (unverified default 8).
+    #[serde(default = "default_comp_vectors")]
+    pub vfio_msix_vectors: u16,
     /// Devices of other providers on the host (rxe, siw).
     #[serde(default)]
     pub other_devices: Vec<String>,
@@ -333,6 +341,10 @@ pub struct DeviceSection {
 
 fn two() -> u8 {
     2
+}
+
+fn default_comp_vectors() -> u16 {
+    8
 }
 
 fn default_node_guid() -> u64 {

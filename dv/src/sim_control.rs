@@ -189,4 +189,9 @@ pub trait SimControl {
     fn record_wqes(&mut self, on: bool);
     /// Return the recorded WQEs, oldest first, and forget them.
     fn take_wqes(&mut self) -> Vec<WqeRecord>;
+    /// Move port `port` of the device named `device` (an mlx5 device or the VFIO function) to
+    /// `state` ([`crate::port_state`] DOWN or ACTIVE), as a cable pulled or plugged would:
+    /// `ibv_query_port` shows it, kernel contexts get `IBV_EVENT_PORT_ERR` /
+    /// `IBV_EVENT_PORT_ACTIVE`, and EQs asking for it get a PORT_STATE_CHANGE EQE.
+    fn set_port_state(&mut self, device: &str, port: u8, state: u32) -> Result<()>;
 }

@@ -33,6 +33,11 @@ impl Fabric {
         Fabric { ports }
     }
 
+    /// Port 1 of device `dev` goes to `state`; false for a device without a port here.
+    pub fn set_port_state(&mut self, dev: usize, state: u32) -> bool {
+        self.ports.get_mut(dev).map(|p| p.state = state).is_some()
+    }
+
     /// Port 1 of device `dev`.
     pub fn port(&self, dev: usize) -> Option<&PortAttr> {
         self.ports.get(dev)

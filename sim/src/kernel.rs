@@ -11,7 +11,7 @@ use mlx5_dv::profile::KernelSection;
 use mlx5_dv::{AccessFlags, AsyncEvent, CqHandle, Error, Op, QpModify, QpState, Result};
 
 use crate::device::Device;
-use crate::device::firmware::{CqCreate, QpCreate, QpPath};
+use crate::device::firmware::{CqCreate, QpCreate, QpPath, named_input};
 
 /// The largest DEVX uid the kernel hands out.
 const MAX_UID: u16 = 0xfffe;
@@ -107,6 +107,8 @@ pub struct Kernel {
     qps: BTreeMap<(usize, u32), u32>,
     cqs: BTreeMap<(usize, u32), (u32, Option<CqHandle>)>,
     events: BTreeMap<u32, VecDeque<AsyncEvent>>,
+    /// The device of each kernel context, for port events.
+    ctx_dev: BTreeMap<u32, usize>,
     /// The sysfs path (without `/sys/`) of the data-direct device, if one is bonded.
     pub data_direct: Option<String>,
 }
@@ -126,6 +128,7 @@ impl Kernel {
             qps: BTreeMap::new(),
             cqs: BTreeMap::new(),
             events: BTreeMap::new(),
+            ctx_dev: BTreeMap::new(),
             data_direct: None,
         }
     }
@@ -163,6 +166,21 @@ impl Kernel {
     fn free_uid(&self) -> Option<u16> {
         let start = self.next_uid.clamp(1, MAX_UID);
         (start..=MAX_UID).chain(1..start).find(|u| !self.held_uids.contains(u))
+    }
+
+    /// Port events of device `dev` go to the kernel context `ctx`.
+    pub fn set_context_device(&mut self, ctx: u32, dev: usize) {
+        self.ctx_dev.insert(ctx, dev);
+    }
+
+    /// A port of device `dev` changed state: every kernel context on it gets the event
+    /// (`IBV_EVENT_PORT_ACTIVE` or `IBV_EVENT_PORT_ERR`).
+    pub fn port_event(&mut self, dev: usize, event_type: u32) {
+        for (ctx, _) in self.ctx_dev.iter().filter(|(_, d)| **d == dev) {
+            if let Some(q) = self.events.get_mut(ctx) {
+                q.push_back(AsyncEvent { event_type, qp_num: None, cq: None });
+            }
+        }
     }
 
     /// A context the kernel only tracks for events (VFIO and other providers have none).
@@ -372,11 +390,20 @@ impl Kernel {
         for (ty, id) in general {
             let _ = destroy_general_obj(dev, uid, ty, id, Op::CloseDevice);
         }
+        let (_, uars, umems) = dev.firmware().eq_objects_of_uid(uid);
+        let mut out = [0u8; 16];
+        for id in umems {
+            let _ = kernel_cmd(dev, &named_input(opcode::DESTROY_UMEM, prm::eq::umem::UMEM_ID, id), &mut out);
+        }
+        for n in uars {
+            let _ = kernel_cmd(dev, &named_input(opcode::DEALLOC_UAR, prm::eq::uar::UAR, n), &mut out);
+        }
     }
 
     /// Forget a closed context and the events it did not read.
     pub fn forget_context(&mut self, ctx: u32) {
         self.events.remove(&ctx);
+        self.ctx_dev.remove(&ctx);
         if let Some(uid) = self.uids.remove(&ctx) {
             self.held_uids.remove(&uid);
         }

@@ -8,6 +8,7 @@ use mlx5_dv::{
     Mkeys, Mr, Op, PdHandle, PortAttr, Qp, QpInitAttr, QpModify, QpState, Queues, RecvWr, Result, SimControl, Wc,
     WqeRecord, WrOp,
 };
+use mlx5_dv::{Devx, DevxEq, DevxObj, DevxObjHandle, DevxUar, DevxUmem, MsiVector};
 use mlx5_dv::{
     Crypto, CryptoLoginAttr, CryptoLoginAttrEx, CryptoLoginHandle, CryptoLoginQueryAttr, CryptoLoginState, DekAttr,
     DekHandle, DekInitAttr,
@@ -40,7 +41,8 @@ pub struct Simulator {
 impl Simulator {
     /// A simulator of `profile`.
     pub fn new(profile: Profile) -> Result<Self> {
-        let count = profile.device_names().len();
+        // The kernel's mlx5 devices, then the VFIO function if the host has one.
+        let count = profile.device_names().len() + usize::from(profile.device.vfio_pci_name.is_some());
         let devices = (0..count)
             .map(|_| Device::new(&profile))
             .collect::<std::result::Result<Vec<_>, _>>()
@@ -349,6 +351,72 @@ impl Crypto for Simulator {
     }
 }
 
+impl Devx for Simulator {
+    fn devx_general_cmd(&mut self, ctx: ContextHandle, input: &[u8], out_len: usize) -> Result<Vec<u8>> {
+        down!(self.devx_general_cmd(ctx, input, out_len))
+    }
+
+    fn devx_obj_create(&mut self, ctx: ContextHandle, input: &[u8], out_len: usize) -> Result<DevxObj> {
+        down!(self.devx_obj_create(ctx, input, out_len))
+    }
+
+    fn devx_obj_query(&mut self, obj: DevxObjHandle, input: &[u8], out_len: usize) -> Result<Vec<u8>> {
+        down!(self.devx_obj_cmd(obj, input, out_len, false))
+    }
+
+    fn devx_obj_modify(&mut self, obj: DevxObjHandle, input: &[u8], out_len: usize) -> Result<Vec<u8>> {
+        down!(self.devx_obj_cmd(obj, input, out_len, true))
+    }
+
+    fn devx_obj_destroy(&mut self, obj: DevxObjHandle) -> Result<()> {
+        down!(self.devx_obj_destroy(obj))
+    }
+
+    fn devx_query_eqn(&mut self, ctx: ContextHandle, vector: u32) -> Result<u32> {
+        self.provider.devx_query_eqn(ctx, vector)
+    }
+
+    fn devx_alloc_uar(&mut self, ctx: ContextHandle, flags: u32) -> Result<DevxUar> {
+        down!(self.devx_alloc_uar(ctx, flags))
+    }
+
+    fn devx_free_uar(&mut self, uar: &DevxUar) -> Result<()> {
+        down!(self.devx_free_uar(uar))
+    }
+
+    fn devx_uar_write(&mut self, uar: &DevxUar, offset: u32, value: &[u8]) -> Result<()> {
+        down!(self.devx_uar_write(uar, offset, value))
+    }
+
+    fn devx_umem_reg(&mut self, ctx: ContextHandle, addr: u64, size: u64, access: AccessFlags) -> Result<DevxUmem> {
+        down!(self.devx_umem_reg(ctx, addr, size, access))
+    }
+
+    fn devx_umem_dereg(&mut self, umem: &DevxUmem) -> Result<()> {
+        down!(self.devx_umem_dereg(umem))
+    }
+
+    fn devx_alloc_msi_vector(&mut self, ctx: ContextHandle) -> Result<MsiVector> {
+        down!(self.devx_alloc_msi_vector(ctx))
+    }
+
+    fn devx_free_msi_vector(&mut self, msi: &MsiVector) -> Result<()> {
+        down!(self.devx_free_msi_vector(msi))
+    }
+
+    fn devx_msi_vector_read(&mut self, msi: &MsiVector) -> Result<u64> {
+        self.provider.devx_msi_vector_read(msi)
+    }
+
+    fn devx_create_eq(&mut self, ctx: ContextHandle, input: &[u8], out_len: usize) -> Result<DevxEq> {
+        down!(self.devx_create_eq(ctx, input, out_len))
+    }
+
+    fn devx_destroy_eq(&mut self, eq: &DevxEq) -> Result<()> {
+        down!(self.devx_destroy_eq(eq))
+    }
+}
+
 impl Backend for Simulator {
     fn info(&self) -> BackendInfo {
         let d = &self.profile.device;
@@ -441,5 +509,11 @@ impl SimControl for Simulator {
 
     fn take_wqes(&mut self) -> Vec<WqeRecord> {
         self.provider.take_wqes()
+    }
+
+    fn set_port_state(&mut self, device: &str, port: u8, state: u32) -> Result<()> {
+        let dev = down!(self.set_port_state(device, port, state))?;
+        self.fabric.set_port_state(dev, state);
+        Ok(())
     }
 }

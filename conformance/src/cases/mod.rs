@@ -8,6 +8,7 @@ mod audit;
 mod context;
 mod crypto;
 mod crypto_dp;
+mod devx;
 mod dmabuf;
 mod engine;
 mod fabric;
@@ -39,6 +40,7 @@ pub fn all() -> Vec<Case> {
         engine::CASES,
         wqe::CASES,
         crypto::CASES,
+        devx::CASES,
         dmabuf::CASES,
         crypto_dp::CASES,
     ]

@@ -86,6 +86,10 @@ pub mod event_type {
     pub const QP_ACCESS_ERR: u32 = 3;
     /// `IBV_EVENT_SQ_DRAINED`.
     pub const SQ_DRAINED: u32 = 5;
+    /// `IBV_EVENT_PORT_ACTIVE`.
+    pub const PORT_ACTIVE: u32 = 9;
+    /// `IBV_EVENT_PORT_ERR`.
+    pub const PORT_ERR: u32 = 10;
 }
 
 /// An asynchronous event (`struct ibv_async_event`).

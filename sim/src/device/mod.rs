@@ -209,6 +209,53 @@ impl Device {
         q.rq_pc = q.rq_pc.wrapping_add(u32::from((db as u16).wrapping_sub(q.rq_pc as u16)));
     }
 
+    /// Raise an asynchronous event: the kernel routes it to the owner's context, and each EQ
+    /// whose `event_bitmask` has its type gets an EQE.
+    pub(in crate::device) fn raise(&mut self, ev: DeviceEvent) {
+        use mlx5_dv::event_type as t;
+        use mlx5_dv::prm::eq::{eqe, event};
+        let mut data = [0u8; 28];
+        let (ty, at, n) = match (ev.event_type, ev.qpn, ev.cqn) {
+            (t::CQ_ERR, _, Some(cqn)) => {
+                data[eqe::CQ_ERR_SYNDROME - eqe::DATA] = 1; // CQ overrun
+                (event::CQ_ERROR, eqe::CQ_ERR_CQN, cqn)
+            }
+            (t::QP_FATAL, Some(q), _) => (event::WQ_CATAS_ERROR, eqe::QPN, q),
+            (t::QP_REQ_ERR, Some(q), _) => (event::WQ_INVAL_REQ_ERROR, eqe::QPN, q),
+            (t::QP_ACCESS_ERR, Some(q), _) => (event::WQ_ACCESS_ERROR, eqe::QPN, q),
+            (t::SQ_DRAINED, Some(q), _) => (event::SQ_DRAINED, eqe::QPN, q),
+            _ => {
+                self.events.push_back(ev);
+                return;
+            }
+        };
+        let at = at - eqe::DATA;
+        data[at..at + 4].copy_from_slice(&(n & 0xff_ffff).to_be_bytes());
+        self.fw.post_event(firmware::Event { event_type: ty, sub_type: 0, data, eqn: None });
+        self.events.push_back(ev);
+    }
+
+    /// The port's state changed: a PORT_STATE_CHANGE EQE with the new state as its sub-type
+    /// and `port << 4` in its data.
+    pub fn port_changed(&mut self, port: u8, active: bool) {
+        use mlx5_dv::prm::eq::{eqe, event, port_sub_type};
+        let mut data = [0u8; 28];
+        data[eqe::PORT - eqe::DATA] = port << 4;
+        let sub_type = if active { port_sub_type::ACTIVE } else { port_sub_type::DOWN };
+        self.fw.post_event(firmware::Event { event_type: event::PORT_STATE_CHANGE, sub_type, data, eqn: None });
+    }
+
+    /// A store to an EQ doorbell of UAR page `uar` (arm at +0x40, update at +0x48).
+    pub fn eq_doorbell(&mut self, uar: u32, value: u32, arm: bool) {
+        self.fw.eq_doorbell(uar, value, arm);
+    }
+
+    /// Write pending EQEs into host memory; the MSI-X vectors they raised, in order.
+    pub fn write_eqes(&mut self, host: &mut Host) -> Vec<u16> {
+        self.fw.write_eqes(host);
+        self.fw.take_interrupts()
+    }
+
     /// The events raised since the last call, oldest first.
     pub fn take_events(&mut self) -> VecDeque<DeviceEvent> {
         std::mem::take(&mut self.events)

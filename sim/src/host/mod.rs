@@ -1,11 +1,14 @@
 //! Host memory, as devices see it: one DMA interface over two kinds of region, buffers the
 //! backend owns ([`Host::alloc`]) and an application's own bytes ([`Host::register_external`]);
-//! and a dma-buf exporter over them ([`Host::dmabufs`]).
+//! a dma-buf exporter over them ([`Host::dmabufs`]); and the eventfds of interrupt vectors
+//! ([`Host::irqs`]).
 
 mod dmabuf;
+mod eventfd;
 mod memory;
 
 pub use dmabuf::{Export, Exporter};
+pub use eventfd::{EventFd, Irqs};
 pub use memory::{PAGE, RangeCursor};
 
 /// What a device does to host memory: bounds-checked reads and writes at host addresses.
@@ -22,12 +25,14 @@ pub struct Host {
     mem: memory::Memory,
     /// The dma-buf exports over this host's memory.
     pub dmabufs: Exporter,
+    /// The eventfds bound to MSI-X vectors.
+    pub irqs: Irqs,
 }
 
 impl Host {
     /// A host whose buffers may hold `limit` bytes together.
     pub fn with_memory_limit(limit: u64) -> Self {
-        Host { mem: memory::Memory::with_limit(limit), dmabufs: Exporter::default() }
+        Host { mem: memory::Memory::with_limit(limit), dmabufs: Exporter::default(), irqs: Irqs::default() }
     }
 }
 

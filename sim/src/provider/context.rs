@@ -19,11 +19,12 @@ impl Provider {
     }
 
     /// The kind of the device named `name` and, for an mlx5 kernel device, its index.
+    /// The VFIO function is the device after the kernel's mlx5 devices.
     fn find_device(&self, name: &str, op: Op) -> Result<(DeviceKind, usize)> {
         let mut mlx5 = 0;
         for d in &self.device_list {
             if d.name == name {
-                return Ok((d.kind, if d.kind == DeviceKind::Mlx5 { mlx5 } else { 0 }));
+                return Ok((d.kind, if d.kind == DeviceKind::Other { 0 } else { mlx5 }));
             }
             mlx5 += usize::from(d.kind == DeviceKind::Mlx5);
         }
@@ -76,8 +77,15 @@ impl Provider {
         let op = Op::IbvOpenDevice;
         match self.find_device(device, op)? {
             (DeviceKind::Mlx5, dev) => self.open_kernel_context(low, dev, true, op),
-            // The VFIO function is the first device's; other providers need no firmware.
-            (DeviceKind::Mlx5Vfio, _) => self.add_context(low, CtxKind::Vfio, CtxCaps::default(), 0, op),
+            (DeviceKind::Mlx5Vfio, dev) => {
+                let h = self.add_context(low, CtxKind::Vfio, CtxCaps::default(), dev, op)?;
+                if let Err(e) = self.init_vfio(low, h, dev, self.vfio_vectors) {
+                    let _ = self.close_device(low, h);
+                    return Err(e);
+                }
+                Ok(h)
+            }
+            // Other providers need no firmware.
             (DeviceKind::Other, _) => self.add_context(low, CtxKind::Other, CtxCaps::default(), 0, op),
         }
     }
@@ -99,6 +107,7 @@ impl Provider {
                 return Err(Error::new(op, e, "the kernel refused a DEVX context"));
             }
         };
+        low.kernel.set_context_device(h.id(), dev);
         let caps = low.devices.get_mut(dev).map(|d| query_caps(d, devx)).unwrap_or_default();
         let update_tag = low.kernel.facts().mkey_update_tag;
         if let Ok(c) = self.contexts.get_mut(h, op) {
@@ -117,6 +126,7 @@ impl Provider {
             let _ = self.mkeys.take(h, op);
         }
         self.crypto.forget_context(ctx);
+        self.close_devx_of(low, ctx);
         if let (CtxKind::Kernel { devx, .. }, Some(d)) = (c.kind, low.devices.get_mut(c.dev)) {
             low.kernel.close_devx_objects(d, devx);
         }
@@ -194,6 +204,31 @@ impl Provider {
         }
         self.pds.take(pd, op)?;
         Ok(())
+    }
+
+    /// A port of the device named `device` goes to `state` (DOWN or ACTIVE): queries show
+    /// it (the caller moves the fabric's port), kernel contexts get the verbs event, EQs the
+    /// PORT_STATE_CHANGE EQE. The device's index.
+    pub(crate) fn set_port_state(&mut self, low: &mut Lower<'_>, device: &str, port: u8, state: u32) -> Result<usize> {
+        use mlx5_dv::{event_type, port_state};
+        let op = Op::Backend;
+        let (kind, dev) = self.find_device(device, op)?;
+        if kind == DeviceKind::Other || port != 1 {
+            return Err(Error::new(op, EINVAL, format!("{device} has no mlx5 port {port}")));
+        }
+        let ev = match state {
+            port_state::ACTIVE => event_type::PORT_ACTIVE,
+            port_state::DOWN => event_type::PORT_ERR,
+            _ => return Err(Error::new(op, EINVAL, format!("port state {state} is neither DOWN (1) nor ACTIVE (4)"))),
+        };
+        if let Some(d) = low.devices.get_mut(dev) {
+            d.port_changed(port, state == port_state::ACTIVE);
+        }
+        low.write_eqes();
+        if kind == DeviceKind::Mlx5 {
+            low.kernel.port_event(dev, ev);
+        }
+        Ok(dev)
     }
 
     /// `ibv_get_async_event`, non-blocking.

@@ -16,6 +16,7 @@ use crate::profile::{DataPathSection, Profile};
 
 mod context;
 mod crypto;
+mod devx;
 mod dmabuf;
 mod memory;
 mod mkey;
@@ -40,7 +41,17 @@ impl Lower<'_> {
     /// Let the devices run after a doorbell, then deliver the events they raised.
     fn run(&mut self) {
         crate::device::run(self.devices, self.host, self.fabric);
+        self.write_eqes();
         self.kernel.deliver_events(self.devices);
+    }
+
+    /// Let the devices write their pending EQEs, and signal the vectors they raise.
+    fn write_eqes(&mut self) {
+        for (dev, d) in self.devices.iter_mut().enumerate() {
+            for v in d.write_eqes(self.host) {
+                self.host.irqs.raise(dev, v);
+            }
+        }
     }
 }
 
@@ -166,6 +177,12 @@ pub(crate) struct Provider {
     qps: HandleTable<QpHandle, QpObj>,
     /// Crypto logins and DEKs.
     crypto: crypto::CryptoObjects,
+    /// DEVX objects, UARs, umems, and the VFIO contexts' vectors and EQs.
+    devx: devx::DevxObjects,
+    /// `num_comp_vectors` of kernel contexts.
+    num_comp_vectors: u16,
+    /// MSI-X vectors of the VFIO function.
+    vfio_vectors: u16,
     limits: DataPathSection,
     /// The host's devices: the mlx5 kernel devices first, in device order.
     device_list: Vec<mlx5_dv::DeviceDesc>,
@@ -185,6 +202,9 @@ impl Provider {
             cqs: HandleTable::new(backend),
             qps: HandleTable::new(backend),
             crypto: crypto::CryptoObjects::new(backend),
+            devx: devx::DevxObjects::new(backend),
+            num_comp_vectors: profile.device.num_comp_vectors,
+            vfio_vectors: profile.device.vfio_msix_vectors,
             limits: profile.datapath.clone(),
             device_list: device_list(profile),
             wqe_log: None,

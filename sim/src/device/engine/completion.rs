@@ -40,7 +40,7 @@ impl Device {
         let outstanding = c.pi.wrapping_sub(ci) & 0xff_ffff;
         if outstanding >= c.cqe {
             c.overrun = true;
-            self.events.push_back(DeviceEvent { event_type: event_type::CQ_ERR, qpn: None, cqn: Some(cqn) });
+            self.raise(DeviceEvent { event_type: event_type::CQ_ERR, qpn: None, cqn: Some(cqn) });
             return;
         }
         let owner = c.pi & c.ring.wqe_cnt != 0;
@@ -60,7 +60,7 @@ impl Device {
     /// Raise a QP event.
     pub(in crate::device) fn qp_event(&mut self, qpn: u32, ty: u32) {
         if self.fw.qp(qpn).is_some() {
-            self.events.push_back(DeviceEvent { event_type: ty, qpn: Some(qpn), cqn: None });
+            self.raise(DeviceEvent { event_type: ty, qpn: Some(qpn), cqn: None });
         }
     }
 

@@ -13,9 +13,12 @@ use mlx5_dv::{CommandRecord, FaultRule};
 use crate::profile::Profile;
 
 mod crypto;
+mod eq;
 mod objects;
 
 pub use crypto::{FwDek, crypto_syndrome};
+pub use eq::EQ_STATUS_WRITE_FAILURE;
+pub(crate) use eq::{Event, named_input};
 pub(in crate::device) use objects::FwPsv;
 use objects::Numbers;
 pub use objects::{CqCreate, FwMkey, Klm, MkeyCrypto, QpCreate, QpPath, RepeatEntry, Translation};
@@ -119,6 +122,7 @@ pub struct Firmware {
     faults: Vec<ActiveRule>,
     log: Option<Vec<CommandRecord>>,
     crypto: crypto::FwCrypto,
+    eq: eq::EqTables,
 }
 
 fn set_flag(page: &mut [u8], f: Field, on: bool) -> Result<(), FieldError> {
@@ -180,6 +184,7 @@ impl Firmware {
             faults: Vec::new(),
             log: None,
             crypto: crypto::FwCrypto::new(profile),
+            eq: eq::EqTables::new(),
         })
     }
 
@@ -245,6 +250,15 @@ impl Firmware {
             opcode::CREATE_GENERAL_OBJECT => self.create_general_obj(uid, input, out),
             opcode::QUERY_GENERAL_OBJECT => self.query_general_obj(uid, input, out),
             opcode::DESTROY_GENERAL_OBJECT => self.destroy_general_obj(uid, input),
+            opcode::CREATE_EQ => self.create_eq(uid, input, out),
+            opcode::DESTROY_EQ => self.destroy_eq(input),
+            opcode::QUERY_EQ => self.query_eq(input, out),
+            opcode::GEN_EQE => self.gen_eqe(input),
+            opcode::ALLOC_UAR => self.alloc_uar(uid, out),
+            opcode::DEALLOC_UAR => self.dealloc_uar(input),
+            opcode::CREATE_UMEM => self.create_umem(uid, input, out),
+            opcode::DESTROY_UMEM => self.destroy_umem(input),
+            opcode::NOP => Ok(()),
             _ => Err(Reject(status::BAD_OP_ERR, syndrome::UNKNOWN_OPCODE)),
         }
     }

@@ -1,0 +1,326 @@
+//! DEVX raw commands, MSI-X vectors and EQs: items 65–71, and the VFIO EQ scenario of
+//! rdma-core's `test_mlx5_vfio.py` (a port change arrives as an EQE and fires the vector).
+
+use mlx5_dv::errno::{EAGAIN, EINVAL, ENOMEM, ENOSPC, EOPNOTSUPP, EREMOTEIO};
+use mlx5_dv::prm::{self, eq as e, opcode, status};
+use mlx5_dv::{Backend, ContextHandle, DevxEq, DevxUar, FaultRule, MLX5DV_UAR_ALLOC_TYPE_NC, port_state, uar_offset};
+
+use super::ctl;
+use crate::case::{Case, Check, Env, Need, Verdict, check, check_eq, expect_errno, expect_ok};
+
+pub(super) const CASES: &[Case] = &[
+    Case {
+        name: "devx.kernel_context_has_no_vfio_ops",
+        covers: &[65],
+        needs: &[Need::Mlx5Device],
+        run: kernel_no_vfio_ops,
+    },
+    Case {
+        name: "devx.msi_vectors_first_free_then_enospc",
+        covers: &[66],
+        needs: &[Need::VfioDevice],
+        run: msi_first_free,
+    },
+    Case { name: "devx.free_msi_vector_checks", covers: &[67], needs: &[Need::VfioDevice], run: msi_free_checks },
+    Case { name: "devx.create_eq_checks", covers: &[68], needs: &[Need::VfioDevice], run: create_eq_checks },
+    Case {
+        name: "devx.create_eq_driver_fills_page_size_and_pas",
+        covers: &[68],
+        needs: &[Need::VfioDevice, Need::SimControl],
+        run: create_eq_driver_fields,
+    },
+    Case {
+        name: "devx.destroy_eq_maps_the_status",
+        covers: &[69],
+        needs: &[Need::VfioDevice, Need::SimControl],
+        run: destroy_eq_status,
+    },
+    Case { name: "devx.query_eqn_vectors", covers: &[70], needs: &[Need::Mlx5Device], run: query_eqn },
+    Case {
+        name: "devx.general_cmd_bad_status_is_eremoteio",
+        covers: &[71],
+        needs: &[Need::Mlx5Device, Need::Devx],
+        run: general_cmd_status,
+    },
+    Case {
+        name: "devx.commands_the_kernel_refuses",
+        covers: &[71],
+        needs: &[Need::Mlx5Device, Need::Devx],
+        run: kernel_refuses,
+    },
+    Case {
+        name: "devx.no_uid_only_whitelisted_commands",
+        covers: &[71],
+        needs: &[Need::Mlx5Device, Need::NoDevx],
+        run: no_uid_whitelist,
+    },
+    Case {
+        name: "devx.obj_create_pd_and_mkey",
+        covers: &[71],
+        needs: &[Need::Mlx5Device, Need::Devx],
+        run: obj_pd_and_mkey,
+    },
+    Case {
+        name: "devx.eq_delivers_port_state_change",
+        covers: &[66, 68],
+        needs: &[Need::VfioDevice, Need::SimControl],
+        run: eq_port_change,
+    },
+];
+
+/// `log_eq_size` of the EQs here: 256 entries, as the VFIO test's 0x80 + 0x80 spare.
+const LOG_EQ: u8 = 8;
+
+fn vfio(b: &mut dyn Backend, env: &Env) -> Check<ContextHandle> {
+    let dev = env.vfio_device.as_deref().ok_or_else(|| Verdict::skip("no VFIO device"))?;
+    expect_ok("ibv_open_device(VFIO)", b.open_ibv_device(dev))
+}
+
+fn devx_ctx(b: &mut dyn Backend, env: &Env) -> Check<ContextHandle> {
+    expect_ok("mlx5dv_open_device(DEVX)", b.open_device(env.dev()?, Some(&mlx5_dv::ContextAttr::devx())))
+}
+
+/// A CREATE_EQ input (272 bytes, no PAS) for `events` on `uar`, signalling `intr`.
+fn eq_input(uar: u32, intr: u64, events: u64) -> Vec<u8> {
+    use e::create_eq as c;
+    let mut input = prm::new_input(c::IN_SIZE, opcode::CREATE_EQ, 0, 0);
+    for (f, v) in [(c::LOG_EQ_SIZE, u64::from(LOG_EQ)), (c::UAR_PAGE, u64::from(uar)), (c::INTR, intr)] {
+        let _ = f.set(&mut input, v);
+    }
+    let _ = c::EVENT_BITMASK_0.set(&mut input, events);
+    input
+}
+
+fn eqn_of(eq: &DevxEq) -> u32 {
+    e::create_eq::OUT_EQ_NUMBER.get(&eq.out).unwrap_or(u64::MAX) as u32
+}
+
+fn be32(v: u32) -> [u8; 4] {
+    v.to_be_bytes()
+}
+
+/// Set every EQE's owner bit, as the caller of `mlx5dv_devx_create_eq` must.
+fn init_owner_bits(b: &mut dyn Backend, eq: &DevxEq) -> Check {
+    let mut v = vec![0u8; eq.ring.len];
+    v.iter_mut().skip(e::eqe::OWNER).step_by(e::eqe::SIZE).for_each(|x| *x = 1);
+    expect_ok("initialise the EQ's owner bits", b.write_buf(&eq.ring, 0, &v))
+}
+
+fn kernel_no_vfio_ops(b: &mut dyn Backend, env: &Env) -> Check {
+    let ctx = expect_ok("ibv_open_device", b.open_ibv_device(env.dev()?))?;
+    expect_errno("mlx5dv_devx_alloc_msi_vector on a kernel context", b.devx_alloc_msi_vector(ctx), EOPNOTSUPP)?;
+    let input = eq_input(1, 1, 1 << e::event::PORT_STATE_CHANGE);
+    expect_errno("mlx5dv_devx_create_eq on a kernel context", b.devx_create_eq(ctx, &input, 16), EOPNOTSUPP)?;
+    expect_ok("ibv_close_device", b.close_device(ctx))
+}
+
+fn msi_first_free(b: &mut dyn Backend, env: &Env) -> Check {
+    let ctx = vfio(b, env)?;
+    let mut got = Vec::new();
+    let full = loop {
+        match b.devx_alloc_msi_vector(ctx) {
+            Ok(m) => got.push(m),
+            Err(err) => break err,
+        }
+        if got.len() > 2048 {
+            return Err(Verdict::fail("ENOSPC after at most 2048 vectors", "ENOSPC", format!("{} vectors", got.len())));
+        }
+    };
+    check_eq("the error when every vector is taken", full.errno(), ENOSPC)?;
+    let vectors: Vec<i32> = got.iter().map(|m| m.vector).collect();
+    let expected: Vec<i32> = (1..=got.len() as i32).collect();
+    check_eq("vectors from 1 up, vector 0 being the driver's", vectors, expected)?;
+    let fds: std::collections::BTreeSet<i32> = got.iter().map(|m| m.fd).collect();
+    check("each vector has its own eventfd", fds.len() == got.len() && !fds.contains(&-1), "distinct fds", &fds)?;
+    if got.len() >= 2 {
+        expect_ok("free vector 1", b.devx_free_msi_vector(&got[0]))?;
+        let again = expect_ok("allocate again", b.devx_alloc_msi_vector(ctx))?;
+        check_eq("the first free vector is taken again", again.vector, 1)?;
+    }
+    expect_ok("ibv_close_device", b.close_device(ctx))
+}
+
+fn msi_free_checks(b: &mut dyn Backend, env: &Env) -> Check {
+    let ctx = vfio(b, env)?;
+    let m = expect_ok("mlx5dv_devx_alloc_msi_vector", b.devx_alloc_msi_vector(ctx))?;
+    let wrong = [("vector 0", 0, m.fd), ("a vector out of range", 1 << 20, m.fd), ("another fd", m.vector, m.fd + 977)];
+    for (what, vector, fd) in wrong {
+        let forged = mlx5_dv::MsiVector { vector, fd, ..m };
+        expect_errno(&format!("free_msi_vector with {what}"), b.devx_free_msi_vector(&forged), EINVAL)?;
+    }
+    expect_errno("read with no interrupt yet", b.devx_msi_vector_read(&m), EAGAIN)?;
+    expect_ok("free_msi_vector as allocated", b.devx_free_msi_vector(&m))?;
+    expect_ok("ibv_close_device", b.close_device(ctx))
+}
+
+/// A VFIO context's NC UAR and a fresh vector.
+fn uar_and_vector(b: &mut dyn Backend, ctx: ContextHandle) -> Check<(DevxUar, mlx5_dv::MsiVector)> {
+    let uar = expect_ok("mlx5dv_devx_alloc_uar(NC)", b.devx_alloc_uar(ctx, MLX5DV_UAR_ALLOC_TYPE_NC))?;
+    let msi = expect_ok("mlx5dv_devx_alloc_msi_vector", b.devx_alloc_msi_vector(ctx))?;
+    Ok((uar, msi))
+}
+
+fn create_eq_checks(b: &mut dyn Backend, env: &Env) -> Check {
+    let ctx = vfio(b, env)?;
+    let (uar, msi) = uar_and_vector(b, ctx)?;
+    let good = eq_input(uar.page_id, msi.vector as u64, 1 << e::event::PORT_STATE_CHANGE);
+    expect_errno("create_eq with inlen 271", b.devx_create_eq(ctx, &good[..271], 16), EINVAL)?;
+    let mut bad_op = good.clone();
+    let _ = prm::mbox_in::OPCODE.set(&mut bad_op, u64::from(opcode::DESTROY_EQ));
+    expect_errno("create_eq with opcode DESTROY_EQ", b.devx_create_eq(ctx, &bad_op, 16), EINVAL)?;
+    let zero = eq_input(uar.page_id, 0, 1 << e::event::PORT_STATE_CHANGE);
+    expect_errno("create_eq with intr 0 (the command EQ's vector)", b.devx_create_eq(ctx, &zero, 16), EINVAL)?;
+    let eq = expect_ok("create_eq", b.devx_create_eq(ctx, &good, 16))?;
+    check_eq("the ring: max(roundup_pow2(2^log_eq_size * 64), 4096) bytes", eq.ring.len, 64 << LOG_EQ)?;
+    check("the ring is 4 KiB aligned", eq.ring.addr % 4096 == 0, "aligned", eq.ring.addr)?;
+    let async_eqn = expect_ok("query_eqn(0)", b.devx_query_eqn(ctx, 0))?;
+    check("the EQ has its own number", eqn_of(&eq) != async_eqn, "not the async EQ's", eqn_of(&eq))?;
+    expect_ok("destroy_eq", b.devx_destroy_eq(&eq))?;
+    expect_ok("free_msi_vector", b.devx_free_msi_vector(&msi))?;
+    expect_ok("free_uar", b.devx_free_uar(&uar))?;
+    expect_ok("ibv_close_device", b.close_device(ctx))
+}
+
+fn create_eq_driver_fields(b: &mut dyn Backend, env: &Env) -> Check {
+    let ctx = vfio(b, env)?;
+    let (uar, msi) = uar_and_vector(b, ctx)?;
+    let mut input = eq_input(uar.page_id, msi.vector as u64, 1 << e::event::PORT_STATE_CHANGE);
+    // The caller's page size and PAS are replaced.
+    let _ = e::create_eq::LOG_PAGE_SIZE.set(&mut input, 7);
+    ctl(b)?.record_commands(true);
+    let eq = expect_ok("create_eq", b.devx_create_eq(ctx, &input, 16))?;
+    let cmds = ctl(b)?.take_commands();
+    ctl(b)?.record_commands(false);
+    let c = cmds.iter().find(|c| c.opcode == opcode::CREATE_EQ).ok_or_else(|| Verdict::fail("the CREATE_EQ the driver ran", "one", "none"))?;
+    check_eq("the command's length: inlen + one PAS entry", c.input.len(), e::create_eq::IN_SIZE + 8)?;
+    let pas = u64::from_be_bytes(c.input[272..280].try_into().unwrap_or_default());
+    check_eq("pas[0]: the ring the driver allocated", pas, eq.ring.addr)?;
+    let lps = e::create_eq::LOG_PAGE_SIZE.get(&c.input).unwrap_or(99);
+    check_eq("log_page_size = ilog2(size) - 12: one page holds the ring", lps, 2)?;
+    ctl(b)?.add_fault(FaultRule::CommandStatus {
+        opcode: opcode::CREATE_EQ,
+        status: status::BAD_PARAM_ERR,
+        syndrome: 0x1234,
+        skip: 0,
+        times: 1,
+    })
+    .map_err(|x| Verdict::fail("a CREATE_EQ fault", "installed", x.to_string()))?;
+    let r = b.devx_create_eq(ctx, &input, 16);
+    let cmd = r.as_ref().err().and_then(|x| x.cmd_status());
+    expect_errno("create_eq the device refuses", r, EREMOTEIO)?;
+    check_eq("out.status and out.syndrome", cmd.map(|c| (c.status, c.syndrome)), Some((status::BAD_PARAM_ERR, 0x1234)))?;
+    expect_ok("destroy_eq", b.devx_destroy_eq(&eq))?;
+    expect_ok("ibv_close_device", b.close_device(ctx))
+}
+
+fn destroy_eq_status(b: &mut dyn Backend, env: &Env) -> Check {
+    let ctx = vfio(b, env)?;
+    let (uar, msi) = uar_and_vector(b, ctx)?;
+    let input = eq_input(uar.page_id, msi.vector as u64, 1 << e::event::PORT_STATE_CHANGE);
+    let eq = expect_ok("create_eq", b.devx_create_eq(ctx, &input, 16))?;
+    let rule = FaultRule::CommandStatus { opcode: opcode::DESTROY_EQ, status: status::LIM_ERR, syndrome: 7, skip: 0, times: 1 };
+    ctl(b)?.add_fault(rule).map_err(|x| Verdict::fail("a DESTROY_EQ fault", "installed", x.to_string()))?;
+    expect_errno("destroy_eq refused with LIM_ERR: the mapped errno, not EREMOTEIO", b.devx_destroy_eq(&eq), ENOMEM)?;
+    expect_ok("destroy_eq again", b.devx_destroy_eq(&eq))?;
+    expect_ok("ibv_close_device", b.close_device(ctx))
+}
+
+fn query_eqn(b: &mut dyn Backend, env: &Env) -> Check {
+    let ctx = devx_ctx(b, env)?;
+    expect_ok("query_eqn(0) on a kernel context", b.devx_query_eqn(ctx, 0))?;
+    expect_errno("query_eqn of a vector beyond num_comp_vectors", b.devx_query_eqn(ctx, 1 << 20), EINVAL)?;
+    expect_ok("ibv_close_device", b.close_device(ctx))?;
+    let Some(dev) = env.vfio_device.as_deref() else { return Ok(()) };
+    let v = expect_ok("ibv_open_device(VFIO)", b.open_ibv_device(dev))?;
+    expect_ok("query_eqn(0) on VFIO: the async EQ", b.devx_query_eqn(v, 0))?;
+    expect_errno("query_eqn(1) on VFIO", b.devx_query_eqn(v, 1), EINVAL)?;
+    expect_ok("ibv_close_device", b.close_device(v))
+}
+
+fn general_cmd_status(b: &mut dyn Backend, env: &Env) -> Check {
+    let ctx = devx_ctx(b, env)?;
+    let good = prm::new_input(16, opcode::QUERY_HCA_CAP, 0, prm::query_hca_cap::OP_MOD_GENERAL_CUR);
+    let out = expect_ok("QUERY_HCA_CAP", b.devx_general_cmd(ctx, &good, prm::query_hca_cap::OUT_SIZE))?;
+    check_eq("out.status of a good command", out.first().copied(), Some(status::OK))?;
+    // op_mod 0x7e: a capability type no device has.
+    let bad = prm::new_input(16, opcode::QUERY_HCA_CAP, 0, 0x7e << 1 | 1);
+    let r = b.devx_general_cmd(ctx, &bad, prm::query_hca_cap::OUT_SIZE);
+    let cmd = r.as_ref().err().and_then(|x| x.cmd_status());
+    expect_errno("QUERY_HCA_CAP of an unknown capability type", r, EREMOTEIO)?;
+    check("out.status is valid: not OK", cmd.is_some_and(|c| c.status != status::OK), "a bad status", cmd)?;
+    expect_ok("ibv_close_device", b.close_device(ctx))
+}
+
+fn kernel_refuses(b: &mut dyn Backend, env: &Env) -> Check {
+    let ctx = devx_ctx(b, env)?;
+    let pd = prm::new_input(16, opcode::ALLOC_PD, 0, 0);
+    expect_errno("general_cmd with a create command", b.devx_general_cmd(ctx, &pd, 16), EINVAL)?;
+    let q = prm::new_input(16, opcode::QUERY_HCA_CAP, 0, 1);
+    expect_errno("obj_create with a query command", b.devx_obj_create(ctx, &q, 16).map(|o| o.handle), EINVAL)?;
+    expect_errno("general_cmd with a 4-byte input", b.devx_general_cmd(ctx, &q[..4], 16), EINVAL)?;
+    expect_ok("ibv_close_device", b.close_device(ctx))
+}
+
+fn no_uid_whitelist(b: &mut dyn Backend, env: &Env) -> Check {
+    let ctx = expect_ok("ibv_open_device without DEVX", b.open_ibv_device(env.dev()?))?;
+    let pd = prm::new_input(16, opcode::ALLOC_PD, 0, 0);
+    expect_errno("ALLOC_PD without a DEVX uid", b.devx_general_cmd(ctx, &pd, 16), EINVAL)?;
+    expect_ok("ibv_close_device", b.close_device(ctx))
+}
+
+fn obj_pd_and_mkey(b: &mut dyn Backend, env: &Env) -> Check {
+    let ctx = devx_ctx(b, env)?;
+    let pd = expect_ok("obj_create(ALLOC_PD)", b.devx_obj_create(ctx, &prm::new_input(16, opcode::ALLOC_PD, 0, 0), 16))?;
+    let pdn = prm::pd::PD.get(&pd.out).unwrap_or(0);
+    let mut mk = prm::new_input(prm::create_mkey::IN_SIZE, opcode::CREATE_MKEY, 0, 0);
+    let at = (prm::create_mkey::MKC_BIT / 8) as usize;
+    let _ = prm::mkc::PD.set(&mut mk[at..at + prm::mkc::SIZE], pdn);
+    let _ = prm::mkc::ACCESS_MODE_1_0.set(&mut mk[at..at + prm::mkc::SIZE], prm::mkc::ACCESS_MODE_KLMS);
+    let _ = prm::mkc::FREE.set(&mut mk[at..at + prm::mkc::SIZE], 1);
+    let mkey = expect_ok("obj_create(CREATE_MKEY) on the raw PD", b.devx_obj_create(ctx, &mk, 16))?;
+    let index = prm::create_mkey::OUT_MKEY_INDEX.get(&mkey.out).unwrap_or(0);
+    check("the mkey has an index", index > 0, "non-zero", index)?;
+    expect_errno("query with another object's command", b.devx_obj_query(mkey.handle, &prm::new_input(16, opcode::QUERY_HCA_CAP, 0, 1), 16), EINVAL)?;
+    expect_ok("destroy the mkey", b.devx_obj_destroy(mkey.handle))?;
+    expect_ok("destroy the PD", b.devx_obj_destroy(pd.handle))?;
+    expect_errno("destroy it twice", b.devx_obj_destroy(pd.handle), EINVAL)?;
+    expect_ok("ibv_close_device", b.close_device(ctx))
+}
+
+/// The EQE at consumer index `ci`, if software owns it.
+fn eqe_at(b: &mut dyn Backend, eq: &DevxEq, ci: u32) -> Check<Option<Vec<u8>>> {
+    let nent = 1u32 << LOG_EQ;
+    let at = (ci & (nent - 1)) as usize * e::eqe::SIZE;
+    let bytes = expect_ok("read the EQE", b.read_buf(&eq.ring, at, e::eqe::SIZE))?;
+    let sw_owned = (bytes[e::eqe::OWNER] & 1 == 1) == (ci & nent != 0);
+    Ok(sw_owned.then_some(bytes))
+}
+
+fn eq_port_change(b: &mut dyn Backend, env: &Env) -> Check {
+    let ctx = vfio(b, env)?;
+    let dev = env.vfio_device.clone().unwrap_or_default();
+    let (uar, msi) = uar_and_vector(b, ctx)?;
+    let input = eq_input(uar.page_id, msi.vector as u64, 1 << e::event::PORT_STATE_CHANGE);
+    let eq = expect_ok("create_eq for port state changes", b.devx_create_eq(ctx, &input, 16))?;
+    init_owner_bits(b, &eq)?;
+    let eqn = eqn_of(&eq);
+    expect_ok("arm the EQ (UAR + 0x40)", b.devx_uar_write(&uar, uar_offset::EQ_ARM, &be32(eqn << 24)))?;
+    check_eq("no EQE before an event", eqe_at(b, &eq, 0)?, None)?;
+    expect_ok("port down", ctl(b)?.set_port_state(&dev, 1, port_state::DOWN))?;
+    check_eq("the eventfd fired once", b.devx_msi_vector_read(&msi).ok(), Some(1))?;
+    let first = eqe_at(b, &eq, 0)?.ok_or_else(|| Verdict::fail("an EQE at ci 0", "software-owned", "hardware-owned"))?;
+    check_eq("type and sub-type", (first[e::eqe::TYPE], first[e::eqe::SUB_TYPE]), (e::event::PORT_STATE_CHANGE, 1))?;
+    check_eq("the port, << 4", first[e::eqe::PORT], 1 << 4)?;
+    check_eq("owner bit of the first pass", first[e::eqe::OWNER] & 1, 0)?;
+    // Not re-armed: the next event is written but does not interrupt.
+    expect_ok("port up", ctl(b)?.set_port_state(&dev, 1, port_state::ACTIVE))?;
+    expect_errno("no interrupt while not armed", b.devx_msi_vector_read(&msi), EAGAIN)?;
+    let second = eqe_at(b, &eq, 1)?.ok_or_else(|| Verdict::fail("an EQE at ci 1", "software-owned", "hardware-owned"))?;
+    check_eq("sub-type ACTIVE", second[e::eqe::SUB_TYPE], 4)?;
+    // Arming with EQEs past the consumer index fires at once; consuming them and arming does not.
+    expect_ok("update ci to 2 and arm", b.devx_uar_write(&uar, uar_offset::EQ_ARM, &be32(eqn << 24 | 2)))?;
+    expect_errno("nothing pending, no interrupt", b.devx_msi_vector_read(&msi), EAGAIN)?;
+    expect_ok("destroy_eq", b.devx_destroy_eq(&eq))?;
+    expect_ok("free_msi_vector", b.devx_free_msi_vector(&msi))?;
+    expect_ok("ibv_close_device", b.close_device(ctx))
+}
