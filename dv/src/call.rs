@@ -266,16 +266,24 @@ impl Call {
             Call::DekCreate { ctx, attr } => Reply::DekCreate(b.dek_create(*ctx, attr)),
             Call::DekQuery { dek, comp_mask } => Reply::DekQuery(b.dek_query(*dek, *comp_mask)),
             Call::DekDestroy { dek } => Reply::DekDestroy(b.dek_destroy(*dek)),
-            Call::DevxGeneralCmd { ctx, input, out_len } => Reply::DevxGeneralCmd(b.devx_general_cmd(*ctx, input, *out_len)),
-            Call::DevxObjCreate { ctx, input, out_len } => Reply::DevxObjCreate(b.devx_obj_create(*ctx, input, *out_len)),
+            Call::DevxGeneralCmd { ctx, input, out_len } => {
+                Reply::DevxGeneralCmd(b.devx_general_cmd(*ctx, input, *out_len))
+            }
+            Call::DevxObjCreate { ctx, input, out_len } => {
+                Reply::DevxObjCreate(b.devx_obj_create(*ctx, input, *out_len))
+            }
             Call::DevxObjQuery { obj, input, out_len } => Reply::DevxObjQuery(b.devx_obj_query(*obj, input, *out_len)),
-            Call::DevxObjModify { obj, input, out_len } => Reply::DevxObjModify(b.devx_obj_modify(*obj, input, *out_len)),
+            Call::DevxObjModify { obj, input, out_len } => {
+                Reply::DevxObjModify(b.devx_obj_modify(*obj, input, *out_len))
+            }
             Call::DevxObjDestroy { obj } => Reply::DevxObjDestroy(b.devx_obj_destroy(*obj)),
             Call::DevxQueryEqn { ctx, vector } => Reply::DevxQueryEqn(b.devx_query_eqn(*ctx, *vector)),
             Call::DevxAllocUar { ctx, flags } => Reply::DevxAllocUar(b.devx_alloc_uar(*ctx, *flags)),
             Call::DevxFreeUar { uar } => Reply::DevxFreeUar(b.devx_free_uar(uar)),
             Call::DevxUarWrite { uar, offset, value } => Reply::DevxUarWrite(b.devx_uar_write(uar, *offset, value)),
-            Call::DevxUmemReg { ctx, addr, size, access } => Reply::DevxUmemReg(b.devx_umem_reg(*ctx, *addr, *size, *access)),
+            Call::DevxUmemReg { ctx, addr, size, access } => {
+                Reply::DevxUmemReg(b.devx_umem_reg(*ctx, *addr, *size, *access))
+            }
             Call::DevxUmemDereg { umem } => Reply::DevxUmemDereg(b.devx_umem_dereg(umem)),
             Call::DevxAllocMsiVector { ctx } => Reply::DevxAllocMsiVector(b.devx_alloc_msi_vector(*ctx)),
             Call::DevxFreeMsiVector { msi } => Reply::DevxFreeMsiVector(b.devx_free_msi_vector(msi)),

@@ -8,11 +8,11 @@ use mlx5_dv::{
     Mkeys, Mr, Op, PdHandle, PortAttr, Qp, QpInitAttr, QpModify, QpState, Queues, RecvWr, Result, SimControl, Wc,
     WqeRecord, WrOp,
 };
-use mlx5_dv::{Devx, DevxEq, DevxObj, DevxObjHandle, DevxUar, DevxUmem, MsiVector};
 use mlx5_dv::{
     Crypto, CryptoLoginAttr, CryptoLoginAttrEx, CryptoLoginHandle, CryptoLoginQueryAttr, CryptoLoginState, DekAttr,
     DekHandle, DekInitAttr,
 };
+use mlx5_dv::{Devx, DevxEq, DevxObj, DevxObjHandle, DevxUar, DevxUmem, MsiVector};
 
 use crate::device::firmware::CommandFault;
 use crate::device::{Device, WqeFault};

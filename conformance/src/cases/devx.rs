@@ -191,24 +191,32 @@ fn create_eq_driver_fields(b: &mut dyn Backend, env: &Env) -> Check {
     let eq = expect_ok("create_eq", b.devx_create_eq(ctx, &input, 16))?;
     let cmds = ctl(b)?.take_commands();
     ctl(b)?.record_commands(false);
-    let c = cmds.iter().find(|c| c.opcode == opcode::CREATE_EQ).ok_or_else(|| Verdict::fail("the CREATE_EQ the driver ran", "one", "none"))?;
+    let c = cmds
+        .iter()
+        .find(|c| c.opcode == opcode::CREATE_EQ)
+        .ok_or_else(|| Verdict::fail("the CREATE_EQ the driver ran", "one", "none"))?;
     check_eq("the command's length: inlen + one PAS entry", c.input.len(), e::create_eq::IN_SIZE + 8)?;
     let pas = u64::from_be_bytes(c.input[272..280].try_into().unwrap_or_default());
     check_eq("pas[0]: the ring the driver allocated", pas, eq.ring.addr)?;
     let lps = e::create_eq::LOG_PAGE_SIZE.get(&c.input).unwrap_or(99);
     check_eq("log_page_size = ilog2(size) - 12: one page holds the ring", lps, 2)?;
-    ctl(b)?.add_fault(FaultRule::CommandStatus {
-        opcode: opcode::CREATE_EQ,
-        status: status::BAD_PARAM_ERR,
-        syndrome: 0x1234,
-        skip: 0,
-        times: 1,
-    })
-    .map_err(|x| Verdict::fail("a CREATE_EQ fault", "installed", x.to_string()))?;
+    ctl(b)?
+        .add_fault(FaultRule::CommandStatus {
+            opcode: opcode::CREATE_EQ,
+            status: status::BAD_PARAM_ERR,
+            syndrome: 0x1234,
+            skip: 0,
+            times: 1,
+        })
+        .map_err(|x| Verdict::fail("a CREATE_EQ fault", "installed", x.to_string()))?;
     let r = b.devx_create_eq(ctx, &input, 16);
     let cmd = r.as_ref().err().and_then(|x| x.cmd_status());
     expect_errno("create_eq the device refuses", r, EREMOTEIO)?;
-    check_eq("out.status and out.syndrome", cmd.map(|c| (c.status, c.syndrome)), Some((status::BAD_PARAM_ERR, 0x1234)))?;
+    check_eq(
+        "out.status and out.syndrome",
+        cmd.map(|c| (c.status, c.syndrome)),
+        Some((status::BAD_PARAM_ERR, 0x1234)),
+    )?;
     expect_ok("destroy_eq", b.devx_destroy_eq(&eq))?;
     expect_ok("ibv_close_device", b.close_device(ctx))
 }
@@ -218,7 +226,13 @@ fn destroy_eq_status(b: &mut dyn Backend, env: &Env) -> Check {
     let (uar, msi) = uar_and_vector(b, ctx)?;
     let input = eq_input(uar.page_id, msi.vector as u64, 1 << e::event::PORT_STATE_CHANGE);
     let eq = expect_ok("create_eq", b.devx_create_eq(ctx, &input, 16))?;
-    let rule = FaultRule::CommandStatus { opcode: opcode::DESTROY_EQ, status: status::LIM_ERR, syndrome: 7, skip: 0, times: 1 };
+    let rule = FaultRule::CommandStatus {
+        opcode: opcode::DESTROY_EQ,
+        status: status::LIM_ERR,
+        syndrome: 7,
+        skip: 0,
+        times: 1,
+    };
     ctl(b)?.add_fault(rule).map_err(|x| Verdict::fail("a DESTROY_EQ fault", "installed", x.to_string()))?;
     expect_errno("destroy_eq refused with LIM_ERR: the mapped errno, not EREMOTEIO", b.devx_destroy_eq(&eq), ENOMEM)?;
     expect_ok("destroy_eq again", b.devx_destroy_eq(&eq))?;
@@ -270,7 +284,8 @@ fn no_uid_whitelist(b: &mut dyn Backend, env: &Env) -> Check {
 
 fn obj_pd_and_mkey(b: &mut dyn Backend, env: &Env) -> Check {
     let ctx = devx_ctx(b, env)?;
-    let pd = expect_ok("obj_create(ALLOC_PD)", b.devx_obj_create(ctx, &prm::new_input(16, opcode::ALLOC_PD, 0, 0), 16))?;
+    let pd =
+        expect_ok("obj_create(ALLOC_PD)", b.devx_obj_create(ctx, &prm::new_input(16, opcode::ALLOC_PD, 0, 0), 16))?;
     let pdn = prm::pd::PD.get(&pd.out).unwrap_or(0);
     let mut mk = prm::new_input(prm::create_mkey::IN_SIZE, opcode::CREATE_MKEY, 0, 0);
     let at = (prm::create_mkey::MKC_BIT / 8) as usize;
@@ -280,7 +295,11 @@ fn obj_pd_and_mkey(b: &mut dyn Backend, env: &Env) -> Check {
     let mkey = expect_ok("obj_create(CREATE_MKEY) on the raw PD", b.devx_obj_create(ctx, &mk, 16))?;
     let index = prm::create_mkey::OUT_MKEY_INDEX.get(&mkey.out).unwrap_or(0);
     check("the mkey has an index", index > 0, "non-zero", index)?;
-    expect_errno("query with another object's command", b.devx_obj_query(mkey.handle, &prm::new_input(16, opcode::QUERY_HCA_CAP, 0, 1), 16), EINVAL)?;
+    expect_errno(
+        "query with another object's command",
+        b.devx_obj_query(mkey.handle, &prm::new_input(16, opcode::QUERY_HCA_CAP, 0, 1), 16),
+        EINVAL,
+    )?;
     expect_ok("destroy the mkey", b.devx_obj_destroy(mkey.handle))?;
     expect_ok("destroy the PD", b.devx_obj_destroy(pd.handle))?;
     expect_errno("destroy it twice", b.devx_obj_destroy(pd.handle), EINVAL)?;
@@ -308,14 +327,16 @@ fn eq_port_change(b: &mut dyn Backend, env: &Env) -> Check {
     check_eq("no EQE before an event", eqe_at(b, &eq, 0)?, None)?;
     expect_ok("port down", ctl(b)?.set_port_state(&dev, 1, port_state::DOWN))?;
     check_eq("the eventfd fired once", b.devx_msi_vector_read(&msi).ok(), Some(1))?;
-    let first = eqe_at(b, &eq, 0)?.ok_or_else(|| Verdict::fail("an EQE at ci 0", "software-owned", "hardware-owned"))?;
+    let first =
+        eqe_at(b, &eq, 0)?.ok_or_else(|| Verdict::fail("an EQE at ci 0", "software-owned", "hardware-owned"))?;
     check_eq("type and sub-type", (first[e::eqe::TYPE], first[e::eqe::SUB_TYPE]), (e::event::PORT_STATE_CHANGE, 1))?;
     check_eq("the port, << 4", first[e::eqe::PORT], 1 << 4)?;
     check_eq("owner bit of the first pass", first[e::eqe::OWNER] & 1, 0)?;
     // Not re-armed: the next event is written but does not interrupt.
     expect_ok("port up", ctl(b)?.set_port_state(&dev, 1, port_state::ACTIVE))?;
     expect_errno("no interrupt while not armed", b.devx_msi_vector_read(&msi), EAGAIN)?;
-    let second = eqe_at(b, &eq, 1)?.ok_or_else(|| Verdict::fail("an EQE at ci 1", "software-owned", "hardware-owned"))?;
+    let second =
+        eqe_at(b, &eq, 1)?.ok_or_else(|| Verdict::fail("an EQE at ci 1", "software-owned", "hardware-owned"))?;
     check_eq("sub-type ACTIVE", second[e::eqe::SUB_TYPE], 4)?;
     // Arming with EQEs past the consumer index fires at once; consuming them and arming does not.
     expect_ok("update ci to 2 and arm", b.devx_uar_write(&uar, uar_offset::EQ_ARM, &be32(eqn << 24 | 2)))?;

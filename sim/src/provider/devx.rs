@@ -5,8 +5,8 @@
 use mlx5_dv::errno::{EINVAL, EOPNOTSUPP};
 use mlx5_dv::prm::{self, eq as e, opcode};
 use mlx5_dv::{
-    AccessFlags, Buf, ContextHandle, DevxObj, DevxObjHandle, DevxUar, DevxUmem, Error, HandleTable, Op,
-    Result, uar_offset,
+    AccessFlags, Buf, ContextHandle, DevxObj, DevxObjHandle, DevxUar, DevxUmem, Error, HandleTable, Op, Result,
+    uar_offset,
 };
 
 use super::{CtxKind, Lower, Provider};
@@ -151,7 +151,12 @@ impl Provider {
         low.write_eqes();
         match r {
             Ok(()) => Ok(out),
-            Err(errno) => Err(kernel::cmd_error(op, errno, &out, opcode::name(prm::mbox_in::OPCODE.get(&input).unwrap_or(0) as u16))),
+            Err(errno) => Err(kernel::cmd_error(
+                op,
+                errno,
+                &out,
+                opcode::name(prm::mbox_in::OPCODE.get(&input).unwrap_or(0) as u16),
+            )),
         }
     }
 
@@ -169,7 +174,8 @@ impl Provider {
         if let Path::Kernel(DevxUid::Uid(_)) = path {
             let code = prm::mbox_in::OPCODE.get(input).unwrap_or(0) as u16;
             if !GENERAL_CMDS.contains(&code) {
-                let why = format!("{} (0x{code:x}) is not a general command the kernel lets through", opcode::name(code));
+                let why =
+                    format!("{} (0x{code:x}) is not a general command the kernel lets through", opcode::name(code));
                 return Err(Error::new(op, EINVAL, why));
             }
         }
@@ -301,11 +307,17 @@ impl Provider {
 
     /// A store into a UAR page: EQ doorbells (arm and update); other registers are not
     /// modelled and are ignored, as a store to an unused register is.
-    pub(crate) fn devx_uar_write(&mut self, low: &mut Lower<'_>, uar: &DevxUar, offset: u32, value: &[u8]) -> Result<()> {
+    pub(crate) fn devx_uar_write(
+        &mut self,
+        low: &mut Lower<'_>,
+        uar: &DevxUar,
+        offset: u32,
+        value: &[u8],
+    ) -> Result<()> {
         let op = Op::DevxUarWrite;
         let u = self.devx.uars.get(uar.handle, op)?.clone();
         let ok_len = matches!(value.len(), 4 | 8);
-        if !ok_len || offset % value.len().max(1) as u32 != 0 || offset > 4096 - value.len() as u32 {
+        if !ok_len || !offset.is_multiple_of(value.len() as u32) || offset > 4096 - value.len() as u32 {
             return Err(Error::new(op, EINVAL, "a UAR store is 4 or 8 aligned bytes inside the 4 KiB page"));
         }
         let word = u32::from_be_bytes([value[0], value[1], value[2], value[3]]);
@@ -352,7 +364,7 @@ impl Provider {
         }
         for p in 0..pages {
             let at = e::umem::MTT_BYTE + 8 * p as usize;
-            input[at..at + 8].copy_from_slice(&(first + (p << 12) | 0b11).to_be_bytes());
+            input[at..at + 8].copy_from_slice(&((first + (p << 12)) | 0b11).to_be_bytes());
         }
         let uid = match path {
             Path::Kernel(DevxUid::Uid(u)) => u,
@@ -407,7 +419,8 @@ impl Provider {
 
     /// The buffer holding `[addr, addr + len)`.
     fn buf_covering(&self, addr: u64, len: u64, op: Op) -> Result<mlx5_dv::BufHandle> {
-        let inside = |b: &super::BufObj| addr >= b.addr && addr.checked_add(len).is_some_and(|e| e <= b.addr + b.len as u64);
+        let inside =
+            |b: &super::BufObj| addr >= b.addr && addr.checked_add(len).is_some_and(|e| e <= b.addr + b.len as u64);
         self.bufs
             .handles_where(inside)
             .into_iter()
@@ -442,7 +455,9 @@ fn names_object(o: &ObjRec, input: &[u8], modify: bool) -> bool {
                 && prm::general_obj_in::OBJ_ID.get(input).ok() == Some(u64::from(o.obj_id))
         }
         opcode::CREATE_MKEY => {
-            !modify && code == opcode::QUERY_MKEY && prm::destroy_mkey::MKEY_INDEX.get(input).ok() == Some(u64::from(o.obj_id))
+            !modify
+                && code == opcode::QUERY_MKEY
+                && prm::destroy_mkey::MKEY_INDEX.get(input).ok() == Some(u64::from(o.obj_id))
         }
         _ => false,
     }

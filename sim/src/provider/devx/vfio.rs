@@ -81,7 +81,13 @@ fn vfio_only(op: Op) -> Error {
 impl Provider {
     /// `mlx5_vfio_alloc_context`: the driver allocates its EQ UAR and creates the async EQ
     /// on vector 0 (CMD and PAGE_REQUEST events).
-    pub(crate) fn init_vfio(&mut self, low: &mut Lower<'_>, ctx: ContextHandle, dev: usize, vectors: u16) -> Result<()> {
+    pub(crate) fn init_vfio(
+        &mut self,
+        low: &mut Lower<'_>,
+        ctx: ContextHandle,
+        dev: usize,
+        vectors: u16,
+    ) -> Result<()> {
         let op = Op::IbvOpenDevice;
         let d = low.devices.get_mut(dev).ok_or_else(|| Error::new(op, EINVAL, "no such device"))?;
         let mut out = [0u8; 16];
@@ -202,7 +208,7 @@ impl Provider {
         if input.len() < c || code != opcode::CREATE_EQ || intr == 0 {
             return Err(Error::new(op, EINVAL, "inlen < 272, an opcode other than CREATE_EQ, or intr 0"));
         }
-        if out_len < prm::mbox_out::SIZE || out_len > 1 << 20 {
+        if !(prm::mbox_out::SIZE..=1 << 20).contains(&out_len) {
             return Err(Error::new(op, EINVAL, format!("an output of {out_len} bytes")));
         }
         let log_size = e::create_eq::LOG_EQ_SIZE.get(input).unwrap_or(0);
