@@ -35,7 +35,7 @@ pub(super) const CASES: &[Case] = &[
         needs: &[Need::VfioDevice, Need::SimControl],
         run: destroy_eq_status,
     },
-    Case { name: "devx.query_eqn_vectors", covers: &[70], needs: &[Need::Mlx5Device], run: query_eqn },
+    Case { name: "devx.query_eqn_vectors", covers: &[70], needs: &[Need::Mlx5Device, Need::Devx], run: query_eqn },
     Case {
         name: "devx.general_cmd_bad_status_is_eremoteio",
         covers: &[71],

@@ -175,6 +175,10 @@ impl Provider {
         let Some(v) = slot.filter(|v| s.msix[*v].as_ref().map(EventFd::raw) == Some(msi.fd)) else {
             return Err(Error::new(op, EINVAL, "vector out of range, vector 0, or not the vector's eventfd"));
         };
+        // libmlx5 would free the other vector and leave this one bound; refuse instead.
+        if v != usize::from(rec.vector) {
+            return Err(Error::new(op, EINVAL, "the vector and fd of another MSI vector"));
+        }
         s.msix[v] = None;
         low.host.irqs.unbind(dev, v as u16);
         self.devx.vfio.msis.take(msi.handle, op)?;
@@ -188,6 +192,9 @@ impl Provider {
         let s = self.devx.vfio.state(rec.ctx, op)?;
         let fd = s.msix.get(usize::from(rec.vector)).cloned().flatten();
         let fd = fd.ok_or_else(|| Error::new(op, EINVAL, "the vector has no eventfd"))?;
+        if fd.raw() != msi.fd {
+            return Err(Error::new(op, mlx5_dv::errno::EBADF, "not the vector's eventfd"));
+        }
         fd.read().map_err(|x| Error::new(op, x, "nothing to read: no interrupt since the last read"))
     }
 
