@@ -286,6 +286,7 @@ impl HwBackend {
                         unsafe { ibv_dealloc_pd(p.ptr) };
                     }
                 }
+                Obj::Devx(_) | Obj::Umem(_) | Obj::Eq(_) | Obj::Uar(_) | Obj::Msi(_) => self.release_devx(obj),
             }
         }
     }

@@ -51,18 +51,23 @@ impl HwBackend {
         if ptr.is_null() {
             return Err(Error::new(op, ENOMEM, "out of memory"));
         }
-        let handle = self.objs.bufs.insert(op, HwBuf { ptr, layout, dmabuf: None }).inspect_err(|_| {
-            // SAFETY: allocated with this layout just above and in no table.
-            unsafe { std::alloc::dealloc(ptr, layout) };
-        })?;
+        let handle =
+            self.objs.bufs.insert(op, HwBuf { ptr, layout, dmabuf: None, borrowed: false }).inspect_err(|_| {
+                // SAFETY: allocated with this layout just above and in no table.
+                unsafe { std::alloc::dealloc(ptr, layout) };
+            })?;
         Ok(Buf { handle, addr: ptr as u64, len })
     }
 
     pub(crate) fn hw_free_buf(&mut self, buf: &Buf) -> Result<()> {
         let op = Op::FreeBuf;
-        unused(&self.objs.bufs, buf.handle, op, |n| format!("{n} MR(s) still cover the buffer"))?;
-        if self.objs.bufs.get(buf.handle, op)?.dmabuf.is_some() {
+        unused(&self.objs.bufs, buf.handle, op, |n| format!("{n} MR(s) or umem(s) still cover the buffer"))?;
+        let b = self.objs.bufs.get(buf.handle, op)?;
+        if b.dmabuf.is_some() {
             return Err(Error::new(op, mlx5_dv::errno::EBUSY, "the buffer is a dma-buf's: free_dmabuf frees it"));
+        }
+        if b.borrowed {
+            return Err(Error::new(op, mlx5_dv::errno::EBUSY, "the buffer is an EQ ring: destroy_eq releases it"));
         }
         let b = self.objs.bufs.remove(buf.handle, op)?;
         // SAFETY: allocated with this layout in hw_alloc_buf; no MR covers it.
@@ -72,7 +77,9 @@ impl HwBackend {
 
     pub(crate) fn free_all_bufs(&mut self) {
         for h in self.objs.bufs.handles_where(|_| true) {
-            if let Ok(b) = self.objs.bufs.take(h, Op::FreeBuf) {
+            if let Ok(b) = self.objs.bufs.take(h, Op::FreeBuf)
+                && !b.borrowed
+            {
                 match b.dmabuf {
                     // SAFETY: every MR was deregistered before this runs.
                     Some(d) => unsafe { d.unmap(b.ptr, b.layout.size()) },

@@ -104,10 +104,11 @@ impl HwBackend {
         let (u, ptr) = udmabuf(op, size)?;
         let layout =
             std::alloc::Layout::from_size_align(size, PAGE).map_err(|e| Error::new(op, ENOMEM, e.to_string()))?;
-        let handle = self.objs.bufs.insert(op, HwBuf { ptr, layout, dmabuf: Some(u) }).inspect_err(|_| {
-            // SAFETY: mapped just above and in no table.
-            unsafe { u.unmap(ptr, size) };
-        })?;
+        let handle =
+            self.objs.bufs.insert(op, HwBuf { ptr, layout, dmabuf: Some(u), borrowed: false }).inspect_err(|_| {
+                // SAFETY: mapped just above and in no table.
+                unsafe { u.unmap(ptr, size) };
+            })?;
         Ok(DmaBuf { fd: u.fd, buf: Buf { handle, addr: ptr as u64, len: size } })
     }
 

@@ -15,6 +15,7 @@ mod backend;
 pub mod capture;
 mod crypto;
 mod datapath;
+mod devx;
 mod dmabuf;
 pub mod inline;
 mod lib_mlx5;

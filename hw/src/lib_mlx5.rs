@@ -54,6 +54,11 @@ pub struct OptionalFn<F> {
 }
 
 impl<F: Copy> OptionalFn<F> {
+    /// A function of the committed bindings, which arrived in rdma-core `since`.
+    pub(crate) fn bound(name: &'static str, since: &'static str, f: &Result<F, libloading::Error>) -> Self {
+        OptionalFn { name, since, f: f.as_ref().ok().copied() }
+    }
+
     /// The function, or EOPNOTSUPP naming the rdma-core release that added it.
     pub fn get(&self, op: Op, installed: &str) -> Result<F, Error> {
         self.f.ok_or_else(|| {

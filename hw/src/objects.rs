@@ -5,12 +5,15 @@
 
 use mlx5_dv::errno::EBUSY;
 use mlx5_dv::{
-    BackendId, BufHandle, ContextHandle, CqHandle, CryptoLoginHandle, DekHandle, Error, Handle, HandleTable,
-    MkeyHandle, MrHandle, Op, PdHandle, QpHandle, Result,
+    BackendId, BufHandle, ContextHandle, CqHandle, CryptoLoginHandle, DekHandle, DevxObjHandle, EqHandle, Error,
+    Handle, HandleTable, MkeyHandle, MrHandle, MsiVectorHandle, Op, PdHandle, QpHandle, Result, UarHandle, UmemHandle,
 };
 use rdma_sys::{ibv_context, ibv_cq, ibv_mr, ibv_pd, ibv_qp, ibv_qp_ex};
 
-use crate::sys::mlx5dv::{mlx5dv_crypto_login_obj, mlx5dv_dek, mlx5dv_mkey, mlx5dv_qp_ex};
+use crate::sys::mlx5dv::{
+    mlx5dv_crypto_login_obj, mlx5dv_dek, mlx5dv_devx_eq, mlx5dv_devx_msi_vector, mlx5dv_devx_obj, mlx5dv_devx_uar,
+    mlx5dv_devx_umem, mlx5dv_mkey, mlx5dv_qp_ex,
+};
 
 pub(crate) struct HwCtx {
     pub(crate) ptr: *mut ibv_context,
@@ -42,6 +45,8 @@ pub(crate) struct HwBuf {
     pub(crate) layout: std::alloc::Layout,
     /// A udmabuf's mapping: `ptr` maps the memfd, and the two fds are closed with it.
     pub(crate) dmabuf: Option<crate::dmabuf::Udmabuf>,
+    /// libmlx5 owns the memory (an EQ ring): it is read and written here, never freed.
+    pub(crate) borrowed: bool,
 }
 
 pub(crate) struct HwMr {
@@ -66,6 +71,34 @@ pub(crate) struct HwQp {
     pub(crate) cqs: [CqHandle; 2],
 }
 
+pub(crate) struct HwDevxObj {
+    pub(crate) ptr: *mut mlx5dv_devx_obj,
+    pub(crate) ctx: ContextHandle,
+}
+
+pub(crate) struct HwUar {
+    pub(crate) ptr: *mut mlx5dv_devx_uar,
+    pub(crate) ctx: ContextHandle,
+}
+
+pub(crate) struct HwUmem {
+    pub(crate) ptr: *mut mlx5dv_devx_umem,
+    pub(crate) ctx: ContextHandle,
+    pub(crate) buf: BufHandle,
+}
+
+pub(crate) struct HwMsi {
+    pub(crate) ptr: *mut mlx5dv_devx_msi_vector,
+    pub(crate) ctx: ContextHandle,
+}
+
+pub(crate) struct HwEq {
+    pub(crate) ptr: *mut mlx5dv_devx_eq,
+    pub(crate) ctx: ContextHandle,
+    /// The borrowed buffer over the driver's ring.
+    pub(crate) ring: BufHandle,
+}
+
 /// An object another one uses: it counts one user per use and cannot be removed while used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Dep {
@@ -84,6 +117,11 @@ pub(crate) enum Obj {
     Dek(DekHandle),
     Login(CryptoLoginHandle),
     Pd(PdHandle),
+    Devx(DevxObjHandle),
+    Umem(UmemHandle),
+    Eq(EqHandle),
+    Uar(UarHandle),
+    Msi(MsiVectorHandle),
 }
 
 /// Every object of one backend instance, by handle.
@@ -97,6 +135,11 @@ pub(crate) struct Objects {
     pub(crate) qps: HandleTable<QpHandle, HwQp>,
     pub(crate) deks: HandleTable<DekHandle, HwDek>,
     pub(crate) logins: HandleTable<CryptoLoginHandle, HwLogin>,
+    pub(crate) devx_objs: HandleTable<DevxObjHandle, HwDevxObj>,
+    pub(crate) uars: HandleTable<UarHandle, HwUar>,
+    pub(crate) umems: HandleTable<UmemHandle, HwUmem>,
+    pub(crate) msis: HandleTable<MsiVectorHandle, HwMsi>,
+    pub(crate) eqs: HandleTable<EqHandle, HwEq>,
 }
 
 /// The object behind `h` if nothing uses it: EBUSY with `busy(users)` otherwise, EINVAL for a
@@ -126,6 +169,11 @@ impl Objects {
             qps: HandleTable::new(backend),
             deks: HandleTable::new(backend),
             logins: HandleTable::new(backend),
+            devx_objs: HandleTable::new(backend),
+            uars: HandleTable::new(backend),
+            umems: HandleTable::new(backend),
+            msis: HandleTable::new(backend),
+            eqs: HandleTable::new(backend),
         }
     }
 
@@ -179,6 +227,20 @@ impl Objects {
         self.qps.insert(op, q).inspect_err(|_| self.release(&deps))
     }
 
+    /// Store a umem and count it on its buffer.
+    pub(crate) fn add_umem(&mut self, op: Op, u: HwUmem) -> Result<UmemHandle> {
+        let deps = [Dep::Buf(u.buf)];
+        self.acquire_all(&deps, op)?;
+        self.umems.insert(op, u).inspect_err(|_| self.release(&deps))
+    }
+
+    /// Remove a umem and release its buffer.
+    pub(crate) fn take_umem(&mut self, h: UmemHandle, op: Op) -> Result<HwUmem> {
+        let u = self.umems.take(h, op)?;
+        self.release(&[Dep::Buf(u.buf)]);
+        Ok(u)
+    }
+
     /// Remove an mkey (nothing uses one) and release its PD.
     pub(crate) fn take_mkey(&mut self, h: MkeyHandle, op: Op) -> Result<HwMkey> {
         let m = self.mkeys.take(h, op)?;
@@ -200,17 +262,23 @@ impl Objects {
         Ok(q)
     }
 
-    /// What is open on `ctx`, in the order it must be destroyed: QPs (they use CQs and PDs),
-    /// MRs, CQs, mkeys, DEKs, login objects, then PDs. Buffers belong to no context and
-    /// outlive it.
+    /// What is open on `ctx`, in the order it must be destroyed: DEVX objects newest first
+    /// (they name anything by number), umems, QPs (they use CQs and PDs), MRs, CQs, mkeys,
+    /// DEKs, login objects, EQs (once nothing covers their rings), UARs, MSI vectors, then
+    /// PDs. Buffers belong to no context and outlive it.
     pub(crate) fn teardown_order(&self, ctx: ContextHandle) -> Vec<Obj> {
         let mut order: Vec<Obj> = Vec::new();
+        order.extend(self.devx_objs.handles_where(|o| o.ctx == ctx).into_iter().rev().map(Obj::Devx));
+        order.extend(self.umems.handles_where(|u| u.ctx == ctx).into_iter().map(Obj::Umem));
         order.extend(self.qps.handles_where(|q| q.ctx == ctx).into_iter().map(Obj::Qp));
         order.extend(self.mrs.handles_where(|m| m.ctx == ctx).into_iter().map(Obj::Mr));
         order.extend(self.cqs.handles_where(|c| c.ctx == ctx).into_iter().map(Obj::Cq));
         order.extend(self.mkeys.handles_where(|m| m.ctx == ctx).into_iter().map(Obj::Mkey));
         order.extend(self.deks.handles_where(|d| d.ctx == ctx).into_iter().map(Obj::Dek));
         order.extend(self.logins.handles_where(|l| l.ctx == ctx).into_iter().map(Obj::Login));
+        order.extend(self.eqs.handles_where(|e| e.ctx == ctx).into_iter().map(Obj::Eq));
+        order.extend(self.uars.handles_where(|u| u.ctx == ctx).into_iter().map(Obj::Uar));
+        order.extend(self.msis.handles_where(|m| m.ctx == ctx).into_iter().map(Obj::Msi));
         order.extend(self.pds.handles_where(|p| p.ctx == ctx).into_iter().map(Obj::Pd));
         order
     }
@@ -242,7 +310,7 @@ mod tests {
         let ctx = o.contexts.insert(Op::OpenDevice, HwCtx { ptr: null_mut() })?;
         let pd = o.pds.insert(Op::AllocPd, HwPd { ptr: null_mut(), ctx })?;
         let layout = std::alloc::Layout::new::<u8>();
-        let buf = o.bufs.insert(Op::AllocBuf, HwBuf { ptr: null_mut(), layout, dmabuf: None })?;
+        let buf = o.bufs.insert(Op::AllocBuf, HwBuf { ptr: null_mut(), layout, dmabuf: None, borrowed: false })?;
         let cq = o.cqs.insert(Op::CreateCq, HwCq { ptr: null_mut(), ctx })?;
         Ok(World { o, ctx, pd, buf, cq })
     }
@@ -308,9 +376,29 @@ mod tests {
         let mr = w.o.add_mr(Op::RegMr, HwMr { ptr: null_mut(), pd: w.pd, ctx: w.ctx, buf: w.buf })?;
         let login = w.o.logins.insert(Op::CryptoLoginCreate, HwLogin { ptr: null_mut(), ctx: w.ctx })?;
         let dek = w.o.deks.insert(Op::DekCreate, HwDek { ptr: null_mut(), ctx: w.ctx })?;
+        let obj1 = w.o.devx_objs.insert(Op::DevxObjCreate, HwDevxObj { ptr: null_mut(), ctx: w.ctx })?;
+        let obj2 = w.o.devx_objs.insert(Op::DevxObjCreate, HwDevxObj { ptr: null_mut(), ctx: w.ctx })?;
+        let umem = w.o.add_umem(Op::DevxUmemReg, HwUmem { ptr: null_mut(), ctx: w.ctx, buf: w.buf })?;
+        let eq = w.o.eqs.insert(Op::DevxCreateEq, HwEq { ptr: null_mut(), ctx: w.ctx, ring: w.buf })?;
+        let uar = w.o.uars.insert(Op::DevxAllocUar, HwUar { ptr: null_mut(), ctx: w.ctx })?;
+        let msi = w.o.msis.insert(Op::DevxAllocMsiVector, HwMsi { ptr: null_mut(), ctx: w.ctx })?;
+        assert_eq!(w.o.bufs.users(w.buf, Op::FreeBuf)?, 2, "the MR and the umem");
         let order = w.o.teardown_order(w.ctx);
-        let want =
-            [Obj::Qp(q), Obj::Mr(mr), Obj::Cq(w.cq), Obj::Mkey(m), Obj::Dek(dek), Obj::Login(login), Obj::Pd(w.pd)];
+        let want = [
+            Obj::Devx(obj2),
+            Obj::Devx(obj1),
+            Obj::Umem(umem),
+            Obj::Qp(q),
+            Obj::Mr(mr),
+            Obj::Cq(w.cq),
+            Obj::Mkey(m),
+            Obj::Dek(dek),
+            Obj::Login(login),
+            Obj::Eq(eq),
+            Obj::Uar(uar),
+            Obj::Msi(msi),
+            Obj::Pd(w.pd),
+        ];
         assert_eq!(order, want);
         assert_eq!(w.o.teardown_order(other), [Obj::Pd(other_pd)]);
 
@@ -337,6 +425,23 @@ mod tests {
                 }
                 Obj::Pd(h) => {
                     w.o.pds.remove(h, Op::CloseDevice)?;
+                }
+                Obj::Devx(h) => {
+                    w.o.devx_objs.remove(h, Op::CloseDevice)?;
+                }
+                Obj::Umem(h) => {
+                    w.o.take_umem(h, Op::CloseDevice)?;
+                }
+                Obj::Eq(h) => {
+                    // The ring is unused by now: the umem and the MR on it went first.
+                    assert_eq!(w.o.bufs.users(w.buf, Op::DevxDestroyEq)?, 0);
+                    w.o.eqs.remove(h, Op::CloseDevice)?;
+                }
+                Obj::Uar(h) => {
+                    w.o.uars.remove(h, Op::CloseDevice)?;
+                }
+                Obj::Msi(h) => {
+                    w.o.msis.remove(h, Op::CloseDevice)?;
                 }
             }
         }

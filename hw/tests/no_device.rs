@@ -107,3 +107,47 @@ fn foreign_and_stale_handles_never_reach_libmlx5() {
     assert_eq!(b.open_device("no-such-device", None).unwrap_err().errno(), ENODEV);
     assert_eq!(b.open_ibv_device("no-such-device").unwrap_err().errno(), ENODEV);
 }
+
+#[test]
+fn foreign_devx_handles_never_reach_libmlx5() {
+    use mlx5_dv::{
+        AccessFlags, Buf, BufHandle, DevxEq, DevxObjHandle, DevxUar, DevxUmem, EqHandle, MsiVector, MsiVectorHandle,
+        UarHandle, UmemHandle,
+    };
+    let mut b = backend();
+    let other = BackendId::fresh();
+    let ctx = ContextHandle::new(other, 1);
+    let obj = DevxObjHandle::new(other, 1);
+    let input = [0u8; 16];
+    let errno = |e: mlx5_dv::Error| e.errno();
+    assert_eq!(b.devx_general_cmd(ctx, &input, 16).map_err(errno), Err(EINVAL));
+    assert_eq!(b.devx_obj_create(ctx, &input, 16).map_err(errno), Err(EINVAL));
+    assert_eq!(b.devx_obj_query(obj, &input, 16).map_err(errno), Err(EINVAL));
+    assert_eq!(b.devx_obj_modify(obj, &input, usize::MAX).map_err(errno), Err(EINVAL));
+    assert_eq!(b.devx_obj_destroy(obj).map_err(errno), Err(EINVAL));
+    assert_eq!(b.devx_query_eqn(ctx, 0).map_err(errno), Err(EINVAL));
+    assert_eq!(b.devx_alloc_uar(ctx, mlx5_dv::MLX5DV_UAR_ALLOC_TYPE_NC).map_err(errno), Err(EINVAL));
+    let uar = DevxUar { handle: UarHandle::new(other, 1), page_id: 0, reg_offset: 0x800 };
+    assert_eq!(b.devx_uar_write(&uar, 0x20, &[0; 8]).map_err(errno), Err(EINVAL));
+    assert_eq!(b.devx_free_uar(&uar).map_err(errno), Err(EINVAL));
+    assert_eq!(b.devx_umem_reg(ctx, 0x1000, 4096, AccessFlags::LOCAL_WRITE).map_err(errno), Err(EINVAL));
+    let umem = DevxUmem { handle: UmemHandle::new(other, 1), umem_id: 1 };
+    assert_eq!(b.devx_umem_dereg(&umem).map_err(errno), Err(EINVAL));
+    assert_eq!(b.devx_alloc_msi_vector(ctx).map_err(errno), Err(EINVAL));
+    let msi = MsiVector { handle: MsiVectorHandle::new(other, 1), vector: 1, fd: 0 };
+    assert_eq!(b.devx_msi_vector_read(&msi).map_err(errno), Err(EINVAL));
+    assert_eq!(b.devx_free_msi_vector(&msi).map_err(errno), Err(EINVAL));
+    assert_eq!(b.devx_create_eq(ctx, &[0; 272], 16).map_err(errno), Err(EINVAL));
+    let ring = Buf { handle: BufHandle::new(other, 1), addr: 0x1000, len: 4096 };
+    let eq = DevxEq { handle: EqHandle::new(other, 1), ring, out: Vec::new() };
+    assert_eq!(b.devx_destroy_eq(&eq).map_err(errno), Err(EINVAL));
+}
+
+#[test]
+fn the_vfio_devx_functions_are_in_the_installed_library() {
+    // MSI vectors and EQs arrived in rdma-core 40 (MLX5_1.23); the supported floor is 44.
+    let lib = Mlx5Lib::load().unwrap();
+    assert!(lib.dv.mlx5dv_devx_alloc_msi_vector.is_ok() && lib.dv.mlx5dv_devx_free_msi_vector.is_ok());
+    assert!(lib.dv.mlx5dv_devx_create_eq.is_ok() && lib.dv.mlx5dv_devx_destroy_eq.is_ok());
+    assert!(lib.dv.mlx5dv_devx_general_cmd.is_ok() && lib.dv.mlx5dv_devx_umem_reg.is_ok());
+}
