@@ -63,6 +63,9 @@ pub fn capture(b: &mut HwBackend) -> Result<Profile> {
             vendor_part_id: fact("vendor_part_id").parse().unwrap_or(0),
             vfio_pci_name: vfio,
             data_direct_sysfs_path: data_direct,
+            // Not captured yet: the profile's defaults.
+            num_comp_vectors: 8,
+            vfio_msix_vectors: 8,
             other_devices: others,
             count: 1,
             // A RoCE port's GID 0 is fe80::/64 + the EUI-64 the simulator derives it from.
