@@ -120,6 +120,8 @@ pub enum Call {
     DevxObjModify { obj: DevxObjHandle, input: Vec<u8>, out_len: usize },
     /// [`crate::Devx::devx_obj_destroy`].
     DevxObjDestroy { obj: DevxObjHandle },
+    /// [`crate::Devx::devx_pd_number`].
+    DevxPdNumber { pd: PdHandle },
     /// [`crate::Devx::devx_query_eqn`].
     DevxQueryEqn { ctx: ContextHandle, vector: u32 },
     /// [`crate::Devx::devx_alloc_uar`].
@@ -198,6 +200,7 @@ pub enum Reply {
     DevxObjQuery(Result<Vec<u8>>),
     DevxObjModify(Result<Vec<u8>>),
     DevxObjDestroy(Result<()>),
+    DevxPdNumber(Result<u32>),
     DevxQueryEqn(Result<u32>),
     DevxAllocUar(Result<DevxUar>),
     DevxFreeUar(Result<()>),
@@ -277,6 +280,7 @@ impl Call {
                 Reply::DevxObjModify(b.devx_obj_modify(*obj, input, *out_len))
             }
             Call::DevxObjDestroy { obj } => Reply::DevxObjDestroy(b.devx_obj_destroy(*obj)),
+            Call::DevxPdNumber { pd } => Reply::DevxPdNumber(b.devx_pd_number(*pd)),
             Call::DevxQueryEqn { ctx, vector } => Reply::DevxQueryEqn(b.devx_query_eqn(*ctx, *vector)),
             Call::DevxAllocUar { ctx, flags } => Reply::DevxAllocUar(b.devx_alloc_uar(*ctx, *flags)),
             Call::DevxFreeUar { uar } => Reply::DevxFreeUar(b.devx_free_uar(uar)),
@@ -344,6 +348,7 @@ impl Call {
             Call::DevxObjQuery { .. } => Op::DevxObjQuery,
             Call::DevxObjModify { .. } => Op::DevxObjModify,
             Call::DevxObjDestroy { .. } => Op::DevxObjDestroy,
+            Call::DevxPdNumber { .. } => Op::InitObj,
             Call::DevxQueryEqn { .. } => Op::DevxQueryEqn,
             Call::DevxAllocUar { .. } => Op::DevxAllocUar,
             Call::DevxFreeUar { .. } => Op::DevxFreeUar,
@@ -408,6 +413,7 @@ impl Reply {
             Reply::DevxObjQuery(r) => r.as_ref().err(),
             Reply::DevxObjModify(r) => r.as_ref().err(),
             Reply::DevxObjDestroy(r) => r.as_ref().err(),
+            Reply::DevxPdNumber(r) => r.as_ref().err(),
             Reply::DevxQueryEqn(r) => r.as_ref().err(),
             Reply::DevxAllocUar(r) => r.as_ref().err(),
             Reply::DevxFreeUar(r) => r.as_ref().err(),
@@ -473,6 +479,7 @@ impl Reply {
             Call::DevxObjQuery { .. } => Reply::DevxObjQuery(Err(err)),
             Call::DevxObjModify { .. } => Reply::DevxObjModify(Err(err)),
             Call::DevxObjDestroy { .. } => Reply::DevxObjDestroy(Err(err)),
+            Call::DevxPdNumber { .. } => Reply::DevxPdNumber(Err(err)),
             Call::DevxQueryEqn { .. } => Reply::DevxQueryEqn(Err(err)),
             Call::DevxAllocUar { .. } => Reply::DevxAllocUar(Err(err)),
             Call::DevxFreeUar { .. } => Reply::DevxFreeUar(Err(err)),

@@ -300,6 +300,9 @@ impl<L: Layer, B: Backend> Devx for Wrapped<L, B> {
     fn devx_obj_destroy(&mut self, obj: DevxObjHandle) -> Result<()> {
         through!(self, Call::DevxObjDestroy { obj }, DevxObjDestroy)
     }
+    fn devx_pd_number(&mut self, pd: PdHandle) -> Result<u32> {
+        through!(self, Call::DevxPdNumber { pd }, DevxPdNumber)
+    }
     fn devx_query_eqn(&mut self, ctx: ContextHandle, vector: u32) -> Result<u32> {
         through!(self, Call::DevxQueryEqn { ctx, vector }, DevxQueryEqn)
     }

@@ -258,6 +258,10 @@ impl Devx for HwBackend {
         Ok(())
     }
 
+    fn devx_pd_number(&mut self, pd: mlx5_dv::PdHandle) -> Result<u32> {
+        self.pd_number(pd)
+    }
+
     fn devx_query_eqn(&mut self, ctx: ContextHandle, vector: u32) -> Result<u32> {
         let op = Op::DevxQueryEqn;
         let ptr = self.ctx_ptr(ctx, op)?;

@@ -4,10 +4,10 @@
 use mlx5_dv::errno::{EINVAL, EOPNOTSUPP};
 use mlx5_dv::prm::wqe::SEND_WQE_BB;
 use mlx5_dv::prm::wqe::compose::linearise;
-use mlx5_dv::{Error, Op, Qp, Result};
+use mlx5_dv::{Error, Op, PdHandle, Qp, Result};
 
 use crate::backend::{HwBackend, c_call};
-use crate::sys::mlx5dv::{mlx5dv_obj, mlx5dv_obj_type, mlx5dv_qp};
+use crate::sys::mlx5dv::{mlx5dv_obj, mlx5dv_obj_type, mlx5dv_pd, mlx5dv_qp};
 
 impl HwBackend {
     /// The send WQE that starts at basic block `index` (modulo the ring) of `qp`'s send queue,
@@ -38,5 +38,26 @@ impl HwBackend {
         let ring = unsafe { std::slice::from_raw_parts(out.sq.buf.cast::<u8>(), len) }.to_vec();
         linearise(&ring, index as usize % count)
             .ok_or_else(|| Error::new(op, EINVAL, format!("no WQE at basic block {index}")))
+    }
+
+    /// `mlx5dv_init_obj(MLX5DV_OBJ_PD)`: the PD's number.
+    pub fn pd_number(&mut self, pd: PdHandle) -> Result<u32> {
+        let op = Op::InitObj;
+        let ptr = self.objs.pds.get(pd, op)?.ptr;
+        let init = self
+            .lib()
+            .dv
+            .mlx5dv_init_obj
+            .as_ref()
+            .map_err(|_| Error::new(op, EOPNOTSUPP, "the installed libmlx5 has no mlx5dv_init_obj"))?;
+        // SAFETY: plain data; zero is the C default.
+        let mut out: mlx5dv_pd = unsafe { std::mem::zeroed() };
+        // SAFETY: plain data.
+        let mut obj: mlx5dv_obj = unsafe { std::mem::zeroed() };
+        obj.pd.in_ = ptr;
+        obj.pd.out = &mut out;
+        // SAFETY: the PD is live; obj.pd.out points at `out` for the call.
+        c_call(op, unsafe { init(&mut obj, mlx5dv_obj_type::MLX5DV_OBJ_PD as u64) }, "mlx5dv_init_obj")?;
+        Ok(out.pdn)
     }
 }

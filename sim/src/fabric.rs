@@ -16,10 +16,12 @@ pub struct Fabric {
 }
 
 impl Fabric {
-    /// The ports of a profile's devices: GUID and LID counted up from the first device's.
+    /// The ports of a profile's devices, then the VFIO function's: GUID and LID counted up
+    /// from the first device's.
     pub fn new(profile: &Profile) -> Self {
         let d = &profile.device;
-        let ports = (0..u16::from(d.count.max(1)))
+        let n = u16::from(d.count.max(1)) + u16::from(d.vfio_pci_name.is_some());
+        let ports = (0..n)
             .map(|i| {
                 let (layer, lid, gid) = match d.link_layer {
                     LinkLayer::Ethernet => {

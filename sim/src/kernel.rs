@@ -109,6 +109,8 @@ pub struct Kernel {
     events: BTreeMap<u32, VecDeque<AsyncEvent>>,
     /// The device of each kernel context, for port events.
     ctx_dev: BTreeMap<u32, usize>,
+    /// The completion EQs of each device, by vector, made when first asked for.
+    comp_eqns: BTreeMap<usize, Vec<u32>>,
     /// The sysfs path (without `/sys/`) of the data-direct device, if one is bonded.
     pub data_direct: Option<String>,
 }
@@ -129,6 +131,7 @@ impl Kernel {
             cqs: BTreeMap::new(),
             events: BTreeMap::new(),
             ctx_dev: BTreeMap::new(),
+            comp_eqns: BTreeMap::new(),
             data_direct: None,
         }
     }
@@ -181,6 +184,28 @@ impl Kernel {
                 q.push_back(AsyncEvent { event_type, qp_num: None, cq: None });
             }
         }
+    }
+
+    /// `MLX5_IB_METHOD_DEVX_QUERY_EQN`: the EQ of completion vector `vector` of device
+    /// `dev_index`. The driver's completion EQs (256 entries, overrun ignored, no async
+    /// events) are made on the first query.
+    pub fn comp_eqn(
+        &mut self,
+        dev: &mut Device,
+        dev_index: usize,
+        host: &mut crate::host::Host,
+        vector: u32,
+        vectors: u16,
+    ) -> Result<u32> {
+        let op = Op::DevxQueryEqn;
+        if vector >= u32::from(vectors) {
+            return Err(Error::new(op, EINVAL, format!("vector {vector} is beyond num_comp_vectors {vectors}")));
+        }
+        if let std::collections::btree_map::Entry::Vacant(slot) = self.comp_eqns.entry(dev_index) {
+            slot.insert(make_comp_eqs(dev, host, vectors)?);
+        }
+        let eqns = self.comp_eqns.get(&dev_index).map(Vec::as_slice).unwrap_or_default();
+        eqns.get(vector as usize).copied().ok_or_else(|| Error::new(op, EINVAL, "no such completion EQ"))
     }
 
     /// A context the kernel only tracks for events (VFIO and other providers have none).
@@ -432,6 +457,31 @@ impl Kernel {
     pub fn get_async_event(&mut self, ctx: u32) -> Option<AsyncEvent> {
         self.events.get_mut(&ctx).and_then(VecDeque::pop_front)
     }
+}
+
+/// The driver's completion EQs of a device, one per vector: 256 entries, overrun ignored, no
+/// async events.
+fn make_comp_eqs(dev: &mut Device, host: &mut crate::host::Host, vectors: u16) -> Result<Vec<u32>> {
+    use prm::eq::create_eq as c;
+    let op = Op::DevxQueryEqn;
+    let mut out = [0u8; 16];
+    kernel_cmd(dev, &prm::new_input(16, opcode::ALLOC_UAR, 0, 0), &mut out)
+        .map_err(|e| cmd_error(op, e, &out, "ALLOC_UAR"))?;
+    let uar = prm::eq::uar::UAR.get(&out).unwrap_or(0);
+    let mut eqns = Vec::new();
+    for v in 0..vectors {
+        let ring = host.alloc(256 * 64).ok_or_else(|| Error::new(op, mlx5_dv::errno::ENOMEM, "no host memory"))?;
+        let mut input = prm::new_input(c::IN_SIZE + 8, opcode::CREATE_EQ, 0, 0);
+        for (f, x) in
+            [(c::LOG_EQ_SIZE, 8), (c::UAR_PAGE, uar), (c::INTR, u64::from(v) + 1), (c::OI, 1), (c::LOG_PAGE_SIZE, 2)]
+        {
+            f.set(&mut input, x).map_err(|e| internal(op, e))?;
+        }
+        input[c::PAS_BYTE..].copy_from_slice(&ring.to_be_bytes());
+        kernel_cmd(dev, &input, &mut out).map_err(|e| cmd_error(op, e, &out, "CREATE_EQ"))?;
+        eqns.push(c::OUT_EQ_NUMBER.get(&out).unwrap_or(0) as u32);
+    }
+    Ok(eqns)
 }
 
 /// DESTROY_PSV as the kernel issues it.

@@ -49,10 +49,17 @@ impl Simulator {
             .map_err(|e| crate::kernel::internal(Op::Backend, e))?;
         let mut kernel = Kernel::new(&profile.kernel, profile.datapath.log_max_cq_sz, count);
         kernel.data_direct = profile.device.data_direct_sysfs_path.clone();
+        let fabric = Fabric::new(&profile);
+        let mut devices = devices;
+        for (i, d) in devices.iter_mut().enumerate() {
+            if let Some(p) = fabric.port(i) {
+                d.set_port_gid(p.gid);
+            }
+        }
         let sim = Simulator {
             provider: Provider::new(BackendId::fresh(), &profile),
             kernel,
-            fabric: Fabric::new(&profile),
+            fabric,
             host: Host::with_memory_limit(profile.datapath.host_memory_limit),
             devices,
             caps: mlx5_dv::Caps::default(),
@@ -372,8 +379,12 @@ impl Devx for Simulator {
         down!(self.devx_obj_destroy(obj))
     }
 
+    fn devx_pd_number(&mut self, pd: PdHandle) -> Result<u32> {
+        self.provider.pd_number(pd)
+    }
+
     fn devx_query_eqn(&mut self, ctx: ContextHandle, vector: u32) -> Result<u32> {
-        self.provider.devx_query_eqn(ctx, vector)
+        down!(self.devx_query_eqn(ctx, vector))
     }
 
     fn devx_alloc_uar(&mut self, ctx: ContextHandle, flags: u32) -> Result<DevxUar> {

@@ -133,3 +133,37 @@ fn closing_a_vfio_context_frees_its_eq_uar_and_vectors() -> TestResult {
     }
     Ok(())
 }
+
+#[test]
+fn raw_cqs_bind_to_the_kernels_completion_eqs() -> TestResult {
+    use mlx5_dv::prm::queues::create_cq as c;
+    let mut sim = Simulator::with_profile("cx6dx")?;
+    let ctx = sim.open_device("mlx5_0", Some(&mlx5_dv::ContextAttr::devx()))?;
+    let eqn = sim.devx_query_eqn(ctx, 0)?;
+    assert_eq!(sim.devx_query_eqn(ctx, 0)?, eqn, "the same EQ every time");
+    assert_ne!(sim.devx_query_eqn(ctx, 1)?, eqn, "a vector of its own");
+    let ring = sim.alloc_buf(4096)?;
+    let mut input = prm::new_input(c::IN_SIZE + 8, opcode::CREATE_CQ, 0, 0);
+    c::LOG_CQ_SIZE.set(&mut input, 6)?;
+    c::C_EQN.set(&mut input, u64::from(eqn))?;
+    c::DB_RECORD_ADDR.set(&mut input, ring.addr + 4000)?;
+    input[c::IN_SIZE..].copy_from_slice(&ring.addr.to_be_bytes());
+    let cq = sim.devx_obj_create(ctx, &input, 16)?;
+    assert!(c::CQN.get(&cq.out)? > 0);
+    c::C_EQN.set(&mut input, 200)?;
+    let bad = sim.devx_obj_create(ctx, &input, 16).map(|o| o.handle);
+    let err = bad.err().ok_or("a CQ on no EQ")?;
+    assert_eq!((err.errno(), err.cmd_status().map(|s| s.status)), (EREMOTEIO, Some(status::BAD_PARAM_ERR)));
+    // A ring that does not fit its umem.
+    let umem = sim.devx_umem_reg(ctx, ring.addr, 4096, mlx5_dv::AccessFlags::LOCAL_WRITE)?;
+    c::C_EQN.set(&mut input, u64::from(eqn))?;
+    c::CQ_UMEM_VALID.set(&mut input, 1)?;
+    c::CQ_UMEM_ID.set(&mut input, u64::from(umem.umem_id))?;
+    c::CQ_UMEM_OFFSET.set(&mut input, 64)?;
+    let err = sim.devx_obj_create(ctx, &input, 16).map(|o| o.handle).err().ok_or("64 CQEs past a 4 KiB umem")?;
+    assert_eq!(err.errno(), EREMOTEIO);
+    sim.devx_obj_destroy(cq.handle)?;
+    sim.devx_umem_dereg(&umem)?;
+    sim.close_device(ctx)?;
+    Ok(())
+}

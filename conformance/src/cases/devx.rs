@@ -61,6 +61,12 @@ pub(super) const CASES: &[Case] = &[
         run: obj_pd_and_mkey,
     },
     Case {
+        name: "devx.completion_eqe_after_raw_qp_traffic",
+        covers: &[68, 71],
+        needs: &[Need::VfioDevice],
+        run: completion_eqe,
+    },
+    Case {
         name: "devx.eq_delivers_port_state_change",
         covers: &[66, 68],
         needs: &[Need::VfioDevice, Need::SimControl],
@@ -343,5 +349,175 @@ fn eq_port_change(b: &mut dyn Backend, env: &Env) -> Check {
     expect_errno("nothing pending, no interrupt", b.devx_msi_vector_read(&msi), EAGAIN)?;
     expect_ok("destroy_eq", b.devx_destroy_eq(&eq))?;
     expect_ok("free_msi_vector", b.devx_free_msi_vector(&msi))?;
+    expect_ok("ibv_close_device", b.close_device(ctx))
+}
+
+/// Where the pieces of [`completion_eqe`]'s buffer go.
+mod lay {
+    pub const CQ: u64 = 0; // 64 CQEs
+    pub const DBR: u64 = 0x1000; // CQ +0, QP A +0x40, QP B +0x80
+    pub const SQ_A: u64 = 0x2000; // 64 basic blocks each
+    pub const SQ_B: u64 = 0x3000;
+    pub const SRC: u64 = 0x4000;
+    pub const DST: u64 = 0x5000;
+    pub const LEN: usize = 0x6000;
+}
+
+/// Set `fields` in a fresh input of `len` bytes with `opcode`.
+fn cmd(opcode: u16, len: usize, fields: &[(prm::Field, u64)]) -> Vec<u8> {
+    let mut input = prm::new_input(len, opcode, 0, 0);
+    for (f, v) in fields {
+        let _ = f.set(&mut input, *v);
+    }
+    input
+}
+
+/// A raw RC QP of 64 send blocks and no receive queue, in `umem` at `sq`.
+fn raw_qp(b: &mut dyn Backend, ctx: ContextHandle, s: &RawSetup, sq: u64, dbr: u64) -> Check<(mlx5_dv::DevxObj, u32)> {
+    use prm::queues::qp as f;
+    let input = cmd(
+        opcode::CREATE_QP,
+        f::SIZE,
+        &[
+            (f::PD, u64::from(s.pdn)),
+            (f::LOG_SQ_SIZE, 6),
+            (f::RQ_TYPE, 3),
+            (f::UAR_PAGE, u64::from(s.uar.page_id)),
+            (f::CQN_SND, u64::from(s.cqn)),
+            (f::CQN_RCV, u64::from(s.cqn)),
+            (f::WQ_UMEM_VALID, 1),
+            (f::WQ_UMEM_ID, u64::from(s.umem)),
+            (f::WQ_UMEM_OFFSET, sq),
+            (f::DBR_UMEM_VALID, 1),
+            (f::DBR_UMEM_ID, u64::from(s.umem)),
+            (f::DBR_ADDR, dbr),
+        ],
+    );
+    let qp = expect_ok("obj_create(CREATE_QP)", b.devx_obj_create(ctx, &input, f::SMALL))?;
+    let qpn = f::QPN.get(&qp.out).unwrap_or(0) as u32;
+    Ok((qp, qpn))
+}
+
+struct RawSetup {
+    uar: DevxUar,
+    pdn: u32,
+    umem: u32,
+    cqn: u32,
+}
+
+/// RST → INIT → RTR → RTS towards `remote` at `gid`, by raw commands.
+fn raw_connect(b: &mut dyn Backend, qp: &mlx5_dv::DevxObj, qpn: u32, remote: u32, gid: &[u8]) -> Check {
+    use prm::queues::qp as f;
+    let init =
+        cmd(opcode::RST2INIT_QP, f::SIZE, &[(f::QPN, u64::from(qpn)), (f::RWE, 1), (f::RRE, 1), (f::VHCA_PORT_NUM, 1)]);
+    expect_ok("RST2INIT_QP", b.devx_obj_modify(qp.handle, &init, f::SMALL))?;
+    let mut rtr = cmd(
+        opcode::INIT2RTR_QP,
+        f::SIZE,
+        &[
+            (f::QPN, u64::from(qpn)),
+            (f::REMOTE_QPN, u64::from(remote)),
+            (f::GRH, 1),
+            (f::MTU, 3),
+            (f::HOP_LIMIT, 64),
+            (f::VHCA_PORT_NUM, 1),
+        ],
+    );
+    rtr[f::RGID_BYTE..f::RGID_BYTE + 16].copy_from_slice(gid);
+    expect_ok("INIT2RTR_QP", b.devx_obj_modify(qp.handle, &rtr, f::SMALL))?;
+    let rts = cmd(opcode::RTR2RTS_QP, f::SIZE, &[(f::QPN, u64::from(qpn))]);
+    expect_ok("RTR2RTS_QP", b.devx_obj_modify(qp.handle, &rts, f::SMALL))?;
+    let query = cmd(opcode::QUERY_QP, f::SMALL, &[(f::QPN, u64::from(qpn))]);
+    let out = expect_ok("QUERY_QP", b.devx_obj_query(qp.handle, &query, f::SIZE))?;
+    check_eq("qpc.state after RTR2RTS", f::STATE.get(&out).ok(), Some(u64::from(prm::queues::qp_state::RTS)))?;
+    let again = cmd(opcode::RTR2RTS_QP, f::SIZE, &[(f::QPN, u64::from(qpn))]);
+    let r = b.devx_obj_modify(qp.handle, &again, f::SMALL);
+    let st = r.as_ref().err().and_then(|e| e.cmd_status()).map(|c| c.status);
+    expect_errno("RTR2RTS_QP from RTS", r, EREMOTEIO)?;
+    check_eq("its status", st, Some(status::BAD_QP_STATE_ERR))
+}
+
+fn completion_eqe(b: &mut dyn Backend, env: &Env) -> Check {
+    use mlx5_dv::prm::queues::create_cq as c;
+    use mlx5_dv::prm::wqe::compose::{Payload, SendWqe, WqeBody};
+    use mlx5_dv::prm::wqe::{CtrlSeg, DataSeg, RaddrSeg, ctrl};
+    let ctx = vfio(b, env)?;
+    let (uar, msi) = uar_and_vector(b, ctx)?;
+    let eq = expect_ok(
+        "create_eq (no async events)",
+        b.devx_create_eq(ctx, &eq_input(uar.page_id, msi.vector as u64, 0), 16),
+    )?;
+    init_owner_bits(b, &eq)?;
+    let eqn = eqn_of(&eq);
+    expect_ok("arm the EQ", b.devx_uar_write(&uar, uar_offset::EQ_ARM, &be32(eqn << 24)))?;
+    let roce = cmd(opcode::QUERY_ROCE_ADDRESS, 16, &[(prm::Field::new("vhca_port_num", 0x5c, 4), 1)]);
+    let gid = expect_ok("QUERY_ROCE_ADDRESS 0", b.devx_general_cmd(ctx, &roce, 48))?[16..32].to_vec();
+    if gid.iter().all(|x| *x == 0) {
+        return Err(Verdict::skip("the port has no RoCE GID (InfiniBand): a LID path is not set up here"));
+    }
+    let pd = expect_ok("ibv_alloc_pd", b.alloc_pd(ctx))?;
+    let pdn = expect_ok("mlx5dv_init_obj(PD)", b.devx_pd_number(pd))?;
+    let buf = expect_ok("a buffer", b.alloc_buf(lay::LEN))?;
+    let rw = mlx5_dv::AccessFlags::LOCAL_WRITE | mlx5_dv::AccessFlags::REMOTE_WRITE | mlx5_dv::AccessFlags::REMOTE_READ;
+    let umem = expect_ok("umem_reg", b.devx_umem_reg(ctx, buf.addr, lay::LEN as u64, rw))?;
+    let cq_in = cmd(
+        opcode::CREATE_CQ,
+        c::IN_SIZE,
+        &[
+            (c::LOG_CQ_SIZE, 6),
+            (c::UAR_PAGE, u64::from(uar.page_id)),
+            (c::C_EQN, u64::from(eqn)),
+            (c::CQ_UMEM_VALID, 1),
+            (c::CQ_UMEM_ID, u64::from(umem.umem_id)),
+            (c::CQ_UMEM_OFFSET, lay::CQ),
+            (c::DBR_UMEM_VALID, 1),
+            (c::DBR_UMEM_ID, u64::from(umem.umem_id)),
+            (c::DB_RECORD_ADDR, lay::DBR),
+        ],
+    );
+    let cq = expect_ok("obj_create(CREATE_CQ) bound to the EQ", b.devx_obj_create(ctx, &cq_in, c::SIZE))?;
+    let cqn = c::CQN.get(&cq.out).unwrap_or(0) as u32;
+    let s = RawSetup { uar, pdn, umem: umem.umem_id, cqn };
+    let (qa, a) = raw_qp(b, ctx, &s, lay::SQ_A, lay::DBR + 0x40)?;
+    let (qb, bn) = raw_qp(b, ctx, &s, lay::SQ_B, lay::DBR + 0x80)?;
+    raw_connect(b, &qa, a, bn, &gid)?;
+    raw_connect(b, &qb, bn, a, &gid)?;
+    let mr = expect_ok("ibv_reg_mr", b.reg_mr(pd, buf.addr, lay::LEN as u64, rw))?;
+    let data: Vec<u8> = (0..64u8).map(|i| i.wrapping_mul(7) ^ 0x5a).collect();
+    expect_ok("the source bytes", b.write_buf(&buf, lay::SRC as usize, &data))?;
+    // Arm the CQ: sn 0, cmd NEXT, ci 0; then the CQN.
+    let arm = [be32(0), be32(cqn)].concat();
+    expect_ok("arm the CQ (UAR + 0x20)", b.devx_uar_write(&uar, uar_offset::CQ_DOORBELL, &arm))?;
+    let wqe = SendWqe {
+        ctrl: CtrlSeg {
+            opcode: mlx5_dv::prm::wqe::opcode::RDMA_WRITE,
+            qpn: a,
+            ce: ctrl::CE_CQ_UPDATE,
+            ..Default::default()
+        },
+        body: WqeBody::Rdma {
+            raddr: RaddrSeg { raddr: buf.addr + lay::DST, rkey: mr.rkey },
+            payload: Payload::Gather(vec![DataSeg { byte_count: 64, lkey: mr.lkey, addr: buf.addr + lay::SRC }]),
+        },
+    };
+    let bytes = wqe.encode().map_err(|e| Verdict::fail("encode the WQE", "bytes", e))?;
+    expect_ok("the WQE into QP A's send queue", b.write_buf(&buf, lay::SQ_A as usize, &bytes))?;
+    expect_ok("the send doorbell record", b.write_buf(&buf, (lay::DBR + 0x44) as usize, &be32(1)))?;
+    expect_ok("ring the send doorbell (UAR + 0x800)", b.devx_uar_write(&uar, uar_offset::BF, &bytes[..8]))?;
+    check_eq("the bytes arrived", expect_ok("read", b.read_buf(&buf, lay::DST as usize, 64))?, data)?;
+    let cqe = expect_ok("read the CQE", b.read_buf(&buf, lay::CQ as usize, 64))?;
+    check_eq("a requester CQE (opcode 0), owner bit of pass 0", cqe[63], 0)?;
+    check_eq("the vector fired", b.devx_msi_vector_read(&msi).ok(), Some(1))?;
+    let eqe = eqe_at(b, &eq, 0)?.ok_or_else(|| Verdict::fail("an EQE at ci 0", "software-owned", "hardware-owned"))?;
+    check_eq("a completion EQE", eqe[e::eqe::TYPE], e::event::COMP)?;
+    let n = u32::from_be_bytes([eqe[56], eqe[57], eqe[58], eqe[59]]) & 0xff_ffff;
+    check_eq("its CQN (data byte 24)", n, cqn)?;
+    for o in [qa.handle, qb.handle] {
+        expect_ok("destroy a QP", b.devx_obj_destroy(o))?;
+    }
+    expect_ok("destroy the CQ", b.devx_obj_destroy(cq.handle))?;
+    expect_ok("ibv_dereg_mr", b.dereg_mr(&mr))?;
+    expect_ok("umem_dereg", b.devx_umem_dereg(&umem))?;
+    expect_ok("destroy_eq", b.devx_destroy_eq(&eq))?;
     expect_ok("ibv_close_device", b.close_device(ctx))
 }

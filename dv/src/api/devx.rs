@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::memory::{AccessFlags, Buf};
 use crate::error::Result;
-use crate::handle::{ContextHandle, DevxObjHandle, EqHandle, MsiVectorHandle, UarHandle, UmemHandle};
+use crate::handle::{ContextHandle, DevxObjHandle, EqHandle, MsiVectorHandle, PdHandle, UarHandle, UmemHandle};
 
 /// `MLX5DV_UAR_ALLOC_TYPE_BF`: a UAR page with a BlueFlame register.
 pub const MLX5DV_UAR_ALLOC_TYPE_BF: u32 = 0x0;
@@ -108,6 +108,9 @@ pub trait Devx {
 
     /// `mlx5dv_devx_obj_destroy`: the destroy command the create command implies.
     fn devx_obj_destroy(&mut self, obj: DevxObjHandle) -> Result<()>;
+
+    /// `mlx5dv_init_obj(MLX5DV_OBJ_PD)`: the PD number (`pdn`) raw commands name a verbs PD by.
+    fn devx_pd_number(&mut self, pd: PdHandle) -> Result<u32>;
 
     /// `mlx5dv_devx_query_eqn(ctx, vector, &eqn)`: the EQ number behind a completion vector.
     fn devx_query_eqn(&mut self, ctx: ContextHandle, vector: u32) -> Result<u32>;

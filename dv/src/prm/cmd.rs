@@ -54,6 +54,27 @@ pub mod opcode {
     /// DESTROY_UMEM.
     pub const DESTROY_UMEM: u16 = 0xa0a;
 
+    /// CREATE_QP.
+    pub const CREATE_QP: u16 = 0x500;
+    /// QUERY_ROCE_ADDRESS: GID `roce_address_index` of a port, at output byte 16.
+    pub const QUERY_ROCE_ADDRESS: u16 = 0x760;
+    /// DESTROY_QP.
+    pub const DESTROY_QP: u16 = 0x501;
+    /// RST2INIT_QP.
+    pub const RST2INIT_QP: u16 = 0x502;
+    /// INIT2RTR_QP.
+    pub const INIT2RTR_QP: u16 = 0x503;
+    /// RTR2RTS_QP.
+    pub const RTR2RTS_QP: u16 = 0x504;
+    /// RTS2RTS_QP.
+    pub const RTS2RTS_QP: u16 = 0x505;
+    /// QP_2ERR.
+    pub const QP_2ERR: u16 = 0x507;
+    /// QP_2RST.
+    pub const QP_2RST: u16 = 0x50a;
+    /// QUERY_QP.
+    pub const QUERY_QP: u16 = 0x50b;
+
     /// The PRM name of an opcode, for reports.
     pub fn name(op: u16) -> &'static str {
         match op {
@@ -81,6 +102,16 @@ pub mod opcode {
             NOP => "NOP",
             CREATE_UMEM => "CREATE_UMEM",
             DESTROY_UMEM => "DESTROY_UMEM",
+            CREATE_QP => "CREATE_QP",
+            QUERY_ROCE_ADDRESS => "QUERY_ROCE_ADDRESS",
+            DESTROY_QP => "DESTROY_QP",
+            RST2INIT_QP => "RST2INIT_QP",
+            INIT2RTR_QP => "INIT2RTR_QP",
+            RTR2RTS_QP => "RTR2RTS_QP",
+            RTS2RTS_QP => "RTS2RTS_QP",
+            QP_2ERR => "QP_2ERR",
+            QP_2RST => "QP_2RST",
+            QUERY_QP => "QUERY_QP",
             _ => "UNKNOWN",
         }
     }

@@ -10,7 +10,7 @@
 //! * Capability pages: [`cmd_hca_cap`], [`crypto_caps`]. The memory key context: [`mkc`].
 //! * Send WQE segments, UMR segments, the signature BSF and SET_PSV: [`wqe`].
 //! * Completion queue entries (good, error, signature error): [`cqe`].
-//! * Event queues, EQEs, UARs and umems: [`eq`].
+//! * Event queues, EQEs, UARs and umems: [`eq`]; raw CQs and QPs: [`queues`].
 //! * The crypto general objects (login, DEK): [`crypto`]; the crypto BSF: [`crypto_bsf`].
 //!
 //! A layout declared here implements [`Layout`]: [`View::new`] / [`ViewMut::new`] check a
@@ -25,6 +25,7 @@ pub mod crypto_bsf;
 pub mod eq;
 mod field;
 pub mod mkc;
+pub mod queues;
 mod view;
 pub mod wqe;
 

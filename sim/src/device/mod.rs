@@ -121,22 +121,19 @@ impl Device {
         self.fw.destroy_cq(cqn)
     }
 
-    /// MODIFY_QP to `state`: RESET empties both queues (the counters start over) and forgets
-    /// the path, INIT takes the access flags, RTR the path; a QP in ERR flushes what it holds
-    /// when the devices next run.
+    /// MODIFY_QP to `state` (see [`Firmware::set_qp_state`]).
     pub fn modify_qp(&mut self, qpn: u32, state: QpState, access: AccessFlags, remote: Option<mlx5_dv::QpDest>) {
-        let Some(q) = self.fw.qp_mut(qpn) else { return };
-        q.state = state;
-        match state {
-            QpState::Reset => {
-                (q.sq_pc, q.sq_cc, q.rq_pc, q.rq_cc) = (0, 0, 0, 0);
-                q.faults.clear();
-                q.remote = None;
-            }
-            QpState::Init => q.access = access,
-            QpState::Rtr => q.remote = remote,
-            _ => {}
-        }
+        self.fw.set_qp_state(qpn, state, access, remote);
+    }
+
+    /// The GID of the device's port, as QUERY_ROCE_ADDRESS reports it.
+    pub fn set_port_gid(&mut self, gid: mlx5_dv::Gid) {
+        self.fw.set_port_gid(gid);
+    }
+
+    /// A store to the CQ doorbell (UAR + 0x20): `hi` is `sn << 28 | cmd | ci`, `lo` the CQN.
+    pub fn cq_doorbell(&mut self, hi: u32, lo: u32) {
+        self.fw.cq_doorbell(hi, lo);
     }
 
     /// Install a data-path fault rule for WQEs with `wqe_opcode`.
@@ -254,6 +251,15 @@ impl Device {
     pub fn write_eqes(&mut self, host: &mut Host) -> Vec<u16> {
         self.fw.write_eqes(host);
         self.fw.take_interrupts()
+    }
+
+    /// Read every QP's receive doorbell record: a raw QP's receives are posted by the record
+    /// alone, which this device reads when a send doorbell of the function rings.
+    pub fn ring_rq_all(&mut self, host: &Host) {
+        let qpns: Vec<u32> = self.fw.qps().map(|(n, _)| n).collect();
+        for qpn in qpns {
+            self.ring_rq(host, qpn);
+        }
     }
 
     /// The events raised since the last call, oldest first.

@@ -10,7 +10,7 @@ use mlx5_dv::{
 };
 
 use super::{CtxKind, Lower, Provider};
-use crate::device::firmware::named_input;
+use crate::device::firmware::{cq_or_qp_input, named_input};
 use crate::kernel::{self, DevxUid};
 
 mod vfio;
@@ -102,6 +102,11 @@ fn destroy_cmd(input: &[u8], out: &[u8]) -> Option<(Vec<u8>, u32, u16)> {
         opcode::CREATE_PSV => {
             let n = get(prm::create_psv::OUT_PSV_INDEX[0], out)?;
             Some((named_input(opcode::DESTROY_PSV, prm::destroy_psv::PSVN, n), n, 0))
+        }
+        op @ (opcode::CREATE_CQ | opcode::CREATE_QP) => {
+            let n = get(prm::queues::qp::QPN, out)?;
+            let destroy = if op == opcode::CREATE_CQ { opcode::DESTROY_CQ } else { opcode::DESTROY_QP };
+            Some((cq_or_qp_input(destroy, n), n, 0))
         }
         opcode::CREATE_GENERAL_OBJECT => {
             let ty = prm::general_obj_in::OBJ_TYPE.get(input).ok()? as u16;
@@ -243,9 +248,15 @@ impl Provider {
         Ok(())
     }
 
+    /// `mlx5dv_init_obj(MLX5DV_OBJ_PD)`.
+    pub(crate) fn pd_number(&self, pd: mlx5_dv::PdHandle) -> Result<u32> {
+        let op = Op::InitObj;
+        self.pds.get(pd, op)?.pdn.ok_or_else(|| Error::new(op, EOPNOTSUPP, "not an mlx5 PD"))
+    }
+
     /// `mlx5dv_devx_query_eqn`: on VFIO only vector 0, the driver's async EQ; on a kernel
-    /// context the EQ of a completion vector.
-    pub(crate) fn devx_query_eqn(&mut self, ctx: ContextHandle, vector: u32) -> Result<u32> {
+    /// context the kernel's EQ of a completion vector.
+    pub(crate) fn devx_query_eqn(&mut self, low: &mut Lower<'_>, ctx: ContextHandle, vector: u32) -> Result<u32> {
         let op = Op::DevxQueryEqn;
         match self.devx_path(ctx, op)? {
             (Path::Vfio, _) => {
@@ -254,13 +265,9 @@ impl Provider {
                 }
                 self.devx.vfio.async_eqn(ctx, op)
             }
-            (Path::Kernel(_), _) => {
-                if vector >= u32::from(self.num_comp_vectors) {
-                    let why = format!("vector {vector} is beyond num_comp_vectors {}", self.num_comp_vectors);
-                    return Err(Error::new(op, EINVAL, why));
-                }
-                // The kernel's completion EQs follow its async EQ.
-                Ok(vector + 1)
+            (Path::Kernel(_), dev) => {
+                let d = low.devices.get_mut(dev).ok_or_else(|| Error::new(op, EINVAL, "no such device"))?;
+                low.kernel.comp_eqn(d, dev, low.host, vector, self.num_comp_vectors)
             }
         }
     }
@@ -320,11 +327,23 @@ impl Provider {
         if !ok_len || !offset.is_multiple_of(value.len() as u32) || offset > 4096 - value.len() as u32 {
             return Err(Error::new(op, EINVAL, "a UAR store is 4 or 8 aligned bytes inside the 4 KiB page"));
         }
-        let word = u32::from_be_bytes([value[0], value[1], value[2], value[3]]);
-        if let (uar_offset::EQ_ARM | uar_offset::EQ_UPDATE, Some(d)) = (offset, low.devices.get_mut(u.dev)) {
-            d.eq_doorbell(u.page, word, offset == uar_offset::EQ_ARM);
-            low.write_eqes();
+        let word = |i: usize| u32::from_be_bytes([value[i], value[i + 1], value[i + 2], value[i + 3]]);
+        let Some(d) = low.devices.get_mut(u.dev) else { return Ok(()) };
+        match (offset, value.len()) {
+            (uar_offset::EQ_ARM | uar_offset::EQ_UPDATE, _) => {
+                d.eq_doorbell(u.page, word(0), offset == uar_offset::EQ_ARM)
+            }
+            (uar_offset::CQ_DOORBELL, 8) => d.cq_doorbell(word(0), word(4)),
+            // The first 8 bytes of the WQE's control segment: opmod_idx_opcode, qpn_ds.
+            (uar_offset::BF, 8) => {
+                let qpn = word(4) >> 8;
+                d.ring_rq_all(low.host);
+                d.ring_sq(low.host, qpn);
+                low.run();
+            }
+            _ => {}
         }
+        low.write_eqes();
         Ok(())
     }
 

@@ -47,6 +47,10 @@ impl Device {
         let Ok(bytes) = cqe.encode(owner) else { return };
         if host.write(c.ring.slot(c.pi), &bytes) {
             c.pi = c.pi.wrapping_add(1);
+            if let (true, Some(eqn)) = (c.armed, c.eqn) {
+                c.armed = false;
+                self.fw.post_event(crate::device::firmware::Event::completion(cqn, eqn));
+            }
         }
     }
 

@@ -56,11 +56,24 @@ pub(crate) struct Event {
     pub(crate) eqn: Option<u32>,
 }
 
-/// Registered memory a umem id names (its pages are checked at creation; no command of this
-/// firmware reads through a umem yet).
+impl Event {
+    /// A completion event of CQ `cqn` for its EQ `eqn`.
+    pub(crate) fn completion(cqn: u32, eqn: u32) -> Self {
+        let mut data = [0u8; 28];
+        let at = e::eqe::COMP_CQN - e::eqe::DATA;
+        data[at..at + 4].copy_from_slice(&(cqn & 0xff_ffff).to_be_bytes());
+        Event { event_type: e::event::COMP, sub_type: 0, data, eqn: Some(eqn) }
+    }
+}
+
+/// Registered memory a umem id names: raw CQs and QPs place their rings in it.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct FwUmem {
     uid: u16,
+    /// Address of the first byte (page address plus page offset).
+    pub(crate) addr: u64,
+    /// Bytes from `addr` to the end of the last page.
+    pub(crate) len: u64,
 }
 
 /// The EQ, UAR and umem tables of one device.
@@ -211,7 +224,8 @@ impl Firmware {
             return Err(BAD); // a page neither readable nor writable
         }
         let id = self.eq.umem_numbers.take().ok_or(FULL)?;
-        self.eq.umems.insert(id, FwUmem { uid });
+        let addr = (be64(first) & !0xfff).wrapping_add(offset);
+        self.eq.umems.insert(id, FwUmem { uid, addr, len: len - offset });
         u::UMEM_ID.set(out, u64::from(id))?;
         Ok(())
     }
@@ -221,6 +235,16 @@ impl Firmware {
         self.eq.umems.remove(&id).ok_or(NO_SUCH)?;
         self.eq.umem_numbers.give_back(id);
         Ok(())
+    }
+
+    /// The umem with this id.
+    pub(crate) fn umem(&self, id: u32) -> Option<FwUmem> {
+        self.eq.umems.get(&id).copied()
+    }
+
+    /// Whether EQ `eqn` exists.
+    pub(crate) fn has_eq(&self, eqn: u32) -> bool {
+        self.eq.eqs.contains_key(&eqn)
     }
 
     /// Raise an event: it goes to every EQ whose `event_bitmask` has its type (a completion

@@ -15,6 +15,7 @@ use crate::profile::Profile;
 mod crypto;
 mod eq;
 mod objects;
+mod raw;
 
 pub use crypto::{FwDek, crypto_syndrome};
 pub use eq::EQ_STATUS_WRITE_FAILURE;
@@ -23,6 +24,7 @@ pub(in crate::device) use objects::FwPsv;
 use objects::Numbers;
 pub use objects::{CqCreate, FwMkey, Klm, MkeyCrypto, QpCreate, QpPath, RepeatEntry, Translation};
 pub(crate) use objects::{FwCq, FwQp};
+pub(crate) use raw::cq_or_qp_input;
 
 /// Syndromes this firmware reports for its own rejections.
 pub mod syndrome {
@@ -123,6 +125,10 @@ pub struct Firmware {
     log: Option<Vec<CommandRecord>>,
     crypto: crypto::FwCrypto,
     eq: eq::EqTables,
+    /// Raw QPs made so far (their scheduling order).
+    raw_qps: u32,
+    /// GID 0 of the port (QUERY_ROCE_ADDRESS).
+    port_gid: [u8; 16],
 }
 
 fn set_flag(page: &mut [u8], f: Field, on: bool) -> Result<(), FieldError> {
@@ -185,6 +191,8 @@ impl Firmware {
             log: None,
             crypto: crypto::FwCrypto::new(profile),
             eq: eq::EqTables::new(),
+            raw_qps: 0,
+            port_gid: [0; 16],
         })
     }
 
@@ -259,7 +267,8 @@ impl Firmware {
             opcode::CREATE_UMEM => self.create_umem(uid, input, out),
             opcode::DESTROY_UMEM => self.destroy_umem(input),
             opcode::NOP => Ok(()),
-            _ => Err(Reject(status::BAD_OP_ERR, syndrome::UNKNOWN_OPCODE)),
+            opcode::QUERY_ROCE_ADDRESS => self.query_roce_address(input, out),
+            op => self.run_raw(op, input, out).unwrap_or(Err(Reject(status::BAD_OP_ERR, syndrome::UNKNOWN_OPCODE))),
         }
     }
 
@@ -450,7 +459,7 @@ impl Firmware {
             wqe_cnt: c.cqe.saturating_add(1),
             stride: prm::cqe::SIZE as u32,
         };
-        self.cqs.insert(cqn, FwCq { cqe: c.cqe, ring, dbrec: c.dbrec, pi: 0, overrun: false });
+        self.cqs.insert(cqn, FwCq { cqe: c.cqe, ring, dbrec: c.dbrec, pi: 0, overrun: false, eqn: None, armed: false });
         Some(cqn)
     }
 
@@ -461,6 +470,54 @@ impl Firmware {
             self.cq_numbers.give_back(cqn);
         }
         gone
+    }
+
+    /// Set GID 0 of the port.
+    pub(crate) fn set_port_gid(&mut self, gid: mlx5_dv::Gid) {
+        self.port_gid = gid.0;
+    }
+
+    /// QUERY_ROCE_ADDRESS: the GID at `roce_address_index` 0 (the only one simulated).
+    fn query_roce_address(&mut self, input: &[u8], out: &mut [u8]) -> Result<(), Reject> {
+        let index = Field::new("roce_address_index", 0x40, 16).get(input)?;
+        if out.len() < 48 {
+            return Err(Reject(status::BAD_OUTP_LEN_ERR, syndrome::OUTPUT_TOO_SHORT));
+        }
+        if index != 0 {
+            return Err(Reject(status::BAD_PARAM_ERR, syndrome::BAD_FIELD));
+        }
+        out[16..32].copy_from_slice(&self.port_gid);
+        Ok(())
+    }
+
+    /// Whether PD `pdn` exists.
+    pub(crate) fn has_pd(&self, pdn: u32) -> bool {
+        self.pds.contains_key(&pdn)
+    }
+
+    /// MODIFY_QP to `state`: RESET empties both queues (the counters start over) and forgets
+    /// the path, INIT takes the access flags, RTR the path; a QP in ERR flushes what it holds
+    /// when the devices next run.
+    pub(crate) fn set_qp_state(
+        &mut self,
+        qpn: u32,
+        state: mlx5_dv::QpState,
+        access: mlx5_dv::AccessFlags,
+        remote: Option<mlx5_dv::QpDest>,
+    ) {
+        use mlx5_dv::QpState;
+        let Some(q) = self.qps.get_mut(&qpn) else { return };
+        q.state = state;
+        match state {
+            QpState::Reset => {
+                (q.sq_pc, q.sq_cc, q.rq_pc, q.rq_cc) = (0, 0, 0, 0);
+                q.faults.clear();
+                q.remote = None;
+            }
+            QpState::Init => q.access = access,
+            QpState::Rtr => q.remote = remote,
+            _ => {}
+        }
     }
 
     /// The QP with this number.

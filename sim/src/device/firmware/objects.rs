@@ -223,4 +223,8 @@ pub struct FwCq {
     pub(in crate::device) pi: u32,
     /// Overrun: later CQEs are lost.
     pub(in crate::device) overrun: bool,
+    /// The EQ of a CQ made by a raw CREATE_CQ; kernel CQs report through the kernel.
+    pub(in crate::device) eqn: Option<u32>,
+    /// Armed: the next CQE raises a completion event on `eqn`.
+    pub(in crate::device) armed: bool,
 }

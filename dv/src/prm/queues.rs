@@ -1,0 +1,135 @@
+//! Raw CQs and QPs as DEVX creates them: `create_cq_in` with its `cqc`, `create_qp_in` and the
+//! QP state-change commands with their `qpc` and primary address path, `query_qp_out`, and
+//! the destroy commands. Offsets are bits of the whole mailbox.
+
+use super::Field;
+
+/// `create_cq_in` (the `cqc` at byte 0x10) and `create_cq_out`.
+pub mod create_cq {
+    use super::Field;
+    /// cqc.dbr_umem_valid: `db_record_addr` is an offset into `dbr_umem_id`.
+    pub const DBR_UMEM_VALID: Field = Field::new("cqc.dbr_umem_valid", 0x86, 1);
+    /// cqc.oi: overrun ignore.
+    pub const OI: Field = Field::new("cqc.oi", 0x8e, 1);
+    /// cqc.dbr_umem_id.
+    pub const DBR_UMEM_ID: Field = Field::new("cqc.dbr_umem_id", 0xa0, 32);
+    /// cqc.log_cq_size: the CQ holds 2^log_cq_size CQEs.
+    pub const LOG_CQ_SIZE: Field = Field::new("cqc.log_cq_size", 0xe3, 5);
+    /// cqc.uar_page.
+    pub const UAR_PAGE: Field = Field::new("cqc.uar_page", 0xe8, 24);
+    /// cqc.c_eqn: the EQ its completion events go to.
+    pub const C_EQN: Field = Field::new("cqc.c_eqn", 0x138, 8);
+    /// cqc.consumer_counter.
+    pub const CONSUMER_COUNTER: Field = Field::new("cqc.consumer_counter", 0x1c8, 24);
+    /// cqc.producer_counter.
+    pub const PRODUCER_COUNTER: Field = Field::new("cqc.producer_counter", 0x1e8, 24);
+    /// cqc.db_record_addr (the low 3 bits are reserved).
+    pub const DB_RECORD_ADDR: Field = Field::new("cqc.db_record_addr", 0x240, 64);
+    /// cq_umem_offset.
+    pub const CQ_UMEM_OFFSET: Field = Field::new("cq_umem_offset", 0x280, 64);
+    /// cq_umem_id.
+    pub const CQ_UMEM_ID: Field = Field::new("cq_umem_id", 0x2c0, 32);
+    /// cq_umem_valid: the ring is in `cq_umem_id`, not in the PAS list.
+    pub const CQ_UMEM_VALID: Field = Field::new("cq_umem_valid", 0x2e0, 1);
+    /// Input size in bytes without the PAS list.
+    pub const IN_SIZE: usize = 272;
+    /// `create_cq_out.cqn` and `destroy_cq_in.cqn`.
+    pub const CQN: Field = Field::new("cqn", 0x48, 24);
+    /// Output size, and the size of `destroy_cq_in`.
+    pub const SIZE: usize = 16;
+}
+
+/// `create_qp_in` (the `qpc` at byte 0x18), the state-change commands (`rst2init_qp_in`,
+/// `init2rtr_qp_in`, `rtr2rts_qp_in`, `qp_2err_in`, `qp_2rst_in`: the `qpc` at the same place)
+/// and `query_qp_out`.
+pub mod qp {
+    use super::Field;
+    /// qpc.state (`query_qp_out`).
+    pub const STATE: Field = Field::new("qpc.state", 0xc0, 4);
+    /// qpc.st: the service type (0 = RC).
+    pub const ST: Field = Field::new("qpc.st", 0xc8, 8);
+    /// qpc.pd.
+    pub const PD: Field = Field::new("qpc.pd", 0xe8, 24);
+    /// qpc.mtu.
+    pub const MTU: Field = Field::new("qpc.mtu", 0x100, 3);
+    /// qpc.log_rq_size.
+    pub const LOG_RQ_SIZE: Field = Field::new("qpc.log_rq_size", 0x109, 4);
+    /// qpc.log_rq_stride: the receive WQE stride is 16 << log_rq_stride bytes.
+    pub const LOG_RQ_STRIDE: Field = Field::new("qpc.log_rq_stride", 0x10d, 3);
+    /// qpc.no_sq.
+    pub const NO_SQ: Field = Field::new("qpc.no_sq", 0x110, 1);
+    /// qpc.log_sq_size: the send queue has 2^log_sq_size basic blocks.
+    pub const LOG_SQ_SIZE: Field = Field::new("qpc.log_sq_size", 0x111, 4);
+    /// qpc.uar_page.
+    pub const UAR_PAGE: Field = Field::new("qpc.uar_page", 0x128, 24);
+    /// qpc.remote_qpn.
+    pub const REMOTE_QPN: Field = Field::new("qpc.remote_qpn", 0x168, 24);
+    /// qpc.primary_address_path.grh.
+    pub const GRH: Field = Field::new("ads.grh", 0x1a8, 1);
+    /// qpc.primary_address_path.rlid.
+    pub const RLID: Field = Field::new("ads.rlid", 0x1b0, 16);
+    /// qpc.primary_address_path.hop_limit.
+    pub const HOP_LIMIT: Field = Field::new("ads.hop_limit", 0x1d8, 8);
+    /// Byte offset of qpc.primary_address_path.rgid_rip (16 bytes).
+    pub const RGID_BYTE: usize = 0x40;
+    /// qpc.primary_address_path.vhca_port_num.
+    pub const VHCA_PORT_NUM: Field = Field::new("ads.vhca_port_num", 0x2a8, 8);
+    /// qpc.cqn_snd.
+    pub const CQN_SND: Field = Field::new("qpc.cqn_snd", 0x4a8, 24);
+    /// qpc.rre.
+    pub const RRE: Field = Field::new("qpc.rre", 0x550, 1);
+    /// qpc.rwe.
+    pub const RWE: Field = Field::new("qpc.rwe", 0x551, 1);
+    /// qpc.rae.
+    pub const RAE: Field = Field::new("qpc.rae", 0x552, 1);
+    /// qpc.cqn_rcv.
+    pub const CQN_RCV: Field = Field::new("qpc.cqn_rcv", 0x5a8, 24);
+    /// qpc.dbr_addr: the doorbell record, or its offset in `dbr_umem_id`.
+    pub const DBR_ADDR: Field = Field::new("qpc.dbr_addr", 0x5c0, 64);
+    /// qpc.rq_type (3 = no receive queue).
+    pub const RQ_TYPE: Field = Field::new("qpc.rq_type", 0x625, 3);
+    /// qpc.hw_sq_wqebb_counter (`query_qp_out`).
+    pub const HW_SQ_WQEBB_COUNTER: Field = Field::new("qpc.hw_sq_wqebb_counter", 0x660, 16);
+    /// qpc.dbr_umem_valid.
+    pub const DBR_UMEM_VALID: Field = Field::new("qpc.dbr_umem_valid", 0x743, 1);
+    /// qpc.dbr_umem_id.
+    pub const DBR_UMEM_ID: Field = Field::new("qpc.dbr_umem_id", 0x7e0, 32);
+    /// wq_umem_offset (`create_qp_in`).
+    pub const WQ_UMEM_OFFSET: Field = Field::new("wq_umem_offset", 0x800, 64);
+    /// wq_umem_id (`create_qp_in`).
+    pub const WQ_UMEM_ID: Field = Field::new("wq_umem_id", 0x840, 32);
+    /// wq_umem_valid (`create_qp_in`): the queues are in `wq_umem_id`, not in the PAS list.
+    pub const WQ_UMEM_VALID: Field = Field::new("wq_umem_valid", 0x860, 1);
+    /// The QP number of a state change, query or destroy, and of `create_qp_out`.
+    pub const QPN: Field = Field::new("qpn", 0x48, 24);
+    /// Size of `create_qp_in` without PAS, of the state-change inputs and of `query_qp_out`.
+    pub const SIZE: usize = 272;
+    /// Size of `create_qp_out`, `query_qp_in`, `destroy_qp_in` and the state-change outputs.
+    pub const SMALL: usize = 16;
+}
+
+/// `qpc.state` values.
+pub mod qp_state {
+    /// RST.
+    pub const RST: u8 = 0x0;
+    /// INIT.
+    pub const INIT: u8 = 0x1;
+    /// RTR.
+    pub const RTR: u8 = 0x2;
+    /// RTS.
+    pub const RTS: u8 = 0x3;
+    /// SQER.
+    pub const SQER: u8 = 0x4;
+    /// SQD.
+    pub const SQD: u8 = 0x5;
+    /// ERR.
+    pub const ERR: u8 = 0x6;
+}
+
+/// `MLX5_CQ_DOORBELL` commands (the `cmd` field of the arm doorbell, bits 24..27).
+pub mod cq_arm {
+    /// Arm for the next completion.
+    pub const NEXT: u32 = 0x0 << 24;
+    /// Arm for the next solicited completion.
+    pub const SOLICITED: u32 = 0x1 << 24;
+}
