@@ -57,6 +57,10 @@ enum Mutation {
     DekPurposeUnchecked,
     CryptoKeytagIgnored,
     CryptoDirectionFlipped,
+    MsiVectorsFromZero,
+    DestroyEqLeaksEremoteio,
+    QueryEqnAnyVector,
+    NoCompletionEqe,
 }
 
 /// A layer that makes the simulator deviate in one way.
@@ -165,6 +169,17 @@ impl Layer for Mutant {
                 }
             }
             (Mutation::DropCrc32Cap, _, Reply::QueryDevice(Ok(r))) => r.sig_caps.crc_type &= !sig_cap::CRC32,
+            (Mutation::MsiVectorsFromZero, _, Reply::DevxAllocMsiVector(Ok(m))) => m.vector -= 1,
+            (Mutation::DestroyEqLeaksEremoteio, _, r @ Reply::DevxDestroyEq(Err(_))) => {
+                *r = Reply::DevxDestroyEq(Err(Error::new(Op::DevxDestroyEq, EREMOTEIO, "mutant")));
+            }
+            (Mutation::QueryEqnAnyVector, _, r @ Reply::DevxQueryEqn(Err(_))) => *r = Reply::DevxQueryEqn(Ok(0)),
+            // The completion EQE lost: its type byte reads as a port change.
+            (Mutation::NoCompletionEqe, Call::ReadBuf { len: 64, .. }, Reply::ReadBuf(Ok(b)))
+                if b[1] == 0 && b[63] == 0 =>
+            {
+                b[1] = 0x09;
+            }
             (Mutation::EchoEveryCompMaskBit, _, Reply::QueryDevice(Ok(r))) => {
                 r.comp_mask = MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD | MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD
             }
@@ -319,6 +334,10 @@ impl Layer for Mutant {
 #[case(Mutation::DekPurposeUnchecked, "cx6dx", "crypto.dek_field_checks")]
 #[case(Mutation::CryptoKeytagIgnored, "bf3", "crypto_dp.tweak_and_keytag")]
 #[case(Mutation::CryptoDirectionFlipped, "cx7", "crypto_dp.signature_order_rows")]
+#[case(Mutation::MsiVectorsFromZero, "cx6dx", "devx.msi_vectors_first_free_then_enospc")]
+#[case(Mutation::DestroyEqLeaksEremoteio, "cx6dx", "devx.destroy_eq_maps_the_status")]
+#[case(Mutation::QueryEqnAnyVector, "cx6dx", "devx.query_eqn_vectors")]
+#[case(Mutation::NoCompletionEqe, "cx6dx", "devx.completion_eqe_after_raw_qp_traffic")]
 fn the_suite_catches_the_mutant(#[case] m: Mutation, #[case] profile: &str, #[case] catcher: &str) {
     let p = Profile::builtin(profile).unwrap();
     let target = Target::new(
