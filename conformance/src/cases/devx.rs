@@ -67,6 +67,12 @@ pub(super) const CASES: &[Case] = &[
         run: completion_eqe,
     },
     Case {
+        name: "devx.qp_error_eqe_after_a_bad_rkey",
+        covers: &[68, 71],
+        needs: &[Need::VfioDevice],
+        run: qp_error_eqe,
+    },
+    Case {
         name: "devx.eq_delivers_port_state_change",
         covers: &[66, 68],
         needs: &[Need::VfioDevice, Need::SimControl],
@@ -437,19 +443,28 @@ fn raw_connect(b: &mut dyn Backend, qp: &mlx5_dv::DevxObj, qpn: u32, remote: u32
     check_eq("its status", st, Some(status::BAD_QP_STATE_ERR))
 }
 
-fn completion_eqe(b: &mut dyn Backend, env: &Env) -> Check {
+/// Two raw RC QPs of a VFIO context connected to each other, their CQ bound to an EQ that
+/// asks for `events`, an MR over the buffer; `None` (a skip) on an InfiniBand port.
+struct RawPair {
+    ctx: ContextHandle,
+    uar: DevxUar,
+    msi: mlx5_dv::MsiVector,
+    eq: DevxEq,
+    buf: mlx5_dv::Buf,
+    umem: mlx5_dv::DevxUmem,
+    cq: mlx5_dv::DevxObj,
+    cqn: u32,
+    qps: [(mlx5_dv::DevxObj, u32); 2],
+    mr: mlx5_dv::Mr,
+}
+
+fn raw_pair(b: &mut dyn Backend, env: &Env, events: u64) -> Check<RawPair> {
     use mlx5_dv::prm::queues::create_cq as c;
-    use mlx5_dv::prm::wqe::compose::{Payload, SendWqe, WqeBody};
-    use mlx5_dv::prm::wqe::{CtrlSeg, DataSeg, RaddrSeg, ctrl};
     let ctx = vfio(b, env)?;
     let (uar, msi) = uar_and_vector(b, ctx)?;
-    let eq = expect_ok(
-        "create_eq (no async events)",
-        b.devx_create_eq(ctx, &eq_input(uar.page_id, msi.vector as u64, 0), 16),
-    )?;
+    let eq = expect_ok("create_eq", b.devx_create_eq(ctx, &eq_input(uar.page_id, msi.vector as u64, events), 16))?;
     init_owner_bits(b, &eq)?;
-    let eqn = eqn_of(&eq);
-    expect_ok("arm the EQ", b.devx_uar_write(&uar, uar_offset::EQ_ARM, &be32(eqn << 24)))?;
+    expect_ok("arm the EQ", b.devx_uar_write(&uar, uar_offset::EQ_ARM, &be32(eqn_of(&eq) << 24)))?;
     let roce = cmd(opcode::QUERY_ROCE_ADDRESS, 16, &[(prm::Field::new("vhca_port_num", 0x5c, 4), 1)]);
     let gid = expect_ok("QUERY_ROCE_ADDRESS 0", b.devx_general_cmd(ctx, &roce, 48))?[16..32].to_vec();
     if gid.iter().all(|x| *x == 0) {
@@ -466,7 +481,7 @@ fn completion_eqe(b: &mut dyn Backend, env: &Env) -> Check {
         &[
             (c::LOG_CQ_SIZE, 6),
             (c::UAR_PAGE, u64::from(uar.page_id)),
-            (c::C_EQN, u64::from(eqn)),
+            (c::C_EQN, u64::from(eqn_of(&eq))),
             (c::CQ_UMEM_VALID, 1),
             (c::CQ_UMEM_ID, u64::from(umem.umem_id)),
             (c::CQ_UMEM_OFFSET, lay::CQ),
@@ -483,41 +498,79 @@ fn completion_eqe(b: &mut dyn Backend, env: &Env) -> Check {
     raw_connect(b, &qa, a, bn, &gid)?;
     raw_connect(b, &qb, bn, a, &gid)?;
     let mr = expect_ok("ibv_reg_mr", b.reg_mr(pd, buf.addr, lay::LEN as u64, rw))?;
+    Ok(RawPair { ctx, uar, msi, eq, buf, umem, cq, cqn, qps: [(qa, a), (qb, bn)], mr })
+}
+
+/// A signaled 64-byte RDMA WRITE from QP A to the destination, through `rkey`, written into
+/// the send queue and rung at UAR + 0x800; the bytes written.
+fn raw_write(b: &mut dyn Backend, p: &RawPair, rkey: u32) -> Check<Vec<u8>> {
+    use mlx5_dv::prm::wqe::compose::{Payload, SendWqe, WqeBody};
+    use mlx5_dv::prm::wqe::{CtrlSeg, DataSeg, RaddrSeg, ctrl};
     let data: Vec<u8> = (0..64u8).map(|i| i.wrapping_mul(7) ^ 0x5a).collect();
-    expect_ok("the source bytes", b.write_buf(&buf, lay::SRC as usize, &data))?;
-    // Arm the CQ: sn 0, cmd NEXT, ci 0; then the CQN.
-    let arm = [be32(0), be32(cqn)].concat();
-    expect_ok("arm the CQ (UAR + 0x20)", b.devx_uar_write(&uar, uar_offset::CQ_DOORBELL, &arm))?;
+    expect_ok("the source bytes", b.write_buf(&p.buf, lay::SRC as usize, &data))?;
     let wqe = SendWqe {
         ctrl: CtrlSeg {
             opcode: mlx5_dv::prm::wqe::opcode::RDMA_WRITE,
-            qpn: a,
+            qpn: p.qps[0].1,
             ce: ctrl::CE_CQ_UPDATE,
             ..Default::default()
         },
         body: WqeBody::Rdma {
-            raddr: RaddrSeg { raddr: buf.addr + lay::DST, rkey: mr.rkey },
-            payload: Payload::Gather(vec![DataSeg { byte_count: 64, lkey: mr.lkey, addr: buf.addr + lay::SRC }]),
+            raddr: RaddrSeg { raddr: p.buf.addr + lay::DST, rkey },
+            payload: Payload::Gather(vec![DataSeg { byte_count: 64, lkey: p.mr.lkey, addr: p.buf.addr + lay::SRC }]),
         },
     };
     let bytes = wqe.encode().map_err(|e| Verdict::fail("encode the WQE", "bytes", e))?;
-    expect_ok("the WQE into QP A's send queue", b.write_buf(&buf, lay::SQ_A as usize, &bytes))?;
-    expect_ok("the send doorbell record", b.write_buf(&buf, (lay::DBR + 0x44) as usize, &be32(1)))?;
-    expect_ok("ring the send doorbell (UAR + 0x800)", b.devx_uar_write(&uar, uar_offset::BF, &bytes[..8]))?;
-    check_eq("the bytes arrived", expect_ok("read", b.read_buf(&buf, lay::DST as usize, 64))?, data)?;
-    let cqe = expect_ok("read the CQE", b.read_buf(&buf, lay::CQ as usize, 64))?;
-    check_eq("a requester CQE (opcode 0), owner bit of pass 0", cqe[63], 0)?;
-    check_eq("the vector fired", b.devx_msi_vector_read(&msi).ok(), Some(1))?;
-    let eqe = eqe_at(b, &eq, 0)?.ok_or_else(|| Verdict::fail("an EQE at ci 0", "software-owned", "hardware-owned"))?;
-    check_eq("a completion EQE", eqe[e::eqe::TYPE], e::event::COMP)?;
-    let n = u32::from_be_bytes([eqe[56], eqe[57], eqe[58], eqe[59]]) & 0xff_ffff;
-    check_eq("its CQN (data byte 24)", n, cqn)?;
-    for o in [qa.handle, qb.handle] {
-        expect_ok("destroy a QP", b.devx_obj_destroy(o))?;
+    expect_ok("the WQE into QP A's send queue", b.write_buf(&p.buf, lay::SQ_A as usize, &bytes))?;
+    expect_ok("the send doorbell record", b.write_buf(&p.buf, (lay::DBR + 0x44) as usize, &be32(1)))?;
+    expect_ok("ring the send doorbell (UAR + 0x800)", b.devx_uar_write(&p.uar, uar_offset::BF, &bytes[..8]))?;
+    Ok(data)
+}
+
+fn raw_teardown(b: &mut dyn Backend, p: RawPair) -> Check {
+    for (o, _) in &p.qps {
+        expect_ok("destroy a QP", b.devx_obj_destroy(o.handle))?;
     }
-    expect_ok("destroy the CQ", b.devx_obj_destroy(cq.handle))?;
-    expect_ok("ibv_dereg_mr", b.dereg_mr(&mr))?;
-    expect_ok("umem_dereg", b.devx_umem_dereg(&umem))?;
-    expect_ok("destroy_eq", b.devx_destroy_eq(&eq))?;
-    expect_ok("ibv_close_device", b.close_device(ctx))
+    expect_ok("destroy the CQ", b.devx_obj_destroy(p.cq.handle))?;
+    expect_ok("ibv_dereg_mr", b.dereg_mr(&p.mr))?;
+    expect_ok("umem_dereg", b.devx_umem_dereg(&p.umem))?;
+    expect_ok("destroy_eq", b.devx_destroy_eq(&p.eq))?;
+    expect_ok("free_msi_vector", b.devx_free_msi_vector(&p.msi))?;
+    expect_ok("ibv_close_device", b.close_device(p.ctx))
+}
+
+fn be24_at(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]) & 0xff_ffff
+}
+
+fn completion_eqe(b: &mut dyn Backend, env: &Env) -> Check {
+    let p = raw_pair(b, env, 0)?;
+    // Arm the CQ: sn 0, cmd NEXT, ci 0; then the CQN.
+    let arm = [be32(0), be32(p.cqn)].concat();
+    expect_ok("arm the CQ (UAR + 0x20)", b.devx_uar_write(&p.uar, uar_offset::CQ_DOORBELL, &arm))?;
+    let data = raw_write(b, &p, p.mr.rkey)?;
+    check_eq("the bytes arrived", expect_ok("read", b.read_buf(&p.buf, lay::DST as usize, 64))?, data)?;
+    let cqe = expect_ok("read the CQE", b.read_buf(&p.buf, lay::CQ as usize, 64))?;
+    check_eq("a requester CQE (opcode 0), owner bit of pass 0", cqe[63], 0)?;
+    check_eq("the vector fired", b.devx_msi_vector_read(&p.msi).ok(), Some(1))?;
+    let eqe =
+        eqe_at(b, &p.eq, 0)?.ok_or_else(|| Verdict::fail("an EQE at ci 0", "software-owned", "hardware-owned"))?;
+    check_eq("a completion EQE", eqe[e::eqe::TYPE], e::event::COMP)?;
+    check_eq("its CQN (data byte 24)", be24_at(&eqe, e::eqe::COMP_CQN), p.cqn)?;
+    check_eq("one EQE: the CQ is disarmed after it", eqe_at(b, &p.eq, 1)?, None)?;
+    raw_teardown(b, p)
+}
+
+fn qp_error_eqe(b: &mut dyn Backend, env: &Env) -> Check {
+    let p = raw_pair(b, env, 1 << e::event::WQ_ACCESS_ERROR)?;
+    raw_write(b, &p, p.mr.rkey ^ 0xff)?;
+    let cqe = expect_ok("read the CQE", b.read_buf(&p.buf, lay::CQ as usize, 64))?;
+    check_eq("a requester error CQE (opcode 0xd)", cqe[63] >> 4, 0xd)?;
+    check_eq("the vector fired", b.devx_msi_vector_read(&p.msi).ok(), Some(1))?;
+    let eqe =
+        eqe_at(b, &p.eq, 0)?.ok_or_else(|| Verdict::fail("an EQE at ci 0", "software-owned", "hardware-owned"))?;
+    check_eq("a WQ access error EQE", eqe[e::eqe::TYPE], e::event::WQ_ACCESS_ERROR)?;
+    check_eq("the responder's QPN (data byte 24)", be24_at(&eqe, e::eqe::QPN), p.qps[1].1)?;
+    check_eq("no completion EQE: the CQ was not armed", eqe_at(b, &p.eq, 1)?, None)?;
+    raw_teardown(b, p)
 }
