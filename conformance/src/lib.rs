@@ -22,6 +22,7 @@ pub mod case;
 pub mod cases;
 pub mod harness;
 pub mod spec;
+pub mod trace;
 
 pub use case::{Case, Check, Env, Need, Verdict};
 pub use harness::divergence::{Divergence, Divergences};

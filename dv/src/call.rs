@@ -365,6 +365,29 @@ impl Call {
 }
 
 impl Reply {
+    /// The backend instance that issued the handle a successful reply carries, if it carries
+    /// one: what a replayer adopts the handles of a trace into.
+    pub fn issuer(&self) -> Option<crate::handle::BackendId> {
+        match self {
+            Reply::OpenDevice(Ok(h)) | Reply::OpenIbvDevice(Ok(h)) => Some(h.backend()),
+            Reply::AllocPd(Ok(h)) => Some(h.backend()),
+            Reply::AllocBuf(Ok(b)) => Some(b.handle.backend()),
+            Reply::AllocDmabuf(Ok(d)) => Some(d.buf.handle.backend()),
+            Reply::CreateMkey(Ok(m)) => Some(m.handle.backend()),
+            Reply::RegMr(Ok(m)) | Reply::RegDmabufMr(Ok(m)) | Reply::DvRegDmabufMr(Ok(m)) => Some(m.handle.backend()),
+            Reply::CreateCq(Ok(c)) => Some(c.handle.backend()),
+            Reply::CreateQp(Ok(q)) => Some(q.handle.backend()),
+            Reply::CryptoLoginCreate(Ok(h)) => Some(h.backend()),
+            Reply::DekCreate(Ok(h)) => Some(h.backend()),
+            Reply::DevxObjCreate(Ok(o)) => Some(o.handle.backend()),
+            Reply::DevxAllocUar(Ok(u)) => Some(u.handle.backend()),
+            Reply::DevxUmemReg(Ok(u)) => Some(u.handle.backend()),
+            Reply::DevxAllocMsiVector(Ok(m)) => Some(m.handle.backend()),
+            Reply::DevxCreateEq(Ok(q)) => Some(q.handle.backend()),
+            _ => None,
+        }
+    }
+
     /// The error inside the reply, if the call failed.
     pub fn error(&self) -> Option<&Error> {
         match self {

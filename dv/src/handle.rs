@@ -5,7 +5,7 @@
 //! another backend instance) and answer with an error instead of undefined behaviour.
 //!
 //! A handle serializes as its object id alone; a deserialized handle belongs to no backend
-//! (every backend answers EINVAL) until a replayer maps it onto a live one.
+//! (every backend answers EINVAL) unless it is read inside [`adopting`].
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -16,6 +16,20 @@ use crate::errno::{EBUSY, EINVAL};
 use crate::error::{Error, Op, Result};
 
 static NEXT_BACKEND_ID: AtomicU32 = AtomicU32::new(1);
+
+thread_local! {
+    /// The backend that handles deserialized on this thread belong to ([`adopting`]).
+    static ADOPTER: std::cell::Cell<BackendId> = const { std::cell::Cell::new(BackendId::NONE) };
+}
+
+/// Run `f` with every handle it deserializes belonging to `backend`: how a replayer maps a
+/// trace's handles (object ids alone) onto the backend it replays on.
+pub fn adopting<R>(backend: BackendId, f: impl FnOnce() -> R) -> R {
+    let before = ADOPTER.with(|a| a.replace(backend));
+    let r = f();
+    ADOPTER.with(|a| a.set(before));
+    r
+}
 
 /// Identifies one backend instance; handles carry it so foreign handles are recognised.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -90,7 +104,7 @@ macro_rules! handle {
 
         impl<'de> Deserialize<'de> for $name {
             fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-                Ok(Self { backend: BackendId::NONE, id: u32::deserialize(d)? })
+                Ok(Self { backend: ADOPTER.with(|a| a.get()), id: u32::deserialize(d)? })
             }
         }
     };

@@ -39,7 +39,7 @@ use crate::caps::Caps;
 use crate::errno::{EINVAL, EOPNOTSUPP};
 use crate::error::{Error, Op, Result};
 use crate::handle::{ContextHandle, CryptoLoginHandle, DekHandle, DevxObjHandle, PdHandle};
-use crate::sim_control::{CommandRecord, FaultRule, SimControl, WqeRecord};
+use crate::sim_control::{CommandRecord, ControlAction, FaultRule, SimControl, WqeRecord};
 
 /// What a wrapper does to the calls passing through it. Every method has a default that
 /// changes nothing.
@@ -74,6 +74,11 @@ pub trait Layer {
     /// Called with the WQE records [`SimControl::take_wqes`] returns; may change them.
     fn wqes(&mut self, wqes: &mut Vec<WqeRecord>) {
         let _ = wqes;
+    }
+
+    /// Called with each [`SimControl`] call that goes through the wrapper, and its result.
+    fn control(&mut self, action: &ControlAction, result: &Result<()>) {
+        let _ = (action, result);
     }
 
     /// Called with the command records [`SimControl::take_commands`] returns; may change them.
@@ -365,19 +370,23 @@ impl<L: Layer, B: Backend> Wrapped<L, B> {
 }
 
 /// Reached only through [`Backend::sim_control`], which offers it when the inner backend has one.
+impl<L: Layer, B: Backend> Wrapped<L, B> {
+    fn act(&mut self, action: ControlAction) -> Result<()> {
+        let r = self.control().and_then(|c| action.apply(c));
+        self.layer.control(&action, &r);
+        r
+    }
+}
+
 impl<L: Layer, B: Backend> SimControl for Wrapped<L, B> {
     fn add_fault(&mut self, rule: FaultRule) -> Result<()> {
-        self.control()?.add_fault(rule)
+        self.act(ControlAction::AddFault { rule })
     }
     fn clear_faults(&mut self) {
-        if let Ok(c) = self.control() {
-            c.clear_faults();
-        }
+        let _ = self.act(ControlAction::ClearFaults);
     }
     fn record_commands(&mut self, on: bool) {
-        if let Ok(c) = self.control() {
-            c.record_commands(on);
-        }
+        let _ = self.act(ControlAction::RecordCommands { on });
     }
     fn take_commands(&mut self) -> Vec<CommandRecord> {
         let mut commands = self.control().map(|c| c.take_commands()).unwrap_or_default();
@@ -385,9 +394,7 @@ impl<L: Layer, B: Backend> SimControl for Wrapped<L, B> {
         commands
     }
     fn record_wqes(&mut self, on: bool) {
-        if let Ok(c) = self.control() {
-            c.record_wqes(on);
-        }
+        let _ = self.act(ControlAction::RecordWqes { on });
     }
     fn take_wqes(&mut self) -> Vec<WqeRecord> {
         let mut wqes = self.control().map(|c| c.take_wqes()).unwrap_or_default();
@@ -395,6 +402,6 @@ impl<L: Layer, B: Backend> SimControl for Wrapped<L, B> {
         wqes
     }
     fn set_port_state(&mut self, device: &str, port: u8, state: u32) -> Result<()> {
-        self.control()?.set_port_state(device, port, state)
+        self.act(ControlAction::SetPortState { device: device.into(), port, state })
     }
 }

@@ -85,10 +85,10 @@ pub use caps::{Caps, DeviceCaps, KernelFacts, LibraryFacts};
 pub use error::{CmdStatus, Error, ErrorKind, Op, Result};
 pub use handle::{
     BackendId, BufHandle, ContextHandle, CqHandle, CryptoLoginHandle, DekHandle, DevxObjHandle, EqHandle, Handle,
-    HandleTable, MkeyHandle, MrHandle, MsiVectorHandle, PdHandle, QpHandle, UarHandle, UmemHandle,
+    HandleTable, MkeyHandle, MrHandle, MsiVectorHandle, PdHandle, QpHandle, UarHandle, UmemHandle, adopting,
 };
 pub use layer::{Layer, Wrapped};
-pub use sim_control::{CommandRecord, FaultRule, SimControl, WqeRecord};
+pub use sim_control::{CommandRecord, ControlAction, FaultRule, SimControl, WqeRecord};
 
 /// The traits a program calls methods through: `use mlx5_dv::prelude::*;`.
 pub mod prelude {

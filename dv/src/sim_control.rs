@@ -5,6 +5,62 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
 
+/// A [`SimControl`] call, as a [`crate::Layer`] sees it go through a wrapped backend (traces
+/// record the ones that change behaviour).
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "control", rename_all = "snake_case")]
+pub enum ControlAction {
+    /// [`SimControl::add_fault`].
+    AddFault {
+        /// The rule.
+        rule: FaultRule,
+    },
+    /// [`SimControl::clear_faults`].
+    ClearFaults,
+    /// [`SimControl::record_commands`].
+    RecordCommands {
+        /// On or off.
+        on: bool,
+    },
+    /// [`SimControl::record_wqes`].
+    RecordWqes {
+        /// On or off.
+        on: bool,
+    },
+    /// [`SimControl::set_port_state`].
+    SetPortState {
+        /// The device's name.
+        device: String,
+        /// The port.
+        port: u8,
+        /// The new state.
+        state: u32,
+    },
+}
+
+impl ControlAction {
+    /// Perform the action on `c`.
+    pub fn apply(&self, c: &mut dyn SimControl) -> Result<()> {
+        match self {
+            ControlAction::AddFault { rule } => c.add_fault(*rule),
+            ControlAction::ClearFaults => {
+                c.clear_faults();
+                Ok(())
+            }
+            ControlAction::RecordCommands { on } => {
+                c.record_commands(*on);
+                Ok(())
+            }
+            ControlAction::RecordWqes { on } => {
+                c.record_wqes(*on);
+                Ok(())
+            }
+            ControlAction::SetPortState { device, port, state } => c.set_port_state(device, *port, *state),
+        }
+    }
+}
+
 /// One device command as the simulated firmware saw it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CommandRecord {

@@ -5,6 +5,7 @@ mod crash_test;
 mod out;
 mod report_cmd;
 mod run;
+mod trace_cmd;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -40,6 +41,9 @@ enum Command {
     /// Run one case and print its report as JSON (what `run --isolate` runs in each child).
     #[command(hide = true)]
     RunOne(run::RunOneArgs),
+    /// Re-execute traces written by `run --record` and report each one's first divergence;
+    /// exits 1 if any trace diverges.
+    Replay(trace_cmd::ReplayArgs),
     /// Work with reports written by `run --format json` (or the journal of a run cut short).
     Report {
         #[command(subcommand)]
@@ -104,6 +108,7 @@ fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Command::Run(args) => run::run(args),
         Command::RunOne(args) => run::run_one(args),
+        Command::Replay(args) => trace_cmd::replay(args),
         Command::Report { command } => report_cmd::report(command),
         Command::Coverage { item: None } => out::stdout(&coverage_text()).map(|()| ExitCode::SUCCESS),
         Command::Coverage { item: Some(n) } => match mlx5_conformance::spec::item_text(n) {

@@ -15,7 +15,9 @@ use mlx5_conformance::{
 use mlx5_sim::{Profile, ShippedProfiles};
 
 use crate::out::{self, NO_DEVICE, USAGE, fail, warn};
+use crate::trace_cmd::RecordSink;
 use crate::{BackendArg, DeviceArgs, Format, crash_test, render};
+use mlx5_conformance::trace::TraceSlot;
 
 /// What to run on.
 #[derive(clap::Args, Clone)]
@@ -69,6 +71,10 @@ pub struct RunArgs {
     /// A table of known divergences (TOML) instead of the shipped one.
     #[arg(long)]
     divergences: Option<PathBuf>,
+    /// Record a trace of every case into DIR/<backend>/<profile>/<case>.jsonl (replay them
+    /// with `replay`).
+    #[arg(long, value_name = "DIR", conflicts_with = "isolate")]
+    record: Option<PathBuf>,
 }
 
 /// `run-one`'s options.
@@ -190,18 +196,20 @@ impl Sink for Progress {
     }
 }
 
-/// The progress lines and the journal, as one sink.
-struct Sinks(Option<Progress>, Option<Journal>);
+/// The progress lines, the journal and the traces, as one sink.
+struct Sinks(Option<Progress>, Option<Journal>, Option<RecordSink>);
 
 impl Sink for Sinks {
     fn run_started(&mut self, run: &RunReport, total: usize) {
         self.0.iter_mut().for_each(|s| s.run_started(run, total));
         self.1.iter_mut().for_each(|s| s.run_started(run, total));
+        self.2.iter_mut().for_each(|s| s.run_started(run, total));
     }
 
     fn case_done(&mut self, run: &RunReport, i: usize, total: usize, c: &CaseReport) {
         self.0.iter_mut().for_each(|s| s.case_done(run, i, total, c));
         self.1.iter_mut().for_each(|s| s.case_done(run, i, total, c));
+        self.2.iter_mut().for_each(|s| s.case_done(run, i, total, c));
     }
 }
 
@@ -218,9 +226,34 @@ fn list_text(cases: &[Case]) -> String {
     text
 }
 
+/// The targets again, each recording into `slot`.
+fn recorded(
+    targets: Vec<(Target, Vec<String>)>,
+    args: &TargetArgs,
+    slot: &TraceSlot,
+) -> Result<Vec<(Target, Vec<String>)>, String> {
+    targets
+        .into_iter()
+        .map(|(t, child)| {
+            let t = match (&t.profile, args.backend) {
+                (Some(p), BackendArg::Sim) => crate::trace_cmd::sim_recorded(resolve(p)?, slot.clone()),
+                #[cfg(feature = "hw")]
+                (_, BackendArg::Hw) => crate::trace_cmd::hw_recorded(&args.device, slot.clone()),
+                _ => t,
+            };
+            Ok((t, child))
+        })
+        .collect()
+}
+
 /// `run`.
 pub fn run(a: RunArgs) -> Result<ExitCode, ExitCode> {
+    let slot = TraceSlot::default();
     let targets = targets(&a.target).map_err(|e| fail(USAGE, e))?;
+    let targets = match &a.record {
+        Some(_) => recorded(targets, &a.target, &slot).map_err(|e| fail(USAGE, e))?,
+        None => targets,
+    };
     let profiles: Vec<&str> = targets.iter().filter_map(|(t, _)| t.profile.as_deref()).collect();
     let table = divergences(a.divergences.as_ref(), &profiles).map_err(|e| fail(USAGE, e))?;
     let cases = select(&a.filter, &a.exclude).map_err(|e| fail(USAGE, e))?;
@@ -239,7 +272,8 @@ pub fn run(a: RunArgs) -> Result<ExitCode, ExitCode> {
         None => None,
     };
     let progress = (a.progress || std::io::stderr().is_terminal()).then_some(Progress);
-    let mut sinks = Sinks(progress, journal);
+    let record = a.record.as_ref().map(|dir| RecordSink { dir: dir.clone(), slot: slot.clone(), error: None });
+    let mut sinks = Sinks(progress, journal, record);
     let runner = Runner {
         timeout: a.timeout.unwrap_or(mlx5_conformance::harness::run::DEFAULT_TIMEOUT),
         fail_fast: a.fail_fast,
@@ -284,6 +318,12 @@ pub fn run(a: RunArgs) -> Result<ExitCode, ExitCode> {
     }
     if let Some(path) = &a.output {
         warn(format!("{}; report in {}", report.summary().line(), path.display()));
+    }
+    if let Some(r) = &sinks.2 {
+        if let Some(e) = &r.error {
+            return Err(fail(USAGE, format!("--record: {e}")));
+        }
+        warn(format!("traces in {}", r.dir.display()));
     }
     for run in &report.runs {
         if let Some(why) = &run.stopped {

@@ -1,0 +1,157 @@
+//! `run --record DIR` (a trace per case) and `replay FILE...`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use mlx5_conformance::trace::{self, Header, Recorder, TraceSlot};
+use mlx5_conformance::{CaseReport, Outcome, RunReport, Sink, Target};
+use mlx5_dv::{Backend, Wrapped};
+use mlx5_sim::{Profile, ShippedProfiles, Simulator};
+
+use crate::out::{self, USAGE, fail, warn};
+use crate::{BackendArg, DeviceArgs};
+
+/// `replay`'s options.
+#[derive(clap::Args)]
+pub struct ReplayArgs {
+    /// Trace files (JSON lines, as `run --record` writes them).
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// The backend to replay on.
+    #[arg(long, value_enum, default_value_t = BackendArg::Sim)]
+    backend: BackendArg,
+    /// Simulator only: the profile to replay on [default: the trace's].
+    #[arg(long)]
+    profile: Option<String>,
+    #[command(flatten)]
+    device: DeviceArgs,
+}
+
+/// A simulator target whose backends record into `slot`.
+pub fn sim_recorded(p: Profile, slot: TraceSlot) -> Target {
+    let name = p.name.clone();
+    Target::new(
+        "sim",
+        Some(name),
+        Box::new(move || {
+            let sim = Simulator::new(p.clone()).map_err(|e| e.to_string())?;
+            Ok(Box::new(Wrapped::new(Recorder::new(slot.clone()), sim)) as Box<dyn Backend>)
+        }),
+    )
+}
+
+/// The hw target, recording into `slot`.
+#[cfg(feature = "hw")]
+pub fn hw_recorded(device: &DeviceArgs, slot: TraceSlot) -> Target {
+    let config = mlx5_hw::HwConfig { device: device.device.clone(), vfio_pci_name: device.vfio_device.clone() };
+    Target::new(
+        "hw",
+        None,
+        Box::new(move || {
+            let b = mlx5_hw::HwBackend::open(config.clone()).map_err(|e| e.to_string())?;
+            Ok(Box::new(Wrapped::new(Recorder::new(slot.clone()), b)) as Box<dyn Backend>)
+        }),
+    )
+}
+
+/// Writes each case's trace to `DIR/<backend>/<profile or board>/<case>.jsonl`.
+pub struct RecordSink {
+    pub dir: PathBuf,
+    pub slot: TraceSlot,
+    pub error: Option<String>,
+}
+
+impl RecordSink {
+    fn take(&self) -> Vec<String> {
+        self.slot.lock().map(|mut s| std::mem::take(&mut *s)).unwrap_or_default()
+    }
+}
+
+impl Sink for RecordSink {
+    fn run_started(&mut self, _run: &RunReport, _total: usize) {
+        self.take(); // the probe's calls
+    }
+
+    fn case_done(&mut self, run: &RunReport, _i: usize, _total: usize, c: &CaseReport) {
+        let lines = self.take();
+        if lines.is_empty() && c.outcome == Outcome::Skip {
+            return;
+        }
+        let header = Header {
+            trace: trace::FORMAT.into(),
+            version: trace::VERSION,
+            backend: run.backend.clone(),
+            profile: run.profile.clone(),
+            case: Some(c.name.clone()),
+            facts: run.facts.clone(),
+            suite: format!("{} {}", env!("CARGO_PKG_VERSION"), mlx5_conformance::harness::meta::COMMIT),
+        };
+        let slot = TraceSlot::new(std::sync::Mutex::new(lines));
+        let dir = self.dir.join(run.label());
+        let path = dir.join(format!("{}.jsonl", c.name));
+        let r = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, trace::record_text(&header, &slot)));
+        if let Err(e) = r {
+            self.error.get_or_insert(format!("cannot write {}: {e}", path.display()));
+        }
+    }
+}
+
+fn backend_for(a: &ReplayArgs, header: &Header) -> Result<Box<dyn Backend>, String> {
+    match a.backend {
+        BackendArg::Sim => {
+            let name = a.profile.clone().or(header.profile.clone()).unwrap_or_else(|| mlx5_sim::DEFAULT_PROFILE.into());
+            let p = Profile::resolve(&name).map_err(|e| e.to_string())?;
+            Ok(Box::new(Simulator::new(p).map_err(|e| e.to_string())?))
+        }
+        #[cfg(feature = "hw")]
+        BackendArg::Hw => {
+            let config =
+                mlx5_hw::HwConfig { device: a.device.device.clone(), vfio_pci_name: a.device.vfio_device.clone() };
+            Ok(Box::new(mlx5_hw::HwBackend::open(config).map_err(|e| e.to_string())?))
+        }
+        #[cfg(not(feature = "hw"))]
+        BackendArg::Hw => Err("this build has no hw backend (build with --features hw)".into()),
+    }
+}
+
+fn header_of(path: &Path, text: &str) -> Result<Header, String> {
+    let first = text.lines().next().unwrap_or_default();
+    serde_json::from_str(first).map_err(|e| format!("{}: line 1 is not a trace header: {e}", path.display()))
+}
+
+/// `replay`: exit 0 when every call of every trace matches, 1 at any divergence, 2 when a
+/// trace cannot be read or the backend cannot be opened.
+pub fn replay(a: ReplayArgs) -> Result<ExitCode, ExitCode> {
+    let mut diverged = 0;
+    for path in &a.files {
+        let text =
+            std::fs::read_to_string(path).map_err(|e| fail(USAGE, format!("cannot read {}: {e}", path.display())))?;
+        let header = header_of(path, &text).map_err(|e| fail(USAGE, e))?;
+        let mut b = backend_for(&a, &header).map_err(|e| fail(USAGE, e))?;
+        match trace::replay(&text, &mut *b) {
+            Err(e) => return Err(fail(USAGE, format!("{}: {e}", path.display()))),
+            Ok(trace::Replayed::Matches) => out::stdout(&format!("{}: every call matches\n", path.display()))?,
+            Ok(trace::Replayed::NeedsSimControl(i)) => out::stdout(&format!(
+                "{}: skipped at call #{i}: it needs simulator control (faults, ports)\n",
+                path.display()
+            ))?,
+            Ok(trace::Replayed::Diverges(d)) => {
+                diverged += 1;
+                let text = format!(
+                    "{}: diverges at {}\n  call:     {}\n  recorded: {}\n  now:      {}\n",
+                    path.display(),
+                    d.explain(),
+                    d.call,
+                    d.recorded,
+                    d.now
+                );
+                out::stdout(&text)?;
+            }
+        }
+    }
+    if diverged > 0 {
+        warn(format!("{diverged} of {} traces diverge", a.files.len()));
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
