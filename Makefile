@@ -3,6 +3,7 @@
 #   make test      everything CI checks (installs the hw backend's system packages if missing)
 #   make test-sim  the simulator and the suite only, on a host without rdma-core
 #   make bench     the criterion benchmarks
+#   make traces    regenerate traces/ from the simulator
 
 CARGO ?= cargo
 # What the hw backend (rdma-sys and the mlx5dv bindings) needs to build and run its tests.
@@ -10,7 +11,7 @@ HW_PACKAGES := libibverbs-dev librdmacm-dev libclang-dev pkg-config
 # What the HTML report's test renders the page with (headless).
 HTML_PACKAGES := chromium
 
-.PHONY: run test test-sim lint deps bench clean
+.PHONY: run test test-sim lint deps bench clean traces
 
 run:
 	$(CARGO) run --release --quiet -p mlx5-conformance -- run --backend sim --profile all --format table
@@ -46,6 +47,12 @@ deps:
 
 bench:
 	$(CARGO) bench -p mlx5-sim
+
+# The simulator's traces of every case on two profiles (traces/README.md); review the diff.
+traces:
+	rm -rf traces/sim
+	$(CARGO) run --release --quiet -p mlx5-conformance -- run --backend sim --profile cx6dx --record traces > /dev/null
+	$(CARGO) run --release --quiet -p mlx5-conformance -- run --backend sim --profile cx7 --record traces > /dev/null
 
 clean:
 	$(CARGO) clean
