@@ -4,6 +4,7 @@
 #   make test-sim  the simulator and the suite only, on a host without rdma-core
 #   make bench     the criterion benchmarks
 #   make traces    regenerate traces/ from the simulator
+#   make fuzz      each fuzz target for FUZZ_SECONDS (cargo-fuzz, nightly)
 
 CARGO ?= cargo
 # What the hw backend (rdma-sys and the mlx5dv bindings) needs to build and run its tests.
@@ -11,7 +12,7 @@ HW_PACKAGES := libibverbs-dev librdmacm-dev libclang-dev pkg-config
 # What the HTML report's test renders the page with (headless).
 HTML_PACKAGES := chromium
 
-.PHONY: run test test-sim lint deps bench clean traces
+.PHONY: run test test-sim lint deps bench clean traces fuzz
 
 run:
 	$(CARGO) run --release --quiet -p mlx5-conformance -- run --backend sim --profile all --format table
@@ -47,6 +48,19 @@ deps:
 
 bench:
 	$(CARGO) bench -p mlx5-sim
+
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS := mailbox calls profile_toml trace_replay
+
+# Each target for FUZZ_SECONDS; new inputs go to fuzz/target/corpus, the seeds in fuzz/corpus
+# stay as committed; a crash stops with its input in fuzz/artifacts.
+fuzz:
+	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
+	@rustup toolchain list | grep -q nightly || rustup toolchain install nightly --profile minimal
+	for t in $(FUZZ_TARGETS); do \
+	  mkdir -p fuzz/target/corpus/$$t && \
+	  (cd fuzz && cargo +nightly fuzz run $$t target/corpus/$$t corpus/$$t -- -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1) || exit 1; \
+	done
 
 # The simulator's traces of every case on two profiles (traces/README.md); review the diff.
 traces:
