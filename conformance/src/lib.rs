@@ -21,6 +21,7 @@
 pub mod case;
 pub mod cases;
 pub mod harness;
+pub mod model;
 pub mod spec;
 pub mod trace;
 

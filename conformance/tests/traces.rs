@@ -67,16 +67,23 @@ fn a_program_records_in_one_line_and_replays_elsewhere() {
 #[test]
 fn broken_traces_are_errors_not_panics() {
     let mut sim = Simulator::with_profile("cx6dx").unwrap();
-    let header = r#"{"trace":"mlx5sim-trace","version":1,"backend":"sim","profile":null,"case":null,"facts":{},"suite":"x"}"#;
+    let header =
+        r#"{"trace":"mlx5sim-trace","version":1,"backend":"sim","profile":null,"case":null,"facts":{},"suite":"x"}"#;
     for text in [
         "",
         "{}",
         r#"{"trace":"other","version":1,"backend":"sim","profile":null,"case":null,"facts":{},"suite":"x"}"#,
         &format!("{header}\nnot json"),
         &format!("{header}\n{{\"i\":0,\"call\":{{\"call\":\"no_such_call\"}},\"reply\":null}}"),
-        &format!("{header}\n{{\"i\":0,\"call\":{{\"call\":\"free_buf\",\"buf\":{{\"handle\":1,\"addr\":{{\"$buf\":9,\"off\":0}},\"len\":1}}}},\"reply\":null}}"),
-        &format!("{header}\n{{\"i\":0,\"call\":{{\"call\":\"write_buf\",\"buf\":{{\"handle\":1,\"addr\":1,\"len\":1}},\"offset\":0,\"data\":\"$hex:zz\"}},\"reply\":null}}"),
-        &format!("{header}\n{{\"i\":0,\"call\":{{\"call\":\"write_buf\",\"buf\":{{\"handle\":1,\"addr\":1,\"len\":1}},\"offset\":0,\"data\":\"$hex:00*99999999999\"}},\"reply\":null}}"),
+        &format!(
+            "{header}\n{{\"i\":0,\"call\":{{\"call\":\"free_buf\",\"buf\":{{\"handle\":1,\"addr\":{{\"$buf\":9,\"off\":0}},\"len\":1}}}},\"reply\":null}}"
+        ),
+        &format!(
+            "{header}\n{{\"i\":0,\"call\":{{\"call\":\"write_buf\",\"buf\":{{\"handle\":1,\"addr\":1,\"len\":1}},\"offset\":0,\"data\":\"$hex:zz\"}},\"reply\":null}}"
+        ),
+        &format!(
+            "{header}\n{{\"i\":0,\"call\":{{\"call\":\"write_buf\",\"buf\":{{\"handle\":1,\"addr\":1,\"len\":1}},\"offset\":0,\"data\":\"$hex:00*99999999999\"}},\"reply\":null}}"
+        ),
     ] {
         assert!(replay(text, &mut sim).is_err(), "{text}");
     }

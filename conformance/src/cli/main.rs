@@ -44,6 +44,9 @@ enum Command {
     /// Re-execute traces written by `run --record` and report each one's first divergence;
     /// exits 1 if any trace diverges.
     Replay(trace_cmd::ReplayArgs),
+    /// Random call sequences against the reference model; exits 1 with the shrunk sequence's
+    /// trace when the backend disagrees.
+    Discover(trace_cmd::DiscoverArgs),
     /// Work with reports written by `run --format json` (or the journal of a run cut short).
     Report {
         #[command(subcommand)]
@@ -109,6 +112,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(args),
         Command::RunOne(args) => run::run_one(args),
         Command::Replay(args) => trace_cmd::replay(args),
+        Command::Discover(args) => trace_cmd::discover(args),
         Command::Report { command } => report_cmd::report(command),
         Command::Coverage { item: None } => out::stdout(&coverage_text()).map(|()| ExitCode::SUCCESS),
         Command::Coverage { item: Some(n) } => match mlx5_conformance::spec::item_text(n) {

@@ -155,3 +155,77 @@ pub fn replay(a: ReplayArgs) -> Result<ExitCode, ExitCode> {
     }
     Ok(ExitCode::SUCCESS)
 }
+
+/// `discover`'s options.
+#[derive(clap::Args)]
+pub struct DiscoverArgs {
+    /// The backend to run the sequences on.
+    #[arg(long, value_enum, default_value_t = BackendArg::Sim)]
+    backend: BackendArg,
+    /// Simulator only: the profile [default: cx6dx].
+    #[arg(long)]
+    profile: Option<String>,
+    #[command(flatten)]
+    device: DeviceArgs,
+    /// How many random sequences.
+    #[arg(long, default_value_t = 256)]
+    cases: u32,
+    /// The longest sequence.
+    #[arg(long, default_value_t = 50)]
+    len: usize,
+    /// The seed: the same seed gives the same sequences.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Where the shrunk failing sequence's trace goes [default: discover-failure.jsonl].
+    #[arg(long)]
+    output: Option<PathBuf>,
+}
+
+fn report_discovery(
+    found: Result<Option<mlx5_conformance::model::Failure>, String>,
+    a: &DiscoverArgs,
+) -> Result<ExitCode, ExitCode> {
+    match found {
+        Err(e) => Err(fail(USAGE, e)),
+        Ok(None) => {
+            out::stdout(&format!("{} sequences: the backend agrees with the model\n", a.cases))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Ok(Some(f)) => {
+            let path = a.output.clone().unwrap_or_else(|| PathBuf::from("discover-failure.jsonl"));
+            std::fs::write(&path, &f.trace)
+                .map_err(|e| fail(USAGE, format!("cannot write {}: {e}", path.display())))?;
+            out::stdout(&format!(
+                "{}\nshrunk to {} ops: {:?}\ntrace: {}\n",
+                f.message,
+                f.ops.len(),
+                f.ops,
+                path.display()
+            ))?;
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+/// `discover`: random sequences against the reference model; exit 1 with the shrunk trace
+/// when the backend disagrees.
+pub fn discover(a: DiscoverArgs) -> Result<ExitCode, ExitCode> {
+    use mlx5_conformance::model;
+    match a.backend {
+        BackendArg::Sim => {
+            let name = a.profile.clone().unwrap_or_else(|| mlx5_sim::DEFAULT_PROFILE.into());
+            let p = Profile::resolve(&name).map_err(|e| fail(USAGE, e))?;
+            let make = || Simulator::new(p.clone()).map_err(|e| e.to_string());
+            report_discovery(model::discover(&make, a.cases, a.len, a.seed), &a)
+        }
+        #[cfg(feature = "hw")]
+        BackendArg::Hw => {
+            let config =
+                mlx5_hw::HwConfig { device: a.device.device.clone(), vfio_pci_name: a.device.vfio_device.clone() };
+            let make = || mlx5_hw::HwBackend::open(config.clone()).map_err(|e| e.to_string());
+            report_discovery(model::discover(&make, a.cases, a.len, a.seed), &a)
+        }
+        #[cfg(not(feature = "hw"))]
+        BackendArg::Hw => Err(fail(USAGE, "this build has no hw backend (build with --features hw)")),
+    }
+}
