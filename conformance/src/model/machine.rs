@@ -70,6 +70,14 @@ impl ReferenceStateMachine for Machine {
         if m > 0 {
             ops.push(slot(m).prop_map(|mkey| Op::DestroyMkey { mkey }).boxed());
         }
+        if c > 0 {
+            // Large CQs that succeed would cost their rings; only refused sizes are large.
+            let cqe = prop_oneof![0u32..300, (1u32 << 24)..(1u32 << 26), Just(u32::MAX)];
+            ops.push((slot(c), cqe).prop_map(|(ctx, cqe)| Op::CreateCq { ctx, cqe }).boxed());
+        }
+        if state.cq_slots() > 0 {
+            ops.push(slot(state.cq_slots()).prop_map(|cq| Op::DestroyCq { cq }).boxed());
+        }
         if b > 0 {
             ops.push(slot(b).prop_map(|buf| Op::FreeBuf { buf }).boxed());
         }
@@ -83,6 +91,8 @@ impl ReferenceStateMachine for Machine {
             Op::DeallocPd { pd } | Op::CreateMkey { pd, .. } => pd < p,
             Op::DestroyMkey { mkey } => mkey < m,
             Op::FreeBuf { buf } => buf < b,
+            Op::CreateCq { ctx, .. } => ctx < c && !state.is_other(ctx),
+            Op::DestroyCq { cq } => cq < state.cq_slots(),
             Op::OpenIbv { .. } | Op::OpenDevx { .. } | Op::AllocBuf { .. } => true,
         }
     }
@@ -108,6 +118,7 @@ struct Slots {
     pds: Vec<(PdHandle, usize)>,
     mkeys: Vec<(Mkey, usize, bool)>,
     bufs: Vec<Buf>,
+    cqs: Vec<mlx5_dv::Cq>,
 }
 
 /// What `run` answers when a new mkey's keys break item 15 (not an errno).
@@ -167,6 +178,12 @@ fn run(b: &mut dyn Backend, names: &[String], s: &mut Slots, op: &Op) -> Result<
             }
             Ok(None)
         }
+        Op::CreateCq { ctx, cqe } => {
+            let cq = b.create_cq(at(&s.ctxs, ctx)?.0, cqe).map_err(e)?;
+            s.cqs.push(cq);
+            Ok(Some(u64::from(cq.cqe)))
+        }
+        Op::DestroyCq { cq } => b.destroy_cq(&at(&s.cqs, cq)?).map(|()| None).map_err(e),
         Op::AllocBuf { len } => b.alloc_buf(len).map(|x| s.bufs.push(x)).map(|()| None).map_err(e),
         Op::FreeBuf { buf } => b.free_buf(&at(&s.bufs, buf)?).map(|()| None).map_err(e),
     }

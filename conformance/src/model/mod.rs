@@ -1,5 +1,5 @@
 //! A reference model of the API's observable behaviour, written from `docs/behaviour.md`:
-//! contexts (with DEVX or not, VFIO, other providers), PDs, mkeys and buffers. For each
+//! contexts (with DEVX or not, VFIO, other providers), PDs, mkeys, CQs and buffers. For each
 //! [`Op`] it says what the call must answer — an errno, or success with the values the
 //! checklist fixes — and how the state changes.
 //!
@@ -7,7 +7,8 @@
 //! is the `i`-th successful create), so the same op sequence means the same thing on any
 //! backend; a slot whose object was destroyed stays, and using it is a stale handle.
 //!
-//! Not modelled yet: CQs, QPs and their state machine, work-request chains and traffic.
+//! Not modelled yet: QPs and their state machine, work-request chains and traffic; CQs on
+//! contexts of other providers.
 
 mod machine;
 
@@ -40,6 +41,10 @@ pub enum Op {
     CreateMkey { pd: usize, flags: u32, max_entries: u16 },
     /// `mlx5dv_destroy_mkey`.
     DestroyMkey { mkey: usize },
+    /// `ibv_create_cq(ctx, cqe)`.
+    CreateCq { ctx: usize, cqe: u32 },
+    /// `ibv_destroy_cq`.
+    DestroyCq { cq: usize },
     /// Allocate a buffer of `len` bytes.
     AllocBuf { len: usize },
     /// Free buffer slot `buf`.
@@ -50,7 +55,7 @@ pub enum Op {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Expect {
     /// Success; for `CreateMkey` the written-back `max_entries`, for `QueryDevice` the output
-    /// `comp_mask`.
+    /// `comp_mask`, for `CreateCq` the CQ's `cqe`.
     Ok(Option<u64>),
     /// Failure with this errno.
     Errno(i32),
@@ -88,6 +93,9 @@ pub struct Model {
     pds: Vec<Option<Pd>>,
     mkeys: Vec<Option<Mkey>>,
     bufs: Vec<bool>,
+    /// The context of each CQ.
+    cqs: Vec<Option<usize>>,
+    log_max_cq_sz: Option<u8>,
 }
 
 /// `max_entries` rounded up to a multiple of 4 in 16 bits (item 12).
@@ -109,12 +117,25 @@ impl Model {
             pds: Vec::new(),
             mkeys: Vec::new(),
             bufs: Vec::new(),
+            cqs: Vec::new(),
+            log_max_cq_sz: caps.device.log_max_cq_sz,
         })
     }
 
     /// The number of slots of each kind: (contexts, PDs, mkeys, buffers).
     pub fn slots(&self) -> (usize, usize, usize, usize) {
         (self.ctxs.len(), self.pds.len(), self.mkeys.len(), self.bufs.len())
+    }
+
+    /// The number of CQ slots.
+    pub fn cq_slots(&self) -> usize {
+        self.cqs.len()
+    }
+
+    /// Whether context slot `ctx` is of another provider (rxe, siw): no CQ ops are modelled
+    /// there.
+    pub fn is_other(&self, ctx: usize) -> bool {
+        self.ctxs.get(ctx).copied().flatten() == Some(Ctx::Other)
     }
 
     fn live_ctx(&self, i: usize) -> Option<Ctx> {
@@ -148,6 +169,9 @@ impl Model {
                 }
                 self.ctxs[ctx] = None;
                 // Everything of the context goes with it.
+                for c in self.cqs.iter_mut().filter(|c| **c == Some(ctx)) {
+                    *c = None;
+                }
                 for p in 0..self.pds.len() {
                     if self.pds[p].is_some_and(|x| x.ctx == ctx) {
                         self.pds[p] = None;
@@ -190,6 +214,29 @@ impl Model {
                     return Errno(EINVAL);
                 }
                 self.mkeys[mkey] = None;
+                Fine(None)
+            }
+            Op::CreateCq { ctx, cqe } => match self.live_ctx(ctx) {
+                None => Errno(EINVAL),
+                // libibverbs' dummy create_cq on a provider without one (item 85's rule).
+                Some(Ctx::Vfio) => Errno(EOPNOTSUPP),
+                Some(_) => {
+                    // Item 79: cqe + 1 rounded up to a power of two, within 2^log_max_cq_sz
+                    // and 2^24.
+                    let n = (u64::from(cqe) + 1).next_power_of_two();
+                    let max = self.log_max_cq_sz.map_or(1 << 24, |l| 1u64 << l.min(24));
+                    if cqe == 0 || n > max || u64::from(cqe) > max {
+                        return Errno(EINVAL);
+                    }
+                    self.cqs.push(Some(ctx));
+                    Fine(Some(n - 1))
+                }
+            },
+            Op::DestroyCq { cq } => {
+                if self.cqs.get(cq).copied().flatten().is_none() {
+                    return Errno(EINVAL);
+                }
+                self.cqs[cq] = None;
                 Fine(None)
             }
             Op::AllocBuf { len } => {
