@@ -14,6 +14,7 @@ use super::wqe::{self, Cqe, Wqe};
 use super::{Device, WqeFault};
 use crate::fabric::Fabric;
 use crate::host::{Dma, Host};
+use crate::small::SmallVec;
 
 mod cipher;
 mod completion;
@@ -120,16 +121,17 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// Every QP in creation order, across devices.
-    fn schedule(&self) -> Vec<QpPath> {
-        let mut all: Vec<(u64, QpPath)> = self
+    /// Every QP in creation order, across devices: (order, device, QP number), in place for
+    /// up to 16 QPs.
+    fn schedule(&self) -> SmallVec<(u64, usize, u32), 16> {
+        let mut all: SmallVec<(u64, usize, u32), 16> = self
             .devs
             .iter()
             .enumerate()
-            .flat_map(|(dev, d)| d.fw.qps().map(move |(qpn, q)| (q.order, QpPath { dev, qpn })))
+            .flat_map(|(dev, d)| d.fw.qps().map(move |(qpn, q)| (q.order, dev, qpn)))
             .collect();
         all.sort_unstable();
-        all.into_iter().map(|(_, q)| q).collect()
+        all
     }
 
     /// The send WQE at the device's consumer counter, read from the ring in host memory, and
@@ -140,7 +142,7 @@ impl<'a> Engine<'a> {
             return None;
         }
         let ring = self.host.read(q.sq.addr, q.sq.len())?;
-        let bytes = mlx5_dv::prm::wqe::compose::linearise(ring, (q.sq_cc & (q.sq.wqe_cnt - 1)) as usize)?;
+        let bytes = wqe::linearise(ring, (q.sq_cc & (q.sq.wqe_cnt - 1)) as usize)?;
         let fault = q.faults.front().filter(|(at, _)| *at == q.sq_cc).map(|(_, f)| *f);
         let mut w = wqe::decode(&bytes);
         // A WQE never reaches past the producer counter, whatever its ds says.
@@ -152,7 +154,8 @@ impl<'a> Engine<'a> {
     pub(super) fn progress(&mut self) {
         loop {
             let mut moved = false;
-            for id in self.schedule() {
+            for (_, dev, qpn) in self.schedule().iter().copied() {
+                let id = QpPath { dev, qpn };
                 if self.qp(id).is_some_and(|q| q.state == QpState::Err) {
                     self.flush(id);
                     continue;

@@ -29,6 +29,8 @@ enum Request<'p> {
 }
 
 /// The responder's answer.
+// Returned once per request; boxing the READ response would allocate per READ.
+#[allow(clippy::large_enum_variant)]
 enum Reply {
     /// Done; the signature error the payload met leaving the requester, if any.
     Ack(Option<SigHit>),

@@ -12,6 +12,7 @@ use super::cipher::CryptoStage;
 use super::translate::{At, Fault, Need, Why, Xlat};
 use crate::host::{Dma, RangeCursor};
 use crate::signature::{Direction, SigConfig, TransferError};
+use crate::small::SmallVec;
 
 /// Wire bytes moved per step through a part without stages.
 const CHUNK: usize = 64 * 1024;
@@ -37,7 +38,7 @@ pub(super) struct Stage {
 
 /// One key's share of a message: its stages (none for a plain key), its translated memory
 /// and the wire bytes it stands for.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub(super) struct Part {
     pub(super) stage: Option<Stage>,
     /// The crypto stage of a configured CRYPTO mkey.
@@ -53,11 +54,12 @@ pub(super) struct Failed {
     pub(super) at_dst: bool,
 }
 
-/// One side of a message: a device and its parts in wire order.
+/// One side of a message: a device and its parts in wire order (one in place: consecutive
+/// plain keys merge into one part).
 #[derive(Debug, Clone)]
 pub(super) struct Endpoint {
     pub(super) dev: usize,
-    pub(super) parts: Vec<Part>,
+    pub(super) parts: SmallVec<Part, 1>,
 }
 
 impl Endpoint {
@@ -81,8 +83,8 @@ impl Endpoint {
 
 fn append_xlat(to: &mut Xlat, x: Xlat) -> Result<(), Why> {
     let base = to.ranges.len();
-    to.ranges.extend(x.ranges);
-    to.runs.extend(x.runs.into_iter().map(|r| super::translate::Run { start: r.start + base, end: r.end + base, ..r }));
+    to.ranges.extend(x.ranges.iter().copied());
+    to.runs.extend(x.runs.iter().map(|r| super::translate::Run { start: r.start + base, end: r.end + base, ..*r }));
     Ok(())
 }
 
@@ -211,7 +213,7 @@ impl Engine<'_> {
         need: Need,
         limit: Option<u64>,
     ) -> Result<Endpoint, Fault> {
-        let mut ep = Endpoint { dev: at.dev, parts: Vec::with_capacity(sge.len()) };
+        let mut ep = Endpoint { dev: at.dev, parts: SmallVec::new() };
         let mut left = limit;
         for s in sge {
             let mut len = u64::from(s.length);
@@ -249,7 +251,9 @@ impl Engine<'_> {
         wire: u64,
         need: Need,
     ) -> Result<Endpoint, Fault> {
-        Ok(Endpoint { dev: at.dev, parts: vec![self.part(at, key, addr, wire, need, false)?] })
+        let mut parts = SmallVec::new();
+        parts.push(self.part(at, key, addr, wire, need, false)?);
+        Ok(Endpoint { dev: at.dev, parts })
     }
 
     /// The wire bytes an SGE list stands for (a wire signature adds its PI per block).

@@ -9,6 +9,7 @@ use mlx5_dv::prm::{Field, mkc};
 
 use super::{Engine, syndrome};
 use crate::device::firmware::{FwMkey, Translation};
+use crate::small::SmallVec;
 
 /// How deep indirect mkeys may point through each other.
 const MAX_INDIRECTION: u32 = 4;
@@ -81,18 +82,19 @@ impl Fault {
 }
 
 /// `ranges[start..end]` mapped `reps` times in a row (a repeat block with stride 0).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(super) struct Run {
     pub(super) start: usize,
     pub(super) end: usize,
     pub(super) reps: u64,
 }
 
-/// A translation: host ranges in order; ranges inside a [`Run`] repeat.
+/// A translation: host ranges in order; ranges inside a [`Run`] repeat. A few ranges and a
+/// run are held in place: most accesses translate to one range.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(super) struct Xlat {
-    pub(super) ranges: Vec<(u64, u64)>,
-    pub(super) runs: Vec<Run>,
+    pub(super) ranges: SmallVec<(u64, u64), 4>,
+    pub(super) runs: SmallVec<Run, 1>,
 }
 
 impl Xlat {
@@ -124,14 +126,14 @@ impl Xlat {
     fn append(&mut self, other: Xlat, reps: u64) -> Result<(), Why> {
         if reps == 1 || other.ranges.is_empty() {
             if other.runs.is_empty() {
-                return other.ranges.into_iter().try_for_each(|(va, n)| self.push(va, n));
+                return other.ranges.iter().try_for_each(|&(va, n)| self.push(va, n));
             }
             let base = self.ranges.len();
             if base.checked_add(other.ranges.len()).is_none_or(|n| n > MAX_RANGES) {
                 return Err(Why::Layout);
             }
-            self.ranges.extend(other.ranges);
-            self.runs.extend(other.runs.into_iter().map(|r| Run { start: r.start + base, end: r.end + base, ..r }));
+            self.ranges.extend(other.ranges.iter().copied());
+            self.runs.extend(other.runs.iter().map(|r| Run { start: r.start + base, end: r.end + base, ..*r }));
             return Ok(());
         }
         if !other.runs.is_empty() {
@@ -149,7 +151,7 @@ impl Xlat {
         if start.checked_add(other.ranges.len()).is_none_or(|n| n > MAX_RANGES) {
             return Err(Why::Layout);
         }
-        self.ranges.extend(other.ranges);
+        self.ranges.extend(other.ranges.iter().copied());
         self.runs.push(Run { start, end: self.ranges.len(), reps });
         Ok(())
     }
