@@ -42,6 +42,19 @@ impl<T: Default, const N: usize> SmallVec<T, N> {
         }
     }
 
+    /// Append a default item and return it, to be filled in place.
+    #[inline]
+    pub fn push_default(&mut self) -> &mut T {
+        if self.heap.is_empty() && self.len < N {
+            // Slots past `len` always hold a default item (see `clear` and the move to the heap).
+            self.len += 1;
+            return &mut self.inline[self.len - 1];
+        }
+        self.push(T::default());
+        let last = self.as_mut_slice().len() - 1;
+        &mut self.as_mut_slice()[last]
+    }
+
     /// Remove every item (a heap buffer is kept for reuse).
     pub fn clear(&mut self) {
         for v in &mut self.inline[..self.len] {
@@ -143,6 +156,10 @@ mod tests {
         assert!(v.is_empty());
         v.push(4);
         assert_eq!(v.as_slice(), &[4]);
-        assert_eq!(format!("{v:?}"), "[4]");
+        *v.push_default() = 5;
+        assert_eq!(v.as_slice(), &[4, 5]);
+        assert_eq!(*v.push_default(), 0, "a fresh default, even past the place for two");
+        assert_eq!(v.as_slice(), &[4, 5, 0]);
+        assert_eq!(format!("{v:?}"), "[4, 5, 0]");
     }
 }

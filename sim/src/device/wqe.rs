@@ -20,7 +20,7 @@ use crate::small::SmallVec;
 
 mod fast;
 
-pub use fast::linearise;
+pub use fast::{decode_at, linearise};
 
 /// The gather or scatter list of a send WQE: up to 4 entries in place, without allocation.
 pub type SgeList = SmallVec<Sge, 4>;

@@ -10,6 +10,7 @@ use mlx5_dv::Sge;
 use super::Engine;
 use super::cipher::CryptoStage;
 use super::translate::{At, Fault, Need, Why, Xlat};
+use crate::device::firmware::FwMkey;
 use crate::host::{Dma, RangeCursor};
 use crate::signature::{Direction, SigConfig, TransferError};
 use crate::small::SmallVec;
@@ -67,18 +68,11 @@ impl Endpoint {
     pub(super) fn wire_len(&self) -> Option<u64> {
         self.parts.iter().try_fold(0u64, |a, p| a.checked_add(p.wire))
     }
+}
 
-    fn push(&mut self, p: Part) -> Result<(), Why> {
-        if let (None, None, Some(last)) = (p.stage, &p.crypto, self.parts.last_mut())
-            && last.stage.is_none()
-            && last.crypto.is_none()
-        {
-            last.wire = last.wire.checked_add(p.wire).ok_or(Why::Bounds)?;
-            return append_xlat(&mut last.mem, p.mem);
-        }
-        self.parts.push(p);
-        Ok(())
-    }
+/// A BSF of NONE in both domains (a reset signature beside a crypto BSF) is no stage.
+pub(super) fn stage_cfg(m: Option<&FwMkey>) -> Option<SigConfig> {
+    m?.sig.map(|b| b.cfg).filter(|c| c.mem.is_some() || c.wire.is_some())
 }
 
 fn append_xlat(to: &mut Xlat, x: Xlat) -> Result<(), Why> {
@@ -169,10 +163,14 @@ impl<'x> Cursor<'x> {
 }
 
 impl Engine<'_> {
+    /// The mkey `key` names on device `dev`.
+    pub(super) fn mkey_of(&self, dev: usize, key: u32) -> Option<&FwMkey> {
+        self.devs.get(dev)?.fw.mkey(key >> 8)
+    }
+
     /// The signature BSF of the mkey `key` names on device `dev`.
     fn sig_of(&self, dev: usize, key: u32) -> Option<SigConfig> {
-        // A BSF of NONE in both domains (a reset signature beside a crypto BSF) is no stage.
-        self.devs.get(dev)?.fw.mkey(key >> 8)?.sig.map(|b| b.cfg).filter(|c| c.mem.is_some() || c.wire.is_some())
+        stage_cfg(self.mkey_of(dev, key))
     }
 
     /// True if the mkey `key` names has pipeline stages.
@@ -180,14 +178,38 @@ impl Engine<'_> {
         self.sig_of(dev, key).is_some()
     }
 
-    /// One key's part: `addr` and `len` count data bytes for a local SGE, wire bytes for a
-    /// remote address; with stages, whole blocks only, numbered from mkey offset 0.
-    fn part(&self, at: At, key: u32, addr: u64, len: u64, need: Need, local: bool) -> Result<Part, Fault> {
+    /// Append one key's part to `ep`: `addr` and `len` count data bytes for a local SGE, wire
+    /// bytes for a remote address; with stages, whole blocks only, numbered from mkey offset
+    /// 0. A part without stages joins a part without stages before it. Built in place: the
+    /// key is looked up once, and the part is never moved.
+    #[allow(clippy::too_many_arguments)]
+    fn push_part(
+        &self,
+        ep: &mut Endpoint,
+        at: At,
+        key: u32,
+        addr: u64,
+        len: u64,
+        need: Need,
+        local: bool,
+    ) -> Result<(), Fault> {
         let fault = |why| Fault::of(need, why);
-        let Some(cfg) = self.sig_of(at.dev, key) else {
-            let mem = self.resolve(at, key, addr, len, need)?;
-            let crypto = self.crypto_stage(at.dev, key, len, len).map_err(fault)?;
-            return Ok(Part { stage: None, crypto, mem, wire: len });
+        let m = self.mkey_of(at.dev, key);
+        let crypto = m.and_then(|m| m.crypto);
+        let Some(cfg) = stage_cfg(m) else {
+            if crypto.is_none()
+                && let Some(last) = ep.parts.last_mut().filter(|l| l.stage.is_none() && l.crypto.is_none())
+            {
+                let mut mem = Xlat::default();
+                self.resolve_mkey(at, m, key, addr, len, need, &mut mem)?;
+                last.wire = last.wire.checked_add(len).ok_or(fault(Why::Bounds))?;
+                return append_xlat(&mut last.mem, mem).map_err(fault);
+            }
+            let p = ep.parts.push_default();
+            self.resolve_mkey(at, m, key, addr, len, need, &mut p.mem)?;
+            p.crypto = crypto.map(|c| self.crypto_stage(at.dev, c, len, len)).transpose().map_err(fault)?;
+            p.wire = len;
+            return Ok(());
         };
         let bs = block_size(&cfg).map_err(fault)?;
         let (mem_stride, wire_stride) = strides(&cfg, bs);
@@ -199,9 +221,12 @@ impl Engine<'_> {
         let span = |s: u64| first.checked_mul(s).zip(n.checked_mul(s)).ok_or(fault(Why::Bounds));
         let (mem_at, mem_len) = span(mem_stride)?;
         let (_, wire) = span(wire_stride)?;
-        let mem = self.resolve(at, key, mem_at, mem_len, need)?;
-        let crypto = self.crypto_stage(at.dev, key, mem_len, wire).map_err(fault)?;
-        Ok(Part { stage: Some(Stage { cfg, index: key >> 8, first }), crypto, mem, wire })
+        let p = ep.parts.push_default();
+        self.resolve_mkey(at, m, key, mem_at, mem_len, need, &mut p.mem)?;
+        p.crypto = crypto.map(|c| self.crypto_stage(at.dev, c, mem_len, wire)).transpose().map_err(fault)?;
+        p.stage = Some(Stage { cfg, index: key >> 8, first });
+        p.wire = wire;
+        Ok(())
     }
 
     /// The endpoint of local SGEs; `limit` clips it to that many wire bytes (a receive
@@ -227,8 +252,7 @@ impl Engine<'_> {
                 }
                 *l = l.saturating_sub(full);
             }
-            let p = self.part(at, s.lkey, s.addr, len, need, true)?;
-            ep.push(p).map_err(|why| Fault::of(need, why))?;
+            self.push_part(&mut ep, at, s.lkey, s.addr, len, need, true)?;
         }
         Ok(ep)
     }
@@ -251,9 +275,9 @@ impl Engine<'_> {
         wire: u64,
         need: Need,
     ) -> Result<Endpoint, Fault> {
-        let mut parts = SmallVec::new();
-        parts.push(self.part(at, key, addr, wire, need, false)?);
-        Ok(Endpoint { dev: at.dev, parts })
+        let mut ep = Endpoint { dev: at.dev, parts: SmallVec::new() };
+        self.push_part(&mut ep, at, key, addr, wire, need, false)?;
+        Ok(ep)
     }
 
     /// The wire bytes an SGE list stands for (a wire signature adds its PI per block).

@@ -168,16 +168,38 @@ impl Xlat {
     }
 }
 
+/// A field of the mkey context; 0 for one it cannot hold. `Field::get`'s reading, inlined:
+/// translation reads about ten fields per key.
+#[inline(always)]
 pub(super) fn field(m: &FwMkey, f: Field) -> u64 {
-    f.get(&m.mkc).unwrap_or(0)
+    let at = f.dword_byte();
+    match f.width {
+        64 if f.bit_off.is_multiple_of(32) => {
+            m.mkc.get(at..at + 8).and_then(|b| b.try_into().ok()).map_or(0, u64::from_be_bytes)
+        }
+        1..=32 if f.bit_off % 32 + f.width <= 32 => {
+            let dword = m.mkc.get(at..at + 4).and_then(|b| b.try_into().ok()).map_or(0, u32::from_be_bytes);
+            (u64::from(dword) >> f.low_bit()) & ((1u64 << f.width) - 1)
+        }
+        _ => 0,
+    }
 }
 
 impl Engine<'_> {
-    /// Translate `[addr, addr + len)` of `key` into host address ranges.
-    pub(super) fn resolve(&self, at: At, key: u32, addr: u64, len: u64, need: Need) -> Result<Xlat, Fault> {
-        let mut out = Xlat::default();
-        self.resolve_into(at, key, addr, len, Some(need), 0, &mut out).map_err(|why| Fault::of(need, why))?;
-        Ok(out)
+    /// Translate `[addr, addr + len)` of `key`, whose mkey `m` the caller looked up, into host
+    /// address ranges appended to `out`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn resolve_mkey(
+        &self,
+        at: At,
+        m: Option<&FwMkey>,
+        key: u32,
+        addr: u64,
+        len: u64,
+        need: Need,
+        out: &mut Xlat,
+    ) -> Result<(), Fault> {
+        self.resolve_found(at, m, key, addr, len, Some(need), 0, out).map_err(|why| Fault::of(need, why))
     }
 
     /// `need` is `None` for an entry of an indirect mkey, whose own rights already decided.
@@ -195,7 +217,24 @@ impl Engine<'_> {
         if depth > MAX_INDIRECTION {
             return Err(Why::Key);
         }
-        let m = self.devs.get(at.dev).ok_or(Why::Key)?.fw.mkey(key >> 8).ok_or(Why::Key)?;
+        let m = self.devs.get(at.dev).ok_or(Why::Key)?.fw.mkey(key >> 8);
+        self.resolve_found(at, m, key, addr, len, need, depth, out)
+    }
+
+    /// [`Engine::resolve_into`] once the key's mkey is looked up.
+    #[allow(clippy::too_many_arguments)]
+    fn resolve_found(
+        &self,
+        at: At,
+        m: Option<&FwMkey>,
+        key: u32,
+        addr: u64,
+        len: u64,
+        need: Option<Need>,
+        depth: u32,
+        out: &mut Xlat,
+    ) -> Result<(), Why> {
+        let m = m.ok_or(Why::Key)?;
         if field(m, mkc::FREE) != 0
             || field(m, mkc::MKEY_7_0) != u64::from(key & 0xff)
             || field(m, mkc::PD) != u64::from(at.pdn)
@@ -310,4 +349,24 @@ fn mtt_walk(pages: &[u64], log_page: u64, start: u64, off: u64, len: u64, out: &
         want -= n;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mkey_context_fields_read_as_the_field_codec_reads_them() {
+        use mlx5_dv::prm::Layout;
+        let mut m =
+            FwMkey { mkc: [0; mkc::SIZE], uid: 0, xlat: Translation::Mtt, sig: None, pages: None, crypto: None };
+        for seed in 0u8..=255 {
+            for (i, b) in m.mkc.iter_mut().enumerate() {
+                *b = (i as u8).wrapping_mul(seed).wrapping_add(seed.rotate_left(3));
+            }
+            for f in mkc::Mkc::FIELDS.iter().copied().chain([Field::new("odd", 0x1f, 2), Field::new("wide", 4, 64)]) {
+                assert_eq!(field(&m, f), f.get(&m.mkc).unwrap_or(0), "{}", f.name);
+            }
+        }
+    }
 }

@@ -53,6 +53,21 @@ pub fn linearise(ring: &[u8], index: usize) -> Option<Linear> {
     Some(out)
 }
 
+/// `decode(&linearise(ring, index)?)`, reading a WQE that does not cross the ring's end in
+/// place.
+pub fn decode_at(ring: &[u8], index: usize) -> Option<Wqe> {
+    let blocks = ring.len() / SEND_WQE_BB;
+    if blocks == 0 || !ring.len().is_multiple_of(SEND_WQE_BB) || index >= blocks {
+        return linearise(ring, index).map(|l| super::decode(&l));
+    }
+    let ds = ring.get(index * SEND_WQE_BB + 7).map_or(0, |b| b & 0x3f);
+    let n = usize::from(ds).div_ceil(SEND_WQE_BB / SEND_WQE_DS).clamp(1, blocks);
+    match ring.get(index * SEND_WQE_BB..(index + n) * SEND_WQE_BB) {
+        Some(bytes) => Some(super::decode(bytes)),
+        None => linearise(ring, index).map(|l| super::decode(&l)),
+    }
+}
+
 /// The gather list of a payload, or an empty one for inline data; `None` where the segment
 /// codecs fail (inline data longer than the WQE).
 fn payload(buf: &[u8]) -> Option<SgeList> {
@@ -185,6 +200,16 @@ mod tests {
             ring[index * 64 + 7] = ds;
             let want = mlx5_dv::prm::wqe::compose::linearise(&ring, index);
             prop_assert_eq!(linearise(&ring, index).map(|l| l.to_vec()), want);
+        }
+
+        #[test]
+        fn wqes_read_in_place_as_when_linearised(blocks in 1usize..40, index in 0usize..40, ds in 0u8..64, op in data_opcode(), seed in any::<u8>()) {
+            let mut ring: Vec<u8> = (0..blocks * 64).map(|i| (i as u8).wrapping_mul(seed) ^ seed).collect();
+            let index = index % blocks;
+            ring[index * 64 + 3] = op;
+            ring[index * 64 + 7] = ds;
+            let want = mlx5_dv::prm::wqe::compose::linearise(&ring, index).map(|l| super::super::decode(&l));
+            prop_assert_eq!(decode_at(&ring, index), want);
         }
 
         #[test]
