@@ -9,7 +9,7 @@ use mlx5_dv::Sge;
 
 use super::Engine;
 use super::cipher::CryptoStage;
-use super::translate::{At, Fault, Need, Why, Xlat};
+use super::translate::{At, Cursor, Fault, Need, Why, Xlat, skip_bytes};
 use crate::device::firmware::FwMkey;
 use crate::host::{Dma, RangeCursor};
 use crate::signature::{Direction, SigConfig, TransferError};
@@ -95,71 +95,6 @@ fn block_size(cfg: &SigConfig) -> Result<u64, Why> {
 /// Bytes per block in memory and on the wire.
 fn strides(cfg: &SigConfig, bs: u64) -> (u64, u64) {
     (cfg.mem.map_or(bs, |d| d.stride() as u64), cfg.wire.map_or(bs, |d| d.stride() as u64))
-}
-
-/// A position in an [`Xlat`], repetitions included.
-struct Cursor<'x> {
-    x: &'x Xlat,
-    /// Next range.
-    i: usize,
-    off: u64,
-    /// Index of the next run not yet entered, and repetitions done of the current one.
-    run: usize,
-    rep: u64,
-}
-
-impl<'x> Cursor<'x> {
-    fn new(x: &'x Xlat) -> Self {
-        Cursor { x, i: 0, off: 0, run: 0, rep: 0 }
-    }
-
-    /// The run the cursor is in: (start, end, reps).
-    fn current_run(&self) -> Option<(usize, usize, u64)> {
-        let r = self.x.runs.get(self.run)?;
-        (r.start <= self.i && self.i < r.end).then_some((r.start, r.end, r.reps))
-    }
-
-    /// At the start of a repetition of a run: the bytes of one repetition and the
-    /// repetitions left.
-    fn at_rep_start(&self) -> Option<(u64, u64)> {
-        let (start, end, reps) = self.current_run()?;
-        if self.i != start || self.off != 0 {
-            return None;
-        }
-        let once = self.x.ranges.get(start..end)?.iter().try_fold(0u64, |a, r| a.checked_add(r.1))?;
-        Some((once, reps.saturating_sub(self.rep)))
-    }
-
-    /// Skip `k` whole repetitions from the start of one (at most those left).
-    fn skip_reps(&mut self, k: u64) {
-        self.rep += k;
-    }
-
-    /// The next piece of at most `want` bytes; advances.
-    fn next(&mut self, want: u64) -> Option<(u64, u64)> {
-        loop {
-            let &(va, len) = self.x.ranges.get(self.i)?;
-            if self.off < len {
-                let n = want.min(len - self.off);
-                let at = va.checked_add(self.off)?;
-                self.off += n;
-                return Some((at, n));
-            }
-            self.off = 0;
-            self.i += 1;
-            if let Some((start, end, reps)) = self.x.runs.get(self.run).map(|r| (r.start, r.end, r.reps))
-                && self.i == end
-            {
-                self.rep += 1;
-                if self.rep < reps {
-                    self.i = start;
-                } else {
-                    self.run += 1;
-                    self.rep = 0;
-                }
-            }
-        }
-    }
 }
 
 impl Engine<'_> {
@@ -651,30 +586,6 @@ fn dir_domain(dir: Direction) -> u8 {
         Direction::Tx => 1,
         Direction::Rx => 0,
     }
-}
-
-/// Skip `n` bytes of a cursor, whole repetitions of a run at a time.
-fn skip_bytes(c: &mut Cursor<'_>, mut n: u64) -> Result<(), Why> {
-    while n > 0 {
-        if let Some((once, reps)) = c.at_rep_start()
-            && once > 0
-            && once <= n
-        {
-            let k = (n / once).min(reps);
-            c.skip_reps(k);
-            n -= k * once;
-            if c.rep >= c.current_run().map_or(0, |r| r.2) {
-                // Past the run's last repetition: onto the range after it.
-                c.i = c.current_run().map_or(c.i, |r| r.1);
-                c.run += 1;
-                c.rep = 0;
-            }
-            continue;
-        }
-        let (_, k) = c.next(n).ok_or(Why::Bounds)?;
-        n -= k;
-    }
-    Ok(())
 }
 
 /// Fill `block` from a cursor.
