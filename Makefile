@@ -5,14 +5,18 @@
 #   make bench     the criterion benchmarks
 #   make traces    regenerate traces/ from the simulator
 #   make fuzz      each fuzz target for FUZZ_SECONDS (cargo-fuzz, nightly)
+#   make bench-icount  instructions per operation of each benchmark scenario, under callgrind
+#                  (repeatable where wall-clock time on a shared machine is not; installs valgrind)
 
 CARGO ?= cargo
 # What the hw backend (rdma-sys and the mlx5dv bindings) needs to build and run its tests.
 HW_PACKAGES := libibverbs-dev librdmacm-dev libclang-dev pkg-config
 # What the HTML report's test renders the page with (headless).
 HTML_PACKAGES := chromium
+# What bench-icount counts instructions with.
+ICOUNT_PACKAGES := valgrind
 
-.PHONY: run test test-sim lint deps bench clean traces fuzz
+.PHONY: run test test-sim lint deps bench bench-icount clean traces fuzz
 
 run:
 	$(CARGO) run --release --quiet -p mlx5-conformance -- run --backend sim --profile all --format table
@@ -67,6 +71,22 @@ traces:
 	rm -rf traces/sim
 	$(CARGO) run --release --quiet -p mlx5-conformance -- run --backend sim --profile cx6dx --record traces > /dev/null
 	$(CARGO) run --release --quiet -p mlx5-conformance -- run --backend sim --profile cx7 --record traces > /dev/null
+bench-icount:
+	@missing=""; \
+	for p in $(ICOUNT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	  else \
+	    echo "bench-icount needs these packages:$$missing"; \
+	    echo "Install them with:  sudo apt-get install -y$$missing"; \
+	    exit 1; \
+	  fi; \
+	fi
+	$(CARGO) run --release --quiet -p mlx5-sim --example icount
 
 clean:
 	$(CARGO) clean

@@ -214,28 +214,46 @@ impl<H: Handle, T> HandleTable<H, T> {
         Ok(H::new(self.backend, id))
     }
 
-    fn entry(&self, h: H, op: Op) -> Result<&Entry<T>> {
+    // Every call through the trait looks its handles up: the lookups are inlined, their
+    // errors built out of line.
+    #[inline]
+    fn check_backend(&self, h: H, op: Op) -> Result<()> {
         if h.backend() != self.backend {
-            return Err(Error::new(op, EINVAL, format!("the {} handle belongs to another backend instance", H::KIND)));
+            return Err(Self::foreign(op));
         }
-        self.objects
-            .get(&h.id())
-            .ok_or_else(|| Error::new(op, EINVAL, format!("the {} was destroyed (stale handle)", H::KIND)))
+        Ok(())
     }
 
+    #[cold]
+    fn foreign(op: Op) -> Error {
+        Error::new(op, EINVAL, format!("the {} handle belongs to another backend instance", H::KIND))
+    }
+
+    #[cold]
+    fn stale(op: Op) -> Error {
+        Error::new(op, EINVAL, format!("the {} was destroyed (stale handle)", H::KIND))
+    }
+
+    #[inline]
+    fn entry(&self, h: H, op: Op) -> Result<&Entry<T>> {
+        self.check_backend(h, op)?;
+        self.objects.get(&h.id()).ok_or_else(|| Self::stale(op))
+    }
+
+    #[inline]
     fn entry_mut(&mut self, h: H, op: Op) -> Result<&mut Entry<T>> {
-        self.entry(h, op)?;
-        self.objects
-            .get_mut(&h.id())
-            .ok_or_else(|| Error::new(op, EINVAL, format!("the {} was destroyed (stale handle)", H::KIND)))
+        self.check_backend(h, op)?;
+        self.objects.get_mut(&h.id()).ok_or_else(|| Self::stale(op))
     }
 
     /// The object behind a live handle of this backend.
+    #[inline]
     pub fn get(&self, h: H, op: Op) -> Result<&T> {
         Ok(&self.entry(h, op)?.value)
     }
 
     /// The object behind a live handle, mutably.
+    #[inline]
     pub fn get_mut(&mut self, h: H, op: Op) -> Result<&mut T> {
         Ok(&mut self.entry_mut(h, op)?.value)
     }
@@ -277,11 +295,8 @@ impl<H: Handle, T> HandleTable<H, T> {
 
     /// Remove the object whatever its use count (a context's objects when it closes).
     pub fn take(&mut self, h: H, op: Op) -> Result<T> {
-        self.entry(h, op)?;
-        self.objects
-            .remove(&h.id())
-            .map(|e| e.value)
-            .ok_or_else(|| Error::new(op, EINVAL, format!("the {} was destroyed (stale handle)", H::KIND)))
+        self.check_backend(h, op)?;
+        self.objects.remove(&h.id()).map(|e| e.value).ok_or_else(|| Self::stale(op))
     }
 
     /// Live handles and their objects, oldest first.

@@ -52,6 +52,7 @@ pub mod profile;
 pub mod provider;
 pub mod signature;
 mod simulator;
+pub mod small;
 
 pub use profile::{DEFAULT_PROFILE, Profile, ProfileError, ShippedProfiles};
 pub use simulator::Simulator;

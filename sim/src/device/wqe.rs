@@ -16,6 +16,14 @@ use mlx5_dv::{Sge, sig};
 
 use super::firmware::{Klm, RepeatEntry, Translation};
 use crate::signature::{Domain, Escape, Kind, SigConfig};
+use crate::small::SmallVec;
+
+mod fast;
+
+pub use fast::{decode_at, linearise};
+
+/// The gather or scatter list of a send WQE: up to 4 entries in place, without allocation.
+pub type SgeList = SmallVec<Sge, 4>;
 
 /// Offset of the send doorbell counter in a QP's doorbell record (`MLX5_SND_DBR`).
 pub const SND_DBR: u64 = 4;
@@ -98,7 +106,7 @@ pub enum WqeKind {
         /// Remote address.
         raddr: u64,
         /// Local gather list.
-        sge: Vec<Sge>,
+        sge: SgeList,
         /// Immediate data.
         imm: Option<u32>,
     },
@@ -109,12 +117,12 @@ pub enum WqeKind {
         /// Remote address.
         raddr: u64,
         /// Local scatter list.
-        sge: Vec<Sge>,
+        sge: SgeList,
     },
     /// SEND, with immediate or with invalidate.
     Send {
         /// Local gather list.
-        sge: Vec<Sge>,
+        sge: SgeList,
         /// Immediate data.
         imm: Option<u32>,
         /// The rkey the responder invalidates.
@@ -174,11 +182,11 @@ fn sge_of(d: &DataSeg) -> Sge {
     Sge { addr: d.addr, length: d.byte_count, lkey: d.lkey }
 }
 
-fn gather(p: &Payload) -> Vec<Sge> {
+fn gather(p: &Payload) -> SgeList {
     match p {
         Payload::Gather(segs) => segs.iter().map(sge_of).collect(),
         // The provider never writes inline data; the device would take the bytes as they are.
-        Payload::Inline(_) => Vec::new(),
+        Payload::Inline(_) => SgeList::new(),
     }
 }
 
@@ -362,6 +370,12 @@ fn kind_of(w: &SendWqe) -> Option<WqeKind> {
 /// Read the send WQE in `bytes` (linear, starting at its control segment). A WQE whose
 /// control segment cannot be read spans one basic block and means nothing.
 pub fn decode(bytes: &[u8]) -> Wqe {
+    // Data WQEs, the bulk of any queue, are read straight from their bytes.
+    fast::decode_data(bytes).unwrap_or_else(|| decode_segments(bytes))
+}
+
+/// [`decode`] through the segment codecs, for every opcode.
+fn decode_segments(bytes: &[u8]) -> Wqe {
     let Ok(c) = ctrl::CtrlSeg::decode(bytes) else {
         return Wqe { index: 0, opcode: 0xff, signaled: false, kind: None, bbs: 1 };
     };
@@ -468,27 +482,35 @@ impl Cqe {
     pub fn encode(&self, owner: bool) -> Result<[u8; cqe::SIZE], FieldError> {
         let mut out = [0u8; cqe::SIZE];
         match self {
-            Cqe::Req { qpn, wqe_counter, wqe_opcode, byte_cnt } => Cqe64 {
-                sop_drop: *wqe_opcode,
-                qpn: *qpn,
-                wqe_counter: *wqe_counter,
-                byte_cnt: *byte_cnt,
-                opcode: cqe::opcode::REQ,
-                owner,
-                ..Cqe64::default()
-            }
-            .encode(&mut out)?,
-            Cqe::Resp { qpn, wqe_counter, opcode, byte_cnt, imm, inline } => {
+            Cqe::Req { qpn, wqe_counter, wqe_opcode, byte_cnt } => {
+                if let Some(b) = fast::cqe64(*qpn, *wqe_counter, *byte_cnt, 0, *wqe_opcode, cqe::opcode::REQ, owner) {
+                    return Ok(b);
+                }
                 Cqe64 {
+                    sop_drop: *wqe_opcode,
                     qpn: *qpn,
                     wqe_counter: *wqe_counter,
                     byte_cnt: *byte_cnt,
-                    imm_inval_pkey: *imm,
-                    opcode: *opcode,
+                    opcode: cqe::opcode::REQ,
                     owner,
                     ..Cqe64::default()
                 }
-                .encode(&mut out)?;
+                .encode(&mut out)?
+            }
+            Cqe::Resp { qpn, wqe_counter, opcode, byte_cnt, imm, inline } => {
+                match fast::cqe64(*qpn, *wqe_counter, *byte_cnt, *imm, 0, *opcode, owner) {
+                    Some(b) => out = b,
+                    None => Cqe64 {
+                        qpn: *qpn,
+                        wqe_counter: *wqe_counter,
+                        byte_cnt: *byte_cnt,
+                        imm_inval_pkey: *imm,
+                        opcode: *opcode,
+                        owner,
+                        ..Cqe64::default()
+                    }
+                    .encode(&mut out)?,
+                }
                 if let Some(data) = inline {
                     let n = data.len().min(SCATTER_TO_CQE_MAX);
                     out[..n].copy_from_slice(&data[..n]);

@@ -1,7 +1,5 @@
 //! The regions of host memory: buffers the backend owns and memory an application lent it.
 
-use std::collections::BTreeMap;
-
 /// The page size of the simulated host.
 pub const PAGE: u64 = 4096;
 /// Where the first backend buffer is placed; every buffer is followed by an unmapped guard page.
@@ -43,10 +41,12 @@ impl Region {
     }
 }
 
-/// The simulated host's memory: regions keyed by their start address.
+/// The simulated host's memory: regions sorted by their start address. A sorted `Vec` rather
+/// than a map: every DMA access looks a region up, and a binary search over a few contiguous
+/// entries is the cheapest lookup; mapping and unmapping are rare.
 #[derive(Debug, Clone)]
 pub struct Memory {
-    regions: BTreeMap<u64, Region>,
+    regions: Vec<(u64, Region)>,
     next_va: u64,
     /// Bytes the owned regions may hold together.
     limit: u64,
@@ -63,7 +63,19 @@ impl Default for Memory {
 impl Memory {
     /// Memory whose owned regions may hold `limit` bytes together.
     pub fn with_limit(limit: u64) -> Self {
-        Memory { regions: BTreeMap::new(), next_va: FIRST_VA, limit, used: 0 }
+        Memory { regions: Vec::new(), next_va: FIRST_VA, limit, used: 0 }
+    }
+
+    /// Where a region starting at `va` is, or would be inserted.
+    fn position(&self, va: u64) -> Result<usize, usize> {
+        self.regions.binary_search_by_key(&va, |(b, _)| *b)
+    }
+
+    fn insert(&mut self, va: u64, r: Region) {
+        match self.position(va) {
+            Ok(i) => self.regions[i].1 = r,
+            Err(i) => self.regions.insert(i, (va, r)),
+        }
     }
 
     /// Map `len` zeroed bytes at a fresh page-aligned address; `None` if the address space
@@ -77,9 +89,10 @@ impl Memory {
         let mut bytes = Vec::new();
         bytes.try_reserve_exact(len).ok()?;
         bytes.resize(len, 0);
+        self.regions.try_reserve(1).ok()?;
         self.next_va = next;
         self.used = used;
-        self.regions.insert(va, Region::Owned(bytes));
+        self.insert(va, Region::Owned(bytes));
         Some(va)
     }
 
@@ -96,33 +109,38 @@ impl Memory {
         if ptr.is_null() || len == 0 {
             return None;
         }
-        let overlaps = self.regions.range(..end).next_back().is_some_and(|(&b, r)| b + r.len() as u64 > va);
+        // The last region starting below `end`.
+        let below = self.regions.partition_point(|(b, _)| *b < end);
+        let overlaps =
+            below.checked_sub(1).and_then(|i| self.regions.get(i)).is_some_and(|(b, r)| b + r.len() as u64 > va);
         let owned_space = va < self.next_va && end > FIRST_VA;
         if overlaps || owned_space {
             return None;
         }
-        self.regions.insert(va, Region::External { ptr, len });
+        self.insert(va, Region::External { ptr, len });
         Some(va)
     }
 
     /// Unmap the region at `va`.
     pub fn free(&mut self, va: u64) -> bool {
-        match self.regions.remove(&va) {
-            Some(Region::Owned(v)) => {
+        let Ok(i) = self.position(va) else { return false };
+        match self.regions.remove(i).1 {
+            Region::Owned(v) => {
                 self.used = self.used.saturating_sub(v.len() as u64);
                 true
             }
-            Some(Region::External { .. }) => true,
-            None => false,
+            Region::External { .. } => true,
         }
     }
 
-    /// The region holding `[va, va + len)`, and the offset of `va` in it.
-    fn locate(&self, va: u64, len: u64) -> Option<(u64, usize)> {
-        let (&base, r) = self.regions.range(..=va).next_back()?;
+    /// The index of the region holding `[va, va + len)`, and the offset of `va` in it.
+    #[inline]
+    fn locate(&self, va: u64, len: u64) -> Option<(usize, usize)> {
+        let i = self.regions.partition_point(|(b, _)| *b <= va).checked_sub(1)?;
+        let (base, r) = self.regions.get(i)?;
         let off = va - base;
         let end = off.checked_add(len)?;
-        (end <= r.len() as u64).then_some((base, off as usize))
+        (end <= r.len() as u64).then_some((i, off as usize))
     }
 
     /// True if `[va, va + len)` is mapped, inside one region.
@@ -131,17 +149,19 @@ impl Memory {
     }
 
     /// The bytes at `[va, va + len)`.
+    #[inline]
     pub fn read(&self, va: u64, len: usize) -> Option<&[u8]> {
-        let (base, off) = self.locate(va, len as u64)?;
-        self.regions.get(&base).map(|r| &r.bytes()[off..off + len])
+        let (i, off) = self.locate(va, len as u64)?;
+        self.regions.get(i)?.1.bytes().get(off..off + len)
     }
 
     /// Copy `data` to `va`; false if the range is not mapped.
+    #[inline]
     pub fn write(&mut self, va: u64, data: &[u8]) -> bool {
-        let Some((base, off)) = self.locate(va, data.len() as u64) else { return false };
-        match self.regions.get_mut(&base) {
-            Some(r) => {
-                r.bytes_mut()[off..off + data.len()].copy_from_slice(data);
+        let Some((i, off)) = self.locate(va, data.len() as u64) else { return false };
+        match self.regions.get_mut(i).and_then(|(_, r)| r.bytes_mut().get_mut(off..off + data.len())) {
+            Some(to) => {
+                to.copy_from_slice(data);
                 true
             }
             None => false,
@@ -173,28 +193,30 @@ impl Memory {
 
     /// Copy `n` bytes from `from` to `to` (the ranges may be in one region and may overlap).
     fn copy(&mut self, from: u64, to: u64, n: usize) -> bool {
-        let (Some((sb, so)), Some((db, dof))) = (self.locate(from, n as u64), self.locate(to, n as u64)) else {
+        let (Some((si, so)), Some((di, dof))) = (self.locate(from, n as u64), self.locate(to, n as u64)) else {
             return false;
         };
-        if sb == db {
-            return match self.regions.get_mut(&sb) {
-                Some(r) => {
+        if si == di {
+            return match self.regions.get_mut(si) {
+                Some((_, r)) => {
                     r.bytes_mut().copy_within(so..so + n, dof);
                     true
                 }
                 None => false,
             };
         }
-        self.with_two_regions(sb, db, |s, d| d[dof..dof + n].copy_from_slice(&s[so..so + n])).is_some()
+        self.with_two_regions(si, di, |s, d| d[dof..dof + n].copy_from_slice(&s[so..so + n])).is_some()
     }
 
-    /// Run `f` on the regions at `sb` and `db` (different) together.
-    fn with_two_regions<R>(&mut self, sb: u64, db: u64, f: impl FnOnce(&[u8], &mut [u8]) -> R) -> Option<R> {
-        // Take the target out of the map so source and target can be borrowed together.
-        let mut target = self.regions.remove(&db)?;
-        let r = self.regions.get(&sb).map(|s| f(s.bytes(), target.bytes_mut()));
-        self.regions.insert(db, target);
-        r
+    /// Run `f` on the regions at indices `si` and `di` (different) together.
+    fn with_two_regions<R>(&mut self, si: usize, di: usize, f: impl FnOnce(&[u8], &mut [u8]) -> R) -> Option<R> {
+        if si == di || si.max(di) >= self.regions.len() {
+            return None;
+        }
+        // Split between the two so that source and target can be borrowed together.
+        let (low, high) = self.regions.split_at_mut(si.max(di));
+        let (a, b) = (&mut low[si.min(di)].1, &mut high[0].1);
+        Some(if si < di { f(a.bytes(), b.bytes_mut()) } else { f(b.bytes(), a.bytes_mut()) })
     }
 
     /// Run `f` on `[src, src + src_len)` and `[dst, dst + dst_len)` when they lie in two
@@ -207,12 +229,12 @@ impl Memory {
         dst_len: u64,
         f: impl FnOnce(&[u8], &mut [u8]) -> R,
     ) -> Option<R> {
-        let (sb, so) = self.locate(src, src_len)?;
-        let (db, dof) = self.locate(dst, dst_len)?;
-        if sb == db {
+        let (si, so) = self.locate(src, src_len)?;
+        let (di, dof) = self.locate(dst, dst_len)?;
+        if si == di {
             return None;
         }
-        self.with_two_regions(sb, db, |s, d| f(&s[so..so + src_len as usize], &mut d[dof..dof + dst_len as usize]))
+        self.with_two_regions(si, di, |s, d| f(&s[so..so + src_len as usize], &mut d[dof..dof + dst_len as usize]))
     }
 
     /// Fill `out` from the cursor's ranges; false if they end first or are not mapped.

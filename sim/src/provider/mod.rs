@@ -188,6 +188,8 @@ pub(crate) struct Provider {
     device_list: Vec<mlx5_dv::DeviceDesc>,
     /// Posted WQEs as the provider wrote them, when recording.
     wqe_log: Option<Vec<WqeRecord>>,
+    /// `post_send`'s reused buffers.
+    post: wr::PostScratch,
 }
 
 impl Provider {
@@ -208,6 +210,7 @@ impl Provider {
             limits: profile.datapath.clone(),
             device_list: device_list(profile),
             wqe_log: None,
+            post: wr::PostScratch::default(),
         }
     }
 

@@ -61,8 +61,20 @@ impl SendQueue {
         if let (Some(w), Some(h), Some(d)) = (self.wrid.get_mut(i), self.wqe_head.get_mut(i), self.wr_data.get_mut(i)) {
             (*w, *h, *d) = (wr_id, self.head.wrapping_add(nreq), wr_data);
         }
-        for (n, block) in bytes.chunks(SEND_WQE_BB).enumerate() {
-            let _ = host.write(self.buf.slot(at.wrapping_add(n as u32)), block);
+        let blocks = bytes.len().div_ceil(SEND_WQE_BB);
+        let to_end = (self.buf.wqe_cnt as usize).saturating_sub(i);
+        if blocks <= self.buf.wqe_cnt as usize {
+            // The slots are contiguous up to the ring's end: at most two writes.
+            let (head, tail) = bytes.split_at(bytes.len().min(to_end * SEND_WQE_BB));
+            let _ = host.write(self.buf.slot(at), head);
+            if !tail.is_empty() {
+                let _ = host.write(self.buf.addr, tail);
+            }
+        } else {
+            // Longer than the ring: block by block, each overwriting the one a lap before.
+            for (n, block) in bytes.chunks(SEND_WQE_BB).enumerate() {
+                let _ = host.write(self.buf.slot(at.wrapping_add(n as u32)), block);
+            }
         }
         self.cur_post = at.wrapping_add(bytes.len().div_ceil(SEND_WQE_BB) as u32);
         at

@@ -27,13 +27,12 @@ impl CryptoStage {
 }
 
 impl Engine<'_> {
-    /// The crypto stage of the mkey `key` names, for a transfer of `mem` bytes in memory and
-    /// `wire` on the wire: `None` for an mkey without crypto configuration; a crypto fault
-    /// for a DEK that is gone or in ERROR, a keytag that differs from a has_keytag DEK's, or
-    /// a job size the AES-XTS rule refuses.
-    pub(super) fn crypto_stage(&self, dev: usize, key: u32, mem: u64, wire: u64) -> Result<Option<CryptoStage>, Why> {
+    /// The crypto stage of an mkey of device `dev` with crypto configuration `cfg`, for a
+    /// transfer of `mem` bytes in memory and `wire` on the wire: a crypto fault for a DEK
+    /// that is gone or in ERROR, a keytag that differs from a has_keytag DEK's, or a job size
+    /// the AES-XTS rule refuses.
+    pub(super) fn crypto_stage(&self, dev: usize, cfg: MkeyCrypto, mem: u64, wire: u64) -> Result<CryptoStage, Why> {
         let fw = &self.devs.get(dev).ok_or(Why::Key)?.fw;
-        let Some(cfg) = fw.mkey(key >> 8).and_then(|m| m.crypto) else { return Ok(None) };
         let dek = fw.dek(cfg.dek).ok_or(Why::Crypto)?;
         if dek.state != mlx5_dv::prm::crypto::encryption_key_obj::STATE_READY {
             return Err(Why::Crypto);
@@ -46,6 +45,6 @@ impl Engine<'_> {
             return Err(Why::Crypto);
         }
         let keys = XtsKeys::new(&dek.key1, &dek.key2).map_err(|_| Why::Crypto)?;
-        Ok(Some(CryptoStage { cfg, keys: Arc::new(keys) }))
+        Ok(CryptoStage { cfg, keys: Arc::new(keys) })
     }
 }

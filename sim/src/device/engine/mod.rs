@@ -14,9 +14,11 @@ use super::wqe::{self, Cqe, Wqe};
 use super::{Device, WqeFault};
 use crate::fabric::Fabric;
 use crate::host::{Dma, Host};
+use crate::small::SmallVec;
 
 mod cipher;
 mod completion;
+mod direct;
 mod ops;
 mod pipeline;
 mod translate;
@@ -120,29 +122,28 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// Every QP in creation order, across devices.
-    fn schedule(&self) -> Vec<QpPath> {
-        let mut all: Vec<(u64, QpPath)> = self
-            .devs
-            .iter()
-            .enumerate()
-            .flat_map(|(dev, d)| d.fw.qps().map(move |(qpn, q)| (q.order, QpPath { dev, qpn })))
-            .collect();
+    /// Every QP in creation order, across devices, as (order, device, QP number).
+    fn schedule(&self, all: &mut SmallVec<(u64, usize, u32), 8>) {
+        for (dev, d) in self.devs.iter().enumerate() {
+            all.extend(d.fw.qps().map(|(qpn, q)| (q.order, dev, qpn)));
+        }
         all.sort_unstable();
-        all.into_iter().map(|(_, q)| q).collect()
     }
 
     /// The send WQE at the device's consumer counter, read from the ring in host memory, and
     /// the fault rule its doorbell matched.
     fn head(&self, id: QpPath) -> Option<(Wqe, Option<WqeFault>)> {
-        let q = self.qp(id)?;
+        self.head_of(self.qp(id)?)
+    }
+
+    /// [`Engine::head`] of a QP already looked up.
+    fn head_of(&self, q: &FwQp) -> Option<(Wqe, Option<WqeFault>)> {
         if q.sq_cc == q.sq_pc || q.sq.is_empty() {
             return None;
         }
         let ring = self.host.read(q.sq.addr, q.sq.len())?;
-        let bytes = mlx5_dv::prm::wqe::compose::linearise(ring, (q.sq_cc & (q.sq.wqe_cnt - 1)) as usize)?;
+        let mut w = wqe::decode_at(ring, (q.sq_cc & (q.sq.wqe_cnt - 1)) as usize)?;
         let fault = q.faults.front().filter(|(at, _)| *at == q.sq_cc).map(|(_, f)| *f);
-        let mut w = wqe::decode(&bytes);
         // A WQE never reaches past the producer counter, whatever its ds says.
         w.bbs = w.bbs.clamp(1, q.sq_pc.wrapping_sub(q.sq_cc));
         Some((w, fault))
@@ -150,15 +151,22 @@ impl<'a> Engine<'a> {
 
     /// Run every QP's send queue as far as it goes; a QP in ERR flushes what it holds.
     pub(super) fn progress(&mut self) {
+        // Running creates and destroys no QP: one schedule serves every pass.
+        let mut schedule = SmallVec::new();
+        self.schedule(&mut schedule);
         loop {
             let mut moved = false;
-            for id in self.schedule() {
-                if self.qp(id).is_some_and(|q| q.state == QpState::Err) {
-                    self.flush(id);
-                    continue;
-                }
-                while let Some((w, fault)) = self.qp(id).filter(|q| q.state == QpState::Rts).and_then(|_| self.head(id))
-                {
+            for &(_, dev, qpn) in schedule.iter() {
+                let id = QpPath { dev, qpn };
+                let mut first = true;
+                // One lookup per WQE: the QP's state (ERR is checked once, before its WQEs),
+                // then its head.
+                while let Some(q) = self.qp(id) {
+                    if std::mem::take(&mut first) && q.state == QpState::Err {
+                        self.flush(id);
+                        break;
+                    }
+                    let Some((w, fault)) = (q.state == QpState::Rts).then(|| self.head_of(q)).flatten() else { break };
                     let step = match (fault, &w.kind) {
                         (Some(WqeFault::Completion { syndrome, vendor_err }), Some(k)) if k.opcode() != 0 => {
                             self.complete_in_error(id, &w, syndrome, vendor_err);

@@ -29,6 +29,8 @@ enum Request<'p> {
 }
 
 /// The responder's answer.
+// Returned once per request; boxing the READ response would allocate per READ.
+#[allow(clippy::large_enum_variant)]
 enum Reply {
     /// Done; the signature error the payload met leaving the requester, if any.
     Ack(Option<SigHit>),
@@ -41,18 +43,18 @@ enum Reply {
 }
 
 impl Engine<'_> {
-    fn at(&self, q: QpPath) -> At {
+    pub(super) fn at(&self, q: QpPath) -> At {
         At { dev: q.dev, pdn: self.qp(q).map_or(0, |q| q.pdn) }
     }
 
     /// The responder the fabric delivers this QP's requests to, if it can take one (RTR or
     /// RTS); `None` is a path that reaches no QP, where requests time out.
-    fn peer(&self, qp: QpPath) -> Option<QpPath> {
+    pub(super) fn peer(&self, qp: QpPath) -> Option<QpPath> {
         let r = self.fabric.deliver(&self.qp(qp)?.remote?)?;
         matches!(self.qp(r)?.state, QpState::Rtr | QpState::Rts).then_some(r)
     }
 
-    fn peer_allows(&self, peer: QpPath, a: AccessFlags) -> bool {
+    pub(super) fn peer_allows(&self, peer: QpPath, a: AccessFlags) -> bool {
         self.qp(peer).is_some_and(|p| p.access.contains(a))
     }
 
@@ -69,7 +71,7 @@ impl Engine<'_> {
         }
     }
 
-    fn max_msg(&self, dev: usize) -> u64 {
+    pub(super) fn max_msg(&self, dev: usize) -> u64 {
         self.devs.get(dev).map_or(0, |d| u64::from(d.max_msg_sz))
     }
 
@@ -134,6 +136,12 @@ impl Engine<'_> {
             }
             WqeKind::Write { rkey, raddr, sge, imm } => {
                 let (rkey, raddr, imm) = (*rkey, *raddr, *imm);
+                if imm.is_none()
+                    && corrupt.is_none()
+                    && let Some(step) = self.direct_write(qp, w, rkey, raddr, sge)
+                {
+                    return step;
+                }
                 self.send_payload(qp, w, sge, imm.is_some(), |payload| Request::Write {
                     rkey,
                     raddr,

@@ -9,9 +9,11 @@ use mlx5_dv::Sge;
 
 use super::Engine;
 use super::cipher::CryptoStage;
-use super::translate::{At, Fault, Need, Why, Xlat};
+use super::translate::{At, Cursor, Fault, Need, Why, Xlat, skip_bytes};
+use crate::device::firmware::FwMkey;
 use crate::host::{Dma, RangeCursor};
 use crate::signature::{Direction, SigConfig, TransferError};
+use crate::small::SmallVec;
 
 /// Wire bytes moved per step through a part without stages.
 const CHUNK: usize = 64 * 1024;
@@ -37,7 +39,7 @@ pub(super) struct Stage {
 
 /// One key's share of a message: its stages (none for a plain key), its translated memory
 /// and the wire bytes it stands for.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub(super) struct Part {
     pub(super) stage: Option<Stage>,
     /// The crypto stage of a configured CRYPTO mkey.
@@ -53,11 +55,12 @@ pub(super) struct Failed {
     pub(super) at_dst: bool,
 }
 
-/// One side of a message: a device and its parts in wire order.
+/// One side of a message: a device and its parts in wire order (one in place: consecutive
+/// plain keys merge into one part).
 #[derive(Debug, Clone)]
 pub(super) struct Endpoint {
     pub(super) dev: usize,
-    pub(super) parts: Vec<Part>,
+    pub(super) parts: SmallVec<Part, 1>,
 }
 
 impl Endpoint {
@@ -65,24 +68,17 @@ impl Endpoint {
     pub(super) fn wire_len(&self) -> Option<u64> {
         self.parts.iter().try_fold(0u64, |a, p| a.checked_add(p.wire))
     }
+}
 
-    fn push(&mut self, p: Part) -> Result<(), Why> {
-        if let (None, None, Some(last)) = (p.stage, &p.crypto, self.parts.last_mut())
-            && last.stage.is_none()
-            && last.crypto.is_none()
-        {
-            last.wire = last.wire.checked_add(p.wire).ok_or(Why::Bounds)?;
-            return append_xlat(&mut last.mem, p.mem);
-        }
-        self.parts.push(p);
-        Ok(())
-    }
+/// A BSF of NONE in both domains (a reset signature beside a crypto BSF) is no stage.
+pub(super) fn stage_cfg(m: Option<&FwMkey>) -> Option<SigConfig> {
+    m?.sig.map(|b| b.cfg).filter(|c| c.mem.is_some() || c.wire.is_some())
 }
 
 fn append_xlat(to: &mut Xlat, x: Xlat) -> Result<(), Why> {
     let base = to.ranges.len();
-    to.ranges.extend(x.ranges);
-    to.runs.extend(x.runs.into_iter().map(|r| super::translate::Run { start: r.start + base, end: r.end + base, ..r }));
+    to.ranges.extend(x.ranges.iter().copied());
+    to.runs.extend(x.runs.iter().map(|r| super::translate::Run { start: r.start + base, end: r.end + base, ..*r }));
     Ok(())
 }
 
@@ -101,76 +97,15 @@ fn strides(cfg: &SigConfig, bs: u64) -> (u64, u64) {
     (cfg.mem.map_or(bs, |d| d.stride() as u64), cfg.wire.map_or(bs, |d| d.stride() as u64))
 }
 
-/// A position in an [`Xlat`], repetitions included.
-struct Cursor<'x> {
-    x: &'x Xlat,
-    /// Next range.
-    i: usize,
-    off: u64,
-    /// Index of the next run not yet entered, and repetitions done of the current one.
-    run: usize,
-    rep: u64,
-}
-
-impl<'x> Cursor<'x> {
-    fn new(x: &'x Xlat) -> Self {
-        Cursor { x, i: 0, off: 0, run: 0, rep: 0 }
-    }
-
-    /// The run the cursor is in: (start, end, reps).
-    fn current_run(&self) -> Option<(usize, usize, u64)> {
-        let r = self.x.runs.get(self.run)?;
-        (r.start <= self.i && self.i < r.end).then_some((r.start, r.end, r.reps))
-    }
-
-    /// At the start of a repetition of a run: the bytes of one repetition and the
-    /// repetitions left.
-    fn at_rep_start(&self) -> Option<(u64, u64)> {
-        let (start, end, reps) = self.current_run()?;
-        if self.i != start || self.off != 0 {
-            return None;
-        }
-        let once = self.x.ranges.get(start..end)?.iter().try_fold(0u64, |a, r| a.checked_add(r.1))?;
-        Some((once, reps.saturating_sub(self.rep)))
-    }
-
-    /// Skip `k` whole repetitions from the start of one (at most those left).
-    fn skip_reps(&mut self, k: u64) {
-        self.rep += k;
-    }
-
-    /// The next piece of at most `want` bytes; advances.
-    fn next(&mut self, want: u64) -> Option<(u64, u64)> {
-        loop {
-            let &(va, len) = self.x.ranges.get(self.i)?;
-            if self.off < len {
-                let n = want.min(len - self.off);
-                let at = va.checked_add(self.off)?;
-                self.off += n;
-                return Some((at, n));
-            }
-            self.off = 0;
-            self.i += 1;
-            if let Some((start, end, reps)) = self.x.runs.get(self.run).map(|r| (r.start, r.end, r.reps))
-                && self.i == end
-            {
-                self.rep += 1;
-                if self.rep < reps {
-                    self.i = start;
-                } else {
-                    self.run += 1;
-                    self.rep = 0;
-                }
-            }
-        }
-    }
-}
-
 impl Engine<'_> {
+    /// The mkey `key` names on device `dev`.
+    pub(super) fn mkey_of(&self, dev: usize, key: u32) -> Option<&FwMkey> {
+        self.devs.get(dev)?.fw.mkey(key >> 8)
+    }
+
     /// The signature BSF of the mkey `key` names on device `dev`.
     fn sig_of(&self, dev: usize, key: u32) -> Option<SigConfig> {
-        // A BSF of NONE in both domains (a reset signature beside a crypto BSF) is no stage.
-        self.devs.get(dev)?.fw.mkey(key >> 8)?.sig.map(|b| b.cfg).filter(|c| c.mem.is_some() || c.wire.is_some())
+        stage_cfg(self.mkey_of(dev, key))
     }
 
     /// True if the mkey `key` names has pipeline stages.
@@ -178,14 +113,38 @@ impl Engine<'_> {
         self.sig_of(dev, key).is_some()
     }
 
-    /// One key's part: `addr` and `len` count data bytes for a local SGE, wire bytes for a
-    /// remote address; with stages, whole blocks only, numbered from mkey offset 0.
-    fn part(&self, at: At, key: u32, addr: u64, len: u64, need: Need, local: bool) -> Result<Part, Fault> {
+    /// Append one key's part to `ep`: `addr` and `len` count data bytes for a local SGE, wire
+    /// bytes for a remote address; with stages, whole blocks only, numbered from mkey offset
+    /// 0. A part without stages joins a part without stages before it. Built in place: the
+    /// key is looked up once, and the part is never moved.
+    #[allow(clippy::too_many_arguments)]
+    fn push_part(
+        &self,
+        ep: &mut Endpoint,
+        at: At,
+        key: u32,
+        addr: u64,
+        len: u64,
+        need: Need,
+        local: bool,
+    ) -> Result<(), Fault> {
         let fault = |why| Fault::of(need, why);
-        let Some(cfg) = self.sig_of(at.dev, key) else {
-            let mem = self.resolve(at, key, addr, len, need)?;
-            let crypto = self.crypto_stage(at.dev, key, len, len).map_err(fault)?;
-            return Ok(Part { stage: None, crypto, mem, wire: len });
+        let m = self.mkey_of(at.dev, key);
+        let crypto = m.and_then(|m| m.crypto);
+        let Some(cfg) = stage_cfg(m) else {
+            if crypto.is_none()
+                && let Some(last) = ep.parts.last_mut().filter(|l| l.stage.is_none() && l.crypto.is_none())
+            {
+                let mut mem = Xlat::default();
+                self.resolve_mkey(at, m, key, addr, len, need, &mut mem)?;
+                last.wire = last.wire.checked_add(len).ok_or(fault(Why::Bounds))?;
+                return append_xlat(&mut last.mem, mem).map_err(fault);
+            }
+            let p = ep.parts.push_default();
+            self.resolve_mkey(at, m, key, addr, len, need, &mut p.mem)?;
+            p.crypto = crypto.map(|c| self.crypto_stage(at.dev, c, len, len)).transpose().map_err(fault)?;
+            p.wire = len;
+            return Ok(());
         };
         let bs = block_size(&cfg).map_err(fault)?;
         let (mem_stride, wire_stride) = strides(&cfg, bs);
@@ -197,9 +156,12 @@ impl Engine<'_> {
         let span = |s: u64| first.checked_mul(s).zip(n.checked_mul(s)).ok_or(fault(Why::Bounds));
         let (mem_at, mem_len) = span(mem_stride)?;
         let (_, wire) = span(wire_stride)?;
-        let mem = self.resolve(at, key, mem_at, mem_len, need)?;
-        let crypto = self.crypto_stage(at.dev, key, mem_len, wire).map_err(fault)?;
-        Ok(Part { stage: Some(Stage { cfg, index: key >> 8, first }), crypto, mem, wire })
+        let p = ep.parts.push_default();
+        self.resolve_mkey(at, m, key, mem_at, mem_len, need, &mut p.mem)?;
+        p.crypto = crypto.map(|c| self.crypto_stage(at.dev, c, mem_len, wire)).transpose().map_err(fault)?;
+        p.stage = Some(Stage { cfg, index: key >> 8, first });
+        p.wire = wire;
+        Ok(())
     }
 
     /// The endpoint of local SGEs; `limit` clips it to that many wire bytes (a receive
@@ -211,7 +173,7 @@ impl Engine<'_> {
         need: Need,
         limit: Option<u64>,
     ) -> Result<Endpoint, Fault> {
-        let mut ep = Endpoint { dev: at.dev, parts: Vec::with_capacity(sge.len()) };
+        let mut ep = Endpoint { dev: at.dev, parts: SmallVec::new() };
         let mut left = limit;
         for s in sge {
             let mut len = u64::from(s.length);
@@ -225,8 +187,7 @@ impl Engine<'_> {
                 }
                 *l = l.saturating_sub(full);
             }
-            let p = self.part(at, s.lkey, s.addr, len, need, true)?;
-            ep.push(p).map_err(|why| Fault::of(need, why))?;
+            self.push_part(&mut ep, at, s.lkey, s.addr, len, need, true)?;
         }
         Ok(ep)
     }
@@ -249,7 +210,9 @@ impl Engine<'_> {
         wire: u64,
         need: Need,
     ) -> Result<Endpoint, Fault> {
-        Ok(Endpoint { dev: at.dev, parts: vec![self.part(at, key, addr, wire, need, false)?] })
+        let mut ep = Endpoint { dev: at.dev, parts: SmallVec::new() };
+        self.push_part(&mut ep, at, key, addr, wire, need, false)?;
+        Ok(ep)
     }
 
     /// The wire bytes an SGE list stands for (a wire signature adds its PI per block).
@@ -623,30 +586,6 @@ fn dir_domain(dir: Direction) -> u8 {
         Direction::Tx => 1,
         Direction::Rx => 0,
     }
-}
-
-/// Skip `n` bytes of a cursor, whole repetitions of a run at a time.
-fn skip_bytes(c: &mut Cursor<'_>, mut n: u64) -> Result<(), Why> {
-    while n > 0 {
-        if let Some((once, reps)) = c.at_rep_start()
-            && once > 0
-            && once <= n
-        {
-            let k = (n / once).min(reps);
-            c.skip_reps(k);
-            n -= k * once;
-            if c.rep >= c.current_run().map_or(0, |r| r.2) {
-                // Past the run's last repetition: onto the range after it.
-                c.i = c.current_run().map_or(c.i, |r| r.1);
-                c.run += 1;
-                c.rep = 0;
-            }
-            continue;
-        }
-        let (_, k) = c.next(n).ok_or(Why::Bounds)?;
-        n -= k;
-    }
-    Ok(())
 }
 
 /// Fill `block` from a cursor.

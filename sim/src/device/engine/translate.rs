@@ -9,6 +9,7 @@ use mlx5_dv::prm::{Field, mkc};
 
 use super::{Engine, syndrome};
 use crate::device::firmware::{FwMkey, Translation};
+use crate::small::SmallVec;
 
 /// How deep indirect mkeys may point through each other.
 const MAX_INDIRECTION: u32 = 4;
@@ -81,18 +82,19 @@ impl Fault {
 }
 
 /// `ranges[start..end]` mapped `reps` times in a row (a repeat block with stride 0).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(super) struct Run {
     pub(super) start: usize,
     pub(super) end: usize,
     pub(super) reps: u64,
 }
 
-/// A translation: host ranges in order; ranges inside a [`Run`] repeat.
+/// A translation: host ranges in order; ranges inside a [`Run`] repeat. A few ranges and a
+/// run are held in place: most accesses translate to one range.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(super) struct Xlat {
-    pub(super) ranges: Vec<(u64, u64)>,
-    pub(super) runs: Vec<Run>,
+    pub(super) ranges: SmallVec<(u64, u64), 4>,
+    pub(super) runs: SmallVec<Run, 1>,
 }
 
 impl Xlat {
@@ -124,14 +126,14 @@ impl Xlat {
     fn append(&mut self, other: Xlat, reps: u64) -> Result<(), Why> {
         if reps == 1 || other.ranges.is_empty() {
             if other.runs.is_empty() {
-                return other.ranges.into_iter().try_for_each(|(va, n)| self.push(va, n));
+                return other.ranges.iter().try_for_each(|&(va, n)| self.push(va, n));
             }
             let base = self.ranges.len();
             if base.checked_add(other.ranges.len()).is_none_or(|n| n > MAX_RANGES) {
                 return Err(Why::Layout);
             }
-            self.ranges.extend(other.ranges);
-            self.runs.extend(other.runs.into_iter().map(|r| Run { start: r.start + base, end: r.end + base, ..r }));
+            self.ranges.extend(other.ranges.iter().copied());
+            self.runs.extend(other.runs.iter().map(|r| Run { start: r.start + base, end: r.end + base, ..*r }));
             return Ok(());
         }
         if !other.runs.is_empty() {
@@ -149,7 +151,7 @@ impl Xlat {
         if start.checked_add(other.ranges.len()).is_none_or(|n| n > MAX_RANGES) {
             return Err(Why::Layout);
         }
-        self.ranges.extend(other.ranges);
+        self.ranges.extend(other.ranges.iter().copied());
         self.runs.push(Run { start, end: self.ranges.len(), reps });
         Ok(())
     }
@@ -166,16 +168,127 @@ impl Xlat {
     }
 }
 
+/// A position in an [`Xlat`], repetitions included.
+pub(super) struct Cursor<'x> {
+    x: &'x Xlat,
+    /// Next range.
+    i: usize,
+    off: u64,
+    /// Index of the next run not yet entered, and repetitions done of the current one.
+    run: usize,
+    rep: u64,
+}
+
+impl<'x> Cursor<'x> {
+    pub(super) fn new(x: &'x Xlat) -> Self {
+        Cursor { x, i: 0, off: 0, run: 0, rep: 0 }
+    }
+
+    /// The run the cursor is in: (start, end, reps).
+    fn current_run(&self) -> Option<(usize, usize, u64)> {
+        let r = self.x.runs.get(self.run)?;
+        (r.start <= self.i && self.i < r.end).then_some((r.start, r.end, r.reps))
+    }
+
+    /// At the start of a repetition of a run: the bytes of one repetition and the
+    /// repetitions left.
+    pub(super) fn at_rep_start(&self) -> Option<(u64, u64)> {
+        let (start, end, reps) = self.current_run()?;
+        if self.i != start || self.off != 0 {
+            return None;
+        }
+        let once = self.x.ranges.get(start..end)?.iter().try_fold(0u64, |a, r| a.checked_add(r.1))?;
+        Some((once, reps.saturating_sub(self.rep)))
+    }
+
+    /// Skip `k` whole repetitions from the start of one (at most those left).
+    pub(super) fn skip_reps(&mut self, k: u64) {
+        self.rep += k;
+    }
+
+    /// The next piece of at most `want` bytes; advances.
+    pub(super) fn next(&mut self, want: u64) -> Option<(u64, u64)> {
+        loop {
+            let &(va, len) = self.x.ranges.get(self.i)?;
+            if self.off < len {
+                let n = want.min(len - self.off);
+                let at = va.checked_add(self.off)?;
+                self.off += n;
+                return Some((at, n));
+            }
+            self.off = 0;
+            self.i += 1;
+            if let Some((start, end, reps)) = self.x.runs.get(self.run).map(|r| (r.start, r.end, r.reps))
+                && self.i == end
+            {
+                self.rep += 1;
+                if self.rep < reps {
+                    self.i = start;
+                } else {
+                    self.run += 1;
+                    self.rep = 0;
+                }
+            }
+        }
+    }
+}
+
+/// Skip `n` bytes of a cursor, whole repetitions of a run at a time.
+pub(super) fn skip_bytes(c: &mut Cursor<'_>, mut n: u64) -> Result<(), Why> {
+    while n > 0 {
+        if let Some((once, reps)) = c.at_rep_start()
+            && once > 0
+            && once <= n
+        {
+            let k = (n / once).min(reps);
+            c.skip_reps(k);
+            n -= k * once;
+            if c.rep >= c.current_run().map_or(0, |r| r.2) {
+                // Past the run's last repetition: onto the range after it.
+                c.i = c.current_run().map_or(c.i, |r| r.1);
+                c.run += 1;
+                c.rep = 0;
+            }
+            continue;
+        }
+        let (_, k) = c.next(n).ok_or(Why::Bounds)?;
+        n -= k;
+    }
+    Ok(())
+}
+
+/// A field of the mkey context; 0 for one it cannot hold. `Field::get`'s reading, inlined:
+/// translation reads about ten fields per key.
+#[inline(always)]
 pub(super) fn field(m: &FwMkey, f: Field) -> u64 {
-    f.get(&m.mkc).unwrap_or(0)
+    let at = f.dword_byte();
+    match f.width {
+        64 if f.bit_off.is_multiple_of(32) => {
+            m.mkc.get(at..at + 8).and_then(|b| b.try_into().ok()).map_or(0, u64::from_be_bytes)
+        }
+        1..=32 if f.bit_off % 32 + f.width <= 32 => {
+            let dword = m.mkc.get(at..at + 4).and_then(|b| b.try_into().ok()).map_or(0, u32::from_be_bytes);
+            (u64::from(dword) >> f.low_bit()) & ((1u64 << f.width) - 1)
+        }
+        _ => 0,
+    }
 }
 
 impl Engine<'_> {
-    /// Translate `[addr, addr + len)` of `key` into host address ranges.
-    pub(super) fn resolve(&self, at: At, key: u32, addr: u64, len: u64, need: Need) -> Result<Xlat, Fault> {
-        let mut out = Xlat::default();
-        self.resolve_into(at, key, addr, len, Some(need), 0, &mut out).map_err(|why| Fault::of(need, why))?;
-        Ok(out)
+    /// Translate `[addr, addr + len)` of `key`, whose mkey `m` the caller looked up, into host
+    /// address ranges appended to `out`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn resolve_mkey(
+        &self,
+        at: At,
+        m: Option<&FwMkey>,
+        key: u32,
+        addr: u64,
+        len: u64,
+        need: Need,
+        out: &mut Xlat,
+    ) -> Result<(), Fault> {
+        self.resolve_found(at, m, key, addr, len, Some(need), 0, out).map_err(|why| Fault::of(need, why))
     }
 
     /// `need` is `None` for an entry of an indirect mkey, whose own rights already decided.
@@ -193,7 +306,24 @@ impl Engine<'_> {
         if depth > MAX_INDIRECTION {
             return Err(Why::Key);
         }
-        let m = self.devs.get(at.dev).ok_or(Why::Key)?.fw.mkey(key >> 8).ok_or(Why::Key)?;
+        let m = self.devs.get(at.dev).ok_or(Why::Key)?.fw.mkey(key >> 8);
+        self.resolve_found(at, m, key, addr, len, need, depth, out)
+    }
+
+    /// [`Engine::resolve_into`] once the key's mkey is looked up.
+    #[allow(clippy::too_many_arguments)]
+    fn resolve_found(
+        &self,
+        at: At,
+        m: Option<&FwMkey>,
+        key: u32,
+        addr: u64,
+        len: u64,
+        need: Option<Need>,
+        depth: u32,
+        out: &mut Xlat,
+    ) -> Result<(), Why> {
+        let m = m.ok_or(Why::Key)?;
         if field(m, mkc::FREE) != 0
             || field(m, mkc::MKEY_7_0) != u64::from(key & 0xff)
             || field(m, mkc::PD) != u64::from(at.pdn)
@@ -308,4 +438,24 @@ fn mtt_walk(pages: &[u64], log_page: u64, start: u64, off: u64, len: u64, out: &
         want -= n;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mkey_context_fields_read_as_the_field_codec_reads_them() {
+        use mlx5_dv::prm::Layout;
+        let mut m =
+            FwMkey { mkc: [0; mkc::SIZE], uid: 0, xlat: Translation::Mtt, sig: None, pages: None, crypto: None };
+        for seed in 0u8..=255 {
+            for (i, b) in m.mkc.iter_mut().enumerate() {
+                *b = (i as u8).wrapping_mul(seed).wrapping_add(seed.rotate_left(3));
+            }
+            for f in mkc::Mkc::FIELDS.iter().copied().chain([Field::new("odd", 0x1f, 2), Field::new("wide", 4, 64)]) {
+                assert_eq!(field(&m, f), f.get(&m.mkc).unwrap_or(0), "{}", f.name);
+            }
+        }
+    }
 }

@@ -35,6 +35,104 @@ fn gather(sge: &[Sge]) -> Payload {
     Payload::Gather(sge.iter().map(|s| DataSeg { byte_count: s.length, lkey: s.lkey, addr: s.addr }).collect())
 }
 
+/// The WQE of an RDMA or SEND builder, its gather list borrowed from the work request
+/// (zero-length entries included: encoding skips them, as `_mlx5_send_wr_set_sge_list` does).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::provider) enum DataWqe<'a> {
+    /// RDMA WRITE, with immediate if `imm`.
+    Write { rkey: u32, raddr: u64, sge: &'a [Sge], imm: Option<u32> },
+    /// RDMA READ.
+    Read { rkey: u32, raddr: u64, sge: &'a [Sge] },
+    /// SEND, with immediate or with invalidate.
+    Send { sge: &'a [Sge], imm: Option<u32>, inv: Option<u32> },
+}
+
+impl<'a> DataWqe<'a> {
+    /// The builder's WQE, `wr_id` and flags, for a data work request.
+    pub(in crate::provider) fn of(w: &'a mlx5_dv::WrOp) -> Option<(u64, mlx5_dv::SendFlags, Self)> {
+        use mlx5_dv::WrOp as W;
+        Some(match w {
+            W::RdmaWrite { wr_id, flags, rkey, remote_addr, sge } => {
+                (*wr_id, *flags, DataWqe::Write { rkey: *rkey, raddr: *remote_addr, sge, imm: None })
+            }
+            W::RdmaWriteImm { wr_id, flags, rkey, remote_addr, imm, sge } => {
+                (*wr_id, *flags, DataWqe::Write { rkey: *rkey, raddr: *remote_addr, sge, imm: Some(*imm) })
+            }
+            W::RdmaRead { wr_id, flags, rkey, remote_addr, sge } => {
+                (*wr_id, *flags, DataWqe::Read { rkey: *rkey, raddr: *remote_addr, sge })
+            }
+            W::Send { wr_id, flags, sge } => (*wr_id, *flags, DataWqe::Send { sge, imm: None, inv: None }),
+            W::SendImm { wr_id, flags, imm, sge } => {
+                (*wr_id, *flags, DataWqe::Send { sge, imm: Some(*imm), inv: None })
+            }
+            W::SendInv { wr_id, flags, invalidate_rkey, sge } => {
+                (*wr_id, *flags, DataWqe::Send { sge, imm: None, inv: Some(*invalidate_rkey) })
+            }
+            _ => return None,
+        })
+    }
+
+    /// The gather list as the work request gave it.
+    pub(in crate::provider) fn sge(&self) -> &'a [Sge] {
+        match *self {
+            DataWqe::Write { sge, .. } | DataWqe::Read { sge, .. } | DataWqe::Send { sge, .. } => sge,
+        }
+    }
+
+    /// The same WQE as a [`WqeKind`], without the zero-length entries.
+    fn kind(&self) -> WqeKind {
+        let sge = self.sge().iter().filter(|s| s.length != 0).copied().collect();
+        match *self {
+            DataWqe::Write { rkey, raddr, imm, .. } => WqeKind::Write { rkey, raddr, sge, imm },
+            DataWqe::Read { rkey, raddr, .. } => WqeKind::Read { rkey, raddr, sge },
+            DataWqe::Send { imm, inv, .. } => WqeKind::Send { sge, imm, inv },
+        }
+    }
+}
+
+/// Append the bytes of a data WQE to `out`: written directly for every WQE whose values fit
+/// their fields; through [`encode`], which names the field that does not, otherwise.
+pub(in crate::provider) fn encode_data(d: &DataWqe<'_>, c: CtrlFields, out: &mut Vec<u8>) -> Result<(), FieldError> {
+    use mlx5_dv::prm::wqe::compose::MAX_WQE_BYTES;
+    use mlx5_dv::prm::wqe::{SEND_WQE_BB, SEND_WQE_DS, opcode};
+    let (op, raddr, imm) = match *d {
+        DataWqe::Write { rkey, raddr, imm: None, .. } => (opcode::RDMA_WRITE, Some((raddr, rkey)), 0),
+        DataWqe::Write { rkey, raddr, imm: Some(imm), .. } => (opcode::RDMA_WRITE_IMM, Some((raddr, rkey)), imm),
+        DataWqe::Read { rkey, raddr, .. } => (opcode::RDMA_READ, Some((raddr, rkey)), 0),
+        DataWqe::Send { inv: Some(key), .. } => (opcode::SEND_INVAL, None, key),
+        DataWqe::Send { imm: Some(imm), .. } => (opcode::SEND_IMM, None, imm),
+        DataWqe::Send { .. } => (opcode::SEND, None, 0),
+    };
+    let segs = d.sge().iter().filter(|s| s.length != 0);
+    let units = 1 + usize::from(raddr.is_some()) + segs.clone().count();
+    if units * SEND_WQE_DS > MAX_WQE_BYTES || c.qpn > 0xff_ffff || c.fm > 7 {
+        out.extend_from_slice(&encode(&d.kind(), c)?);
+        return Ok(());
+    }
+    let start = out.len();
+    out.resize(start + (units * SEND_WQE_DS).next_multiple_of(SEND_WQE_BB), 0);
+    let w = &mut out[start..];
+    let ce = if c.signaled { ctrl::CE_CQ_UPDATE } else { 0 };
+    w[1..3].copy_from_slice(&c.wqe_index.to_be_bytes());
+    w[3] = op;
+    w[4..7].copy_from_slice(&c.qpn.to_be_bytes()[1..]);
+    w[7] = units as u8;
+    w[11] = c.fm << 5 | ce << 2 | u8::from(c.solicited) << 1;
+    w[12..16].copy_from_slice(&imm.to_be_bytes());
+    let mut at = 16;
+    if let Some((raddr, rkey)) = raddr {
+        w[16..24].copy_from_slice(&raddr.to_be_bytes());
+        w[24..28].copy_from_slice(&rkey.to_be_bytes());
+        at = 32;
+    }
+    for (s, seg) in segs.zip(w[at..].chunks_exact_mut(SEND_WQE_DS)) {
+        seg[..4].copy_from_slice(&s.length.to_be_bytes());
+        seg[4..8].copy_from_slice(&s.lkey.to_be_bytes());
+        seg[8..].copy_from_slice(&s.addr.to_be_bytes());
+    }
+    Ok(())
+}
+
 /// The bytes of a WQE.
 pub(in crate::provider) fn encode(kind: &WqeKind, c: CtrlFields) -> Result<Vec<u8>, FieldError> {
     let mut ctrl = CtrlSeg {
@@ -239,7 +337,7 @@ mod tests {
 
     #[test]
     fn every_wqe_the_provider_writes_reads_back() -> Result<(), FieldError> {
-        let sge = vec![Sge { addr: 0x1000, length: 64, lkey: 0x300 }];
+        let sge: crate::device::wqe::SgeList = vec![Sge { addr: 0x1000, length: 64, lkey: 0x300 }].into();
         round_trip(WqeKind::Write { rkey: 7, raddr: 0x2000, sge: sge.clone(), imm: None })?;
         round_trip(WqeKind::Write { rkey: 7, raddr: 0x2000, sge: sge.clone(), imm: Some(0xabcd) })?;
         round_trip(WqeKind::Read { rkey: 7, raddr: 0x2000, sge: sge.clone() })?;
@@ -283,6 +381,38 @@ mod tests {
             sig_err_count: Some(1),
             crypto_bsf: None,
         }))
+    }
+
+    fn sge_list() -> impl proptest::strategy::Strategy<Value = Vec<Sge>> {
+        use proptest::prelude::*;
+        let sge = (any::<u64>(), prop_oneof![Just(0u32), any::<u32>()], any::<u32>())
+            .prop_map(|(addr, length, lkey)| Sge { addr, length, lkey });
+        proptest::collection::vec(sge, 0..70)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn data_wqes_are_written_as_the_segment_codecs_write_them(
+            sge in sge_list(),
+            which in 0u8..6,
+            (rkey, raddr, imm) in proptest::prelude::any::<(u32, u64, u32)>(),
+            (wqe_index, qpn) in (proptest::prelude::any::<u16>(), proptest::prop_oneof![0u32..0x100_0000, proptest::prelude::any::<u32>()]),
+            (signaled, solicited, fm) in (proptest::prelude::any::<bool>(), proptest::prelude::any::<bool>(), 0u8..10),
+        ) {
+            let d = match which {
+                0 => DataWqe::Write { rkey, raddr, sge: &sge, imm: None },
+                1 => DataWqe::Write { rkey, raddr, sge: &sge, imm: Some(imm) },
+                2 => DataWqe::Read { rkey, raddr, sge: &sge },
+                3 => DataWqe::Send { sge: &sge, imm: None, inv: None },
+                4 => DataWqe::Send { sge: &sge, imm: Some(imm), inv: None },
+                _ => DataWqe::Send { sge: &sge, imm: Some(imm), inv: Some(rkey) },
+            };
+            let c = CtrlFields { wqe_index, qpn, signaled, solicited, fm };
+            let mut out = vec![0xee; 3];
+            let fast = encode_data(&d, c, &mut out).map(|()| out.split_off(3));
+            proptest::prop_assert_eq!(fast, encode(&d.kind(), c));
+            proptest::prop_assert_eq!(out, vec![0xee; 3]);
+        }
     }
 
     #[test]

@@ -42,12 +42,32 @@ struct Chain {
 }
 
 /// A WQE the chain built, written into the ring at `ibv_wr_complete`.
+#[derive(Debug, Clone)]
 struct Pending {
     wr_id: u64,
     flags: SendFlags,
     /// The `ibv_wc_opcode` a UMR or SET_PSV completes with (`sq.wr_data`).
     wr_data: u32,
-    kind: WqeKind,
+    kind: PendingKind,
+}
+
+/// What a pending WQE holds.
+#[derive(Debug, Clone)]
+enum PendingKind {
+    /// The RDMA or SEND builder of the chain's work request at this index: encoded from the
+    /// request itself, so its gather list is never copied.
+    Data(usize),
+    /// A WQE the builders and setters made (UMR, SET_PSV, LOCAL_INV).
+    Built(WqeKind),
+}
+
+/// Buffers `post_send` reuses from call to call, so that a warm post allocates nothing.
+#[derive(Debug, Clone, Default)]
+pub(super) struct PostScratch {
+    wqes: Vec<Pending>,
+    /// The chain's WQE bytes, back to back, and where each WQE ends.
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
 }
 
 impl Chain {
@@ -95,6 +115,14 @@ impl Provider {
     /// One `ibv_wr_start`, the builders and setters of `ops`, and `ibv_wr_complete`: the
     /// WQEs go into the send queue as bytes, then the doorbell record and the doorbell.
     pub(crate) fn post_send(&mut self, low: &mut Lower<'_>, qp: &Qp, ops: &[WrOp]) -> Result<()> {
+        let mut scratch = std::mem::take(&mut self.post);
+        let r = self.post_chain(low, qp, ops, &mut scratch);
+        scratch.wqes.clear();
+        self.post = scratch;
+        r
+    }
+
+    fn post_chain(&mut self, low: &mut Lower<'_>, qp: &Qp, ops: &[WrOp], s: &mut PostScratch) -> Result<()> {
         let op = Op::PostSend;
         let q = self.qps.get(qp.handle, op)?;
         if !q.rc {
@@ -103,14 +131,16 @@ impl Provider {
         let outstanding = q.rings.sq.outstanding();
         let (max_post, max_gs, mkey_ops, real) = (q.max_post, q.max_gs, q.mkey_ops, q.wr_complete_real);
         let update_tag = self.contexts.get(q.ctx, op).is_ok_and(|c| c.update_tag());
-        let mut ch = Chain { err: 0, nreq: 0, max_gs, room: (outstanding, max_post), wqes: Vec::new(), open: None };
-        for w in ops {
+        let wqes = std::mem::take(&mut s.wqes);
+        let mut ch = Chain { err: 0, nreq: 0, max_gs, room: (outstanding, max_post), wqes, open: None };
+        for (i, w) in ops.iter().enumerate() {
             if !mkey_ops && w.is_mlx5dv_mkey_op() {
                 ch.fail(EOPNOTSUPP);
                 continue;
             }
-            self.apply_op(qp.handle, w, &mut ch, outstanding, max_post, update_tag);
+            self.apply_op(qp.handle, i, w, &mut ch, outstanding, max_post, update_tag);
         }
+        s.wqes = std::mem::take(&mut ch.wqes);
         if !real {
             return Err(Error::new(op, EINVAL, "the QP is not in RTS since it was created or reset"));
         }
@@ -120,8 +150,9 @@ impl Provider {
         let q = self.qps.get_mut(qp.handle, op)?;
         let mut fence = q.fence_next;
         let mut cur_post = q.rings.sq.cur_post;
-        let mut written = Vec::with_capacity(ch.wqes.len());
-        for p in &ch.wqes {
+        s.bytes.clear();
+        s.ends.clear();
+        for p in &s.wqes {
             use mlx5_dv::prm::wqe::ctrl::fence as fm;
             let c = encode::CtrlFields {
                 wqe_index: cur_post as u16,
@@ -136,16 +167,30 @@ impl Provider {
                     fm::NONE
                 },
             };
-            fence = matches!(p.kind, WqeKind::Umr(_) | WqeKind::SetPsv { .. } | WqeKind::LocalInv { .. });
-            let bytes = encode::encode(&p.kind, c).map_err(|e| Error::new(op, EINVAL, format!("WQE encoding: {e}")))?;
-            cur_post = cur_post.wrapping_add(bytes.len().div_ceil(64) as u32);
-            written.push(bytes);
+            let start = s.bytes.len();
+            let encoded = match &p.kind {
+                PendingKind::Data(i) => match ops.get(*i).and_then(encode::DataWqe::of) {
+                    Some((_, _, d)) => encode::encode_data(&d, c, &mut s.bytes),
+                    None => return Err(Error::new(op, EINVAL, "a data WQE lost its work request")),
+                },
+                PendingKind::Built(kind) => encode::encode(kind, c).map(|b| s.bytes.extend_from_slice(&b)),
+            };
+            encoded.map_err(|e| Error::new(op, EINVAL, format!("WQE encoding: {e}")))?;
+            fence = matches!(
+                p.kind,
+                PendingKind::Built(WqeKind::Umr(_) | WqeKind::SetPsv { .. } | WqeKind::LocalInv { .. })
+            );
+            cur_post = cur_post.wrapping_add((s.bytes.len() - start).div_ceil(64) as u32);
+            s.ends.push(s.bytes.len());
         }
         q.fence_next = fence;
-        for (n, (p, bytes)) in ch.wqes.iter().zip(written).enumerate() {
-            q.rings.sq.write(low.host, &bytes, p.wr_id, p.wr_data, n as u32);
+        let mut start = 0;
+        for (n, (p, &end)) in s.wqes.iter().zip(&s.ends).enumerate() {
+            let bytes = s.bytes.get(start..end).unwrap_or_default();
+            start = end;
+            q.rings.sq.write(low.host, bytes, p.wr_id, p.wr_data, n as u32);
             if let Some(log) = &mut self.wqe_log
-                && let Ok(r) = mlx5_dv::WqeRecord::decode(q.qpn, bytes)
+                && let Ok(r) = mlx5_dv::WqeRecord::decode(q.qpn, bytes.to_vec())
             {
                 log.push(r);
             }
@@ -181,74 +226,60 @@ impl Provider {
         true
     }
 
-    /// `_mlx5_send_wr_set_sge_list`: more entries than `sq.max_gs` is ENOMEM; zero-length
-    /// entries are skipped.
-    fn sge_list(ch: &mut Chain, sge: &[Sge]) -> Vec<Sge> {
+    /// `_mlx5_send_wr_set_sge_list`: more entries than `sq.max_gs` is ENOMEM (zero-length
+    /// entries are skipped when the WQE is written).
+    fn sge_list(ch: &mut Chain, sge: &[Sge]) {
         if sge.len() as u64 > u64::from(ch.max_gs) {
             ch.fail(ENOMEM);
-            return Vec::new();
         }
-        sge.iter().filter(|s| s.length != 0).copied().collect()
     }
 
     fn push(ch: &mut Chain, wr_id: u64, flags: SendFlags, opcode: u32, kind: WqeKind) {
-        ch.nreq += 1;
         let wr_data = match kind {
             WqeKind::Umr(_) | WqeKind::SetPsv { .. } | WqeKind::LocalInv { .. } => opcode,
             _ => 0,
         };
-        ch.wqes.push(Pending { wr_id, flags, wr_data, kind });
+        Self::push_pending(ch, Pending { wr_id, flags, wr_data, kind: PendingKind::Built(kind) });
     }
 
-    fn apply_op(&mut self, qp: QpHandle, w: &WrOp, ch: &mut Chain, outstanding: u32, max_post: u32, update_tag: bool) {
+    fn push_pending(ch: &mut Chain, p: Pending) {
+        ch.nreq += 1;
+        ch.wqes.push(p);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn apply_op(
+        &mut self,
+        qp: QpHandle,
+        index: usize,
+        w: &WrOp,
+        ch: &mut Chain,
+        outstanding: u32,
+        max_post: u32,
+        update_tag: bool,
+    ) {
         use mlx5_dv::wc_opcode as wo;
-        let builder = |ch: &mut Chain, wr_id: u64, flags: SendFlags, opcode: u32, mut kind: WqeKind| {
-            // A builder after an unfinished configure starts a new WQE; the UMR is abandoned.
-            ch.open = None;
-            if Self::wqe_init(ch, outstanding, max_post) {
-                if let WqeKind::Write { sge, .. } | WqeKind::Read { sge, .. } | WqeKind::Send { sge, .. } = &mut kind {
-                    *sge = Self::sge_list(ch, sge);
-                }
-                Self::push(ch, wr_id, flags, opcode, kind);
-            }
-        };
         match w {
-            WrOp::RdmaWrite { wr_id, flags, rkey, remote_addr, sge } => builder(
-                ch,
-                *wr_id,
-                *flags,
-                wo::RDMA_WRITE,
-                WqeKind::Write { rkey: *rkey, raddr: *remote_addr, sge: sge.clone(), imm: None },
-            ),
-            WrOp::RdmaWriteImm { wr_id, flags, rkey, remote_addr, imm, sge } => builder(
-                ch,
-                *wr_id,
-                *flags,
-                wo::RDMA_WRITE,
-                WqeKind::Write { rkey: *rkey, raddr: *remote_addr, sge: sge.clone(), imm: Some(*imm) },
-            ),
-            WrOp::RdmaRead { wr_id, flags, rkey, remote_addr, sge } => builder(
-                ch,
-                *wr_id,
-                *flags,
-                wo::RDMA_READ,
-                WqeKind::Read { rkey: *rkey, raddr: *remote_addr, sge: sge.clone() },
-            ),
-            WrOp::Send { wr_id, flags, sge } => {
-                builder(ch, *wr_id, *flags, wo::SEND, WqeKind::Send { sge: sge.clone(), imm: None, inv: None })
+            WrOp::RdmaWrite { .. }
+            | WrOp::RdmaWriteImm { .. }
+            | WrOp::RdmaRead { .. }
+            | WrOp::Send { .. }
+            | WrOp::SendImm { .. }
+            | WrOp::SendInv { .. } => {
+                let Some((wr_id, flags, d)) = encode::DataWqe::of(w) else { return };
+                // A builder after an unfinished configure starts a new WQE; the UMR is abandoned.
+                ch.open = None;
+                if Self::wqe_init(ch, outstanding, max_post) {
+                    Self::sge_list(ch, d.sge());
+                    Self::push_pending(ch, Pending { wr_id, flags, wr_data: 0, kind: PendingKind::Data(index) });
+                }
             }
-            WrOp::SendImm { wr_id, flags, imm, sge } => {
-                builder(ch, *wr_id, *flags, wo::SEND, WqeKind::Send { sge: sge.clone(), imm: Some(*imm), inv: None })
-            }
-            WrOp::SendInv { wr_id, flags, invalidate_rkey, sge } => builder(
-                ch,
-                *wr_id,
-                *flags,
-                wo::SEND,
-                WqeKind::Send { sge: sge.clone(), imm: None, inv: Some(*invalidate_rkey) },
-            ),
             WrOp::LocalInv { wr_id, flags, invalidate_rkey } => {
-                builder(ch, *wr_id, *flags, wo::LOCAL_INV, WqeKind::LocalInv { key: *invalidate_rkey })
+                // As a builder: a new WQE.
+                ch.open = None;
+                if Self::wqe_init(ch, outstanding, max_post) {
+                    Self::push(ch, *wr_id, *flags, wo::LOCAL_INV, WqeKind::LocalInv { key: *invalidate_rkey });
+                }
             }
             WrOp::MkeyConfigure { wr_id, flags, mkey, num_setters, conf_flags, comp_mask } => self.configure(
                 qp,

@@ -1,0 +1,116 @@
+//! The direct RDMA WRITE: between plain MRs (MTT keys without a page list, signature or
+//! crypto), the general path of [`super::ops`] resolves each key to its own addresses and
+//! copies the bytes. When every check of that path would pass, do just that, without
+//! building endpoints; when any would fail, the general path runs and reports it. Debug
+//! builds run the general translation beside it and compare.
+
+use mlx5_dv::prm::{Field, mkc};
+use mlx5_dv::{AccessFlags, QpState, Sge};
+
+use super::pipeline::stage_cfg;
+use super::translate::field;
+use super::{Engine, Step};
+use crate::device::Device;
+use crate::device::firmware::{FwMkey, QpPath, Translation};
+use crate::device::wqe::Wqe;
+use crate::small::SmallVec;
+
+/// True when `key` names the plain MR `m` of PD `pdn`, granting `right` (none for a local
+/// read), over `[addr, addr + len)`: what translation checks, for a key it maps to itself.
+fn plain_mr(m: &FwMkey, key: u32, pdn: u32, right: Option<Field>, addr: u64, len: u64) -> bool {
+    field(m, mkc::FREE) == 0
+        && field(m, mkc::MKEY_7_0) == u64::from(key & 0xff)
+        && field(m, mkc::PD) == u64::from(pdn)
+        && field(m, mkc::CRYPTO_EN) == 0
+        && m.crypto.is_none()
+        && stage_cfg(Some(m)).is_none()
+        && right.is_none_or(|f| field(m, f) != 0)
+        && matches!(m.xlat, Translation::Mtt)
+        && m.pages.is_none()
+        && addr
+            .checked_sub(field(m, mkc::START_ADDR))
+            .and_then(|off| off.checked_add(len))
+            .is_some_and(|end| end <= field(m, mkc::LEN))
+}
+
+impl Engine<'_> {
+    /// An RDMA WRITE without immediate or corruption, gathered from plain MRs into a plain
+    /// MR: the copy and its completion, or `None` for the general path.
+    pub(super) fn direct_write(&mut self, qp: QpPath, w: &Wqe, rkey: u32, raddr: u64, sge: &[Sge]) -> Option<Step> {
+        // `peer`, `at` and `peer_allows` of the general path, each QP looked up once.
+        let q = self.qp(qp)?;
+        let (pdn, remote) = (q.pdn, q.remote?);
+        let peer = self.fabric.deliver(&remote)?;
+        let p = self.qp(peer)?;
+        if !matches!(p.state, QpState::Rtr | QpState::Rts) || !p.access.contains(AccessFlags::REMOTE_WRITE) {
+            return None;
+        }
+        let peer_pdn = p.pdn;
+        if sge.is_empty() {
+            return None;
+        }
+        let mut src: SmallVec<(u64, u64), 4> = SmallVec::new();
+        let mut total = 0u64;
+        for s in sge {
+            let len = u64::from(s.length);
+            if !plain_mr(self.mkey_of(qp.dev, s.lkey)?, s.lkey, pdn, None, s.addr, len) {
+                return None;
+            }
+            if len > 0 {
+                src.push((s.addr, len));
+            }
+            total = total.checked_add(len)?;
+        }
+        if total > self.max_msg(qp.dev)
+            || !plain_mr(self.mkey_of(peer.dev, rkey)?, rkey, peer_pdn, Some(mkc::RW), raddr, total)
+        {
+            return None;
+        }
+        let dst_range = [(raddr, total)];
+        let dst = if total > 0 { &dst_range[..] } else { &[] };
+        #[cfg(debug_assertions)]
+        self.check_direct(qp, peer, (rkey, raddr, sge), &src, dst);
+        // One range each side in two regions (the common case): both are mapped if the
+        // regions hold them, and the copy is one slice copy.
+        if let ([s], [d]) = (&src[..], dst)
+            && self.host.with_two(*s, *d, |from, to| to.copy_from_slice(from)).is_some()
+        {
+            return Some(Step::Done(Device::success(qp.qpn, w, 0)));
+        }
+        if !src.iter().chain(dst).all(|&(va, n)| self.host.is_mapped(va, n)) {
+            return None;
+        }
+        // Mapped, so the copy cannot fail; were it to, the general path would meet it too.
+        if !self.host.transfer(&src, dst) {
+            return None;
+        }
+        Some(Step::Done(Device::success(qp.qpn, w, 0)))
+    }
+
+    /// The general path translates the WRITE to the same single plain parts.
+    #[cfg(debug_assertions)]
+    fn check_direct(
+        &self,
+        qp: QpPath,
+        peer: QpPath,
+        (rkey, raddr, sge): (u32, u64, &[Sge]),
+        src: &[(u64, u64)],
+        dst: &[(u64, u64)],
+    ) {
+        use super::translate::Need;
+        let at = self.at(qp);
+        let total = dst.first().map_or(0, |d| d.1);
+        assert!(self.wire_len(at.dev, sge) <= self.max_msg(at.dev));
+        let local = self.local_endpoint(at, sge, Need::LocalRead, None);
+        let remote = self.remote_endpoint(self.at(peer), rkey, raddr, total, Need::RemoteWrite);
+        let (Ok(l), Ok(r)) = (&local, &remote) else {
+            panic!("direct WRITE the general path refuses: {local:?} {remote:?}");
+        };
+        assert_eq!(l.wire_len(), Some(total));
+        for (ep, ranges) in [(l, src), (r, dst)] {
+            let [p] = &ep.parts[..] else { panic!("not one part: {ep:?}") };
+            assert!(p.stage.is_none() && p.crypto.is_none() && p.mem.runs.is_empty(), "{p:?}");
+            assert_eq!(&p.mem.ranges[..], ranges);
+        }
+    }
+}

@@ -1,0 +1,240 @@
+//! The device's hot codecs written straight over the bytes: a data WQE (RDMA WRITE, READ,
+//! SEND) read without building segment values, a WQE linearised into a buffer on the stack,
+//! and a good CQE's 64 bytes. Each gives exactly what the segment codecs of
+//! `mlx5_dv::prm` give (the tests below compare them); anything else goes to those codecs.
+
+use mlx5_dv::Sge;
+use mlx5_dv::prm::cqe;
+use mlx5_dv::prm::wqe::{INLINE_SEG, SEND_WQE_BB, SEND_WQE_DS, ctrl, opcode};
+
+use super::{SgeList, Wqe, WqeKind};
+
+/// The most basic blocks a WQE spans: `ds` has 6 bits, 63 units of 16 bytes.
+const MAX_BBS: usize = 16;
+
+fn be32(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_be_bytes(b.get(at..at + 4)?.try_into().ok()?))
+}
+
+fn be64(b: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_be_bytes(b.get(at..at + 8)?.try_into().ok()?))
+}
+
+/// A WQE copied out of its ring, in order across the ring's end.
+pub struct Linear {
+    buf: [u8; MAX_BBS * SEND_WQE_BB],
+    len: usize,
+}
+
+impl std::ops::Deref for Linear {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+/// `mlx5_dv::prm::wqe::compose::linearise` without allocating: the WQE that starts at basic
+/// block `index` of `ring`; `None` for an empty or ragged ring.
+pub fn linearise(ring: &[u8], index: usize) -> Option<Linear> {
+    let blocks = ring.len() / SEND_WQE_BB;
+    if blocks == 0 || !ring.len().is_multiple_of(SEND_WQE_BB) {
+        return None;
+    }
+    let block = |i: usize| {
+        let at = (i % blocks) * SEND_WQE_BB;
+        ring.get(at..at + SEND_WQE_BB)
+    };
+    let ds = block(index)?.get(7).map_or(0, |b| b & 0x3f);
+    let n = usize::from(ds).div_ceil(SEND_WQE_BB / SEND_WQE_DS).clamp(1, blocks);
+    let mut out = Linear { buf: [0; MAX_BBS * SEND_WQE_BB], len: n * SEND_WQE_BB };
+    for (i, to) in out.buf.chunks_exact_mut(SEND_WQE_BB).take(n).enumerate() {
+        to.copy_from_slice(block(index + i)?);
+    }
+    Some(out)
+}
+
+/// `decode(&linearise(ring, index)?)`, reading a WQE that does not cross the ring's end in
+/// place.
+pub fn decode_at(ring: &[u8], index: usize) -> Option<Wqe> {
+    let blocks = ring.len() / SEND_WQE_BB;
+    if blocks == 0 || !ring.len().is_multiple_of(SEND_WQE_BB) || index >= blocks {
+        return linearise(ring, index).map(|l| super::decode(&l));
+    }
+    let ds = ring.get(index * SEND_WQE_BB + 7).map_or(0, |b| b & 0x3f);
+    let n = usize::from(ds).div_ceil(SEND_WQE_BB / SEND_WQE_DS).clamp(1, blocks);
+    match ring.get(index * SEND_WQE_BB..(index + n) * SEND_WQE_BB) {
+        Some(bytes) => Some(super::decode(bytes)),
+        None => linearise(ring, index).map(|l| super::decode(&l)),
+    }
+}
+
+/// The gather list of a payload, or an empty one for inline data; `None` where the segment
+/// codecs fail (inline data longer than the WQE).
+fn payload(buf: &[u8]) -> Option<SgeList> {
+    if let Some(dword) = be32(buf, 0)
+        && dword & INLINE_SEG != 0
+    {
+        let n = usize::try_from(dword & !INLINE_SEG).ok()?;
+        buf.get(4..)?.get(..n)?;
+        return Some(SgeList::new());
+    }
+    let mut sge = SgeList::new();
+    for d in buf.chunks_exact(SEND_WQE_DS) {
+        sge.push(Sge { addr: be64(d, 8)?, length: be32(d, 0)?, lkey: be32(d, 4)? });
+    }
+    Some(sge)
+}
+
+/// A data WQE (RDMA WRITE ± imm, READ, SEND ± imm or invalidate) as `decode` reads it;
+/// `None` for any other opcode or a buffer shorter than a control segment.
+pub(super) fn decode_data(bytes: &[u8]) -> Option<Wqe> {
+    let c = bytes.get(..ctrl::SIZE)?;
+    let op = c[3];
+    let rdma = matches!(op, opcode::RDMA_WRITE | opcode::RDMA_WRITE_IMM | opcode::RDMA_READ);
+    if !rdma && !matches!(op, opcode::SEND | opcode::SEND_IMM | opcode::SEND_INVAL) {
+        return None;
+    }
+    let ds = usize::from(c[7] & 0x3f);
+    let imm = be32(c, 12)?;
+    let kind = (|| {
+        let wqe = bytes.get(..ds * SEND_WQE_DS)?;
+        let rest = wqe.get(ctrl::SIZE..).unwrap_or_default();
+        if !rdma {
+            let sge = payload(rest)?;
+            return Some(match op {
+                opcode::SEND => WqeKind::Send { sge, imm: None, inv: None },
+                opcode::SEND_IMM => WqeKind::Send { sge, imm: Some(imm), inv: None },
+                _ => WqeKind::Send { sge, imm: None, inv: Some(imm) },
+            });
+        }
+        let (raddr, rkey) = (be64(rest, 0)?, be32(rest, 8)?);
+        rest.get(..16)?;
+        let sge = payload(rest.get(16..).unwrap_or_default())?;
+        Some(match op {
+            opcode::RDMA_WRITE => WqeKind::Write { rkey, raddr, sge, imm: None },
+            opcode::RDMA_WRITE_IMM => WqeKind::Write { rkey, raddr, sge, imm: Some(imm) },
+            _ => WqeKind::Read { rkey, raddr, sge },
+        })
+    })();
+    Some(Wqe {
+        index: u16::from_be_bytes([c[1], c[2]]),
+        opcode: op,
+        signaled: (c[11] >> 2) & 0x3 == ctrl::CE_CQ_UPDATE,
+        kind,
+        bbs: u32::try_from(ds.div_ceil(SEND_WQE_BB / SEND_WQE_DS).max(1)).ok()?,
+    })
+}
+
+/// The bytes of a good CQE (`mlx5_cqe64`), as its codec writes them; `None` for a value its
+/// fields cannot hold, which the codec reports.
+pub(super) fn cqe64(
+    qpn: u32,
+    wqe_counter: u16,
+    byte_cnt: u32,
+    imm: u32,
+    sop_drop: u8,
+    op: u8,
+    owner: bool,
+) -> Option<[u8; cqe::SIZE]> {
+    if qpn > 0xff_ffff || op > 0xf {
+        return None;
+    }
+    let mut b = [0u8; cqe::SIZE];
+    b[36..40].copy_from_slice(&imm.to_be_bytes());
+    b[44..48].copy_from_slice(&byte_cnt.to_be_bytes());
+    b[56..60].copy_from_slice(&(u32::from(sop_drop) << 24 | qpn).to_be_bytes());
+    b[60..62].copy_from_slice(&wqe_counter.to_be_bytes());
+    b[63] = cqe::op_own(op, 0, false, owner);
+    Some(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mlx5_dv::prm::cqe::Cqe64;
+    use proptest::prelude::*;
+
+    fn data_opcode() -> impl Strategy<Value = u8> {
+        prop_oneof![
+            Just(opcode::RDMA_WRITE),
+            Just(opcode::RDMA_WRITE_IMM),
+            Just(opcode::RDMA_READ),
+            Just(opcode::SEND),
+            Just(opcode::SEND_IMM),
+            Just(opcode::SEND_INVAL),
+            any::<u8>(),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn data_wqes_read_as_the_segment_codecs_read_them(
+            mut bytes in proptest::collection::vec(any::<u8>(), 0..1100),
+            op in data_opcode(),
+            ds in 0u8..64,
+            inline in any::<bool>(),
+            inline_len in 0u32..1100,
+        ) {
+            if let Some(c) = bytes.get_mut(..16) {
+                c[3] = op;
+                c[7] = (c[7] & 0xc0) | ds;
+            }
+            // The inline bit on the first payload dword, after a raddr segment or without.
+            for at in [16, 32] {
+                if let Some(d) = bytes.get_mut(at..at + 4) {
+                    let v = if inline { INLINE_SEG | inline_len } else { u32::from_be_bytes([d[0], d[1], d[2], d[3]]) & !INLINE_SEG };
+                    d.copy_from_slice(&v.to_be_bytes());
+                }
+            }
+            if let Some(fast) = decode_data(&bytes) {
+                prop_assert_eq!(fast, super::super::decode_segments(&bytes));
+            } else {
+                prop_assert!(bytes.len() < 16 || !matches!(op, 0x08 | 0x09 | 0x10 | 0x0a | 0x0b | 0x01));
+            }
+        }
+
+        #[test]
+        fn linearising_matches_the_codec(blocks in 1usize..40, index in 0usize..40, ds in 0u8..64, seed in any::<u8>()) {
+            let mut ring: Vec<u8> = (0..blocks * 64).map(|i| (i as u8).wrapping_mul(seed) ^ seed).collect();
+            let index = index % blocks;
+            ring[index * 64 + 7] = ds;
+            let want = mlx5_dv::prm::wqe::compose::linearise(&ring, index);
+            prop_assert_eq!(linearise(&ring, index).map(|l| l.to_vec()), want);
+        }
+
+        #[test]
+        fn wqes_read_in_place_as_when_linearised(blocks in 1usize..40, index in 0usize..40, ds in 0u8..64, op in data_opcode(), seed in any::<u8>()) {
+            let mut ring: Vec<u8> = (0..blocks * 64).map(|i| (i as u8).wrapping_mul(seed) ^ seed).collect();
+            let index = index % blocks;
+            ring[index * 64 + 3] = op;
+            ring[index * 64 + 7] = ds;
+            let want = mlx5_dv::prm::wqe::compose::linearise(&ring, index).map(|l| super::super::decode(&l));
+            prop_assert_eq!(decode_at(&ring, index), want);
+        }
+
+        #[test]
+        fn good_cqes_encode_as_the_codec_encodes_them(
+            qpn in prop_oneof![0u32..0x100_0000, any::<u32>()],
+            wqe_counter in any::<u16>(),
+            byte_cnt in any::<u32>(),
+            imm in any::<u32>(),
+            sop_drop in any::<u8>(),
+            op in prop_oneof![0u8..16, any::<u8>()],
+            owner in any::<bool>(),
+        ) {
+            let mut want = [0u8; cqe::SIZE];
+            let codec = Cqe64 { sop_drop, qpn, wqe_counter, byte_cnt, imm_inval_pkey: imm, opcode: op, owner, ..Cqe64::default() }
+                .encode(&mut want);
+            match cqe64(qpn, wqe_counter, byte_cnt, imm, sop_drop, op, owner) {
+                Some(fast) => prop_assert_eq!((codec, fast), (Ok(()), want)),
+                None => prop_assert!(codec.is_err()),
+            }
+        }
+    }
+
+    #[test]
+    fn empty_and_ragged_rings_have_no_wqe() {
+        assert!(linearise(&[], 0).is_none());
+        assert!(linearise(&[0u8; 65], 0).is_none());
+    }
+}
