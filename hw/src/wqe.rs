@@ -15,12 +15,6 @@ impl HwBackend {
     pub fn sq_wqe_bytes(&mut self, qp: &Qp, index: u32) -> Result<Vec<u8>> {
         let op = Op::InitObj;
         let ptr = self.objs.qps.get(qp.handle, op)?.ptr;
-        let init = self
-            .lib()
-            .dv
-            .mlx5dv_init_obj
-            .as_ref()
-            .map_err(|_| Error::new(op, EOPNOTSUPP, "the installed libmlx5 has no mlx5dv_init_obj"))?;
         // SAFETY: plain data; zero is the C default.
         let mut out: mlx5dv_qp = unsafe { std::mem::zeroed() };
         // SAFETY: plain data.
@@ -28,7 +22,7 @@ impl HwBackend {
         obj.qp.in_ = ptr;
         obj.qp.out = &mut out;
         // SAFETY: the QP is live; obj.qp.out points at `out` for the call.
-        c_call(op, unsafe { init(&mut obj, mlx5dv_obj_type::MLX5DV_OBJ_QP as u64) }, "mlx5dv_init_obj")?;
+        unsafe { self.init_obj(op, &mut obj, mlx5dv_obj_type::MLX5DV_OBJ_QP) }?;
         let (count, stride) = (out.sq.wqe_cnt as usize, out.sq.stride as usize);
         if out.sq.buf.is_null() || count == 0 || stride != SEND_WQE_BB {
             return Err(Error::new(op, EINVAL, format!("the QP has no readable send queue ({count} x {stride})")));
@@ -44,12 +38,6 @@ impl HwBackend {
     pub fn pd_number(&mut self, pd: PdHandle) -> Result<u32> {
         let op = Op::InitObj;
         let ptr = self.objs.pds.get(pd, op)?.ptr;
-        let init = self
-            .lib()
-            .dv
-            .mlx5dv_init_obj
-            .as_ref()
-            .map_err(|_| Error::new(op, EOPNOTSUPP, "the installed libmlx5 has no mlx5dv_init_obj"))?;
         // SAFETY: plain data; zero is the C default.
         let mut out: mlx5dv_pd = unsafe { std::mem::zeroed() };
         // SAFETY: plain data.
@@ -57,7 +45,23 @@ impl HwBackend {
         obj.pd.in_ = ptr;
         obj.pd.out = &mut out;
         // SAFETY: the PD is live; obj.pd.out points at `out` for the call.
-        c_call(op, unsafe { init(&mut obj, mlx5dv_obj_type::MLX5DV_OBJ_PD as u64) }, "mlx5dv_init_obj")?;
+        unsafe { self.init_obj(op, &mut obj, mlx5dv_obj_type::MLX5DV_OBJ_PD) }?;
         Ok(out.pdn)
+    }
+
+    /// `mlx5dv_init_obj(obj, ty)`.
+    ///
+    /// # Safety
+    ///
+    /// `obj`'s member for `ty` names a live object and an output struct valid for writes.
+    unsafe fn init_obj(&self, op: Op, obj: &mut mlx5dv_obj, ty: mlx5dv_obj_type::Type) -> Result<()> {
+        let init = self
+            .lib()
+            .dv
+            .mlx5dv_init_obj
+            .as_ref()
+            .map_err(|_| Error::new(op, EOPNOTSUPP, "the installed libmlx5 has no mlx5dv_init_obj"))?;
+        // SAFETY: the caller's contract.
+        c_call(op, unsafe { init(obj, u64::from(ty)) }, "mlx5dv_init_obj")
     }
 }
