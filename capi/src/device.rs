@@ -1,0 +1,586 @@
+//! Devices and contexts as a program sees them: the device list, `ibv_open_device`,
+//! `mlx5dv_open_device`, and the device, port and GID queries.
+
+use std::ffi::{CStr, c_char, c_int, c_void};
+use std::ptr;
+
+use mlx5_dv::{ContextAttr, ContextFlags, ContextHandle, Contexts, DeviceKind, PortAttr, link_layer};
+use mlx5_sim::Simulator;
+use rdma_sys::*;
+
+use crate::errno::{code, minus_one, null};
+use crate::state::{Shim, key, with};
+
+/// One device of the list, its `ibv_device` at a fixed address for the process's life.
+pub(crate) struct Device {
+    pub(crate) c: Box<ibv_device>,
+    pub(crate) name: String,
+    /// The node GUID, host order.
+    pub(crate) guid: u64,
+}
+
+/// An open context: its `verbs_context` (the program holds `&vctx.context`).
+pub(crate) struct Context {
+    pub(crate) c: Box<verbs_context>,
+    pub(crate) handle: ContextHandle,
+    pub(crate) device: usize,
+}
+
+/// A completion channel: its fd becomes readable when an armed CQ gets a completion.
+pub(crate) struct Channel {
+    pub(crate) c: Box<ibv_comp_channel>,
+    /// CQs whose completion event is not yet read, in order.
+    pub(crate) fired: std::collections::VecDeque<usize>,
+}
+
+/// The vendor id of every mlx5 device (Mellanox's PCI vendor id).
+const MLX5_VENDOR_ID: u32 = 0x02c9;
+
+fn copy_cstr(dst: &mut [c_char], s: &str) {
+    let room = dst.len().saturating_sub(1);
+    for (d, b) in dst.iter_mut().zip(s.bytes().take(room)) {
+        *d = b as c_char;
+    }
+}
+
+impl Device {
+    /// The mlx5 kernel devices of the simulator, as `ibv_get_device_list` lists them.
+    pub(crate) fn enumerate(sim: &mut Simulator) -> mlx5_dv::Result<Vec<Device>> {
+        let mut v = Vec::new();
+        for d in sim.device_list()?.into_iter().filter(|d| d.kind == DeviceKind::Mlx5) {
+            let ctx = sim.open_ibv_device(&d.name)?;
+            let port = sim.query_port(ctx, 1);
+            sim.close_device(ctx)?;
+            let guid = port.map(|p| u64::from_be_bytes(p.gid.0[8..].try_into().unwrap_or_default())).unwrap_or(0);
+            // SAFETY: ibv_device is plain data; all-zero is a valid value.
+            let mut c: Box<ibv_device> = Box::new(unsafe { std::mem::zeroed() });
+            c.node_type = ibv_node_type::IBV_NODE_CA;
+            c.transport_type = ibv_transport_type::IBV_TRANSPORT_IB;
+            copy_cstr(&mut c.name, &d.name);
+            copy_cstr(&mut c.dev_name, &format!("uverbs{}", v.len()));
+            copy_cstr(&mut c.dev_path, &format!("/sys/class/infiniband_verbs/uverbs{}", v.len()));
+            copy_cstr(&mut c.ibdev_path, &format!("/sys/class/infiniband/{}", d.name));
+            v.push(Device { c, name: d.name, guid });
+        }
+        Ok(v)
+    }
+}
+
+impl Shim {
+    fn device_index(&self, dev: *const ibv_device) -> Option<usize> {
+        self.devices.iter().position(|d| ptr::eq(&*d.c, dev))
+    }
+
+    /// The context behind a program's `ibv_context` pointer.
+    pub(crate) fn context(&self, ctx: *const ibv_context) -> Result<&Context, c_int> {
+        self.contexts.get(&key(ctx)).ok_or(libc::EINVAL)
+    }
+
+    fn open(&mut self, dev: *mut ibv_device, attr: Option<&ContextAttr>) -> Result<*mut ibv_context, c_int> {
+        let i = self.device_index(dev).ok_or(libc::ENODEV)?;
+        let name = self.devices[i].name.clone();
+        let handle = match attr {
+            Some(a) => self.sim.open_device(&name, Some(a)),
+            None => self.sim.open_ibv_device(&name),
+        }
+        .map_err(|e| e.errno())?;
+        // SAFETY: verbs_context is plain data (pointers, optional functions, a zeroed mutex
+        // is PTHREAD_MUTEX_INITIALIZER on glibc).
+        let mut c: Box<verbs_context> = Box::new(unsafe { std::mem::zeroed() });
+        c.sz = std::mem::size_of::<verbs_context>();
+        c.query_port = Some(query_port_ex);
+        crate::queue::fill_context_ops(&mut c);
+        let ctx = &mut c.context;
+        ctx.device = dev;
+        // The extended-ABI marker verbs_get_ctx() checks.
+        ctx.abi_compat = usize::MAX as *mut c_void;
+        ctx.num_comp_vectors = c_int::from(self.sim.profile().device.num_comp_vectors);
+        // SAFETY: eventfd has no memory preconditions.
+        ctx.async_fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        // SAFETY: as above.
+        ctx.cmd_fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+        let p: *mut ibv_context = ctx;
+        self.contexts.insert(key(p), Context { c, handle, device: i });
+        Ok(p)
+    }
+
+    fn close(&mut self, ctx: *mut ibv_context) -> c_int {
+        let Some(c) = self.contexts.get(&key(ctx)) else { return libc::EINVAL };
+        if let Err(e) = self.sim.close_device(c.handle) {
+            return code(&e);
+        }
+        if let Some(c) = self.contexts.remove(&key(ctx)) {
+            // SAFETY: the fds were opened by `open` and are closed once, here.
+            unsafe {
+                libc::close(c.c.context.async_fd);
+                libc::close(c.c.context.cmd_fd);
+            }
+        }
+        0
+    }
+
+    /// The simulator's port `port_num` of the context.
+    pub(crate) fn port(&mut self, ctx: *const ibv_context, port_num: u8) -> Result<PortAttr, c_int> {
+        let h = self.context(ctx)?.handle;
+        self.sim.query_port(h, port_num).map_err(|e| e.errno())
+    }
+
+    fn query_device(&mut self, ctx: *const ibv_context, attr: &mut ibv_device_attr) -> c_int {
+        let c = match self.context(ctx) {
+            Ok(c) => c,
+            Err(e) => return e,
+        };
+        let dev = &self.devices[c.device];
+        let p = self.sim.profile();
+        // SAFETY: plain data.
+        *attr = unsafe { std::mem::zeroed() };
+        copy_cstr(&mut attr.fw_ver, &p.device.fw_ver);
+        attr.node_guid = dev.guid.to_be();
+        attr.sys_image_guid = dev.guid.to_be();
+        attr.max_mr_size = u64::MAX;
+        attr.page_size_cap = 0xffff_f000;
+        attr.vendor_id = MLX5_VENDOR_ID;
+        attr.vendor_part_id = p.device.vendor_part_id;
+        attr.max_qp = 1 << 17;
+        attr.max_qp_wr = c_int::try_from(p.datapath.max_qp_wr).unwrap_or(c_int::MAX);
+        attr.device_cap_flags = DEVICE_CAP_FLAGS;
+        attr.max_sge = 30;
+        attr.max_sge_rd = 30;
+        attr.max_cq = 1 << 24;
+        attr.max_cqe = (1i32 << p.datapath.log_max_cq_sz.min(30)) - 1;
+        attr.max_mr = 1i32 << p.hca_cap.log_max_mkey.min(30);
+        attr.max_pd = 1 << 24;
+        attr.max_qp_rd_atom = 16;
+        attr.max_res_rd_atom = attr.max_qp.saturating_mul(16);
+        attr.max_qp_init_rd_atom = 16;
+        attr.atomic_cap = ibv_atomic_cap::IBV_ATOMIC_HCA;
+        attr.max_mw = 1 << 24;
+        attr.max_ah = c_int::MAX;
+        attr.max_srq = 1 << 23;
+        attr.max_srq_wr = 32767;
+        attr.max_srq_sge = 31;
+        attr.max_pkeys = 128;
+        attr.local_ca_ack_delay = 16;
+        attr.phys_port_cnt = 1;
+        0
+    }
+}
+
+/// `ibv_device_attr.device_cap_flags`: RESIZE_MAX_WR, BAD_PKEY_CNTR, BAD_QKEY_CNTR,
+/// RAW_MULTI, AUTO_PATH_MIG, UD_AV_PORT_ENFORCE, PORT_ACTIVE_EVENT, SYS_IMAGE_GUID,
+/// RC_RNR_NAK_GEN, MEM_WINDOW, XRC, MEM_MGT_EXTENSIONS (unverified: a typical ConnectX's).
+const DEVICE_CAP_FLAGS: u32 =
+    1 | 1 << 1 | 1 << 2 | 1 << 3 | 1 << 4 | 1 << 6 | 1 << 10 | 1 << 11 | 1 << 12 | 1 << 17 | 1 << 20 | 1 << 21;
+
+fn fill_port(p: &PortAttr, max_msg_sz: u32, out: &mut ibv_port_attr) {
+    // SAFETY: plain data.
+    *out = unsafe { std::mem::zeroed() };
+    let eth = p.link_layer == link_layer::ETHERNET;
+    out.state = p.state;
+    out.max_mtu = ibv_mtu::IBV_MTU_4096;
+    out.active_mtu = p.active_mtu;
+    out.gid_tbl_len = if eth { 256 } else { 128 };
+    // IsSM-less CA: CM, device management, and for RoCE IP-based GIDs.
+    out.port_cap_flags = if eth { 1 << 16 | 1 << 19 | 1 << 26 } else { 1 << 16 | 1 << 19 };
+    out.max_msg_sz = max_msg_sz;
+    out.pkey_tbl_len = if eth { 1 } else { 128 };
+    out.lid = p.lid;
+    out.sm_lid = if eth { 0 } else { 1 };
+    out.max_vl_num = if eth { 0 } else { 4 };
+    out.subnet_timeout = if eth { 0 } else { 18 };
+    // 4X at 25 Gb/s per lane (EDR-like), link up.
+    out.active_width = 2;
+    out.active_speed = 32;
+    out.phys_state = 5;
+    out.link_layer = p.link_layer;
+}
+
+/// The GIDs of port 1: RoCE v1 and v2 of the link-local GID on Ethernet, the port GID on IB.
+fn gids(p: &PortAttr) -> Vec<([u8; 16], u32)> {
+    if p.link_layer == link_layer::ETHERNET {
+        vec![(p.gid.0, IBV_GID_TYPE_ROCE_V1), (p.gid.0, IBV_GID_TYPE_ROCE_V2)]
+    } else {
+        vec![(p.gid.0, IBV_GID_TYPE_IB)]
+    }
+}
+
+/// `ibv_get_device_list`: the simulated mlx5 devices, NULL-terminated, from malloc.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *mut ibv_device {
+    with(null, |s| {
+        let n = s.devices.len();
+        // SAFETY: a fresh allocation of n + 1 pointers, zeroed (the last stays NULL).
+        let list = unsafe { libc::calloc(n + 1, std::mem::size_of::<*mut ibv_device>()) } as *mut *mut ibv_device;
+        if list.is_null() {
+            return null(libc::ENOMEM);
+        }
+        for (i, d) in s.devices.iter_mut().enumerate() {
+            // SAFETY: i < n + 1 entries allocated above.
+            unsafe { *list.add(i) = &mut *d.c };
+        }
+        if !num_devices.is_null() {
+            // SAFETY: the caller's out-parameter.
+            unsafe { *num_devices = c_int::try_from(n).unwrap_or(c_int::MAX) };
+        }
+        list
+    })
+}
+
+/// `ibv_free_device_list`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
+    // SAFETY: `list` came from ibv_get_device_list's calloc.
+    unsafe { libc::free(list.cast()) };
+}
+
+/// `ibv_get_device_name`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_get_device_name(device: *mut ibv_device) -> *const c_char {
+    if device.is_null() {
+        return null(libc::EINVAL);
+    }
+    // SAFETY: a device of the list; the name is NUL-terminated.
+    unsafe { (*device).name.as_ptr() }
+}
+
+/// `ibv_get_device_guid`: the node GUID, big-endian.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_get_device_guid(device: *mut ibv_device) -> u64 {
+    with(
+        |_| 0,
+        |s| match s.device_index(device) {
+            Some(i) => s.devices[i].guid.to_be(),
+            None => 0,
+        },
+    )
+}
+
+/// `ibv_get_device_index`: the kernel's index of the device, -1 if unknown.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_get_device_index(device: *mut ibv_device) -> c_int {
+    with(|_| -1, |s| s.device_index(device).and_then(|i| c_int::try_from(i).ok()).unwrap_or(-1))
+}
+
+/// `ibv_open_device`: a verbs context (no DEVX).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_context {
+    with(null, |s| s.open(device, None).unwrap_or_else(null))
+}
+
+/// `mlx5dv_open_device`: a context with the attributes' flags (DEVX).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mlx5dv_open_device(device: *mut ibv_device, attr: *mut c_void) -> *mut ibv_context {
+    // struct mlx5dv_context_attr { uint32_t flags; uint64_t comp_mask; }
+    let a = if attr.is_null() {
+        ContextAttr { flags: ContextFlags::empty(), comp_mask: 0 }
+    } else {
+        // SAFETY: the caller's mlx5dv_context_attr.
+        let a = unsafe { &*(attr as *const mlx5_hw::sys::mlx5dv::mlx5dv_context_attr) };
+        ContextAttr { flags: ContextFlags::from_bits_retain(a.flags), comp_mask: a.comp_mask }
+    };
+    with(null, |s| s.open(device, Some(&a)).unwrap_or_else(null))
+}
+
+/// `mlx5dv_is_supported`: every listed device is an mlx5 device.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mlx5dv_is_supported(device: *mut ibv_device) -> bool {
+    with(|_| false, |s| s.device_index(device).is_some())
+}
+
+/// `ibv_close_device`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
+    with(minus_one, |s| match s.close(context) {
+        0 => 0,
+        e => minus_one(e),
+    })
+}
+
+/// `ibv_query_device`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_query_device(context: *mut ibv_context, attr: *mut ibv_device_attr) -> c_int {
+    if attr.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: the caller's out-parameter.
+    with(|e| e, |s| s.query_device(context, unsafe { &mut *attr }))
+}
+
+fn query_port_into(context: *mut ibv_context, port_num: u8, out: *mut ibv_port_attr, size: usize) -> c_int {
+    if out.is_null() {
+        return libc::EINVAL;
+    }
+    with(
+        |e| e,
+        |s| {
+            let port = match s.port(context, port_num) {
+                Ok(p) => p,
+                Err(e) => return e,
+            };
+            // SAFETY: plain data.
+            let mut full: ibv_port_attr = unsafe { std::mem::zeroed() };
+            fill_port(&port, s.sim.profile().datapath.max_msg_sz, &mut full);
+            let n = size.min(std::mem::size_of::<ibv_port_attr>());
+            // SAFETY: the caller's buffer holds `size` bytes; we write at most that.
+            unsafe { ptr::copy_nonoverlapping(ptr::from_ref(&full).cast::<u8>(), out.cast::<u8>(), n) };
+            0
+        },
+    )
+}
+
+/// `ibv_query_port` (the exported, compat entry point).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_query_port(
+    context: *mut ibv_context,
+    port_num: u8,
+    port_attr: *mut _compat_ibv_port_attr,
+) -> c_int {
+    query_port_into(context, port_num, port_attr.cast(), std::mem::size_of::<_compat_ibv_port_attr>())
+}
+
+/// `verbs_context.query_port`, which the header's `ibv_query_port` calls.
+unsafe extern "C" fn query_port_ex(
+    context: *mut ibv_context,
+    port_num: u8,
+    port_attr: *mut ibv_port_attr,
+    port_attr_len: usize,
+) -> c_int {
+    query_port_into(context, port_num, port_attr, port_attr_len)
+}
+
+/// `ibv_query_gid`: 0, or -1 for an index past the table.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_query_gid(
+    context: *mut ibv_context,
+    port_num: u8,
+    index: c_int,
+    gid: *mut ibv_gid,
+) -> c_int {
+    let r = with(Err, |s| s.port(context, port_num));
+    let Ok(p) = r else { return minus_one(libc::EINVAL) };
+    let table = gids(&p);
+    let entry = usize::try_from(index).ok().and_then(|i| table.get(i));
+    match (entry, gid.is_null()) {
+        (Some((g, _)), false) => {
+            // SAFETY: the caller's out-parameter; ibv_gid is 16 bytes.
+            unsafe { ptr::copy_nonoverlapping(g.as_ptr(), gid.cast::<u8>(), 16) };
+            0
+        }
+        (None, false) => {
+            // Past the populated entries the kernel's table holds zeros.
+            let Ok(i) = usize::try_from(index) else { return minus_one(libc::EINVAL) };
+            if i >= 256 {
+                return minus_one(libc::EINVAL);
+            }
+            // SAFETY: as above.
+            unsafe { ptr::write_bytes(gid.cast::<u8>(), 0, 16) };
+            0
+        }
+        _ => minus_one(libc::EINVAL),
+    }
+}
+
+fn fill_gid_entry(out: *mut ibv_gid_entry, g: &[u8; 16], index: u32, gid_type: u32) {
+    // SAFETY: the caller's entry; plain data.
+    unsafe {
+        ptr::write_bytes(out, 0, 1);
+        ptr::copy_nonoverlapping(g.as_ptr(), ptr::addr_of_mut!((*out).gid).cast::<u8>(), 16);
+        (*out).gid_index = index;
+        (*out).port_num = 1;
+        (*out).gid_type = gid_type;
+    }
+}
+
+/// `ibv_query_gid_ex`: ENODATA for an empty entry, as the kernel answers.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn _ibv_query_gid_ex(
+    context: *mut ibv_context,
+    port_num: u32,
+    gid_index: u32,
+    entry: *mut ibv_gid_entry,
+    flags: u32,
+    entry_size: usize,
+) -> c_int {
+    if flags != 0 || entry.is_null() || entry_size < std::mem::size_of::<ibv_gid_entry>() {
+        return libc::EINVAL;
+    }
+    let Ok(port) = u8::try_from(port_num) else { return libc::EINVAL };
+    let p = match with(Err, |s| s.port(context, port)) {
+        Ok(p) => p,
+        Err(e) => return e,
+    };
+    match gids(&p).get(gid_index as usize) {
+        Some((g, t)) => {
+            fill_gid_entry(entry, g, gid_index, *t);
+            0
+        }
+        None => libc::ENODATA,
+    }
+}
+
+/// `ibv_query_gid_table`: the populated entries, or a negative errno.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn _ibv_query_gid_table(
+    context: *mut ibv_context,
+    entries: *mut ibv_gid_entry,
+    max_entries: usize,
+    flags: u32,
+    entry_size: usize,
+) -> isize {
+    if flags != 0 || entry_size < std::mem::size_of::<ibv_gid_entry>() {
+        return -(libc::EINVAL as isize);
+    }
+    let p = match with(Err, |s| s.port(context, 1)) {
+        Ok(p) => p,
+        Err(e) => return -(e as isize),
+    };
+    let table = gids(&p);
+    if table.len() > max_entries || entries.is_null() && !table.is_empty() {
+        return -(libc::EINVAL as isize);
+    }
+    for (i, (g, t)) in table.iter().enumerate() {
+        // SAFETY: entries are entry_size bytes apart, max_entries of them.
+        let e = unsafe { entries.cast::<u8>().add(i * entry_size) }.cast::<ibv_gid_entry>();
+        fill_gid_entry(e, g, i as u32, *t);
+    }
+    table.len() as isize
+}
+
+/// `ibv_query_gid_type` (private in rdma-core; ibv_devinfo calls it): the sysfs GID type.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_query_gid_type(
+    context: *mut ibv_context,
+    port_num: u8,
+    index: u32,
+    gid_type: *mut u32,
+) -> c_int {
+    let p = match with(Err, |s| s.port(context, port_num)) {
+        Ok(p) => p,
+        Err(_) => return minus_one(libc::EINVAL),
+    };
+    if gid_type.is_null() || index >= 256 {
+        return minus_one(libc::EINVAL);
+    }
+    // The sysfs encoding: 0 for IB and RoCE v1, 1 for RoCE v2; empty entries read as 0.
+    let t = gids(&p).get(index as usize).map_or(0, |(_, t)| u32::from(*t == IBV_GID_TYPE_ROCE_V2));
+    // SAFETY: the caller's out-parameter.
+    unsafe { *gid_type = t };
+    0
+}
+
+/// `ibv_query_pkey`: the default P_Key at index 0.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_query_pkey(
+    context: *mut ibv_context,
+    port_num: u8,
+    index: c_int,
+    pkey: *mut u16,
+) -> c_int {
+    if with(Err, |s| s.port(context, port_num)).is_err() || pkey.is_null() {
+        return minus_one(libc::EINVAL);
+    }
+    // SAFETY: the caller's out-parameter.
+    unsafe { *pkey = if index == 0 { 0xffff_u16.to_be() } else { 0 } };
+    0
+}
+
+/// `ibv_get_pkey_index`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_get_pkey_index(context: *mut ibv_context, port_num: u8, pkey: u16) -> c_int {
+    if with(Err, |s| s.port(context, port_num)).is_err() {
+        return minus_one(libc::EINVAL);
+    }
+    if u16::from_be(pkey) & 0x7fff == 0x7fff { 0 } else { minus_one(libc::ENOENT) }
+}
+
+fn static_str(s: &'static CStr) -> *const c_char {
+    s.as_ptr()
+}
+
+/// `ibv_node_type_str`.
+#[unsafe(no_mangle)]
+pub extern "C" fn ibv_node_type_str(node_type: c_int) -> *const c_char {
+    static_str(match node_type {
+        1 => c"InfiniBand channel adapter",
+        2 => c"InfiniBand switch",
+        3 => c"InfiniBand router",
+        4 => c"iWARP NIC",
+        5 => c"usNIC",
+        6 => c"usNIC UDP",
+        7 => c"unspecified",
+        _ => c"unknown",
+    })
+}
+
+/// `ibv_port_state_str`.
+#[unsafe(no_mangle)]
+pub extern "C" fn ibv_port_state_str(port_state: c_int) -> *const c_char {
+    static_str(match port_state {
+        0 => c"PORT_NOP",
+        1 => c"PORT_DOWN",
+        2 => c"PORT_INIT",
+        3 => c"PORT_ARMED",
+        4 => c"PORT_ACTIVE",
+        5 => c"PORT_ACTIVE_DEFER",
+        _ => c"unknown",
+    })
+}
+
+/// `ibv_event_type_str`.
+#[unsafe(no_mangle)]
+pub extern "C" fn ibv_event_type_str(event: c_int) -> *const c_char {
+    const NAMES: [&CStr; 20] = [
+        c"CQ error",
+        c"local work queue catastrophic error",
+        c"invalid request local work queue error",
+        c"local access violation work queue error",
+        c"communication established",
+        c"send queue drained",
+        c"path migrated",
+        c"path migration request error",
+        c"local catastrophic error",
+        c"port active",
+        c"port error",
+        c"LID change",
+        c"P_Key change",
+        c"SM change",
+        c"SRQ catastrophic error",
+        c"SRQ limit reached",
+        c"last WQE reached",
+        c"client reregistration",
+        c"GID table change",
+        c"WQ fatal",
+    ];
+    static_str(usize::try_from(event).ok().and_then(|i| NAMES.get(i)).copied().unwrap_or(c"unknown"))
+}
+
+/// `ibv_wc_status_str`.
+#[unsafe(no_mangle)]
+pub extern "C" fn ibv_wc_status_str(status: c_int) -> *const c_char {
+    const NAMES: [&CStr; 23] = [
+        c"success",
+        c"local length error",
+        c"local QP operation error",
+        c"local EE context operation error",
+        c"local protection error",
+        c"Work Request Flushed Error",
+        c"memory management operation error",
+        c"bad response error",
+        c"local access error",
+        c"remote invalid request error",
+        c"remote access error",
+        c"remote operation error",
+        c"transport retry counter exceeded",
+        c"RNR retry counter exceeded",
+        c"local RDD violation error",
+        c"remote invalid RD request",
+        c"aborted error",
+        c"invalid EE context number",
+        c"invalid EE context state",
+        c"fatal error",
+        c"response timeout error",
+        c"general error",
+        c"TM error",
+    ];
+    static_str(usize::try_from(status).ok().and_then(|i| NAMES.get(i)).copied().unwrap_or(c"unknown"))
+}

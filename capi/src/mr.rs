@@ -1,0 +1,283 @@
+//! PDs, MRs over the program's own memory, and mlx5dv mkeys.
+
+use std::collections::BTreeMap;
+use std::ffi::{c_int, c_void};
+
+use mlx5_dv::{AccessFlags, Buf, Contexts, Memory, MkeyInitAttr, MkeyInitFlags, Mkeys, PdHandle};
+use mlx5_hw::sys::mlx5dv::{mlx5dv_mkey, mlx5dv_mkey_err, mlx5dv_mkey_init_attr};
+use rdma_sys::*;
+
+use crate::errno::{code, null};
+use crate::state::{Shim, key, with};
+
+/// A PD: the program holds `&*c`.
+pub(crate) struct Pd {
+    pub(crate) c: Box<ibv_pd>,
+    pub(crate) handle: PdHandle,
+}
+
+/// An MR over the program's bytes.
+pub(crate) struct Mr {
+    /// The program's `ibv_mr`, kept at its address until `ibv_dereg_mr`.
+    _c: Box<ibv_mr>,
+    pub(crate) mr: mlx5_dv::Mr,
+    /// The start of the external region holding it.
+    region: u64,
+}
+
+/// An mlx5dv mkey.
+pub(crate) struct Mkey {
+    /// The program's `mlx5dv_mkey`, kept at its address until `mlx5dv_destroy_mkey`.
+    _c: Box<mlx5dv_mkey>,
+    pub(crate) mkey: mlx5_dv::Mkey,
+}
+
+/// The program's memory the simulator maps: page-aligned regions, each with the number of MRs
+/// in it. A registration inside a mapped region shares it.
+#[derive(Default)]
+pub(crate) struct ExternalMemory {
+    /// start → (end, the simulator's buffer, MRs inside).
+    regions: BTreeMap<u64, (u64, Buf, usize)>,
+}
+
+const PAGE: u64 = 4096;
+
+impl ExternalMemory {
+    /// Map `[addr, addr + len)` (page-aligned outward) if it is not already; the region's start.
+    fn map(&mut self, sim: &mut mlx5_sim::Simulator, addr: u64, len: u64) -> Result<u64, c_int> {
+        let end = addr.checked_add(len).ok_or(libc::EINVAL)?;
+        let start = addr & !(PAGE - 1);
+        let end = end.checked_next_multiple_of(PAGE).ok_or(libc::EINVAL)?;
+        if let Some((&s, (e, _, n))) = self.regions.range_mut(..=start).next_back()
+            && *e >= end
+        {
+            *n += 1;
+            return Ok(s);
+        }
+        let overlaps = self.regions.range(..end).next_back().is_some_and(|(_, (e, _, _))| *e > start);
+        if overlaps {
+            eprintln!(
+                "mlx5sim: an MR at {addr:#x}+{len} partly overlaps memory already registered; \
+                 registrations that overlap only in part are not simulated"
+            );
+            return Err(libc::EINVAL);
+        }
+        let size = usize::try_from(end - start).map_err(|_| libc::EINVAL)?;
+        // SAFETY: the program registered these bytes; their pages are mapped (the range was
+        // widened only to its own pages) and stay valid while an MR covers them, as
+        // ibv_reg_mr requires.
+        let buf = unsafe { sim.register_memory(start as *mut u8, size) }.map_err(|e| e.errno())?;
+        self.regions.insert(start, (end, buf, 1));
+        Ok(start)
+    }
+
+    /// One MR in the region at `start` is gone; unmap the region after its last.
+    fn unmap(&mut self, sim: &mut mlx5_sim::Simulator, start: u64) {
+        let Some((_, buf, n)) = self.regions.get_mut(&start) else { return };
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            let buf = *buf;
+            self.regions.remove(&start);
+            let _ = sim.free_buf(&buf);
+        }
+    }
+}
+
+impl Shim {
+    /// The PD behind a program's pointer.
+    pub(crate) fn pd(&self, pd: *const ibv_pd) -> Result<&Pd, c_int> {
+        self.pds.get(&key(pd)).ok_or(libc::EINVAL)
+    }
+
+    fn alloc_pd(&mut self, ctx: *mut ibv_context) -> Result<*mut ibv_pd, c_int> {
+        let h = self.context(ctx)?.handle;
+        let handle = self.sim.alloc_pd(h).map_err(|e| e.errno())?;
+        let mut c = Box::new(ibv_pd { context: ctx, handle: 0 });
+        c.handle = handle.id();
+        let p: *mut ibv_pd = &mut *c;
+        self.pds.insert(key(p), Pd { c, handle });
+        Ok(p)
+    }
+
+    fn reg_mr(
+        &mut self,
+        pd: *mut ibv_pd,
+        addr: *mut c_void,
+        len: usize,
+        iova: u64,
+        access: c_int,
+    ) -> Result<*mut ibv_mr, c_int> {
+        let p = self.pd(pd)?;
+        let (ctx, handle) = (p.c.context, p.handle);
+        if addr.is_null() || len == 0 || iova != addr as u64 {
+            // The simulator's MRs are addressed by their virtual address; a different IOVA
+            // is not simulated.
+            return Err(libc::EINVAL);
+        }
+        let access = AccessFlags::from_bits_retain(access as u32);
+        let region = self.memory.map(&mut self.sim, addr as u64, len as u64)?;
+        let mr = match self.sim.reg_mr(handle, addr as u64, len as u64, access) {
+            Ok(mr) => mr,
+            Err(e) => {
+                self.memory.unmap(&mut self.sim, region);
+                return Err(e.errno());
+            }
+        };
+        let mut c = Box::new(ibv_mr { context: ctx, pd, addr, length: len, handle: 0, lkey: mr.lkey, rkey: mr.rkey });
+        c.handle = mr.handle.id();
+        let p: *mut ibv_mr = &mut *c;
+        self.mrs.insert(key(p), Mr { _c: c, mr, region });
+        Ok(p)
+    }
+
+    fn dereg_mr(&mut self, mr: *mut ibv_mr) -> c_int {
+        let Some(m) = self.mrs.get(&key(mr)) else { return libc::EINVAL };
+        if let Err(e) = self.sim.dereg_mr(&m.mr) {
+            return code(&e);
+        }
+        if let Some(m) = self.mrs.remove(&key(mr)) {
+            self.memory.unmap(&mut self.sim, m.region);
+        }
+        0
+    }
+
+    fn create_mkey(&mut self, attr: &mut mlx5dv_mkey_init_attr) -> Result<*mut mlx5dv_mkey, c_int> {
+        let pd = self.pd(attr.pd)?.handle;
+        let a = MkeyInitAttr {
+            pd,
+            create_flags: MkeyInitFlags::from_bits_retain(attr.create_flags),
+            max_entries: attr.max_entries,
+        };
+        let mkey = self.sim.create_mkey(&a).map_err(|e| e.errno())?;
+        attr.max_entries = mkey.max_entries;
+        let mut c = Box::new(mlx5dv_mkey { lkey: mkey.lkey, rkey: mkey.rkey });
+        let p: *mut mlx5dv_mkey = &mut *c;
+        self.mkeys.insert(key(p), Mkey { _c: c, mkey });
+        Ok(p)
+    }
+
+    /// The mkey behind a program's pointer.
+    pub(crate) fn mkey(&self, mkey: *const mlx5dv_mkey) -> Result<mlx5_dv::Mkey, c_int> {
+        self.mkeys.get(&key(mkey)).map(|m| m.mkey).ok_or(libc::EINVAL)
+    }
+}
+
+/// `ibv_alloc_pd`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd {
+    with(null, |s| s.alloc_pd(context).unwrap_or_else(null))
+}
+
+/// `ibv_dealloc_pd`: EBUSY while objects use it.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
+    with(
+        |e| e,
+        |s| {
+            let Ok(h) = s.pd(pd).map(|p| p.handle) else { return libc::EINVAL };
+            match s.sim.dealloc_pd(h) {
+                Ok(()) => {
+                    s.pds.remove(&key(pd));
+                    0
+                }
+                Err(e) => code(&e),
+            }
+        },
+    )
+}
+
+/// `ibv_reg_mr`: the program's bytes, read and written in place by the simulated NIC.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_reg_mr(pd: *mut ibv_pd, addr: *mut c_void, length: usize, access: c_int) -> *mut ibv_mr {
+    with(null, |s| s.reg_mr(pd, addr, length, addr as u64, access).unwrap_or_else(null))
+}
+
+/// `ibv_reg_mr_iova`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_reg_mr_iova(
+    pd: *mut ibv_pd,
+    addr: *mut c_void,
+    length: usize,
+    iova: u64,
+    access: c_int,
+) -> *mut ibv_mr {
+    with(null, |s| s.reg_mr(pd, addr, length, iova, access).unwrap_or_else(null))
+}
+
+/// `ibv_reg_mr_iova2` (what the header's `ibv_reg_mr` calls with optional access flags).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_reg_mr_iova2(
+    pd: *mut ibv_pd,
+    addr: *mut c_void,
+    length: usize,
+    iova: u64,
+    access: u32,
+) -> *mut ibv_mr {
+    with(null, |s| s.reg_mr(pd, addr, length, iova, access as c_int).unwrap_or_else(null))
+}
+
+/// `ibv_dereg_mr`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
+    with(|e| e, |s| s.dereg_mr(mr))
+}
+
+/// `mlx5dv_create_mkey`: writes back the rounded `max_entries`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mlx5dv_create_mkey(attr: *mut mlx5dv_mkey_init_attr) -> *mut mlx5dv_mkey {
+    if attr.is_null() {
+        return null(libc::EINVAL);
+    }
+    // SAFETY: the caller's attributes.
+    with(null, |s| s.create_mkey(unsafe { &mut *attr }).unwrap_or_else(null))
+}
+
+/// `mlx5dv_destroy_mkey`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mlx5dv_destroy_mkey(mkey: *mut mlx5dv_mkey) -> c_int {
+    with(
+        |e| e,
+        |s| {
+            let Ok(m) = s.mkey(mkey) else { return libc::EINVAL };
+            match s.sim.destroy_mkey(&m) {
+                Ok(()) => {
+                    s.mkeys.remove(&key(mkey));
+                    0
+                }
+                Err(e) => code(&e),
+            }
+        },
+    )
+}
+
+/// `_mlx5dv_mkey_check` (the header's `mlx5dv_mkey_check`).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn _mlx5dv_mkey_check(
+    mkey: *mut mlx5dv_mkey,
+    err_info: *mut mlx5dv_mkey_err,
+    err_info_size: usize,
+) -> c_int {
+    if err_info.is_null() || err_info_size < std::mem::size_of::<mlx5dv_mkey_err>() {
+        return libc::EINVAL;
+    }
+    with(
+        |e| e,
+        |s| {
+            let Ok(m) = s.mkey(mkey) else { return libc::EINVAL };
+            match s.sim.mkey_check(&m) {
+                Ok(r) => {
+                    // SAFETY: the caller's out-parameter, checked large enough above.
+                    unsafe {
+                        std::ptr::write_bytes(err_info, 0, 1);
+                        (*err_info).err_type = r.err_type as u32;
+                        (*err_info).err.sig.actual_value = r.sig.actual_value;
+                        (*err_info).err.sig.expected_value = r.sig.expected_value;
+                        (*err_info).err.sig.offset = r.sig.offset;
+                    }
+                    0
+                }
+                Err(e) => code(&e),
+            }
+        },
+    )
+}
