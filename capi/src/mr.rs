@@ -32,29 +32,26 @@ pub(crate) struct Mkey {
     pub(crate) mkey: mlx5_dv::Mkey,
 }
 
-/// The program's memory the simulator maps: page-aligned regions, each with the number of MRs
-/// in it. A registration inside a mapped region shares it.
+/// The program's memory the simulator maps: one region per registration's bytes, each with
+/// the number of MRs in it. A registration inside a mapped region shares it; one that overlaps
+/// a region only in part is refused (the simulator's memory cannot merge regions MRs hold).
 #[derive(Default)]
 pub(crate) struct ExternalMemory {
     /// start → (end, the simulator's buffer, MRs inside).
     regions: BTreeMap<u64, (u64, Buf, usize)>,
 }
 
-const PAGE: u64 = 4096;
-
 impl ExternalMemory {
-    /// Map `[addr, addr + len)` (page-aligned outward) if it is not already; the region's start.
+    /// Map `[addr, addr + len)` if no region holds it yet; the holding region's start.
     fn map(&mut self, sim: &mut mlx5_sim::Simulator, addr: u64, len: u64) -> Result<u64, c_int> {
         let end = addr.checked_add(len).ok_or(libc::EINVAL)?;
-        let start = addr & !(PAGE - 1);
-        let end = end.checked_next_multiple_of(PAGE).ok_or(libc::EINVAL)?;
-        if let Some((&s, (e, _, n))) = self.regions.range_mut(..=start).next_back()
+        if let Some((&s, (e, _, n))) = self.regions.range_mut(..=addr).next_back()
             && *e >= end
         {
             *n += 1;
             return Ok(s);
         }
-        let overlaps = self.regions.range(..end).next_back().is_some_and(|(_, (e, _, _))| *e > start);
+        let overlaps = self.regions.range(..end).next_back().is_some_and(|(_, (e, _, _))| *e > addr);
         if overlaps {
             eprintln!(
                 "mlx5sim: an MR at {addr:#x}+{len} partly overlaps memory already registered; \
@@ -62,13 +59,12 @@ impl ExternalMemory {
             );
             return Err(libc::EINVAL);
         }
-        let size = usize::try_from(end - start).map_err(|_| libc::EINVAL)?;
-        // SAFETY: the program registered these bytes; their pages are mapped (the range was
-        // widened only to its own pages) and stay valid while an MR covers them, as
-        // ibv_reg_mr requires.
-        let buf = unsafe { sim.register_memory(start as *mut u8, size) }.map_err(|e| e.errno())?;
-        self.regions.insert(start, (end, buf, 1));
-        Ok(start)
+        let size = usize::try_from(len).map_err(|_| libc::EINVAL)?;
+        // SAFETY: the program registered these bytes; they stay valid while an MR covers
+        // them, as ibv_reg_mr requires.
+        let buf = unsafe { sim.register_memory(addr as *mut u8, size) }.map_err(|e| e.errno())?;
+        self.regions.insert(addr, (end, buf, 1));
+        Ok(addr)
     }
 
     /// One MR in the region at `start` is gone; unmap the region after its last.
