@@ -24,6 +24,8 @@ pub(crate) struct Context {
     pub(crate) c: Box<verbs_context>,
     pub(crate) handle: ContextHandle,
     pub(crate) device: usize,
+    /// Asynchronous events not yet read: (event type, the union's value).
+    pub(crate) events: std::collections::VecDeque<(u32, u64)>,
 }
 
 /// A completion channel: its fd becomes readable when an armed CQ gets a completion.
@@ -96,11 +98,11 @@ impl Shim {
         ctx.abi_compat = usize::MAX as *mut c_void;
         ctx.num_comp_vectors = c_int::from(self.sim.profile().device.num_comp_vectors);
         // SAFETY: eventfd has no memory preconditions.
-        ctx.async_fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        ctx.async_fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_SEMAPHORE) };
         // SAFETY: as above.
         ctx.cmd_fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
         let p: *mut ibv_context = ctx;
-        self.contexts.insert(key(p), Context { c, handle, device: i });
+        self.contexts.insert(key(p), Context { c, handle, device: i, events: Default::default() });
         Ok(p)
     }
 
@@ -335,7 +337,8 @@ pub unsafe extern "C" fn ibv_query_port(
     port_num: u8,
     port_attr: *mut _compat_ibv_port_attr,
 ) -> c_int {
-    query_port_into(context, port_num, port_attr.cast(), std::mem::size_of::<_compat_ibv_port_attr>())
+    // The compat struct is ibv_port_attr up to `flags`.
+    query_port_into(context, port_num, port_attr.cast(), std::mem::offset_of!(ibv_port_attr, port_cap_flags2))
 }
 
 /// `verbs_context.query_port`, which the header's `ibv_query_port` calls.

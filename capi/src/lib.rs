@@ -16,6 +16,7 @@
 
 mod device;
 mod errno;
+mod events;
 mod misc;
 mod mr;
 mod qpx;

@@ -218,6 +218,7 @@ impl Shim {
 
     /// After work that may complete: an armed CQ with completions fires its channel once.
     pub(crate) fn notify(&mut self) {
+        self.collect_events();
         for c in self.cqs.values_mut().filter(|c| c.armed) {
             if let Ok(v) = self.sim.poll_cq(&c.cq, usize::MAX) {
                 c.taken.extend(v);

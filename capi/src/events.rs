@@ -1,0 +1,75 @@
+//! Asynchronous events: the simulator's events of a context, queued behind its `async_fd`.
+
+use std::ffi::c_int;
+use std::ptr;
+
+use mlx5_dv::{Contexts, event_type};
+use rdma_sys::*;
+
+use crate::errno::minus_one;
+use crate::state::{Shim, key, with};
+
+impl Shim {
+    /// Move the simulator's pending events of every context behind the contexts' fds.
+    pub(crate) fn collect_events(&mut self) {
+        let handles: Vec<(usize, mlx5_dv::ContextHandle)> = self.contexts.iter().map(|(k, c)| (*k, c.handle)).collect();
+        for (k, h) in handles {
+            while let Ok(Some(ev)) = self.sim.get_async_event(h) {
+                let element = match ev.event_type {
+                    event_type::CQ_ERR => {
+                        ev.cq.and_then(|cq| self.cqs.iter().find(|(_, c)| c.cq.handle == cq)).map_or(0, |(k, _)| *k as u64)
+                    }
+                    1..=7 | 16 => ev
+                        .qp_num
+                        .and_then(|n| self.qps.iter().find(|(_, q)| q.qp.qp_num == n))
+                        .map_or(0, |(k, _)| *k as u64),
+                    // Port events name port 1, the simulated devices' only port.
+                    _ => 1,
+                };
+                if let Some(c) = self.contexts.get_mut(&k) {
+                    c.events.push_back((ev.event_type, element));
+                    let one: u64 = 1;
+                    // SAFETY: the context's eventfd; an 8-byte write.
+                    unsafe { libc::write(c.c.context.async_fd, ptr::from_ref(&one).cast(), 8) };
+                }
+            }
+        }
+    }
+}
+
+/// `ibv_get_async_event`: waits on the context's fd (unless the program made it
+/// non-blocking: then -1 with EAGAIN when no event waits).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_get_async_event(context: *mut ibv_context, event: *mut ibv_async_event) -> c_int {
+    let fd = with(
+        |_| -1,
+        |s| {
+            s.collect_events();
+            s.contexts.get(&key(context)).map_or(-1, |c| c.c.context.async_fd)
+        },
+    );
+    if fd < 0 || event.is_null() {
+        return minus_one(libc::EINVAL);
+    }
+    let mut v: u64 = 0;
+    // SAFETY: an 8-byte read of the eventfd, outside the lock (it may block).
+    if unsafe { libc::read(fd, ptr::from_mut(&mut v).cast(), 8) } != 8 {
+        return -1;
+    }
+    with(minus_one, |s| {
+        let Some((t, element)) = s.contexts.get_mut(&key(context)).and_then(|c| c.events.pop_front()) else {
+            return minus_one(libc::EAGAIN);
+        };
+        // SAFETY: the caller's event; the union is 8 bytes and event_type a C enum (u32).
+        unsafe {
+            ptr::write_bytes(event, 0, 1);
+            ptr::addr_of_mut!((*event).element).cast::<u64>().write(element);
+            ptr::addr_of_mut!((*event).event_type).cast::<u32>().write(t);
+        }
+        0
+    })
+}
+
+/// `ibv_ack_async_event`: nothing to release.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_ack_async_event(_event: *mut ibv_async_event) {}
