@@ -7,6 +7,8 @@
 #   make fuzz      each fuzz target for FUZZ_SECONDS (cargo-fuzz, nightly)
 #   make bench-icount  instructions per operation of each benchmark scenario, under callgrind
 #                  (repeatable where wall-clock time on a shared machine is not; installs valgrind)
+#   make shim      target/shim/libibverbs.so.1 and libmlx5.so.1: C programs on the simulator
+#   make test-shim the shim's tests: the ABI, C programs, ibverbs-utils, pyverbs, the hw backend
 
 CARGO ?= cargo
 # What the hw backend (rdma-sys and the mlx5dv bindings) needs to build and run its tests.
@@ -15,8 +17,10 @@ HW_PACKAGES := libibverbs-dev librdmacm-dev libclang-dev pkg-config
 HTML_PACKAGES := chromium
 # What bench-icount counts instructions with.
 ICOUNT_PACKAGES := valgrind
+# What the shim's tests run: the installed rdma-core's tools and Python bindings.
+SHIM_PACKAGES := ibverbs-utils python3-pyverbs binutils
 
-.PHONY: run test test-sim lint deps bench bench-icount clean traces fuzz
+.PHONY: run test test-sim test-shim shim lint deps bench bench-icount clean traces fuzz
 
 run:
 	$(CARGO) run --release --quiet -p mlx5-conformance -- run --backend sim --profile all --format table
@@ -24,6 +28,8 @@ run:
 test: deps lint
 	$(CARGO) test --workspace --all-features --all-targets
 	$(CARGO) test --workspace --all-features --doc
+	# The C ABI over the debug build the tests just made (and its hw-featured CLI).
+	bash capi/tests/run.sh debug
 	# The CLI built without the hw backend reports hw as skipped, never as passed.
 	$(CARGO) test -p mlx5-conformance --test hw_cli
 
@@ -36,7 +42,7 @@ lint: deps
 
 deps:
 	@missing=""; \
-	for p in $(HW_PACKAGES) $(HTML_PACKAGES); do \
+	for p in $(HW_PACKAGES) $(HTML_PACKAGES) $(SHIM_PACKAGES); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
@@ -52,6 +58,17 @@ deps:
 
 bench:
 	$(CARGO) bench -p mlx5-sim
+	$(CARGO) bench -p mlx5-capi
+
+# The simulator behind the C ABI, in target/shim (README: "Your own program on the simulator").
+shim: deps
+	$(CARGO) build --release -p mlx5-capi
+	bash capi/abi/link.sh release
+
+test-shim: deps
+	$(CARGO) build -p mlx5-capi
+	$(CARGO) build -p mlx5-conformance --features hw
+	bash capi/tests/run.sh debug
 
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := mailbox calls profile_toml trace_replay

@@ -16,9 +16,10 @@ impl Shim {
         for (k, h) in handles {
             while let Ok(Some(ev)) = self.sim.get_async_event(h) {
                 let element = match ev.event_type {
-                    event_type::CQ_ERR => {
-                        ev.cq.and_then(|cq| self.cqs.iter().find(|(_, c)| c.cq.handle == cq)).map_or(0, |(k, _)| *k as u64)
-                    }
+                    event_type::CQ_ERR => ev
+                        .cq
+                        .and_then(|cq| self.cqs.iter().find(|(_, c)| c.cq.handle == cq))
+                        .map_or(0, |(k, _)| *k as u64),
                     1..=7 | 16 => ev
                         .qp_num
                         .and_then(|n| self.qps.iter().find(|(_, q)| q.qp.qp_num == n))

@@ -14,13 +14,13 @@
 
 #![allow(clippy::missing_safety_doc)] // each C function's contract is its man page's
 
-mod device;
+pub mod device;
 mod errno;
-mod events;
-mod misc;
-mod mr;
-mod qpx;
-mod queue;
+pub mod events;
+pub mod misc;
+pub mod mr;
+pub mod qpx;
+pub mod queue;
 mod state;
 
 pub use state::{Shim, shim};

@@ -126,7 +126,10 @@ unsafe extern "C" fn wr_complete(qpx: *mut ibv_qp_ex) -> c_int {
             s.notify();
             match r {
                 Ok(()) => 0,
-                Err(e) => e.errno(),
+                Err(e) => {
+                    s.collect_events();
+                    e.errno()
+                }
             }
         },
     )

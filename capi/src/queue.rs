@@ -200,25 +200,35 @@ impl Shim {
             write_wc(&w, unsafe { &mut *wc.add(n) });
             n += 1;
         }
+        let mut errors = false;
         if n < max {
             match self.sim.poll_cq(&c.cq, max - n) {
                 Ok(v) => {
                     for w in &v {
+                        errors |= w.status != 0;
                         // SAFETY: as above; the simulator returns at most `max - n`.
                         write_wc(w, unsafe { &mut *wc.add(n) });
                         n += 1;
                     }
                 }
-                Err(_) if n == 0 => return -1,
-                Err(_) => {}
+                Err(_) => {
+                    self.collect_events();
+                    if n == 0 {
+                        return -1;
+                    }
+                }
             }
+        }
+        if errors {
+            self.collect_events();
         }
         c_int::try_from(n).unwrap_or(c_int::MAX)
     }
 
     /// After work that may complete: an armed CQ with completions fires its channel once.
+    /// (Asynchronous events are collected where they can arise without a cheap sign: state
+    /// changes, error completions, failed posts, and `ibv_get_async_event` itself.)
     pub(crate) fn notify(&mut self) {
-        self.collect_events();
         for c in self.cqs.values_mut().filter(|c| c.armed) {
             if let Ok(v) = self.sim.poll_cq(&c.cq, usize::MAX) {
                 c.taken.extend(v);
@@ -331,6 +341,7 @@ impl Shim {
                     merge_attr(&mut q.attr, attr, mask);
                     q.c.ex.qp_base.state = attr.qp_state;
                 }
+                self.collect_events();
                 self.notify();
                 0
             }
@@ -352,6 +363,7 @@ impl Shim {
                     unsafe { *bad = wr };
                 }
                 ret = e;
+                self.collect_events();
                 break;
             }
             wr = w.next;
@@ -375,6 +387,7 @@ impl Shim {
                     unsafe { *bad = wr };
                 }
                 ret = e;
+                self.collect_events();
                 break;
             }
             wr = w.next;
