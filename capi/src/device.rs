@@ -28,13 +28,6 @@ pub(crate) struct Context {
     pub(crate) events: std::collections::VecDeque<(u32, u64)>,
 }
 
-/// A completion channel: its fd becomes readable when an armed CQ gets a completion.
-pub(crate) struct Channel {
-    pub(crate) c: Box<ibv_comp_channel>,
-    /// CQs whose completion event is not yet read, in order.
-    pub(crate) fired: std::collections::VecDeque<usize>,
-}
-
 /// The vendor id of every mlx5 device (Mellanox's PCI vendor id).
 const MLX5_VENDOR_ID: u32 = 0x02c9;
 

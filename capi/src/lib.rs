@@ -14,6 +14,7 @@
 
 #![allow(clippy::missing_safety_doc)] // each C function's contract is its man page's
 
+pub mod ah;
 pub mod device;
 mod errno;
 pub mod events;

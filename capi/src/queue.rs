@@ -12,7 +12,7 @@ use mlx5_dv::{
 };
 use rdma_sys::*;
 
-use crate::errno::{code, minus_one, null};
+use crate::errno::{code, null};
 use crate::qpx::QpC;
 use crate::state::{Shim, key, with};
 
@@ -617,91 +617,6 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
                     0
                 }
                 Err(e) => code(&e),
-            }
-        },
-    )
-}
-
-/// `ibv_create_comp_channel`: its fd is an eventfd, readable while events wait.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ibv_create_comp_channel(context: *mut ibv_context) -> *mut ibv_comp_channel {
-    with(null, |s| {
-        if s.context(context).is_err() {
-            return null(libc::EINVAL);
-        }
-        // SAFETY: eventfd has no memory preconditions.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_SEMAPHORE) };
-        if fd < 0 {
-            return null(libc::EMFILE);
-        }
-        let mut c = Box::new(ibv_comp_channel { context, fd, refcnt: 0 });
-        let p: *mut ibv_comp_channel = &mut *c;
-        s.channels.insert(key(p), crate::device::Channel { c, fired: VecDeque::new() });
-        p
-    })
-}
-
-/// `ibv_destroy_comp_channel`: EBUSY while a CQ uses it.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ibv_destroy_comp_channel(channel: *mut ibv_comp_channel) -> c_int {
-    with(minus_one, |s| {
-        if s.cqs.values().any(|c| ptr::eq(c.c.channel, channel)) {
-            return minus_one(libc::EBUSY);
-        }
-        match s.channels.remove(&key(channel)) {
-            Some(ch) => {
-                // SAFETY: the channel's own fd, closed once.
-                unsafe { libc::close(ch.c.fd) };
-                0
-            }
-            None => minus_one(libc::EINVAL),
-        }
-    })
-}
-
-/// `ibv_get_cq_event`: waits (unless the program made the fd non-blocking) for the next CQ
-/// event of the channel.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ibv_get_cq_event(
-    channel: *mut ibv_comp_channel,
-    cq: *mut *mut ibv_cq,
-    cq_context: *mut *mut c_void,
-) -> c_int {
-    let fd = with(|_| -1, |s| s.channels.get(&key(channel)).map_or(-1, |c| c.c.fd));
-    if fd < 0 || cq.is_null() || cq_context.is_null() {
-        return minus_one(libc::EINVAL);
-    }
-    let mut v: u64 = 0;
-    // SAFETY: an 8-byte read of the eventfd, outside the lock (it may block).
-    if unsafe { libc::read(fd, ptr::from_mut(&mut v).cast(), 8) } != 8 {
-        return -1;
-    }
-    with(minus_one, |s| {
-        let Some(k) = s.channels.get_mut(&key(channel)).and_then(|c| c.fired.pop_front()) else {
-            return minus_one(libc::EAGAIN);
-        };
-        match s.cqs.get_mut(&k) {
-            Some(c) => {
-                // SAFETY: the caller's out-parameters.
-                unsafe {
-                    *cq = &mut *c.c;
-                    *cq_context = c.c.cq_context;
-                }
-                0
-            }
-            None => minus_one(libc::EAGAIN),
-        }
-    })
-}
-
-/// `ibv_ack_cq_events`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ibv_ack_cq_events(cq: *mut ibv_cq, nevents: u32) {
-    with(
-        |_| (),
-        |s| {
-            if let Some(c) = s.cqs.get_mut(&key(cq)) {
-                c.c.comp_events_completed = c.c.comp_events_completed.wrapping_add(nevents);
             }
         },
     )

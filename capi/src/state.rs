@@ -10,7 +10,8 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use mlx5_sim::{Profile, ShippedProfiles, Simulator};
 
-use crate::device::{Channel, Context, Device};
+use crate::device::{Context, Device};
+use crate::events::Channel;
 use crate::mr::{ExternalMemory, Mkey, Mr, Pd};
 use crate::queue::{Cq, Qp};
 
@@ -25,6 +26,7 @@ pub struct Shim {
     pub(crate) mkeys: BTreeMap<usize, Mkey>,
     pub(crate) cqs: BTreeMap<usize, Cq>,
     pub(crate) qps: BTreeMap<usize, Qp>,
+    pub(crate) ahs: BTreeMap<usize, Box<rdma_sys::ibv_ah>>,
     pub(crate) memory: ExternalMemory,
 }
 
@@ -53,6 +55,7 @@ impl Shim {
             mkeys: BTreeMap::new(),
             cqs: BTreeMap::new(),
             qps: BTreeMap::new(),
+            ahs: BTreeMap::new(),
             memory: ExternalMemory::default(),
         };
         shim.devices = Device::enumerate(&mut shim.sim).map_err(|e| e.to_string())?;

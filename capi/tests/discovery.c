@@ -49,6 +49,22 @@ int main(void)
 	CHECK_EQ(ibv_query_pkey(ctx, 1, 0, &pkey), 0, "ibv_query_pkey");
 	CHECK_EQ(ntohs(pkey), 0xffff, "default P_Key");
 
+	struct ibv_pd *apd = ibv_alloc_pd(ctx);
+	CHECK(apd, "ibv_alloc_pd");
+	struct ibv_ah_attr ah_attr = { .port_num = 1, .dlid = port.lid };
+	if (port.link_layer == IBV_LINK_LAYER_ETHERNET) {
+		struct ibv_ah *bad = ibv_create_ah(apd, &ah_attr);
+		CHECK(!bad && errno == EINVAL, "a RoCE AH without a GRH is EINVAL");
+		ah_attr.is_global = 1;
+		ah_attr.grh.dgid = gid;
+		ah_attr.grh.sgid_index = 1;
+		ah_attr.grh.hop_limit = 1;
+	}
+	struct ibv_ah *ah = ibv_create_ah(apd, &ah_attr);
+	CHECK(ah, "ibv_create_ah: %s", strerror(errno));
+	CHECK_EQ(ibv_destroy_ah(ah), 0, "ibv_destroy_ah");
+	CHECK_EQ(ibv_dealloc_pd(apd), 0, "ibv_dealloc_pd");
+
 	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
 	CHECK(ch && ch->fd >= 0, "ibv_create_comp_channel");
 	CHECK_EQ(ibv_destroy_comp_channel(ch), 0, "ibv_destroy_comp_channel");

@@ -33,7 +33,7 @@ done
 echo "C programs (capi/tests/*.c), built against the installed headers"
 for src in capi/tests/*.c; do
   name=$(basename "$src" .c)
-  if ! cc -Wall -Werror -O1 "$src" -o "$bin/$name" -libverbs -lmlx5; then
+  if ! cc -Wall -Werror -O1 "$src" -o "$bin/$name" -libverbs -lmlx5 -lpthread; then
     fail "$name does not build"
     continue
   fi
