@@ -15,6 +15,9 @@
 #![allow(clippy::missing_safety_doc)] // each C function's contract is its man page's
 
 mod device;
+mod dv;
+mod dv_crypto;
+mod dv_devx;
 mod errno;
 mod misc;
 mod mr;

@@ -26,6 +26,8 @@ pub struct Shim {
     pub(crate) cqs: BTreeMap<usize, Cq>,
     pub(crate) qps: BTreeMap<usize, Qp>,
     pub(crate) memory: ExternalMemory,
+    /// The crypto and DEVX objects (`crate::dv`).
+    pub(crate) dv: crate::dv::DvObjects,
 }
 
 /// The profile the environment asks for: `MLX5SIM_PROFILE` names a shipped profile or a TOML
@@ -54,6 +56,7 @@ impl Shim {
             cqs: BTreeMap::new(),
             qps: BTreeMap::new(),
             memory: ExternalMemory::default(),
+            dv: Default::default(),
         };
         shim.devices = Device::enumerate(&mut shim.sim).map_err(|e| e.to_string())?;
         Ok(shim)
