@@ -4,7 +4,7 @@
 //! [`crate::dv_devx`]) are kept in [`DvObjects`].
 
 use std::collections::BTreeMap;
-use std::ffi::{CStr, c_char, c_int};
+use std::ffi::{CStr, c_char, c_int, c_void};
 use std::ptr::{self, addr_of_mut};
 
 use mlx5_dv::{AccessFlags, Contexts, Devx, Memory, Queues};
@@ -347,4 +347,34 @@ fn vfio_device(name: &str) -> Box<ibv_device> {
         *d = b as c_char;
     }
     c
+}
+
+/// `_mlx5dv_query_port` (the header's `mlx5dv_query_port`): EINVAL for a port the device does
+/// not have; otherwise `info_len` zero bytes. The kernel fills the vport fields only when the
+/// e-switch is in switchdev (offloads) mode and copies a zeroed `struct mlx5_ib_uapi_query_port`
+/// otherwise (flags 0: no field valid); the simulated NIC is a NIC in legacy mode.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn _mlx5dv_query_port(
+    context: *mut ibv_context,
+    port_num: u32,
+    info: *mut c_void,
+    info_len: usize,
+) -> c_int {
+    let Ok(port) = u8::try_from(port_num) else { return libc::EINVAL };
+    with(
+        |e| e,
+        |s| {
+            if let Err(e) = s.port(context, port) {
+                return e;
+            }
+            if info.is_null() && info_len > 0 {
+                return libc::EFAULT;
+            }
+            if info_len > 0 {
+                // SAFETY: the caller's struct of info_len bytes.
+                unsafe { ptr::write_bytes(info.cast::<u8>(), 0, info_len) };
+            }
+            0
+        },
+    )
 }

@@ -444,9 +444,10 @@ pub unsafe extern "C" fn mlx5dv_devx_umem_reg(
     with(null, |s| s.umem_reg(context, addr, size, access).unwrap_or_else(null))
 }
 
-/// `mlx5dv_devx_umem_reg_ex`: as `mlx5dv_devx_umem_reg`; a dma-buf umem
-/// (`MLX5DV_UMEM_MASK_DMABUF`) is EOPNOTSUPP, the simulator having no importer of a
-/// program's dma-buf; the page-size bitmap is not modelled.
+/// `mlx5dv_devx_umem_reg_ex`: as `mlx5dv_devx_umem_reg`; EOPNOTSUPP for an unknown
+/// comp_mask bit; a dma-buf umem (`MLX5DV_UMEM_MASK_DMABUF`) is EBADF for fd -1, as in the
+/// provider, and otherwise EOPNOTSUPP, the simulator having no importer of a program's
+/// dma-buf. The page-size bitmap is not modelled.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mlx5dv_devx_umem_reg_ex(
     context: *mut ibv_context,
@@ -457,8 +458,13 @@ pub unsafe extern "C" fn mlx5dv_devx_umem_reg_ex(
     }
     // SAFETY: the caller's attributes.
     let u = unsafe { &*umem_in };
-    if u.comp_mask != 0 {
+    const DMABUF: u64 = 1 << 0;
+    if u.comp_mask & !DMABUF != 0 {
         return null(libc::EOPNOTSUPP);
+    }
+    if u.comp_mask & DMABUF != 0 {
+        // The provider refuses fd -1 itself; any other fd would need a dma-buf importer.
+        return null(if u.dmabuf_fd == -1 { libc::EBADF } else { libc::EOPNOTSUPP });
     }
     with(null, |s| s.umem_reg(context, u.addr, u.size, u.access).unwrap_or_else(null))
 }

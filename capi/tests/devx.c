@@ -40,6 +40,10 @@ static void query_device(struct ibv_context *ctx)
 	struct mlx5dv_context none = { .comp_mask = 0 };
 	CHECK(mlx5dv_query_device(ctx, &none) == 0 && none.comp_mask == 0, "nothing asked: comp_mask 0");
 	PASS("mlx5dv_query_device: version 0, CQE_V1, requested parts echoed");
+	struct mlx5dv_port port;
+	CHECK_EQ(mlx5dv_query_port(ctx, 1, &port), 0, "mlx5dv_query_port(1)");
+	CHECK(mlx5dv_query_port(ctx, 200, &port) != 0, "mlx5dv_query_port of a port the device lacks fails");
+	PASS("mlx5dv_query_port");
 }
 
 static void commands(struct ibv_context *ctx, struct ibv_pd *pd)
