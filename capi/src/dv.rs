@@ -65,7 +65,7 @@ impl Shim {
     /// requested part names are written, so a program built against an older (shorter)
     /// `struct mlx5dv_context` is never written past its end.
     fn dv_query_device(&mut self, ctx: *const ibv_context, out: *mut mlx5dv_context) -> c_int {
-        let Ok(h) = self.context(ctx).map(|c| c.handle) else { return libc::EINVAL };
+        let Ok(h) = self.ctx_handle(ctx) else { return libc::EINVAL };
         // SAFETY: the caller's struct; comp_mask is an input.
         let asked = unsafe { (*out).comp_mask };
         let q = match self.sim.query_device(h, asked) {
@@ -154,10 +154,10 @@ impl Shim {
         }
     }
 
-    /// The PD handle and context key of a program's PD.
-    pub(crate) fn pd_and_context(&self, pd: *const ibv_pd) -> Result<(mlx5_dv::PdHandle, *mut ibv_context), c_int> {
-        let p = self.pd(pd)?;
-        Ok((p.handle, p.c.context))
+    /// The context handle behind a program's `ibv_context`; EINVAL for one the shim did not
+    /// open.
+    pub(crate) fn ctx_handle(&self, ctx: *const ibv_context) -> Result<mlx5_dv::ContextHandle, c_int> {
+        self.context(ctx).map(|c| c.handle)
     }
 }
 
@@ -214,7 +214,7 @@ fn reg_dmabuf(
     mlx5_access: Option<c_int>,
 ) -> *mut ibv_mr {
     with(null, |s| {
-        let Ok((h, _)) = s.pd_and_context(pd) else { return null(libc::EINVAL) };
+        let Ok(h) = s.pd(pd).map(|p| p.handle) else { return null(libc::EINVAL) };
         let Ok(len) = u64::try_from(length) else { return null(libc::EINVAL) };
         let acc = AccessFlags::from_bits_retain(access as u32);
         let r = match mlx5_access {
@@ -269,7 +269,7 @@ pub unsafe extern "C" fn mlx5dv_get_data_direct_sysfs_path(
     with(
         |e| e,
         |s| {
-            let Ok(h) = s.context(context).map(|c| c.handle) else { return libc::EINVAL };
+            let Ok(h) = s.ctx_handle(context) else { return libc::EINVAL };
             let path = match s.sim.get_data_direct_sysfs_path(h, buf_len) {
                 Ok(p) => p,
                 Err(e) => return code(&e),

@@ -45,16 +45,14 @@ impl Shim {
         self.dv.deks.get(&key(dek)).map(|d| d.handle).ok_or(libc::EINVAL)
     }
 
+    /// The login object behind a program's `mlx5dv_crypto_login_obj` pointer.
     fn login_obj(&self, login: *const mlx5dv_crypto_login_obj) -> Result<CryptoLoginHandle, c_int> {
         self.dv.logins.get(&key(login)).map(|l| l.handle).ok_or(libc::EINVAL)
     }
 
-    fn context_handle(&self, ctx: *const ibv_context) -> Result<mlx5_dv::ContextHandle, c_int> {
-        self.context(ctx).map(|c| c.handle)
-    }
-
+    /// `mlx5dv_dek_create`: the PD and login object resolved, then the trait call.
     fn dek_create(&mut self, ctx: *mut ibv_context, a: &mlx5dv_dek_init_attr) -> Result<*mut mlx5dv_dek, c_int> {
-        let h = self.context_handle(ctx)?;
+        let h = self.ctx_handle(ctx)?;
         let pd = self.pd(a.pd.cast())?.handle;
         // crypto_login is read only with its comp_mask bit, as the provider reads it.
         let crypto_login = if a.comp_mask & crypto::DEK_INIT_ATTR_CRYPTO_LOGIN != 0 && !a.crypto_login.is_null() {
@@ -101,7 +99,7 @@ pub unsafe extern "C" fn mlx5dv_crypto_login(
     with(
         |e| e,
         |s| {
-            let Ok(h) = s.context_handle(context) else { return libc::EINVAL };
+            let Ok(h) = s.ctx_handle(context) else { return libc::EINVAL };
             match s.sim.crypto_login(h, &attr) {
                 Ok(()) => 0,
                 Err(e) => code(&e),
@@ -119,7 +117,7 @@ pub unsafe extern "C" fn mlx5dv_crypto_login_query_state(context: *mut ibv_conte
     with(
         |e| e,
         |s| {
-            let Ok(h) = s.context_handle(context) else { return libc::EINVAL };
+            let Ok(h) = s.ctx_handle(context) else { return libc::EINVAL };
             match s.sim.crypto_login_query_state(h) {
                 Ok(st) => {
                     // SAFETY: the caller's out-parameter (an enum, 4 bytes).
@@ -138,7 +136,7 @@ pub unsafe extern "C" fn mlx5dv_crypto_logout(context: *mut ibv_context) -> c_in
     with(
         |e| e,
         |s| {
-            let Ok(h) = s.context_handle(context) else { return libc::EINVAL };
+            let Ok(h) = s.ctx_handle(context) else { return libc::EINVAL };
             match s.sim.crypto_logout(h) {
                 Ok(()) => 0,
                 Err(e) => code(&e),
@@ -176,7 +174,7 @@ pub unsafe extern "C" fn mlx5dv_crypto_login_create(
         comp_mask: a.comp_mask,
     };
     with(null, |s| {
-        let Ok(h) = s.context_handle(context) else { return null(libc::EINVAL) };
+        let Ok(h) = s.ctx_handle(context) else { return null(libc::EINVAL) };
         match s.sim.crypto_login_create(h, &attr) {
             Ok(handle) => {
                 let mut c = Box::new(0u64);

@@ -41,6 +41,7 @@ impl Pages {
 }
 
 impl Drop for Pages {
+    /// Free the pages.
     fn drop(&mut self) {
         // SAFETY: allocated in `new` with this layout, freed once.
         unsafe { std::alloc::dealloc(self.ptr, self.layout) };
@@ -133,14 +134,12 @@ fn check_out(out: *mut c_void, len: usize) -> Result<(), c_int> {
 }
 
 impl Shim {
-    fn ctx_handle(&self, ctx: *const ibv_context) -> Result<mlx5_dv::ContextHandle, c_int> {
-        self.context(ctx).map(|c| c.handle)
-    }
-
+    /// The DEVX object behind a program's `mlx5dv_devx_obj`.
     fn devx_obj(&self, obj: *const mlx5dv_devx_obj) -> Result<DevxObjHandle, c_int> {
         self.dv.devx_objs.get(&key(obj)).map(|o| o.handle).ok_or(libc::EINVAL)
     }
 
+    /// `mlx5dv_devx_alloc_uar` with a page of the shim's behind the C struct.
     fn alloc_uar(&mut self, ctx: *mut ibv_context, flags: u32) -> Result<*mut mlx5dv_devx_uar, c_int> {
         let h = self.ctx_handle(ctx)?;
         let uar = self.sim.devx_alloc_uar(h, flags).map_err(|e| e.errno())?;
@@ -168,6 +167,7 @@ impl Shim {
         Ok(p)
     }
 
+    /// `mlx5dv_devx_umem_reg` over the program's bytes.
     fn umem_reg(
         &mut self,
         ctx: *mut ibv_context,
@@ -205,6 +205,7 @@ impl Shim {
         Ok(p)
     }
 
+    /// `mlx5dv_devx_umem_dereg`, unmapping the pages the shim mapped for the umem.
     fn umem_dereg(&mut self, umem: *mut mlx5dv_devx_umem) -> c_int {
         let Some(u) = self.dv.umems.get(&key(umem)) else { return libc::EINVAL };
         if let Err(e) = self.sim.devx_umem_dereg(&u.umem) {
@@ -218,6 +219,7 @@ impl Shim {
         0
     }
 
+    /// `mlx5dv_devx_create_eq` with a copy of the ring behind `vaddr`.
     fn create_eq(
         &mut self,
         ctx: *mut ibv_context,
