@@ -162,6 +162,8 @@ impl Shim {
 }
 
 /// `mlx5dv_query_device`: EOPNOTSUPP on a VFIO context, as the VFIO provider has no entry.
+/// Parts newer than rdma-core 44's `struct mlx5dv_context` (MAX_DC_RD_ATOM, REG_C0,
+/// OOO_RECV_WRS) are never echoed, so their fields, past the 44 layout, are never written.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mlx5dv_query_device(ctx_in: *mut ibv_context, attrs_out: *mut mlx5dv_context) -> c_int {
     if attrs_out.is_null() {
