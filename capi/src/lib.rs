@@ -16,6 +16,9 @@
 
 pub mod ah;
 pub mod device;
+pub mod dv;
+pub mod dv_crypto;
+pub mod dv_devx;
 mod errno;
 pub mod events;
 pub mod misc;

@@ -50,6 +50,7 @@ impl QpC {
             d.wr_set_mkey_layout_list = Some(wr_set_mkey_layout_list);
             d.wr_set_mkey_layout_interleaved = Some(wr_set_mkey_layout_interleaved);
             d.wr_set_mkey_sig_block = Some(wr_set_mkey_sig_block);
+            d.wr_set_mkey_crypto = Some(crate::dv_crypto::wr_set_mkey_crypto);
             d.wr_mr_list = Some(wr_mr_list);
             d.wr_mr_interleaved = Some(wr_mr_interleaved);
         }

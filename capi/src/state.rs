@@ -28,6 +28,8 @@ pub struct Shim {
     pub(crate) qps: BTreeMap<usize, Qp>,
     pub(crate) ahs: BTreeMap<usize, Box<rdma_sys::ibv_ah>>,
     pub(crate) memory: ExternalMemory,
+    /// The crypto and DEVX objects (`crate::dv`).
+    pub(crate) dv: crate::dv::DvObjects,
 }
 
 /// The profile the environment asks for: `MLX5SIM_PROFILE` names a shipped profile or a TOML
@@ -57,6 +59,7 @@ impl Shim {
             qps: BTreeMap::new(),
             ahs: BTreeMap::new(),
             memory: ExternalMemory::default(),
+            dv: Default::default(),
         };
         shim.devices = Device::enumerate(&mut shim.sim).map_err(|e| e.to_string())?;
         Ok(shim)
