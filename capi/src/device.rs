@@ -23,7 +23,8 @@ pub(crate) struct Device {
 pub(crate) struct Context {
     pub(crate) c: Box<verbs_context>,
     pub(crate) handle: ContextHandle,
-    pub(crate) device: usize,
+    /// The index of its kernel device; `None` for a VFIO function.
+    pub(crate) device: Option<usize>,
     /// Asynchronous events not yet read: (event type, the union's value).
     pub(crate) events: std::collections::VecDeque<(u32, u64)>,
 }
@@ -72,8 +73,14 @@ impl Shim {
     }
 
     fn open(&mut self, dev: *mut ibv_device, attr: Option<&ContextAttr>) -> Result<*mut ibv_context, c_int> {
-        let i = self.device_index(dev).ok_or(libc::ENODEV)?;
-        let name = self.devices[i].name.clone();
+        // A kernel device of the list, or a VFIO function of mlx5dv_get_vfio_device_list.
+        let (name, i) = match self.device_index(dev) {
+            Some(i) => (self.devices[i].name.clone(), Some(i)),
+            None => {
+                let vfio = self.dv.vfio_devices.iter().find(|(_, d)| ptr::eq(&***d, dev));
+                (vfio.ok_or(libc::ENODEV)?.0.clone(), None)
+            }
+        };
         let handle = match attr {
             Some(a) => self.sim.open_device(&name, Some(a)),
             None => self.sim.open_ibv_device(&name),
@@ -125,7 +132,8 @@ impl Shim {
             Ok(c) => c,
             Err(e) => return e,
         };
-        let dev = &self.devices[c.device];
+        // The VFIO provider answers device queries through DEVX commands only.
+        let Some(dev) = c.device.and_then(|i| self.devices.get(i)) else { return libc::EOPNOTSUPP };
         let p = self.sim.profile();
         // SAFETY: plain data.
         *attr = unsafe { std::mem::zeroed() };

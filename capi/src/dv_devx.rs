@@ -15,7 +15,7 @@ use std::ffi::{c_int, c_void};
 use std::ptr;
 
 use mlx5_dv::Devx as _;
-use mlx5_dv::{AccessFlags, Buf, DevxEq, DevxObjHandle, DevxUar, DevxUmem, Error, Memory, MsiVector};
+use mlx5_dv::{AccessFlags, DevxEq, DevxObjHandle, DevxUar, DevxUmem, Error, Memory, MsiVector};
 use mlx5_hw::sys::mlx5dv::{
     mlx5dv_devx_eq, mlx5dv_devx_msi_vector, mlx5dv_devx_obj, mlx5dv_devx_uar, mlx5dv_devx_umem, mlx5dv_devx_umem_in,
 };
@@ -67,7 +67,8 @@ pub(crate) struct Uar {
 pub(crate) struct Umem {
     _c: Box<mlx5dv_devx_umem>,
     pub(crate) umem: DevxUmem,
-    mapped: Option<Buf>,
+    /// The start of the program's memory region holding it.
+    region: u64,
 }
 
 /// An MSI vector of a VFIO context.
@@ -181,40 +182,30 @@ impl Shim {
         }
         let start = addr as u64;
         let end = start.checked_add(size as u64).ok_or(libc::EINVAL)?;
-        // Map the program's pages unless an MR's mapping already holds them (then the
-        // simulator refuses the overlap and the umem lies inside that mapping).
-        let page_start = start & !(PAGE as u64 - 1);
-        let page_end = end.checked_next_multiple_of(PAGE as u64).ok_or(libc::EINVAL)?;
-        let len = usize::try_from(page_end - page_start).map_err(|_| libc::EINVAL)?;
-        // SAFETY: the program registers these bytes; their pages stay valid while the umem is
-        // registered, as mlx5dv_devx_umem_reg requires of the caller.
-        let mapped = unsafe { self.sim.register_memory(page_start as *mut u8, len) }.ok();
+        // The program's bytes, shared with any registration that already holds them.
+        let region = self.memory.map(&mut self.sim, start, end - start)?;
         let r = self.sim.devx_umem_reg(h, start, size as u64, AccessFlags::from_bits_retain(access));
         let umem = match r {
             Ok(u) => u,
             Err(e) => {
-                if let Some(b) = mapped {
-                    let _ = self.sim.free_buf(&b);
-                }
+                self.memory.unmap(&mut self.sim, region);
                 return Err(e.errno());
             }
         };
         let mut c = Box::new(mlx5dv_devx_umem { umem_id: umem.umem_id });
         let p: *mut mlx5dv_devx_umem = &mut *c;
-        self.dv.umems.insert(key(p), Umem { _c: c, umem, mapped });
+        self.dv.umems.insert(key(p), Umem { _c: c, umem, region });
         Ok(p)
     }
 
-    /// `mlx5dv_devx_umem_dereg`, unmapping the pages the shim mapped for the umem.
+    /// `mlx5dv_devx_umem_dereg`, releasing its hold on the program's memory region.
     fn umem_dereg(&mut self, umem: *mut mlx5dv_devx_umem) -> c_int {
         let Some(u) = self.dv.umems.get(&key(umem)) else { return libc::EINVAL };
         if let Err(e) = self.sim.devx_umem_dereg(&u.umem) {
             return code(&e);
         }
-        if let Some(u) = self.dv.umems.remove(&key(umem))
-            && let Some(b) = u.mapped
-        {
-            let _ = self.sim.free_buf(&b);
+        if let Some(u) = self.dv.umems.remove(&key(umem)) {
+            self.memory.unmap(&mut self.sim, u.region);
         }
         0
     }

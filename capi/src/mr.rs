@@ -28,7 +28,7 @@ pub(crate) struct Mr {
 /// An mlx5dv mkey.
 pub(crate) struct Mkey {
     /// The program's `mlx5dv_mkey`, kept at its address until `mlx5dv_destroy_mkey`.
-    _c: Box<mlx5dv_mkey>,
+    c: Box<mlx5dv_mkey>,
     pub(crate) mkey: mlx5_dv::Mkey,
 }
 
@@ -43,7 +43,7 @@ pub(crate) struct ExternalMemory {
 
 impl ExternalMemory {
     /// Map `[addr, addr + len)` if no region holds it yet; the holding region's start.
-    fn map(&mut self, sim: &mut mlx5_sim::Simulator, addr: u64, len: u64) -> Result<u64, c_int> {
+    pub(crate) fn map(&mut self, sim: &mut mlx5_sim::Simulator, addr: u64, len: u64) -> Result<u64, c_int> {
         let end = addr.checked_add(len).ok_or(libc::EINVAL)?;
         if let Some((&s, (e, _, n))) = self.regions.range_mut(..=addr).next_back()
             && *e >= end
@@ -68,7 +68,7 @@ impl ExternalMemory {
     }
 
     /// One MR in the region at `start` is gone; unmap the region after its last.
-    fn unmap(&mut self, sim: &mut mlx5_sim::Simulator, start: u64) {
+    pub(crate) fn unmap(&mut self, sim: &mut mlx5_sim::Simulator, start: u64) {
         let Some((_, buf, n)) = self.regions.get_mut(&start) else { return };
         *n = n.saturating_sub(1);
         if *n == 0 {
@@ -148,13 +148,16 @@ impl Shim {
         attr.max_entries = mkey.max_entries;
         let mut c = Box::new(mlx5dv_mkey { lkey: mkey.lkey, rkey: mkey.rkey });
         let p: *mut mlx5dv_mkey = &mut *c;
-        self.mkeys.insert(key(p), Mkey { _c: c, mkey });
+        self.mkeys.insert(key(p), Mkey { c, mkey });
         Ok(p)
     }
 
     /// The mkey behind a program's pointer.
+    /// The program may have set a new tag byte in the struct's keys (as libmlx5 reads them
+    /// at each UMR), so the keys are the struct's, not those of the create.
     pub(crate) fn mkey(&self, mkey: *const mlx5dv_mkey) -> Result<mlx5_dv::Mkey, c_int> {
-        self.mkeys.get(&key(mkey)).map(|m| m.mkey).ok_or(libc::EINVAL)
+        let m = self.mkeys.get(&key(mkey)).ok_or(libc::EINVAL)?;
+        Ok(mlx5_dv::Mkey { lkey: m.c.lkey, rkey: m.c.rkey, ..m.mkey })
     }
 }
 

@@ -65,7 +65,8 @@ if [ $rc = 0 ]; then pass "$out"; else fail "pyverbs (exit $rc): $out"; fi
 echo "the suite's hw backend over the shim"
 cli=target/$build/mlx5-conformance
 if [ -x "$cli" ]; then
-  if under_shim "$cli" run --backend hw --format table > "$bin/hw-suite.txt" 2>&1; then
+  # The default profile's VFIO function (sim/profiles/cx6dx.toml), so the VFIO cases run too.
+  if under_shim "$cli" run --backend hw --vfio-device 0000:08:00.0 --format table > "$bin/hw-suite.txt" 2>&1; then
     pass "mlx5-conformance run --backend hw: $(tail -1 "$bin/hw-suite.txt")"
   else
     fail "mlx5-conformance run --backend hw: $(grep -A2 '^   hw' "$bin/hw-suite.txt" | head -40; tail -1 "$bin/hw-suite.txt")"

@@ -1,7 +1,7 @@
 //! [`HwBackend`]: the trait over libibverbs and libmlx5.
 
 use std::collections::BTreeMap;
-use std::ffi::{CStr, CString, c_int};
+use std::ffi::{CStr, CString, c_char, c_int};
 use std::ptr;
 use std::sync::Arc;
 
@@ -67,8 +67,25 @@ pub(crate) fn missing(op: Op, name: &str) -> Error {
     Error::new(op, EOPNOTSUPP, format!("the installed libmlx5 has no {name}"))
 }
 
-fn read_sysfs(device: &str, file: &str) -> Option<String> {
-    std::fs::read_to_string(format!("/sys/class/infiniband/{device}/{file}")).ok().map(|s| s.trim().to_string())
+unsafe extern "C" {
+    /// libibverbs' reader of a device's sysfs attribute (exported since IBVERBS_1.0, not in
+    /// the public headers' bindings).
+    fn ibv_read_sysfs_file(dir: *const c_char, file: *const c_char, buf: *mut c_char, size: usize) -> c_int;
+}
+
+/// A sysfs attribute of `dev` read the way rdma-core's tools read it: through libibverbs, at
+/// the device's `ibdev_path`.
+fn read_sysfs(dev: *mut ibv_device, file: &str) -> Option<String> {
+    let file = CString::new(file).ok()?;
+    let mut buf = [0 as c_char; 256];
+    // SAFETY: dev is a device of the live list; ibdev_path is NUL-terminated; buf holds 256.
+    let n = unsafe { ibv_read_sysfs_file((*dev).ibdev_path.as_ptr(), file.as_ptr(), buf.as_mut_ptr(), buf.len()) };
+    if n <= 0 {
+        return None;
+    }
+    // SAFETY: a successful read leaves a NUL-terminated string in buf.
+    let s = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().trim().to_string();
+    (!s.is_empty()).then_some(s)
 }
 
 impl HwBackend {
@@ -197,7 +214,7 @@ impl HwBackend {
         };
         let name = dev.desc.name.clone();
         facts.insert("device".to_string(), name.clone());
-        if let Some(b) = read_sysfs(&name, "board_id") {
+        if let Some(b) = read_sysfs(dev.ptr, "board_id") {
             facts.insert("board_id".to_string(), b);
         }
         // SAFETY: dev.ptr is a device of the live list.
