@@ -104,6 +104,7 @@ bench-icount:
 	  fi; \
 	fi
 	$(CARGO) run --release --quiet -p mlx5-sim --example icount
+	$(CARGO) run --release --quiet -p mlx5-capi --example icount
 
 clean:
 	$(CARGO) clean
