@@ -11,7 +11,8 @@ bin=$shim/tests
 failures=0
 pass() { printf '  ok    %s\n' "$1"; }
 fail() { printf '  FAIL  %s\n' "$1"; failures=$((failures + 1)); }
-libdir=$(dirname "$(readlink -f "$(ldconfig -p | awk '/libibverbs.so.1 /{print $NF; exit}')")")
+# Where the installed rdma-core's libraries are, as the linker finds them.
+libdir=$(dirname "$(readlink -f "$(cc -print-file-name=libibverbs.so.1)")")
 under_shim() { LD_LIBRARY_PATH=$shim "$@"; }
 
 bash capi/abi/link.sh "$build" || { echo "linking the shim failed"; exit 1; }
