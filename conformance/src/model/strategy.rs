@@ -1,0 +1,354 @@
+//! The op strategies: what the state machine generates from a model's state.
+
+use std::sync::Arc;
+
+use mlx5_dv::{AccessFlags as A, MkeyInitFlags};
+use proptest::prelude::*;
+use proptest::sample::Index;
+
+use super::{Ent, IEnt, Key, Loc, Model, Op, St, Target, Wr};
+
+fn slot(n: usize) -> BoxedStrategy<usize> {
+    // One past the last slot is never generated: every op names an object that was made
+    // (a destroyed one is the stale handle under test).
+    (0..n.max(1)).boxed()
+}
+
+/// What the generators pick from: keys with the length they cover, MRs, mkeys, QPs.
+struct Pool {
+    keys: Vec<(Key, u32)>,
+    mrs: Vec<(usize, u32)>,
+    mkeys: Vec<usize>,
+    linked: Vec<usize>,
+    qps: usize,
+}
+
+impl Model {
+    fn pool(&self) -> Pool {
+        let mut keys = Vec::new();
+        let mut mrs = Vec::new();
+        for (i, m) in self.mrs.iter().enumerate() {
+            if let Some(m) = m {
+                let len = u32::try_from(m.len).unwrap_or(u32::MAX);
+                keys.push((Key::Mr(i), len));
+                mrs.push((i, len));
+            }
+        }
+        let mut mkeys = Vec::new();
+        for (i, m) in self.mkeys.iter().enumerate() {
+            if let Some(m) = m {
+                let len: u64 = m.layout.runs.iter().map(|r| r.2).sum();
+                keys.push((Key::Mkey(i), u32::try_from(len).unwrap_or(u32::MAX)));
+                mkeys.push(i);
+            }
+        }
+        let linked = (0..self.qps.len()).filter(|q| self.linked_or_err(*q)).collect();
+        Pool { keys, mrs, mkeys, linked, qps: self.qps.len() }
+    }
+
+    /// A QP worth posting on: in step with its peer, or in ERR.
+    fn linked_or_err(&self, qp: usize) -> bool {
+        let Some(Some(q)) = self.qps.get(qp) else { return false };
+        !q.unknown && (q.st == St::Err || q.bound.is_some())
+    }
+}
+
+fn loc(pool: &Arc<Pool>) -> BoxedStrategy<Loc> {
+    let p = Arc::clone(pool);
+    (any::<Index>(), 0u32..4096, 0u32..4096, 0u8..12)
+        .prop_map(move |(i, a, b, sel)| {
+            if p.keys.is_empty() || sel == 0 {
+                return Loc { key: Key::Bogus, off: a % 64, len: 1 + b % 64 };
+            }
+            let (key, len) = p.keys[i.index(p.keys.len())];
+            if sel == 1 {
+                // Across the end.
+                return Loc { key, off: len.saturating_sub(b % 8), len: 1 + b % 64 };
+            }
+            let l = len.max(1);
+            let off = a % l;
+            Loc { key, off, len: 1 + b % (l - off).clamp(1, 256) }
+        })
+        .boxed()
+}
+
+fn ent(pool: &Arc<Pool>) -> BoxedStrategy<Ent> {
+    let p = Arc::clone(pool);
+    (any::<Index>(), 0u32..4096, 0u32..4096)
+        .prop_map(move |(i, a, b)| {
+            let Some(&(mr, len)) = p.mrs.get(i.index(p.mrs.len().max(1))) else { return Ent::default() };
+            let l = len.max(1);
+            let off = a % l;
+            Ent { mr, off, len: 1 + b % (l - off).clamp(1, 128) }
+        })
+        .boxed()
+}
+
+fn ient(pool: &Arc<Pool>) -> BoxedStrategy<IEnt> {
+    let p = Arc::clone(pool);
+    (any::<Index>(), 0u32..64, 1u32..16, 0u32..16)
+        .prop_map(move |(i, off, count, skip)| {
+            let mr = p.mrs.get(i.index(p.mrs.len().max(1))).map_or(0, |m| m.0);
+            IEnt { mr, off, count, skip }
+        })
+        .boxed()
+}
+
+fn access() -> BoxedStrategy<u32> {
+    prop_oneof![
+        4 => Just((A::LOCAL_WRITE | A::REMOTE_WRITE | A::REMOTE_READ).bits()),
+        2 => Just((A::LOCAL_WRITE | A::REMOTE_WRITE).bits()),
+        1 => Just(A::REMOTE_READ.bits()),
+        1 => Just(0),
+        1 => Just(A::ZERO_BASED.bits()),
+    ]
+    .boxed()
+}
+
+fn wr(pool: &Arc<Pool>) -> BoxedStrategy<Wr> {
+    let mk = {
+        let p = Arc::clone(pool);
+        any::<Index>().prop_map(move |i| p.mkeys.get(i.index(p.mkeys.len().max(1))).copied().unwrap_or(0))
+    };
+    let remote = (loc(pool), any::<bool>());
+    let ents = (0u8..=4, ent(pool), ent(pool), ent(pool), ent(pool));
+    let inline = prop_oneof![6 => Just(true), 1 => Just(false)];
+    prop_oneof![
+        4 => (loc(pool), remote.clone(), any::<bool>()).prop_map(|(local, (r, _), signaled)| Wr::Write {
+            local,
+            remote: r.key,
+            roff: r.off,
+            signaled
+        }),
+        3 => (loc(pool), remote, any::<bool>()).prop_map(|(local, (r, _), signaled)| Wr::Read {
+            local,
+            remote: r.key,
+            roff: r.off,
+            signaled
+        }),
+        2 => (loc(pool), any::<bool>()).prop_map(|(local, signaled)| Wr::Send { local, signaled }),
+        3 => (mk.clone(), access(), ents.clone(), inline.clone(), any::<bool>()).prop_map(
+            |(mkey, access, (n, a, b, c, d), inline, signaled)| Wr::MrList {
+                mkey,
+                access,
+                n: n.max(1),
+                e: [a, b, c, d],
+                inline,
+                signaled
+            }
+        ),
+        1 => (mk, 0u8..3, prop_oneof![4 => Just(0u32), 1 => Just(1), 1 => Just(2)], inline, any::<bool>())
+            .prop_map(|(mkey, setters, conf_flags, inline, signaled)| Wr::Configure {
+                mkey,
+                setters,
+                conf_flags,
+                inline,
+                signaled
+            }),
+        1 => access().prop_map(Wr::Access),
+        1 => ents.prop_map(|(n, a, b, c, d)| Wr::List { n, e: [a, b, c, d] }),
+        1 => (1u32..4, 1u8..=3, ient(pool), ient(pool), ient(pool))
+            .prop_map(|(repeat, n, a, b, c)| Wr::Interleaved { repeat, n, e: [a, b, c] }),
+    ]
+    .boxed()
+}
+
+/// The ops the state machine generates from `state`.
+pub(super) fn transitions(state: &Model) -> BoxedStrategy<Op> {
+    let (c, p, m, b) = state.slots();
+    let flags = prop_oneof![
+        3 => Just(MkeyInitFlags::INDIRECT.bits()),
+        1 => Just((MkeyInitFlags::INDIRECT | MkeyInitFlags::BLOCK_SIGNATURE).bits()),
+        1 => Just((MkeyInitFlags::INDIRECT | MkeyInitFlags::CRYPTO).bits()),
+        1 => Just((MkeyInitFlags::INDIRECT | MkeyInitFlags::UPDATE_TAG).bits()),
+        1 => Just((MkeyInitFlags::INDIRECT | MkeyInitFlags::REMOTE_INVALIDATE).bits()),
+        1 => 0u32..64,
+    ];
+    let entries = prop_oneof![0u16..70, 65530u16..=65535];
+    let mut ops: Vec<BoxedStrategy<Op>> = vec![
+        (0usize..4).prop_map(|dev| Op::OpenIbv { dev }).boxed(),
+        (0usize..4).prop_map(|dev| Op::OpenDevx { dev }).boxed(),
+        prop_oneof![Just(0usize), 1usize..8192, Just(1 << 31)].prop_map(|len| Op::AllocBuf { len }).boxed(),
+    ];
+    if c > 0 {
+        ops.push(slot(c).prop_map(|ctx| Op::AllocPd { ctx }).boxed());
+        ops.push(slot(c).prop_map(|ctx| Op::AllocPd { ctx }).boxed());
+        ops.push((slot(c), 0u64..1 << 14).prop_map(|(ctx, comp_mask)| Op::QueryDevice { ctx, comp_mask }).boxed());
+        ops.push(slot(c).prop_map(|ctx| Op::Close { ctx }).boxed());
+        // Large CQs that succeed would cost their rings; only refused sizes are large.
+        let cqe = prop_oneof![0u32..300, (1u32 << 24)..(1u32 << 26), Just(u32::MAX)];
+        ops.push((slot(c), cqe).prop_map(|(ctx, cqe)| Op::CreateCq { ctx, cqe }).boxed());
+    }
+    if p > 0 {
+        for _ in 0..3 {
+            let s = (slot(p), flags.clone(), entries.clone());
+            ops.push(s.prop_map(|(pd, flags, max_entries)| Op::CreateMkey { pd, flags, max_entries }).boxed());
+        }
+        ops.push(slot(p).prop_map(|pd| Op::DeallocPd { pd }).boxed());
+    }
+    if m > 0 {
+        ops.push(slot(m).prop_map(|mkey| Op::DestroyMkey { mkey }).boxed());
+    }
+    if state.cq_slots() > 0 {
+        ops.push(slot(state.cq_slots()).prop_map(|cq| Op::DestroyCq { cq }).boxed());
+    }
+    if b > 0 {
+        ops.push(slot(b).prop_map(|buf| Op::FreeBuf { buf }).boxed());
+        ops.push((slot(b), any::<u8>()).prop_map(|(buf, seed)| Op::FillBuf { buf, seed }).boxed());
+    }
+    if p > 0 && b > 0 {
+        let lens: Arc<Vec<u32>> = Arc::new(state.buf_lens());
+        let acc = prop_oneof![
+            4 => Just((A::LOCAL_WRITE | A::REMOTE_WRITE | A::REMOTE_READ).bits()),
+            2 => Just(A::LOCAL_WRITE.bits()),
+            1 => Just((A::LOCAL_WRITE | A::REMOTE_READ).bits()),
+            1 => Just(A::REMOTE_READ.bits()),
+            1 => Just(A::REMOTE_WRITE.bits()),
+            1 => Just((A::REMOTE_ATOMIC | A::REMOTE_READ).bits()),
+        ];
+        for _ in 0..2 {
+            let lens = Arc::clone(&lens);
+            let s = (slot(p), slot(b), 0u32..8192, 0u32..8192, acc.clone());
+            ops.push(
+                s.prop_map(move |(pd, buf, a, x, access)| {
+                    let l = lens.get(buf).copied().unwrap_or(1).max(1);
+                    let off = a % l;
+                    Op::RegMr { pd, buf, off, len: 1 + x % (l - off), access }
+                })
+                .boxed(),
+            );
+        }
+    }
+    let (mrs, qps) = state.mr_qp_slots();
+    if mrs > 0 {
+        ops.push(slot(mrs).prop_map(|mr| Op::DeregMr { mr }).boxed());
+    }
+    if p > 0 && state.cq_slots() > 0 {
+        let wr = prop_oneof![8 => prop_oneof![Just(1u32), Just(2), Just(3), Just(4), Just(16)], 1 => Just(8193u32), 1 => Just(3_000_000u32)];
+        let sge = prop_oneof![6 => 1u32..=4, 1 => Just(52u32), 1 => Just(53u32)];
+        let inline = prop_oneof![6 => Just(0u32), 1 => Just(60u32), 1 => Just(512u32), 1 => Just(828u32), 1 => Just(829u32)];
+        let pairs: Arc<Vec<(usize, usize)>> = Arc::new(state.pd_cq_pairs());
+        for _ in 0..2 {
+            let pairs = Arc::clone(&pairs);
+            let s = (any::<Index>(), slot(p), slot(state.cq_slots()), wr.clone(), sge.clone(), inline.clone(), 0u8..4);
+            ops.push(
+                s.prop_map(move |(i, pd, cq, wr, sge, inline, raw)| {
+                    let (pd, cq) = match pairs.get(i.index(pairs.len().max(1))) {
+                        Some(&pc) if raw > 0 => pc,
+                        _ => (pd, cq),
+                    };
+                    Op::CreateQp { pd, cq, wr, sge, inline }
+                })
+                .boxed(),
+            );
+        }
+    }
+    if qps > 0 {
+        let to = prop_oneof![
+            2 => Just(Target::Reset),
+            2 => Just(Target::Init),
+            2 => slot(qps).prop_map(|p| Target::Rtr(Some(p))),
+            1 => Just(Target::Rtr(None)),
+            2 => Just(Target::Rts),
+            1 => Just(Target::Err),
+        ];
+        ops.push((slot(qps), to).prop_map(|(qp, to)| Op::ModifyQp { qp, to }).boxed());
+        for _ in 0..3 {
+            ops.push((slot(qps), slot(qps)).prop_map(|(qp, peer)| Op::Connect { qp, peer }).boxed());
+        }
+        ops.push(slot(qps).prop_map(|qp| Op::QueryQp { qp }).boxed());
+        ops.push(slot(qps).prop_map(|qp| Op::DestroyQp { qp }).boxed());
+        let pool = Arc::new(state.pool());
+        let sge = prop_oneof![1 => Just(None), 6 => loc(&pool).prop_map(Some)];
+        for _ in 0..2 {
+            ops.push((slot(qps), sge.clone()).prop_map(|(qp, sge)| Op::PostRecv { qp, sge }).boxed());
+        }
+        let pick = {
+            let p = Arc::clone(&pool);
+            (any::<Index>(), 0u8..5).prop_map(move |(i, raw)| match p.linked.get(i.index(p.linked.len().max(1))) {
+                Some(&q) if raw > 0 => q,
+                _ => i.index(p.qps.max(1)),
+            })
+        };
+        let n = prop_oneof![6 => Just(1u8), 1 => Just(2u8), 1 => Just(3u8)];
+        let post = (pick, n, wr(&pool), wr(&pool), wr(&pool)).prop_map(|(qp, n, a, b, c)| Op::Post { qp, n, wrs: [a, b, c] });
+        let post = post.boxed();
+        for _ in 0..6 {
+            ops.push(post.clone());
+        }
+    }
+    proptest::strategy::Union::new(ops).boxed()
+}
+
+impl Model {
+    fn buf_lens(&self) -> Vec<u32> {
+        self.bufs.iter().map(|b| b.as_ref().map_or(1, |b| u32::try_from(b.len).unwrap_or(u32::MAX))).collect()
+    }
+
+    /// (PD, CQ) slot pairs of one live context.
+    fn pd_cq_pairs(&self) -> Vec<(usize, usize)> {
+        let mut v = Vec::new();
+        for (p, pd) in self.pds.iter().enumerate() {
+            for (c, cq) in self.cqs.iter().enumerate() {
+                if let (Some(pd), Some(cq)) = (pd, cq)
+                    && pd.ctx == cq.ctx
+                {
+                    v.push((p, c));
+                }
+            }
+        }
+        v
+    }
+}
+
+/// Whether `op` names only slots that exist, and the model can judge it.
+pub(super) fn judged(state: &Model, op: &Op) -> bool {
+    let (c, p, m, b) = state.slots();
+    let (mrs, qps) = state.mr_qp_slots();
+    let named = match *op {
+        Op::Close { ctx } | Op::QueryDevice { ctx, .. } | Op::AllocPd { ctx } => ctx < c,
+        Op::DeallocPd { pd } | Op::CreateMkey { pd, .. } => pd < p,
+        Op::DestroyMkey { mkey } => mkey < m,
+        Op::FreeBuf { buf } | Op::FillBuf { buf, .. } => buf < b,
+        Op::CreateCq { ctx, .. } => ctx < c && !state.is_other(ctx),
+        Op::DestroyCq { cq } => cq < state.cq_slots(),
+        Op::OpenIbv { .. } | Op::OpenDevx { .. } | Op::AllocBuf { .. } => true,
+        Op::RegMr { pd, buf, .. } => pd < p && buf < b,
+        Op::DeregMr { mr } => mr < mrs,
+        Op::CreateQp { pd, cq, .. } => pd < p && cq < state.cq_slots(),
+        Op::ModifyQp { qp, to } => qp < qps && !matches!(to, Target::Rtr(Some(x)) if x >= qps),
+        Op::Connect { qp, peer } => qp < qps && peer < qps,
+        Op::QueryQp { qp } | Op::DestroyQp { qp } => qp < qps,
+        Op::PostRecv { qp, sge } => qp < qps && sge.is_none_or(|l| state.names_key(l.key)),
+        Op::Post { qp, n, wrs } => {
+            let n = usize::from(n).clamp(1, wrs.len());
+            qp < qps && wrs[..n].iter().all(|w| state.names_wr(w))
+        }
+    };
+    named && state.clone().step(op) != super::Expect::Unknown
+}
+
+impl Model {
+    fn names_key(&self, k: Key) -> bool {
+        match k {
+            Key::Mr(s) => s < self.mrs.len(),
+            Key::Mkey(s) => s < self.mkeys.len(),
+            Key::Bogus => true,
+        }
+    }
+
+    fn names_wr(&self, w: &Wr) -> bool {
+        let ents = |n: u8, e: &[Ent]| e.iter().take(usize::from(n)).all(|x| x.mr < self.mrs.len());
+        match *w {
+            Wr::Write { local, remote, .. } | Wr::Read { local, remote, .. } => {
+                self.names_key(local.key) && self.names_key(remote)
+            }
+            Wr::Send { local, .. } => self.names_key(local.key),
+            Wr::Configure { mkey, .. } => mkey < self.mkeys.len(),
+            Wr::Access(_) => true,
+            Wr::List { n, e } => ents(n, &e),
+            Wr::Interleaved { n, e, .. } => e.iter().take(usize::from(n)).all(|x| x.mr < self.mrs.len()),
+            Wr::MrList { mkey, n, e, .. } => mkey < self.mkeys.len() && ents(n, &e),
+        }
+    }
+}
