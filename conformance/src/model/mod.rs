@@ -23,7 +23,7 @@
 //!
 //! ```
 //! use mlx5_conformance::model::{Machine, Model, check_ops};
-//! use mlx5_dv::Backend;
+//! use mlx5_dv::prelude::*;
 //! use mlx5_sim::Simulator;
 //! use proptest::test_runner::{Config, TestRunner};
 //! use proptest_state_machine::ReferenceStateMachine;

@@ -153,95 +153,143 @@ fn wr(pool: &Arc<Pool>) -> BoxedStrategy<Wr> {
     .boxed()
 }
 
-/// The ops the state machine generates from `state`.
+/// How many live objects of each kind, and how many QPs could carry traffic.
+struct Live {
+    mlx5_ctxs: usize,
+    pds: usize,
+    bufs: usize,
+    mrs: usize,
+    mkeys: usize,
+    cqs: usize,
+    qps: usize,
+    idle_qps: usize,
+    linked: usize,
+}
+
+impl Model {
+    fn live(&self) -> Live {
+        let kernel = |c: &Option<super::Ctx>| matches!(c, Some(super::Ctx::Kernel { .. }));
+        Live {
+            mlx5_ctxs: self.ctxs.iter().filter(|c| kernel(c)).count(),
+            pds: self.pds.iter().flatten().count(),
+            bufs: self.bufs.iter().flatten().count(),
+            mrs: self.mrs.iter().flatten().count(),
+            mkeys: self.mkeys.iter().flatten().filter(|m| !m.flags.intersects(MkeyInitFlags::BLOCK_SIGNATURE | MkeyInitFlags::CRYPTO)).count(),
+            cqs: self.cqs.iter().flatten().count(),
+            qps: self.qps.iter().flatten().count(),
+            idle_qps: self.qps.iter().flatten().filter(|q| q.st != St::Rts).count(),
+            linked: (0..self.qps.len()).filter(|q| self.linked_peer(*q).is_some()).count(),
+        }
+    }
+
+    /// The device indices of the list's kernel mlx5 devices.
+    fn mlx5_devs(&self) -> Vec<usize> {
+        (0..self.devices.len()).filter(|d| self.devices[*d] == mlx5_dv::DeviceKind::Mlx5).collect()
+    }
+}
+
+/// Weight `hi` while fewer than `want` objects live, else `lo`.
+fn need(have: usize, want: usize, hi: u32, lo: u32) -> u32 {
+    if have < want { hi } else { lo }
+}
+
+/// The ops the state machine generates from `state`: weighted towards building what traffic
+/// needs (contexts, PDs, buffers, MRs, mkeys, CQs, connected QPs), then towards traffic.
 pub(super) fn transitions(state: &Model) -> BoxedStrategy<Op> {
     let (c, p, m, b) = state.slots();
+    let live = state.live();
     let flags = prop_oneof![
-        3 => Just(MkeyInitFlags::INDIRECT.bits()),
+        6 => Just(MkeyInitFlags::INDIRECT.bits()),
         1 => Just((MkeyInitFlags::INDIRECT | MkeyInitFlags::BLOCK_SIGNATURE).bits()),
         1 => Just((MkeyInitFlags::INDIRECT | MkeyInitFlags::CRYPTO).bits()),
         1 => Just((MkeyInitFlags::INDIRECT | MkeyInitFlags::UPDATE_TAG).bits()),
         1 => Just((MkeyInitFlags::INDIRECT | MkeyInitFlags::REMOTE_INVALIDATE).bits()),
         1 => 0u32..64,
     ];
-    let entries = prop_oneof![0u16..70, 65530u16..=65535];
-    let mut ops: Vec<BoxedStrategy<Op>> = vec![
-        (0usize..4).prop_map(|dev| Op::OpenIbv { dev }).boxed(),
-        (0usize..4).prop_map(|dev| Op::OpenDevx { dev }).boxed(),
-        prop_oneof![Just(0usize), 1usize..8192, Just(1 << 31)].prop_map(|len| Op::AllocBuf { len }).boxed(),
+    let entries = prop_oneof![4 => 0u16..70, 1 => 65530u16..=65535];
+    let mdev = state.mlx5_devs();
+    let dev = {
+        let mdev = mdev.clone();
+        (any::<Index>(), 0usize..4, 0u8..4).prop_map(move |(i, raw, r)| match mdev.get(i.index(mdev.len().max(1))) {
+            Some(&d) if r > 0 => d,
+            _ => raw,
+        })
+    };
+    let open = need(live.mlx5_ctxs, 2, 12, 1);
+    let mut ops: Vec<(u32, BoxedStrategy<Op>)> = vec![
+        (open, dev.clone().prop_map(|dev| Op::OpenIbv { dev }).boxed()),
+        (open.div_ceil(2), dev.prop_map(|dev| Op::OpenDevx { dev }).boxed()),
+        (
+            need(live.bufs, 3, 8, 1),
+            prop_oneof![1 => Just(0usize), 8 => 64usize..4096, 1 => 4096usize..8192, 1 => Just(1 << 31)]
+                .prop_map(|len| Op::AllocBuf { len })
+                .boxed(),
+        ),
     ];
     if c > 0 {
-        ops.push(slot(c).prop_map(|ctx| Op::AllocPd { ctx }).boxed());
-        ops.push(slot(c).prop_map(|ctx| Op::AllocPd { ctx }).boxed());
-        ops.push((slot(c), 0u64..1 << 14).prop_map(|(ctx, comp_mask)| Op::QueryDevice { ctx, comp_mask }).boxed());
-        ops.push(slot(c).prop_map(|ctx| Op::Close { ctx }).boxed());
+        ops.push((need(live.pds, 2, 10, 1), slot(c).prop_map(|ctx| Op::AllocPd { ctx }).boxed()));
+        ops.push((1, (slot(c), 0u64..1 << 14).prop_map(|(ctx, comp_mask)| Op::QueryDevice { ctx, comp_mask }).boxed()));
+        ops.push((1, slot(c).prop_map(|ctx| Op::Close { ctx }).boxed()));
         // Large CQs that succeed would cost their rings; only refused sizes are large.
-        let cqe = prop_oneof![0u32..300, (1u32 << 24)..(1u32 << 26), Just(u32::MAX)];
-        ops.push((slot(c), cqe).prop_map(|(ctx, cqe)| Op::CreateCq { ctx, cqe }).boxed());
+        let cqe = prop_oneof![1 => Just(0u32), 8 => 1u32..300, 1 => (1u32 << 24)..(1u32 << 26), 1 => Just(u32::MAX)];
+        ops.push((need(live.cqs, 2, 10, 1), (slot(c), cqe).prop_map(|(ctx, cqe)| Op::CreateCq { ctx, cqe }).boxed()));
     }
     if p > 0 {
-        for _ in 0..3 {
-            let s = (slot(p), flags.clone(), entries.clone());
-            ops.push(s.prop_map(|(pd, flags, max_entries)| Op::CreateMkey { pd, flags, max_entries }).boxed());
-        }
-        ops.push(slot(p).prop_map(|pd| Op::DeallocPd { pd }).boxed());
+        let s = (slot(p), flags, entries);
+        let mk = s.prop_map(|(pd, flags, max_entries)| Op::CreateMkey { pd, flags, max_entries }).boxed();
+        ops.push((need(live.mkeys, 2, 8, 2), mk));
+        ops.push((1, slot(p).prop_map(|pd| Op::DeallocPd { pd }).boxed()));
     }
     if m > 0 {
-        ops.push(slot(m).prop_map(|mkey| Op::DestroyMkey { mkey }).boxed());
+        ops.push((1, slot(m).prop_map(|mkey| Op::DestroyMkey { mkey }).boxed()));
     }
     if state.cq_slots() > 0 {
-        ops.push(slot(state.cq_slots()).prop_map(|cq| Op::DestroyCq { cq }).boxed());
+        ops.push((1, slot(state.cq_slots()).prop_map(|cq| Op::DestroyCq { cq }).boxed()));
     }
     if b > 0 {
-        ops.push(slot(b).prop_map(|buf| Op::FreeBuf { buf }).boxed());
-        ops.push((slot(b), any::<u8>()).prop_map(|(buf, seed)| Op::FillBuf { buf, seed }).boxed());
+        ops.push((1, slot(b).prop_map(|buf| Op::FreeBuf { buf }).boxed()));
+        ops.push((3, (slot(b), any::<u8>()).prop_map(|(buf, seed)| Op::FillBuf { buf, seed }).boxed()));
     }
     if p > 0 && b > 0 {
         let lens: Arc<Vec<u32>> = Arc::new(state.buf_lens());
         let acc = prop_oneof![
-            4 => Just((A::LOCAL_WRITE | A::REMOTE_WRITE | A::REMOTE_READ).bits()),
+            6 => Just((A::LOCAL_WRITE | A::REMOTE_WRITE | A::REMOTE_READ).bits()),
             2 => Just(A::LOCAL_WRITE.bits()),
             1 => Just((A::LOCAL_WRITE | A::REMOTE_READ).bits()),
             1 => Just(A::REMOTE_READ.bits()),
             1 => Just(A::REMOTE_WRITE.bits()),
             1 => Just((A::REMOTE_ATOMIC | A::REMOTE_READ).bits()),
         ];
-        for _ in 0..2 {
-            let lens = Arc::clone(&lens);
-            let s = (slot(p), slot(b), 0u32..8192, 0u32..8192, acc.clone());
-            ops.push(
-                s.prop_map(move |(pd, buf, a, x, access)| {
-                    let l = lens.get(buf).copied().unwrap_or(1).max(1);
-                    let off = a % l;
-                    Op::RegMr { pd, buf, off, len: 1 + x % (l - off), access }
-                })
-                .boxed(),
-            );
-        }
+        let s = (slot(p), slot(b), 0u32..8192, 0u32..8192, acc);
+        let reg = s.prop_map(move |(pd, buf, a, x, access)| {
+            let l = lens.get(buf).copied().unwrap_or(1).max(1);
+            let off = a % l;
+            Op::RegMr { pd, buf, off, len: 1 + x % (l - off), access }
+        });
+        ops.push((need(live.mrs, 4, 10, 2), reg.boxed()));
     }
     let (mrs, qps) = state.mr_qp_slots();
     if mrs > 0 {
-        ops.push(slot(mrs).prop_map(|mr| Op::DeregMr { mr }).boxed());
+        ops.push((1, slot(mrs).prop_map(|mr| Op::DeregMr { mr }).boxed()));
     }
     if p > 0 && state.cq_slots() > 0 {
-        let wr = prop_oneof![8 => prop_oneof![Just(1u32), Just(2), Just(3), Just(4), Just(16)], 1 => Just(8193u32), 1 => Just(3_000_000u32)];
-        let sge = prop_oneof![6 => 1u32..=4, 1 => Just(52u32), 1 => Just(53u32)];
-        let inline = prop_oneof![6 => Just(0u32), 1 => Just(60u32), 1 => Just(512u32), 1 => Just(828u32), 1 => Just(829u32)];
+        let wr = prop_oneof![
+            12 => prop_oneof![Just(1u32), Just(2), Just(3), Just(4), Just(16)],
+            1 => Just(8193u32),
+            1 => Just(3_000_000u32)
+        ];
+        let sge = prop_oneof![8 => 1u32..=4, 1 => Just(52u32), 1 => Just(53u32)];
+        let inline = prop_oneof![8 => Just(0u32), 1 => Just(60u32), 1 => Just(512u32), 1 => Just(828u32), 1 => Just(829u32)];
         let pairs: Arc<Vec<(usize, usize)>> = Arc::new(state.pd_cq_pairs());
-        for _ in 0..2 {
-            let pairs = Arc::clone(&pairs);
-            let s = (any::<Index>(), slot(p), slot(state.cq_slots()), wr.clone(), sge.clone(), inline.clone(), 0u8..4);
-            ops.push(
-                s.prop_map(move |(i, pd, cq, wr, sge, inline, raw)| {
-                    let (pd, cq) = match pairs.get(i.index(pairs.len().max(1))) {
-                        Some(&pc) if raw > 0 => pc,
-                        _ => (pd, cq),
-                    };
-                    Op::CreateQp { pd, cq, wr, sge, inline }
-                })
-                .boxed(),
-            );
-        }
+        let s = (any::<Index>(), slot(p), slot(state.cq_slots()), wr, sge, inline, 0u8..6);
+        let create = s.prop_map(move |(i, pd, cq, wr, sge, inline, raw)| {
+            let (pd, cq) = match pairs.get(i.index(pairs.len().max(1))) {
+                Some(&pc) if raw > 0 => pc,
+                _ => (pd, cq),
+            };
+            Op::CreateQp { pd, cq, wr, sge, inline }
+        });
+        ops.push((need(live.qps, 3, 10, 1), create.boxed()));
     }
     if qps > 0 {
         let to = prop_oneof![
@@ -252,32 +300,35 @@ pub(super) fn transitions(state: &Model) -> BoxedStrategy<Op> {
             2 => Just(Target::Rts),
             1 => Just(Target::Err),
         ];
-        ops.push((slot(qps), to).prop_map(|(qp, to)| Op::ModifyQp { qp, to }).boxed());
-        for _ in 0..3 {
-            ops.push((slot(qps), slot(qps)).prop_map(|(qp, peer)| Op::Connect { qp, peer }).boxed());
-        }
-        ops.push(slot(qps).prop_map(|qp| Op::QueryQp { qp }).boxed());
-        ops.push(slot(qps).prop_map(|qp| Op::DestroyQp { qp }).boxed());
+        ops.push((2, (slot(qps), to).prop_map(|(qp, to)| Op::ModifyQp { qp, to }).boxed()));
+        // Mostly pairs: QP i with i ± 1, or itself.
+        let conn = (slot(qps), 0u8..8, slot(qps)).prop_map(move |(qp, how, other)| {
+            let peer = match how {
+                0 => qp,
+                1 => other,
+                _ => qp ^ 1,
+            };
+            Op::Connect { qp, peer: peer.min(qps - 1) }
+        });
+        ops.push((need(0, live.idle_qps, 12, 1), conn.boxed()));
+        ops.push((1, slot(qps).prop_map(|qp| Op::QueryQp { qp }).boxed()));
+        ops.push((1, slot(qps).prop_map(|qp| Op::DestroyQp { qp }).boxed()));
         let pool = Arc::new(state.pool());
-        let sge = prop_oneof![1 => Just(None), 6 => loc(&pool).prop_map(Some)];
-        for _ in 0..2 {
-            ops.push((slot(qps), sge.clone()).prop_map(|(qp, sge)| Op::PostRecv { qp, sge }).boxed());
-        }
+        let sge = prop_oneof![1 => Just(None), 8 => loc(&pool).prop_map(Some)];
         let pick = {
             let p = Arc::clone(&pool);
-            (any::<Index>(), 0u8..5).prop_map(move |(i, raw)| match p.linked.get(i.index(p.linked.len().max(1))) {
+            (any::<Index>(), 0u8..6).prop_map(move |(i, raw)| match p.linked.get(i.index(p.linked.len().max(1))) {
                 Some(&q) if raw > 0 => q,
                 _ => i.index(p.qps.max(1)),
             })
         };
+        let traffic = need(0, live.linked, 24, 2);
+        ops.push((traffic / 3 + 1, (pick.clone(), sge).prop_map(|(qp, sge)| Op::PostRecv { qp, sge }).boxed()));
         let n = prop_oneof![6 => Just(1u8), 1 => Just(2u8), 1 => Just(3u8)];
         let post = (pick, n, wr(&pool), wr(&pool), wr(&pool)).prop_map(|(qp, n, a, b, c)| Op::Post { qp, n, wrs: [a, b, c] });
-        let post = post.boxed();
-        for _ in 0..6 {
-            ops.push(post.clone());
-        }
+        ops.push((traffic, post.boxed()));
     }
-    proptest::strategy::Union::new(ops).boxed()
+    proptest::strategy::Union::new_weighted(ops).boxed()
 }
 
 impl Model {

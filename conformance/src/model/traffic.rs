@@ -332,7 +332,7 @@ impl Model {
     }
 
     /// The peer of a QP in RTS whose PSNs are in step with it, ready to receive.
-    fn linked_peer(&self, qp: usize) -> Option<usize> {
+    pub(super) fn linked_peer(&self, qp: usize) -> Option<usize> {
         let q = self.qps.get(qp)?.as_ref()?;
         let p = q.peer?;
         let r = self.qps.get(p)?.as_ref()?;
