@@ -1,5 +1,6 @@
 //! The op strategies: what the state machine generates from a model's state.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use mlx5_dv::{AccessFlags as A, MkeyInitFlags};
@@ -14,53 +15,95 @@ fn slot(n: usize) -> BoxedStrategy<usize> {
     (0..n.max(1)).boxed()
 }
 
-/// What the generators pick from: keys with the length they cover, MRs, mkeys, QPs.
-struct Pool {
+/// What the generators pick from on one PD: keys with the length they cover, MRs, mkeys.
+#[derive(Default)]
+struct PdPool {
     keys: Vec<(Key, u32)>,
     mrs: Vec<(usize, u32)>,
     mkeys: Vec<usize>,
+}
+
+/// The pools of every PD, of all PDs together, and the QPs.
+struct Pool {
+    by_pd: BTreeMap<usize, PdPool>,
+    all: PdPool,
     linked: Vec<usize>,
     qps: usize,
+    /// Each QP slot's PD and its peer's PD.
+    qp_pds: Vec<(Option<usize>, Option<usize>)>,
+}
+
+impl Pool {
+    /// Usually the PD's own pool; now and then every PD's (a protection error under test).
+    fn of(&self, pd: Option<usize>, own: bool) -> &PdPool {
+        match pd.and_then(|p| self.by_pd.get(&p)) {
+            Some(p) if own && !p.keys.is_empty() => p,
+            _ => &self.all,
+        }
+    }
 }
 
 impl Model {
     fn pool(&self) -> Pool {
-        let mut keys = Vec::new();
-        let mut mrs = Vec::new();
+        let mut by_pd: BTreeMap<usize, PdPool> = BTreeMap::new();
+        let mut all = PdPool::default();
         for (i, m) in self.mrs.iter().enumerate() {
             if let Some(m) = m {
                 let len = u32::try_from(m.len).unwrap_or(u32::MAX);
-                keys.push((Key::Mr(i), len));
-                mrs.push((i, len));
+                for p in [by_pd.entry(m.pd).or_default(), &mut all] {
+                    p.keys.push((Key::Mr(i), len));
+                    p.mrs.push((i, len));
+                }
             }
         }
-        let mut mkeys = Vec::new();
         for (i, m) in self.mkeys.iter().enumerate() {
             if let Some(m) = m {
                 let len: u64 = m.layout.runs.iter().map(|r| r.2).sum();
-                keys.push((Key::Mkey(i), u32::try_from(len).unwrap_or(u32::MAX)));
-                mkeys.push(i);
+                let len = u32::try_from(len).unwrap_or(u32::MAX);
+                for p in [by_pd.entry(m.pd).or_default(), &mut all] {
+                    p.keys.push((Key::Mkey(i), len));
+                    p.mkeys.push(i);
+                }
             }
         }
         let linked = (0..self.qps.len()).filter(|q| self.linked_or_err(*q)).collect();
-        Pool { keys, mrs, mkeys, linked, qps: self.qps.len() }
+        let qp_pds = self
+            .qps
+            .iter()
+            .map(|q| {
+                let q = q.as_ref();
+                let peer = q.and_then(|q| q.peer).and_then(|p| self.qps.get(p)?.as_ref()).map(|p| p.pd);
+                (q.map(|q| q.pd), peer)
+            })
+            .collect();
+        Pool { by_pd, all, linked, qps: self.qps.len(), qp_pds }
     }
 
     /// A QP worth posting on: in step with its peer, or in ERR.
     fn linked_or_err(&self, qp: usize) -> bool {
         let Some(Some(q)) = self.qps.get(qp) else { return false };
-        !q.unknown && (q.st == St::Err || q.bound.is_some())
+        !q.unknown && (q.st == St::Err || self.linked_peer(qp).is_some())
     }
 }
 
-fn loc(pool: &Arc<Pool>) -> BoxedStrategy<Loc> {
+fn loc(pool: &Arc<Pool>, pd: Option<usize>) -> BoxedStrategy<Loc> {
     let p = Arc::clone(pool);
-    (any::<Index>(), 0u32..4096, 0u32..4096, 0u8..12)
+    (any::<Index>(), 0u32..4096, 0u32..4096, 0u8..20)
         .prop_map(move |(i, a, b, sel)| {
-            if p.keys.is_empty() || sel == 0 {
+            let own = p.of(pd, sel > 2);
+            // Mostly the PD's MRs, then its configured mkeys, now and then any key.
+            let keys: Vec<(Key, u32)> = match sel {
+                0..=2 => own.keys.clone(),
+                3..=7 => own.keys.iter().copied().filter(|k| matches!(k.0, Key::Mkey(_)) && k.1 > 0).collect(),
+                _ => own.keys.iter().copied().filter(|k| matches!(k.0, Key::Mr(_))).collect(),
+            };
+            let mrs = || own.keys.iter().copied().filter(|k| matches!(k.0, Key::Mr(_))).collect::<Vec<_>>();
+            let keys = if keys.is_empty() { mrs() } else { keys };
+            let keys = if keys.is_empty() { own.keys.clone() } else { keys };
+            if keys.is_empty() || sel == 0 {
                 return Loc { key: Key::Bogus, off: a % 64, len: 1 + b % 64 };
             }
-            let (key, len) = p.keys[i.index(p.keys.len())];
+            let (key, len) = keys[i.index(keys.len())];
             if sel == 1 {
                 // Across the end.
                 return Loc { key, off: len.saturating_sub(b % 8), len: 1 + b % 64 };
@@ -72,11 +115,12 @@ fn loc(pool: &Arc<Pool>) -> BoxedStrategy<Loc> {
         .boxed()
 }
 
-fn ent(pool: &Arc<Pool>) -> BoxedStrategy<Ent> {
+fn ent(pool: &Arc<Pool>, pd: Option<usize>) -> BoxedStrategy<Ent> {
     let p = Arc::clone(pool);
     (any::<Index>(), 0u32..4096, 0u32..4096)
         .prop_map(move |(i, a, b)| {
-            let Some(&(mr, len)) = p.mrs.get(i.index(p.mrs.len().max(1))) else { return Ent::default() };
+            let mrs = &p.of(pd, true).mrs;
+            let Some(&(mr, len)) = mrs.get(i.index(mrs.len().max(1))) else { return Ent::default() };
             let l = len.max(1);
             let off = a % l;
             Ent { mr, off, len: 1 + b % (l - off).clamp(1, 128) }
@@ -84,11 +128,12 @@ fn ent(pool: &Arc<Pool>) -> BoxedStrategy<Ent> {
         .boxed()
 }
 
-fn ient(pool: &Arc<Pool>) -> BoxedStrategy<IEnt> {
+fn ient(pool: &Arc<Pool>, pd: Option<usize>) -> BoxedStrategy<IEnt> {
     let p = Arc::clone(pool);
     (any::<Index>(), 0u32..64, 1u32..16, 0u32..16)
         .prop_map(move |(i, off, count, skip)| {
-            let mr = p.mrs.get(i.index(p.mrs.len().max(1))).map_or(0, |m| m.0);
+            let mrs = &p.of(pd, true).mrs;
+            let mr = mrs.get(i.index(mrs.len().max(1))).map_or(0, |m| m.0);
             IEnt { mr, off, count, skip }
         })
         .boxed()
@@ -105,28 +150,32 @@ fn access() -> BoxedStrategy<u32> {
     .boxed()
 }
 
-fn wr(pool: &Arc<Pool>) -> BoxedStrategy<Wr> {
+/// One WR of a QP on PD `pd` whose peer is on PD `rpd`.
+fn wr(pool: &Arc<Pool>, pd: Option<usize>, rpd: Option<usize>) -> BoxedStrategy<Wr> {
     let mk = {
         let p = Arc::clone(pool);
-        any::<Index>().prop_map(move |i| p.mkeys.get(i.index(p.mkeys.len().max(1))).copied().unwrap_or(0))
+        any::<Index>().prop_map(move |i| {
+            let m = &p.of(pd, true).mkeys;
+            m.get(i.index(m.len().max(1))).copied().unwrap_or(0)
+        })
     };
-    let remote = (loc(pool), any::<bool>());
-    let ents = (0u8..=4, ent(pool), ent(pool), ent(pool), ent(pool));
+    let remote = loc(pool, rpd);
+    let ents = (0u8..=4, ent(pool, pd), ent(pool, pd), ent(pool, pd), ent(pool, pd));
     let inline = prop_oneof![6 => Just(true), 1 => Just(false)];
     prop_oneof![
-        4 => (loc(pool), remote.clone(), any::<bool>()).prop_map(|(local, (r, _), signaled)| Wr::Write {
-            local,
+        4 => (loc(pool, pd), remote.clone(), any::<bool>()).prop_map(|(local, r, signaled)| Wr::Write {
+            local: Loc { len: local.len.min(r.len), ..local },
             remote: r.key,
             roff: r.off,
             signaled
         }),
-        3 => (loc(pool), remote, any::<bool>()).prop_map(|(local, (r, _), signaled)| Wr::Read {
-            local,
+        3 => (loc(pool, pd), remote, any::<bool>()).prop_map(|(local, r, signaled)| Wr::Read {
+            local: Loc { len: local.len.min(r.len), ..local },
             remote: r.key,
             roff: r.off,
             signaled
         }),
-        2 => (loc(pool), any::<bool>()).prop_map(|(local, signaled)| Wr::Send { local, signaled }),
+        2 => (loc(pool, pd), any::<bool>()).prop_map(|(local, signaled)| Wr::Send { local, signaled }),
         3 => (mk.clone(), access(), ents.clone(), inline.clone(), any::<bool>()).prop_map(
             |(mkey, access, (n, a, b, c, d), inline, signaled)| Wr::MrList {
                 mkey,
@@ -147,7 +196,7 @@ fn wr(pool: &Arc<Pool>) -> BoxedStrategy<Wr> {
             }),
         1 => access().prop_map(Wr::Access),
         1 => ents.prop_map(|(n, a, b, c, d)| Wr::List { n, e: [a, b, c, d] }),
-        1 => (1u32..4, 1u8..=3, ient(pool), ient(pool), ient(pool))
+        1 => (1u32..4, 1u8..=3, ient(pool, pd), ient(pool, pd), ient(pool, pd))
             .prop_map(|(repeat, n, a, b, c)| Wr::Interleaved { repeat, n, e: [a, b, c] }),
     ]
     .boxed()
@@ -260,8 +309,13 @@ pub(super) fn transitions(state: &Model) -> BoxedStrategy<Op> {
             1 => Just(A::REMOTE_WRITE.bits()),
             1 => Just((A::REMOTE_ATOMIC | A::REMOTE_READ).bits()),
         ];
-        let s = (slot(p), slot(b), 0u32..8192, 0u32..8192, acc);
-        let reg = s.prop_map(move |(pd, buf, a, x, access)| {
+        let qp_pds: Vec<usize> = state.qps.iter().flatten().map(|q| q.pd).collect();
+        let s = (slot(p), any::<Index>(), 0u8..4, slot(b), 0u32..8192, 0u32..8192, acc);
+        let reg = s.prop_map(move |(pd, i, raw, buf, a, x, access)| {
+            let pd = match qp_pds.get(i.index(qp_pds.len().max(1))) {
+                Some(&q) if raw > 0 => q,
+                _ => pd,
+            };
             let l = lens.get(buf).copied().unwrap_or(1).max(1);
             let off = a % l;
             Op::RegMr { pd, buf, off, len: 1 + x % (l - off), access }
@@ -314,7 +368,6 @@ pub(super) fn transitions(state: &Model) -> BoxedStrategy<Op> {
         ops.push((1, slot(qps).prop_map(|qp| Op::QueryQp { qp }).boxed()));
         ops.push((1, slot(qps).prop_map(|qp| Op::DestroyQp { qp }).boxed()));
         let pool = Arc::new(state.pool());
-        let sge = prop_oneof![1 => Just(None), 8 => loc(&pool).prop_map(Some)];
         let pick = {
             let p = Arc::clone(&pool);
             (any::<Index>(), 0u8..6).prop_map(move |(i, raw)| match p.linked.get(i.index(p.linked.len().max(1))) {
@@ -323,15 +376,39 @@ pub(super) fn transitions(state: &Model) -> BoxedStrategy<Op> {
             })
         };
         let traffic = need(0, live.linked, 24, 2);
-        ops.push((traffic / 3 + 1, (pick.clone(), sge).prop_map(|(qp, sge)| Op::PostRecv { qp, sge }).boxed()));
-        let n = prop_oneof![6 => Just(1u8), 1 => Just(2u8), 1 => Just(3u8)];
-        let post = (pick, n, wr(&pool), wr(&pool), wr(&pool)).prop_map(|(qp, n, a, b, c)| Op::Post { qp, n, wrs: [a, b, c] });
-        ops.push((traffic, post.boxed()));
+        let recv = {
+            let p = Arc::clone(&pool);
+            pick.clone().prop_flat_map(move |qp| {
+                let pd = p.qp_pds.get(qp).and_then(|x| x.0);
+                (Just(qp), prop_oneof![1 => Just(None), 8 => loc(&p, pd).prop_map(Some)])
+            })
+        };
+        ops.push((traffic / 3 + 1, recv.prop_map(|(qp, sge)| Op::PostRecv { qp, sge }).boxed()));
+        let post = {
+            let p = Arc::clone(&pool);
+            let n = prop_oneof![6 => Just(1u8), 1 => Just(2u8), 1 => Just(3u8)];
+            (pick, n).prop_flat_map(move |(qp, n)| {
+                let (pd, rpd) = p.qp_pds.get(qp).copied().unwrap_or((None, None));
+                (Just(qp), Just(n), wr(&p, pd, rpd), wr(&p, pd, rpd), wr(&p, pd, rpd))
+            })
+        };
+        ops.push((traffic, post.prop_map(|(qp, n, a, b, c)| Op::Post { qp, n, wrs: [a, b, c] }).boxed()));
+        // QPs in ERR, or whose state an error at their peer hid, start over through RESET.
+        let stuck: Vec<usize> = (0..qps).filter(|q| state.stuck(*q)).collect();
+        if !stuck.is_empty() {
+            let reset = any::<Index>().prop_map(move |i| Op::ModifyQp { qp: stuck[i.index(stuck.len())], to: Target::Reset });
+            ops.push((6, reset.boxed()));
+        }
     }
     proptest::strategy::Union::new_weighted(ops).boxed()
 }
 
 impl Model {
+    /// A live QP in ERR or of unknown state.
+    fn stuck(&self, qp: usize) -> bool {
+        self.qps.get(qp).and_then(|q| q.as_ref()).is_some_and(|q| q.unknown || q.st == St::Err)
+    }
+
     fn buf_lens(&self) -> Vec<u32> {
         self.bufs.iter().map(|b| b.as_ref().map_or(1, |b| u32::try_from(b.len).unwrap_or(u32::MAX))).collect()
     }

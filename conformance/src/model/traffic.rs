@@ -278,6 +278,13 @@ impl Model {
             }
             match p {
                 Posted::Umr { mkey, access, layout, .. } => {
+                    // A layout entry outside a live MR of the mkey's PD: the docs do not say
+                    // whether the UMR or a later access fails (the simulator fails the UMR).
+                    if let Some(l) = &layout
+                        && !self.entries_inside(mkey, l)
+                    {
+                        return Expect::Unknown;
+                    }
                     let Some(m) = self.mkeys.get_mut(mkey).and_then(|m| m.as_mut()) else { return Expect::Unknown };
                     // Items 25, 28, 30: valid; what was not set stays.
                     m.valid = true;
@@ -322,6 +329,14 @@ impl Model {
             };
         }
         Expect::Ok(None)
+    }
+
+    /// Every run of `l` lies in a live MR of mkey slot `mkey`'s PD.
+    fn entries_inside(&self, mkey: usize, l: &Layout) -> bool {
+        let Some(k) = self.mkeys.get(mkey).and_then(|m| m.as_ref()) else { return false };
+        l.runs.iter().all(|&(mr, off, len)| {
+            self.mrs.get(mr).and_then(|m| m.as_ref()).is_some_and(|m| m.pd == k.pd && off + len <= m.len)
+        })
     }
 
     /// The device of QP slot `qp`.
