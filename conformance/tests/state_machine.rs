@@ -9,7 +9,7 @@ use mlx5_sim::{Profile, ShippedProfiles, Simulator};
 fn the_simulator_agrees_with_the_model_on_every_profile() {
     for (i, name) in Profile::builtin_names().into_iter().enumerate() {
         let make = || Simulator::with_profile(name).map_err(|e| e.to_string());
-        match discover(&make, 96, 50, 0x5eed_0000 + i as u64) {
+        match discover(&make, 48, 80, 0x5eed_0000 + i as u64) {
             Ok(None) => {}
             Ok(Some(f)) => {
                 let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("state-machine");

@@ -309,7 +309,12 @@ pub(super) fn transitions(state: &Model) -> BoxedStrategy<Op> {
             1 => Just(A::REMOTE_WRITE.bits()),
             1 => Just((A::REMOTE_ATOMIC | A::REMOTE_READ).bits()),
         ];
-        let qp_pds: Vec<usize> = state.qps.iter().flatten().map(|q| q.pd).collect();
+        // PDs of QPs first, those without an MR before the others.
+        let mut qp_pds: Vec<usize> = state.qps.iter().flatten().map(|q| q.pd).collect();
+        let bare: Vec<usize> = qp_pds.iter().copied().filter(|p| !state.mrs.iter().flatten().any(|m| m.pd == *p)).collect();
+        if !bare.is_empty() {
+            qp_pds = bare;
+        }
         let s = (slot(p), any::<Index>(), 0u8..4, slot(b), 0u32..8192, 0u32..8192, acc);
         let reg = s.prop_map(move |(pd, i, raw, buf, a, x, access)| {
             let pd = match qp_pds.get(i.index(qp_pds.len().max(1))) {
@@ -320,7 +325,8 @@ pub(super) fn transitions(state: &Model) -> BoxedStrategy<Op> {
             let off = a % l;
             Op::RegMr { pd, buf, off, len: 1 + x % (l - off), access }
         });
-        ops.push((need(live.mrs, 4, 10, 2), reg.boxed()));
+        let want = if state.qps.iter().flatten().any(|q| !state.mrs.iter().flatten().any(|m| m.pd == q.pd)) { 12 } else { need(live.mrs, 4, 10, 2) };
+        ops.push((want, reg.boxed()));
     }
     let (mrs, qps) = state.mr_qp_slots();
     if mrs > 0 {
