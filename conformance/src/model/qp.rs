@@ -137,7 +137,8 @@ impl Model {
     pub(super) fn modify(&mut self, qp: usize, to: Target) -> Expect {
         let Some(q) = self.qps.get(qp).and_then(|q| q.as_ref()) else { return Expect::Errno(EINVAL) };
         let (st, unknown) = (q.st, q.unknown);
-        if unknown && !matches!(to, Target::Reset | Target::Err) {
+        // An error at the peer may have flushed the receives already: only RESET is sure.
+        if unknown && !(to == Target::Reset || to == Target::Err && q.recvs.is_empty()) {
             return Expect::Unknown;
         }
         let ok = match to {
