@@ -47,6 +47,8 @@ mod machine;
 mod qp;
 mod run;
 mod strategy;
+#[cfg(test)]
+mod tests;
 mod traffic;
 
 pub use machine::{Failure, Machine, check_ops, discover};
