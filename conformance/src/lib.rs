@@ -33,10 +33,10 @@ pub use case::{Case, Check, Env, Need, Verdict};
 pub use harness::divergence::{Divergence, Divergences};
 pub use harness::meta::Meta;
 pub use harness::report::{CaseReport, Outcome, Report, RunReport, Summary};
+pub use harness::run::{Runner, Sink, Target, run_case, run_case_within, run_target, skip_reason};
 /// The state-machine proptest on any backend (the CLI's `discover`); the model and its
 /// strategies are public with the `model` feature.
 pub use model::{Failure, discover};
-pub use harness::run::{Runner, Sink, Target, run_case, run_case_within, run_target, skip_reason};
 
 /// Every case of the suite, in the order reports list them.
 pub fn suite() -> Vec<Case> {

@@ -143,6 +143,7 @@ pub enum Target {
 /// One step of a sequence; `ctx`, `pd`, `mkey`, `buf`, `mr`, `cq`, `qp` are slots, `dev` an
 /// index into the device list.
 #[allow(missing_docs)] // the fields are the C call's arguments
+#[allow(clippy::large_enum_variant)] // plain Copy data; a sequence holds a few hundred at most
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Op {
     /// `ibv_open_device` of device `dev` of the device list (modulo its length).

@@ -124,7 +124,7 @@ impl Model {
     }
 
     /// The QP enters ERR: its receives are flushed.
-    pub(super) fn to_err(&mut self, qp: usize) {
+    pub(super) fn enter_err(&mut self, qp: usize) {
         self.flush_recvs(qp);
         if let Some(q) = self.qps.get_mut(qp).and_then(|q| q.as_mut()) {
             q.st = St::Err;
@@ -171,7 +171,7 @@ impl Model {
                     q.tx_sent = false;
                 }
             }
-            Target::Err => self.to_err(qp),
+            Target::Err => self.enter_err(qp),
             Target::Init => {
                 if let Some(q) = self.qps[qp].as_mut() {
                     q.st = St::Init;

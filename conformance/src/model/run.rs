@@ -108,11 +108,23 @@ impl Slots {
         Ok(match *w {
             Wr::Write { local, remote, roff, signaled } => {
                 let (remote_addr, rkey) = self.key_addr(remote, roff)?;
-                WrOp::RdmaWrite { wr_id: id, flags: flags(signaled, false), rkey, remote_addr, sge: vec![self.sge(local)?] }
+                WrOp::RdmaWrite {
+                    wr_id: id,
+                    flags: flags(signaled, false),
+                    rkey,
+                    remote_addr,
+                    sge: vec![self.sge(local)?],
+                }
             }
             Wr::Read { local, remote, roff, signaled } => {
                 let (remote_addr, rkey) = self.key_addr(remote, roff)?;
-                WrOp::RdmaRead { wr_id: id, flags: flags(signaled, false), rkey, remote_addr, sge: vec![self.sge(local)?] }
+                WrOp::RdmaRead {
+                    wr_id: id,
+                    flags: flags(signaled, false),
+                    rkey,
+                    remote_addr,
+                    sge: vec![self.sge(local)?],
+                }
             }
             Wr::Send { local, signaled } => {
                 WrOp::Send { wr_id: id, flags: flags(signaled, false), sge: vec![self.sge(local)?] }

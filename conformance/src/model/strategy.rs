@@ -223,7 +223,12 @@ impl Model {
             pds: self.pds.iter().flatten().count(),
             bufs: self.bufs.iter().flatten().count(),
             mrs: self.mrs.iter().flatten().count(),
-            mkeys: self.mkeys.iter().flatten().filter(|m| !m.flags.intersects(MkeyInitFlags::BLOCK_SIGNATURE | MkeyInitFlags::CRYPTO)).count(),
+            mkeys: self
+                .mkeys
+                .iter()
+                .flatten()
+                .filter(|m| !m.flags.intersects(MkeyInitFlags::BLOCK_SIGNATURE | MkeyInitFlags::CRYPTO))
+                .count(),
             cqs: self.cqs.iter().flatten().count(),
             qps: self.qps.iter().flatten().count(),
             idle_qps: self.qps.iter().flatten().filter(|q| q.st != St::Rts).count(),
@@ -311,7 +316,8 @@ pub(super) fn transitions(state: &Model) -> BoxedStrategy<Op> {
         ];
         // PDs of QPs first, those without an MR before the others.
         let mut qp_pds: Vec<usize> = state.qps.iter().flatten().map(|q| q.pd).collect();
-        let bare: Vec<usize> = qp_pds.iter().copied().filter(|p| !state.mrs.iter().flatten().any(|m| m.pd == *p)).collect();
+        let bare: Vec<usize> =
+            qp_pds.iter().copied().filter(|p| !state.mrs.iter().flatten().any(|m| m.pd == *p)).collect();
         if !bare.is_empty() {
             qp_pds = bare;
         }
@@ -325,7 +331,11 @@ pub(super) fn transitions(state: &Model) -> BoxedStrategy<Op> {
             let off = a % l;
             Op::RegMr { pd, buf, off, len: 1 + x % (l - off), access }
         });
-        let want = if state.qps.iter().flatten().any(|q| !state.mrs.iter().flatten().any(|m| m.pd == q.pd)) { 12 } else { need(live.mrs, 4, 10, 2) };
+        let want = if state.qps.iter().flatten().any(|q| !state.mrs.iter().flatten().any(|m| m.pd == q.pd)) {
+            12
+        } else {
+            need(live.mrs, 4, 10, 2)
+        };
         ops.push((want, reg.boxed()));
     }
     let (mrs, qps) = state.mr_qp_slots();
@@ -339,7 +349,8 @@ pub(super) fn transitions(state: &Model) -> BoxedStrategy<Op> {
             1 => Just(3_000_000u32)
         ];
         let sge = prop_oneof![8 => 1u32..=4, 1 => Just(52u32), 1 => Just(53u32)];
-        let inline = prop_oneof![8 => Just(0u32), 1 => Just(60u32), 1 => Just(512u32), 1 => Just(828u32), 1 => Just(829u32)];
+        let inline =
+            prop_oneof![8 => Just(0u32), 1 => Just(60u32), 1 => Just(512u32), 1 => Just(828u32), 1 => Just(829u32)];
         let pairs: Arc<Vec<(usize, usize)>> = Arc::new(state.pd_cq_pairs());
         let s = (any::<Index>(), slot(p), slot(state.cq_slots()), wr, sge, inline, 0u8..6);
         let create = s.prop_map(move |(i, pd, cq, wr, sge, inline, raw)| {
@@ -402,7 +413,8 @@ pub(super) fn transitions(state: &Model) -> BoxedStrategy<Op> {
         // QPs in ERR, or whose state an error at their peer hid, start over through RESET.
         let stuck: Vec<usize> = (0..qps).filter(|q| state.stuck(*q)).collect();
         if !stuck.is_empty() {
-            let reset = any::<Index>().prop_map(move |i| Op::ModifyQp { qp: stuck[i.index(stuck.len())], to: Target::Reset });
+            let reset =
+                any::<Index>().prop_map(move |i| Op::ModifyQp { qp: stuck[i.index(stuck.len())], to: Target::Reset });
             ops.push((6, reset.boxed()));
         }
     }

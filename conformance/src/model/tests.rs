@@ -79,13 +79,15 @@ fn the_state_machine_refuses_what_ib_modify_qp_is_ok_refuses() {
 #[test]
 fn a_write_moves_bytes_and_a_bad_rkey_is_a_remote_access_error() {
     let mut m = connected();
-    let w = Wr::Write { local: Loc { key: Key::Mr(0), off: 16, len: 8 }, remote: Key::Mr(1), roff: 100, signaled: true };
+    let w =
+        Wr::Write { local: Loc { key: Key::Mr(0), off: 16, len: 8 }, remote: Key::Mr(1), roff: 100, signaled: true };
     assert_eq!(m.step(&post(&[w])), Expect::Ok(None));
     let want = fill_pattern(256, 7);
     assert_eq!(m.buf_bytes(1).map(|b| b[100..108].to_vec()), Some(want[16..24].to_vec()));
     assert_eq!(m.effects().cqes.len(), 1);
     assert_eq!(m.effects().cqes[0].1.opcode, Some(wc_opcode::RDMA_WRITE));
-    let bad = Wr::Write { local: Loc { key: Key::Mr(0), off: 0, len: 8 }, remote: Key::Bogus, roff: 0, signaled: false };
+    let bad =
+        Wr::Write { local: Loc { key: Key::Mr(0), off: 0, len: 8 }, remote: Key::Bogus, roff: 0, signaled: false };
     assert_eq!(m.step(&post(&[bad, w])), Expect::Ok(None));
     let st: Vec<u32> = m.effects().cqes.iter().map(|c| c.1.status).collect();
     assert_eq!(st, vec![wc_status::REM_ACCESS_ERR, wc_status::WR_FLUSH_ERR]);

@@ -174,7 +174,16 @@ impl Model {
                         nreq += 1;
                         posted.push(Posted::Umr { mkey, access: None, layout: None, id, signaled });
                     } else {
-                        let o = Open { mkey, want: setters, done: 0, access: None, layout: None, laid: false, id, signaled };
+                        let o = Open {
+                            mkey,
+                            want: setters,
+                            done: 0,
+                            access: None,
+                            layout: None,
+                            laid: false,
+                            id,
+                            signaled,
+                        };
                         open = Some(o);
                     }
                 }
@@ -316,7 +325,7 @@ impl Model {
                         self.cqe(qp, id, status, None, None);
                         last_cqe = Some(i);
                         failed = true;
-                        self.to_err(qp);
+                        self.enter_err(qp);
                     }
                 },
             }
@@ -403,7 +412,8 @@ impl Model {
             }
             Key::Mkey(s) => {
                 let k = self.mkeys.get(s).and_then(|m| m.as_ref()).ok_or(Fault::Unknown)?;
-                if key_dev(k.pd) != Some(dev) || k.flags.intersects(MkeyInitFlags::BLOCK_SIGNATURE | MkeyInitFlags::CRYPTO)
+                if key_dev(k.pd) != Some(dev)
+                    || k.flags.intersects(MkeyInitFlags::BLOCK_SIGNATURE | MkeyInitFlags::CRYPTO)
                 {
                     return Err(Fault::Unknown);
                 }
@@ -520,7 +530,7 @@ impl Model {
                     // an invalid request at the requester.
                     self.pop_recv(p);
                     self.cqe(p, r.wr_id, wc_status::LOC_LEN_ERR, None, None);
-                    self.to_err(p);
+                    self.enter_err(p);
                     return Some(Some(wc_status::REM_INV_REQ_ERR));
                 };
                 self.effects.watch.extend(self.key_bufs(sge.key));
