@@ -123,6 +123,8 @@ pub enum Wr {
     Interleaved { repeat: u32, n: u8, e: [IEnt; 3] },
     /// `mlx5dv_wr_mr_list`: a configure with two setters.
     MrList { mkey: usize, access: u32, n: u8, e: [Ent; 4], inline: bool, signaled: bool },
+    /// `mlx5dv_wr_mr_interleaved`: a configure with two setters.
+    MrInterleaved { mkey: usize, access: u32, repeat: u32, n: u8, e: [IEnt; 3], inline: bool, signaled: bool },
 }
 
 /// A state an `ibv_modify_qp` moves a QP to, with the attributes the move carries.
@@ -335,6 +337,8 @@ pub struct Model {
     /// The number of ops stepped: wr_ids are `seq << 8 | position`.
     seq: u64,
     effects: Effects,
+    /// Received payloads of the op being stepped that land when their CQE is polled.
+    pending: Vec<(Vec<(usize, usize, usize)>, Vec<u8>)>,
 }
 
 /// `max_entries` rounded up to a multiple of 4 in 16 bits (item 12).
@@ -374,6 +378,7 @@ impl Model {
             log_max_cq_sz: caps.device.log_max_cq_sz,
             seq: 0,
             effects: Effects::default(),
+            pending: Vec::new(),
         })
     }
 
@@ -439,6 +444,7 @@ impl Model {
     /// What `op` must answer, and the state after it.
     pub fn step(&mut self, op: &Op) -> Expect {
         self.effects = Effects::default();
+        self.pending.clear();
         let seq = self.seq;
         self.seq = self.seq.wrapping_add(1);
         let r = match *op {

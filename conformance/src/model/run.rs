@@ -98,6 +98,16 @@ impl Slots {
             f
         };
         let id = wr_id(seq, k, false);
+        let interleaved = |n: u8, e: &[super::IEnt; 3]| -> Result<Vec<MrInterleaved>, i32> {
+            let n = usize::from(n).min(e.len());
+            e[..n]
+                .iter()
+                .map(|x| {
+                    let (addr, lkey) = self.mr_addr(x.mr, x.off)?;
+                    Ok(MrInterleaved { addr, bytes_count: x.count, bytes_skip: x.skip, lkey })
+                })
+                .collect()
+        };
         let list = |n: u8, e: &[super::Ent; 4]| -> Result<Vec<Sge>, i32> {
             let n = usize::from(n).min(e.len());
             e[..n]
@@ -140,16 +150,16 @@ impl Slots {
             Wr::Access(a) => WrOp::SetMkeyAccessFlags(AccessFlags::from_bits_retain(a)),
             Wr::List { n, e } => WrOp::SetMkeyLayoutList(list(n, &e)?),
             Wr::Interleaved { repeat, n, e } => {
-                let n = usize::from(n).min(e.len());
-                let entries = e[..n]
-                    .iter()
-                    .map(|x| {
-                        let (addr, lkey) = self.mr_addr(x.mr, x.off)?;
-                        Ok(MrInterleaved { addr, bytes_count: x.count, bytes_skip: x.skip, lkey })
-                    })
-                    .collect::<Result<Vec<_>, i32>>()?;
-                WrOp::SetMkeyLayoutInterleaved { repeat_count: repeat, entries }
+                WrOp::SetMkeyLayoutInterleaved { repeat_count: repeat, entries: interleaved(n, &e)? }
             }
+            Wr::MrInterleaved { mkey, access, repeat, n, e, inline, signaled } => WrOp::MrInterleaved {
+                wr_id: id,
+                flags: flags(signaled, inline),
+                mkey: at(&self.mkeys, mkey)?.0,
+                access: AccessFlags::from_bits_retain(access),
+                repeat_count: repeat,
+                entries: interleaved(n, &e)?,
+            },
             Wr::MrList { mkey, access, n, e, inline, signaled } => WrOp::MrList {
                 wr_id: id,
                 flags: flags(signaled, inline),

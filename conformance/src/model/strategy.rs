@@ -176,7 +176,7 @@ fn wr(pool: &Arc<Pool>, pd: Option<usize>, rpd: Option<usize>) -> BoxedStrategy<
             signaled
         }),
         2 => (loc(pool, pd), any::<bool>()).prop_map(|(local, signaled)| Wr::Send { local, signaled }),
-        3 => (mk.clone(), access(), ents.clone(), inline.clone(), any::<bool>()).prop_map(
+        5 => (mk.clone(), access(), ents.clone(), inline.clone(), any::<bool>()).prop_map(
             |(mkey, access, (n, a, b, c, d), inline, signaled)| Wr::MrList {
                 mkey,
                 access,
@@ -186,6 +186,16 @@ fn wr(pool: &Arc<Pool>, pd: Option<usize>, rpd: Option<usize>) -> BoxedStrategy<
                 signaled
             }
         ),
+        2 => (mk.clone(), access(), (1u32..4, 1u8..=3, ient(pool, pd), ient(pool, pd), ient(pool, pd)), inline.clone(), any::<bool>())
+            .prop_map(|(mkey, access, (repeat, n, a, b, c), inline, signaled)| Wr::MrInterleaved {
+                mkey,
+                access,
+                repeat,
+                n,
+                e: [a, b, c],
+                inline,
+                signaled
+            }),
         1 => (mk, 0u8..3, prop_oneof![4 => Just(0u32), 1 => Just(1), 1 => Just(2)], inline, any::<bool>())
             .prop_map(|(mkey, setters, conf_flags, inline, signaled)| Wr::Configure {
                 mkey,
@@ -352,9 +362,13 @@ pub(super) fn transitions(state: &Model) -> BoxedStrategy<Op> {
         let inline =
             prop_oneof![8 => Just(0u32), 1 => Just(60u32), 1 => Just(512u32), 1 => Just(828u32), 1 => Just(829u32)];
         let pairs: Arc<Vec<(usize, usize)>> = Arc::new(state.pd_cq_pairs());
+        // Half the time on the PD of a QP that exists, so that keys serve both ends.
+        let shared: Vec<(usize, usize)> =
+            pairs.iter().copied().filter(|pc| state.qps.iter().flatten().any(|q| q.pd == pc.0)).collect();
         let s = (any::<Index>(), slot(p), slot(state.cq_slots()), wr, sge, inline, 0u8..6);
         let create = s.prop_map(move |(i, pd, cq, wr, sge, inline, raw)| {
-            let (pd, cq) = match pairs.get(i.index(pairs.len().max(1))) {
+            let from = if raw > 2 && !shared.is_empty() { &shared } else { &*pairs };
+            let (pd, cq) = match from.get(i.index(from.len().max(1))) {
                 Some(&pc) if raw > 0 => pc,
                 _ => (pd, cq),
             };
@@ -495,6 +509,9 @@ impl Model {
             Wr::List { n, e } => ents(n, &e),
             Wr::Interleaved { n, e, .. } => e.iter().take(usize::from(n)).all(|x| x.mr < self.mrs.len()),
             Wr::MrList { mkey, n, e, .. } => mkey < self.mkeys.len() && ents(n, &e),
+            Wr::MrInterleaved { mkey, n, e, .. } => {
+                mkey < self.mkeys.len() && e.iter().take(usize::from(n)).all(|x| x.mr < self.mrs.len())
+            }
         }
     }
 }

@@ -133,6 +133,11 @@ impl Model {
                     calls.push((k, Wr::Access(access)));
                     calls.push((k, Wr::List { n, e }));
                 }
+                Wr::MrInterleaved { mkey, access, repeat, n, e, inline, signaled } => {
+                    calls.push((k, Wr::Configure { mkey, setters: 2, conf_flags: 0, inline, signaled }));
+                    calls.push((k, Wr::Access(access)));
+                    calls.push((k, Wr::Interleaved { repeat, n, e }));
+                }
                 w => calls.push((k, w)),
             }
         }
@@ -246,7 +251,7 @@ impl Model {
                         posted.push(Posted::Umr { mkey, access, layout, id, signaled });
                     }
                 }
-                Wr::MrList { .. } => return Expect::Unknown,
+                Wr::MrList { .. } | Wr::MrInterleaved { .. } => return Expect::Unknown,
             }
         }
         let enabled = match self.qps.get_mut(qp).and_then(|q| q.as_mut()) {
@@ -264,7 +269,9 @@ impl Model {
         if let Some(e) = err {
             return Expect::Errno(e);
         }
-        self.execute(qp, posted)
+        let r = self.execute(qp, posted);
+        self.land_pending();
+        r
     }
 
     /// The device runs the posted WRs in order; the first error moves the QP to ERR and
@@ -444,14 +451,36 @@ impl Model {
         }
     }
 
-    /// Copy the bytes of `src` into `dst` (the same total length).
-    fn copy(&mut self, src: &Runs, dst: &Runs) {
+    fn gather(&self, src: &Runs) -> Vec<u8> {
         let mut bytes = Vec::new();
         for &(b, o, l) in src {
             if let Some(d) = self.bufs.get(b).and_then(|x| x.as_ref()) {
                 bytes.extend_from_slice(d.data.get(o..o + l).unwrap_or_default());
             }
         }
+        bytes
+    }
+
+    /// Copy the bytes of `src` into `dst` (the same total length).
+    fn copy(&mut self, src: &Runs, dst: &Runs) {
+        let bytes = self.gather(src);
+        self.scatter(&bytes, dst);
+    }
+
+    /// Whether `runs` touch bytes a scatter-to-CQE receive of this op has not written yet.
+    fn touches_pending(&self, runs: &Runs) -> bool {
+        self.pending.iter().any(|(dst, _)| overlaps(dst, runs))
+    }
+
+    /// Item 74: the provider copies a small received payload from the CQE when it is polled,
+    /// after every WR of the op.
+    pub(super) fn land_pending(&mut self) {
+        for (dst, bytes) in std::mem::take(&mut self.pending) {
+            self.scatter(&bytes, &dst);
+        }
+    }
+
+    fn scatter(&mut self, bytes: &[u8], dst: &Runs) {
         let mut at = 0;
         for &(b, o, l) in dst {
             if let Some(d) = self.bufs.get_mut(b).and_then(|x| x.as_mut()) {
@@ -483,7 +512,7 @@ impl Model {
                 self.sent(qp, p);
                 match self.map(remote, roff, local.len, pdev, ppd, Need { remote: true, write: true }) {
                     Ok(dst) => {
-                        if overlaps(&src, &dst) {
+                        if overlaps(&src, &dst) || self.touches_pending(&src) || self.touches_pending(&dst) {
                             return None;
                         }
                         self.copy(&src, &dst);
@@ -502,7 +531,7 @@ impl Model {
                 self.sent(qp, p);
                 match (src, dst) {
                     (Ok(src), Ok(dst)) => {
-                        if overlaps(&src, &dst) {
+                        if overlaps(&src, &dst) || self.touches_pending(&src) || self.touches_pending(&dst) {
                             return None;
                         }
                         self.copy(&src, &dst);
@@ -539,10 +568,16 @@ impl Model {
                     return None;
                 }
                 let dst = self.map(sge.key, sge.off, local.len, pdev, ppd, Need { remote: false, write: true }).ok()?;
-                if overlaps(&src, &dst) {
+                if overlaps(&src, &dst) || self.touches_pending(&src) || self.touches_pending(&dst) {
                     return None;
                 }
-                self.copy(&src, &dst);
+                // Item 74: up to 32 or 64 bytes travel in the CQE and land when it is polled.
+                if local.len <= 64 {
+                    let bytes = self.gather(&src);
+                    self.pending.push((dst, bytes));
+                } else {
+                    self.copy(&src, &dst);
+                }
                 self.pop_recv(p);
                 self.cqe(p, r.wr_id, wc_status::SUCCESS, Some(wc_opcode::RECV), Some(local.len));
                 Some(None)
