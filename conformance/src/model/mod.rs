@@ -338,7 +338,7 @@ pub struct Model {
     seq: u64,
     effects: Effects,
     /// Received payloads of the op being stepped that land when their CQE is polled.
-    pending: Vec<(Vec<(usize, usize, usize)>, Vec<u8>)>,
+    pending: Vec<(traffic::Runs, Vec<u8>)>,
 }
 
 /// `max_entries` rounded up to a multiple of 4 in 16 bits (item 12).

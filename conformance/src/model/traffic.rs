@@ -48,7 +48,7 @@ enum Fault {
 }
 
 /// Runs of `(buffer slot, offset, length)`.
-type Runs = Vec<(usize, usize, usize)>;
+pub(super) type Runs = Vec<(usize, usize, usize)>;
 
 /// A configure open in this chain: the mkey, the setters announced and run, what they set.
 struct Open {
@@ -90,7 +90,7 @@ fn interleaved_layout(repeat: u32, n: u8, e: &[IEnt; 3]) -> Layout {
 }
 
 fn overlaps(a: &Runs, b: &Runs) -> bool {
-    a.iter().any(|x| b.iter().any(|y| x.0 == y.0 && x.1 < y.1 + y.2 && y.1 < x.1 + x.2))
+    a.iter().any(|x| b.iter().any(|y| x.0 == y.0 && x.1 < y.1.saturating_add(y.2) && y.1 < x.1.saturating_add(x.2)))
 }
 
 impl Model {
@@ -229,6 +229,10 @@ impl Model {
                             o.layout = Some(list_layout(n, &e));
                         }
                         Wr::Interleaved { repeat, n, e } => {
+                            // The model keeps one run per repetition and entry.
+                            if u64::from(repeat) * u64::from(n) > 4096 {
+                                return Expect::Unknown;
+                            }
                             if u64::from(n) > room16.wrapping_sub(1).min(u64::from(m.num_desc)) {
                                 err = Some(ENOMEM);
                                 continue;
@@ -415,7 +419,7 @@ impl Model {
                     return Err(Fault::Prot);
                 }
                 let start = usize::try_from(m.off + off).map_err(|_| Fault::Unknown)?;
-                Ok(vec![(m.buf, start, len as usize)])
+                Ok(vec![(m.buf, start, usize::try_from(len).map_err(|_| Fault::Unknown)?)])
             }
             Key::Mkey(s) => {
                 let k = self.mkeys.get(s).and_then(|m| m.as_ref()).ok_or(Fault::Unknown)?;
@@ -444,7 +448,8 @@ impl Model {
                         return Err(Fault::Unknown);
                     }
                     let start = m.off + moff + (lo - (at - rlen));
-                    out.push((m.buf, usize::try_from(start).map_err(|_| Fault::Unknown)?, (hi - lo) as usize));
+                    let start = usize::try_from(start).map_err(|_| Fault::Unknown)?;
+                    out.push((m.buf, start, usize::try_from(hi - lo).map_err(|_| Fault::Unknown)?));
                 }
                 Ok(out)
             }
@@ -455,7 +460,7 @@ impl Model {
         let mut bytes = Vec::new();
         for &(b, o, l) in src {
             if let Some(d) = self.bufs.get(b).and_then(|x| x.as_ref()) {
-                bytes.extend_from_slice(d.data.get(o..o + l).unwrap_or_default());
+                bytes.extend_from_slice(o.checked_add(l).and_then(|e| d.data.get(o..e)).unwrap_or_default());
             }
         }
         bytes
@@ -481,15 +486,17 @@ impl Model {
     }
 
     fn scatter(&mut self, bytes: &[u8], dst: &Runs) {
-        let mut at = 0;
+        let mut at: usize = 0;
         for &(b, o, l) in dst {
             if let Some(d) = self.bufs.get_mut(b).and_then(|x| x.as_mut()) {
                 let data = Arc::make_mut(&mut d.data);
-                if let (Some(to), Some(from)) = (data.get_mut(o..o + l), bytes.get(at..at + l)) {
+                let to = o.checked_add(l).and_then(|e| data.get_mut(o..e));
+                let from = at.checked_add(l).and_then(|e| bytes.get(at..e));
+                if let (Some(to), Some(from)) = (to, from) {
                     to.copy_from_slice(from);
                 }
             }
-            at += l;
+            at = at.saturating_add(l);
         }
     }
 
