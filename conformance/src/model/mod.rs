@@ -71,8 +71,9 @@ use serde::{Deserialize, Serialize};
 pub enum Key {
     /// MR slot; addresses are `mr.addr + off`.
     Mr(usize),
-    /// Mkey slot; addresses are offsets (layouts are zero-based, item 30).
-    Mkey(usize),
+    /// Mkey slot with this tag in the key's low byte; addresses are offsets (layouts are
+    /// zero-based, item 30).
+    Mkey(usize, u8),
     /// A key of no object (`0xdeadbe00`).
     Bogus,
 }
@@ -115,8 +116,9 @@ pub enum Wr {
     Read { local: Loc, remote: Key, roff: u32, signaled: bool },
     /// `ibv_wr_send` of `local`.
     Send { local: Loc, signaled: bool },
-    /// `mlx5dv_wr_mkey_configure` of mkey slot `mkey`.
-    Configure { mkey: usize, setters: u8, conf_flags: u32, inline: bool, signaled: bool },
+    /// `mlx5dv_wr_mkey_configure` of mkey slot `mkey`, `tag` in the low byte of its keys
+    /// (item 24).
+    Configure { mkey: usize, tag: u8, setters: u8, conf_flags: u32, inline: bool, signaled: bool },
     /// `mlx5dv_wr_set_mkey_access_flags`.
     Access(u32),
     /// `mlx5dv_wr_set_mkey_layout_list` of the first `n` entries.
@@ -239,6 +241,8 @@ struct Mkey {
     num_desc: u16,
     /// A configure made it valid (item 25).
     valid: bool,
+    /// The key's low byte the last configure wrote (item 24).
+    tag: u8,
     /// Access from the last access setter (local read is implied, item 28).
     access: AccessFlags,
     layout: Layout,
@@ -651,6 +655,7 @@ impl Model {
             flags: f,
             num_desc,
             valid: false,
+            tag: 0,
             access: AccessFlags::empty(),
             layout: Layout::default(),
         }));

@@ -81,7 +81,7 @@ impl Slots {
                 let m = at(&self.mrs, s)?.0;
                 (m.addr.wrapping_add(u64::from(off)), m.lkey)
             }
-            Key::Mkey(s) => (u64::from(off), at(&self.mkeys, s)?.0.lkey),
+            Key::Mkey(s, tag) => (u64::from(off), (at(&self.mkeys, s)?.0.lkey & !0xff) | u32::from(tag)),
             Key::Bogus => (u64::from(off), BOGUS_KEY),
         })
     }
@@ -139,10 +139,15 @@ impl Slots {
             Wr::Send { local, signaled } => {
                 WrOp::Send { wr_id: id, flags: flags(signaled, false), sge: vec![self.sge(local)?] }
             }
-            Wr::Configure { mkey, setters, conf_flags, inline, signaled } => WrOp::MkeyConfigure {
+            Wr::Configure { mkey, tag, setters, conf_flags, inline, signaled } => WrOp::MkeyConfigure {
                 wr_id: id,
                 flags: flags(signaled, inline),
-                mkey: at(&self.mkeys, mkey)?.0,
+                mkey: {
+                    let mut m = at(&self.mkeys, mkey)?.0;
+                    m.lkey = (m.lkey & !0xff) | u32::from(tag);
+                    m.rkey = m.lkey;
+                    m
+                },
                 num_setters: setters,
                 conf_flags: MkeyConfFlags::from_bits_retain(conf_flags),
                 comp_mask: 0,

@@ -61,7 +61,7 @@ impl Model {
                 let len: u64 = m.layout.runs.iter().map(|r| r.2).sum();
                 let len = u32::try_from(len).unwrap_or(u32::MAX);
                 for p in [by_pd.entry(m.pd).or_default(), &mut all] {
-                    p.keys.push((Key::Mkey(i), len));
+                    p.keys.push((Key::Mkey(i, m.tag), len));
                     p.mkeys.push(i);
                 }
             }
@@ -94,7 +94,7 @@ fn loc(pool: &Arc<Pool>, pd: Option<usize>) -> BoxedStrategy<Loc> {
             // Mostly the PD's MRs, then its configured mkeys, now and then any key.
             let keys: Vec<(Key, u32)> = match sel {
                 0..=2 => own.keys.clone(),
-                3..=7 => own.keys.iter().copied().filter(|k| matches!(k.0, Key::Mkey(_)) && k.1 > 0).collect(),
+                3..=7 => own.keys.iter().copied().filter(|k| matches!(k.0, Key::Mkey(..)) && k.1 > 0).collect(),
                 _ => own.keys.iter().copied().filter(|k| matches!(k.0, Key::Mr(_))).collect(),
             };
             let mrs = || own.keys.iter().copied().filter(|k| matches!(k.0, Key::Mr(_))).collect::<Vec<_>>();
@@ -137,6 +137,11 @@ fn ient(pool: &Arc<Pool>, pd: Option<usize>) -> BoxedStrategy<IEnt> {
             IEnt { mr, off, count, skip }
         })
         .boxed()
+}
+
+/// A tag byte for a configure: mostly 0, the value the suite uses, or any.
+fn tag() -> BoxedStrategy<u8> {
+    prop_oneof![3 => Just(0u8), 1 => Just(0x5a), 1 => any::<u8>()].boxed()
 }
 
 fn access() -> BoxedStrategy<u32> {
@@ -196,9 +201,10 @@ fn wr(pool: &Arc<Pool>, pd: Option<usize>, rpd: Option<usize>) -> BoxedStrategy<
                 inline,
                 signaled
             }),
-        1 => (mk, 0u8..3, prop_oneof![4 => Just(0u32), 1 => Just(1), 1 => Just(2)], inline, any::<bool>())
-            .prop_map(|(mkey, setters, conf_flags, inline, signaled)| Wr::Configure {
+        2 => (mk, tag(), 0u8..3, prop_oneof![4 => Just(0u32), 1 => Just(1), 1 => Just(2)], inline, any::<bool>())
+            .prop_map(|(mkey, tag, setters, conf_flags, inline, signaled)| Wr::Configure {
                 mkey,
+                tag,
                 setters,
                 conf_flags,
                 inline,
@@ -492,7 +498,7 @@ impl Model {
     fn names_key(&self, k: Key) -> bool {
         match k {
             Key::Mr(s) => s < self.mrs.len(),
-            Key::Mkey(s) => s < self.mkeys.len(),
+            Key::Mkey(s, _) => s < self.mkeys.len(),
             Key::Bogus => true,
         }
     }

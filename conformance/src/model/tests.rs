@@ -97,7 +97,7 @@ fn a_write_moves_bytes_and_a_bad_rkey_is_a_remote_access_error() {
 fn a_list_mkey_is_zero_based_and_its_setters_follow_items_26_to_29() {
     let mut m = connected();
     let e = [Ent { mr: 1, off: 10, len: 4 }, Ent { mr: 1, off: 50, len: 4 }, Ent::default(), Ent::default()];
-    let conf = |setters, inline| Wr::Configure { mkey: 0, setters, conf_flags: 0, inline, signaled: true };
+    let conf = |setters, inline| Wr::Configure { mkey: 0, tag: 0, setters, conf_flags: 0, inline, signaled: true };
     assert_eq!(m.step(&post(&[conf(0, false)])), Expect::Errno(EOPNOTSUPP));
     assert_eq!(m.step(&post(&[Wr::Access(7)])), Expect::Errno(EINVAL));
     assert_eq!(m.step(&post(&[conf(2, true), Wr::Access(7), Wr::Access(7)])), Expect::Errno(EINVAL));
@@ -106,7 +106,8 @@ fn a_list_mkey_is_zero_based_and_its_setters_follow_items_26_to_29() {
     assert_eq!(m.step(&post(&[list])), Expect::Ok(None));
     assert_eq!(m.effects().cqes[0].1.opcode, Some(wc_opcode::DRIVER1));
     // Offsets 2..6 of the mkey are bytes 12..14 and 50..52 of buffer 1.
-    let w = Wr::Write { local: Loc { key: Key::Mr(0), off: 0, len: 4 }, remote: Key::Mkey(0), roff: 2, signaled: true };
+    let w =
+        Wr::Write { local: Loc { key: Key::Mr(0), off: 0, len: 4 }, remote: Key::Mkey(0, 0), roff: 2, signaled: true };
     assert_eq!(m.step(&post(&[w])), Expect::Ok(None));
     let want = fill_pattern(256, 7);
     let got = m.buf_bytes(1).map(|b| (b[12..14].to_vec(), b[50..52].to_vec()));
@@ -124,4 +125,26 @@ fn the_send_queue_fills_at_max_post() {
     assert_eq!(m.step(&post(&[w, w])), Expect::Errno(ENOMEM));
     assert_eq!(m.step(&post(&[w])), Expect::Ok(None));
     assert_eq!(m.step(&post(&[w])), Expect::Errno(ENOMEM));
+}
+
+#[test]
+fn a_tag_byte_needs_kernel_support_and_then_names_the_mkey() {
+    let e = [Ent { mr: 1, off: 0, len: 16 }, Ent::default(), Ent::default(), Ent::default()];
+    let conf = |tag| Wr::Configure { mkey: 0, tag, setters: 2, conf_flags: 0, inline: true, signaled: true };
+    let list = [conf(0x5a), Wr::Access(7), Wr::List { n: 1, e }];
+    let mut m = connected();
+    m.update_tag = false;
+    assert_eq!(m.step(&post(&list)), Expect::Errno(EOPNOTSUPP));
+    let mut m = connected();
+    assert_eq!(m.step(&post(&list)), Expect::Ok(None));
+    let w = |tag| Wr::Write {
+        local: Loc { key: Key::Mr(0), off: 0, len: 4 },
+        remote: Key::Mkey(0, tag),
+        roff: 0,
+        signaled: true,
+    };
+    assert_eq!(m.step(&post(&[w(0x5a)])), Expect::Ok(None));
+    assert_eq!(m.effects().cqes[0].1.status, wc_status::SUCCESS);
+    assert_eq!(m.step(&post(&[w(0)])), Expect::Ok(None));
+    assert_eq!(m.effects().cqes[0].1.status, wc_status::REM_ACCESS_ERR);
 }

@@ -53,6 +53,7 @@ pub(super) type Runs = Vec<(usize, usize, usize)>;
 /// A configure open in this chain: the mkey, the setters announced and run, what they set.
 struct Open {
     mkey: usize,
+    tag: u8,
     want: u8,
     done: u8,
     access: Option<AccessFlags>,
@@ -66,7 +67,7 @@ struct Open {
 /// A finalized WR of a chain.
 enum Posted {
     Data { wr: Wr, id: u64 },
-    Umr { mkey: usize, access: Option<AccessFlags>, layout: Option<Layout>, id: u64, signaled: bool },
+    Umr { mkey: usize, tag: u8, access: Option<AccessFlags>, layout: Option<Layout>, id: u64, signaled: bool },
 }
 
 fn list_layout(n: u8, e: &[Ent; 4]) -> Layout {
@@ -129,12 +130,12 @@ impl Model {
         for (k, w) in wrs.iter().enumerate() {
             match *w {
                 Wr::MrList { mkey, access, n, e, inline, signaled } => {
-                    calls.push((k, Wr::Configure { mkey, setters: 2, conf_flags: 0, inline, signaled }));
+                    calls.push((k, Wr::Configure { mkey, tag: 0, setters: 2, conf_flags: 0, inline, signaled }));
                     calls.push((k, Wr::Access(access)));
                     calls.push((k, Wr::List { n, e }));
                 }
                 Wr::MrInterleaved { mkey, access, repeat, n, e, inline, signaled } => {
-                    calls.push((k, Wr::Configure { mkey, setters: 2, conf_flags: 0, inline, signaled }));
+                    calls.push((k, Wr::Configure { mkey, tag: 0, setters: 2, conf_flags: 0, inline, signaled }));
                     calls.push((k, Wr::Access(access)));
                     calls.push((k, Wr::Interleaved { repeat, n, e }));
                 }
@@ -156,7 +157,7 @@ impl Model {
                     nreq += 1;
                     posted.push(Posted::Data { wr: w, id });
                 }
-                Wr::Configure { mkey, setters, conf_flags, inline, signaled } => {
+                Wr::Configure { mkey, tag, setters, conf_flags, inline, signaled } => {
                     if open.is_some() {
                         return Expect::Unknown;
                     }
@@ -174,13 +175,22 @@ impl Model {
                     if !room(nreq) {
                         err.get_or_insert(ENOMEM);
                     }
+                    // Item 24: a new tag byte needs the kernel's tag update; it replaces ENOMEM
+                    // (item 94) and the configure stops there, after libmlx5 made the mkey
+                    // current: a later chain's setter would find it (item 26's difference).
+                    if tag != 0 && !self.update_tag {
+                        err = Some(EOPNOTSUPP);
+                        dangling = true;
+                        continue;
+                    }
                     dangling = false;
                     if setters == 0 {
                         nreq += 1;
-                        posted.push(Posted::Umr { mkey, access: None, layout: None, id, signaled });
+                        posted.push(Posted::Umr { mkey, tag, access: None, layout: None, id, signaled });
                     } else {
                         let o = Open {
                             mkey,
+                            tag,
                             want: setters,
                             done: 0,
                             access: None,
@@ -251,8 +261,8 @@ impl Model {
                         && let Some(o) = open.take()
                     {
                         nreq += 1;
-                        let Open { mkey, access, layout, id, signaled, .. } = o;
-                        posted.push(Posted::Umr { mkey, access, layout, id, signaled });
+                        let Open { mkey, tag, access, layout, id, signaled, .. } = o;
+                        posted.push(Posted::Umr { mkey, tag, access, layout, id, signaled });
                     }
                 }
                 Wr::MrList { .. } | Wr::MrInterleaved { .. } => return Expect::Unknown,
@@ -297,7 +307,7 @@ impl Model {
                 continue;
             }
             match p {
-                Posted::Umr { mkey, access, layout, .. } => {
+                Posted::Umr { mkey, tag, access, layout, .. } => {
                     // A layout entry outside a live MR of the mkey's PD: the docs do not say
                     // whether the UMR or a later access fails (the simulator fails the UMR).
                     if let Some(l) = &layout
@@ -306,8 +316,9 @@ impl Model {
                         return Expect::Unknown;
                     }
                     let Some(m) = self.mkeys.get_mut(mkey).and_then(|m| m.as_mut()) else { return Expect::Unknown };
-                    // Items 25, 28, 30: valid; what was not set stays.
+                    // Items 24, 25, 28, 30: valid, the tag of the key; what was not set stays.
                     m.valid = true;
+                    m.tag = tag;
                     if let Some(a) = access {
                         m.access = a;
                     }
@@ -383,7 +394,7 @@ impl Model {
     fn key_bufs(&self, key: Key) -> Vec<usize> {
         match key {
             Key::Mr(s) => self.mrs.get(s).and_then(|m| m.as_ref()).map(|m| vec![m.buf]).unwrap_or_default(),
-            Key::Mkey(s) => self
+            Key::Mkey(s, _) => self
                 .mkeys
                 .get(s)
                 .and_then(|m| m.as_ref())
@@ -421,7 +432,7 @@ impl Model {
                 let start = usize::try_from(m.off + off).map_err(|_| Fault::Unknown)?;
                 Ok(vec![(m.buf, start, usize::try_from(len).map_err(|_| Fault::Unknown)?)])
             }
-            Key::Mkey(s) => {
+            Key::Mkey(s, tag) => {
                 let k = self.mkeys.get(s).and_then(|m| m.as_ref()).ok_or(Fault::Unknown)?;
                 if key_dev(k.pd) != Some(dev)
                     || k.flags.intersects(MkeyInitFlags::BLOCK_SIGNATURE | MkeyInitFlags::CRYPTO)
@@ -429,7 +440,7 @@ impl Model {
                     return Err(Fault::Unknown);
                 }
                 let total: u64 = k.layout.runs.iter().map(|r| r.2).sum();
-                if k.pd != pd || !k.valid || !allowed(k.access) || off + len > total {
+                if k.pd != pd || !k.valid || k.tag != tag || !allowed(k.access) || off + len > total {
                     return Err(Fault::Prot);
                 }
                 let mut out = Runs::new();
