@@ -125,6 +125,8 @@ pub enum Wr {
     List { n: u8, e: [Ent; 4] },
     /// `mlx5dv_wr_set_mkey_layout_interleaved` of the first `n` entries.
     Interleaved { repeat: u32, n: u8, e: [IEnt; 3] },
+    /// `ibv_wr_local_inv` of mkey slot `mkey`'s key with `tag` (item 72).
+    LocalInv { mkey: usize, tag: u8, signaled: bool },
     /// `mlx5dv_wr_mr_list`: a configure with two setters.
     MrList { mkey: usize, access: u32, n: u8, e: [Ent; 4], inline: bool, signaled: bool },
     /// `mlx5dv_wr_mr_interleaved`: a configure with two setters.

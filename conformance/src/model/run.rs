@@ -152,6 +152,11 @@ impl Slots {
                 conf_flags: MkeyConfFlags::from_bits_retain(conf_flags),
                 comp_mask: 0,
             },
+            Wr::LocalInv { mkey, tag, signaled } => WrOp::LocalInv {
+                wr_id: id,
+                flags: flags(signaled, false),
+                invalidate_rkey: (at(&self.mkeys, mkey)?.0.lkey & !0xff) | u32::from(tag),
+            },
             Wr::Access(a) => WrOp::SetMkeyAccessFlags(AccessFlags::from_bits_retain(a)),
             Wr::List { n, e } => WrOp::SetMkeyLayoutList(list(n, &e)?),
             Wr::Interleaved { repeat, n, e } => {

@@ -164,6 +164,18 @@ fn wr(pool: &Arc<Pool>, pd: Option<usize>, rpd: Option<usize>) -> BoxedStrategy<
             m.get(i.index(m.len().max(1))).copied().unwrap_or(0)
         })
     };
+    let mkt = {
+        let p = Arc::clone(pool);
+        any::<Index>().prop_map(move |i| {
+            let k: Vec<(usize, u8)> = p
+                .of(pd, true)
+                .keys
+                .iter()
+                .filter_map(|k| if let Key::Mkey(m, t) = k.0 { Some((m, t)) } else { None })
+                .collect();
+            k.get(i.index(k.len().max(1))).copied().unwrap_or((0, 0))
+        })
+    };
     let remote = loc(pool, rpd);
     let ents = (0u8..=4, ent(pool, pd), ent(pool, pd), ent(pool, pd), ent(pool, pd));
     let inline = prop_oneof![6 => Just(true), 1 => Just(false)];
@@ -210,6 +222,7 @@ fn wr(pool: &Arc<Pool>, pd: Option<usize>, rpd: Option<usize>) -> BoxedStrategy<
                 inline,
                 signaled
             }),
+        1 => (mkt, any::<bool>()).prop_map(|((mkey, tag), signaled)| Wr::LocalInv { mkey, tag, signaled }),
         1 => access().prop_map(Wr::Access),
         1 => ents.prop_map(|(n, a, b, c, d)| Wr::List { n, e: [a, b, c, d] }),
         1 => (1u32..4, 1u8..=3, ient(pool, pd), ient(pool, pd), ient(pool, pd))
@@ -510,7 +523,7 @@ impl Model {
                 self.names_key(local.key) && self.names_key(remote)
             }
             Wr::Send { local, .. } => self.names_key(local.key),
-            Wr::Configure { mkey, .. } => mkey < self.mkeys.len(),
+            Wr::Configure { mkey, .. } | Wr::LocalInv { mkey, .. } => mkey < self.mkeys.len(),
             Wr::Access(_) => true,
             Wr::List { n, e } => ents(n, &e),
             Wr::Interleaved { n, e, .. } => e.iter().take(usize::from(n)).all(|x| x.mr < self.mrs.len()),

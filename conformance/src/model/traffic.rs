@@ -145,7 +145,7 @@ impl Model {
         for (k, w) in calls {
             let id = wr_id(seq, k, false);
             match w {
-                Wr::Write { .. } | Wr::Read { .. } | Wr::Send { .. } => {
+                Wr::Write { .. } | Wr::Read { .. } | Wr::Send { .. } | Wr::LocalInv { .. } => {
                     // A data WQE written over an open configure: not modelled.
                     if open.is_some() {
                         return Expect::Unknown;
@@ -337,6 +337,7 @@ impl Model {
                             let (op, len) = match wr {
                                 Wr::Read { local, .. } => (wc_opcode::RDMA_READ, Some(local.len)),
                                 Wr::Send { .. } => (wc_opcode::SEND, None),
+                                Wr::LocalInv { .. } => (wc_opcode::LOCAL_INV, None),
                                 _ => (wc_opcode::RDMA_WRITE, None),
                             };
                             self.cqe(qp, id, wc_status::SUCCESS, Some(op), len);
@@ -600,6 +601,18 @@ impl Model {
                 self.cqe(p, r.wr_id, wc_status::SUCCESS, Some(wc_opcode::RECV), Some(local.len));
                 Some(None)
             }
+            Wr::LocalInv { mkey, tag, .. } => {
+                // Item 72 on a valid plain mkey of the QP's PD named by its current key; the
+                // answer for any other key is not published.
+                let m = self.mkeys.get_mut(mkey)?.as_mut()?;
+                let plain = !m.flags.intersects(MkeyInitFlags::BLOCK_SIGNATURE | MkeyInitFlags::CRYPTO);
+                if m.pd != pd || m.tag != tag || !m.valid || !plain {
+                    return None;
+                }
+                m.valid = false;
+                m.tag = 0;
+                Some(None)
+            }
             _ => None,
         }
     }
@@ -635,7 +648,10 @@ impl Model {
 
 fn signaled_of(wr: &Wr) -> bool {
     match *wr {
-        Wr::Write { signaled, .. } | Wr::Read { signaled, .. } | Wr::Send { signaled, .. } => signaled,
+        Wr::Write { signaled, .. }
+        | Wr::Read { signaled, .. }
+        | Wr::Send { signaled, .. }
+        | Wr::LocalInv { signaled, .. } => signaled,
         _ => false,
     }
 }
