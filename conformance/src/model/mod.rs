@@ -110,12 +110,12 @@ pub struct IEnt {
 #[allow(missing_docs)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Wr {
-    /// `ibv_wr_rdma_write` of `local` to `remote.off` of `remote.key` on the peer.
-    Write { local: Loc, remote: Key, roff: u32, signaled: bool },
-    /// `ibv_wr_rdma_read` into `local`.
-    Read { local: Loc, remote: Key, roff: u32, signaled: bool },
-    /// `ibv_wr_send` of `local`.
-    Send { local: Loc, signaled: bool },
+    /// `ibv_wr_rdma_write` of `local` (and `more`) to `roff` of `remote` on the peer.
+    Write { local: Loc, more: Option<Loc>, remote: Key, roff: u32, signaled: bool },
+    /// `ibv_wr_rdma_read` into `local` (and `more`).
+    Read { local: Loc, more: Option<Loc>, remote: Key, roff: u32, signaled: bool },
+    /// `ibv_wr_send` of `local` (and `more`).
+    Send { local: Loc, more: Option<Loc>, signaled: bool },
     /// `mlx5dv_wr_mkey_configure` of mkey slot `mkey`, `tag` in the low byte of its keys
     /// (item 24).
     Configure { mkey: usize, tag: u8, setters: u8, conf_flags: u32, inline: bool, signaled: bool },
@@ -302,6 +302,8 @@ struct QpM {
     /// The SQ's `max_post` and the QP's `max_inline_data`.
     max_post: u32,
     max_inline: u32,
+    /// `max_send_sge`.
+    max_gs: u32,
     /// Send WRs posted and not yet retired by a polled completion.
     sq_used: u32,
     recvs: VecDeque<Recv>,

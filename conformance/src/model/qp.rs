@@ -101,6 +101,7 @@ impl Model {
             rq_gs: 0,
             max_post,
             max_inline,
+            max_gs: sge,
             sq_used: 0,
             recvs: VecDeque::new(),
             peer: None,

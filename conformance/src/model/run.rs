@@ -75,6 +75,10 @@ impl Slots {
         Ok(Sge { addr, length: loc.len, lkey })
     }
 
+    fn sges(&self, local: Loc, more: Option<Loc>) -> Result<Vec<Sge>, i32> {
+        std::iter::once(local).chain(more).map(|l| self.sge(l)).collect()
+    }
+
     fn key_addr(&self, key: Key, off: u32) -> Result<(u64, u32), i32> {
         Ok(match key {
             Key::Mr(s) => {
@@ -116,28 +120,28 @@ impl Slots {
                 .collect()
         };
         Ok(match *w {
-            Wr::Write { local, remote, roff, signaled } => {
+            Wr::Write { local, more, remote, roff, signaled } => {
                 let (remote_addr, rkey) = self.key_addr(remote, roff)?;
                 WrOp::RdmaWrite {
                     wr_id: id,
                     flags: flags(signaled, false),
                     rkey,
                     remote_addr,
-                    sge: vec![self.sge(local)?],
+                    sge: self.sges(local, more)?,
                 }
             }
-            Wr::Read { local, remote, roff, signaled } => {
+            Wr::Read { local, more, remote, roff, signaled } => {
                 let (remote_addr, rkey) = self.key_addr(remote, roff)?;
                 WrOp::RdmaRead {
                     wr_id: id,
                     flags: flags(signaled, false),
                     rkey,
                     remote_addr,
-                    sge: vec![self.sge(local)?],
+                    sge: self.sges(local, more)?,
                 }
             }
-            Wr::Send { local, signaled } => {
-                WrOp::Send { wr_id: id, flags: flags(signaled, false), sge: vec![self.sge(local)?] }
+            Wr::Send { local, more, signaled } => {
+                WrOp::Send { wr_id: id, flags: flags(signaled, false), sge: self.sges(local, more)? }
             }
             Wr::Configure { mkey, tag, setters, conf_flags, inline, signaled } => WrOp::MkeyConfigure {
                 wr_id: id,

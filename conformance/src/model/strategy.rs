@@ -177,22 +177,30 @@ fn wr(pool: &Arc<Pool>, pd: Option<usize>, rpd: Option<usize>) -> BoxedStrategy<
         })
     };
     let remote = loc(pool, rpd);
+    // A second SGE now and then: a short one, or an empty one whose key names nothing.
+    let more = prop_oneof![
+        6 => Just(None),
+        1 => loc(pool, pd).prop_map(|l| Some(Loc { len: l.len.min(16), ..l })),
+        1 => (0u32..64).prop_map(|off| Some(Loc { key: Key::Bogus, off, len: 0 })),
+    ];
     let ents = (0u8..=4, ent(pool, pd), ent(pool, pd), ent(pool, pd), ent(pool, pd));
     let inline = prop_oneof![6 => Just(true), 1 => Just(false)];
     prop_oneof![
-        4 => (loc(pool, pd), remote.clone(), any::<bool>()).prop_map(|(local, r, signaled)| Wr::Write {
+        4 => (loc(pool, pd), more.clone(), remote.clone(), any::<bool>()).prop_map(|(local, more, r, signaled)| Wr::Write {
             local: Loc { len: local.len.min(r.len), ..local },
+            more,
             remote: r.key,
             roff: r.off,
             signaled
         }),
-        3 => (loc(pool, pd), remote, any::<bool>()).prop_map(|(local, r, signaled)| Wr::Read {
+        3 => (loc(pool, pd), more.clone(), remote, any::<bool>()).prop_map(|(local, more, r, signaled)| Wr::Read {
             local: Loc { len: local.len.min(r.len), ..local },
+            more,
             remote: r.key,
             roff: r.off,
             signaled
         }),
-        2 => (loc(pool, pd), any::<bool>()).prop_map(|(local, signaled)| Wr::Send { local, signaled }),
+        2 => (loc(pool, pd), more, any::<bool>()).prop_map(|(local, more, signaled)| Wr::Send { local, more, signaled }),
         5 => (mk.clone(), access(), ents.clone(), inline.clone(), any::<bool>()).prop_map(
             |(mkey, access, (n, a, b, c, d), inline, signaled)| Wr::MrList {
                 mkey,
@@ -519,10 +527,10 @@ impl Model {
     fn names_wr(&self, w: &Wr) -> bool {
         let ents = |n: u8, e: &[Ent]| e.iter().take(usize::from(n)).all(|x| x.mr < self.mrs.len());
         match *w {
-            Wr::Write { local, remote, .. } | Wr::Read { local, remote, .. } => {
-                self.names_key(local.key) && self.names_key(remote)
+            Wr::Write { local, more, remote, .. } | Wr::Read { local, more, remote, .. } => {
+                self.names_key(local.key) && self.names_key(remote) && more.is_none_or(|m| self.names_key(m.key))
             }
-            Wr::Send { local, .. } => self.names_key(local.key),
+            Wr::Send { local, more, .. } => self.names_key(local.key) && more.is_none_or(|m| self.names_key(m.key)),
             Wr::Configure { mkey, .. } | Wr::LocalInv { mkey, .. } => mkey < self.mkeys.len(),
             Wr::Access(_) => true,
             Wr::List { n, e } => ents(n, &e),

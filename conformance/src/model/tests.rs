@@ -72,22 +72,38 @@ fn the_state_machine_refuses_what_ib_modify_qp_is_ok_refuses() {
     assert_eq!(q(&mut m, Target::Rtr(None)), Expect::Errno(EINVAL));
     assert_eq!(m.step(&Op::QueryQp { qp: 0 }), Expect::Ok(Some(1)));
     // Item 20: until RTS again every chain is EINVAL.
-    let w = Wr::Write { local: Loc { key: Key::Mr(0), off: 0, len: 8 }, remote: Key::Mr(1), roff: 0, signaled: true };
+    let w = Wr::Write {
+        local: Loc { key: Key::Mr(0), off: 0, len: 8 },
+        more: None,
+        remote: Key::Mr(1),
+        roff: 0,
+        signaled: true,
+    };
     assert_eq!(m.step(&post(&[w])), Expect::Errno(EINVAL));
 }
 
 #[test]
 fn a_write_moves_bytes_and_a_bad_rkey_is_a_remote_access_error() {
     let mut m = connected();
-    let w =
-        Wr::Write { local: Loc { key: Key::Mr(0), off: 16, len: 8 }, remote: Key::Mr(1), roff: 100, signaled: true };
+    let w = Wr::Write {
+        local: Loc { key: Key::Mr(0), off: 16, len: 8 },
+        more: None,
+        remote: Key::Mr(1),
+        roff: 100,
+        signaled: true,
+    };
     assert_eq!(m.step(&post(&[w])), Expect::Ok(None));
     let want = fill_pattern(256, 7);
     assert_eq!(m.buf_bytes(1).map(|b| b[100..108].to_vec()), Some(want[16..24].to_vec()));
     assert_eq!(m.effects().cqes.len(), 1);
     assert_eq!(m.effects().cqes[0].1.opcode, Some(wc_opcode::RDMA_WRITE));
-    let bad =
-        Wr::Write { local: Loc { key: Key::Mr(0), off: 0, len: 8 }, remote: Key::Bogus, roff: 0, signaled: false };
+    let bad = Wr::Write {
+        local: Loc { key: Key::Mr(0), off: 0, len: 8 },
+        more: None,
+        remote: Key::Bogus,
+        roff: 0,
+        signaled: false,
+    };
     assert_eq!(m.step(&post(&[bad, w])), Expect::Ok(None));
     let st: Vec<u32> = m.effects().cqes.iter().map(|c| c.1.status).collect();
     assert_eq!(st, vec![wc_status::REM_ACCESS_ERR, wc_status::WR_FLUSH_ERR]);
@@ -106,8 +122,13 @@ fn a_list_mkey_is_zero_based_and_its_setters_follow_items_26_to_29() {
     assert_eq!(m.step(&post(&[list])), Expect::Ok(None));
     assert_eq!(m.effects().cqes[0].1.opcode, Some(wc_opcode::DRIVER1));
     // Offsets 2..6 of the mkey are bytes 12..14 and 50..52 of buffer 1.
-    let w =
-        Wr::Write { local: Loc { key: Key::Mr(0), off: 0, len: 4 }, remote: Key::Mkey(0, 0), roff: 2, signaled: true };
+    let w = Wr::Write {
+        local: Loc { key: Key::Mr(0), off: 0, len: 4 },
+        more: None,
+        remote: Key::Mkey(0, 0),
+        roff: 2,
+        signaled: true,
+    };
     assert_eq!(m.step(&post(&[w])), Expect::Ok(None));
     let want = fill_pattern(256, 7);
     let got = m.buf_bytes(1).map(|b| (b[12..14].to_vec(), b[50..52].to_vec()));
@@ -117,7 +138,13 @@ fn a_list_mkey_is_zero_based_and_its_setters_follow_items_26_to_29() {
 #[test]
 fn the_send_queue_fills_at_max_post() {
     let mut m = connected();
-    let w = Wr::Write { local: Loc { key: Key::Mr(0), off: 0, len: 4 }, remote: Key::Mr(1), roff: 0, signaled: false };
+    let w = Wr::Write {
+        local: Loc { key: Key::Mr(0), off: 0, len: 4 },
+        more: None,
+        remote: Key::Mr(1),
+        roff: 0,
+        signaled: false,
+    };
     // 16 unsignalled WRs fill a 16-deep queue; the 17th finds no room (item 23).
     for _ in 0..5 {
         assert_eq!(m.step(&post(&[w, w, w])), Expect::Ok(None));
@@ -139,6 +166,7 @@ fn a_tag_byte_needs_kernel_support_and_then_names_the_mkey() {
     assert_eq!(m.step(&post(&list)), Expect::Ok(None));
     let w = |tag| Wr::Write {
         local: Loc { key: Key::Mr(0), off: 0, len: 4 },
+        more: None,
         remote: Key::Mkey(0, tag),
         roff: 0,
         signaled: true,
@@ -147,4 +175,27 @@ fn a_tag_byte_needs_kernel_support_and_then_names_the_mkey() {
     assert_eq!(m.effects().cqes[0].1.status, wc_status::SUCCESS);
     assert_eq!(m.step(&post(&[w(0)])), Expect::Ok(None));
     assert_eq!(m.effects().cqes[0].1.status, wc_status::REM_ACCESS_ERR);
+}
+
+#[test]
+fn sges_beyond_max_send_sge_are_enomem_and_empty_ones_are_dropped() {
+    let mut m = connected();
+    let empty = Some(Loc { key: Key::Bogus, off: 0, len: 0 });
+    let w = |more| Wr::Write {
+        local: Loc { key: Key::Mr(0), off: 0, len: 8 },
+        more,
+        remote: Key::Mr(1),
+        roff: 0,
+        signaled: true,
+    };
+    assert_eq!(m.step(&post(&[w(empty)])), Expect::Ok(None));
+    assert_eq!(m.effects().cqes[0].1.status, wc_status::SUCCESS);
+    assert_eq!(
+        m.step(&Op::CreateQp { pd: 0, cq: 0, wr: 4, sge: 1, inline: 0 }),
+        Expect::Ok(Some(4 << 32 | 60 << 8 | 2))
+    );
+    assert_eq!(m.step(&Op::Connect { qp: 2, peer: 2 }), Expect::Ok(None));
+    let mut a = [Wr::Access(0); 3];
+    a[0] = w(empty);
+    assert_eq!(m.step(&Op::Post { qp: 2, n: 1, wrs: a }), Expect::Errno(ENOMEM));
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use mlx5_dv::errno::{EINVAL, ENOMEM, EOPNOTSUPP};
 use mlx5_dv::{AccessFlags, MkeyInitFlags, wc_opcode, wc_status};
 
-use super::{Ent, Expect, IEnt, Key, Layout, Model, St, Wr, wr_id};
+use super::{Ent, Expect, IEnt, Key, Layout, Loc, Model, St, Wr, wr_id};
 
 /// A completion the model expects: the QP slot it belongs to, its `wr_id` and status, and for
 /// a success its opcode and (receives and READs) its `byte_len`.
@@ -117,7 +117,7 @@ impl Model {
         if q.unknown {
             return Expect::Unknown;
         }
-        let (sq_used, max_post, max_inline, qpd) = (q.sq_used, q.max_post, q.max_inline, q.pd);
+        let (sq_used, max_post, max_inline, qpd, max_gs) = (q.sq_used, q.max_post, q.max_inline, q.pd, q.max_gs);
         let mut dangling = q.dangling;
         let mut err: Option<i32> = None;
         let mut nreq: u32 = 0;
@@ -155,6 +155,10 @@ impl Model {
                         continue;
                     }
                     nreq += 1;
+                    // Item 87: more SGEs than max_send_sge store ENOMEM.
+                    if sges(&w).len() as u64 > u64::from(max_gs) {
+                        err.get_or_insert(ENOMEM);
+                    }
                     posted.push(Posted::Data { wr: w, id });
                 }
                 Wr::Configure { mkey, tag, setters, conf_flags, inline, signaled } => {
@@ -335,7 +339,7 @@ impl Model {
                     Some(None) => {
                         if signaled {
                             let (op, len) = match wr {
-                                Wr::Read { local, .. } => (wc_opcode::RDMA_READ, Some(local.len)),
+                                Wr::Read { .. } => (wc_opcode::RDMA_READ, u32::try_from(total(&wr)).ok()),
                                 Wr::Send { .. } => (wc_opcode::SEND, None),
                                 Wr::LocalInv { .. } => (wc_opcode::LOCAL_INV, None),
                                 _ => (wc_opcode::RDMA_WRITE, None),
@@ -478,6 +482,23 @@ impl Model {
         bytes
     }
 
+    /// The runs of a scatter/gather list, in order; a protection fault at any SGE.
+    fn map_list(&self, locs: &[Loc], dev: usize, pd: usize, need: Need) -> Result<Runs, Fault> {
+        let mut out = Runs::new();
+        let mut fault = None;
+        for l in locs.iter().filter(|l| l.len > 0) {
+            match self.map(l.key, l.off, l.len, dev, pd, need) {
+                Ok(r) => out.extend(r),
+                Err(Fault::Unknown) => return Err(Fault::Unknown),
+                Err(Fault::Prot) => fault = Some(Fault::Prot),
+            }
+        }
+        match fault {
+            Some(f) => Err(f),
+            None => Ok(out),
+        }
+    }
+
     /// Copy the bytes of `src` into `dst` (the same total length).
     fn copy(&mut self, src: &Runs, dst: &Runs) {
         let bytes = self.gather(src);
@@ -519,9 +540,10 @@ impl Model {
         let pd = self.qps.get(qp)?.as_ref()?.pd;
         let local_read = Need { remote: false, write: false };
         match *wr {
-            Wr::Write { local, remote, roff, .. } => {
+            Wr::Write { remote, roff, .. } => {
                 self.effects.watch.extend(self.key_bufs(remote));
-                let src = match self.map(local.key, local.off, local.len, dev, pd, local_read) {
+                let len = u32::try_from(total(wr)).ok()?;
+                let src = match self.map_list(&sges(wr), dev, pd, local_read) {
                     Ok(r) => r,
                     Err(Fault::Prot) => return Some(Some(wc_status::LOC_PROT_ERR)),
                     Err(Fault::Unknown) => return None,
@@ -529,7 +551,7 @@ impl Model {
                 let p = self.linked_peer(qp)?;
                 let (pdev, ppd) = (self.qp_dev(p)?, self.qps.get(p)?.as_ref()?.pd);
                 self.sent(qp, p);
-                match self.map(remote, roff, local.len, pdev, ppd, Need { remote: true, write: true }) {
+                match self.map(remote, roff, len, pdev, ppd, Need { remote: true, write: true }) {
                     Ok(dst) => {
                         if overlaps(&src, &dst) || self.touches_pending(&src) || self.touches_pending(&dst) {
                             return None;
@@ -541,12 +563,15 @@ impl Model {
                     Err(Fault::Unknown) => None,
                 }
             }
-            Wr::Read { local, remote, roff, .. } => {
-                self.effects.watch.extend(self.key_bufs(local.key));
-                let dst = self.map(local.key, local.off, local.len, dev, pd, Need { remote: false, write: true });
+            Wr::Read { remote, roff, .. } => {
+                for l in sges(wr) {
+                    self.effects.watch.extend(self.key_bufs(l.key));
+                }
+                let len = u32::try_from(total(wr)).ok()?;
+                let dst = self.map_list(&sges(wr), dev, pd, Need { remote: false, write: true });
                 let p = self.linked_peer(qp)?;
                 let (pdev, ppd) = (self.qp_dev(p)?, self.qps.get(p)?.as_ref()?.pd);
-                let src = self.map(remote, roff, local.len, pdev, ppd, Need { remote: true, write: false });
+                let src = self.map(remote, roff, len, pdev, ppd, Need { remote: true, write: false });
                 self.sent(qp, p);
                 match (src, dst) {
                     (Ok(src), Ok(dst)) => {
@@ -562,8 +587,9 @@ impl Model {
                     _ => None,
                 }
             }
-            Wr::Send { local, .. } => {
-                let src = match self.map(local.key, local.off, local.len, dev, pd, local_read) {
+            Wr::Send { .. } => {
+                let len = u32::try_from(total(wr)).ok()?;
+                let src = match self.map_list(&sges(wr), dev, pd, local_read) {
                     Ok(r) => r,
                     Err(Fault::Prot) => return Some(Some(wc_status::LOC_PROT_ERR)),
                     Err(Fault::Unknown) => return None,
@@ -583,22 +609,22 @@ impl Model {
                 };
                 self.effects.watch.extend(self.key_bufs(sge.key));
                 // A short receive may be written in part: not modelled.
-                if sge.len < local.len {
+                if sge.len < len {
                     return None;
                 }
-                let dst = self.map(sge.key, sge.off, local.len, pdev, ppd, Need { remote: false, write: true }).ok()?;
+                let dst = self.map(sge.key, sge.off, len, pdev, ppd, Need { remote: false, write: true }).ok()?;
                 if overlaps(&src, &dst) || self.touches_pending(&src) || self.touches_pending(&dst) {
                     return None;
                 }
                 // Item 74: up to 32 or 64 bytes travel in the CQE and land when it is polled.
-                if local.len <= 64 {
+                if len <= 64 {
                     let bytes = self.gather(&src);
                     self.pending.push((dst, bytes));
                 } else {
                     self.copy(&src, &dst);
                 }
                 self.pop_recv(p);
-                self.cqe(p, r.wr_id, wc_status::SUCCESS, Some(wc_opcode::RECV), Some(local.len));
+                self.cqe(p, r.wr_id, wc_status::SUCCESS, Some(wc_opcode::RECV), Some(len));
                 Some(None)
             }
             Wr::LocalInv { mkey, tag, .. } => {
@@ -644,6 +670,21 @@ impl Model {
         }
         Some(Some(status))
     }
+}
+
+/// The SGEs a data WR's list holds (item 87: the count includes empty ones).
+fn sges(wr: &Wr) -> Vec<Loc> {
+    match *wr {
+        Wr::Write { local, more, .. } | Wr::Read { local, more, .. } | Wr::Send { local, more, .. } => {
+            std::iter::once(local).chain(more).collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The bytes a data WR moves: empty SGEs are dropped and never looked up (item 87).
+fn total(wr: &Wr) -> u64 {
+    sges(wr).iter().map(|l| u64::from(l.len)).sum()
 }
 
 fn signaled_of(wr: &Wr) -> bool {
