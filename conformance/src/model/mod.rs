@@ -125,6 +125,10 @@ pub enum Wr {
     List { n: u8, e: [Ent; 4] },
     /// `mlx5dv_wr_set_mkey_layout_interleaved` of the first `n` entries.
     Interleaved { repeat: u32, n: u8, e: [IEnt; 3] },
+    /// `ibv_wr_rdma_write_imm`: a write that also consumes a receive of the peer.
+    WriteImm { local: Loc, remote: Key, roff: u32, imm: u32, signaled: bool },
+    /// `ibv_wr_send_imm`.
+    SendImm { local: Loc, imm: u32, signaled: bool },
     /// `ibv_wr_local_inv` of mkey slot `mkey`'s key with `tag` (item 72).
     LocalInv { mkey: usize, tag: u8, signaled: bool },
     /// `mlx5dv_wr_mr_list`: a configure with two setters.

@@ -156,6 +156,14 @@ impl Slots {
                 conf_flags: MkeyConfFlags::from_bits_retain(conf_flags),
                 comp_mask: 0,
             },
+            Wr::WriteImm { local, remote, roff, imm, signaled } => {
+                let (remote_addr, rkey) = self.key_addr(remote, roff)?;
+                let sge = vec![self.sge(local)?];
+                WrOp::RdmaWriteImm { wr_id: id, flags: flags(signaled, false), rkey, remote_addr, imm, sge }
+            }
+            Wr::SendImm { local, imm, signaled } => {
+                WrOp::SendImm { wr_id: id, flags: flags(signaled, false), imm, sge: vec![self.sge(local)?] }
+            }
             Wr::LocalInv { mkey, tag, signaled } => WrOp::LocalInv {
                 wr_id: id,
                 flags: flags(signaled, false),
@@ -340,16 +348,20 @@ pub(super) fn run(b: &mut dyn Backend, names: &[String], s: &mut Slots, op: &Op,
 }
 
 /// A completion as the model writes it: opcode only for a success, `byte_len` only for a
-/// receive or a READ.
+/// receive or a READ, the immediate only with `IBV_WC_WITH_IMM`.
 fn as_expected(qp: usize, wc: &mlx5_dv::Wc) -> ExpCqe {
     let ok = wc.status == 0;
-    let sized = ok && (wc.opcode == wc_opcode::RECV || wc.opcode == wc_opcode::RDMA_READ);
+    let sized = ok && matches!(wc.opcode, wc_opcode::RECV | wc_opcode::RECV_RDMA_WITH_IMM | wc_opcode::RDMA_READ);
     ExpCqe {
         qp,
         wr_id: wc.wr_id,
         status: wc.status,
         opcode: ok.then_some(wc.opcode),
         byte_len: sized.then_some(wc.byte_len),
+        with_imm: ok && wc.wc_flags.contains(mlx5_dv::wc_flags::WITH_IMM),
+        // The requester's immediate is not defined.
+        imm: (ok && wc.wc_flags.contains(mlx5_dv::wc_flags::WITH_IMM) && wc.opcode & wc_opcode::RECV != 0)
+            .then_some(wc.imm_data),
     }
 }
 

@@ -201,6 +201,10 @@ fn wr(pool: &Arc<Pool>, pd: Option<usize>, rpd: Option<usize>) -> BoxedStrategy<
             signaled
         }),
         2 => (loc(pool, pd), more, any::<bool>()).prop_map(|(local, more, signaled)| Wr::Send { local, more, signaled }),
+        1 => (loc(pool, pd), loc(pool, rpd), any::<u32>(), any::<bool>()).prop_map(|(local, r, imm, signaled)| {
+            Wr::WriteImm { local: Loc { len: local.len.min(r.len), ..local }, remote: r.key, roff: r.off, imm, signaled }
+        }),
+        1 => (loc(pool, pd), any::<u32>(), any::<bool>()).prop_map(|(local, imm, signaled)| Wr::SendImm { local, imm, signaled }),
         5 => (mk.clone(), access(), ents.clone(), inline.clone(), any::<bool>()).prop_map(
             |(mkey, access, (n, a, b, c, d), inline, signaled)| Wr::MrList {
                 mkey,
@@ -531,6 +535,8 @@ impl Model {
                 self.names_key(local.key) && self.names_key(remote) && more.is_none_or(|m| self.names_key(m.key))
             }
             Wr::Send { local, more, .. } => self.names_key(local.key) && more.is_none_or(|m| self.names_key(m.key)),
+            Wr::WriteImm { local, remote, .. } => self.names_key(local.key) && self.names_key(remote),
+            Wr::SendImm { local, .. } => self.names_key(local.key),
             Wr::Configure { mkey, .. } | Wr::LocalInv { mkey, .. } => mkey < self.mkeys.len(),
             Wr::Access(_) => true,
             Wr::List { n, e } => ents(n, &e),

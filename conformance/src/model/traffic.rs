@@ -9,7 +9,8 @@ use mlx5_dv::{AccessFlags, MkeyInitFlags, wc_opcode, wc_status};
 use super::{Ent, Expect, IEnt, Key, Layout, Loc, Model, St, Wr, wr_id};
 
 /// A completion the model expects: the QP slot it belongs to, its `wr_id` and status, and for
-/// a success its opcode and (receives and READs) its `byte_len`.
+/// a success its opcode, (receives and READs) its `byte_len`, whether it has
+/// `IBV_WC_WITH_IMM` and (receives) the immediate.
 #[allow(missing_docs)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ExpCqe {
@@ -18,6 +19,8 @@ pub struct ExpCqe {
     pub status: u32,
     pub opcode: Option<u32>,
     pub byte_len: Option<u32>,
+    pub with_imm: bool,
+    pub imm: Option<u32>,
 }
 
 /// What the last step expects besides its answer.
@@ -98,7 +101,7 @@ impl Model {
     /// Record a completion on the CQ of QP slot `qp`.
     pub(super) fn cqe(&mut self, qp: usize, wr_id: u64, status: u32, opcode: Option<u32>, byte_len: Option<u32>) {
         let Some(q) = self.qps.get(qp).and_then(|q| q.as_ref()) else { return };
-        self.effects.cqes.push((q.cq, ExpCqe { qp, wr_id, status, opcode, byte_len }));
+        self.effects.cqes.push((q.cq, ExpCqe { qp, wr_id, status, opcode, byte_len, with_imm: false, imm: None }));
     }
 
     /// Whether no CQ gets more completions than it holds (an overrun is CQ_ERR, not modelled).
@@ -145,7 +148,12 @@ impl Model {
         for (k, w) in calls {
             let id = wr_id(seq, k, false);
             match w {
-                Wr::Write { .. } | Wr::Read { .. } | Wr::Send { .. } | Wr::LocalInv { .. } => {
+                Wr::Write { .. }
+                | Wr::Read { .. }
+                | Wr::Send { .. }
+                | Wr::WriteImm { .. }
+                | Wr::SendImm { .. }
+                | Wr::LocalInv { .. } => {
                     // A data WQE written over an open configure: not modelled.
                     if open.is_some() {
                         return Expect::Unknown;
@@ -340,11 +348,17 @@ impl Model {
                         if signaled {
                             let (op, len) = match wr {
                                 Wr::Read { .. } => (wc_opcode::RDMA_READ, u32::try_from(total(&wr)).ok()),
-                                Wr::Send { .. } => (wc_opcode::SEND, None),
+                                Wr::Send { .. } | Wr::SendImm { .. } => (wc_opcode::SEND, None),
                                 Wr::LocalInv { .. } => (wc_opcode::LOCAL_INV, None),
                                 _ => (wc_opcode::RDMA_WRITE, None),
                             };
                             self.cqe(qp, id, wc_status::SUCCESS, Some(op), len);
+                            // mlx5_poll_one's handle_good_req flags the requester's side too.
+                            if matches!(wr, Wr::WriteImm { .. } | Wr::SendImm { .. })
+                                && let Some(c) = self.effects.cqes.last_mut()
+                            {
+                                c.1.with_imm = true;
+                            }
                             last_cqe = Some(i);
                         }
                     }
@@ -540,8 +554,9 @@ impl Model {
         let pd = self.qps.get(qp)?.as_ref()?.pd;
         let local_read = Need { remote: false, write: false };
         match *wr {
-            Wr::Write { remote, roff, .. } => {
+            Wr::Write { remote, roff, .. } | Wr::WriteImm { remote, roff, .. } => {
                 self.effects.watch.extend(self.key_bufs(remote));
+                let imm = if let Wr::WriteImm { imm, .. } = *wr { Some(imm) } else { None };
                 let len = u32::try_from(total(wr)).ok()?;
                 let src = match self.map_list(&sges(wr), dev, pd, local_read) {
                     Ok(r) => r,
@@ -550,6 +565,12 @@ impl Model {
                 };
                 let p = self.linked_peer(qp)?;
                 let (pdev, ppd) = (self.qp_dev(p)?, self.qps.get(p)?.as_ref()?.pd);
+                // With an immediate it takes a receive; without one the responder answers RNR:
+                // not modelled.
+                let recv = match imm {
+                    Some(_) => Some(*self.qps.get(p)?.as_ref()?.recvs.front()?),
+                    None => None,
+                };
                 self.sent(qp, p);
                 match self.map(remote, roff, len, pdev, ppd, Need { remote: true, write: true }) {
                     Ok(dst) => {
@@ -557,6 +578,13 @@ impl Model {
                             return None;
                         }
                         self.copy(&src, &dst);
+                        // The receive's own list is not written.
+                        if let (Some(r), Some(i)) = (recv, imm) {
+                            self.pop_recv(p);
+                            let op = Some(wc_opcode::RECV_RDMA_WITH_IMM);
+                            self.cqe(p, r.wr_id, wc_status::SUCCESS, op, Some(len));
+                            self.set_last_imm(i);
+                        }
                         Some(None)
                     }
                     Err(Fault::Prot) => self.remote_error(qp, p, wc_status::REM_ACCESS_ERR),
@@ -587,7 +615,8 @@ impl Model {
                     _ => None,
                 }
             }
-            Wr::Send { .. } => {
+            Wr::Send { .. } | Wr::SendImm { .. } => {
+                let imm = if let Wr::SendImm { imm, .. } = *wr { Some(imm) } else { None };
                 let len = u32::try_from(total(wr)).ok()?;
                 let src = match self.map_list(&sges(wr), dev, pd, local_read) {
                     Ok(r) => r,
@@ -625,6 +654,9 @@ impl Model {
                 }
                 self.pop_recv(p);
                 self.cqe(p, r.wr_id, wc_status::SUCCESS, Some(wc_opcode::RECV), Some(len));
+                if let Some(i) = imm {
+                    self.set_last_imm(i);
+                }
                 Some(None)
             }
             Wr::LocalInv { mkey, tag, .. } => {
@@ -640,6 +672,14 @@ impl Model {
                 Some(None)
             }
             _ => None,
+        }
+    }
+
+    /// The receive completion just recorded carries `imm`.
+    fn set_last_imm(&mut self, imm: u32) {
+        if let Some(c) = self.effects.cqes.last_mut() {
+            c.1.with_imm = true;
+            c.1.imm = Some(imm);
         }
     }
 
@@ -678,6 +718,7 @@ fn sges(wr: &Wr) -> Vec<Loc> {
         Wr::Write { local, more, .. } | Wr::Read { local, more, .. } | Wr::Send { local, more, .. } => {
             std::iter::once(local).chain(more).collect()
         }
+        Wr::WriteImm { local, .. } | Wr::SendImm { local, .. } => vec![local],
         _ => Vec::new(),
     }
 }
@@ -692,6 +733,8 @@ fn signaled_of(wr: &Wr) -> bool {
         Wr::Write { signaled, .. }
         | Wr::Read { signaled, .. }
         | Wr::Send { signaled, .. }
+        | Wr::WriteImm { signaled, .. }
+        | Wr::SendImm { signaled, .. }
         | Wr::LocalInv { signaled, .. } => signaled,
         _ => false,
     }
