@@ -1,7 +1,8 @@
 //! A reference model of the API's observable behaviour, written from `docs/behaviour.md`:
 //! contexts (with DEVX or not, VFIO, other providers), PDs, mkeys, CQs, buffers, MRs, RC QPs
-//! and their state machine, work-request chains (mkey configure and its setters, SQ room) and
-//! the traffic they carry (RDMA WRITE, READ and SEND through MRs and indirect mkeys). For each
+//! and their state machine, work-request chains (mkey configure with its tag byte and its
+//! setters, SQ room, SGE counts) and the traffic they carry (RDMA WRITE, READ, SEND and the
+//! immediate variants, LOCAL_INV, through MRs and list and interleaved mkeys). For each
 //! [`Op`] it says what the call must answer — an errno, or success with the values the
 //! checklist fixes — how the state changes, and after traffic which completions each CQ must
 //! hold and which bytes each touched buffer must contain ([`Effects`]).
@@ -14,10 +15,10 @@
 //! are out of step, a key of another device's key space, a SEND with no receive posted), the
 //! model answers [`Expect::Unknown`] and the state machine never generates that op.
 //!
-//! Not modelled yet: signature and crypto configuration and their traffic, tag updates,
-//! LOCAL_INV, SEND_WITH_INV and the immediate variants, SQD, atomics, WRs of more than one
-//! SGE, RNR, QP types other than RC, DEVX objects and EQs; CQs on contexts of other
-//! providers; MRs and QPs on VFIO contexts. The state machine stops a sequence at a call that
+//! Not modelled yet: signature and crypto configuration and their traffic, SEND_WITH_INV and
+//! remote invalidation, SQD, atomics, WRs of more than two SGEs, receives of more than one,
+//! RNR, QP types other than RC, DEVX objects and EQs; CQs on contexts of other providers; MRs
+//! and QPs on VFIO contexts. The state machine stops a sequence at a call that
 //! runs into a known simulator difference (docs/behaviour.md, item 30: the 0x400 list key).
 //!
 //! With the `model` feature of `mlx5-conformance` the model and the strategies are public. A
