@@ -130,6 +130,8 @@ pub enum Wr {
     WriteImm { local: Loc, remote: Key, roff: u32, imm: u32, signaled: bool },
     /// `ibv_wr_send_imm`.
     SendImm { local: Loc, imm: u32, signaled: bool },
+    /// `ibv_wr_send_inv` naming the peer's mkey slot `mkey` with `tag` (items 73, 84).
+    SendInv { local: Loc, mkey: usize, tag: u8, signaled: bool },
     /// `ibv_wr_local_inv` of mkey slot `mkey`'s key with `tag` (item 72).
     LocalInv { mkey: usize, tag: u8, signaled: bool },
     /// `mlx5dv_wr_mr_list`: a configure with two setters.

@@ -164,6 +164,12 @@ impl Slots {
             Wr::SendImm { local, imm, signaled } => {
                 WrOp::SendImm { wr_id: id, flags: flags(signaled, false), imm, sge: vec![self.sge(local)?] }
             }
+            Wr::SendInv { local, mkey, tag, signaled } => WrOp::SendInv {
+                wr_id: id,
+                flags: flags(signaled, false),
+                invalidate_rkey: (at(&self.mkeys, mkey)?.0.lkey & !0xff) | u32::from(tag),
+                sge: vec![self.sge(local)?],
+            },
             Wr::LocalInv { mkey, tag, signaled } => WrOp::LocalInv {
                 wr_id: id,
                 flags: flags(signaled, false),
@@ -359,6 +365,7 @@ fn as_expected(qp: usize, wc: &mlx5_dv::Wc) -> ExpCqe {
         opcode: ok.then_some(wc.opcode),
         byte_len: sized.then_some(wc.byte_len),
         with_imm: ok && wc.wc_flags.contains(mlx5_dv::wc_flags::WITH_IMM),
+        with_inv: ok && wc.wc_flags.contains(mlx5_dv::wc_flags::WITH_INV),
         // The requester's immediate is not defined.
         imm: (ok && wc.wc_flags.contains(mlx5_dv::wc_flags::WITH_IMM) && wc.opcode & wc_opcode::RECV != 0)
             .then_some(wc.imm_data),

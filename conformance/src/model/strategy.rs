@@ -164,7 +164,7 @@ fn wr(pool: &Arc<Pool>, pd: Option<usize>, rpd: Option<usize>) -> BoxedStrategy<
             m.get(i.index(m.len().max(1))).copied().unwrap_or(0)
         })
     };
-    let mkt = {
+    let mkt = |pd: Option<usize>| {
         let p = Arc::clone(pool);
         any::<Index>().prop_map(move |i| {
             let k: Vec<(usize, u8)> = p
@@ -234,7 +234,9 @@ fn wr(pool: &Arc<Pool>, pd: Option<usize>, rpd: Option<usize>) -> BoxedStrategy<
                 inline,
                 signaled
             }),
-        1 => (mkt, any::<bool>()).prop_map(|((mkey, tag), signaled)| Wr::LocalInv { mkey, tag, signaled }),
+        1 => (mkt(pd), any::<bool>()).prop_map(|((mkey, tag), signaled)| Wr::LocalInv { mkey, tag, signaled }),
+        1 => (loc(pool, pd), mkt(rpd), any::<bool>())
+            .prop_map(|(local, (mkey, tag), signaled)| Wr::SendInv { local, mkey, tag, signaled }),
         1 => access().prop_map(Wr::Access),
         1 => ents.prop_map(|(n, a, b, c, d)| Wr::List { n, e: [a, b, c, d] }),
         1 => (1u32..4, 1u8..=3, ient(pool, pd), ient(pool, pd), ient(pool, pd))
@@ -537,6 +539,7 @@ impl Model {
             Wr::Send { local, more, .. } => self.names_key(local.key) && more.is_none_or(|m| self.names_key(m.key)),
             Wr::WriteImm { local, remote, .. } => self.names_key(local.key) && self.names_key(remote),
             Wr::SendImm { local, .. } => self.names_key(local.key),
+            Wr::SendInv { local, mkey, .. } => self.names_key(local.key) && mkey < self.mkeys.len(),
             Wr::Configure { mkey, .. } | Wr::LocalInv { mkey, .. } => mkey < self.mkeys.len(),
             Wr::Access(_) => true,
             Wr::List { n, e } => ents(n, &e),

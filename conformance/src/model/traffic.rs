@@ -10,7 +10,7 @@ use super::{Ent, Expect, IEnt, Key, Layout, Loc, Model, St, Wr, wr_id};
 
 /// A completion the model expects: the QP slot it belongs to, its `wr_id` and status, and for
 /// a success its opcode, (receives and READs) its `byte_len`, whether it has
-/// `IBV_WC_WITH_IMM` and (receives) the immediate.
+/// `IBV_WC_WITH_IMM` and (receives) the immediate, whether it has `IBV_WC_WITH_INV`.
 #[allow(missing_docs)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ExpCqe {
@@ -21,6 +21,7 @@ pub struct ExpCqe {
     pub byte_len: Option<u32>,
     pub with_imm: bool,
     pub imm: Option<u32>,
+    pub with_inv: bool,
 }
 
 /// What the last step expects besides its answer.
@@ -101,7 +102,9 @@ impl Model {
     /// Record a completion on the CQ of QP slot `qp`.
     pub(super) fn cqe(&mut self, qp: usize, wr_id: u64, status: u32, opcode: Option<u32>, byte_len: Option<u32>) {
         let Some(q) = self.qps.get(qp).and_then(|q| q.as_ref()) else { return };
-        self.effects.cqes.push((q.cq, ExpCqe { qp, wr_id, status, opcode, byte_len, with_imm: false, imm: None }));
+        self.effects
+            .cqes
+            .push((q.cq, ExpCqe { qp, wr_id, status, opcode, byte_len, with_imm: false, imm: None, with_inv: false }));
     }
 
     /// Whether no CQ gets more completions than it holds (an overrun is CQ_ERR, not modelled).
@@ -153,6 +156,7 @@ impl Model {
                 | Wr::Send { .. }
                 | Wr::WriteImm { .. }
                 | Wr::SendImm { .. }
+                | Wr::SendInv { .. }
                 | Wr::LocalInv { .. } => {
                     // A data WQE written over an open configure: not modelled.
                     if open.is_some() {
@@ -348,7 +352,7 @@ impl Model {
                         if signaled {
                             let (op, len) = match wr {
                                 Wr::Read { .. } => (wc_opcode::RDMA_READ, u32::try_from(total(&wr)).ok()),
-                                Wr::Send { .. } | Wr::SendImm { .. } => (wc_opcode::SEND, None),
+                                Wr::Send { .. } | Wr::SendImm { .. } | Wr::SendInv { .. } => (wc_opcode::SEND, None),
                                 Wr::LocalInv { .. } => (wc_opcode::LOCAL_INV, None),
                                 _ => (wc_opcode::RDMA_WRITE, None),
                             };
@@ -615,8 +619,9 @@ impl Model {
                     _ => None,
                 }
             }
-            Wr::Send { .. } | Wr::SendImm { .. } => {
+            Wr::Send { .. } | Wr::SendImm { .. } | Wr::SendInv { .. } => {
                 let imm = if let Wr::SendImm { imm, .. } = *wr { Some(imm) } else { None };
+                let inv = if let Wr::SendInv { mkey, tag, .. } = *wr { Some((mkey, tag)) } else { None };
                 let len = u32::try_from(total(wr)).ok()?;
                 let src = match self.map_list(&sges(wr), dev, pd, local_read) {
                     Ok(r) => r,
@@ -627,6 +632,16 @@ impl Model {
                 let (pdev, ppd) = (self.qp_dev(p)?, self.qps.get(p)?.as_ref()?.pd);
                 // Without a receive the responder answers RNR: not modelled.
                 let r = *self.qps.get(p)?.as_ref()?.recvs.front()?;
+                if let Some((mkey, tag)) = inv {
+                    // Item 73 for a valid REMOTE_INVALIDATE mkey of the responder's PD named by
+                    // its current key; the responder's answer otherwise is not published.
+                    let m = self.mkeys.get(mkey)?.as_ref()?;
+                    let plain = !m.flags.intersects(MkeyInitFlags::BLOCK_SIGNATURE | MkeyInitFlags::CRYPTO);
+                    let ok = m.flags.contains(MkeyInitFlags::REMOTE_INVALIDATE) && m.valid && m.tag == tag;
+                    if !plain || !ok || m.pd != ppd || r.sge.is_none() {
+                        return None;
+                    }
+                }
                 self.sent(qp, p);
                 let Some(sge) = r.sge else {
                     // A 0-SGE receive cannot hold a byte: a length error at the responder,
@@ -656,6 +671,15 @@ impl Model {
                 self.cqe(p, r.wr_id, wc_status::SUCCESS, Some(wc_opcode::RECV), Some(len));
                 if let Some(i) = imm {
                     self.set_last_imm(i);
+                }
+                // Item 84: the invalidation follows the payload.
+                if let Some((mkey, _)) = inv {
+                    if let Some(m) = self.mkeys.get_mut(mkey).and_then(|m| m.as_mut()) {
+                        m.valid = false;
+                    }
+                    if let Some(c) = self.effects.cqes.last_mut() {
+                        c.1.with_inv = true;
+                    }
                 }
                 Some(None)
             }
@@ -718,7 +742,7 @@ fn sges(wr: &Wr) -> Vec<Loc> {
         Wr::Write { local, more, .. } | Wr::Read { local, more, .. } | Wr::Send { local, more, .. } => {
             std::iter::once(local).chain(more).collect()
         }
-        Wr::WriteImm { local, .. } | Wr::SendImm { local, .. } => vec![local],
+        Wr::WriteImm { local, .. } | Wr::SendImm { local, .. } | Wr::SendInv { local, .. } => vec![local],
         _ => Vec::new(),
     }
 }
@@ -735,6 +759,7 @@ fn signaled_of(wr: &Wr) -> bool {
         | Wr::Send { signaled, .. }
         | Wr::WriteImm { signaled, .. }
         | Wr::SendImm { signaled, .. }
+        | Wr::SendInv { signaled, .. }
         | Wr::LocalInv { signaled, .. } => signaled,
         _ => false,
     }
