@@ -9,7 +9,7 @@ use mlx5_sim::{Profile, ShippedProfiles, Simulator};
 fn the_simulator_agrees_with_the_model_on_every_profile() {
     for (i, name) in Profile::builtin_names().into_iter().enumerate() {
         let make = || Simulator::with_profile(name).map_err(|e| e.to_string());
-        match discover(&make, 48, 80, 0x5eed_0000 + i as u64) {
+        match discover(&make, 40, 80, 0x5eed_0000 + i as u64) {
             Ok(None) => {}
             Ok(Some(f)) => {
                 let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("state-machine");
@@ -77,7 +77,7 @@ impl mlx5_dv::Layer for Break {
 fn a_backend_that_breaks_traffic_is_caught() {
     for b in [Break::WriteOneByteOff, Break::NoByteLen, Break::NoRecvFlush] {
         let make = || Simulator::with_profile("cx6dx").map(|s| mlx5_dv::Wrapped::new(b, s)).map_err(|e| e.to_string());
-        let found = discover(&make, 48, 80, 0x5eed_0002);
+        let found = discover(&make, 32, 80, 0x5eed_0002);
         assert!(
             matches!(found, Ok(Some(_))),
             "a backend with {} passes",
