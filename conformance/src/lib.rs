@@ -21,7 +21,11 @@
 pub mod case;
 pub mod cases;
 pub mod harness;
+#[cfg(feature = "model")]
 pub mod model;
+#[cfg(not(feature = "model"))]
+#[allow(dead_code, unused_imports)]
+mod model;
 pub mod spec;
 pub mod trace;
 
@@ -30,6 +34,9 @@ pub use harness::divergence::{Divergence, Divergences};
 pub use harness::meta::Meta;
 pub use harness::report::{CaseReport, Outcome, Report, RunReport, Summary};
 pub use harness::run::{Runner, Sink, Target, run_case, run_case_within, run_target, skip_reason};
+/// The state-machine proptest on any backend (the CLI's `discover`); the model and its
+/// strategies are public with the `model` feature.
+pub use model::{Failure, discover};
 
 /// Every case of the suite, in the order reports list them.
 pub fn suite() -> Vec<Case> {

@@ -9,7 +9,7 @@ use mlx5_sim::{Profile, ShippedProfiles, Simulator};
 fn the_simulator_agrees_with_the_model_on_every_profile() {
     for (i, name) in Profile::builtin_names().into_iter().enumerate() {
         let make = || Simulator::with_profile(name).map_err(|e| e.to_string());
-        match discover(&make, 96, 50, 0x5eed_0000 + i as u64) {
+        match discover(&make, 40, 80, 0x5eed_0000 + i as u64) {
             Ok(None) => {}
             Ok(Some(f)) => {
                 let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("state-machine");
@@ -37,4 +37,51 @@ fn a_wrong_model_is_caught_and_shrunk() {
     let answers: Vec<_> = ops.iter().map(|o| model.step(o)).collect();
     assert_eq!(answers[2], mlx5_conformance::model::Expect::Ok(Some(8)));
     let _ = &mut b;
+}
+
+/// A backend that breaks one thing the model checks after a call, not in its answer.
+#[derive(Clone, Copy)]
+enum Break {
+    /// RDMA WRITEs land one byte further.
+    WriteOneByteOff,
+    /// Every polled completion loses its `byte_len`.
+    NoByteLen,
+    /// Receives flushed by a move to ERR never complete.
+    NoRecvFlush,
+}
+
+impl mlx5_dv::Layer for Break {
+    fn before(&mut self, call: &mut mlx5_dv::Call) -> Option<mlx5_dv::Reply> {
+        if let (Break::WriteOneByteOff, mlx5_dv::Call::PostSend { ops, .. }) = (*self, call) {
+            for o in ops.iter_mut() {
+                if let mlx5_dv::WrOp::RdmaWrite { remote_addr, .. } = o {
+                    *remote_addr += 1;
+                }
+            }
+        }
+        None
+    }
+
+    fn after(&mut self, _call: &mlx5_dv::Call, reply: &mut mlx5_dv::Reply) {
+        if let mlx5_dv::Reply::PollCq(Ok(wcs)) = reply {
+            match self {
+                Break::NoByteLen => wcs.iter_mut().for_each(|w| w.byte_len = 0),
+                Break::NoRecvFlush => wcs.retain(|w| !(w.wr_id >> 63 == 1 && w.status == 5)),
+                Break::WriteOneByteOff => {}
+            }
+        }
+    }
+}
+
+#[test]
+fn a_backend_that_breaks_traffic_is_caught() {
+    for b in [Break::WriteOneByteOff, Break::NoByteLen, Break::NoRecvFlush] {
+        let make = || Simulator::with_profile("cx6dx").map(|s| mlx5_dv::Wrapped::new(b, s)).map_err(|e| e.to_string());
+        let found = discover(&make, 32, 80, 0x5eed_0002);
+        assert!(
+            matches!(found, Ok(Some(_))),
+            "a backend with {} passes",
+            ["WriteOneByteOff", "NoByteLen", "NoRecvFlush"][b as usize]
+        );
+    }
 }

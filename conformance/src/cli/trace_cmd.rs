@@ -182,7 +182,7 @@ pub struct DiscoverArgs {
 }
 
 fn report_discovery(
-    found: Result<Option<mlx5_conformance::model::Failure>, String>,
+    found: Result<Option<mlx5_conformance::Failure>, String>,
     a: &DiscoverArgs,
 ) -> Result<ExitCode, ExitCode> {
     match found {
@@ -210,20 +210,19 @@ fn report_discovery(
 /// `discover`: random sequences against the reference model; exit 1 with the shrunk trace
 /// when the backend disagrees.
 pub fn discover(a: DiscoverArgs) -> Result<ExitCode, ExitCode> {
-    use mlx5_conformance::model;
     match a.backend {
         BackendArg::Sim => {
             let name = a.profile.clone().unwrap_or_else(|| mlx5_sim::DEFAULT_PROFILE.into());
             let p = Profile::resolve(&name).map_err(|e| fail(USAGE, e))?;
             let make = || Simulator::new(p.clone()).map_err(|e| e.to_string());
-            report_discovery(model::discover(&make, a.cases, a.len, a.seed), &a)
+            report_discovery(mlx5_conformance::discover(&make, a.cases, a.len, a.seed), &a)
         }
         #[cfg(feature = "hw")]
         BackendArg::Hw => {
             let config =
                 mlx5_hw::HwConfig { device: a.device.device.clone(), vfio_pci_name: a.device.vfio_device.clone() };
             let make = || mlx5_hw::HwBackend::open(config.clone()).map_err(|e| e.to_string());
-            report_discovery(model::discover(&make, a.cases, a.len, a.seed), &a)
+            report_discovery(mlx5_conformance::discover(&make, a.cases, a.len, a.seed), &a)
         }
         #[cfg(not(feature = "hw"))]
         BackendArg::Hw => Err(fail(USAGE, "this build has no hw backend (build with --features hw)")),

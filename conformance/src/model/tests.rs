@@ -1,0 +1,201 @@
+//! The model's own rules, on hand-written sequences.
+
+use mlx5_dv::errno::{EINVAL, ENOMEM, EOPNOTSUPP};
+use mlx5_dv::{Caps, DeviceKind, wc_opcode, wc_status};
+
+use super::qp::sq_size;
+use super::*;
+
+fn model() -> Model {
+    let mut caps = Caps::default();
+    caps.kernel.devx = Some(true);
+    caps.kernel.mkey_update_tag = Some(true);
+    caps.device.max_qp_wr = Some(32768);
+    Model::new(&caps, vec![DeviceKind::Mlx5, DeviceKind::Mlx5]).unwrap_or_else(|| unreachable!("known facts"))
+}
+
+/// A context, a PD, a CQ, two buffers of 256 bytes with MRs, an mkey and two connected QPs.
+fn connected() -> Model {
+    let mut m = model();
+    let setup = [
+        Op::OpenIbv { dev: 0 },
+        Op::AllocPd { ctx: 0 },
+        Op::CreateCq { ctx: 0, cqe: 63 },
+        Op::AllocBuf { len: 256 },
+        Op::AllocBuf { len: 256 },
+        Op::FillBuf { buf: 0, seed: 7 },
+        Op::RegMr { pd: 0, buf: 0, off: 0, len: 256, access: 7 },
+        Op::RegMr { pd: 0, buf: 1, off: 0, len: 256, access: 7 },
+        Op::CreateMkey { pd: 0, flags: 1, max_entries: 4 },
+        Op::CreateQp { pd: 0, cq: 0, wr: 16, sge: 4, inline: 0 },
+        Op::CreateQp { pd: 0, cq: 0, wr: 16, sge: 4, inline: 0 },
+        Op::Connect { qp: 0, peer: 1 },
+        Op::Connect { qp: 1, peer: 0 },
+    ];
+    for op in &setup {
+        assert!(matches!(m.step(op), Expect::Ok(_)), "{op:?}");
+    }
+    m
+}
+
+fn post(wrs: &[Wr]) -> Op {
+    let mut a = [Wr::Access(0); 3];
+    a[..wrs.len()].copy_from_slice(wrs);
+    Op::Post { qp: 0, n: wrs.len() as u8, wrs: a }
+}
+
+#[test]
+fn send_queue_sizes_follow_items_19_and_75() {
+    // (wr, sge, inline) -> (max_send_wr, max_inline_data), the table of qp.umr_overhead.
+    assert_eq!(sq_size(16, 1, 0, Some(32768)), Ok((16, 60)));
+    assert_eq!(sq_size(10, 4, 0, Some(32768)), Ok((16, 60)));
+    assert_eq!(sq_size(16, 1, 512, Some(32768)), Ok((21, 572)));
+    assert_eq!(sq_size(8192, 4, 0, Some(32768)), Ok((8192, 60)));
+    assert_eq!(sq_size(8193, 4, 0, Some(32768)), Err(Some(EINVAL)));
+    assert_eq!(sq_size(1, 53, 0, Some(32768)), Err(Some(EINVAL)));
+    assert_eq!(sq_size(1, 1, 829, Some(32768)), Err(Some(EINVAL)));
+    assert_eq!(sq_size(1, 52, 828, Some(32768)), Ok((1, 828)));
+    assert_eq!(sq_size(16, 1, 0, None), Err(None));
+}
+
+#[test]
+fn the_state_machine_refuses_what_ib_modify_qp_is_ok_refuses() {
+    let mut m = connected();
+    let q = |m: &mut Model, to| m.step(&Op::ModifyQp { qp: 0, to });
+    assert_eq!(q(&mut m, Target::Init), Expect::Errno(EINVAL));
+    assert_eq!(q(&mut m, Target::Rts), Expect::Ok(None));
+    assert_eq!(q(&mut m, Target::Err), Expect::Ok(None));
+    assert_eq!(q(&mut m, Target::Rts), Expect::Errno(EINVAL));
+    assert_eq!(q(&mut m, Target::Reset), Expect::Ok(None));
+    assert_eq!(q(&mut m, Target::Rtr(Some(1))), Expect::Errno(EINVAL));
+    assert_eq!(q(&mut m, Target::Init), Expect::Ok(None));
+    assert_eq!(q(&mut m, Target::Rtr(None)), Expect::Errno(EINVAL));
+    assert_eq!(m.step(&Op::QueryQp { qp: 0 }), Expect::Ok(Some(1)));
+    // Item 20: until RTS again every chain is EINVAL.
+    let w = Wr::Write {
+        local: Loc { key: Key::Mr(0), off: 0, len: 8 },
+        more: None,
+        remote: Key::Mr(1),
+        roff: 0,
+        signaled: true,
+    };
+    assert_eq!(m.step(&post(&[w])), Expect::Errno(EINVAL));
+}
+
+#[test]
+fn a_write_moves_bytes_and_a_bad_rkey_is_a_remote_access_error() {
+    let mut m = connected();
+    let w = Wr::Write {
+        local: Loc { key: Key::Mr(0), off: 16, len: 8 },
+        more: None,
+        remote: Key::Mr(1),
+        roff: 100,
+        signaled: true,
+    };
+    assert_eq!(m.step(&post(&[w])), Expect::Ok(None));
+    let want = fill_pattern(256, 7);
+    assert_eq!(m.buf_bytes(1).map(|b| b[100..108].to_vec()), Some(want[16..24].to_vec()));
+    assert_eq!(m.effects().cqes.len(), 1);
+    assert_eq!(m.effects().cqes[0].1.opcode, Some(wc_opcode::RDMA_WRITE));
+    let bad = Wr::Write {
+        local: Loc { key: Key::Mr(0), off: 0, len: 8 },
+        more: None,
+        remote: Key::Bogus,
+        roff: 0,
+        signaled: false,
+    };
+    assert_eq!(m.step(&post(&[bad, w])), Expect::Ok(None));
+    let st: Vec<u32> = m.effects().cqes.iter().map(|c| c.1.status).collect();
+    assert_eq!(st, vec![wc_status::REM_ACCESS_ERR, wc_status::WR_FLUSH_ERR]);
+}
+
+#[test]
+fn a_list_mkey_is_zero_based_and_its_setters_follow_items_26_to_29() {
+    let mut m = connected();
+    let e = [Ent { mr: 1, off: 10, len: 4 }, Ent { mr: 1, off: 50, len: 4 }, Ent::default(), Ent::default()];
+    let conf = |setters, inline| Wr::Configure { mkey: 0, tag: 0, setters, conf_flags: 0, inline, signaled: true };
+    assert_eq!(m.step(&post(&[conf(0, false)])), Expect::Errno(EOPNOTSUPP));
+    assert_eq!(m.step(&post(&[Wr::Access(7)])), Expect::Errno(EINVAL));
+    assert_eq!(m.step(&post(&[conf(2, true), Wr::Access(7), Wr::Access(7)])), Expect::Errno(EINVAL));
+    assert_eq!(m.step(&post(&[conf(1, true), Wr::List { n: 5, e }])), Expect::Errno(ENOMEM));
+    let list = Wr::MrList { mkey: 0, access: 7, n: 2, e, inline: true, signaled: true };
+    assert_eq!(m.step(&post(&[list])), Expect::Ok(None));
+    assert_eq!(m.effects().cqes[0].1.opcode, Some(wc_opcode::DRIVER1));
+    // Offsets 2..6 of the mkey are bytes 12..14 and 50..52 of buffer 1.
+    let w = Wr::Write {
+        local: Loc { key: Key::Mr(0), off: 0, len: 4 },
+        more: None,
+        remote: Key::Mkey(0, 0),
+        roff: 2,
+        signaled: true,
+    };
+    assert_eq!(m.step(&post(&[w])), Expect::Ok(None));
+    let want = fill_pattern(256, 7);
+    let got = m.buf_bytes(1).map(|b| (b[12..14].to_vec(), b[50..52].to_vec()));
+    assert_eq!(got, Some((want[0..2].to_vec(), want[2..4].to_vec())));
+}
+
+#[test]
+fn the_send_queue_fills_at_max_post() {
+    let mut m = connected();
+    let w = Wr::Write {
+        local: Loc { key: Key::Mr(0), off: 0, len: 4 },
+        more: None,
+        remote: Key::Mr(1),
+        roff: 0,
+        signaled: false,
+    };
+    // 16 unsignalled WRs fill a 16-deep queue; the 17th finds no room (item 23).
+    for _ in 0..5 {
+        assert_eq!(m.step(&post(&[w, w, w])), Expect::Ok(None));
+    }
+    assert_eq!(m.step(&post(&[w, w])), Expect::Errno(ENOMEM));
+    assert_eq!(m.step(&post(&[w])), Expect::Ok(None));
+    assert_eq!(m.step(&post(&[w])), Expect::Errno(ENOMEM));
+}
+
+#[test]
+fn a_tag_byte_needs_kernel_support_and_then_names_the_mkey() {
+    let e = [Ent { mr: 1, off: 0, len: 16 }, Ent::default(), Ent::default(), Ent::default()];
+    let conf = |tag| Wr::Configure { mkey: 0, tag, setters: 2, conf_flags: 0, inline: true, signaled: true };
+    let list = [conf(0x5a), Wr::Access(7), Wr::List { n: 1, e }];
+    let mut m = connected();
+    m.update_tag = false;
+    assert_eq!(m.step(&post(&list)), Expect::Errno(EOPNOTSUPP));
+    let mut m = connected();
+    assert_eq!(m.step(&post(&list)), Expect::Ok(None));
+    let w = |tag| Wr::Write {
+        local: Loc { key: Key::Mr(0), off: 0, len: 4 },
+        more: None,
+        remote: Key::Mkey(0, tag),
+        roff: 0,
+        signaled: true,
+    };
+    assert_eq!(m.step(&post(&[w(0x5a)])), Expect::Ok(None));
+    assert_eq!(m.effects().cqes[0].1.status, wc_status::SUCCESS);
+    assert_eq!(m.step(&post(&[w(0)])), Expect::Ok(None));
+    assert_eq!(m.effects().cqes[0].1.status, wc_status::REM_ACCESS_ERR);
+}
+
+#[test]
+fn sges_beyond_max_send_sge_are_enomem_and_empty_ones_are_dropped() {
+    let mut m = connected();
+    let empty = Some(Loc { key: Key::Bogus, off: 0, len: 0 });
+    let w = |more| Wr::Write {
+        local: Loc { key: Key::Mr(0), off: 0, len: 8 },
+        more,
+        remote: Key::Mr(1),
+        roff: 0,
+        signaled: true,
+    };
+    assert_eq!(m.step(&post(&[w(empty)])), Expect::Ok(None));
+    assert_eq!(m.effects().cqes[0].1.status, wc_status::SUCCESS);
+    assert_eq!(
+        m.step(&Op::CreateQp { pd: 0, cq: 0, wr: 4, sge: 1, inline: 0 }),
+        Expect::Ok(Some(4 << 32 | 60 << 8 | 2))
+    );
+    assert_eq!(m.step(&Op::Connect { qp: 2, peer: 2 }), Expect::Ok(None));
+    let mut a = [Wr::Access(0); 3];
+    a[0] = w(empty);
+    assert_eq!(m.step(&Op::Post { qp: 2, n: 1, wrs: a }), Expect::Errno(ENOMEM));
+}
