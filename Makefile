@@ -30,7 +30,7 @@ test: deps lint
 	$(CARGO) test --workspace --all-features --doc
 	# The C ABI over the debug build the tests just made: the same features, so cargo adds only
 	# the shim's static library; the hw-featured CLI is the tests' own.
-	$(CARGO) build --workspace --all-features
+	$(CARGO) build --workspace --all-features --all-targets
 	bash capi/tests/run.sh debug
 	# The CLI built without the hw backend reports hw as skipped, never as passed.
 	$(CARGO) test -p mlx5-conformance --test hw_cli
@@ -68,7 +68,7 @@ shim: deps
 	bash capi/abi/link.sh release
 
 test-shim: deps
-	$(CARGO) build --workspace --all-features
+	$(CARGO) build --workspace --all-features --all-targets
 	bash capi/tests/run.sh debug
 
 FUZZ_SECONDS ?= 60
