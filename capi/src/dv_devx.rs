@@ -252,26 +252,10 @@ pub unsafe extern "C" fn mlx5dv_devx_general_cmd(
     out: *mut c_void,
     outlen: usize,
 ) -> c_int {
-    // SAFETY: the caller's mailbox of inlen bytes.
-    let Ok(i) = (unsafe { input(r#in, inlen) }) else { return libc::EINVAL };
-    if let Err(e) = check_out(out, outlen) {
-        return e;
-    }
-    with(
-        |e| e,
-        |s| {
-            let Ok(h) = s.ctx_handle(context) else { return libc::EINVAL };
-            match s.sim.devx_general_cmd(h, i, outlen) {
-                Ok(o) => {
-                    // SAFETY: the caller's mailbox of outlen bytes.
-                    unsafe { output(out, outlen, &o) };
-                    0
-                }
-                // SAFETY: as above.
-                Err(e) => unsafe { failed(&e, out, outlen) },
-            }
-        },
-    )
+    mailbox_cmd(r#in, inlen, out, outlen, |s, i| {
+        let h = s.ctx_handle(context)?;
+        Ok(s.sim.devx_general_cmd(h, i, outlen))
+    })
 }
 
 /// `mlx5dv_devx_obj_create`: the object, or NULL with errno (EREMOTEIO with the status and
@@ -306,6 +290,35 @@ pub unsafe extern "C" fn mlx5dv_devx_obj_create(
     })
 }
 
+/// A command answered in its output mailbox: 0, or the errno (EREMOTEIO with the status and
+/// syndrome in `out`); `run` gives EINVAL for a handle the shim did not hand out.
+fn mailbox_cmd(
+    r#in: *const c_void,
+    inlen: usize,
+    out: *mut c_void,
+    outlen: usize,
+    run: impl FnOnce(&mut Shim, &[u8]) -> Result<Result<Vec<u8>, Error>, c_int>,
+) -> c_int {
+    // SAFETY: the caller's mailbox of inlen bytes.
+    let Ok(i) = (unsafe { input(r#in, inlen) }) else { return libc::EINVAL };
+    if let Err(e) = check_out(out, outlen) {
+        return e;
+    }
+    with(
+        |e| e,
+        |s| match run(s, i) {
+            // SAFETY: the caller's mailbox of outlen bytes.
+            Ok(Ok(o)) => unsafe {
+                output(out, outlen, &o);
+                0
+            },
+            // SAFETY: as above.
+            Ok(Err(e)) => unsafe { failed(&e, out, outlen) },
+            Err(e) => e,
+        },
+    )
+}
+
 /// A query or modify command on an object.
 fn obj_cmd(
     obj: *mut mlx5dv_devx_obj,
@@ -315,27 +328,10 @@ fn obj_cmd(
     outlen: usize,
     modify: bool,
 ) -> c_int {
-    // SAFETY: the caller's mailbox of inlen bytes.
-    let Ok(i) = (unsafe { input(r#in, inlen) }) else { return libc::EINVAL };
-    if let Err(e) = check_out(out, outlen) {
-        return e;
-    }
-    with(
-        |e| e,
-        |s| {
-            let Ok(h) = s.devx_obj(obj) else { return libc::EINVAL };
-            let r = if modify { s.sim.devx_obj_modify(h, i, outlen) } else { s.sim.devx_obj_query(h, i, outlen) };
-            match r {
-                Ok(o) => {
-                    // SAFETY: the caller's mailbox of outlen bytes.
-                    unsafe { output(out, outlen, &o) };
-                    0
-                }
-                // SAFETY: as above.
-                Err(e) => unsafe { failed(&e, out, outlen) },
-            }
-        },
-    )
+    mailbox_cmd(r#in, inlen, out, outlen, |s, i| {
+        let h = s.devx_obj(obj)?;
+        Ok(if modify { s.sim.devx_obj_modify(h, i, outlen) } else { s.sim.devx_obj_query(h, i, outlen) })
+    })
 }
 
 /// `mlx5dv_devx_obj_query`: 0 or the errno (EREMOTEIO as for the general command).

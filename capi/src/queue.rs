@@ -349,39 +349,48 @@ impl Shim {
         }
     }
 
-    fn post_send(&mut self, qp: *mut ibv_qp, mut wr: *mut ibv_send_wr, bad: *mut *mut ibv_send_wr) -> c_int {
-        let Ok(q) = self.qp(qp) else { return libc::EINVAL };
-        let handle = q.qp;
-        let mut ret = 0;
-        while !wr.is_null() {
-            // SAFETY: the caller's WR list.
-            let w = unsafe { &*wr };
-            let r = send_op(w).and_then(|op| self.sim.post_send(&handle, &[op]).map_err(|e| e.errno()));
-            if let Err(e) = r {
-                if !bad.is_null() {
-                    // SAFETY: the caller's out-parameter.
-                    unsafe { *bad = wr };
-                }
-                ret = e;
-                self.collect_events();
-                break;
-            }
-            wr = w.next;
-        }
-        self.notify();
-        ret
+    fn post_send(&mut self, qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad: *mut *mut ibv_send_wr) -> c_int {
+        self.post_each(
+            qp,
+            wr,
+            bad,
+            |w| w.next,
+            |s, h, w| {
+                let op = send_op(w)?;
+                s.sim.post_send(h, &[op]).map_err(|e| e.errno())
+            },
+        )
     }
 
-    fn post_recv(&mut self, qp: *mut ibv_qp, mut wr: *mut ibv_recv_wr, bad: *mut *mut ibv_recv_wr) -> c_int {
-        let Ok(q) = self.qp(qp) else { return libc::EINVAL };
-        let handle = q.qp;
+    fn post_recv(&mut self, qp: *mut ibv_qp, wr: *mut ibv_recv_wr, bad: *mut *mut ibv_recv_wr) -> c_int {
+        self.post_each(
+            qp,
+            wr,
+            bad,
+            |w| w.next,
+            |s, h, w| {
+                let sge = sges(w.sg_list, w.num_sge)?;
+                s.sim.post_recv(h, &[RecvWr { wr_id: w.wr_id, sge }]).map_err(|e| e.errno())
+            },
+        )
+    }
+
+    /// Post a program's WR list one WR at a time, so a failure names its WR in `bad` exactly;
+    /// 0, or the first failure's errno.
+    fn post_each<W>(
+        &mut self,
+        qp: *mut ibv_qp,
+        mut wr: *mut W,
+        bad: *mut *mut W,
+        next: fn(&W) -> *mut W,
+        mut post: impl FnMut(&mut Shim, &mlx5_dv::Qp, &W) -> Result<(), c_int>,
+    ) -> c_int {
+        let Ok(handle) = self.qp(qp).map(|q| q.qp) else { return libc::EINVAL };
         let mut ret = 0;
         while !wr.is_null() {
             // SAFETY: the caller's WR list.
             let w = unsafe { &*wr };
-            let r = sges(w.sg_list, w.num_sge)
-                .and_then(|sge| self.sim.post_recv(&handle, &[RecvWr { wr_id: w.wr_id, sge }]).map_err(|e| e.errno()));
-            if let Err(e) = r {
+            if let Err(e) = post(self, &handle, w) {
                 if !bad.is_null() {
                     // SAFETY: the caller's out-parameter.
                     unsafe { *bad = wr };
@@ -390,7 +399,7 @@ impl Shim {
                 self.collect_events();
                 break;
             }
-            wr = w.next;
+            wr = next(w);
         }
         self.notify();
         ret
