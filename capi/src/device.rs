@@ -4,8 +4,7 @@
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::ptr;
 
-use mlx5_dv::{ContextAttr, ContextFlags, ContextHandle, Contexts, DeviceKind, PortAttr, link_layer};
-use mlx5_sim::Simulator;
+use mlx5_dv::{Backend, ContextAttr, ContextFlags, ContextHandle, DeviceKind, PortAttr, link_layer};
 use rdma_sys::*;
 
 use crate::errno::{code, minus_one, null};
@@ -41,7 +40,7 @@ fn copy_cstr(dst: &mut [c_char], s: &str) {
 
 impl Device {
     /// The mlx5 kernel devices of the simulator, as `ibv_get_device_list` lists them.
-    pub(crate) fn enumerate(sim: &mut Simulator) -> mlx5_dv::Result<Vec<Device>> {
+    pub(crate) fn enumerate(sim: &mut dyn Backend) -> mlx5_dv::Result<Vec<Device>> {
         let mut v = Vec::new();
         for d in sim.device_list()?.into_iter().filter(|d| d.kind == DeviceKind::Mlx5) {
             let ctx = sim.open_ibv_device(&d.name)?;

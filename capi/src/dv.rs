@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::ptr::{self, addr_of_mut};
 
-use mlx5_dv::{AccessFlags, Contexts, Devx, Memory, Queues};
+use mlx5_dv::AccessFlags;
 use mlx5_hw::sys::mlx5dv::{mlx5dv_context, mlx5dv_obj, mlx5dv_pd, mlx5dv_qp_ex, mlx5dv_vfio_context_attr};
 use rdma_sys::*;
 

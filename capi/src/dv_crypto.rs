@@ -7,7 +7,6 @@
 
 use std::ffi::{c_char, c_int};
 
-use mlx5_dv::Crypto as _;
 use mlx5_dv::{
     CryptoAttr, CryptoLoginAttr, CryptoLoginAttrEx, CryptoLoginHandle, CryptoLoginState, DekHandle, DekInitAttr,
     DekState, WrOp, crypto,

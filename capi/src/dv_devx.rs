@@ -14,8 +14,7 @@ use std::alloc::Layout;
 use std::ffi::{c_int, c_void};
 use std::ptr;
 
-use mlx5_dv::Devx as _;
-use mlx5_dv::{AccessFlags, DevxEq, DevxObjHandle, DevxUar, DevxUmem, Error, Memory, MsiVector};
+use mlx5_dv::{AccessFlags, DevxEq, DevxObjHandle, DevxUar, DevxUmem, Error, MsiVector};
 use mlx5_hw::sys::mlx5dv::{
     mlx5dv_devx_eq, mlx5dv_devx_msi_vector, mlx5dv_devx_obj, mlx5dv_devx_uar, mlx5dv_devx_umem, mlx5dv_devx_umem_in,
 };

@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::ffi::{c_int, c_void};
 use std::ptr;
 
-use mlx5_dv::{Contexts, event_type};
+use mlx5_dv::event_type;
 use rdma_sys::*;
 
 use crate::errno::{minus_one, null};

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::ffi::{c_int, c_void};
 
-use mlx5_dv::{AccessFlags, Buf, Contexts, Memory, MkeyInitAttr, MkeyInitFlags, Mkeys, PdHandle};
+use mlx5_dv::{AccessFlags, Buf, MkeyInitAttr, MkeyInitFlags, PdHandle};
 use mlx5_hw::sys::mlx5dv::{mlx5dv_mkey, mlx5dv_mkey_err, mlx5dv_mkey_init_attr};
 use rdma_sys::*;
 
@@ -43,7 +43,7 @@ pub(crate) struct ExternalMemory {
 
 impl ExternalMemory {
     /// Map `[addr, addr + len)` if no region holds it yet; the holding region's start.
-    pub(crate) fn map(&mut self, sim: &mut mlx5_sim::Simulator, addr: u64, len: u64) -> Result<u64, c_int> {
+    pub(crate) fn map(&mut self, sim: &mut crate::state::Engine, addr: u64, len: u64) -> Result<u64, c_int> {
         let end = addr.checked_add(len).ok_or(libc::EINVAL)?;
         if let Some((&s, (e, _, n))) = self.regions.range_mut(..=addr).next_back()
             && *e >= end
@@ -68,7 +68,7 @@ impl ExternalMemory {
     }
 
     /// One MR in the region at `start` is gone; unmap the region after its last.
-    pub(crate) fn unmap(&mut self, sim: &mut mlx5_sim::Simulator, start: u64) {
+    pub(crate) fn unmap(&mut self, sim: &mut crate::state::Engine, start: u64) {
         let Some((_, buf, n)) = self.regions.get_mut(&start) else { return };
         *n = n.saturating_sub(1);
         if *n == 0 {

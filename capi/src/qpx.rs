@@ -6,8 +6,8 @@
 use std::ffi::{c_int, c_void};
 
 use mlx5_dv::{
-    AccessFlags, DvQpCreateFlags, DvQpInitAttr, DvQpInitMask, DvSendOpsFlags, MkeyConfFlags, MrInterleaved, Queues,
-    SendFlags, SigBlockAttr, SigBlockAttrFlags, SigBlockDomain, SigCrc, SigT10dif, T10difFlags, WrOp,
+    AccessFlags, DvQpCreateFlags, DvQpInitAttr, DvQpInitMask, DvSendOpsFlags, MkeyConfFlags, MrInterleaved, SendFlags,
+    SigBlockAttr, SigBlockAttrFlags, SigBlockDomain, SigCrc, SigT10dif, T10difFlags, WrOp,
 };
 use mlx5_hw::sys::mlx5dv::*;
 use rdma_sys::*;

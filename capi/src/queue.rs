@@ -7,8 +7,8 @@ use std::ffi::{c_int, c_void};
 use std::ptr;
 
 use mlx5_dv::{
-    AccessFlags, AhAttr, DvQpInitAttr, Gid, QpCap, QpDest, QpInitAttr, QpModify, QpState, Queues, RecvWr, SendOpsFlags,
-    Sge, Wc, qp_type, send_ops,
+    AccessFlags, AhAttr, DvQpInitAttr, Gid, QpCap, QpDest, QpInitAttr, QpModify, QpState, RecvWr, SendOpsFlags, Sge,
+    Wc, qp_type, send_ops,
 };
 use rdma_sys::*;
 

@@ -6,8 +6,12 @@
 
 use std::collections::BTreeMap;
 use std::ffi::c_int;
+use std::ops::{Deref, DerefMut};
+use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
+use mlx5_conformance::trace::Recorder;
+use mlx5_dv::{Backend, Buf, Call, Layer, Reply, Wrapped};
 use mlx5_sim::{Profile, ShippedProfiles, Simulator};
 
 use crate::device::{Context, Device};
@@ -15,9 +19,76 @@ use crate::events::Channel;
 use crate::mr::{ExternalMemory, Mkey, Mr, Pd};
 use crate::queue::{Cq, Qp};
 
+/// The simulator, and its recorder when `MLX5SIM_TRACE` names a trace file.
+#[allow(clippy::large_enum_variant)] // the plain simulator is every call's path: kept inline
+pub(crate) enum Engine {
+    Plain(Simulator),
+    Traced(Box<Wrapped<Recorder, Simulator>>, PathBuf),
+}
+
+impl Deref for Engine {
+    type Target = dyn Backend;
+
+    fn deref(&self) -> &Self::Target {
+        match self {
+            Engine::Plain(s) => s,
+            Engine::Traced(w, _) => &**w,
+        }
+    }
+}
+
+impl DerefMut for Engine {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        match self {
+            Engine::Plain(s) => s,
+            Engine::Traced(w, _) => &mut **w,
+        }
+    }
+}
+
+impl Engine {
+    /// The profile the simulator imitates.
+    pub(crate) fn profile(&self) -> &Profile {
+        match self {
+            Engine::Plain(s) => s.profile(),
+            Engine::Traced(w, _) => w.inner.profile(),
+        }
+    }
+
+    /// Map the program's bytes (`Simulator::register_memory`). A trace records it as the
+    /// allocation of a buffer of that length, so a replay has a buffer where the program had
+    /// its bytes (their contents are the program's and are not in the trace).
+    ///
+    /// # Safety
+    ///
+    /// As `Simulator::register_memory`.
+    pub(crate) unsafe fn register_memory(&mut self, ptr: *mut u8, len: usize) -> mlx5_dv::Result<Buf> {
+        match self {
+            // SAFETY: the caller's contract.
+            Engine::Plain(s) => unsafe { s.register_memory(ptr, len) },
+            Engine::Traced(w, _) => {
+                // SAFETY: the caller's contract.
+                let r = unsafe { w.inner.register_memory(ptr, len) };
+                w.layer.after(&Call::AllocBuf { len }, &mut Reply::AllocBuf(r.clone()));
+                r
+            }
+        }
+    }
+
+    /// Write the trace, if one is recorded.
+    fn write_trace(&self) {
+        if let Engine::Traced(w, path) = self {
+            let header = w.layer.header(&w.inner, None);
+            if let Err(e) = std::fs::write(path, w.layer.trace(&header)) {
+                eprintln!("mlx5sim: writing the trace {}: {e}", path.display());
+            }
+        }
+    }
+}
+
 /// The simulator and every object a program holds.
 pub struct Shim {
-    pub(crate) sim: Simulator,
+    pub(crate) sim: Engine,
     pub(crate) devices: Vec<Device>,
     pub(crate) contexts: BTreeMap<usize, Context>,
     pub(crate) channels: BTreeMap<usize, Channel>,
@@ -47,6 +118,14 @@ impl Shim {
     fn new() -> Result<Shim, String> {
         let profile = profile_from_env()?;
         let sim = Simulator::new(profile).map_err(|e| e.to_string())?;
+        let sim = match std::env::var_os("MLX5SIM_TRACE") {
+            Some(path) => {
+                // SAFETY: registering an exit handler has no preconditions.
+                unsafe { libc::atexit(write_trace_at_exit) };
+                Engine::Traced(Box::new(Recorder::wrap(sim)), PathBuf::from(path))
+            }
+            None => Engine::Plain(sim),
+        };
         let mut shim = Shim {
             sim,
             devices: Vec::new(),
@@ -61,12 +140,19 @@ impl Shim {
             memory: ExternalMemory::default(),
             dv: Default::default(),
         };
-        shim.devices = Device::enumerate(&mut shim.sim).map_err(|e| e.to_string())?;
+        shim.devices = Device::enumerate(&mut *shim.sim).map_err(|e| e.to_string())?;
         Ok(shim)
     }
 }
 
 static SHIM: OnceLock<Result<Mutex<Shim>, String>> = OnceLock::new();
+
+/// At exit: write the trace `MLX5SIM_TRACE` names.
+extern "C" fn write_trace_at_exit() {
+    if let Some(Ok(m)) = SHIM.get() {
+        m.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).sim.write_trace();
+    }
+}
 
 /// The process-wide shim, locked; ENODEV (once explained on stderr) when the environment's
 /// profile does not load.

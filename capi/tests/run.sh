@@ -63,8 +63,24 @@ out=$(under_shim /usr/bin/python3 capi/tests/pyverbs_mkey.py 2>&1)
 rc=$?
 if [ $rc = 0 ]; then pass "$out"; else fail "pyverbs (exit $rc): $out"; fi
 
-echo "the suite's hw backend over the shim"
+echo "traces recorded from a C program (MLX5SIM_TRACE)"
 cli=target/$build/mlx5-conformance
+MLX5SIM_TRACE=$bin/loopback.jsonl under_shim "$bin/loopback" > /dev/null 2>&1
+if "$cli" replay "$bin/loopback.jsonl" --backend sim --profile cx6dx > "$bin/replay.txt" 2>&1; then
+  pass "loopback's trace ($(wc -l < "$bin/loopback.jsonl") lines) replays on cx6dx with every call matching"
+else
+  fail "loopback's trace: $(tail -3 "$bin/replay.txt")"
+fi
+MLX5SIM_PROFILE=cx6dx-no-update-tag MLX5SIM_TRACE=$bin/mkey_sig.jsonl under_shim "$bin/mkey_sig" > /dev/null 2>&1
+"$cli" replay "$bin/mkey_sig.jsonl" --backend sim --profile cx6dx > "$bin/replay.txt" 2>&1
+rc=$?
+if [ $rc = 1 ] && grep -q '"call":"create_mkey"' "$bin/replay.txt" && grep -q '"errno":95' "$bin/replay.txt"; then
+  pass "mkey_sig's trace from cx6dx-no-update-tag diverges on cx6dx at the UPDATE_TAG mkey (EOPNOTSUPP recorded)"
+else
+  fail "mkey_sig's trace on cx6dx: exit $rc: $(tail -4 "$bin/replay.txt")"
+fi
+
+echo "the suite's hw backend over the shim"
 if [ -x "$cli" ]; then
   # The default profile's VFIO function (sim/profiles/cx6dx.toml), so the VFIO cases run too.
   if under_shim "$cli" run --backend hw --vfio-device 0000:08:00.0 --format table > "$bin/hw-suite.txt" 2>&1; then
