@@ -178,12 +178,8 @@ fn klm_edges(b: &mut dyn Backend, env: &Env) -> Check {
     w2[0] = src[4];
     expect_ok("zero-length WRITE at the end", b.post_send(&a.qp, &[write(4, mkey.rkey, 48, vec![sge(&amr, 0, 0)])]))?;
     ok_cqe(b, &a.cq, 4, wc_opcode::RDMA_WRITE)?;
-    let whole = (&w0, &w1, &w2);
-    check_eq(
-        "the three MRs",
-        (contents(b, &b0)?, contents(b, &b1)?, contents(b, &b2)?),
-        (whole.0.clone(), whole.1.clone(), whole.2.clone()),
-    )?;
+    let got = (contents(b, &b0)?, contents(b, &b1)?, contents(b, &b2)?);
+    check_eq("the three MRs", got, (w0.clone(), w1.clone(), w2.clone()))?;
     // READ all 48 bytes back, in entry order.
     expect_ok("READ of the whole mkey", b.post_send(&a.qp, &[read(5, mkey.rkey, 0, vec![sge(&amr, 0, 48)])]))?;
     check_eq("READ byte_len", ok_cqe(b, &a.cq, 5, wc_opcode::RDMA_READ)?.byte_len, 48)?;
