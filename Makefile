@@ -116,8 +116,7 @@ bench-icount:
 MUTANTS_ARGS ?=
 mutants:
 	@command -v cargo-mutants >/dev/null || $(CARGO) install cargo-mutants --locked
-	$(CARGO) mutants --package mlx5-sim --test-package mlx5-sim --test-package mlx5-conformance \
-	  --timeout 600 --jobs 1 $(MUTANTS_ARGS)
+	$(CARGO) mutants --timeout 600 --jobs 1 $(MUTANTS_ARGS)
 
 clean:
 	$(CARGO) clean
