@@ -9,6 +9,9 @@
 #                  (repeatable where wall-clock time on a shared machine is not; installs valgrind)
 #   make shim      target/shim/libibverbs.so.1 and libmlx5.so.1: C programs on the simulator
 #   make test-shim the shim's tests: the ABI, C programs, ibverbs-utils, pyverbs, the hw backend
+#   make mutants   cargo-mutants over the simulator's provider, kernel, device and signature
+#                  code against the simulator's and the suite's tests (hours; MUTANTS_ARGS=
+#                  "--shard 0/16" runs one shard; README: "Mutation testing")
 
 CARGO ?= cargo
 # What the hw backend (rdma-sys and the mlx5dv bindings) needs to build and run its tests.
@@ -20,7 +23,7 @@ ICOUNT_PACKAGES := valgrind
 # What the shim's tests run: the installed rdma-core's tools and Python bindings.
 SHIM_PACKAGES := ibverbs-utils python3-pyverbs binutils
 
-.PHONY: run test test-sim test-shim shim lint deps bench bench-icount clean traces fuzz
+.PHONY: run test test-sim test-shim shim lint deps bench bench-icount clean traces fuzz mutants
 
 run:
 	$(CARGO) run --release --quiet -p mlx5-conformance -- run --backend sim --profile all --format table
@@ -106,6 +109,15 @@ bench-icount:
 	fi
 	$(CARGO) run --release --quiet -p mlx5-sim --example icount
 	$(CARGO) run --release --quiet -p mlx5-capi --example icount
+
+# What cargo-mutants mutates: .cargo/mutants.toml names the files (provider, kernel, device,
+# signature) and the test packages (the simulator's and the suite's), and excludes the
+# mutants shown equivalent. Scratch copies go to the system temporary directory; the report
+# to mutants.out/.
+MUTANTS_ARGS ?=
+mutants:
+	@command -v cargo-mutants >/dev/null || $(CARGO) install cargo-mutants --locked
+	$(CARGO) mutants --timeout 600 --jobs 1 $(MUTANTS_ARGS)
 
 clean:
 	$(CARGO) clean

@@ -101,6 +101,9 @@ pub const ITEMS: &[(u16, &str)] = &[
     (94, "a configure on a full send queue records ENOMEM and goes on"),
     (95, "send WQEs in the send queue, byte for byte"),
     (96, "RESET removes a QP's unpolled completions from its CQs"),
+    (97, "a key's range ends at its last byte: one past is an access error"),
+    (98, "error CQE syndromes map to ibv_wc_status; vendor_err is the CQE's vendor syndrome"),
+    (99, "no CQs or QPs on VFIO contexts; mlx5dv_create_qp only on mlx5 kernel contexts"),
 ];
 
 /// The title of a checklist item, if it exists.

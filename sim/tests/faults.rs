@@ -7,7 +7,7 @@ use mlx5_dv::{
     AccessFlags as A, Buf, Cq, DvQpInitAttr, FaultRule, Mr, PdHandle, Qp, QpCap, QpDest, QpInitAttr, QpModify, QpState,
     SendFlags, Sge, WrOp, dv_qp, wc_status,
 };
-use mlx5_sim::Simulator;
+use mlx5_sim::{ShippedProfiles, Simulator};
 
 const ACCESS: A = A::LOCAL_WRITE.union(A::REMOTE_WRITE).union(A::REMOTE_READ);
 const RDMA_WRITE: u8 = 0x08;
@@ -132,4 +132,146 @@ fn registered_application_memory_moves_by_rdma_write() {
     p.sim.free_buf(&sb).unwrap();
     p.sim.free_buf(&db).unwrap();
     assert_eq!(dst, src);
+}
+
+/// Two QPs of one context connected to each other, each with its own CQ, on a simulator of
+/// `profile`.
+struct World {
+    sim: Simulator,
+    pd: PdHandle,
+    a: Qp,
+    acq: Cq,
+    s: Qp,
+    scq: Cq,
+}
+
+fn world(profile: mlx5_sim::Profile) -> World {
+    let mut sim = Simulator::new(profile).unwrap();
+    let ctx = sim.open_ibv_device("mlx5_0").unwrap();
+    let pd = sim.alloc_pd(ctx).unwrap();
+    let (acq, scq) = (sim.create_cq(ctx, 16).unwrap(), sim.create_cq(ctx, 16).unwrap());
+    let cap = QpCap { max_send_wr: 8, max_recv_wr: 8, max_send_sge: 4, max_recv_sge: 4, max_inline_data: 0 };
+    let a = sim.create_qp(&QpInitAttr::rc(pd, acq.handle, cap, None)).unwrap();
+    let s = sim.create_qp(&QpInitAttr::rc(pd, scq.handle, cap, None)).unwrap();
+    let port = sim.query_port(ctx, 1).unwrap();
+    for (q, p) in [(&a, &s), (&s, &a)] {
+        for step in QpModify::connect(ACCESS, QpDest::to(p, &port)) {
+            sim.modify_qp(q, &step).unwrap();
+        }
+    }
+    World { sim, pd, a, acq, s, scq }
+}
+
+/// A profile whose vendor syndromes all differ from each other and from the defaults.
+fn distinct_vendor_errs(max_msg_sz: u32) -> mlx5_sim::Profile {
+    let mut p = mlx5_sim::Profile::builtin("cx7").unwrap();
+    let v = &mut p.datapath.vendor_err;
+    (v.local_length, v.local_qp_op, v.local_protection, v.flush) = (0x11, 0x12, 0x13, 0x14);
+    (v.remote_invalid_request, v.remote_access, v.remote_operation) = (0x15, 0x16, 0x17);
+    (v.transport_retry, v.rnr_retry) = (0x18, 0x19);
+    p.datapath.max_msg_sz = max_msg_sz;
+    p
+}
+
+fn wcs(w: &mut World, on_a: bool) -> Vec<(u64, u32, u32)> {
+    let cq = if on_a { w.acq } else { w.scq };
+    w.sim.poll_cq(&cq, 8).unwrap().iter().map(|c| (c.wr_id, c.status, c.vendor_err)).collect()
+}
+
+fn mr(w: &mut World, len: usize) -> Mr {
+    let b = w.sim.alloc_buf(len).unwrap();
+    w.sim.reg_mr(w.pd, b.addr, len as u64, ACCESS).unwrap()
+}
+
+fn sge_of(m: &Mr, len: u32) -> Sge {
+    Sge { addr: m.addr, length: len, lkey: m.lkey }
+}
+
+#[test]
+fn each_natural_error_syndrome_reports_the_profiles_vendor_syndrome() {
+    let v = distinct_vendor_errs(1 << 30).datapath.vendor_err;
+    let (prot, flush, access) = (v.local_protection.into(), v.flush.into(), v.remote_access.into());
+    // A bad lkey, and the WR after it flushed.
+    let mut w = world(distinct_vendor_errs(1 << 30));
+    let m = mr(&mut w, 64);
+    let bad = Sge { lkey: m.lkey ^ 0x100, ..sge_of(&m, 8) };
+    let ops = [
+        WrOp::RdmaWrite { wr_id: 1, flags: SendFlags::SIGNALED, rkey: m.rkey, remote_addr: m.addr, sge: vec![bad] },
+        WrOp::RdmaWrite {
+            wr_id: 2,
+            flags: SendFlags::SIGNALED,
+            rkey: m.rkey,
+            remote_addr: m.addr,
+            sge: vec![sge_of(&m, 8)],
+        },
+    ];
+    w.sim.post_send(&w.a, &ops).unwrap();
+    assert_eq!(wcs(&mut w, true), [(1, wc_status::LOC_PROT_ERR, prot), (2, wc_status::WR_FLUSH_ERR, flush)]);
+    // A bad rkey.
+    let mut w = world(distinct_vendor_errs(1 << 30));
+    let m = mr(&mut w, 64);
+    let op = WrOp::RdmaWrite {
+        wr_id: 3,
+        flags: SendFlags::SIGNALED,
+        rkey: m.rkey ^ 0x100,
+        remote_addr: m.addr,
+        sge: vec![sge_of(&m, 8)],
+    };
+    w.sim.post_send(&w.a, &[op]).unwrap();
+    assert_eq!(wcs(&mut w, true), [(3, wc_status::REM_ACCESS_ERR, access)]);
+    // A message over max_msg_sz.
+    let mut w = world(distinct_vendor_errs(1 << 30));
+    let m = mr(&mut w, 64);
+    let op = WrOp::RdmaWrite {
+        wr_id: 4,
+        flags: SendFlags::SIGNALED,
+        rkey: m.rkey,
+        remote_addr: m.addr,
+        sge: vec![sge_of(&m, (1 << 30) + 1)],
+    };
+    w.sim.post_send(&w.a, &[op]).unwrap();
+    assert_eq!(wcs(&mut w, true), [(4, wc_status::LOC_LEN_ERR, v.local_length.into())]);
+    // A SEND longer than the receive: the responder's length error, the requester's invalid request.
+    let mut w = world(distinct_vendor_errs(1 << 30));
+    let m = mr(&mut w, 64);
+    w.sim.post_recv(&w.s, &[mlx5_dv::RecvWr { wr_id: 5, sge: vec![sge_of(&m, 32)] }]).unwrap();
+    w.sim.post_send(&w.a, &[WrOp::Send { wr_id: 6, flags: SendFlags::SIGNALED, sge: vec![sge_of(&m, 64)] }]).unwrap();
+    assert_eq!(wcs(&mut w, false), [(5, wc_status::LOC_LEN_ERR, v.local_length.into())]);
+    assert_eq!(wcs(&mut w, true), [(6, wc_status::REM_INV_REQ_ERR, v.remote_invalid_request.into())]);
+    // A receive through a bad lkey: the responder's protection error, the requester's remote
+    // operation error (64 bytes: more than scatter-to-CQE takes).
+    let mut w = world(distinct_vendor_errs(1 << 30));
+    let m = mr(&mut w, 64);
+    let bad = Sge { lkey: m.lkey ^ 0x100, ..sge_of(&m, 64) };
+    w.sim.post_recv(&w.s, &[mlx5_dv::RecvWr { wr_id: 7, sge: vec![bad] }]).unwrap();
+    w.sim.post_send(&w.a, &[WrOp::Send { wr_id: 8, flags: SendFlags::SIGNALED, sge: vec![sge_of(&m, 64)] }]).unwrap();
+    assert_eq!(wcs(&mut w, false), [(7, wc_status::LOC_PROT_ERR, prot)]);
+    assert_eq!(wcs(&mut w, true), [(8, wc_status::REM_OP_ERR, v.remote_operation.into())]);
+    // The responder QP gone: the requester's retries run out.
+    let mut w = world(distinct_vendor_errs(1 << 30));
+    let m = mr(&mut w, 64);
+    w.sim.destroy_qp(&w.s).unwrap();
+    let op = WrOp::RdmaWrite {
+        wr_id: 9,
+        flags: SendFlags::SIGNALED,
+        rkey: m.rkey,
+        remote_addr: m.addr,
+        sge: vec![sge_of(&m, 8)],
+    };
+    w.sim.post_send(&w.a, &[op]).unwrap();
+    assert_eq!(wcs(&mut w, true), [(9, wc_status::RETRY_EXC_ERR, v.transport_retry.into())]);
+    // One SGE over 2 GiB has no data segment (its length's top bit marks inline data, here
+    // more of it than the WQE holds): a malformed WQE, a local QP operation error, once
+    // max_msg_sz lets it through.
+    let mut w = world(distinct_vendor_errs(u32::MAX));
+    let m = mr(&mut w, 64);
+    let op = WrOp::RdmaWrite {
+        wr_id: 10,
+        flags: SendFlags::SIGNALED,
+        rkey: m.rkey,
+        remote_addr: m.addr,
+        sge: vec![sge_of(&m, (1 << 31) + 64)],
+    };
+    w.sim.post_send(&w.a, &[op]).unwrap();
+    assert_eq!(wcs(&mut w, true), [(10, wc_status::LOC_QP_OP_ERR, v.local_qp_op.into())]);
 }

@@ -2,10 +2,12 @@
 
 use mlx5_dv::errno::{EINVAL, EOPNOTSUPP};
 use mlx5_dv::{
-    Backend, ContextAttr, ContextFlags, MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD as CRYPTO_MASK,
-    MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD as SIG_MASK, MkeyInitAttr, MkeyInitFlags, SigCaps, crypto_cap, sig_cap,
+    Backend, ContextAttr, ContextFlags, Cq, DvQpCreateFlags, DvQpInitAttr,
+    MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD as CRYPTO_MASK, MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD as SIG_MASK, MkeyInitAttr,
+    MkeyInitFlags, PdHandle, QpInitAttr, SigCaps, crypto_cap, sig_cap,
 };
 
+use super::fixture::{CAP, MKEY_OPS, open};
 use super::open_pd;
 use crate::case::{Case, Check, Env, Need, Verdict, check, check_eq, expect_errno, expect_ok};
 
@@ -17,6 +19,18 @@ pub(super) const CASES: &[Case] = &[
         covers: &[],
         needs: &[Need::OtherDevice],
         run: non_mlx5_ops,
+    },
+    Case {
+        name: "context.vfio_context_has_no_cqs_or_qps",
+        covers: &[99],
+        needs: &[Need::Mlx5Device, Need::VfioDevice],
+        run: vfio_no_queues,
+    },
+    Case {
+        name: "context.non_mlx5_context_has_no_dv_qps",
+        covers: &[99],
+        needs: &[Need::Mlx5Device, Need::OtherDevice],
+        run: non_mlx5_no_dv_qp,
     },
     Case { name: "context.unknown_comp_mask", covers: &[2], needs: &[Need::Mlx5Device], run: unknown_comp_mask },
     Case { name: "context.unknown_flags", covers: &[2], needs: &[Need::Mlx5Device], run: unknown_flags },
@@ -61,6 +75,43 @@ fn non_mlx5_ops(b: &mut dyn Backend, env: &Env) -> Check {
     expect_errno("mlx5dv_create_mkey on a non-mlx5 PD", b.create_mkey(&attr), EOPNOTSUPP)?;
     expect_ok("ibv_dealloc_pd", b.dealloc_pd(pd))?;
     expect_ok("ibv_close_device", b.close_device(ctx))
+}
+
+/// A QP on the PD `pd` of a context without QPs, with the CQ `cq` of an mlx5 kernel context:
+/// EOPNOTSUPP from `ibv_create_qp` (when `verbs` is set) and from `mlx5dv_create_qp`, and the CQ
+/// is left unused.
+fn no_qp_on(b: &mut dyn Backend, pd: PdHandle, cq: &Cq, verbs: bool, on: &str) -> Check {
+    let dv = QpInitAttr::rc(pd, cq.handle, CAP, Some(DvQpInitAttr::new(DvQpCreateFlags::empty(), MKEY_OPS)));
+    expect_errno(&format!("mlx5dv_create_qp on a PD of {on}"), b.create_qp(&dv), EOPNOTSUPP)?;
+    if verbs {
+        let plain = QpInitAttr::rc(pd, cq.handle, CAP, None);
+        expect_errno(&format!("ibv_create_qp on a PD of {on}"), b.create_qp(&plain), EOPNOTSUPP)?;
+    }
+    expect_ok("ibv_destroy_cq of the CQ the refused QPs named", b.destroy_cq(cq))
+}
+
+/// The VFIO provider has no `create_cq` or `create_qp` (libibverbs' dummy ops) and its dv-ops
+/// table no `create_qp`.
+fn vfio_no_queues(b: &mut dyn Backend, env: &Env) -> Check {
+    let dev = env.vfio_device.as_deref().ok_or_else(|| Verdict::skip("no VFIO device"))?;
+    let vctx = expect_ok("ibv_open_device(VFIO)", b.open_ibv_device(dev))?;
+    expect_errno("ibv_create_cq on a VFIO context", b.create_cq(vctx, 16), EOPNOTSUPP)?;
+    let vpd = expect_ok("ibv_alloc_pd on a VFIO context", b.alloc_pd(vctx))?;
+    let (_, _, cq) = open(b, env.dev()?)?;
+    no_qp_on(b, vpd, &cq, true, "a VFIO context")?;
+    expect_ok("ibv_dealloc_pd", b.dealloc_pd(vpd))?;
+    expect_ok("ibv_close_device", b.close_device(vctx))
+}
+
+/// A device of another provider has no dv-ops table: `mlx5dv_create_qp` is EOPNOTSUPP before
+/// anything else is looked at. (Its own `ibv_create_cq` and `ibv_create_qp` are its provider's.)
+fn non_mlx5_no_dv_qp(b: &mut dyn Backend, env: &Env) -> Check {
+    let octx = expect_ok("ibv_open_device(non-mlx5)", b.open_ibv_device(other(env)?))?;
+    let opd = expect_ok("ibv_alloc_pd on a non-mlx5 context", b.alloc_pd(octx))?;
+    let (_, _, cq) = open(b, env.dev()?)?;
+    no_qp_on(b, opd, &cq, false, "a non-mlx5 context")?;
+    expect_ok("ibv_dealloc_pd", b.dealloc_pd(opd))?;
+    expect_ok("ibv_close_device", b.close_device(octx))
 }
 
 fn unknown_comp_mask(b: &mut dyn Backend, env: &Env) -> Check {

@@ -5,6 +5,7 @@ use mlx5_dv::{Backend, CommandRecord, ContextHandle, PdHandle, SimControl};
 use crate::case::{Case, Check, Env, Verdict, expect_ok};
 
 mod audit;
+mod boundary;
 mod context;
 mod crypto;
 mod crypto_dp;
@@ -43,6 +44,7 @@ pub fn all() -> Vec<Case> {
         devx::CASES,
         dmabuf::CASES,
         crypto_dp::CASES,
+        boundary::CASES,
     ]
     .concat()
 }
