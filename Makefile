@@ -108,7 +108,7 @@ bench-icount:
 	  fi; \
 	fi
 	$(CARGO) run --release --quiet -p mlx5-sim --example icount
-	$(CARGO) run --release --quiet -p mlx5-capi --example icount
+	$(CARGO) run --release --quiet -p mlx5-capi --example capi_icount
 
 # What cargo-mutants mutates: .cargo/mutants.toml names the files (provider, kernel, device,
 # signature) and the test packages (the simulator's and the suite's), and excludes the
