@@ -285,6 +285,10 @@ impl Queues for Simulator {
         down!(self.poll_cq(cq, max))
     }
 
+    fn poll_cq_into(&mut self, cq: &Cq, wc: &mut [Wc]) -> Result<usize> {
+        down!(self.poll_cq_into(cq, wc))
+    }
+
     fn create_qp(&mut self, attr: &QpInitAttr) -> Result<Qp> {
         down!(self.create_qp(attr))
     }

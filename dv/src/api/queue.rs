@@ -472,6 +472,16 @@ pub trait Queues {
     /// `ibv_poll_cq`: up to `max` completions, oldest first.
     fn poll_cq(&mut self, cq: &Cq, max: usize) -> Result<Vec<Wc>>;
 
+    /// `ibv_poll_cq` into the caller's array, as the C call takes one: up to `wc.len()`
+    /// completions, oldest first, and how many. A backend that can polls without
+    /// allocating; the default goes through [`Queues::poll_cq`], so layers see one call.
+    fn poll_cq_into(&mut self, cq: &Cq, wc: &mut [Wc]) -> Result<usize> {
+        let got = self.poll_cq(cq, wc.len())?;
+        let n = got.len().min(wc.len());
+        wc[..n].copy_from_slice(&got[..n]);
+        Ok(n)
+    }
+
     /// `mlx5dv_create_qp` (or `ibv_create_qp_ex` when `attr.dv` is `None`).
     fn create_qp(&mut self, attr: &QpInitAttr) -> Result<Qp>;
 

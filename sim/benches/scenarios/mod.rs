@@ -46,12 +46,18 @@ fn loopback(profile: &str, ops: mlx5_dv::DvSendOpsFlags) -> (Simulator, ContextH
 
 /// Post one chain and poll until all of it completed, checking each completion.
 fn post_and_poll(b: &mut dyn Backend, qp: &Qp, cq: &Cq, chain: &[WrOp]) {
+    post_and_poll_into(b, qp, cq, chain, &mut [mlx5_dv::Wc::default(); 32]);
+}
+
+/// [`post_and_poll`] into the caller's array, as a C program hands `ibv_poll_cq` one.
+fn post_and_poll_into(b: &mut dyn Backend, qp: &Qp, cq: &Cq, chain: &[WrOp], wc: &mut [mlx5_dv::Wc; 32]) {
     b.post_send(qp, black_box(chain)).expect("post");
     let mut left = chain.len();
     while left > 0 {
-        let wc = b.poll_cq(cq, left).expect("poll");
-        assert!(!wc.is_empty() && wc.iter().all(|w| w.status == 0), "{wc:?}");
-        left -= wc.len();
+        let n = b.poll_cq_into(cq, &mut wc[..left.min(32)]).expect("poll");
+        let got = &wc[..n];
+        assert!(n > 0 && got.iter().all(|w| w.status == 0), "{got:?}");
+        left -= n;
     }
 }
 
@@ -62,6 +68,7 @@ pub struct MsgRate {
     qp: Qp,
     cq: Cq,
     chain: Vec<WrOp>,
+    wc: [mlx5_dv::Wc; 32],
 }
 
 impl MsgRate {
@@ -83,7 +90,7 @@ impl MsgRate {
                 sge: vec![Sge { addr: smr.addr + i * 64, length: 64, lkey: smr.lkey }],
             })
             .collect();
-        MsgRate { sim, qp, cq, chain }
+        MsgRate { sim, qp, cq, chain, wc: [mlx5_dv::Wc::default(); 32] }
     }
 
     /// WRs per operation.
@@ -93,7 +100,7 @@ impl MsgRate {
 
     /// Post the chain and poll its completions.
     pub fn run(&mut self) {
-        post_and_poll(&mut self.sim, &self.qp, &self.cq, &self.chain);
+        post_and_poll_into(&mut self.sim, &self.qp, &self.cq, &self.chain, &mut self.wc);
     }
 }
 

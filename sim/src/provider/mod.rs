@@ -42,7 +42,9 @@ impl Lower<'_> {
     fn run(&mut self) {
         crate::device::run(self.devices, self.host, self.fabric);
         self.write_eqes();
-        self.kernel.deliver_events(self.devices);
+        if self.devices.iter().any(Device::has_events) {
+            self.kernel.deliver_events(self.devices);
+        }
     }
 
     /// Let the devices write their pending EQEs, and signal the vectors they raise.

@@ -27,22 +27,47 @@ enum Parsed {
 impl Provider {
     /// `ibv_poll_cq`.
     pub(crate) fn poll_cq(&mut self, low: &mut Lower<'_>, cq: &Cq, max: usize) -> Result<Vec<Wc>> {
+        let mut out = Vec::new();
+        self.poll_with(low, cq, max, |wc, room| {
+            if out.capacity() == 0 {
+                // One allocation for the whole poll: the ring holds at most this many.
+                out.reserve_exact(room.max(1));
+            }
+            out.push(wc);
+        })?;
+        Ok(out)
+    }
+
+    /// `ibv_poll_cq` into the caller's array: how many it holds now.
+    pub(crate) fn poll_cq_into(&mut self, low: &mut Lower<'_>, cq: &Cq, wc: &mut [Wc]) -> Result<usize> {
+        let mut n = 0;
+        let max = wc.len();
+        self.poll_with(low, cq, max, |w, _| {
+            if let Some(slot) = wc.get_mut(n) {
+                *slot = w;
+                n += 1;
+            }
+        })?;
+        Ok(n)
+    }
+
+    /// Read up to `max` work completions, handing each to `sink` with the most there can
+    /// be in this poll.
+    fn poll_with(&mut self, low: &mut Lower<'_>, cq: &Cq, max: usize, mut sink: impl FnMut(Wc, usize)) -> Result<()> {
         let op = Op::PollCq;
         let c = self.cqs.get(cq.handle, op)?;
         let dev = c.dev;
         let mut ring = c.ring.clone();
-        let mut out = Vec::new();
+        let room = max.min(ring.ring.wqe_cnt as usize);
+        let mut got = 0;
         let mut failed = None;
-        while out.len() < max {
+        while got < max {
             let Some(bytes) = ring.peek(low.host) else { break };
             ring.advance();
             match self.parse(low.host, dev, &bytes) {
                 Ok(Parsed::Wc(wc)) => {
-                    if out.capacity() == 0 {
-                        // One allocation for the whole poll: the ring holds at most this many.
-                        out.reserve_exact(max.min(ring.ring.wqe_cnt as usize).max(1));
-                    }
-                    out.push(wc);
+                    sink(wc, room);
+                    got += 1;
                 }
                 Ok(Parsed::SigErr(index, err)) => {
                     if !self.take_sig_err(dev, index, err) {
@@ -65,7 +90,7 @@ impl Provider {
         match failed {
             // The CQEs read before the bad one are lost with it, as ibv_poll_cq returns -1.
             Some(why) => Err(Error::new(op, EINVAL, why)),
-            None => Ok(out),
+            None => Ok(()),
         }
     }
 

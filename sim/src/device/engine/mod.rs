@@ -122,12 +122,21 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// Every QP in creation order, across devices, as (order, device, QP number).
+    /// The QPs a run can move, in creation order across devices, as (order, device, QP
+    /// number): those in ERR (to flush) and those in RTS with WQEs posted. A run changes no
+    /// other QP into either: a QP it takes to ERR it flushes on the spot, and only a
+    /// doorbell adds WQEs.
     fn schedule(&self, all: &mut SmallVec<(u64, usize, u32), 8>) {
         for (dev, d) in self.devs.iter().enumerate() {
-            all.extend(d.fw.qps().map(|(qpn, q)| (q.order, dev, qpn)));
+            for (qpn, q) in d.fw.qps() {
+                if q.state == QpState::Err || (q.state == QpState::Rts && q.sq_cc != q.sq_pc) {
+                    all.push((q.order, dev, qpn));
+                }
+            }
         }
-        all.sort_unstable();
+        if all.len() > 1 {
+            all.sort_unstable();
+        }
     }
 
     /// The send WQE at the device's consumer counter, read from the ring in host memory, and
@@ -156,6 +165,8 @@ impl<'a> Engine<'a> {
         self.schedule(&mut schedule);
         loop {
             let mut moved = false;
+            // A lone QP that ran dry or was flushed has nothing for another pass.
+            let mut settled = schedule.len() == 1;
             for &(_, dev, qpn) in schedule.iter() {
                 let id = QpPath { dev, qpn };
                 let mut first = true;
@@ -179,12 +190,13 @@ impl<'a> Engine<'a> {
                     let blocked = matches!(step, Step::Blocked | Step::Held);
                     self.finish(id, &w, step);
                     if blocked {
+                        settled = false;
                         break;
                     }
                     moved = true;
                 }
             }
-            if !moved {
+            if !moved || settled {
                 break;
             }
         }

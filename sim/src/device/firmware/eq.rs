@@ -308,6 +308,11 @@ impl Firmware {
         }
     }
 
+    /// Whether EQEs wait to be written or vectors to be raised.
+    pub(crate) fn eqes_pending(&self) -> bool {
+        !self.eq.pending.is_empty() || !self.eq.interrupts.is_empty()
+    }
+
     /// The MSI-X vectors raised since the last call, in order.
     pub(crate) fn take_interrupts(&mut self) -> Vec<u16> {
         std::mem::take(&mut self.eq.interrupts)
