@@ -41,6 +41,23 @@ impl Region {
     }
 }
 
+/// `len` zero bytes, or `None` when the process has no memory for them. Allocated zeroed, so
+/// that a large buffer's pages are not touched until used (a CQ ring may be half a gigabyte).
+fn zeroed(len: usize) -> Option<Vec<u8>> {
+    if len == 0 {
+        return Some(Vec::new());
+    }
+    let layout = std::alloc::Layout::array::<u8>(len).ok()?;
+    // SAFETY: the layout's size is not zero.
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+    if ptr.is_null() {
+        return None;
+    }
+    // SAFETY: `ptr` comes from the global allocator with the layout of `len` bytes, all of
+    // them initialised (zero); length and capacity are `len`.
+    Some(unsafe { Vec::from_raw_parts(ptr, len, len) })
+}
+
 /// The simulated host's memory: regions sorted by their start address. A sorted `Vec` rather
 /// than a map: every DMA access looks a region up, and a binary search over a few contiguous
 /// entries is the cheapest lookup; mapping and unmapping are rare.
@@ -86,9 +103,7 @@ impl Memory {
         let used = self.used.checked_add(size).filter(|&u| u <= self.limit)?;
         let pages = size.div_ceil(PAGE).max(1).checked_add(1)?;
         let next = va.checked_add(pages.checked_mul(PAGE)?)?;
-        let mut bytes = Vec::new();
-        bytes.try_reserve_exact(len).ok()?;
-        bytes.resize(len, 0);
+        let bytes = zeroed(len)?;
         self.regions.try_reserve(1).ok()?;
         self.next_va = next;
         self.used = used;
@@ -166,6 +181,12 @@ impl Memory {
             }
             None => false,
         }
+    }
+
+    /// The bytes at `[va, va + len)`, to change in place.
+    pub fn bytes_mut(&mut self, va: u64, len: usize) -> Option<&mut [u8]> {
+        let (i, off) = self.locate(va, len as u64)?;
+        self.regions.get_mut(i)?.1.bytes_mut().get_mut(off..off + len)
     }
 
     /// Copy from the `src` ranges to the `dst` ranges, in order, as many bytes as both hold;

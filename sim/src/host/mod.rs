@@ -99,4 +99,10 @@ impl Host {
     pub fn write_ranges(&mut self, cur: &mut RangeCursor<'_>, data: &[u8]) -> bool {
         self.mem.write_ranges(cur, data)
     }
+
+    /// The bytes at `[addr, addr + len)` of one region, to change in place; `None` if
+    /// unmapped.
+    pub fn bytes_mut(&mut self, addr: u64, len: usize) -> Option<&mut [u8]> {
+        self.mem.bytes_mut(addr, len)
+    }
 }

@@ -142,7 +142,7 @@ impl Provider {
         let cap = (ncqe - 1) as u32;
         let dev = c.dev;
         let d = low.devices.get_mut(dev).ok_or_else(|| Error::new(op, EINVAL, "no such device"))?;
-        let ring = CqRing::alloc(low.host, cap + 1, op)?;
+        let ring = CqRing::map(low.host, cap + 1, op)?;
         let req = CqCreate { cqe: cap, ring: ring.ring.addr, dbrec: ring.dbrec };
         let cqn = match low.kernel.create_cq(d, dev, ctx.id(), req) {
             Ok(n) => n,
@@ -151,6 +151,10 @@ impl Provider {
                 return Err(e);
             }
         };
+        // libmlx5 marks the entries before the kernel call. Nothing reads them in between, and
+        // a ring the kernel refuses (one past `log_max_cq_sz` is half a gigabyte) goes back
+        // untouched.
+        ring.mark_invalid(low.host);
         let handle = match self.cqs.insert(op, CqObj { ctx, dev, cqn, ring: ring.clone() }) {
             Ok(h) => h,
             Err(e) => {

@@ -251,7 +251,16 @@ pub(super) struct CqRing {
 
 impl CqRing {
     /// Map a ring of `ncqe` entries, each marked invalid (`MLX5_CQE_INVALID`, owner 0).
+    #[cfg(test)]
     pub(super) fn alloc(host: &mut Host, ncqe: u32, op: Op) -> Result<Self> {
+        let r = Self::map(host, ncqe, op)?;
+        r.mark_invalid(host);
+        Ok(r)
+    }
+
+    /// Map a ring of `ncqe` zeroed entries and its doorbell record; ENOMEM when host memory
+    /// runs out. [`CqRing::mark_invalid`] makes it ready.
+    pub(super) fn map(host: &mut Host, ncqe: u32, op: Op) -> Result<Self> {
         let bytes = usize::try_from(u64::from(ncqe) * cqe::SIZE as u64).map_err(|_| enomem(op, "CQ buffer"))?;
         let addr = host.alloc(bytes).ok_or_else(|| enomem(op, "CQ buffer"))?;
         let Some(dbrec) = host.alloc(DBREC_BYTES) else {
@@ -259,11 +268,18 @@ impl CqRing {
             return Err(enomem(op, "doorbell record"));
         };
         let ring = QueueBuf { addr, wqe_cnt: ncqe, stride: cqe::SIZE as u32 };
-        let invalid = [cqe::op_own(cqe::opcode::INVALID, 0, false, false)];
-        for i in 0..ncqe {
-            let _ = host.write(ring.slot(i).wrapping_add(cqe::SIZE as u64 - 1), &invalid);
-        }
         Ok(CqRing { ring, dbrec, cons_index: 0 })
+    }
+
+    /// Mark every entry invalid (`MLX5_CQE_INVALID`, owner 0), in one pass over the ring.
+    pub(super) fn mark_invalid(&self, host: &mut Host) {
+        let invalid = cqe::op_own(cqe::opcode::INVALID, 0, false, false);
+        let len = self.ring.wqe_cnt as usize * cqe::SIZE;
+        if let Some(bytes) = host.bytes_mut(self.ring.addr, len) {
+            for e in bytes.chunks_exact_mut(cqe::SIZE) {
+                e[cqe::SIZE - 1] = invalid;
+            }
+        }
     }
 
     fn owned(&self, host: &Host, index: u32) -> Option<[u8; cqe::SIZE]> {
