@@ -64,6 +64,7 @@ deps:
 bench:
 	$(CARGO) bench -p mlx5-sim
 	$(CARGO) bench -p mlx5-capi
+	$(CARGO) bench -p mlx5-conformance --bench suite
 
 # The simulator behind the C ABI, in target/shim (README: "Your own program on the simulator").
 shim: deps
