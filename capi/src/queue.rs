@@ -202,11 +202,17 @@ impl Shim {
         }
         let mut errors = false;
         if n < max {
-            match self.sim.poll_cq(&c.cq, max - n) {
-                Ok(v) => {
-                    for w in &v {
+            // A poll never returns more than the ring holds (`cqe + 1` entries).
+            let want = (max - n).min(c.cq.cqe as usize + 1);
+            let buf = &mut self.wc_scratch;
+            if buf.len() < want {
+                buf.resize(want, mlx5_dv::Wc::default());
+            }
+            match self.sim.poll_cq_into(&c.cq, &mut buf[..want]) {
+                Ok(got) => {
+                    for w in &buf[..got] {
                         errors |= w.status != 0;
-                        // SAFETY: as above; the simulator returns at most `max - n`.
+                        // SAFETY: as above; the simulator returns at most `want <= max - n`.
                         write_wc(w, unsafe { &mut *wc.add(n) });
                         n += 1;
                     }

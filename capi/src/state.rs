@@ -101,6 +101,9 @@ pub struct Shim {
     pub(crate) memory: ExternalMemory,
     /// The crypto and DEVX objects (`crate::dv`).
     pub(crate) dv: crate::dv::DvObjects,
+    /// What `ibv_poll_cq` polls into before converting to the caller's `ibv_wc`s, kept from
+    /// call to call so that polling allocates nothing once warm.
+    pub(crate) wc_scratch: Vec<mlx5_dv::Wc>,
 }
 
 /// The profile the environment asks for: `MLX5SIM_PROFILE` names a shipped profile or a TOML
@@ -139,6 +142,7 @@ impl Shim {
             ahs: BTreeMap::new(),
             memory: ExternalMemory::default(),
             dv: Default::default(),
+            wc_scratch: Vec::new(),
         };
         shim.devices = Device::enumerate(&mut *shim.sim).map_err(|e| e.to_string())?;
         Ok(shim)
