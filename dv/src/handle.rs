@@ -328,12 +328,30 @@ impl<H: Handle, T> HandleTable<H, T> {
         self.check_backend(h, op)?;
         let at = self.position(h.id()).ok_or_else(|| Self::stale(op))?;
         let e = self.slots.get_mut(at).and_then(|s| s.entry.take()).ok_or_else(|| Self::stale(op))?;
+        self.one_more_dead();
+        Ok(e.value)
+    }
+
+    /// [`HandleTable::take`] for a caller that has no use for the object: it is dropped where
+    /// it lies instead of being moved out.
+    pub fn discard(&mut self, h: H, op: Op) -> Result<()> {
+        self.check_backend(h, op)?;
+        let at = self.position(h.id()).ok_or_else(|| Self::stale(op))?;
+        match self.slots.get_mut(at) {
+            Some(s) if s.entry.is_some() => s.entry = None,
+            _ => return Err(Self::stale(op)),
+        }
+        self.one_more_dead();
+        Ok(())
+    }
+
+    /// Count a slot just emptied; sweep the empty ones once they are half of the vector.
+    fn one_more_dead(&mut self) {
         self.dead = self.dead.saturating_add(1);
         if self.dead.saturating_mul(2) > self.slots.len() {
             self.slots.retain(|s| s.entry.is_some());
             self.dead = 0;
         }
-        Ok(e.value)
     }
 
     /// Live handles and their objects, oldest first.
@@ -396,9 +414,11 @@ mod tests {
         for h in hs.iter().skip(1).step_by(4).take(2) {
             t.take(*h, Op::DestroyMkey)?;
         }
+        t.discard(hs[7], Op::DestroyMkey)?;
+        assert_eq!(t.discard(hs[7], Op::DestroyMkey).map_err(|e| e.errno()), Err(EINVAL));
         let left: Vec<u32> = t.iter().map(|(_, v)| *v).collect();
-        assert_eq!(left, [3, 7, 9, 10]);
-        assert_eq!(t.len(), 4);
+        assert_eq!(left, [3, 9, 10]);
+        assert_eq!(t.len(), 3);
         assert_eq!(*t.get(kept, Op::CreateMkey)?, 10);
         assert_eq!(*t.get(hs[9], Op::CreateMkey)?, 9);
         assert!(!t.contains(hs[5]));

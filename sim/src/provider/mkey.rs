@@ -246,7 +246,7 @@ impl Provider {
         let left = self.mkeys.get_mut(mkey.handle, op)?;
         left.sig = None;
         kernel::destroy_mkey(dev, index, op)?;
-        self.mkeys.take(mkey.handle, op)?;
+        self.mkeys.discard(mkey.handle, op)?;
         self.pds.release(pd);
         Ok(())
     }
