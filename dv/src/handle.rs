@@ -7,7 +7,6 @@
 //! A handle serializes as its object id alone; a deserialized handle belongs to no backend
 //! (every backend answers EINVAL) unless it is read inside [`adopting`].
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -187,6 +186,13 @@ struct Entry<T> {
     users: u32,
 }
 
+/// One id issued by a table, and its object until removed.
+#[derive(Debug, Clone)]
+struct Slot<T> {
+    id: u32,
+    entry: Option<Entry<T>>,
+}
+
 /// The objects of one kind that a backend instance holds, by handle.
 ///
 /// A stale handle (destroyed) or a foreign one (another backend's) is EINVAL; an object that
@@ -196,22 +202,44 @@ struct Entry<T> {
 pub struct HandleTable<H, T> {
     backend: BackendId,
     next: u32,
-    objects: BTreeMap<u32, Entry<T>>,
+    /// By id, ascending (ids only grow, so an insert appends): a binary search finds a handle,
+    /// and create/destroy churn neither allocates nor moves tree nodes as a map would.
+    /// Removing leaves an empty slot; they are swept once they are half of the vector.
+    slots: Vec<Slot<T>>,
+    /// Slots whose object was removed.
+    dead: usize,
     _handle: std::marker::PhantomData<H>,
 }
 
 impl<H: Handle, T> HandleTable<H, T> {
     /// An empty table for handles issued by `backend`.
     pub fn new(backend: BackendId) -> Self {
-        HandleTable { backend, next: 1, objects: BTreeMap::new(), _handle: std::marker::PhantomData }
+        HandleTable { backend, next: 1, slots: Vec::new(), dead: 0, _handle: std::marker::PhantomData }
     }
 
     /// Store `value` and issue its handle; EINVAL once 2^32 - 1 ids were issued.
     pub fn insert(&mut self, op: Op, value: T) -> Result<H> {
         let id = self.next;
         self.next = id.checked_add(1).ok_or_else(|| Error::new(op, EINVAL, format!("{} ids exhausted", H::KIND)))?;
-        self.objects.insert(id, Entry { value, users: 0 });
+        self.slots.push(Slot { id, entry: Some(Entry { value, users: 0 }) });
         Ok(H::new(self.backend, id))
+    }
+
+    /// Where id `id` sits in `slots`, live or not.
+    #[inline]
+    fn position(&self, id: u32) -> Option<usize> {
+        self.slots.binary_search_by_key(&id, |s| s.id).ok()
+    }
+
+    #[inline]
+    fn live(&self, id: u32) -> Option<&Entry<T>> {
+        self.slots.get(self.position(id)?)?.entry.as_ref()
+    }
+
+    #[inline]
+    fn live_mut(&mut self, id: u32) -> Option<&mut Entry<T>> {
+        let at = self.position(id)?;
+        self.slots.get_mut(at)?.entry.as_mut()
     }
 
     // Every call through the trait looks its handles up: the lookups are inlined, their
@@ -237,13 +265,13 @@ impl<H: Handle, T> HandleTable<H, T> {
     #[inline]
     fn entry(&self, h: H, op: Op) -> Result<&Entry<T>> {
         self.check_backend(h, op)?;
-        self.objects.get(&h.id()).ok_or_else(|| Self::stale(op))
+        self.live(h.id()).ok_or_else(|| Self::stale(op))
     }
 
     #[inline]
     fn entry_mut(&mut self, h: H, op: Op) -> Result<&mut Entry<T>> {
         self.check_backend(h, op)?;
-        self.objects.get_mut(&h.id()).ok_or_else(|| Self::stale(op))
+        self.live_mut(h.id()).ok_or_else(|| Self::stale(op))
     }
 
     /// The object behind a live handle of this backend.
@@ -260,7 +288,7 @@ impl<H: Handle, T> HandleTable<H, T> {
 
     /// Whether the handle names a live object of this table.
     pub fn contains(&self, h: H) -> bool {
-        h.backend() == self.backend && self.objects.contains_key(&h.id())
+        h.backend() == self.backend && self.live(h.id()).is_some()
     }
 
     /// How many users the object has.
@@ -269,6 +297,7 @@ impl<H: Handle, T> HandleTable<H, T> {
     }
 
     /// Count one more user of the object (an mkey of a PD, a QP of a CQ).
+    #[inline]
     pub fn acquire(&mut self, h: H, op: Op) -> Result<()> {
         let e = self.entry_mut(h, op)?;
         e.users = e.users.checked_add(1).ok_or_else(|| Error::new(op, EBUSY, format!("{} use count full", H::KIND)))?;
@@ -276,9 +305,10 @@ impl<H: Handle, T> HandleTable<H, T> {
     }
 
     /// Count one user fewer; a no-op at zero or for a handle already gone (teardown order).
+    #[inline]
     pub fn release(&mut self, h: H) {
         if h.backend() == self.backend
-            && let Some(e) = self.objects.get_mut(&h.id())
+            && let Some(e) = self.live_mut(h.id())
         {
             e.users = e.users.saturating_sub(1);
         }
@@ -296,18 +326,43 @@ impl<H: Handle, T> HandleTable<H, T> {
     /// Remove the object whatever its use count (a context's objects when it closes).
     pub fn take(&mut self, h: H, op: Op) -> Result<T> {
         self.check_backend(h, op)?;
-        self.objects.remove(&h.id()).map(|e| e.value).ok_or_else(|| Self::stale(op))
+        let at = self.position(h.id()).ok_or_else(|| Self::stale(op))?;
+        let e = self.slots.get_mut(at).and_then(|s| s.entry.take()).ok_or_else(|| Self::stale(op))?;
+        self.one_more_dead();
+        Ok(e.value)
+    }
+
+    /// [`HandleTable::take`] for a caller that has no use for the object: it is dropped where
+    /// it lies instead of being moved out.
+    pub fn discard(&mut self, h: H, op: Op) -> Result<()> {
+        self.check_backend(h, op)?;
+        let at = self.position(h.id()).ok_or_else(|| Self::stale(op))?;
+        match self.slots.get_mut(at) {
+            Some(s) if s.entry.is_some() => s.entry = None,
+            _ => return Err(Self::stale(op)),
+        }
+        self.one_more_dead();
+        Ok(())
+    }
+
+    /// Count a slot just emptied; sweep the empty ones once they are half of the vector.
+    fn one_more_dead(&mut self) {
+        self.dead = self.dead.saturating_add(1);
+        if self.dead.saturating_mul(2) > self.slots.len() {
+            self.slots.retain(|s| s.entry.is_some());
+            self.dead = 0;
+        }
     }
 
     /// Live handles and their objects, oldest first.
     pub fn iter(&self) -> impl Iterator<Item = (H, &T)> {
-        self.objects.iter().map(|(id, e)| (H::new(self.backend, *id), &e.value))
+        self.slots.iter().filter_map(|s| Some((H::new(self.backend, s.id), &s.entry.as_ref()?.value)))
     }
 
     /// Live handles and their objects, mutably, oldest first.
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (H, &mut T)> {
         let backend = self.backend;
-        self.objects.iter_mut().map(move |(id, e)| (H::new(backend, *id), &mut e.value))
+        self.slots.iter_mut().filter_map(move |s| Some((H::new(backend, s.id), &mut s.entry.as_mut()?.value)))
     }
 
     /// The handles whose objects satisfy `pred`, oldest first.
@@ -317,12 +372,12 @@ impl<H: Handle, T> HandleTable<H, T> {
 
     /// The number of live objects.
     pub fn len(&self) -> usize {
-        self.objects.len()
+        self.slots.len().saturating_sub(self.dead)
     }
 
     /// No live objects.
     pub fn is_empty(&self) -> bool {
-        self.objects.is_empty()
+        self.len() == 0
     }
 }
 
@@ -344,6 +399,29 @@ mod tests {
         assert_eq!(t.get(a, Op::DeallocPd).map_err(|e| e.errno()), Err(EINVAL));
         let b = t.insert(Op::AllocPd, "b")?;
         assert_ne!(a.id(), b.id(), "ids are never reused");
+        Ok(())
+    }
+
+    #[test]
+    fn removals_keep_lookups_and_order_through_sweeps() -> Result<()> {
+        let mut t: HandleTable<MkeyHandle, u32> = HandleTable::new(BackendId::fresh());
+        let hs = (0..10).map(|i| t.insert(Op::CreateMkey, i)).collect::<Result<Vec<_>>>()?;
+        for h in hs.iter().step_by(2) {
+            t.take(*h, Op::DestroyMkey)?;
+        }
+        assert_eq!(t.take(hs[0], Op::DestroyMkey).map_err(|e| e.errno()), Err(EINVAL));
+        let kept = t.insert(Op::CreateMkey, 10)?;
+        for h in hs.iter().skip(1).step_by(4).take(2) {
+            t.take(*h, Op::DestroyMkey)?;
+        }
+        t.discard(hs[7], Op::DestroyMkey)?;
+        assert_eq!(t.discard(hs[7], Op::DestroyMkey).map_err(|e| e.errno()), Err(EINVAL));
+        let left: Vec<u32> = t.iter().map(|(_, v)| *v).collect();
+        assert_eq!(left, [3, 9, 10]);
+        assert_eq!(t.len(), 3);
+        assert_eq!(*t.get(kept, Op::CreateMkey)?, 10);
+        assert_eq!(*t.get(hs[9], Op::CreateMkey)?, 9);
+        assert!(!t.contains(hs[5]));
         Ok(())
     }
 

@@ -139,7 +139,9 @@ impl Field {
     }
 
     /// Read the field from `buf`.
-    #[inline]
+    // Always inlined: with a constant field and a fixed-size buffer the checks fold away,
+    // and mailboxes are encoded a field at a time.
+    #[inline(always)]
     pub fn get(&self, buf: &[u8]) -> Result<u64, FieldError> {
         self.check(buf.len())?;
         let at = self.dword_byte();
@@ -153,7 +155,7 @@ impl Field {
     }
 
     /// Write `value` into the field of `buf`, leaving the other bits alone.
-    #[inline]
+    #[inline(always)]
     pub fn set(&self, buf: &mut [u8], value: u64) -> Result<(), FieldError> {
         self.check(buf.len())?;
         if value & !self.mask() != 0 {

@@ -89,9 +89,11 @@ pub(crate) trait FieldValue: Copy {
 
 impl FieldValue for bool {
     const BITS: u32 = 1;
+    #[inline]
     fn from_raw(raw: u64) -> Self {
         raw != 0
     }
+    #[inline]
     fn to_raw(self) -> u64 {
         u64::from(self)
     }
@@ -101,11 +103,13 @@ macro_rules! field_value_uint {
     ($($t:ty),*) => {$(
         impl FieldValue for $t {
             const BITS: u32 = <$t>::BITS;
+            #[inline]
             fn from_raw(raw: u64) -> Self {
                 // The raw value is masked to the field, and the field is no wider than the
                 // type (checked where the layout is declared): nothing is cut off.
                 raw as $t
             }
+            #[inline]
             fn to_raw(self) -> u64 {
                 u64::from(self)
             }
@@ -123,6 +127,7 @@ pub struct View<'a, L: Layout> {
 
 impl<'a, L: Layout> View<'a, L> {
     /// Check `buf` holds at least `L::SIZE` bytes; the rest is kept as [`View::tail`].
+    #[inline]
     pub fn new(buf: &'a [u8]) -> Result<Self, FieldError> {
         let (head, tail) = buf.split_at_checked(L::SIZE).ok_or(FieldError::TooShort {
             layout: L::NAME,
@@ -149,6 +154,7 @@ impl<'a, L: Layout> View<'a, L> {
     }
 
     /// Read a field of `L`'s own table.
+    #[inline]
     pub(crate) fn raw(&self, f: Field) -> u64 {
         // `f` is one of L's fields, proven at compile time to lie inside L::SIZE, and `head`
         // holds exactly L::SIZE bytes: the read cannot fail.
@@ -195,6 +201,7 @@ pub struct ViewMut<'a, L: Layout> {
 
 impl<'a, L: Layout> ViewMut<'a, L> {
     /// Check `buf` holds at least `L::SIZE` bytes; only those are reachable through the view.
+    #[inline]
     pub fn new(buf: &'a mut [u8]) -> Result<Self, FieldError> {
         let len = buf.len();
         let head = buf.get_mut(..L::SIZE).ok_or(FieldError::TooShort { layout: L::NAME, need: L::SIZE, len })?;
@@ -217,6 +224,7 @@ impl<'a, L: Layout> ViewMut<'a, L> {
     }
 
     /// Write a field of `L`'s own table: only a value wider than the field can fail.
+    #[inline]
     pub(crate) fn set_raw(&mut self, f: Field, value: u64) -> Result<(), FieldError> {
         f.set(self.head, value)
     }
@@ -278,6 +286,7 @@ macro_rules! layout {
         impl $crate::prm::View<'_, $ty> {
             $(
                 $(#[$fm])*
+                #[inline]
                 pub fn $get(&self) -> $t {
                     <$t as $crate::prm::view::FieldValue>::from_raw(self.raw($konst))
                 }
@@ -287,6 +296,7 @@ macro_rules! layout {
         impl $crate::prm::ViewMut<'_, $ty> {
             $(
                 #[doc = concat!("Write `", stringify!($get), "`; a value wider than the field is refused.")]
+                #[inline]
                 pub fn $set(&mut self, value: $t) -> Result<(), $crate::prm::FieldError> {
                     self.set_raw($konst, <$t as $crate::prm::view::FieldValue>::to_raw(value))
                 }

@@ -111,6 +111,8 @@ impl SigCtx {
     }
 }
 
+// Inlined so the constant field's checks fold away: these writes are the control path's bulk.
+#[inline(always)]
 fn put(op: Op, buf: &mut [u8], f: Field, v: u64) -> Result<()> {
     f.set(buf, v).map_err(|e| internal(op, e))
 }
@@ -151,29 +153,38 @@ impl Provider {
         }
         let dev = low.devices.get_mut(dev_index).ok_or_else(|| Error::new(op, EINVAL, "no such device"))?;
 
-        let mut psvs: Vec<u32> = Vec::new();
+        // The memory and wire PSVs, on the stack: `made` of them exist.
+        let mut slots = [0u32; 2];
+        let mut made = 0;
         if flags.contains(MkeyInitFlags::BLOCK_SIGNATURE) {
             if caps.sig.block_prot == 0 {
                 return Err(Error::new(op, EOPNOTSUPP, "BLOCK_SIGNATURE needs signature caps"));
             }
             for _ in 0..2 {
                 match create_psv(dev, devx, pdn) {
-                    Ok(p) => psvs.push(p),
-                    Err(e) => return Err(unwind_psvs(dev, &psvs, e)),
+                    Ok(p) => {
+                        if let Some(slot) = slots.get_mut(made) {
+                            *slot = p;
+                        }
+                        made += 1;
+                    }
+                    Err(e) => return Err(unwind_psvs(dev, slots.get(..made).unwrap_or_default(), e)),
                 }
             }
         }
+        let psvs = slots.get(..made).unwrap_or_default();
         if flags.contains(MkeyInitFlags::CRYPTO)
             && caps.crypto.crypto_engines
                 & (crypto_cap::ENGINE_AES_XTS_SINGLE_BLOCK | crypto_cap::ENGINE_AES_XTS_MULTI_BLOCK)
                 == 0
         {
             let e = Error::new(op, EOPNOTSUPP, "CRYPTO needs an AES-XTS single- or multi-block engine");
-            return Err(unwind_psvs(dev, &psvs, e));
+            return Err(unwind_psvs(dev, psvs, e));
         }
 
         let num_desc = round_max_entries(attr.max_entries);
-        let created = build_create_mkey(op, flags, pdn, num_desc).and_then(|mut input| {
+        let mut input = [0u8; prm::create_mkey::IN_SIZE];
+        let created = build_create_mkey(op, flags, pdn, num_desc, &mut input).and_then(|()| {
             let mut out = [0u8; prm::create_mkey::OUT_SIZE];
             kernel::devx_cmd(dev, devx, &mut input, &mut out)
                 .map_err(|e| cmd_error(op, kernel::cmd_status_err(e, &out), &out, "CREATE_MKEY"))?;
@@ -181,9 +192,9 @@ impl Provider {
         });
         let index = match created {
             Ok(i) => i,
-            Err(e) => return Err(unwind_psvs(dev, &psvs, e)),
+            Err(e) => return Err(unwind_psvs(dev, psvs, e)),
         };
-        let sig = match psvs.as_slice() {
+        let sig = match psvs {
             [mem, wire] => Some(SigCtx {
                 state: BsfState::Init,
                 mem_psv: Some(*mem),
@@ -211,16 +222,19 @@ impl Provider {
     /// is left.
     pub(crate) fn destroy_mkey(&mut self, low: &mut Lower<'_>, mkey: &Mkey) -> Result<()> {
         let op = Op::DestroyMkey;
-        let m = self.mkeys.get(mkey.handle, op)?.clone();
-        let dev = low.devices.get_mut(m.dev).ok_or_else(|| Error::new(op, EINVAL, "no such device"))?;
-        if let Some(s) = &m.sig {
-            if let Some(p) = s.mem_psv {
+        // Only what the destroys need, not a clone of the whole object.
+        let m = self.mkeys.get(mkey.handle, op)?;
+        let (dev_index, index, pd) = (m.dev, m.index, m.pd);
+        let psvs = m.sig.as_ref().map(|s| (s.mem_psv, s.wire_psv));
+        let dev = low.devices.get_mut(dev_index).ok_or_else(|| Error::new(op, EINVAL, "no such device"))?;
+        if let Some((mem_psv, wire_psv)) = psvs {
+            if let Some(p) = mem_psv {
                 kernel::destroy_psv(dev, p, op)?;
                 if let Some(s) = self.mkeys.get_mut(mkey.handle, op)?.sig.as_mut() {
                     s.mem_psv = None;
                 }
             }
-            if let Some(p) = s.wire_psv {
+            if let Some(p) = wire_psv {
                 kernel::destroy_psv(dev, p, op)?;
                 if let Some(s) = self.mkeys.get_mut(mkey.handle, op)?.sig.as_mut() {
                     s.wire_psv = None;
@@ -231,9 +245,9 @@ impl Provider {
         // survives is a plain mkey (_mlx5dv_destroy_mkey).
         let left = self.mkeys.get_mut(mkey.handle, op)?;
         left.sig = None;
-        kernel::destroy_mkey(dev, m.index, op)?;
-        self.mkeys.take(mkey.handle, op)?;
-        self.pds.release(m.pd);
+        kernel::destroy_mkey(dev, index, op)?;
+        self.mkeys.discard(mkey.handle, op)?;
+        self.pds.release(pd);
         Ok(())
     }
 
@@ -301,33 +315,41 @@ fn unwind_psvs(dev: &mut Device, psvs: &[u32], err: Error) -> Error {
     err
 }
 
-fn build_create_mkey(op: Op, flags: MkeyInitFlags, pdn: u32, num_desc: u16) -> Result<[u8; prm::create_mkey::IN_SIZE]> {
+/// The CREATE_MKEY input, written into the caller's zeroed mailbox (not returned by value:
+/// that would copy it).
+fn build_create_mkey(
+    op: Op,
+    flags: MkeyInitFlags,
+    pdn: u32,
+    num_desc: u16,
+    input: &mut [u8; prm::create_mkey::IN_SIZE],
+) -> Result<()> {
     use prm::mkc;
-    let mut input = [0u8; prm::create_mkey::IN_SIZE];
-    prm::write_header(&mut input, opcode::CREATE_MKEY, 0, 0);
+    let input = &mut input[..];
+    prm::write_header(input, opcode::CREATE_MKEY, 0, 0);
     let at = |f: Field| f.at(prm::create_mkey::MKC_BIT);
     let sig = flags.contains(MkeyInitFlags::BLOCK_SIGNATURE);
     let crypto = flags.contains(MkeyInitFlags::CRYPTO);
-    put(op, &mut input, at(mkc::ACCESS_MODE_1_0), mkc::ACCESS_MODE_KLMS)?;
-    put(op, &mut input, at(mkc::FREE), 1)?;
-    put(op, &mut input, at(mkc::UMR_EN), 1)?;
-    put(op, &mut input, at(mkc::LR), 1)?;
-    put(op, &mut input, at(mkc::PD), u64::from(pdn))?;
-    put(op, &mut input, at(mkc::QPN), 0xff_ffff)?;
-    put(op, &mut input, at(mkc::MKEY_7_0), 0)?;
-    put(op, &mut input, at(mkc::TRANSLATIONS_OCTWORD_SIZE), u64::from(num_desc))?;
+    put(op, input, at(mkc::ACCESS_MODE_1_0), mkc::ACCESS_MODE_KLMS)?;
+    put(op, input, at(mkc::FREE), 1)?;
+    put(op, input, at(mkc::UMR_EN), 1)?;
+    put(op, input, at(mkc::LR), 1)?;
+    put(op, input, at(mkc::PD), u64::from(pdn))?;
+    put(op, input, at(mkc::QPN), 0xff_ffff)?;
+    put(op, input, at(mkc::MKEY_7_0), 0)?;
+    put(op, input, at(mkc::TRANSLATIONS_OCTWORD_SIZE), u64::from(num_desc))?;
     if crypto {
-        put(op, &mut input, at(mkc::CRYPTO_EN), 1)?;
+        put(op, input, at(mkc::CRYPTO_EN), 1)?;
     }
     if sig || crypto {
         let bsf_bytes = 64 * (u64::from(sig) + u64::from(crypto));
-        put(op, &mut input, at(mkc::BSF_EN), 1)?;
-        put(op, &mut input, at(mkc::BSF_OCTWORD_SIZE), bsf_bytes / 16)?;
+        put(op, input, at(mkc::BSF_EN), 1)?;
+        put(op, input, at(mkc::BSF_OCTWORD_SIZE), bsf_bytes / 16)?;
     }
     if flags.contains(MkeyInitFlags::REMOTE_INVALIDATE) {
-        put(op, &mut input, at(mkc::EN_RINVAL), 1)?;
+        put(op, input, at(mkc::EN_RINVAL), 1)?;
     }
-    Ok(input)
+    Ok(())
 }
 
 /// `align(max_entries, 4)` into a `uint16_t`, as the provider computes it: 65533..=65535 wrap

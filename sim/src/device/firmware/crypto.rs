@@ -176,7 +176,7 @@ impl Firmware {
         if v.key_purpose() != ko::KEY_PURPOSE_AES_XTS {
             return Err(bad(syndrome::BAD_FIELD));
         }
-        if !self.pds.contains_key(&v.pd()) {
+        if !self.pds.contains_key(v.pd()) {
             return Err(bad(syndrome::NO_SUCH_OBJECT));
         }
         let c = &mut self.crypto;

@@ -21,9 +21,9 @@ pub use crypto::{FwDek, crypto_syndrome};
 pub use eq::EQ_STATUS_WRITE_FAILURE;
 pub(crate) use eq::{Event, named_input};
 pub(in crate::device) use objects::FwPsv;
-use objects::Numbers;
 pub use objects::{CqCreate, FwMkey, Klm, MkeyCrypto, QpCreate, QpPath, RepeatEntry, Translation};
 pub(crate) use objects::{FwCq, FwQp};
+use objects::{Numbers, Table};
 pub(crate) use raw::cq_or_qp_input;
 
 /// Syndromes this firmware reports for its own rejections.
@@ -112,11 +112,11 @@ pub struct Firmware {
     general_caps: Box<[u8; prm::query_hca_cap::CAPABILITY_SIZE]>,
     crypto_caps: Option<Box<[u8; prm::query_hca_cap::CAPABILITY_SIZE]>>,
     pd_numbers: Numbers,
-    pds: BTreeMap<u32, u16>,
+    pds: Table<u16>,
     mkey_numbers: Numbers,
-    mkeys: BTreeMap<u32, FwMkey>,
+    mkeys: Table<FwMkey>,
     psv_numbers: Numbers,
-    psvs: BTreeMap<u32, FwPsv>,
+    psvs: Table<FwPsv>,
     next_qpn: u32,
     qps: BTreeMap<u32, FwQp>,
     cq_numbers: Numbers,
@@ -177,12 +177,12 @@ impl Firmware {
             general_caps: general,
             crypto_caps,
             pd_numbers: Numbers::new(1, 1 << 24),
-            pds: BTreeMap::new(),
+            pds: Table::new(),
             // Index 1 would make key 0x100, MLX5_INVALID_LKEY, which ends a receive WQE.
             mkey_numbers: Numbers::new(2, 1u32 << h.log_max_mkey.min(24)),
-            mkeys: BTreeMap::new(),
+            mkeys: Table::new(),
             psv_numbers: Numbers::new(1, 1 << 24),
-            psvs: BTreeMap::new(),
+            psvs: Table::new(),
             next_qpn: 0x100,
             qps: BTreeMap::new(),
             cq_numbers: Numbers::new(1, 1 << 24),
@@ -225,6 +225,10 @@ impl Firmware {
     }
 
     fn injected_fault(&mut self, input: &[u8]) -> Option<Reject> {
+        // The common case: no rules, so no opcode to read.
+        if self.faults.is_empty() {
+            return None;
+        }
         let op = read(prm::mbox_in::OPCODE, input) as u16;
         for r in &mut self.faults {
             if r.rule.opcode != op || r.acted >= r.rule.times || r.rule.object_state.is_some() {
@@ -298,7 +302,9 @@ impl Firmware {
 
     fn dealloc_pd(&mut self, input: &[u8]) -> Result<(), Reject> {
         let pdn = prm::pd::PD.get(input)? as u32;
-        self.pds.remove(&pdn).ok_or(Reject(status::BAD_PARAM_ERR, syndrome::NO_SUCH_OBJECT))?;
+        if !self.pds.remove(pdn) {
+            return Err(Reject(status::BAD_PARAM_ERR, syndrome::NO_SUCH_OBJECT));
+        }
         self.pd_numbers.give_back(pdn);
         Ok(())
     }
@@ -312,7 +318,7 @@ impl Firmware {
         let mut mkc = [0u8; prm::mkc::SIZE];
         mkc.copy_from_slice(&input[mkc_at..mkc_at + prm::mkc::SIZE]);
         let pdn = prm::mkc::PD.get(&mkc)? as u32;
-        if !self.pds.contains_key(&pdn) {
+        if !self.pds.contains_key(pdn) {
             return Err(Reject(status::BAD_PARAM_ERR, syndrome::NO_SUCH_OBJECT));
         }
         let xlat = match prm::mkc::ACCESS_MODE_1_0.get(&mkc)? {
@@ -329,7 +335,9 @@ impl Firmware {
 
     fn destroy_mkey(&mut self, input: &[u8]) -> Result<(), Reject> {
         let index = prm::destroy_mkey::MKEY_INDEX.get(input)? as u32;
-        self.mkeys.remove(&index).ok_or(Reject(status::BAD_PARAM_ERR, syndrome::NO_SUCH_OBJECT))?;
+        if !self.mkeys.remove(index) {
+            return Err(Reject(status::BAD_PARAM_ERR, syndrome::NO_SUCH_OBJECT));
+        }
         self.mkey_numbers.give_back(index);
         Ok(())
     }
@@ -344,20 +352,21 @@ impl Firmware {
         if !(1..=4).contains(&num) {
             return Err(Reject(status::BAD_PARAM_ERR, syndrome::BAD_FIELD));
         }
-        if !self.pds.contains_key(&pdn) {
+        if !self.pds.contains_key(pdn) {
             return Err(Reject(status::BAD_PARAM_ERR, syndrome::NO_SUCH_OBJECT));
         }
-        let mut taken = Vec::with_capacity(num);
-        for _ in 0..num {
-            match self.psv_numbers.take() {
-                Some(n) => taken.push(n),
-                None => {
-                    taken.into_iter().for_each(|n| self.psv_numbers.give_back(n));
-                    return Err(Reject(status::LIM_ERR, syndrome::OUT_OF_OBJECTS));
-                }
+        // At most four numbers: on the stack, not a Vec per command.
+        let mut taken = [0u32; 4];
+        for got in 0..num {
+            let Some(n) = self.psv_numbers.take() else {
+                taken.iter().take(got).for_each(|&n| self.psv_numbers.give_back(n));
+                return Err(Reject(status::LIM_ERR, syndrome::OUT_OF_OBJECTS));
+            };
+            if let Some(t) = taken.get_mut(got) {
+                *t = n;
             }
         }
-        for (slot, n) in taken.into_iter().enumerate() {
+        for (slot, &n) in taken.iter().take(num).enumerate() {
             self.psvs.insert(n, FwPsv { uid, armed: false });
             cp::OUT_PSV_INDEX[slot].set(out, u64::from(n))?;
         }
@@ -366,32 +375,34 @@ impl Firmware {
 
     fn destroy_psv(&mut self, input: &[u8]) -> Result<(), Reject> {
         let n = prm::destroy_psv::PSVN.get(input)? as u32;
-        self.psvs.remove(&n).ok_or(Reject(status::BAD_PARAM_ERR, syndrome::NO_SUCH_OBJECT))?;
+        if !self.psvs.remove(n) {
+            return Err(Reject(status::BAD_PARAM_ERR, syndrome::NO_SUCH_OBJECT));
+        }
         self.psv_numbers.give_back(n);
         Ok(())
     }
 
     /// The mkey with this index, as the firmware holds it.
     pub(crate) fn mkey(&self, index: u32) -> Option<&FwMkey> {
-        self.mkeys.get(&index)
+        self.mkeys.get(index)
     }
 
     /// The mkey with this index, for the data path (UMR, invalidation).
     pub(in crate::device) fn mkey_mut(&mut self, index: u32) -> Option<&mut FwMkey> {
-        self.mkeys.get_mut(&index)
+        self.mkeys.get_mut(index)
     }
 
     /// Whether every PSV of the signature mkey `index` is armed; `None` without a signature
     /// BSF.
     pub fn sig_armed(&self, index: u32) -> Option<bool> {
         let psvs = self.sig_psvs(index)?;
-        Some(psvs.iter().flatten().all(|p| self.psvs.get(p).is_some_and(|p| p.armed)))
+        Some(psvs.iter().flatten().all(|p| self.psvs.get(*p).is_some_and(|p| p.armed)))
     }
 
     /// Arm or disarm every PSV of the signature mkey `index`.
     pub(in crate::device) fn set_sig_armed(&mut self, index: u32, armed: bool) {
         for p in self.sig_psvs(index).into_iter().flatten().flatten() {
-            if let Some(p) = self.psvs.get_mut(&p) {
+            if let Some(p) = self.psvs.get_mut(p) {
                 p.armed = armed;
             }
         }
@@ -399,13 +410,13 @@ impl Firmware {
 
     /// The PSVs the signature BSF of mkey `index` names: memory, then wire.
     fn sig_psvs(&self, index: u32) -> Option<[Option<u32>; 2]> {
-        let b = self.mkeys.get(&index)?.sig?;
+        let b = self.mkeys.get(index)?.sig?;
         Some([b.cfg.mem.map(|_| b.mem_psv), b.cfg.wire.map(|_| b.wire_psv)])
     }
 
     /// The PSV with this number, for SET_PSV and signature errors.
     pub(in crate::device) fn psv_mut(&mut self, n: u32) -> Option<&mut FwPsv> {
-        self.psvs.get_mut(&n)
+        self.psvs.get_mut(n)
     }
 
     /// CREATE_QP as the kernel issues it: the next free QP number of this device (24 bits,
@@ -492,7 +503,7 @@ impl Firmware {
 
     /// Whether PD `pdn` exists.
     pub(crate) fn has_pd(&self, pdn: u32) -> bool {
-        self.pds.contains_key(&pdn)
+        self.pds.contains_key(pdn)
     }
 
     /// MODIFY_QP to `state`: RESET empties both queues (the counters start over) and forgets
@@ -543,8 +554,8 @@ impl Firmware {
     /// The mkey indexes and PSV numbers created under `uid`, for the kernel's cleanup of a
     /// closed context.
     pub fn objects_of_uid(&self, uid: u16) -> (Vec<u32>, Vec<u32>) {
-        let mkeys = self.mkeys.iter().filter(|(_, m)| m.uid == uid).map(|(i, _)| *i).collect();
-        let psvs = self.psvs.iter().filter(|(_, p)| p.uid == uid).map(|(i, _)| *i).collect();
+        let mkeys = self.mkeys.iter().filter(|(_, m)| m.uid == uid).map(|(i, _)| i).collect();
+        let psvs = self.psvs.iter().filter(|(_, p)| p.uid == uid).map(|(i, _)| i).collect();
         (mkeys, psvs)
     }
 

@@ -38,6 +38,70 @@ impl Numbers {
     }
 }
 
+/// Objects keyed by the numbers a [`Numbers`] hands out, in a vector indexed by number: those
+/// numbers are dense (freed ones come back first), so a lookup is an index rather than a tree
+/// walk, and nothing is allocated per object once the vector has grown. Iteration runs in
+/// number order, as a `BTreeMap`'s does.
+#[derive(Debug, Clone)]
+pub(super) struct Table<T> {
+    slots: Vec<Option<T>>,
+    len: usize,
+}
+
+impl<T> Table<T> {
+    pub(super) fn new() -> Self {
+        Table { slots: Vec::new(), len: 0 }
+    }
+
+    pub(super) fn get(&self, n: u32) -> Option<&T> {
+        self.slots.get(n as usize)?.as_ref()
+    }
+
+    pub(super) fn get_mut(&mut self, n: u32) -> Option<&mut T> {
+        self.slots.get_mut(n as usize)?.as_mut()
+    }
+
+    pub(super) fn contains_key(&self, n: u32) -> bool {
+        self.get(n).is_some()
+    }
+
+    /// Store `v` under `n`, dropping whatever was there (objects are large: nothing is
+    /// moved back out).
+    pub(super) fn insert(&mut self, n: u32, v: T) {
+        let at = n as usize;
+        if at >= self.slots.len() {
+            self.slots.resize_with(at.saturating_add(1), || None);
+        }
+        if let Some(slot) = self.slots.get_mut(at) {
+            if slot.is_none() {
+                self.len = self.len.saturating_add(1);
+            }
+            *slot = Some(v);
+        }
+    }
+
+    /// Drop the object under `n` in place; false if there was none.
+    pub(super) fn remove(&mut self, n: u32) -> bool {
+        match self.slots.get_mut(n as usize) {
+            Some(slot @ Some(_)) => {
+                *slot = None;
+                self.len = self.len.saturating_sub(1);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The objects with their numbers, in number order.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (u32, &T)> {
+        self.slots.iter().enumerate().filter_map(|(i, s)| Some((u32::try_from(i).ok()?, s.as_ref()?)))
+    }
+}
+
 /// One entry of a KLM list: `byte_count` bytes at `addr` of the memory `key` names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Klm {
