@@ -325,7 +325,11 @@ fn generate_with(
         let (data_out, pi_out) = dst.split_at_mut(o.bs);
         data_out.copy_from_slice(data);
         let (enc, n) = o.encode_array(crcs, value);
-        pi_out.copy_from_slice(enc.get(..n)?);
+        if pi_out.len() != n {
+            return None;
+        }
+        // At most 8 bytes: byte stores, not a memcpy call of a length known only at run time.
+        pi_out.iter_mut().zip(enc).for_each(|(d, s)| *d = s);
     }
     Some(())
 }
