@@ -328,8 +328,12 @@ fn generate_with(
         if pi_out.len() != n {
             return None;
         }
-        // At most 8 bytes: byte stores, not a memcpy call of a length known only at run time.
-        pi_out.iter_mut().zip(enc).for_each(|(d, s)| *d = s);
+        // At most 8 bytes: plain stores, not a memcpy call of a length known only at run time.
+        if let Ok(p) = <&mut [u8; 8]>::try_from(&mut *pi_out) {
+            *p = enc;
+        } else {
+            pi_out.iter_mut().zip(enc).for_each(|(d, s)| *d = s);
+        }
     }
     Some(())
 }
