@@ -202,6 +202,8 @@ impl Signature {
         Self::with(WireSig::T10dif)
     }
 
+    /// The scenario with `wire_sig` on the wire; checks once that the simulator's guards are
+    /// the baseline's CRCs.
     pub fn with(wire_sig: WireSig) -> Self {
         let (mut sim, _, pd, cq, qa) = loopback("cx7", dv_qp::WITH_MKEY_CONFIGURE);
         let b: &mut dyn Backend = &mut sim;
