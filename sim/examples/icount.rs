@@ -11,7 +11,7 @@ mod icount_harness;
 #[path = "../benches/scenarios/mod.rs"]
 mod scenarios;
 
-use scenarios::{Cipher, ControlPath, Datapath, MsgRate, Signature};
+use scenarios::{Cipher, ControlPath, Datapath, MsgRate, Signature, WireSig};
 
 use icount_harness::Scenario;
 
@@ -22,6 +22,11 @@ const SCENARIOS: &[Scenario] = &[
     Scenario { name: "datapath_write_indirect_1MiB", ops: 4, per_op: None, baseline: Some("memcpy_1MiB") },
     Scenario { name: "raw_crc16_t10dif_1MiB", ops: 4, per_op: None, baseline: None },
     Scenario { name: "signature_write_t10dif_1MiB", ops: 4, per_op: None, baseline: Some("raw_crc16_t10dif_1MiB") },
+    Scenario { name: "raw_crc32c_1MiB", ops: 4, per_op: None, baseline: None },
+    Scenario { name: "signature_write_crc32c_1MiB", ops: 4, per_op: None, baseline: Some("raw_crc32c_1MiB") },
+    Scenario { name: "raw_crc64_nvme_1MiB", ops: 4, per_op: None, baseline: None },
+    Scenario { name: "signature_write_crc64_1MiB", ops: 4, per_op: None, baseline: Some("raw_crc64_nvme_1MiB") },
+    Scenario { name: "raw_aes_256_1MiB", ops: 2, per_op: None, baseline: None },
     Scenario { name: "raw_xts_aes_256_1MiB", ops: 2, per_op: None, baseline: None },
     Scenario { name: "crypto_write_aes_xts_256_1MiB", ops: 2, per_op: None, baseline: Some("raw_xts_aes_256_1MiB") },
     Scenario { name: "crypto_write_t10dif_aes_xts_1MiB", ops: 2, per_op: None, baseline: None },
@@ -47,15 +52,15 @@ fn make(name: &str) -> Result<Box<dyn FnMut()>, String> {
             let mut s = Datapath::new();
             Box::new(move || s.memcpy())
         }
-        "signature_write_t10dif_1MiB" => {
-            let mut s = Signature::new();
-            Box::new(move || s.write())
-        }
-        "raw_crc16_t10dif_1MiB" => {
-            let s = Signature::new();
-            Box::new(move || {
-                s.raw_crc();
-            })
+        "signature_write_t10dif_1MiB" => signature_write(WireSig::T10dif),
+        "signature_write_crc32c_1MiB" => signature_write(WireSig::Crc32c),
+        "signature_write_crc64_1MiB" => signature_write(WireSig::Crc64),
+        "raw_crc16_t10dif_1MiB" => raw_crc(WireSig::T10dif),
+        "raw_crc32c_1MiB" => raw_crc(WireSig::Crc32c),
+        "raw_crc64_nvme_1MiB" => raw_crc(WireSig::Crc64),
+        "raw_aes_256_1MiB" => {
+            let mut s = Cipher::new();
+            Box::new(move || s.raw_aes())
         }
         "crypto_write_aes_xts_256_1MiB" => {
             let mut s = Cipher::new();
@@ -74,6 +79,18 @@ fn make(name: &str) -> Result<Box<dyn FnMut()>, String> {
             Box::new(move || s.create_destroy())
         }
         other => return Err(format!("unknown scenario {other}")),
+    })
+}
+
+fn signature_write(wire: WireSig) -> Box<dyn FnMut()> {
+    let mut s = Signature::with(wire);
+    Box::new(move || s.write())
+}
+
+fn raw_crc(wire: WireSig) -> Box<dyn FnMut()> {
+    let s = Signature::with(wire);
+    Box::new(move || {
+        s.raw_crc();
     })
 }
 

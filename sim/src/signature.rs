@@ -7,7 +7,7 @@
 //! T10-DIF `guard << 48 | app << 32 | ref`, CRC32 `crc << 32`, CRC64 `crc`; bit k of a check or
 //! copy mask is byte k of that value (bit 7 = most significant).
 
-use crc_fast::{CrcAlgorithm, CrcParams, checksum, checksum_with_params};
+use crc_fast::{CrcAlgorithm, CrcParams, Digest, checksum, checksum_with_params};
 use mlx5_dv::{SigBlockDomain, sig};
 
 use crate::profile::SignatureSection;
@@ -26,6 +26,15 @@ impl Calc {
         match self {
             Calc::Catalogue(a) => checksum(*a, data),
             Calc::Custom(p) => checksum_with_params(*p, data),
+        }
+    }
+
+    /// A digest of the same CRC, to reuse block after block without copying the parameters
+    /// or matching the algorithm each time.
+    fn digest(&self) -> Digest {
+        match self {
+            Calc::Catalogue(a) => Digest::new(*a),
+            Calc::Custom(p) => Digest::new_with_params(*p),
         }
     }
 }
@@ -167,24 +176,36 @@ impl Domain {
 
     /// The signature value block `index` should carry for `data`.
     pub fn compute(&self, crcs: &Crcs, index: u64, data: &[u8]) -> u64 {
+        let guard = match self.calc(crcs) {
+            Some(c) => c.run(data),
+            None => ip_checksum(data),
+        };
+        self.value_of(guard, index)
+    }
+
+    /// The CRC of the guard; `None` for the IP-checksum guard.
+    fn calc<'c>(&self, crcs: &'c Crcs) -> Option<&'c Calc> {
         match self.kind {
-            Kind::T10 { csum, seed_ones, app, ref_tag, remap, .. } => {
-                let guard = if csum {
-                    u64::from(u16::from_be_bytes(internet_checksum::checksum(data)))
-                } else {
-                    crcs.t10[usize::from(seed_ones)].run(data)
-                };
+            Kind::T10 { csum: true, .. } => None,
+            Kind::T10 { seed_ones, .. } => Some(&crcs.t10[usize::from(seed_ones)]),
+            Kind::Crc { crc_type, seed_ones } => Some(match crc_type {
+                sig::CRC32 => &crcs.crc32[usize::from(seed_ones)],
+                sig::CRC32C => &crcs.crc32c[usize::from(seed_ones)],
+                _ => &crcs.crc64[usize::from(seed_ones)],
+            }),
+        }
+    }
+
+    /// The signature value of block `index` with guard (or CRC) `guard`.
+    #[inline]
+    fn value_of(&self, guard: u64, index: u64) -> u64 {
+        match self.kind {
+            Kind::T10 { app, ref_tag, remap, .. } => {
                 let r = if remap { ref_tag.wrapping_add(index as u32) } else { ref_tag };
                 guard << 48 | u64::from(app) << 32 | u64::from(r)
             }
-            Kind::Crc { crc_type, seed_ones } => {
-                let i = usize::from(seed_ones);
-                match crc_type {
-                    sig::CRC32 => crcs.crc32[i].run(data) << 32,
-                    sig::CRC32C => crcs.crc32c[i].run(data) << 32,
-                    _ => crcs.crc64[i].run(data),
-                }
-            }
+            Kind::Crc { .. } if self.pi_len() == 4 => guard << 32,
+            Kind::Crc { .. } => guard,
         }
     }
 
@@ -228,6 +249,95 @@ impl Domain {
     }
 }
 
+/// The IP-checksum guard of T10-DIF.
+fn ip_checksum(data: &[u8]) -> u64 {
+    u64::from(u16::from_be_bytes(internet_checksum::checksum(data)))
+}
+
+/// A domain's signature value generator for one transfer: [`Domain::compute`] with the CRC
+/// chosen once, so a block costs the CRC call and a few shifts.
+struct PiGen {
+    dom: Domain,
+    /// The CRC of the domain; `None` for the IP-checksum guard.
+    crc: Option<Digest>,
+}
+
+impl PiGen {
+    fn new(dom: Domain, crcs: &Crcs) -> Self {
+        PiGen { dom, crc: dom.calc(crcs).map(Calc::digest) }
+    }
+
+    /// The same value as [`Domain::compute`].
+    fn value(&mut self, index: u64, data: &[u8]) -> u64 {
+        let guard = match &mut self.crc {
+            Some(d) => digest_of(d, data),
+            None => ip_checksum(data),
+        };
+        self.dom.value_of(guard, index)
+    }
+}
+
+/// The CRC of `data` alone, through a reused digest.
+#[inline]
+fn digest_of(d: &mut Digest, data: &[u8]) -> u64 {
+    d.reset();
+    d.update(data);
+    d.finalize()
+}
+
+/// Append PI to whole data blocks (no input signature), one pass per block: the guard reads
+/// the block, the copy then finds it in cache. The crc-fast catalogue CRCs the profiles use
+/// are called with a constant algorithm, so the call inlines as a direct one.
+fn generate(crcs: &Crcs, o: &Domain, first_block: u64, input: &[u8], output: &mut [u8]) -> Option<()> {
+    match o.calc(crcs) {
+        None => generate_with(crcs, o, first_block, input, output, ip_checksum),
+        Some(Calc::Catalogue(CrcAlgorithm::Crc16T10Dif)) => {
+            generate_with(crcs, o, first_block, input, output, |d| checksum(CrcAlgorithm::Crc16T10Dif, d))
+        }
+        Some(Calc::Catalogue(CrcAlgorithm::Crc32IsoHdlc)) => {
+            generate_with(crcs, o, first_block, input, output, |d| checksum(CrcAlgorithm::Crc32IsoHdlc, d))
+        }
+        Some(Calc::Catalogue(CrcAlgorithm::Crc32Iscsi)) => {
+            generate_with(crcs, o, first_block, input, output, |d| checksum(CrcAlgorithm::Crc32Iscsi, d))
+        }
+        Some(Calc::Catalogue(CrcAlgorithm::Crc64Nvme)) => {
+            generate_with(crcs, o, first_block, input, output, |d| checksum(CrcAlgorithm::Crc64Nvme, d))
+        }
+        Some(c) => {
+            let mut dg = c.digest();
+            generate_with(crcs, o, first_block, input, output, |d| digest_of(&mut dg, d))
+        }
+    }
+}
+
+/// [`generate`] with the guard function `guard`.
+#[inline]
+fn generate_with(
+    crcs: &Crcs,
+    o: &Domain,
+    first_block: u64,
+    input: &[u8],
+    output: &mut [u8],
+    mut guard: impl FnMut(&[u8]) -> u64,
+) -> Option<()> {
+    for (b, (data, dst)) in input.chunks_exact(o.bs).zip(output.chunks_exact_mut(o.stride())).enumerate() {
+        let value = o.value_of(guard(data), first_block + b as u64);
+        let (data_out, pi_out) = dst.split_at_mut(o.bs);
+        data_out.copy_from_slice(data);
+        let (enc, n) = o.encode_array(crcs, value);
+        if pi_out.len() != n {
+            return None;
+        }
+        // At most 8 bytes: plain stores, not a memcpy call of a length known only at run time.
+        if let Ok(p) = <&mut [u8; 8]>::try_from(&mut *pi_out) {
+            *p = enc;
+        } else {
+            pi_out.iter_mut().zip(enc).for_each(|(d, s)| *d = s);
+        }
+    }
+    Some(())
+}
+
 /// The 64-bit mask of the bytes a mask byte selects.
 fn bytes_of(mask: u8) -> u64 {
     (0..8).filter(|k| mask & (1 << k) != 0).fold(0, |m, k| m | 0xff << (8 * k))
@@ -257,6 +367,18 @@ pub struct BlockError {
 /// Check one input block: escapes first, then guard, application tag, reference tag, each on
 /// the bytes `check_mask` selects; the first failure is the block's error.
 pub fn check_block(d: &Domain, crcs: &Crcs, index: u64, data: &[u8], pi: &[u8], check_mask: u8) -> Option<BlockError> {
+    check_with(d, crcs, pi, check_mask, || d.compute(crcs, index, data))
+}
+
+/// [`check_block`] with the expected value computed by `expected`, only when no escape
+/// applies.
+fn check_with(
+    d: &Domain,
+    crcs: &Crcs,
+    pi: &[u8],
+    check_mask: u8,
+    expected: impl FnOnce() -> u64,
+) -> Option<BlockError> {
     let actual = d.decode(crcs, pi);
     if let Kind::T10 { escape, .. } = d.kind {
         let (app, r) = ((actual >> 32) as u16, actual as u32);
@@ -266,7 +388,7 @@ pub fn check_block(d: &Domain, crcs: &Crcs, index: u64, data: &[u8], pi: &[u8], 
             _ => {}
         }
     }
-    let expected = d.compute(crcs, index, data);
+    let expected = expected();
     let diff = expected ^ actual;
     let mask = check_mask & d.mask_bits();
     let fields: &[(u8, u16)] = match d.kind {
@@ -370,25 +492,33 @@ impl SigConfig {
         if !input.len().is_multiple_of(in_stride) || output.len() != input.len() / in_stride * out_stride {
             return None;
         }
+        if let (None, Some(o)) = (inp, out)
+            && o.bs == bs
+        {
+            return generate(crcs, &o, first_block, input, output).map(|()| None);
+        }
+        let (mut check, mut make) = (inp.map(|d| PiGen::new(d, crcs)), out.map(|d| PiGen::new(d, crcs)));
+        let copied = bytes_of(self.copy_mask);
         let mut err = None;
+        // One pass per block: the CRCs read the input block, the copy then finds it in cache.
         for (b, (block, dst)) in input.chunks_exact(in_stride).zip(output.chunks_exact_mut(out_stride)).enumerate() {
             let index = first_block + b as u64;
             let (data, pi) = block.split_at(bs);
-            if let Some(d) = inp
-                && let Some(e) = check_block(&d, crcs, index, data, pi, self.check_mask)
+            if let (Some(d), Some(g)) = (inp, check.as_mut())
+                && let Some(e) = check_with(&d, crcs, pi, self.check_mask, || g.value(index, data))
                 && err.is_none()
             {
                 err = Some(TransferError { block: e, offset: (b * in_stride) as u64 });
             }
-            dst[..bs].copy_from_slice(data);
-            if let Some(o) = out {
-                let mut value = o.compute(crcs, index, data);
+            let value = make.as_mut().map(|g| g.value(index, data));
+            let (data_out, pi_out) = dst.split_at_mut(bs);
+            data_out.copy_from_slice(data);
+            if let (Some(o), Some(mut value)) = (out, value) {
                 if let (true, Some(i)) = (self.sbs, inp) {
-                    let copied = bytes_of(self.copy_mask);
                     value = (value & !copied) | (i.decode(crcs, pi) & copied);
                 }
-                let (pi_out, n) = o.encode_array(crcs, value);
-                dst[bs..bs + n].copy_from_slice(&pi_out[..n]);
+                let (enc, n) = o.encode_array(crcs, value);
+                pi_out.get_mut(..n)?.copy_from_slice(enc.get(..n)?);
             }
         }
         Some(err)

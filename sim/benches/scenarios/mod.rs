@@ -8,7 +8,7 @@
 #![allow(dead_code)]
 
 use aes::Aes256;
-use aes::cipher::KeyInit;
+use aes::cipher::{Block, BlockCipherEncrypt, KeyInit};
 use crc_fast::{CrcAlgorithm, checksum};
 use mlx5_dv::{
     AccessFlags as A, Backend, ContextHandle, Cq, CryptoAttr, DekInitAttr, DvQpInitAttr, Mkey, MkeyInitAttr,
@@ -152,18 +152,66 @@ impl Datapath {
     }
 }
 
-/// One 1 MiB RDMA WRITE through a signature mkey (memory NONE, wire T10-DIF with the CRC
-/// guard, 512-byte blocks), and crc-fast's T10-DIF CRC over the same 1 MiB as 2048 blocks.
+/// The wire signature of a [`Signature`] scenario, and the crc-fast algorithm that computes
+/// the same guard (the simulator's CRC for that type and seed on the cx7 profile).
+#[derive(Clone, Copy)]
+pub enum WireSig {
+    /// T10-DIF, CRC guard with seed 0: CRC-16/T10-DIF.
+    T10dif,
+    /// CRC32C, seed all ones: CRC-32/ISCSI.
+    Crc32c,
+    /// CRC64_XP10, seed all ones: CRC-64/NVME (the profile's default XP10 CRC).
+    Crc64,
+}
+
+impl WireSig {
+    fn domain(self) -> SigBlockDomain {
+        match self {
+            WireSig::T10dif => SigBlockDomain::t10dif(
+                sig::BLOCK_512,
+                SigT10dif { bg_type: sig::BG_CRC, bg: 0, app_tag: 1, ref_tag: 0, flags: sig::FLAG_REF_REMAP },
+            ),
+            WireSig::Crc32c => SigBlockDomain::crc(sig::BLOCK_512, sig::CRC32C, 0xffff_ffff),
+            WireSig::Crc64 => SigBlockDomain::crc(sig::BLOCK_512, sig::CRC64_XP10, u64::MAX),
+        }
+    }
+
+    fn algorithm(self) -> CrcAlgorithm {
+        match self {
+            WireSig::T10dif => CrcAlgorithm::Crc16T10Dif,
+            WireSig::Crc32c => CrcAlgorithm::Crc32Iscsi,
+            WireSig::Crc64 => CrcAlgorithm::Crc64Nvme,
+        }
+    }
+
+    fn pi_len(self) -> usize {
+        match self {
+            WireSig::Crc32c => 4,
+            WireSig::T10dif | WireSig::Crc64 => 8,
+        }
+    }
+}
+
+/// One 1 MiB RDMA WRITE through a signature mkey (memory NONE, a wire signature every 512
+/// bytes) on cx7, and crc-fast's CRC of that signature over the same 1 MiB as 2048 blocks.
 pub struct Signature {
     sim: Simulator,
     qp: Qp,
     cq: Cq,
     write: [WrOp; 1],
     data: Vec<u8>,
+    wire_sig: WireSig,
 }
 
 impl Signature {
+    /// The T10-DIF scenario (wire T10-DIF with the CRC guard).
     pub fn new() -> Self {
+        Self::with(WireSig::T10dif)
+    }
+
+    /// The scenario with `wire_sig` on the wire; checks once that the simulator's guards are
+    /// the baseline's CRCs.
+    pub fn with(wire_sig: WireSig) -> Self {
         let (mut sim, _, pd, cq, qa) = loopback("cx7", dv_qp::WITH_MKEY_CONFIGURE);
         let b: &mut dyn Backend = &mut sim;
         let data: Vec<u8> = (0..MIB).map(|i| (i * 7) as u8).collect();
@@ -173,13 +221,9 @@ impl Signature {
         let mkey = b
             .create_mkey(&MkeyInitAttr { pd, create_flags: F::INDIRECT | F::BLOCK_SIGNATURE, max_entries: 4 })
             .expect("mkey");
-        let wire = SigBlockDomain::t10dif(
-            sig::BLOCK_512,
-            SigT10dif { bg_type: sig::BG_CRC, bg: 0, app_tag: 1, ref_tag: 0, flags: sig::FLAG_REF_REMAP },
-        );
         let sig_attr = SigBlockAttr {
             mem: None,
-            wire: Some(wire),
+            wire: Some(wire_sig.domain()),
             flags: mlx5_dv::SigBlockAttrFlags::empty(),
             check_mask: 0xff,
             copy_mask: 0,
@@ -199,8 +243,9 @@ impl Signature {
             WrOp::SetMkeySigBlock(sig_attr),
         ];
         b.post_send(&qa, &conf).expect("configure");
-        assert_eq!(b.poll_cq(&cq, 4).expect("poll").len(), 1);
-        let wire_len = MIB / 512 * 520;
+        let wc = b.poll_cq(&cq, 4).expect("poll");
+        assert!(wc.len() == 1 && wc[0].status == 0, "{wc:?}");
+        let wire_len = MIB / 512 * (512 + wire_sig.pi_len());
         let dst = b.alloc_buf(wire_len).expect("dst");
         let dmr = b.reg_mr(pd, dst.addr, wire_len as u64, ACCESS).expect("dst mr");
         let write = [WrOp::RdmaWrite {
@@ -210,20 +255,44 @@ impl Signature {
             remote_addr: dmr.addr,
             sge: vec![Sge { addr: 0, length: MIB as u32, lkey: mkey.lkey }],
         }];
-        Signature { sim, qp: qa, cq, write, data }
+        let mut s = Signature { sim, qp: qa, cq, write, data, wire_sig };
+        s.write();
+        // The baseline computes the guard the simulator put on the wire (the PI's first bytes,
+        // big-endian for T10-DIF, little-endian for CRCs on cx7).
+        let b: &mut dyn Backend = &mut s.sim;
+        let wire = b.read_buf(&dst, 0, wire_len).expect("read");
+        let stride = 512 + wire_sig.pi_len();
+        for (block, out) in s.data.chunks(512).zip(wire.chunks(stride)) {
+            let crc = checksum(wire_sig.algorithm(), block);
+            let pi = &out[512..];
+            let got = match wire_sig {
+                WireSig::T10dif => u64::from(u16::from_be_bytes([pi[0], pi[1]])),
+                WireSig::Crc32c => u64::from(u32::from_le_bytes([pi[0], pi[1], pi[2], pi[3]])),
+                WireSig::Crc64 => u64::from_le_bytes(pi.try_into().expect("8 bytes")),
+            };
+            assert_eq!((&out[..512], got), (block, crc), "the simulator's guard is the baseline's CRC");
+        }
+        s
     }
 
     pub fn write(&mut self) {
         post_and_poll(&mut self.sim, &self.qp, &self.cq, &self.write);
     }
 
+    /// crc-fast over the 1 MiB as 2048 blocks, the algorithm a constant in each loop.
     pub fn raw_crc(&self) -> u64 {
-        let mut acc = 0u64;
-        for block in black_box(&self.data).chunks(512) {
-            acc ^= checksum(CrcAlgorithm::Crc16T10Dif, block);
-        }
-        black_box(acc)
+        let data = black_box(&self.data);
+        black_box(match self.wire_sig {
+            WireSig::T10dif => per_block(data, |b| checksum(CrcAlgorithm::Crc16T10Dif, b)),
+            WireSig::Crc32c => per_block(data, |b| checksum(CrcAlgorithm::Crc32Iscsi, b)),
+            WireSig::Crc64 => per_block(data, |b| checksum(CrcAlgorithm::Crc64Nvme, b)),
+        })
     }
+}
+
+/// `crc` of each 512-byte block of `data`, folded into one value.
+fn per_block(data: &[u8], crc: impl Fn(&[u8]) -> u64) -> u64 {
+    data.chunks(512).fold(0, |acc, b| acc ^ crc(b))
 }
 
 /// A 1 MiB RDMA WRITE through a crypto mkey (AES-XTS-256, 4096-byte data units, memory
@@ -238,6 +307,8 @@ pub struct Cipher {
     xts: Xts128<Aes256>,
     data: Vec<u8>,
     raw: Vec<u8>,
+    aes: Aes256,
+    blocks: Vec<Block<Aes256>>,
 }
 
 impl Cipher {
@@ -321,7 +392,9 @@ impl Cipher {
         let (plain, signed) = (write(plain.lkey), write(signed.lkey));
         let xts = Xts128::new(Aes256::new_from_slice(&KEY1).expect("key"), Aes256::new_from_slice(&KEY2).expect("key"));
         let raw = data.clone();
-        Cipher { sim, qp: qa, cq, plain, signed, xts, data, raw }
+        let aes = Aes256::new_from_slice(&KEY1).expect("key");
+        let blocks = data.chunks_exact(16).map(|c| Block::<Aes256>::try_from(c).expect("16 bytes")).collect();
+        Cipher { sim, qp: qa, cq, plain, signed, xts, data, raw, aes, blocks }
     }
 
     pub fn write_plain(&mut self) {
@@ -336,6 +409,13 @@ impl Cipher {
         self.raw.copy_from_slice(&self.data);
         self.xts.encrypt_area(black_box(&mut self.raw), 4096, 0, get_tweak_default);
         black_box(&self.raw);
+    }
+
+    /// AES-256 alone over the 1 MiB in place, 16-byte blocks (ECB): the ceiling of any
+    /// AES-XTS-256 over the same bytes.
+    pub fn raw_aes(&mut self) {
+        self.aes.encrypt_blocks(black_box(&mut self.blocks));
+        black_box(&self.blocks);
     }
 }
 
