@@ -177,15 +177,15 @@ impl Device {
     /// The send doorbell: read the producer counter from the QP's doorbell record and match
     /// the WQEs it adds against the fault rules.
     pub fn ring_sq(&mut self, host: &Host, qpn: u32) {
-        let Some(q) = self.fw.qp(qpn) else { return };
+        // Without a live rule no WQE can match: the walk would only read.
+        let no_rule = self.wqe_faults.iter().all(|r| r.acted >= r.times);
+        let Some(q) = self.fw.qp_mut(qpn) else { return };
         let (sq, old) = (q.sq, q.sq_pc);
         let Some(db) = read_be32(host, q.dbrec.wrapping_add(wqe::SND_DBR)) else { return };
         let new = old.wrapping_add(u32::from((db as u16).wrapping_sub(old as u16)));
-        // Without a live rule no WQE can match: the walk would only read.
-        if self.wqe_faults.iter().all(|r| r.acted >= r.times) {
-            if let Some(q) = self.fw.qp_mut(qpn) {
-                q.sq_pc = new;
-            }
+        if no_rule {
+            // The QP is still at hand: one lookup per doorbell.
+            q.sq_pc = new;
             return;
         }
         let (mut at, mut left) = (old, new.wrapping_sub(old));
@@ -252,6 +252,11 @@ impl Device {
     /// A store to an EQ doorbell of UAR page `uar` (arm at +0x40, update at +0x48).
     pub fn eq_doorbell(&mut self, uar: u32, value: u32, arm: bool) {
         self.fw.eq_doorbell(uar, value, arm);
+    }
+
+    /// Whether events wait to be written as EQEs ([`Device::write_eqes`]).
+    pub fn eqes_pending(&self) -> bool {
+        self.fw.eqes_pending()
     }
 
     /// Write pending EQEs into host memory; the MSI-X vectors they raised, in order.

@@ -371,7 +371,7 @@ fn kind_of(w: &SendWqe) -> Option<WqeKind> {
 /// control segment cannot be read spans one basic block and means nothing.
 pub fn decode(bytes: &[u8]) -> Wqe {
     // Data WQEs, the bulk of any queue, are read straight from their bytes.
-    fast::decode_data(bytes).unwrap_or_else(|| decode_segments(bytes))
+    if fast::is_data(bytes) { fast::data_wqe(bytes) } else { decode_segments(bytes) }
 }
 
 /// [`decode`] through the segment codecs, for every opcode.

@@ -75,6 +75,11 @@ pub fn syndrome_of_status(status: u32) -> Option<u8> {
     KNOWN.into_iter().find(|&s| syndrome::to_status(s) == status)
 }
 
+/// The fault rule the doorbell of a QP's head WQE matched.
+fn fault_at_head(q: &FwQp) -> Option<WqeFault> {
+    q.faults.front().filter(|(at, _)| *at == q.sq_cc).map(|(_, f)| *f)
+}
+
 /// The result of executing the head WQE of a QP.
 enum Step {
     /// Executed; the requester CQE to write, if any.
@@ -142,20 +147,21 @@ impl<'a> Engine<'a> {
     /// The send WQE at the device's consumer counter, read from the ring in host memory, and
     /// the fault rule its doorbell matched.
     fn head(&self, id: QpPath) -> Option<(Wqe, Option<WqeFault>)> {
-        self.head_of(self.qp(id)?)
+        let q = self.qp(id)?;
+        Some((self.head_of(q)?, fault_at_head(q)))
     }
 
-    /// [`Engine::head`] of a QP already looked up.
-    fn head_of(&self, q: &FwQp) -> Option<(Wqe, Option<WqeFault>)> {
+    /// The head WQE of a QP already looked up, without its fault rule: returned alone, the
+    /// large `Wqe` is not moved again into a tuple.
+    fn head_of(&self, q: &FwQp) -> Option<Wqe> {
         if q.sq_cc == q.sq_pc || q.sq.is_empty() {
             return None;
         }
         let ring = self.host.read(q.sq.addr, q.sq.len())?;
         let mut w = wqe::decode_at(ring, (q.sq_cc & (q.sq.wqe_cnt - 1)) as usize)?;
-        let fault = q.faults.front().filter(|(at, _)| *at == q.sq_cc).map(|(_, f)| *f);
         // A WQE never reaches past the producer counter, whatever its ds says.
         w.bbs = w.bbs.clamp(1, q.sq_pc.wrapping_sub(q.sq_cc));
-        Some((w, fault))
+        Some(w)
     }
 
     /// Run every QP's send queue as far as it goes; a QP in ERR flushes what it holds.
@@ -177,7 +183,11 @@ impl<'a> Engine<'a> {
                         self.flush(id);
                         break;
                     }
-                    let Some((w, fault)) = (q.state == QpState::Rts).then(|| self.head_of(q)).flatten() else { break };
+                    if q.state != QpState::Rts {
+                        break;
+                    }
+                    let fault = fault_at_head(q);
+                    let Some(w) = self.head_of(q) else { break };
                     let step = match (fault, &w.kind) {
                         (Some(WqeFault::Completion { syndrome, vendor_err }), Some(k)) if k.opcode() != 0 => {
                             self.complete_in_error(id, &w, syndrome, vendor_err);
@@ -214,6 +224,10 @@ impl<'a> Engine<'a> {
             }
             Step::Failed(s) => self.fail_head(id, w, s, None),
             Step::FailedWith(s, v) => self.fail_head(id, w, s, Some(v)),
+        }
+        // Almost always empty: skip taking (and dropping) the vector then.
+        if self.pending.is_empty() {
+            return;
         }
         for (peer, ev) in std::mem::take(&mut self.pending) {
             if let Some(d) = self.devs.get_mut(peer.dev) {

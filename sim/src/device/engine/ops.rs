@@ -108,8 +108,9 @@ impl Engine<'_> {
         }
     }
 
+    /// Execute the head WQE `w` of `qp`, a QP the caller has just found in RTS.
     pub(super) fn execute(&mut self, qp: QpPath, w: &Wqe, corrupt: Corrupt) -> Step {
-        let (Some(_), Some(kind)) = (self.qp(qp), &w.kind) else {
+        let Some(kind) = &w.kind else {
             return Step::Failed(syndrome::LOCAL_QP_OP);
         };
         match kind {

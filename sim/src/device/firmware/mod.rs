@@ -120,7 +120,8 @@ pub struct Firmware {
     next_qpn: u32,
     qps: BTreeMap<u32, FwQp>,
     cq_numbers: Numbers,
-    cqs: BTreeMap<u32, FwCq>,
+    /// By number: CQ numbers are dense, so a lookup (one per CQE) is an index.
+    cqs: Table<FwCq>,
     faults: Vec<ActiveRule>,
     log: Option<Vec<CommandRecord>>,
     crypto: crypto::FwCrypto,
@@ -186,7 +187,7 @@ impl Firmware {
             next_qpn: 0x100,
             qps: BTreeMap::new(),
             cq_numbers: Numbers::new(1, 1 << 24),
-            cqs: BTreeMap::new(),
+            cqs: Table::new(),
             faults: Vec::new(),
             log: None,
             crypto: crypto::FwCrypto::new(profile),
@@ -476,7 +477,7 @@ impl Firmware {
 
     /// DESTROY_CQ.
     pub fn destroy_cq(&mut self, cqn: u32) -> bool {
-        let gone = self.cqs.remove(&cqn).is_some();
+        let gone = self.cqs.remove(cqn);
         if gone {
             self.cq_numbers.give_back(cqn);
         }
@@ -548,7 +549,7 @@ impl Firmware {
 
     /// The CQ with this number, mutably.
     pub(in crate::device) fn cq_mut(&mut self, cqn: u32) -> Option<&mut FwCq> {
-        self.cqs.get_mut(&cqn)
+        self.cqs.get_mut(cqn)
     }
 
     /// The mkey indexes and PSV numbers created under `uid`, for the kernel's cleanup of a

@@ -85,17 +85,40 @@ fn payload(buf: &[u8]) -> Option<SgeList> {
     Some(sge)
 }
 
+/// True for a data WQE (RDMA WRITE ± imm, READ, SEND ± imm or invalidate) at least a control
+/// segment long: one [`data_wqe`] reads.
+pub(super) fn is_data(bytes: &[u8]) -> bool {
+    bytes.get(..ctrl::SIZE).is_some_and(|c| {
+        matches!(
+            c[3],
+            opcode::RDMA_WRITE
+                | opcode::RDMA_WRITE_IMM
+                | opcode::RDMA_READ
+                | opcode::SEND
+                | opcode::SEND_IMM
+                | opcode::SEND_INVAL
+        )
+    })
+}
+
 /// A data WQE (RDMA WRITE ± imm, READ, SEND ± imm or invalidate) as `decode` reads it;
 /// `None` for any other opcode or a buffer shorter than a control segment.
+#[cfg(test)]
 pub(super) fn decode_data(bytes: &[u8]) -> Option<Wqe> {
-    let c = bytes.get(..ctrl::SIZE)?;
+    is_data(bytes).then(|| data_wqe(bytes))
+}
+
+/// The WQE of bytes [`is_data`] accepts, as `decode` reads it. Returned without an `Option`
+/// so that the large `Wqe` is built in the caller's slot, not moved out of a wrapper.
+pub(super) fn data_wqe(bytes: &[u8]) -> Wqe {
+    let mut c = [0u8; ctrl::SIZE];
+    if let Some(b) = bytes.get(..ctrl::SIZE) {
+        c.copy_from_slice(b);
+    }
     let op = c[3];
     let rdma = matches!(op, opcode::RDMA_WRITE | opcode::RDMA_WRITE_IMM | opcode::RDMA_READ);
-    if !rdma && !matches!(op, opcode::SEND | opcode::SEND_IMM | opcode::SEND_INVAL) {
-        return None;
-    }
     let ds = usize::from(c[7] & 0x3f);
-    let imm = be32(c, 12)?;
+    let imm = u32::from_be_bytes([c[12], c[13], c[14], c[15]]);
     let kind = (|| {
         let wqe = bytes.get(..ds * SEND_WQE_DS)?;
         let rest = wqe.get(ctrl::SIZE..).unwrap_or_default();
@@ -116,13 +139,14 @@ pub(super) fn decode_data(bytes: &[u8]) -> Option<Wqe> {
             _ => WqeKind::Read { rkey, raddr, sge },
         })
     })();
-    Some(Wqe {
+    Wqe {
         index: u16::from_be_bytes([c[1], c[2]]),
         opcode: op,
         signaled: (c[11] >> 2) & 0x3 == ctrl::CE_CQ_UPDATE,
         kind,
-        bbs: u32::try_from(ds.div_ceil(SEND_WQE_BB / SEND_WQE_DS).max(1)).ok()?,
-    })
+        // ds has 6 bits: at most 16 basic blocks.
+        bbs: u32::from(c[7] & 0x3f).div_ceil((SEND_WQE_BB / SEND_WQE_DS) as u32).max(1),
+    }
 }
 
 /// The bytes of a good CQE (`mlx5_cqe64`), as its codec writes them; `None` for a value its

@@ -30,14 +30,17 @@ struct OpenConfigure {
 }
 
 /// The provider's state during one `ibv_wr_start … ibv_wr_complete`.
-struct Chain {
+// The vectors are the post's scratch, borrowed: a chain owns nothing to drop but `open`.
+struct Chain<'s> {
     err: i32,
     nreq: u32,
     /// The QP's `sq.max_gs`.
     max_gs: u32,
     /// WQEs outstanding before the chain, and the queue's `max_post`.
     room: (u32, u32),
-    wqes: Vec<Pending>,
+    wqes: &'s mut Vec<Pending>,
+    /// The kinds of the chain's [`PendingKind::Built`] WQEs, by index.
+    built: &'s mut Vec<WqeKind>,
     open: Option<OpenConfigure>,
 }
 
@@ -57,20 +60,22 @@ enum PendingKind {
     /// The RDMA or SEND builder of the chain's work request at this index: encoded from the
     /// request itself, so its gather list is never copied.
     Data(usize),
-    /// A WQE the builders and setters made (UMR, SET_PSV, LOCAL_INV).
-    Built(WqeKind),
+    /// A WQE the builders and setters made (UMR, SET_PSV, LOCAL_INV), at this index of the
+    /// chain's built kinds: kept apart, a large kind is not copied with every data WQE.
+    Built(usize),
 }
 
 /// Buffers `post_send` reuses from call to call, so that a warm post allocates nothing.
 #[derive(Debug, Clone, Default)]
 pub(super) struct PostScratch {
     wqes: Vec<Pending>,
+    built: Vec<WqeKind>,
     /// The chain's WQE bytes, back to back, and where each WQE ends.
     bytes: Vec<u8>,
     ends: Vec<usize>,
 }
 
-impl Chain {
+impl Chain<'_> {
     fn fail(&mut self, e: i32) {
         if self.err == 0 {
             self.err = e;
@@ -118,6 +123,7 @@ impl Provider {
         let mut scratch = std::mem::take(&mut self.post);
         let r = self.post_chain(low, qp, ops, &mut scratch);
         scratch.wqes.clear();
+        scratch.built.clear();
         self.post = scratch;
         r
     }
@@ -131,8 +137,8 @@ impl Provider {
         let outstanding = q.rings.sq.outstanding();
         let (max_post, max_gs, mkey_ops, real) = (q.max_post, q.max_gs, q.mkey_ops, q.wr_complete_real);
         let update_tag = self.contexts.get(q.ctx, op).is_ok_and(|c| c.update_tag());
-        let wqes = std::mem::take(&mut s.wqes);
-        let mut ch = Chain { err: 0, nreq: 0, max_gs, room: (outstanding, max_post), wqes, open: None };
+        let (wqes, built) = (&mut s.wqes, &mut s.built);
+        let mut ch = Chain { err: 0, nreq: 0, max_gs, room: (outstanding, max_post), wqes, built, open: None };
         for (i, w) in ops.iter().enumerate() {
             if !mkey_ops && w.is_mlx5dv_mkey_op() {
                 ch.fail(EOPNOTSUPP);
@@ -140,12 +146,13 @@ impl Provider {
             }
             self.apply_op(qp.handle, i, w, &mut ch, outstanding, max_post, update_tag);
         }
-        s.wqes = std::mem::take(&mut ch.wqes);
+        let (err, nreq) = (ch.err, ch.nreq);
+        drop(ch);
         if !real {
             return Err(Error::new(op, EINVAL, "the QP is not in RTS since it was created or reset"));
         }
-        if ch.err != 0 {
-            return Err(Error::new(op, ch.err, "a builder or setter failed; nothing was posted"));
+        if err != 0 {
+            return Err(Error::new(op, err, "a builder or setter failed; nothing was posted"));
         }
         let q = self.qps.get_mut(qp.handle, op)?;
         let mut fence = q.fence_next;
@@ -173,13 +180,18 @@ impl Provider {
                     Some((_, _, d)) => encode::encode_data(&d, c, &mut s.bytes),
                     None => return Err(Error::new(op, EINVAL, "a data WQE lost its work request")),
                 },
-                PendingKind::Built(kind) => encode::encode(kind, c).map(|b| s.bytes.extend_from_slice(&b)),
+                PendingKind::Built(i) => match s.built.get(*i) {
+                    Some(kind) => encode::encode(kind, c).map(|b| s.bytes.extend_from_slice(&b)),
+                    None => return Err(Error::new(op, EINVAL, "a built WQE was lost")),
+                },
             };
             encoded.map_err(|e| Error::new(op, EINVAL, format!("WQE encoding: {e}")))?;
-            fence = matches!(
-                p.kind,
-                PendingKind::Built(WqeKind::Umr(_) | WqeKind::SetPsv { .. } | WqeKind::LocalInv { .. })
-            );
+            fence = match p.kind {
+                PendingKind::Built(i) => {
+                    matches!(s.built.get(i), Some(WqeKind::Umr(_) | WqeKind::SetPsv { .. } | WqeKind::LocalInv { .. }))
+                }
+                PendingKind::Data(_) => false,
+            };
             cur_post = cur_post.wrapping_add((s.bytes.len() - start).div_ceil(64) as u32);
             s.ends.push(s.bytes.len());
         }
@@ -195,7 +207,7 @@ impl Provider {
                 log.push(r);
             }
         }
-        q.rings.sq.head = q.rings.sq.head.wrapping_add(ch.nreq);
+        q.rings.sq.head = q.rings.sq.head.wrapping_add(nreq);
         q.rings.send_doorbell(low.host);
         if let Some(d) = low.devices.get_mut(q.dev) {
             d.ring_sq(low.host, q.qpn);
@@ -239,7 +251,9 @@ impl Provider {
             WqeKind::Umr(_) | WqeKind::SetPsv { .. } | WqeKind::LocalInv { .. } => opcode,
             _ => 0,
         };
-        Self::push_pending(ch, Pending { wr_id, flags, wr_data, kind: PendingKind::Built(kind) });
+        let i = ch.built.len();
+        ch.built.push(kind);
+        Self::push_pending(ch, Pending { wr_id, flags, wr_data, kind: PendingKind::Built(i) });
     }
 
     fn push_pending(ch: &mut Chain, p: Pending) {
