@@ -172,3 +172,19 @@ fn posting_and_polling_64_byte_writes_allocates_only_the_returned_wc_vector() {
         );
     }
 }
+
+#[test]
+fn polling_into_an_array_returns_what_poll_cq_returns() {
+    let mut l = setup(32);
+    let b: &mut dyn Backend = &mut l.sim;
+    b.post_send(&l.qp, &l.chain).expect("post");
+    let mut array = [Wc::default(); 5];
+    assert_eq!(b.poll_cq_into(&l.cq, &mut array[..0]).expect("poll"), 0, "an empty array takes nothing");
+    let n = b.poll_cq_into(&l.cq, &mut array).expect("poll");
+    assert_eq!(n, 5, "as many as the array holds");
+    let rest = b.poll_cq(&l.cq, 64).expect("poll");
+    let ids: Vec<u64> = array.iter().chain(&rest).map(|w| w.wr_id).collect();
+    assert_eq!(ids, (0..32).collect::<Vec<u64>>(), "every completion once, oldest first");
+    assert!(array.iter().chain(&rest).all(|w| w.status == 0 && w.opcode == mlx5_dv::wc_opcode::RDMA_WRITE));
+    assert_eq!(b.poll_cq_into(&l.cq, &mut array).expect("poll"), 0, "nothing left");
+}
