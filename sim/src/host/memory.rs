@@ -1,5 +1,7 @@
 //! The regions of host memory: buffers the backend owns and memory an application lent it.
 
+use std::cell::Cell;
+
 /// The page size of the simulated host.
 pub const PAGE: u64 = 4096;
 /// Where the first backend buffer is placed; every buffer is followed by an unmapped guard page.
@@ -58,12 +60,19 @@ fn zeroed(len: usize) -> Option<Vec<u8>> {
     Some(unsafe { Vec::from_raw_parts(ptr, len, len) })
 }
 
+/// Page classes of [`Memory`]'s lookup hints.
+const HINTS: usize = 16;
+
 /// The simulated host's memory: regions sorted by their start address. A sorted `Vec` rather
 /// than a map: every DMA access looks a region up, and a binary search over a few contiguous
 /// entries is the cheapest lookup; mapping and unmapping are rare.
 #[derive(Debug, Clone)]
 pub struct Memory {
     regions: Vec<(u64, Region)>,
+    /// The region a lookup last found for an address of each page class: the data path
+    /// touches a few rings, records and buffers over and over. Only a hint: a lookup checks
+    /// that the region holds the address, so a stale one costs a search, never a wrong answer.
+    hints: [Cell<usize>; HINTS],
     next_va: u64,
     /// Bytes the owned regions may hold together.
     limit: u64,
@@ -80,7 +89,7 @@ impl Default for Memory {
 impl Memory {
     /// Memory whose owned regions may hold `limit` bytes together.
     pub fn with_limit(limit: u64) -> Self {
-        Memory { regions: Vec::new(), next_va: FIRST_VA, limit, used: 0 }
+        Memory { regions: Vec::new(), hints: Default::default(), next_va: FIRST_VA, limit, used: 0 }
     }
 
     /// Where a region starting at `va` is, or would be inserted.
@@ -151,7 +160,16 @@ impl Memory {
     /// The index of the region holding `[va, va + len)`, and the offset of `va` in it.
     #[inline]
     fn locate(&self, va: u64, len: u64) -> Option<(usize, usize)> {
-        let i = self.regions.partition_point(|(b, _)| *b <= va).checked_sub(1)?;
+        let hint = &self.hints[(va / PAGE) as usize % HINTS];
+        let i = match self.regions.get(hint.get()) {
+            // Regions never overlap: one that holds `va` is the one a search would find.
+            Some((base, r)) if va >= *base && va - base < r.len() as u64 => hint.get(),
+            _ => {
+                let i = self.regions.partition_point(|(b, _)| *b <= va).checked_sub(1)?;
+                hint.set(i);
+                i
+            }
+        };
         let (base, r) = self.regions.get(i)?;
         let off = va - base;
         let end = off.checked_add(len)?;
@@ -333,6 +351,21 @@ mod tests {
         assert!(!m.write(b + 4095, &[1, 2]));
         assert!(m.free(a));
         assert!(!m.is_mapped(a, 1));
+    }
+
+    #[test]
+    fn lookup_hints_left_by_freed_regions_never_answer_for_another() {
+        let mut m = Memory::default();
+        let a = m.alloc(16).unwrap_or(0);
+        let b = m.alloc(16).unwrap_or(0);
+        assert!(m.write(a, &[1]) && m.write(b, &[2]), "hints now name both regions");
+        assert!(m.free(a), "b moves down to a's index");
+        assert_eq!(m.read(b, 1), Some(&[2][..]));
+        assert_eq!(m.read(a, 1), None, "a's hint now names b, which does not hold a");
+        let c = m.alloc(16).unwrap_or(0);
+        assert!(m.write(c, &[3]));
+        assert_eq!((m.read(b, 1), m.read(c, 1)), (Some(&[2][..]), Some(&[3][..])));
+        assert!(!m.is_mapped(b + 15, 2), "a hit still checks the length");
     }
 
     #[test]
