@@ -19,6 +19,8 @@ fn signature(c: &mut Criterion) {
         let mut s = scenarios::Signature::with(wire);
         group.bench_function(write, |b| b.iter(|| s.write()));
         group.bench_function(raw, |b| b.iter(|| s.raw_crc()));
+        // The floor of any implementation that copies: the CRC, the copy and the PI store.
+        group.bench_function(format!("{raw}_then_copy"), |b| b.iter(|| s.raw_crc_copy()));
     }
     group.finish();
 }

@@ -201,6 +201,8 @@ pub struct Signature {
     write: [WrOp; 1],
     data: Vec<u8>,
     wire_sig: WireSig,
+    /// Where [`Signature::raw_crc_copy`] writes the blocks and their PI.
+    wire: Vec<u8>,
 }
 
 impl Signature {
@@ -255,7 +257,7 @@ impl Signature {
             remote_addr: dmr.addr,
             sge: vec![Sge { addr: 0, length: MIB as u32, lkey: mkey.lkey }],
         }];
-        let mut s = Signature { sim, qp: qa, cq, write, data, wire_sig };
+        let mut s = Signature { sim, qp: qa, cq, write, data, wire_sig, wire: vec![0; wire_len] };
         s.write();
         // The baseline computes the guard the simulator put on the wire (the PI's first bytes,
         // big-endian for T10-DIF, little-endian for CRCs on cx7).
@@ -287,6 +289,31 @@ impl Signature {
             WireSig::Crc32c => per_block(data, |b| checksum(CrcAlgorithm::Crc32Iscsi, b)),
             WireSig::Crc64 => per_block(data, |b| checksum(CrcAlgorithm::Crc64Nvme, b)),
         })
+    }
+}
+
+impl Signature {
+    /// The least a copying implementation does: each 512-byte block's CRC, then the block and
+    /// its PI stored at the wire's stride, in plain code without a simulator around it.
+    pub fn raw_crc_copy(&mut self) -> u8 {
+        let (data, wire) = (black_box(&self.data), &mut self.wire);
+        match self.wire_sig {
+            WireSig::T10dif => crc_copy(data, wire, |b| checksum(CrcAlgorithm::Crc16T10Dif, b)),
+            WireSig::Crc32c => crc_copy(data, wire, |b| checksum(CrcAlgorithm::Crc32Iscsi, b)),
+            WireSig::Crc64 => crc_copy(data, wire, |b| checksum(CrcAlgorithm::Crc64Nvme, b)),
+        }
+        black_box(wire[wire.len() - 1])
+    }
+}
+
+/// Each 512-byte block of `data` and its `crc` (the PI's width of it) into `wire`, one block
+/// and PI after another.
+fn crc_copy(data: &[u8], wire: &mut [u8], crc: impl Fn(&[u8]) -> u64) {
+    let stride = wire.len() / (data.len() / 512);
+    for (block, out) in data.chunks(512).zip(wire.chunks_mut(stride)) {
+        let pi = crc(block).to_be_bytes();
+        out[..512].copy_from_slice(block);
+        out[512..].copy_from_slice(&pi[8 - (stride - 512)..]);
     }
 }
 
