@@ -54,6 +54,16 @@ enum Fault {
 /// Runs of `(buffer slot, offset, length)`.
 pub(super) type Runs = Vec<(usize, usize, usize)>;
 
+/// A WRITE or SEND about to leave: its length and source runs, and the responder's QP slot,
+/// device and PD.
+struct Outgoing {
+    len: u32,
+    src: Runs,
+    p: usize,
+    pdev: usize,
+    ppd: usize,
+}
+
 /// A configure open in this chain: the mkey, the setters announced and run, what they set.
 struct Open {
     mkey: usize,
@@ -551,24 +561,33 @@ impl Model {
         }
     }
 
+    /// The message length and gathered source of a WRITE or SEND of QP slot `qp`, then its
+    /// responder. `Err` is the requester's error completion; `None` when the model cannot say.
+    fn source_and_peer(&self, qp: usize, wr: &Wr, dev: usize, pd: usize) -> Option<Result<Outgoing, u32>> {
+        let len = u32::try_from(total(wr)).ok()?;
+        let src = match self.map_list(&sges(wr), dev, pd, Need { remote: false, write: false }) {
+            Ok(r) => r,
+            Err(Fault::Prot) => return Some(Err(wc_status::LOC_PROT_ERR)),
+            Err(Fault::Unknown) => return None,
+        };
+        let p = self.linked_peer(qp)?;
+        let (pdev, ppd) = (self.qp_dev(p)?, self.qps.get(p)?.as_ref()?.pd);
+        Some(Ok(Outgoing { len, src, p, pdev, ppd }))
+    }
+
     /// One data WR of QP slot `qp` in RTS: `None` when the model cannot say, `Some(None)` on
     /// success, `Some(Some(status))` for the requester's error completion.
     fn transfer(&mut self, qp: usize, wr: &Wr) -> Option<Option<u32>> {
         let dev = self.qp_dev(qp)?;
         let pd = self.qps.get(qp)?.as_ref()?.pd;
-        let local_read = Need { remote: false, write: false };
         match *wr {
             Wr::Write { remote, roff, .. } | Wr::WriteImm { remote, roff, .. } => {
                 self.effects.watch.extend(self.key_bufs(remote));
                 let imm = if let Wr::WriteImm { imm, .. } = *wr { Some(imm) } else { None };
-                let len = u32::try_from(total(wr)).ok()?;
-                let src = match self.map_list(&sges(wr), dev, pd, local_read) {
-                    Ok(r) => r,
-                    Err(Fault::Prot) => return Some(Some(wc_status::LOC_PROT_ERR)),
-                    Err(Fault::Unknown) => return None,
+                let Outgoing { len, src, p, pdev, ppd } = match self.source_and_peer(qp, wr, dev, pd)? {
+                    Ok(v) => v,
+                    Err(status) => return Some(Some(status)),
                 };
-                let p = self.linked_peer(qp)?;
-                let (pdev, ppd) = (self.qp_dev(p)?, self.qps.get(p)?.as_ref()?.pd);
                 // With an immediate it takes a receive; without one the responder answers RNR:
                 // not modelled.
                 let recv = match imm {
@@ -622,14 +641,10 @@ impl Model {
             Wr::Send { .. } | Wr::SendImm { .. } | Wr::SendInv { .. } => {
                 let imm = if let Wr::SendImm { imm, .. } = *wr { Some(imm) } else { None };
                 let inv = if let Wr::SendInv { mkey, tag, .. } = *wr { Some((mkey, tag)) } else { None };
-                let len = u32::try_from(total(wr)).ok()?;
-                let src = match self.map_list(&sges(wr), dev, pd, local_read) {
-                    Ok(r) => r,
-                    Err(Fault::Prot) => return Some(Some(wc_status::LOC_PROT_ERR)),
-                    Err(Fault::Unknown) => return None,
+                let Outgoing { len, src, p, pdev, ppd } = match self.source_and_peer(qp, wr, dev, pd)? {
+                    Ok(v) => v,
+                    Err(status) => return Some(Some(status)),
                 };
-                let p = self.linked_peer(qp)?;
-                let (pdev, ppd) = (self.qp_dev(p)?, self.qps.get(p)?.as_ref()?.pd);
                 // Without a receive the responder answers RNR: not modelled.
                 let r = *self.qps.get(p)?.as_ref()?.recvs.front()?;
                 if let Some((mkey, tag)) = inv {
