@@ -339,13 +339,14 @@ fn kind_is_read_from_the_attributes() {
     assert!(matches!(d.kind, Kind::T10 { escape: mlx5_sim::signature::Escape::AppRef, .. }), "APP_REF_ESCAPE wins");
 }
 
-/// A domain of any type, seed and T10-DIF field, or none, from a selector and random fields.
-fn any_domain(sel: u8, ones: bool, app: u16, ref_tag: u32, flags: u16) -> Option<Domain> {
+/// A domain of any type, seed and T10-DIF field, or none, from a selector and random fields,
+/// with block size `sig::BLOCK_*` `bs`.
+fn any_domain(sel: u8, bs: u32, ones: bool, app: u16, ref_tag: u32, flags: u16) -> Option<Domain> {
     let seed = |w: u64| if ones { w } else { 0 };
     let d = match sel % 6 {
         0 => return None,
         1 | 2 => SigBlockDomain::t10dif(
-            sig::BLOCK_512,
+            bs,
             SigT10dif {
                 bg_type: if sel % 6 == 2 { sig::BG_CSUM } else { sig::BG_CRC },
                 bg: seed(0xffff) as u16,
@@ -354,9 +355,9 @@ fn any_domain(sel: u8, ones: bool, app: u16, ref_tag: u32, flags: u16) -> Option
                 flags: mlx5_dv::T10difFlags::from_bits_truncate(flags),
             },
         ),
-        3 => SigBlockDomain::crc(sig::BLOCK_512, sig::CRC32, seed(0xffff_ffff)),
-        4 => SigBlockDomain::crc(sig::BLOCK_512, sig::CRC32C, seed(0xffff_ffff)),
-        _ => SigBlockDomain::crc(sig::BLOCK_512, sig::CRC64_XP10, seed(u64::MAX)),
+        3 => SigBlockDomain::crc(bs, sig::CRC32, seed(0xffff_ffff)),
+        4 => SigBlockDomain::crc(bs, sig::CRC32C, seed(0xffff_ffff)),
+        _ => SigBlockDomain::crc(bs, sig::CRC64_XP10, seed(u64::MAX)),
     };
     Domain::from_attr(&d)
 }
@@ -365,23 +366,25 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
     /// The one-copy slice transform gives the bytes and the first error of the block by block
-    /// transform, for every pair of domains, mask and direction, on both PI byte orders.
+    /// transform, for every pair of domains, mask and direction, on both PI byte orders and
+    /// every block size (the copy has its own paths for 512 bytes and multiples of 256).
     #[test]
     fn slice_transform_matches_block_transform(
         mem_sel in any::<u8>(), wire_sel in any::<u8>(), ones in any::<(bool, bool)>(),
         app in any::<u16>(), ref_tag in any::<u32>(), flags in any::<u16>(),
         check_mask in any::<u8>(), copy_mask in any::<u8>(), rx in any::<bool>(), le in any::<bool>(),
-        first in any::<u32>(), blocks in 0usize..5, seed in any::<u64>(),
+        first in any::<u32>(), blocks in 0usize..5, seed in any::<u64>(), bs in sig::BLOCK_512..=sig::BLOCK_4160,
     ) {
-        let mem = any_domain(mem_sel, ones.0, app, ref_tag, flags);
-        let wire = any_domain(wire_sel, ones.1, app ^ 1, ref_tag, flags >> 3);
+        let mem = any_domain(mem_sel, bs, ones.0, app, ref_tag, flags);
+        let wire = any_domain(wire_sel, bs, ones.1, app ^ 1, ref_tag, flags >> 3);
         prop_assume!(mem.is_some() || wire.is_some());
         let sbs = matches!((mem, wire), (Some(m), Some(w)) if mlx5_sim::signature::same_block_structure(&m, &w));
         let cfg = mlx5_sim::signature::SigConfig { mem, wire, check_mask, copy_mask, sbs };
         let dir = if rx { mlx5_sim::signature::Direction::Rx } else { mlx5_sim::signature::Direction::Tx };
         let c = Crcs::new(&SignatureSection { crc_pi_little_endian: le, ..Default::default() });
         let (inp, out) = cfg.domains(dir);
-        let (in_stride, out_stride) = (inp.map_or(512, |d| d.stride()), out.map_or(512, |d| d.stride()));
+        let data = mem.or(wire).map_or(512, |d| d.bs);
+        let (in_stride, out_stride) = (inp.map_or(data, |d| d.stride()), out.map_or(data, |d| d.stride()));
         let mut x = seed | 1;
         let input: Vec<u8> = (0..blocks * in_stride).map(|_| { x ^= x << 13; x ^= x >> 7; x ^= x << 17; x as u8 }).collect();
         let mut want = Vec::new();
