@@ -194,8 +194,8 @@ pub(crate) struct Provider {
     device_list: Vec<mlx5_dv::DeviceDesc>,
     /// Posted WQEs as the provider wrote them, when recording.
     wqe_log: Option<Vec<WqeRecord>>,
-    /// `post_send`'s reused buffers.
-    post: wr::PostScratch,
+    /// `post_send`'s reused buffers, boxed so that lending them out per post moves a pointer.
+    post: Option<Box<wr::PostScratch>>,
 }
 
 impl Provider {
@@ -216,7 +216,7 @@ impl Provider {
             limits: profile.datapath.clone(),
             device_list: device_list(profile),
             wqe_log: None,
-            post: wr::PostScratch::default(),
+            post: None,
         }
     }
 

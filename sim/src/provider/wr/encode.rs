@@ -109,9 +109,35 @@ pub(in crate::provider) fn encode_data(d: &DataWqe<'_>, c: CtrlFields, out: &mut
         out.extend_from_slice(&encode(&d.kind(), c)?);
         return Ok(());
     }
+    if units * SEND_WQE_DS <= SEND_WQE_BB {
+        // One basic block (the common small WQE): built on the stack, where every offset is
+        // a constant, then appended whole.
+        let mut bb = [0u8; SEND_WQE_BB];
+        write_data(&mut bb, op, raddr, imm, segs, units, &c);
+        out.extend_from_slice(&bb);
+        return Ok(());
+    }
     let start = out.len();
     out.resize(start + (units * SEND_WQE_DS).next_multiple_of(SEND_WQE_BB), 0);
-    let w = &mut out[start..];
+    write_data(&mut out[start..], op, raddr, imm, segs, units, &c);
+    Ok(())
+}
+
+/// The fields of a data WQE into `w`, zeroed and long enough for its `units` segments.
+#[inline(always)]
+fn write_data<'s>(
+    w: &mut [u8],
+    op: u8,
+    raddr: Option<(u64, u32)>,
+    imm: u32,
+    segs: impl Iterator<Item = &'s Sge>,
+    units: usize,
+    c: &CtrlFields,
+) {
+    use mlx5_dv::prm::wqe::SEND_WQE_DS;
+    if w.len() < 2 * SEND_WQE_DS {
+        return;
+    }
     let ce = if c.signaled { ctrl::CE_CQ_UPDATE } else { 0 };
     w[1..3].copy_from_slice(&c.wqe_index.to_be_bytes());
     w[3] = op;
@@ -130,7 +156,6 @@ pub(in crate::provider) fn encode_data(d: &DataWqe<'_>, c: CtrlFields, out: &mut
         seg[4..8].copy_from_slice(&s.lkey.to_be_bytes());
         seg[8..].copy_from_slice(&s.addr.to_be_bytes());
     }
-    Ok(())
 }
 
 /// The bytes of a WQE.

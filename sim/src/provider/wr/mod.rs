@@ -120,11 +120,11 @@ impl Provider {
     /// One `ibv_wr_start`, the builders and setters of `ops`, and `ibv_wr_complete`: the
     /// WQEs go into the send queue as bytes, then the doorbell record and the doorbell.
     pub(crate) fn post_send(&mut self, low: &mut Lower<'_>, qp: &Qp, ops: &[WrOp]) -> Result<()> {
-        let mut scratch = std::mem::take(&mut self.post);
+        let mut scratch = self.post.take().unwrap_or_default();
         let r = self.post_chain(low, qp, ops, &mut scratch);
         scratch.wqes.clear();
         scratch.built.clear();
-        self.post = scratch;
+        self.post = Some(scratch);
         r
     }
 
