@@ -20,7 +20,7 @@ use crate::small::SmallVec;
 
 mod fast;
 
-pub use fast::{decode_at, linearise};
+pub use fast::{PlainWrite, decode_at, linearise, plain_write_at};
 
 /// The gather or scatter list of a send WQE: up to 4 entries in place, without allocation.
 pub type SgeList = SmallVec<Sge, 4>;

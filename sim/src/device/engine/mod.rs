@@ -154,12 +154,20 @@ impl<'a> Engine<'a> {
     /// The head WQE of a QP already looked up, without its fault rule: returned alone, the
     /// large `Wqe` is not moved again into a tuple.
     fn head_of(&self, q: &FwQp) -> Option<Wqe> {
+        let (ring, at) = self.sq_ring(q)?;
+        Self::clamped(q, wqe::decode_at(ring, at)?)
+    }
+
+    /// A QP's send ring in host memory and its head's basic block, if it holds WQEs.
+    fn sq_ring(&self, q: &FwQp) -> Option<(&[u8], usize)> {
         if q.sq_cc == q.sq_pc || q.sq.is_empty() {
             return None;
         }
-        let ring = self.host.read(q.sq.addr, q.sq.len())?;
-        let mut w = wqe::decode_at(ring, (q.sq_cc & (q.sq.wqe_cnt - 1)) as usize)?;
-        // A WQE never reaches past the producer counter, whatever its ds says.
+        Some((self.host.read(q.sq.addr, q.sq.len())?, (q.sq_cc & (q.sq.wqe_cnt - 1)) as usize))
+    }
+
+    /// A WQE never reaches past the producer counter, whatever its ds says.
+    fn clamped(q: &FwQp, mut w: Wqe) -> Option<Wqe> {
         w.bbs = w.bbs.clamp(1, q.sq_pc.wrapping_sub(q.sq_cc));
         Some(w)
     }
@@ -187,7 +195,23 @@ impl<'a> Engine<'a> {
                         break;
                     }
                     let fault = fault_at_head(q);
-                    let Some(w) = self.head_of(q) else { break };
+                    let Some((ring, at)) = self.sq_ring(q) else { break };
+                    // The most common WQE, a plain one-block WRITE, runs without decoding its
+                    // kind when the direct path takes it; anything else decodes in full.
+                    let plain = if fault.is_none() { wqe::plain_write_at(ring, at) } else { None };
+                    let w = match plain {
+                        None => wqe::decode_at(ring, at).and_then(|w| Self::clamped(q, w)),
+                        Some(p) => {
+                            let sge = std::slice::from_ref(&p.sge);
+                            if let Some(step) = self.direct_write(id, &p.head, p.rkey, p.raddr, sge) {
+                                self.finish(id, &p.head, step);
+                                moved = true;
+                                continue;
+                            }
+                            self.qp(id).and_then(|q| self.head_of(q))
+                        }
+                    };
+                    let Some(w) = w else { break };
                     let step = match (fault, &w.kind) {
                         (Some(WqeFault::Completion { syndrome, vendor_err }), Some(k)) if k.opcode() != 0 => {
                             self.complete_in_error(id, &w, syndrome, vendor_err);

@@ -149,6 +149,48 @@ pub(super) fn data_wqe(bytes: &[u8]) -> Wqe {
     }
 }
 
+/// A plain WRITE read in place: the WQE's header (its `kind` left out), and the remote key,
+/// remote address and gather entry it carries.
+pub struct PlainWrite {
+    /// Index, opcode, CQE request and size, as [`decode`](super::decode) reads them.
+    pub head: Wqe,
+    /// The remote address segment's key.
+    pub rkey: u32,
+    /// The remote address segment's address.
+    pub raddr: u64,
+    /// The one gather entry.
+    pub sge: Sge,
+}
+
+/// The WQE at basic block `index` of `ring` when it is the most common one, an RDMA WRITE
+/// without immediate of one basic block gathering from one (not inline) data segment, so
+/// that the engine can run it without building its [`WqeKind`]; `None` for any other.
+pub fn plain_write_at(ring: &[u8], index: usize) -> Option<PlainWrite> {
+    let b: &[u8; SEND_WQE_BB] = ring.get(index.checked_mul(SEND_WQE_BB)?..)?.first_chunk()?;
+    // Control, remote address and one data segment: ds 3.
+    if b[3] != opcode::RDMA_WRITE || b[7] & 0x3f != 3 {
+        return None;
+    }
+    let be32 = |at: usize| u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+    let be64 = |at: usize| u64::from(be32(at)) << 32 | u64::from(be32(at + 4));
+    let length = be32(32);
+    if length & INLINE_SEG != 0 {
+        return None;
+    }
+    Some(PlainWrite {
+        head: Wqe {
+            index: u16::from_be_bytes([b[1], b[2]]),
+            opcode: opcode::RDMA_WRITE,
+            signaled: (b[11] >> 2) & 0x3 == ctrl::CE_CQ_UPDATE,
+            kind: None,
+            bbs: 1,
+        },
+        rkey: be32(24),
+        raddr: be64(16),
+        sge: Sge { addr: be64(40), length, lkey: be32(36) },
+    })
+}
+
 /// The bytes of a good CQE (`mlx5_cqe64`), as its codec writes them; `None` for a value its
 /// fields cannot hold, which the codec reports.
 pub(super) fn cqe64(
@@ -234,6 +276,34 @@ mod tests {
             ring[index * 64 + 7] = ds;
             let want = mlx5_dv::prm::wqe::compose::linearise(&ring, index).map(|l| super::super::decode(&l));
             prop_assert_eq!(decode_at(&ring, index), want);
+        }
+
+        #[test]
+        fn plain_writes_read_in_place_as_decode_reads_them(
+            blocks in 1usize..8, index in 0usize..8, op in data_opcode(), ds in prop_oneof![Just(3u8), 0u8..64],
+            inline in any::<bool>(), seed in any::<u8>(),
+        ) {
+            let mut ring: Vec<u8> = (0..blocks * 64).map(|i| (i as u8).wrapping_mul(seed) ^ seed).collect();
+            let index = index % blocks;
+            ring[index * 64 + 3] = op;
+            ring[index * 64 + 7] = (ring[index * 64 + 7] & 0xc0) | ds;
+            let d = index * 64 + 32;
+            ring[d] = if inline { ring[d] | 0x80 } else { ring[d] & 0x7f };
+            let want = decode_at(&ring, index);
+            match plain_write_at(&ring, index) {
+                Some(p) => {
+                    let Some(w) = want else { return Err(TestCaseError::fail("decode read nothing")) };
+                    prop_assert_eq!((p.head.index, p.head.opcode, p.head.signaled), (w.index, w.opcode, w.signaled));
+                    prop_assert_eq!(p.head.bbs, w.bbs);
+                    let mut sge = SgeList::new();
+                    sge.push(p.sge);
+                    prop_assert_eq!(w.kind, Some(WqeKind::Write { rkey: p.rkey, raddr: p.raddr, sge, imm: None }));
+                }
+                None => prop_assert!(
+                    op != opcode::RDMA_WRITE || ds != 3 || inline,
+                    "a plain WRITE the lane leaves to the general path"
+                ),
+            }
         }
 
         #[test]
