@@ -14,7 +14,6 @@ use super::wqe::{self, Cqe, Wqe};
 use super::{Device, WqeFault};
 use crate::fabric::Fabric;
 use crate::host::{Dma, Host};
-use crate::small::SmallVec;
 
 mod cipher;
 mod completion;
@@ -130,17 +129,21 @@ impl<'a> Engine<'a> {
     /// The QPs a run can move, in creation order across devices, as (order, device, QP
     /// number): those in ERR (to flush) and those in RTS with WQEs posted. A run changes no
     /// other QP into either: a QP it takes to ERR it flushes on the spot, and only a
-    /// doorbell adds WQEs.
-    fn schedule(&self, all: &mut SmallVec<(u64, usize, u32), 8>) {
+    /// doorbell adds WQEs. Most runs move one QP, kept in `first` without a list.
+    fn schedule(&self, first: &mut Option<(u64, usize, u32)>, more: &mut Vec<(u64, usize, u32)>) {
         for (dev, d) in self.devs.iter().enumerate() {
             for (qpn, q) in d.fw.qps() {
                 if q.state == QpState::Err || (q.state == QpState::Rts && q.sq_cc != q.sq_pc) {
-                    all.push((q.order, dev, qpn));
+                    match first {
+                        None => *first = Some((q.order, dev, qpn)),
+                        Some(_) => more.push((q.order, dev, qpn)),
+                    }
                 }
             }
         }
-        if all.len() > 1 {
-            all.sort_unstable();
+        if !more.is_empty() {
+            more.extend(first.take());
+            more.sort_unstable();
         }
     }
 
@@ -175,8 +178,9 @@ impl<'a> Engine<'a> {
     /// Run every QP's send queue as far as it goes; a QP in ERR flushes what it holds.
     pub(super) fn progress(&mut self) {
         // Running creates and destroys no QP: one schedule serves every pass.
-        let mut schedule = SmallVec::new();
-        self.schedule(&mut schedule);
+        let (mut first, mut more) = (None, Vec::new());
+        self.schedule(&mut first, &mut more);
+        let schedule = if more.is_empty() { first.as_slice() } else { &more[..] };
         loop {
             let mut moved = false;
             // A lone QP that ran dry or was flushed has nothing for another pass.
