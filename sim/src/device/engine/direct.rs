@@ -4,7 +4,7 @@
 //! building endpoints; when any would fail, the general path runs and reports it. Debug
 //! builds run the general translation beside it and compare.
 
-use mlx5_dv::prm::{Field, mkc};
+use mlx5_dv::prm::mkc;
 use mlx5_dv::{AccessFlags, QpState, Sge};
 
 use super::pipeline::stage_cfg;
@@ -15,16 +15,18 @@ use crate::device::firmware::{FwMkey, QpPath, Translation};
 use crate::device::wqe::Wqe;
 use crate::small::SmallVec;
 
-/// True when `key` names the plain MR `m` of PD `pdn`, granting `right` (none for a local
-/// read), over `[addr, addr + len)`: what translation checks, for a key it maps to itself.
-fn plain_mr(m: &FwMkey, key: u32, pdn: u32, right: Option<Field>, addr: u64, len: u64) -> bool {
+/// True when `key` names the plain MR `m` of PD `pdn`, granting remote write if `remote_write`
+/// (nothing for a local read), over `[addr, addr + len)`: what translation checks, for a key
+/// it maps to itself.
+#[inline]
+fn plain_mr(m: &FwMkey, key: u32, pdn: u32, remote_write: bool, addr: u64, len: u64) -> bool {
     field(m, mkc::FREE) == 0
         && field(m, mkc::MKEY_7_0) == u64::from(key & 0xff)
         && field(m, mkc::PD) == u64::from(pdn)
         && field(m, mkc::CRYPTO_EN) == 0
         && m.crypto.is_none()
         && stage_cfg(Some(m)).is_none()
-        && right.is_none_or(|f| field(m, f) != 0)
+        && (!remote_write || field(m, mkc::RW) != 0)
         && matches!(m.xlat, Translation::Mtt)
         && m.pages.is_none()
         && addr
@@ -49,34 +51,34 @@ impl Engine<'_> {
         if sge.is_empty() {
             return None;
         }
-        let mut src: SmallVec<(u64, u64), 4> = SmallVec::new();
         let mut total = 0u64;
         for s in sge {
             let len = u64::from(s.length);
-            if !plain_mr(self.mkey_of(qp.dev, s.lkey)?, s.lkey, pdn, None, s.addr, len) {
+            if !plain_mr(self.mkey_of(qp.dev, s.lkey)?, s.lkey, pdn, false, s.addr, len) {
                 return None;
-            }
-            if len > 0 {
-                src.push((s.addr, len));
             }
             total = total.checked_add(len)?;
         }
-        if total > self.max_msg(qp.dev)
-            || !plain_mr(self.mkey_of(peer.dev, rkey)?, rkey, peer_pdn, Some(mkc::RW), raddr, total)
+        if total > self.max_msg(qp.dev) || !plain_mr(self.mkey_of(peer.dev, rkey)?, rkey, peer_pdn, true, raddr, total)
         {
             return None;
         }
         let dst_range = [(raddr, total)];
         let dst = if total > 0 { &dst_range[..] } else { &[] };
+        // One gather entry and the target in two regions (the common case): both are mapped
+        // if the regions hold them, and the copy is one slice copy.
+        if let ([s], [d]) = (sge, dst) {
+            let one = (s.addr, d.1);
+            #[cfg(debug_assertions)]
+            self.check_direct(qp, peer, (rkey, raddr, sge), &[one], dst);
+            if self.host.with_two(one, *d, |from, to| to.copy_from_slice(from)).is_some() {
+                return Some(Step::Done(Device::success(qp.qpn, w, 0)));
+            }
+        }
+        let src: SmallVec<(u64, u64), 4> =
+            sge.iter().filter(|s| s.length > 0).map(|s| (s.addr, u64::from(s.length))).collect();
         #[cfg(debug_assertions)]
         self.check_direct(qp, peer, (rkey, raddr, sge), &src, dst);
-        // One range each side in two regions (the common case): both are mapped if the
-        // regions hold them, and the copy is one slice copy.
-        if let ([s], [d]) = (&src[..], dst)
-            && self.host.with_two(*s, *d, |from, to| to.copy_from_slice(from)).is_some()
-        {
-            return Some(Step::Done(Device::success(qp.qpn, w, 0)));
-        }
         if !src.iter().chain(dst).all(|&(va, n)| self.host.is_mapped(va, n)) {
             return None;
         }

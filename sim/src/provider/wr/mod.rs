@@ -5,7 +5,7 @@
 use mlx5_dv::errno::{EINVAL, ENOMEM, EOPNOTSUPP};
 use mlx5_dv::{Error, MkeyConfFlags, MkeyHandle, Op, Qp, QpHandle, QpState, RecvWr, Result, SendFlags, Sge, WrOp};
 
-use super::{Lower, Provider};
+use super::{Lower, Provider, QpObj};
 use crate::device::wqe::{UmrWqe, WqeKind};
 
 mod crypto;
@@ -63,6 +63,19 @@ enum PendingKind {
     /// A WQE the builders and setters made (UMR, SET_PSV, LOCAL_INV), at this index of the
     /// chain's built kinds: kept apart, a large kind is not copied with every data WQE.
     Built(usize),
+}
+
+/// The fence mode of a WQE with `flags`, after a WQE that asks the next to fence if
+/// `after_fencing` (`mlx5_post_send`'s `fence` / `next_fence`).
+fn fence_mode(flags: SendFlags, after_fencing: bool) -> u8 {
+    use mlx5_dv::prm::wqe::ctrl::fence as fm;
+    if flags.contains(SendFlags::FENCE) {
+        fm::SMALL_AND_FENCE
+    } else if after_fencing {
+        fm::INITIATOR_SMALL
+    } else {
+        fm::NONE
+    }
 }
 
 /// Buffers `post_send` reuses from call to call, so that a warm post allocates nothing.
@@ -155,24 +168,54 @@ impl Provider {
             return Err(Error::new(op, err, "a builder or setter failed; nothing was posted"));
         }
         let q = self.qps.get_mut(qp.handle, op)?;
+        if s.built.is_empty() {
+            // Data WQEs only: each is encoded and written in one step.
+            let rollback = q.rings.sq.cur_post;
+            for (n, p) in s.wqes.iter().enumerate() {
+                let c = encode::CtrlFields {
+                    wqe_index: q.rings.sq.cur_post as u16,
+                    qpn: q.qpn,
+                    signaled: p.flags.contains(SendFlags::SIGNALED),
+                    solicited: p.flags.contains(SendFlags::SOLICITED),
+                    fm: fence_mode(p.flags, n == 0 && q.fence_next),
+                };
+                s.bytes.clear();
+                let encoded = match &p.kind {
+                    PendingKind::Data(i) => ops.get(*i).and_then(encode::DataWqe::of).map(|(_, _, d)| d),
+                    PendingKind::Built(_) => None,
+                };
+                let Some(d) = encoded else {
+                    q.rings.sq.cur_post = rollback;
+                    return Err(Error::new(op, EINVAL, "a data WQE lost its work request"));
+                };
+                if let Err(e) = encode::encode_data(&d, c, &mut s.bytes) {
+                    // Nothing is posted: the WQEs written so far lie past the producer index.
+                    q.rings.sq.cur_post = rollback;
+                    return Err(Error::new(op, EINVAL, format!("WQE encoding: {e}")));
+                }
+                q.rings.sq.write(low.host, &s.bytes, p.wr_id, p.wr_data, n as u32);
+                if let Some(log) = &mut self.wqe_log
+                    && let Ok(r) = mlx5_dv::WqeRecord::decode(q.qpn, s.bytes.clone())
+                {
+                    log.push(r);
+                }
+            }
+            if !s.wqes.is_empty() {
+                q.fence_next = false;
+            }
+            return Self::ring(low, q, nreq);
+        }
         let mut fence = q.fence_next;
         let mut cur_post = q.rings.sq.cur_post;
         s.bytes.clear();
         s.ends.clear();
         for p in &s.wqes {
-            use mlx5_dv::prm::wqe::ctrl::fence as fm;
             let c = encode::CtrlFields {
                 wqe_index: cur_post as u16,
                 qpn: q.qpn,
                 signaled: p.flags.contains(SendFlags::SIGNALED),
                 solicited: p.flags.contains(SendFlags::SOLICITED),
-                fm: if p.flags.contains(SendFlags::FENCE) {
-                    fm::SMALL_AND_FENCE
-                } else if fence {
-                    fm::INITIATOR_SMALL
-                } else {
-                    fm::NONE
-                },
+                fm: fence_mode(p.flags, fence),
             };
             let start = s.bytes.len();
             let encoded = match &p.kind {
@@ -207,6 +250,11 @@ impl Provider {
                 log.push(r);
             }
         }
+        Self::ring(low, q, nreq)
+    }
+
+    /// The chain's `nreq` WQEs are in the ring: the doorbell, and the device runs.
+    fn ring(low: &mut Lower<'_>, q: &mut QpObj, nreq: u32) -> Result<()> {
         q.rings.sq.head = q.rings.sq.head.wrapping_add(nreq);
         q.rings.send_doorbell(low.host);
         if let Some(d) = low.devices.get_mut(q.dev) {
