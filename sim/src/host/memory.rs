@@ -61,7 +61,7 @@ fn zeroed(len: usize) -> Option<Vec<u8>> {
 }
 
 /// Page classes of [`Memory`]'s lookup hints.
-const HINTS: usize = 16;
+const HINTS: usize = 64;
 
 /// The simulated host's memory: regions sorted by their start address. A sorted `Vec` rather
 /// than a map: every DMA access looks a region up, and a binary search over a few contiguous
@@ -89,7 +89,7 @@ impl Default for Memory {
 impl Memory {
     /// Memory whose owned regions may hold `limit` bytes together.
     pub fn with_limit(limit: u64) -> Self {
-        Memory { regions: Vec::new(), hints: Default::default(), next_va: FIRST_VA, limit, used: 0 }
+        Memory { regions: Vec::new(), hints: [const { Cell::new(0) }; HINTS], next_va: FIRST_VA, limit, used: 0 }
     }
 
     /// Where a region starting at `va` is, or would be inserted.
