@@ -2,7 +2,7 @@
 #   make run       the conformance suite on the simulator, every shipped profile, as a table
 #   make test      everything CI checks (installs the hw backend's system packages if missing)
 #   make test-sim  the simulator and the suite only, on a host without rdma-core
-#   make bench     the criterion benchmarks
+#   make bench     the criterion benchmarks, and the paired ratios (sim/benches/paired.rs)
 #   make traces    regenerate traces/ from the simulator
 #   make fuzz      each fuzz target for FUZZ_SECONDS (cargo-fuzz, nightly)
 #   make bench-icount  instructions per operation of each benchmark scenario, under callgrind
