@@ -100,7 +100,8 @@ impl Provider {
         dev: usize,
         bytes: &[u8; cqe::SIZE],
     ) -> std::result::Result<Parsed, FieldError> {
-        let op = cqe::peek_opcode(bytes)?;
+        // The opcode is the high nibble of `op_own`, the last byte.
+        let op = bytes[cqe::SIZE - 1] >> 4;
         if op == cqe::opcode::SIG_ERR {
             let s = SigErrCqe::decode(bytes)?;
             let info = SigErrInfo {

@@ -241,6 +241,12 @@ impl QpRings {
     }
 }
 
+/// `cqe::sw_owned` read from the `op_own` byte alone: written (opcode not INVALID), with the
+/// ownership bit equal to the wrap parity of `index` in a ring of `cqe_cnt` entries.
+fn sw_owned(op_own: u8, index: u32, cqe_cnt: u32) -> bool {
+    op_own >> 4 != cqe::opcode::INVALID && (op_own & cqe::OWNER_MASK != 0) == (index & cqe_cnt != 0)
+}
+
 /// A CQ's ring and doorbell record, and the consumer index.
 #[derive(Debug, Clone, Default)]
 pub(super) struct CqRing {
@@ -283,11 +289,8 @@ impl CqRing {
     }
 
     fn owned(&self, host: &Host, index: u32) -> Option<[u8; cqe::SIZE]> {
-        let b = host.read(self.ring.slot(index), cqe::SIZE)?;
-        if !cqe::sw_owned(b, index, self.ring.wqe_cnt).unwrap_or(false) {
-            return None;
-        }
-        b.try_into().ok()
+        let b: &[u8; cqe::SIZE] = host.read(self.ring.slot(index), cqe::SIZE)?.try_into().ok()?;
+        sw_owned(b[cqe::SIZE - 1], index, self.ring.wqe_cnt).then_some(*b)
     }
 
     /// The CQE at the consumer index, if software owns it.
@@ -348,6 +351,25 @@ impl CqRing {
 mod tests {
     use super::*;
     use crate::device::wqe::Cqe;
+
+    proptest::proptest! {
+        #[test]
+        fn ownership_read_from_op_own_is_the_codecs(
+            mut bytes in proptest::prelude::any::<[u8; 32]>(),
+            op_own in proptest::prelude::any::<u8>(),
+            index in proptest::prelude::any::<u32>(),
+            log_cnt in 0u32..24,
+        ) {
+            let mut cqe = [0u8; cqe::SIZE];
+            cqe[..32].copy_from_slice(&bytes);
+            bytes.reverse();
+            cqe[32..].copy_from_slice(&bytes);
+            cqe[cqe::SIZE - 1] = op_own;
+            let cnt = 1 << log_cnt;
+            proptest::prop_assert_eq!(Ok(sw_owned(op_own, index, cnt)), cqe::sw_owned(&cqe, index, cnt));
+            proptest::prop_assert_eq!(Ok(op_own >> 4), cqe::peek_opcode(&cqe));
+        }
+    }
 
     fn req(qpn: u32, wqe_counter: u16) -> Cqe {
         Cqe::Req { qpn, wqe_counter, wqe_opcode: mlx5_dv::prm::wqe::opcode::RDMA_WRITE, byte_cnt: 0 }
