@@ -80,6 +80,28 @@ impl SendQueue {
         at
     }
 
+    /// The ring's slots, to write one-block WQEs into with [`SendQueue::put_block`]; `None`
+    /// if the queue's pages are not mapped (or its slots are not basic blocks).
+    pub(super) fn slots<'h>(&self, host: &'h mut Host) -> Option<&'h mut [u8]> {
+        if self.buf.stride as usize != SEND_WQE_BB {
+            return None;
+        }
+        host.bytes_mut(self.buf.addr, self.buf.len())
+    }
+
+    /// [`SendQueue::write`] of a one-block WQE into `slots`, the ring's bytes.
+    pub(super) fn put_block(&mut self, slots: &mut [u8], bb: &[u8; SEND_WQE_BB], wr_id: u64, nreq: u32) {
+        let at = self.cur_post;
+        let i = self.idx(at);
+        if let (Some(w), Some(h), Some(d)) = (self.wrid.get_mut(i), self.wqe_head.get_mut(i), self.wr_data.get_mut(i)) {
+            (*w, *h, *d) = (wr_id, self.head.wrapping_add(nreq), 0);
+        }
+        if let Some(slot) = slots.get_mut(i * SEND_WQE_BB..(i + 1) * SEND_WQE_BB) {
+            slot.copy_from_slice(bb);
+        }
+        self.cur_post = at.wrapping_add(1);
+    }
+
     /// A completion for the WQE with `wqe_counter`: its `wrid` and `wr_data`; everything up to
     /// it is retired.
     pub(super) fn complete(&mut self, wqe_counter: u16) -> (u64, u32) {

@@ -15,12 +15,12 @@ use crate::device::firmware::{FwMkey, QpPath, Translation};
 use crate::device::wqe::Wqe;
 use crate::small::SmallVec;
 
-/// True when `key` names the plain MR `m` of PD `pdn`, granting remote write if `remote_write`
-/// (nothing for a local read), over `[addr, addr + len)`: what translation checks, for a key
-/// it maps to itself.
+/// The range `[start, start + len)` of the plain MR `m` when `key` names it in PD `pdn`,
+/// granting remote write if `remote_write` (nothing for a local read): what translation
+/// checks, for a key it maps to itself, but the bounds of the access.
 #[inline]
-fn plain_mr(m: &FwMkey, key: u32, pdn: u32, remote_write: bool, addr: u64, len: u64) -> bool {
-    field(m, mkc::FREE) == 0
+fn plain_mr(m: &FwMkey, key: u32, pdn: u32, remote_write: bool) -> Option<(u64, u64)> {
+    let plain = field(m, mkc::FREE) == 0
         && field(m, mkc::MKEY_7_0) == u64::from(key & 0xff)
         && field(m, mkc::PD) == u64::from(pdn)
         && field(m, mkc::CRYPTO_EN) == 0
@@ -28,41 +28,81 @@ fn plain_mr(m: &FwMkey, key: u32, pdn: u32, remote_write: bool, addr: u64, len: 
         && stage_cfg(Some(m)).is_none()
         && (!remote_write || field(m, mkc::RW) != 0)
         && matches!(m.xlat, Translation::Mtt)
-        && m.pages.is_none()
-        && addr
-            .checked_sub(field(m, mkc::START_ADDR))
-            .and_then(|off| off.checked_add(len))
-            .is_some_and(|end| end <= field(m, mkc::LEN))
+        && m.pages.is_none();
+    plain.then(|| (field(m, mkc::START_ADDR), field(m, mkc::LEN)))
+}
+
+/// True if `[addr, addr + len)` lies in the range `(start, mr_len)`.
+fn within((start, mr_len): (u64, u64), addr: u64, len: u64) -> bool {
+    addr.checked_sub(start).and_then(|off| off.checked_add(len)).is_some_and(|end| end <= mr_len)
+}
+
+/// What the direct path found of one QP's WRITEs: the QP and its peer, and the plain MRs its
+/// last WRITE gathered from and wrote to. Valid while the engine runs nothing but direct
+/// WRITEs of that QP, which change no QP, mkey or mapping; the engine starts a fresh one for
+/// each QP and after any other step.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct DirectMemo {
+    qp: Option<QpFacts>,
+    /// The local key, and its MR's range, as [`plain_mr`] gives it for a local read.
+    lkey: Option<(u32, (u64, u64))>,
+    /// The remote key, and its MR's range, for a remote write.
+    rkey: Option<(u32, (u64, u64))>,
+}
+
+/// A requester's PD, its responder and the responder's PD, and the largest message.
+#[derive(Debug, Clone, Copy)]
+struct QpFacts {
+    pdn: u32,
+    peer: QpPath,
+    peer_pdn: u32,
+    max_msg: u64,
 }
 
 impl Engine<'_> {
     /// An RDMA WRITE without immediate or corruption, gathered from plain MRs into a plain
     /// MR: the copy and its completion, or `None` for the general path.
-    pub(super) fn direct_write(&mut self, qp: QpPath, w: &Wqe, rkey: u32, raddr: u64, sge: &[Sge]) -> Option<Step> {
-        // `peer`, `at` and `peer_allows` of the general path, each QP looked up once.
-        let q = self.qp(qp)?;
-        let (pdn, remote) = (q.pdn, q.remote?);
-        let peer = self.fabric.deliver(&remote)?;
-        let p = self.qp(peer)?;
-        if !matches!(p.state, QpState::Rtr | QpState::Rts) || !p.access.contains(AccessFlags::REMOTE_WRITE) {
-            return None;
-        }
-        let peer_pdn = p.pdn;
+    pub(super) fn direct_write(
+        &mut self,
+        memo: &mut DirectMemo,
+        qp: QpPath,
+        w: &Wqe,
+        rkey: u32,
+        raddr: u64,
+        sge: &[Sge],
+    ) -> Option<Step> {
+        let facts = match memo.qp {
+            Some(f) => f,
+            None => *memo.qp.insert(self.qp_facts(qp)?),
+        };
+        let QpFacts { pdn, peer, peer_pdn, max_msg } = facts;
         if sge.is_empty() {
             return None;
         }
         let mut total = 0u64;
         for s in sge {
             let len = u64::from(s.length);
-            if !plain_mr(self.mkey_of(qp.dev, s.lkey)?, s.lkey, pdn, false, s.addr, len) {
+            let range = match memo.lkey {
+                Some((key, range)) if key == s.lkey => range,
+                _ => plain_mr(self.mkey_of(qp.dev, s.lkey)?, s.lkey, pdn, false)?,
+            };
+            if !within(range, s.addr, len) {
                 return None;
             }
+            memo.lkey = Some((s.lkey, range));
             total = total.checked_add(len)?;
         }
-        if total > self.max_msg(qp.dev) || !plain_mr(self.mkey_of(peer.dev, rkey)?, rkey, peer_pdn, true, raddr, total)
-        {
+        if total > max_msg {
             return None;
         }
+        let range = match memo.rkey {
+            Some((key, range)) if key == rkey => range,
+            _ => plain_mr(self.mkey_of(peer.dev, rkey)?, rkey, peer_pdn, true)?,
+        };
+        if !within(range, raddr, total) {
+            return None;
+        }
+        memo.rkey = Some((rkey, range));
         let dst_range = [(raddr, total)];
         let dst = if total > 0 { &dst_range[..] } else { &[] };
         // One gather entry and the target in two regions (the common case): both are mapped
@@ -87,6 +127,19 @@ impl Engine<'_> {
             return None;
         }
         Some(Step::Done(Device::success(qp.qpn, w, 0)))
+    }
+
+    /// `peer`, `at` and `peer_allows` of the general path, each QP looked up once: `None`
+    /// unless the peer takes RDMA WRITEs.
+    fn qp_facts(&self, qp: QpPath) -> Option<QpFacts> {
+        let q = self.qp(qp)?;
+        let (pdn, remote) = (q.pdn, q.remote?);
+        let peer = self.fabric.deliver(&remote)?;
+        let p = self.qp(peer)?;
+        if !matches!(p.state, QpState::Rtr | QpState::Rts) || !p.access.contains(AccessFlags::REMOTE_WRITE) {
+            return None;
+        }
+        Some(QpFacts { pdn, peer, peer_pdn: p.pdn, max_msg: self.max_msg(qp.dev) })
     }
 
     /// The general path translates the WRITE to the same single plain parts.

@@ -11,6 +11,7 @@ use mlx5_dv::QpState;
 
 use super::firmware::{FwQp, QpPath};
 use super::wqe::{self, Cqe, Wqe};
+use direct::DirectMemo;
 use super::{Device, WqeFault};
 use crate::fabric::Fabric;
 use crate::host::{Dma, Host};
@@ -188,6 +189,7 @@ impl<'a> Engine<'a> {
             for &(_, dev, qpn) in schedule.iter() {
                 let id = QpPath { dev, qpn };
                 let mut first = true;
+                let mut memo = DirectMemo::default();
                 // One lookup per WQE: the QP's state (ERR is checked once, before its WQEs),
                 // then its head.
                 while let Some(q) = self.qp(id) {
@@ -207,7 +209,7 @@ impl<'a> Engine<'a> {
                         None => wqe::decode_at(ring, at).and_then(|w| Self::clamped(q, w)),
                         Some(p) => {
                             let sge = std::slice::from_ref(&p.sge);
-                            if let Some(step) = self.direct_write(id, &p.head, p.rkey, p.raddr, sge) {
+                            if let Some(step) = self.direct_write(&mut memo, id, &p.head, p.rkey, p.raddr, sge) {
                                 self.finish(id, &p.head, step);
                                 moved = true;
                                 continue;
@@ -215,6 +217,8 @@ impl<'a> Engine<'a> {
                             self.qp(id).and_then(|q| self.head_of(q))
                         }
                     };
+                    // Any other step may change what the memo holds.
+                    memo = DirectMemo::default();
                     let Some(w) = w else { break };
                     let step = match (fault, &w.kind) {
                         (Some(WqeFault::Completion { syndrome, vendor_err }), Some(k)) if k.opcode() != 0 => {

@@ -7,7 +7,7 @@ use mlx5_dv::prm::FieldError;
 use mlx5_dv::prm::wqe::bsf::{self, Bsf, BsfInl, bfs, bsf_size, t10dif};
 use mlx5_dv::prm::wqe::compose::{Payload, SendWqe, Translation as WqeXlat, WqeBody};
 use mlx5_dv::prm::wqe::{
-    CtrlSeg, DataSeg, KlmSeg, MkeyContextSeg, RaddrSeg, RepeatBlockSeg, RepeatEntSeg, SetPsvSeg, UmrCtrlSeg, ctrl,
+    CtrlSeg, SEND_WQE_BB, DataSeg, KlmSeg, MkeyContextSeg, RaddrSeg, RepeatBlockSeg, RepeatEntSeg, SetPsvSeg, UmrCtrlSeg, ctrl,
     repeat_block, umr_ctrl,
 };
 use mlx5_dv::{AccessFlags, Sge, sig};
@@ -72,10 +72,32 @@ impl<'a> DataWqe<'a> {
         })
     }
 
+    /// True if the WQE fits one basic block: control, remote address and data segments.
+    pub(in crate::provider) fn fits_block(&self) -> bool {
+        let raddr = !matches!(self, DataWqe::Send { .. });
+        let segs = self.sge().iter().filter(|s| s.length != 0).count();
+        1 + usize::from(raddr) + segs <= SEND_WQE_BB / mlx5_dv::prm::wqe::SEND_WQE_DS
+    }
+
     /// The gather list as the work request gave it.
     pub(in crate::provider) fn sge(&self) -> &'a [Sge] {
         match *self {
             DataWqe::Write { sge, .. } | DataWqe::Read { sge, .. } | DataWqe::Send { sge, .. } => sge,
+        }
+    }
+
+    /// The opcode, the remote address and key of an RDMA WQE, and the immediate (or the key
+    /// to invalidate).
+    #[inline]
+    fn parts(&self) -> (u8, Option<(u64, u32)>, u32) {
+        use mlx5_dv::prm::wqe::opcode;
+        match *self {
+            DataWqe::Write { rkey, raddr, imm: None, .. } => (opcode::RDMA_WRITE, Some((raddr, rkey)), 0),
+            DataWqe::Write { rkey, raddr, imm: Some(imm), .. } => (opcode::RDMA_WRITE_IMM, Some((raddr, rkey)), imm),
+            DataWqe::Read { rkey, raddr, .. } => (opcode::RDMA_READ, Some((raddr, rkey)), 0),
+            DataWqe::Send { inv: Some(key), .. } => (opcode::SEND_INVAL, None, key),
+            DataWqe::Send { imm: Some(imm), .. } => (opcode::SEND_IMM, None, imm),
+            DataWqe::Send { .. } => (opcode::SEND, None, 0),
         }
     }
 
@@ -94,33 +116,38 @@ impl<'a> DataWqe<'a> {
 /// their fields; through [`encode`], which names the field that does not, otherwise.
 pub(in crate::provider) fn encode_data(d: &DataWqe<'_>, c: CtrlFields, out: &mut Vec<u8>) -> Result<(), FieldError> {
     use mlx5_dv::prm::wqe::compose::MAX_WQE_BYTES;
-    use mlx5_dv::prm::wqe::{SEND_WQE_BB, SEND_WQE_DS, opcode};
-    let (op, raddr, imm) = match *d {
-        DataWqe::Write { rkey, raddr, imm: None, .. } => (opcode::RDMA_WRITE, Some((raddr, rkey)), 0),
-        DataWqe::Write { rkey, raddr, imm: Some(imm), .. } => (opcode::RDMA_WRITE_IMM, Some((raddr, rkey)), imm),
-        DataWqe::Read { rkey, raddr, .. } => (opcode::RDMA_READ, Some((raddr, rkey)), 0),
-        DataWqe::Send { inv: Some(key), .. } => (opcode::SEND_INVAL, None, key),
-        DataWqe::Send { imm: Some(imm), .. } => (opcode::SEND_IMM, None, imm),
-        DataWqe::Send { .. } => (opcode::SEND, None, 0),
-    };
+    use mlx5_dv::prm::wqe::SEND_WQE_DS;
+    if let Some(bb) = one_block(d, c) {
+        out.extend_from_slice(&bb);
+        return Ok(());
+    }
+    let (op, raddr, imm) = d.parts();
     let segs = d.sge().iter().filter(|s| s.length != 0);
     let units = 1 + usize::from(raddr.is_some()) + segs.clone().count();
     if units * SEND_WQE_DS > MAX_WQE_BYTES || c.qpn > 0xff_ffff || c.fm > 7 {
         out.extend_from_slice(&encode(&d.kind(), c)?);
         return Ok(());
     }
-    if units * SEND_WQE_DS <= SEND_WQE_BB {
-        // One basic block (the common small WQE): built on the stack, where every offset is
-        // a constant, then appended whole.
-        let mut bb = [0u8; SEND_WQE_BB];
-        write_data(&mut bb, op, raddr, imm, segs, units, &c);
-        out.extend_from_slice(&bb);
-        return Ok(());
-    }
     let start = out.len();
     out.resize(start + (units * SEND_WQE_DS).next_multiple_of(SEND_WQE_BB), 0);
     write_data(&mut out[start..], op, raddr, imm, segs, units, &c);
     Ok(())
+}
+
+/// The bytes of a data WQE that fits one basic block (the common small WQE), built on the
+/// stack where every offset is a constant; `None` for any other.
+#[inline]
+pub(in crate::provider) fn one_block(d: &DataWqe<'_>, c: CtrlFields) -> Option<[u8; SEND_WQE_BB]> {
+    use mlx5_dv::prm::wqe::SEND_WQE_DS;
+    let (op, raddr, imm) = d.parts();
+    let segs = d.sge().iter().filter(|s| s.length != 0);
+    let units = 1 + usize::from(raddr.is_some()) + segs.clone().count();
+    if units * SEND_WQE_DS > SEND_WQE_BB || c.qpn > 0xff_ffff || c.fm > 7 {
+        return None;
+    }
+    let mut bb = [0u8; SEND_WQE_BB];
+    write_data(&mut bb, op, raddr, imm, segs, units, &c);
+    Some(bb)
 }
 
 /// The fields of a data WQE into `w`, zeroed and long enough for its `units` segments.
@@ -437,6 +464,11 @@ mod tests {
             let fast = encode_data(&d, c, &mut out).map(|()| out.split_off(3));
             proptest::prop_assert_eq!(fast, encode(&d.kind(), c));
             proptest::prop_assert_eq!(out, vec![0xee; 3]);
+            // The post's one-block lane takes exactly the WQEs that fit a block.
+            proptest::prop_assert_eq!(one_block(&d, c).is_some(), d.fits_block() && qpn <= 0xff_ffff && fm <= 7);
+            if let Some(bb) = one_block(&d, c) {
+                proptest::prop_assert_eq!(Ok(bb.to_vec()), encode(&d.kind(), c));
+            }
         }
     }
 

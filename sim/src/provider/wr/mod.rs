@@ -6,6 +6,7 @@ use mlx5_dv::errno::{EINVAL, ENOMEM, EOPNOTSUPP};
 use mlx5_dv::{Error, MkeyConfFlags, MkeyHandle, Op, Qp, QpHandle, QpState, RecvWr, Result, SendFlags, Sge, WrOp};
 
 use super::{Lower, Provider, QpObj};
+use crate::host::Host;
 use crate::device::wqe::{UmrWqe, WqeKind};
 
 mod crypto;
@@ -149,6 +150,13 @@ impl Provider {
         }
         let outstanding = q.rings.sq.outstanding();
         let (max_post, max_gs, mkey_ops, real) = (q.max_post, q.max_gs, q.mkey_ops, q.wr_complete_real);
+        if real && self.wqe_log.is_none() {
+            let q = self.qps.get_mut(qp.handle, op)?;
+            if Self::post_blocks(low.host, q, ops, (outstanding, max_post, max_gs)) {
+                return Self::ring(low, q, ops.len() as u32);
+            }
+        }
+        let q = self.qps.get(qp.handle, op)?;
         let update_tag = self.contexts.get(q.ctx, op).is_ok_and(|c| c.update_tag());
         let (wqes, built) = (&mut s.wqes, &mut s.built);
         let mut ch = Chain { err: 0, nreq: 0, max_gs, room: (outstanding, max_post), wqes, built, open: None };
@@ -251,6 +259,39 @@ impl Provider {
             }
         }
         Self::ring(low, q, nreq)
+    }
+
+    /// A chain of data WQEs of one basic block each, with room for them all: each encoded
+    /// straight into its slot. False, with nothing written, for any other chain (the general
+    /// path takes it, and reports what it finds). `room` is (outstanding, max_post, max_gs).
+    fn post_blocks(host: &mut Host, q: &mut QpObj, ops: &[WrOp], (outstanding, max_post, max_gs): (u32, u32, u32)) -> bool {
+        let fits = |w: &WrOp| {
+            encode::DataWqe::of(w).is_some_and(|(_, _, d)| d.sge().len() as u64 <= u64::from(max_gs) && d.fits_block())
+        };
+        if ops.is_empty() || u64::from(outstanding) + ops.len() as u64 > u64::from(max_post) || !ops.iter().all(fits) {
+            return false;
+        }
+        let Some(slots) = q.rings.sq.slots(host) else { return false };
+        let rollback = q.rings.sq.cur_post;
+        for (n, w) in ops.iter().enumerate() {
+            let block = encode::DataWqe::of(w).and_then(|(wr_id, flags, d)| {
+                let c = encode::CtrlFields {
+                    wqe_index: q.rings.sq.cur_post as u16,
+                    qpn: q.qpn,
+                    signaled: flags.contains(SendFlags::SIGNALED),
+                    solicited: flags.contains(SendFlags::SOLICITED),
+                    fm: fence_mode(flags, n == 0 && q.fence_next),
+                };
+                Some((wr_id, encode::one_block(&d, c)?))
+            });
+            let Some((wr_id, bb)) = block else {
+                q.rings.sq.cur_post = rollback;
+                return false;
+            };
+            q.rings.sq.put_block(slots, &bb, wr_id, n as u32);
+        }
+        q.fence_next = false;
+        true
     }
 
     /// The chain's `nreq` WQEs are in the ring: the doorbell, and the device runs.
