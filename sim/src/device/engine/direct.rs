@@ -62,7 +62,7 @@ struct QpFacts {
 impl Engine<'_> {
     /// An RDMA WRITE without immediate or corruption, gathered from plain MRs into a plain
     /// MR: the copy and its completion, or `None` for the general path.
-    pub(super) fn direct_write(
+    pub(super) fn direct_write<const MEMO: bool>(
         &mut self,
         memo: &mut DirectMemo,
         qp: QpPath,
@@ -72,8 +72,9 @@ impl Engine<'_> {
         sge: &[Sge],
     ) -> Option<Step> {
         let facts = match memo.qp {
-            Some(f) => f,
-            None => *memo.qp.insert(self.qp_facts(qp)?),
+            Some(f) if MEMO => f,
+            _ if !MEMO => self.qp_facts(qp)?,
+            _ => *memo.qp.insert(self.qp_facts(qp)?),
         };
         let QpFacts { pdn, peer, peer_pdn, max_msg } = facts;
         if sge.is_empty() {
@@ -83,26 +84,30 @@ impl Engine<'_> {
         for s in sge {
             let len = u64::from(s.length);
             let range = match memo.lkey {
-                Some((key, range)) if key == s.lkey => range,
+                Some((key, range)) if MEMO && key == s.lkey => range,
                 _ => plain_mr(self.mkey_of(qp.dev, s.lkey)?, s.lkey, pdn, false)?,
             };
             if !within(range, s.addr, len) {
                 return None;
             }
-            memo.lkey = Some((s.lkey, range));
+            if MEMO {
+                memo.lkey = Some((s.lkey, range));
+            }
             total = total.checked_add(len)?;
         }
         if total > max_msg {
             return None;
         }
         let range = match memo.rkey {
-            Some((key, range)) if key == rkey => range,
+            Some((key, range)) if MEMO && key == rkey => range,
             _ => plain_mr(self.mkey_of(peer.dev, rkey)?, rkey, peer_pdn, true)?,
         };
         if !within(range, raddr, total) {
             return None;
         }
-        memo.rkey = Some((rkey, range));
+        if MEMO {
+            memo.rkey = Some((rkey, range));
+        }
         let dst_range = [(raddr, total)];
         let dst = if total > 0 { &dst_range[..] } else { &[] };
         // One gather entry and the target in two regions (the common case): both are mapped

@@ -209,7 +209,13 @@ impl<'a> Engine<'a> {
                         None => wqe::decode_at(ring, at).and_then(|w| Self::clamped(q, w)),
                         Some(p) => {
                             let sge = std::slice::from_ref(&p.sge);
-                            if let Some(step) = self.direct_write(&mut memo, id, &p.head, p.rkey, p.raddr, sge) {
+                            // The memo pays its way from a QP's second WRITE in a run.
+                            let step = if q.sq_pc.wrapping_sub(q.sq_cc) > 1 {
+                                self.direct_write::<true>(&mut memo, id, &p.head, p.rkey, p.raddr, sge)
+                            } else {
+                                self.direct_write::<false>(&mut memo, id, &p.head, p.rkey, p.raddr, sge)
+                            };
+                            if let Some(step) = step {
                                 self.finish(id, &p.head, step);
                                 moved = true;
                                 continue;
