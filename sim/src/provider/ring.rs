@@ -89,17 +89,27 @@ impl SendQueue {
         host.bytes_mut(self.buf.addr, self.buf.len())
     }
 
-    /// [`SendQueue::write`] of a one-block WQE into `slots`, the ring's bytes.
-    pub(super) fn put_block(&mut self, slots: &mut [u8], bb: &[u8; SEND_WQE_BB], wr_id: u64, nreq: u32) {
+    /// [`SendQueue::write`] of a one-block WQE that `fill` writes into its slot of `slots`,
+    /// the ring's bytes; false (nothing advanced) if `fill` does.
+    #[inline]
+    pub(super) fn put_block(
+        &mut self,
+        slots: &mut [u8],
+        wr_id: u64,
+        nreq: u32,
+        fill: impl FnOnce(&mut [u8; SEND_WQE_BB]) -> bool,
+    ) -> bool {
         let at = self.cur_post;
         let i = self.idx(at);
+        let slot = slots.get_mut(i * SEND_WQE_BB..(i + 1) * SEND_WQE_BB).and_then(|s| s.try_into().ok());
+        if !slot.is_some_and(fill) {
+            return false;
+        }
         if let (Some(w), Some(h), Some(d)) = (self.wrid.get_mut(i), self.wqe_head.get_mut(i), self.wr_data.get_mut(i)) {
             (*w, *h, *d) = (wr_id, self.head.wrapping_add(nreq), 0);
         }
-        if let Some(slot) = slots.get_mut(i * SEND_WQE_BB..(i + 1) * SEND_WQE_BB) {
-            slot.copy_from_slice(bb);
-        }
         self.cur_post = at.wrapping_add(1);
+        true
     }
 
     /// A completion for the WQE with `wqe_counter`: its `wrid` and `wr_data`; everything up to

@@ -72,13 +72,6 @@ impl<'a> DataWqe<'a> {
         })
     }
 
-    /// True if the WQE fits one basic block: control, remote address and data segments.
-    pub(in crate::provider) fn fits_block(&self) -> bool {
-        let raddr = !matches!(self, DataWqe::Send { .. });
-        let segs = self.sge().iter().filter(|s| s.length != 0).count();
-        1 + usize::from(raddr) + segs <= SEND_WQE_BB / mlx5_dv::prm::wqe::SEND_WQE_DS
-    }
-
     /// The gather list as the work request gave it.
     pub(in crate::provider) fn sge(&self) -> &'a [Sge] {
         match *self {
@@ -138,16 +131,24 @@ pub(in crate::provider) fn encode_data(d: &DataWqe<'_>, c: CtrlFields, out: &mut
 /// stack where every offset is a constant; `None` for any other.
 #[inline]
 pub(in crate::provider) fn one_block(d: &DataWqe<'_>, c: CtrlFields) -> Option<[u8; SEND_WQE_BB]> {
+    let mut bb = [0u8; SEND_WQE_BB];
+    one_block_into(d, c, &mut bb).then_some(bb)
+}
+
+/// [`one_block`] written over `bb`, whatever it held; false (`bb` untouched) for a WQE that
+/// does not fit.
+#[inline]
+pub(in crate::provider) fn one_block_into(d: &DataWqe<'_>, c: CtrlFields, bb: &mut [u8; SEND_WQE_BB]) -> bool {
     use mlx5_dv::prm::wqe::SEND_WQE_DS;
     let (op, raddr, imm) = d.parts();
     let segs = d.sge().iter().filter(|s| s.length != 0);
     let units = 1 + usize::from(raddr.is_some()) + segs.clone().count();
     if units * SEND_WQE_DS > SEND_WQE_BB || c.qpn > 0xff_ffff || c.fm > 7 {
-        return None;
+        return false;
     }
-    let mut bb = [0u8; SEND_WQE_BB];
-    write_data(&mut bb, op, raddr, imm, segs, units, &c);
-    Some(bb)
+    *bb = [0; SEND_WQE_BB];
+    write_data(bb, op, raddr, imm, segs, units, &c);
+    true
 }
 
 /// The fields of a data WQE into `w`, zeroed and long enough for its `units` segments.
@@ -464,10 +465,15 @@ mod tests {
             let fast = encode_data(&d, c, &mut out).map(|()| out.split_off(3));
             proptest::prop_assert_eq!(fast, encode(&d.kind(), c));
             proptest::prop_assert_eq!(out, vec![0xee; 3]);
-            // The post's one-block lane takes exactly the WQEs that fit a block.
-            proptest::prop_assert_eq!(one_block(&d, c).is_some(), d.fits_block() && qpn <= 0xff_ffff && fm <= 7);
-            if let Some(bb) = one_block(&d, c) {
-                proptest::prop_assert_eq!(Ok(bb.to_vec()), encode(&d.kind(), c));
+            // The post's one-block lane writes exactly the WQEs that fit a block, over
+            // whatever the slot held.
+            let mut slot = [0xa5; SEND_WQE_BB];
+            let fits = encode(&d.kind(), c).is_ok_and(|b| b.len() == SEND_WQE_BB);
+            proptest::prop_assert_eq!(one_block_into(&d, c, &mut slot), fits);
+            if fits {
+                proptest::prop_assert_eq!(Ok(slot.to_vec()), encode(&d.kind(), c));
+            } else {
+                proptest::prop_assert_eq!(slot, [0xa5; SEND_WQE_BB]);
             }
         }
     }

@@ -262,33 +262,33 @@ impl Provider {
     }
 
     /// A chain of data WQEs of one basic block each, with room for them all: each encoded
-    /// straight into its slot. False, with nothing written, for any other chain (the general
-    /// path takes it, and reports what it finds). `room` is (outstanding, max_post, max_gs).
+    /// straight into its slot. False for any other chain, with nothing posted (the slots past
+    /// the producer index may have been written, as they may be at any time): the general
+    /// path takes it, and reports what it finds. `room` is (outstanding, max_post, max_gs).
     fn post_blocks(host: &mut Host, q: &mut QpObj, ops: &[WrOp], (outstanding, max_post, max_gs): (u32, u32, u32)) -> bool {
-        let fits = |w: &WrOp| {
-            encode::DataWqe::of(w).is_some_and(|(_, _, d)| d.sge().len() as u64 <= u64::from(max_gs) && d.fits_block())
-        };
-        if ops.is_empty() || u64::from(outstanding) + ops.len() as u64 > u64::from(max_post) || !ops.iter().all(fits) {
+        if ops.is_empty() || u64::from(outstanding) + ops.len() as u64 > u64::from(max_post) {
             return false;
         }
         let Some(slots) = q.rings.sq.slots(host) else { return false };
         let rollback = q.rings.sq.cur_post;
+        let (qpn, fence) = (q.qpn, q.fence_next);
         for (n, w) in ops.iter().enumerate() {
-            let block = encode::DataWqe::of(w).and_then(|(wr_id, flags, d)| {
+            let sq = &mut q.rings.sq;
+            let posted = encode::DataWqe::of(w).is_some_and(|(wr_id, flags, d)| {
                 let c = encode::CtrlFields {
-                    wqe_index: q.rings.sq.cur_post as u16,
-                    qpn: q.qpn,
+                    wqe_index: sq.cur_post as u16,
+                    qpn,
                     signaled: flags.contains(SendFlags::SIGNALED),
                     solicited: flags.contains(SendFlags::SOLICITED),
-                    fm: fence_mode(flags, n == 0 && q.fence_next),
+                    fm: fence_mode(flags, n == 0 && fence),
                 };
-                Some((wr_id, encode::one_block(&d, c)?))
+                d.sge().len() as u64 <= u64::from(max_gs)
+                    && sq.put_block(slots, wr_id, n as u32, |slot| encode::one_block_into(&d, c, slot))
             });
-            let Some((wr_id, bb)) = block else {
+            if !posted {
                 q.rings.sq.cur_post = rollback;
                 return false;
-            };
-            q.rings.sq.put_block(slots, &bb, wr_id, n as u32);
+            }
         }
         q.fence_next = false;
         true
