@@ -64,6 +64,12 @@ impl Provider {
         while got < max {
             let Some(bytes) = ring.peek(low.host) else { break };
             ring.advance();
+            // The common CQE, a good requester completion, without the general parse.
+            if let Some(wc) = self.good_req(dev, &bytes) {
+                sink(wc, room);
+                got += 1;
+                continue;
+            }
             match self.parse(low.host, dev, &bytes) {
                 Ok(Parsed::Wc(wc)) => {
                     sink(wc, room);
@@ -120,24 +126,7 @@ impl Provider {
         };
         let mut wc = Wc { qp_num: c.qpn, ..Wc::default() };
         match op {
-            cqe::opcode::REQ => {
-                let (wr_id, wr_data) = q.rings.sq.complete(c.wqe_counter);
-                wc.wr_id = wr_id;
-                // handle_good_req
-                match c.sop_drop {
-                    opcode::RDMA_WRITE_IMM | opcode::RDMA_WRITE => wc.opcode = wc_opcode::RDMA_WRITE,
-                    opcode::SEND_IMM | opcode::SEND | opcode::SEND_INVAL => wc.opcode = wc_opcode::SEND,
-                    opcode::RDMA_READ => {
-                        wc.opcode = wc_opcode::RDMA_READ;
-                        wc.byte_len = c.byte_cnt;
-                    }
-                    opcode::UMR | opcode::SET_PSV | opcode::NOP | opcode::MMO => wc.opcode = wr_data,
-                    _ => {}
-                }
-                if matches!(c.sop_drop, opcode::RDMA_WRITE_IMM | opcode::SEND_IMM) {
-                    wc.wc_flags |= WcFlags::WITH_IMM;
-                }
-            }
+            cqe::opcode::REQ => wc = good_req(q, &c),
             cqe::opcode::RESP_WR_IMM
             | cqe::opcode::RESP_SEND
             | cqe::opcode::RESP_SEND_IMM
@@ -172,6 +161,40 @@ impl Provider {
         }
         Ok(Parsed::Wc(wc))
     }
+}
+
+impl Provider {
+    /// A good requester CQE's work completion, if it is one and names a QP of this provider.
+    #[inline]
+    fn good_req(&mut self, dev: usize, bytes: &[u8; cqe::SIZE]) -> Option<Wc> {
+        if bytes[cqe::SIZE - 1] >> 4 != cqe::opcode::REQ {
+            return None;
+        }
+        let c = Good::of(bytes);
+        let (_, q) = self.qps.iter_mut().find(|(_, q)| q.dev == dev && q.qpn == c.qpn)?;
+        Some(good_req(q, &c))
+    }
+}
+
+/// `handle_good_req`: the completion of a good requester CQE `c` of QP `q`, which retires
+/// its send queue up to the WQE.
+fn good_req(q: &mut super::QpObj, c: &Good) -> Wc {
+    let (wr_id, wr_data) = q.rings.sq.complete(c.wqe_counter);
+    let mut wc = Wc { qp_num: c.qpn, wr_id, ..Wc::default() };
+    match c.sop_drop {
+        opcode::RDMA_WRITE_IMM | opcode::RDMA_WRITE => wc.opcode = wc_opcode::RDMA_WRITE,
+        opcode::SEND_IMM | opcode::SEND | opcode::SEND_INVAL => wc.opcode = wc_opcode::SEND,
+        opcode::RDMA_READ => {
+            wc.opcode = wc_opcode::RDMA_READ;
+            wc.byte_len = c.byte_cnt;
+        }
+        opcode::UMR | opcode::SET_PSV | opcode::NOP | opcode::MMO => wc.opcode = wr_data,
+        _ => {}
+    }
+    if matches!(c.sop_drop, opcode::RDMA_WRITE_IMM | opcode::SEND_IMM) {
+        wc.wc_flags |= WcFlags::WITH_IMM;
+    }
+    wc
 }
 
 /// The fields of a good CQE (`mlx5_cqe64`) that `mlx5_parse_cqe` reads, straight from its
