@@ -62,15 +62,33 @@ struct QpFacts {
 impl Engine<'_> {
     /// An RDMA WRITE without immediate or corruption, gathered from plain MRs into a plain
     /// MR: the copy and its completion, or `None` for the general path.
-    pub(super) fn direct_write<const MEMO: bool>(
+    pub(super) fn direct_write(&mut self, qp: QpPath, w: &Wqe, rkey: u32, raddr: u64, sge: &[Sge]) -> Option<Step> {
+        let copied = self.direct_copy::<false>(&mut DirectMemo::default(), qp, rkey, raddr, sge);
+        copied.then(|| Step::Done(Device::success(qp.qpn, w, 0)))
+    }
+
+    /// The copy of [`Engine::direct_write`]: false, with nothing copied, for the general
+    /// path. With `MEMO`, what it finds is kept in `memo` and what `memo` holds is used.
+    pub(super) fn direct_copy<const MEMO: bool>(
         &mut self,
         memo: &mut DirectMemo,
         qp: QpPath,
-        w: &Wqe,
         rkey: u32,
         raddr: u64,
         sge: &[Sge],
-    ) -> Option<Step> {
+    ) -> bool {
+        self.try_direct_copy::<MEMO>(memo, qp, rkey, raddr, sge).is_some()
+    }
+
+    #[inline(always)]
+    fn try_direct_copy<const MEMO: bool>(
+        &mut self,
+        memo: &mut DirectMemo,
+        qp: QpPath,
+        rkey: u32,
+        raddr: u64,
+        sge: &[Sge],
+    ) -> Option<()> {
         let facts = match memo.qp {
             Some(f) if MEMO => f,
             _ if !MEMO => self.qp_facts(qp)?,
@@ -117,7 +135,7 @@ impl Engine<'_> {
             #[cfg(debug_assertions)]
             self.check_direct(qp, peer, (rkey, raddr, sge), &[one], dst);
             if self.host.with_two(one, *d, |from, to| to.copy_from_slice(from)).is_some() {
-                return Some(Step::Done(Device::success(qp.qpn, w, 0)));
+                return Some(());
             }
         }
         let src: SmallVec<(u64, u64), 4> =
@@ -128,10 +146,17 @@ impl Engine<'_> {
             return None;
         }
         // Mapped, so the copy cannot fail; were it to, the general path would meet it too.
-        if !self.host.transfer(&src, dst) {
-            return None;
+        self.host.transfer(&src, dst).then_some(())
+    }
+
+    /// Retire a WQE the direct path ran, with its completion if it asked for one: the
+    /// `finish` of its `Step::Done`, where no responder can have failed.
+    pub(super) fn complete_direct(&mut self, id: QpPath, w: &Wqe) {
+        debug_assert!(self.pending.is_empty(), "a direct WRITE leaves no responder to fail");
+        let cq = self.retire(id, w);
+        if let (Some(cqe), Some(cq)) = (Device::success(id.qpn, w, 0), cq) {
+            self.push_cqe(id.dev, cq, cqe);
         }
-        Some(Step::Done(Device::success(qp.qpn, w, 0)))
     }
 
     /// `peer`, `at` and `peer_allows` of the general path, each QP looked up once: `None`

@@ -210,13 +210,13 @@ impl<'a> Engine<'a> {
                         Some(p) => {
                             let sge = std::slice::from_ref(&p.sge);
                             // The memo pays its way from a QP's second WRITE in a run.
-                            let step = if q.sq_pc.wrapping_sub(q.sq_cc) > 1 {
-                                self.direct_write::<true>(&mut memo, id, &p.head, p.rkey, p.raddr, sge)
+                            let copied = if q.sq_pc.wrapping_sub(q.sq_cc) > 1 {
+                                self.direct_copy::<true>(&mut memo, id, p.rkey, p.raddr, sge)
                             } else {
-                                self.direct_write::<false>(&mut memo, id, &p.head, p.rkey, p.raddr, sge)
+                                self.direct_copy::<false>(&mut memo, id, p.rkey, p.raddr, sge)
                             };
-                            if let Some(step) = step {
-                                self.finish(id, &p.head, step);
+                            if copied {
+                                self.complete_direct(id, &p.head);
                                 moved = true;
                                 continue;
                             }

@@ -139,7 +139,7 @@ impl Engine<'_> {
                 let (rkey, raddr, imm) = (*rkey, *raddr, *imm);
                 if imm.is_none()
                     && corrupt.is_none()
-                    && let Some(step) = self.direct_write::<false>(&mut Default::default(), qp, w, rkey, raddr, sge)
+                    && let Some(step) = self.direct_write(qp, w, rkey, raddr, sge)
                 {
                     return step;
                 }
