@@ -134,6 +134,9 @@ impl Provider {
     /// One `ibv_wr_start`, the builders and setters of `ops`, and `ibv_wr_complete`: the
     /// WQEs go into the send queue as bytes, then the doorbell record and the doorbell.
     pub(crate) fn post_send(&mut self, low: &mut Lower<'_>, qp: &Qp, ops: &[WrOp]) -> Result<()> {
+        if self.post_one_block_chain(low, qp, ops) {
+            return Ok(());
+        }
         let mut scratch = self.post.take().unwrap_or_default();
         let r = self.post_chain(low, qp, ops, &mut scratch);
         scratch.wqes.clear();
@@ -150,13 +153,6 @@ impl Provider {
         }
         let outstanding = q.rings.sq.outstanding();
         let (max_post, max_gs, mkey_ops, real) = (q.max_post, q.max_gs, q.mkey_ops, q.wr_complete_real);
-        if real && self.wqe_log.is_none() {
-            let q = self.qps.get_mut(qp.handle, op)?;
-            if Self::post_blocks(low.host, q, ops, (outstanding, max_post, max_gs)) {
-                return Self::ring(low, q, ops.len() as u32);
-            }
-        }
-        let q = self.qps.get(qp.handle, op)?;
         let update_tag = self.contexts.get(q.ctx, op).is_ok_and(|c| c.update_tag());
         let (wqes, built) = (&mut s.wqes, &mut s.built);
         let mut ch = Chain { err: 0, nreq: 0, max_gs, room: (outstanding, max_post), wqes, built, open: None };
@@ -211,7 +207,8 @@ impl Provider {
             if !s.wqes.is_empty() {
                 q.fence_next = false;
             }
-            return Self::ring(low, q, nreq);
+            Self::ring(low, q, nreq);
+            return Ok(());
         }
         let mut fence = q.fence_next;
         let mut cur_post = q.rings.sq.cur_post;
@@ -258,7 +255,26 @@ impl Provider {
                 log.push(r);
             }
         }
-        Self::ring(low, q, nreq)
+        Self::ring(low, q, nreq);
+        Ok(())
+    }
+
+    /// [`Provider::post_blocks`] on an RC QP in RTS whose WQEs are not being recorded, and
+    /// the doorbell: true if the chain is posted, false (nothing posted) for the general path.
+    fn post_one_block_chain(&mut self, low: &mut Lower<'_>, qp: &Qp, ops: &[WrOp]) -> bool {
+        if self.wqe_log.is_some() {
+            return false;
+        }
+        let Ok(q) = self.qps.get_mut(qp.handle, Op::PostSend) else { return false };
+        if !q.rc || !q.wr_complete_real {
+            return false;
+        }
+        let room = (q.rings.sq.outstanding(), q.max_post, q.max_gs);
+        if !Self::post_blocks(low.host, q, ops, room) {
+            return false;
+        }
+        Self::ring(low, q, ops.len() as u32);
+        true
     }
 
     /// A chain of data WQEs of one basic block each, with room for them all: each encoded
@@ -295,14 +311,13 @@ impl Provider {
     }
 
     /// The chain's `nreq` WQEs are in the ring: the doorbell, and the device runs.
-    fn ring(low: &mut Lower<'_>, q: &mut QpObj, nreq: u32) -> Result<()> {
+    fn ring(low: &mut Lower<'_>, q: &mut QpObj, nreq: u32) {
         q.rings.sq.head = q.rings.sq.head.wrapping_add(nreq);
         q.rings.send_doorbell(low.host);
         if let Some(d) = low.devices.get_mut(q.dev) {
             d.ring_sq(low.host, q.qpn);
         }
         low.run();
-        Ok(())
     }
 
     /// `mlx5dv_qp_cancel_posted_send_wrs`: in SQD, turn the WQEs with `wr_id` that the device
