@@ -478,6 +478,17 @@ pub enum Cqe {
 }
 
 impl Cqe {
+    /// [`Cqe::encode`] into `out`, whatever it held; on an error `out` is untouched.
+    pub fn encode_into(&self, owner: bool, out: &mut [u8; cqe::SIZE]) -> Result<(), FieldError> {
+        if let Cqe::Req { qpn, wqe_counter, wqe_opcode, byte_cnt } = *self
+            && fast::cqe64_into(out, qpn, wqe_counter, byte_cnt, 0, wqe_opcode, cqe::opcode::REQ, owner)
+        {
+            return Ok(());
+        }
+        *out = self.encode(owner)?;
+        Ok(())
+    }
+
     /// The 64 bytes of the CQE, with the ownership bit `owner`.
     pub fn encode(&self, owner: bool) -> Result<[u8; cqe::SIZE], FieldError> {
         let mut out = [0u8; cqe::SIZE];

@@ -2,6 +2,7 @@
 //! host memory with the ownership-bit protocol, and the events a CQ overrun or a QP error
 //! raises.
 
+use mlx5_dv::prm::cqe;
 use mlx5_dv::{QpState, event_type};
 
 use super::{Engine, syndrome};
@@ -44,8 +45,9 @@ impl Device {
             return;
         }
         let owner = c.pi & c.ring.wqe_cnt != 0;
-        let Ok(bytes) = cqe.encode(owner) else { return };
-        if host.write(c.ring.slot(c.pi), &bytes) {
+        // Encoded in place: nothing is written if the slot is unmapped or a field overflows.
+        let slot = host.bytes_mut(c.ring.slot(c.pi), cqe::SIZE).and_then(|b| <&mut [u8; cqe::SIZE]>::try_from(b).ok());
+        if slot.is_some_and(|b| cqe.encode_into(owner, b).is_ok()) {
             c.pi = c.pi.wrapping_add(1);
             if let (true, Some(eqn)) = (c.armed, c.eqn) {
                 c.armed = false;

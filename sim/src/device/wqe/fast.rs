@@ -202,16 +202,33 @@ pub(super) fn cqe64(
     op: u8,
     owner: bool,
 ) -> Option<[u8; cqe::SIZE]> {
-    if qpn > 0xff_ffff || op > 0xf {
-        return None;
-    }
     let mut b = [0u8; cqe::SIZE];
+    cqe64_into(&mut b, qpn, wqe_counter, byte_cnt, imm, sop_drop, op, owner).then_some(b)
+}
+
+/// [`cqe64`] written over `b`, whatever it held; false (`b` untouched) where it gives `None`.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+pub(super) fn cqe64_into(
+    b: &mut [u8; cqe::SIZE],
+    qpn: u32,
+    wqe_counter: u16,
+    byte_cnt: u32,
+    imm: u32,
+    sop_drop: u8,
+    op: u8,
+    owner: bool,
+) -> bool {
+    if qpn > 0xff_ffff || op > 0xf {
+        return false;
+    }
+    *b = [0; cqe::SIZE];
     b[36..40].copy_from_slice(&imm.to_be_bytes());
     b[44..48].copy_from_slice(&byte_cnt.to_be_bytes());
     b[56..60].copy_from_slice(&(u32::from(sop_drop) << 24 | qpn).to_be_bytes());
     b[60..62].copy_from_slice(&wqe_counter.to_be_bytes());
     b[63] = cqe::op_own(op, 0, false, owner);
-    Some(b)
+    true
 }
 
 #[cfg(test)]
@@ -322,6 +339,13 @@ mod tests {
             match cqe64(qpn, wqe_counter, byte_cnt, imm, sop_drop, op, owner) {
                 Some(fast) => prop_assert_eq!((codec, fast), (Ok(()), want)),
                 None => prop_assert!(codec.is_err()),
+            }
+            // In place, over a slot's old bytes: the same, or the slot untouched.
+            let mut slot = [0xa5; cqe::SIZE];
+            let req = super::super::Cqe::Req { qpn, wqe_counter, wqe_opcode: sop_drop, byte_cnt };
+            match req.encode_into(owner, &mut slot) {
+                Ok(()) => prop_assert_eq!(Ok(slot), req.encode(owner)),
+                Err(_) => prop_assert_eq!((slot, req.encode(owner).is_err()), ([0xa5; cqe::SIZE], true)),
             }
         }
     }
