@@ -12,7 +12,8 @@ use super::translate::field;
 use super::{Engine, Step};
 use crate::device::Device;
 use crate::device::firmware::{FwMkey, QpPath, Translation};
-use crate::device::wqe::Wqe;
+use crate::device::wqe::{self, Wqe};
+use crate::host::Dma;
 use crate::small::SmallVec;
 
 /// The range `[start, start + len)` of the plain MR `m` when `key` names it in PD `pdn`,
@@ -147,6 +148,36 @@ impl Engine<'_> {
         }
         // Mapped, so the copy cannot fail; were it to, the general path would meet it too.
         self.host.transfer(&src, dst).then_some(())
+    }
+
+    /// The plain one-block WRITEs at the head of `id`'s send queue, in RTS with no fault rule
+    /// to meet, through the direct path one after another while it takes them: the general
+    /// loop's steps for each, with the QP looked up once and its facts and keys remembered.
+    /// How many ran.
+    pub(super) fn direct_run(&mut self, id: QpPath) -> u32 {
+        let Some(q) = self.qp(id) else { return 0 };
+        if q.state != QpState::Rts || !q.faults.is_empty() || q.sq.is_empty() {
+            return 0;
+        }
+        let (sq, pc, cqn) = (q.sq, q.sq_pc, q.send_cqn);
+        let (mut cc, mut ran) = (q.sq_cc, 0);
+        let mut memo = DirectMemo::default();
+        while cc != pc {
+            let at = (cc & (sq.wqe_cnt - 1)) as usize;
+            let Some(p) = self.host.read(sq.addr, sq.len()).and_then(|ring| wqe::plain_write_at(ring, at)) else { break };
+            if !self.direct_copy::<true>(&mut memo, id, p.rkey, p.raddr, std::slice::from_ref(&p.sge)) {
+                break;
+            }
+            cc = cc.wrapping_add(p.head.bbs);
+            ran += 1;
+            if let Some(cqe) = Device::success(id.qpn, &p.head, 0) {
+                self.push_cqe(id.dev, cqn, cqe);
+            }
+        }
+        if let Some(q) = self.devs.get_mut(id.dev).and_then(|d| d.fw.qp_mut(id.qpn)) {
+            q.sq_cc = cc;
+        }
+        ran
     }
 
     /// Retire a WQE the direct path ran, with its completion if it asked for one: the

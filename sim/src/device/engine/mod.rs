@@ -189,7 +189,6 @@ impl<'a> Engine<'a> {
             for &(_, dev, qpn) in schedule.iter() {
                 let id = QpPath { dev, qpn };
                 let mut first = true;
-                let mut memo = DirectMemo::default();
                 // One lookup per WQE: the QP's state (ERR is checked once, before its WQEs),
                 // then its head.
                 while let Some(q) = self.qp(id) {
@@ -200,6 +199,19 @@ impl<'a> Engine<'a> {
                     if q.state != QpState::Rts {
                         break;
                     }
+                    // A run of plain WRITEs goes through the direct path together.
+                    let q = if q.faults.is_empty() && q.sq_pc.wrapping_sub(q.sq_cc) > 1 {
+                        if self.direct_run(id) > 0 {
+                            moved = true;
+                            continue;
+                        }
+                        match self.qp(id) {
+                            Some(q) => q,
+                            None => break,
+                        }
+                    } else {
+                        q
+                    };
                     let fault = fault_at_head(q);
                     let Some((ring, at)) = self.sq_ring(q) else { break };
                     // The most common WQE, a plain one-block WRITE, runs without decoding its
@@ -209,13 +221,7 @@ impl<'a> Engine<'a> {
                         None => wqe::decode_at(ring, at).and_then(|w| Self::clamped(q, w)),
                         Some(p) => {
                             let sge = std::slice::from_ref(&p.sge);
-                            // The memo pays its way from a QP's second WRITE in a run.
-                            let copied = if q.sq_pc.wrapping_sub(q.sq_cc) > 1 {
-                                self.direct_copy::<true>(&mut memo, id, p.rkey, p.raddr, sge)
-                            } else {
-                                self.direct_copy::<false>(&mut memo, id, p.rkey, p.raddr, sge)
-                            };
-                            if copied {
+                            if self.direct_copy::<false>(&mut DirectMemo::default(), id, p.rkey, p.raddr, sge) {
                                 self.complete_direct(id, &p.head);
                                 moved = true;
                                 continue;
@@ -223,8 +229,6 @@ impl<'a> Engine<'a> {
                             self.qp(id).and_then(|q| self.head_of(q))
                         }
                     };
-                    // Any other step may change what the memo holds.
-                    memo = DirectMemo::default();
                     let Some(w) = w else { break };
                     let step = match (fault, &w.kind) {
                         (Some(WqeFault::Completion { syndrome, vendor_err }), Some(k)) if k.opcode() != 0 => {
