@@ -116,7 +116,7 @@ impl Engine<'_> {
     /// `WR_FLUSH_ERR`, oldest first, and its queues are empty.
     pub(super) fn flush(&mut self, id: QpPath) {
         while let Some((w, _)) = self.head(id) {
-            let Some(scq) = self.retire(id, &w) else { return };
+            let Some((scq, _)) = self.retire(id, &w) else { return };
             let Some(cqe) = self.devs.get(id.dev).map(|d| d.req_err(id.qpn, &w, syndrome::WR_FLUSH, None)) else {
                 return;
             };

@@ -11,7 +11,7 @@ use super::pipeline::stage_cfg;
 use super::translate::field;
 use super::{Engine, Step};
 use crate::device::Device;
-use crate::device::firmware::{FwMkey, QpPath, Translation};
+use crate::device::firmware::{FwMkey, FwQp, QpPath, Translation};
 use crate::device::wqe::{self, Wqe};
 use crate::host::Dma;
 use crate::small::SmallVec;
@@ -91,9 +91,9 @@ impl Engine<'_> {
         sge: &[Sge],
     ) -> Option<()> {
         let facts = match memo.qp {
-            Some(f) if MEMO => f,
-            _ if !MEMO => self.qp_facts(qp)?,
-            _ => *memo.qp.insert(self.qp_facts(qp)?),
+            Some(f) => f,
+            None if !MEMO => self.qp_facts(qp)?,
+            None => *memo.qp.insert(self.qp_facts(qp)?),
         };
         let QpFacts { pdn, peer, peer_pdn, max_msg } = facts;
         if sge.is_empty() {
@@ -182,18 +182,30 @@ impl Engine<'_> {
 
     /// Retire a WQE the direct path ran, with its completion if it asked for one: the
     /// `finish` of its `Step::Done`, where no responder can have failed.
-    pub(super) fn complete_direct(&mut self, id: QpPath, w: &Wqe) {
+    /// True if the QP holds more WQEs.
+    pub(super) fn complete_direct(&mut self, id: QpPath, w: &Wqe) -> bool {
         debug_assert!(self.pending.is_empty(), "a direct WRITE leaves no responder to fail");
-        let cq = self.retire(id, w);
-        if let (Some(cqe), Some(cq)) = (Device::success(id.qpn, w, 0), cq) {
+        let Some((cq, more)) = self.retire(id, w) else { return false };
+        if let Some(cqe) = Device::success(id.qpn, w, 0) {
             self.push_cqe(id.dev, cq, cqe);
         }
+        more
+    }
+
+    /// A [`DirectMemo`] that knows the facts of QP `q`, already looked up, if it takes the
+    /// direct path.
+    pub(super) fn memo_of(&self, qp: QpPath, q: &FwQp) -> DirectMemo {
+        DirectMemo { qp: self.qp_facts_of(qp, q), ..DirectMemo::default() }
     }
 
     /// `peer`, `at` and `peer_allows` of the general path, each QP looked up once: `None`
     /// unless the peer takes RDMA WRITEs.
     fn qp_facts(&self, qp: QpPath) -> Option<QpFacts> {
-        let q = self.qp(qp)?;
+        self.qp_facts_of(qp, self.qp(qp)?)
+    }
+
+    /// [`Engine::qp_facts`] of a QP already looked up.
+    fn qp_facts_of(&self, qp: QpPath, q: &FwQp) -> Option<QpFacts> {
         let (pdn, remote) = (q.pdn, q.remote?);
         let peer = self.fabric.deliver(&remote)?;
         let p = self.qp(peer)?;

@@ -11,7 +11,6 @@ use mlx5_dv::QpState;
 
 use super::firmware::{FwQp, QpPath};
 use super::wqe::{self, Cqe, Wqe};
-use direct::DirectMemo;
 use super::{Device, WqeFault};
 use crate::fabric::Fabric;
 use crate::host::{Dma, Host};
@@ -221,10 +220,13 @@ impl<'a> Engine<'a> {
                         None => wqe::decode_at(ring, at).and_then(|w| Self::clamped(q, w)),
                         Some(p) => {
                             let sge = std::slice::from_ref(&p.sge);
-                            if self.direct_copy::<false>(&mut DirectMemo::default(), id, p.rkey, p.raddr, sge) {
-                                self.complete_direct(id, &p.head);
+                            let mut memo = self.memo_of(id, q);
+                            if self.direct_copy::<false>(&mut memo, id, p.rkey, p.raddr, sge) {
                                 moved = true;
-                                continue;
+                                if self.complete_direct(id, &p.head) {
+                                    continue;
+                                }
+                                break;
                             }
                             self.qp(id).and_then(|q| self.head_of(q))
                         }
@@ -259,7 +261,7 @@ impl<'a> Engine<'a> {
         match step {
             Step::Blocked | Step::Held => {}
             Step::Done(cqe) => {
-                let cq = self.retire(id, w);
+                let cq = self.retire(id, w).map(|(cq, _)| cq);
                 if let (Some(cqe), Some(cq)) = (cqe, cq) {
                     self.push_cqe(id.dev, cq, cqe);
                 }
@@ -282,20 +284,21 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// Move the consumer counter past the head WQE; the send CQ's number.
-    fn retire(&mut self, id: QpPath, w: &Wqe) -> Option<u32> {
+    /// Move the consumer counter past the head WQE; the send CQ's number, and true if the QP
+    /// holds more WQEs.
+    fn retire(&mut self, id: QpPath, w: &Wqe) -> Option<(u32, bool)> {
         let q = self.devs.get_mut(id.dev)?.fw.qp_mut(id.qpn)?;
         if q.faults.front().is_some_and(|(at, _)| *at == q.sq_cc) {
             q.faults.pop_front();
         }
         q.sq_cc = q.sq_cc.wrapping_add(w.bbs);
-        Some(q.send_cqn)
+        Some((q.send_cqn, q.sq_cc != q.sq_pc))
     }
 
     /// The head WQE failed with syndrome `s` (and this vendor syndrome, or the profile's):
     /// retire it with that CQE and flush the QP.
     fn fail_head(&mut self, id: QpPath, w: &Wqe, s: u8, vendor_err: Option<u8>) {
-        let Some(cq) = self.retire(id, w) else { return };
+        let Some((cq, _)) = self.retire(id, w) else { return };
         let Some(d) = self.devs.get_mut(id.dev) else { return };
         let cqe = d.req_err(id.qpn, w, s, vendor_err);
         d.enter_err(id.qpn);
