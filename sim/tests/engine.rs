@@ -224,3 +224,59 @@ fn a_write_far_past_a_signature_mkey_is_a_remote_access_error() {
     assert_eq!(statuses(&r.sim.poll_cq(&r.cq, 4).unwrap()), vec![(1, wc_status::REM_ACCESS_ERR)]);
     assert_eq!(r.sim.read_buf(&buf, 0, len).unwrap(), vec![0xee; len], "the responder's memory is untouched");
 }
+
+/// What the direct path keeps of a QP and its keys between posts must not outlive a change
+/// to them: after `change`, a WRITE completes as it does on a simulator that never ran one
+/// before the change. Posted alone and as a chain of two (the two ways the engine runs plain
+/// WRITEs); the statuses of the WRITEs after the change.
+fn after_a_change(change: fn(&mut Rig, &mlx5_dv::Mr, &mlx5_dv::Mr)) -> Vec<Vec<(u64, u32)>> {
+    let mut seen = Vec::new();
+    for warm in [true, false] {
+        for chain in [1u64, 2] {
+            let mut r = rig(Profile::builtin("cx6dx").unwrap(), false);
+            let (a, b) = (r.sim.alloc_buf(4096).unwrap(), r.sim.alloc_buf(4096).unwrap());
+            let src = r.sim.reg_mr(r.pd, a.addr, 4096, ACCESS).unwrap();
+            let dst = r.sim.reg_mr(r.pd, b.addr, 4096, ACCESS).unwrap();
+            let ops = |base: u64| -> Vec<WrOp> {
+                (0..chain)
+                    .map(|i| {
+                        write(base + i, dst.rkey, dst.addr + 64 * i, Sge { addr: src.addr, length: 64, lkey: src.lkey })
+                    })
+                    .collect()
+            };
+            if warm {
+                r.sim.post_send(&r.client, &ops(10)).unwrap();
+                let wcs = r.sim.poll_cq(&r.cq, 8).unwrap();
+                assert!(wcs.iter().all(|w| w.status == wc_status::SUCCESS), "{wcs:?}");
+            }
+            change(&mut r, &src, &dst);
+            r.sim.post_send(&r.client, &ops(20)).unwrap();
+            seen.push(statuses(&r.sim.poll_cq(&r.cq, 8).unwrap()));
+        }
+    }
+    let (warm, cold) = seen.split_at(2);
+    assert_eq!(warm, cold, "a warm engine answers as a cold one");
+    seen
+}
+
+#[test]
+fn a_write_after_its_target_mr_is_gone_fails_however_warm_the_engine() {
+    let seen = after_a_change(|r, _, dst| r.sim.dereg_mr(dst).unwrap());
+    assert_eq!(seen[0], vec![(20, wc_status::REM_ACCESS_ERR)]);
+    assert_eq!(seen[1], vec![(20, wc_status::REM_ACCESS_ERR), (21, wc_status::WR_FLUSH_ERR)]);
+}
+
+#[test]
+fn a_write_after_its_source_mr_is_gone_fails_however_warm_the_engine() {
+    let seen = after_a_change(|r, src, _| r.sim.dereg_mr(src).unwrap());
+    assert_eq!(seen[0], vec![(20, wc_status::LOC_PROT_ERR)]);
+}
+
+#[test]
+fn a_write_after_its_responder_left_rts_fails_however_warm_the_engine() {
+    let seen = after_a_change(|r, _, _| {
+        let server = r.server.clone();
+        r.sim.modify_qp(&server, &QpModify::to(mlx5_dv::QpState::Err)).unwrap();
+    });
+    assert!(seen[0].iter().all(|&(_, s)| s != wc_status::SUCCESS), "{seen:?}");
+}

@@ -68,6 +68,8 @@ pub struct Device {
     wqe_faults: Vec<WqeRule>,
     /// Reused transfer buffers: a fresh megabyte per transfer costs page faults.
     scratch: Vec<Vec<u8>>,
+    /// What the engine's direct path last found, kept for the next run.
+    direct: engine::Kept,
     /// The port's largest message.
     max_msg_sz: u32,
     /// The error CQE of a crypto failure: (syndrome, vendor syndrome).
@@ -84,6 +86,7 @@ impl Device {
             events: VecDeque::new(),
             wqe_faults: Vec::new(),
             scratch: Vec::new(),
+            direct: engine::Kept::default(),
             max_msg_sz: profile.datapath.max_msg_sz,
             crypto_err: (profile.crypto.error.syndrome, profile.crypto.error.vendor_err),
         })
@@ -179,13 +182,13 @@ impl Device {
     pub fn ring_sq(&mut self, host: &Host, qpn: u32) {
         // Without a live rule no WQE can match: the walk would only read.
         let no_rule = self.wqe_faults.iter().all(|r| r.acted >= r.times);
-        let Some(q) = self.fw.qp_mut(qpn) else { return };
-        let (sq, old) = (q.sq, q.sq_pc);
+        let Some(q) = self.fw.send_queue_mut(qpn) else { return };
+        let (sq, old) = (q.sq, *q.sq_pc);
         let Some(db) = read_be32(host, q.dbrec.wrapping_add(wqe::SND_DBR)) else { return };
         let new = old.wrapping_add(u32::from((db as u16).wrapping_sub(old as u16)));
         if no_rule {
             // The QP is still at hand: one lookup per doorbell.
-            q.sq_pc = new;
+            *q.sq_pc = new;
             return;
         }
         let (mut at, mut left) = (old, new.wrapping_sub(old));
@@ -200,8 +203,8 @@ impl Device {
             let step = u32::try_from(c.wqebbs()).unwrap_or(u32::MAX).clamp(1, left);
             (at, left) = (at.wrapping_add(step), left - step);
         }
-        if let Some(q) = self.fw.qp_mut(qpn) {
-            q.sq_pc = new;
+        if let Some(q) = self.fw.send_queue_mut(qpn) {
+            *q.sq_pc = new;
             q.faults.extend(matched);
         }
     }

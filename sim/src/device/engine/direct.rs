@@ -39,9 +39,8 @@ fn within((start, mr_len): (u64, u64), addr: u64, len: u64) -> bool {
 }
 
 /// What the direct path found of one QP's WRITEs: the QP and its peer, and the plain MRs its
-/// last WRITE gathered from and wrote to. Valid while the engine runs nothing but direct
-/// WRITEs of that QP, which change no QP, mkey or mapping; the engine starts a fresh one for
-/// each QP and after any other step.
+/// last WRITE gathered from and wrote to. All of it derives from QPs and mkeys of the two
+/// devices, so it holds while their epochs stay ([`Kept`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct DirectMemo {
     qp: Option<QpFacts>,
@@ -49,6 +48,14 @@ pub(super) struct DirectMemo {
     lkey: Option<(u32, (u64, u64))>,
     /// The remote key, and its MR's range, for a remote write.
     rkey: Option<(u32, (u64, u64))>,
+}
+
+/// The [`DirectMemo`] a device keeps between runs, for the requester QP it names, at the
+/// epochs of that QP's device and of its responder's.
+#[derive(Debug, Clone, Copy, Default)]
+pub(in crate::device) struct Kept {
+    at: Option<(QpPath, u64, u64)>,
+    memo: DirectMemo,
 }
 
 /// A requester's PD, its responder and the responder's PD, and the largest message.
@@ -161,10 +168,12 @@ impl Engine<'_> {
         }
         let (sq, pc, cqn) = (q.sq, q.sq_pc, q.send_cqn);
         let (mut cc, mut ran) = (q.sq_cc, 0);
-        let mut memo = DirectMemo::default();
+        let mut memo = self.recall(id, q);
         while cc != pc {
             let at = (cc & (sq.wqe_cnt - 1)) as usize;
-            let Some(p) = self.host.read(sq.addr, sq.len()).and_then(|ring| wqe::plain_write_at(ring, at)) else { break };
+            let Some(p) = self.host.read(sq.addr, sq.len()).and_then(|ring| wqe::plain_write_at(ring, at)) else {
+                break;
+            };
             if !self.direct_copy::<true>(&mut memo, id, p.rkey, p.raddr, std::slice::from_ref(&p.sge)) {
                 break;
             }
@@ -174,8 +183,11 @@ impl Engine<'_> {
                 self.push_cqe(id.dev, cqn, cqe);
             }
         }
-        if let Some(q) = self.devs.get_mut(id.dev).and_then(|d| d.fw.qp_mut(id.qpn)) {
-            q.sq_cc = cc;
+        if let Some(q) = self.devs.get_mut(id.dev).and_then(|d| d.fw.send_queue_mut(id.qpn)) {
+            *q.sq_cc = cc;
+        }
+        if ran > 0 {
+            self.keep(id, memo);
         }
         ran
     }
@@ -192,10 +204,29 @@ impl Engine<'_> {
         more
     }
 
-    /// A [`DirectMemo`] that knows the facts of QP `q`, already looked up, if it takes the
-    /// direct path.
-    pub(super) fn memo_of(&self, qp: QpPath, q: &FwQp) -> DirectMemo {
+    /// The memo `qp`'s device kept for it, if nothing it derives from has changed since;
+    /// otherwise a fresh one with the facts of `q` (the QP, already looked up).
+    pub(super) fn recall(&self, qp: QpPath, q: &FwQp) -> DirectMemo {
+        let epoch = |dev: usize| self.devs.get(dev).map(|d| d.fw.epoch());
+        if let Some(k) = self.devs.get(qp.dev).map(|d| d.direct)
+            && let (Some((at, own, peer)), Some(f)) = (k.at, k.memo.qp)
+            && at == qp
+            && epoch(qp.dev) == Some(own)
+            && epoch(f.peer.dev) == Some(peer)
+        {
+            return k.memo;
+        }
         DirectMemo { qp: self.qp_facts_of(qp, q), ..DirectMemo::default() }
+    }
+
+    /// Keep `memo` on `qp`'s device for its next run.
+    pub(super) fn keep(&mut self, qp: QpPath, memo: DirectMemo) {
+        let epoch = |dev: usize| self.devs.get(dev).map(|d| d.fw.epoch());
+        let Some(f) = memo.qp else { return };
+        let (Some(own), Some(peer)) = (epoch(qp.dev), epoch(f.peer.dev)) else { return };
+        if let Some(d) = self.devs.get_mut(qp.dev) {
+            d.direct = Kept { at: Some((qp, own, peer)), memo };
+        }
     }
 
     /// `peer`, `at` and `peer_allows` of the general path, each QP looked up once: `None`

@@ -22,6 +22,8 @@ mod ops;
 mod pipeline;
 mod translate;
 
+pub(super) use direct::Kept;
+
 /// Error CQE syndromes (`syndrome` byte of `struct mlx5_err_cqe`).
 pub mod syndrome {
     /// LOCAL_LENGTH_ERR.
@@ -220,8 +222,9 @@ impl<'a> Engine<'a> {
                         None => wqe::decode_at(ring, at).and_then(|w| Self::clamped(q, w)),
                         Some(p) => {
                             let sge = std::slice::from_ref(&p.sge);
-                            let mut memo = self.memo_of(id, q);
-                            if self.direct_copy::<false>(&mut memo, id, p.rkey, p.raddr, sge) {
+                            let mut memo = self.recall(id, q);
+                            if self.direct_copy::<true>(&mut memo, id, p.rkey, p.raddr, sge) {
+                                self.keep(id, memo);
                                 moved = true;
                                 if self.complete_direct(id, &p.head) {
                                     continue;
@@ -287,11 +290,11 @@ impl<'a> Engine<'a> {
     /// Move the consumer counter past the head WQE; the send CQ's number, and true if the QP
     /// holds more WQEs.
     fn retire(&mut self, id: QpPath, w: &Wqe) -> Option<(u32, bool)> {
-        let q = self.devs.get_mut(id.dev)?.fw.qp_mut(id.qpn)?;
-        if q.faults.front().is_some_and(|(at, _)| *at == q.sq_cc) {
+        let q = self.devs.get_mut(id.dev)?.fw.send_queue_mut(id.qpn)?;
+        if q.faults.front().is_some_and(|(at, _)| at == q.sq_cc) {
             q.faults.pop_front();
         }
-        q.sq_cc = q.sq_cc.wrapping_add(w.bbs);
+        *q.sq_cc = q.sq_cc.wrapping_add(w.bbs);
         Some((q.send_cqn, q.sq_cc != q.sq_pc))
     }
 

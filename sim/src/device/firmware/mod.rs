@@ -21,6 +21,7 @@ pub use crypto::{FwDek, crypto_syndrome};
 pub use eq::EQ_STATUS_WRITE_FAILURE;
 pub(crate) use eq::{Event, named_input};
 pub(in crate::device) use objects::FwPsv;
+pub(in crate::device) use objects::SendQueueMut;
 pub use objects::{CqCreate, FwMkey, Klm, MkeyCrypto, QpCreate, QpPath, RepeatEntry, Translation};
 pub(crate) use objects::{FwCq, FwQp};
 use objects::{Numbers, Table};
@@ -130,6 +131,8 @@ pub struct Firmware {
     raw_qps: u32,
     /// GID 0 of the port (QUERY_ROCE_ADDRESS).
     port_gid: [u8; 16],
+    /// Counts the changes to QPs and mkeys (see [`Firmware::epoch`]).
+    epoch: u64,
 }
 
 fn set_flag(page: &mut [u8], f: Field, on: bool) -> Result<(), FieldError> {
@@ -194,6 +197,7 @@ impl Firmware {
             eq: eq::EqTables::new(),
             raw_qps: 0,
             port_gid: [0; 16],
+            epoch: 0,
         })
     }
 
@@ -329,6 +333,7 @@ impl Firmware {
         };
         let pages = mtt_pages(input, &xlat)?;
         let index = self.mkey_numbers.take().ok_or(Reject(status::LIM_ERR, syndrome::OUT_OF_OBJECTS))?;
+        self.changed();
         self.mkeys.insert(index, FwMkey { mkc, uid, xlat, sig: None, pages, crypto: None });
         cm::OUT_MKEY_INDEX.set(out, u64::from(index))?;
         Ok(())
@@ -336,6 +341,7 @@ impl Firmware {
 
     fn destroy_mkey(&mut self, input: &[u8]) -> Result<(), Reject> {
         let index = prm::destroy_mkey::MKEY_INDEX.get(input)? as u32;
+        self.changed();
         if !self.mkeys.remove(index) {
             return Err(Reject(status::BAD_PARAM_ERR, syndrome::NO_SUCH_OBJECT));
         }
@@ -390,6 +396,7 @@ impl Firmware {
 
     /// The mkey with this index, for the data path (UMR, invalidation).
     pub(in crate::device) fn mkey_mut(&mut self, index: u32) -> Option<&mut FwMkey> {
+        self.changed();
         self.mkeys.get_mut(index)
     }
 
@@ -453,12 +460,14 @@ impl Firmware {
             dbrec: c.dbrec,
             faults: Default::default(),
         };
+        self.changed();
         self.qps.insert(qpn, qp);
         Some(qpn)
     }
 
     /// DESTROY_QP.
     pub fn destroy_qp(&mut self, qpn: u32) -> bool {
+        self.changed();
         self.qps.remove(&qpn).is_some()
     }
 
@@ -518,6 +527,7 @@ impl Firmware {
         remote: Option<mlx5_dv::QpDest>,
     ) {
         use mlx5_dv::QpState;
+        self.changed();
         let Some(q) = self.qps.get_mut(&qpn) else { return };
         q.state = state;
         match state {
@@ -539,7 +549,25 @@ impl Firmware {
 
     /// The QP with this number, mutably.
     pub(in crate::device) fn qp_mut(&mut self, qpn: u32) -> Option<&mut FwQp> {
+        self.changed();
         self.qps.get_mut(&qpn)
+    }
+
+    /// The send queue of the QP with this number, to move its counters and fault rules.
+    pub(in crate::device) fn send_queue_mut(&mut self, qpn: u32) -> Option<SendQueueMut<'_>> {
+        self.qps.get_mut(&qpn).map(FwQp::send_queue_mut)
+    }
+
+    /// A number that changes whenever a QP or an mkey is created, changed (through
+    /// [`Firmware::qp_mut`], [`Firmware::mkey_mut`] or a command) or destroyed: what the
+    /// engine derived from them at one epoch holds while the epoch stays. Moving a send
+    /// queue's counters ([`Firmware::send_queue_mut`]) leaves it.
+    pub(in crate::device) fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    fn changed(&mut self) {
+        self.epoch = self.epoch.wrapping_add(1);
     }
 
     /// The QPs: number and object, by number.

@@ -241,6 +241,30 @@ pub struct FwQp {
     pub(in crate::device) faults: VecDeque<(u32, WqeFault)>,
 }
 
+/// A QP's send-queue counters and fault rules, to move as doorbells ring and WQEs retire,
+/// with what those steps read beside them.
+pub(in crate::device) struct SendQueueMut<'a> {
+    pub(in crate::device) sq: QueueBuf,
+    pub(in crate::device) dbrec: u64,
+    pub(in crate::device) send_cqn: u32,
+    pub(in crate::device) sq_pc: &'a mut u32,
+    pub(in crate::device) sq_cc: &'a mut u32,
+    pub(in crate::device) faults: &'a mut VecDeque<(u32, WqeFault)>,
+}
+
+impl FwQp {
+    pub(super) fn send_queue_mut(&mut self) -> SendQueueMut<'_> {
+        SendQueueMut {
+            sq: self.sq,
+            dbrec: self.dbrec,
+            send_cqn: self.send_cqn,
+            sq_pc: &mut self.sq_pc,
+            sq_cc: &mut self.sq_cc,
+            faults: &mut self.faults,
+        }
+    }
+}
+
 /// What creating a QP tells the firmware.
 #[derive(Debug, Clone, Copy)]
 pub struct QpCreate {

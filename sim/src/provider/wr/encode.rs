@@ -7,8 +7,8 @@ use mlx5_dv::prm::FieldError;
 use mlx5_dv::prm::wqe::bsf::{self, Bsf, BsfInl, bfs, bsf_size, t10dif};
 use mlx5_dv::prm::wqe::compose::{Payload, SendWqe, Translation as WqeXlat, WqeBody};
 use mlx5_dv::prm::wqe::{
-    CtrlSeg, SEND_WQE_BB, DataSeg, KlmSeg, MkeyContextSeg, RaddrSeg, RepeatBlockSeg, RepeatEntSeg, SetPsvSeg, UmrCtrlSeg, ctrl,
-    repeat_block, umr_ctrl,
+    CtrlSeg, DataSeg, KlmSeg, MkeyContextSeg, RaddrSeg, RepeatBlockSeg, RepeatEntSeg, SEND_WQE_BB, SetPsvSeg,
+    UmrCtrlSeg, ctrl, repeat_block, umr_ctrl,
 };
 use mlx5_dv::{AccessFlags, Sge, sig};
 
@@ -108,8 +108,8 @@ impl<'a> DataWqe<'a> {
 /// Append the bytes of a data WQE to `out`: written directly for every WQE whose values fit
 /// their fields; through [`encode`], which names the field that does not, otherwise.
 pub(in crate::provider) fn encode_data(d: &DataWqe<'_>, c: CtrlFields, out: &mut Vec<u8>) -> Result<(), FieldError> {
-    use mlx5_dv::prm::wqe::compose::MAX_WQE_BYTES;
     use mlx5_dv::prm::wqe::SEND_WQE_DS;
+    use mlx5_dv::prm::wqe::compose::MAX_WQE_BYTES;
     if let Some(bb) = one_block(d, c) {
         out.extend_from_slice(&bb);
         return Ok(());

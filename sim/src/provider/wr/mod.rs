@@ -6,8 +6,8 @@ use mlx5_dv::errno::{EINVAL, ENOMEM, EOPNOTSUPP};
 use mlx5_dv::{Error, MkeyConfFlags, MkeyHandle, Op, Qp, QpHandle, QpState, RecvWr, Result, SendFlags, Sge, WrOp};
 
 use super::{Lower, Provider, QpObj};
-use crate::host::Host;
 use crate::device::wqe::{UmrWqe, WqeKind};
+use crate::host::Host;
 
 mod crypto;
 mod encode;
@@ -281,7 +281,12 @@ impl Provider {
     /// straight into its slot. False for any other chain, with nothing posted (the slots past
     /// the producer index may have been written, as they may be at any time): the general
     /// path takes it, and reports what it finds. `room` is (outstanding, max_post, max_gs).
-    fn post_blocks(host: &mut Host, q: &mut QpObj, ops: &[WrOp], (outstanding, max_post, max_gs): (u32, u32, u32)) -> bool {
+    fn post_blocks(
+        host: &mut Host,
+        q: &mut QpObj,
+        ops: &[WrOp],
+        (outstanding, max_post, max_gs): (u32, u32, u32),
+    ) -> bool {
         if ops.is_empty() || u64::from(outstanding) + ops.len() as u64 > u64::from(max_post) {
             return false;
         }
