@@ -275,7 +275,7 @@ fn a_write_after_its_source_mr_is_gone_fails_however_warm_the_engine() {
 #[test]
 fn a_write_after_its_responder_left_rts_fails_however_warm_the_engine() {
     let seen = after_a_change(|r, _, _| {
-        let server = r.server.clone();
+        let server = r.server;
         r.sim.modify_qp(&server, &QpModify::to(mlx5_dv::QpState::Err)).unwrap();
     });
     assert!(seen[0].iter().all(|&(_, s)| s != wc_status::SUCCESS), "{seen:?}");
