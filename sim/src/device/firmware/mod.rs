@@ -5,7 +5,6 @@
 //! rejections are the simulator's (real firmware uses undocumented vendor values); injected
 //! faults answer with whatever status and syndrome the rule names.
 
-use std::collections::BTreeMap;
 
 use mlx5_dv::prm::{self, Field, FieldError, opcode, status};
 use mlx5_dv::{CommandRecord, FaultRule};
@@ -24,7 +23,7 @@ pub(in crate::device) use objects::FwPsv;
 pub(in crate::device) use objects::SendQueueMut;
 pub use objects::{CqCreate, FwMkey, Klm, MkeyCrypto, QpCreate, QpPath, RepeatEntry, Translation};
 pub(crate) use objects::{FwCq, FwQp};
-use objects::{Numbers, Table};
+use objects::{Numbers, QpTable, Table};
 pub(crate) use raw::cq_or_qp_input;
 
 /// Syndromes this firmware reports for its own rejections.
@@ -119,7 +118,7 @@ pub struct Firmware {
     psv_numbers: Numbers,
     psvs: Table<FwPsv>,
     next_qpn: u32,
-    qps: BTreeMap<u32, FwQp>,
+    qps: QpTable,
     cq_numbers: Numbers,
     /// By number: CQ numbers are dense, so a lookup (one per CQE) is an index.
     cqs: Table<FwCq>,
@@ -188,7 +187,7 @@ impl Firmware {
             psv_numbers: Numbers::new(1, 1 << 24),
             psvs: Table::new(),
             next_qpn: 0x100,
-            qps: BTreeMap::new(),
+            qps: QpTable::default(),
             cq_numbers: Numbers::new(1, 1 << 24),
             cqs: Table::new(),
             faults: Vec::new(),
@@ -437,7 +436,7 @@ impl Firmware {
             return None;
         }
         let mut qpn = self.next_qpn.clamp(FIRST, LAST);
-        while self.qps.contains_key(&qpn) {
+        while self.qps.contains_key(qpn) {
             qpn = if qpn >= LAST { FIRST } else { qpn + 1 };
         }
         self.next_qpn = if qpn >= LAST { FIRST } else { qpn + 1 };
@@ -468,7 +467,7 @@ impl Firmware {
     /// DESTROY_QP.
     pub fn destroy_qp(&mut self, qpn: u32) -> bool {
         self.changed();
-        self.qps.remove(&qpn).is_some()
+        self.qps.remove(qpn)
     }
 
     /// CREATE_CQ with room for `c.cqe` CQEs in the ring `c` names; `None` when the table is
@@ -528,7 +527,7 @@ impl Firmware {
     ) {
         use mlx5_dv::QpState;
         self.changed();
-        let Some(q) = self.qps.get_mut(&qpn) else { return };
+        let Some(q) = self.qps.get_mut(qpn) else { return };
         q.state = state;
         match state {
             QpState::Reset => {
@@ -544,18 +543,18 @@ impl Firmware {
 
     /// The QP with this number.
     pub(crate) fn qp(&self, qpn: u32) -> Option<&FwQp> {
-        self.qps.get(&qpn)
+        self.qps.get(qpn)
     }
 
     /// The QP with this number, mutably.
     pub(in crate::device) fn qp_mut(&mut self, qpn: u32) -> Option<&mut FwQp> {
         self.changed();
-        self.qps.get_mut(&qpn)
+        self.qps.get_mut(qpn)
     }
 
     /// The send queue of the QP with this number, to move its counters and fault rules.
     pub(in crate::device) fn send_queue_mut(&mut self, qpn: u32) -> Option<SendQueueMut<'_>> {
-        self.qps.get_mut(&qpn).map(FwQp::send_queue_mut)
+        self.qps.get_mut(qpn).map(FwQp::send_queue_mut)
     }
 
     /// A number that changes whenever a QP or an mkey is created, changed (through
@@ -572,7 +571,7 @@ impl Firmware {
 
     /// The QPs: number and object, by number.
     pub(in crate::device) fn qps(&self) -> impl Iterator<Item = (u32, &FwQp)> {
-        self.qps.iter().map(|(n, q)| (*n, q))
+        self.qps.iter()
     }
 
     /// The CQ with this number, mutably.

@@ -241,6 +241,54 @@ pub struct FwQp {
     pub(in crate::device) faults: VecDeque<(u32, WqeFault)>,
 }
 
+/// QPs by number, in a vector sorted by number: the engine looks a QP up several times per
+/// WQE and walks them all per run, and a binary search over a few contiguous entries is
+/// cheaper than a tree's; creating and destroying QPs is rare.
+#[derive(Debug, Clone, Default)]
+pub(super) struct QpTable {
+    qps: Vec<(u32, FwQp)>,
+}
+
+impl QpTable {
+    fn at(&self, qpn: u32) -> Result<usize, usize> {
+        self.qps.binary_search_by_key(&qpn, |(n, _)| *n)
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.qps.len()
+    }
+
+    pub(super) fn contains_key(&self, qpn: u32) -> bool {
+        self.at(qpn).is_ok()
+    }
+
+    #[inline]
+    pub(super) fn get(&self, qpn: u32) -> Option<&FwQp> {
+        self.qps.get(self.at(qpn).ok()?).map(|(_, q)| q)
+    }
+
+    #[inline]
+    pub(super) fn get_mut(&mut self, qpn: u32) -> Option<&mut FwQp> {
+        let i = self.at(qpn).ok()?;
+        self.qps.get_mut(i).map(|(_, q)| q)
+    }
+
+    pub(super) fn insert(&mut self, qpn: u32, qp: FwQp) {
+        match self.at(qpn) {
+            Ok(i) => self.qps[i].1 = qp,
+            Err(i) => self.qps.insert(i, (qpn, qp)),
+        }
+    }
+
+    pub(super) fn remove(&mut self, qpn: u32) -> bool {
+        self.at(qpn).map(|i| self.qps.remove(i)).is_ok()
+    }
+
+    pub(super) fn iter(&self) -> impl Iterator<Item = (u32, &FwQp)> {
+        self.qps.iter().map(|(n, q)| (*n, q))
+    }
+}
+
 /// A QP's send-queue counters and fault rules, to move as doorbells ring and WQEs retire,
 /// with what those steps read beside them.
 pub(in crate::device) struct SendQueueMut<'a> {
