@@ -322,7 +322,7 @@ impl CqRing {
 
     fn owned(&self, host: &Host, index: u32) -> Option<[u8; cqe::SIZE]> {
         let b: &[u8; cqe::SIZE] = host.read(self.ring.slot(index), cqe::SIZE)?.try_into().ok()?;
-        sw_owned(b[cqe::SIZE - 1], index, self.ring.wqe_cnt).then(|| *b)
+        sw_owned(b[cqe::SIZE - 1], index, self.ring.wqe_cnt).then_some(*b)
     }
 
     /// The CQE at the consumer index, if software owns it.
