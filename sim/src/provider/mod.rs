@@ -41,23 +41,25 @@ impl Lower<'_> {
     /// Let the devices run after a doorbell, then deliver the events they raised.
     fn run(&mut self) {
         crate::device::run(self.devices, self.host, self.fabric);
-        self.write_eqes();
-        if self.devices.iter().any(Device::has_events) {
+        if self.write_eqes() {
             self.kernel.deliver_events(self.devices);
         }
     }
 
-    /// Let the devices write their pending EQEs, and signal the vectors they raise.
-    fn write_eqes(&mut self) {
+    /// Let the devices write their pending EQEs, and signal the vectors they raise; true if
+    /// a device then has events for the kernel.
+    fn write_eqes(&mut self) -> bool {
+        let mut events = false;
         for (dev, d) in self.devices.iter_mut().enumerate() {
             // Most runs raise nothing: skip building and dropping an empty vector.
-            if !d.eqes_pending() {
-                continue;
+            if d.eqes_pending() {
+                for v in d.write_eqes(self.host) {
+                    self.host.irqs.raise(dev, v);
+                }
             }
-            for v in d.write_eqes(self.host) {
-                self.host.irqs.raise(dev, v);
-            }
+            events |= d.has_events();
         }
+        events
     }
 }
 
