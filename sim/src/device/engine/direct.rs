@@ -48,6 +48,8 @@ pub(super) struct DirectMemo {
     lkey: Option<(u32, (u64, u64))>,
     /// The remote key, and its MR's range, for a remote write.
     rkey: Option<(u32, (u64, u64))>,
+    /// True if it holds more than the device kept.
+    dirty: bool,
 }
 
 /// The [`DirectMemo`] a device keeps between runs, for the requester QP it names, at the
@@ -100,7 +102,10 @@ impl Engine<'_> {
         let facts = match memo.qp {
             Some(f) => f,
             None if !MEMO => self.qp_facts(qp)?,
-            None => *memo.qp.insert(self.qp_facts(qp)?),
+            None => {
+                memo.dirty = true;
+                *memo.qp.insert(self.qp_facts(qp)?)
+            }
         };
         let QpFacts { pdn, peer, peer_pdn, max_msg } = facts;
         if sge.is_empty() {
@@ -109,30 +114,30 @@ impl Engine<'_> {
         let mut total = 0u64;
         for s in sge {
             let len = u64::from(s.length);
-            let range = match memo.lkey {
-                Some((key, range)) if MEMO && key == s.lkey => range,
-                _ => plain_mr(self.mkey_of(qp.dev, s.lkey)?, s.lkey, pdn, false)?,
+            let (range, known) = match memo.lkey {
+                Some((key, range)) if MEMO && key == s.lkey => (range, true),
+                _ => (plain_mr(self.mkey_of(qp.dev, s.lkey)?, s.lkey, pdn, false)?, false),
             };
             if !within(range, s.addr, len) {
                 return None;
             }
-            if MEMO {
-                memo.lkey = Some((s.lkey, range));
+            if MEMO && !known {
+                (memo.lkey, memo.dirty) = (Some((s.lkey, range)), true);
             }
             total = total.checked_add(len)?;
         }
         if total > max_msg {
             return None;
         }
-        let range = match memo.rkey {
-            Some((key, range)) if MEMO && key == rkey => range,
-            _ => plain_mr(self.mkey_of(peer.dev, rkey)?, rkey, peer_pdn, true)?,
+        let (range, known) = match memo.rkey {
+            Some((key, range)) if MEMO && key == rkey => (range, true),
+            _ => (plain_mr(self.mkey_of(peer.dev, rkey)?, rkey, peer_pdn, true)?, false),
         };
         if !within(range, raddr, total) {
             return None;
         }
-        if MEMO {
-            memo.rkey = Some((rkey, range));
+        if MEMO && !known {
+            (memo.rkey, memo.dirty) = (Some((rkey, range)), true);
         }
         let dst_range = [(raddr, total)];
         let dst = if total > 0 { &dst_range[..] } else { &[] };
@@ -216,11 +221,15 @@ impl Engine<'_> {
         {
             return k.memo;
         }
-        DirectMemo { qp: self.qp_facts_of(qp, q), ..DirectMemo::default() }
+        DirectMemo { qp: self.qp_facts_of(qp, q), dirty: true, ..DirectMemo::default() }
     }
 
     /// Keep `memo` on `qp`'s device for its next run.
-    pub(super) fn keep(&mut self, qp: QpPath, memo: DirectMemo) {
+    pub(super) fn keep(&mut self, qp: QpPath, mut memo: DirectMemo) {
+        if !memo.dirty {
+            return;
+        }
+        memo.dirty = false;
         let epoch = |dev: usize| self.devs.get(dev).map(|d| d.fw.epoch());
         let Some(f) = memo.qp else { return };
         let (Some(own), Some(peer)) = (epoch(qp.dev), epoch(f.peer.dev)) else { return };
