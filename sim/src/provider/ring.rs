@@ -325,6 +325,18 @@ impl CqRing {
         sw_owned(b[cqe::SIZE - 1], index, self.ring.wqe_cnt).then_some(*b)
     }
 
+    /// The ring's bytes, to read CQEs from with [`CqRing::peek_in`] while nothing writes it.
+    pub(super) fn bytes<'h>(&self, host: &'h Host) -> Option<&'h [u8]> {
+        host.read(self.ring.addr, self.ring.len())
+    }
+
+    /// [`CqRing::peek`] in the ring's `bytes`, without a copy.
+    pub(super) fn peek_in<'b>(&self, bytes: &'b [u8]) -> Option<&'b [u8; cqe::SIZE]> {
+        let at = self.ring.slot(self.cons_index).checked_sub(self.ring.addr)?;
+        let b: &[u8; cqe::SIZE] = bytes.get(usize::try_from(at).ok()?..)?.first_chunk()?;
+        sw_owned(b[cqe::SIZE - 1], self.cons_index, self.ring.wqe_cnt).then_some(b)
+    }
+
     /// The CQE at the consumer index, if software owns it.
     pub(super) fn peek(&self, host: &Host) -> Option<[u8; cqe::SIZE]> {
         self.owned(host, self.cons_index)
