@@ -213,7 +213,7 @@ impl Engine<'_> {
     /// otherwise a fresh one with the facts of `q` (the QP, already looked up).
     pub(super) fn recall(&self, qp: QpPath, q: &FwQp) -> DirectMemo {
         let epoch = |dev: usize| self.devs.get(dev).map(|d| d.fw.epoch());
-        if let Some(k) = self.devs.get(qp.dev).map(|d| d.direct)
+        if let Some(k) = self.devs.get(qp.dev).map(|d| &d.direct)
             && let (Some((at, own, peer)), Some(f)) = (k.at, k.memo.qp)
             && at == qp
             && epoch(qp.dev) == Some(own)
