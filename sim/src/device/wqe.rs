@@ -494,8 +494,8 @@ impl Cqe {
         let mut out = [0u8; cqe::SIZE];
         match self {
             Cqe::Req { qpn, wqe_counter, wqe_opcode, byte_cnt } => {
-                if let Some(b) = fast::cqe64(*qpn, *wqe_counter, *byte_cnt, 0, *wqe_opcode, cqe::opcode::REQ, owner) {
-                    return Ok(b);
+                if fast::cqe64_into(&mut out, *qpn, *wqe_counter, *byte_cnt, 0, *wqe_opcode, cqe::opcode::REQ, owner) {
+                    return Ok(out);
                 }
                 Cqe64 {
                     sop_drop: *wqe_opcode,
@@ -509,9 +509,8 @@ impl Cqe {
                 .encode(&mut out)?
             }
             Cqe::Resp { qpn, wqe_counter, opcode, byte_cnt, imm, inline } => {
-                match fast::cqe64(*qpn, *wqe_counter, *byte_cnt, *imm, 0, *opcode, owner) {
-                    Some(b) => out = b,
-                    None => Cqe64 {
+                if !fast::cqe64_into(&mut out, *qpn, *wqe_counter, *byte_cnt, *imm, 0, *opcode, owner) {
+                    Cqe64 {
                         qpn: *qpn,
                         wqe_counter: *wqe_counter,
                         byte_cnt: *byte_cnt,
@@ -520,7 +519,7 @@ impl Cqe {
                         owner,
                         ..Cqe64::default()
                     }
-                    .encode(&mut out)?,
+                    .encode(&mut out)?;
                 }
                 if let Some(data) = inline {
                     let n = data.len().min(SCATTER_TO_CQE_MAX);

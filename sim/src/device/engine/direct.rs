@@ -60,6 +60,9 @@ pub(in crate::device) struct Kept {
     memo: DirectMemo,
 }
 
+/// A WRITE's remote key and address, and its gather list.
+pub(super) type Target<'a> = (u32, u64, &'a [Sge]);
+
 /// A requester's PD, its responder and the responder's PD, and the largest message.
 #[derive(Debug, Clone, Copy)]
 struct QpFacts {
@@ -73,32 +76,19 @@ impl Engine<'_> {
     /// An RDMA WRITE without immediate or corruption, gathered from plain MRs into a plain
     /// MR: the copy and its completion, or `None` for the general path.
     pub(super) fn direct_write(&mut self, qp: QpPath, w: &Wqe, rkey: u32, raddr: u64, sge: &[Sge]) -> Option<Step> {
-        let copied = self.direct_copy::<false>(&mut DirectMemo::default(), qp, rkey, raddr, sge);
+        let copied = self.direct_copy::<false>(&mut DirectMemo::default(), qp, (rkey, raddr, sge));
         copied.then(|| Step::Done(Device::success(qp.qpn, w, 0)))
     }
 
     /// The copy of [`Engine::direct_write`]: false, with nothing copied, for the general
     /// path. With `MEMO`, what it finds is kept in `memo` and what `memo` holds is used.
-    pub(super) fn direct_copy<const MEMO: bool>(
-        &mut self,
-        memo: &mut DirectMemo,
-        qp: QpPath,
-        rkey: u32,
-        raddr: u64,
-        sge: &[Sge],
-    ) -> bool {
-        self.try_direct_copy::<MEMO>(memo, qp, rkey, raddr, sge).is_some()
+    pub(super) fn direct_copy<const MEMO: bool>(&mut self, memo: &mut DirectMemo, qp: QpPath, w: Target) -> bool {
+        self.try_direct_copy::<MEMO>(memo, qp, w).is_some()
     }
 
     #[inline(always)]
-    fn try_direct_copy<const MEMO: bool>(
-        &mut self,
-        memo: &mut DirectMemo,
-        qp: QpPath,
-        rkey: u32,
-        raddr: u64,
-        sge: &[Sge],
-    ) -> Option<()> {
+    fn try_direct_copy<const MEMO: bool>(&mut self, memo: &mut DirectMemo, qp: QpPath, w: Target) -> Option<()> {
+        let (rkey, raddr, sge) = w;
         let facts = match memo.qp {
             Some(f) => f,
             None if !MEMO => self.qp_facts(qp)?,
@@ -179,7 +169,7 @@ impl Engine<'_> {
             let Some(p) = self.host.read(sq.addr, sq.len()).and_then(|ring| wqe::plain_write_at(ring, at)) else {
                 break;
             };
-            if !self.direct_copy::<true>(&mut memo, id, p.rkey, p.raddr, std::slice::from_ref(&p.sge)) {
+            if !self.direct_copy::<true>(&mut memo, id, (p.rkey, p.raddr, std::slice::from_ref(&p.sge))) {
                 break;
             }
             cc = cc.wrapping_add(p.head.bbs);

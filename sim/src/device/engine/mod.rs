@@ -223,7 +223,7 @@ impl<'a> Engine<'a> {
                         Some(p) => {
                             let sge = std::slice::from_ref(&p.sge);
                             let mut memo = self.recall(id, q);
-                            if self.direct_copy::<true>(&mut memo, id, p.rkey, p.raddr, sge) {
+                            if self.direct_copy::<true>(&mut memo, id, (p.rkey, p.raddr, sge)) {
                                 self.keep(id, memo);
                                 moved = true;
                                 if self.complete_direct(id, &p.head) {

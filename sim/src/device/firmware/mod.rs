@@ -5,7 +5,6 @@
 //! rejections are the simulator's (real firmware uses undocumented vendor values); injected
 //! faults answer with whatever status and syndrome the rule names.
 
-
 use mlx5_dv::prm::{self, Field, FieldError, opcode, status};
 use mlx5_dv::{CommandRecord, FaultRule};
 
