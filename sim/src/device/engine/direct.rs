@@ -2,7 +2,9 @@
 //! crypto), the general path of [`super::ops`] resolves each key to its own addresses and
 //! copies the bytes. When every check of that path would pass, do just that, without
 //! building endpoints; when any would fail, the general path runs and reports it. Debug
-//! builds run the general translation beside it and compare.
+//! builds run the general translation beside it and compare. What those checks found of a
+//! QP, its responder and its keys is kept on the device between runs, for as long as the
+//! firmware's epoch (any change to a QP or an mkey) stays.
 
 use mlx5_dv::prm::mkc;
 use mlx5_dv::{AccessFlags, QpState, Sge};
@@ -178,10 +180,10 @@ impl Engine<'_> {
                 self.push_cqe(id.dev, cqn, cqe);
             }
         }
-        if let Some(q) = self.devs.get_mut(id.dev).and_then(|d| d.fw.send_queue_mut(id.qpn)) {
-            *q.sq_cc = cc;
-        }
         if ran > 0 {
+            if let Some(q) = self.devs.get_mut(id.dev).and_then(|d| d.fw.send_queue_mut(id.qpn)) {
+                *q.sq_cc = cc;
+            }
             self.keep(id, memo);
         }
         ran
