@@ -321,6 +321,5 @@ pub fn run(devices: &mut [Device], host: &mut Host, fabric: &Fabric) {
 
 /// A big-endian dword of host memory (doorbell records).
 fn read_be32(host: &Host, addr: u64) -> Option<u32> {
-    let b = host.read(addr, 4)?;
-    Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    Some(u32::from_be_bytes(*host.read(addr, 4)?.first_chunk()?))
 }

@@ -37,7 +37,7 @@ impl Device {
         if c.overrun {
             return;
         }
-        let ci = host.read(c.dbrec, 4).map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) & 0xff_ffff);
+        let ci = host.read(c.dbrec, 4).and_then(|b| b.first_chunk()).map_or(0, |b| u32::from_be_bytes(*b) & 0xff_ffff);
         let outstanding = c.pi.wrapping_sub(ci) & 0xff_ffff;
         if outstanding >= c.cqe {
             c.overrun = true;
