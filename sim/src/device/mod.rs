@@ -191,6 +191,14 @@ impl Device {
             *q.sq_pc = new;
             return;
         }
+        self.match_doorbell(host, qpn, sq, old, new);
+    }
+
+    /// [`Device::ring_sq`] with live fault rules: match each WQE from `old` to `new` against
+    /// them, then move the producer counter.
+    #[cold]
+    #[inline(never)]
+    fn match_doorbell(&mut self, host: &Host, qpn: u32, sq: wqe::QueueBuf, old: u32, new: u32) {
         let (mut at, mut left) = (old, new.wrapping_sub(old));
         let mut matched = Vec::new();
         while left > 0 && !sq.is_empty() {

@@ -48,18 +48,23 @@ impl Lower<'_> {
 
     /// Let the devices write their pending EQEs, and signal the vectors they raise; true if
     /// a device then has events for the kernel.
+    #[inline]
     fn write_eqes(&mut self) -> bool {
-        let mut events = false;
-        for (dev, d) in self.devices.iter_mut().enumerate() {
-            // Most runs raise nothing: skip building and dropping an empty vector.
-            if d.eqes_pending() {
-                for v in d.write_eqes(self.host) {
-                    self.host.irqs.raise(dev, v);
-                }
-            }
-            events |= d.has_events();
+        // Most runs raise nothing: the check stays small and the writing out of line.
+        if self.devices.iter().any(Device::eqes_pending) {
+            self.write_pending_eqes();
         }
-        events
+        self.devices.iter().any(Device::has_events)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn write_pending_eqes(&mut self) {
+        for (dev, d) in self.devices.iter_mut().enumerate() {
+            for v in d.write_eqes(self.host) {
+                self.host.irqs.raise(dev, v);
+            }
+        }
     }
 }
 
