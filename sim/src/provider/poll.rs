@@ -7,7 +7,7 @@ use mlx5_dv::errno::EINVAL;
 use mlx5_dv::prm::FieldError;
 use mlx5_dv::prm::cqe::{self, ErrCqe, SigErrCqe};
 use mlx5_dv::prm::wqe::opcode;
-use mlx5_dv::{Cq, Error, Op, Result, Sge, Wc, WcFlags, wc_opcode};
+use mlx5_dv::{Cq, Error, HandleTable, Op, QpHandle, Result, Sge, Wc, WcFlags, wc_opcode};
 
 use super::{Lower, Provider};
 use crate::device::engine::syndrome;
@@ -55,28 +55,23 @@ impl Provider {
     /// be in this poll.
     fn poll_with(&mut self, low: &mut Lower<'_>, cq: &Cq, max: usize, mut sink: impl FnMut(Wc, usize)) -> Result<()> {
         let op = Op::PollCq;
-        let c = self.cqs.get(cq.handle, op)?;
+        let c = self.cqs.get_mut(cq.handle, op)?;
         let dev = c.dev;
+        let room = max.min(c.ring.ring.wqe_cnt as usize);
+        // The common CQEs, good requester completions, read in place from the CQ's own ring;
+        // the first other one goes to the general parse below.
+        let (mut got, ended) = good_reqs(&mut c.ring, &mut self.qps, low.host, dev, max, |wc| sink(wc, room));
+        if ended {
+            c.ring.update_cons_index(low.host);
+            return Ok(());
+        }
         let mut ring = c.ring.clone();
-        let room = max.min(ring.ring.wqe_cnt as usize);
-        let mut got = 0;
         let mut failed = None;
         while got < max {
-            // The common CQEs, good requester completions, read in place and without the
-            // general parse; the first other one goes to it.
-            if let Some(slots) = ring.bytes(low.host) {
-                let mut empty = false;
-                while got < max {
-                    let Some(b) = ring.peek_in(slots) else {
-                        empty = true;
-                        break;
-                    };
-                    let Some(wc) = self.good_req(dev, b) else { break };
-                    ring.advance();
-                    sink(wc, room);
-                    got += 1;
-                }
-                if empty || got == max {
+            if ring.bytes(low.host).is_some() {
+                let (more, ended) = good_reqs(&mut ring, &mut self.qps, low.host, dev, max - got, |wc| sink(wc, room));
+                got += more;
+                if ended {
                     break;
                 }
             }
@@ -175,17 +170,34 @@ impl Provider {
     }
 }
 
-impl Provider {
-    /// A good requester CQE's work completion, if it is one and names a QP of this provider.
-    #[inline]
-    fn good_req(&mut self, dev: usize, bytes: &[u8; cqe::SIZE]) -> Option<Wc> {
-        if bytes[cqe::SIZE - 1] >> 4 != cqe::opcode::REQ {
-            return None;
+/// Read up to `max` good requester CQEs of device `dev` in place from `ring`, handing each
+/// one's completion to `sink`: how many, and true if the poll ends there (the ring is empty
+/// or `max` were read) rather than at a CQE for the general parse.
+#[inline]
+fn good_reqs(
+    ring: &mut super::ring::CqRing,
+    qps: &mut HandleTable<QpHandle, super::QpObj>,
+    host: &Host,
+    dev: usize,
+    max: usize,
+    mut sink: impl FnMut(Wc),
+) -> (usize, bool) {
+    let Some(slots) = ring.bytes(host) else { return (0, false) };
+    let mut got = 0;
+    while got < max {
+        let Some(b) = ring.peek_in(slots) else { return (got, true) };
+        if b[cqe::SIZE - 1] >> 4 != cqe::opcode::REQ {
+            return (got, false);
         }
-        let c = Good::of(bytes);
-        let (_, q) = self.qps.iter_mut().find(|(_, q)| q.dev == dev && q.qpn == c.qpn)?;
-        Some(good_req(q, &c))
+        let c = Good::of(b);
+        let Some((_, q)) = qps.iter_mut().find(|(_, q)| q.dev == dev && q.qpn == c.qpn) else {
+            return (got, false);
+        };
+        sink(good_req(q, &c));
+        ring.advance();
+        got += 1;
     }
+    (got, true)
 }
 
 /// `handle_good_req`: the completion of a good requester CQE `c` of QP `q`, which retires
