@@ -1,7 +1,8 @@
 //! The engine's data path on inputs at its limits: a QP connected to itself, messages above
 //! `max_msg_sz`, an interleaved mkey whose stride wraps to 0, and signature-mkey address
-//! arithmetic that overflows. Allocation is counted, so a translation that grows with the
-//! message's bytes rather than its entries fails here.
+//! arithmetic that overflows, a poll cut anywhere in a CQ of mixed completions. Allocation is
+//! counted, so a translation that grows with the message's bytes rather than its entries
+//! fails here.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -279,4 +280,48 @@ fn a_write_after_its_responder_left_rts_fails_however_warm_the_engine() {
         r.sim.modify_qp(&server, &QpModify::to(mlx5_dv::QpState::Err)).unwrap();
     });
     assert!(seen[0].iter().all(|&(_, s)| s != wc_status::SUCCESS), "{seen:?}");
+}
+
+/// One CQ holding, in order, a WRITE's requester CQE, then each SEND's responder and
+/// requester CQEs: polled `max` at a time (into an array, or as a `Vec` in one go), the
+/// completions are the same, in the same order, however the poll is cut.
+fn completions_polled_by(max: &[usize]) -> Vec<(u64, u32, u32)> {
+    let mut r = rig(Profile::builtin("cx6dx").unwrap(), false);
+    let buf = r.sim.alloc_buf(4096).unwrap();
+    let mr = r.sim.reg_mr(r.pd, buf.addr, 4096, ACCESS).unwrap();
+    let at = |off: u64| Sge { addr: mr.addr + off, length: 64, lkey: mr.lkey };
+    let recvs: Vec<_> = (0..3).map(|i| mlx5_dv::RecvWr { wr_id: 100 + i, sge: vec![at(1024 + 64 * i)] }).collect();
+    r.sim.post_recv(&r.server, &recvs).unwrap();
+    let mut ops = vec![write(1, mr.rkey, mr.addr + 512, at(0))];
+    ops.extend((0..3).map(|i| WrOp::Send { wr_id: 2 + i, flags: SendFlags::SIGNALED, sge: vec![at(64 * i)] }));
+    r.sim.post_send(&r.client, &ops).unwrap();
+    let mut got = Vec::new();
+    let mut wc = [Wc::default(); 8];
+    for &m in max {
+        let n = if m == 0 {
+            let v = r.sim.poll_cq(&r.cq, 8).unwrap();
+            let n = v.len();
+            wc[..n].copy_from_slice(&v);
+            n
+        } else {
+            r.sim.poll_cq_into(&r.cq, &mut wc[..m]).unwrap()
+        };
+        assert!(n <= m.max(8), "a poll of {m} returned {n}");
+        got.extend(wc[..n].iter().map(|w| (w.wr_id, w.status, w.opcode)));
+    }
+    assert_eq!(r.sim.poll_cq_into(&r.cq, &mut wc).unwrap(), 0, "the CQ is drained");
+    got
+}
+
+#[test]
+fn a_poll_cut_anywhere_among_requester_and_responder_cqes_returns_the_same_completions() {
+    let whole = completions_polled_by(&[0]);
+    assert_eq!(whole.len(), 7, "one WRITE and three SENDs, each completed at both ends but the WRITE: {whole:?}");
+    assert!(whole.iter().all(|&(_, status, _)| status == wc_status::SUCCESS), "{whole:?}");
+    let mut ids: Vec<u64> = whole.iter().map(|w| w.0).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, vec![1, 2, 3, 4, 100, 101, 102]);
+    for cut in [&[1, 1, 1, 1, 1, 1, 1][..], &[2, 2, 2, 2], &[3, 1, 3], &[1, 2, 4], &[6, 1], &[7]] {
+        assert_eq!(completions_polled_by(cut), whole, "polled {cut:?} at a time");
+    }
 }

@@ -68,12 +68,10 @@ impl Provider {
         let mut ring = c.ring.clone();
         let mut failed = None;
         while got < max {
-            if ring.bytes(low.host).is_some() {
-                let (more, ended) = good_reqs(&mut ring, &mut self.qps, low.host, dev, max - got, |wc| sink(wc, room));
-                got += more;
-                if ended {
-                    break;
-                }
+            let (more, ended) = good_reqs(&mut ring, &mut self.qps, low.host, dev, max - got, |wc| sink(wc, room));
+            got += more;
+            if ended {
+                break;
             }
             let Some(bytes) = ring.peek(low.host) else { break };
             ring.advance();
