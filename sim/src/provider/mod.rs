@@ -57,6 +57,7 @@ impl Lower<'_> {
         self.devices.iter().any(Device::has_events)
     }
 
+    /// Write every device's pending EQEs and signal the vectors they raise, in device order.
     #[cold]
     #[inline(never)]
     fn write_pending_eqes(&mut self) {
