@@ -4,14 +4,18 @@
 #   make test-sim  the simulator and the suite only, on a host without rdma-core
 #   make bench     the criterion benchmarks, and the paired ratios (sim/benches/paired.rs)
 #   make traces    regenerate traces/ from the simulator
-#   make fuzz      each fuzz target for FUZZ_SECONDS (cargo-fuzz, nightly)
+#   make fuzz      each fuzz target for FUZZ_SECONDS (cargo-fuzz, nightly; docs/fuzzing.md)
+#   make fuzz-figures  each of FUZZ_TARGETS for FUZZ_RUNS executions or FUZZ_SECONDS, as rows
+#                  of docs/fuzzing.md's table
 #   make bench-icount  instructions per operation of each benchmark scenario, under callgrind
 #                  (repeatable where wall-clock time on a shared machine is not; installs valgrind)
 #   make shim      target/shim/libibverbs.so.1 and libmlx5.so.1: C programs on the simulator
 #   make test-shim the shim's tests: the ABI, C programs, ibverbs-utils, pyverbs, the hw backend
+#   make rdma-core-suite  rdma-core's own Python tests on the shim, against their expectations
+#                  (capi/tests/rdma_core_suite.expected; SUITE_ARGS="--update" rewrites it)
 #   make mutants   cargo-mutants over the simulator's provider, kernel, device and signature
 #                  code against the simulator's and the suite's tests (hours; MUTANTS_ARGS=
-#                  "--shard 0/16" runs one shard; README: "Mutation testing")
+#                  "--shard 0/16" runs one shard; docs/measured.md: "Mutation testing")
 
 CARGO ?= cargo
 # What the hw backend (rdma-sys and the mlx5dv bindings) needs to build and run its tests.
@@ -22,11 +26,17 @@ HTML_PACKAGES := chromium
 ICOUNT_PACKAGES := valgrind
 # What the shim's tests run: the installed rdma-core's tools and Python bindings.
 SHIM_PACKAGES := ibverbs-utils python3-pyverbs binutils
+# What rdma-core's own Python tests import (python3-pyverbs ships them), and the tools of the
+# traffic and RDMA CM tests: perftest, rdmacm-utils, tshark.
+SUITE_PACKAGES := python3-scapy perftest rdmacm-utils tshark
+# Programs of other projects the shim's tests run: libfabric's fi_info and UCX's ucx_info.
+USER_PACKAGES := libfabric-bin ucx-utils
 
 # A clean build gains nothing from incremental caches; they were a third of the target folder.
 test test-sim test-shim: export CARGO_INCREMENTAL = 0
 
-.PHONY: run test test-sim test-shim shim lint deps bench bench-icount clean traces fuzz mutants
+.PHONY: run test test-sim test-shim shim lint deps bench bench-icount clean traces fuzz fuzz-figures fuzz-tools \
+	mutants rdma-core-suite links imports
 
 run:
 	$(CARGO) run --release --quiet -p mlx5-conformance -- run --backend sim --profile all --format table
@@ -40,17 +50,31 @@ test: deps lint
 	bash capi/tests/run.sh debug
 	# The CLI built without the hw backend reports hw as skipped, never as passed.
 	$(CARGO) test -p mlx5-conformance --test hw_cli
+	# rdma-core's own tests on the shim that run.sh linked (its last line: N passed, N failed),
+	# after the runner's check of itself.
+	/usr/bin/python3 capi/tests/rdma_core_suite.py --selftest
+	/usr/bin/python3 capi/tests/rdma_core_suite.py $(SUITE_ARGS)
 
 test-sim:
-	$(CARGO) test -p mlx5-dv -p mlx5-sim -p mlx5-conformance --all-targets
+	$(CARGO) test -p mlx5-dv -p mlx5-sim -p mlx5-trace -p mlx5-conformance --all-targets
 
-lint: deps
+lint: deps links imports
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-features --all-targets -- -D warnings
 
+# Every relative link in README.md and docs/*.md names a file that exists.
+links:
+	python3 docs/check_links.py
+
+# No two sibling modules of a crate use each other, and no mod.rs (after the checker's own
+# test on a synthetic crate).
+imports:
+	python3 docs/check_imports.py --selftest
+	python3 docs/check_imports.py
+
 deps:
 	@missing=""; \
-	for p in $(HW_PACKAGES) $(HTML_PACKAGES) $(SHIM_PACKAGES); do \
+	for p in $(HW_PACKAGES) $(HTML_PACKAGES) $(SHIM_PACKAGES) $(SUITE_PACKAGES) $(USER_PACKAGES); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
@@ -58,7 +82,7 @@ deps:
 	  echo "installing:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	else \
-	  echo "The hw backend and the HTML report's test need these packages:$$missing"; \
+	  echo "The hw backend, the HTML report's and the shim's tests need these packages:$$missing"; \
 	  echo "Install them with:  sudo apt-get install -y$$missing"; \
 	  echo "or test without the hw backend:  make test-sim"; \
 	  exit 1; \
@@ -78,24 +102,44 @@ test-shim: deps
 	$(CARGO) build --workspace --all-features --all-targets
 	bash capi/tests/run.sh debug
 
-FUZZ_SECONDS ?= 60
-FUZZ_TARGETS := mailbox calls profile_toml trace_replay
+SUITE_ARGS ?=
+# rdma-core's own Python tests (docs/rdma-core-tests.md) on a debug shim.
+rdma-core-suite: deps
+	$(CARGO) build -p mlx5-capi
+	bash capi/abi/link.sh debug
+	/usr/bin/python3 capi/tests/rdma_core_suite.py --selftest
+	/usr/bin/python3 capi/tests/rdma_core_suite.py $(SUITE_ARGS)
 
-# Each target for FUZZ_SECONDS; new inputs go to fuzz/target/corpus, the seeds in fuzz/corpus
-# stay as committed; a crash stops with its input in fuzz/artifacts.
-fuzz:
+FUZZ_SECONDS ?= 60
+FUZZ_RUNS ?= 10000000
+FUZZ_TARGETS ?= mailbox calls profile_toml trace_replay datagram
+
+fuzz-tools:
 	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
 	@rustup toolchain list | grep -q nightly || rustup toolchain install nightly --profile minimal
+
+# Each target for FUZZ_SECONDS; new inputs go to fuzz/target/corpus, the seeds in fuzz/corpus
+# stay as committed; a crash stops with its input in fuzz/artifacts. `make test` replays the
+# committed corpus and fuzz/regressions on stable (fuzz/bodies/tests/corpus.rs).
+fuzz: fuzz-tools
 	for t in $(FUZZ_TARGETS); do \
 	  mkdir -p fuzz/target/corpus/$$t && \
 	  (cd fuzz && cargo +nightly fuzz run $$t target/corpus/$$t corpus/$$t -- -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1) || exit 1; \
 	done
 
+# Each of FUZZ_TARGETS, one at a time, for FUZZ_RUNS executions or FUZZ_SECONDS, from the
+# committed corpus: a row of docs/fuzzing.md's table each.
+fuzz-figures: fuzz-tools
+	bash fuzz/figures.sh $(FUZZ_RUNS) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
 # The simulator's traces of every case on two profiles (traces/README.md); review the diff.
+# A trace that changed only in the suite's commit is kept as it is; a trace no case recorded
+# (older than the stamp) is removed.
 traces:
-	rm -rf traces/sim
+	mkdir -p target && touch target/traces.stamp && sleep 1
 	$(CARGO) run --release --quiet -p mlx5-conformance -- run --backend sim --profile cx6dx --record traces > /dev/null
 	$(CARGO) run --release --quiet -p mlx5-conformance -- run --backend sim --profile cx7 --record traces > /dev/null
+	find traces/sim -name '*.jsonl' ! -newer target/traces.stamp -print -delete
 bench-icount:
 	@missing=""; \
 	for p in $(ICOUNT_PACKAGES); do \

@@ -4,9 +4,12 @@ Rust library does not define, and libmlx5's forwarders.
 
     gen.py ARCHIVE OUTDIR
 
-ARCHIVE is the Rust static library; its defined symbols (nm) are the implemented ones. A stub
-fails as the real call fails on a device without the feature: NULL with errno EOPNOTSUPP for
-a call that returns a pointer, EOPNOTSUPP for one that returns a status.
+ARCHIVE is the Rust static library; its defined symbols (nm) are the implemented ones. Each
+other symbol gets a stub with its C prototype (the installed headers' declaration, else
+prototypes.tsv's, read from the rdma-core release that added it) lowered to ABI types, that
+fails as the real call fails on a device without the feature, by the convention prototypes.tsv
+gives it (NULL with errno EOPNOTSUPP, EOPNOTSUPP, -1 with errno, ...). A symbol without a
+prototype or convention stops the build. stubs.tsv lists the stubs.
 """
 
 import re
@@ -15,7 +18,13 @@ import sys
 from pathlib import Path
 
 ABI = Path(__file__).resolve().parent
+sys.path.insert(0, str(ABI))
+import cproto  # noqa: E402
+
 HEADERS = [Path("/usr/include/infiniband/verbs.h"), Path("/usr/include/infiniband/mlx5dv.h")]
+# The errno of a call the simulator does not model: what libibverbs' dummy ops and libmlx5
+# give for a verb the device lacks.
+ERRNO = "EOPNOTSUPP"
 
 
 def symbols(name):
@@ -39,33 +48,82 @@ def defined_in(archive):
     return {parts[2] for parts in (l.split() for l in text.splitlines()) if len(parts) == 3 and parts[1] in "TD"}
 
 
-def return_kinds():
-    """name -> 'ptr' | 'void' | 'int' from the installed headers' prototypes."""
-    kinds = {}
-    proto = re.compile(r"(^|[;}\n])\s*(?:extern\s+)?([A-Za-z_][\w\s\*]*?)\b(_?_?(?:ibv|mlx5dv|_ibv|_mlx5dv)\w*)\s*\(", re.M)
-    for h in HEADERS:
-        if not h.exists():
+def table():
+    """(symbol, version or "") -> (return, [parameters], convention) of prototypes.tsv."""
+    rows = {}
+    for line in (ABI / "prototypes.tsv").read_text().splitlines():
+        if line.startswith("#") or not line.strip():
             continue
-        text = re.sub(r"/\*.*?\*/", "", h.read_text(), flags=re.S)
-        for m in proto.finditer(text):
-            ret, name = m.group(2).strip(), m.group(3)
-            if "static" in ret or "inline" in ret or "return" in ret or "typedef" in ret or "define" in ret:
-                continue
-            if "*" in ret:
-                kinds.setdefault(name, "ptr")
-            elif re.fullmatch(r"(const\s+)?void", ret):
-                kinds.setdefault(name, "void")
-            else:
-                kinds.setdefault(name, "int")
-    return kinds
+        name, ver, ret, params, conv = line.split("\t")
+        rows[(name, ver)] = (ret, [p for p in params.split("; ") if p], conv)
+    return rows
 
 
-def stub(name, kind, c_name):
-    if kind == "ptr":
-        return f"void *{c_name}(void) {{ errno = EOPNOTSUPP; return NULL; }}\n"
-    if kind == "void":
-        return f"void {c_name}(void) {{ }}\n"
-    return f"int {c_name}(void) {{ errno = EOPNOTSUPP; return EOPNOTSUPP; }}\n"
+def installed():
+    """name -> (return, [parameters]) from the installed headers, where they exist."""
+    found = {}
+    for h in HEADERS:
+        if h.exists():
+            for k, v in cproto.declarations(h.read_text()).items():
+                found.setdefault(k, v)
+    return found
+
+
+def prototype(sym, ver, default, rows, headers):
+    """The return type, parameters and convention of a symbol's stub, or an error."""
+    row = rows.get((sym, "" if default else ver))
+    if row is None:
+        raise SystemExit(f"gen.py: {sym}@{ver} has no row in capi/abi/prototypes.tsv (run prototypes.py)")
+    ret, params, conv = row
+    if default and sym in headers:
+        # The installed release's own declaration, as programs built here were compiled.
+        h_ret, h_params = headers[sym]
+        if cproto.abi_type(h_ret) != cproto.abi_type(ret):
+            raise SystemExit(f"gen.py: {sym} returns {h_ret} in the installed headers, {ret} in prototypes.tsv")
+        ret, params = h_ret, h_params
+    return ret, params, conv
+
+
+def c_params(params):
+    """The parameter list at ABI level: pointers as void *, enums as int, names kept."""
+    out = []
+    for i, p in enumerate(params):
+        if p == "...":
+            out.append("...")
+            continue
+        t = cproto.abi_type(cproto.param_type(p))
+        if t is None:
+            raise SystemExit(f"gen.py: no ABI type for the parameter '{p}'")
+        out.append(f"{t}{'' if t.endswith('*') else ' '}{cproto.param_name(p, i)}")
+    return ", ".join(out) or "void"
+
+
+def stub(sym, c_name, ret, params, conv):
+    """A stub that fails as the real call fails without the feature."""
+    kind = cproto.abi_type(ret)
+    if kind is None:
+        raise SystemExit(f"gen.py: no ABI type for {sym}'s return type {ret}")
+    if conv in ("impl", "data"):
+        raise SystemExit(f"gen.py: {sym} has no failure to report ({conv}): the shim must define it")
+    body = {
+        "null": f"errno = {ERRNO}; return NULL;",
+        "errno": f"errno = {ERRNO}; return {ERRNO};",
+        "minus1": f"errno = {ERRNO}; return -1;",
+        "neg_errno": f"errno = {ERRNO}; return -{ERRNO};",
+        "zero": "return 0;",
+        "false": "return false;",
+        "void": "",
+    }.get(conv)
+    if conv.startswith("const:"):
+        body = f"errno = {ERRNO}; return {int(conv[6:])};"
+    if body is None:
+        raise SystemExit(f"gen.py: {sym} has the unknown convention '{conv}'")
+    want = {"null": "void *", "void": "void", "false": "bool"}.get(conv)
+    if (want and kind != want) or (not want and kind in ("void *", "void", "bool")):
+        raise SystemExit(f"gen.py: {sym} returns {ret}, which the convention '{conv}' cannot return")
+    args = c_params(params)
+    star = "" if kind.endswith("*") else " "
+    return f"/* {ret} {sym}({', '.join(params)}) */\n{kind}{star}{c_name}({args})\n{{ {body} }}\n"
 
 
 def version_script(entries, private=None):
@@ -87,25 +145,34 @@ def main():
     archive, outdir = sys.argv[1], Path(sys.argv[2])
     outdir.mkdir(parents=True, exist_ok=True)
     have = defined_in(archive)
-    kinds = return_kinds()
+    rows, headers = table(), installed()
     verbs, mlx5 = symbols("libibverbs.symbols"), symbols("libmlx5.symbols")
 
     stubs = ["/* Generated by capi/abi/gen.py: the calls the simulator does not model. */\n",
-             "#include <errno.h>\n#include <stddef.h>\n#include <stdbool.h>\n\n",
-             "bool verbs_allow_disassociate_destroy;\n"]
-    seen = {"verbs_allow_disassociate_destroy"}
+             "#include <errno.h>\n#include <stddef.h>\n#include <stdbool.h>\n#include <stdint.h>\n",
+             "#include <sys/types.h>\n\n"]
+    listing = []
+    seen = set()
     for sym, ver, default in verbs + mlx5:
-        kind = kinds.get(sym, "int")
+        ret, params, conv = prototype(sym, ver, default, rows, headers)
+        if conv == "data":
+            if sym not in have and sym not in seen:
+                stubs.append(f"bool {sym};\n")
+            seen.add(sym)
+            continue
         if default:
             if sym not in have and sym not in seen:
-                stubs.append(stub(sym, kind, sym))
+                stubs.append(stub(sym, sym, ret, params, conv))
+                listing.append(f"{sym}\t{ver}\t{conv}\n")
             seen.add(sym)
         else:
             alias = f"mlx5sim_compat_{sym}_{ver.replace('.', '_')}"
-            stubs.append(stub(sym, kind, alias))
+            stubs.append(stub(sym, alias, ret, params, conv))
+            listing.append(f"{sym}\t{ver}\t{conv}\n")
             if (sym, ver) in {(s, v) for s, v, _ in verbs}:
                 stubs.append(f'__asm__(".symver {alias}, {sym}@{ver}");\n')
     (outdir / "stubs.c").write_text("".join(stubs))
+    (outdir / "stubs.tsv").write_text("".join(listing))
 
     (outdir / "libibverbs.map").write_text(version_script(verbs, "mlx5sim_*"))
     (outdir / "libmlx5.map").write_text(version_script(mlx5))

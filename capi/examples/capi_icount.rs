@@ -31,5 +31,6 @@ fn make(name: &str) -> Result<Box<dyn FnMut()>, String> {
 }
 
 fn main() -> ExitCode {
+    scenarios::stepped_shim();
     icount_harness::main(SCENARIOS, make)
 }

@@ -4,29 +4,12 @@
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::ptr;
 
-use mlx5_dv::{Backend, ContextAttr, ContextFlags, ContextHandle, DeviceKind, PortAttr, link_layer};
+use mlx5_dv::{Backend, ContextAttr, ContextFlags, DeviceKind, PortAttr, link_layer};
 use rdma_sys::*;
 
 use crate::errno::{code, minus_one, null};
-use crate::state::{Shim, key, with};
-
-/// One device of the list, its `ibv_device` at a fixed address for the process's life.
-pub(crate) struct Device {
-    pub(crate) c: Box<ibv_device>,
-    pub(crate) name: String,
-    /// The node GUID, host order.
-    pub(crate) guid: u64,
-}
-
-/// An open context: its `verbs_context` (the program holds `&vctx.context`).
-pub(crate) struct Context {
-    pub(crate) c: Box<verbs_context>,
-    pub(crate) handle: ContextHandle,
-    /// The index of its kernel device; `None` for a VFIO function.
-    pub(crate) device: Option<usize>,
-    /// Asynchronous events not yet read: (event type, the union's value).
-    pub(crate) events: std::collections::VecDeque<(u32, u64)>,
-}
+use crate::objects::{Context, Device};
+use crate::state::{Shim, device_thread, key, with};
 
 /// The vendor id of every mlx5 device (Mellanox's PCI vendor id).
 const MLX5_VENDOR_ID: u32 = 0x02c9;
@@ -90,23 +73,28 @@ impl Shim {
         let mut c: Box<verbs_context> = Box::new(unsafe { std::mem::zeroed() });
         c.sz = std::mem::size_of::<verbs_context>();
         c.query_port = Some(query_port_ex);
+        c.query_device_ex = Some(query_device_ex);
         crate::queue::fill_context_ops(&mut c);
         let ctx = &mut c.context;
         ctx.device = dev;
         // The extended-ABI marker verbs_get_ctx() checks.
         ctx.abi_compat = usize::MAX as *mut c_void;
-        ctx.num_comp_vectors = c_int::from(self.sim.profile().device.num_comp_vectors);
+        // A VFIO context's vectors are its function's MSI-X vectors (mlx5_vfio_init_async_fd).
+        let d = &self.sim.profile().device;
+        ctx.num_comp_vectors = c_int::from(if i.is_some() { d.num_comp_vectors } else { d.vfio_msix_vectors });
         // SAFETY: eventfd has no memory preconditions.
         ctx.async_fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_SEMAPHORE) };
         // SAFETY: as above.
         ctx.cmd_fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
         let p: *mut ibv_context = ctx;
-        self.contexts.insert(key(p), Context { c, handle, device: i, events: Default::default() });
+        self.contexts.insert(key(p), Context { c, handle, device: i, events: Default::default(), uar: None });
+        device_thread::start(self);
         Ok(p)
     }
 
     fn close(&mut self, ctx: *mut ibv_context) -> c_int {
         let Some(c) = self.contexts.get(&key(ctx)) else { return libc::EINVAL };
+        device_thread::forget();
         if let Err(e) = self.sim.close_device(c.handle) {
             return code(&e);
         }
@@ -116,6 +104,16 @@ impl Shim {
                 libc::close(c.c.context.async_fd);
                 libc::close(c.c.context.cmd_fd);
             }
+        }
+        // The close released what the context still held in the simulator (uverbs' cleanup);
+        // its C objects go with it.
+        self.qps.retain(|_, q| !ptr::eq(q.c.ex.qp_base.context, ctx));
+        self.cqs.retain(|_, c| !ptr::eq(c.c.context, ctx));
+        self.forget_memory_of(ctx);
+        let ahs: Vec<usize> = self.ahs.iter().filter(|(_, a)| ptr::eq(a.context, ctx)).map(|(k, _)| *k).collect();
+        for k in ahs {
+            self.ahs.remove(&k);
+            self.avs.remove(&k);
         }
         0
     }
@@ -140,7 +138,8 @@ impl Shim {
         attr.node_guid = dev.guid.to_be();
         attr.sys_image_guid = dev.guid.to_be();
         attr.max_mr_size = u64::MAX;
-        attr.page_size_cap = 0xffff_f000;
+        // mlx5_ib: every page size from 2^log_pg_sz (4 KiB) up, as a 64-bit mask.
+        attr.page_size_cap = !0xfff;
         attr.vendor_id = MLX5_VENDOR_ID;
         attr.vendor_part_id = p.device.vendor_part_id;
         attr.max_qp = 1 << 17;
@@ -152,27 +151,28 @@ impl Shim {
         attr.max_cqe = (1i32 << p.datapath.log_max_cq_sz.min(30)) - 1;
         attr.max_mr = 1i32 << p.hca_cap.log_max_mkey.min(30);
         attr.max_pd = 1 << 24;
-        attr.max_qp_rd_atom = 16;
-        attr.max_res_rd_atom = attr.max_qp.saturating_mul(16);
-        attr.max_qp_init_rd_atom = 16;
-        attr.atomic_cap = ibv_atomic_cap::IBV_ATOMIC_HCA;
-        attr.max_mw = 1 << 24;
+        attr.max_qp_rd_atom = 1 << p.datapath.log_max_ra_req_qp.min(30);
+        attr.max_res_rd_atom = attr.max_qp.saturating_mul(attr.max_qp_rd_atom);
+        attr.max_qp_init_rd_atom = 1 << p.datapath.log_max_ra_res_qp.min(30);
+        // Atomics, memory windows, SRQs and XRC are not simulated: none advertised.
+        attr.atomic_cap = ibv_atomic_cap::IBV_ATOMIC_NONE;
+        attr.max_mw = 0;
         attr.max_ah = c_int::MAX;
-        attr.max_srq = 1 << 23;
-        attr.max_srq_wr = 32767;
-        attr.max_srq_sge = 31;
-        attr.max_pkeys = 128;
+        attr.max_srq = 0;
+        attr.max_srq_wr = 0;
+        attr.max_srq_sge = 0;
+        attr.max_pkeys = p.datapath.pkey_table_len;
         attr.local_ca_ack_delay = 16;
         attr.phys_port_cnt = 1;
         0
     }
 }
 
-/// `ibv_device_attr.device_cap_flags`: RESIZE_MAX_WR, BAD_PKEY_CNTR, BAD_QKEY_CNTR,
-/// RAW_MULTI, AUTO_PATH_MIG, UD_AV_PORT_ENFORCE, PORT_ACTIVE_EVENT, SYS_IMAGE_GUID,
-/// RC_RNR_NAK_GEN, MEM_WINDOW, XRC, MEM_MGT_EXTENSIONS (unverified: a typical ConnectX's).
-const DEVICE_CAP_FLAGS: u32 =
-    1 | 1 << 1 | 1 << 2 | 1 << 3 | 1 << 4 | 1 << 6 | 1 << 10 | 1 << 11 | 1 << 12 | 1 << 17 | 1 << 20 | 1 << 21;
+/// `ibv_device_attr.device_cap_flags` as mlx5_ib sets them for what the simulator does:
+/// BAD_PKEY_CNTR, BAD_QKEY_CNTR, CHANGE_PHY_PORT, PORT_ACTIVE_EVENT, SYS_IMAGE_GUID,
+/// RC_RNR_NAK_GEN and MEM_MGT_EXTENSIONS. MEM_WINDOW, XRC, AUTO_PATH_MIG (alternate paths)
+/// and the raw-packet and checksum offloads stay off: those features are not simulated.
+const DEVICE_CAP_FLAGS: u32 = 1 << 1 | 1 << 2 | 1 << 5 | 1 << 10 | 1 << 11 | 1 << 12 | 1 << 21;
 
 fn fill_port(p: &PortAttr, max_msg_sz: u32, out: &mut ibv_port_attr) {
     // SAFETY: plain data.
@@ -182,8 +182,8 @@ fn fill_port(p: &PortAttr, max_msg_sz: u32, out: &mut ibv_port_attr) {
     out.max_mtu = ibv_mtu::IBV_MTU_4096;
     out.active_mtu = p.active_mtu;
     out.gid_tbl_len = if eth { 256 } else { 128 };
-    // IsSM-less CA: CM, device management, and for RoCE IP-based GIDs.
-    out.port_cap_flags = if eth { 1 << 16 | 1 << 19 | 1 << 26 } else { 1 << 16 | 1 << 19 };
+    // mlx5_query_port_roce: CM and IP-based GIDs; an InfiniBand port also device management.
+    out.port_cap_flags = if eth { 1 << 16 | 1 << 26 } else { 1 << 16 | 1 << 19 };
     out.max_msg_sz = max_msg_sz;
     out.pkey_tbl_len = if eth { 1 } else { 128 };
     out.lid = p.lid;
@@ -328,6 +328,40 @@ fn query_port_into(context: *mut ibv_context, port_num: u8, out: *mut ibv_port_a
             0
         },
     )
+}
+
+/// `verbs_context.query_device_ex`, which the header's `ibv_query_device_ex` calls: the
+/// legacy attributes, then the extended ones as libibverbs fills them for a device with
+/// none of the optional features (ODP, timestamps, TSO, RSS, tag matching, CQ moderation,
+/// device memory), and `phys_port_cnt_ex`, the port count. Only `attr_size` bytes are
+/// written, so a program built against an older, shorter struct is never written past.
+unsafe extern "C" fn query_device_ex(
+    context: *mut ibv_context,
+    input: *const ibv_query_device_ex_input,
+    attr: *mut ibv_device_attr_ex,
+    attr_size: usize,
+) -> c_int {
+    // SAFETY: the caller's input, if any.
+    if attr.is_null() || !input.is_null() && unsafe { (*input).comp_mask } != 0 {
+        return libc::EINVAL;
+    }
+    if attr_size < std::mem::size_of::<ibv_device_attr>() {
+        return libc::EINVAL;
+    }
+    // SAFETY: plain data.
+    let mut full: ibv_device_attr_ex = unsafe { std::mem::zeroed() };
+    let r = with(|e| e, |s| s.query_device(context, &mut full.orig_attr));
+    if r != 0 {
+        return r;
+    }
+    full.phys_port_cnt_ex = u32::from(full.orig_attr.phys_port_cnt);
+    let n = attr_size.min(std::mem::size_of::<ibv_device_attr_ex>());
+    // SAFETY: the caller's buffer holds `attr_size` bytes; at most that many are written.
+    unsafe {
+        ptr::write_bytes(attr.cast::<u8>(), 0, attr_size);
+        ptr::copy_nonoverlapping(ptr::from_ref(&full).cast::<u8>(), attr.cast::<u8>(), n);
+    }
+    0
 }
 
 /// `ibv_query_port` (the exported, compat entry point).

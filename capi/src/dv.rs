@@ -3,43 +3,28 @@
 //! device list. The objects of the crypto and DEVX calls ([`crate::dv_crypto`],
 //! [`crate::dv_devx`]) are kept in [`DvObjects`].
 
-use std::collections::BTreeMap;
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::ptr::{self, addr_of_mut};
 
 use mlx5_dv::AccessFlags;
-use mlx5_hw::sys::mlx5dv::{mlx5dv_context, mlx5dv_obj, mlx5dv_pd, mlx5dv_qp_ex, mlx5dv_vfio_context_attr};
+use mlx5_hw::sys::mlx5dv::{
+    mlx5dv_ah, mlx5dv_context, mlx5dv_cq, mlx5dv_obj, mlx5dv_pd, mlx5dv_qp, mlx5dv_qp_ex, mlx5dv_vfio_context_attr,
+};
 use rdma_sys::*;
 
-use crate::dv_crypto::{Dek, Login};
-use crate::dv_devx::{DevxObject, Eq, Msi, Uar, Umem};
 use crate::errno::{code, null};
-use crate::qpx::QpC;
-use crate::state::{Shim, with};
+use crate::objects::{Pages, QpC};
+use crate::state::{Shim, key, with};
 
-/// The mlx5dv objects of the crypto and DEVX calls, each keyed by the address of the C object
-/// the program holds.
-#[derive(Default)]
-pub(crate) struct DvObjects {
-    pub(crate) logins: BTreeMap<usize, Login>,
-    pub(crate) deks: BTreeMap<usize, Dek>,
-    pub(crate) devx_objs: BTreeMap<usize, DevxObject>,
-    pub(crate) uars: BTreeMap<usize, Uar>,
-    pub(crate) umems: BTreeMap<usize, Umem>,
-    pub(crate) msis: BTreeMap<usize, Msi>,
-    pub(crate) eqs: BTreeMap<usize, Eq>,
-    /// The VFIO functions `mlx5dv_get_vfio_device_list` handed out, by PCI name; each
-    /// `ibv_device` stays at its address for the process's life, as the real provider's do
-    /// until the list is freed.
-    pub(crate) vfio_devices: BTreeMap<String, Box<ibv_device>>,
+/// `MLX5DV_CONTEXT_FLAGS_*` as `_mlx5dv_query_device` computes them for the simulated
+/// device: CQE_V1 (the kernel's cqe_version 1) and, from rdma-core 58 on, BLUEFLAME (the UARs
+/// have BlueFlame registers, `bf_reg_size` 512). MPW, CQE 128-byte compression and padding,
+/// packet-based credit and real-time timestamps are not simulated, so their flags stay off.
+fn context_flags(rdma_core_release: u32) -> u64 {
+    const CQE_V1: u64 = 1 << 0;
+    const BLUEFLAME: u64 = 1 << 8;
+    if rdma_core_release >= 58 { CQE_V1 | BLUEFLAME } else { CQE_V1 }
 }
-
-/// `MLX5DV_CONTEXT_FLAGS_*` a ConnectX-6 Dx class device reports through a current mlx5_ib:
-/// CQE_V1 (cqe_version 1), ENHANCED_MPW, CQE_128B_COMP and CQE_128B_PAD.
-///
-/// Unverified: the profiles hold no vendor-cap flags, so these are the documented meanings
-/// of the kernel's answer for a ConnectX-5 or later, not a capture.
-const CONTEXT_FLAGS: u64 = 1 << 0 | 1 << 3 | 1 << 4 | 1 << 5;
 
 /// The `mlx5dv_context.comp_mask` parts `_mlx5dv_query_device` fills whenever they are asked
 /// for: CQE_COMPRESION, SWP, STRIDING_RQ, TUNNEL_OFFLOADS, DYN_BFREGS, FLOW_ACTION_FLAGS,
@@ -48,6 +33,14 @@ const CONTEXT_FLAGS: u64 = 1 << 0 | 1 << 3 | 1 << 4 | 1 << 5;
 /// HCA_CORE_CLOCK and NUM_LAG_PORTS are echoed by the provider only when the device has a
 /// clock page, a mapped core clock or LAG ports, which the simulated one has not.
 const ZERO_CAPS_MASK: u64 = 1 << 0 | 1 << 1 | 1 << 2 | 1 << 3 | 1 << 4 | 1 << 6 | 1 << 7 | 1 << 11 | 1 << 12;
+
+/// `MLX5DV_QP_MASK_*` of `struct mlx5dv_qp`'s comp_mask.
+const QP_MASK_UAR_MMAP_OFFSET: u64 = 1 << 0;
+const QP_MASK_RAW_QP_HANDLES: u64 = 1 << 1;
+const QP_MASK_RAW_QP_TIR_ADDR: u64 = 1 << 2;
+/// Where a UAR page's first BlueFlame register is, and the size of each of its halves.
+const BF_OFFSET: usize = 0x800;
+const BF_HALF: u32 = 256;
 
 /// `MLX5DV_OBJ_*` of rdma-core 44.
 mod obj {
@@ -73,10 +66,11 @@ impl Shim {
             Err(e) => return code(&e),
         };
         let zero_parts = asked & ZERO_CAPS_MASK;
+        let flags = context_flags(self.sim.profile().datapath.rdma_core_release);
         // SAFETY: the caller's struct, written field by field through raw pointers.
         unsafe {
             addr_of_mut!((*out).version).write(0);
-            addr_of_mut!((*out).flags).write(CONTEXT_FLAGS);
+            addr_of_mut!((*out).flags).write(flags);
             if zero_parts & 1 << 0 != 0 {
                 ptr::write_bytes(addr_of_mut!((*out).cqe_comp_caps), 0, 1);
             }
@@ -125,33 +119,139 @@ impl Shim {
         0
     }
 
-    /// `_mlx5dv_init_obj`: the parts in the provider's order, stopping at the first failure.
+    /// `_mlx5dv_init_obj`: the parts in the provider's order (QP, CQ, SRQ, RWQ, DM, AH, PD),
+    /// stopping at the first failure. QPs and CQs report their rings, doorbell records and
+    /// UAR in the program's memory, which the simulated device reads and writes.
     fn init_obj(&mut self, o: *mut mlx5dv_obj, obj_type: u64) -> c_int {
-        // The rings, doorbell records and UAR of QPs, CQs, SRQs and WQs, device memory and
-        // address vectors live inside the simulator, which exposes no host pointers to them.
-        for part in [obj::QP, obj::CQ, obj::SRQ, obj::RWQ, obj::DM, obj::AH] {
-            if obj_type & part != 0 {
-                return libc::EOPNOTSUPP;
-            }
-        }
-        if obj_type & obj::PD == 0 {
+        if obj_type & (obj::QP | obj::CQ | obj::SRQ | obj::RWQ | obj::DM | obj::AH | obj::PD) == 0 {
             // No part this release knows: get_context_from_obj finds no context.
             return libc::EINVAL;
         }
-        // SAFETY: the caller's struct; its PD member is read.
-        let (pd, out) = unsafe { ((*o).pd.in_, (*o).pd.out) };
-        let Ok(h) = self.pd(pd.cast()).map(|p| p.handle) else { return libc::EINVAL };
+        // SAFETY: the caller's struct; each requested member is read and written.
+        let o = unsafe { &mut *o };
+        if obj_type & obj::QP != 0 {
+            let r = self.init_qp(o.qp.in_, o.qp.out);
+            if r != 0 {
+                return r;
+            }
+        }
+        if obj_type & obj::CQ != 0 {
+            let r = self.init_cq(o.cq.in_, o.cq.out);
+            if r != 0 {
+                return r;
+            }
+        }
+        // SRQs, WQs and device memory cannot be created here, so none is the shim's.
+        if obj_type & (obj::SRQ | obj::RWQ | obj::DM) != 0 {
+            return libc::EINVAL;
+        }
+        if obj_type & obj::AH != 0 {
+            let r = self.init_ah(o.ah.in_, o.ah.out);
+            if r != 0 {
+                return r;
+            }
+        }
+        if obj_type & obj::PD != 0 {
+            let (pd, out) = (o.pd.in_, o.pd.out);
+            let Ok(h) = self.pd(pd.cast()).map(|p| p.handle) else { return libc::EINVAL };
+            if out.is_null() {
+                return libc::EINVAL;
+            }
+            match self.sim.devx_pd_number(h) {
+                // SAFETY: the caller's output struct.
+                Ok(pdn) => unsafe { out.write(mlx5dv_pd { pdn, comp_mask: 0 }) },
+                Err(e) => return code(&e),
+            }
+        }
+        0
+    }
+
+    /// `mlx5dv_get_qp`: the queues, the doorbell record and the BlueFlame register.
+    fn init_qp(&mut self, qp: *mut rdma_sys::ibv_qp, out: *mut mlx5dv_qp) -> c_int {
+        let Ok((handle, ctx)) = self.qp(qp.cast()).map(|q| (q.qp, q.c.ex.qp_base.context)) else { return libc::EINVAL };
         if out.is_null() {
             return libc::EINVAL;
         }
-        match self.sim.devx_pd_number(h) {
-            Ok(pdn) => {
-                // SAFETY: the caller's output struct.
-                unsafe { out.write(mlx5dv_pd { pdn, comp_mask: 0 }) };
-                0
+        let m = match self.sim.simulator().qp_memory(&handle) {
+            Ok(m) => m,
+            Err(e) => return code(&e),
+        };
+        let Some(uar) = self.uar_page(ctx) else { return libc::ENOMEM };
+        // SAFETY: the caller's struct; comp_mask is read first (an input).
+        unsafe {
+            let asked = (*out).comp_mask;
+            let honoured = asked & (QP_MASK_UAR_MMAP_OFFSET | QP_MASK_RAW_QP_HANDLES | QP_MASK_RAW_QP_TIR_ADDR);
+            (*out).dbrec = m.dbrec as *mut u32;
+            (*out).sq.buf = m.sq_buf as *mut c_void;
+            (*out).sq.wqe_cnt = m.sq_wqe_cnt;
+            (*out).sq.stride = if m.sq_wqe_cnt > 0 { 64 } else { 1 };
+            (*out).rq.buf = m.rq_buf as *mut c_void;
+            (*out).rq.wqe_cnt = m.rq_wqe_cnt;
+            (*out).rq.stride = if m.rq_wqe_cnt > 0 { m.rq_stride } else { 1 };
+            // A BlueFlame register of its own (mlx5_get_qp_uar's dedicated bfreg): 256-byte
+            // halves, which a program alternates between.
+            (*out).bf.reg = uar.add(BF_OFFSET).cast();
+            (*out).bf.size = BF_HALF;
+            (*out).comp_mask = honoured;
+            if honoured & QP_MASK_UAR_MMAP_OFFSET != 0 {
+                (*out).uar_mmap_offset = 0;
             }
-            Err(e) => code(&e),
+            if honoured & QP_MASK_RAW_QP_HANDLES != 0 {
+                ((*out).tirn, (*out).tisn, (*out).rqn, (*out).sqn) = (0, 0, 0, 0);
+            }
+            if honoured & QP_MASK_RAW_QP_TIR_ADDR != 0 {
+                (*out).tir_icm_addr = 0;
+            }
         }
+        0
+    }
+
+    /// `mlx5dv_get_cq`: the ring, the doorbell record, the UAR page of the arm doorbell.
+    fn init_cq(&mut self, cq: *mut rdma_sys::ibv_cq, out: *mut mlx5dv_cq) -> c_int {
+        let Some((handle, ctx)) = self.cqs.get(&key(cq)).map(|c| (c.cq, c.c.context)) else { return libc::EINVAL };
+        if out.is_null() {
+            return libc::EINVAL;
+        }
+        let m = match self.sim.simulator().cq_memory(&handle) {
+            Ok(m) => m,
+            Err(e) => return code(&e),
+        };
+        let Some(uar) = self.uar_page(ctx) else { return libc::ENOMEM };
+        // SAFETY: the caller's struct.
+        unsafe {
+            out.write(mlx5dv_cq {
+                buf: m.buf as *mut c_void,
+                dbrec: m.dbrec as *mut u32,
+                cqe_cnt: m.cqe_cnt,
+                cqe_size: m.cqe_size,
+                cq_uar: uar.cast(),
+                cqn: m.cqn,
+                comp_mask: 0,
+            })
+        };
+        0
+    }
+
+    /// `mlx5dv_get_av`: the address vector a UD WQE carries for this AH.
+    fn init_ah(&mut self, ah: *mut rdma_sys::ibv_ah, out: *mut mlx5dv_ah) -> c_int {
+        let Some(av) = self.avs.get_mut(&key(ah)) else { return libc::EINVAL };
+        if out.is_null() {
+            return libc::EINVAL;
+        }
+        // SAFETY: the caller's struct; the AV lives as long as the AH.
+        unsafe { out.write(mlx5dv_ah { av: &mut **av, comp_mask: 0 }) };
+        0
+    }
+
+    /// The context's UAR page, made at the first `mlx5dv_init_obj` that hands it out: a
+    /// doorbell a program stores there is noticed by the device through the queue's doorbell
+    /// record, which every program writes first.
+    fn uar_page(&mut self, ctx: *mut rdma_sys::ibv_context) -> Option<*mut u8> {
+        let c = self.contexts.get_mut(&key(ctx))?;
+        if c.uar.is_none() {
+            c.uar = Some(Pages::new(4096)?);
+        }
+        c.uar.as_ref().map(|p| p.ptr())
     }
 
     /// The context handle behind a program's `ibv_context`; EINVAL for one the shim did not
@@ -172,8 +272,9 @@ pub unsafe extern "C" fn mlx5dv_query_device(ctx_in: *mut ibv_context, attrs_out
     with(|e| e, |s| s.dv_query_device(ctx_in, attrs_out))
 }
 
-/// `mlx5dv_init_obj` (MLX5_1.2): MLX5DV_OBJ_PD gives the PD number; the other objects'
-/// buffers are not exposed by the simulator, so asking for one is EOPNOTSUPP.
+/// `mlx5dv_init_obj` (MLX5_1.2): a QP's rings, doorbell record and BlueFlame register, a
+/// CQ's ring, doorbell record and UAR page, an AH's address vector, a PD's number; SRQs and
+/// RWQs do not exist, so asking for one is EOPNOTSUPP.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mlx5dv_init_obj(obj: *mut mlx5dv_obj, obj_type: u64) -> c_int {
     if obj.is_null() {

@@ -18,20 +18,8 @@ use mlx5_hw::sys::mlx5dv::{
 use rdma_sys::ibv_context;
 
 use crate::errno::{code, null};
-use crate::qpx::QpC;
+use crate::objects::{Dek, Login, Qp, QpC};
 use crate::state::{Shim, key, with};
-
-/// A login object of `mlx5dv_crypto_login_create`: the program holds the box's address.
-pub(crate) struct Login {
-    _c: Box<u64>,
-    pub(crate) handle: CryptoLoginHandle,
-}
-
-/// A DEK of `mlx5dv_dek_create`: the program holds the box's address.
-pub(crate) struct Dek {
-    _c: Box<u64>,
-    pub(crate) handle: DekHandle,
-}
 
 /// The bytes of a C `char` array.
 fn bytes<const N: usize>(c: &[c_char; N]) -> [u8; N] {
@@ -299,7 +287,7 @@ pub unsafe extern "C" fn mlx5dv_dek_destroy(dek: *mut mlx5dv_dek) -> c_int {
 }
 
 /// Keep the first error of the QP's chain, as the provider's setters do.
-fn latch(q: &mut crate::queue::Qp, e: c_int) {
+fn latch(q: &mut Qp, e: c_int) {
     if q.chain_err == 0 {
         q.chain_err = e;
     }

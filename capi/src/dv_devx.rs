@@ -1,87 +1,28 @@
 //! DEVX: raw commands and objects, `mlx5dv_devx_query_eqn`, UARs, umems, and the VFIO
 //! provider's MSI vectors and EQs.
 //!
-//! What the simulator does not expose: a UAR page and an EQ ring are the simulator's own
-//! memory, reached only through [`mlx5_dv::Devx::devx_uar_write`] and
-//! [`mlx5_dv::Memory::read_buf`]. The shim gives each UAR a real page of its own (so
-//! `reg_addr` and `base_addr` are writable addresses), but stores into it are not seen by the
-//! simulated device; an EQ's `vaddr` is a copy of the ring taken at creation, not the ring
-//! the device writes. Raw DEVX programs that ring doorbells or poll EQEs through these
-//! addresses therefore see no effect: the simulator would have to place UARs and EQ rings in
-//! memory the program can address (as it does for memory a program registers).
+//! The shim gives each UAR a real page of its own (so `reg_addr` and `base_addr` are
+//! writable addresses), and a thread of the shim watches the doorbell registers in every such
+//! page while one exists (see [`watch`]): a program's store to the send doorbell (UAR +
+//! 0x800 or 0x900), the CQ doorbell (+ 0x20) or the EQ doorbells (+ 0x40, + 0x48) reaches the
+//! simulated device as [`mlx5_dv::Devx::devx_uar_write`] does, so raw DEVX QPs whose queues
+//! are in the program's umems run when the program rings them. An EQ's `vaddr` is the ring the
+//! device writes, in the process's memory.
 
-use std::alloc::Layout;
 use std::ffi::{c_int, c_void};
 use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
 
-use mlx5_dv::{AccessFlags, DevxEq, DevxObjHandle, DevxUar, DevxUmem, Error, MsiVector};
+use mlx5_dv::{AccessFlags, DevxObjHandle, Error, MsiVector};
 use mlx5_hw::sys::mlx5dv::{
     mlx5dv_devx_eq, mlx5dv_devx_msi_vector, mlx5dv_devx_obj, mlx5dv_devx_uar, mlx5dv_devx_umem, mlx5dv_devx_umem_in,
 };
 use rdma_sys::ibv_context;
 
 use crate::errno::{code, null};
-use crate::state::{Shim, key, with};
-
-/// A page-aligned allocation of the shim's, zeroed, freed on drop.
-pub(crate) struct Pages {
-    ptr: *mut u8,
-    layout: Layout,
-}
-
-impl Pages {
-    /// `len` zeroed bytes (at least one page), page-aligned; None when out of memory.
-    fn new(len: usize) -> Option<Pages> {
-        let layout = Layout::from_size_align(len.max(PAGE), PAGE).ok()?;
-        // SAFETY: the layout has a non-zero size.
-        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-        (!ptr.is_null()).then_some(Pages { ptr, layout })
-    }
-}
-
-impl Drop for Pages {
-    /// Free the pages.
-    fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout, freed once.
-        unsafe { std::alloc::dealloc(self.ptr, self.layout) };
-    }
-}
-
-const PAGE: usize = 4096;
-
-/// A DEVX object: the program holds the box's address (the C struct is opaque).
-pub(crate) struct DevxObject {
-    _c: Box<u64>,
-    pub(crate) handle: DevxObjHandle,
-}
-
-/// A UAR: its C struct and the page its addresses point into.
-pub(crate) struct Uar {
-    _c: Box<mlx5dv_devx_uar>,
-    _page: Pages,
-    pub(crate) uar: DevxUar,
-}
-
-/// A umem, and the simulator's mapping of the program's pages when the shim made one for it.
-pub(crate) struct Umem {
-    _c: Box<mlx5dv_devx_umem>,
-    pub(crate) umem: DevxUmem,
-    /// The start of the program's memory region holding it.
-    region: u64,
-}
-
-/// An MSI vector of a VFIO context.
-pub(crate) struct Msi {
-    _c: Box<mlx5dv_devx_msi_vector>,
-    pub(crate) msi: MsiVector,
-}
-
-/// An EQ of a VFIO context, with the copy of its ring `vaddr` points at.
-pub(crate) struct Eq {
-    _c: Box<mlx5dv_devx_eq>,
-    _ring: Pages,
-    pub(crate) eq: DevxEq,
-}
+use crate::objects::{DevxObject, Eq, Msi, PAGE, Pages, Uar, Umem};
+use crate::state::{Shim, device_thread, key, shim, with};
 
 /// The caller's input mailbox; EINVAL for NULL with a length.
 ///
@@ -111,19 +52,23 @@ unsafe fn output(out: *mut c_void, len: usize, data: &[u8]) {
     unsafe { ptr::copy_nonoverlapping(data.as_ptr(), out.cast::<u8>(), n) };
 }
 
-/// A failed command's errno; for EREMOTEIO its status (byte 0) and syndrome (bytes 4–7, big
-/// endian) go into the caller's output mailbox, the two fields the C API leaves valid.
+/// A failed command's errno; for EREMOTEIO the whole output mailbox comes back, as the
+/// kernel copies its zeroed buffer after the firmware wrote into it (and the VFIO provider
+/// its output message): the status (byte 0) and syndrome (bytes 4–7, big endian), and zeros
+/// elsewhere, which is all the firmware writes for a failed command.
 ///
 /// # Safety
 ///
 /// As [`output`].
 unsafe fn failed(e: &Error, out: *mut c_void, len: usize) -> c_int {
     if let Some(st) = e.cmd_status() {
-        let mut head = [0u8; 8];
-        head[0] = st.status;
-        head[4..].copy_from_slice(&st.syndrome.to_be_bytes());
+        let mut mailbox = vec![0u8; len];
+        if let Some(head) = mailbox.get_mut(..8) {
+            head[0] = st.status;
+            head[4..].copy_from_slice(&st.syndrome.to_be_bytes());
+        }
         // SAFETY: the caller's contract.
-        unsafe { output(out, len, &head) };
+        unsafe { output(out, len, &mailbox) };
     }
     code(e)
 }
@@ -139,10 +84,16 @@ impl Shim {
         self.dv.devx_objs.get(&key(obj)).map(|o| o.handle).ok_or(libc::EINVAL)
     }
 
-    /// `mlx5dv_devx_alloc_uar` with a page of the shim's behind the C struct.
+    /// `mlx5dv_devx_alloc_uar` with a page of the shim's behind the C struct; a kernel
+    /// context's NC page is the same struct every time.
     fn alloc_uar(&mut self, ctx: *mut ibv_context, flags: u32) -> Result<*mut mlx5dv_devx_uar, c_int> {
         let h = self.ctx_handle(ctx)?;
         let uar = self.sim.devx_alloc_uar(h, flags).map_err(|e| e.errno())?;
+        if let Some((p, _)) = self.dv.uars.iter().find(|(_, u)| u.uar.handle == uar.handle) {
+            return Ok(*p as *mut mlx5dv_devx_uar);
+        }
+        let vfio = self.context(ctx).map(|c| c.device.is_none())?;
+        let singleton = flags & mlx5_dv::MLX5DV_UAR_ALLOC_TYPE_NC != 0 && !vfio;
         let undo = |s: &mut Shim, e: c_int| {
             let _ = s.sim.devx_free_uar(&uar);
             e
@@ -150,7 +101,7 @@ impl Shim {
         let Some(page) = Pages::new(PAGE) else { return Err(undo(self, libc::ENOMEM)) };
         let reg = usize::try_from(uar.reg_offset).ok().filter(|o| *o < PAGE);
         let Some(reg) = reg else { return Err(undo(self, libc::EIO)) };
-        let base = page.ptr.cast::<c_void>();
+        let base = page.ptr().cast::<c_void>();
         // The kernel's mmap offset of a UAR page (unverified: the page index in pages, as
         // mlx5_ib's MLX5_IB_MMAP_OFFSET command encodes it, is not modelled).
         let mmap_off = libc::off_t::from(uar.page_id).saturating_mul(PAGE as libc::off_t);
@@ -163,7 +114,12 @@ impl Shim {
             comp_mask: 0,
         });
         let p: *mut mlx5dv_devx_uar = &mut *c;
-        self.dv.uars.insert(key(p), Uar { _c: c, _page: page, uar });
+        self.dv.uars.insert(key(p), Uar { _c: c, page, uar, singleton });
+        if self.free_running() {
+            device_thread::start(self);
+        } else {
+            watch::start();
+        }
         Ok(p)
     }
 
@@ -200,6 +156,7 @@ impl Shim {
     /// `mlx5dv_devx_umem_dereg`, releasing its hold on the program's memory region.
     fn umem_dereg(&mut self, umem: *mut mlx5dv_devx_umem) -> c_int {
         let Some(u) = self.dv.umems.get(&key(umem)) else { return libc::EINVAL };
+        device_thread::forget();
         if let Err(e) = self.sim.devx_umem_dereg(&u.umem) {
             return code(&e);
         }
@@ -209,7 +166,7 @@ impl Shim {
         0
     }
 
-    /// `mlx5dv_devx_create_eq` with a copy of the ring behind `vaddr`.
+    /// `mlx5dv_devx_create_eq`: `vaddr` is the ring the device writes.
     fn create_eq(
         &mut self,
         ctx: *mut ibv_context,
@@ -225,18 +182,10 @@ impl Shim {
         };
         // SAFETY: as above.
         unsafe { output(out, outlen, &eq.out) };
-        let ring = Pages::new(eq.ring.len);
-        let copied = self.sim.read_buf(&eq.ring, 0, eq.ring.len).ok();
-        let (Some(ring), Some(bytes)) = (ring, copied) else {
-            let _ = self.sim.devx_destroy_eq(&eq);
-            return Err(libc::ENOMEM);
-        };
-        let n = bytes.len().min(ring.layout.size());
-        // SAFETY: the copy holds at least n bytes.
-        unsafe { ptr::copy_nonoverlapping(bytes.as_ptr(), ring.ptr, n) };
-        let mut c = Box::new(mlx5dv_devx_eq { vaddr: ring.ptr.cast() });
+        // The ring is in the process's memory, where the device writes its EQEs.
+        let mut c = Box::new(mlx5dv_devx_eq { vaddr: eq.ring.addr as *mut c_void });
         let p: *mut mlx5dv_devx_eq = &mut *c;
-        self.dv.eqs.insert(key(p), Eq { _c: c, _ring: ring, eq });
+        self.dv.eqs.insert(key(p), Eq { _c: c, eq });
         Ok(p)
     }
 }
@@ -273,6 +222,7 @@ pub unsafe extern "C" fn mlx5dv_devx_obj_create(
         return null(e);
     }
     with(null, |s| {
+        watch::flush(s);
         let Ok(h) = s.ctx_handle(context) else { return null(libc::EINVAL) };
         match s.sim.devx_obj_create(h, i, outlen) {
             Ok(o) => {
@@ -305,15 +255,18 @@ fn mailbox_cmd(
     }
     with(
         |e| e,
-        |s| match run(s, i) {
-            // SAFETY: the caller's mailbox of outlen bytes.
-            Ok(Ok(o)) => unsafe {
-                output(out, outlen, &o);
-                0
-            },
-            // SAFETY: as above.
-            Ok(Err(e)) => unsafe { failed(&e, out, outlen) },
-            Err(e) => e,
+        |s| {
+            watch::flush(s);
+            match run(s, i) {
+                // SAFETY: the caller's mailbox of outlen bytes.
+                Ok(Ok(o)) => unsafe {
+                    output(out, outlen, &o);
+                    0
+                },
+                // SAFETY: as above.
+                Ok(Err(e)) => unsafe { failed(&e, out, outlen) },
+                Err(e) => e,
+            }
         },
     )
 }
@@ -363,7 +316,9 @@ pub unsafe extern "C" fn mlx5dv_devx_obj_destroy(obj: *mut mlx5dv_devx_obj) -> c
     with(
         |e| e,
         |s| {
+            watch::flush(s);
             let Ok(h) = s.devx_obj(obj) else { return libc::EINVAL };
+            device_thread::forget();
             match s.sim.devx_obj_destroy(h) {
                 Ok(()) => {
                     s.dv.devx_objs.remove(&key(obj));
@@ -398,8 +353,8 @@ pub unsafe extern "C" fn mlx5dv_devx_query_eqn(context: *mut ibv_context, vector
 }
 
 /// `mlx5dv_devx_alloc_uar`: `page_id` is the simulator's UAR number; `base_addr` and
-/// `reg_addr` (at the register's offset, 0x800) point into a page of the shim's, whose stores
-/// the simulated device does not see (module docs).
+/// `reg_addr` (at the register's offset, 0x800) point into a page of the shim's whose
+/// doorbell registers the shim watches (module docs).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mlx5dv_devx_alloc_uar(context: *mut ibv_context, flags: u32) -> *mut mlx5dv_devx_uar {
     with(null, |s| s.alloc_uar(context, flags).unwrap_or_else(null))
@@ -411,7 +366,9 @@ pub unsafe extern "C" fn mlx5dv_devx_free_uar(devx_uar: *mut mlx5dv_devx_uar) {
     with(
         |_| (),
         |s| {
+            device_thread::forget();
             if let Some(u) = s.dv.uars.get(&key(devx_uar))
+                && !u.singleton
                 && s.sim.devx_free_uar(&u.uar).is_ok()
             {
                 s.dv.uars.remove(&key(devx_uar));
@@ -519,7 +476,10 @@ pub unsafe extern "C" fn mlx5dv_devx_create_eq(
     if let Err(e) = check_out(out, outlen) {
         return null(e);
     }
-    with(null, |s| s.create_eq(ibctx, i, out, outlen).unwrap_or_else(null))
+    with(null, |s| {
+        watch::flush(s);
+        s.create_eq(ibctx, i, out, outlen).unwrap_or_else(null)
+    })
 }
 
 /// `mlx5dv_devx_destroy_eq`: a failing DESTROY_EQ is its status-mapped errno.
@@ -538,4 +498,155 @@ pub unsafe extern "C" fn mlx5dv_devx_destroy_eq(eq: *mut mlx5dv_devx_eq) -> c_in
             }
         },
     )
+}
+
+/// What the device thread does with the UAR pages under the shim's lock (`watch`).
+impl Shim {
+    /// Ring the stores waiting in the UAR pages ([`watch::flush`]).
+    pub(crate) fn flush_uar_stores(&mut self) -> bool {
+        watch::flush(self)
+    }
+
+    /// The UAR registers to look at without the lock ([`watch::registers`]).
+    pub(crate) fn watched_registers(&self) -> Vec<(usize, usize)> {
+        watch::registers(self)
+    }
+}
+
+/// The thread that watches the doorbell registers of the UAR pages the shim handed out, and
+/// hands each store it finds to the simulated device.
+///
+/// A program rings a doorbell with a plain store into the page; the thread takes each
+/// register's value and leaves zero behind (an atomic swap, so a store that lands meanwhile
+/// is seen on the next look rather than lost), so a register written twice with the same
+/// value rings twice. A store of zero is not seen: no doorbell the device acts on is all
+/// zeros. The thread looks every 20 µs after a doorbell, backing off to every 2 ms when the
+/// pages are quiet, and ends when the last UAR is freed. A DEVX command the program issues
+/// first rings what waits ([`flush`]), so a store made before the command reaches the device
+/// before it, as on hardware.
+pub(crate) mod watch {
+    use super::*;
+
+    /// The registers looked at: offset in the page and width in bytes.
+    const REGISTERS: [(usize, usize); 5] = [(CQ_DOORBELL, 8), (0x40, 4), (0x48, 4), (0x800, 8), (0x900, 8)];
+    /// `MLX5_CQ_DOORBELL`'s offset in a UAR page.
+    const CQ_DOORBELL: usize = 0x20;
+    const FAST: Duration = Duration::from_micros(20);
+    const SLOW: Duration = Duration::from_millis(2);
+
+    /// A watcher runs (set and cleared under the shim's lock).
+    static RUNNING: AtomicBool = AtomicBool::new(false);
+
+    /// Start the watcher unless it runs. Called with the shim locked.
+    pub(super) fn start() {
+        if RUNNING.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let spawned = std::thread::Builder::new().name("mlx5sim-doorbells".into()).spawn(run);
+        if spawned.is_err() {
+            RUNNING.store(false, Ordering::SeqCst);
+        }
+    }
+
+    /// Take the register of `width` bytes at `at`, leaving zero: its bytes in memory order,
+    /// or `None` when it holds zero.
+    ///
+    /// # Safety
+    ///
+    /// `at` is inside a live page of the shim's, aligned to `width`.
+    unsafe fn take(at: *mut u8, width: usize) -> Option<Vec<u8>> {
+        if width == 8 {
+            // SAFETY: the caller's contract; the page is 4096-aligned and the offset 8-aligned.
+            let v = unsafe { AtomicU64::from_ptr(at.cast()) }.swap(0, Ordering::SeqCst);
+            (v != 0).then(|| v.to_ne_bytes().to_vec())
+        } else {
+            // SAFETY: as above, 4-aligned.
+            let v = unsafe { AtomicU32::from_ptr(at.cast()) }.swap(0, Ordering::SeqCst);
+            (v != 0).then(|| v.to_ne_bytes().to_vec())
+        }
+    }
+
+    /// One look at every page: the stores found are rung; whether there were any. `None` when
+    /// no UAR is left (the watcher then ends).
+    fn look(s: &mut Shim) -> Option<bool> {
+        if s.dv.uars.is_empty() {
+            RUNNING.store(false, Ordering::SeqCst);
+            return None;
+        }
+        Some(flush(s))
+    }
+
+    /// The registers of every UAR page the shim handed out: (address, width in bytes). Of a
+    /// context's own page (`mlx5dv_init_obj`), the CQ doorbell: its QPs' doorbells are seen
+    /// through their doorbell records.
+    pub(crate) fn registers(s: &Shim) -> Vec<(usize, usize)> {
+        let pages = s.dv.uars.values().map(|u| u.page.ptr() as usize);
+        let mut r: Vec<(usize, usize)> =
+            pages.flat_map(|p| REGISTERS.iter().map(move |&(off, w)| (p + off, w))).collect();
+        for c in s.contexts.values() {
+            if let Some(page) = &c.uar {
+                r.push((page.ptr() as usize + CQ_DOORBELL, 8));
+            }
+        }
+        r
+    }
+
+    /// Ring the stores that wait in the UAR pages now, before a command the program issues
+    /// after them (as its stores reach a device before its later commands): whether there were
+    /// any.
+    pub(crate) fn flush(s: &mut Shim) -> bool {
+        let mut stores = Vec::new();
+        for u in s.dv.uars.values() {
+            for (offset, width) in REGISTERS {
+                // SAFETY: the page is the Uar's own, alive while it is in the table (the lock
+                // is held), and every register lies inside it.
+                if let Some(bytes) = unsafe { take(u.page.ptr().add(offset), width) } {
+                    stores.push((u.uar, offset as u32, bytes));
+                }
+            }
+        }
+        let mut arms = Vec::new();
+        for c in s.contexts.values() {
+            // SAFETY: the context's page, alive while the context is in the table.
+            if let Some(page) = &c.uar
+                && let Some(b) = unsafe { take(page.ptr().add(CQ_DOORBELL), 8) }
+            {
+                let word = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+                arms.push((c.handle, word(0), word(4)));
+            }
+        }
+        let (rang, armed) = (!stores.is_empty() || !arms.is_empty(), !arms.is_empty());
+        for (uar, offset, bytes) in stores {
+            // A UAR of a closed context is refused; the store is dropped, as hardware would.
+            let _ = s.sim.devx_uar_write(&uar, offset, &bytes);
+        }
+        for (ctx, hi, cqn) in arms {
+            // A program's own `mlx5_arm_cq`: `sn << 28 | cmd | ci`, then the CQ's number.
+            s.sim.simulator_mut().cq_doorbell(ctx, hi, cqn);
+        }
+        if armed {
+            // An arm with a completion waiting fires at once.
+            s.notify();
+        }
+        rang
+    }
+
+    fn run() {
+        let mut pause = FAST;
+        loop {
+            let rang = match shim() {
+                Ok(mut s) => look(&mut s),
+                Err(_) => {
+                    RUNNING.store(false, Ordering::SeqCst);
+                    None
+                }
+            };
+            match rang {
+                None => return,
+                Some(true) => pause = FAST,
+                Some(false) => pause = (pause * 2).min(SLOW),
+            }
+            std::thread::sleep(pause);
+        }
+    }
 }

@@ -10,14 +10,8 @@ use mlx5_dv::event_type;
 use rdma_sys::*;
 
 use crate::errno::{minus_one, null};
+use crate::objects::Channel;
 use crate::state::{Shim, key, with};
-
-/// A completion channel: its fd becomes readable when an armed CQ gets a completion.
-pub(crate) struct Channel {
-    pub(crate) c: Box<ibv_comp_channel>,
-    /// CQs whose completion event is not yet read, in order.
-    pub(crate) fired: VecDeque<usize>,
-}
 
 impl Shim {
     /// Move the simulator's pending events of every context behind the contexts' fds.
@@ -104,22 +98,25 @@ pub unsafe extern "C" fn ibv_create_comp_channel(context: *mut ibv_context) -> *
     })
 }
 
-/// `ibv_destroy_comp_channel`: EBUSY while a CQ uses it.
+/// `ibv_destroy_comp_channel`: 0, or EBUSY (a positive errno, as libibverbs returns it) while
+/// a CQ uses it. A channel the shim does not know is EINVAL, where libibverbs would read
+/// freed memory.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_destroy_comp_channel(channel: *mut ibv_comp_channel) -> c_int {
-    with(minus_one, |s| {
-        if s.cqs.values().any(|c| ptr::eq(c.c.channel, channel)) {
-            return minus_one(libc::EBUSY);
-        }
-        match s.channels.remove(&key(channel)) {
-            Some(ch) => {
+    with(
+        |e| e,
+        |s| {
+            let Some(ch) = s.channels.get(&key(channel)) else { return libc::EINVAL };
+            if ch.c.refcnt > 0 {
+                return libc::EBUSY;
+            }
+            if let Some(ch) = s.channels.remove(&key(channel)) {
                 // SAFETY: the channel's own fd, closed once.
                 unsafe { libc::close(ch.c.fd) };
-                0
             }
-            None => minus_one(libc::EINVAL),
-        }
-    })
+            0
+        },
+    )
 }
 
 /// `ibv_get_cq_event`: waits (unless the program made the fd non-blocking) for the next CQ
@@ -143,17 +140,16 @@ pub unsafe extern "C" fn ibv_get_cq_event(
         let Some(k) = s.channels.get_mut(&key(channel)).and_then(|c| c.fired.pop_front()) else {
             return minus_one(libc::EAGAIN);
         };
-        match s.cqs.get_mut(&k) {
-            Some(c) => {
-                // SAFETY: the caller's out-parameters.
-                unsafe {
-                    *cq = &mut *c.c;
-                    *cq_context = c.c.cq_context;
-                }
-                0
-            }
-            None => minus_one(libc::EAGAIN),
+        let Some(c) = s.cqs.get_mut(&k) else { return minus_one(libc::EAGAIN) };
+        // SAFETY: the caller's out-parameters.
+        unsafe {
+            *cq = &mut *c.c;
+            *cq_context = c.c.cq_context;
         }
+        // mlx5_cq_event: the next arm carries the next sequence number.
+        let handle = c.cq;
+        let _ = s.sim.simulator_mut().cq_event(&handle);
+        0
     })
 }
 

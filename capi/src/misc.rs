@@ -1,7 +1,8 @@
-//! The calls that need no device: the simulated devices' sysfs files, fork support, and the
-//! rate conversions.
+//! The calls that need no device: the sysfs path and the simulated devices' sysfs files, fork
+//! support, the rate conversions, and the ioctl helper providers link against.
 
-use std::ffi::{CStr, c_char, c_int, c_void};
+use std::ffi::{CStr, CString, c_char, c_int, c_uint, c_void};
+use std::sync::OnceLock;
 
 use crate::errno::minus_one;
 use crate::state::with;
@@ -30,6 +31,78 @@ fn sysfs_file(dir: &str, file: &str) -> Option<String> {
             })
         },
     )
+}
+
+/// `IBV_SYSFS_PATH_MAX`: the longest `SYSFS_PATH` kept.
+const SYSFS_PATH_MAX: usize = 256;
+
+/// The sysfs root `ibv_get_sysfs_path` reports: `SYSFS_PATH` when the process is not set-uid
+/// (its first 256 bytes, trailing slashes dropped), else `/sys`; read once, as libibverbs
+/// keeps the first answer.
+fn sysfs_root(env: Option<&[u8]>) -> CString {
+    let Some(v) = env else { return c"/sys".to_owned() };
+    let v = &v[..v.len().min(SYSFS_PATH_MAX)];
+    let end = v.iter().rposition(|&b| b != b'/').map_or(0, |i| i + 1);
+    // An environment value holds no NUL; were it to, the path ends there as strndup's would.
+    let v = &v[..end];
+    let v = &v[..v.iter().position(|&b| b == 0).unwrap_or(v.len())];
+    CString::new(v).unwrap_or_default()
+}
+
+/// `ibv_get_sysfs_path`: the directory libibverbs reads devices from (`sysfs.c`).
+#[unsafe(no_mangle)]
+pub extern "C" fn ibv_get_sysfs_path() -> *const c_char {
+    static PATH: OnceLock<CString> = OnceLock::new();
+    PATH.get_or_init(|| {
+        // SAFETY: getuid and geteuid cannot fail.
+        let same = unsafe { libc::getuid() == libc::geteuid() };
+        let env = std::env::var_os("SYSFS_PATH").filter(|_| same);
+        sysfs_root(env.as_ref().map(|v| std::os::unix::ffi::OsStrExt::as_bytes(v.as_os_str())))
+    })
+    .as_ptr()
+}
+
+/// `struct ib_uverbs_ioctl_hdr`: the header of an ioctl command's attributes.
+#[repr(C)]
+struct IoctlHdr {
+    length: u16,
+    object_id: u16,
+    method_id: u16,
+    num_attrs: u16,
+    reserved1: u64,
+    driver_id: u32,
+    reserved2: u32,
+}
+
+/// `struct ibv_command_buffer` of libibverbs' `cmd_ioctl.h`, up to its attributes.
+#[repr(C)]
+struct CommandBuffer {
+    next: *const CommandBuffer,
+    /// `struct ib_uverbs_attr *`: the next free attribute of `hdr.attrs`.
+    next_attr: *const u8,
+    last_attr: *const u8,
+    uhw: [u8; 4],
+    flags: u8,
+    hdr: IoctlHdr,
+}
+
+/// `sizeof(struct ib_uverbs_attr)`.
+const UVERBS_ATTR_SIZE: usize = 16;
+
+/// `__ioctl_final_num_attrs`: `num_attrs` plus the attributes of each linked buffer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn __ioctl_final_num_attrs(num_attrs: c_uint, link: *const c_void) -> c_uint {
+    let mut n = num_attrs;
+    let mut link = link.cast::<CommandBuffer>();
+    while !link.is_null() {
+        // SAFETY: the caller's linked command buffers (libibverbs' contract).
+        let b = unsafe { &*link };
+        let attrs = (&raw const b.hdr).cast::<u8>().wrapping_add(size_of::<IoctlHdr>());
+        let used = (b.next_attr as usize).saturating_sub(attrs as usize) / UVERBS_ATTR_SIZE;
+        n = n.wrapping_add(c_uint::try_from(used).unwrap_or(c_uint::MAX));
+        link = b.next;
+    }
+    n
 }
 
 /// `ibv_read_sysfs_file`: the simulated devices' attribute files; -1 for anything else.
@@ -132,4 +205,40 @@ pub extern "C" fn ibv_rate_to_mbps(rate: c_int) -> c_int {
 #[unsafe(no_mangle)]
 pub extern "C" fn mbps_to_ibv_rate(mbps: c_int) -> c_int {
     MBPS.iter().find(|r| r.1 == mbps).map_or(0, |r| r.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sysfs_root_is_sysfs_path_without_trailing_slashes_or_sys() {
+        assert_eq!(sysfs_root(None).as_bytes(), b"/sys");
+        assert_eq!(sysfs_root(Some(b"/tmp/fake//")).as_bytes(), b"/tmp/fake");
+        assert_eq!(sysfs_root(Some(b"/")).as_bytes(), b"");
+        let long = [b'a'; 300];
+        assert_eq!(sysfs_root(Some(&long)).as_bytes().len(), SYSFS_PATH_MAX);
+    }
+
+    #[test]
+    fn the_final_attribute_count_adds_each_linked_buffers_attributes() {
+        // An ibv_command_buffer is followed by room for its attributes.
+        #[repr(C)]
+        struct WithAttrs {
+            b: CommandBuffer,
+            attrs: [[u8; UVERBS_ATTR_SIZE]; 4],
+        }
+        // SAFETY: plain data.
+        let mut second: WithAttrs = unsafe { std::mem::zeroed() };
+        second.b.next_attr = second.attrs[3].as_ptr();
+        // SAFETY: plain data.
+        let mut first: WithAttrs = unsafe { std::mem::zeroed() };
+        first.b.next = &second.b;
+        first.b.next_attr = first.attrs[1].as_ptr();
+        assert_eq!(size_of::<CommandBuffer>(), 56, "the attributes start at byte 56, as in C");
+        // SAFETY: the two buffers above.
+        assert_eq!(unsafe { __ioctl_final_num_attrs(2, (&raw const first.b).cast()) }, 2 + 1 + 3);
+        // SAFETY: no buffer.
+        assert_eq!(unsafe { __ioctl_final_num_attrs(7, std::ptr::null()) }, 7);
+    }
 }

@@ -1,49 +1,19 @@
 //! PDs, MRs over the program's own memory, and mlx5dv mkeys.
 
-use std::collections::BTreeMap;
 use std::ffi::{c_int, c_void};
+use std::ptr;
 
-use mlx5_dv::{AccessFlags, Buf, MkeyInitAttr, MkeyInitFlags, PdHandle};
+use mlx5_dv::{AccessFlags, MkeyInitAttr, MkeyInitFlags};
 use mlx5_hw::sys::mlx5dv::{mlx5dv_mkey, mlx5dv_mkey_err, mlx5dv_mkey_init_attr};
 use rdma_sys::*;
 
 use crate::errno::{code, null};
+use crate::objects::{ExternalMemory, Mkey, Mr, Pd};
 use crate::state::{Shim, key, with};
-
-/// A PD: the program holds `&*c`.
-pub(crate) struct Pd {
-    pub(crate) c: Box<ibv_pd>,
-    pub(crate) handle: PdHandle,
-}
-
-/// An MR over the program's bytes.
-pub(crate) struct Mr {
-    /// The program's `ibv_mr`, kept at its address until `ibv_dereg_mr`.
-    _c: Box<ibv_mr>,
-    pub(crate) mr: mlx5_dv::Mr,
-    /// The start of the external region holding it.
-    region: u64,
-}
-
-/// An mlx5dv mkey.
-pub(crate) struct Mkey {
-    /// The program's `mlx5dv_mkey`, kept at its address until `mlx5dv_destroy_mkey`.
-    c: Box<mlx5dv_mkey>,
-    pub(crate) mkey: mlx5_dv::Mkey,
-}
-
-/// The program's memory the simulator maps: one region per registration's bytes, each with
-/// the number of MRs in it. A registration inside a mapped region shares it; one that overlaps
-/// a region only in part is refused (the simulator's memory cannot merge regions MRs hold).
-#[derive(Default)]
-pub(crate) struct ExternalMemory {
-    /// start → (end, the simulator's buffer, MRs inside).
-    regions: BTreeMap<u64, (u64, Buf, usize)>,
-}
 
 impl ExternalMemory {
     /// Map `[addr, addr + len)` if no region holds it yet; the holding region's start.
-    pub(crate) fn map(&mut self, sim: &mut crate::state::Engine, addr: u64, len: u64) -> Result<u64, c_int> {
+    pub(crate) fn map(&mut self, sim: &mut crate::state::SimBackend, addr: u64, len: u64) -> Result<u64, c_int> {
         let end = addr.checked_add(len).ok_or(libc::EINVAL)?;
         if let Some((&s, (e, _, n))) = self.regions.range_mut(..=addr).next_back()
             && *e >= end
@@ -68,7 +38,7 @@ impl ExternalMemory {
     }
 
     /// One MR in the region at `start` is gone; unmap the region after its last.
-    pub(crate) fn unmap(&mut self, sim: &mut crate::state::Engine, start: u64) {
+    pub(crate) fn unmap(&mut self, sim: &mut crate::state::SimBackend, start: u64) {
         let Some((_, buf, n)) = self.regions.get_mut(&start) else { return };
         *n = n.saturating_sub(1);
         if *n == 0 {
@@ -124,6 +94,18 @@ impl Shim {
         let p: *mut ibv_mr = &mut *c;
         self.mrs.insert(key(p), Mr { _c: c, mr, region });
         Ok(p)
+    }
+
+    /// The C objects of a closed context, whose simulator objects the close released: an MR
+    /// also gives back its hold on the program's memory.
+    pub(crate) fn forget_memory_of(&mut self, ctx: *const rdma_sys::ibv_context) {
+        let mrs: Vec<usize> = self.mrs.iter().filter(|(_, m)| ptr::eq(m._c.context, ctx)).map(|(k, _)| *k).collect();
+        for k in mrs {
+            if let Some(m) = self.mrs.remove(&k) {
+                self.memory.unmap(&mut self.sim, m.region);
+            }
+        }
+        self.pds.retain(|_, p| !ptr::eq(p.c.context, ctx));
     }
 
     fn dereg_mr(&mut self, mr: *mut ibv_mr) -> c_int {

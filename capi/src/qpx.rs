@@ -2,6 +2,12 @@
 //! functions build one chain of the trait's operations, which `ibv_wr_complete` posts.
 //!
 //! As in libmlx5, a setter's error is kept and `ibv_wr_complete` returns the first one.
+//!
+//! Every op a header's inline function may call is set on every QP, whatever its type and
+//! whether or not it was created with send ops flags (libmlx5 leaves the ops a QP type lacks
+//! NULL, and a call through one faults): an op the simulator does not model fails the chain
+//! with EOPNOTSUPP at `ibv_wr_complete` ([`ops`]). `ibv_qp_to_qp_ex` still returns
+//! NULL for a QP created without send ops flags, as libibverbs does.
 
 use std::ffi::{c_int, c_void};
 
@@ -13,22 +19,19 @@ use mlx5_hw::sys::mlx5dv::*;
 use rdma_sys::*;
 
 use crate::errno::null;
-use crate::queue::Qp;
+use crate::objects::{Qp, QpC};
 use crate::state::{Shim, with};
 
-/// The C side of a QP: the program's `ibv_qp` is `ex.qp_base`, at the start.
-#[repr(C)]
-pub(crate) struct QpC {
-    pub(crate) ex: ibv_qp_ex,
-    pub(crate) dv: mlx5dv_qp_ex,
-}
+mod ops;
 
 impl QpC {
-    /// A QP's C structs; `extended`: created with send ops flags, so `ibv_wr_*` work.
+    /// A QP's C structs with every op set; `extended`: created with send ops flags.
     pub(crate) fn new(extended: bool) -> Box<QpC> {
         // SAFETY: plain data (pointers, optional functions, zeroed pthread objects).
         let mut c: Box<QpC> = Box::new(unsafe { std::mem::zeroed() });
-        if extended {
+        c.extended = extended;
+        ops::fill_unmodelled(&mut c);
+        {
             let e = &mut c.ex;
             e.wr_start = Some(wr_start);
             e.wr_complete = Some(wr_complete);
@@ -59,7 +62,7 @@ impl QpC {
 }
 
 /// Run `f` on the QP of an `ibv_qp_ex` (whose address is the QP's).
-fn on_qpx(qpx: *mut ibv_qp_ex, f: impl FnOnce(&mut Qp)) {
+pub(crate) fn on_qpx(qpx: *mut ibv_qp_ex, f: impl FnOnce(&mut Qp)) {
     with(
         |_| (),
         |s| {
@@ -71,7 +74,7 @@ fn on_qpx(qpx: *mut ibv_qp_ex, f: impl FnOnce(&mut Qp)) {
 }
 
 /// Run `f` on the QP of an `mlx5dv_qp_ex`, which sits after the `ibv_qp_ex` in [`QpC`].
-fn on_mqp(mqp: *mut mlx5dv_qp_ex, f: impl FnOnce(&mut Shim, usize)) {
+pub(crate) fn on_mqp(mqp: *mut mlx5dv_qp_ex, f: impl FnOnce(&mut Shim, usize)) {
     let qp = (mqp as usize).wrapping_sub(std::mem::offset_of!(QpC, dv));
     with(|_| (), |s| f(s, qp))
 }
@@ -99,7 +102,8 @@ fn set_sges(q: &mut Qp, list: Vec<mlx5_dv::Sge>) {
     }
 }
 
-fn latch(q: &mut Qp, e: c_int) {
+/// Keep the chain's first error.
+pub(crate) fn latch(q: &mut Qp, e: c_int) {
     if q.chain_err == 0 {
         q.chain_err = e;
     }
@@ -120,7 +124,15 @@ unsafe extern "C" fn wr_complete(qpx: *mut ibv_qp_ex) -> c_int {
             let chain = std::mem::take(&mut q.chain);
             let err = std::mem::take(&mut q.chain_err);
             if err != 0 {
-                return err;
+                // mlx5_send_wr_complete_error: a QP not moved to RTS since it was created or
+                // reset fails with EINVAL whatever its setters latched (the simulator decides
+                // that for a chain it is given; this one never reaches it). ERR is taken as
+                // reached from RTS, the way a working QP gets there.
+                let reset_since_rts = matches!(
+                    q.c.ex.qp_base.state,
+                    ibv_qp_state::IBV_QPS_RESET | ibv_qp_state::IBV_QPS_INIT | ibv_qp_state::IBV_QPS_RTR
+                );
+                return if reset_since_rts { libc::EINVAL } else { err };
             }
             let h = q.qp;
             let r = s.sim.post_send(&h, &chain);
@@ -188,13 +200,31 @@ unsafe extern "C" fn wr_set_sge_list(qpx: *mut ibv_qp_ex, num_sge: usize, sg_lis
     on_qpx(qpx, |q| set_sges(q, list))
 }
 
-/// Inline data is not simulated: the chain fails with EOPNOTSUPP.
-unsafe extern "C" fn wr_set_inline_data(qpx: *mut ibv_qp_ex, _addr: *mut c_void, _length: usize) {
-    on_qpx(qpx, |q| latch(q, libc::EOPNOTSUPP))
+/// Inline data: the bytes are copied now (`_mlx5_send_wr_set_inline_data`), so the buffer
+/// need not be registered nor outlive the call; more than the QP's `max_inline_data` latches
+/// ENOMEM without reading them.
+unsafe extern "C" fn wr_set_inline_data(qpx: *mut ibv_qp_ex, addr: *mut c_void, length: usize) {
+    let buf = ibv_data_buf { addr, length };
+    // SAFETY: one buffer, the caller's.
+    unsafe { wr_set_inline_data_list(qpx, 1, &buf) }
 }
 
-unsafe extern "C" fn wr_set_inline_data_list(qpx: *mut ibv_qp_ex, _num_buf: usize, _buf_list: *const ibv_data_buf) {
-    on_qpx(qpx, |q| latch(q, libc::EOPNOTSUPP))
+unsafe extern "C" fn wr_set_inline_data_list(qpx: *mut ibv_qp_ex, num_buf: usize, buf_list: *const ibv_data_buf) {
+    let bufs = if num_buf == 0 || buf_list.is_null() {
+        &[][..]
+    } else {
+        // SAFETY: the caller's array of num_buf buffers.
+        unsafe { std::slice::from_raw_parts(buf_list, num_buf) }
+    };
+    on_qpx(qpx, |q| {
+        // SAFETY: each buffer's bytes, the caller's; read only within max_inline_data.
+        match unsafe {
+            crate::inline::gather(bufs.iter().map(|b| (b.addr.cast_const(), b.length)), q.qp.cap.max_inline_data)
+        } {
+            Ok(bytes) => q.chain.push(WrOp::InlineData(bytes)),
+            Err(e) => latch(q, e),
+        }
+    })
 }
 
 /// Push an mlx5dv op on the QP's chain; a bad mkey pointer latches EINVAL.
@@ -377,7 +407,7 @@ unsafe extern "C" fn wr_set_mkey_sig_block(mqp: *mut mlx5dv_qp_ex, attr: *const 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_qp_to_qp_ex(qp: *mut ibv_qp) -> *mut ibv_qp_ex {
     with(null, |s| match s.qp(qp) {
-        Ok(q) if q.c.ex.wr_start.is_some() => &mut q.c.ex,
+        Ok(q) if q.c.extended => &mut q.c.ex,
         _ => null(libc::EOPNOTSUPP),
     })
 }

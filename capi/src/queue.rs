@@ -2,39 +2,21 @@
 //! header's inline `ibv_post_send`, `ibv_post_recv`, `ibv_poll_cq` and `ibv_req_notify_cq`
 //! jump through.
 
-use std::collections::VecDeque;
 use std::ffi::{c_int, c_void};
 use std::ptr;
 
 use mlx5_dv::{
-    AccessFlags, AhAttr, DvQpInitAttr, Gid, QpCap, QpDest, QpInitAttr, QpModify, QpState, RecvWr, SendOpsFlags, Sge,
-    Wc, qp_type, send_ops,
+    AccessFlags, AhAttr, DvQpInitAttr, Gid, QpAttrExt, QpAttrMask, QpCap, QpDest, QpInitAttr, QpModify, QpState,
+    RecvWr, SendFlags, SendOpsFlags, SendWr, Sge, Wc, WcFlags, qp_init_mask, qp_type,
 };
 use rdma_sys::*;
 
 use crate::errno::{code, null};
-use crate::qpx::QpC;
-use crate::state::{Shim, key, with};
+use crate::objects::{Cq, Qp, QpC};
+use crate::state::{Shim, device_thread, key, with};
 
-/// A CQ: completions the shim already took from the simulator (for a completion channel)
-/// are handed out first.
-pub(crate) struct Cq {
-    pub(crate) c: Box<ibv_cq>,
-    pub(crate) cq: mlx5_dv::Cq,
-    pub(crate) armed: bool,
-    pub(crate) taken: VecDeque<Wc>,
-}
-
-/// An RC QP; the program holds `&c.ex.qp_base`.
-pub(crate) struct Qp {
-    pub(crate) c: Box<QpC>,
-    pub(crate) qp: mlx5_dv::Qp,
-    /// What the last successful `ibv_modify_qp` set, for `ibv_query_qp`.
-    pub(crate) attr: ibv_qp_attr,
-    /// The `ibv_wr_*` chain being built, and the first error a setter raised in it.
-    pub(crate) chain: Vec<mlx5_dv::WrOp>,
-    pub(crate) chain_err: c_int,
-}
+/// `CQ_POLL_ERR`: what libmlx5's `ibv_poll_cq` returns when a completion cannot be read.
+const CQ_POLL_ERR: c_int = -2;
 
 /// Install the ops a program's inline calls use.
 pub(crate) fn fill_context_ops(c: &mut verbs_context) {
@@ -87,6 +69,38 @@ fn send_op(wr: &ibv_send_wr) -> Result<mlx5_dv::WrOp, c_int> {
     })
 }
 
+/// The `ibv_send_wr` as `ibv_post_send` passes it on: the opcodes the `ibv_wr_*` chain shares
+/// through [`send_op`], every other (atomics, memory windows, bad values) as the caller set it.
+fn send_wr(wr: &ibv_send_wr) -> Result<SendWr, c_int> {
+    let mut out = match send_op(wr).ok().and_then(|op| SendWr::from_op(&op)) {
+        Some(w) => w,
+        None => raw_send_wr(wr)?,
+    };
+    // IBV_SEND_INLINE: the bytes are copied now, from memory the simulator may not map; the
+    // simulator checks their size against max_inline_data in libmlx5's order.
+    if let Some(mlx5_dv::WrOp::InlineData(bytes)) = crate::inline::legacy(wr, u32::MAX)? {
+        out.inline_data = bytes;
+    }
+    Ok(out)
+}
+
+/// An `ibv_send_wr` field by field, whatever its opcode.
+fn raw_send_wr(wr: &ibv_send_wr) -> Result<SendWr, c_int> {
+    // SAFETY: the union members are plain integers either way.
+    let (rdma, imm) = unsafe { (wr.wr.rdma, wr.imm_data_invalidated_rkey_union.imm_data) };
+    Ok(SendWr {
+        wr_id: wr.wr_id,
+        opcode: wr.opcode,
+        send_flags: SendFlags::from_bits_retain(wr.send_flags),
+        sge: sges(wr.sg_list, wr.num_sge)?,
+        imm_data: imm,
+        invalidate_rkey: imm,
+        remote_addr: rdma.remote_addr,
+        rkey: rdma.rkey,
+        inline_data: Vec::new(),
+    })
+}
+
 fn write_wc(w: &Wc, out: &mut ibv_wc) {
     // SAFETY: plain data.
     *out = unsafe { std::mem::zeroed() };
@@ -98,35 +112,14 @@ fn write_wc(w: &Wc, out: &mut ibv_wc) {
     out.imm_data_invalidated_rkey_union.imm_data = w.imm_data;
     out.qp_num = w.qp_num;
     out.wc_flags = w.wc_flags.bits();
-}
-
-/// The kernel's required attributes of an RC transition (`ib_modify_qp_is_ok`).
-fn rc_required(from: QpState, to: QpState) -> Option<c_int> {
-    type M = ibv_qp_attr_mask;
-    let m = |v: ibv_qp_attr_mask| v.0 as c_int;
-    Some(match (from, to) {
-        (QpState::Reset, QpState::Init) => {
-            m(M::IBV_QP_STATE) | m(M::IBV_QP_PKEY_INDEX) | m(M::IBV_QP_PORT) | m(M::IBV_QP_ACCESS_FLAGS)
-        }
-        (QpState::Init, QpState::Rtr) => {
-            m(M::IBV_QP_STATE)
-                | m(M::IBV_QP_AV)
-                | m(M::IBV_QP_PATH_MTU)
-                | m(M::IBV_QP_DEST_QPN)
-                | m(M::IBV_QP_RQ_PSN)
-                | m(M::IBV_QP_MAX_DEST_RD_ATOMIC)
-                | m(M::IBV_QP_MIN_RNR_TIMER)
-        }
-        (QpState::Rtr, QpState::Rts) => {
-            m(M::IBV_QP_STATE)
-                | m(M::IBV_QP_SQ_PSN)
-                | m(M::IBV_QP_TIMEOUT)
-                | m(M::IBV_QP_RETRY_CNT)
-                | m(M::IBV_QP_RNR_RETRY)
-                | m(M::IBV_QP_MAX_QP_RD_ATOMIC)
-        }
-        _ => return None,
-    })
+    out.src_qp = w.src_qp;
+    out.slid = w.slid;
+    out.sl = w.sl;
+    out.dlid_path_bits = w.dlid_path_bits;
+    // libmlx5 reads the P_Key index from the CQE word that holds the immediate data, in
+    // network order; the shim hands the caller's `__be32` immediate through as it is.
+    out.pkey_index =
+        if w.wc_flags.contains(WcFlags::WITH_IMM) { (u32::from_be(w.imm_data) & 0xffff) as u16 } else { w.pkey_index };
 }
 
 fn state_of(s: u32) -> Option<QpState> {
@@ -157,13 +150,15 @@ impl Shim {
         cqe: c_int,
         cq_context: *mut c_void,
         channel: *mut ibv_comp_channel,
+        comp_vector: c_int,
     ) -> Result<*mut ibv_cq, c_int> {
         let h = self.context(ctx)?.handle;
         if !channel.is_null() && !self.channels.contains_key(&key(channel)) {
             return Err(libc::EINVAL);
         }
         let n = u32::try_from(cqe).map_err(|_| libc::EINVAL)?;
-        let cq = self.sim.create_cq(h, n).map_err(|e| e.errno())?;
+        // The kernel reads the vector unsigned: a negative one is past the last.
+        let cq = self.sim.create_cq_on_vector(h, n, comp_vector as u32).map_err(|e| e.errno())?;
         // SAFETY: plain data (a zeroed mutex and cond are their static initialisers on glibc).
         let mut c: Box<ibv_cq> = Box::new(unsafe { std::mem::zeroed() });
         c.context = ctx;
@@ -172,7 +167,11 @@ impl Shim {
         c.handle = cq.handle.id();
         c.cqe = c_int::try_from(cq.cqe).unwrap_or(c_int::MAX);
         let p: *mut ibv_cq = &mut *c;
-        self.cqs.insert(key(p), Cq { c, cq, armed: false, taken: VecDeque::new() });
+        if let Some(ch) = self.channels.get_mut(&key(channel)) {
+            // verbs_init_cq: the channel counts its CQs (ibv_destroy_comp_channel is EBUSY).
+            ch.c.refcnt += 1;
+        }
+        self.cqs.insert(key(p), Cq { c, cq });
         Ok(p)
     }
 
@@ -180,26 +179,27 @@ impl Shim {
         let Ok(c) = self.cq(cq).map(|c| c.cq) else { return libc::EINVAL };
         match self.sim.destroy_cq(&c) {
             Ok(()) => {
-                self.cqs.remove(&key(cq));
+                if let Some(gone) = self.cqs.remove(&key(cq))
+                    && let Some(ch) = self.channels.get_mut(&key(gone.c.channel))
+                {
+                    ch.c.refcnt = ch.c.refcnt.saturating_sub(1);
+                }
                 0
             }
             Err(e) => code(&e),
         }
     }
 
+    /// `mlx5_poll_cq`: a negative `num` polls nothing (0); a completion it cannot read is
+    /// CQ_POLL_ERR. A CQ the shim does not know (or a NULL array) is CQ_POLL_ERR too, where
+    /// libmlx5 would read freed or absent memory.
     fn poll(&mut self, cq: *mut ibv_cq, num: c_int, wc: *mut ibv_wc) -> c_int {
-        let Some(c) = self.cqs.get_mut(&key(cq)) else { return -1 };
-        let Ok(max) = usize::try_from(num) else { return -1 };
+        let Some(c) = self.cqs.get_mut(&key(cq)) else { return CQ_POLL_ERR };
+        let Ok(max) = usize::try_from(num) else { return 0 };
         if max > 0 && wc.is_null() {
-            return -1;
+            return CQ_POLL_ERR;
         }
         let mut n = 0;
-        while n < max {
-            let Some(w) = c.taken.pop_front() else { break };
-            // SAFETY: the caller's array of `num` entries; n < num.
-            write_wc(&w, unsafe { &mut *wc.add(n) });
-            n += 1;
-        }
         let mut errors = false;
         if n < max {
             // A poll never returns more than the ring holds (`cqe + 1` entries).
@@ -220,7 +220,7 @@ impl Shim {
                 Err(_) => {
                     self.collect_events();
                     if n == 0 {
-                        return -1;
+                        return CQ_POLL_ERR;
                     }
                 }
             }
@@ -231,21 +231,15 @@ impl Shim {
         c_int::try_from(n).unwrap_or(c_int::MAX)
     }
 
-    /// After work that may complete: an armed CQ with completions fires its channel once.
-    /// (Asynchronous events are collected where they can arise without a cheap sign: state
-    /// changes, error completions, failed posts, and `ibv_get_async_event` itself.)
+    /// After work that may complete: each completion event the devices raised (an armed
+    /// CQ's next completion) makes its CQ's channel readable. A CQ without a channel has
+    /// nowhere to report, as in the kernel.
     pub(crate) fn notify(&mut self) {
-        for c in self.cqs.values_mut().filter(|c| c.armed) {
-            if let Ok(v) = self.sim.poll_cq(&c.cq, usize::MAX) {
-                c.taken.extend(v);
-            }
-            if c.taken.is_empty() {
-                continue;
-            }
-            c.armed = false;
-            let cq_key = key(&*c.c);
+        for h in self.sim.simulator_mut().take_cq_events() {
+            let Some((k, c)) = self.cqs.iter().find(|(_, c)| c.cq.handle == h) else { continue };
+            let k = *k;
             if let Some(ch) = self.channels.get_mut(&key(c.c.channel)) {
-                ch.fired.push_back(cq_key);
+                ch.fired.push_back(k);
                 let one: u64 = 1;
                 // SAFETY: the channel's eventfd; an 8-byte write.
                 unsafe { libc::write(ch.c.fd, ptr::from_ref(&one).cast(), 8) };
@@ -259,24 +253,26 @@ impl Shim {
         attr: &mut ibv_qp_init_attr_ex,
         dv: Option<DvQpInitAttr>,
     ) -> Result<*mut ibv_qp, c_int> {
-        const PD: u32 = 1 << 0;
-        const SEND_OPS_FLAGS: u32 = 1 << 6;
-        if attr.comp_mask & PD == 0 {
+        if attr.comp_mask & qp_init_mask::PD == 0 {
+            // libmlx5 would take the PD field anyway: the shim has none to give the simulator.
             return Err(libc::EINVAL);
         }
         let pd = self.pd(attr.pd)?.handle;
         let send_cq = self.cq(attr.send_cq)?.cq.handle;
         let recv_cq = self.cq(attr.recv_cq)?.cq.handle;
-        if attr.comp_mask & !(PD | SEND_OPS_FLAGS) != 0 || !attr.srq.is_null() {
+        if !attr.srq.is_null() {
+            // ibv_create_srq fails here, so this SRQ is not one the shim made.
             return Err(libc::EOPNOTSUPP);
         }
         let qp_type = match attr.qp_type {
             ibv_qp_type::IBV_QPT_RC => qp_type::RC,
             ibv_qp_type::IBV_QPT_UC => qp_type::UC,
-            ibv_qp_type::IBV_QPT_UD => qp_type::UD,
+            // UD traffic is not simulated yet: a program learns it at creation, as on a device
+            // without the QP type, rather than at its first post.
+            ibv_qp_type::IBV_QPT_UD => return Err(libc::EOPNOTSUPP),
             t => t,
         };
-        let extended = attr.comp_mask & SEND_OPS_FLAGS != 0;
+        let extended = attr.comp_mask & qp_init_mask::SEND_OPS_FLAGS != 0;
         let cap = QpCap {
             max_send_wr: attr.cap.max_send_wr,
             max_recv_wr: attr.cap.max_recv_wr,
@@ -284,9 +280,18 @@ impl Shim {
             max_recv_sge: attr.cap.max_recv_sge,
             max_inline_data: attr.cap.max_inline_data,
         };
-        let send_ops_flags =
-            if extended { SendOpsFlags::from_bits_retain(attr.send_ops_flags) } else { send_ops::RC_DEFAULT };
-        let init = QpInitAttr { pd, send_cq, recv_cq, qp_type, cap, send_ops_flags, dv };
+        let init = QpInitAttr {
+            pd,
+            send_cq,
+            recv_cq,
+            qp_type,
+            cap,
+            send_ops_flags: SendOpsFlags::from_bits_retain(attr.send_ops_flags),
+            dv,
+            sq_sig_all: attr.sq_sig_all != 0,
+            comp_mask: (attr.comp_mask != qp_init_mask::DEFAULT).then_some(attr.comp_mask),
+            create_flags: if attr.comp_mask & qp_init_mask::CREATE_FLAGS != 0 { attr.create_flags } else { 0 },
+        };
         let qp = self.sim.create_qp(&init).map_err(|e| e.errno())?;
         attr.cap.max_send_wr = qp.cap.max_send_wr;
         attr.cap.max_recv_wr = qp.cap.max_recv_wr;
@@ -315,37 +320,42 @@ impl Shim {
     fn modify_qp(&mut self, qp: *mut ibv_qp, attr: &ibv_qp_attr, mask: c_int) -> c_int {
         let Ok(q) = self.qp(qp) else { return libc::EINVAL };
         let handle = q.qp;
-        let Some(from) = state_of(q.c.ex.qp_base.state) else { return libc::EINVAL };
-        let state_bit = ibv_qp_attr_mask::IBV_QP_STATE.0 as c_int;
-        if mask & state_bit == 0 {
-            // Attributes without a state change are kept for ibv_query_qp; the simulator's
-            // QPs have no timers or PSNs to change.
-            merge_attr(&mut q.attr, attr, mask);
-            return 0;
-        }
-        let Some(to) = state_of(attr.qp_state) else { return libc::EINVAL };
-        if q.c.ex.qp_base.qp_type == ibv_qp_type::IBV_QPT_RC
-            && let Some(req) = rc_required(from, to)
-            && mask & req != req
-        {
-            return libc::EINVAL;
-        }
-        let access_bit = ibv_qp_attr_mask::IBV_QP_ACCESS_FLAGS.0 as c_int;
-        let access = if mask & access_bit != 0 {
-            AccessFlags::from_bits_retain(attr.qp_access_flags)
-        } else {
-            AccessFlags::from_bits_retain(q.attr.qp_access_flags)
+        let m = QpAttrMask::from_bits_retain(mask as u32);
+        // uverbs refuses a state past ERR before the kernel's table sees it.
+        let state = if m.contains(QpAttrMask::STATE) { state_of(attr.qp_state) } else { Some(QpState::Reset) };
+        let cur = if m.contains(QpAttrMask::CUR_STATE) { state_of(attr.cur_qp_state) } else { Some(QpState::Reset) };
+        let (Some(to), Some(cur)) = (state, cur) else { return libc::EINVAL };
+        let ext = QpAttrExt {
+            mask: m,
+            cur_qp_state: Some(cur),
+            pkey_index: attr.pkey_index,
+            port_num: attr.port_num,
+            qkey: attr.qkey,
+            rq_psn: attr.rq_psn,
+            sq_psn: attr.sq_psn,
+            timeout: attr.timeout,
+            retry_cnt: attr.retry_cnt,
+            rnr_retry: attr.rnr_retry,
+            min_rnr_timer: attr.min_rnr_timer,
+            max_rd_atomic: attr.max_rd_atomic,
+            max_dest_rd_atomic: attr.max_dest_rd_atomic,
+            path_mig_state: attr.path_mig_state,
+            en_sqd_async_notify: attr.en_sqd_async_notify,
+            rate_limit: attr.rate_limit,
         };
-        let dest = (to == QpState::Rtr).then(|| QpDest {
+        let access = AccessFlags::from_bits_retain(attr.qp_access_flags);
+        let dest = m.contains(QpAttrMask::AV).then(|| QpDest {
             dest_qp_num: attr.dest_qp_num,
             ah: ah(&attr.ah_attr),
             path_mtu: attr.path_mtu,
         });
-        match self.sim.modify_qp(&handle, &QpModify { state: to, access, dest }) {
+        match self.sim.modify_qp(&handle, &QpModify::exact(to, access, dest, ext)) {
             Ok(()) => {
                 if let Ok(q) = self.qp(qp) {
                     merge_attr(&mut q.attr, attr, mask);
-                    q.c.ex.qp_base.state = attr.qp_state;
+                    if m.contains(QpAttrMask::STATE) {
+                        q.c.ex.qp_base.state = attr.qp_state;
+                    }
                 }
                 self.collect_events();
                 self.notify();
@@ -355,17 +365,44 @@ impl Shim {
         }
     }
 
-    fn post_send(&mut self, qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad: *mut *mut ibv_send_wr) -> c_int {
-        self.post_each(
-            qp,
-            wr,
-            bad,
-            |w| w.next,
-            |s, h, w| {
-                let op = send_op(w)?;
-                s.sim.post_send(h, &[op]).map_err(|e| e.errno())
-            },
-        )
+    /// `ibv_post_send` (`_mlx5_post_send`, not the `ibv_wr_*` chain): the list in one call;
+    /// `bad` names the WR it stopped at.
+    fn post_send(&mut self, qp: *mut ibv_qp, mut wr: *mut ibv_send_wr, bad: *mut *mut ibv_send_wr) -> c_int {
+        let Ok(handle) = self.qp(qp).map(|q| q.qp) else { return libc::EINVAL };
+        let (mut wrs, mut ptrs) = (Vec::new(), Vec::new());
+        let mut unreadable = None;
+        while !wr.is_null() {
+            ptrs.push(wr);
+            // SAFETY: the caller's WR list.
+            let w = unsafe { &*wr };
+            match send_wr(w) {
+                Ok(x) => wrs.push(x),
+                Err(e) => {
+                    // The WRs before it are posted; it is the one `bad` names.
+                    unreadable = Some(e);
+                    break;
+                }
+            }
+            wr = w.next;
+        }
+        let posted = if wrs.is_empty() { Ok(()) } else { self.sim.post_send_wr(&handle, &wrs) };
+        let failed = match posted {
+            Ok(()) => unreadable.map(|e| (e, wrs.len())),
+            Err(e) => Some((e.errno(), e.bad_wr().map_or(0, |i| i as usize))),
+        };
+        let ret = match failed {
+            Some((errno, at)) => {
+                if !bad.is_null() {
+                    // SAFETY: the caller's out-parameter.
+                    unsafe { *bad = ptrs.get(at).copied().unwrap_or(ptr::null_mut()) };
+                }
+                self.collect_events();
+                errno
+            }
+            None => 0,
+        };
+        self.notify();
+        ret
     }
 
     fn post_recv(&mut self, qp: *mut ibv_qp, wr: *mut ibv_recv_wr, bad: *mut *mut ibv_recv_wr) -> c_int {
@@ -438,6 +475,12 @@ fn merge_attr(last: &mut ibv_qp_attr, a: &ibv_qp_attr, mask: c_int) {
     if has(M::IBV_QP_PKEY_INDEX) {
         last.pkey_index = a.pkey_index;
     }
+    if has(M::IBV_QP_QKEY) {
+        last.qkey = a.qkey;
+    }
+    if has(M::IBV_QP_PATH_MIG_STATE) {
+        last.path_mig_state = a.path_mig_state;
+    }
     if has(M::IBV_QP_PORT) {
         last.port_num = a.port_num;
     }
@@ -477,20 +520,28 @@ fn merge_attr(last: &mut ibv_qp_attr, a: &ibv_qp_attr, mask: c_int) {
 }
 
 unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, num: c_int, wc: *mut ibv_wc) -> c_int {
-    with(|_| -1, |s| s.poll(cq, num, wc))
+    let n = with(|_| CQ_POLL_ERR, |s| s.poll(cq, num, wc));
+    if n == 0 {
+        // A program spinning on an empty CQ must not keep the device from the lock.
+        device_thread::let_it_run();
+    }
+    n
 }
 
-unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, _solicited_only: c_int) -> c_int {
+/// `mlx5_arm_cq`: rings the arm doorbell and returns 0, with a channel or without one (then
+/// no event can be delivered). `solicited_only` arms for solicited and error completions.
+unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_int {
     with(
         |e| e,
-        |s| match s.cqs.get_mut(&key(cq)) {
-            Some(c) if !c.c.channel.is_null() => {
-                c.armed = true;
-                s.notify();
-                0
+        |s| {
+            let Some(c) = s.cqs.get(&key(cq)) else { return libc::EINVAL };
+            let handle = c.cq;
+            if let Err(e) = s.sim.simulator_mut().arm_cq(&handle, solicited_only != 0) {
+                return e.errno();
             }
-            Some(_) => libc::EINVAL,
-            None => libc::EINVAL,
+            // Arming while a completion waits fires at once.
+            s.notify();
+            0
         },
     )
 }
@@ -518,9 +569,9 @@ pub unsafe extern "C" fn ibv_create_cq(
     cqe: c_int,
     cq_context: *mut c_void,
     channel: *mut ibv_comp_channel,
-    _comp_vector: c_int,
+    comp_vector: c_int,
 ) -> *mut ibv_cq {
-    with(null, |s| s.create_cq(context, cqe, cq_context, channel).unwrap_or_else(null))
+    with(null, |s| s.create_cq(context, cqe, cq_context, channel, comp_vector).unwrap_or_else(null))
 }
 
 /// `ibv_destroy_cq`.
@@ -626,6 +677,7 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
         |s| {
             let Ok(q) = s.qp(qp) else { return libc::EINVAL };
             let h = q.qp;
+            device_thread::forget();
             match s.sim.destroy_qp(&h) {
                 Ok(()) => {
                     s.qps.remove(&key(qp));
@@ -635,4 +687,20 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
             }
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cq_the_shim_does_not_know_polls_as_cq_poll_err() {
+        // SAFETY: plain data.
+        let mut wc: ibv_wc = unsafe { std::mem::zeroed() };
+        let unknown = std::ptr::without_provenance_mut::<ibv_cq>(0x1000);
+        for num in [1, 0, -1] {
+            // SAFETY: the shim looks the pointer up and never reads through it.
+            assert_eq!(unsafe { poll_cq(unknown, num, &mut wc) }, CQ_POLL_ERR, "num {num}");
+        }
+    }
 }

@@ -10,48 +10,63 @@ use std::ops::{Deref, DerefMut};
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
-use mlx5_conformance::trace::Recorder;
 use mlx5_dv::{Backend, Buf, Call, Layer, Reply, Wrapped};
 use mlx5_sim::{Profile, ShippedProfiles, Simulator};
+use mlx5_trace::Recorder;
 
-use crate::device::{Context, Device};
-use crate::events::Channel;
-use crate::mr::{ExternalMemory, Mkey, Mr, Pd};
-use crate::queue::{Cq, Qp};
+use crate::objects::{Channel, Context, Cq, Device, DvObjects, ExternalMemory, Mkey, Mr, Pd, Qp};
+
+pub(crate) mod device_thread;
 
 /// The simulator, and its recorder when `MLX5SIM_TRACE` names a trace file.
 #[allow(clippy::large_enum_variant)] // the plain simulator is every call's path: kept inline
-pub(crate) enum Engine {
+pub(crate) enum SimBackend {
     Plain(Simulator),
     Traced(Box<Wrapped<Recorder, Simulator>>, PathBuf),
 }
 
-impl Deref for Engine {
+impl Deref for SimBackend {
     type Target = dyn Backend;
 
     fn deref(&self) -> &Self::Target {
         match self {
-            Engine::Plain(s) => s,
-            Engine::Traced(w, _) => &**w,
+            SimBackend::Plain(s) => s,
+            SimBackend::Traced(w, _) => &**w,
         }
     }
 }
 
-impl DerefMut for Engine {
+impl DerefMut for SimBackend {
     fn deref_mut(&mut self) -> &mut Self::Target {
         match self {
-            Engine::Plain(s) => s,
-            Engine::Traced(w, _) => &mut **w,
+            SimBackend::Plain(s) => s,
+            SimBackend::Traced(w, _) => &mut **w,
         }
     }
 }
 
-impl Engine {
+impl SimBackend {
+    /// The simulator itself (a recorder records calls, not what the device thread does).
+    pub(crate) fn simulator(&self) -> &Simulator {
+        match self {
+            SimBackend::Plain(s) => s,
+            SimBackend::Traced(w, _) => &w.inner,
+        }
+    }
+
+    /// As [`SimBackend::simulator`], mutably.
+    pub(crate) fn simulator_mut(&mut self) -> &mut Simulator {
+        match self {
+            SimBackend::Plain(s) => s,
+            SimBackend::Traced(w, _) => &mut w.inner,
+        }
+    }
+
     /// The profile the simulator imitates.
     pub(crate) fn profile(&self) -> &Profile {
         match self {
-            Engine::Plain(s) => s.profile(),
-            Engine::Traced(w, _) => w.inner.profile(),
+            SimBackend::Plain(s) => s.profile(),
+            SimBackend::Traced(w, _) => w.inner.profile(),
         }
     }
 
@@ -65,8 +80,8 @@ impl Engine {
     pub(crate) unsafe fn register_memory(&mut self, ptr: *mut u8, len: usize) -> mlx5_dv::Result<Buf> {
         match self {
             // SAFETY: the caller's contract.
-            Engine::Plain(s) => unsafe { s.register_memory(ptr, len) },
-            Engine::Traced(w, _) => {
+            SimBackend::Plain(s) => unsafe { s.register_memory(ptr, len) },
+            SimBackend::Traced(w, _) => {
                 // SAFETY: the caller's contract.
                 let r = unsafe { w.inner.register_memory(ptr, len) };
                 w.layer.after(&Call::AllocBuf { len }, &mut Reply::AllocBuf(r.clone()));
@@ -77,7 +92,7 @@ impl Engine {
 
     /// Write the trace, if one is recorded.
     fn write_trace(&self) {
-        if let Engine::Traced(w, path) = self {
+        if let SimBackend::Traced(w, path) = self {
             let header = w.layer.header(&w.inner, None);
             if let Err(e) = std::fs::write(path, w.layer.trace(&header)) {
                 eprintln!("mlx5sim: writing the trace {}: {e}", path.display());
@@ -88,7 +103,7 @@ impl Engine {
 
 /// The simulator and every object a program holds.
 pub struct Shim {
-    pub(crate) sim: Engine,
+    pub(crate) sim: SimBackend,
     pub(crate) devices: Vec<Device>,
     pub(crate) contexts: BTreeMap<usize, Context>,
     pub(crate) channels: BTreeMap<usize, Channel>,
@@ -98,12 +113,32 @@ pub struct Shim {
     pub(crate) cqs: BTreeMap<usize, Cq>,
     pub(crate) qps: BTreeMap<usize, Qp>,
     pub(crate) ahs: BTreeMap<usize, Box<rdma_sys::ibv_ah>>,
+    /// Each AH's address vector (`mlx5dv_init_obj`), by the AH's address.
+    pub(crate) avs: BTreeMap<usize, Box<mlx5_hw::sys::mlx5dv::mlx5_wqe_av>>,
     pub(crate) memory: ExternalMemory,
     /// The crypto and DEVX objects (`crate::dv`).
-    pub(crate) dv: crate::dv::DvObjects,
+    pub(crate) dv: DvObjects,
     /// What `ibv_poll_cq` polls into before converting to the caller's `ibv_wc`s, kept from
     /// call to call so that polling allocates nothing once warm.
     pub(crate) wc_scratch: Vec<mlx5_dv::Wc>,
+}
+
+impl Shim {
+    /// The devices run on their own thread (`MLX5SIM_MODE=free`, the default).
+    pub(crate) fn free_running(&self) -> bool {
+        self.sim.simulator().is_free_running()
+    }
+
+    /// One pass of the device thread: the devices run, then armed CQs fire their channels and
+    /// asynchronous events reach their contexts. Whether anything moved.
+    pub(crate) fn tick(&mut self) -> bool {
+        let moved = self.sim.simulator_mut().tick();
+        if moved {
+            self.notify();
+            self.collect_events();
+        }
+        moved
+    }
 }
 
 /// The profile the environment asks for: `MLX5SIM_PROFILE` names a shipped profile or a TOML
@@ -117,17 +152,44 @@ fn profile_from_env() -> Result<Profile, String> {
     Ok(p)
 }
 
+/// This process's host number: `MLX5SIM_HOST` if set, else the process id, so that two
+/// processes' devices have GUIDs, GIDs and first QP numbers of their own.
+fn host_from_env() -> Result<u32, String> {
+    match std::env::var("MLX5SIM_HOST") {
+        Ok(v) => match v.trim().parse::<u32>() {
+            Ok(n) if n <= 0xff_ffff => Ok(n),
+            _ => Err(format!("MLX5SIM_HOST={v}: not a host number of 0 to 16777215")),
+        },
+        Err(_) => Ok(std::process::id() & 0xff_ffff),
+    }
+}
+
 impl Shim {
     fn new() -> Result<Shim, String> {
         let profile = profile_from_env()?;
-        let sim = Simulator::new(profile).map_err(|e| e.to_string())?;
+        let mut sim = Simulator::with_host(profile, host_from_env()?).map_err(|e| e.to_string())?;
+        if let Some(path) = std::env::var_os("MLX5SIM_PCAP") {
+            let shown = PathBuf::from(&path).display().to_string();
+            sim.capture_to(&path).map_err(|e| format!("MLX5SIM_PCAP={shown}: {e}"))?;
+        }
+        // A trace replays call by call, so it is recorded where the device runs inside the
+        // calls: stepped, unless asked otherwise (which cannot be honoured).
+        let tracing = std::env::var_os("MLX5SIM_TRACE").is_some();
+        match (std::env::var("MLX5SIM_MODE").as_deref(), tracing) {
+            (Ok("stepped"), _) | (Err(_), true) => sim.allocate_in_process(),
+            (Ok("free"), true) => {
+                return Err("MLX5SIM_TRACE records a stepped device: MLX5SIM_MODE=free cannot be traced".into());
+            }
+            (Ok("free"), false) | (Err(_), false) => sim.free_running(mlx5_sim::Wake::new(device_thread::ring)),
+            (Ok(other), _) => return Err(format!("MLX5SIM_MODE={other}: not 'free' or 'stepped'")),
+        }
         let sim = match std::env::var_os("MLX5SIM_TRACE") {
             Some(path) => {
                 // SAFETY: registering an exit handler has no preconditions.
                 unsafe { libc::atexit(write_trace_at_exit) };
-                Engine::Traced(Box::new(Recorder::wrap(sim)), PathBuf::from(path))
+                SimBackend::Traced(Box::new(Recorder::wrap(sim)), PathBuf::from(path))
             }
-            None => Engine::Plain(sim),
+            None => SimBackend::Plain(sim),
         };
         let mut shim = Shim {
             sim,
@@ -140,6 +202,7 @@ impl Shim {
             cqs: BTreeMap::new(),
             qps: BTreeMap::new(),
             ahs: BTreeMap::new(),
+            avs: BTreeMap::new(),
             memory: ExternalMemory::default(),
             dv: Default::default(),
             wc_scratch: Vec::new(),
@@ -167,6 +230,18 @@ pub fn shim() -> Result<MutexGuard<'static, Shim>, c_int> {
     match cell {
         Ok(m) => Ok(m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())),
         Err(_) => Err(libc::ENODEV),
+    }
+}
+
+/// The shim's lock if it is free now; `None` if taken or the shim is unavailable.
+pub(crate) fn try_shim() -> Option<MutexGuard<'static, Shim>> {
+    match SHIM.get()? {
+        Ok(m) => match m.try_lock() {
+            Ok(g) => Some(g),
+            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        },
+        Err(_) => None,
     }
 }
 

@@ -18,6 +18,22 @@ under_shim() { LD_LIBRARY_PATH=$shim "$@"; }
 bash capi/abi/link.sh "$build" || { echo "linking the shim failed"; exit 1; }
 mkdir -p "$bin"
 
+echo "the shim links no test harness: nothing of the suite among mlx5-capi's dependencies"
+# The recorder comes from mlx5-trace; the suite, its CLI and report crates, and the test
+# frameworks are never what a program on the shim loads.
+harness="mlx5-conformance clap quick-junit libtest-mimic proptest proptest-state-machine quick-xml textwrap
+         chrono gethostname wait-timeout insta rstest criterion"
+if tree=$(${CARGO:-cargo} tree -p mlx5-capi -e normal --prefix none 2>&1); then
+  found=$(for d in $harness; do echo "$tree" | awk -v d="$d" '$1 == d {print d; exit}'; done)
+  if [ -z "$found" ]; then
+    pass "mlx5-capi depends on $(echo "$tree" | awk 'NR > 1 {print $1}' | sort -u | wc -l) crates, none of: $(echo $harness)"
+  else
+    fail "mlx5-capi depends on $(echo $found) (cargo tree -p mlx5-capi -e normal -i <crate> shows through what)"
+  fi
+else
+  fail "cargo tree -p mlx5-capi: $tree"
+fi
+
 echo "ABI: every symbol and version the installed libraries export"
 exports() { nm -D --defined-only --with-symbol-versions "$1" | awk '$2 != "A" {print $3}' | sort; }
 for lib in libibverbs.so.1 libmlx5.so.1; do
@@ -30,6 +46,13 @@ for lib in libibverbs.so.1 libmlx5.so.1; do
     fail "$lib lacks: $(echo $missing $unlisted)"
   fi
 done
+
+echo "ABI: each exported call's failure convention (capi/abi/prototypes.tsv), and every stub's"
+if out=$(/usr/bin/python3 capi/tests/abi_stubs.py "$shim" "target/$build/libmlx5_capi.a" 2>&1); then
+  pass "$out"
+else
+  fail "stubs: $out"
+fi
 
 echo "C programs (capi/tests/*.c), built against the installed headers"
 for src in capi/tests/*.c; do
@@ -58,6 +81,47 @@ for want in "hca_id:	mlx5_0" "vendor_id:			0x02c9" "board_id:			SIM_CX6DX" "stat
   if echo "$out" | grep -qF "$want"; then pass "ibv_devinfo -v shows '$want'"; else fail "ibv_devinfo -v lacks '$want'"; fi
 done
 
+out=$(under_shim ibv_devinfo -v 2>&1)
+for unwanted in "ATOMIC_HCA" "MEM_WINDOW" "XRC"; do
+  if echo "$out" | grep -qw "$unwanted"; then fail "ibv_devinfo -v advertises $unwanted, which is not simulated"; else pass "ibv_devinfo -v does not advertise $unwanted"; fi
+done
+
+echo "ibv_rc_pingpong across two processes: never a success without a transfer"
+# Until the processes share a network, the client's requests reach no port: it must fail,
+# and the server must not claim a transfer either.
+port=$((20000 + RANDOM % 20000))
+under_shim timeout 20 ibv_rc_pingpong -d mlx5_0 -g 0 -p "$port" > "$bin/pingpong-server.log" 2>&1 &
+server=$!
+sleep 1
+under_shim timeout 20 ibv_rc_pingpong -d mlx5_0 -g 0 -p "$port" 127.0.0.1 > "$bin/pingpong-client.log" 2>&1
+rc=$?
+kill "$server" 2> /dev/null
+wait "$server" 2> /dev/null
+if [ $rc != 0 ] && [ $rc != 124 ] && grep -q "transport retry counter exceeded" "$bin/pingpong-client.log" \
+   && ! grep -q "bytes in" "$bin/pingpong-client.log" "$bin/pingpong-server.log"; then
+  pass "the client fails with RETRY_EXC_ERR (exit $rc), and no side reports a transfer"
+else
+  fail "ibv_rc_pingpong: client exit $rc: $(cat "$bin/pingpong-client.log" "$bin/pingpong-server.log" | tr '\n' ' ')"
+fi
+
+echo "other programs no one here wrote: a message, never a signal"
+# rping and ucmatose need librdmacm's own device (not simulated yet): they must say so and exit.
+for prog in "rping -s -a 127.0.0.1 -C 1" "ucmatose -s 127.0.0.1"; do
+  out=$(under_shim timeout 10 $prog 2>&1)
+  rc=$?
+  if [ $rc -ge 124 ]; then fail "$prog: exit $rc (a signal or a hang): $out"
+  elif [ $rc = 0 ] || [ -z "$out" ]; then fail "$prog: exit $rc without a message: $out"
+  else pass "$prog exits $rc with: $(echo "$out" | head -1)"; fi
+done
+out=$(under_shim timeout 10 fi_info -p verbs 2>&1)
+rc=$?
+if [ $rc = 0 ] && echo "$out" | grep -q "domain: mlx5_0"; then pass "fi_info -p verbs lists mlx5_0"; else fail "fi_info -p verbs: exit $rc: $(echo "$out" | head -3)"; fi
+# UCX lists no IB transport yet (it looks for the device's node under /dev/infiniband), but
+# it loads its IB module against the shim and must come through.
+out=$(under_shim timeout 10 ucx_info -d 2>&1)
+rc=$?
+if [ $rc = 0 ]; then pass "ucx_info -d exits 0"; else fail "ucx_info -d: exit $rc: $(echo "$out" | tail -3)"; fi
+
 echo "pyverbs"
 out=$(under_shim /usr/bin/python3 capi/tests/pyverbs_mkey.py 2>&1)
 rc=$?
@@ -78,6 +142,18 @@ if [ $rc = 1 ] && grep -q '"call":"create_mkey"' "$bin/replay.txt" && grep -q '"
   pass "mkey_sig's trace from cx6dx-no-update-tag diverges on cx6dx at the UPDATE_TAG mkey (EOPNOTSUPP recorded)"
 else
   fail "mkey_sig's trace on cx6dx: exit $rc: $(tail -4 "$bin/replay.txt")"
+fi
+
+echo "a capture of the simulated fabric (MLX5SIM_PCAP)"
+rm -f "$bin/loopback.pcap"
+MLX5SIM_PCAP=$bin/loopback.pcap under_shim "$bin/loopback" > /dev/null 2>&1
+if ! command -v tshark > /dev/null; then
+  echo "  skip: tshark is not on PATH"
+elif n=$(tshark -r "$bin/loopback.pcap" --disable-protocol rpcordma -T fields -e _ws.col.Protocol 2>&1 | grep -c '^RRoCE$') \
+   && [ "$n" -gt 0 ]; then
+  pass "loopback under MLX5SIM_PCAP: tshark reads $n RRoCE packets"
+else
+  fail "loopback under MLX5SIM_PCAP: no RRoCE packet in $bin/loopback.pcap"
 fi
 
 echo "the suite's hw backend over the shim"

@@ -15,6 +15,7 @@
 //!   ([`harness::divergence`]), and the table, JSON and JUnit reports ([`harness::report`]).
 //!   Their main items are re-exported here.
 //! - [`spec`]: the §12 checklist's titles, for reports and coverage.
+//! - [`trace`]: recording and replaying traces, the `mlx5-trace` crate re-exported.
 //! - `main.rs`: the `mlx5-conformance` command line.
 #![deny(missing_docs)]
 
@@ -27,7 +28,8 @@ pub mod model;
 #[allow(dead_code, unused_imports)]
 mod model;
 pub mod spec;
-pub mod trace;
+/// Traces: recording any backend, the format, replay (the `mlx5-trace` crate).
+pub use mlx5_trace as trace;
 
 pub use case::{Case, Check, Env, Need, Verdict};
 pub use harness::divergence::{Divergence, Divergences};

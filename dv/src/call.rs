@@ -14,10 +14,14 @@ use crate::api::devx::{DevxEq, DevxObj, DevxUar, DevxUmem, MsiVector};
 use crate::api::memory::{AccessFlags, Buf, DmaBuf, Mr};
 use crate::api::mkey::{Mkey, MkeyErr, MkeyInitAttr};
 use crate::api::queue::{Cq, Qp, QpInitAttr, QpModify, QpState, Wc};
-use crate::api::wr::{RecvWr, WrOp};
+use crate::api::wr::{RecvWr, SendWr, WrOp};
 use crate::backend::Backend;
 use crate::error::{Error, Op, Result};
 use crate::handle::{ContextHandle, CryptoLoginHandle, DekHandle, DevxObjHandle, PdHandle};
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
+}
 
 /// One call of the API, with its arguments owned.
 #[allow(missing_docs)] // the fields are the method's parameters, documented on the traits
@@ -70,8 +74,13 @@ pub enum Call {
     DvRegDmabufMr { pd: PdHandle, offset: u64, length: u64, iova: u64, fd: i32, access: AccessFlags, mlx5_access: u32 },
     /// [`crate::Memory::get_data_direct_sysfs_path`].
     GetDataDirectSysfsPath { ctx: ContextHandle, buf_len: usize },
-    /// [`crate::Queues::create_cq`].
-    CreateCq { ctx: ContextHandle, cqe: u32 },
+    /// [`crate::Queues::create_cq_on_vector`] (and [`crate::Queues::create_cq`], vector 0).
+    CreateCq {
+        ctx: ContextHandle,
+        cqe: u32,
+        #[serde(default, skip_serializing_if = "is_zero")]
+        comp_vector: u32,
+    },
     /// [`crate::Queues::destroy_cq`].
     DestroyCq { cq: Cq },
     /// [`crate::Queues::poll_cq`].
@@ -88,6 +97,8 @@ pub enum Call {
     DestroyQp { qp: Qp },
     /// [`crate::Queues::post_send`].
     PostSend { qp: Qp, ops: Vec<WrOp> },
+    /// [`crate::Queues::post_send_wr`].
+    PostSendWr { qp: Qp, wrs: Vec<SendWr> },
     /// [`crate::Queues::post_recv`].
     PostRecv { qp: Qp, wrs: Vec<RecvWr> },
     /// [`crate::Queues::cancel_posted_send_wrs`].
@@ -184,6 +195,8 @@ pub enum Reply {
     SqWqe(Result<Vec<u8>>),
     DestroyQp(Result<()>),
     PostSend(Result<()>),
+    /// Of [`Call::PostSendWr`].
+    PostSendWr(Result<()>),
     PostRecv(Result<()>),
     CancelPostedSendWrs(Result<u32>),
     CryptoLogin(Result<()>),
@@ -247,7 +260,9 @@ impl Call {
             Call::GetDataDirectSysfsPath { ctx, buf_len } => {
                 Reply::GetDataDirectSysfsPath(b.get_data_direct_sysfs_path(*ctx, *buf_len))
             }
-            Call::CreateCq { ctx, cqe } => Reply::CreateCq(b.create_cq(*ctx, *cqe)),
+            Call::CreateCq { ctx, cqe, comp_vector } => {
+                Reply::CreateCq(b.create_cq_on_vector(*ctx, *cqe, *comp_vector))
+            }
             Call::DestroyCq { cq } => Reply::DestroyCq(b.destroy_cq(cq)),
             Call::PollCq { cq, max } => Reply::PollCq(b.poll_cq(cq, *max)),
             Call::CreateQp { attr } => Reply::CreateQp(b.create_qp(attr)),
@@ -256,6 +271,7 @@ impl Call {
             Call::SqWqe { qp, index } => Reply::SqWqe(b.sq_wqe(qp, *index)),
             Call::DestroyQp { qp } => Reply::DestroyQp(b.destroy_qp(qp)),
             Call::PostSend { qp, ops } => Reply::PostSend(b.post_send(qp, ops)),
+            Call::PostSendWr { qp, wrs } => Reply::PostSendWr(b.post_send_wr(qp, wrs)),
             Call::PostRecv { qp, wrs } => Reply::PostRecv(b.post_recv(qp, wrs)),
             Call::CancelPostedSendWrs { qp, wr_id } => Reply::CancelPostedSendWrs(b.cancel_posted_send_wrs(qp, *wr_id)),
             Call::CryptoLogin { ctx, attr } => Reply::CryptoLogin(b.crypto_login(*ctx, attr)),
@@ -332,6 +348,7 @@ impl Call {
             Call::SqWqe { .. } => Op::InitObj,
             Call::DestroyQp { .. } => Op::DestroyQp,
             Call::PostSend { .. } => Op::PostSend,
+            Call::PostSendWr { .. } => Op::PostSendWr,
             Call::PostRecv { .. } => Op::PostRecv,
             Call::CancelPostedSendWrs { .. } => Op::CancelPostedSendWrs,
             Call::CryptoLogin { .. } => Op::CryptoLogin,
@@ -405,6 +422,7 @@ impl Reply {
             | Reply::ModifyQp(r)
             | Reply::DestroyQp(r)
             | Reply::PostSend(r)
+            | Reply::PostSendWr(r)
             | Reply::PostRecv(r)
             | Reply::CryptoLogin(r)
             | Reply::CryptoLogout(r)
@@ -486,6 +504,7 @@ impl Reply {
             Call::SqWqe { .. } => Reply::SqWqe(Err(err)),
             Call::DestroyQp { .. } => Reply::DestroyQp(Err(err)),
             Call::PostSend { .. } => Reply::PostSend(Err(err)),
+            Call::PostSendWr { .. } => Reply::PostSendWr(Err(err)),
             Call::PostRecv { .. } => Reply::PostRecv(Err(err)),
             Call::CancelPostedSendWrs { .. } => Reply::CancelPostedSendWrs(Err(err)),
             Call::CryptoLogin { .. } => Reply::CryptoLogin(Err(err)),

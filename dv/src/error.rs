@@ -61,6 +61,8 @@ pub enum Op {
     PostSend,
     /// `ibv_post_recv`.
     PostRecv,
+    /// `ibv_post_send`.
+    PostSendWr,
     /// `ibv_get_async_event`.
     GetAsyncEvent,
     /// `mlx5dv_qp_cancel_posted_send_wrs`.
@@ -161,6 +163,7 @@ impl Op {
             Op::DestroyQp => "ibv_destroy_qp",
             Op::PostSend => "ibv_wr_complete",
             Op::PostRecv => "ibv_post_recv",
+            Op::PostSendWr => "ibv_post_send",
             Op::GetAsyncEvent => "ibv_get_async_event",
             Op::CancelPostedSendWrs => "mlx5dv_qp_cancel_posted_send_wrs",
             Op::InitObj => "mlx5dv_init_obj",
@@ -261,18 +264,32 @@ pub struct Error {
     errno: i32,
     reason: String,
     cmd: Option<CmdStatus>,
+    /// The index of the work request a list post stopped at (`*bad_wr`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    bad_wr: Option<u32>,
 }
 
 impl Error {
     /// Make an error for `op` with `errno` and a reason that says what was wrong.
     pub fn new(op: Op, errno: i32, reason: impl Into<String>) -> Self {
-        Error { op, errno, reason: reason.into(), cmd: None }
+        Error { op, errno, reason: reason.into(), cmd: None, bad_wr: None }
     }
 
     /// Attach the device command status that led to this error.
     pub fn with_cmd_status(mut self, cmd: CmdStatus) -> Self {
         self.cmd = Some(cmd);
         self
+    }
+
+    /// Name the work request of a list that failed: its index, what `*bad_wr` points to.
+    pub fn with_bad_wr(mut self, index: u32) -> Self {
+        self.bad_wr = Some(index);
+        self
+    }
+
+    /// The index of the work request a list post stopped at, if the call posts lists.
+    pub fn bad_wr(&self) -> Option<u32> {
+        self.bad_wr
     }
 
     /// The Linux errno, as the C API reports it (positive).

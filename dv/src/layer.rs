@@ -32,7 +32,7 @@ use crate::api::devx::{Devx, DevxEq, DevxObj, DevxUar, DevxUmem, MsiVector};
 use crate::api::memory::{AccessFlags, Buf, DmaBuf, Memory, Mr};
 use crate::api::mkey::{Mkey, MkeyErr, MkeyInitAttr, Mkeys};
 use crate::api::queue::{Cq, Qp, QpInitAttr, QpModify, QpState, Queues, Wc};
-use crate::api::wr::{RecvWr, WrOp};
+use crate::api::wr::{RecvWr, SendWr, WrOp};
 use crate::backend::{Backend, BackendInfo};
 use crate::call::{Call, Reply};
 use crate::caps::Caps;
@@ -224,8 +224,8 @@ impl<L: Layer, B: Backend> Memory for Wrapped<L, B> {
 }
 
 impl<L: Layer, B: Backend> Queues for Wrapped<L, B> {
-    fn create_cq(&mut self, ctx: ContextHandle, cqe: u32) -> Result<Cq> {
-        through!(self, Call::CreateCq { ctx, cqe }, CreateCq)
+    fn create_cq_on_vector(&mut self, ctx: ContextHandle, cqe: u32, comp_vector: u32) -> Result<Cq> {
+        through!(self, Call::CreateCq { ctx, cqe, comp_vector }, CreateCq)
     }
     fn destroy_cq(&mut self, cq: &Cq) -> Result<()> {
         through!(self, Call::DestroyCq { cq: *cq }, DestroyCq)
@@ -250,6 +250,9 @@ impl<L: Layer, B: Backend> Queues for Wrapped<L, B> {
     }
     fn post_send(&mut self, qp: &Qp, ops: &[WrOp]) -> Result<()> {
         through!(self, Call::PostSend { qp: *qp, ops: ops.to_vec() }, PostSend)
+    }
+    fn post_send_wr(&mut self, qp: &Qp, wrs: &[SendWr]) -> Result<()> {
+        through!(self, Call::PostSendWr { qp: *qp, wrs: wrs.to_vec() }, PostSendWr)
     }
     fn post_recv(&mut self, qp: &Qp, wrs: &[RecvWr]) -> Result<()> {
         through!(self, Call::PostRecv { qp: *qp, wrs: wrs.to_vec() }, PostRecv)

@@ -76,6 +76,7 @@ pub use api::crypto::*;
 pub use api::devx::*;
 pub use api::memory::*;
 pub use api::mkey::*;
+pub use api::queue::qp_attr::*;
 pub use api::queue::*;
 pub use api::signature::*;
 pub use api::wr::*;

@@ -224,6 +224,17 @@ pub struct DataPathSection {
     /// completes with a local length error.
     #[serde(default = "default_max_msg_sz")]
     pub max_msg_sz: u32,
+    /// log2 of the RDMA READs and atomics a QP may have outstanding as requester
+    /// (`log_max_ra_res_qp`; `max_qp_init_rd_atom`, and the limit of `ibv_modify_qp`'s
+    /// `max_rd_atomic`). Default: 4 (16), what ConnectX devices report.
+    pub log_max_ra_res_qp: u8,
+    /// log2 of the RDMA READs and atomics a QP may serve at once as responder
+    /// (`log_max_ra_req_qp`; `max_qp_rd_atom`, and the limit of `max_dest_rd_atomic`).
+    /// Default: 4 (16).
+    pub log_max_ra_req_qp: u8,
+    /// Entries of the P_Key table (`max_pkeys`; a `pkey_index` at or past it is EINVAL).
+    /// Default: 128.
+    pub pkey_table_len: u16,
     /// `wc.vendor_err` for each error syndrome. Not published by NVIDIA: the defaults are
     /// values seen in mlx5 error dumps, and hardware decides.
     pub vendor_err: VendorErrSection,
@@ -241,6 +252,9 @@ impl Default for DataPathSection {
             ooo_dp: false,
             rdma_core_release: 64,
             max_msg_sz: default_max_msg_sz(),
+            log_max_ra_res_qp: 4,
+            log_max_ra_req_qp: 4,
+            pkey_table_len: 128,
             vendor_err: VendorErrSection::default(),
         }
     }

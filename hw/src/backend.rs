@@ -5,7 +5,8 @@ use std::ffi::{CStr, CString, c_char, c_int};
 use std::ptr;
 use std::sync::Arc;
 
-use mlx5_dv::errno::{EINVAL, EIO, ENODEV, EOPNOTSUPP};
+use mlx5_dv::errno::{EINVAL, ENODEV, EOPNOTSUPP};
+use mlx5_dv::prm::{self, cmd_hca_cap as c, opcode, query_hca_cap as q};
 use mlx5_dv::{
     Backend, BackendId, BackendInfo, ContextAttr, ContextHandle, Contexts, CryptoCaps, DeviceDesc, DeviceKind,
     DvContext, Error, Memory, Mkey, MkeyErr, MkeyErrType, MkeyInitAttr, Mkeys, Op, PdHandle, Queues, Result, SigCaps,
@@ -17,6 +18,7 @@ use rdma_sys::{
     ibv_query_device,
 };
 
+use crate::call::{c_call, last_errno, make_async_fd_nonblocking, missing};
 use crate::objects::{HwCtx, HwMkey, HwPd, Obj, Objects, unused};
 use crate::sys::mlx5dv::*;
 use crate::{Mlx5Lib, Unavailable, inline};
@@ -45,26 +47,6 @@ pub struct HwBackend {
     facts: BTreeMap<String, String>,
     caps: mlx5_dv::Caps,
     pub(crate) objs: Objects,
-}
-
-/// The errno of the last failed C call; a call that failed without setting errno reads as EIO.
-pub(crate) fn last_errno() -> i32 {
-    match std::io::Error::last_os_error().raw_os_error() {
-        Some(0) | None => EIO,
-        Some(e) => e,
-    }
-}
-
-pub(crate) fn c_call(op: Op, rc: c_int, what: &str) -> Result<()> {
-    match rc {
-        0 => Ok(()),
-        e if e > 0 => Err(Error::new(op, e, format!("{what} failed"))),
-        _ => Err(Error::new(op, last_errno(), format!("{what} failed"))),
-    }
-}
-
-pub(crate) fn missing(op: Op, name: &str) -> Error {
-    Error::new(op, EOPNOTSUPP, format!("the installed libmlx5 has no {name}"))
 }
 
 unsafe extern "C" {
@@ -147,7 +129,7 @@ impl HwBackend {
             let _ = self.close_device(ctx);
             caps.kernel = mlx5_dv::probe::kernel_facts(self, &dev);
             // DEK and CRYPTO_LOGIN support gate the crypto cases; only DEVX can read it.
-            caps.device.general_obj_types = crate::capture::general_obj_types(self, &dev);
+            caps.device.general_obj_types = general_obj_types(self, &dev);
             caps.device.dma_mmo = mlx5_dv::probe::dma_mmo(self, &dev);
             caps.device.ooo_dp = mlx5_dv::probe::ooo_dp(self, &dev);
         }
@@ -249,7 +231,7 @@ impl HwBackend {
     }
 
     fn add_context(&mut self, ptr: *mut ibv_context, op: Op) -> Result<ContextHandle> {
-        crate::datapath::make_async_fd_nonblocking(ptr);
+        make_async_fd_nonblocking(ptr);
         self.objs.contexts.insert(op, HwCtx { ptr }).inspect_err(|_| {
             // SAFETY: the context was just opened and holds no objects.
             unsafe { ibv_close_device(ptr) };
@@ -584,8 +566,8 @@ impl Memory for HwBackend {
 }
 
 impl Queues for HwBackend {
-    fn create_cq(&mut self, ctx: ContextHandle, cqe: u32) -> Result<mlx5_dv::Cq> {
-        self.hw_create_cq(ctx, cqe)
+    fn create_cq_on_vector(&mut self, ctx: ContextHandle, cqe: u32, comp_vector: u32) -> Result<mlx5_dv::Cq> {
+        self.hw_create_cq(ctx, cqe, comp_vector)
     }
 
     fn destroy_cq(&mut self, cq: &mlx5_dv::Cq) -> Result<()> {
@@ -620,6 +602,10 @@ impl Queues for HwBackend {
         self.hw_post_send(qp, ops)
     }
 
+    fn post_send_wr(&mut self, qp: &mlx5_dv::Qp, wrs: &[mlx5_dv::SendWr]) -> Result<()> {
+        self.hw_post_send_wr(qp, wrs)
+    }
+
     fn post_recv(&mut self, qp: &mlx5_dv::Qp, wrs: &[mlx5_dv::RecvWr]) -> Result<()> {
         self.hw_post_recv(qp, wrs)
     }
@@ -644,6 +630,36 @@ impl HwBackend {
     pub(crate) fn raw_context(&self, ctx: ContextHandle) -> Result<*mut ibv_context> {
         self.ctx_ptr(ctx, Op::Backend)
     }
+}
+
+/// QUERY_HCA_CAP through DEVX on an open DEVX context: the capability page.
+pub(crate) fn devx_query(b: &HwBackend, ctx: *mut ibv_context, op_mod: u16) -> Result<Vec<u8>> {
+    let op = Op::Backend;
+    let f = b
+        .lib()
+        .dv
+        .mlx5dv_devx_general_cmd
+        .as_ref()
+        .map_err(|_| Error::new(op, EOPNOTSUPP, "no mlx5dv_devx_general_cmd"))?;
+    let input = prm::new_input(q::IN_SIZE, opcode::QUERY_HCA_CAP, 0, op_mod);
+    let mut out = vec![0u8; q::OUT_SIZE];
+    // SAFETY: ctx is an open DEVX context; both mailboxes are valid for their lengths.
+    let rc = unsafe { f(ctx, input.as_ptr().cast(), input.len(), out.as_mut_ptr().cast(), out.len()) };
+    if rc != 0 {
+        let (status, syndrome) = prm::read_status(&out);
+        return Err(Error::new(op, rc, format!("QUERY_HCA_CAP op_mod 0x{op_mod:x} failed"))
+            .with_cmd_status(mlx5_dv::CmdStatus { status, syndrome }));
+    }
+    Ok(out.split_off(q::CAPABILITY_BYTE))
+}
+
+/// `general_obj_types` of the general capability page, read through a DEVX context of `dev`;
+/// `None` when no DEVX context opens or the query fails.
+pub(crate) fn general_obj_types(b: &mut HwBackend, dev: &str) -> Option<u64> {
+    let ctx = b.open_device(dev, Some(&ContextAttr::devx())).ok()?;
+    let page = b.raw_context(ctx).and_then(|ptr| devx_query(b, ptr, q::OP_MOD_GENERAL_CUR)).ok();
+    let _ = b.close_device(ctx);
+    page.and_then(|p| c::GENERAL_OBJ_TYPES.get(&p).ok())
 }
 
 #[cfg(test)]

@@ -7,12 +7,12 @@
 //! SQD→RTS by creating a `SIG_PIPELINING` QP.
 
 use mlx5_dv::prelude::*;
-use mlx5_dv::prm::{self, Field, cmd_hca_cap as c, crypto_caps as k, opcode, query_hca_cap as q};
+use mlx5_dv::prm::{Field, cmd_hca_cap as c, crypto_caps as k, query_hca_cap as q};
 use mlx5_dv::profile::Profile;
 use mlx5_dv::profile::{CryptoCapSection, DeviceSection, GeneralObjType, HcaCapSection, KernelSection, LinkLayer};
 use mlx5_dv::{Backend, ContextAttr, DeviceKind, Error, Op, Result};
 
-use crate::HwBackend;
+use crate::backend::{HwBackend, devx_query};
 
 /// Capture the profile of the backend's mlx5 device (the configured one, or the first).
 pub fn capture(b: &mut HwBackend) -> Result<Profile> {
@@ -87,36 +87,6 @@ pub fn capture(b: &mut HwBackend) -> Result<Profile> {
         // The device's stored credentials and KEKs cannot be read: the simulator's test values.
         crypto: Default::default(),
     })
-}
-
-/// QUERY_HCA_CAP through DEVX on an open DEVX context: the capability page.
-pub(crate) fn devx_query(b: &HwBackend, ctx: *mut rdma_sys::ibv_context, op_mod: u16) -> Result<Vec<u8>> {
-    let op = Op::Backend;
-    let f = b
-        .lib()
-        .dv
-        .mlx5dv_devx_general_cmd
-        .as_ref()
-        .map_err(|_| Error::new(op, mlx5_dv::errno::EOPNOTSUPP, "no mlx5dv_devx_general_cmd"))?;
-    let input = prm::new_input(q::IN_SIZE, opcode::QUERY_HCA_CAP, 0, op_mod);
-    let mut out = vec![0u8; q::OUT_SIZE];
-    // SAFETY: ctx is an open DEVX context; both mailboxes are valid for their lengths.
-    let rc = unsafe { f(ctx, input.as_ptr().cast(), input.len(), out.as_mut_ptr().cast(), out.len()) };
-    if rc != 0 {
-        let (status, syndrome) = prm::read_status(&out);
-        return Err(Error::new(op, rc, format!("QUERY_HCA_CAP op_mod 0x{op_mod:x} failed"))
-            .with_cmd_status(mlx5_dv::CmdStatus { status, syndrome }));
-    }
-    Ok(out.split_off(q::CAPABILITY_BYTE))
-}
-
-/// `general_obj_types` of the general capability page, read through a DEVX context of `dev`;
-/// `None` when no DEVX context opens or the query fails.
-pub(crate) fn general_obj_types(b: &mut HwBackend, dev: &str) -> Option<u64> {
-    let ctx = b.open_device(dev, Some(&ContextAttr::devx())).ok()?;
-    let page = b.raw_context(ctx).and_then(|ptr| devx_query(b, ptr, q::OP_MOD_GENERAL_CUR)).ok();
-    let _ = b.close_device(ctx);
-    page.and_then(|p| c::GENERAL_OBJ_TYPES.get(&p).ok())
 }
 
 fn read_caps(b: &mut HwBackend, ctx: mlx5_dv::ContextHandle) -> Result<(HcaCapSection, CryptoCapSection)> {

@@ -11,7 +11,8 @@ use mlx5_dv::{
     CryptoLoginState, DekAttr, DekHandle, DekInitAttr, DekState, Error, Op, Result, crypto,
 };
 
-use crate::backend::{HwBackend, c_call, last_errno, missing};
+use crate::backend::HwBackend;
+use crate::call::{c_call, last_errno, missing};
 use crate::objects::{HwDek, HwLogin};
 use crate::sys::mlx5dv::*;
 

@@ -16,7 +16,8 @@ use mlx5_dv::{
 };
 
 use crate::OptionalFn;
-use crate::backend::{HwBackend, last_errno, missing};
+use crate::backend::HwBackend;
+use crate::call::{last_errno, missing};
 use crate::objects::{HwBuf, HwDevxObj, HwEq, HwMsi, HwUar, HwUmem, Obj, unused};
 
 /// The smallest mailbox libmlx5 is given: its header reads stay below byte 0x40.

@@ -12,16 +12,22 @@
 #![deny(missing_docs)]
 
 mod backend;
+mod buffers;
+mod call;
 pub mod capture;
 mod crypto;
-mod datapath;
 mod devx;
 mod dmabuf;
 pub mod inline;
+mod legacy;
 mod lib_mlx5;
+mod mr;
 mod objects;
+mod queues;
+mod sq_bytes;
 pub mod sys;
-mod wqe;
+mod udmabuf;
+mod wr_chain;
 
 pub use backend::{HwBackend, HwConfig};
 pub use lib_mlx5::{Mlx5Lib, OptionalFn, Unavailable};

@@ -44,7 +44,7 @@ pub(crate) struct HwBuf {
     pub(crate) ptr: *mut u8,
     pub(crate) layout: std::alloc::Layout,
     /// A udmabuf's mapping: `ptr` maps the memfd, and the two fds are closed with it.
-    pub(crate) dmabuf: Option<crate::dmabuf::Udmabuf>,
+    pub(crate) dmabuf: Option<crate::udmabuf::Udmabuf>,
     /// libmlx5 owns the memory (an EQ ring): it is read and written here, never freed.
     pub(crate) borrowed: bool,
 }

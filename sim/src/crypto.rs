@@ -59,21 +59,22 @@ pub enum Direction {
     Decrypt,
 }
 
-enum Engine {
+/// The XTS cipher of one key size.
+enum XtsCipher {
     Aes128(Box<Xts128<Aes128>>),
     Aes256(Box<Xts128<Aes256>>),
 }
 
 /// An AES-XTS key pair (`key1` enciphers the data, `key2` the tweak), ready to use.
 pub struct XtsKeys {
-    engine: Engine,
+    cipher: XtsCipher,
 }
 
 impl fmt::Debug for XtsKeys {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let bits = match self.engine {
-            Engine::Aes128(_) => 128,
-            Engine::Aes256(_) => 256,
+        let bits = match self.cipher {
+            XtsCipher::Aes128(_) => 128,
+            XtsCipher::Aes256(_) => 256,
         };
         write!(f, "XtsKeys(AES-{bits}, keys hidden)")
     }
@@ -87,18 +88,18 @@ impl XtsKeys {
         if key1.len() != key2.len() {
             return Err(CryptoError::KeyLength(key2.len()));
         }
-        let engine = match key1.len() {
-            16 => Engine::Aes128(Box::new(Xts128::new(
+        let cipher = match key1.len() {
+            16 => XtsCipher::Aes128(Box::new(Xts128::new(
                 Aes128::new_from_slice(key1).map_err(|_| bad())?,
                 Aes128::new_from_slice(key2).map_err(|_| bad())?,
             ))),
-            32 => Engine::Aes256(Box::new(Xts128::new(
+            32 => XtsCipher::Aes256(Box::new(Xts128::new(
                 Aes256::new_from_slice(key1).map_err(|_| bad())?,
                 Aes256::new_from_slice(key2).map_err(|_| bad())?,
             ))),
             _ => return Err(bad()),
         };
-        Ok(XtsKeys { engine })
+        Ok(XtsKeys { cipher })
     }
 
     /// Encipher or decipher one data unit in place with `tweak` (at least one AES block).
@@ -108,11 +109,11 @@ impl XtsKeys {
             return;
         }
         let t = get_tweak_default(u128::from_le_bytes(tweak));
-        match (&self.engine, dir) {
-            (Engine::Aes128(x), Direction::Encrypt) => x.encrypt_sector(unit, t),
-            (Engine::Aes128(x), Direction::Decrypt) => x.decrypt_sector(unit, t),
-            (Engine::Aes256(x), Direction::Encrypt) => x.encrypt_sector(unit, t),
-            (Engine::Aes256(x), Direction::Decrypt) => x.decrypt_sector(unit, t),
+        match (&self.cipher, dir) {
+            (XtsCipher::Aes128(x), Direction::Encrypt) => x.encrypt_sector(unit, t),
+            (XtsCipher::Aes128(x), Direction::Decrypt) => x.decrypt_sector(unit, t),
+            (XtsCipher::Aes256(x), Direction::Encrypt) => x.encrypt_sector(unit, t),
+            (XtsCipher::Aes256(x), Direction::Decrypt) => x.decrypt_sector(unit, t),
         }
     }
 }

@@ -7,32 +7,81 @@
 use mlx5_dv::profile::{LinkLayer, Profile};
 use mlx5_dv::{AhAttr, Gid, PortAttr, QpDest, link_layer, port_state};
 
-use crate::device::firmware::QpPath;
+pub mod capture;
+
+pub use capture::{Capture, Link};
+
+/// A QP on this host's fabric: the device it is on and its number there (the responder an
+/// RTR path names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct QpPath {
+    /// The responder's device.
+    pub dev: usize,
+    /// The responder's QP number.
+    pub qpn: u32,
+}
 
 /// The ports of the simulated host's mlx5 devices, one port per device.
 #[derive(Debug, Clone)]
 pub struct Fabric {
     ports: Vec<PortAttr>,
+    host: u32,
+    /// Where the traffic is captured, if anywhere.
+    capture: Option<Capture>,
+}
+
+/// The node GUID of device `dev` of host `host`: the profile's GUID plus the device's index on
+/// host 0; on another host the low 24 bits (the NIC-specific half of the MAC the GUID is made
+/// from) are the host number times four plus the device index, so the GUIDs, and the
+/// link-local GIDs made from them, of two hosts differ for their first four devices.
+pub fn node_guid(base: u64, host: u32, dev: u16) -> u64 {
+    if host == 0 {
+        return base.wrapping_add(u64::from(dev));
+    }
+    let nic = (u64::from(host) << 2).wrapping_add(u64::from(dev)) & 0xff_ffff;
+    (base & !0xff_ffff) | nic
+}
+
+/// The LID of device `dev` of host `host`: counted up from 1 on host 0; elsewhere spread over
+/// the unicast LIDs (1 to 0xbfff) by host.
+pub fn lid(host: u32, dev: u16) -> u16 {
+    let n = (u64::from(host) << 2).wrapping_add(u64::from(dev)) % 0xbfff;
+    if host == 0 { dev + 1 } else { 1 + n as u16 }
 }
 
 impl Fabric {
-    /// The ports of a profile's devices, then the VFIO function's: GUID and LID counted up
-    /// from the first device's.
-    pub fn new(profile: &Profile) -> Self {
+    /// The ports of a profile's devices, then the VFIO function's, on host `host` (24 bits):
+    /// GUIDs from [`node_guid`], LIDs from [`lid`].
+    pub fn new(profile: &Profile, host: u32) -> Self {
         let d = &profile.device;
+        let host = host & 0xff_ffff;
         let n = u16::from(d.count.max(1)) + u16::from(d.vfio_pci_name.is_some());
         let ports = (0..n)
             .map(|i| {
                 let (layer, lid, gid) = match d.link_layer {
-                    LinkLayer::Ethernet => {
-                        (link_layer::ETHERNET, 0, Gid::link_local(d.node_guid.wrapping_add(u64::from(i))))
-                    }
-                    LinkLayer::Infiniband => (link_layer::INFINIBAND, i + 1, Gid::default()),
+                    LinkLayer::Ethernet => (link_layer::ETHERNET, 0, Gid::link_local(node_guid(d.node_guid, host, i))),
+                    LinkLayer::Infiniband => (link_layer::INFINIBAND, lid(host, i), Gid::default()),
                 };
                 PortAttr { state: port_state::ACTIVE, active_mtu: d.active_mtu, lid, link_layer: layer, gid }
             })
             .collect();
-        Fabric { ports }
+        Fabric { ports, host, capture: None }
+    }
+
+    /// The host number the ports were made for.
+    pub fn host(&self) -> u32 {
+        self.host
+    }
+
+    /// Capture the traffic to `capture` from now on (`None`: stop; the file is complete
+    /// up to the last exchange either way).
+    pub fn set_capture(&mut self, capture: Option<Capture>) {
+        self.capture = capture;
+    }
+
+    /// The capture the traffic goes to, if any.
+    pub fn capture(&self) -> Option<&Capture> {
+        self.capture.as_ref()
     }
 
     /// Port 1 of device `dev` goes to `state`; false for a device without a port here.
@@ -68,7 +117,7 @@ mod tests {
     #[test]
     fn roce_routes_by_gid_and_infiniband_by_lid() -> Result<(), crate::ProfileError> {
         let mut p = Profile::builtin("cx6dx")?;
-        let roce = Fabric::new(&p);
+        let roce = Fabric::new(&p, 0);
         let (a, b) = (roce.port(0).copied().unwrap_or_default(), roce.port(1).copied().unwrap_or_default());
         assert_eq!(a.gid, Gid::link_local(p.device.node_guid));
         assert_ne!(a.gid, b.gid);
@@ -78,7 +127,7 @@ mod tests {
         let dest = QpDest { dest_qp_num: 0x42, ah: to_b, path_mtu: 5 };
         assert_eq!(roce.deliver(&dest), Some(QpPath { dev: 1, qpn: 0x42 }), "by (GID, QPN)");
         p.device.link_layer = LinkLayer::Infiniband;
-        let ib = Fabric::new(&p);
+        let ib = Fabric::new(&p, 0);
         assert_eq!(ib.port(1).map(|p| (p.lid, p.link_layer)), Some((2, link_layer::INFINIBAND)));
         assert_eq!(ib.route(&AhAttr { dlid: 2, ..AhAttr::default() }), Some(1));
         assert_eq!(ib.route(&AhAttr { dlid: 9, ..AhAttr::default() }), None);

@@ -8,10 +8,14 @@ use std::collections::{BTreeMap, VecDeque};
 use mlx5_dv::errno::{EINVAL, EOPNOTSUPP, EREMOTEIO};
 use mlx5_dv::prm::{self, opcode, status};
 use mlx5_dv::profile::KernelSection;
-use mlx5_dv::{AccessFlags, AsyncEvent, CqHandle, Error, Op, QpModify, QpState, Result};
+use mlx5_dv::{AccessFlags, AsyncEvent, CqHandle, Error, Op, Result};
 
 use crate::device::Device;
-use crate::device::firmware::{CqCreate, QpCreate, QpPath, named_input};
+use crate::device::firmware::named_input;
+
+mod verbs;
+
+pub use verbs::CqRequest;
 
 /// The largest DEVX uid the kernel hands out.
 const MAX_UID: u16 = 0xfffe;
@@ -29,20 +33,29 @@ pub enum DevxUid {
     },
 }
 
+/// `devx_is_whitelist_cmd`: QUERY_HCA_CAP, QUERY_HCA_VPORT_CONTEXT, QUERY_ESW_VPORT_CONTEXT.
+const WHITELIST: [u16; 3] = [opcode::QUERY_HCA_CAP, 0x762, 0x752];
+
+/// `devx_get_uid`: a whitelisted command runs under the context's uid, or without one under
+/// the device's whitelist uid (EOPNOTSUPP when the device has none); any other command needs
+/// the context's uid (EINVAL without one).
+pub fn devx_uid(uid: DevxUid, input: &[u8]) -> std::result::Result<u16, i32> {
+    let op = prm::mbox_in::OPCODE.get(input).map_err(|_| EINVAL)? as u16;
+    match uid {
+        DevxUid::Uid(u) => Ok(u),
+        DevxUid::None { whitelist: true } if WHITELIST.contains(&op) => Ok(0),
+        DevxUid::None { whitelist: false } if WHITELIST.contains(&op) => Err(EOPNOTSUPP),
+        DevxUid::None { .. } => Err(EINVAL),
+    }
+}
+
 /// Run a command on behalf of user space through DEVX (`mlx5dv_devx_general_cmd`,
 /// `mlx5dv_devx_obj_create`/`destroy`). The kernel writes the uid into the mailbox.
 ///
 /// Returns the errno of the ioctl: EREMOTEIO when the firmware answered with a bad status (the
-/// output mailbox then holds it), EINVAL for a non-whitelisted command without a DEVX uid,
-/// EOPNOTSUPP for a whitelisted one when the device has no whitelist uid.
+/// output mailbox then holds it), and the errors of [`devx_uid`].
 pub fn devx_cmd(dev: &mut Device, uid: DevxUid, input: &mut [u8], out: &mut [u8]) -> std::result::Result<(), i32> {
-    let op = prm::mbox_in::OPCODE.get(input).map_err(|_| EINVAL)? as u16;
-    let uid = match uid {
-        DevxUid::Uid(u) => u,
-        DevxUid::None { whitelist: true } if op == opcode::QUERY_HCA_CAP => 0,
-        DevxUid::None { whitelist: false } if op == opcode::QUERY_HCA_CAP => return Err(EOPNOTSUPP),
-        DevxUid::None { .. } => return Err(EINVAL),
-    };
+    let uid = devx_uid(uid, input)?;
     prm::mbox_in::UID.set(input, u64::from(uid)).map_err(|_| EINVAL)?;
     dev.exec(input, out);
     match prm::read_status(out).0 {
@@ -67,6 +80,34 @@ pub fn cmd_status_err(err: i32, out: &[u8]) -> i32 {
     if err == EREMOTEIO { status::to_errno(prm::read_status(out).0) } else { err }
 }
 
+/// The device limits the kernel checks QP attributes against.
+#[derive(Debug, Clone, Copy)]
+pub struct QpLimits {
+    /// log2 of the most CQ entries.
+    pub log_max_cq_sz: u8,
+    /// log2 of the most outstanding READs and atomics as requester.
+    pub log_max_ra_res_qp: u8,
+    /// log2 of the most outstanding READs and atomics as responder.
+    pub log_max_ra_req_qp: u8,
+    /// Entries of the P_Key table.
+    pub pkey_table_len: u16,
+    /// Physical ports of each device.
+    pub ports: u8,
+}
+
+impl QpLimits {
+    /// The limits a profile's data path gives, on devices of one port.
+    pub fn of(d: &mlx5_dv::profile::DataPathSection) -> Self {
+        QpLimits {
+            log_max_cq_sz: d.log_max_cq_sz,
+            log_max_ra_res_qp: d.log_max_ra_res_qp,
+            log_max_ra_req_qp: d.log_max_ra_req_qp,
+            pkey_table_len: d.pkey_table_len,
+            ports: 1,
+        }
+    }
+}
+
 /// What `ibv_create_qp` hands the kernel once the provider has checked and sized it.
 #[derive(Debug, Clone, Copy)]
 pub struct QpRequest {
@@ -74,6 +115,8 @@ pub struct QpRequest {
     pub ctx: u32,
     /// Its device.
     pub dev: usize,
+    /// `enum ibv_qp_type`.
+    pub qp_type: u32,
     /// The PD number.
     pub pdn: u32,
     /// Send and receive CQ numbers.
@@ -83,9 +126,9 @@ pub struct QpRequest {
     /// SIG_PIPELINING.
     pub drain_sigerr: bool,
     /// The send queue in host memory.
-    pub sq: crate::device::wqe::QueueBuf,
+    pub sq: crate::device::contract::QueueBuf,
     /// The receive queue in host memory.
-    pub rq: crate::device::wqe::QueueBuf,
+    pub rq: crate::device::contract::QueueBuf,
     /// The doorbell record.
     pub dbrec: u64,
 }
@@ -95,17 +138,21 @@ pub struct QpRequest {
 #[derive(Debug, Clone)]
 pub struct Kernel {
     facts: KernelSection,
-    /// `log_max_cq_sz` of the devices.
-    log_max_cq_sz: u8,
+    /// The devices' limits on CQs and QP attributes.
+    limits: QpLimits,
     next_uid: u16,
     /// The DEVX uid of each open context that has one.
     uids: BTreeMap<u32, u16>,
     /// The uids open contexts hold.
     held_uids: std::collections::BTreeSet<u16>,
     mr_variant: Vec<u8>,
+    /// The engine order the next verbs QP takes.
     next_qp_order: u64,
-    qps: BTreeMap<(usize, u32), u32>,
+    /// What the kernel keeps of each verbs QP, by device and QP number.
+    qps: BTreeMap<(usize, u32), verbs::KernelQp>,
     cqs: BTreeMap<(usize, u32), (u32, Option<CqHandle>)>,
+    /// Verbs CQs whose completion event came, for their channels.
+    cq_events: VecDeque<CqHandle>,
     events: BTreeMap<u32, VecDeque<AsyncEvent>>,
     /// The device of each kernel context, for port events.
     ctx_dev: BTreeMap<u32, usize>,
@@ -116,12 +163,11 @@ pub struct Kernel {
 }
 
 impl Kernel {
-    /// A kernel with the profile's features, over `devices` devices whose CQs hold at most
-    /// 2^`log_max_cq_sz` entries.
-    pub fn new(facts: &KernelSection, log_max_cq_sz: u8, devices: usize) -> Self {
+    /// A kernel with the profile's features, over `devices` devices with these limits.
+    pub fn new(facts: &KernelSection, limits: QpLimits, devices: usize) -> Self {
         Kernel {
             facts: facts.clone(),
-            log_max_cq_sz,
+            limits,
             next_uid: 1,
             uids: BTreeMap::new(),
             held_uids: std::collections::BTreeSet::new(),
@@ -129,6 +175,7 @@ impl Kernel {
             next_qp_order: 0,
             qps: BTreeMap::new(),
             cqs: BTreeMap::new(),
+            cq_events: VecDeque::new(),
             events: BTreeMap::new(),
             ctx_dev: BTreeMap::new(),
             comp_eqns: BTreeMap::new(),
@@ -298,105 +345,11 @@ impl Kernel {
         Ok((index, variant))
     }
 
-    /// `ibv_create_cq` in the kernel (`mlx5_ib_create_cq`): `cqe`, and `cqe + 1` rounded up
-    /// to a power of two, must not exceed 2^`log_max_cq_sz` (EINVAL); then a device CQ owned
-    /// by `ctx`.
-    pub fn create_cq(&mut self, dev: &mut Device, dev_index: usize, ctx: u32, c: CqCreate) -> Result<u32> {
-        let cqe = c.cqe;
-        let max = 1u64 << self.log_max_cq_sz.min(32);
-        let entries = u64::from(cqe).saturating_add(1).checked_next_power_of_two().unwrap_or(u64::MAX);
-        if u64::from(cqe) > max || entries > max {
-            let why = format!("{entries} CQ entries exceed 2^log_max_cq_sz = {max}");
-            return Err(Error::new(Op::CreateCq, EINVAL, why));
-        }
-        let cqn =
-            dev.create_cq(c).ok_or_else(|| Error::new(Op::CreateCq, mlx5_dv::errno::ENOMEM, "no CQ numbers left"))?;
-        self.cqs.insert((dev_index, cqn), (ctx, None));
-        Ok(cqn)
-    }
-
     /// The handle CQ events carry back to user space (`ibv_cq`'s user handle).
     pub fn set_cq_handle(&mut self, dev: usize, cqn: u32, handle: CqHandle) {
         if let Some(o) = self.cqs.get_mut(&(dev, cqn)) {
             o.1 = Some(handle);
         }
-    }
-
-    /// `ibv_destroy_cq` in the kernel.
-    pub fn destroy_cq(&mut self, devices: &mut [Device], dev: usize, cqn: u32) {
-        self.deliver_events(devices);
-        self.cqs.remove(&(dev, cqn));
-        if let Some(d) = devices.get_mut(dev) {
-            d.destroy_cq(cqn);
-        }
-    }
-
-    /// `ibv_create_qp` in the kernel: a device QP owned by the request's context.
-    pub fn create_qp(&mut self, devices: &mut [Device], r: &QpRequest) -> Result<u32> {
-        let d = devices.get_mut(r.dev).ok_or_else(|| Error::new(Op::CreateQp, EINVAL, "no such device"))?;
-        let order = self.next_qp_order;
-        self.next_qp_order = order.saturating_add(1);
-        let qpn = d
-            .create_qp(QpCreate {
-                order,
-                pdn: r.pdn,
-                send_cqn: r.cqns.0,
-                recv_cqn: r.cqns.1,
-                scatter_to_cqe: r.scatter_to_cqe,
-                drain_sigerr: r.drain_sigerr,
-                sq: r.sq,
-                rq: r.rq,
-                dbrec: r.dbrec,
-            })
-            .ok_or_else(|| Error::new(Op::CreateQp, mlx5_dv::errno::ENOMEM, "no QP numbers left"))?;
-        self.qps.insert((r.dev, qpn), r.ctx);
-        Ok(qpn)
-    }
-
-    /// `ibv_destroy_qp` in the kernel.
-    pub fn destroy_qp(&mut self, devices: &mut [Device], dev: usize, qpn: u32) {
-        self.deliver_events(devices);
-        self.qps.remove(&(dev, qpn));
-        if let Some(d) = devices.get_mut(dev) {
-            d.destroy_qp(qpn);
-        }
-    }
-
-    /// `ib_modify_qp_is_ok` for RC, then MODIFY_QP: RTR keeps the path, which the fabric routes
-    /// (a path to no QP is accepted; requests on it time out).
-    pub fn modify_qp(&mut self, devices: &mut [Device], at: QpPath, m: &QpModify) -> Result<()> {
-        use QpState::{Err as Error_, Init, Reset, Rtr, Rts, Sqd, Sqe};
-        let op = Op::ModifyQp;
-        let cur =
-            devices.get(at.dev).and_then(|d| d.qp_state(at.qpn)).ok_or_else(|| Error::new(op, EINVAL, "stale QP"))?;
-        let ok = match (cur, m.state) {
-            (_, Reset) | (_, Error_) => true,
-            (Reset, Init) | (Init, Init) | (Init, Rtr) | (Rtr, Rts) | (Rts, Rts) | (Rts, Sqd) | (Sqd, Sqd) => true,
-            (Sqd, Rts) => self.facts.sqd2rts,
-            (Sqe, Rts) => true,
-            _ => false,
-        };
-        if !ok {
-            return Err(Error::new(op, EINVAL, format!("{cur:?} -> {:?} is not a valid transition", m.state)));
-        }
-        let remote = match (m.state, m.dest) {
-            (Rtr, None) => return Err(Error::new(op, EINVAL, "RTR needs the path (IBV_QP_AV, IBV_QP_DEST_QPN)")),
-            (Rtr, Some(dest)) => Some(dest),
-            _ => None,
-        };
-        if m.state == Init {
-            let allowed = AccessFlags::LOCAL_WRITE
-                | AccessFlags::REMOTE_WRITE
-                | AccessFlags::REMOTE_READ
-                | AccessFlags::REMOTE_ATOMIC;
-            if !allowed.contains(m.access) {
-                return Err(Error::new(op, EINVAL, "qp_access_flags outside LW|RW|RR|ATOMIC"));
-            }
-        }
-        if let Some(d) = devices.get_mut(at.dev) {
-            d.modify_qp(at.qpn, m.state, m.access, remote);
-        }
-        Ok(())
     }
 
     /// Close a context: destroy what its DEVX uid still owns in firmware (PSVs, then mkeys,
@@ -434,12 +387,18 @@ impl Kernel {
         }
     }
 
-    /// Route every device's events to the context owning their QP or CQ.
+    /// Route every device's events to the context owning their QP or CQ, and the completion
+    /// events of verbs CQs to their completion channels.
     pub fn deliver_events(&mut self, devices: &mut [Device]) {
         for (dev, d) in devices.iter_mut().enumerate() {
+            for cqn in d.take_cq_events() {
+                if let Some(&(_, Some(h))) = self.cqs.get(&(dev, cqn)) {
+                    self.cq_events.push_back(h);
+                }
+            }
             for e in d.take_events() {
                 let (ctx, cq) = match (e.qpn, e.cqn) {
-                    (Some(qpn), _) => (self.qps.get(&(dev, qpn)).copied(), None),
+                    (Some(qpn), _) => (self.qps.get(&(dev, qpn)).map(|o| o.ctx), None),
                     (None, Some(cqn)) => match self.cqs.get(&(dev, cqn)) {
                         Some(&(ctx, h)) => (Some(ctx), h),
                         None => (None, None),
@@ -451,6 +410,11 @@ impl Kernel {
                 }
             }
         }
+    }
+
+    /// The CQs whose completion events were delivered since the last call, oldest first.
+    pub fn take_cq_events(&mut self) -> Vec<CqHandle> {
+        self.cq_events.drain(..).collect()
     }
 
     /// The oldest unread event of a context.

@@ -5,8 +5,8 @@ use mlx5_dv::errno::{EINVAL, EOPNOTSUPP};
 use mlx5_dv::{
     AccessFlags, AsyncEvent, Backend, BackendId, BackendInfo, Buf, CommandRecord, ContextAttr, ContextHandle, Contexts,
     Cq, DeviceDesc, DeviceKind, DmaBuf, DvContext, Error, FaultRule, KernelFacts, Memory, Mkey, MkeyErr, MkeyInitAttr,
-    Mkeys, Mr, Op, PdHandle, PortAttr, Qp, QpInitAttr, QpModify, QpState, Queues, RecvWr, Result, SimControl, Wc,
-    WqeRecord, WrOp,
+    Mkeys, Mr, Op, PdHandle, PortAttr, Qp, QpInitAttr, QpModify, QpState, Queues, RecvWr, Result, SendWr, SimControl,
+    Wc, WqeRecord, WrOp,
 };
 use mlx5_dv::{
     Crypto, CryptoLoginAttr, CryptoLoginAttrEx, CryptoLoginHandle, CryptoLoginQueryAttr, CryptoLoginState, DekAttr,
@@ -21,6 +21,16 @@ use crate::host::Host;
 use crate::kernel::Kernel;
 use crate::profile::{Profile, ShippedProfiles};
 use crate::provider::{DmabufReg, Lower, Provider};
+use crate::wake::Wake;
+
+/// The first QP number of device `dev` of host `host`: 0x100 on host 0; elsewhere spread over
+/// the 24-bit space by host, so that programs on two hosts see different numbers.
+fn first_qpn(host: u32, dev: usize) -> u32 {
+    const FIRST: u32 = 0x100;
+    const SPAN: u32 = 0xff_ffff - FIRST;
+    let spread = host.wrapping_mul(0x9e37).wrapping_add(dev as u32 * 0x1000);
+    if host == 0 { FIRST } else { FIRST + spread % SPAN }
+}
 
 /// The simulated host behind the [`Backend`] trait: host memory, the provider (libmlx5), the
 /// kernel, the devices and the fabric between them.
@@ -36,25 +46,37 @@ pub struct Simulator {
     fabric: Fabric,
     /// What [`Backend::caps`] reports, probed once at construction.
     caps: mlx5_dv::Caps,
+    /// The device thread's doorbell when free-running ([`Simulator::free_running`]).
+    wake: Option<Wake>,
 }
 
 impl Simulator {
-    /// A simulator of `profile`.
+    /// A simulator of `profile`, host number 0: the profile's GUIDs and GIDs, QP numbers
+    /// from 0x100.
     pub fn new(profile: Profile) -> Result<Self> {
+        Simulator::with_host(profile, 0)
+    }
+
+    /// A simulator of `profile` as host number `host` (24 bits; see [`Fabric::new`]): its
+    /// ports' GUIDs and GIDs, and the first QP number of each device, are the host's own, so
+    /// that two simulated hosts never name each other's QPs as their own. Host 0 is
+    /// [`Simulator::new`].
+    pub fn with_host(profile: Profile, host: u32) -> Result<Self> {
         // The kernel's mlx5 devices, then the VFIO function if the host has one.
         let count = profile.device_names().len() + usize::from(profile.device.vfio_pci_name.is_some());
         let devices = (0..count)
             .map(|_| Device::new(&profile))
             .collect::<std::result::Result<Vec<_>, _>>()
             .map_err(|e| crate::kernel::internal(Op::Backend, e))?;
-        let mut kernel = Kernel::new(&profile.kernel, profile.datapath.log_max_cq_sz, count);
+        let mut kernel = Kernel::new(&profile.kernel, crate::kernel::QpLimits::of(&profile.datapath), count);
         kernel.data_direct = profile.device.data_direct_sysfs_path.clone();
-        let fabric = Fabric::new(&profile);
+        let fabric = Fabric::new(&profile, host);
         let mut devices = devices;
         for (i, d) in devices.iter_mut().enumerate() {
             if let Some(p) = fabric.port(i) {
-                d.set_port_gid(p.gid);
+                d.set_port_address(p.gid, p.lid);
             }
+            d.set_first_qpn(first_qpn(host, i));
         }
         let sim = Simulator {
             provider: Provider::new(BackendId::fresh(), &profile),
@@ -64,6 +86,7 @@ impl Simulator {
             devices,
             caps: mlx5_dv::Caps::default(),
             profile,
+            wake: None,
         };
         Ok(sim.with_probed_caps())
     }
@@ -114,6 +137,36 @@ impl Simulator {
         &self.profile
     }
 
+    /// `ibv_req_notify_cq`: arm `cq` (for solicited and error completions only with
+    /// `solicited_only`). The device raises the CQ's completion event at its next such CQE,
+    /// or at once if one waits unpolled; [`Simulator::take_cq_events`] collects it.
+    pub fn arm_cq(&mut self, cq: &Cq, solicited_only: bool) -> Result<()> {
+        let (p, mut low) = self.split();
+        p.arm_cq(&mut low, cq, solicited_only)
+    }
+
+    /// A program's own store to the CQ doorbell of context `ctx`'s UAR page (`hi` =
+    /// `sn << 28 | cmd | ci`, then the CQ number), as `mlx5_arm_cq` makes it: the CQ of that
+    /// context is armed as by [`Simulator::arm_cq`]. A store naming no CQ of the context is
+    /// dropped, as the device drops it.
+    pub fn cq_doorbell(&mut self, ctx: mlx5_dv::ContextHandle, hi: u32, cqn: u32) {
+        let (p, mut low) = self.split();
+        p.cq_doorbell_store(&mut low, ctx, hi, cqn);
+    }
+
+    /// `ibv_get_cq_event` read an event of `cq` (`mlx5_cq_event`): its next arm carries the
+    /// next sequence number.
+    pub fn cq_event(&mut self, cq: &Cq) -> Result<()> {
+        self.provider.cq_event(cq)
+    }
+
+    /// The CQs whose completion event the devices raised since the last call, oldest first
+    /// (what a completion channel's fd reports).
+    pub fn take_cq_events(&mut self) -> Vec<mlx5_dv::CqHandle> {
+        self.kernel.deliver_events(&mut self.devices);
+        self.kernel.take_cq_events()
+    }
+
     /// A buffer over an application's own memory, at its own address: RDMA reads and writes
     /// it in place once an MR covers it. EINVAL for a null or empty range, one that wraps the
     /// address space, or one that overlaps mapped memory. `free_buf` ends the registration.
@@ -130,9 +183,80 @@ impl Simulator {
     }
 
     fn split(&mut self) -> (&mut Provider, Lower<'_>) {
-        let low =
-            Lower { kernel: &mut self.kernel, devices: &mut self.devices, host: &mut self.host, fabric: &self.fabric };
+        let low = Lower {
+            kernel: &mut self.kernel,
+            devices: &mut self.devices,
+            host: &mut self.host,
+            fabric: &self.fabric,
+            wake: self.wake.as_ref(),
+        };
         (&mut self.provider, low)
+    }
+
+    /// Capture the fabric's traffic from now on to a new pcap file at `path` (Ethernet
+    /// frames; Wireshark and tshark read it): each request as the RoCE v2 packets of its
+    /// path MTU, then its ACK, NAK or READ response. The file is flushed after each exchange
+    /// and is complete whenever none is under way; a clone of this simulator writes to it
+    /// too. Ports of an InfiniBand link layer have no IP address: their traffic is not
+    /// written. See docs/wire.md.
+    pub fn capture_to(&mut self, path: impl AsRef<std::path::Path>) -> std::io::Result<()> {
+        let capture = crate::fabric::Capture::create(path.as_ref())?;
+        self.fabric.set_capture(Some(capture));
+        Ok(())
+    }
+
+    /// Hand the devices to a device thread (free-running): from now on a doorbell rung through
+    /// the API wakes `wake` instead of running the engine inside the call, and the thread runs
+    /// the devices with [`Simulator::tick`]. Rings, doorbell records and UAR pages allocated
+    /// after this come from the process, at their own addresses, so that a program may drive
+    /// them with stores of its own ([`Simulator::qp_memory`], [`Simulator::cq_memory`]).
+    pub fn free_running(&mut self, wake: Wake) {
+        self.wake = Some(wake);
+        self.host.allocate_in_process();
+    }
+
+    /// Where a QP's queues and doorbell record are in host memory (`mlx5dv_init_obj`).
+    pub fn qp_memory(&self, qp: &Qp) -> Result<crate::QpMemory> {
+        self.provider.qp_memory(qp)
+    }
+
+    /// Where a CQ's ring and doorbell record are in host memory (`mlx5dv_init_obj`).
+    pub fn cq_memory(&self, cq: &Cq) -> Result<crate::CqMemory> {
+        self.provider.cq_memory(cq)
+    }
+
+    /// From now on rings, doorbell records and other buffers come from the process, at their
+    /// own addresses (what [`Simulator::free_running`] also does), for a stepped simulator
+    /// whose program drives its queues with pointers.
+    pub fn allocate_in_process(&mut self) {
+        self.host.allocate_in_process();
+    }
+
+    /// True once [`Simulator::free_running`] handed the devices to a thread.
+    pub fn is_free_running(&self) -> bool {
+        self.wake.is_some()
+    }
+
+    /// The doorbell records of every QP of every device (8 bytes each: the receive word, then
+    /// the send word): what a device thread watches for a program's own posts. They stay
+    /// valid until the QP is destroyed or its context closed.
+    pub fn doorbell_records(&self) -> Vec<u64> {
+        self.devices.iter().flat_map(Device::doorbell_records).collect()
+    }
+
+    /// One pass of a free-running device: every QP's doorbell record is read (a program may
+    /// have posted with stores of its own), the engine runs what is posted, and the events it
+    /// raised go out. True if anything moved: a producer counter, a CQE or an EQE written.
+    pub fn tick(&mut self) -> bool {
+        let before: u64 = self.devices.iter().fold(0, |n, d| n.wrapping_add(d.progress()));
+        let mut moved = false;
+        for d in &mut self.devices {
+            moved |= d.ring_all(&self.host);
+        }
+        let (_, mut low) = self.split();
+        low.run_now();
+        let after: u64 = self.devices.iter().fold(0, |n, d| n.wrapping_add(d.progress()));
+        moved || after != before
     }
 
     #[cfg(feature = "test-utils")]
@@ -273,8 +397,8 @@ impl Memory for Simulator {
 }
 
 impl Queues for Simulator {
-    fn create_cq(&mut self, ctx: ContextHandle, cqe: u32) -> Result<Cq> {
-        down!(self.create_cq(ctx, cqe))
+    fn create_cq_on_vector(&mut self, ctx: ContextHandle, cqe: u32, comp_vector: u32) -> Result<Cq> {
+        down!(self.create_cq(ctx, cqe, comp_vector))
     }
 
     fn destroy_cq(&mut self, cq: &Cq) -> Result<()> {
@@ -313,6 +437,10 @@ impl Queues for Simulator {
 
     fn post_send(&mut self, qp: &Qp, ops: &[WrOp]) -> Result<()> {
         down!(self.post_send(qp, ops))
+    }
+
+    fn post_send_wr(&mut self, qp: &Qp, wrs: &[SendWr]) -> Result<()> {
+        down!(self.post_send_wr(qp, wrs))
     }
 
     fn post_recv(&mut self, qp: &Qp, wrs: &[RecvWr]) -> Result<()> {
@@ -442,11 +570,12 @@ impl Backend for Simulator {
             ("vendor_part_id", d.vendor_part_id.to_string()),
             ("simulator", env!("CARGO_PKG_VERSION").to_string()),
         ];
-        BackendInfo {
-            backend: "sim".into(),
-            profile: Some(self.profile.name.clone()),
-            facts: facts.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+        let mut facts: std::collections::BTreeMap<String, String> =
+            facts.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+        if self.fabric.host() != 0 {
+            facts.insert("host".into(), self.fabric.host().to_string());
         }
+        BackendInfo { backend: "sim".into(), profile: Some(self.profile.name.clone()), facts }
     }
 
     fn caps(&self) -> mlx5_dv::Caps {

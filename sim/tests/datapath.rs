@@ -100,7 +100,7 @@ fn a_reset_takes_the_qps_completions_out_of_its_cq() {
     sim.post_send(&qp, &ops).unwrap();
     assert_eq!(sim.query_qp_state(&qp).unwrap(), QpState::Err);
     sim.modify_qp(&qp, &QpModify::to(QpState::Reset)).unwrap();
-    sim.modify_qp(&qp, &QpModify { state: QpState::Init, access: ACCESS, dest: None }).unwrap();
+    sim.modify_qp(&qp, &QpModify { state: QpState::Init, access: ACCESS, dest: None, ext: None }).unwrap();
     // mlx5_cq_clean: the four CQEs are gone with the reset.
     assert_eq!(sim.poll_cq(&cq, 16).unwrap(), vec![]);
     // Posting is refused until RTS.

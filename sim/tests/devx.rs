@@ -142,12 +142,16 @@ fn raw_cqs_bind_to_the_kernels_completion_eqs() -> TestResult {
     let eqn = sim.devx_query_eqn(ctx, 0)?;
     assert_eq!(sim.devx_query_eqn(ctx, 0)?, eqn, "the same EQ every time");
     assert_ne!(sim.devx_query_eqn(ctx, 1)?, eqn, "a vector of its own");
+    // On a kernel context the ring and the doorbell record are in a umem (the kernel sets the
+    // umem bits whatever the input says).
     let ring = sim.alloc_buf(4096)?;
-    let mut input = prm::new_input(c::IN_SIZE + 8, opcode::CREATE_CQ, 0, 0);
+    let umem = sim.devx_umem_reg(ctx, ring.addr, 4096, mlx5_dv::AccessFlags::LOCAL_WRITE)?;
+    let mut input = prm::new_input(c::IN_SIZE, opcode::CREATE_CQ, 0, 0);
     c::LOG_CQ_SIZE.set(&mut input, 6)?;
     c::C_EQN.set(&mut input, u64::from(eqn))?;
-    c::DB_RECORD_ADDR.set(&mut input, ring.addr + 4000)?;
-    input[c::IN_SIZE..].copy_from_slice(&ring.addr.to_be_bytes());
+    c::CQ_UMEM_ID.set(&mut input, u64::from(umem.umem_id))?;
+    c::DBR_UMEM_ID.set(&mut input, u64::from(umem.umem_id))?;
+    c::DB_RECORD_ADDR.set(&mut input, 4000)?;
     let cq = sim.devx_obj_create(ctx, &input, 16)?;
     assert!(c::CQN.get(&cq.out)? > 0);
     c::C_EQN.set(&mut input, 200)?;
@@ -155,10 +159,7 @@ fn raw_cqs_bind_to_the_kernels_completion_eqs() -> TestResult {
     let err = bad.err().ok_or("a CQ on no EQ")?;
     assert_eq!((err.errno(), err.cmd_status().map(|s| s.status)), (EREMOTEIO, Some(status::BAD_PARAM_ERR)));
     // A ring that does not fit its umem.
-    let umem = sim.devx_umem_reg(ctx, ring.addr, 4096, mlx5_dv::AccessFlags::LOCAL_WRITE)?;
     c::C_EQN.set(&mut input, u64::from(eqn))?;
-    c::CQ_UMEM_VALID.set(&mut input, 1)?;
-    c::CQ_UMEM_ID.set(&mut input, u64::from(umem.umem_id))?;
     c::CQ_UMEM_OFFSET.set(&mut input, 64)?;
     let err = sim.devx_obj_create(ctx, &input, 16).map(|o| o.handle).err().ok_or("64 CQEs past a 4 KiB umem")?;
     assert_eq!(err.errno(), EREMOTEIO);

@@ -41,7 +41,9 @@ fn the_kernel_checks_the_range_and_the_access() -> TestResult {
     assert_eq!(errno(sim.reg_dmabuf_mr(pd, 0, 64, 0, d.fd, A::REMOTE_WRITE)), Some(EINVAL), "no LOCAL_WRITE");
     // Page-offset mismatch comes before the access checks, as in uverbs.
     assert_eq!(errno(sim.dv_reg_dmabuf_mr(pd, 1, 64, 2, d.fd, A::LOCAL_WRITE, DATA_DIRECT)), Some(EINVAL));
-    assert_eq!(errno(sim.dv_reg_dmabuf_mr(pd, 0, 64, 0, d.fd, A::LOCAL_WRITE, DATA_DIRECT)), Some(EOPNOTSUPP));
+    // A data-direct MR needs a page-aligned iova (EOPNOTSUPP), then the device (EINVAL).
+    assert_eq!(errno(sim.dv_reg_dmabuf_mr(pd, 0x10, 64, 0x10, d.fd, A::LOCAL_WRITE, DATA_DIRECT)), Some(EOPNOTSUPP));
+    assert_eq!(errno(sim.dv_reg_dmabuf_mr(pd, 0, 64, 0, d.fd, A::LOCAL_WRITE, DATA_DIRECT)), Some(EINVAL));
     Ok(())
 }
 

@@ -274,4 +274,20 @@ fn each_natural_error_syndrome_reports_the_profiles_vendor_syndrome() {
     };
     w.sim.post_send(&w.a, &[op]).unwrap();
     assert_eq!(wcs(&mut w, true), [(10, wc_status::LOC_QP_OP_ERR, v.local_qp_op.into())]);
+    // Exactly 2 GiB is an empty inline segment: the WRITE completes and moves nothing.
+    let mut w = world(distinct_vendor_errs(u32::MAX));
+    let buf = w.sim.alloc_buf(64).unwrap();
+    w.sim.write_buf(&buf, 0, &[0x5a; 32]).unwrap();
+    let m = w.sim.reg_mr(w.pd, buf.addr, 64, ACCESS).unwrap();
+    let before = w.sim.read_buf(&buf, 0, 64).unwrap();
+    let op = WrOp::RdmaWrite {
+        wr_id: 11,
+        flags: SendFlags::SIGNALED,
+        rkey: m.rkey,
+        remote_addr: m.addr + 32,
+        sge: vec![sge_of(&m, 1 << 31)],
+    };
+    w.sim.post_send(&w.a, &[op]).unwrap();
+    assert_eq!(wcs(&mut w, true), [(11, wc_status::SUCCESS, 0)]);
+    assert_eq!(w.sim.read_buf(&buf, 0, 64).unwrap(), before, "nothing moved");
 }

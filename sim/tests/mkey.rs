@@ -278,3 +278,37 @@ proptest! {
         if n > 65532 { prop_assert_eq!(r, 0) } else { prop_assert!(r >= n && r - n < 4 && r.is_multiple_of(4)) }
     }
 }
+
+/// A list layout's first entry cannot name the key 0x400 (a repeat block's op word): the
+/// firmware never hands out mkey index 4, to MRs or to mkeys.
+#[test]
+fn no_key_is_the_repeat_block_op() {
+    let mut sim = mlx5_sim::Simulator::with_profile("cx6dx").unwrap();
+    let ctx = sim.open_ibv_device("mlx5_0").unwrap();
+    let pd = sim.alloc_pd(ctx).unwrap();
+    let buf = sim.alloc_buf(64).unwrap();
+    let mut indexes = Vec::new();
+    for _ in 0..4 {
+        indexes.push(sim.reg_mr(pd, buf.addr, 64, mlx5_dv::AccessFlags::LOCAL_WRITE).unwrap().lkey >> 8);
+        let attr = mlx5_dv::MkeyInitAttr { pd, create_flags: mlx5_dv::MkeyInitFlags::INDIRECT, max_entries: 4 };
+        indexes.push(sim.create_mkey(&attr).unwrap().lkey >> 8);
+    }
+    assert!(indexes.len() == 8 && !indexes.contains(&4), "mkey indexes {indexes:?}");
+}
+
+/// A QP's CQs must both be its context's: one from another context is enough for EINVAL.
+#[test]
+fn a_qp_with_one_cq_of_another_context_is_einval() {
+    use mlx5_dv::{QpCap, QpInitAttr};
+    let mut sim = mlx5_sim::Simulator::with_profile("cx6dx").unwrap();
+    let (a, b) = (sim.open_ibv_device("mlx5_0").unwrap(), sim.open_ibv_device("mlx5_0").unwrap());
+    let pd = sim.alloc_pd(a).unwrap();
+    let (own, other) = (sim.create_cq(a, 4).unwrap(), sim.create_cq(b, 4).unwrap());
+    let cap = QpCap { max_send_wr: 4, max_recv_wr: 4, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
+    for (send, recv) in [(own, other), (other, own), (other, other)] {
+        let attr =
+            QpInitAttr { send_cq: send.handle, recv_cq: recv.handle, ..QpInitAttr::rc(pd, own.handle, cap, None) };
+        assert_eq!(sim.create_qp(&attr).map_err(|e| e.errno()).err(), Some(mlx5_dv::errno::EINVAL));
+    }
+    assert!(sim.create_qp(&QpInitAttr::rc(pd, own.handle, cap, None)).is_ok());
+}

@@ -155,7 +155,7 @@ fn dp() -> impl Strategy<Value = Dp> {
             peer,
             access: access & 0xff
         }),
-        (0usize..4, proptest::collection::vec((0u8..14, any::<u64>(), any::<u32>(), any::<u32>(), any::<u64>()), 0..6))
+        (0usize..4, proptest::collection::vec((0u8..15, any::<u64>(), any::<u32>(), any::<u32>(), any::<u64>()), 0..6))
             .prop_map(|(qp, ops)| Dp::Post { qp, ops }),
         (0usize..4, any::<u64>(), any::<u32>(), 0usize..8).prop_map(|(qp, addr, len, key)| Dp::Recv {
             qp,
@@ -203,13 +203,13 @@ proptest! {
                         send_ops_flags: DvSendOpsFlags::from_bits_retain(0b111),
                     });
                     let cap = QpCap { max_send_wr: wr, max_recv_wr: wr, max_send_sge: sge, max_recv_sge: sge, max_inline_data: inline };
-                    let attr = QpInitAttr { pd, send_cq: cq.handle, recv_cq: cq.handle, qp_type: qp_type::RC, cap, send_ops_flags: send_ops::RC_DEFAULT, dv };
+                    let attr = QpInitAttr::rc(pd, cq.handle, cap, dv);
                     Some(Call::CreateQp { attr })
                 }
                 Dp::Modify { qp, state, peer, access } => match (pick(&qps, qp), pick(&qps, peer)) {
                     (Some(q), Some(p)) => {
                         let states = [QpState::Reset, QpState::Init, QpState::Rtr, QpState::Rts, QpState::Sqd, QpState::Sqe, QpState::Err, QpState::Rts];
-                        let attr = QpModify { state: states[state as usize], access: AccessFlags::from_bits_retain(access), dest: Some(QpDest::to(&p, &port)) };
+                        let attr = QpModify { state: states[state as usize], access: AccessFlags::from_bits_retain(access), dest: Some(QpDest::to(&p, &port)), ext: None };
                         Some(Call::ModifyQp { qp: q, attr })
                     }
                     _ => None,
@@ -309,6 +309,7 @@ fn random_op(kind: u8, addr: u64, len: u32, key: u32, x: u64, mkey: Option<Mkey>
             keytag: [0; 8],
             comp_mask: x >> 62,
         }),
+        13 => WrOp::InlineData(vec![x as u8; (len % 200) as usize]),
         _ => WrOp::RdmaWriteImm { wr_id: x, flags, rkey: key, remote_addr: addr, imm: len, sge },
     }
 }

@@ -55,13 +55,21 @@ impl Trait {
     }
 }
 
+/// Run the shim's device inside the calls (`MLX5SIM_MODE=stepped`), so that a message's cost
+/// is counted on the calling thread and compares with the trait's. Call before the shim's
+/// first use, while the process has one thread.
+pub fn stepped_shim() {
+    // SAFETY: called at start-up, before any other thread reads the environment.
+    unsafe { std::env::set_var("MLX5SIM_MODE", "stepped") };
+}
+
 /// Through the C ABI of the shim: the same pair on the program's own memory.
 pub struct CAbi {
-    ctx: *mut ibv_context,
-    qp: *mut ibv_qp,
-    cq: *mut ibv_cq,
+    pub(crate) ctx: *mut ibv_context,
+    pub(crate) qp: *mut ibv_qp,
+    pub(crate) cq: *mut ibv_cq,
     sge: Box<ibv_sge>,
-    wr: Box<ibv_send_wr>,
+    pub(crate) wr: Box<ibv_send_wr>,
     _bufs: Vec<Vec<u8>>,
 }
 
@@ -117,9 +125,41 @@ impl CAbi {
             let mut bad = ptr::null_mut();
             assert_eq!(ops.post_send.expect("post_send")(self.qp, &mut *self.wr, &mut bad), 0);
             let mut wc: ibv_wc = std::mem::zeroed();
-            assert_eq!(ops.poll_cq.expect("poll_cq")(self.cq, 1, &mut wc), 1);
+            // A free-running device completes on its own thread: poll until it has.
+            let mut n = 0;
+            while n == 0 {
+                n = ops.poll_cq.expect("poll_cq")(self.cq, 1, &mut wc);
+            }
+            assert_eq!(n, 1);
         }
         let _ = &self.sge;
+    }
+
+    /// `n` WRITEs kept `depth` in flight, as perftest's bandwidth tests keep their send queue
+    /// full: post while fewer than `depth` are outstanding, poll up to 16 completions at a
+    /// time. `depth` at most the send queue's 64.
+    #[allow(dead_code)] // the device_thread bench's; the other benches include this module too
+    pub fn stream(&mut self, n: u64, depth: u64) {
+        // SAFETY: the context's ops, as the header's inline functions call them.
+        unsafe {
+            let ops = &(*self.ctx).ops;
+            let (post, poll) = (ops.post_send.expect("post_send"), ops.poll_cq.expect("poll_cq"));
+            let mut wc: [ibv_wc; 16] = std::mem::zeroed();
+            let (mut posted, mut done) = (0u64, 0u64);
+            while done < n {
+                while posted < n && posted - done < depth {
+                    let mut bad = ptr::null_mut();
+                    assert_eq!(post(self.qp, &mut *self.wr, &mut bad), 0);
+                    posted += 1;
+                }
+                let got = poll(self.cq, 16, wc.as_mut_ptr());
+                assert!(got >= 0, "poll_cq");
+                for w in &wc[..got as usize] {
+                    assert_eq!(w.status, ibv_wc_status::IBV_WC_SUCCESS);
+                }
+                done += got as u64;
+            }
+        }
     }
 }
 
@@ -167,3 +207,8 @@ unsafe fn connect(ctx: *mut ibv_context, qp: *mut ibv_qp, peer: *mut ibv_qp) {
         assert_eq!(ibv_modify_qp(qp, &mut a, rts), 0, "RTS");
     }
 }
+
+#[allow(dead_code)] // the device-thread bench's scenarios
+mod free;
+#[allow(unused_imports)]
+pub use free::{IdleObjects, RawRing, cpu_seconds, eventfd_round_trips};

@@ -286,20 +286,20 @@ fn missing_ops_long_lists(b: &mut dyn Backend, env: &Env) -> Check {
     no_cqe(b, &s.cq)
 }
 
-/// The receive SGE limit is the provider's `qp_state_max_gs`: 0 on a QP never modified (a
-/// receive without SGEs is taken), -1 after a modify to RESET (every receive is EINVAL), the
-/// queue's `max_gs` from INIT on.
+/// The receive SGE limit is the provider's `qp_state_max_gs`: -1 on a new QP and after a
+/// modify to RESET (every receive is EINVAL, even one without SGEs), the queue's `max_gs` from
+/// INIT on.
 fn recv_state_max_gs(b: &mut dyn Backend, env: &Env) -> Check {
     use mlx5_dv::{QpModify, QpState};
     let (_ctx, pd, cq) = open(b, env.dev()?)?;
     let qp = expect_ok("create a QP", b.create_qp(&qp_attr(pd, &cq, DvQpCreateFlags::empty(), CAP)))?;
     let (_buf, mr) = region(b, pd, 64, &[], A::LOCAL_WRITE)?;
     let recv = |wr_id, sge: Vec<Sge>| [RecvWr { wr_id, sge }];
-    expect_ok("a receive without SGEs on a new QP", b.post_recv(&qp, &recv(1, vec![])))?;
+    expect_errno("a receive without SGEs on a new QP", b.post_recv(&qp, &recv(1, vec![])), EINVAL)?;
     expect_errno("a receive with one SGE on a new QP", b.post_recv(&qp, &recv(2, vec![sge(&mr, 0, 8)])), EINVAL)?;
     expect_ok("modify to RESET", b.modify_qp(&qp, &QpModify::to(QpState::Reset)))?;
     expect_errno("a receive without SGEs after RESET", b.post_recv(&qp, &recv(3, vec![])), EINVAL)?;
-    let init = QpModify { state: QpState::Init, access: QP_ACCESS, dest: None };
+    let init = QpModify { state: QpState::Init, access: QP_ACCESS, dest: None, ext: None };
     expect_ok("modify to INIT", b.modify_qp(&qp, &init))?;
     expect_ok("a receive with one SGE in INIT", b.post_recv(&qp, &recv(4, vec![sge(&mr, 0, 8)])))?;
     Ok(())

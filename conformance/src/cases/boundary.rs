@@ -46,8 +46,9 @@ fn reconnect(b: &mut dyn Backend, a: &Side, s: &Side) -> Check {
     connect(b, &s.qp, a.ctx, &a.qp)
 }
 
-/// `op` of a repeat block (`struct mlx5_wqe_umr_repeat_block_seg`): it sits where a KLM has
-/// its key, so a KLM list entry naming key 0x400 reads as a repeat block.
+/// `op` of a repeat block (`struct mlx5_wqe_umr_repeat_block_seg`): it sits where a list
+/// entry has its key, so a device cannot tell a list whose first entry names key 0x400 from a
+/// repeat block. The simulated firmware never hands that key out; a card might.
 const REPEAT_BLOCK_OP: u32 = 0x400;
 
 /// A region for a list-layout entry: one whose key is not [`REPEAT_BLOCK_OP`] (a region

@@ -10,11 +10,11 @@ use mlx5_dv::prm::{self, opcode, status};
 use mlx5_dv::profile::{TEST_CREDENTIAL_ID, TEST_IMPORT_KEK_ID, test_credential, test_import_kek};
 use mlx5_dv::{
     AccessFlags, Backend, ContextHandle, CryptoAttr, CryptoLoginAttr, CryptoLoginAttrEx, CryptoLoginState, DekHandle,
-    DekInitAttr, DekState, FaultRule, MkeyConfFlags, MkeyInitFlags as F, PdHandle, SendFlags, WrOp, crypto, crypto_cap,
-    sig, wc_opcode,
+    DekInitAttr, DekState, DvQpCreateFlags, FaultRule, MkeyConfFlags, MkeyInitFlags as F, PdHandle, SendFlags, WrOp,
+    crypto, crypto_cap, sig, wc_opcode,
 };
 
-use super::fixture::{indirect_mkey, ok_cqe, pattern, region, sge};
+use super::fixture::{CAP, Side, connect, indirect_mkey, ok_cqe, open, pattern, qp_attr, region, sge};
 use super::{ctl, open_pd, with_opcode};
 use crate::case::{Case, Check, Env, Need, Verdict, check_eq, expect_errno, expect_ok};
 
@@ -406,8 +406,22 @@ fn dek_state_from_device(b: &mut dyn Backend, env: &Env) -> Check {
     expect_ok("dek_destroy", b.dek_destroy(dek))
 }
 
+/// A loopback pair whose QPs have inline room for a signature and a crypto BSF after the
+/// translations (the UMR's BSFs must fit in `max_inline_data` + 4).
+pub(super) fn crypto_pair(b: &mut dyn Backend, env: &Env) -> Check<(Side, Side)> {
+    let cap = mlx5_dv::QpCap { max_inline_data: 256, ..CAP };
+    let (ctx, pd, cq) = open(b, env.dev()?)?;
+    let qa = expect_ok("create the client QP", b.create_qp(&qp_attr(pd, &cq, DvQpCreateFlags::empty(), cap)))?;
+    let cq2 = expect_ok("ibv_create_cq", b.create_cq(ctx, 64))?;
+    let qb = expect_ok("create the server QP", b.create_qp(&qp_attr(pd, &cq2, DvQpCreateFlags::empty(), cap)))?;
+    let (a, s) = (Side { ctx, pd, cq, qp: qa }, Side { ctx, pd, cq: cq2, qp: qb });
+    connect(b, &a.qp, s.ctx, &s.qp)?;
+    connect(b, &s.qp, a.ctx, &a.qp)?;
+    Ok((a, s))
+}
+
 fn setter_errors(b: &mut dyn Backend, env: &Env) -> Check {
-    let (_, s) = super::crypto_dp::crypto_pair(b, env)?;
+    let (_, s) = crypto_pair(b, env)?;
     let (dek, _) = any_dek(b, env, s.ctx, s.pd)?;
     let (_buf, mr) = region(b, s.pd, 4096, &[], AccessFlags::LOCAL_WRITE)?;
     let mkey = indirect_mkey(b, s.pd, F::INDIRECT | F::CRYPTO, 4)?;

@@ -5,16 +5,14 @@
 use mlx5_dv::errno::EINVAL;
 use mlx5_dv::profile::SignatureSection;
 use mlx5_dv::{
-    AccessFlags as A, Backend, CryptoAttr, DekHandle, DvQpCreateFlags, Mkey, MkeyConfFlags, MkeyInitFlags as F,
-    SendFlags, SigBlockAttr, SigBlockDomain, SigT10dif, WrOp, crypto, crypto_cap, sig, wc_opcode, wc_status,
+    AccessFlags as A, Backend, CryptoAttr, DekHandle, Mkey, MkeyConfFlags, MkeyInitFlags as F, SendFlags, SigBlockAttr,
+    SigBlockDomain, SigT10dif, WrOp, crypto, crypto_cap, sig, wc_opcode, wc_status,
 };
 use mlx5_sim::crypto::{Direction, XtsKeys, transform};
 use mlx5_sim::signature::{Crcs, Domain};
 
-use super::crypto::{any_dek, plain_key};
-use super::fixture::{
-    CAP, QP_ACCESS, Side, connect, contents, indirect_mkey, ok_cqe, open, pattern, poll, qp_attr, region, sge, write,
-};
+use super::crypto::{any_dek, crypto_pair, plain_key};
+use super::fixture::{QP_ACCESS, Side, contents, indirect_mkey, ok_cqe, pattern, poll, region, sge, write};
 use crate::case::{Case, Check, Env, Need, Verdict, check, check_eq, expect_errno, expect_ok};
 
 const NEEDS: &[Need] = &[Need::Mlx5Device, Need::DekObjects, Need::Devx];
@@ -28,20 +26,6 @@ pub(super) const CASES: &[Case] = &[
     Case { name: "crypto_dp.signature_order_rows", covers: &[61], needs: WITH_SIG, run: order_rows },
     Case { name: "crypto_dp.reset_sig_keeps_crypto", covers: &[81], needs: WITH_SIG, run: reset_sig },
 ];
-
-/// A loopback pair whose QPs have inline room for a signature and a crypto BSF after the
-/// translations (the UMR's BSFs must fit in `max_inline_data` + 4).
-pub(super) fn crypto_pair(b: &mut dyn Backend, env: &Env) -> Check<(Side, Side)> {
-    let cap = mlx5_dv::QpCap { max_inline_data: 256, ..CAP };
-    let (ctx, pd, cq) = open(b, env.dev()?)?;
-    let qa = expect_ok("create the client QP", b.create_qp(&qp_attr(pd, &cq, DvQpCreateFlags::empty(), cap)))?;
-    let cq2 = expect_ok("ibv_create_cq", b.create_cq(ctx, 64))?;
-    let qb = expect_ok("create the server QP", b.create_qp(&qp_attr(pd, &cq2, DvQpCreateFlags::empty(), cap)))?;
-    let (a, s) = (Side { ctx, pd, cq, qp: qa }, Side { ctx, pd, cq: cq2, qp: qb });
-    connect(b, &a.qp, s.ctx, &s.qp)?;
-    connect(b, &s.qp, a.ctx, &a.qp)?;
-    Ok((a, s))
-}
 
 /// Skip on a single-block-only device, whose crypto mkeys span one data unit at most.
 fn multi_block(env: &Env) -> Check {

@@ -30,6 +30,9 @@ const RW: A = A::LOCAL_WRITE.union(A::REMOTE_WRITE).union(A::REMOTE_READ);
 const IOVA: u64 = 0x7000_0010;
 /// The offset into the dma-buf: page 1, byte 0x10.
 const OFFSET: u64 = 0x1010;
+/// A page-aligned iova, and the offset of page 1, for a data-direct MR.
+const ALIGNED_IOVA: u64 = 0x7000_0000;
+const ALIGNED: u64 = 0x1000;
 
 /// The rdma-core major release of libmlx5, if the backend knows it.
 fn release(env: &Env) -> Option<u32> {
@@ -119,6 +122,15 @@ fn kernel_checks(b: &mut dyn Backend, env: &Env) -> Check {
     let d = dmabuf(b)?;
     let r = b.reg_dmabuf_mr(pd, OFFSET, 0x800, IOVA + 8, d.fd, RW);
     expect_errno("ibv_reg_dmabuf_mr: iova and offset at different page offsets", r, EINVAL)?;
+    // uverbs takes LW|RR|RW|ATOMIC|RELAXED_ORDERING only: ON_DEMAND never reaches the driver.
+    for (what, access) in
+        [("ON_DEMAND", RW | A::ON_DEMAND), ("MW_BIND", RW | A::MW_BIND), ("ZERO_BASED", A::ZERO_BASED)]
+    {
+        let r = b.reg_dmabuf_mr(pd, OFFSET, 0x800, IOVA, d.fd, access);
+        expect_errno(&format!("ibv_reg_dmabuf_mr with {what}"), r, EINVAL)?;
+    }
+    let r = b.reg_dmabuf_mr(pd, OFFSET, 0x800, IOVA, d.fd, A::REMOTE_WRITE);
+    expect_errno("ibv_reg_dmabuf_mr: REMOTE_WRITE without LOCAL_WRITE", r, EINVAL)?;
     if !has_55(env)? {
         let r = b.dv_reg_dmabuf_mr(pd, OFFSET, 0x800, IOVA, d.fd, RW, DATA_DIRECT);
         return expect_needs_55("mlx5dv_reg_dmabuf_mr on rdma-core < 55", r);
@@ -127,13 +139,16 @@ fn kernel_checks(b: &mut dyn Backend, env: &Env) -> Check {
     expect_errno("mlx5dv_reg_dmabuf_mr: different page offsets", r, EINVAL)?;
     let r = b.dv_reg_dmabuf_mr(pd, OFFSET, 0x800, IOVA, d.fd, RW, 1 << 1);
     expect_errno("mlx5dv_reg_dmabuf_mr: unknown mlx5_access bit", r, EINVAL)?;
-    let direct = b.get_data_direct_sysfs_path(ctx, 4096);
+    // A data-direct (KSM) MR needs a page-aligned iova before it needs the device.
     let r = b.dv_reg_dmabuf_mr(pd, OFFSET, 0x800, IOVA, d.fd, RW, DATA_DIRECT);
+    expect_errno("DATA_DIRECT with an iova that is not page-aligned", r, EOPNOTSUPP)?;
+    let direct = b.get_data_direct_sysfs_path(ctx, 4096);
+    let r = b.dv_reg_dmabuf_mr(pd, ALIGNED, 0x800, ALIGNED_IOVA, d.fd, RW, DATA_DIRECT);
     match direct {
-        Err(e) if e.errno() == ENODEV => expect_errno("DATA_DIRECT without a data-direct device", r, EOPNOTSUPP),
+        Err(e) if e.errno() == ENODEV => expect_errno("DATA_DIRECT without a data-direct device", r, EINVAL),
         Ok(_) => {
             let mr = expect_ok("DATA_DIRECT with a data-direct device", r)?;
-            check_eq("DATA_DIRECT MR: addr", mr.addr, OFFSET)
+            check_eq("DATA_DIRECT MR: addr", mr.addr, ALIGNED)
         }
         Err(e) => Err(Verdict::fail("the data-direct path", "a path or ENODEV", e)),
     }

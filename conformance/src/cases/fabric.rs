@@ -14,6 +14,12 @@ pub(super) const CASES: &[Case] = &[
         needs: &[Need::Mlx5Device],
         run: path_to_no_qp_times_out,
     },
+    Case {
+        name: "fabric.path_to_no_port_times_out",
+        covers: &[86],
+        needs: &[Need::Mlx5Device],
+        run: path_to_no_port_times_out,
+    },
 ];
 
 fn ports_have_addresses(b: &mut dyn Backend, env: &Env) -> Check {
@@ -56,4 +62,25 @@ fn path_to_no_qp_times_out(b: &mut dyn Backend, env: &Env) -> Check {
     err_cqe(b, &cq, 9, wc_status::RETRY_EXC_ERR)?;
     check_eq("the QP after a transport error", expect_ok("query", b.query_qp_state(&q))?, QpState::Err)?;
     Ok(())
+}
+
+fn path_to_no_port_times_out(b: &mut dyn Backend, env: &Env) -> Check {
+    let (ctx, pd, cq) = open(b, env.dev()?)?;
+    let q = expect_ok("create", b.create_qp(&qp_attr(pd, &cq, DvQpCreateFlags::empty(), CAP)))?;
+    let peer = expect_ok("create the peer", b.create_qp(&qp_attr(pd, &cq, DvQpCreateFlags::empty(), CAP)))?;
+    let (_buf, mr) = region(b, pd, 64, &pattern(64, 3), QP_ACCESS)?;
+    let mut to = dest(b, ctx, &peer)?;
+    // A live QP's number, at an address no port has: a link-local GID of another MAC on RoCE
+    // (its MAC is the GID's own, no neighbour lookup), or a LID no port has on InfiniBand.
+    if to.ah.is_global {
+        to.ah.dgid = Gid([0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x02, 0x00, 0x5e, 0xff, 0xfe, 0x00, 0x53, 0x01]);
+    } else {
+        to.ah.dlid = 0xbffe;
+    }
+    for step in QpModify::connect(QP_ACCESS, to) {
+        expect_ok(&format!("modify to {:?} towards no port", step.state), b.modify_qp(&q, &step))?;
+    }
+    expect_ok("post an RDMA WRITE", b.post_send(&q, &[write(9, mr.rkey, mr.addr + 32, vec![sge(&mr, 0, 8)])]))?;
+    err_cqe(b, &cq, 9, wc_status::RETRY_EXC_ERR)?;
+    check_eq("the QP after a transport error", expect_ok("query", b.query_qp_state(&q))?, QpState::Err)
 }

@@ -53,7 +53,7 @@ fn cq_rounding(b: &mut dyn Backend, env: &Env) -> Check {
 }
 
 fn attr(pd: mlx5_dv::PdHandle, cq: &mlx5_dv::Cq, ty: u32, ops: SendOpsFlags, dv: Option<DvQpInitAttr>) -> QpInitAttr {
-    QpInitAttr { pd, send_cq: cq.handle, recv_cq: cq.handle, qp_type: ty, cap: CAP, send_ops_flags: ops, dv }
+    QpInitAttr { qp_type: ty, send_ops_flags: ops, ..QpInitAttr::rc(pd, cq.handle, CAP, dv) }
 }
 
 fn dv_ops(flags: DvSendOpsFlags) -> Option<DvQpInitAttr> {
@@ -200,18 +200,25 @@ fn state_machine(b: &mut dyn Backend, env: &Env) -> Check {
     for bad in [Rtr, Rts, Sqd] {
         expect_errno(&format!("RESET -> {bad:?}"), b.modify_qp(&q, &QpModify::to(bad)), EINVAL)?;
     }
-    expect_ok("RESET -> INIT", b.modify_qp(&q, &QpModify { state: Init, access: QP_ACCESS, dest: None }))?;
+    expect_ok("RESET -> INIT", b.modify_qp(&q, &QpModify { state: Init, access: QP_ACCESS, dest: None, ext: None }))?;
     expect_errno("INIT -> RTS", b.modify_qp(&q, &QpModify::to(Rts)), EINVAL)?;
     expect_errno("INIT -> RTR without the remote QP", b.modify_qp(&q, &QpModify::to(Rtr)), EINVAL)?;
-    expect_ok("INIT -> RTR", b.modify_qp(&q, &QpModify { state: Rtr, access: QP_ACCESS, dest: Some(to_peer) }))?;
-    expect_errno("RTR -> INIT", b.modify_qp(&q, &QpModify { state: Init, access: QP_ACCESS, dest: None }), EINVAL)?;
+    expect_ok(
+        "INIT -> RTR",
+        b.modify_qp(&q, &QpModify { state: Rtr, access: QP_ACCESS, dest: Some(to_peer), ext: None }),
+    )?;
+    expect_errno(
+        "RTR -> INIT",
+        b.modify_qp(&q, &QpModify { state: Init, access: QP_ACCESS, dest: None, ext: None }),
+        EINVAL,
+    )?;
     expect_ok("RTR -> RTS", b.modify_qp(&q, &QpModify::to(Rts)))?;
     check_eq("after RTS", expect_ok("query", b.query_qp_state(&q))?, Rts)?;
     expect_ok("RTS -> ERR", b.modify_qp(&q, &QpModify::to(Err)))?;
     expect_errno("ERR -> RTS", b.modify_qp(&q, &QpModify::to(Rts)), EINVAL)?;
     expect_ok("ERR -> RESET", b.modify_qp(&q, &QpModify::to(Reset)))?;
     check_eq("after RESET", expect_ok("query", b.query_qp_state(&q))?, Reset)?;
-    let bad = QpModify { state: Init, access: AccessFlags::MW_BIND, dest: None };
+    let bad = QpModify { state: Init, access: AccessFlags::MW_BIND, dest: None, ext: None };
     expect_errno("INIT with qp_access_flags MW_BIND", b.modify_qp(&q, &bad), EINVAL)
 }
 
@@ -224,17 +231,17 @@ fn einval_until_rts(b: &mut dyn Backend, env: &Env) -> Check {
     let (buf, mr) = region(b, pd, 64, &pattern(64, 1), QP_ACCESS)?;
     let w = || write(1, mr.rkey, mr.addr + 32, vec![sge(&mr, 0, 8)]);
     expect_errno("post in RESET", b.post_send(&q, &[w()]), EINVAL)?;
-    expect_ok("INIT", b.modify_qp(&q, &QpModify { state: Init, access: QP_ACCESS, dest: None }))?;
+    expect_ok("INIT", b.modify_qp(&q, &QpModify { state: Init, access: QP_ACCESS, dest: None, ext: None }))?;
     expect_errno("post in INIT", b.post_send(&q, &[w()]), EINVAL)?;
-    expect_ok("RTR", b.modify_qp(&q, &QpModify { state: Rtr, access: QP_ACCESS, dest: Some(to_peer) }))?;
+    expect_ok("RTR", b.modify_qp(&q, &QpModify { state: Rtr, access: QP_ACCESS, dest: Some(to_peer), ext: None }))?;
     expect_errno("post in RTR", b.post_send(&q, &[w()]), EINVAL)?;
     connect(b, &peer, ctx, &q)?;
     expect_ok("RTS", b.modify_qp(&q, &QpModify::to(Rts)))?;
     expect_ok("post in RTS", b.post_send(&q, &[w()]))?;
     ok_cqe(b, &cq, 1, wc_opcode::RDMA_WRITE)?;
     expect_ok("RESET", b.modify_qp(&q, &QpModify::to(Reset)))?;
-    expect_ok("INIT", b.modify_qp(&q, &QpModify { state: Init, access: QP_ACCESS, dest: None }))?;
-    expect_ok("RTR", b.modify_qp(&q, &QpModify { state: Rtr, access: QP_ACCESS, dest: Some(to_peer) }))?;
+    expect_ok("INIT", b.modify_qp(&q, &QpModify { state: Init, access: QP_ACCESS, dest: None, ext: None }))?;
+    expect_ok("RTR", b.modify_qp(&q, &QpModify { state: Rtr, access: QP_ACCESS, dest: Some(to_peer), ext: None }))?;
     expect_errno("post after RESET, before RTS again", b.post_send(&q, &[w()]), EINVAL)?;
     expect_ok("RTS", b.modify_qp(&q, &QpModify::to(Rts)))?;
     expect_ok("post in RTS again", b.post_send(&q, &[w()]))?;

@@ -77,23 +77,43 @@ impl Sink for RecordSink {
         if lines.is_empty() && c.outcome == Outcome::Skip {
             return;
         }
-        let header = Header {
-            trace: trace::FORMAT.into(),
-            version: trace::VERSION,
-            backend: run.backend.clone(),
-            profile: run.profile.clone(),
-            case: Some(c.name.clone()),
-            facts: run.facts.clone(),
-            suite: format!("{} {}", env!("CARGO_PKG_VERSION"), mlx5_conformance::harness::meta::COMMIT),
-        };
+        let header = Header::new(run.backend.clone(), run.profile.clone(), Some(c.name.clone()), run.facts.clone());
         let slot = TraceSlot::new(std::sync::Mutex::new(lines));
         let dir = self.dir.join(run.label());
         let path = dir.join(format!("{}.jsonl", c.name));
-        let r = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, trace::record_text(&header, &slot)));
+        let text = trace::record_text(&header, &slot);
+        // A trace that differs only in the suite's commit is left as committed, so that
+        // recording again shows a diff only where behaviour changed; its time is set, as a
+        // written one's is (`make traces` removes the traces it did not record).
+        if std::fs::read_to_string(&path).is_ok_and(|old| same_but_commit(&old, &text)) {
+            let touched = std::fs::File::options()
+                .write(true)
+                .open(&path)
+                .and_then(|f| f.set_modified(std::time::SystemTime::now()));
+            if let Err(e) = touched {
+                self.error.get_or_insert(format!("cannot touch {}: {e}", path.display()));
+            }
+            return;
+        }
+        let r = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, text));
         if let Err(e) = r {
             self.error.get_or_insert(format!("cannot write {}: {e}", path.display()));
         }
     }
+}
+
+/// Two trace texts that differ at most in the header's `suite` field.
+fn same_but_commit(old: &str, new: &str) -> bool {
+    let (Some((h1, b1)), Some((h2, b2))) = (old.split_once('\n'), new.split_once('\n')) else { return false };
+    let header = |h: &str| {
+        serde_json::from_str::<serde_json::Value>(h).ok().map(|mut v| {
+            if let Some(o) = v.as_object_mut() {
+                o.remove("suite");
+            }
+            v
+        })
+    };
+    b1 == b2 && header(h1).is_some_and(|a| Some(a) == header(h2))
 }
 
 fn backend_for(a: &ReplayArgs, header: &Header) -> Result<Box<dyn Backend>, String> {
@@ -101,7 +121,10 @@ fn backend_for(a: &ReplayArgs, header: &Header) -> Result<Box<dyn Backend>, Stri
         BackendArg::Sim => {
             let name = a.profile.clone().or(header.profile.clone()).unwrap_or_else(|| mlx5_sim::DEFAULT_PROFILE.into());
             let p = Profile::resolve(&name).map_err(|e| e.to_string())?;
-            Ok(Box::new(Simulator::new(p).map_err(|e| e.to_string())?))
+            // A trace a program recorded through the C ABI names its host's GIDs and QPs:
+            // replay as that host.
+            let host = header.facts.get("host").and_then(|h| h.parse().ok()).unwrap_or(0);
+            Ok(Box::new(Simulator::with_host(p, host).map_err(|e| e.to_string())?))
         }
         #[cfg(feature = "hw")]
         BackendArg::Hw => {
@@ -114,6 +137,21 @@ fn backend_for(a: &ReplayArgs, header: &Header) -> Result<Box<dyn Backend>, Stri
     }
 }
 
+/// A trace file's text, read no further than replay's limit on a trace's size: a file past it
+/// is refused without reading it whole.
+fn read_trace(path: &Path) -> Result<String, String> {
+    use std::io::Read;
+    let max = trace::Limits::default().trace_bytes;
+    let cannot = |e: std::io::Error| format!("cannot read {}: {e}", path.display());
+    let mut text = String::new();
+    let file = std::fs::File::open(path).map_err(cannot)?;
+    file.take(max as u64 + 1).read_to_string(&mut text).map_err(cannot)?;
+    if text.len() > max {
+        return Err(format!("{}: more than {max} bytes; replay reads traces of at most {max}", path.display()));
+    }
+    Ok(text)
+}
+
 fn header_of(path: &Path, text: &str) -> Result<Header, String> {
     let first = text.lines().next().unwrap_or_default();
     serde_json::from_str(first).map_err(|e| format!("{}: line 1 is not a trace header: {e}", path.display()))
@@ -124,8 +162,7 @@ fn header_of(path: &Path, text: &str) -> Result<Header, String> {
 pub fn replay(a: ReplayArgs) -> Result<ExitCode, ExitCode> {
     let mut diverged = 0;
     for path in &a.files {
-        let text =
-            std::fs::read_to_string(path).map_err(|e| fail(USAGE, format!("cannot read {}: {e}", path.display())))?;
+        let text = read_trace(path).map_err(|e| fail(USAGE, e))?;
         let header = header_of(path, &text).map_err(|e| fail(USAGE, e))?;
         let mut b = backend_for(&a, &header).map_err(|e| fail(USAGE, e))?;
         match trace::replay(&text, &mut *b) {
@@ -226,5 +263,20 @@ pub fn discover(a: DiscoverArgs) -> Result<ExitCode, ExitCode> {
         }
         #[cfg(not(feature = "hw"))]
         BackendArg::Hw => Err(fail(USAGE, "this build has no hw backend (build with --features hw)")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_but_commit;
+
+    #[test]
+    fn only_the_suite_commit_may_differ() {
+        let a = "{\"trace\":\"mlx5sim-trace\",\"case\":\"x\",\"suite\":\"0.1.0 aaa\"}\n{\"i\":0}\n";
+        let b = "{\"trace\":\"mlx5sim-trace\",\"case\":\"x\",\"suite\":\"0.1.0 bbb\"}\n{\"i\":0}\n";
+        assert!(same_but_commit(a, b));
+        assert!(!same_but_commit(a, &b.replace("\"i\":0", "\"i\":1")), "a call differs");
+        assert!(!same_but_commit(a, &b.replace("\"x\"", "\"y\"")), "the case differs");
+        assert!(!same_but_commit(a, "not a trace"));
     }
 }

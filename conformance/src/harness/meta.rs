@@ -2,8 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The suite's git commit, captured at build time ("unknown" outside a git checkout).
-pub const COMMIT: &str = env!("MLX5_CONFORMANCE_COMMIT");
+/// The suite's git commit, captured at build time ("unknown" outside a git checkout); trace
+/// headers name the same one.
+pub const COMMIT: &str = mlx5_trace::COMMIT;
 /// The suite's version.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 

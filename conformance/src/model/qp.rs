@@ -97,8 +97,8 @@ impl Model {
             st: St::Reset,
             unknown: false,
             enabled: false,
-            // Item 88: 0 on a QP never modified.
-            rq_gs: 0,
+            // Item 88: -1 on a new QP (create_qp ends by setting the RESET state).
+            rq_gs: -1,
             max_post,
             max_inline,
             max_gs: sge,
@@ -143,7 +143,9 @@ impl Model {
             return Expect::Unknown;
         }
         let ok = match to {
-            Target::Reset | Target::Err => true,
+            // ib_modify_qp_is_ok: out of RESET only INIT (and RESET again).
+            Target::Reset => true,
+            Target::Err => st != St::Reset,
             Target::Init => matches!(st, St::Reset | St::Init),
             Target::Rtr(None) => false,
             Target::Rtr(Some(p)) => {

@@ -199,36 +199,18 @@ impl Slots {
     }
 }
 
-/// The `op` word of an interleaved layout's repeat block (`umr_strided_seg_create`), which
-/// sits where a list layout's first entry has its key.
-const REPEAT_BLOCK_OP: u32 = 0x400;
-
-/// A known simulator divergence that `op` would run into: a list layout whose first entry's
-/// key is 0x400 reads as a repeat block in the simulator, and the configure fails with
-/// LOC_QP_OP_ERR (docs/behaviour.md, item 30, says it is a list). The sequence stops there.
-pub(super) fn known_divergence(s: &Slots, op: &Op) -> bool {
-    let Op::Post { n, wrs, .. } = *op else { return false };
-    let n = usize::from(n).clamp(1, wrs.len());
-    wrs[..n].iter().any(|w| match *w {
-        Wr::List { n, e } | Wr::MrList { n, e, .. } if n > 0 => {
-            s.mrs.get(e[0].mr).is_some_and(|m| m.0.lkey == REPEAT_BLOCK_OP)
-        }
-        _ => false,
-    })
-}
-
 fn modify_attr(s: &Slots, to: Target) -> Result<QpModify, i32> {
     Ok(match to {
         Target::Reset => QpModify::to(QpState::Reset),
         Target::Rts => QpModify::to(QpState::Rts),
         Target::Err => QpModify::to(QpState::Err),
-        Target::Init => QpModify { state: QpState::Init, access: QP_ACCESS, dest: None },
+        Target::Init => QpModify { state: QpState::Init, access: QP_ACCESS, dest: None, ext: None },
         Target::Rtr(p) => {
             let dest = match p {
                 Some(p) => Some(at(&s.qps, p)?.1),
                 None => None,
             };
-            QpModify { state: QpState::Rtr, access: QP_ACCESS, dest }
+            QpModify { state: QpState::Rtr, access: QP_ACCESS, dest, ext: None }
         }
     })
 }

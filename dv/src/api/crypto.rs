@@ -229,7 +229,7 @@ mod hex_bytes {
 }
 
 /// Byte vectors as lowercase hex strings.
-mod hex_vec {
+pub(super) mod hex_vec {
     use serde::{Deserialize, Deserializer, Serializer};
 
     pub fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {

@@ -3,11 +3,14 @@
 use bitflags::bitflags;
 use serde::{Deserialize, Serialize};
 
+use self::qp_attr::QpAttrExt;
 use super::context::{Gid, PortAttr, link_layer};
 use super::memory::AccessFlags;
-use super::wr::{RecvWr, WrOp};
+use super::wr::{RecvWr, SendWr, WrOp};
 use crate::error::Result;
 use crate::handle::{ContextHandle, CqHandle, PdHandle, QpHandle};
+
+pub mod qp_attr;
 
 /// A completion queue (`struct ibv_cq`); `cqe` is the capacity the provider gave.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,6 +33,8 @@ pub mod qp_type {
     pub const RAW_PACKET: u32 = 8;
     /// `IBV_QPT_XRC_SEND`.
     pub const XRC_SEND: u32 = 9;
+    /// `IBV_QPT_XRC_RECV`.
+    pub const XRC_RECV: u32 = 10;
     /// `IBV_QPT_DRIVER`.
     pub const DRIVER: u32 = 0xff;
 }
@@ -231,8 +236,51 @@ impl DvQpInitAttr {
     }
 }
 
+/// `enum ibv_qp_init_attr_mask`: the fields of `struct ibv_qp_init_attr_ex` a call sets.
+pub mod qp_init_mask {
+    /// `IBV_QP_INIT_ATTR_PD`.
+    pub const PD: u32 = 1 << 0;
+    /// `IBV_QP_INIT_ATTR_XRCD`.
+    pub const XRCD: u32 = 1 << 1;
+    /// `IBV_QP_INIT_ATTR_CREATE_FLAGS`.
+    pub const CREATE_FLAGS: u32 = 1 << 2;
+    /// `IBV_QP_INIT_ATTR_MAX_TSO_HEADER`.
+    pub const MAX_TSO_HEADER: u32 = 1 << 3;
+    /// `IBV_QP_INIT_ATTR_IND_TABLE`.
+    pub const IND_TABLE: u32 = 1 << 4;
+    /// `IBV_QP_INIT_ATTR_RX_HASH`.
+    pub const RX_HASH: u32 = 1 << 5;
+    /// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`.
+    pub const SEND_OPS_FLAGS: u32 = 1 << 6;
+    /// What this API creates with unless told otherwise: `PD | SEND_OPS_FLAGS`.
+    pub const DEFAULT: u32 = PD | SEND_OPS_FLAGS;
+}
+
+/// `enum ibv_qp_create_flags` (`ibv_qp_init_attr_ex.create_flags`).
+pub mod qp_create_flags {
+    /// `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`.
+    pub const BLOCK_SELF_MCAST_LB: u32 = 1 << 1;
+    /// `IBV_QP_CREATE_SCATTER_FCS`.
+    pub const SCATTER_FCS: u32 = 1 << 8;
+    /// `IBV_QP_CREATE_CVLAN_STRIPPING`.
+    pub const CVLAN_STRIPPING: u32 = 1 << 9;
+    /// `IBV_QP_CREATE_SOURCE_QPN`.
+    pub const SOURCE_QPN: u32 = 1 << 10;
+    /// `IBV_QP_CREATE_PCI_WRITE_END_PADDING`.
+    pub const PCI_WRITE_END_PADDING: u32 = 1 << 11;
+}
+
+fn is_false(v: &bool) -> bool {
+    !*v
+}
+
+fn is_zero_u32(v: &u32) -> bool {
+    *v == 0
+}
+
 /// The parts of `struct ibv_qp_init_attr_ex` and `mlx5dv_create_qp` this API models. The QP
-/// is always created with `IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`.
+/// is created with `IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS` unless `comp_mask`
+/// says otherwise.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QpInitAttr {
     /// The protection domain.
@@ -249,12 +297,39 @@ pub struct QpInitAttr {
     pub send_ops_flags: SendOpsFlags,
     /// `mlx5dv_create_qp`'s attributes; `None` creates the QP with `ibv_create_qp_ex`.
     pub dv: Option<DvQpInitAttr>,
+    /// `sq_sig_all`: every send WR completes with a CQE, `IBV_SEND_SIGNALED` or not.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub sq_sig_all: bool,
+    /// `comp_mask` ([`qp_init_mask`]) when it is not [`qp_init_mask::DEFAULT`]. Without
+    /// `SEND_OPS_FLAGS` the QP has no `ibv_wr_*` API (`send_ops_flags` is ignored); the fields
+    /// behind `XRCD`, `IND_TABLE`, `RX_HASH` and `MAX_TSO_HEADER` are passed empty (NULL, 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comp_mask: Option<u32>,
+    /// `create_flags` ([`qp_create_flags`]), passed with `IBV_QP_INIT_ATTR_CREATE_FLAGS`.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub create_flags: u32,
 }
 
 impl QpInitAttr {
     /// An RC QP with both queues on `cq` and the default RC send ops (`send_ops::RC_DEFAULT`).
     pub fn rc(pd: PdHandle, cq: CqHandle, cap: QpCap, dv: Option<DvQpInitAttr>) -> Self {
-        QpInitAttr { pd, send_cq: cq, recv_cq: cq, qp_type: qp_type::RC, cap, send_ops_flags: send_ops::RC_DEFAULT, dv }
+        QpInitAttr {
+            pd,
+            send_cq: cq,
+            recv_cq: cq,
+            qp_type: qp_type::RC,
+            cap,
+            send_ops_flags: send_ops::RC_DEFAULT,
+            dv,
+            sq_sig_all: false,
+            comp_mask: None,
+            create_flags: 0,
+        }
+    }
+
+    /// The `comp_mask` the call passes.
+    pub fn mask(&self) -> u32 {
+        self.comp_mask.unwrap_or(qp_init_mask::DEFAULT)
     }
 }
 
@@ -337,7 +412,13 @@ impl QpDest {
     }
 }
 
-/// A state change (`ibv_modify_qp`); the backend fills PSNs and timers.
+/// A state change (`ibv_modify_qp`).
+///
+/// Without `ext`, the backend supplies what the transition requires besides the state, the
+/// access flags and the path, from [`QpAttrExt::defaults`] (PSNs 0, timers, port 1). With
+/// `ext`, the call is `ibv_modify_qp` exactly: `ext.mask` says which attributes it carries
+/// (`state` only with `STATE`, `access` only with `ACCESS_FLAGS`, `dest` with `AV`,
+/// `DEST_QPN` and `PATH_MTU`), and the kernel checks the mask against the transition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QpModify {
     /// The new state.
@@ -346,20 +427,33 @@ pub struct QpModify {
     pub access: AccessFlags,
     /// For RTR: the responder's QP number and address.
     pub dest: Option<QpDest>,
+    /// Every other attribute, with the call's mask; `None`: the backend's defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ext: Option<QpAttrExt>,
 }
 
 impl QpModify {
     /// Move to `state` with no further attributes.
     pub fn to(state: QpState) -> Self {
-        QpModify { state, access: AccessFlags::empty(), dest: None }
+        QpModify { state, access: AccessFlags::empty(), dest: None, ext: None }
+    }
+
+    /// `ibv_modify_qp(qp, attr, mask)`: the attributes `mask` names, as the C call passes them.
+    pub fn exact(state: QpState, access: AccessFlags, dest: Option<QpDest>, ext: QpAttrExt) -> Self {
+        QpModify { state, access, dest, ext: Some(ext) }
+    }
+
+    /// The attributes besides state, access and path: `ext`, or the backend's defaults.
+    pub fn attrs(&self) -> QpAttrExt {
+        self.ext.unwrap_or_else(QpAttrExt::defaults)
     }
 
     /// The three transitions that connect a QP in RESET to `dest`: INIT granting `access` to
     /// incoming RDMA, RTR towards `dest`, then RTS.
     pub fn connect(access: AccessFlags, dest: QpDest) -> [QpModify; 3] {
         [
-            QpModify { state: QpState::Init, access, dest: None },
-            QpModify { state: QpState::Rtr, access, dest: Some(dest) },
+            QpModify { state: QpState::Init, access, dest: None, ext: None },
+            QpModify { state: QpState::Rtr, access, dest: Some(dest), ext: None },
             QpModify::to(QpState::Rts),
         ]
     }
@@ -440,6 +534,14 @@ pub mod wc_flags {
     pub const WITH_INV: super::WcFlags = super::WcFlags::WITH_INV;
 }
 
+fn is_zero_u16(v: &u16) -> bool {
+    *v == 0
+}
+
+fn is_zero_u8(v: &u8) -> bool {
+    *v == 0
+}
+
 /// `struct ibv_wc`, the fields this API models.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Wc {
@@ -459,12 +561,34 @@ pub struct Wc {
     pub qp_num: u32,
     /// `wc_flags`.
     pub wc_flags: WcFlags,
+    /// `src_qp`: the sending QP (receive completions).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub src_qp: u32,
+    /// `slid`: the sender's LID (receive completions; 0 on RoCE).
+    #[serde(default, skip_serializing_if = "is_zero_u16")]
+    pub slid: u16,
+    /// `sl`: the service level (receive completions).
+    #[serde(default, skip_serializing_if = "is_zero_u8")]
+    pub sl: u8,
+    /// `dlid_path_bits` (receive completions).
+    #[serde(default, skip_serializing_if = "is_zero_u8")]
+    pub dlid_path_bits: u8,
+    /// `pkey_index`: libmlx5 reads it from the CQE word that also holds the immediate data or
+    /// the invalidated rkey, so a receive with either reports its low 16 bits.
+    #[serde(default, skip_serializing_if = "is_zero_u16")]
+    pub pkey_index: u16,
 }
 
 /// CQs, QPs, posting and polling.
 pub trait Queues {
-    /// `ibv_create_cq(ctx, cqe, …)`; the result carries the rounded capacity.
-    fn create_cq(&mut self, ctx: ContextHandle, cqe: u32) -> Result<Cq>;
+    /// `ibv_create_cq(ctx, cqe, NULL, NULL, 0)`; the result carries the rounded capacity.
+    fn create_cq(&mut self, ctx: ContextHandle, cqe: u32) -> Result<Cq> {
+        self.create_cq_on_vector(ctx, cqe, 0)
+    }
+
+    /// `ibv_create_cq(ctx, cqe, NULL, NULL, comp_vector)`: EINVAL for a vector at or past the
+    /// context's `num_comp_vectors` (the kernel's check).
+    fn create_cq_on_vector(&mut self, ctx: ContextHandle, cqe: u32, comp_vector: u32) -> Result<Cq>;
 
     /// `ibv_destroy_cq`; EBUSY while a QP uses it.
     fn destroy_cq(&mut self, cq: &Cq) -> Result<()>;
@@ -497,6 +621,11 @@ pub trait Queues {
     /// One `ibv_wr_start`, the calls of `ops` in order, then `ibv_wr_complete`, whose result
     /// this returns.
     fn post_send(&mut self, qp: &Qp, ops: &[WrOp]) -> Result<()>;
+
+    /// `ibv_post_send` of a list of WRs (libmlx5's `_mlx5_post_send`, not the `ibv_wr_*`
+    /// chain): the WRs before a failing one are posted; the error names the failing WR's index
+    /// ([`crate::Error::bad_wr`]).
+    fn post_send_wr(&mut self, qp: &Qp, wrs: &[SendWr]) -> Result<()>;
 
     /// `ibv_post_recv` of a list of receive WRs.
     fn post_recv(&mut self, qp: &Qp, wrs: &[RecvWr]) -> Result<()>;

@@ -144,6 +144,11 @@ pub enum WrOp {
         /// The key to invalidate.
         invalidate_rkey: u32,
     },
+    /// `ibv_wr_set_inline_data` / `ibv_wr_set_inline_data_list` (and `IBV_SEND_INLINE` of
+    /// `ibv_post_send`): the payload of the WR before it, copied into the WQE at post time in
+    /// place of its gather list, so its memory need not be registered. More than the QP's
+    /// `max_inline_data` fails the chain with ENOMEM. Kept as hex in traces.
+    InlineData(#[serde(with = "super::crypto::hex_vec")] Vec<u8>),
     /// `mlx5dv_wr_mkey_configure`.
     MkeyConfigure {
         /// `qpx->wr_id`.
@@ -229,4 +234,134 @@ pub struct RecvWr {
     pub wr_id: u64,
     /// Scatter list.
     pub sge: Vec<Sge>,
+}
+
+/// `enum ibv_wr_opcode` values, as `ibv_post_send` takes them.
+pub mod wr_opcode {
+    /// `IBV_WR_RDMA_WRITE`.
+    pub const RDMA_WRITE: u32 = 0;
+    /// `IBV_WR_RDMA_WRITE_WITH_IMM`.
+    pub const RDMA_WRITE_WITH_IMM: u32 = 1;
+    /// `IBV_WR_SEND`.
+    pub const SEND: u32 = 2;
+    /// `IBV_WR_SEND_WITH_IMM`.
+    pub const SEND_WITH_IMM: u32 = 3;
+    /// `IBV_WR_RDMA_READ`.
+    pub const RDMA_READ: u32 = 4;
+    /// `IBV_WR_ATOMIC_CMP_AND_SWP`.
+    pub const ATOMIC_CMP_AND_SWP: u32 = 5;
+    /// `IBV_WR_ATOMIC_FETCH_AND_ADD`.
+    pub const ATOMIC_FETCH_AND_ADD: u32 = 6;
+    /// `IBV_WR_LOCAL_INV`.
+    pub const LOCAL_INV: u32 = 7;
+    /// `IBV_WR_BIND_MW`.
+    pub const BIND_MW: u32 = 8;
+    /// `IBV_WR_SEND_WITH_INV`.
+    pub const SEND_WITH_INV: u32 = 9;
+    /// `IBV_WR_TSO`.
+    pub const TSO: u32 = 10;
+    /// `IBV_WR_DRIVER1`.
+    pub const DRIVER1: u32 = 11;
+    /// `IBV_WR_ATOMIC_WRITE` (libmlx5's `ibv_post_send` has no entry for it).
+    pub const ATOMIC_WRITE: u32 = 15;
+}
+
+/// `struct ibv_send_wr` as `ibv_post_send` takes it, for the opcodes whose fields this API
+/// models; `opcode` is the caller's value, unchecked, so that a bad one can be posted.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SendWr {
+    /// `wr_id`.
+    pub wr_id: u64,
+    /// `opcode` ([`wr_opcode`]).
+    pub opcode: u32,
+    /// `send_flags`.
+    pub send_flags: SendFlags,
+    /// `sg_list`, `num_sge` entries.
+    pub sge: Vec<Sge>,
+    /// `imm_data`, of the `*_WITH_IMM` opcodes (a plain value, as in [`WrOp::SendImm`]).
+    pub imm_data: u32,
+    /// `invalidate_rkey`, of SEND_WITH_INV and LOCAL_INV (the C union's other member).
+    pub invalidate_rkey: u32,
+    /// `wr.rdma.remote_addr`.
+    pub remote_addr: u64,
+    /// `wr.rdma.rkey`.
+    pub rkey: u32,
+    /// With `IBV_SEND_INLINE`: the payload libmlx5 copies from the SGEs into the WQE at post
+    /// time, given by a caller whose SGE memory the backend cannot read (a C program's);
+    /// empty, the backend reads the SGEs itself. Hex in traces.
+    #[serde(default, skip_serializing_if = "Vec::is_empty", with = "super::crypto::hex_vec")]
+    pub inline_data: Vec<u8>,
+}
+
+impl SendWr {
+    /// The WR of an `ibv_wr_*` builder that `ibv_post_send` also has (RDMA WRITE and READ,
+    /// SEND and its immediate and invalidate forms, LOCAL_INV); `None` for the mlx5dv ops.
+    pub fn from_op(op: &WrOp) -> Option<SendWr> {
+        let wr = |wr_id: u64, flags: SendFlags, opcode, sge: &[Sge]| SendWr {
+            wr_id,
+            opcode,
+            send_flags: flags,
+            sge: sge.to_vec(),
+            ..SendWr::default()
+        };
+        Some(match op {
+            WrOp::RdmaWrite { wr_id, flags, rkey, remote_addr, sge } => {
+                SendWr { rkey: *rkey, remote_addr: *remote_addr, ..wr(*wr_id, *flags, wr_opcode::RDMA_WRITE, sge) }
+            }
+            WrOp::RdmaWriteImm { wr_id, flags, rkey, remote_addr, imm, sge } => SendWr {
+                rkey: *rkey,
+                remote_addr: *remote_addr,
+                imm_data: *imm,
+                ..wr(*wr_id, *flags, wr_opcode::RDMA_WRITE_WITH_IMM, sge)
+            },
+            WrOp::RdmaRead { wr_id, flags, rkey, remote_addr, sge } => {
+                SendWr { rkey: *rkey, remote_addr: *remote_addr, ..wr(*wr_id, *flags, wr_opcode::RDMA_READ, sge) }
+            }
+            WrOp::Send { wr_id, flags, sge } => wr(*wr_id, *flags, wr_opcode::SEND, sge),
+            WrOp::SendImm { wr_id, flags, imm, sge } => {
+                SendWr { imm_data: *imm, ..wr(*wr_id, *flags, wr_opcode::SEND_WITH_IMM, sge) }
+            }
+            WrOp::SendInv { wr_id, flags, invalidate_rkey, sge } => {
+                SendWr { invalidate_rkey: *invalidate_rkey, ..wr(*wr_id, *flags, wr_opcode::SEND_WITH_INV, sge) }
+            }
+            WrOp::LocalInv { wr_id, flags, invalidate_rkey } => {
+                SendWr { invalidate_rkey: *invalidate_rkey, ..wr(*wr_id, *flags, wr_opcode::LOCAL_INV, &[]) }
+            }
+            _ => return None,
+        })
+    }
+
+    /// The `ibv_wr_*` builder with this WR's fields, for the opcodes [`SendWr::from_op`]
+    /// makes; `None` for the others.
+    pub fn to_op(&self) -> Option<WrOp> {
+        let (wr_id, flags, sge) = (self.wr_id, self.send_flags, self.sge.clone());
+        let (rkey, remote_addr) = (self.rkey, self.remote_addr);
+        Some(match self.opcode {
+            wr_opcode::RDMA_WRITE => WrOp::RdmaWrite { wr_id, flags, rkey, remote_addr, sge },
+            wr_opcode::RDMA_WRITE_WITH_IMM => {
+                WrOp::RdmaWriteImm { wr_id, flags, rkey, remote_addr, imm: self.imm_data, sge }
+            }
+            wr_opcode::RDMA_READ => WrOp::RdmaRead { wr_id, flags, rkey, remote_addr, sge },
+            wr_opcode::SEND => WrOp::Send { wr_id, flags, sge },
+            wr_opcode::SEND_WITH_IMM => WrOp::SendImm { wr_id, flags, imm: self.imm_data, sge },
+            wr_opcode::SEND_WITH_INV => WrOp::SendInv { wr_id, flags, invalidate_rkey: self.invalidate_rkey, sge },
+            wr_opcode::LOCAL_INV => WrOp::LocalInv { wr_id, flags, invalidate_rkey: self.invalidate_rkey },
+            _ => return None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inline_data_is_hex_in_json_and_reads_back() -> Result<(), serde_json::Error> {
+        let op = WrOp::InlineData(b"hi\x00\xff".to_vec());
+        let text = serde_json::to_string(&op)?;
+        assert_eq!(text, r#"{"InlineData":"686900ff"}"#);
+        assert_eq!(serde_json::from_str::<WrOp>(&text)?, op);
+        assert!(serde_json::from_str::<WrOp>(r#"{"InlineData":"6"}"#).is_err(), "odd digits");
+        Ok(())
+    }
 }

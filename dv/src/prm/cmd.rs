@@ -74,6 +74,12 @@ pub mod opcode {
     pub const QP_2RST: u16 = 0x50a;
     /// QUERY_QP.
     pub const QUERY_QP: u16 = 0x50b;
+    /// MLX5_CMD_OP_SQERR2RTS_QP.
+    pub const SQERR2RTS_QP: u16 = 0x506;
+    /// MLX5_CMD_OP_SQD_RTS_QP.
+    pub const SQD_RTS_QP: u16 = 0x50c;
+    /// MLX5_CMD_OP_INIT2INIT_QP.
+    pub const INIT2INIT_QP: u16 = 0x50e;
 
     /// The PRM name of an opcode, for reports.
     pub fn name(op: u16) -> &'static str {
@@ -112,6 +118,9 @@ pub mod opcode {
             QP_2ERR => "QP_2ERR",
             QP_2RST => "QP_2RST",
             QUERY_QP => "QUERY_QP",
+            SQERR2RTS_QP => "SQERR2RTS_QP",
+            SQD_RTS_QP => "SQD_RTS_QP",
+            INIT2INIT_QP => "INIT2INIT_QP",
             _ => "UNKNOWN",
         }
     }

@@ -11,14 +11,20 @@ pub mod create_cq {
     pub const DBR_UMEM_VALID: Field = Field::new("cqc.dbr_umem_valid", 0x86, 1);
     /// cqc.oi: overrun ignore.
     pub const OI: Field = Field::new("cqc.oi", 0x8e, 1);
+    /// cqc.cqe_sz (0: 64-byte CQEs).
+    pub const CQE_SZ: Field = Field::new("cqc.cqe_sz", 0x88, 3);
     /// cqc.dbr_umem_id.
     pub const DBR_UMEM_ID: Field = Field::new("cqc.dbr_umem_id", 0xa0, 32);
+    /// cqc.page_offset: where the ring starts in its first page, in 64-byte units.
+    pub const PAGE_OFFSET: Field = Field::new("cqc.page_offset", 0xd4, 6);
     /// cqc.log_cq_size: the CQ holds 2^log_cq_size CQEs.
     pub const LOG_CQ_SIZE: Field = Field::new("cqc.log_cq_size", 0xe3, 5);
     /// cqc.uar_page.
     pub const UAR_PAGE: Field = Field::new("cqc.uar_page", 0xe8, 24);
     /// cqc.c_eqn: the EQ its completion events go to.
     pub const C_EQN: Field = Field::new("cqc.c_eqn", 0x138, 8);
+    /// cqc.log_page_size: the PAS pages are 4 KiB << log_page_size.
+    pub const LOG_PAGE_SIZE: Field = Field::new("cqc.log_page_size", 0x143, 5);
     /// cqc.consumer_counter.
     pub const CONSUMER_COUNTER: Field = Field::new("cqc.consumer_counter", 0x1c8, 24);
     /// cqc.producer_counter.
@@ -48,10 +54,16 @@ pub mod qp {
     pub const STATE: Field = Field::new("qpc.state", 0xc0, 4);
     /// qpc.st: the service type (0 = RC).
     pub const ST: Field = Field::new("qpc.st", 0xc8, 8);
+    /// qpc.pm_state: the path migration state ([`super::pm_state`]).
+    pub const PM_STATE: Field = Field::new("qpc.pm_state", 0xd3, 2);
+    /// qpc.drain_sigerr: a signature error drains the send queue (SIG_PIPELINING).
+    pub const DRAIN_SIGERR: Field = Field::new("qpc.drain_sigerr", 0xe5, 1);
     /// qpc.pd.
     pub const PD: Field = Field::new("qpc.pd", 0xe8, 24);
     /// qpc.mtu.
     pub const MTU: Field = Field::new("qpc.mtu", 0x100, 3);
+    /// qpc.log_msg_max: log2 of the largest message.
+    pub const LOG_MSG_MAX: Field = Field::new("qpc.log_msg_max", 0x103, 5);
     /// qpc.log_rq_size.
     pub const LOG_RQ_SIZE: Field = Field::new("qpc.log_rq_size", 0x109, 4);
     /// qpc.log_rq_stride: the receive WQE stride is 16 << log_rq_stride bytes.
@@ -62,34 +74,66 @@ pub mod qp {
     pub const LOG_SQ_SIZE: Field = Field::new("qpc.log_sq_size", 0x111, 4);
     /// qpc.uar_page.
     pub const UAR_PAGE: Field = Field::new("qpc.uar_page", 0x128, 24);
+    /// qpc.log_page_size: the PAS pages are 4 KiB << log_page_size.
+    pub const LOG_PAGE_SIZE: Field = Field::new("qpc.log_page_size", 0x163, 5);
     /// qpc.remote_qpn.
     pub const REMOTE_QPN: Field = Field::new("qpc.remote_qpn", 0x168, 24);
+    /// qpc.primary_address_path.pkey_index.
+    pub const PKEY_INDEX: Field = Field::new("ads.pkey_index", 0x190, 16);
     /// qpc.primary_address_path.grh.
     pub const GRH: Field = Field::new("ads.grh", 0x1a8, 1);
     /// qpc.primary_address_path.rlid.
     pub const RLID: Field = Field::new("ads.rlid", 0x1b0, 16);
+    /// qpc.primary_address_path.ack_timeout: the local ACK timeout, 4.096 us << ack_timeout.
+    pub const ACK_TIMEOUT: Field = Field::new("ads.ack_timeout", 0x1c0, 5);
+    /// qpc.primary_address_path.src_addr_index: the source GID index.
+    pub const SRC_ADDR_INDEX: Field = Field::new("ads.src_addr_index", 0x1c8, 8);
     /// qpc.primary_address_path.hop_limit.
     pub const HOP_LIMIT: Field = Field::new("ads.hop_limit", 0x1d8, 8);
     /// Byte offset of qpc.primary_address_path.rgid_rip (16 bytes).
     pub const RGID_BYTE: usize = 0x40;
     /// qpc.primary_address_path.vhca_port_num.
     pub const VHCA_PORT_NUM: Field = Field::new("ads.vhca_port_num", 0x2a8, 8);
+    /// qpc.log_ack_req_freq.
+    pub const LOG_ACK_REQ_FREQ: Field = Field::new("qpc.log_ack_req_freq", 0x440, 4);
+    /// qpc.log_sra_max: log2 of the outstanding READs and atomics as requester.
+    pub const LOG_SRA_MAX: Field = Field::new("qpc.log_sra_max", 0x448, 3);
+    /// qpc.retry_count: retries after a timeout or a sequence error NAK.
+    pub const RETRY_COUNT: Field = Field::new("qpc.retry_count", 0x44d, 3);
+    /// qpc.rnr_retry: retries after an RNR NAK (7: without end).
+    pub const RNR_RETRY: Field = Field::new("qpc.rnr_retry", 0x450, 3);
+    /// qpc.next_send_psn.
+    pub const NEXT_SEND_PSN: Field = Field::new("qpc.next_send_psn", 0x488, 24);
     /// qpc.cqn_snd.
     pub const CQN_SND: Field = Field::new("qpc.cqn_snd", 0x4a8, 24);
+    /// qpc.log_rra_max: log2 of the outstanding READs and atomics as responder.
+    pub const LOG_RRA_MAX: Field = Field::new("qpc.log_rra_max", 0x548, 3);
+    /// qpc.atomic_mode.
+    pub const ATOMIC_MODE: Field = Field::new("qpc.atomic_mode", 0x54c, 4);
     /// qpc.rre.
     pub const RRE: Field = Field::new("qpc.rre", 0x550, 1);
     /// qpc.rwe.
     pub const RWE: Field = Field::new("qpc.rwe", 0x551, 1);
     /// qpc.rae.
     pub const RAE: Field = Field::new("qpc.rae", 0x552, 1);
+    /// qpc.page_offset: where the queues start in their first page, in 64-byte units.
+    pub const PAGE_OFFSET: Field = Field::new("qpc.page_offset", 0x554, 6);
+    /// qpc.min_rnr_nak: the RNR NAK timer the responder asks for.
+    pub const MIN_RNR_NAK: Field = Field::new("qpc.min_rnr_nak", 0x563, 5);
+    /// qpc.next_rcv_psn.
+    pub const NEXT_RCV_PSN: Field = Field::new("qpc.next_rcv_psn", 0x568, 24);
     /// qpc.cqn_rcv.
     pub const CQN_RCV: Field = Field::new("qpc.cqn_rcv", 0x5a8, 24);
     /// qpc.dbr_addr: the doorbell record, or its offset in `dbr_umem_id`.
     pub const DBR_ADDR: Field = Field::new("qpc.dbr_addr", 0x5c0, 64);
+    /// qpc.q_key.
+    pub const Q_KEY: Field = Field::new("qpc.q_key", 0x600, 32);
     /// qpc.rq_type (3 = no receive queue).
     pub const RQ_TYPE: Field = Field::new("qpc.rq_type", 0x625, 3);
     /// qpc.hw_sq_wqebb_counter (`query_qp_out`).
     pub const HW_SQ_WQEBB_COUNTER: Field = Field::new("qpc.hw_sq_wqebb_counter", 0x660, 16);
+    /// qpc.cs_res: scatter-to-CQE of small receives (0: off).
+    pub const CS_RES: Field = Field::new("qpc.cs_res", 0x6f8, 8);
     /// qpc.dbr_umem_valid.
     pub const DBR_UMEM_VALID: Field = Field::new("qpc.dbr_umem_valid", 0x743, 1);
     /// qpc.dbr_umem_id.
@@ -100,12 +144,65 @@ pub mod qp {
     pub const WQ_UMEM_ID: Field = Field::new("wq_umem_id", 0x840, 32);
     /// wq_umem_valid (`create_qp_in`): the queues are in `wq_umem_id`, not in the PAS list.
     pub const WQ_UMEM_VALID: Field = Field::new("wq_umem_valid", 0x860, 1);
+    /// opt_param_mask: the optional parameters a state change sets ([`super::optpar`]).
+    pub const OPT_PARAM_MASK: Field = Field::new("opt_param_mask", 0x80, 32);
     /// The QP number of a state change, query or destroy, and of `create_qp_out`.
     pub const QPN: Field = Field::new("qpn", 0x48, 24);
     /// Size of `create_qp_in` without PAS, of the state-change inputs and of `query_qp_out`.
     pub const SIZE: usize = 272;
     /// Size of `create_qp_out`, `query_qp_in`, `destroy_qp_in` and the state-change outputs.
     pub const SMALL: usize = 16;
+}
+
+/// `qpc.st` values: the service type.
+pub mod st {
+    /// Reliable connected.
+    pub const RC: u8 = 0x0;
+    /// Unreliable connected.
+    pub const UC: u8 = 0x1;
+    /// Unreliable datagram.
+    pub const UD: u8 = 0x2;
+}
+
+/// `qpc.pm_state` values.
+pub mod pm_state {
+    /// MIGRATED: the value the kernel writes without `IBV_QP_PATH_MIG_STATE`.
+    pub const MIGRATED: u8 = 0x3;
+}
+
+/// `opt_param_mask` bits (`enum mlx5_qp_optpar`): which optional `qpc` fields a state change
+/// takes.
+pub mod optpar {
+    /// The alternate path.
+    pub const ALT_ADDR_PATH: u32 = 1 << 0;
+    /// `rre`.
+    pub const RRE: u32 = 1 << 1;
+    /// `rae`.
+    pub const RAE: u32 = 1 << 2;
+    /// `rwe`.
+    pub const RWE: u32 = 1 << 3;
+    /// The primary path's `pkey_index`.
+    pub const PKEY_INDEX: u32 = 1 << 4;
+    /// `q_key`.
+    pub const Q_KEY: u32 = 1 << 5;
+    /// `min_rnr_nak`.
+    pub const RNR_TIMEOUT: u32 = 1 << 6;
+    /// The primary path.
+    pub const PRIMARY_ADDR_PATH: u32 = 1 << 7;
+    /// `log_sra_max`.
+    pub const SRA_MAX: u32 = 1 << 8;
+    /// `log_rra_max`.
+    pub const RRA_MAX: u32 = 1 << 9;
+    /// `pm_state`.
+    pub const PM_STATE: u32 = 1 << 10;
+    /// `retry_count`.
+    pub const RETRY_COUNT: u32 = 1 << 12;
+    /// `rnr_retry`.
+    pub const RNR_RETRY: u32 = 1 << 13;
+    /// The primary path's `ack_timeout`.
+    pub const ACK_TIMEOUT: u32 = 1 << 14;
+    /// The primary path's `vhca_port_num`.
+    pub const PRI_PORT: u32 = 1 << 16;
 }
 
 /// `qpc.state` values.

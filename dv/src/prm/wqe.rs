@@ -14,7 +14,7 @@ mod umr;
 pub use umr::{klm, mkey_context, repeat_block, repeat_ent, umr_ctrl};
 
 pub use bsf::{Bsf, BsfBasic, BsfExt, BsfInl};
-pub use compose::{Payload, SendWqe, Translation, WqeBody};
+pub use compose::{Payload, SendWqe, UmrTranslation, WqeBody};
 pub use ctrl::CtrlSeg;
 pub use data::DataSeg;
 pub use inline::InlineSeg;

@@ -1,6 +1,6 @@
 //! The regions of host memory: buffers the backend owns and memory an application lent it.
 
-use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The page size of the simulated host.
 pub const PAGE: u64 = 4096;
@@ -8,13 +8,67 @@ pub const PAGE: u64 = 4096;
 const FIRST_VA: u64 = 0x7f00_0000_0000;
 
 /// One mapped region.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 enum Region {
     /// Bytes the backend allocated.
     Owned(Vec<u8>),
     /// An application's bytes at their own address; valid while registered (see
     /// [`Memory::register_external`]).
-    External { ptr: *mut u8, len: usize },
+    External { ptr: ExternalPtr, len: usize },
+    /// Bytes the backend allocated in the process, at their own address (the C ABI's rings,
+    /// doorbell records and UAR pages, which a program reaches with the pointers it is given).
+    Process(ProcessBuf),
+}
+
+/// Zeroed, page-aligned bytes from the process's allocator, freed on drop.
+#[derive(Debug)]
+struct ProcessBuf {
+    ptr: std::ptr::NonNull<u8>,
+    layout: std::alloc::Layout,
+    len: usize,
+}
+
+impl ProcessBuf {
+    fn new(len: usize) -> Option<Self> {
+        let layout = std::alloc::Layout::from_size_align(len.max(1), PAGE as usize).ok()?;
+        // SAFETY: the layout's size is not zero.
+        let ptr = std::ptr::NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })?;
+        Some(ProcessBuf { ptr, layout, len })
+    }
+}
+
+impl Drop for ProcessBuf {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout, freed once.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) };
+    }
+}
+
+// SAFETY: the buffer is this `Memory`'s alone; it moves with it.
+unsafe impl Send for ProcessBuf {}
+// SAFETY: through `&Memory` the bytes are only read.
+unsafe impl Sync for ProcessBuf {}
+
+/// The address of an application's bytes lent to the simulator.
+#[derive(Debug, Clone, Copy)]
+struct ExternalPtr(*mut u8);
+
+// SAFETY: `register_external`'s contract gives the memory to this `Memory` alone until it is
+// unmapped, so the simulator that holds it may move to, and be read from, another thread.
+unsafe impl Send for ExternalPtr {}
+// SAFETY: as above; through `&Memory` the bytes are only read.
+unsafe impl Sync for ExternalPtr {}
+
+impl Clone for Region {
+    /// A copy of process memory keeps its address as a key but not the memory: a clone of a
+    /// simulator is a snapshot, which no program holds pointers into.
+    fn clone(&self) -> Self {
+        match self {
+            Region::Owned(v) => Region::Owned(v.clone()),
+            Region::External { ptr, len } => Region::External { ptr: *ptr, len: *len },
+            Region::Process(_) => Region::Owned(self.bytes().to_vec()),
+        }
+    }
 }
 
 impl Region {
@@ -22,6 +76,7 @@ impl Region {
         match self {
             Region::Owned(v) => v.len(),
             Region::External { len, .. } => *len,
+            Region::Process(b) => b.len,
         }
     }
 
@@ -30,7 +85,9 @@ impl Region {
             Region::Owned(v) => v,
             // SAFETY: the registration contract keeps (ptr, len) valid and unaliased while the
             // region is mapped.
-            Region::External { ptr, len } => unsafe { std::slice::from_raw_parts(*ptr, *len) },
+            Region::External { ptr, len } => unsafe { std::slice::from_raw_parts(ptr.0, *len) },
+            // SAFETY: the buffer holds `len` initialised bytes while the region exists.
+            Region::Process(b) => unsafe { std::slice::from_raw_parts(b.ptr.as_ptr(), b.len) },
         }
     }
 
@@ -38,7 +95,9 @@ impl Region {
         match self {
             Region::Owned(v) => v,
             // SAFETY: as in `bytes`.
-            Region::External { ptr, len } => unsafe { std::slice::from_raw_parts_mut(*ptr, *len) },
+            Region::External { ptr, len } => unsafe { std::slice::from_raw_parts_mut(ptr.0, *len) },
+            // SAFETY: as in `bytes`.
+            Region::Process(b) => unsafe { std::slice::from_raw_parts_mut(b.ptr.as_ptr(), b.len) },
         }
     }
 }
@@ -66,18 +125,34 @@ const HINTS: usize = 64;
 /// The simulated host's memory: regions sorted by their start address. A sorted `Vec` rather
 /// than a map: every DMA access looks a region up, and a binary search over a few contiguous
 /// entries is the cheapest lookup; mapping and unmapping are rare.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Memory {
     regions: Vec<(u64, Region)>,
     /// The region a lookup last found for an address of each page class: the data path
     /// touches a few rings, records and buffers over and over. Only a hint: a lookup checks
     /// that the region holds the address, so a stale one costs a search, never a wrong answer.
-    hints: [Cell<usize>; HINTS],
+    hints: [AtomicUsize; HINTS],
     next_va: u64,
     /// Bytes the owned regions may hold together.
     limit: u64,
     /// Bytes the owned regions hold.
     used: u64,
+    /// `alloc` takes memory from the process, at its own address, rather than numbering
+    /// addresses of its own.
+    process: bool,
+}
+
+impl Clone for Memory {
+    fn clone(&self) -> Self {
+        Memory {
+            regions: self.regions.clone(),
+            hints: std::array::from_fn(|i| AtomicUsize::new(self.hints[i].load(Ordering::Relaxed))),
+            next_va: self.next_va,
+            limit: self.limit,
+            used: self.used,
+            process: self.process,
+        }
+    }
 }
 
 impl Default for Memory {
@@ -89,7 +164,14 @@ impl Default for Memory {
 impl Memory {
     /// Memory whose owned regions may hold `limit` bytes together.
     pub fn with_limit(limit: u64) -> Self {
-        Memory { regions: Vec::new(), hints: [const { Cell::new(0) }; HINTS], next_va: FIRST_VA, limit, used: 0 }
+        Memory {
+            regions: Vec::new(),
+            hints: [const { AtomicUsize::new(0) }; HINTS],
+            next_va: FIRST_VA,
+            limit,
+            used: 0,
+            process: false,
+        }
     }
 
     /// Where a region starting at `va` is, or would be inserted.
@@ -107,6 +189,9 @@ impl Memory {
     /// Map `len` zeroed bytes at a fresh page-aligned address; `None` if the address space
     /// is exhausted, the limit would be passed, or the process has no memory for them.
     pub fn alloc(&mut self, len: usize) -> Option<u64> {
+        if self.process {
+            return self.alloc_in_process(len);
+        }
         let va = self.next_va;
         let size = u64::try_from(len).ok()?;
         let used = self.used.checked_add(size).filter(|&u| u <= self.limit)?;
@@ -117,6 +202,28 @@ impl Memory {
         self.next_va = next;
         self.used = used;
         self.insert(va, Region::Owned(bytes));
+        Some(va)
+    }
+
+    /// From now on [`Memory::alloc`] takes zeroed, page-aligned memory from the process, at
+    /// its own address (what a program is handed as ring and doorbell pointers).
+    pub fn allocate_in_process(&mut self) {
+        self.process = true;
+    }
+
+    /// True if [`Memory::alloc`] takes memory from the process.
+    pub fn in_process(&self) -> bool {
+        self.process
+    }
+
+    fn alloc_in_process(&mut self, len: usize) -> Option<u64> {
+        let size = u64::try_from(len).ok()?;
+        let used = self.used.checked_add(size).filter(|&u| u <= self.limit)?;
+        self.regions.try_reserve(1).ok()?;
+        let buf = ProcessBuf::new(len)?;
+        let va = buf.ptr.as_ptr() as u64;
+        self.used = used;
+        self.insert(va, Region::Process(buf));
         Some(va)
     }
 
@@ -141,7 +248,7 @@ impl Memory {
         if overlaps || owned_space {
             return None;
         }
-        self.insert(va, Region::External { ptr, len });
+        self.insert(va, Region::External { ptr: ExternalPtr(ptr), len });
         Some(va)
     }
 
@@ -154,6 +261,10 @@ impl Memory {
                 true
             }
             Region::External { .. } => true,
+            Region::Process(b) => {
+                self.used = self.used.saturating_sub(b.len as u64);
+                true
+            }
         }
     }
 
@@ -161,12 +272,13 @@ impl Memory {
     #[inline]
     fn locate(&self, va: u64, len: u64) -> Option<(usize, usize)> {
         let hint = &self.hints[(va / PAGE) as usize % HINTS];
-        let i = match self.regions.get(hint.get()) {
+        let h = hint.load(Ordering::Relaxed);
+        let i = match self.regions.get(h) {
             // Regions never overlap: one that holds `va` is the one a search would find.
-            Some((base, r)) if va >= *base && va - base < r.len() as u64 => hint.get(),
+            Some((base, r)) if va >= *base && va - base < r.len() as u64 => h,
             _ => {
                 let i = self.regions.partition_point(|(b, _)| *b <= va).checked_sub(1)?;
-                hint.set(i);
+                hint.store(i, Ordering::Relaxed);
                 i
             }
         };

@@ -169,7 +169,12 @@ impl Provider {
             return Err(Error::new(op, EOPNOTSUPP, "only a kernel mlx5 context has verbs ports here"));
         }
         match (port_num, low.fabric.port(c.dev)) {
-            (1, Some(p)) => Ok(*p),
+            // The address from the fabric, the state from the device (cable and PAOS).
+            (1, Some(p)) => {
+                let active = low.devices.get(c.dev).is_none_or(crate::device::Device::port_active);
+                let state = if active { mlx5_dv::port_state::ACTIVE } else { mlx5_dv::port_state::DOWN };
+                Ok(PortAttr { state, ..*p })
+            }
             _ => Err(Error::new(op, EINVAL, format!("the device has no port {port_num}"))),
         }
     }
@@ -206,28 +211,23 @@ impl Provider {
         Ok(())
     }
 
-    /// A port of the device named `device` goes to `state` (DOWN or ACTIVE): queries show
-    /// it (the caller moves the fabric's port), kernel contexts get the verbs event, EQs the
-    /// PORT_STATE_CHANGE EQE. The device's index.
+    /// The link of a port of the device named `device` goes to `state` (DOWN or ACTIVE), as
+    /// a cable would: with the port administratively up, queries show it, kernel contexts get
+    /// the verbs event and EQs the PORT_STATE_CHANGE EQE. The device's index.
     pub(crate) fn set_port_state(&mut self, low: &mut Lower<'_>, device: &str, port: u8, state: u32) -> Result<usize> {
-        use mlx5_dv::{event_type, port_state};
+        use mlx5_dv::port_state;
         let op = Op::Backend;
         let (kind, dev) = self.find_device(device, op)?;
         if kind == DeviceKind::Other || port != 1 {
             return Err(Error::new(op, EINVAL, format!("{device} has no mlx5 port {port}")));
         }
-        let ev = match state {
-            port_state::ACTIVE => event_type::PORT_ACTIVE,
-            port_state::DOWN => event_type::PORT_ERR,
-            _ => return Err(Error::new(op, EINVAL, format!("port state {state} is neither DOWN (1) nor ACTIVE (4)"))),
-        };
+        if state != port_state::ACTIVE && state != port_state::DOWN {
+            return Err(Error::new(op, EINVAL, format!("port state {state} is neither DOWN (1) nor ACTIVE (4)")));
+        }
         if let Some(d) = low.devices.get_mut(dev) {
             d.port_changed(port, state == port_state::ACTIVE);
         }
-        low.write_eqes();
-        if kind == DeviceKind::Mlx5 {
-            low.kernel.port_event(dev, ev);
-        }
+        super::devx::port_changes(low, dev);
         Ok(dev)
     }
 

@@ -13,6 +13,7 @@ use super::{CtxKind, Lower, Provider};
 use crate::device::firmware::{cq_or_qp_input, named_input};
 use crate::kernel::{self, DevxUid};
 
+mod gate;
 mod vfio;
 
 /// A DEVX object: its context, device, and the command that destroys it.
@@ -33,8 +34,20 @@ pub(super) struct UarRec {
     ctx: ContextHandle,
     dev: usize,
     page: u32,
-    /// A dedicated page, freed with DEALLOC_UAR; shared pages stay with the context.
-    dedicated: bool,
+    /// What freeing it does.
+    kind: UarKind,
+}
+
+/// A UAR page and who owns it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum UarKind {
+    /// A page of its own, freed with DEALLOC_UAR.
+    Dedicated,
+    /// The kernel context's NC page (`mlx5_get_singleton_nc_uar`): every NC allocation
+    /// answers it, freeing it does nothing, and it goes with the context.
+    Singleton,
+    /// The VFIO driver's EQ page: each allocation is its own handle on the shared page.
+    Shared,
 }
 
 #[derive(Debug, Clone)]
@@ -72,20 +85,6 @@ enum Path {
     Vfio,
 }
 
-/// `devx_is_obj_create_cmd`: the commands `mlx5dv_devx_obj_create` accepts.
-fn is_obj_create_cmd(input: &[u8]) -> bool {
-    let op = prm::mbox_in::OPCODE.get(input).unwrap_or(0) as u16;
-    match op {
-        0xa00 | 0x200 | 0x400 | 0x800 | 0x816 | 0x90c | 0x904 | 0x908 | 0x916 | 0x900 | 0x912 | 0x771 | 0x930
-        | 0x933 | 0x939 | 0x93d | 0x940 | 0x782 | 0x827 | 0x829 | 0x500 | 0x700 | 0x705 | 0x710 | 0x717 | 0x806
-        | 0x80e => true,
-        // SET_FLOW_TABLE_ENTRY creates only with op_mod 0; CREATE_PSV one PSV at a time.
-        0x936 => prm::mbox_in::OP_MOD.get(input).unwrap_or(1) == 0,
-        opcode::CREATE_PSV => prm::create_psv::NUM_PSV.get(input).unwrap_or(0) == 1,
-        _ => false,
-    }
-}
-
 /// The destroy command of what `input` created, given its output; `None` for objects this
 /// firmware does not make (their create fails first). Also the object's id and type.
 fn destroy_cmd(input: &[u8], out: &[u8]) -> Option<(Vec<u8>, u32, u16)> {
@@ -120,18 +119,50 @@ fn destroy_cmd(input: &[u8], out: &[u8]) -> Option<(Vec<u8>, u32, u16)> {
     }
 }
 
-/// `devx_is_general_cmd`: the queries the kernel lets `mlx5dv_devx_general_cmd` run.
-const GENERAL_CMDS: [u16; 11] = [0x100, 0x101, 0x10a, 0x750, 0x754, 0x760, 0x762, 0x764, 0x765, 0x770, 0x773];
+/// The largest attribute the ioctl carries: libibverbs refuses a longer mailbox with EINVAL
+/// before the call (`fill_attr_in`, `fill_attr_out`, `execute_ioctl`).
+const MAX_ATTR_LEN: usize = u16::MAX as usize;
 
-fn check_lens(op: Op, input: &[u8], out_len: usize) -> Result<()> {
-    // The ioctl's attributes have the command headers as their minimum size.
+/// The largest output mailbox the simulator allocates for a VFIO context (its own limit:
+/// the VFIO provider has none).
+const VFIO_MAX_OUT: usize = 1 << 20;
+
+/// The mailbox lengths a DEVX method takes. On a kernel context both attributes are at least
+/// the 16-byte command headers (the methods' minimum sizes) and at most 65535 bytes; on a
+/// VFIO context the simulator asks for the headers and at most [`VFIO_MAX_OUT`] output bytes.
+fn check_lens(op: Op, path: Path, input: &[u8], out_len: usize) -> Result<()> {
+    let max_out = match path {
+        Path::Kernel(_) => {
+            if input.len() > MAX_ATTR_LEN || out_len > MAX_ATTR_LEN {
+                let why = format!("an ioctl attribute of {} bytes is beyond 65535", input.len().max(out_len));
+                return Err(Error::new(op, EINVAL, why));
+            }
+            MAX_ATTR_LEN
+        }
+        Path::Vfio => VFIO_MAX_OUT,
+    };
     if input.len() < prm::mbox_in::SIZE || out_len < prm::mbox_out::SIZE {
         return Err(Error::new(op, EINVAL, "in and out must hold at least the 16-byte command headers"));
     }
-    if out_len > 1 << 20 {
-        return Err(Error::new(op, EINVAL, format!("an output of {out_len} bytes is beyond any command's")));
+    if out_len > max_out {
+        return Err(Error::new(
+            op,
+            EINVAL,
+            format!("an output of {out_len} bytes is beyond the simulator's {max_out}"),
+        ));
     }
     Ok(())
+}
+
+/// The uid a kernel context's command runs under (`devx_get_uid`), or the errno.
+fn kernel_uid(op: Op, uid: DevxUid, input: &[u8]) -> Result<u16> {
+    kernel::devx_uid(uid, input).map_err(|e| {
+        let why = match e {
+            EOPNOTSUPP => "the device has no whitelist uid for a context without DEVX",
+            _ => "the context has no DEVX uid, and the command is not on the kernel's whitelist",
+        };
+        Error::new(op, e, why)
+    })
 }
 
 impl Provider {
@@ -144,7 +175,9 @@ impl Provider {
         }
     }
 
-    /// Run `input` on the context's firmware; EREMOTEIO (with the status) on a bad status.
+    /// Run `input` on the context's firmware (the kernel writing the uid in); EREMOTEIO
+    /// (with the status) on a bad status. A change of the port's state the command made
+    /// reaches EQs and kernel contexts.
     fn run_cmd(low: &mut Lower<'_>, path: Path, dev: usize, input: &[u8], out_len: usize, op: Op) -> Result<Vec<u8>> {
         let d = low.devices.get_mut(dev).ok_or_else(|| Error::new(op, EINVAL, "no such device"))?;
         let mut input = input.to_vec();
@@ -153,7 +186,7 @@ impl Provider {
             Path::Kernel(uid) => kernel::devx_cmd(d, uid, &mut input, &mut out),
             Path::Vfio => vfio::cmd_do(d, &input, &mut out),
         };
-        low.write_eqes();
+        port_changes(low, dev);
         match r {
             Ok(()) => Ok(out),
             Err(errno) => Err(kernel::cmd_error(
@@ -165,7 +198,8 @@ impl Provider {
         }
     }
 
-    /// `mlx5dv_devx_general_cmd`.
+    /// `mlx5dv_devx_general_cmd`: on a kernel context the uid gate, then the kernel's list
+    /// of general commands.
     pub(crate) fn devx_general_cmd(
         &mut self,
         low: &mut Lower<'_>,
@@ -175,10 +209,11 @@ impl Provider {
     ) -> Result<Vec<u8>> {
         let op = Op::DevxGeneralCmd;
         let (path, dev) = self.devx_path(ctx, op)?;
-        check_lens(op, input, out_len)?;
-        if let Path::Kernel(DevxUid::Uid(_)) = path {
-            let code = prm::mbox_in::OPCODE.get(input).unwrap_or(0) as u16;
-            if !GENERAL_CMDS.contains(&code) {
+        check_lens(op, path, input, out_len)?;
+        if let Path::Kernel(uid) = path {
+            kernel_uid(op, uid, input)?;
+            if !gate::is_general_cmd(input) {
+                let code = prm::mbox_in::OPCODE.get(input).unwrap_or(0) as u16;
                 let why =
                     format!("{} (0x{code:x}) is not a general command the kernel lets through", opcode::name(code));
                 return Err(Error::new(op, EINVAL, why));
@@ -187,7 +222,9 @@ impl Provider {
         Self::run_cmd(low, path, dev, input, out_len, op)
     }
 
-    /// `mlx5dv_devx_obj_create`.
+    /// `mlx5dv_devx_obj_create`: on a kernel context in the order of `MLX5_IB_METHOD_DEVX_OBJ_CREATE`
+    /// (no `vhca_tunnel_id`, the uid, a create command, an mkey context long enough to read)
+    /// with the `*_umem_valid` bits forced; on a VFIO context a create command as given.
     pub(crate) fn devx_obj_create(
         &mut self,
         low: &mut Lower<'_>,
@@ -197,26 +234,37 @@ impl Provider {
     ) -> Result<DevxObj> {
         let op = Op::DevxObjCreate;
         let (path, dev) = self.devx_path(ctx, op)?;
-        check_lens(op, input, out_len)?;
-        if !is_obj_create_cmd(input) {
+        check_lens(op, path, input, out_len)?;
+        let mut input = input.to_vec();
+        if let Path::Kernel(uid) = path {
+            if gate::has_tunnel_id(&input) {
+                return Err(Error::new(op, EINVAL, "a vhca_tunnel_id the kernel does not take"));
+            }
+            kernel_uid(op, uid, &input)?;
+        }
+        if !gate::is_obj_create_cmd(&input) {
             return Err(Error::new(op, EINVAL, "the command does not create an object"));
         }
-        if let Path::Kernel(DevxUid::None { .. }) = path {
-            return Err(Error::new(op, EINVAL, "the context has no DEVX uid"));
+        let code = prm::mbox_in::OPCODE.get(&input).unwrap_or(0) as u16;
+        if let Path::Kernel(_) = path {
+            if code == opcode::CREATE_MKEY && input.len() < gate::MKEY_MIN_IN {
+                return Err(Error::new(op, EINVAL, "a CREATE_MKEY input without its whole mkey context"));
+            }
+            gate::force_umem_valid(&mut input);
         }
-        let out = Self::run_cmd(low, path, dev, input, out_len, op)?;
-        let Some((destroy, obj_id, obj_type)) = destroy_cmd(input, &out) else {
+        let out = Self::run_cmd(low, path, dev, &input, out_len, op)?;
+        let Some((destroy, obj_id, obj_type)) = destroy_cmd(&input, &out) else {
             return Err(Error::new(op, EINVAL, "the output does not name the object made"));
         };
-        let create_opcode = prm::mbox_in::OPCODE.get(input).unwrap_or(0) as u16;
         let kernel = matches!(path, Path::Kernel(_));
-        let rec = ObjRec { ctx, dev, kernel, create_opcode, obj_id, obj_type, destroy };
+        let rec = ObjRec { ctx, dev, kernel, create_opcode: code, obj_id, obj_type, destroy };
         let handle = self.devx.objs.insert(op, rec)?;
         Ok(DevxObj { handle, out })
     }
 
-    /// `mlx5dv_devx_obj_query` / `_modify`: on a kernel context the command must be a query
-    /// (or modify) of this very object.
+    /// `mlx5dv_devx_obj_query` / `_modify`: on a kernel context (`MLX5_IB_METHOD_DEVX_OBJ_QUERY`
+    /// / `_MODIFY`) no `vhca_tunnel_id`, the uid, a query (modify) command, and one that names
+    /// this very object (`devx_is_valid_obj_id`); a modify gets the forced umem bits.
     pub(crate) fn devx_obj_cmd(
         &mut self,
         low: &mut Lower<'_>,
@@ -228,11 +276,27 @@ impl Provider {
         let op = if modify { Op::DevxObjModify } else { Op::DevxObjQuery };
         let o = self.devx.objs.get(obj, op)?.clone();
         let (path, _) = self.devx_path(o.ctx, op)?;
-        check_lens(op, input, out_len)?;
-        if o.kernel && !names_object(&o, input, modify) {
-            return Err(Error::new(op, EINVAL, "the command is not a query or modify of this object"));
+        check_lens(op, path, input, out_len)?;
+        let mut input = input.to_vec();
+        if let (true, Path::Kernel(uid)) = (o.kernel, path) {
+            if gate::has_tunnel_id(&input) {
+                return Err(Error::new(op, EINVAL, "a vhca_tunnel_id the kernel does not take"));
+            }
+            kernel_uid(op, uid, &input)?;
+            let kind_ok = if modify { gate::is_obj_modify_cmd(&input) } else { gate::is_obj_query_cmd(&input) };
+            if !kind_ok {
+                let what = if modify { "a modify" } else { "a query" };
+                return Err(Error::new(op, EINVAL, format!("the command is not {what} command")));
+            }
+            let this = gate::ObjId { create: o.create_opcode, obj_type: o.obj_type, id: o.obj_id };
+            if gate::obj_id_of(&input) != Some(this) {
+                return Err(Error::new(op, EINVAL, "the command names another object"));
+            }
+            if modify {
+                gate::force_umem_valid(&mut input);
+            }
         }
-        Self::run_cmd(low, path, o.dev, input, out_len, op)
+        Self::run_cmd(low, path, o.dev, &input, out_len, op)
     }
 
     /// `mlx5dv_devx_obj_destroy`: the destroy command, its status mapped to an errno.
@@ -272,21 +336,36 @@ impl Provider {
         }
     }
 
-    /// `mlx5dv_devx_alloc_uar`.
+    /// `mlx5dv_devx_alloc_uar`. A kernel context answers `MLX5DV_UAR_ALLOC_TYPE_NC` with its
+    /// one NC page (the same UAR every time) and gives any other allowed type a page of its
+    /// own; `NC_DEDICATED` (rdma-core 45) is an NC page of its own. A VFIO context has only
+    /// its driver's EQ page, for NC.
     pub(crate) fn devx_alloc_uar(&mut self, low: &mut Lower<'_>, ctx: ContextHandle, flags: u32) -> Result<DevxUar> {
-        use mlx5_dv::{MLX5DV_UAR_ALLOC_TYPE_NC, MLX5DV_UAR_ALLOC_TYPE_NC_DEDICATED};
+        use mlx5_dv::{MLX5DV_UAR_ALLOC_TYPE_NC as NC, MLX5DV_UAR_ALLOC_TYPE_NC_DEDICATED as NC_DEDICATED};
         let op = Op::DevxAllocUar;
         let (path, dev) = self.devx_path(ctx, op)?;
-        let (page, dedicated) = match path {
+        let (page, kind) = match path {
             Path::Vfio => {
-                if flags != MLX5DV_UAR_ALLOC_TYPE_NC {
+                if flags != NC {
                     return Err(Error::new(op, EOPNOTSUPP, "a VFIO context has only its NC UAR"));
                 }
-                (self.devx.vfio.eqs_uar(ctx, op)?, false)
+                (self.devx.vfio.eqs_uar(ctx, op)?, UarKind::Shared)
             }
             Path::Kernel(_) => {
-                if flags & !(MLX5DV_UAR_ALLOC_TYPE_NC | MLX5DV_UAR_ALLOC_TYPE_NC_DEDICATED) != 0 {
-                    return Err(Error::new(op, EOPNOTSUPP, format!("unknown UAR flags 0x{flags:x}")));
+                let known = if self.limits.rdma_core_release >= 45 { NC | NC_DEDICATED } else { NC };
+                if flags & !known != 0 {
+                    return Err(Error::new(
+                        op,
+                        EOPNOTSUPP,
+                        format!("UAR flags 0x{flags:x} this libmlx5 does not know"),
+                    ));
+                }
+                if flags & NC != 0 {
+                    let singleton = self.devx.uars.handles_where(|u| u.ctx == ctx && u.kind == UarKind::Singleton);
+                    if let Some(h) = singleton.into_iter().next() {
+                        let page = self.devx.uars.get(h, op)?.page;
+                        return Ok(DevxUar { handle: h, page_id: page, reg_offset: uar_offset::BF });
+                    }
                 }
                 let d = low.devices.get_mut(dev).ok_or_else(|| Error::new(op, EINVAL, "no such device"))?;
                 let mut out = [0u8; 16];
@@ -294,20 +373,24 @@ impl Provider {
                 if let Err(errno) = kernel::kernel_cmd(d, &input, &mut out) {
                     return Err(kernel::cmd_error(op, errno, &out, "ALLOC_UAR"));
                 }
-                (e::uar::UAR.get(&out).unwrap_or(0) as u32, true)
+                let kind = if flags & NC != 0 { UarKind::Singleton } else { UarKind::Dedicated };
+                (e::uar::UAR.get(&out).unwrap_or(0) as u32, kind)
             }
         };
-        let handle = self.devx.uars.insert(op, UarRec { ctx, dev, page, dedicated })?;
+        let handle = self.devx.uars.insert(op, UarRec { ctx, dev, page, kind })?;
         Ok(DevxUar { handle, page_id: page, reg_offset: uar_offset::BF })
     }
 
-    /// `mlx5dv_devx_free_uar`.
+    /// `mlx5dv_devx_free_uar`: nothing for the context's NC page, which lives as long as the
+    /// context.
     pub(crate) fn devx_free_uar(&mut self, low: &mut Lower<'_>, uar: &DevxUar) -> Result<()> {
         let op = Op::DevxFreeUar;
+        if self.devx.uars.get(uar.handle, op)?.kind == UarKind::Singleton {
+            return Ok(());
+        }
         let u = self.devx.uars.take(uar.handle, op)?;
-        if let (true, Some(d)) = (u.dedicated, low.devices.get_mut(u.dev)) {
-            let mut out = [0u8; 16];
-            let _ = kernel::kernel_cmd(d, &named_input(opcode::DEALLOC_UAR, e::uar::UAR, u.page), &mut out);
+        if u.kind == UarKind::Dedicated {
+            dealloc_uar(low, u.dev, u.page);
         }
         Ok(())
     }
@@ -333,7 +416,7 @@ impl Provider {
             (uar_offset::EQ_ARM | uar_offset::EQ_UPDATE, _) => {
                 d.eq_doorbell(u.page, word(0), offset == uar_offset::EQ_ARM)
             }
-            (uar_offset::CQ_DOORBELL, 8) => d.cq_doorbell(word(0), word(4)),
+            (uar_offset::CQ_DOORBELL, 8) => d.cq_doorbell(low.host, word(0), word(4)),
             // The first 8 bytes of the WQE's control segment: opmod_idx_opcode, qpn_ds.
             (uar_offset::BF, 8) => {
                 let qpn = word(4) >> 8;
@@ -363,6 +446,17 @@ impl Provider {
         match path {
             Path::Vfio if !supported.contains(access) => {
                 return Err(Error::new(op, EOPNOTSUPP, "VFIO umems take LOCAL_WRITE, REMOTE_WRITE, REMOTE_READ"));
+            }
+            Path::Kernel(DevxUid::None { .. }) => {
+                return Err(Error::new(op, EINVAL, "the context has no DEVX uid"));
+            }
+            // MLX5_IB_METHOD_DEVX_UMEM_REG: uverbs_get_flags32 with these bits allowed.
+            Path::Kernel(_) if !(supported | AccessFlags::RELAXED_ORDERING).contains(access) => {
+                let why = format!(
+                    "access 0x{:x} outside LOCAL_WRITE|REMOTE_WRITE|REMOTE_READ|RELAXED_ORDERING",
+                    access.bits()
+                );
+                return Err(Error::new(op, EINVAL, why));
             }
             _ if access.contains(AccessFlags::REMOTE_WRITE) && !access.contains(AccessFlags::LOCAL_WRITE) => {
                 return Err(Error::new(op, EINVAL, "REMOTE_WRITE needs LOCAL_WRITE"));
@@ -430,8 +524,11 @@ impl Provider {
             let _ = self.devx.umems.take(h, op);
         }
         for h in self.devx.uars.handles_where(|u| u.ctx == ctx) {
-            let page = self.devx.uars.get(h, op).map_or(0, |u| u.page);
-            let _ = self.devx_free_uar(low, &DevxUar { handle: h, page_id: page, reg_offset: uar_offset::BF });
+            if let Ok(u) = self.devx.uars.take(h, op)
+                && u.kind != UarKind::Shared
+            {
+                dealloc_uar(low, u.dev, u.page);
+            }
         }
         self.close_vfio_of(low, ctx);
     }
@@ -462,22 +559,22 @@ impl Provider {
     }
 }
 
-/// The kernel's `devx_is_valid_obj_id` for the objects this firmware makes: a query or
-/// modify command of the object's kind that names its id.
-fn names_object(o: &ObjRec, input: &[u8], modify: bool) -> bool {
-    let code = prm::mbox_in::OPCODE.get(input).unwrap_or(0) as u16;
-    match o.create_opcode {
-        opcode::CREATE_GENERAL_OBJECT => {
-            let want = if modify { opcode::MODIFY_GENERAL_OBJECT } else { opcode::QUERY_GENERAL_OBJECT };
-            code == want
-                && prm::general_obj_in::OBJ_TYPE.get(input).ok() == Some(u64::from(o.obj_type))
-                && prm::general_obj_in::OBJ_ID.get(input).ok() == Some(u64::from(o.obj_id))
-        }
-        opcode::CREATE_MKEY => {
-            !modify
-                && code == opcode::QUERY_MKEY
-                && prm::destroy_mkey::MKEY_INDEX.get(input).ok() == Some(u64::from(o.obj_id))
-        }
-        _ => false,
+/// DEALLOC_UAR as the kernel issues it; a failure is not reported (as on a real close).
+fn dealloc_uar(low: &mut Lower<'_>, dev: usize, page: u32) {
+    if let Some(d) = low.devices.get_mut(dev) {
+        let mut out = [0u8; 16];
+        let _ = kernel::kernel_cmd(d, &named_input(opcode::DEALLOC_UAR, e::uar::UAR, page), &mut out);
+    }
+}
+
+/// Apply the port state changes device `dev` made (a cable through [`mlx5_dv::SimControl`],
+/// an ACCESS_REG of PAOS): the EQEs are written and every kernel context on the device gets
+/// `IBV_EVENT_PORT_ACTIVE` or `IBV_EVENT_PORT_ERR`.
+pub(super) fn port_changes(low: &mut Lower<'_>, dev: usize) {
+    use mlx5_dv::event_type;
+    let changes = low.devices.get_mut(dev).map(crate::device::Device::take_port_changes).unwrap_or_default();
+    low.write_eqes();
+    for up in changes {
+        low.kernel.port_event(dev, if up { event_type::PORT_ACTIVE } else { event_type::PORT_ERR });
     }
 }

@@ -9,6 +9,13 @@ use mlx5_dv::{
 use super::{CtxKind, Lower, MrObj, Provider};
 use crate::host::PAGE;
 
+/// The access flags `UVERBS_METHOD_REG_DMABUF_MR` takes.
+const DMABUF_ACCESS: AccessFlags = AccessFlags::LOCAL_WRITE
+    .union(AccessFlags::REMOTE_READ)
+    .union(AccessFlags::REMOTE_WRITE)
+    .union(AccessFlags::REMOTE_ATOMIC)
+    .union(AccessFlags::RELAXED_ORDERING);
+
 /// The rdma-core release that added `mlx5dv_reg_dmabuf_mr` and the data-direct path.
 const DMABUF_DV_RELEASE: u32 = 55;
 
@@ -86,19 +93,33 @@ impl Provider {
             (CtxKind::Kernel { .. }, Some(pdn)) => pdn,
             _ => return Err(Error::new(op, EOPNOTSUPP, "dma-buf MRs need an mlx5 kernel context")),
         };
-        // uverbs REG_DMABUF_MR: the offset and the iova sit at the same place in a page.
+        // uverbs REG_DMABUF_MR: the offset and the iova sit at the same place in a page, and
+        // the access flags are among the ones the method takes (ON_DEMAND is not).
         if r.offset % PAGE != r.iova % PAGE {
             let why = format!("offset 0x{:x} and iova 0x{:x} have different page offsets", r.offset, r.iova);
             return Err(Error::new(op, EINVAL, why));
         }
+        if !DMABUF_ACCESS.contains(r.access) {
+            let why = format!("access 0x{:x} outside LW|RR|RW|ATOMIC|RELAXED_ORDERING", r.access.bits());
+            return Err(Error::new(op, EINVAL, why));
+        }
         check_mr_access(op, r.access)?;
-        // mlx5_ib: the driver attribute's flags, and the data-direct device they may ask for.
+        // mlx5_ib_reg_user_mr_dmabuf: the driver attribute's flags; a data-direct MR
+        // (reg_user_mr_dmabuf_by_data_direct) needs a page-aligned iova and no ON_DEMAND
+        // (EOPNOTSUPP), then the data-direct device (EINVAL).
         if let Some(m) = r.mlx5_access {
             if m & !MLX5DV_REG_DMABUF_ACCESS_DATA_DIRECT != 0 {
                 return Err(Error::new(op, EINVAL, format!("unknown mlx5_access bits 0x{m:x}")));
             }
-            if m & MLX5DV_REG_DMABUF_ACCESS_DATA_DIRECT != 0 && low.kernel.data_direct.is_none() {
-                return Err(Error::new(op, EOPNOTSUPP, "DATA_DIRECT without a data-direct device"));
+            if m & MLX5DV_REG_DMABUF_ACCESS_DATA_DIRECT != 0 {
+                if !r.iova.is_multiple_of(PAGE) || r.access.contains(AccessFlags::ON_DEMAND) {
+                    let why =
+                        format!("DATA_DIRECT (KSM) needs a page-aligned iova, not 0x{:x}, and no ON_DEMAND", r.iova);
+                    return Err(Error::new(op, EOPNOTSUPP, why));
+                }
+                if low.kernel.data_direct.is_none() {
+                    return Err(Error::new(op, EINVAL, "DATA_DIRECT without a data-direct device"));
+                }
             }
         }
         // ib_umem_dmabuf_get: the fd, and the range inside the dma-buf.

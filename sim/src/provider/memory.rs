@@ -8,6 +8,16 @@ use super::{BufObj, Lower, MrObj, Provider};
 use crate::host::Dma;
 use crate::kernel;
 
+/// `IBV_ACCESS_OPTIONAL_RANGE`: bits 20 to 29.
+const ACCESS_OPTIONAL_RANGE: u32 = 0x3ff0_0000;
+
+/// `MLX5_VFIO_SUPP_MR_ACCESS_FLAGS`.
+const VFIO_MR_ACCESS: AccessFlags = AccessFlags::LOCAL_WRITE
+    .union(AccessFlags::REMOTE_WRITE)
+    .union(AccessFlags::REMOTE_READ)
+    .union(AccessFlags::REMOTE_ATOMIC)
+    .union(AccessFlags::RELAXED_ORDERING);
+
 impl Provider {
     /// A page-aligned buffer of `len` zeroed bytes.
     pub(crate) fn alloc_buf(&mut self, low: &mut Lower<'_>, len: usize) -> Result<Buf> {
@@ -74,7 +84,8 @@ impl Provider {
             .ok_or_else(|| Error::new(op, EINVAL, "buffer not mapped"))
     }
 
-    /// `ibv_reg_mr`: checks of `ib_check_mr_access`, then the kernel's MTT mkey.
+    /// `ibv_reg_mr`: the optional bits dropped, the checks of `ib_check_mr_access` (or of
+    /// `mlx5_vfio_reg_mr` on a VFIO context), then an MTT mkey.
     pub(crate) fn reg_mr(
         &mut self,
         low: &mut Lower<'_>,
@@ -86,9 +97,24 @@ impl Provider {
         let op = Op::RegMr;
         let p = self.pds.get(pd, op)?;
         let (ctx, pdn) = (p.ctx, p.pdn);
-        let dev = self.contexts.get(ctx, op).map(|c| c.dev).map_err(|_| Error::new(op, EINVAL, "context closed"))?;
+        let (dev, kind) = self
+            .contexts
+            .get(ctx, op)
+            .map(|c| (c.dev, c.kind))
+            .map_err(|_| Error::new(op, EINVAL, "context closed"))?;
         let pdn = pdn.ok_or_else(|| Error::new(op, EOPNOTSUPP, "MRs are simulated on mlx5 contexts only"))?;
-        super::dmabuf::check_mr_access(op, access)?;
+        // ibv_reg_mr_iova2: optional bits a device lacks are ignored, never refused (libibverbs
+        // strips them unless the kernel takes them, and the kernel then ignores them).
+        let access = AccessFlags::from_bits_retain(access.bits() & !ACCESS_OPTIONAL_RANGE);
+        if kind == super::CtxKind::Vfio {
+            // mlx5_vfio_reg_mr: its own short list, and no LOCAL_WRITE rule.
+            let unsupported = access.bits() & !VFIO_MR_ACCESS.bits();
+            if unsupported != 0 {
+                return Err(Error::new(op, EOPNOTSUPP, format!("access bits 0x{unsupported:x} on a VFIO context")));
+            }
+        } else {
+            super::dmabuf::check_mr_access(op, access)?;
+        }
         // ib_umem_get: a range whose end (or that end rounded up to a page) wraps is EINVAL.
         if addr.checked_add(length).and_then(|end| end.checked_add(crate::host::PAGE - 1)).is_none() {
             return Err(Error::new(op, EINVAL, format!("[0x{addr:x}, +{length}) wraps the address space")));

@@ -35,7 +35,7 @@ pub enum SigDomainType {
 }
 
 /// A signature error as the provider stores it from a SIG_ERR CQE.
-pub type StoredSigErr = crate::device::wqe::SigErrInfo;
+pub type StoredSigErr = crate::device::contract::SigErrInfo;
 
 /// Where a signature mkey's attributes stand (`MLX5_MKEY_BSF_STATE_*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -6,12 +6,13 @@
 use mlx5_dv::errno::EINVAL;
 use mlx5_dv::prm::FieldError;
 use mlx5_dv::prm::cqe::{self, ErrCqe, SigErrCqe};
+use mlx5_dv::prm::queues;
 use mlx5_dv::prm::wqe::opcode;
 use mlx5_dv::{Cq, Error, HandleTable, Op, QpHandle, Result, Sge, Wc, WcFlags, wc_opcode};
 
 use super::{Lower, Provider};
+use crate::device::contract::{INLINE_SCATTER_32, SigErrInfo};
 use crate::device::engine::syndrome;
-use crate::device::wqe::{INLINE_SCATTER_32, SigErrInfo};
 use crate::host::{Dma, Host};
 
 /// What one CQE turned into.
@@ -25,6 +26,38 @@ enum Parsed {
 }
 
 impl Provider {
+    /// `mlx5_arm_cq`: the arm word (`sn << 28 | cmd | ci`) into the CQ's doorbell record,
+    /// then the CQ doorbell of the context's UAR, which the device acts on at once.
+    pub(crate) fn arm_cq(&mut self, low: &mut Lower<'_>, cq: &Cq, solicited_only: bool) -> Result<()> {
+        let c = self.cqs.get(cq.handle, Op::PollCq)?;
+        let cmd = if solicited_only { queues::cq_arm::SOLICITED } else { queues::cq_arm::NEXT };
+        let word = (c.arm_sn & 3) << 28 | cmd | (c.ring.cons_index & 0xff_ffff);
+        // The arm word is the record's second one (MLX5_CQ_ARM_DB).
+        low.host.write(c.ring.dbrec.wrapping_add(4), &word.to_be_bytes());
+        if let Some(d) = low.devices.get_mut(c.dev) {
+            d.cq_doorbell(low.host, word, c.cqn);
+        }
+        Ok(())
+    }
+
+    /// A program's own store to its context's CQ doorbell: rung on the device of the CQ
+    /// `cqn` of `ctx`, if there is one.
+    pub(crate) fn cq_doorbell_store(&mut self, low: &mut Lower<'_>, ctx: mlx5_dv::ContextHandle, hi: u32, cqn: u32) {
+        let cqn = cqn & 0xff_ffff;
+        let Some(dev) = self.cqs.iter().find(|(_, c)| c.ctx == ctx && c.cqn == cqn).map(|(_, c)| c.dev) else { return };
+        if let Some(d) = low.devices.get_mut(dev) {
+            d.cq_doorbell(low.host, hi, cqn);
+        }
+    }
+
+    /// `mlx5_cq_event`: an event of `cq` was read; the next arm carries the next sequence
+    /// number.
+    pub(crate) fn cq_event(&mut self, cq: &Cq) -> Result<()> {
+        let c = self.cqs.get_mut(cq.handle, Op::PollCq)?;
+        c.arm_sn = c.arm_sn.wrapping_add(1);
+        Ok(())
+    }
+
     /// `ibv_poll_cq`.
     pub(crate) fn poll_cq(&mut self, low: &mut Lower<'_>, cq: &Cq, max: usize) -> Result<Vec<Wc>> {
         let mut out = Vec::new();
@@ -97,9 +130,11 @@ impl Provider {
             }
         }
         ring.update_cons_index(low.host);
-        self.cqs.get_mut(cq.handle, op)?.ring = ring;
+        let c = self.cqs.get_mut(cq.handle, op)?;
+        c.ring = ring;
         match failed {
-            // The CQEs read before the bad one are lost with it, as ibv_poll_cq returns -1.
+            // The CQEs read before the bad one are lost with it, as ibv_poll_cq returns
+            // CQ_POLL_ERR (-2).
             Some(why) => Err(Error::new(op, EINVAL, why)),
             None => Ok(()),
         }
@@ -151,6 +186,7 @@ impl Provider {
                 if op != cqe::opcode::RESP_SEND {
                     wc.imm_data = c.imm_inval_pkey;
                 }
+                responder_fields(&mut wc, bytes, c.imm_inval_pkey);
             }
             cqe::opcode::REQ_ERR | cqe::opcode::RESP_ERR => {
                 let e = ErrCqe::decode(bytes)?;
@@ -217,6 +253,20 @@ fn good_req(q: &mut super::QpObj, c: &Good) -> Wc {
         wc.wc_flags |= WcFlags::WITH_IMM;
     }
     wc
+}
+
+/// The end of `handle_responder`: where the sender is, read from the CQE's bytes whatever
+/// they hold (a scatter-to-CQE payload lies over them, and libmlx5 reads that).
+fn responder_fields(wc: &mut Wc, b: &[u8; cqe::SIZE], imm_inval_pkey: u32) {
+    let flags_rqpn = u32::from_be_bytes([b[24], b[25], b[26], b[27]]);
+    wc.slid = u16::from_be_bytes([b[22], b[23]]);
+    wc.sl = ((flags_rqpn >> 24) & 0xf) as u8;
+    wc.src_qp = flags_rqpn & 0xff_ffff;
+    wc.dlid_path_bits = b[17] & 0x7f;
+    if (flags_rqpn >> 28) & 3 != 0 {
+        wc.wc_flags |= WcFlags::GRH;
+    }
+    wc.pkey_index = (imm_inval_pkey & 0xffff) as u16;
 }
 
 /// The fields of a good CQE (`mlx5_cqe64`) that `mlx5_parse_cqe` reads, straight from its

@@ -4,14 +4,14 @@
 use mlx5_dv::errno::{EINVAL, EIO, EOPNOTSUPP};
 use mlx5_dv::{
     ContextHandle, Cq, CqHandle, DvSendOpsFlags, Error, Op, Qp, QpCap, QpHandle, QpInitAttr, QpModify, QpState, Result,
-    SendOpsFlags, dv_qp, qp_type, send_ops,
+    SendOpsFlags, dv_qp, qp_create_flags, qp_init_mask, qp_type, send_ops,
 };
 
 use super::ring::{CqRing, QpRings};
 use super::{CqObj, CtxKind, Lower, Provider, QpObj};
-use crate::device::firmware::{CqCreate, QpPath};
+use crate::fabric::QpPath;
 use crate::host::Dma;
-use crate::kernel::{self, QpRequest};
+use crate::kernel::{self, CqRequest, QpRequest};
 use crate::profile::DataPathSection;
 
 /// Bytes of a send WQE basic block.
@@ -121,9 +121,149 @@ fn size_queues(lim: &DataPathSection, cap: &QpCap, overhead: u32) -> std::result
     Ok(out)
 }
 
+/// `MLX5_CREATE_QP_SUP_COMP_MASK`: every `ibv_qp_init_attr_mask` bit of rdma-core 44.
+const SUP_COMP_MASK: u32 = qp_init_mask::PD
+    | qp_init_mask::XRCD
+    | qp_init_mask::CREATE_FLAGS
+    | qp_init_mask::MAX_TSO_HEADER
+    | qp_init_mask::IND_TABLE
+    | qp_init_mask::RX_HASH
+    | qp_init_mask::SEND_OPS_FLAGS;
+
+/// `CREATE_QP_EX_SUP_CREATE_FLAGS` of libibverbs' `ibv_icmd_create_qp`.
+const SUP_CREATE_FLAGS: u32 = qp_create_flags::BLOCK_SELF_MCAST_LB
+    | qp_create_flags::SCATTER_FCS
+    | qp_create_flags::CVLAN_STRIPPING
+    | qp_create_flags::SOURCE_QPN
+    | qp_create_flags::PCI_WRITE_END_PADDING;
+
+/// The first checks of libmlx5's `create_qp`, on `comp_mask` and `create_flags`.
+fn check_init_mask(attr: &QpInitAttr, mask: u32) -> Result<()> {
+    let op = Op::CreateQp;
+    // Two of them return NULL without setting errno: the trait reports that as EIO, as the hw
+    // backend reads a NULL with errno 0.
+    if mask & !SUP_COMP_MASK != 0 {
+        let why = format!("comp_mask bit 0x{:x} unknown to libmlx5 (NULL, errno not set)", mask & !SUP_COMP_MASK);
+        return Err(Error::new(op, EIO, why));
+    }
+    if mask & qp_init_mask::MAX_TSO_HEADER != 0 && attr.qp_type != qp_type::RAW_PACKET {
+        return Err(Error::new(op, EIO, "MAX_TSO_HEADER on a QP that is not RAW_PACKET (NULL, errno not set)"));
+    }
+    if mask & qp_init_mask::SEND_OPS_FLAGS != 0 && mask & qp_init_mask::RX_HASH != 0 {
+        return Err(Error::new(op, EINVAL, "SEND_OPS_FLAGS with RX_HASH"));
+    }
+    if mask & qp_init_mask::CREATE_FLAGS != 0
+        && attr.create_flags & qp_create_flags::SOURCE_QPN != 0
+        && attr.qp_type != qp_type::UD
+    {
+        return Err(Error::new(op, EINVAL, "IBV_QP_CREATE_SOURCE_QPN on a QP that is not UD"));
+    }
+    Ok(())
+}
+
+/// `sq_overhead`'s operations of a QP created without `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`: all
+/// its type may post. `None` for a type it does not know (EINVAL).
+fn default_ops(ty: u32) -> Option<SendOpsFlags> {
+    Some(match ty {
+        qp_type::RC | qp_type::UC | qp_type::DRIVER | qp_type::XRC_RECV | qp_type::XRC_SEND => {
+            send_ops::RC_DEFAULT | send_ops::ATOMIC_CMP_AND_SWP | send_ops::ATOMIC_FETCH_AND_ADD | send_ops::BIND_MW
+        }
+        qp_type::UD => send_ops::SEND | send_ops::SEND_WITH_IMM | send_ops::TSO,
+        qp_type::RAW_PACKET => send_ops::SEND | send_ops::TSO,
+        _ => return None,
+    })
+}
+
+/// `mlx5_qp_fill_wr_pfns`: the operations asked for must be ones the QP type has.
+fn check_send_ops(attr: &QpInitAttr, mlx5_ops: DvSendOpsFlags, dma_mmo: bool) -> Result<()> {
+    let op = Op::CreateQp;
+    let ops = attr.send_ops_flags;
+    let dv_all = dv_qp::WITH_MR_INTERLEAVED
+        | dv_qp::WITH_MR_LIST
+        | dv_qp::WITH_MKEY_CONFIGURE
+        | dv_qp::WITH_RAW_WQE
+        | dv_qp::WITH_MEMCPY;
+    if !dv_all.contains(mlx5_ops) {
+        return Err(Error::new(
+            op,
+            EOPNOTSUPP,
+            format!("unknown mlx5dv send_ops_flags 0x{:x}", mlx5_ops.difference(dv_all).bits()),
+        ));
+    }
+    if ops.intersects(send_ops::ATOMIC_CMP_AND_SWP | send_ops::ATOMIC_FETCH_AND_ADD) {
+        return Err(Error::new(op, EOPNOTSUPP, "atomics are not simulated"));
+    }
+    let rc_ops =
+        send_ops::RC_DEFAULT | send_ops::ATOMIC_CMP_AND_SWP | send_ops::ATOMIC_FETCH_AND_ADD | send_ops::BIND_MW;
+    let (allowed_ops, allowed_dv) = match attr.qp_type {
+        qp_type::RC => (rc_ops, dv_all),
+        qp_type::UC => (
+            send_ops::SEND
+                | send_ops::SEND_WITH_INV
+                | send_ops::SEND_WITH_IMM
+                | send_ops::RDMA_WRITE
+                | send_ops::RDMA_WRITE_WITH_IMM
+                | send_ops::LOCAL_INV
+                | send_ops::BIND_MW,
+            dv_qp::WITH_RAW_WQE,
+        ),
+        qp_type::UD => (send_ops::SEND | send_ops::SEND_WITH_IMM, dv_qp::WITH_RAW_WQE),
+        qp_type::RAW_PACKET => (send_ops::SEND | send_ops::TSO, dv_qp::WITH_RAW_WQE),
+        qp_type::XRC_SEND => (rc_ops, dv_qp::WITH_RAW_WQE),
+        t => return Err(Error::new(op, EINVAL, format!("unknown qp_type {t}"))),
+    };
+    if !allowed_ops.contains(ops) || !allowed_dv.contains(mlx5_ops) {
+        return Err(Error::new(op, EOPNOTSUPP, "send_ops_flags not supported by this QP type"));
+    }
+    // The memcpy builder drives the DMA engine: the device must offer it (every QP here
+    // has a PD, which it needs too).
+    if mlx5_ops.contains(dv_qp::WITH_MEMCPY) && !dma_mmo {
+        return Err(Error::new(op, EOPNOTSUPP, "MLX5DV_QP_EX_WITH_MEMCPY needs the DMA-MMO capability"));
+    }
+    Ok(())
+}
+
+/// The create command's checks once the queues are sized: libibverbs' `ibv_icmd_create_qp`
+/// (a PD, no indirection table beside a receive CQ, known create flags), then mlx5_ib's
+/// `process_create_flags` for the simulated QP types.
+fn check_kernel_create(attr: &QpInitAttr, mask: u32) -> Result<()> {
+    let op = Op::CreateQp;
+    if mask & qp_init_mask::PD == 0 {
+        return Err(Error::new(op, EINVAL, "an RC, UC or UD QP needs IBV_QP_INIT_ATTR_PD"));
+    }
+    if mask & qp_init_mask::IND_TABLE != 0 {
+        return Err(Error::new(op, EINVAL, "an indirection table with a receive CQ"));
+    }
+    if mask & qp_init_mask::CREATE_FLAGS == 0 {
+        return Ok(());
+    }
+    let flags = attr.create_flags;
+    if flags & !SUP_CREATE_FLAGS != 0 {
+        return Err(Error::new(
+            op,
+            EINVAL,
+            format!("create_flags 0x{:x} unknown to libibverbs", flags & !SUP_CREATE_FLAGS),
+        ));
+    }
+    // Multicast loopback blocking is a device cap every simulated device has; the rest are
+    // raw packet (or, for SOURCE_QPN, InfiniBand UD) features.
+    let rest = flags & !qp_create_flags::BLOCK_SELF_MCAST_LB;
+    if rest != 0 {
+        return Err(Error::new(op, EOPNOTSUPP, format!("create_flags 0x{rest:x} are not supported on this QP")));
+    }
+    Ok(())
+}
+
 impl Provider {
-    /// `mlx5_create_cq`: `cqe + 1` rounded up to a power of two, capacity one less.
-    pub(crate) fn create_cq(&mut self, low: &mut Lower<'_>, ctx: ContextHandle, cqe: u32) -> Result<Cq> {
+    /// `mlx5_create_cq`: `cqe + 1` rounded up to a power of two, capacity one less; then the
+    /// kernel refuses a completion vector past the context's `num_comp_vectors`.
+    pub(crate) fn create_cq(
+        &mut self,
+        low: &mut Lower<'_>,
+        ctx: ContextHandle,
+        cqe: u32,
+        comp_vector: u32,
+    ) -> Result<Cq> {
         let op = Op::CreateCq;
         let c = self.contexts.get(ctx, op)?;
         match c.kind {
@@ -140,10 +280,15 @@ impl Provider {
             return Err(Error::new(op, EINVAL, format!("{cqe} entries round to {ncqe}, over 2^24")));
         }
         let cap = (ncqe - 1) as u32;
+        // uverbs' CQ_CREATE: the vector is an unsigned index (a negative C int is past the end).
+        if comp_vector >= u32::from(self.num_comp_vectors) {
+            let why = format!("comp_vector {comp_vector} is past num_comp_vectors {}", self.num_comp_vectors);
+            return Err(Error::new(op, EINVAL, why));
+        }
         let dev = c.dev;
         let d = low.devices.get_mut(dev).ok_or_else(|| Error::new(op, EINVAL, "no such device"))?;
         let ring = CqRing::map(low.host, cap + 1, op)?;
-        let req = CqCreate { cqe: cap, ring: ring.ring.addr, dbrec: ring.dbrec };
+        let req = CqRequest { cqe: cap, ring: ring.ring.addr, dbrec: ring.dbrec };
         let cqn = match low.kernel.create_cq(d, dev, ctx.id(), req) {
             Ok(n) => n,
             Err(e) => {
@@ -155,10 +300,10 @@ impl Provider {
         // a ring the kernel refuses (one past `log_max_cq_sz` is half a gigabyte) goes back
         // untouched.
         ring.mark_invalid(low.host);
-        let handle = match self.cqs.insert(op, CqObj { ctx, dev, cqn, ring: ring.clone() }) {
+        let handle = match self.cqs.insert(op, CqObj { ctx, dev, cqn, ring: ring.clone(), arm_sn: 0 }) {
             Ok(h) => h,
             Err(e) => {
-                low.kernel.destroy_cq(low.devices, dev, cqn);
+                let _ = low.kernel.destroy_cq(low.devices, dev, cqn);
                 ring.free(low.host);
                 return Err(e);
             }
@@ -173,8 +318,10 @@ impl Provider {
         if self.cqs.users(cq.handle, op)? > 0 {
             return Err(Error::new(op, mlx5_dv::errno::EBUSY, "a QP still uses the CQ"));
         }
+        // mlx5_ib_destroy_cq: a failed DESTROY_CQ fails the call, and the CQ stays.
+        let (dev, cqn) = self.cqs.get(cq.handle, op).map(|c| (c.dev, c.cqn))?;
+        low.kernel.destroy_cq(low.devices, dev, cqn)?;
         let c = self.cqs.take(cq.handle, op)?;
-        low.kernel.destroy_cq(low.devices, c.dev, c.cqn);
         c.ring.free(low.host);
         Ok(())
     }
@@ -195,9 +342,12 @@ impl Provider {
         if scq.ctx != ctx || rcq.ctx != ctx {
             return Err(Error::new(op, EINVAL, "the CQs belong to another context"));
         }
+        let mask = attr.mask();
+        check_init_mask(attr, mask)?;
         let mut scatter_to_cqe = true;
         let mut drain_sigerr = false;
         let mut mlx5_ops = DvSendOpsFlags::empty();
+        let mut dv_ops_mask = false;
         if let Some(dv) = attr.dv {
             let sup =
                 dv_qp::MASK_QP_CREATE_FLAGS | dv_qp::MASK_DC | dv_qp::MASK_SEND_OPS_FLAGS | dv_qp::MASK_DCI_STREAMS;
@@ -248,65 +398,38 @@ impl Provider {
             }
             if dv.comp_mask.intersects(dv_qp::MASK_SEND_OPS_FLAGS) {
                 mlx5_ops = dv.send_ops_flags;
+                dv_ops_mask = true;
             }
         } else if attr.qp_type == qp_type::DRIVER {
             // create_qp returns NULL here without setting errno; the trait reports that as EIO,
             // as the hw backend reads a NULL with errno 0.
             return Err(Error::new(op, EIO, "IBV_QPT_DRIVER without mlx5dv attributes (NULL, errno not set)"));
         }
-        // mlx5_qp_fill_wr_pfns
-        let ops = attr.send_ops_flags;
-        let dv_all = dv_qp::WITH_MR_INTERLEAVED
-            | dv_qp::WITH_MR_LIST
-            | dv_qp::WITH_MKEY_CONFIGURE
-            | dv_qp::WITH_RAW_WQE
-            | dv_qp::WITH_MEMCPY;
-        if !dv_all.contains(mlx5_ops) {
-            return Err(Error::new(
-                op,
-                EOPNOTSUPP,
-                format!("unknown mlx5dv send_ops_flags 0x{:x}", mlx5_ops.difference(dv_all).bits()),
-            ));
+        if mask & qp_init_mask::RX_HASH != 0 {
+            // mlx5_cmd_create_rss_qp: an RSS QP needs a receive WQ indirection table.
+            return Err(Error::new(op, EOPNOTSUPP, "RSS QPs (IBV_QP_INIT_ATTR_RX_HASH) are not simulated"));
         }
-        if ops.intersects(send_ops::ATOMIC_CMP_AND_SWP | send_ops::ATOMIC_FETCH_AND_ADD) {
-            return Err(Error::new(op, EOPNOTSUPP, "atomics are not simulated"));
-        }
-        let rc_ops =
-            send_ops::RC_DEFAULT | send_ops::ATOMIC_CMP_AND_SWP | send_ops::ATOMIC_FETCH_AND_ADD | send_ops::BIND_MW;
-        let (allowed_ops, allowed_dv) = match attr.qp_type {
-            qp_type::RC => (rc_ops, dv_all),
-            qp_type::UC => (
-                send_ops::SEND
-                    | send_ops::SEND_WITH_INV
-                    | send_ops::SEND_WITH_IMM
-                    | send_ops::RDMA_WRITE
-                    | send_ops::RDMA_WRITE_WITH_IMM
-                    | send_ops::LOCAL_INV
-                    | send_ops::BIND_MW,
-                dv_qp::WITH_RAW_WQE,
-            ),
-            qp_type::UD => (send_ops::SEND | send_ops::SEND_WITH_IMM, dv_qp::WITH_RAW_WQE),
-            qp_type::RAW_PACKET => (send_ops::SEND | send_ops::TSO, dv_qp::WITH_RAW_WQE),
-            qp_type::XRC_SEND => (rc_ops, dv_qp::WITH_RAW_WQE),
-            t => return Err(Error::new(op, EINVAL, format!("unknown qp_type {t}"))),
+        let wr_api = mask & qp_init_mask::SEND_OPS_FLAGS != 0;
+        let ops = if wr_api {
+            attr.send_ops_flags
+        } else {
+            default_ops(attr.qp_type)
+                .ok_or_else(|| Error::new(op, EINVAL, format!("unknown qp_type {}", attr.qp_type)))?
         };
-        if !allowed_ops.contains(ops) || !allowed_dv.contains(mlx5_ops) {
-            return Err(Error::new(op, EOPNOTSUPP, "send_ops_flags not supported by this QP type"));
-        }
-        // The memcpy builder drives the DMA engine: the device must offer it (every QP here
-        // has a PD, which it needs too).
-        if mlx5_ops.contains(dv_qp::WITH_MEMCPY) && !self.limits.dma_mmo {
-            return Err(Error::new(op, EOPNOTSUPP, "MLX5DV_QP_EX_WITH_MEMCPY needs the DMA-MMO capability"));
+        if wr_api || dv_ops_mask {
+            check_send_ops(attr, mlx5_ops, self.limits.dma_mmo)?;
         }
         if !matches!(attr.qp_type, qp_type::RC | qp_type::UC | qp_type::UD) {
             return Err(Error::new(op, EOPNOTSUPP, "only RC, UC and UD QPs are simulated"));
         }
         let overhead = sq_overhead(attr.qp_type, ops, mlx5_ops);
         let sizes = size_queues(&self.limits, &attr.cap, overhead).map_err(|why| Error::new(op, EINVAL, why))?;
+        check_kernel_create(attr, mask)?;
         let rings = QpRings::alloc(low.host, sizes.sq_bbs, sizes.rq_max_post, sizes.rq_max_gs.saturating_mul(16), op)?;
         let req = QpRequest {
             ctx: ctx.id(),
             dev,
+            qp_type: attr.qp_type,
             pdn,
             cqns,
             scatter_to_cqe,
@@ -338,7 +461,11 @@ impl Provider {
             wr_complete_real: false,
             fence_next: false,
             rings: rings.clone(),
-            rq_state_max_gs: 0,
+            // create_qp ends with set_qp_operational_state(RESET).
+            rq_state_max_gs: -1,
+            sq_state_max_gs: -1,
+            sig_all: attr.sq_sig_all,
+            wr_api,
         };
         let handle = match self.qps.insert(op, obj) {
             Ok(h) => h,
@@ -389,7 +516,7 @@ impl Provider {
         }
         for h in self.cqs.handles_where(|c| c.ctx == ctx) {
             if let Ok(c) = self.cqs.take(h, op) {
-                low.kernel.destroy_cq(low.devices, c.dev, c.cqn);
+                let _ = low.kernel.destroy_cq(low.devices, c.dev, c.cqn);
                 c.ring.free(low.host);
             }
         }
@@ -398,6 +525,33 @@ impl Provider {
     fn qp_path(&self, h: QpHandle, op: Op) -> Result<(QpPath, &QpObj)> {
         let q = self.qps.get(h, op)?;
         Ok((QpPath { dev: q.dev, qpn: q.qpn }, q))
+    }
+
+    /// Where the QP's queues and doorbell record are, as `mlx5dv_init_obj` reports them.
+    pub(crate) fn qp_memory(&self, qp: &Qp) -> Result<crate::QpMemory> {
+        let q = self.qps.get(qp.handle, Op::InitObj)?;
+        let (sq, rq) = (&q.rings.sq.buf, &q.rings.rq.buf);
+        Ok(crate::QpMemory {
+            qpn: q.qpn,
+            dbrec: q.rings.dbrec,
+            sq_buf: sq.addr,
+            sq_wqe_cnt: sq.wqe_cnt,
+            rq_buf: rq.addr,
+            rq_wqe_cnt: rq.wqe_cnt,
+            rq_stride: rq.stride,
+        })
+    }
+
+    /// Where the CQ's ring and doorbell record are, as `mlx5dv_init_obj` reports them.
+    pub(crate) fn cq_memory(&self, cq: &mlx5_dv::Cq) -> Result<crate::CqMemory> {
+        let c = self.cqs.get(cq.handle, Op::InitObj)?;
+        Ok(crate::CqMemory {
+            cqn: c.cqn,
+            buf: c.ring.ring.addr,
+            dbrec: c.ring.dbrec,
+            cqe_cnt: c.ring.ring.wqe_cnt,
+            cqe_size: c.ring.ring.stride,
+        })
     }
 
     /// The send WQE at basic block `index` of the QP's ring, linearised.
@@ -420,26 +574,33 @@ impl Provider {
         low.devices.get(at.dev).and_then(|d| d.qp_state(at.qpn)).ok_or_else(|| Error::new(op, EINVAL, "stale QP"))
     }
 
-    /// `ibv_modify_qp`: the kernel's rules, then the provider's own state (RESET empties the
-    /// send queue counters; RTS makes `wr_complete` real).
+    /// `ibv_modify_qp`: the kernel's rules, then the provider's own state
+    /// (`set_qp_operational_state`: RESET empties the queues and takes every SGE limit to -1,
+    /// INIT opens the receive queue's, RTS the send queue's and makes `wr_complete` real).
     pub(crate) fn modify_qp(&mut self, low: &mut Lower<'_>, qp: &Qp, m: &QpModify) -> Result<()> {
         let op = Op::ModifyQp;
         let (at, _) = self.qp_path(qp.handle, op)?;
         low.kernel.modify_qp(low.devices, at, m)?;
-        if m.state == QpState::Reset {
+        // Only a call whose mask has IBV_QP_STATE moves the provider's own state.
+        let state = m.ext.is_none_or(|e| e.mask.contains(mlx5_dv::QpAttrMask::STATE)).then_some(m.state);
+        if state == Some(QpState::Reset) {
             // mlx5_modify_qp: the QP's CQEs go from its CQs, and the queues start over.
             let (cqs, qpn) = self.qps.get(qp.handle, op).map(|q| (q.cqs, q.qpn))?;
             self.clean_cqs(low.host, &cqs, qpn);
         }
         let q = self.qps.get_mut(qp.handle, op)?;
-        match m.state {
-            QpState::Reset => {
+        match state {
+            Some(QpState::Reset) => {
                 q.rings.reset(low.host);
                 q.wr_complete_real = false;
                 q.rq_state_max_gs = -1;
+                q.sq_state_max_gs = -1;
             }
-            QpState::Init => q.rq_state_max_gs = i64::from(q.rq_max_gs),
-            QpState::Rts => q.wr_complete_real = true,
+            Some(QpState::Init) => q.rq_state_max_gs = i64::from(q.rq_max_gs),
+            Some(QpState::Rts) => {
+                q.wr_complete_real = true;
+                q.sq_state_max_gs = i64::from(q.max_gs);
+            }
             _ => {}
         }
         low.run();

@@ -8,7 +8,7 @@ use mlx5_dv::prm::cqe;
 use mlx5_dv::prm::wqe::{DataSeg, INVALID_LKEY, SEND_WQE_BB, SEND_WQE_DS};
 use mlx5_dv::{Error, Op, Result, Sge};
 
-use crate::device::wqe::{QueueBuf, RCV_DBR, SND_DBR};
+use crate::device::contract::{QueueBuf, RCV_DBR, SND_DBR};
 use crate::host::{Dma, Host};
 
 /// Bytes of a doorbell record page.
@@ -206,7 +206,7 @@ impl RecvQueue {
         let i = (u32::from(wqe_counter) & self.buf.wqe_cnt.saturating_sub(1)) as usize;
         self.tail = self.tail.wrapping_add(1);
         let bytes = host.read(self.buf.slot(u32::from(wqe_counter)), self.buf.stride as usize).unwrap_or_default();
-        let r = crate::device::wqe::decode_recv(wqe_counter, bytes);
+        let r = crate::device::contract::decode_recv(wqe_counter, bytes);
         (self.wrid.get(i).copied().unwrap_or(0), r.sge)
     }
 
@@ -244,6 +244,33 @@ impl QpRings {
         let rq = QueueBuf { addr: base, wqe_cnt: rq_cnt, stride: rq_stride };
         let sq = QueueBuf { addr: base.wrapping_add(rq_bytes), wqe_cnt: sq_bbs, stride: SEND_WQE_BB as u32 };
         Ok(QpRings { sq: SendQueue::new(sq), rq: RecvQueue::new(rq), dbrec, buf })
+    }
+
+    /// Take up where a program that writes WQEs itself (through `mlx5dv_init_obj`'s pointers)
+    /// left the queues: a doorbell record ahead of the provider's counters names WQEs the
+    /// program posted, which the provider's next WQE follows. They count as posted and
+    /// retired, since their completions are the program's. Only memory a program can reach
+    /// (the C ABI's) can move this way.
+    pub(super) fn adopt_program_posts(&mut self, host: &Host) {
+        if !host.in_process() {
+            return;
+        }
+        let read = |at: u64| host.read(at, 4).and_then(|b| b.first_chunk::<4>().copied()).map(u32::from_be_bytes);
+        if let Some(db) = read(self.dbrec + SND_DBR) {
+            let ahead = db.wrapping_sub(self.sq.cur_post) & 0xffff;
+            if ahead != 0 && ahead <= self.sq.buf.wqe_cnt {
+                self.sq.cur_post = self.sq.cur_post.wrapping_add(ahead);
+                self.sq.head = self.sq.head.wrapping_add(ahead);
+                self.sq.tail = self.sq.tail.wrapping_add(ahead);
+            }
+        }
+        if let Some(db) = read(self.dbrec + RCV_DBR) {
+            let ahead = db.wrapping_sub(self.rq.head) & 0xffff;
+            if ahead != 0 && ahead <= self.rq.buf.wqe_cnt {
+                self.rq.head = self.rq.head.wrapping_add(ahead);
+                self.rq.tail = self.rq.tail.wrapping_add(ahead);
+            }
+        }
     }
 
     /// Tell the device how far the send queue goes (`MLX5_SND_DBR`).
@@ -394,7 +421,7 @@ impl CqRing {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::wqe::Cqe;
+    use crate::device::contract::Cqe;
 
     proptest::proptest! {
         #[test]

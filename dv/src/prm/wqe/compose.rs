@@ -25,9 +25,10 @@ pub enum Payload {
     Inline(Vec<u8>),
 }
 
-/// The translation a UMR writes: a KLM list or a repeat block.
+/// The translation a UMR WQE carries inline: a KLM list or a repeat block (the firmware's
+/// mkey translation is another type).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Translation {
+pub enum UmrTranslation {
     /// No translation follows the mkey context.
     None,
     /// A list of KLM entries (zero-length entries pad the list to 64 bytes).
@@ -57,7 +58,7 @@ pub enum WqeBody {
         /// The mkey context segment.
         mkc: MkeyContextSeg,
         /// The inline translation.
-        translation: Translation,
+        translation: UmrTranslation,
         /// `umr.bsf_octowords * 16` bytes of BSF.
         bsf: Vec<u8>,
     },
@@ -124,11 +125,11 @@ fn decode_payload(buf: &[u8]) -> Result<Payload, FieldError> {
     }
 }
 
-fn encode_translation(out: &mut Vec<u8>, t: &Translation) -> Result<(), FieldError> {
+fn encode_translation(out: &mut Vec<u8>, t: &UmrTranslation) -> Result<(), FieldError> {
     match t {
-        Translation::None => {}
-        Translation::Klm(entries) => entries.iter().try_for_each(|e| push(out, e, klm::SIZE))?,
-        Translation::Repeat(header, entries) => {
+        UmrTranslation::None => {}
+        UmrTranslation::Klm(entries) => entries.iter().try_for_each(|e| push(out, e, klm::SIZE))?,
+        UmrTranslation::Repeat(header, entries) => {
             push(out, header, repeat_block::SIZE)?;
             entries.iter().try_for_each(|e| push(out, e, repeat_ent::SIZE))?;
         }
@@ -136,16 +137,16 @@ fn encode_translation(out: &mut Vec<u8>, t: &Translation) -> Result<(), FieldErr
     Ok(())
 }
 
-fn decode_translation(buf: &[u8]) -> Result<Translation, FieldError> {
+fn decode_translation(buf: &[u8]) -> Result<UmrTranslation, FieldError> {
     if buf.is_empty() {
-        return Ok(Translation::None);
+        return Ok(UmrTranslation::None);
     }
     let op = buf.get(4..8).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
     if op == Some(repeat_block::OP_REPEAT_BLOCK) {
         let (header, entries) = RepeatBlockSeg::decode_with_entries(buf)?;
-        return Ok(Translation::Repeat(header, entries));
+        return Ok(UmrTranslation::Repeat(header, entries));
     }
-    Ok(Translation::Klm(klm::decode_list(buf, buf.len() / klm::SIZE)?))
+    Ok(UmrTranslation::Klm(klm::decode_list(buf, buf.len() / klm::SIZE)?))
 }
 
 impl SendWqe {
@@ -212,7 +213,7 @@ impl SendWqe {
                 let (t, need) = (umr.translation_bytes(), umr.translation_bytes() + umr.bsf_bytes());
                 let tail =
                     after_mkc.get(..need).ok_or_else(|| too_short("UMR translation and BSF", need, after_mkc.len()))?;
-                let translation = if umr.is_inline() { decode_translation(&tail[..t])? } else { Translation::None };
+                let translation = if umr.is_inline() { decode_translation(&tail[..t])? } else { UmrTranslation::None };
                 WqeBody::Umr { umr, mkc, translation, bsf: tail[t..].to_vec() }
             }
             opcode::SET_PSV => WqeBody::SetPsv(SetPsvSeg::decode(rest)?),
@@ -285,14 +286,14 @@ mod tests {
             body: WqeBody::Umr {
                 umr,
                 mkc: MkeyContextSeg::default(),
-                translation: Translation::Klm(entries.clone()),
+                translation: UmrTranslation::Klm(entries.clone()),
                 bsf: vec![0xab; 64],
             },
         };
         let bytes = w.encode()?;
         assert_eq!(bytes.len(), 16 + 48 + 64 + 64 + 64, "already whole blocks");
         let back = SendWqe::decode(&bytes)?;
-        let WqeBody::Umr { translation: Translation::Klm(got), bsf, .. } = back.body else {
+        let WqeBody::Umr { translation: UmrTranslation::Klm(got), bsf, .. } = back.body else {
             return Err(FieldError::Malformed { field: "not a UMR with a KLM list" });
         };
         assert_eq!(&got[..2], &entries[..]);
@@ -303,7 +304,7 @@ mod tests {
             body: WqeBody::Umr {
                 umr: UmrCtrlSeg { klm_octowords: 1, ..umr },
                 mkc: MkeyContextSeg::default(),
-                translation: Translation::Klm(entries),
+                translation: UmrTranslation::Klm(entries),
                 bsf: vec![0xab; 64],
             },
         };
@@ -316,8 +317,8 @@ mod tests {
         let header = RepeatBlockSeg { byte_count: 16, op: repeat_block::OP_REPEAT_BLOCK, repeat_count: 3, num_ent: 1 };
         let ent = RepeatEntSeg { stride: 32, byte_count: 16, memkey: 5, va: 0x100 };
         let mut out = Vec::new();
-        encode_translation(&mut out, &Translation::Repeat(header, vec![ent]))?;
-        assert_eq!(decode_translation(&out)?, Translation::Repeat(header, vec![ent]));
+        encode_translation(&mut out, &UmrTranslation::Repeat(header, vec![ent]))?;
+        assert_eq!(decode_translation(&out)?, UmrTranslation::Repeat(header, vec![ent]));
         Ok(())
     }
 
@@ -329,7 +330,7 @@ mod tests {
             body: WqeBody::Umr {
                 umr,
                 mkc: MkeyContextSeg::default(),
-                translation: Translation::Klm(vec![]),
+                translation: UmrTranslation::Klm(vec![]),
                 bsf: vec![],
             },
         };

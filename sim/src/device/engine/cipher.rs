@@ -8,12 +8,12 @@ use std::sync::Arc;
 use super::Engine;
 use super::translate::Why;
 use crate::crypto::{self, XtsKeys};
-use crate::device::firmware::MkeyCrypto;
+use crate::device::contract::CryptoBsfConfig;
 
 /// The crypto stage of one transfer through a configured CRYPTO mkey.
 #[derive(Debug, Clone)]
 pub(super) struct CryptoStage {
-    pub(super) cfg: MkeyCrypto,
+    pub(super) cfg: CryptoBsfConfig,
     keys: Arc<XtsKeys>,
 }
 
@@ -31,7 +31,13 @@ impl Engine<'_> {
     /// transfer of `mem` bytes in memory and `wire` on the wire: a crypto fault for a DEK
     /// that is gone or in ERROR, a keytag that differs from a has_keytag DEK's, or a job size
     /// the AES-XTS rule refuses.
-    pub(super) fn crypto_stage(&self, dev: usize, cfg: MkeyCrypto, mem: u64, wire: u64) -> Result<CryptoStage, Why> {
+    pub(super) fn crypto_stage(
+        &self,
+        dev: usize,
+        cfg: CryptoBsfConfig,
+        mem: u64,
+        wire: u64,
+    ) -> Result<CryptoStage, Why> {
         let fw = &self.devs.get(dev).ok_or(Why::Key)?.fw;
         let dek = fw.dek(cfg.dek).ok_or(Why::Crypto)?;
         if dek.state != mlx5_dv::prm::crypto::encryption_key_obj::STATE_READY {

@@ -6,9 +6,9 @@ use mlx5_dv::prm::cqe;
 use mlx5_dv::{QpState, event_type};
 
 use super::{Engine, syndrome};
-use crate::device::firmware::QpPath;
-use crate::device::wqe::{self, Cqe, SigErrInfo, Wqe};
+use crate::device::contract::{self, Cqe, SigErrInfo, Wqe};
 use crate::device::{Device, DeviceEvent};
+use crate::fabric::QpPath;
 use crate::host::{Dma, Host};
 use crate::signature::TransferError;
 
@@ -47,12 +47,12 @@ impl Device {
         let owner = c.pi & c.ring.wqe_cnt != 0;
         // Encoded in place: nothing is written if the slot is unmapped or a field overflows.
         let slot = host.bytes_mut(c.ring.slot(c.pi), cqe::SIZE).and_then(|b| <&mut [u8; cqe::SIZE]>::try_from(b).ok());
-        if slot.is_some_and(|b| cqe.encode_into(owner, b).is_ok()) {
+        if let Some(b) = slot
+            && cqe.encode_into(owner, b).is_ok()
+        {
+            let solicited = crate::device::contract::cqe_wakes_solicited(b[cqe::SIZE - 1]);
             c.pi = c.pi.wrapping_add(1);
-            if let (true, Some(eqn)) = (c.armed, c.eqn) {
-                c.armed = false;
-                self.fw.post_event(crate::device::firmware::Event::completion(cqn, eqn));
-            }
+            self.fw.cqe_written(cqn, solicited);
         }
     }
 
@@ -97,12 +97,12 @@ impl Engine<'_> {
         }
     }
 
-    /// A responder error CQE for the receive WQE `index` of `peer`.
-    pub(super) fn recv_error(&mut self, peer: QpPath, index: u16, s: u8) {
-        let Some(d) = self.devs.get_mut(peer.dev) else { return };
-        let Some(rcq) = d.fw.qp(peer.qpn).map(|q| q.recv_cqn) else { return };
+    /// A responder error CQE for the receive WQE `index` of `qp`, on its own device.
+    pub(super) fn recv_error(&mut self, qp: QpPath, index: u16, s: u8) {
+        let Some(d) = self.devs.get_mut(qp.dev) else { return };
+        let Some(rcq) = d.fw.qp(qp.qpn).map(|q| q.recv_cqn) else { return };
         let cqe = Cqe::Err {
-            qpn: peer.qpn,
+            qpn: qp.qpn,
             wqe_counter: index,
             requester: false,
             wqe_opcode: 0,
@@ -128,13 +128,14 @@ impl Engine<'_> {
     }
 
     /// Take the receive WQE at the device's consumer counter, read from the ring.
-    pub(super) fn pop_recv(&mut self, id: QpPath) -> Option<wqe::RecvWqe> {
+    pub(super) fn pop_recv(&mut self, id: QpPath) -> Option<contract::RecvWqe> {
         let q = self.devs.get_mut(id.dev)?.fw.qp_mut(id.qpn)?;
         if q.rq_cc == q.rq_pc || q.rq.is_empty() {
             return None;
         }
         let index = q.rq_cc as u16;
-        let r = wqe::decode_recv(index, self.host.read(q.rq.slot(q.rq_cc), q.rq.stride as usize).unwrap_or_default());
+        let r =
+            contract::decode_recv(index, self.host.read(q.rq.slot(q.rq_cc), q.rq.stride as usize).unwrap_or_default());
         q.rq_cc = q.rq_cc.wrapping_add(1);
         Some(r)
     }

@@ -1,21 +1,30 @@
 //! The direct RDMA WRITE: between plain MRs (MTT keys without a page list, signature or
 //! crypto), the general path of [`super::ops`] resolves each key to its own addresses and
 //! copies the bytes. When every check of that path would pass, do just that, without
-//! building endpoints; when any would fail, the general path runs and reports it. Debug
-//! builds run the general translation beside it and compare. What those checks found of a
-//! QP, its responder and its keys is kept on the device between runs, for as long as the
-//! firmware's epoch (any change to a QP or an mkey) stays.
+//! building endpoints; when any would fail, the general path runs and reports it. The
+//! requester checks its side and sends a WRITE packet whose payload names its plain ranges;
+//! the responder's [`Engine::rx_direct_write`] checks its side (QP, PSN, remote key) and
+//! places the bytes, or refuses without effect. Debug builds run the general translation
+//! beside each side and compare. What each side found of its QP and keys is kept on its own
+//! device between runs, for as long as that device's firmware epoch (any change to a QP or
+//! an mkey) stays.
 
 use mlx5_dv::prm::mkc;
 use mlx5_dv::{AccessFlags, QpState, Sge};
 
 use super::pipeline::stage_cfg;
+use super::responder::{Payload, Request};
+#[cfg(debug_assertions)]
+use super::translate::Need;
 use super::translate::field;
 use super::{Engine, Step};
 use crate::device::Device;
-use crate::device::firmware::{FwMkey, FwQp, QpPath, Translation};
-use crate::device::wqe::{self, Wqe};
-use crate::host::Dma;
+use crate::device::contract::{self, Wqe};
+use crate::device::firmware::{FwMkey, FwQp, PSN_MASK};
+use crate::device::translation::Translation;
+use crate::fabric::QpPath;
+use crate::host::{Dma, Host};
+use crate::packet::{Bth, Headers, Packet, Reth, opcode};
 use crate::small::SmallVec;
 
 /// The range `[start, start + len)` of the plain MR `m` when `key` names it in PD `pdn`,
@@ -40,38 +49,46 @@ fn within((start, mr_len): (u64, u64), addr: u64, len: u64) -> bool {
     addr.checked_sub(start).and_then(|off| off.checked_add(len)).is_some_and(|end| end <= mr_len)
 }
 
-/// What the direct path found of one QP's WRITEs: the QP and its peer, and the plain MRs its
-/// last WRITE gathered from and wrote to. All of it derives from QPs and mkeys of the two
-/// devices, so it holds while their epochs stay ([`Kept`]).
+/// What the requester's direct path found of one QP's WRITEs: the QP and the plain MR its
+/// last WRITE gathered from. All of it derives from QPs and mkeys of its own device, so it
+/// holds while that device's epoch stays ([`Kept`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct DirectMemo {
     qp: Option<QpFacts>,
     /// The local key, and its MR's range, as [`plain_mr`] gives it for a local read.
     lkey: Option<(u32, (u64, u64))>,
-    /// The remote key, and its MR's range, for a remote write.
-    rkey: Option<(u32, (u64, u64))>,
     /// True if it holds more than the device kept.
     dirty: bool,
 }
 
 /// The [`DirectMemo`] a device keeps between runs, for the requester QP it names, at the
-/// epochs of that QP's device and of its responder's.
+/// epoch of that QP's device.
 #[derive(Debug, Clone, Copy, Default)]
 pub(in crate::device) struct Kept {
-    at: Option<(QpPath, u64, u64)>,
+    at: Option<(QpPath, u64)>,
     memo: DirectMemo,
+}
+
+/// What a responder's direct path found of the QP and remote key it last wrote through, at
+/// (epoch, QP number, key): that the QP takes RDMA WRITEs, its PD, and the MR's range. Valid
+/// while its device's epoch stays.
+#[derive(Debug, Clone, Copy, Default)]
+pub(in crate::device) struct RxKept {
+    at: Option<(u64, u32, u32)>,
+    range: (u64, u64),
 }
 
 /// A WRITE's remote key and address, and its gather list.
 pub(super) type Target<'a> = (u32, u64, &'a [Sge]);
 
-/// A requester's PD, its responder and the responder's PD, and the largest message.
+/// A requester's PD, where the fabric delivers its requests, the largest message, and the
+/// path MTU (`enum ibv_mtu`, 1 to 5).
 #[derive(Debug, Clone, Copy)]
 struct QpFacts {
     pdn: u32,
-    peer: QpPath,
-    peer_pdn: u32,
+    to: QpPath,
     max_msg: u64,
+    mtu: u32,
 }
 
 impl Engine<'_> {
@@ -84,7 +101,11 @@ impl Engine<'_> {
 
     /// The copy of [`Engine::direct_write`]: false, with nothing copied, for the general
     /// path. With `MEMO`, what it finds is kept in `memo` and what `memo` holds is used.
+    /// A capture sees every request go through [`Engine::transmit`]: none is direct then.
     pub(super) fn direct_copy<const MEMO: bool>(&mut self, memo: &mut DirectMemo, qp: QpPath, w: Target) -> bool {
+        if self.fabric.capture().is_some() {
+            return false;
+        }
         self.try_direct_copy::<MEMO>(memo, qp, w).is_some()
     }
 
@@ -99,7 +120,7 @@ impl Engine<'_> {
                 *memo.qp.insert(self.qp_facts(qp)?)
             }
         };
-        let QpFacts { pdn, peer, peer_pdn, max_msg } = facts;
+        let QpFacts { pdn, to, max_msg, mtu } = facts;
         if sge.is_empty() {
             return None;
         }
@@ -121,37 +142,76 @@ impl Engine<'_> {
         if total > max_msg {
             return None;
         }
-        let (range, known) = match memo.rkey {
-            Some((key, range)) if MEMO && key == rkey => (range, true),
-            _ => (plain_mr(self.mkey_of(peer.dev, rkey)?, rkey, peer_pdn, true)?, false),
-        };
-        if !within(range, raddr, total) {
-            return None;
-        }
-        if MEMO && !known {
-            (memo.rkey, memo.dirty) = (Some((rkey, range)), true);
-        }
-        let dst_range = [(raddr, total)];
-        let dst = if total > 0 { &dst_range[..] } else { &[] };
-        // One gather entry and the target in two regions (the common case): both are mapped
-        // if the regions hold them, and the copy is one slice copy.
-        if let ([s], [d]) = (sge, dst) {
-            let one = (s.addr, d.1);
-            #[cfg(debug_assertions)]
-            self.check_direct(qp, peer, (rkey, raddr, sge), &[one], dst);
-            if self.host.with_two(one, *d, |from, to| to.copy_from_slice(from)).is_some() {
-                return Some(());
+        // One gather entry (the common case) needs no list.
+        let one;
+        let src: SmallVec<(u64, u64), 4>;
+        let src: &[(u64, u64)] = match sge {
+            [s] if s.length > 0 => {
+                one = [(s.addr, total)];
+                &one
             }
-        }
-        let src: SmallVec<(u64, u64), 4> =
-            sge.iter().filter(|s| s.length > 0).map(|s| (s.addr, u64::from(s.length))).collect();
+            _ => {
+                src = sge.iter().filter(|s| s.length > 0).map(|s| (s.addr, u64::from(s.length))).collect();
+                &src
+            }
+        };
         #[cfg(debug_assertions)]
-        self.check_direct(qp, peer, (rkey, raddr, sge), &src, dst);
-        if !src.iter().chain(dst).all(|&(va, n)| self.host.is_mapped(va, n)) {
+        self.check_direct_local(qp, sge, src, total);
+        let span = u32::try_from(total.div_ceil(128u64 << mtu).max(1)).unwrap_or(u32::MAX);
+        // The PSN moves as the packet leaves; a refusal takes it back.
+        let t = self.dev(qp.dev)?.fw.transport_mut(qp.qpn)?;
+        let psn = t.sq_psn;
+        t.sq_psn = psn.wrapping_add(span) & PSN_MASK;
+        let headers = Headers {
+            bth: Bth {
+                opcode: opcode::WRITE_ONLY,
+                dest_qp: to.qpn,
+                psn,
+                ack_req: true,
+                pkey: 0xffff,
+                ..Bth::default()
+            },
+            reth: Some(Reth { va: raddr, rkey, dma_len: u32::try_from(total).unwrap_or(u32::MAX) }),
+            ..Headers::default()
+        };
+        let req = Request { packet: Packet { headers, payload: Payload::Plain(src) }, from: qp, span, corrupt: None };
+        if !self.rx_direct_write(to.dev, &req) {
+            if let Some(t) = self.dev(qp.dev).and_then(|d| d.fw.transport_mut(qp.qpn)) {
+                t.sq_psn = psn;
+            }
             return None;
         }
-        // Mapped, so the copy cannot fail; were it to, the general path would meet it too.
-        self.host.transfer(&src, dst).then_some(())
+        Some(())
+    }
+
+    /// Device `dev`'s responder takes a plain WRITE packet from the direct path
+    /// ([`Device::rx_plain_write`]). Debug builds check that the general path would have
+    /// placed it the same way.
+    #[inline]
+    pub(super) fn rx_direct_write(&mut self, dev: usize, req: &Request<'_>) -> bool {
+        #[cfg(debug_assertions)]
+        let general = self.general_target(dev, req);
+        let Some(d) = self.devs.get_mut(dev) else { return false };
+        let placed = d.rx_plain_write(self.host, req).is_some();
+        #[cfg(debug_assertions)]
+        if placed {
+            let r = req.packet.headers.reth.unwrap_or_default();
+            let dst = [(r.va, u64::from(r.dma_len))];
+            let dst = if r.dma_len > 0 { &dst[..] } else { &[] };
+            debug_assert!(
+                general.as_ref().is_some_and(|ep| plain_part(ep, dst)),
+                "a direct WRITE the general path places otherwise: {general:?}"
+            );
+        }
+        placed
+    }
+
+    /// Where the general path would place a WRITE packet on device `dev`.
+    #[cfg(debug_assertions)]
+    fn general_target(&self, dev: usize, req: &Request<'_>) -> Option<super::pipeline::Endpoint> {
+        let h = &req.packet.headers;
+        let (r, at) = (h.reth?, QpPath { dev, qpn: h.bth.dest_qp });
+        self.remote_endpoint(self.at(at), r.rkey, r.va, u64::from(r.dma_len), Need::RemoteWrite).ok()
     }
 
     /// The plain one-block WRITEs at the head of `id`'s send queue, in RTS with no fault rule
@@ -168,7 +228,7 @@ impl Engine<'_> {
         let mut memo = self.recall(id, q);
         while cc != pc {
             let at = (cc & (sq.wqe_cnt - 1)) as usize;
-            let Some(p) = self.host.read(sq.addr, sq.len()).and_then(|ring| wqe::plain_write_at(ring, at)) else {
+            let Some(p) = self.host.read(sq.addr, sq.len()).and_then(|ring| contract::plain_write_at(ring, at)) else {
                 break;
             };
             if !self.direct_copy::<true>(&mut memo, id, (p.rkey, p.raddr, std::slice::from_ref(&p.sge))) {
@@ -204,74 +264,112 @@ impl Engine<'_> {
     /// The memo `qp`'s device kept for it, if nothing it derives from has changed since;
     /// otherwise a fresh one with the facts of `q` (the QP, already looked up).
     pub(super) fn recall(&self, qp: QpPath, q: &FwQp) -> DirectMemo {
-        let epoch = |dev: usize| self.devs.get(dev).map(|d| d.fw.epoch());
-        if let Some(k) = self.devs.get(qp.dev).map(|d| &d.direct)
-            && let (Some((at, own, peer)), Some(f)) = (k.at, k.memo.qp)
+        if let Some(d) = self.devs.get(qp.dev)
+            && let (Some((at, own)), Some(_)) = (d.direct.at, d.direct.memo.qp)
             && at == qp
-            && epoch(qp.dev) == Some(own)
-            && epoch(f.peer.dev) == Some(peer)
+            && d.fw.epoch() == own
         {
-            return k.memo;
+            return d.direct.memo;
         }
         DirectMemo { qp: self.qp_facts_of(qp, q), dirty: true, ..DirectMemo::default() }
     }
 
     /// Keep `memo` on `qp`'s device for its next run.
     pub(super) fn keep(&mut self, qp: QpPath, mut memo: DirectMemo) {
-        if !memo.dirty {
+        if !memo.dirty || memo.qp.is_none() {
             return;
         }
         memo.dirty = false;
-        let epoch = |dev: usize| self.devs.get(dev).map(|d| d.fw.epoch());
-        let Some(f) = memo.qp else { return };
-        let (Some(own), Some(peer)) = (epoch(qp.dev), epoch(f.peer.dev)) else { return };
         if let Some(d) = self.devs.get_mut(qp.dev) {
-            d.direct = Kept { at: Some((qp, own, peer)), memo };
+            d.direct = Kept { at: Some((qp, d.fw.epoch())), memo };
         }
     }
 
-    /// `peer`, `at` and `peer_allows` of the general path, each QP looked up once: `None`
-    /// unless the peer takes RDMA WRITEs.
+    /// The requester's facts the general path looks up per WRITE: `None` for a QP without a
+    /// path the fabric delivers.
     fn qp_facts(&self, qp: QpPath) -> Option<QpFacts> {
         self.qp_facts_of(qp, self.qp(qp)?)
     }
 
     /// [`Engine::qp_facts`] of a QP already looked up.
     fn qp_facts_of(&self, qp: QpPath, q: &FwQp) -> Option<QpFacts> {
-        let (pdn, remote) = (q.pdn, q.remote?);
-        let peer = self.fabric.deliver(&remote)?;
-        let p = self.qp(peer)?;
-        if !matches!(p.state, QpState::Rtr | QpState::Rts) || !p.access.contains(AccessFlags::REMOTE_WRITE) {
-            return None;
-        }
-        Some(QpFacts { pdn, peer, peer_pdn: p.pdn, max_msg: self.max_msg(qp.dev) })
+        let remote = q.remote?;
+        let to = self.fabric.deliver(&remote)?;
+        Some(QpFacts { pdn: q.pdn, to, max_msg: self.max_msg(qp.dev), mtu: remote.path_mtu.clamp(1, 5) })
     }
 
-    /// The general path translates the WRITE to the same single plain parts.
+    /// The general path translates the requester's side to the same single plain part.
     #[cfg(debug_assertions)]
-    fn check_direct(
-        &self,
-        qp: QpPath,
-        peer: QpPath,
-        (rkey, raddr, sge): (u32, u64, &[Sge]),
-        src: &[(u64, u64)],
-        dst: &[(u64, u64)],
-    ) {
-        use super::translate::Need;
+    fn check_direct_local(&self, qp: QpPath, sge: &[Sge], src: &[(u64, u64)], total: u64) {
         let at = self.at(qp);
-        let total = dst.first().map_or(0, |d| d.1);
         assert!(self.wire_len(at.dev, sge) <= self.max_msg(at.dev));
         let local = self.local_endpoint(at, sge, Need::LocalRead, None);
-        let remote = self.remote_endpoint(self.at(peer), rkey, raddr, total, Need::RemoteWrite);
-        // One plain part per side, over the same ranges, and the same length.
-        let plain = |ep: &super::pipeline::Endpoint, ranges: &[(u64, u64)]| match &ep.parts[..] {
-            [p] => p.stage.is_none() && p.crypto.is_none() && p.mem.runs.is_empty() && p.mem.ranges[..] == *ranges,
+        let agree = local.as_ref().is_ok_and(|l| l.wire_len() == Some(total) && plain_part(l, src));
+        debug_assert!(agree, "a direct WRITE the general path translates otherwise: {local:?}");
+    }
+}
+
+impl Device {
+    /// This device's responder takes a plain WRITE packet from the direct path: its QP takes
+    /// WRITEs at the packet's PSN, the remote key names a plain MR of its PD allowing remote
+    /// write that holds the target, and the bytes are placed in its host memory. `None`, with
+    /// nothing changed, for the general path. Its own tables only; what it found of its QP
+    /// and key is kept for the next packet.
+    #[inline(always)]
+    pub(super) fn rx_plain_write(&mut self, host: &mut Host, req: &Request<'_>) -> Option<()> {
+        let (h, Payload::Plain(src)) = (&req.packet.headers, &req.packet.payload) else { return None };
+        #[cfg(debug_assertions)]
+        super::responder::wire_check(h);
+        let (r, qpn) = (h.reth?, h.bth.dest_qp);
+        let key = (self.fw.epoch(), qpn, r.rkey);
+        let range = match self.rx_direct {
+            RxKept { at: Some(at), range } if at == key => range,
+            _ => {
+                let q = self.fw.qp(qpn)?;
+                if !matches!(q.state, QpState::Rtr | QpState::Rts) || !q.access.contains(AccessFlags::REMOTE_WRITE) {
+                    return None;
+                }
+                let range = plain_mr(self.fw.mkey(r.rkey >> 8)?, r.rkey, q.pdn, true)?;
+                self.rx_direct = RxKept { at: Some(key), range };
+                range
+            }
+        };
+        let total = u64::from(r.dma_len);
+        if !within(range, r.va, total) {
+            return None;
+        }
+        // The expected PSN: checked and moved on; a refusal below takes it back.
+        let t = self.fw.transport_mut(qpn)?;
+        if t.rq_psn != h.bth.psn {
+            return None;
+        }
+        t.rq_psn = t.rq_psn.wrapping_add(req.span) & PSN_MASK;
+        let dst_range = [(r.va, total)];
+        let dst = if total > 0 { &dst_range[..] } else { &[] };
+        // One gather range and one target range in two regions (the common case): both are
+        // mapped if the regions hold them, and the copy is one slice copy.
+        let copied = match (&src[..], dst) {
+            ([s], [d]) => host.with_two(*s, *d, |from, to| to.copy_from_slice(from)).is_some(),
             _ => false,
         };
-        let agree = match (&local, &remote) {
-            (Ok(l), Ok(r)) => l.wire_len() == Some(total) && plain(l, src) && plain(r, dst),
-            _ => false,
-        };
-        debug_assert!(agree, "a direct WRITE the general path translates otherwise: {local:?} {remote:?}");
+        // Otherwise every range must be mapped, and then the copy cannot fail (were it to,
+        // the general path would meet it too).
+        let placed = copied || (src.iter().chain(dst).all(|&(va, n)| host.is_mapped(va, n)) && host.transfer(src, dst));
+        if !placed {
+            if let Some(t) = self.fw.transport_mut(qpn) {
+                t.rq_psn = h.bth.psn;
+            }
+            return None;
+        }
+        Some(())
+    }
+}
+
+/// One plain part over exactly `ranges`.
+#[cfg(debug_assertions)]
+fn plain_part(ep: &super::pipeline::Endpoint, ranges: &[(u64, u64)]) -> bool {
+    match &ep.parts[..] {
+        [p] => p.stage.is_none() && p.crypto.is_none() && p.mem.runs.is_empty() && p.mem.ranges[..] == *ranges,
+        _ => false,
     }
 }

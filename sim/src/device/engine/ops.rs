@@ -1,45 +1,37 @@
 //! The operations: RDMA WRITE, READ, SEND (±imm, ±invalidate), LOCAL_INV, UMR, SET_PSV.
 //!
 //! Every data operation takes one path. The requester translates its own keys and checks the
-//! message length before anything is sent (a local error), then hands a [`Request`] to the
-//! fabric ([`Engine::transmit`]), which delivers it to the responder QP its RTR path named.
-//! The responder translates the remote key through its pipeline and places the data, and the
-//! reply comes back the same way: an ACK, a READ response (the responder's side of the
-//! message), or a NAK with its syndrome, with which the requester completes.
+//! message length before anything is sent (a local error), turns the WQE into a request
+//! packet and hands it to the fabric ([`Engine::transmit`]), which delivers it to the device
+//! its RTR path names. That device's responder ([`super::responder`]) answers with an ACK, a
+//! READ response or a NAK, and the requester completes the WQE by the answer.
 
-use mlx5_dv::prm::{cqe, mkc};
+use mlx5_dv::prm::mkc;
 use mlx5_dv::{AccessFlags, QpState, Sge, event_type};
 
-use super::pipeline::{Endpoint, SigHit};
-use super::translate::{At, Fault, Need, field};
+use super::pipeline::{Endpoint, Part, SigHit};
+use super::responder::{Corrupt, Payload, Pulled, Request, syndrome_of_nak};
+use super::translate::{At, Fault, Need, Xlat, field};
 use super::{Engine, Step, syndrome};
 use crate::device::Device;
-use crate::device::firmware::QpPath;
-use crate::device::wqe::{Cqe, SCATTER_TO_CQE_MAX, UmrWqe, Wqe, WqeKind};
+use crate::device::contract::{UmrWqe, Wqe, WqeKind};
+use crate::device::firmware::PSN_MASK;
+use crate::fabric::QpPath;
+use crate::packet::{Ack, Bth, Headers, Packet, Reth, nak, opcode};
 
-/// A corruption to apply on the wire: (offset, xor).
-type Corrupt = Option<(u64, u8)>;
-
-/// A request as the requester hands it to the fabric. The payload is the requester's side of
-/// the message, which the responder's pipeline reads as the bytes arrive.
-enum Request<'p> {
-    Write { rkey: u32, raddr: u64, imm: Option<u32>, payload: &'p Endpoint, corrupt: Corrupt },
-    Read { rkey: u32, raddr: u64, len: u64 },
-    Send { imm: Option<u32>, inv: Option<u32>, payload: &'p Endpoint, corrupt: Corrupt },
+/// Where a WRITE or SEND takes its payload from.
+#[derive(Clone, Copy)]
+enum Source<'w> {
+    /// Its gather list, through the local keys.
+    Gather(&'w [Sge]),
+    /// Inline data: `len` bytes at byte `at` of the WQE in the send queue.
+    Inline { at: u64, len: u64 },
 }
 
-/// The responder's answer.
-// Returned once per request; boxing the READ response would allocate per READ.
-#[allow(clippy::large_enum_variant)]
-enum Reply {
-    /// Done; the signature error the payload met leaving the requester, if any.
-    Ack(Option<SigHit>),
-    /// A READ response: the responder's side of the message.
-    ReadResponse(Endpoint),
-    /// Refused with this syndrome (the responder's QP has gone to ERR).
-    Nak(u8),
-    /// The requester's own memory failed while the payload was read: a local error.
-    Local(u8),
+/// Where inline data starts in a WQE: after the control segment, the remote address segment
+/// of an RDMA WQE, and the inline segment's byte count.
+fn inline_at(rdma: bool) -> u64 {
+    16 + if rdma { 16 } else { 0 } + 4
 }
 
 impl Engine<'_> {
@@ -47,19 +39,53 @@ impl Engine<'_> {
         At { dev: q.dev, pdn: self.qp(q).map_or(0, |q| q.pdn) }
     }
 
-    /// The responder the fabric delivers this QP's requests to, if it can take one (RTR or
-    /// RTS); `None` is a path that reaches no QP, where requests time out.
-    pub(super) fn peer(&self, qp: QpPath) -> Option<QpPath> {
-        let r = self.fabric.deliver(&self.qp(qp)?.remote?)?;
-        matches!(self.qp(r)?.state, QpState::Rtr | QpState::Rts).then_some(r)
+    /// Where the fabric delivers this QP's requests: the device its RTR path's address
+    /// names, and the QP number there; `None` for an address no port has.
+    pub(super) fn route(&self, qp: QpPath) -> Option<QpPath> {
+        self.fabric.deliver(&self.qp(qp)?.remote?)
     }
 
-    pub(super) fn peer_allows(&self, peer: QpPath, a: AccessFlags) -> bool {
-        self.qp(peer).is_some_and(|p| p.access.contains(a))
+    /// The packets a message of `len` bytes takes on `qp`'s path: one per path MTU, at least
+    /// one (`enum ibv_mtu`: 1 = 256 bytes … 5 = 4096).
+    pub(super) fn packets(&self, qp: QpPath, len: u64) -> u32 {
+        let n = len.div_ceil(self.mtu_bytes(qp)).max(1);
+        u32::try_from(n).unwrap_or(u32::MAX)
     }
 
-    fn rq_empty(&self, peer: QpPath) -> bool {
-        self.qp(peer).is_some_and(|p| p.rq_cc == p.rq_pc)
+    /// The bytes of `qp`'s path MTU (4096 without a path).
+    pub(super) fn mtu_bytes(&self, qp: QpPath) -> u64 {
+        128u64 << self.qp(qp).and_then(|q| q.remote).map_or(5, |r| r.path_mtu).clamp(1, 5)
+    }
+
+    /// The next PSN the requester `qp` sends.
+    pub(super) fn sq_psn(&self, qp: QpPath) -> u32 {
+        self.qp(qp).map_or(0, |q| q.transport.sq_psn)
+    }
+
+    /// A message of `n` packets left `qp` and was answered.
+    pub(super) fn sent(&mut self, qp: QpPath, n: u32) {
+        if let Some(t) = self.dev(qp.dev).and_then(|d| d.fw.transport_mut(qp.qpn)) {
+            t.sq_psn = t.sq_psn.wrapping_add(n) & PSN_MASK;
+        }
+    }
+
+    /// The request packet for `qp`'s next message and the device the fabric routes it to;
+    /// `None` if the path's address reaches no port.
+    fn request<'p>(
+        &self,
+        qp: QpPath,
+        h: Headers,
+        payload: Payload<'p>,
+        span: u32,
+        corrupt: Corrupt,
+    ) -> Option<(usize, Request<'p>)> {
+        let to = self.route(qp)?;
+        let mut headers = h;
+        headers.bth.dest_qp = to.qpn;
+        headers.bth.psn = self.sq_psn(qp);
+        headers.bth.ack_req = true;
+        headers.bth.pkey = 0xffff;
+        Some((to.dev, Request { packet: Packet { headers, payload }, from: qp, span, corrupt }))
     }
 
     /// A requester's own translation fault: a crypto failure completes with the profile's
@@ -75,18 +101,6 @@ impl Engine<'_> {
         self.devs.get(dev).map_or(0, |d| u64::from(d.max_msg_sz))
     }
 
-    /// The responder detected an error: its QP goes to ERR (with an async event) once the
-    /// requester has completed the WR, so a QP connected to itself completes it once.
-    fn responder_error(&mut self, peer: QpPath, ev: Option<u32>) {
-        self.pending.push((peer, ev));
-    }
-
-    /// NAK a request with a remote access error.
-    fn remote_fault(&mut self, peer: QpPath) -> Reply {
-        self.responder_error(peer, Some(event_type::QP_ACCESS_ERR));
-        Reply::Nak(syndrome::REMOTE_ACCESS)
-    }
-
     /// A requester-side signature error: report it; a SIG_PIPELINING QP drains to SQD.
     fn requester_sig(&mut self, qp: QpPath, hit: SigHit) -> bool {
         let Some((cq, drain)) = self.qp(qp).map(|q| (q.send_cqn, q.drain_sigerr)) else { return false };
@@ -99,13 +113,6 @@ impl Engine<'_> {
             return true;
         }
         false
-    }
-
-    fn responder_sig(&mut self, peer: QpPath, hit: Option<SigHit>) {
-        let Some(cq) = self.qp(peer).map(|p| p.recv_cqn) else { return };
-        if let Some(h) = hit {
-            self.report_sig(peer.dev, h.index, h.err, h.domain, cq, peer.qpn);
-        }
     }
 
     /// Execute the head WQE `w` of `qp`, a QP the caller has just found in RTS.
@@ -135,71 +142,143 @@ impl Engine<'_> {
                     None => Step::Failed(syndrome::LOCAL_PROT),
                 }
             }
-            WqeKind::Write { rkey, raddr, sge, imm } => {
+            WqeKind::Write { rkey, raddr, sge, imm, inline } => {
                 let (rkey, raddr, imm) = (*rkey, *raddr, *imm);
                 if imm.is_none()
+                    && inline.is_none()
                     && corrupt.is_none()
                     && let Some(step) = self.direct_write(qp, w, rkey, raddr, sge)
                 {
                     return step;
                 }
-                self.send_payload(qp, w, sge, imm.is_some(), |payload| Request::Write {
-                    rkey,
-                    raddr,
+                let src = match inline {
+                    Some(b) => Source::Inline { at: inline_at(true), len: b.len() as u64 },
+                    None => Source::Gather(sge),
+                };
+                let op = if imm.is_some() { opcode::WRITE_ONLY_IMM } else { opcode::WRITE_ONLY };
+                let h = Headers {
+                    bth: Bth { opcode: op, se: w.solicited, ..Bth::default() },
+                    reth: Some(Reth { va: raddr, rkey, dma_len: 0 }),
                     imm,
-                    payload,
-                    corrupt,
-                })
+                    ..Headers::default()
+                };
+                self.send_payload(qp, w, src, h, corrupt)
             }
-            WqeKind::Send { sge, imm, inv } => {
+            WqeKind::Send { sge, imm, inv, inline } => {
                 let (imm, inv) = (*imm, *inv);
-                self.send_payload(qp, w, sge, true, |payload| Request::Send { imm, inv, payload, corrupt })
+                let src = match inline {
+                    Some(b) => Source::Inline { at: inline_at(false), len: b.len() as u64 },
+                    None => Source::Gather(sge),
+                };
+                let op = match (inv, imm) {
+                    (Some(_), _) => opcode::SEND_ONLY_INV,
+                    (None, Some(_)) => opcode::SEND_ONLY_IMM,
+                    (None, None) => opcode::SEND_ONLY,
+                };
+                let h = Headers {
+                    bth: Bth { opcode: op, se: w.solicited, ..Bth::default() },
+                    imm: imm.filter(|_| inv.is_none()),
+                    ieth: inv,
+                    ..Headers::default()
+                };
+                self.send_payload(qp, w, src, h, corrupt)
             }
-            WqeKind::Read { rkey, raddr, sge } => self.read(qp, w, (*rkey, *raddr), sge, corrupt),
+            // Inline data where the READ response should be scattered: nowhere to place it.
+            WqeKind::Read { inline: Some(_), .. } => Step::Failed(syndrome::LOCAL_QP_OP),
+            WqeKind::Read { rkey, raddr, sge, inline: None } => self.read(qp, w, (*rkey, *raddr), sge, corrupt),
         }
     }
 
-    /// A WRITE or SEND: local checks, then the request through the fabric.
-    fn send_payload(
-        &mut self,
-        qp: QpPath,
-        w: &Wqe,
-        sge: &[Sge],
-        needs_recv: bool,
-        request: impl FnOnce(&Endpoint) -> Request<'_>,
-    ) -> Step {
+    /// The bytes of the head WQE of `qp` from byte `at` on, in the send queue in host
+    /// memory (across the ring's end): where the device reads inline data.
+    fn inline_endpoint(&self, qp: QpPath, at: u64, len: u64) -> Option<Endpoint> {
+        let q = self.qp(qp)?;
+        let (ring, base) = (q.sq.len() as u64, q.sq.addr);
+        if ring == 0 {
+            return None;
+        }
+        let head = u64::from(q.sq_cc & q.sq.wqe_cnt.wrapping_sub(1)) * u64::from(q.sq.stride);
+        let mut mem = Xlat::default();
+        let (mut off, mut left) = ((head + at) % ring, len);
+        while left > 0 {
+            let n = left.min(ring - off);
+            mem.ranges.push((base.wrapping_add(off), n));
+            (off, left) = (0, left - n);
+        }
+        let mut ep = Endpoint { dev: qp.dev, parts: Default::default() };
+        ep.parts.push(Part { mem, wire: len, ..Part::default() });
+        Some(ep)
+    }
+
+    /// A WRITE or SEND: local checks, then the request through the fabric, completed by the
+    /// answer.
+    fn send_payload(&mut self, qp: QpPath, w: &Wqe, src: Source<'_>, h: Headers, corrupt: Corrupt) -> Step {
         let at = self.at(qp);
-        if self.wire_len(at.dev, sge) > self.max_msg(at.dev) {
-            return Step::Failed(syndrome::LOCAL_LENGTH);
-        }
-        let payload = match self.local_endpoint(at, sge, Need::LocalRead, None) {
-            Ok(p) => p,
-            Err(f) => return self.local_fault(at.dev, f),
+        let payload = match src {
+            Source::Gather(sge) => {
+                if self.wire_len(at.dev, sge) > self.max_msg(at.dev) {
+                    return Step::Failed(syndrome::LOCAL_LENGTH);
+                }
+                match self.local_endpoint(at, sge, Need::LocalRead, None) {
+                    Ok(p) => p,
+                    Err(f) => return self.local_fault(at.dev, f),
+                }
+            }
+            Source::Inline { at: off, len } => match self.inline_endpoint(qp, off, len) {
+                Some(p) => p,
+                None => return Step::Failed(syndrome::LOCAL_QP_OP),
+            },
         };
-        let Some(peer) = self.peer(qp) else { return Step::Failed(syndrome::TRANSPORT_RETRY) };
-        if needs_recv && self.rq_empty(peer) {
-            return Step::Blocked;
-        }
+        // A SIG_PIPELINING QP learns of a bad source before the transfer; it reports it (and
+        // drains to SQD) once the responder has taken the message, which still goes out.
+        let mut early = None;
         if self.qp(qp).is_some_and(|q| q.drain_sigerr) && payload.parts.iter().any(|p| p.stage.is_some()) {
             match self.check_source(&payload) {
-                Ok(Some(h)) if self.requester_sig(qp, h) => return Step::Held,
-                Ok(_) => {}
+                Ok(h) => early = h,
                 Err(f) => return Step::Failed(f.syndrome),
             }
         }
-        match self.transmit(peer, request(&payload)) {
-            Reply::Ack(hit) => {
-                if let Some(h) = hit {
+        let len = payload.wire_len();
+        let n = self.packets(qp, len.unwrap_or(0));
+        let mut h = h;
+        if let Some(r) = &mut h.reth {
+            r.dma_len = len.and_then(|l| u32::try_from(l).ok()).unwrap_or(u32::MAX);
+        }
+        let Some((to, req)) = self.request(qp, h, Payload::Dma(&payload), n, corrupt) else {
+            return Step::Failed(syndrome::TRANSPORT_RETRY);
+        };
+        let resp = self.transmit(to, &req);
+        let ack = resp.ack_kind();
+        let taken = match (ack, resp.pulled) {
+            (_, Pulled::Failed) => true,
+            (None | Some(Ack::Nak(nak::PSN_SEQUENCE)), _) => return Step::Failed(syndrome::TRANSPORT_RETRY),
+            (Some(Ack::Rnr(_)), _) => return Step::Blocked,
+            // A duplicate: acknowledged again, not executed.
+            (Some(Ack::Ack(_)), Pulled::No) => false,
+            _ => true,
+        };
+        self.sent(qp, n);
+        if !taken {
+            return Step::Done(Device::success(qp.qpn, w, 0));
+        }
+        let reported = early.is_some();
+        if let Some(hit) = early {
+            self.requester_sig(qp, hit);
+        }
+        match (ack, resp.pulled) {
+            (_, Pulled::Failed) => Step::Failed(syndrome::LOCAL_PROT),
+            (Some(Ack::Nak(code)), _) => Step::Failed(syndrome_of_nak(code)),
+            (_, Pulled::Yes(hit)) => {
+                if let Some(h) = hit.filter(|_| !reported) {
                     self.requester_sig(qp, h);
                 }
                 Step::Done(Device::success(qp.qpn, w, 0))
             }
-            Reply::Nak(s) | Reply::Local(s) => Step::Failed(s),
-            Reply::ReadResponse(_) => Step::Failed(syndrome::LOCAL_QP_OP),
+            _ => Step::Failed(syndrome::LOCAL_QP_OP),
         }
     }
 
-    /// RDMA READ: the READ response streams from the responder's pipeline into ours.
+    /// RDMA READ: a READ request; the READ response's data is placed through our pipelines.
     fn read(&mut self, qp: QpPath, w: &Wqe, (rkey, raddr): (u32, u64), sge: &[Sge], corrupt: Corrupt) -> Step {
         let at = self.at(qp);
         let want = self.wire_len(at.dev, sge);
@@ -210,185 +289,40 @@ impl Engine<'_> {
             Ok(l) => l,
             Err(f) => return self.local_fault(at.dev, f),
         };
-        let Some(peer) = self.peer(qp) else { return Step::Failed(syndrome::TRANSPORT_RETRY) };
-        let source = match self.transmit(peer, Request::Read { rkey, raddr, len: want }) {
-            Reply::ReadResponse(ep) => ep,
-            Reply::Nak(s) | Reply::Local(s) => return Step::Failed(s),
-            Reply::Ack(_) => return Step::Failed(syndrome::LOCAL_QP_OP),
+        let n = self.packets(qp, want);
+        let dma_len = u32::try_from(want).unwrap_or(u32::MAX);
+        let h = Headers {
+            bth: Bth { opcode: opcode::READ_REQUEST, ..Bth::default() },
+            reth: Some(Reth { va: raddr, rkey, dma_len }),
+            ..Headers::default()
         };
-        let (rhit, hit) = match self.stream(&source, &local, corrupt) {
-            Ok(h) => h,
-            Err(f) if f.at_dst => return Step::Failed(syndrome::LOCAL_PROT),
-            Err(_) => {
-                self.responder_error(peer, Some(event_type::QP_ACCESS_ERR));
-                return Step::Failed(syndrome::REMOTE_ACCESS);
+        let Some((to, req)) = self.request(qp, h, Payload::None, n, None) else {
+            return Step::Failed(syndrome::TRANSPORT_RETRY);
+        };
+        let resp = self.transmit(to, &req);
+        let (ack, packet) = (resp.ack_kind(), resp.packet);
+        let mut data = match (ack, packet) {
+            (Some(Ack::Ack(_)), Some(p)) => p.payload,
+            (Some(Ack::Nak(c)), _) if c != nak::PSN_SEQUENCE => {
+                self.sent(qp, n);
+                return Step::Failed(syndrome_of_nak(c));
             }
+            _ => return Step::Failed(syndrome::TRANSPORT_RETRY),
         };
-        self.responder_sig(peer, rhit);
+        self.sent(qp, n);
+        if let Some((off, xor)) = corrupt
+            && let Some(b) = usize::try_from(off).ok().and_then(|o| data.get_mut(o))
+        {
+            *b ^= xor;
+        }
+        let placed = self.scatter(&data, &local);
+        self.give_scratch(qp.dev, data);
+        let Ok(hit) = placed else { return Step::Failed(syndrome::LOCAL_PROT) };
         if let Some(h) = hit {
             self.requester_sig(qp, h);
         }
         let data_len: u64 = sge.iter().map(|s| u64::from(s.length)).sum();
         Step::Done(Device::success(qp.qpn, w, u32::try_from(data_len).unwrap_or(u32::MAX)))
-    }
-
-    /// The fabric: deliver a request to the responder QP and return its reply. In one process
-    /// this is immediate and deterministic; a cross-process fabric goes here.
-    fn transmit(&mut self, peer: QpPath, req: Request<'_>) -> Reply {
-        match req {
-            Request::Write { rkey, raddr, imm, payload, corrupt } => {
-                self.respond_write(peer, (rkey, raddr), imm, payload, corrupt)
-            }
-            Request::Read { rkey, raddr, len } => self.respond_read(peer, rkey, raddr, len),
-            Request::Send { imm, inv, payload, corrupt } => self.respond_send(peer, imm, inv, payload, corrupt),
-        }
-    }
-
-    /// The responder's side of an RDMA WRITE.
-    fn respond_write(
-        &mut self,
-        peer: QpPath,
-        (rkey, raddr): (u32, u64),
-        imm: Option<u32>,
-        payload: &Endpoint,
-        corrupt: Corrupt,
-    ) -> Reply {
-        let pat = self.at(peer);
-        let Some(len) = payload.wire_len() else { return self.remote_fault(peer) };
-        if !self.peer_allows(peer, AccessFlags::REMOTE_WRITE) {
-            return self.remote_fault(peer);
-        }
-        let Ok(target) = self.remote_endpoint(pat, rkey, raddr, len, Need::RemoteWrite) else {
-            return self.remote_fault(peer);
-        };
-        let (hit, rhit) = match self.stream(payload, &target, corrupt) {
-            Ok(h) => h,
-            Err(f) if f.at_dst => return self.remote_fault(peer),
-            Err(_) => return Reply::Local(syndrome::LOCAL_PROT),
-        };
-        self.responder_sig(peer, rhit);
-        if let Some(imm) = imm {
-            self.complete_recv(peer, u32::try_from(len).unwrap_or(u32::MAX), imm);
-        }
-        Reply::Ack(hit)
-    }
-
-    /// The responder's side of an RDMA READ: access checked, its side of the message.
-    fn respond_read(&mut self, peer: QpPath, rkey: u32, raddr: u64, len: u64) -> Reply {
-        let pat = self.at(peer);
-        if !self.peer_allows(peer, AccessFlags::REMOTE_READ) {
-            return self.remote_fault(peer);
-        }
-        match self.remote_endpoint(pat, rkey, raddr, len, Need::RemoteRead) {
-            Ok(ep) if self.mapped(&ep) => Reply::ReadResponse(ep),
-            _ => self.remote_fault(peer),
-        }
-    }
-
-    /// SEND_WITH_INV at the responder: the key must name an mkey of the responder's PD that
-    /// allows remote invalidation.
-    fn may_invalidate(&self, peer: QpPath, key: u32) -> bool {
-        let pdn = self.at(peer).pdn;
-        let Some(m) = self.devs.get(peer.dev).and_then(|d| d.fw.mkey(key >> 8)) else { return false };
-        field(m, mkc::EN_RINVAL) != 0
-            && field(m, mkc::PD) == u64::from(pdn)
-            && field(m, mkc::MKEY_7_0) == u64::from(key & 0xff)
-    }
-
-    /// The responder's side of a SEND: the next receive WQE takes the message; an
-    /// invalidation takes effect once the data is placed.
-    fn respond_send(
-        &mut self,
-        peer: QpPath,
-        imm: Option<u32>,
-        inv: Option<u32>,
-        payload: &Endpoint,
-        corrupt: Corrupt,
-    ) -> Reply {
-        if let Some(key) = inv
-            && !self.may_invalidate(peer, key)
-        {
-            self.responder_error(peer, Some(event_type::QP_REQ_ERR));
-            return Reply::Nak(syndrome::REMOTE_INVAL_REQ);
-        }
-        let pat = self.at(peer);
-        let Some((rcq, scatter_to_cqe)) = self.qp(peer).map(|p| (p.recv_cqn, p.scatter_to_cqe)) else {
-            return Reply::Nak(syndrome::TRANSPORT_RETRY);
-        };
-        let Some(r) = self.pop_recv(peer) else { return Reply::Nak(syndrome::TRANSPORT_RETRY) };
-        let fail = |e: &mut Self, s: u8| {
-            e.recv_error(peer, r.index, s);
-            e.responder_error(peer, None);
-        };
-        let Some(len) = payload.wire_len() else {
-            fail(self, syndrome::LOCAL_LENGTH);
-            return Reply::Nak(syndrome::REMOTE_INVAL_REQ);
-        };
-        if len > self.wire_len(peer.dev, &r.sge) {
-            fail(self, syndrome::LOCAL_LENGTH);
-            return Reply::Nak(syndrome::REMOTE_INVAL_REQ);
-        }
-        let (opcode, imm) = match (inv, imm) {
-            (Some(key), _) => (cqe::opcode::RESP_SEND_INV, key),
-            (None, Some(imm)) => (cqe::opcode::RESP_SEND_IMM, imm),
-            (None, None) => (cqe::opcode::RESP_SEND, 0),
-        };
-        let byte_cnt = u32::try_from(len).unwrap_or(u32::MAX);
-        let mut inline = None;
-        let (hit, rhit) = if scatter_to_cqe && len <= SCATTER_TO_CQE_MAX as u64 {
-            // The device puts small payloads in the CQE; the provider copies them at poll time.
-            let Ok((mut data, hit)) = self.gather(payload) else { return Reply::Local(syndrome::LOCAL_PROT) };
-            if let Some((off, xor)) = corrupt
-                && let Some(b) = usize::try_from(off).ok().and_then(|o| data.get_mut(o))
-            {
-                *b ^= xor;
-            }
-            inline = Some(data.clone());
-            self.give_scratch(payload.dev, data);
-            (hit, None)
-        } else {
-            // A receive through a signature mkey takes one SGE.
-            let staged = r.sge.len() > 1 && r.sge.iter().any(|s| self.has_stages(peer.dev, s.lkey));
-            let target = if staged { None } else { self.local_endpoint(pat, &r.sge, Need::LocalWrite, Some(len)).ok() };
-            let Some(target) = target else {
-                fail(self, syndrome::LOCAL_PROT);
-                return Reply::Nak(syndrome::REMOTE_OP);
-            };
-            match self.stream(payload, &target, corrupt) {
-                Ok(h) => h,
-                Err(f) if f.at_dst => {
-                    fail(self, syndrome::LOCAL_PROT);
-                    return Reply::Nak(syndrome::REMOTE_OP);
-                }
-                Err(_) => return Reply::Local(syndrome::LOCAL_PROT),
-            }
-        };
-        if let Some(key) = inv
-            && let Some(m) = self.dev(peer.dev).and_then(|d| d.fw.mkey_mut(key >> 8))
-        {
-            let _ = mkc::FREE.set(&mut m.mkc, 1);
-        }
-        if let Some(h) = rhit {
-            self.report_sig(peer.dev, h.index, h.err, h.domain, rcq, peer.qpn);
-        }
-        let cqe = Cqe::Resp { qpn: peer.qpn, wqe_counter: r.index, opcode, byte_cnt, imm, inline };
-        self.push_cqe(peer.dev, rcq, cqe);
-        Reply::Ack(hit)
-    }
-
-    /// RDMA WRITE with immediate consumes a receive WQE without scattering into it.
-    fn complete_recv(&mut self, peer: QpPath, len: u32, imm: u32) {
-        let Some(rcq) = self.qp(peer).map(|p| p.recv_cqn) else { return };
-        let Some(r) = self.pop_recv(peer) else { return };
-        let cqe = Cqe::Resp {
-            qpn: peer.qpn,
-            wqe_counter: r.index,
-            opcode: cqe::opcode::RESP_WR_IMM,
-            byte_cnt: len,
-            imm,
-            inline: None,
-        };
-        self.push_cqe(peer.dev, rcq, cqe);
     }
 
     /// Apply a UMR WQE to its mkey: valid, new tag, then the masked fields.
@@ -419,7 +353,7 @@ impl Engine<'_> {
             m.sig = None;
         }
         if let Some(c) = &u.crypto_bsf {
-            let Some(cfg) = crate::device::wqe::crypto_of_bsf(c, multi_block) else {
+            let Some(cfg) = crate::device::contract::crypto_of_bsf(c, multi_block) else {
                 return Step::Failed(syndrome::LOCAL_QP_OP);
             };
             let _ = mkc::BSF_EN.set(&mut m.mkc, 1);

@@ -323,6 +323,26 @@ impl Engine<'_> {
         Ok((wire, hit))
     }
 
+    /// Place received wire bytes at `dst` through its pipelines (wire → memory): its first
+    /// signature error. A message longer than `dst` leaves the rest unplaced.
+    pub(super) fn scatter(&mut self, data: &[u8], dst: &Endpoint) -> Result<Option<SigHit>, Why> {
+        if !self.mapped(dst) {
+            return Err(Why::Unmapped);
+        }
+        if let [d] = &dst.parts[..]
+            && d.stage.is_none()
+            && d.crypto.is_none()
+            && let Some(ranges) = d.mem.flat()
+        {
+            let n = data.len().min(usize::try_from(d.wire).unwrap_or(usize::MAX));
+            let mut cur = RangeCursor::new(ranges);
+            return if self.host.write_ranges(&mut cur, &data[..n]) { Ok(None) } else { Err(Why::Unmapped) };
+        }
+        let mut sink = Sink::new(dst, self.devs.get(dst.dev).ok_or(Why::Key)?.crcs);
+        sink.feed(self.host, data)?;
+        sink.finish()
+    }
+
     /// Copy between plain translations; the earlier repetitions of a run in `dst` are
     /// overwritten by its last, so only the last is written.
     fn copy(&mut self, src: &Xlat, dst: &Xlat) -> Result<(), Why> {

@@ -8,7 +8,8 @@
 use mlx5_dv::prm::{Field, mkc};
 
 use super::{Engine, syndrome};
-use crate::device::firmware::{FwMkey, Translation};
+use crate::device::firmware::FwMkey;
+use crate::device::translation::Translation;
 use crate::small::SmallVec;
 
 /// How deep indirect mkeys may point through each other.

@@ -90,6 +90,11 @@ pub(super) struct EqTables {
 }
 
 impl EqTables {
+    /// EQEs written to every EQ so far.
+    pub(super) fn written(&self) -> u64 {
+        self.eqs.values().fold(0u64, |n, q| n.wrapping_add(u64::from(q.pc)))
+    }
+
     pub(super) fn new() -> Self {
         EqTables {
             eq_numbers: Numbers::new(0, 256),
@@ -111,6 +116,7 @@ fn be64(b: &[u8]) -> u64 {
 const BAD: Reject = Reject(status::BAD_PARAM_ERR, syndrome::BAD_FIELD);
 const NO_SUCH: Reject = Reject(status::BAD_PARAM_ERR, syndrome::NO_SUCH_OBJECT);
 const FULL: Reject = Reject(status::LIM_ERR, syndrome::OUT_OF_OBJECTS);
+const RANGE: Reject = Reject(status::BAD_PARAM_ERR, syndrome::OUT_OF_RANGE);
 
 impl Firmware {
     pub(super) fn create_eq(&mut self, uid: u16, input: &[u8], out: &mut [u8]) -> Result<(), Reject> {
@@ -121,8 +127,12 @@ impl Firmware {
         let log_size = c::LOG_EQ_SIZE.get(input)? as u8;
         let log_page = c::LOG_PAGE_SIZE.get(input)?;
         // One page must hold the ring: 2^(log_page + 12) >= 64 * 2^log_size.
-        if log_size > 22 || log_page + 12 < u64::from(log_size) + 6 {
+        if log_size > super::caps::LOG_MAX_EQ_SZ || log_page + 12 < u64::from(log_size) + 6 {
             return Err(BAD);
+        }
+        let ring = be64(pas) & !0xfff;
+        if ring.checked_add(e::eqe::SIZE as u64 * (1u64 << log_size)).is_none() {
+            return Err(RANGE);
         }
         let uar = c::UAR_PAGE.get(input)? as u32;
         if !self.eq.uars.contains_key(&uar) {
@@ -136,7 +146,7 @@ impl Firmware {
         let eqn = self.eq.eq_numbers.take().ok_or(FULL)?;
         let eq = FwEq {
             uid,
-            ring: be64(pas) & !0xfff,
+            ring,
             log_size,
             uar,
             intr: c::INTR.get(input)? as u16,
@@ -223,8 +233,12 @@ impl Firmware {
         if be64(first) & 0b11 == 0 {
             return Err(BAD); // a page neither readable nor writable
         }
+        let base = be64(first) & !0xfff;
+        if base.checked_add(len).is_none() {
+            return Err(RANGE);
+        }
         let id = self.eq.umem_numbers.take().ok_or(FULL)?;
-        let addr = (be64(first) & !0xfff).wrapping_add(offset);
+        let addr = base + offset;
         self.eq.umems.insert(id, FwUmem { uid, addr, len: len - offset });
         u::UMEM_ID.set(out, u64::from(id))?;
         Ok(())

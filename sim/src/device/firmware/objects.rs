@@ -7,7 +7,8 @@ use mlx5_dv::prm;
 use mlx5_dv::{AccessFlags, QpState};
 
 use crate::device::WqeFault;
-use crate::device::wqe::{QueueBuf, SigBsf};
+use crate::device::contract::{CryptoBsfConfig, QueueBuf, SigBsf};
+use crate::device::translation::Translation;
 
 /// Hands out 24-bit object numbers, lowest-recently-freed first, never two alike at once.
 #[derive(Debug, Clone)]
@@ -15,16 +16,26 @@ pub(super) struct Numbers {
     next: u32,
     limit: u32,
     free: Vec<u32>,
+    /// A number never handed out.
+    reserved: Option<u32>,
 }
 
 impl Numbers {
     pub(super) fn new(first: u32, limit: u32) -> Self {
-        Numbers { next: first, limit, free: Vec::new() }
+        Numbers { next: first, limit, free: Vec::new(), reserved: None }
+    }
+
+    /// Numbers from `first` below `limit`, but never `reserved`.
+    pub(super) fn without(first: u32, limit: u32, reserved: u32) -> Self {
+        Numbers { reserved: Some(reserved), ..Numbers::new(first, limit) }
     }
 
     pub(super) fn take(&mut self) -> Option<u32> {
         if let Some(n) = self.free.pop() {
             return Some(n);
+        }
+        if Some(self.next) == self.reserved {
+            self.next += 1;
         }
         if self.next >= self.limit {
             return None;
@@ -102,49 +113,6 @@ impl<T> Table<T> {
     }
 }
 
-/// One entry of a KLM list: `byte_count` bytes at `addr` of the memory `key` names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Klm {
-    /// Bytes this entry maps.
-    pub byte_count: u32,
-    /// Key of the memory it points into.
-    pub key: u32,
-    /// Address in that memory.
-    pub addr: u64,
-}
-
-/// One entry of a repeat block: each repetition `r` maps `byte_count` bytes at
-/// `addr + r * stride` of the memory `key` names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RepeatEntry {
-    /// Distance between repetitions (16-bit in the WQE).
-    pub stride: u16,
-    /// Bytes per repetition (16-bit in the WQE).
-    pub byte_count: u16,
-    /// Key of the memory it points into.
-    pub key: u32,
-    /// Address of the first repetition.
-    pub addr: u64,
-}
-
-/// How an mkey turns its addresses into memory.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Translation {
-    /// Nothing yet: an indirect mkey no UMR has given a layout.
-    None,
-    /// A registered region: addresses are host virtual addresses within `[start, start+len)`.
-    Mtt,
-    /// A KLM list (layout list): zero-based, entries back to back.
-    Klm(Vec<Klm>),
-    /// A repeat block (interleaved layout): zero-based, repetitions of the entries in turn.
-    Repeat {
-        /// How many times the entry list repeats.
-        repeat_count: u32,
-        /// The entries.
-        entries: Vec<RepeatEntry>,
-    },
-}
-
 /// An mkey as the firmware holds it: its context as last written, and its translation.
 #[derive(Debug, Clone)]
 pub struct FwMkey {
@@ -161,37 +129,7 @@ pub struct FwMkey {
     /// own MRs), addresses are host addresses.
     pub pages: Option<Vec<u64>>,
     /// The crypto configuration, once a UMR wrote a crypto BSF.
-    pub crypto: Option<MkeyCrypto>,
-}
-
-/// An mkey's crypto configuration, as its crypto BSF gave it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MkeyCrypto {
-    /// `enc_order` (`MLX5_ENCRYPTION_ORDER_*`).
-    pub enc_order: u8,
-    /// Data unit bytes.
-    pub dus: usize,
-    /// The initial tweak, little-endian (as the user gave it).
-    pub initial_tweak: [u8; 16],
-    /// The DEK object id.
-    pub dek: u32,
-    /// The keytag.
-    pub keytag: [u8; 8],
-}
-
-impl MkeyCrypto {
-    /// Memory holds plaintext and the wire ciphertext (TX encrypts).
-    pub fn encrypt_on_tx(&self) -> bool {
-        use mlx5_dv::prm::crypto_bsf::enc_order as o;
-        matches!(self.enc_order, o::ENCRYPTED_WIRE_SIGNATURE | o::ENCRYPTED_RAW_WIRE)
-    }
-
-    /// The cipher sits next to memory (TX: crypto, then signature); otherwise next to the
-    /// wire (TX: signature, then crypto).
-    pub fn memory_side(&self) -> bool {
-        use mlx5_dv::prm::crypto_bsf::enc_order as o;
-        matches!(self.enc_order, o::ENCRYPTED_MEMORY_SIGNATURE | o::ENCRYPTED_RAW_WIRE)
-    }
+    pub crypto: Option<CryptoBsfConfig>,
 }
 
 /// A PSV as the firmware holds it.
@@ -202,21 +140,14 @@ pub(in crate::device) struct FwPsv {
     pub(in crate::device) armed: bool,
 }
 
-/// The responder a QP's RTR path names: a device and a QP number on it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct QpPath {
-    /// The responder's device.
-    pub dev: usize,
-    /// The responder's QP number.
-    pub qpn: u32,
-}
-
 /// A QP as the device holds it: its context (state, PD, CQs, path) and its two work queues.
 #[derive(Debug, Clone)]
 pub struct FwQp {
     /// When the QP was created, across devices: the engine runs QPs in this order.
     pub(in crate::device) order: u64,
     pub(in crate::device) pdn: u32,
+    /// The service type (`qpc.st`).
+    pub(in crate::device) st: u8,
     pub(in crate::device) send_cqn: u32,
     pub(in crate::device) recv_cqn: u32,
     pub(in crate::device) state: QpState,
@@ -239,7 +170,30 @@ pub struct FwQp {
     pub(in crate::device) dbrec: u64,
     /// Fault rules matched when the doorbell rang, by the WQE's first basic block.
     pub(in crate::device) faults: VecDeque<(u32, WqeFault)>,
+    /// The reliable transport's sequence numbers and timers.
+    pub(in crate::device) transport: QpTransport,
 }
+
+/// A QP's reliable-transport state: the PSN its next request carries, the PSN its responder
+/// expects next (both 24 bits), and the timers and retry counts of its path.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QpTransport {
+    /// `sq_psn`: the PSN of the next request packet.
+    pub sq_psn: u32,
+    /// `rq_psn`: the PSN the responder expects next.
+    pub rq_psn: u32,
+    /// Local ACK timeout: 4.096 µs × 2^timeout; 0 waits forever.
+    pub timeout: u8,
+    /// Retries after a timeout or a sequence error NAK.
+    pub retry_cnt: u8,
+    /// Retries after an RNR NAK (7: without end).
+    pub rnr_retry: u8,
+    /// The RNR NAK timer the responder asks for.
+    pub min_rnr_timer: u8,
+}
+
+/// PSNs are 24 bits.
+pub const PSN_MASK: u32 = 0xff_ffff;
 
 /// QPs by number, in a vector sorted by number: the engine looks a QP up several times per
 /// WQE and walks them all per run, and a binary search over a few contiguous entries is
@@ -250,6 +204,7 @@ pub(super) struct QpTable {
 }
 
 impl QpTable {
+    #[inline]
     fn at(&self, qpn: u32) -> Result<usize, usize> {
         self.qps.binary_search_by_key(&qpn, |(n, _)| *n)
     }
@@ -313,13 +268,15 @@ impl FwQp {
     }
 }
 
-/// What creating a QP tells the firmware.
+/// What a CREATE_QP mailbox tells the firmware.
 #[derive(Debug, Clone, Copy)]
-pub struct QpCreate {
+pub(super) struct QpCreate {
     /// Scheduling order (see [`FwQp`]).
     pub order: u64,
     /// Its PD number.
     pub pdn: u32,
+    /// The service type (`qpc.st`).
+    pub st: u8,
     /// Send CQ number.
     pub send_cqn: u32,
     /// Receive CQ number.
@@ -336,9 +293,9 @@ pub struct QpCreate {
     pub dbrec: u64,
 }
 
-/// What creating a CQ tells the firmware: its ring and doorbell record in host memory.
+/// What a CREATE_CQ mailbox tells the firmware: its ring and doorbell record in host memory.
 #[derive(Debug, Clone, Copy)]
-pub struct CqCreate {
+pub(super) struct CqCreate {
     /// CQEs it holds at most (the ring has one slot more).
     pub cqe: u32,
     /// The ring: `cqe + 1` entries of 64 bytes.
@@ -361,6 +318,25 @@ pub struct FwCq {
     pub(in crate::device) overrun: bool,
     /// The EQ of a CQ made by a raw CREATE_CQ; kernel CQs report through the kernel.
     pub(in crate::device) eqn: Option<u32>,
-    /// Armed: the next CQE raises a completion event on `eqn`.
+    /// Armed: the next CQE raises a completion event (on `eqn`, or to the kernel for a
+    /// verbs CQ).
     pub(in crate::device) armed: bool,
+    /// Armed for solicited completions only (`MLX5_CQ_DB_REQ_NOT_SOL`): only a CQE with
+    /// the solicited bit, or an error CQE, raises the event.
+    pub(in crate::device) solicited_only: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Numbers;
+
+    #[test]
+    fn a_reserved_number_is_never_handed_out() {
+        let mut n = Numbers::without(2, 8, 4);
+        let first: Vec<_> = std::iter::from_fn(|| n.take()).collect();
+        assert_eq!(first, [2, 3, 5, 6, 7]);
+        n.give_back(5);
+        assert_eq!(n.take(), Some(5), "a freed number comes back");
+        assert_eq!(n.take(), None, "the limit holds");
+    }
 }

@@ -17,6 +17,13 @@ use crate::kernel;
 /// `MLX5_NUM_CMD_EQE + MLX5_NUM_SPARE_EQE`, rounded up: the async EQ's 256 entries.
 const ASYNC_EQ_LOG_SIZE: u8 = 8;
 
+/// `eqc.intr` as rdma-core's `mlx5_ifc.h` has it: 8 bits (the low byte of the 12-bit field
+/// of newer layouts), which `vfio_devx_create_eq` compares with the command vector 0.
+const INTR_8: prm::Field = prm::Field::new("eqc.intr", 0x138, 8);
+
+/// `cmd_hca_cap.log_max_eq_sz` in a QUERY_HCA_CAP output (the page at byte 16).
+const OUT_LOG_MAX_EQ_SZ: prm::Field = prm::Field::new("log_max_eq_sz", 0x80 + 0xe0, 8);
+
 /// What a VFIO context's driver set up at open.
 #[derive(Debug, Clone)]
 pub(crate) struct VfioState {
@@ -26,6 +33,8 @@ pub(crate) struct VfioState {
     async_ring: Buf,
     /// `msix_fds`: the eventfd bound to each vector; vector 0 is the async EQ's.
     msix: Vec<Option<EventFd>>,
+    /// `log_max_eq_sz` of the function's general capabilities, as the driver read them.
+    log_max_eq_sz: u8,
 }
 
 #[derive(Debug, Clone)]
@@ -90,6 +99,11 @@ impl Provider {
     ) -> Result<()> {
         let op = Op::IbvOpenDevice;
         let d = low.devices.get_mut(dev).ok_or_else(|| Error::new(op, EINVAL, "no such device"))?;
+        // mlx5_vfio_get_caps: the general page, for the EQ size limit.
+        let mut caps = vec![0u8; prm::query_hca_cap::OUT_SIZE];
+        let query = prm::new_input(16, opcode::QUERY_HCA_CAP, 0, prm::query_hca_cap::OP_MOD_GENERAL_CUR);
+        kernel::kernel_cmd(d, &query, &mut caps).map_err(|x| kernel::cmd_error(op, x, &caps, "QUERY_HCA_CAP"))?;
+        let log_max_eq_sz = OUT_LOG_MAX_EQ_SZ.get(&caps).unwrap_or(0) as u8;
         let mut out = [0u8; 16];
         kernel::kernel_cmd(d, &prm::new_input(16, opcode::ALLOC_UAR, 0, 0), &mut out)
             .map_err(|x| kernel::cmd_error(op, x, &out, "ALLOC_UAR"))?;
@@ -97,6 +111,7 @@ impl Provider {
         let size = (1usize << ASYNC_EQ_LOG_SIZE) * e::eqe::SIZE;
         let ring = self.driver_buf(low, size, op)?;
         let _ = self.write_buf(low, &ring, 0, &owner_bits(size));
+        let size = size as u64;
         let mut input = prm::new_input(e::create_eq::IN_SIZE + 8, opcode::CREATE_EQ, 0, 0);
         let mask = 1u64 << e::event::CMD | 1u64 << 0x0b;
         let fields = [
@@ -119,7 +134,8 @@ impl Provider {
             low.host.irqs.bind(dev, 0, fd.clone());
             msix[0] = Some(fd);
         }
-        self.devx.vfio.states.insert(ctx.id(), VfioState { eqs_uar, async_eqn, async_ring: ring, msix });
+        let state = VfioState { eqs_uar, async_eqn, async_ring: ring, msix, log_max_eq_sz };
+        self.devx.vfio.states.insert(ctx.id(), state);
         Ok(())
     }
 
@@ -198,7 +214,14 @@ impl Provider {
         fd.read().map_err(|x| Error::new(op, x, "nothing to read: no interrupt since the last read"))
     }
 
-    /// `mlx5dv_devx_create_eq` (`vfio_devx_create_eq`).
+    /// `mlx5dv_devx_create_eq` (`vfio_devx_create_eq`): EINVAL for a short input, another
+    /// opcode or `intr` 0 (8 bits); then the driver's ring, one page of
+    /// max(roundup_pow_of_two(2^log_eq_size * 64), 4 KiB), named by `pas[0]`.
+    ///
+    /// Two rules are the simulator's own: the output holds at least the 16-byte header (the
+    /// provider reads the EQ number from it) and at most 1 MiB; and a ring larger than the
+    /// function's `log_max_eq_sz` allows is not allocated (the firmware refuses the command
+    /// either way, so the answer is the same EREMOTEIO and BAD_PARAM).
     pub(crate) fn devx_create_eq(
         &mut self,
         low: &mut Lower<'_>,
@@ -208,36 +231,43 @@ impl Provider {
     ) -> Result<DevxEq> {
         let op = Op::DevxCreateEq;
         let dev = self.contexts.get(ctx, op)?.dev;
-        self.devx.vfio.state(ctx, op).map_err(|_| vfio_only(op))?;
+        let log_max_eq_sz = self.devx.vfio.state(ctx, op).map_err(|_| vfio_only(op))?.log_max_eq_sz;
         let c = e::create_eq::IN_SIZE;
         let code = prm::mbox_in::OPCODE.get(input).unwrap_or(0) as u16;
-        let intr = e::create_eq::INTR.get(input).unwrap_or(0);
+        let intr = INTR_8.get(input).unwrap_or(0);
         if input.len() < c || code != opcode::CREATE_EQ || intr == 0 {
             return Err(Error::new(op, EINVAL, "inlen < 272, an opcode other than CREATE_EQ, or intr 0"));
         }
-        if !(prm::mbox_out::SIZE..=1 << 20).contains(&out_len) {
+        if !(prm::mbox_out::SIZE..=super::VFIO_MAX_OUT).contains(&out_len) {
             return Err(Error::new(op, EINVAL, format!("an output of {out_len} bytes")));
         }
         let log_size = e::create_eq::LOG_EQ_SIZE.get(input).unwrap_or(0);
-        // max(roundup_pow_of_two(2^log_eq_size * 64), IOMMU page); 31 bits of log_eq_size
-        // cannot be reached (5-bit field), so the product fits.
-        let size = (64usize << log_size).next_power_of_two().max(4096);
-        if size > 1 << 30 {
-            return Err(Error::new(op, mlx5_dv::errno::ENOMEM, format!("an EQ ring of {size} bytes")));
-        }
-        let ring = self.driver_buf(low, size, op)?;
+        // log_eq_size is a 5-bit field: 64 << 31 fits in 64 bits.
+        let size = (64u64 << log_size).next_power_of_two().max(4096);
+        let ring = if log_size <= u64::from(log_max_eq_sz) {
+            let len = usize::try_from(size).map_err(|_| Error::new(op, mlx5_dv::errno::ENOMEM, "ring size"))?;
+            Some(self.driver_buf(low, len, op)?)
+        } else {
+            None
+        };
         let mut with_pas = input.to_vec();
-        with_pas.splice(c..c, ring.addr.to_be_bytes());
+        with_pas.splice(c..c, ring.as_ref().map_or(0, |r| r.addr).to_be_bytes());
         let _ = e::create_eq::LOG_PAGE_SIZE.set(&mut with_pas, u64::from(log_page_size(size)));
         let mut out = vec![0u8; out_len];
         let r = match low.devices.get_mut(dev) {
             Some(d) => cmd_do(d, &with_pas, &mut out),
             None => Err(EINVAL),
         };
-        if let Err(errno) = r {
-            self.free_driver_buf(low, &ring);
-            return Err(kernel::cmd_error(op, errno, &out, "CREATE_EQ"));
-        }
+        let ring = match (r, ring) {
+            (Ok(()), Some(ring)) => ring,
+            (r, ring) => {
+                if let Some(ring) = ring {
+                    self.free_driver_buf(low, &ring);
+                }
+                let errno = r.err().unwrap_or(EREMOTEIO);
+                return Err(kernel::cmd_error(op, errno, &out, "CREATE_EQ"));
+            }
+        };
         let eqn = e::create_eq::OUT_EQ_NUMBER.get(&out).unwrap_or(0) as u32;
         let handle = self.devx.vfio.eqs.insert(op, EqRec { ctx, dev, eqn, ring })?;
         Ok(DevxEq { handle, ring, out })
@@ -268,8 +298,8 @@ fn destroy_eq_cmd(low: &mut Lower<'_>, dev: usize, eqn: u32) {
 }
 
 /// `ilog32(size - 1) - MLX5_ADAPTER_PAGE_SHIFT`: the whole ring as one page.
-fn log_page_size(size: usize) -> u8 {
-    let bits = usize::BITS - size.saturating_sub(1).leading_zeros();
+fn log_page_size(size: u64) -> u8 {
+    let bits = u64::BITS - size.saturating_sub(1).leading_zeros();
     bits.saturating_sub(12) as u8
 }
 

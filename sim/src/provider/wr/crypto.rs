@@ -9,7 +9,7 @@ use super::super::qp::{INL_SEG, align};
 use super::super::{BsfState, Provider, SigDomainType};
 use super::sig::sig_config;
 use super::{Chain, OpenConfigure};
-use crate::device::wqe::SigBsf;
+use crate::device::contract::SigBsf;
 use crate::signature::SigConfig;
 
 impl Provider {

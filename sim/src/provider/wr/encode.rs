@@ -5,15 +5,15 @@
 
 use mlx5_dv::prm::FieldError;
 use mlx5_dv::prm::wqe::bsf::{self, Bsf, BsfInl, bfs, bsf_size, t10dif};
-use mlx5_dv::prm::wqe::compose::{Payload, SendWqe, Translation as WqeXlat, WqeBody};
+use mlx5_dv::prm::wqe::compose::{Payload, SendWqe, UmrTranslation, WqeBody};
 use mlx5_dv::prm::wqe::{
     CtrlSeg, DataSeg, KlmSeg, MkeyContextSeg, RaddrSeg, RepeatBlockSeg, RepeatEntSeg, SEND_WQE_BB, SetPsvSeg,
     UmrCtrlSeg, ctrl, repeat_block, umr_ctrl,
 };
 use mlx5_dv::{AccessFlags, Sge, sig};
 
-use crate::device::firmware::Translation;
-use crate::device::wqe::{SigBsf, UmrWqe, WqeKind, bytes_selector};
+use crate::device::contract::{SigBsf, UmrWqe, WqeKind, bytes_selector};
+use crate::device::translation::Translation;
 use crate::signature::{Domain, Escape, Kind};
 
 /// The control segment's per-WQE fields.
@@ -31,20 +31,29 @@ pub(in crate::provider) struct CtrlFields {
     pub(in crate::provider) fm: u8,
 }
 
-fn gather(sge: &[Sge]) -> Payload {
-    Payload::Gather(sge.iter().map(|s| DataSeg { byte_count: s.length, lkey: s.lkey, addr: s.addr }).collect())
+/// The data segments of a gather list, or the inline segment of `inline` bytes (none at all
+/// for zero bytes, as `_mlx5_send_wr_set_inline_data` and `set_data_inl_seg` write nothing).
+fn payload(sge: &[Sge], inline: Option<&[u8]>) -> Payload {
+    match inline {
+        Some(bytes) if !bytes.is_empty() => Payload::Inline(bytes.to_vec()),
+        Some(_) => Payload::Gather(Vec::new()),
+        None => {
+            Payload::Gather(sge.iter().map(|s| DataSeg { byte_count: s.length, lkey: s.lkey, addr: s.addr }).collect())
+        }
+    }
 }
 
 /// The WQE of an RDMA or SEND builder, its gather list borrowed from the work request
-/// (zero-length entries included: encoding skips them, as `_mlx5_send_wr_set_sge_list` does).
+/// (zero-length entries included: encoding skips them, as `_mlx5_send_wr_set_sge_list` does),
+/// or the inline data that replaces it (`inl`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(in crate::provider) enum DataWqe<'a> {
     /// RDMA WRITE, with immediate if `imm`.
-    Write { rkey: u32, raddr: u64, sge: &'a [Sge], imm: Option<u32> },
+    Write { rkey: u32, raddr: u64, sge: &'a [Sge], imm: Option<u32>, inl: Option<&'a [u8]> },
     /// RDMA READ.
-    Read { rkey: u32, raddr: u64, sge: &'a [Sge] },
+    Read { rkey: u32, raddr: u64, sge: &'a [Sge], inl: Option<&'a [u8]> },
     /// SEND, with immediate or with invalidate.
-    Send { sge: &'a [Sge], imm: Option<u32>, inv: Option<u32> },
+    Send { sge: &'a [Sge], imm: Option<u32>, inv: Option<u32>, inl: Option<&'a [u8]> },
 }
 
 impl<'a> DataWqe<'a> {
@@ -53,23 +62,38 @@ impl<'a> DataWqe<'a> {
         use mlx5_dv::WrOp as W;
         Some(match w {
             W::RdmaWrite { wr_id, flags, rkey, remote_addr, sge } => {
-                (*wr_id, *flags, DataWqe::Write { rkey: *rkey, raddr: *remote_addr, sge, imm: None })
+                (*wr_id, *flags, DataWqe::Write { rkey: *rkey, raddr: *remote_addr, sge, imm: None, inl: None })
             }
             W::RdmaWriteImm { wr_id, flags, rkey, remote_addr, imm, sge } => {
-                (*wr_id, *flags, DataWqe::Write { rkey: *rkey, raddr: *remote_addr, sge, imm: Some(*imm) })
+                (*wr_id, *flags, DataWqe::Write { rkey: *rkey, raddr: *remote_addr, sge, imm: Some(*imm), inl: None })
             }
             W::RdmaRead { wr_id, flags, rkey, remote_addr, sge } => {
-                (*wr_id, *flags, DataWqe::Read { rkey: *rkey, raddr: *remote_addr, sge })
+                (*wr_id, *flags, DataWqe::Read { rkey: *rkey, raddr: *remote_addr, sge, inl: None })
             }
-            W::Send { wr_id, flags, sge } => (*wr_id, *flags, DataWqe::Send { sge, imm: None, inv: None }),
+            W::Send { wr_id, flags, sge } => (*wr_id, *flags, DataWqe::Send { sge, imm: None, inv: None, inl: None }),
             W::SendImm { wr_id, flags, imm, sge } => {
-                (*wr_id, *flags, DataWqe::Send { sge, imm: Some(*imm), inv: None })
+                (*wr_id, *flags, DataWqe::Send { sge, imm: Some(*imm), inv: None, inl: None })
             }
             W::SendInv { wr_id, flags, invalidate_rkey, sge } => {
-                (*wr_id, *flags, DataWqe::Send { sge, imm: None, inv: Some(*invalidate_rkey) })
+                (*wr_id, *flags, DataWqe::Send { sge, imm: None, inv: Some(*invalidate_rkey), inl: None })
             }
             _ => return None,
         })
+    }
+
+    /// The same WQE carrying `bytes` inline in place of its gather list.
+    pub(in crate::provider) fn with_inline(mut self, bytes: &'a [u8]) -> Self {
+        match &mut self {
+            DataWqe::Write { inl, .. } | DataWqe::Read { inl, .. } | DataWqe::Send { inl, .. } => *inl = Some(bytes),
+        }
+        self
+    }
+
+    /// The inline data, if the WQE carries its payload.
+    fn inline(&self) -> Option<&'a [u8]> {
+        match *self {
+            DataWqe::Write { inl, .. } | DataWqe::Read { inl, .. } | DataWqe::Send { inl, .. } => inl,
+        }
     }
 
     /// The gather list as the work request gave it.
@@ -94,13 +118,18 @@ impl<'a> DataWqe<'a> {
         }
     }
 
-    /// The same WQE as a [`WqeKind`], without the zero-length entries.
+    /// The same WQE as a [`WqeKind`], without the zero-length entries (and with neither
+    /// entries nor inline segment for zero bytes inline).
     fn kind(&self) -> WqeKind {
-        let sge = self.sge().iter().filter(|s| s.length != 0).copied().collect();
+        let sge = match self.inline() {
+            Some(_) => crate::device::contract::SgeList::new(),
+            None => self.sge().iter().filter(|s| s.length != 0).copied().collect(),
+        };
+        let inline = self.inline().filter(|b| !b.is_empty()).map(<[u8]>::to_vec);
         match *self {
-            DataWqe::Write { rkey, raddr, imm, .. } => WqeKind::Write { rkey, raddr, sge, imm },
-            DataWqe::Read { rkey, raddr, .. } => WqeKind::Read { rkey, raddr, sge },
-            DataWqe::Send { imm, inv, .. } => WqeKind::Send { sge, imm, inv },
+            DataWqe::Write { rkey, raddr, imm, .. } => WqeKind::Write { rkey, raddr, sge, imm, inline },
+            DataWqe::Read { rkey, raddr, .. } => WqeKind::Read { rkey, raddr, sge, inline },
+            DataWqe::Send { imm, inv, .. } => WqeKind::Send { sge, imm, inv, inline },
         }
     }
 }
@@ -110,6 +139,11 @@ impl<'a> DataWqe<'a> {
 pub(in crate::provider) fn encode_data(d: &DataWqe<'_>, c: CtrlFields, out: &mut Vec<u8>) -> Result<(), FieldError> {
     use mlx5_dv::prm::wqe::SEND_WQE_DS;
     use mlx5_dv::prm::wqe::compose::MAX_WQE_BYTES;
+    if d.inline().is_some() {
+        // Inline data is rare: the segment codecs write it.
+        out.extend_from_slice(&encode(&d.kind(), c)?);
+        return Ok(());
+    }
     if let Some(bb) = one_block(d, c) {
         out.extend_from_slice(&bb);
         return Ok(());
@@ -143,7 +177,7 @@ pub(in crate::provider) fn one_block_into(d: &DataWqe<'_>, c: CtrlFields, bb: &m
     let (op, raddr, imm) = d.parts();
     let segs = d.sge().iter().filter(|s| s.length != 0);
     let units = 1 + usize::from(raddr.is_some()) + segs.clone().count();
-    if units * SEND_WQE_DS > SEND_WQE_BB || c.qpn > 0xff_ffff || c.fm > 7 {
+    if d.inline().is_some() || units * SEND_WQE_DS > SEND_WQE_BB || c.qpn > 0xff_ffff || c.fm > 7 {
         return false;
     }
     *bb = [0; SEND_WQE_BB];
@@ -198,16 +232,16 @@ pub(in crate::provider) fn encode(kind: &WqeKind, c: CtrlFields) -> Result<Vec<u
         ..CtrlSeg::default()
     };
     let body = match kind {
-        WqeKind::Write { rkey, raddr, sge, imm } => {
+        WqeKind::Write { rkey, raddr, sge, imm, inline } => {
             ctrl.imm = imm.unwrap_or(0);
-            WqeBody::Rdma { raddr: RaddrSeg { raddr: *raddr, rkey: *rkey }, payload: gather(sge) }
+            WqeBody::Rdma { raddr: RaddrSeg { raddr: *raddr, rkey: *rkey }, payload: payload(sge, inline.as_deref()) }
         }
-        WqeKind::Read { rkey, raddr, sge } => {
-            WqeBody::Rdma { raddr: RaddrSeg { raddr: *raddr, rkey: *rkey }, payload: gather(sge) }
+        WqeKind::Read { rkey, raddr, sge, inline } => {
+            WqeBody::Rdma { raddr: RaddrSeg { raddr: *raddr, rkey: *rkey }, payload: payload(sge, inline.as_deref()) }
         }
-        WqeKind::Send { sge, imm, inv } => {
+        WqeKind::Send { sge, imm, inv, inline } => {
             ctrl.imm = inv.or(*imm).unwrap_or(0);
-            WqeBody::Send(gather(sge))
+            WqeBody::Send(payload(sge, inline.as_deref()))
         }
         WqeKind::LocalInv { key } => {
             ctrl.imm = *key;
@@ -218,7 +252,7 @@ pub(in crate::provider) fn encode(kind: &WqeKind, c: CtrlFields) -> Result<Vec<u
                 ..UmrCtrlSeg::default()
             };
             let mkc = MkeyContextSeg { free: true, qpn: 0xff_ffff, mkey_7_0: *key as u8, ..MkeyContextSeg::default() };
-            WqeBody::Umr { umr, mkc, translation: WqeXlat::None, bsf: Vec::new() }
+            WqeBody::Umr { umr, mkc, translation: UmrTranslation::None, bsf: Vec::new() }
         }
         WqeKind::Umr(u) => {
             ctrl.imm = u.index << 8 | u32::from(u.tag);
@@ -247,7 +281,7 @@ fn umr_body(u: &UmrWqe) -> Result<WqeBody, FieldError> {
             has(AccessFlags::REMOTE_ATOMIC),
         );
     }
-    let mut translation = WqeXlat::None;
+    let mut translation = UmrTranslation::None;
     if let Some((len, xlat)) = &u.layout {
         umr.mkey_mask |= m::LEN;
         mkc.len = *len;
@@ -286,14 +320,14 @@ fn umr_body(u: &UmrWqe) -> Result<WqeBody, FieldError> {
 }
 
 /// The WQE form of a translation and the 16-byte units it takes before padding.
-fn wqe_translation(x: &Translation) -> (WqeXlat, usize) {
+fn wqe_translation(x: &Translation) -> (UmrTranslation, usize) {
     match x {
-        Translation::None | Translation::Mtt => (WqeXlat::Klm(Vec::new()), 0),
+        Translation::None | Translation::Mtt => (UmrTranslation::Klm(Vec::new()), 0),
         Translation::Klm(k) => {
             let entries: Vec<KlmSeg> =
                 k.iter().map(|e| KlmSeg { byte_count: e.byte_count, mkey: e.key, address: e.addr }).collect();
             let n = entries.len();
-            (WqeXlat::Klm(entries), n)
+            (UmrTranslation::Klm(entries), n)
         }
         Translation::Repeat { repeat_count, entries } => {
             let ents: Vec<RepeatEntSeg> = entries
@@ -308,7 +342,7 @@ fn wqe_translation(x: &Translation) -> (WqeXlat, usize) {
                 num_ent: ents.len() as u16,
             };
             let n = ents.len() + 1;
-            (WqeXlat::Repeat(header, ents), n)
+            (UmrTranslation::Repeat(header, ents), n)
         }
     }
 }
@@ -371,8 +405,8 @@ pub(in crate::provider) fn sig_bsf(s: &SigBsf) -> Bsf {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::firmware::{Klm, RepeatEntry};
-    use crate::device::wqe::decode;
+    use crate::device::contract::decode;
+    use crate::device::translation::{Klm, RepeatEntry};
     use crate::signature::SigConfig;
 
     fn ctrl_fields() -> CtrlFields {
@@ -390,11 +424,18 @@ mod tests {
 
     #[test]
     fn every_wqe_the_provider_writes_reads_back() -> Result<(), FieldError> {
-        let sge: crate::device::wqe::SgeList = vec![Sge { addr: 0x1000, length: 64, lkey: 0x300 }].into();
-        round_trip(WqeKind::Write { rkey: 7, raddr: 0x2000, sge: sge.clone(), imm: None })?;
-        round_trip(WqeKind::Write { rkey: 7, raddr: 0x2000, sge: sge.clone(), imm: Some(0xabcd) })?;
-        round_trip(WqeKind::Read { rkey: 7, raddr: 0x2000, sge: sge.clone() })?;
-        round_trip(WqeKind::Send { sge: sge.clone(), imm: None, inv: Some(0x4501) })?;
+        let sge: crate::device::contract::SgeList = vec![Sge { addr: 0x1000, length: 64, lkey: 0x300 }].into();
+        round_trip(WqeKind::Write { rkey: 7, raddr: 0x2000, sge: sge.clone(), imm: None, inline: None })?;
+        round_trip(WqeKind::Write { rkey: 7, raddr: 0x2000, sge: sge.clone(), imm: Some(0xabcd), inline: None })?;
+        round_trip(WqeKind::Read { rkey: 7, raddr: 0x2000, sge: sge.clone(), inline: None })?;
+        round_trip(WqeKind::Send { sge: sge.clone(), imm: None, inv: Some(0x4501), inline: None })?;
+        // Inline data: 1 byte, a segment's worth, and a length that spills into a second block.
+        let empty = crate::device::contract::SgeList::new();
+        for n in [1usize, 12, 13, 100] {
+            let bytes: Vec<u8> = (0..n).map(|i| i as u8 ^ 0x5a).collect();
+            round_trip(WqeKind::Send { sge: empty.clone(), imm: Some(3), inv: None, inline: Some(bytes.clone()) })?;
+            round_trip(WqeKind::Write { rkey: 7, raddr: 0x2000, sge: empty.clone(), imm: None, inline: Some(bytes) })?;
+        }
         round_trip(WqeKind::LocalInv { key: 0x4502 })?;
         round_trip(WqeKind::SetPsv { psv: 9, transient: 0xffff_0000_1234_5678 })?;
         let t10 = Domain {
@@ -453,12 +494,12 @@ mod tests {
             (signaled, solicited, fm) in (proptest::prelude::any::<bool>(), proptest::prelude::any::<bool>(), 0u8..10),
         ) {
             let d = match which {
-                0 => DataWqe::Write { rkey, raddr, sge: &sge, imm: None },
-                1 => DataWqe::Write { rkey, raddr, sge: &sge, imm: Some(imm) },
-                2 => DataWqe::Read { rkey, raddr, sge: &sge },
-                3 => DataWqe::Send { sge: &sge, imm: None, inv: None },
-                4 => DataWqe::Send { sge: &sge, imm: Some(imm), inv: None },
-                _ => DataWqe::Send { sge: &sge, imm: Some(imm), inv: Some(rkey) },
+                0 => DataWqe::Write { rkey, raddr, sge: &sge, imm: None, inl: None },
+                1 => DataWqe::Write { rkey, raddr, sge: &sge, imm: Some(imm), inl: None },
+                2 => DataWqe::Read { rkey, raddr, sge: &sge, inl: None },
+                3 => DataWqe::Send { sge: &sge, imm: None, inv: None, inl: None },
+                4 => DataWqe::Send { sge: &sge, imm: Some(imm), inv: None, inl: None },
+                _ => DataWqe::Send { sge: &sge, imm: Some(imm), inv: Some(rkey), inl: None },
             };
             let c = CtrlFields { wqe_index, qpn, signaled, solicited, fm };
             let mut out = vec![0xee; 3];

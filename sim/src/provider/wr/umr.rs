@@ -7,8 +7,8 @@ use super::super::qp::{INL_SEG, align};
 use super::super::{BsfState, Provider, SigCtx, UMR_ACCESS};
 use super::sig::{sig_config, transient_signature};
 use super::{Chain, OpenConfigure};
-use crate::device::firmware::{Klm, RepeatEntry, Translation};
-use crate::device::wqe::{SigBsf, UmrWqe, WqeKind};
+use crate::device::contract::{SigBsf, UmrWqe, WqeKind};
+use crate::device::translation::{Klm, RepeatEntry, Translation};
 
 impl Provider {
     /// `mlx5_send_wr_mkey_configure`. It does not look at an earlier error: its own checks

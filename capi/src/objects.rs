@@ -1,0 +1,210 @@
+//! The C objects the shim hands out, each a boxed C struct beside the simulator's handle it
+//! stands for, and the tables [`crate::state::Shim`] keeps them in. Their calls live in the
+//! module named above each; the types live here so that the shim's state needs none of those
+//! modules (this one uses no other module of the crate).
+
+use std::alloc::Layout;
+use std::collections::{BTreeMap, VecDeque};
+use std::ffi::c_int;
+
+use mlx5_dv::{
+    Buf, ContextHandle, CryptoLoginHandle, DekHandle, DevxEq, DevxObjHandle, DevxUar, DevxUmem, MsiVector, PdHandle,
+};
+use mlx5_hw::sys::mlx5dv::{
+    mlx5dv_devx_eq, mlx5dv_devx_msi_vector, mlx5dv_devx_uar, mlx5dv_devx_umem, mlx5dv_mkey, mlx5dv_qp_ex,
+};
+use rdma_sys::{ibv_comp_channel, ibv_cq, ibv_device, ibv_mr, ibv_pd, ibv_qp_attr, ibv_qp_ex, verbs_context};
+
+// Made and used by `device`.
+/// One device of the list, its `ibv_device` at a fixed address for the process's life.
+pub(crate) struct Device {
+    pub(crate) c: Box<ibv_device>,
+    pub(crate) name: String,
+    /// The node GUID, host order.
+    pub(crate) guid: u64,
+}
+
+/// An open context: its `verbs_context` (the program holds `&vctx.context`).
+pub(crate) struct Context {
+    pub(crate) c: Box<verbs_context>,
+    pub(crate) handle: ContextHandle,
+    /// The index of its kernel device; `None` for a VFIO function.
+    pub(crate) device: Option<usize>,
+    /// Asynchronous events not yet read: (event type, the union's value).
+    pub(crate) events: std::collections::VecDeque<(u32, u64)>,
+    /// The UAR page `mlx5dv_init_obj` hands out for QPs and CQs, made when first asked for.
+    pub(crate) uar: Option<Pages>,
+}
+
+// Made and used by `events`.
+/// A completion channel: its fd becomes readable when an armed CQ gets a completion.
+pub(crate) struct Channel {
+    pub(crate) c: Box<ibv_comp_channel>,
+    /// CQs whose completion event is not yet read, in order.
+    pub(crate) fired: VecDeque<usize>,
+}
+
+// Made and used by `mr`.
+/// A PD: the program holds `&*c`.
+pub(crate) struct Pd {
+    pub(crate) c: Box<ibv_pd>,
+    pub(crate) handle: PdHandle,
+}
+
+/// An MR over the program's bytes.
+pub(crate) struct Mr {
+    /// The program's `ibv_mr`, kept at its address until `ibv_dereg_mr`.
+    pub(crate) _c: Box<ibv_mr>,
+    pub(crate) mr: mlx5_dv::Mr,
+    /// The start of the external region holding it.
+    pub(crate) region: u64,
+}
+
+/// An mlx5dv mkey.
+pub(crate) struct Mkey {
+    /// The program's `mlx5dv_mkey`, kept at its address until `mlx5dv_destroy_mkey`.
+    pub(crate) c: Box<mlx5dv_mkey>,
+    pub(crate) mkey: mlx5_dv::Mkey,
+}
+
+/// The program's memory the simulator maps: one region per registration's bytes, each with
+/// the number of MRs in it. A registration inside a mapped region shares it; one that overlaps
+/// a region only in part is refused (the simulator's memory cannot merge regions MRs hold).
+#[derive(Default)]
+pub(crate) struct ExternalMemory {
+    /// start → (end, the simulator's buffer, MRs inside).
+    pub(crate) regions: BTreeMap<u64, (u64, Buf, usize)>,
+}
+
+// Made and used by `queue`.
+/// A CQ: the program's `ibv_cq` and the simulator's.
+pub(crate) struct Cq {
+    pub(crate) c: Box<ibv_cq>,
+    pub(crate) cq: mlx5_dv::Cq,
+}
+
+/// An RC QP; the program holds `&c.ex.qp_base`.
+pub(crate) struct Qp {
+    pub(crate) c: Box<QpC>,
+    pub(crate) qp: mlx5_dv::Qp,
+    /// What the last successful `ibv_modify_qp` set, for `ibv_query_qp`.
+    pub(crate) attr: ibv_qp_attr,
+    /// The `ibv_wr_*` chain being built, and the first error a setter raised in it.
+    pub(crate) chain: Vec<mlx5_dv::WrOp>,
+    pub(crate) chain_err: c_int,
+}
+
+// Made and used by `dv`.
+/// The mlx5dv objects of the crypto and DEVX calls, each keyed by the address of the C object
+/// the program holds.
+#[derive(Default)]
+pub(crate) struct DvObjects {
+    pub(crate) logins: BTreeMap<usize, Login>,
+    pub(crate) deks: BTreeMap<usize, Dek>,
+    pub(crate) devx_objs: BTreeMap<usize, DevxObject>,
+    pub(crate) uars: BTreeMap<usize, Uar>,
+    pub(crate) umems: BTreeMap<usize, Umem>,
+    pub(crate) msis: BTreeMap<usize, Msi>,
+    pub(crate) eqs: BTreeMap<usize, Eq>,
+    /// The VFIO functions `mlx5dv_get_vfio_device_list` handed out, by PCI name; each
+    /// `ibv_device` stays at its address for the process's life, as the real provider's do
+    /// until the list is freed.
+    pub(crate) vfio_devices: BTreeMap<String, Box<ibv_device>>,
+}
+
+// Made and used by `dv_crypto`.
+/// A login object of `mlx5dv_crypto_login_create`: the program holds the box's address.
+pub(crate) struct Login {
+    pub(crate) _c: Box<u64>,
+    pub(crate) handle: CryptoLoginHandle,
+}
+
+/// A DEK of `mlx5dv_dek_create`: the program holds the box's address.
+pub(crate) struct Dek {
+    pub(crate) _c: Box<u64>,
+    pub(crate) handle: DekHandle,
+}
+
+// Made and used by `dv_devx`.
+/// The page size of the shim's own allocations.
+pub(crate) const PAGE: usize = 4096;
+
+/// A page-aligned allocation of the shim's, zeroed, freed on drop.
+pub(crate) struct Pages {
+    ptr: *mut u8,
+    layout: Layout,
+}
+
+impl Pages {
+    /// `len` zeroed bytes (at least one page), page-aligned; None when out of memory.
+    pub(crate) fn new(len: usize) -> Option<Pages> {
+        let layout = Layout::from_size_align(len.max(PAGE), PAGE).ok()?;
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        (!ptr.is_null()).then_some(Pages { ptr, layout })
+    }
+
+    /// The first byte.
+    pub(crate) fn ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+}
+
+impl Drop for Pages {
+    /// Free the pages.
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout, freed once.
+        unsafe { std::alloc::dealloc(self.ptr, self.layout) };
+    }
+}
+
+/// A DEVX object: the program holds the box's address (the C struct is opaque).
+pub(crate) struct DevxObject {
+    pub(crate) _c: Box<u64>,
+    pub(crate) handle: DevxObjHandle,
+}
+
+/// A UAR: its C struct and the page its addresses point into.
+pub(crate) struct Uar {
+    pub(crate) _c: Box<mlx5dv_devx_uar>,
+    pub(crate) page: Pages,
+    pub(crate) uar: DevxUar,
+    /// The kernel context's NC page: every NC allocation answers this struct, and freeing it
+    /// does nothing (`mlx5_get_singleton_nc_uar`).
+    pub(crate) singleton: bool,
+}
+
+/// A umem, and the simulator's mapping of the program's pages when the shim made one for it.
+pub(crate) struct Umem {
+    pub(crate) _c: Box<mlx5dv_devx_umem>,
+    pub(crate) umem: DevxUmem,
+    /// The start of the program's memory region holding it.
+    pub(crate) region: u64,
+}
+
+/// An MSI vector of a VFIO context.
+pub(crate) struct Msi {
+    pub(crate) _c: Box<mlx5dv_devx_msi_vector>,
+    pub(crate) msi: MsiVector,
+}
+
+/// An EQ of a VFIO context; `vaddr` is its ring in the process's memory.
+pub(crate) struct Eq {
+    pub(crate) _c: Box<mlx5dv_devx_eq>,
+    pub(crate) eq: DevxEq,
+}
+
+// Made and used by `qpx`.
+/// `ibv_qp_ex.wr_flush`, which rdma-core releases after 44 add after `wr_atomic_write`.
+pub(crate) type WrFlush = unsafe extern "C" fn(*mut ibv_qp_ex, u32, u64, usize, u8, u8);
+
+/// The C side of a QP: the program's `ibv_qp` is `ex.qp_base`, at the start.
+#[repr(C)]
+pub(crate) struct QpC {
+    pub(crate) ex: ibv_qp_ex,
+    /// Where a program built against a later `verbs.h` finds `wr_flush`.
+    pub(crate) wr_flush: Option<WrFlush>,
+    pub(crate) dv: mlx5dv_qp_ex,
+    /// Created with send ops flags: `ibv_qp_to_qp_ex` hands out `ex`.
+    pub(crate) extended: bool,
+}

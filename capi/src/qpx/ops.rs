@@ -1,0 +1,104 @@
+//! The `ibv_qp_ex` and `mlx5dv_qp_ex` ops the simulator does not model: atomics, memory
+//! windows, TSO, atomic write, flush, the UD, XRC and DC address setters, raw WQEs and
+//! memcpy. Each latches EOPNOTSUPP, so `ibv_wr_complete` fails the whole chain and posts
+//! nothing (a setter that follows one of these builders changes nothing that is posted).
+
+use std::ffi::c_void;
+
+use mlx5_hw::sys::mlx5dv::*;
+use rdma_sys::*;
+
+use super::{latch, on_mqp, on_qpx};
+use crate::objects::QpC;
+
+/// Set every op the shim does not model on a new QP's structs.
+pub(crate) fn fill_unmodelled(c: &mut QpC) {
+    let e = &mut c.ex;
+    e.wr_atomic_cmp_swp = Some(wr_atomic_cmp_swp);
+    e.wr_atomic_fetch_add = Some(wr_atomic_fetch_add);
+    e.wr_bind_mw = Some(wr_bind_mw);
+    e.wr_send_tso = Some(wr_send_tso);
+    e.wr_set_ud_addr = Some(wr_set_ud_addr);
+    e.wr_set_xrc_srqn = Some(wr_set_xrc_srqn);
+    e.wr_atomic_write = Some(wr_atomic_write);
+    c.wr_flush = Some(wr_flush);
+    let d = &mut c.dv;
+    d.wr_set_dc_addr = Some(wr_set_dc_addr);
+    d.wr_set_dc_addr_stream = Some(wr_set_dc_addr_stream);
+    d.wr_raw_wqe = Some(wr_raw_wqe);
+    d.wr_memcpy = Some(wr_memcpy);
+}
+
+/// The chain fails with EOPNOTSUPP.
+fn unmodelled(qpx: *mut ibv_qp_ex) {
+    on_qpx(qpx, |q| latch(q, libc::EOPNOTSUPP))
+}
+
+fn unmodelled_dv(mqp: *mut mlx5dv_qp_ex) {
+    on_mqp(mqp, |s, qp| {
+        if let Some(q) = s.qps.get_mut(&qp) {
+            latch(q, libc::EOPNOTSUPP)
+        }
+    })
+}
+
+unsafe extern "C" fn wr_atomic_cmp_swp(qpx: *mut ibv_qp_ex, _rkey: u32, _addr: u64, _compare: u64, _swap: u64) {
+    unmodelled(qpx)
+}
+
+unsafe extern "C" fn wr_atomic_fetch_add(qpx: *mut ibv_qp_ex, _rkey: u32, _addr: u64, _add: u64) {
+    unmodelled(qpx)
+}
+
+unsafe extern "C" fn wr_bind_mw(qpx: *mut ibv_qp_ex, _mw: *mut ibv_mw, _rkey: u32, _info: *const ibv_mw_bind_info) {
+    unmodelled(qpx)
+}
+
+unsafe extern "C" fn wr_send_tso(qpx: *mut ibv_qp_ex, _hdr: *mut c_void, _hdr_sz: u16, _mss: u16) {
+    unmodelled(qpx)
+}
+
+unsafe extern "C" fn wr_atomic_write(qpx: *mut ibv_qp_ex, _rkey: u32, _addr: u64, _wr: *const c_void) {
+    unmodelled(qpx)
+}
+
+unsafe extern "C" fn wr_flush(qpx: *mut ibv_qp_ex, _rkey: u32, _addr: u64, _len: usize, _type: u8, _level: u8) {
+    unmodelled(qpx)
+}
+
+unsafe extern "C" fn wr_set_ud_addr(qpx: *mut ibv_qp_ex, _ah: *mut ibv_ah, _qpn: u32, _qkey: u32) {
+    unmodelled(qpx)
+}
+
+unsafe extern "C" fn wr_set_xrc_srqn(qpx: *mut ibv_qp_ex, _srqn: u32) {
+    unmodelled(qpx)
+}
+
+unsafe extern "C" fn wr_set_dc_addr(mqp: *mut mlx5dv_qp_ex, _ah: *mut ibv_ah, _dctn: u32, _key: u64) {
+    unmodelled_dv(mqp)
+}
+
+unsafe extern "C" fn wr_set_dc_addr_stream(
+    mqp: *mut mlx5dv_qp_ex,
+    _ah: *mut ibv_ah,
+    _dctn: u32,
+    _key: u64,
+    _stream: u16,
+) {
+    unmodelled_dv(mqp)
+}
+
+unsafe extern "C" fn wr_raw_wqe(mqp: *mut mlx5dv_qp_ex, _wqe: *const c_void) {
+    unmodelled_dv(mqp)
+}
+
+unsafe extern "C" fn wr_memcpy(
+    mqp: *mut mlx5dv_qp_ex,
+    _dest_lkey: u32,
+    _dest_addr: u64,
+    _src_lkey: u32,
+    _src_addr: u64,
+    _length: usize,
+) {
+    unmodelled_dv(mqp)
+}

@@ -1,0 +1,82 @@
+//! The cases of the suite, by family.
+
+use mlx5_dv::{Backend, CommandRecord, ContextHandle, PdHandle, SimControl};
+
+use crate::case::{Case, Check, Env, Verdict, expect_ok};
+
+mod audit;
+mod boundary;
+mod context;
+mod crypto;
+mod crypto_dp;
+mod devx;
+mod devx_gate;
+mod dmabuf;
+mod engine;
+mod fabric;
+mod fixture;
+mod inline;
+mod inval;
+mod misuse;
+mod mkey;
+mod qp;
+mod sig;
+mod sig_err;
+mod traffic;
+mod transport;
+mod umr;
+mod verbs;
+mod verbs_cmd;
+mod wqe_bytes;
+
+/// Every case, family by family.
+pub fn all() -> Vec<Case> {
+    [
+        context::CASES,
+        mkey::CASES,
+        misuse::CASES,
+        qp::CASES,
+        verbs::CASES,
+        transport::CASES,
+        audit::CASES,
+        fabric::CASES,
+        umr::CASES,
+        traffic::CASES,
+        inval::CASES,
+        inline::CASES,
+        sig::CASES,
+        sig_err::CASES,
+        engine::CASES,
+        wqe_bytes::CASES,
+        crypto::CASES,
+        devx::CASES,
+        devx_gate::CASES,
+        dmabuf::CASES,
+        crypto_dp::CASES,
+        boundary::CASES,
+        verbs_cmd::CASES,
+    ]
+    .concat()
+}
+
+/// Open the mlx5 device with `ibv_open_device` and allocate a PD.
+fn open_pd(b: &mut dyn Backend, env: &Env) -> Check<(ContextHandle, PdHandle)> {
+    let ctx = expect_ok("ibv_open_device", b.open_ibv_device(env.dev()?))?;
+    let pd = expect_ok("ibv_alloc_pd", b.alloc_pd(ctx))?;
+    Ok((ctx, pd))
+}
+
+/// The simulator control of `b`; cases that call this declare `Need::SimControl`.
+fn ctl(b: &mut dyn Backend) -> Check<&mut dyn SimControl> {
+    b.sim_control().ok_or_else(|| Verdict::skip("needs simulator control"))
+}
+
+/// The recorded commands with `opcode`, in order.
+fn with_opcode(cmds: &[CommandRecord], opcode: u16) -> Vec<&CommandRecord> {
+    cmds.iter().filter(|c| c.opcode == opcode).collect()
+}
+
+/// The sequence of opcodes of the recorded commands.
+fn opcodes(cmds: &[CommandRecord]) -> Vec<&'static str> {
+    cmds.iter().map(|c| mlx5_dv::prm::opcode::name(c.opcode)).collect()
+}

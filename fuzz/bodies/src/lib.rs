@@ -1,0 +1,31 @@
+//! The bodies of the fuzz targets. Each target in `fuzz/fuzz_targets/` hands libFuzzer's
+//! input to one function here, and the corpus test (`tests/corpus.rs`) hands every committed
+//! input (`fuzz/corpus/<target>/`, `fuzz/regressions/<target>/`) to the same function on
+//! stable Rust: what is fuzzed and what is replayed cannot drift apart.
+//!
+//! A body panics only where it found a bug: an assertion about the answer, or a panic
+//! inside the code under test.
+
+mod calls;
+mod datagram;
+mod mailbox;
+mod profile_toml;
+mod trace_replay;
+
+pub use calls::calls;
+pub use datagram::datagram;
+pub use mailbox::mailbox;
+pub use profile_toml::profile_toml;
+pub use trace_replay::{HOST_MEMORY, trace_replay};
+
+/// A target's body: one input, no answer; a panic is a finding.
+pub type Body = fn(&[u8]);
+
+/// Every target: its name (also its corpus folder's) and its body.
+pub const TARGETS: [(&str, Body); 5] = [
+    ("calls", calls),
+    ("datagram", datagram),
+    ("mailbox", mailbox),
+    ("profile_toml", profile_toml),
+    ("trace_replay", trace_replay),
+];

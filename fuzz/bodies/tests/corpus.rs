@@ -1,0 +1,145 @@
+//! Every committed input of every fuzz target, fed to the target's body on stable Rust: the
+//! corpus (`fuzz/corpus/<target>/`) and the inputs that once failed
+//! (`fuzz/regressions/<target>/`). A target fails at any input that panics, or that makes
+//! its body hold more than [`PEAK`] bytes at once (libFuzzer stops at 2 GB, sanitizers
+//! included).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+
+use mlx5_fuzz_bodies::{Body, TARGETS};
+
+/// The most one input may make its body hold at once. The simulator's host memory counts
+/// whole even where untouched; its cap for the trace target is a quarter of this.
+const PEAK: usize = 1 << 30;
+
+thread_local! {
+    /// Bytes this thread holds now and at most since [`held_at_most`] started counting.
+    static HELD: Cell<(isize, isize)> = const { Cell::new((0, 0)) };
+}
+
+/// The system allocator, counting each thread's bytes held: each test runs one target on its
+/// own thread.
+struct Counting;
+
+fn count(delta: isize) {
+    let _ = HELD.try_with(|h| {
+        let (now, peak) = h.get();
+        let now = now.wrapping_add(delta);
+        h.set((now, peak.max(now)));
+    });
+}
+
+// SAFETY: every call goes to `System` as it came; the counting allocates nothing.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count(layout.size() as isize);
+        // SAFETY: the caller's contract, passed on.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        count(layout.size() as isize);
+        // SAFETY: as above.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        count(-(layout.size() as isize));
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // Both blocks may be held at once while the bytes move.
+        count(new_size as isize);
+        count(-(layout.size() as isize));
+        // SAFETY: as above.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+/// The most `f` held at once on this thread, in bytes, beyond what the thread held before.
+fn held_at_most<R>(f: impl FnOnce() -> R) -> (R, usize) {
+    let (before, _) = HELD.with(Cell::get);
+    HELD.with(|h| h.set((before, before)));
+    let r = f();
+    let (_, peak) = HELD.with(Cell::get);
+    (r, usize::try_from(peak - before).unwrap_or(0))
+}
+
+fn inputs(target: &str) -> Vec<PathBuf> {
+    let fuzz = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut files = Vec::new();
+    for dir in [fuzz.join("corpus").join(target), fuzz.join("regressions").join(target)] {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        files.extend(entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_file()));
+    }
+    files.sort();
+    files
+}
+
+/// Feed every input of `target` to its body; the failures, one line each.
+fn replay(target: &str, body: Body) -> Vec<String> {
+    let files = inputs(target);
+    assert!(!files.is_empty(), "{target}: no corpus");
+    let mut failed = Vec::new();
+    for f in &files {
+        let data = std::fs::read(f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        let (r, peak) = held_at_most(|| catch_unwind(AssertUnwindSafe(|| body(&data))));
+        if r.is_err() {
+            failed.push(format!("{}: panicked (the message is above)", f.display()));
+        } else if peak > PEAK {
+            failed.push(format!("{}: held {peak} bytes at once, more than {PEAK}", f.display()));
+        }
+    }
+    failed
+}
+
+fn check(target: &str) {
+    let body = TARGETS.iter().find(|(t, _)| *t == target).map(|(_, b)| *b);
+    let failed = replay(target, body.unwrap_or_else(|| panic!("no target {target}")));
+    assert!(failed.is_empty(), "{target}:\n{}", failed.join("\n"));
+}
+
+#[test]
+fn calls() {
+    check("calls");
+}
+
+#[test]
+fn datagram() {
+    check("datagram");
+}
+
+#[test]
+fn mailbox() {
+    check("mailbox");
+}
+
+#[test]
+fn profile_toml() {
+    check("profile_toml");
+}
+
+#[test]
+fn trace_replay() {
+    check("trace_replay");
+}
+
+#[test]
+fn every_target_is_tested_here() {
+    let names: Vec<&str> = TARGETS.iter().map(|(t, _)| *t).collect();
+    assert_eq!(names, ["calls", "datagram", "mailbox", "profile_toml", "trace_replay"]);
+}
+
+#[test]
+fn the_count_sees_what_a_body_holds() {
+    let ((), peak) = held_at_most(|| drop(std::hint::black_box(vec![1u8; 10 << 20])));
+    assert!(peak >= 10 << 20, "{peak}");
+}

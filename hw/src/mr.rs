@@ -1,0 +1,65 @@
+//! Memory regions over the backend's buffers (`ibv_reg_mr`, `ibv_dereg_mr`).
+
+use std::ffi::{c_int, c_void};
+
+use mlx5_dv::errno::{EFAULT, EINVAL};
+use mlx5_dv::{AccessFlags, Error, Mr, Op, Result};
+use rdma_sys::*;
+
+use crate::backend::HwBackend;
+use crate::call::{c_call, last_errno};
+use crate::objects::HwMr;
+
+impl HwBackend {
+    pub(crate) fn hw_reg_mr(
+        &mut self,
+        pd: mlx5_dv::PdHandle,
+        addr: u64,
+        length: u64,
+        access: AccessFlags,
+    ) -> Result<Mr> {
+        let op = Op::RegMr;
+        let (pd_ptr, ctx) = {
+            let p = self.objs.pds.get(pd, op)?;
+            (p.ptr, p.ctx)
+        };
+        // ib_umem_get refuses a range whose end wraps (EINVAL) before it looks at the pages.
+        if addr.checked_add(length).is_none() {
+            return Err(Error::new(op, EINVAL, format!("[0x{addr:x}, +{length}) wraps the address space")));
+        }
+        // Only this backend's buffers may be registered, so RDMA never reaches other memory.
+        let buf = self
+            .objs
+            .bufs
+            .iter()
+            .find(|(_, b)| {
+                let start = b.ptr as u64;
+                addr >= start && addr.checked_add(length).is_some_and(|e| e <= start + b.layout.size() as u64)
+            })
+            .map(|(h, _)| h)
+            .ok_or_else(|| {
+                Error::new(op, EFAULT, format!("[0x{addr:x}, +{length}) is not inside a buffer of this backend"))
+            })?;
+        // SAFETY: the PD is live and the range lies inside a live buffer.
+        let mr = unsafe { ibv_reg_mr(pd_ptr, addr as *mut c_void, length as usize, access.bits() as c_int) };
+        if mr.is_null() {
+            return Err(Error::new(op, last_errno(), "ibv_reg_mr failed"));
+        }
+        // SAFETY: a non-NULL MR returned by ibv_reg_mr.
+        let (lkey, rkey) = unsafe { ((*mr).lkey, (*mr).rkey) };
+        let handle = self.objs.add_mr(op, HwMr { ptr: mr, pd, ctx, buf }).inspect_err(|_| {
+            // SAFETY: the MR was just registered and is in no table.
+            unsafe { ibv_dereg_mr(mr) };
+        })?;
+        Ok(Mr { handle, lkey, rkey, addr, length })
+    }
+
+    pub(crate) fn hw_dereg_mr(&mut self, mr: &Mr) -> Result<()> {
+        let op = Op::DeregMr;
+        let ptr = self.objs.mrs.get(mr.handle, op)?.ptr;
+        // SAFETY: the MR is live.
+        c_call(op, unsafe { ibv_dereg_mr(ptr) }, "ibv_dereg_mr")?;
+        self.objs.take_mr(mr.handle, op)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,367 @@
+//! One simulated NIC. Its two interfaces are the command mailboxes of the [`firmware`] and
+//! the doorbells and queues the [`engine`] runs; device events leave through one queue
+//! ([`Device::take_events`]) that the kernel drains.
+
+use std::collections::VecDeque;
+
+use mlx5_dv::profile::VendorErrSection;
+use mlx5_dv::{CommandRecord, QpState};
+
+pub mod contract;
+pub mod engine;
+pub mod firmware;
+pub mod translation;
+
+use firmware::{CommandFault, Firmware};
+
+use crate::fabric::Fabric;
+use crate::host::{Dma, Host};
+use crate::profile::Profile;
+use crate::signature::Crcs;
+
+/// An asynchronous event as the device raises it, before the kernel routes it to a context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceEvent {
+    /// `IBV_EVENT_*`.
+    pub event_type: u32,
+    /// The QP it concerns.
+    pub qpn: Option<u32>,
+    /// The CQ it concerns.
+    pub cqn: Option<u32>,
+}
+
+/// A data-path fault rule, installed through [`mlx5_dv::SimControl::add_fault`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WqeFault {
+    /// A matched send WQE completes with this error CQE, and its QP goes to ERR.
+    Completion {
+        /// The CQE syndrome.
+        syndrome: u8,
+        /// The vendor syndrome.
+        vendor_err: u8,
+    },
+    /// The payload byte at `offset` is XORed with `xor` on the wire.
+    Corrupt {
+        /// Offset in the message.
+        offset: u64,
+        /// Bits flipped.
+        xor: u8,
+    },
+}
+
+#[derive(Debug, Clone)]
+struct WqeRule {
+    wqe_opcode: u8,
+    fault: WqeFault,
+    skip: u32,
+    times: u32,
+    seen: u32,
+    acted: u32,
+}
+
+/// One NIC: its firmware (object tables, commands) and the engine's per-device state.
+#[derive(Debug, Clone)]
+pub struct Device {
+    fw: Firmware,
+    vendor_err: VendorErrSection,
+    crcs: Crcs,
+    events: VecDeque<DeviceEvent>,
+    wqe_faults: Vec<WqeRule>,
+    /// Reused transfer buffers: a fresh megabyte per transfer costs page faults.
+    scratch: Vec<Vec<u8>>,
+    /// What the engine's direct path last found, kept for the next run.
+    direct: engine::Kept,
+    /// What the engine's direct path last found as a responder, kept for the next packet.
+    rx_direct: engine::RxKept,
+    /// The port's largest message.
+    max_msg_sz: u32,
+    /// The error CQE of a crypto failure: (syndrome, vendor syndrome).
+    crypto_err: (u8, u8),
+}
+
+impl Device {
+    /// A device of `profile`.
+    pub fn new(profile: &Profile) -> Result<Self, mlx5_dv::prm::FieldError> {
+        Ok(Device {
+            fw: Firmware::new(profile)?,
+            vendor_err: profile.datapath.vendor_err.clone(),
+            crcs: Crcs::new(&profile.signature),
+            events: VecDeque::new(),
+            wqe_faults: Vec::new(),
+            scratch: Vec::new(),
+            direct: engine::Kept::default(),
+            rx_direct: engine::RxKept::default(),
+            max_msg_sz: profile.datapath.max_msg_sz,
+            crypto_err: (profile.crypto.error.syndrome, profile.crypto.error.vendor_err),
+        })
+    }
+
+    // --- the command interface ---
+
+    /// Execute one command mailbox (see [`Firmware::exec`]).
+    pub fn exec(&mut self, input: &[u8], out: &mut [u8]) {
+        self.fw.exec(input, out);
+    }
+
+    /// The firmware, read-only (the kernel's cleanup and test views).
+    pub fn firmware(&self) -> &Firmware {
+        &self.fw
+    }
+
+    /// Execute the CREATE_CQ or CREATE_QP of a verbs CQ or QP (see
+    /// [`Firmware::exec_verbs`]).
+    pub fn exec_verbs(&mut self, order: u64, input: &[u8], out: &mut [u8]) {
+        self.fw.exec_verbs(order, input, out);
+    }
+
+    /// Where CREATE_QP starts looking for a free QP number.
+    pub fn set_first_qpn(&mut self, qpn: u32) {
+        self.fw.set_first_qpn(qpn);
+    }
+
+    /// The GID and LID of the device's port, as QUERY_ROCE_ADDRESS, PortInfo and the vport
+    /// context report them.
+    pub fn set_port_address(&mut self, gid: mlx5_dv::Gid, lid: u16) {
+        self.fw.set_port_gid(gid);
+        self.fw.set_port_lid(lid);
+    }
+
+    /// A store to the CQ doorbell (UAR + 0x20): `hi` is `sn << 28 | cmd | ci`, `lo` the CQN.
+    pub fn cq_doorbell(&mut self, host: &Host, hi: u32, lo: u32) {
+        self.fw.cq_doorbell(host, hi, lo);
+    }
+
+    /// Install a data-path fault rule for WQEs with `wqe_opcode`.
+    pub fn add_wqe_fault(&mut self, wqe_opcode: u8, fault: WqeFault, skip: u32, times: u32) {
+        self.wqe_faults.push(WqeRule { wqe_opcode, fault, skip, times, seen: 0, acted: 0 });
+    }
+
+    /// Install a command fault rule.
+    pub fn add_command_fault(&mut self, rule: CommandFault) {
+        self.fw.add_fault(rule);
+    }
+
+    /// Remove every fault rule.
+    pub fn clear_faults(&mut self) {
+        self.fw.clear_faults();
+        self.wqe_faults.clear();
+    }
+
+    /// Start or stop recording commands.
+    pub fn record_commands(&mut self, on: bool) {
+        self.fw.record_commands(on);
+    }
+
+    /// The recorded commands, oldest first.
+    pub fn take_commands(&mut self) -> Vec<CommandRecord> {
+        self.fw.take_commands()
+    }
+
+    // --- doorbells and queues ---
+
+    /// The QP's transport state: PSNs, timers, retry counts.
+    pub fn qp_transport(&self, qpn: u32) -> Option<firmware::QpTransport> {
+        self.fw.qp(qpn).map(|q| q.transport)
+    }
+
+    /// The QP's state, if it exists.
+    pub fn qp_state(&self, qpn: u32) -> Option<QpState> {
+        self.fw.qp(qpn).map(|q| q.state)
+    }
+
+    /// QUERY_QP's `hw_sq_wqebb_counter`: the basic block the send queue stopped at.
+    pub fn sq_consumer(&self, qpn: u32) -> Option<u32> {
+        self.fw.qp(qpn).map(|q| q.sq_cc)
+    }
+
+    /// The send doorbell: read the producer counter from the QP's doorbell record and match
+    /// the WQEs it adds against the fault rules.
+    pub fn ring_sq(&mut self, host: &Host, qpn: u32) {
+        // Without a live rule no WQE can match: the walk would only read.
+        let no_rule = self.wqe_faults.iter().all(|r| r.acted >= r.times);
+        let Some(q) = self.fw.send_queue_mut(qpn) else { return };
+        let (sq, old) = (q.sq, *q.sq_pc);
+        let Some(db) = read_be32(host, q.dbrec.wrapping_add(contract::SND_DBR)) else { return };
+        let new = old.wrapping_add(u32::from((db as u16).wrapping_sub(old as u16)));
+        if no_rule {
+            // The QP is still at hand: one lookup per doorbell.
+            *q.sq_pc = new;
+            return;
+        }
+        self.match_doorbell(host, qpn, sq, old, new);
+    }
+
+    /// [`Device::ring_sq`] with live fault rules: match each WQE from `old` to `new` against
+    /// them, then move the producer counter.
+    #[cold]
+    #[inline(never)]
+    fn match_doorbell(&mut self, host: &Host, qpn: u32, sq: contract::QueueBuf, old: u32, new: u32) {
+        let (mut at, mut left) = (old, new.wrapping_sub(old));
+        let mut matched = Vec::new();
+        while left > 0 && !sq.is_empty() {
+            let Some(c) = host.read(sq.slot(at), mlx5_dv::prm::wqe::ctrl::SIZE) else { break };
+            let c = mlx5_dv::prm::wqe::ctrl::CtrlSeg::decode(c).unwrap_or_default();
+            if let Some(f) = self.match_wqe_fault(c.opcode) {
+                matched.push((at, f));
+            }
+            // A WQE never reaches past the producer counter, whatever its ds says.
+            let step = u32::try_from(c.wqebbs()).unwrap_or(u32::MAX).clamp(1, left);
+            (at, left) = (at.wrapping_add(step), left - step);
+        }
+        if let Some(q) = self.fw.send_queue_mut(qpn) {
+            *q.sq_pc = new;
+            q.faults.extend(matched);
+        }
+    }
+
+    /// The receive doorbell: read the producer counter from the QP's doorbell record.
+    pub fn ring_rq(&mut self, host: &Host, qpn: u32) {
+        let Some(q) = self.fw.qp_mut(qpn) else { return };
+        let Some(db) = read_be32(host, q.dbrec.wrapping_add(contract::RCV_DBR)) else { return };
+        q.rq_pc = q.rq_pc.wrapping_add(u32::from((db as u16).wrapping_sub(q.rq_pc as u16)));
+    }
+
+    /// Raise an asynchronous event: the kernel routes it to the owner's context, and each EQ
+    /// whose `event_bitmask` has its type gets an EQE.
+    pub(in crate::device) fn raise(&mut self, ev: DeviceEvent) {
+        use mlx5_dv::event_type as t;
+        use mlx5_dv::prm::eq::{eqe, event};
+        let mut data = [0u8; 28];
+        let (ty, at, n) = match (ev.event_type, ev.qpn, ev.cqn) {
+            (t::CQ_ERR, _, Some(cqn)) => {
+                data[eqe::CQ_ERR_SYNDROME - eqe::DATA] = 1; // CQ overrun
+                (event::CQ_ERROR, eqe::CQ_ERR_CQN, cqn)
+            }
+            (t::QP_FATAL, Some(q), _) => (event::WQ_CATAS_ERROR, eqe::QPN, q),
+            (t::QP_REQ_ERR, Some(q), _) => (event::WQ_INVAL_REQ_ERROR, eqe::QPN, q),
+            (t::QP_ACCESS_ERR, Some(q), _) => (event::WQ_ACCESS_ERROR, eqe::QPN, q),
+            (t::SQ_DRAINED, Some(q), _) => (event::SQ_DRAINED, eqe::QPN, q),
+            _ => {
+                self.events.push_back(ev);
+                return;
+            }
+        };
+        let at = at - eqe::DATA;
+        data[at..at + 4].copy_from_slice(&(n & 0xff_ffff).to_be_bytes());
+        self.fw.post_event(firmware::Event { event_type: ty, sub_type: 0, data, eqn: None });
+        self.events.push_back(ev);
+    }
+
+    /// The port's link went up or down (a cable): with the port administratively up, a
+    /// PORT_STATE_CHANGE EQE with the new state as its sub-type and `port << 4` in its data
+    /// (see [`Firmware::link_changed`]).
+    pub fn port_changed(&mut self, port: u8, active: bool) {
+        self.fw.link_changed(port, active);
+    }
+
+    /// The operational states the port entered since the last call (a cable, or an
+    /// ACCESS_REG of PAOS), oldest first.
+    pub fn take_port_changes(&mut self) -> Vec<bool> {
+        self.fw.take_port_changes()
+    }
+
+    /// Whether the port is operationally up.
+    pub fn port_active(&self) -> bool {
+        self.fw.port_active()
+    }
+
+    /// A store to an EQ doorbell of UAR page `uar` (arm at +0x40, update at +0x48).
+    pub fn eq_doorbell(&mut self, uar: u32, value: u32, arm: bool) {
+        self.fw.eq_doorbell(uar, value, arm);
+    }
+
+    /// Whether events wait to be written as EQEs ([`Device::write_eqes`]).
+    pub fn eqes_pending(&self) -> bool {
+        self.fw.eqes_pending()
+    }
+
+    /// Write pending EQEs into host memory; the MSI-X vectors they raised, in order.
+    pub fn write_eqes(&mut self, host: &mut Host) -> Vec<u16> {
+        if !self.fw.eqes_pending() {
+            return Vec::new();
+        }
+        self.fw.write_eqes(host);
+        self.fw.take_interrupts()
+    }
+
+    /// Whether events wait for the kernel ([`Device::take_events`]).
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty() || self.fw.has_cq_events()
+    }
+
+    /// The verbs CQs whose completion event fired since the last call, in order.
+    pub fn take_cq_events(&mut self) -> Vec<u32> {
+        self.fw.take_cq_events()
+    }
+
+    /// Read every QP's doorbell record, send and receive words: what a free-running device
+    /// does to notice WQEs a program posted with stores of its own. True if a producer moved.
+    pub fn ring_all(&mut self, host: &Host) -> bool {
+        let qps: Vec<(u32, u32, u32)> = self.fw.qps().map(|(n, q)| (n, q.sq_pc, q.rq_pc)).collect();
+        let mut moved = false;
+        for (qpn, sq, rq) in qps {
+            self.ring_sq(host, qpn);
+            self.ring_rq(host, qpn);
+            moved |= self.fw.qp(qpn).is_some_and(|q| (q.sq_pc, q.rq_pc) != (sq, rq));
+        }
+        moved
+    }
+
+    /// The doorbell records of the device's QPs: the words a program moves to post.
+    pub fn doorbell_records(&self) -> Vec<u64> {
+        self.fw.qps().map(|(_, q)| q.dbrec).filter(|a| *a != 0).collect()
+    }
+
+    /// A number that grows with every CQE and EQE the device writes: a free-running device's
+    /// sign of progress.
+    pub fn progress(&self) -> u64 {
+        self.fw.progress()
+    }
+
+    /// Read every QP's receive doorbell record: a raw QP's receives are posted by the record
+    /// alone, which this device reads when a send doorbell of the function rings.
+    pub fn ring_rq_all(&mut self, host: &Host) {
+        let qpns: Vec<u32> = self.fw.qps().map(|(n, _)| n).collect();
+        for qpn in qpns {
+            self.ring_rq(host, qpn);
+        }
+    }
+
+    /// The events raised since the last call, oldest first.
+    pub fn take_events(&mut self) -> VecDeque<DeviceEvent> {
+        std::mem::take(&mut self.events)
+    }
+
+    fn take_scratch(&mut self) -> Vec<u8> {
+        self.scratch.pop().unwrap_or_default()
+    }
+
+    fn give_scratch(&mut self, mut v: Vec<u8>) {
+        if self.scratch.len() < 4 {
+            v.clear();
+            self.scratch.push(v);
+        }
+    }
+
+    /// Match a send WQE against the fault rules as its doorbell rings: the first rule for
+    /// its opcode that is not spent counts it, and acts once its skips are used up.
+    fn match_wqe_fault(&mut self, opcode: u8) -> Option<WqeFault> {
+        let rule = self.wqe_faults.iter_mut().find(|r| r.wqe_opcode == opcode && r.acted < r.times)?;
+        rule.seen = rule.seen.saturating_add(1);
+        if rule.seen <= rule.skip {
+            return None;
+        }
+        rule.acted += 1;
+        Some(rule.fault)
+    }
+}
+
+/// Run every QP's send queue, on every device, as far as it goes; requests cross `fabric`.
+pub fn run(devices: &mut [Device], host: &mut Host, fabric: &Fabric) {
+    engine::Engine::new(devices, host, fabric).progress();
+}
+
+/// A big-endian dword of host memory (doorbell records).
+fn read_be32(host: &Host, addr: u64) -> Option<u32> {
+    Some(u32::from_be_bytes(*host.read(addr, 4)?.first_chunk()?))
+}

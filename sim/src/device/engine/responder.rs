@@ -1,0 +1,512 @@
+//! The responder: how a device takes the request packets the fabric delivers to one of its
+//! QPs. It checks them against its own tables only — the QP's state, expected PSN, access
+//! flags and receive queue, its mkeys — places the data in its host memory, writes its own
+//! receive CQEs, raises its own QP events and takes its own QP to ERR, and answers with an
+//! ACK, a NAK or a READ response ([`Response`]). Every method here touches only the device
+//! the packet was delivered to.
+
+use mlx5_dv::prm::{cqe, mkc};
+use mlx5_dv::{AccessFlags, QpState, event_type};
+
+use super::pipeline::{Endpoint, SigHit};
+use super::translate::{Need, field};
+use super::{Engine, syndrome};
+use crate::device::Device;
+use crate::device::contract::{Cqe, SCATTER_TO_CQE_MAX, Sender};
+use crate::device::firmware::PSN_MASK;
+use crate::fabric::{Capture, Link, QpPath};
+use crate::host::Dma;
+use crate::packet::{Ack, Aeth, Bth, Headers, Packet, nak, opcode};
+use crate::wire::{Message, MessageOp};
+
+/// A corruption to apply on the wire: (offset, xor).
+pub(super) type Corrupt = Option<(u64, u8)>;
+
+/// Where a request's PSN falls for its responder (IBTA 9.7.5.1.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Seq {
+    /// The expected PSN: a new request.
+    New,
+    /// Within the 2^23 PSNs before it: a duplicate, acknowledged (or, for a READ, served)
+    /// again without effect.
+    Duplicate,
+    /// Past it: a sequence error NAK, after which the requester's retries all time out.
+    Ahead,
+}
+
+fn sequence(psn: u32, expected: u32) -> Seq {
+    match expected.wrapping_sub(psn) & PSN_MASK {
+        0 => Seq::New,
+        b if b <= 1 << 23 => Seq::Duplicate,
+        _ => Seq::Ahead,
+    }
+}
+
+impl Device {
+    /// The transport checks of this device's responder (IBTA 9.7.5.1), on its own QP: no
+    /// answer unless the QP is in RTR or RTS; a NAK for a PSN ahead of the expected one; an
+    /// ACK for a duplicate (a READ is served again); an RNR NAK for a message that needs a
+    /// receive WQE when none is posted. A new request moves the expected PSN on by the PSNs
+    /// it takes. `None` to execute it, or the answer that ends it here.
+    fn rx_transport(&mut self, h: &Headers, span: u32) -> Option<Response> {
+        let Some(q) = self.fw.qp(h.bth.dest_qp) else { return Some(Response::silent()) };
+        if !matches!(q.state, QpState::Rtr | QpState::Rts) {
+            return Some(Response::silent());
+        }
+        let op = h.bth.opcode;
+        let seq = sequence(h.bth.psn, q.transport.rq_psn);
+        match seq {
+            Seq::Ahead => return Some(Response::nak(nak::PSN_SEQUENCE)),
+            Seq::Duplicate if op != opcode::READ_REQUEST => return Some(Response::ack(Pulled::No)),
+            _ => {}
+        }
+        let needs_recv = matches!(op, opcode::SEND_ONLY | opcode::SEND_ONLY_IMM | opcode::SEND_ONLY_INV)
+            || op == opcode::WRITE_ONLY_IMM;
+        if needs_recv && q.rq_cc == q.rq_pc {
+            return Some(Response::answer(opcode::ACKNOWLEDGE, Aeth::rnr(0, 0), Vec::new(), Pulled::No));
+        }
+        if seq == Seq::New
+            && let Some(t) = self.fw.transport_mut(h.bth.dest_qp)
+        {
+            t.rq_psn = t.rq_psn.wrapping_add(span) & PSN_MASK;
+        }
+        None
+    }
+}
+
+/// A request's payload.
+pub(super) enum Payload<'p> {
+    /// None: a READ request.
+    None,
+    /// The requester's side of the message, its pipelines over its memory: in one process
+    /// the responder pulls the wire bytes through them as it places them, without a copy in
+    /// between. A fabric that leaves the process gathers them into bytes first.
+    Dma(&'p Endpoint),
+    /// Plain gather ranges in host memory (the direct path's WRITEs), read the same way.
+    Plain(&'p [(u64, u64)]),
+}
+
+/// A request packet on its way to the responder.
+pub(super) struct Request<'p> {
+    pub(super) packet: Packet<Payload<'p>>,
+    /// The requester's QP.
+    pub(super) from: QpPath,
+    /// The PSNs the message takes (one per path-MTU packet): in one process a message
+    /// travels whole, as one packet.
+    pub(super) span: u32,
+    /// A fault rule's corruption of one wire byte.
+    pub(super) corrupt: Corrupt,
+}
+
+/// What pulling a [`Payload::Dma`] met at the requester's side, reported back with the
+/// answer (in one process, where the pull happens during the responder's placement).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Pulled {
+    /// Not pulled: the request was refused or was a duplicate.
+    No,
+    /// Pulled, with the requester's first signature error.
+    Yes(Option<SigHit>),
+    /// The requester's own memory failed while the bytes were read.
+    Failed,
+}
+
+/// The responder's answer: an ACK, NAK or READ response packet, or none at all.
+pub(super) struct Response {
+    /// `None` when no QP took the request: the requester's retries time out.
+    pub(super) packet: Option<Packet<Vec<u8>>>,
+    pub(super) pulled: Pulled,
+}
+
+impl Response {
+    fn silent() -> Self {
+        Response { packet: None, pulled: Pulled::No }
+    }
+
+    fn answer(op: u8, aeth: Aeth, data: Vec<u8>, pulled: Pulled) -> Self {
+        let bth = Bth { opcode: op, ..Bth::default() };
+        let headers = Headers { bth, aeth: Some(aeth), ..Headers::default() };
+        Response { packet: Some(Packet { headers, payload: data }), pulled }
+    }
+
+    fn ack(pulled: Pulled) -> Self {
+        Self::answer(opcode::ACKNOWLEDGE, Aeth::ack(0), Vec::new(), pulled)
+    }
+
+    fn nak(code: u8) -> Self {
+        Self::answer(opcode::ACKNOWLEDGE, Aeth::nak(code, 0), Vec::new(), Pulled::No)
+    }
+
+    /// What the AETH says; `None` without an answer.
+    pub(super) fn ack_kind(&self) -> Option<Ack> {
+        self.packet.as_ref()?.headers.aeth.map(|a| a.kind())
+    }
+}
+
+/// The responder's outcome of an operation, before it goes out as a [`Response`].
+enum Reply {
+    /// Done; the requester's signature error its payload met, if any.
+    Ack(Option<SigHit>),
+    /// READ response data.
+    Data(Vec<u8>),
+    /// Refused with this syndrome (the QP goes to ERR when it says so).
+    Nak(u8),
+    /// The requester's memory failed under the pull.
+    Local,
+}
+
+/// What a request says survives the wire: its headers decode from their bytes as they were.
+#[cfg(debug_assertions)]
+pub(super) fn wire_check(h: &Headers) {
+    let mut b = [0u8; Headers::MAX_LEN];
+    let n = h.write(&mut b);
+    debug_assert_eq!(Headers::decode(&b[..n]), Some((*h, n)), "a request the wire would not carry");
+}
+
+/// The message a request's ONLY opcode starts, to cut by path MTU; `None` for a READ
+/// request (one packet whatever its length).
+fn message_op(h: &Headers) -> Option<MessageOp> {
+    let (se, imm, r) = (h.bth.se, h.imm.unwrap_or(0), h.reth.unwrap_or_default());
+    Some(match h.bth.opcode {
+        opcode::SEND_ONLY => MessageOp::Send { solicited: se },
+        opcode::SEND_ONLY_IMM => MessageOp::SendImm { solicited: se, imm },
+        opcode::SEND_ONLY_INV => MessageOp::SendInv { solicited: se, rkey: h.ieth.unwrap_or(0) },
+        opcode::WRITE_ONLY => MessageOp::Write { va: r.va, rkey: r.rkey },
+        opcode::WRITE_ONLY_IMM => MessageOp::WriteImm { va: r.va, rkey: r.rkey, imm },
+        _ => return None,
+    })
+}
+
+/// The NAK code that makes the requester complete with `syndrome`.
+fn nak_of(s: u8) -> Option<u8> {
+    match s {
+        syndrome::REMOTE_ACCESS => Some(nak::REMOTE_ACCESS),
+        syndrome::REMOTE_INVAL_REQ => Some(nak::INVALID_REQUEST),
+        syndrome::REMOTE_OP => Some(nak::REMOTE_OPERATIONAL),
+        _ => None,
+    }
+}
+
+/// The requester's error syndrome for a NAK code.
+pub(super) fn syndrome_of_nak(code: u8) -> u8 {
+    match code {
+        nak::REMOTE_ACCESS => syndrome::REMOTE_ACCESS,
+        nak::INVALID_REQUEST => syndrome::REMOTE_INVAL_REQ,
+        nak::REMOTE_OPERATIONAL => syndrome::REMOTE_OP,
+        _ => syndrome::TRANSPORT_RETRY,
+    }
+}
+
+impl Engine<'_> {
+    /// The fabric in one process: deliver `req` to device `dev` (where the fabric routed its
+    /// destination address) and return the answer, immediately and deterministically.
+    pub(super) fn transmit(&mut self, dev: usize, req: &Request<'_>) -> Response {
+        #[cfg(debug_assertions)]
+        self.wire_round_trip(req);
+        let fabric = self.fabric;
+        match fabric.capture() {
+            None => self.receive(dev, req),
+            Some(cap) => self.receive_captured(cap, dev, req),
+        }
+    }
+
+    /// [`Engine::receive`], the exchange written to a capture as its RoCE v2 packets. The
+    /// payload is gathered first: the responder may overwrite it (a QP connected to itself).
+    /// A payload the requester cannot read never goes out, so it is not written.
+    fn receive_captured(&mut self, cap: &Capture, dev: usize, req: &Request<'_>) -> Response {
+        let payload = self.wire_payload(req);
+        let resp = self.receive(dev, req);
+        let (from, h) = (req.from, &req.packet.headers);
+        let fabric = self.fabric;
+        let (Some(a), Some(b)) = (fabric.port(from.dev), fabric.port(dev)) else { return resp };
+        let (Some(there), Some(back)) =
+            (Link::between(a, from.qpn, b, h.bth.dest_qp), Link::between(b, h.bth.dest_qp, a, from.qpn))
+        else {
+            return resp;
+        };
+        let mtu = usize::try_from(self.mtu_bytes(from)).unwrap_or(4096);
+        let msg = |op, dest_qp, len| Message { op, dest_qp, pkey: h.bth.pkey, psn: h.bth.psn, len, mtu };
+        if let Some(data) = &payload {
+            match message_op(h) {
+                Some(op) => cap.message(&there, &msg(op, h.bth.dest_qp, data.len()), data),
+                None => cap.packet(&there, h, data),
+            }
+        }
+        if let Some(p) = &resp.packet {
+            if p.headers.bth.opcode == opcode::ACKNOWLEDGE {
+                // An ACK names the request's last PSN; a NAK its first.
+                let ack = matches!(p.headers.aeth.map(|a| a.kind()), Some(Ack::Ack(_)));
+                let psn = if ack { h.bth.psn.wrapping_add(req.span.max(1) - 1) & PSN_MASK } else { h.bth.psn };
+                let mut a = p.headers;
+                (a.bth.dest_qp, a.bth.psn, a.bth.pkey) = (from.qpn, psn, h.bth.pkey);
+                cap.packet(&back, &a, &[]);
+            } else {
+                let msn = p.headers.aeth.map_or(0, |a| a.msn);
+                cap.message(&back, &msg(MessageOp::ReadResponse { msn }, from.qpn, p.payload.len()), &p.payload);
+            }
+        }
+        cap.flush();
+        resp
+    }
+
+    /// The request as a fabric that leaves the process sends it: headers, then the payload
+    /// gathered from the requester's memory through its pipelines (uncorrupted; without the
+    /// pad and ICRC). `None` if the payload cannot be read. The seam a cross-process fabric
+    /// sends through; in process only debug builds use it.
+    #[cfg_attr(not(debug_assertions), allow(dead_code))]
+    pub(super) fn wire_bytes(&mut self, req: &Request<'_>) -> Option<Vec<u8>> {
+        let payload = self.wire_payload(req)?;
+        let mut out = Vec::with_capacity(Headers::MAX_LEN + payload.len());
+        req.packet.headers.encode(&mut out);
+        out.extend_from_slice(&payload);
+        Some(out)
+    }
+
+    /// The payload of [`Engine::wire_bytes`].
+    fn wire_payload(&mut self, req: &Request<'_>) -> Option<Vec<u8>> {
+        Some(match req.packet.payload {
+            Payload::None => Vec::new(),
+            Payload::Dma(ep) => {
+                let (data, _) = self.gather(ep).ok()?;
+                data
+            }
+            Payload::Plain(ranges) => {
+                let mut data = Vec::new();
+                for &(va, n) in ranges {
+                    data.extend_from_slice(self.host.read(va, usize::try_from(n).ok()?)?);
+                }
+                data
+            }
+        })
+    }
+
+    /// Debug builds: a small request survives the wire, its headers and payload decoding
+    /// from its bytes as they were sent.
+    #[cfg(debug_assertions)]
+    fn wire_round_trip(&mut self, req: &Request<'_>) {
+        wire_check(&req.packet.headers);
+        let small = match req.packet.payload {
+            Payload::Dma(ep) => ep.wire_len().is_some_and(|n| n <= 4096),
+            _ => true,
+        };
+        if small && let Some(b) = self.wire_bytes(req) {
+            let p = Packet::decode(&b);
+            debug_assert_eq!(p.map(|p| p.headers), Some(req.packet.headers), "a request the wire would not carry");
+        }
+    }
+
+    /// Device `dev`'s responder takes a request packet: the device's transport checks, then
+    /// the operation through its pipelines, on its tables and memory only.
+    fn receive(&mut self, dev: usize, req: &Request<'_>) -> Response {
+        let h = &req.packet.headers;
+        let at = QpPath { dev, qpn: h.bth.dest_qp };
+        let Some(d) = self.dev(dev) else { return Response::silent() };
+        if let Some(answer) = d.rx_transport(h, req.span) {
+            return answer;
+        }
+        let op = h.bth.opcode;
+        let reply = match (op, &req.packet.payload, h.reth) {
+            (opcode::WRITE_ONLY | opcode::WRITE_ONLY_IMM, Payload::Dma(p), Some(r)) => {
+                let imm = h.imm.map(|i| (i, h.bth.se));
+                self.respond_write(at, (r.rkey, r.va), imm, p, req.corrupt)
+            }
+            (opcode::READ_REQUEST, _, Some(r)) => self.respond_read(at, r.rkey, r.va, u64::from(r.dma_len)),
+            (opcode::SEND_ONLY | opcode::SEND_ONLY_IMM | opcode::SEND_ONLY_INV, Payload::Dma(p), _) => {
+                self.respond_send(at, (h.imm, h.ieth, h.bth.se), p, req.corrupt)
+            }
+            _ => Reply::Nak(syndrome::REMOTE_INVAL_REQ),
+        };
+        match reply {
+            Reply::Ack(hit) => Response::ack(Pulled::Yes(hit)),
+            Reply::Data(d) => Response::answer(opcode::READ_RESPONSE_ONLY, Aeth::ack(0), d, Pulled::No),
+            Reply::Nak(s) => nak_of(s).map_or_else(Response::silent, Response::nak),
+            Reply::Local => Response { packet: None, pulled: Pulled::Failed },
+        }
+    }
+
+    /// The responder detected an error: its QP goes to ERR (with an async event) once the
+    /// requester has completed the WR, so a QP connected to itself completes it once.
+    fn responder_error(&mut self, at: QpPath, ev: Option<u32>) {
+        self.pending.push((at, ev));
+    }
+
+    /// NAK a request with a remote access error.
+    fn remote_fault(&mut self, at: QpPath) -> Reply {
+        self.responder_error(at, Some(event_type::QP_ACCESS_ERR));
+        Reply::Nak(syndrome::REMOTE_ACCESS)
+    }
+
+    fn responder_sig(&mut self, at: QpPath, hit: Option<SigHit>) {
+        let Some(cq) = self.qp(at).map(|p| p.recv_cqn) else { return };
+        if let Some(h) = hit {
+            self.report_sig(at.dev, h.index, h.err, h.domain, cq, at.qpn);
+        }
+    }
+
+    fn allows(&self, at: QpPath, a: AccessFlags) -> bool {
+        self.qp(at).is_some_and(|p| p.access.contains(a))
+    }
+
+    /// An RDMA WRITE.
+    fn respond_write(
+        &mut self,
+        at: QpPath,
+        (rkey, raddr): (u32, u64),
+        imm: Option<(u32, bool)>,
+        payload: &Endpoint,
+        corrupt: Corrupt,
+    ) -> Reply {
+        let pat = self.at(at);
+        let Some(len) = payload.wire_len() else { return self.remote_fault(at) };
+        if !self.allows(at, AccessFlags::REMOTE_WRITE) {
+            return self.remote_fault(at);
+        }
+        let Ok(target) = self.remote_endpoint(pat, rkey, raddr, len, Need::RemoteWrite) else {
+            return self.remote_fault(at);
+        };
+        let (hit, rhit) = match self.stream(payload, &target, corrupt) {
+            Ok(h) => h,
+            Err(f) if f.at_dst => return self.remote_fault(at),
+            Err(_) => return Reply::Local,
+        };
+        self.responder_sig(at, rhit);
+        if let Some(imm) = imm {
+            self.complete_recv(at, u32::try_from(len).unwrap_or(u32::MAX), imm);
+        }
+        Reply::Ack(hit)
+    }
+
+    /// An RDMA READ: access checked, the data read through the responder's pipelines.
+    fn respond_read(&mut self, at: QpPath, rkey: u32, raddr: u64, len: u64) -> Reply {
+        let pat = self.at(at);
+        if !self.allows(at, AccessFlags::REMOTE_READ) {
+            return self.remote_fault(at);
+        }
+        let source = match self.remote_endpoint(pat, rkey, raddr, len, Need::RemoteRead) {
+            Ok(ep) if self.mapped(&ep) => ep,
+            _ => return self.remote_fault(at),
+        };
+        match self.gather(&source) {
+            Ok((data, rhit)) => {
+                self.responder_sig(at, rhit);
+                Reply::Data(data)
+            }
+            Err(_) => self.remote_fault(at),
+        }
+    }
+
+    /// SEND_WITH_INV: the key must name an mkey of the responder's PD that allows remote
+    /// invalidation.
+    fn may_invalidate(&self, at: QpPath, key: u32) -> bool {
+        let pdn = self.at(at).pdn;
+        let Some(m) = self.devs.get(at.dev).and_then(|d| d.fw.mkey(key >> 8)) else { return false };
+        field(m, mkc::EN_RINVAL) != 0
+            && field(m, mkc::PD) == u64::from(pdn)
+            && field(m, mkc::MKEY_7_0) == u64::from(key & 0xff)
+    }
+
+    /// A SEND: the next receive WQE takes the message; an invalidation takes effect once the
+    /// data is placed.
+    fn respond_send(
+        &mut self,
+        at: QpPath,
+        (imm, inv, se): (Option<u32>, Option<u32>, bool),
+        payload: &Endpoint,
+        corrupt: Corrupt,
+    ) -> Reply {
+        if let Some(key) = inv
+            && !self.may_invalidate(at, key)
+        {
+            self.responder_error(at, Some(event_type::QP_REQ_ERR));
+            return Reply::Nak(syndrome::REMOTE_INVAL_REQ);
+        }
+        let pat = self.at(at);
+        let Some((rcq, scatter_to_cqe)) = self.qp(at).map(|p| (p.recv_cqn, p.scatter_to_cqe)) else {
+            return Reply::Nak(syndrome::TRANSPORT_RETRY);
+        };
+        let Some(r) = self.pop_recv(at) else { return Reply::Nak(syndrome::TRANSPORT_RETRY) };
+        let fail = |e: &mut Self, s: u8| {
+            e.recv_error(at, r.index, s);
+            e.responder_error(at, None);
+        };
+        let Some(len) = payload.wire_len() else {
+            fail(self, syndrome::LOCAL_LENGTH);
+            return Reply::Nak(syndrome::REMOTE_INVAL_REQ);
+        };
+        if len > self.wire_len(at.dev, &r.sge) {
+            fail(self, syndrome::LOCAL_LENGTH);
+            return Reply::Nak(syndrome::REMOTE_INVAL_REQ);
+        }
+        let (opcode, imm) = match (inv, imm) {
+            (Some(key), _) => (cqe::opcode::RESP_SEND_INV, key),
+            (None, Some(imm)) => (cqe::opcode::RESP_SEND_IMM, imm),
+            (None, None) => (cqe::opcode::RESP_SEND, 0),
+        };
+        let byte_cnt = u32::try_from(len).unwrap_or(u32::MAX);
+        let mut inline = None;
+        let (hit, rhit) = if scatter_to_cqe && len <= SCATTER_TO_CQE_MAX as u64 {
+            // The device puts small payloads in the CQE; the provider copies them at poll time.
+            let Ok((mut data, hit)) = self.gather(payload) else { return Reply::Local };
+            if let Some((off, xor)) = corrupt
+                && let Some(b) = usize::try_from(off).ok().and_then(|o| data.get_mut(o))
+            {
+                *b ^= xor;
+            }
+            inline = Some(data.clone());
+            self.give_scratch(at.dev, data);
+            (hit, None)
+        } else {
+            // A receive through a signature mkey takes one SGE.
+            let staged = r.sge.len() > 1 && r.sge.iter().any(|s| self.has_stages(at.dev, s.lkey));
+            let target = if staged { None } else { self.local_endpoint(pat, &r.sge, Need::LocalWrite, Some(len)).ok() };
+            let Some(target) = target else {
+                fail(self, syndrome::LOCAL_PROT);
+                return Reply::Nak(syndrome::REMOTE_OP);
+            };
+            match self.stream(payload, &target, corrupt) {
+                Ok(h) => h,
+                Err(f) if f.at_dst => {
+                    fail(self, syndrome::LOCAL_PROT);
+                    return Reply::Nak(syndrome::REMOTE_OP);
+                }
+                Err(_) => return Reply::Local,
+            }
+        };
+        if let Some(key) = inv
+            && let Some(m) = self.dev(at.dev).and_then(|d| d.fw.mkey_mut(key >> 8))
+        {
+            let _ = mkc::FREE.set(&mut m.mkc, 1);
+        }
+        if let Some(h) = rhit {
+            self.report_sig(at.dev, h.index, h.err, h.domain, rcq, at.qpn);
+        }
+        let from = self.sender(at);
+        let cqe = Cqe::Resp { qpn: at.qpn, wqe_counter: r.index, opcode, byte_cnt, imm, inline, from, se };
+        self.push_cqe(at.dev, rcq, cqe);
+        Reply::Ack(hit)
+    }
+
+    /// Who sent what the QP received: on an RC QP the QP its path names, from the LID that
+    /// path names (0 on RoCE).
+    fn sender(&self, at: QpPath) -> Sender {
+        let remote = self.qp(at).and_then(|p| p.remote);
+        remote.map_or_else(Sender::default, |d| Sender { qpn: d.dest_qp_num, slid: d.ah.dlid, flags: 0 })
+    }
+
+    /// RDMA WRITE with immediate consumes a receive WQE without scattering into it.
+    fn complete_recv(&mut self, at: QpPath, len: u32, (imm, se): (u32, bool)) {
+        let Some(rcq) = self.qp(at).map(|p| p.recv_cqn) else { return };
+        let Some(r) = self.pop_recv(at) else { return };
+        let from = self.sender(at);
+        let cqe = Cqe::Resp {
+            qpn: at.qpn,
+            wqe_counter: r.index,
+            opcode: cqe::opcode::RESP_WR_IMM,
+            byte_cnt: len,
+            imm,
+            inline: None,
+            from,
+            se,
+        };
+        self.push_cqe(at.dev, rcq, cqe);
+    }
+}

@@ -1,0 +1,110 @@
+//! A pcap capture of the fabric's traffic ([`crate::Simulator::capture_to`]): every request
+//! and answer as the RoCE v2 packets it is on the wire, in Ethernet frames.
+//!
+//! Addresses: a port's GID is its IP address (an IPv4-mapped GID, `::ffff:a.b.c.d`, gives
+//! IPv4). Its MAC is the one the GID's EUI-64 was made from (the interface identifier with
+//! ff:fe in its middle and the universal/local bit flipped back), else 02:00 and the GID's
+//! last four bytes. An InfiniBand port has no IP address: its traffic is not captured.
+
+use std::fs::File;
+use std::io::{self, BufWriter};
+use std::net::{IpAddr, Ipv6Addr};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use mlx5_dv::{Gid, PortAttr, link_layer};
+
+use crate::packet::Headers;
+use crate::wire::pcap::PcapWriter;
+use crate::wire::{Endpoints, Message, encode_ip, segments};
+
+/// A capture file the fabric writes to; clones (of a cloned simulator) share it.
+#[derive(Debug, Clone)]
+pub struct Capture {
+    out: Arc<Mutex<PcapWriter<BufWriter<File>>>>,
+}
+
+/// Where a packet goes between: its IP endpoints and MACs.
+#[derive(Debug, Clone, Copy)]
+pub struct Link {
+    ep: Endpoints,
+    src_mac: [u8; 6],
+    dst_mac: [u8; 6],
+}
+
+impl Link {
+    /// From port `src` (QP `src_qp`) to port `dst` (QP `dst_qp`); `None` unless both ports
+    /// are RoCE.
+    pub fn between(src: &PortAttr, src_qp: u32, dst: &PortAttr, dst_qp: u32) -> Option<Link> {
+        if src.link_layer != link_layer::ETHERNET || dst.link_layer != link_layer::ETHERNET {
+            return None;
+        }
+        let sport = Endpoints::entropy_port(src_qp, dst_qp);
+        let ep = Endpoints::new(ip_of(&src.gid), ip_of(&dst.gid), sport);
+        Some(Link { ep, src_mac: mac_of(&src.gid), dst_mac: mac_of(&dst.gid) })
+    }
+}
+
+/// A GID as an IP address: IPv4 when it is IPv4-mapped.
+pub fn ip_of(gid: &Gid) -> IpAddr {
+    let a = Ipv6Addr::from(gid.0);
+    a.to_ipv4_mapped().map_or(IpAddr::V6(a), IpAddr::V4)
+}
+
+/// The MAC of a port with this GID (see the module's comment).
+pub fn mac_of(gid: &Gid) -> [u8; 6] {
+    let g = &gid.0;
+    if g[11] == 0xff && g[12] == 0xfe {
+        [g[8] ^ 0x02, g[9], g[10], g[13], g[14], g[15]]
+    } else {
+        [0x02, 0, g[12], g[13], g[14], g[15]]
+    }
+}
+
+impl Capture {
+    /// Start a capture in a new file at `path` (truncating one that is there).
+    pub fn create(path: &Path) -> io::Result<Self> {
+        let mut w = PcapWriter::new(BufWriter::new(File::create(path)?))?;
+        w.flush()?;
+        Ok(Capture { out: Arc::new(Mutex::new(w)) })
+    }
+
+    /// Write one packet. Write errors are dropped: a capture never changes what the
+    /// simulated devices do.
+    pub fn packet(&self, link: &Link, headers: &Headers, payload: &[u8]) {
+        let Ok(ip) = encode_ip(headers, payload, &link.ep) else { return };
+        let mut w = self.out.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = w.write_ip(link.src_mac, link.dst_mac, &ip);
+    }
+
+    /// Write a message as its path-MTU packets; `data` holds its `m.len` bytes.
+    pub fn message(&self, link: &Link, m: &Message, data: &[u8]) {
+        for s in segments(m) {
+            self.packet(link, &s.headers, data.get(s.range).unwrap_or(&[]));
+        }
+    }
+
+    /// Flush what is written to the file: after each exchange, since a process-wide
+    /// simulator (the C ABI's) is never dropped.
+    pub fn flush(&self) {
+        let mut w = self.out.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = w.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_and_macs_come_from_the_gid() -> Result<(), Box<dyn std::error::Error>> {
+        let g = Gid::link_local(0x0c42_a1ff_fe01_0203);
+        assert_eq!(ip_of(&g), "fe80::c42:a1ff:fe01:203".parse::<IpAddr>()?);
+        assert_eq!(mac_of(&g), [0x0e, 0x42, 0xa1, 0x01, 0x02, 0x03]);
+        let mut v4 = [0u8; 16];
+        v4[10..].copy_from_slice(&[0xff, 0xff, 127, 0, 1, 1]);
+        assert_eq!(ip_of(&Gid(v4)), "127.0.1.1".parse::<IpAddr>()?);
+        assert_eq!(mac_of(&Gid(v4)), [0x02, 0, 127, 0, 1, 1]);
+        Ok(())
+    }
+}

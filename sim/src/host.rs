@@ -1,0 +1,120 @@
+//! Host memory, as devices see it: one DMA interface over two kinds of region, buffers the
+//! backend owns ([`Host::alloc`]) and an application's own bytes ([`Host::register_external`]);
+//! a dma-buf exporter over them ([`Host::dmabufs`]); and the eventfds of interrupt vectors
+//! ([`Host::irqs`]).
+
+mod dmabuf;
+mod eventfd;
+mod memory;
+
+pub use dmabuf::{Export, Exporter};
+pub use eventfd::{EventFd, Irqs};
+pub use memory::{PAGE, RangeCursor};
+
+/// What a device does to host memory: bounds-checked reads and writes at host addresses.
+pub trait Dma {
+    /// The bytes at `[addr, addr + len)`, if one region maps them all.
+    fn read(&self, addr: u64, len: usize) -> Option<&[u8]>;
+    /// Copy `bytes` to `addr`; false (nothing written) if one region does not map them all.
+    fn write(&mut self, addr: u64, bytes: &[u8]) -> bool;
+}
+
+/// The simulated host's memory.
+#[derive(Debug, Clone, Default)]
+pub struct Host {
+    mem: memory::Memory,
+    /// The dma-buf exports over this host's memory.
+    pub dmabufs: Exporter,
+    /// The eventfds bound to MSI-X vectors.
+    pub irqs: Irqs,
+}
+
+impl Host {
+    /// A host whose buffers may hold `limit` bytes together.
+    pub fn with_memory_limit(limit: u64) -> Self {
+        Host { mem: memory::Memory::with_limit(limit), dmabufs: Exporter::default(), irqs: Irqs::default() }
+    }
+}
+
+impl Dma for Host {
+    fn read(&self, addr: u64, len: usize) -> Option<&[u8]> {
+        self.mem.read(addr, len)
+    }
+
+    fn write(&mut self, addr: u64, bytes: &[u8]) -> bool {
+        self.mem.write(addr, bytes)
+    }
+}
+
+impl Host {
+    /// From now on [`Host::alloc`] takes memory from the process, at its own address: the
+    /// rings, doorbell records and UAR pages a program is handed pointers to.
+    pub fn allocate_in_process(&mut self) {
+        self.mem.allocate_in_process();
+    }
+
+    /// True once [`Host::allocate_in_process`] was called: a program may hold pointers into
+    /// the backend's buffers and write them.
+    pub fn in_process(&self) -> bool {
+        self.mem.in_process()
+    }
+
+    /// Map `len` zeroed bytes the backend owns at a fresh page-aligned address; `None` when
+    /// the host's memory or address space runs out.
+    pub fn alloc(&mut self, len: usize) -> Option<u64> {
+        self.mem.alloc(len)
+    }
+
+    /// Map an application's `len` bytes at `ptr`, at their own address; `None` for a null or
+    /// empty range, one that wraps, or one that overlaps mapped memory.
+    ///
+    /// # Safety
+    ///
+    /// `[ptr, ptr + len)` must be valid for reads and writes, and nothing else may read or
+    /// write it, until [`Host::unmap`] unmaps it.
+    pub unsafe fn register_external(&mut self, ptr: *mut u8, len: usize) -> Option<u64> {
+        // SAFETY: the caller's contract is the memory's.
+        unsafe { self.mem.register_external(ptr, len) }
+    }
+
+    /// Unmap the region starting at `addr`.
+    pub fn unmap(&mut self, addr: u64) -> bool {
+        self.mem.free(addr)
+    }
+
+    /// True if one region maps `[addr, addr + len)`.
+    pub fn is_mapped(&self, addr: u64, len: u64) -> bool {
+        self.mem.is_mapped(addr, len)
+    }
+
+    /// Copy from the `src` ranges to the `dst` ranges in order; false if a range is unmapped.
+    pub fn transfer(&mut self, src: &[(u64, u64)], dst: &[(u64, u64)]) -> bool {
+        self.mem.transfer(src, dst)
+    }
+
+    /// Run `f` on two ranges in different regions; `None` if they share one or are unmapped.
+    pub fn with_two<R>(
+        &mut self,
+        src: (u64, u64),
+        dst: (u64, u64),
+        f: impl FnOnce(&[u8], &mut [u8]) -> R,
+    ) -> Option<R> {
+        self.mem.with_two(src.0, src.1, dst.0, dst.1, f)
+    }
+
+    /// Fill `out` from the cursor's ranges; false if they end first or are unmapped.
+    pub fn read_ranges(&self, cur: &mut RangeCursor<'_>, out: &mut [u8]) -> bool {
+        self.mem.read_ranges(cur, out)
+    }
+
+    /// Write `data` to the cursor's ranges; false if they end first or are unmapped.
+    pub fn write_ranges(&mut self, cur: &mut RangeCursor<'_>, data: &[u8]) -> bool {
+        self.mem.write_ranges(cur, data)
+    }
+
+    /// The bytes at `[addr, addr + len)` of one region, to change in place; `None` if
+    /// unmapped.
+    pub fn bytes_mut(&mut self, addr: u64, len: usize) -> Option<&mut [u8]> {
+        self.mem.bytes_mut(addr, len)
+    }
+}

@@ -1,0 +1,352 @@
+//! The packets of the reliable connected transport, as IBTA vol. 1 ch. 9 lays out their
+//! headers: the base transport header (BTH) and the extended headers a request or response
+//! carries (RETH, AETH, ImmDt, IETH). A requester turns a WQE into request packets, the
+//! fabric carries them to the responder, and the responder answers with ACKs, NAKs and READ
+//! responses. [`Headers::encode`] and [`Headers::decode`] give the RoCE v2 byte layout
+//! (big-endian; the UDP/IP headers and ICRC around it are the fabric's).
+
+/// BTH opcodes of the RC transport (IBTA table 38; the top three bits, 000, are RC).
+pub mod opcode {
+    /// SEND First.
+    pub const SEND_FIRST: u8 = 0x00;
+    /// SEND Middle.
+    pub const SEND_MIDDLE: u8 = 0x01;
+    /// SEND Last.
+    pub const SEND_LAST: u8 = 0x02;
+    /// SEND Last with Immediate.
+    pub const SEND_LAST_IMM: u8 = 0x03;
+    /// SEND Only.
+    pub const SEND_ONLY: u8 = 0x04;
+    /// SEND Only with Immediate.
+    pub const SEND_ONLY_IMM: u8 = 0x05;
+    /// RDMA WRITE First.
+    pub const WRITE_FIRST: u8 = 0x06;
+    /// RDMA WRITE Middle.
+    pub const WRITE_MIDDLE: u8 = 0x07;
+    /// RDMA WRITE Last.
+    pub const WRITE_LAST: u8 = 0x08;
+    /// RDMA WRITE Last with Immediate.
+    pub const WRITE_LAST_IMM: u8 = 0x09;
+    /// RDMA WRITE Only.
+    pub const WRITE_ONLY: u8 = 0x0a;
+    /// RDMA WRITE Only with Immediate.
+    pub const WRITE_ONLY_IMM: u8 = 0x0b;
+    /// RDMA READ Request.
+    pub const READ_REQUEST: u8 = 0x0c;
+    /// RDMA READ Response First.
+    pub const READ_RESPONSE_FIRST: u8 = 0x0d;
+    /// RDMA READ Response Middle.
+    pub const READ_RESPONSE_MIDDLE: u8 = 0x0e;
+    /// RDMA READ Response Last.
+    pub const READ_RESPONSE_LAST: u8 = 0x0f;
+    /// RDMA READ Response Only.
+    pub const READ_RESPONSE_ONLY: u8 = 0x10;
+    /// Acknowledge (ACK or NAK, as its AETH says).
+    pub const ACKNOWLEDGE: u8 = 0x11;
+    /// SEND Last with Invalidate.
+    pub const SEND_LAST_INV: u8 = 0x16;
+    /// SEND Only with Invalidate.
+    pub const SEND_ONLY_INV: u8 = 0x17;
+}
+
+/// NAK codes of an AETH whose syndrome says NAK (IBTA table 44).
+pub mod nak {
+    /// PSN sequence error.
+    pub const PSN_SEQUENCE: u8 = 0;
+    /// Invalid request.
+    pub const INVALID_REQUEST: u8 = 1;
+    /// Remote access error.
+    pub const REMOTE_ACCESS: u8 = 2;
+    /// Remote operational error.
+    pub const REMOTE_OPERATIONAL: u8 = 3;
+}
+
+/// The base transport header: 12 bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Bth {
+    /// The opcode ([`opcode`]).
+    pub opcode: u8,
+    /// Solicited event.
+    pub se: bool,
+    /// Migration request.
+    pub migreq: bool,
+    /// Pad count: bytes added to align the payload to 4.
+    pub pad: u8,
+    /// Transport header version (0).
+    pub tver: u8,
+    /// Partition key.
+    pub pkey: u16,
+    /// Forward explicit congestion notification.
+    pub fecn: bool,
+    /// Backward explicit congestion notification.
+    pub becn: bool,
+    /// Destination QP number (24 bits).
+    pub dest_qp: u32,
+    /// Acknowledge request.
+    pub ack_req: bool,
+    /// Packet sequence number (24 bits).
+    pub psn: u32,
+}
+
+/// The RDMA extended transport header: 16 bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Reth {
+    /// Virtual address.
+    pub va: u64,
+    /// Remote key.
+    pub rkey: u32,
+    /// DMA length: the bytes of the whole message.
+    pub dma_len: u32,
+}
+
+/// What an AETH says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ack {
+    /// ACK, with its credit count.
+    Ack(u8),
+    /// RNR NAK, with its timer code.
+    Rnr(u8),
+    /// NAK with a [`nak`] code.
+    Nak(u8),
+}
+
+/// The ACK extended transport header: 4 bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Aeth {
+    /// Syndrome: bits 6:5 say ACK (00), RNR NAK (01) or NAK (11); bits 4:0 the value.
+    pub syndrome: u8,
+    /// Message sequence number (24 bits).
+    pub msn: u32,
+}
+
+impl Aeth {
+    /// An ACK (with no credit count: 0x1f, "invalid", as for a QP without end-to-end credits).
+    pub fn ack(msn: u32) -> Self {
+        Aeth { syndrome: 0x1f, msn }
+    }
+
+    /// A NAK with a [`nak`] code.
+    pub fn nak(code: u8, msn: u32) -> Self {
+        Aeth { syndrome: 0x60 | (code & 0x1f), msn }
+    }
+
+    /// An RNR NAK with a timer code.
+    pub fn rnr(timer: u8, msn: u32) -> Self {
+        Aeth { syndrome: 0x20 | (timer & 0x1f), msn }
+    }
+
+    /// What the syndrome says (the reserved 10 reads as a NAK with its value).
+    pub fn kind(&self) -> Ack {
+        let v = self.syndrome & 0x1f;
+        match (self.syndrome >> 5) & 3 {
+            0 => Ack::Ack(v),
+            1 => Ack::Rnr(v),
+            _ => Ack::Nak(v),
+        }
+    }
+}
+
+/// A packet's transport headers: the BTH and the extended headers its opcode carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Headers {
+    /// Base transport header.
+    pub bth: Bth,
+    /// RDMA extended header (WRITE First/Only, READ Request).
+    pub reth: Option<Reth>,
+    /// ACK extended header (Acknowledge, READ Response First/Last/Only).
+    pub aeth: Option<Aeth>,
+    /// Immediate data (the `_IMM` opcodes).
+    pub imm: Option<u32>,
+    /// Invalidate extended header: the key to invalidate (SEND with Invalidate).
+    pub ieth: Option<u32>,
+}
+
+/// Which extended headers an opcode carries: (RETH, AETH, ImmDt, IETH).
+fn extended(op: u8) -> (bool, bool, bool, bool) {
+    use opcode::*;
+    let reth = matches!(op, WRITE_FIRST | WRITE_ONLY | WRITE_ONLY_IMM | READ_REQUEST);
+    let aeth = matches!(op, READ_RESPONSE_FIRST | READ_RESPONSE_LAST | READ_RESPONSE_ONLY | ACKNOWLEDGE);
+    let imm = matches!(op, SEND_LAST_IMM | SEND_ONLY_IMM | WRITE_LAST_IMM | WRITE_ONLY_IMM);
+    let ieth = matches!(op, SEND_LAST_INV | SEND_ONLY_INV);
+    (reth, aeth, imm, ieth)
+}
+
+impl Headers {
+    /// The most bytes the headers of one packet take (BTH, RETH, ImmDt and more never meet).
+    pub const MAX_LEN: usize = 40;
+
+    /// Append the headers as on the wire. The extended headers written are those the opcode
+    /// carries, whatever the fields hold (an absent one is written as zeros).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let mut b = [0u8; Self::MAX_LEN];
+        let n = self.write(&mut b);
+        out.extend_from_slice(&b[..n]);
+    }
+
+    /// Write the headers as on the wire into `out`, without allocating: how many bytes.
+    pub fn write(&self, out: &mut [u8; Self::MAX_LEN]) -> usize {
+        let mut at = 0;
+        let mut put = |bytes: &[u8]| {
+            out[at..at + bytes.len()].copy_from_slice(bytes);
+            at += bytes.len();
+        };
+        let b = &self.bth;
+        put(&[b.opcode, u8::from(b.se) << 7 | u8::from(b.migreq) << 6 | (b.pad & 3) << 4 | (b.tver & 0xf)]);
+        put(&b.pkey.to_be_bytes());
+        put(&[u8::from(b.fecn) << 7 | u8::from(b.becn) << 6]);
+        put(&(b.dest_qp & 0xff_ffff).to_be_bytes()[1..]);
+        put(&[u8::from(b.ack_req) << 7]);
+        put(&(b.psn & 0xff_ffff).to_be_bytes()[1..]);
+        let (reth, aeth, imm, ieth) = extended(b.opcode);
+        if reth {
+            let r = self.reth.unwrap_or_default();
+            put(&r.va.to_be_bytes());
+            put(&r.rkey.to_be_bytes());
+            put(&r.dma_len.to_be_bytes());
+        }
+        if aeth {
+            let a = self.aeth.unwrap_or_default();
+            put(&[a.syndrome]);
+            put(&(a.msn & 0xff_ffff).to_be_bytes()[1..]);
+        }
+        if imm {
+            put(&self.imm.unwrap_or(0).to_be_bytes());
+        }
+        if ieth {
+            put(&self.ieth.unwrap_or(0).to_be_bytes());
+        }
+        at
+    }
+
+    /// The headers at the start of `b` and their length; `None` if `b` is too short.
+    pub fn decode(b: &[u8]) -> Option<(Headers, usize)> {
+        let be24 = |s: &[u8]| u32::from_be_bytes([0, s[0], s[1], s[2]]);
+        let be32 = |s: &[u8]| u32::from_be_bytes([s[0], s[1], s[2], s[3]]);
+        let bth = b.get(..12)?;
+        let bth = Bth {
+            opcode: bth[0],
+            se: bth[1] & 0x80 != 0,
+            migreq: bth[1] & 0x40 != 0,
+            pad: (bth[1] >> 4) & 3,
+            tver: bth[1] & 0xf,
+            pkey: u16::from_be_bytes([bth[2], bth[3]]),
+            fecn: bth[4] & 0x80 != 0,
+            becn: bth[4] & 0x40 != 0,
+            dest_qp: be24(&bth[5..8]),
+            ack_req: bth[8] & 0x80 != 0,
+            psn: be24(&bth[9..12]),
+        };
+        let mut h = Headers { bth, ..Headers::default() };
+        let mut at = 12;
+        let (reth, aeth, imm, ieth) = extended(bth.opcode);
+        if reth {
+            let r = b.get(at..at + 16)?;
+            let va = u64::from_be_bytes(r[..8].try_into().ok()?);
+            h.reth = Some(Reth { va, rkey: be32(&r[8..12]), dma_len: be32(&r[12..16]) });
+            at += 16;
+        }
+        if aeth {
+            let a = b.get(at..at + 4)?;
+            h.aeth = Some(Aeth { syndrome: a[0], msn: be24(&a[1..4]) });
+            at += 4;
+        }
+        if imm {
+            h.imm = Some(be32(b.get(at..at + 4)?));
+            at += 4;
+        }
+        if ieth {
+            h.ieth = Some(be32(b.get(at..at + 4)?));
+            at += 4;
+        }
+        Some((h, at))
+    }
+}
+
+/// A packet: its headers and its payload (`&[u8]` or `Vec<u8>` as bytes go on the wire; the
+/// engine's in-process form names the sender's memory to read as it goes out).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Packet<P> {
+    /// The transport headers.
+    pub headers: Headers,
+    /// The payload.
+    pub payload: P,
+}
+
+impl Packet<&[u8]> {
+    /// The packet as on the wire (headers, payload and pad to a multiple of 4; no ICRC).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut h = self.headers;
+        h.bth.pad = ((4 - self.payload.len() % 4) % 4) as u8;
+        let mut out = Vec::with_capacity(40 + self.payload.len());
+        h.encode(&mut out);
+        out.extend_from_slice(self.payload);
+        out.resize(out.len() + usize::from(h.bth.pad), 0);
+        out
+    }
+}
+
+impl Packet<Vec<u8>> {
+    /// A packet from its wire bytes (as [`Packet::encode`] makes them).
+    pub fn decode(b: &[u8]) -> Option<Self> {
+        let (headers, at) = Headers::decode(b)?;
+        let end = b.len().checked_sub(usize::from(headers.bth.pad))?;
+        Some(Packet { headers, payload: b.get(at..end)?.to_vec() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_round_trip_in_the_ibta_layout() {
+        let bth = Bth {
+            opcode: opcode::WRITE_ONLY_IMM,
+            se: true,
+            pkey: 0xffff,
+            dest_qp: 0x12_3456,
+            ack_req: true,
+            psn: 0xab_cdef,
+            ..Bth::default()
+        };
+        let h = Headers {
+            bth,
+            reth: Some(Reth { va: 0x1122_3344_5566_7788, rkey: 0xdead_beef, dma_len: 5 }),
+            imm: Some(0x0102_0304),
+            ..Headers::default()
+        };
+        let p = Packet { headers: h, payload: &b"hello"[..] };
+        let wire = p.encode();
+        assert_eq!(&wire[..12], &[0x0b, 0xb0, 0xff, 0xff, 0, 0x12, 0x34, 0x56, 0x80, 0xab, 0xcd, 0xef], "BTH, pad 3");
+        assert_eq!(&wire[12..20], &0x1122_3344_5566_7788u64.to_be_bytes(), "RETH VA");
+        assert_eq!(&wire[20..28], &[0xde, 0xad, 0xbe, 0xef, 0, 0, 0, 5], "R_Key, DMA length");
+        assert_eq!(&wire[28..32], &[1, 2, 3, 4], "ImmDt");
+        assert_eq!(wire.len(), 32 + 8);
+        let back = Packet::decode(&wire).map(|p| (p.headers.reth, p.headers.imm, p.payload));
+        assert_eq!(back, Some((h.reth, h.imm, b"hello".to_vec())));
+    }
+
+    #[test]
+    fn aeth_says_ack_rnr_or_nak() {
+        assert_eq!(Aeth::ack(7).kind(), Ack::Ack(0x1f));
+        assert_eq!(Aeth::rnr(0x12, 0).kind(), Ack::Rnr(0x12));
+        assert_eq!(Aeth::nak(nak::REMOTE_ACCESS, 0).kind(), Ack::Nak(nak::REMOTE_ACCESS));
+        let h = Headers {
+            bth: Bth { opcode: opcode::ACKNOWLEDGE, ..Bth::default() },
+            aeth: Some(Aeth::nak(3, 0x10203)),
+            ..Headers::default()
+        };
+        let mut b = Vec::new();
+        h.encode(&mut b);
+        assert_eq!(b.len(), 16);
+        assert_eq!(Headers::decode(&b), Some((h, 16)));
+        let inv = Headers {
+            bth: Bth { opcode: opcode::SEND_ONLY_INV, ..Bth::default() },
+            ieth: Some(0x4242),
+            ..Headers::default()
+        };
+        b.clear();
+        inv.encode(&mut b);
+        assert_eq!(Headers::decode(&b), Some((inv, 16)));
+    }
+}

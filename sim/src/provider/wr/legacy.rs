@@ -1,0 +1,140 @@
+//! `ibv_post_send` as libmlx5's `_mlx5_post_send` runs it: no state check but the send
+//! queue's `qp_state_max_gs` (-1 until the first RTS, so every post before it is ENOMEM), each
+//! WR checked and written in turn, and the doorbell rung for the WRs before a failing one.
+
+use mlx5_dv::errno::{EINVAL, ENOMEM, EOPNOTSUPP};
+use mlx5_dv::{Error, Op, Qp, Result, SendFlags, SendWr, wc_opcode, wr_opcode};
+
+use super::{Lower, Provider, QpObj, encode, fence_mode};
+use crate::device::contract::WqeKind;
+use crate::host::{Dma, Host};
+
+/// Entries of libmlx5's `mlx5_ib_opcode` table: an opcode past it is EINVAL.
+const OPCODES: u32 = wr_opcode::DRIVER1 + 1;
+
+/// Why a WR cannot be posted: its errno and the reason.
+type Refusal = (i32, String);
+
+/// `_mlx5_post_send`'s checks of one WR, in its order: the opcode, room in the send queue
+/// (`mlx5_wq_overflow`, counting the WRs of this call before it), the SGE count against
+/// `qp_state_max_gs`, then what the QP type and opcode allow, and the inline size.
+fn check(q: &QpObj, wr: &SendWr, nreq: u32) -> std::result::Result<(), Refusal> {
+    if wr.opcode >= OPCODES {
+        return Err((EINVAL, format!("bad opcode {}", wr.opcode)));
+    }
+    if u64::from(q.rings.sq.outstanding()) + u64::from(nreq) >= u64::from(q.max_post) {
+        return Err((ENOMEM, format!("the send queue of {} WRs is full", q.max_post)));
+    }
+    if i64::try_from(wr.sge.len()).unwrap_or(i64::MAX) > q.sq_state_max_gs {
+        let why = format!("{} SGEs, at most {} in the QP's state", wr.sge.len(), q.sq_state_max_gs);
+        return Err((ENOMEM, why));
+    }
+    if !q.rc {
+        return Err((EOPNOTSUPP, "posting is simulated on RC QPs only".into()));
+    }
+    match wr.opcode {
+        wr_opcode::ATOMIC_CMP_AND_SWP | wr_opcode::ATOMIC_FETCH_AND_ADD => {
+            return Err((EOPNOTSUPP, "atomics are not simulated".into()));
+        }
+        wr_opcode::BIND_MW => return Err((EOPNOTSUPP, "memory windows are not simulated".into())),
+        wr_opcode::TSO | wr_opcode::DRIVER1 => {
+            return Err((EOPNOTSUPP, format!("opcode {} is not simulated on RC QPs", wr.opcode)));
+        }
+        _ => {}
+    }
+    // set_data_inl_seg: the bytes of an inline WR must fit the QP's max_inline_data.
+    if wr.send_flags.contains(SendFlags::INLINE) && wr.opcode != wr_opcode::LOCAL_INV {
+        let inl: u64 = wr.sge.iter().map(|s| u64::from(s.length)).sum();
+        if i64::try_from(inl).unwrap_or(i64::MAX) > q.max_inline_data {
+            return Err((ENOMEM, format!("{inl} inline bytes, max_inline_data {}", q.max_inline_data)));
+        }
+    }
+    Ok(())
+}
+
+/// The payload of an `IBV_SEND_INLINE` WR with SGEs (`set_data_inl_seg`): the bytes the caller
+/// gave, or those its SGEs name in host memory (keys are not looked at; an unmapped SGE reads
+/// as nothing). `None` for a WR that is not inline.
+fn inline_bytes(host: &Host, wr: &SendWr) -> Option<Vec<u8>> {
+    if !wr.send_flags.contains(SendFlags::INLINE) || wr.sge.is_empty() {
+        return None;
+    }
+    if !wr.inline_data.is_empty() {
+        return Some(wr.inline_data.clone());
+    }
+    let mut out = Vec::new();
+    for s in &wr.sge {
+        out.extend_from_slice(host.read(s.addr, s.length as usize).unwrap_or_default());
+    }
+    Some(out)
+}
+
+impl Provider {
+    /// `ibv_post_send` of `wrs`: each WR that passes [`check`] is written at the producer
+    /// index; at the first that does not, the call stops with its errno and index, after the
+    /// doorbell for the WRs before it.
+    pub(crate) fn post_send_wr(&mut self, low: &mut Lower<'_>, qp: &Qp, wrs: &[SendWr]) -> Result<()> {
+        let op = Op::PostSendWr;
+        let q = self.qps.get_mut(qp.handle, op)?;
+        q.rings.adopt_program_posts(low.host);
+        let mut failed = None;
+        let mut nreq = 0u32;
+        let mut bytes = Vec::new();
+        // fm_cache: a LOCAL_INV asks the next WQE to wait for it.
+        let mut next_fence = q.fence_next;
+        for (i, wr) in wrs.iter().enumerate() {
+            let index = u32::try_from(i).unwrap_or(u32::MAX);
+            let fail = |(errno, why): Refusal| Error::new(op, errno, format!("WR {i}: {why}")).with_bad_wr(index);
+            if let Err(r) = check(q, wr, nreq) {
+                failed = Some(fail(r));
+                break;
+            }
+            let c = encode::CtrlFields {
+                wqe_index: q.rings.sq.cur_post as u16,
+                qpn: q.qpn,
+                signaled: wr.send_flags.contains(SendFlags::SIGNALED) || q.sig_all,
+                solicited: wr.send_flags.contains(SendFlags::SOLICITED),
+                fm: fence_mode(wr.send_flags, next_fence),
+            };
+            bytes.clear();
+            let (encoded, wr_data) = if wr.opcode == wr_opcode::LOCAL_INV {
+                let e = encode::encode(&WqeKind::LocalInv { key: wr.invalidate_rkey }, c)
+                    .map(|b| bytes.extend_from_slice(&b));
+                (e, wc_opcode::LOCAL_INV)
+            } else {
+                let w = wr.to_op();
+                let inline = inline_bytes(low.host, wr);
+                match w.as_ref().and_then(encode::DataWqe::of) {
+                    Some((_, _, d)) => {
+                        let d = match &inline {
+                            Some(b) => d.with_inline(b),
+                            None => d,
+                        };
+                        (encode::encode_data(&d, c, &mut bytes), 0)
+                    }
+                    None => {
+                        failed = Some(fail((EINVAL, format!("opcode {} has no data WQE", wr.opcode))));
+                        break;
+                    }
+                }
+            };
+            if let Err(e) = encoded {
+                failed = Some(fail((EINVAL, format!("WQE encoding: {e}"))));
+                break;
+            }
+            next_fence = wr.opcode == wr_opcode::LOCAL_INV;
+            q.rings.sq.write(low.host, &bytes, wr.wr_id, wr_data, nreq);
+            if let Some(log) = &mut self.wqe_log
+                && let Ok(r) = mlx5_dv::WqeRecord::decode(q.qpn, bytes.clone())
+            {
+                log.push(r);
+            }
+            nreq += 1;
+        }
+        q.fence_next = next_fence;
+        if nreq > 0 {
+            Self::ring(low, q, nreq);
+        }
+        failed.map_or(Ok(()), Err)
+    }
+}

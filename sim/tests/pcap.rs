@@ -1,0 +1,172 @@
+//! `Simulator::capture_to`: a WRITE, a SEND with immediate and a READ of several path MTUs
+//! between two QPs, read back from the pcap file by the crate's own decoder and, when it is
+//! installed, by tshark.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use mlx5_dv::prelude::*;
+use mlx5_dv::{AccessFlags as A, Buf, Mr, PdHandle, QpCap, QpDest, QpInitAttr, QpModify, RecvWr, SendFlags, Sge, WrOp};
+use mlx5_dv::{profile::LinkLayer, wc_status};
+use mlx5_sim::packet::opcode::*;
+use mlx5_sim::wire::{Datagram, decode_ip};
+use mlx5_sim::{Profile, ShippedProfiles, Simulator};
+
+const ACCESS: A = A::LOCAL_WRITE.union(A::REMOTE_WRITE).union(A::REMOTE_READ);
+/// `IBV_MTU_256`: small messages take several packets.
+const MTU_256: u32 = 1;
+
+fn temp(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("mlx5sim-{name}-{}.pcap", std::process::id()))
+}
+
+/// The frames of a classic pcap file (little-endian, as `PcapWriter` writes it).
+fn frames(path: &Path) -> Vec<Vec<u8>> {
+    let b = std::fs::read(path).unwrap();
+    assert_eq!(&b[..4], &[0xd4, 0xc3, 0xb2, 0xa1]);
+    let (mut at, mut out) = (24, Vec::new());
+    while at < b.len() {
+        let len = u32::from_le_bytes(b[at + 8..at + 12].try_into().unwrap()) as usize;
+        out.push(b[at + 16..at + 16 + len].to_vec());
+        at += 16 + len;
+    }
+    out
+}
+
+struct World {
+    sim: Simulator,
+    pd: PdHandle,
+    qp: mlx5_dv::Qp,
+    peer: mlx5_dv::Qp,
+    cq: mlx5_dv::Cq,
+}
+
+fn world(profile: Profile, capture: &Path) -> World {
+    let mut sim = Simulator::new(profile).unwrap();
+    sim.capture_to(capture).unwrap();
+    let ctx = sim.open_ibv_device("mlx5_0").unwrap();
+    let pd = sim.alloc_pd(ctx).unwrap();
+    let cq = sim.create_cq(ctx, 16).unwrap();
+    let cap = QpCap { max_send_wr: 8, max_recv_wr: 8, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
+    let attr = QpInitAttr::rc(pd, cq.handle, cap, None);
+    let qp = sim.create_qp(&attr).unwrap();
+    let peer = sim.create_qp(&attr).unwrap();
+    let port = sim.query_port(ctx, 1).unwrap();
+    for (q, p) in [(&qp, &peer), (&peer, &qp)] {
+        let dest = QpDest { path_mtu: MTU_256, ..QpDest::to(p, &port) };
+        for step in QpModify::connect(ACCESS, dest) {
+            sim.modify_qp(q, &step).unwrap();
+        }
+    }
+    World { sim, pd, qp, peer, cq }
+}
+
+fn buf(w: &mut World, data: &[u8]) -> (Buf, Mr) {
+    let b = w.sim.alloc_buf(data.len()).unwrap();
+    w.sim.write_buf(&b, 0, data).unwrap();
+    let mr = w.sim.reg_mr(w.pd, b.addr, data.len() as u64, ACCESS).unwrap();
+    (b, mr)
+}
+
+fn sge(mr: &Mr, len: usize) -> Vec<Sge> {
+    vec![Sge { addr: mr.addr, length: len as u32, lkey: mr.lkey }]
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+}
+
+/// A WRITE of 700 bytes, a SEND with immediate of 300 and a READ of 1000, all successful.
+fn exchange(w: &mut World) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
+    let (write, send, read) = (pattern(700, 1), pattern(300, 2), pattern(1000, 3));
+    let (_, src) = buf(w, &write);
+    let (_, dst) = buf(w, &[0; 700]);
+    let (_, ssrc) = buf(w, &send);
+    let (_, rdst) = buf(w, &[0; 300]);
+    let (_, remote) = buf(w, &read);
+    let (_, local) = buf(w, &[0; 1000]);
+    w.sim.post_recv(&w.peer, &[RecvWr { wr_id: 9, sge: sge(&rdst, 300) }]).unwrap();
+    let flags = SendFlags::SIGNALED;
+    let ops = [
+        WrOp::RdmaWrite { wr_id: 1, flags, rkey: dst.rkey, remote_addr: dst.addr, sge: sge(&src, 700) },
+        WrOp::SendImm { wr_id: 2, flags, imm: 0xabcd, sge: sge(&ssrc, 300) },
+        WrOp::RdmaRead { wr_id: 3, flags, rkey: remote.rkey, remote_addr: remote.addr, sge: sge(&local, 1000) },
+    ];
+    w.sim.post_send(&w.qp, &ops).unwrap();
+    let wc = w.sim.poll_cq(&w.cq, 8).unwrap();
+    assert_eq!(wc.len(), 4, "{wc:?}");
+    assert!(wc.iter().all(|c| c.status == wc_status::SUCCESS), "{wc:?}");
+    (write, send, read)
+}
+
+#[test]
+fn a_capture_holds_each_message_as_its_path_mtu_packets_and_the_answers() {
+    let path = temp("capture");
+    let mut w = world(Profile::builtin("cx7").unwrap(), &path);
+    let (write, send, read) = exchange(&mut w);
+    let (qpn, peer) = (w.qp.qp_num, w.peer.qp_num);
+    let got: Vec<Datagram> = frames(&path).iter().map(|f| decode_ip(&f[14..]).unwrap()).collect();
+    let ops: Vec<u8> = got.iter().map(|d| d.headers.bth.opcode).collect();
+    let want = [
+        WRITE_FIRST,
+        WRITE_MIDDLE,
+        WRITE_LAST,
+        ACKNOWLEDGE,
+        SEND_FIRST,
+        SEND_LAST_IMM,
+        ACKNOWLEDGE,
+        READ_REQUEST,
+        READ_RESPONSE_FIRST,
+        READ_RESPONSE_MIDDLE,
+        READ_RESPONSE_MIDDLE,
+        READ_RESPONSE_LAST,
+    ];
+    assert_eq!(ops, want);
+    let p0 = got[0].headers.bth.psn;
+    let psns: Vec<u32> = got.iter().map(|d| (d.headers.bth.psn.wrapping_sub(p0)) & 0xff_ffff).collect();
+    assert_eq!(psns, [0, 1, 2, 2, 3, 4, 4, 5, 5, 6, 7, 8], "consecutive; an ACK names the last");
+    let to: Vec<u32> = got.iter().map(|d| d.headers.bth.dest_qp).collect();
+    let (q, p) = (qpn, peer);
+    assert_eq!(to, [p, p, p, q, p, p, q, p, q, q, q, q]);
+    let joined = |r: std::ops::Range<usize>| got[r].iter().flat_map(|d| d.payload.clone()).collect::<Vec<u8>>();
+    assert_eq!(joined(0..3), write);
+    assert_eq!(joined(4..6), send);
+    assert_eq!(joined(8..12), read);
+    assert_eq!(got[5].headers.imm, Some(0xabcd));
+    assert_eq!(got[0].headers.reth.map(|r| r.dma_len), Some(700));
+    assert!(got.iter().all(|d| d.payload.len() <= 256));
+    tshark_agrees(&path, &ops, &psns.iter().map(|d| (p0 + d) & 0xff_ffff).collect::<Vec<_>>());
+    std::fs::remove_file(&path).ok();
+}
+
+/// tshark (when on PATH) dissects every frame as RoCE v2 with our opcodes and PSNs and has no
+/// expert note.
+fn tshark_agrees(path: &Path, ops: &[u8], psns: &[u32]) {
+    let file = path.display().to_string();
+    // Wireshark hands some SENDs to its RPC-over-RDMA dissector; we carry no RPC (see
+    // sim/src/wire/tshark_tests.rs).
+    let base = ["-r", &file, "--disable-protocol", "rpcordma"];
+    let fields = ["-T", "fields", "-e", "infiniband.bth.opcode", "-e", "infiniband.bth.psn", "-e", "_ws.col.Protocol"];
+    let Ok(run) = Command::new("tshark").args(base).args(fields).output() else {
+        println!("skip: tshark is not on PATH");
+        return;
+    };
+    let text = String::from_utf8(run.stdout).unwrap();
+    println!("{text}");
+    let want: String = ops.iter().zip(psns).map(|(o, p)| format!("{o}\t{p}\tRRoCE\n")).collect();
+    assert_eq!(text, want);
+    let expert = Command::new("tshark").args(base).args(["-q", "-z", "expert"]).output().unwrap();
+    let notes = String::from_utf8(expert.stdout).unwrap();
+    assert!(notes.trim().is_empty() && !notes.contains("Malformed"), "{notes}");
+}
+
+#[test]
+fn an_infiniband_fabric_has_no_ip_so_nothing_is_captured() {
+    let path = temp("ib");
+    let mut p = Profile::builtin("cx7").unwrap();
+    p.device.link_layer = LinkLayer::Infiniband;
+    let mut w = world(p, &path);
+    exchange(&mut w);
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), 24, "the file header only");
+    std::fs::remove_file(&path).ok();
+}
