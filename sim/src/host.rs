@@ -112,6 +112,12 @@ impl Host {
         self.mem.write_ranges(cur, data)
     }
 
+    /// Write `data` at `addr` with its last byte stored last, with release ordering: how a
+    /// CQE or an EQE is handed to a program that polls its ring; false if unmapped.
+    pub fn publish(&mut self, addr: u64, data: &[u8]) -> bool {
+        self.mem.publish(addr, data)
+    }
+
     /// The bytes at `[addr, addr + len)` of one region, to change in place; `None` if
     /// unmapped.
     pub fn bytes_mut(&mut self, addr: u64, len: usize) -> Option<&mut [u8]> {

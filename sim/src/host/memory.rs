@@ -1,6 +1,6 @@
 //! The regions of host memory: buffers the backend owns and memory an application lent it.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
 /// The page size of the simulated host.
 pub const PAGE: u64 = 4096;
@@ -298,6 +298,24 @@ impl Memory {
     pub fn read(&self, va: u64, len: usize) -> Option<&[u8]> {
         let (i, off) = self.locate(va, len as u64)?;
         self.regions.get(i)?.1.bytes().get(off..off + len)
+    }
+
+    /// Copy `data` to `va` so that a thread that sees its last byte (with an acquire load)
+    /// sees all of it: the rest is stored first, the last byte last, with a release store.
+    /// CQEs and EQEs hand a slot to software in their last byte, and a program polls the ring
+    /// while the device thread writes it. False if the range is not mapped.
+    pub fn publish(&mut self, va: u64, data: &[u8]) -> bool {
+        let Some((&last, rest)) = data.split_last() else { return true };
+        let Some((i, off)) = self.locate(va, data.len() as u64) else { return false };
+        let Some(to) = self.regions.get_mut(i).and_then(|(_, r)| r.bytes_mut().get_mut(off..off + data.len())) else {
+            return false;
+        };
+        let Some((slot, head)) = to.split_last_mut() else { return false };
+        head.copy_from_slice(rest);
+        // SAFETY: `slot` is a valid, aligned byte this thread holds exclusively in Rust; the
+        // only other accesses are the program's loads of the same ring slot.
+        unsafe { AtomicU8::from_ptr(slot) }.store(last, Ordering::Release);
+        true
     }
 
     /// Copy `data` to `va`; false if the range is not mapped.

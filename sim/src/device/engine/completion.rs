@@ -45,11 +45,11 @@ impl Device {
             return;
         }
         let owner = c.pi & c.ring.wqe_cnt != 0;
-        // Encoded in place: nothing is written if the slot is unmapped or a field overflows.
-        let slot = host.bytes_mut(c.ring.slot(c.pi), cqe::SIZE).and_then(|b| <&mut [u8; cqe::SIZE]>::try_from(b).ok());
-        if let Some(b) = slot
-            && cqe.encode_into(owner, b).is_ok()
-        {
+        // Encoded aside and published with its ownership byte last: the program may be
+        // polling this slot, and a half-written CQE must never look like its own. Nothing is
+        // written if a field overflows or the slot is unmapped.
+        let mut b = [0u8; cqe::SIZE];
+        if cqe.encode_into(owner, &mut b).is_ok() && host.publish(c.ring.slot(c.pi), &b) {
             let solicited = crate::device::contract::cqe_wakes_solicited(b[cqe::SIZE - 1]);
             c.pi = c.pi.wrapping_add(1);
             self.fw.cqe_written(cqn, solicited);

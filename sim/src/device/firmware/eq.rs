@@ -13,7 +13,7 @@ use mlx5_dv::prm::{self, eq as e, status};
 
 use super::objects::Numbers;
 use super::{Firmware, Reject, syndrome};
-use crate::host::{Dma, Host};
+use crate::host::Host;
 
 /// The `eqc.status` of an EQ that overran with `oi` clear (unverified: the PRM's
 /// EQ_WRITE_FAILURE).
@@ -309,7 +309,7 @@ impl Firmware {
                 eqe[e::eqe::DATA..e::eqe::DATA + 28].copy_from_slice(&ev.data);
                 eqe[e::eqe::OWNER] = u8::from(q.pc & nent != 0);
                 let slot = u64::from(q.pc & (nent - 1)) * e::eqe::SIZE as u64;
-                if !host.write(q.ring.wrapping_add(slot), &eqe) {
+                if !host.publish(q.ring.wrapping_add(slot), &eqe) {
                     q.status = EQ_STATUS_WRITE_FAILURE;
                     continue;
                 }
