@@ -118,6 +118,15 @@ impl Shim {
         0
     }
 
+    /// Port `port_num`'s GID table of the context's device, each entry with its type.
+    pub(crate) fn gid_table(&mut self, ctx: *const ibv_context, port_num: u8) -> Result<Vec<([u8; 16], u32)>, c_int> {
+        let p = self.port(ctx, port_num)?;
+        Ok(match self.context(ctx)?.device {
+            Some(dev) => self.sim.simulator().gid_table(dev).into_iter().map(|(g, t)| (g.0, t)).collect(),
+            None => gids(&p),
+        })
+    }
+
     /// The simulator's port `port_num` of the context.
     pub(crate) fn port(&mut self, ctx: *const ibv_context, port_num: u8) -> Result<PortAttr, c_int> {
         let h = self.context(ctx)?.handle;
@@ -393,9 +402,7 @@ pub unsafe extern "C" fn ibv_query_gid(
     index: c_int,
     gid: *mut ibv_gid,
 ) -> c_int {
-    let r = with(Err, |s| s.port(context, port_num));
-    let Ok(p) = r else { return minus_one(libc::EINVAL) };
-    let table = gids(&p);
+    let Ok(table) = with(Err, |s| s.gid_table(context, port_num)) else { return minus_one(libc::EINVAL) };
     let entry = usize::try_from(index).ok().and_then(|i| table.get(i));
     match (entry, gid.is_null()) {
         (Some((g, _)), false) => {
@@ -442,11 +449,11 @@ pub unsafe extern "C" fn _ibv_query_gid_ex(
         return libc::EINVAL;
     }
     let Ok(port) = u8::try_from(port_num) else { return libc::EINVAL };
-    let p = match with(Err, |s| s.port(context, port)) {
-        Ok(p) => p,
+    let table = match with(Err, |s| s.gid_table(context, port)) {
+        Ok(t) => t,
         Err(e) => return e,
     };
-    match gids(&p).get(gid_index as usize) {
+    match table.get(gid_index as usize) {
         Some((g, t)) => {
             fill_gid_entry(entry, g, gid_index, *t);
             0
@@ -467,11 +474,10 @@ pub unsafe extern "C" fn _ibv_query_gid_table(
     if flags != 0 || entry_size < std::mem::size_of::<ibv_gid_entry>() {
         return -(libc::EINVAL as isize);
     }
-    let p = match with(Err, |s| s.port(context, 1)) {
-        Ok(p) => p,
+    let table = match with(Err, |s| s.gid_table(context, 1)) {
+        Ok(t) => t,
         Err(e) => return -(e as isize),
     };
-    let table = gids(&p);
     if table.len() > max_entries || entries.is_null() && !table.is_empty() {
         return -(libc::EINVAL as isize);
     }
@@ -491,15 +497,15 @@ pub unsafe extern "C" fn ibv_query_gid_type(
     index: u32,
     gid_type: *mut u32,
 ) -> c_int {
-    let p = match with(Err, |s| s.port(context, port_num)) {
-        Ok(p) => p,
+    let table = match with(Err, |s| s.gid_table(context, port_num)) {
+        Ok(t) => t,
         Err(_) => return minus_one(libc::EINVAL),
     };
     if gid_type.is_null() || index >= 256 {
         return minus_one(libc::EINVAL);
     }
     // The sysfs encoding: 0 for IB and RoCE v1, 1 for RoCE v2; empty entries read as 0.
-    let t = gids(&p).get(index as usize).map_or(0, |(_, t)| u32::from(*t == IBV_GID_TYPE_ROCE_V2));
+    let t = table.get(index as usize).map_or(0, |(_, t)| u32::from(*t == IBV_GID_TYPE_ROCE_V2));
     // SAFETY: the caller's out-parameter.
     unsafe { *gid_type = t };
     0

@@ -164,10 +164,26 @@ fn host_from_env() -> Result<u32, String> {
     }
 }
 
+/// The first address of this process's ports on the network, or `None` to stay off it:
+/// `MLX5SIM_NET=off` keeps the devices off the network; `MLX5SIM_ADDR` gives the first
+/// address (an IPv4 address), else it comes from the host number (inside 127.0.0.0/8).
+fn network_from_env(host: u32) -> Result<Option<std::net::Ipv4Addr>, String> {
+    match std::env::var("MLX5SIM_NET").as_deref() {
+        Ok("off") => return Ok(None),
+        Ok("on") | Err(_) => {}
+        Ok(other) => return Err(format!("MLX5SIM_NET={other}: not 'on' or 'off'")),
+    }
+    match std::env::var("MLX5SIM_ADDR") {
+        Ok(v) => v.trim().parse().map(Some).map_err(|_| format!("MLX5SIM_ADDR={v}: not an IPv4 address")),
+        Err(_) => Ok(Some(mlx5_sim::fabric::net::default_address(host))),
+    }
+}
+
 impl Shim {
     fn new() -> Result<Shim, String> {
         let profile = profile_from_env()?;
-        let mut sim = Simulator::with_host(profile, host_from_env()?).map_err(|e| e.to_string())?;
+        let host = host_from_env()?;
+        let mut sim = Simulator::with_host(profile, host).map_err(|e| e.to_string())?;
         if let Some(path) = std::env::var_os("MLX5SIM_PCAP") {
             let shown = PathBuf::from(&path).display().to_string();
             sim.capture_to(&path).map_err(|e| format!("MLX5SIM_PCAP={shown}: {e}"))?;
@@ -180,7 +196,13 @@ impl Shim {
             (Ok("free"), true) => {
                 return Err("MLX5SIM_TRACE records a stepped device: MLX5SIM_MODE=free cannot be traced".into());
             }
-            (Ok("free"), false) | (Err(_), false) => sim.free_running(mlx5_sim::Wake::new(device_thread::ring)),
+            (Ok("free"), false) | (Err(_), false) => {
+                sim.free_running(mlx5_sim::Wake::new(device_thread::ring));
+                if let Some(first) = network_from_env(host)? {
+                    sim.connect_network(first)
+                        .map_err(|e| format!("the network: {e} (MLX5SIM_ADDR gives another address)"))?;
+                }
+            }
             (Ok(other), _) => return Err(format!("MLX5SIM_MODE={other}: not 'free' or 'stepped'")),
         }
         let sim = match std::env::var_os("MLX5SIM_TRACE") {

@@ -86,23 +86,7 @@ for unwanted in "ATOMIC_HCA" "MEM_WINDOW" "XRC"; do
   if echo "$out" | grep -qw "$unwanted"; then fail "ibv_devinfo -v advertises $unwanted, which is not simulated"; else pass "ibv_devinfo -v does not advertise $unwanted"; fi
 done
 
-echo "ibv_rc_pingpong across two processes: never a success without a transfer"
-# Until the processes share a network, the client's requests reach no port: it must fail,
-# and the server must not claim a transfer either.
-port=$((20000 + RANDOM % 20000))
-under_shim timeout 20 ibv_rc_pingpong -d mlx5_0 -g 0 -p "$port" > "$bin/pingpong-server.log" 2>&1 &
-server=$!
-sleep 1
-under_shim timeout 20 ibv_rc_pingpong -d mlx5_0 -g 0 -p "$port" 127.0.0.1 > "$bin/pingpong-client.log" 2>&1
-rc=$?
-kill "$server" 2> /dev/null
-wait "$server" 2> /dev/null
-if [ $rc != 0 ] && [ $rc != 124 ] && grep -q "transport retry counter exceeded" "$bin/pingpong-client.log" \
-   && ! grep -q "bytes in" "$bin/pingpong-client.log" "$bin/pingpong-server.log"; then
-  pass "the client fails with RETRY_EXC_ERR (exit $rc), and no side reports a transfer"
-else
-  fail "ibv_rc_pingpong: client exit $rc: $(cat "$bin/pingpong-client.log" "$bin/pingpong-server.log" | tr '\n' ' ')"
-fi
+source capi/tests/two_processes.sh
 
 echo "other programs no one here wrote: a message, never a signal"
 # rping and ucmatose need librdmacm's own device (not simulated yet): they must say so and exit.

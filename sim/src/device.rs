@@ -77,6 +77,8 @@ pub struct Device {
     max_msg_sz: u32,
     /// The error CQE of a crypto failure: (syndrome, vendor syndrome).
     crypto_err: (u8, u8),
+    /// Messages on the network, in flight and arriving.
+    net: engine::NetState,
 }
 
 impl Device {
@@ -93,6 +95,7 @@ impl Device {
             rx_direct: engine::RxKept::default(),
             max_msg_sz: profile.datapath.max_msg_sz,
             crypto_err: (profile.crypto.error.syndrome, profile.crypto.error.vendor_err),
+            net: engine::NetState::default(),
         })
     }
 
@@ -359,6 +362,31 @@ impl Device {
 /// Run every QP's send queue, on every device, as far as it goes; requests cross `fabric`.
 pub fn run(devices: &mut [Device], host: &mut Host, fabric: &Fabric) {
     engine::Engine::new(devices, host, fabric).progress();
+}
+
+/// Take what waits at the networked ports of `fabric` (at most `budget` datagrams), each by
+/// the device whose port it reached; then run the engine, for the requesters answered. The
+/// datagrams taken.
+pub fn receive_network(devices: &mut [Device], host: &mut Host, fabric: &Fabric, budget: usize) -> usize {
+    let mut buf = vec![0u8; crate::fabric::net::MAX_DATAGRAM];
+    let mut engine = engine::Engine::new(devices, host, fabric);
+    let mut taken = 0;
+    for (dev, port) in fabric.net_ports().iter().enumerate() {
+        while taken < budget {
+            let Some((n, from)) = port.recv(&mut buf) else { break };
+            engine.rx_datagram(dev, from, buf.get(..n).unwrap_or(&[]));
+            taken += 1;
+        }
+    }
+    taken
+}
+
+impl Device {
+    /// Datagrams this device's port dropped: a bad ICRC or header, a packet out of sequence,
+    /// an answer no QP waits for.
+    pub fn network_drops(&self) -> u64 {
+        self.net.dropped
+    }
 }
 
 /// A big-endian dword of host memory (doorbell records).

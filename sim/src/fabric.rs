@@ -2,14 +2,18 @@
 //! responder by that address and a QP number, as `ibv_modify_qp` to RTR does. A requester
 //! hands each request to the fabric, which delivers it by (GID or LID, QPN) to the
 //! responder's device ([`Fabric::deliver`]); devices never name each other directly. In one
-//! process delivery is deterministic and immediate; a cross-process fabric goes here.
+//! process delivery is deterministic and immediate. A networked fabric ([`Fabric::connect`])
+//! also gives each port a UDP socket on an IP address of its own ([`net`]), and a path whose
+//! address no port here has is carried to another process as RoCE v2.
 
 use mlx5_dv::profile::{LinkLayer, Profile};
 use mlx5_dv::{AhAttr, Gid, PortAttr, QpDest, link_layer, port_state};
 
 pub mod capture;
+pub mod net;
 
 pub use capture::{Capture, Link};
+pub use net::NetPort;
 
 /// A QP on this host's fabric: the device it is on and its number there (the responder an
 /// RTR path names).
@@ -28,6 +32,10 @@ pub struct Fabric {
     host: u32,
     /// Where the traffic is captured, if anywhere.
     capture: Option<Capture>,
+    /// The ports' sockets, once networked (one per RoCE port, in device order).
+    net: std::sync::Arc<Vec<NetPort>>,
+    /// When the network was joined: the clock of its timers.
+    epoch: Option<std::time::Instant>,
 }
 
 /// The node GUID of device `dev` of host `host`: the profile's GUID plus the device's index on
@@ -65,7 +73,69 @@ impl Fabric {
                 PortAttr { state: port_state::ACTIVE, active_mtu: d.active_mtu, lid, link_layer: layer, gid }
             })
             .collect();
-        Fabric { ports, host, capture: None }
+        Fabric { ports, host, capture: None, net: Default::default(), epoch: None }
+    }
+
+    /// Join the IP network: port `i` gets the address `first + i` and a UDP socket on its
+    /// port 4791, and GID 0 becomes the link-local GID of the MAC made from that address
+    /// (see [`net`]). InfiniBand ports stay off the network. A bind that fails (the address
+    /// is taken or not configured) fails the whole, and no port is networked.
+    pub fn connect(&mut self, first: std::net::Ipv4Addr) -> std::io::Result<()> {
+        let roce = self.ports.iter().take_while(|p| p.link_layer == link_layer::ETHERNET).count();
+        let addrs = net::addresses(first, roce).ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{first} leaves no address for {roce} ports"))
+        })?;
+        let bound = addrs
+            .iter()
+            .map(|&a| NetPort::bind(a).map_err(|e| std::io::Error::new(e.kind(), format!("binding {a}:4791: {e}"))))
+            .collect::<std::io::Result<Vec<_>>>()?;
+        for (p, n) in self.ports.iter_mut().zip(&bound) {
+            p.gid = net::link_local_of_mac(net::mac_of_ip(n.addr()));
+        }
+        self.net = std::sync::Arc::new(bound);
+        self.epoch = Some(std::time::Instant::now());
+        Ok(())
+    }
+
+    /// Port `dev`'s socket, when networked.
+    pub fn net_port(&self, dev: usize) -> Option<&NetPort> {
+        self.net.get(dev)
+    }
+
+    /// The networked ports' sockets, in device order.
+    pub fn net_ports(&self) -> &[NetPort] {
+        &self.net
+    }
+
+    /// Nanoseconds since the network was joined (0 when it is not): the transport's clock.
+    pub fn now_ns(&self) -> u64 {
+        self.epoch.map_or(0, |e| u64::try_from(e.elapsed().as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    /// Port 1's GID table of device `dev`, each entry with its `ibv_gid_type`: on the network
+    /// what an mlx5 port with an IPv4 address shows; otherwise GID 0 as RoCE v1 and v2 (or
+    /// as the one InfiniBand GID).
+    pub fn gid_table(&self, dev: usize) -> Vec<(Gid, u32)> {
+        if let Some(n) = self.net.get(dev) {
+            return n.gid_table().to_vec();
+        }
+        match self.ports.get(dev) {
+            Some(p) if p.link_layer == link_layer::ETHERNET => {
+                vec![(p.gid, net::GID_TYPE_ROCE_V1), (p.gid, net::GID_TYPE_ROCE_V2)]
+            }
+            Some(p) => vec![(p.gid, 0)],
+            None => Vec::new(),
+        }
+    }
+
+    /// The address of the peer a RoCE path names, when no port here has it and the
+    /// requester's port is networked: the IPv4 address its GID names (either kind).
+    pub fn remote(&self, from: usize, ah: &AhAttr) -> Option<std::net::Ipv4Addr> {
+        let port = self.net.get(from)?;
+        if !ah.is_global || self.route(ah).is_some() {
+            return None;
+        }
+        net::ip_of_gid(&ah.dgid).filter(|&a| port.may_reach(a))
     }
 
     /// The host number the ports were made for.
@@ -102,8 +172,12 @@ impl Fabric {
 
     /// The device whose port an address names: by GID on RoCE, by LID on InfiniBand.
     pub fn route(&self, ah: &AhAttr) -> Option<usize> {
-        self.ports.iter().position(|p| match p.link_layer {
-            link_layer::ETHERNET => ah.is_global && ah.dgid == p.gid,
+        self.ports.iter().enumerate().position(|(i, p)| match p.link_layer {
+            link_layer::ETHERNET => {
+                ah.is_global
+                    && (ah.dgid == p.gid
+                        || self.net.get(i).is_some_and(|n| n.gid_table().iter().any(|(g, _)| *g == ah.dgid)))
+            }
             _ => !ah.is_global && ah.dlid == p.lid,
         })
     }

@@ -244,12 +244,40 @@ impl Simulator {
         self.devices.iter().flat_map(Device::doorbell_records).collect()
     }
 
-    /// One pass of a free-running device: every QP's doorbell record is read (a program may
-    /// have posted with stores of its own), the engine runs what is posted, and the events it
-    /// raised go out. True if anything moved: a producer counter, a CQE or an EQE written.
+    /// Put the devices' ports on the IP network: port `i` gets address `first + i` and a UDP
+    /// socket on its port 4791, its GID table shows that address, and a path to an address
+    /// no port here has goes to it as RoCE v2 (docs/network.md). For a free-running
+    /// simulator: the transport's timers need a thread that ticks.
+    pub fn connect_network(&mut self, first: std::net::Ipv4Addr) -> std::io::Result<()> {
+        self.fabric.connect(first)
+    }
+
+    /// The file descriptors of the networked ports' sockets: a device thread waits on them.
+    pub fn network_fds(&self) -> Vec<std::os::fd::RawFd> {
+        self.fabric.net_ports().iter().map(crate::fabric::NetPort::fd).collect()
+    }
+
+    /// Port 1's GID table of device `dev`, with each entry's `ibv_gid_type`.
+    pub fn gid_table(&self, dev: usize) -> Vec<(mlx5_dv::Gid, u32)> {
+        self.fabric.gid_table(dev)
+    }
+
+    /// Datagrams each device's port dropped (bad ICRC or headers, out of sequence, for no
+    /// waiting QP), in device order.
+    pub fn network_drops(&self) -> Vec<u64> {
+        self.devices.iter().map(Device::network_drops).collect()
+    }
+
+    /// One pass of a free-running device: datagrams waiting at its ports are taken, every
+    /// QP's doorbell record is read (a program may have posted with stores of its own), the
+    /// engine runs what is posted (and resends what timed out), and the events it raised go
+    /// out. True if anything moved: a datagram, a producer counter, a CQE or an EQE written.
     pub fn tick(&mut self) -> bool {
         let before: u64 = self.devices.iter().fold(0, |n, d| n.wrapping_add(d.progress()));
         let mut moved = false;
+        if !self.fabric.net_ports().is_empty() {
+            moved |= crate::device::receive_network(&mut self.devices, &mut self.host, &self.fabric, 4096) > 0;
+        }
         for d in &mut self.devices {
             moved |= d.ring_all(&self.host);
         }

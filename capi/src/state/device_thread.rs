@@ -25,6 +25,8 @@ const FAST: Duration = Duration::from_micros(20);
 const SPINS: u32 = 100;
 /// The longest wait while quiet.
 const SLOW: Duration = Duration::from_millis(10);
+/// How long after the program's last store of its own the thread stays eager.
+const STORES_LAST: Duration = Duration::from_millis(50);
 /// How long the thread keeps looking without pause after work.
 const EAGER: Duration = Duration::from_micros(200);
 
@@ -42,6 +44,8 @@ static BUSY: AtomicBool = AtomicBool::new(false);
 static ASLEEP: AtomicBool = AtomicBool::new(false);
 /// The words the thread looks at without the shim's lock.
 static WATCHED: RwLock<Vec<Word>> = RwLock::new(Vec::new());
+/// The networked ports' sockets, which the thread waits on with the eventfd.
+static SOCKETS: RwLock<Vec<c_int>> = RwLock::new(Vec::new());
 
 /// A word of the program's memory a doorbell moves.
 #[derive(Debug, Clone, Copy)]
@@ -160,6 +164,11 @@ fn pass(s: &mut Shim) -> Option<bool> {
         Ok(mut w) => *w = words,
         Err(poisoned) => *poisoned.into_inner() = words,
     }
+    let fds = s.sim.simulator().network_fds();
+    match SOCKETS.write() {
+        Ok(mut w) => *w = fds,
+        Err(poisoned) => *poisoned.into_inner() = fds,
+    }
     Some(moved)
 }
 
@@ -198,7 +207,31 @@ fn rung() -> bool {
     RUNG.swap(false, Ordering::SeqCst)
 }
 
-/// Sleep on the wake eventfd for at most `pause`: whether a doorbell was rung through the API.
+/// Wait up to `pause` for the wake eventfd or a datagram at a networked port (`None`: only
+/// look): whether either is ready. The eventfd is read empty.
+fn poll_fds(pause: Option<Duration>) -> bool {
+    let fd = WAKE_FD.load(Ordering::Acquire);
+    let mut fds = vec![libc::pollfd { fd, events: libc::POLLIN, revents: 0 }];
+    if let Ok(socks) = SOCKETS.read() {
+        fds.extend(socks.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }));
+    }
+    if pause.is_none() && fds.len() == 1 {
+        return false;
+    }
+    let pause = pause.unwrap_or_default();
+    let ts = libc::timespec { tv_sec: pause.as_secs() as libc::time_t, tv_nsec: pause.subsec_nanos() as libc::c_long };
+    // SAFETY: pollfds of ours in a vector that outlives the call, and a timespec on the stack.
+    let n = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
+    if fds.first().is_some_and(|p| p.revents != 0) {
+        let mut v: u64 = 0;
+        // SAFETY: an 8-byte read from our non-blocking eventfd.
+        unsafe { libc::read(fd, std::ptr::from_mut(&mut v).cast(), 8) };
+    }
+    n > 0
+}
+
+/// Sleep on the wake eventfd and the ports' sockets for at most `pause`: whether a doorbell
+/// was rung through the API or a datagram came.
 fn wait(pause: Duration) -> bool {
     // Told asleep first, then the note checked: a ring between the two writes the eventfd.
     ASLEEP.store(true, Ordering::SeqCst);
@@ -206,18 +239,9 @@ fn wait(pause: Duration) -> bool {
         ASLEEP.store(false, Ordering::SeqCst);
         return true;
     }
-    let fd = WAKE_FD.load(Ordering::Acquire);
-    let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-    let ts = libc::timespec { tv_sec: pause.as_secs() as libc::time_t, tv_nsec: pause.subsec_nanos() as libc::c_long };
-    // SAFETY: one pollfd of ours and a timespec on the stack.
-    let n = unsafe { libc::ppoll(&mut p, 1, &ts, std::ptr::null()) };
-    if n > 0 {
-        let mut v: u64 = 0;
-        // SAFETY: an 8-byte read from our non-blocking eventfd.
-        unsafe { libc::read(fd, std::ptr::from_mut(&mut v).cast(), 8) };
-    }
+    let ready = poll_fds(Some(pause));
     ASLEEP.store(false, Ordering::SeqCst);
-    rung() || n > 0
+    rung() || ready
 }
 
 /// Take the shim's lock for a pass. While a program's thread spins on an empty CQ it steps
@@ -251,6 +275,12 @@ fn run() {
     let mut spins = 0u32;
     // The pass to come was asked for (a doorbell, a moved word), not a timer's.
     let mut woken = true;
+    // The program has rung with stores of its own: only those are worth looking for without
+    // pause (a doorbell rung through the API and a datagram wake the thread where it sleeps,
+    // and on a busy machine a thread that spins takes the core from the program).
+    // (A store seen in the moment between an API post's doorbell record and its ring looks
+    // like one: the thread stays eager for a while after the last, not for good.)
+    let mut stores: Option<Instant> = None;
     loop {
         if due {
             let busy = match lock_for_pass() {
@@ -266,14 +296,22 @@ fn run() {
             // What the pass wrote (a doorbell record reset) is the new baseline.
             moved(&mut last);
             if busy || woken {
-                (pause, hot_until) = (FAST, Instant::now() + EAGER);
+                pause = FAST;
+                if stores.is_some_and(|t| t.elapsed() < STORES_LAST) {
+                    hot_until = Instant::now() + EAGER;
+                }
             }
             BUSY.store(busy, Ordering::Release);
             if busy {
                 continue;
             }
         }
-        due = rung() || moved(&mut last);
+        let api = rung();
+        let by_store = !api && moved(&mut last);
+        if by_store {
+            stores = Some(Instant::now());
+        }
+        due = api || by_store || poll_fds(None);
         if due {
             woken = true;
             BUSY.store(true, Ordering::Release);
@@ -290,7 +328,12 @@ fn run() {
             std::thread::yield_now();
             continue;
         }
-        due = wait(pause) || moved(&mut last);
+        let signalled = wait(pause);
+        let by_store = moved(&mut last);
+        if by_store && !signalled {
+            stores = Some(Instant::now());
+        }
+        due = signalled || by_store;
         woken = due;
         BUSY.store(due, Ordering::Release);
         // Now and then a pass anyway: a timer may be due, a store may repeat a value.

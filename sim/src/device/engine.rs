@@ -22,10 +22,12 @@ mod completion;
 mod direct;
 mod ops;
 mod pipeline;
+mod remote;
 mod responder;
 mod translate;
 
 pub(super) use direct::{Kept, RxKept};
+pub(super) use remote::NetState;
 
 /// Error CQE syndromes (`syndrome` byte of `struct mlx5_err_cqe`).
 pub mod syndrome {
@@ -277,7 +279,12 @@ impl<'a> Engine<'a> {
         if self.pending.is_empty() {
             return;
         }
-        // Each on the responder's own device, as that device queued it.
+        self.settle_responders();
+    }
+
+    /// The responders that failed go to ERR (with their events), each on its own device as
+    /// that device queued it, and are flushed.
+    fn settle_responders(&mut self) {
         for (at, ev) in std::mem::take(&mut self.pending) {
             if let Some(d) = self.devs.get_mut(at.dev) {
                 if let Some(ev) = ev {

@@ -45,6 +45,15 @@ impl Link {
     }
 }
 
+impl Link {
+    /// Between two networked ports' IPv4 addresses (their MACs made from them), from UDP
+    /// source port `sport`.
+    pub fn ipv4(src: std::net::Ipv4Addr, dst: std::net::Ipv4Addr, sport: u16) -> Link {
+        let ep = Endpoints::new(IpAddr::V4(src), IpAddr::V4(dst), sport);
+        Link { ep, src_mac: super::net::mac_of_ip(src), dst_mac: super::net::mac_of_ip(dst) }
+    }
+}
+
 /// A GID as an IP address: IPv4 when it is IPv4-mapped.
 pub fn ip_of(gid: &Gid) -> IpAddr {
     let a = Ipv6Addr::from(gid.0);

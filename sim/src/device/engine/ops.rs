@@ -10,7 +10,8 @@ use mlx5_dv::prm::mkc;
 use mlx5_dv::{AccessFlags, QpState, Sge, event_type};
 
 use super::pipeline::{Endpoint, Part, SigHit};
-use super::responder::{Corrupt, Payload, Pulled, Request, syndrome_of_nak};
+use super::remote::Exchange;
+use super::responder::{Corrupt, Payload, Pulled, Request, Response, syndrome_of_nak};
 use super::translate::{At, Fault, Need, Xlat, field};
 use super::{Engine, Step, syndrome};
 use crate::device::Device;
@@ -18,6 +19,15 @@ use crate::device::contract::{UmrWqe, Wqe, WqeKind};
 use crate::device::firmware::PSN_MASK;
 use crate::fabric::QpPath;
 use crate::packet::{Ack, Bth, Headers, Packet, Reth, nak, opcode};
+
+/// Where a request goes.
+#[derive(Clone, Copy)]
+enum To {
+    /// To a device of this process.
+    Here(usize),
+    /// To a peer on the network.
+    Peer(std::net::Ipv4Addr),
+}
 
 /// Where a WRITE or SEND takes its payload from.
 #[derive(Clone, Copy)]
@@ -69,8 +79,9 @@ impl Engine<'_> {
         }
     }
 
-    /// The request packet for `qp`'s next message and the device the fabric routes it to;
-    /// `None` if the path's address reaches no port.
+    /// The request packet for `qp`'s next message and where it goes: the device here the
+    /// fabric routes it to, or the peer on the network; `None` if the path's address reaches
+    /// no port.
     fn request<'p>(
         &self,
         qp: QpPath,
@@ -78,14 +89,30 @@ impl Engine<'_> {
         payload: Payload<'p>,
         span: u32,
         corrupt: Corrupt,
-    ) -> Option<(usize, Request<'p>)> {
-        let to = self.route(qp)?;
+    ) -> Option<(To, Request<'p>)> {
+        let (to, dest_qp) = match self.route(qp) {
+            Some(to) => (To::Here(to.dev), to.qpn),
+            None => (To::Peer(self.remote_peer(qp)?), self.qp(qp)?.remote?.dest_qp_num),
+        };
         let mut headers = h;
-        headers.bth.dest_qp = to.qpn;
+        headers.bth.dest_qp = dest_qp;
         headers.bth.psn = self.sq_psn(qp);
         headers.bth.ack_req = true;
         headers.bth.pkey = 0xffff;
-        Some((to.dev, Request { packet: Packet { headers, payload }, from: qp, span, corrupt }))
+        Some((to, Request { packet: Packet { headers, payload }, from: qp, span, corrupt }))
+    }
+
+    /// Send a request where it goes: the answer, or the step that ends the WQE for now (the
+    /// QP waits on a peer's answer, or its retries are spent).
+    fn send(&mut self, qp: QpPath, to: To, req: &Request<'_>) -> Result<Response, Step> {
+        match to {
+            To::Here(dev) => Ok(self.transmit(dev, req)),
+            To::Peer(peer) => match self.exchange(qp, peer, req) {
+                Exchange::Answer(r) => Ok(r),
+                Exchange::Waiting => Err(Step::Blocked),
+                Exchange::Failed(s) => Err(Step::Failed(s)),
+            },
+        }
     }
 
     /// A requester's own translation fault: a crypto failure completes with the profile's
@@ -247,7 +274,10 @@ impl Engine<'_> {
         let Some((to, req)) = self.request(qp, h, Payload::Dma(&payload), n, corrupt) else {
             return Step::Failed(syndrome::TRANSPORT_RETRY);
         };
-        let resp = self.transmit(to, &req);
+        let resp = match self.send(qp, to, &req) {
+            Ok(r) => r,
+            Err(step) => return step,
+        };
         let ack = resp.ack_kind();
         let taken = match (ack, resp.pulled) {
             (_, Pulled::Failed) => true,
@@ -299,7 +329,10 @@ impl Engine<'_> {
         let Some((to, req)) = self.request(qp, h, Payload::None, n, None) else {
             return Step::Failed(syndrome::TRANSPORT_RETRY);
         };
-        let resp = self.transmit(to, &req);
+        let resp = match self.send(qp, to, &req) {
+            Ok(r) => r,
+            Err(step) => return step,
+        };
         let (ack, packet) = (resp.ack_kind(), resp.packet);
         let mut data = match (ack, packet) {
             (Some(Ack::Ack(_)), Some(p)) => p.payload,

@@ -8,8 +8,8 @@
 use mlx5_dv::prm::{cqe, mkc};
 use mlx5_dv::{AccessFlags, QpState, event_type};
 
-use super::pipeline::{Endpoint, SigHit};
-use super::translate::{Need, field};
+use super::pipeline::{Endpoint, Failed, SigHit};
+use super::translate::{Need, Why, field};
 use super::{Engine, syndrome};
 use crate::device::Device;
 use crate::device::contract::{Cqe, SCATTER_TO_CQE_MAX, Sender};
@@ -63,7 +63,12 @@ impl Device {
         let needs_recv = matches!(op, opcode::SEND_ONLY | opcode::SEND_ONLY_IMM | opcode::SEND_ONLY_INV)
             || op == opcode::WRITE_ONLY_IMM;
         if needs_recv && q.rq_cc == q.rq_pc {
-            return Some(Response::answer(opcode::ACKNOWLEDGE, Aeth::rnr(0, 0), Vec::new(), Pulled::No));
+            return Some(Response::answer(
+                opcode::ACKNOWLEDGE,
+                Aeth::rnr(q.transport.min_rnr_timer, 0),
+                Vec::new(),
+                Pulled::No,
+            ));
         }
         if seq == Seq::New
             && let Some(t) = self.fw.transport_mut(h.bth.dest_qp)
@@ -84,6 +89,20 @@ pub(super) enum Payload<'p> {
     Dma(&'p Endpoint),
     /// Plain gather ranges in host memory (the direct path's WRITEs), read the same way.
     Plain(&'p [(u64, u64)]),
+    /// Bytes that came from another process, reassembled from their packets.
+    Bytes(&'p [u8]),
+}
+
+impl Payload<'_> {
+    /// The bytes the payload puts on the wire; `None` if they cannot be counted.
+    fn wire_len(&self) -> Option<u64> {
+        match self {
+            Payload::None => Some(0),
+            Payload::Dma(ep) => ep.wire_len(),
+            Payload::Plain(r) => r.iter().try_fold(0u64, |n, &(_, l)| n.checked_add(l)),
+            Payload::Bytes(b) => Some(b.len() as u64),
+        }
+    }
 }
 
 /// A request packet on its way to the responder.
@@ -164,7 +183,7 @@ pub(super) fn wire_check(h: &Headers) {
 
 /// The message a request's ONLY opcode starts, to cut by path MTU; `None` for a READ
 /// request (one packet whatever its length).
-fn message_op(h: &Headers) -> Option<MessageOp> {
+pub(super) fn message_op(h: &Headers) -> Option<MessageOp> {
     let (se, imm, r) = (h.bth.se, h.imm.unwrap_or(0), h.reth.unwrap_or_default());
     Some(match h.bth.opcode {
         opcode::SEND_ONLY => MessageOp::Send { solicited: se },
@@ -262,7 +281,7 @@ impl Engine<'_> {
     }
 
     /// The payload of [`Engine::wire_bytes`].
-    fn wire_payload(&mut self, req: &Request<'_>) -> Option<Vec<u8>> {
+    pub(super) fn wire_payload(&mut self, req: &Request<'_>) -> Option<Vec<u8>> {
         Some(match req.packet.payload {
             Payload::None => Vec::new(),
             Payload::Dma(ep) => {
@@ -276,6 +295,7 @@ impl Engine<'_> {
                 }
                 data
             }
+            Payload::Bytes(b) => b.to_vec(),
         })
     }
 
@@ -296,7 +316,7 @@ impl Engine<'_> {
 
     /// Device `dev`'s responder takes a request packet: the device's transport checks, then
     /// the operation through its pipelines, on its tables and memory only.
-    fn receive(&mut self, dev: usize, req: &Request<'_>) -> Response {
+    pub(super) fn receive(&mut self, dev: usize, req: &Request<'_>) -> Response {
         let h = &req.packet.headers;
         let at = QpPath { dev, qpn: h.bth.dest_qp };
         let Some(d) = self.dev(dev) else { return Response::silent() };
@@ -304,13 +324,15 @@ impl Engine<'_> {
             return answer;
         }
         let op = h.bth.opcode;
-        let reply = match (op, &req.packet.payload, h.reth) {
-            (opcode::WRITE_ONLY | opcode::WRITE_ONLY_IMM, Payload::Dma(p), Some(r)) => {
+        let p = &req.packet.payload;
+        let data = matches!(p, Payload::Dma(_) | Payload::Bytes(_));
+        let reply = match (op, h.reth) {
+            (opcode::WRITE_ONLY | opcode::WRITE_ONLY_IMM, Some(r)) if data => {
                 let imm = h.imm.map(|i| (i, h.bth.se));
                 self.respond_write(at, (r.rkey, r.va), imm, p, req.corrupt)
             }
-            (opcode::READ_REQUEST, _, Some(r)) => self.respond_read(at, r.rkey, r.va, u64::from(r.dma_len)),
-            (opcode::SEND_ONLY | opcode::SEND_ONLY_IMM | opcode::SEND_ONLY_INV, Payload::Dma(p), _) => {
+            (opcode::READ_REQUEST, Some(r)) => self.respond_read(at, r.rkey, r.va, u64::from(r.dma_len)),
+            (opcode::SEND_ONLY | opcode::SEND_ONLY_IMM | opcode::SEND_ONLY_INV, _) if data => {
                 self.respond_send(at, (h.imm, h.ieth, h.bth.se), p, req.corrupt)
             }
             _ => Reply::Nak(syndrome::REMOTE_INVAL_REQ),
@@ -320,6 +342,24 @@ impl Engine<'_> {
             Reply::Data(d) => Response::answer(opcode::READ_RESPONSE_ONLY, Aeth::ack(0), d, Pulled::No),
             Reply::Nak(s) => nak_of(s).map_or_else(Response::silent, Response::nak),
             Reply::Local => Response { packet: None, pulled: Pulled::Failed },
+        }
+    }
+
+    /// Place a request's payload at `target`: streamed through the requester's pipelines
+    /// when it is in this process, scattered when its bytes came over the network (a
+    /// corruption rule has acted on them before they left). The two sides' signature errors.
+    fn place(
+        &mut self,
+        payload: &Payload<'_>,
+        target: &Endpoint,
+        corrupt: Corrupt,
+    ) -> Result<(Option<SigHit>, Option<SigHit>), Failed> {
+        match payload {
+            Payload::Dma(src) => self.stream(src, target, corrupt),
+            Payload::Bytes(b) => {
+                self.scatter(b, target).map(|rhit| (None, rhit)).map_err(|why| Failed { why, at_dst: true })
+            }
+            _ => Err(Failed { why: Why::Unmapped, at_dst: false }),
         }
     }
 
@@ -352,7 +392,7 @@ impl Engine<'_> {
         at: QpPath,
         (rkey, raddr): (u32, u64),
         imm: Option<(u32, bool)>,
-        payload: &Endpoint,
+        payload: &Payload<'_>,
         corrupt: Corrupt,
     ) -> Reply {
         let pat = self.at(at);
@@ -363,7 +403,7 @@ impl Engine<'_> {
         let Ok(target) = self.remote_endpoint(pat, rkey, raddr, len, Need::RemoteWrite) else {
             return self.remote_fault(at);
         };
-        let (hit, rhit) = match self.stream(payload, &target, corrupt) {
+        let (hit, rhit) = match self.place(payload, &target, corrupt) {
             Ok(h) => h,
             Err(f) if f.at_dst => return self.remote_fault(at),
             Err(_) => return Reply::Local,
@@ -410,7 +450,7 @@ impl Engine<'_> {
         &mut self,
         at: QpPath,
         (imm, inv, se): (Option<u32>, Option<u32>, bool),
-        payload: &Endpoint,
+        payload: &Payload<'_>,
         corrupt: Corrupt,
     ) -> Reply {
         if let Some(key) = inv
@@ -445,7 +485,12 @@ impl Engine<'_> {
         let mut inline = None;
         let (hit, rhit) = if scatter_to_cqe && len <= SCATTER_TO_CQE_MAX as u64 {
             // The device puts small payloads in the CQE; the provider copies them at poll time.
-            let Ok((mut data, hit)) = self.gather(payload) else { return Reply::Local };
+            let gathered = match payload {
+                Payload::Dma(ep) => self.gather(ep),
+                Payload::Bytes(b) => Ok((b.to_vec(), None)),
+                _ => return Reply::Local,
+            };
+            let Ok((mut data, hit)) = gathered else { return Reply::Local };
             if let Some((off, xor)) = corrupt
                 && let Some(b) = usize::try_from(off).ok().and_then(|o| data.get_mut(o))
             {
@@ -462,7 +507,7 @@ impl Engine<'_> {
                 fail(self, syndrome::LOCAL_PROT);
                 return Reply::Nak(syndrome::REMOTE_OP);
             };
-            match self.stream(payload, &target, corrupt) {
+            match self.place(payload, &target, corrupt) {
                 Ok(h) => h,
                 Err(f) if f.at_dst => {
                     fail(self, syndrome::LOCAL_PROT);

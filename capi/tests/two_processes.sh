@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Real programs across two processes on the simulated network (sourced by run.sh, which
+# defines pass, fail, under_shim and $bin). Servers and clients are started here, bounded by
+# timeouts; every address is in 127.0.0.0/8.
+
+tshark_clean() { # capture file -> packets, or a failure message on stdout and status 1
+  local n bad
+  n=$(tshark -r "$1" --disable-protocol rpcordma 2> /dev/null | grep -c RRoCE)
+  bad=$(tshark -r "$1" --disable-protocol rpcordma -Y '_ws.malformed || _ws.expert.severity >= error' 2> /dev/null | wc -l)
+  if [ "$n" -gt 0 ] && [ "$bad" = 0 ]; then echo "$n"; else echo "$n RRoCE packets, $bad malformed or in error"; return 1; fi
+}
+
+# pair NAME SERVER_ENV CLIENT_ENV PROGRAM ARGS...: run PROGRAM as a server and a client
+# (which connects to 127.0.0.1), each with its environment; sets rc_s, rc_c.
+pair() {
+  local name=$1 senv=$2 cenv=$3
+  shift 3
+  env $senv LD_LIBRARY_PATH=$shim timeout 60 "$@" > "$bin/$name-server.log" 2>&1 &
+  local server=$!
+  sleep 1
+  env $cenv LD_LIBRARY_PATH=$shim timeout 60 "$@" 127.0.0.1 > "$bin/$name-client.log" 2>&1
+  rc_c=$?
+  wait "$server"
+  rc_s=$?
+}
+
+echo "ibv_rc_pingpong across two processes"
+port=$((20000 + RANDOM % 20000))
+pair pingpong "" "" ibv_rc_pingpong -d mlx5_0 -g 0 -c -n 200 -p "$port"
+if [ $rc_c = 0 ] && [ $rc_s = 0 ] && grep -q "200 iters" "$bin/pingpong-client.log" && grep -q "200 iters" "$bin/pingpong-server.log"; then
+  pass "ibv_rc_pingpong -c -g 0, default addresses: 200 iterations, the data checked on both sides"
+else
+  fail "ibv_rc_pingpong: exits $rc_s/$rc_c: $(cat "$bin/pingpong-server.log" "$bin/pingpong-client.log" | tr '\n' ' ')"
+fi
+port=$((port + 1))
+pair pingpong-hosts "MLX5SIM_ADDR=127.0.1.1 MLX5SIM_PCAP=$bin/pingpong-server.pcap" \
+  "MLX5SIM_ADDR=127.0.2.1 MLX5SIM_PCAP=$bin/pingpong-client.pcap" ibv_rc_pingpong -d mlx5_0 -g 0 -c -n 50 -s 5000 -p "$port"
+if [ $rc_c = 0 ] && [ $rc_s = 0 ] && grep -q "GID fe80::7fff:fe00:101" "$bin/pingpong-hosts-client.log"; then
+  pass "ibv_rc_pingpong -c between hosts 127.0.1.1 and 127.0.2.1, by their RoCE v1 link-local GIDs"
+else
+  fail "ibv_rc_pingpong between hosts: exits $rc_s/$rc_c: $(cat "$bin/pingpong-hosts-client.log" | tr '\n' ' ')"
+fi
+for side in server client; do
+  if out=$(tshark_clean "$bin/pingpong-$side.pcap"); then
+    pass "the $side's capture: tshark decodes $out RRoCE packets, none malformed or in error"
+  else
+    fail "the $side's capture: $out"
+  fi
+done
+
+echo "a peer that dies"
+port=$((port + 1))
+# Without `timeout` in between: the process killed is the server itself.
+MLX5SIM_ADDR=127.0.3.1 LD_LIBRARY_PATH=$shim ibv_rc_pingpong -d mlx5_0 -g 0 -n 100000000 -p "$port" \
+  > "$bin/dead-server.log" 2>&1 &
+server=$!
+sleep 1
+MLX5SIM_ADDR=127.0.4.1 LD_LIBRARY_PATH=$shim timeout 60 ibv_rc_pingpong -d mlx5_0 -g 0 -n 100000000 -p "$port" 127.0.0.1 \
+  > "$bin/dead-client.log" 2>&1 &
+client=$!
+sleep 2
+kill -9 "$server" 2> /dev/null
+wait "$server" 2> /dev/null
+wait "$client"
+rc=$?
+if [ $rc != 0 ] && [ $rc -lt 124 ] && grep -q "transport retry counter exceeded" "$bin/dead-client.log"; then
+  pass "the survivor's QP ends in RETRY_EXC_ERR (exit $rc), no hang"
+else
+  fail "a dead peer: client exit $rc: $(tail -3 "$bin/dead-client.log" | tr '\n' ' ')"
+fi
+
+echo "perftest across two processes (hosts 127.0.1.1 and 127.0.2.1)"
+for prog in ib_write_bw ib_read_bw ib_send_bw ib_write_lat ib_read_lat ib_send_lat; do
+  for opts in "" "-q 4"; do
+    case "$prog $opts" in *lat*-q*) continue ;; esac
+    port=$((port + 1))
+    pair perftest "MLX5SIM_ADDR=127.0.1.1" "MLX5SIM_ADDR=127.0.2.1" $prog -d mlx5_0 -n 200 -p "$port" $opts
+    result=$(grep -A1 '#bytes' "$bin/perftest-client.log" | tail -1 | tr -s ' \t' ' ')
+    if [ $rc_c = 0 ] && [ $rc_s = 0 ] && [ -n "$result" ]; then
+      pass "$prog $opts: both exit 0; the client reports:$result"
+    else
+      fail "$prog $opts: exits $rc_s/$rc_c: $(tail -4 "$bin/perftest-client.log" | tr '\n' ' ')"
+    fi
+  done
+done

@@ -1,0 +1,198 @@
+//! Ports on an IP network: each port of a networked simulator owns a UDP socket on port 4791
+//! of an IPv4 address of its own, and carries RoCE v2 to and from other processes.
+//!
+//! Addresses and what follows from them:
+//! - device `i` of a host whose first address is `a` has address `a + i`;
+//! - its MAC is `02:00` followed by the address's four bytes, so that a RoCE v1 link-local
+//!   GID (made from the MAC as a netdev's IPv6 link-local address is) names the address too;
+//! - its GID table is what an mlx5 port with that IPv4 address shows: the link-local GID as
+//!   RoCE v1 and v2, then the IPv4-mapped GID as RoCE v1 and v2.
+//!
+//! A destination GID of either kind resolves to the address it names; RoCE v1 traffic is
+//! carried on the same UDP sockets as RoCE v2 (there is no raw Ethernet here). Destinations
+//! outside 127.0.0.0/8 are refused when the port's own address is a loopback one.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::Mutex;
+
+use mlx5_dv::Gid;
+
+use crate::wire::ROCE_V2_PORT;
+
+/// `IBV_GID_TYPE_ROCE_V1` (`enum ibv_gid_type`): the link-local and the v1 IPv4-mapped entries.
+pub const GID_TYPE_ROCE_V1: u32 = 1;
+/// `IBV_GID_TYPE_ROCE_V2`.
+pub const GID_TYPE_ROCE_V2: u32 = 2;
+
+/// The largest datagram a port takes: a 4096-byte MTU's packet with every header.
+pub const MAX_DATAGRAM: usize = 4096 + 128;
+
+/// A networked port: its address, its socket on port 4791, and the sockets it sends from
+/// (one per UDP source port a connection's QPs choose).
+#[derive(Debug)]
+pub struct NetPort {
+    addr: Ipv4Addr,
+    socket: UdpSocket,
+    senders: Mutex<BTreeMap<u16, UdpSocket>>,
+}
+
+/// The MAC of the port with IPv4 address `a` (see the module's comment).
+pub fn mac_of_ip(a: Ipv4Addr) -> [u8; 6] {
+    let o = a.octets();
+    [0x02, 0x00, o[0], o[1], o[2], o[3]]
+}
+
+/// The link-local GID made from a MAC (modified EUI-64: the U/L bit flipped, ff:fe inserted).
+pub fn link_local_of_mac(mac: [u8; 6]) -> Gid {
+    let mut g = [0u8; 16];
+    g[0] = 0xfe;
+    g[1] = 0x80;
+    g[8..11].copy_from_slice(&[mac[0] ^ 0x02, mac[1], mac[2]]);
+    g[11] = 0xff;
+    g[12] = 0xfe;
+    g[13..16].copy_from_slice(&mac[3..6]);
+    Gid(g)
+}
+
+/// The IPv4-mapped GID of an address.
+pub fn mapped_gid(a: Ipv4Addr) -> Gid {
+    Gid(a.to_ipv6_mapped().octets())
+}
+
+/// The IPv4 address a GID names, by either rule of the module's comment; `None` for a GID
+/// that names none (an IPv6 address not made from one of our MACs).
+pub fn ip_of_gid(g: &Gid) -> Option<Ipv4Addr> {
+    let b = &g.0;
+    if let Some(a) = std::net::Ipv6Addr::from(*b).to_ipv4_mapped() {
+        return Some(a);
+    }
+    let link_local = b[0] == 0xfe && b[1] == 0x80 && b[2..8].iter().all(|&x| x == 0);
+    if link_local && b[11] == 0xff && b[12] == 0xfe && b[8] ^ 0x02 == 0x02 && b[9] == 0 {
+        return Some(Ipv4Addr::new(b[10], b[13], b[14], b[15]));
+    }
+    None
+}
+
+impl NetPort {
+    /// Bind port 4791 of `addr`, non-blocking.
+    pub fn bind(addr: Ipv4Addr) -> io::Result<NetPort> {
+        let socket = UdpSocket::bind(SocketAddrV4::new(addr, ROCE_V2_PORT))?;
+        socket.set_nonblocking(true)?;
+        Ok(NetPort { addr, socket, senders: Mutex::new(BTreeMap::new()) })
+    }
+
+    /// The port's address.
+    pub fn addr(&self) -> Ipv4Addr {
+        self.addr
+    }
+
+    /// The GID table an mlx5 port with this address shows, with each entry's type.
+    pub fn gid_table(&self) -> [(Gid, u32); 4] {
+        let ll = link_local_of_mac(mac_of_ip(self.addr));
+        let v4 = mapped_gid(self.addr);
+        [(ll, GID_TYPE_ROCE_V1), (ll, GID_TYPE_ROCE_V2), (v4, GID_TYPE_ROCE_V1), (v4, GID_TYPE_ROCE_V2)]
+    }
+
+    /// Whether this port may send to `to`: a loopback port only inside 127.0.0.0/8.
+    pub fn may_reach(&self, to: Ipv4Addr) -> bool {
+        !self.addr.is_loopback() || to.is_loopback()
+    }
+
+    /// The UDP source port a connection that wants `sport` sends from: `sport` once a socket
+    /// is bound to it, else 4791 (the port is taken on this address). The ICRC covers it, so
+    /// a packet is encoded for the port it leaves from.
+    pub fn source_port(&self, sport: u16) -> u16 {
+        let mut senders = self.senders.lock().unwrap_or_else(|p| p.into_inner());
+        if senders.contains_key(&sport) {
+            return sport;
+        }
+        match UdpSocket::bind(SocketAddrV4::new(self.addr, sport)) {
+            Ok(s) if s.set_nonblocking(true).is_ok() => {
+                senders.insert(sport, s);
+                sport
+            }
+            _ => ROCE_V2_PORT,
+        }
+    }
+
+    /// Send one datagram from source port `sport` (as [`NetPort::source_port`] gave it) to
+    /// port 4791 of `to`. A full socket buffer drops it, as a congested link would: the
+    /// transport retransmits.
+    pub fn send(&self, sport: u16, to: Ipv4Addr, datagram: &[u8]) {
+        if !self.may_reach(to) {
+            return;
+        }
+        let dst = SocketAddrV4::new(to, ROCE_V2_PORT);
+        let senders = self.senders.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = senders.get(&sport).unwrap_or(&self.socket).send_to(datagram, dst);
+    }
+
+    /// The next datagram waiting, into `buf`: its length and sender; `None` when none waits.
+    pub fn recv(&self, buf: &mut [u8]) -> Option<(usize, SocketAddrV4)> {
+        loop {
+            match self.socket.recv_from(buf) {
+                Ok((n, SocketAddr::V4(from))) => return Some((n, from)),
+                // Not ours to answer (the socket is IPv4): dropped.
+                Ok((_, SocketAddr::V6(_))) => continue,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return None,
+            }
+        }
+    }
+
+    /// The socket's file descriptor, for a device thread to wait on.
+    pub fn fd(&self) -> RawFd {
+        self.socket.as_raw_fd()
+    }
+}
+
+/// The addresses of a host's `n` ports from its first address; `None` if they would run
+/// past 255.255.255.255.
+pub fn addresses(first: Ipv4Addr, n: usize) -> Option<Vec<Ipv4Addr>> {
+    let base = u32::from(first);
+    (0..n).map(|i| base.checked_add(u32::try_from(i).ok()?).map(Ipv4Addr::from)).collect()
+}
+
+/// The default first address of host `host` (24 bits): inside 127.0.0.0/8, four addresses
+/// per host (hosts 0 and 1 start at 127.0.0.1 and 127.0.0.5), so that processes told apart by
+/// host number (by default their process id) have addresses of their own.
+pub fn default_address(host: u32) -> Ipv4Addr {
+    let h = host & 0x3f_ffff;
+    Ipv4Addr::from((127u32 << 24) | (h << 2) | 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_gid_of_a_port_names_its_address() -> Result<(), std::net::AddrParseError> {
+        let a = Ipv4Addr::new(127, 0, 1, 1);
+        let mac = mac_of_ip(a);
+        assert_eq!(mac, [2, 0, 127, 0, 1, 1]);
+        let ll = link_local_of_mac(mac);
+        assert_eq!(std::net::Ipv6Addr::from(ll.0), "fe80::7fff:fe00:101".parse::<std::net::Ipv6Addr>()?);
+        assert_eq!(ip_of_gid(&ll), Some(a));
+        assert_eq!(ip_of_gid(&mapped_gid(a)), Some(a));
+        // A link-local GID from another kind of MAC names no address.
+        assert_eq!(ip_of_gid(&Gid::link_local(0x0c42_a1ff_fe01_0203)), None);
+        assert_eq!(ip_of_gid(&Gid::default()), None);
+        Ok(())
+    }
+
+    #[test]
+    fn default_addresses_stay_in_loopback_and_apart() {
+        assert_eq!(default_address(0), Ipv4Addr::new(127, 0, 0, 1));
+        assert_eq!(default_address(1), Ipv4Addr::new(127, 0, 0, 5));
+        assert!(default_address(0xff_ffff).is_loopback());
+        assert_ne!(default_address(0x40_0000), default_address(0x40_0001));
+        assert_eq!(
+            addresses(Ipv4Addr::new(127, 0, 1, 1), 2),
+            Some(vec![Ipv4Addr::new(127, 0, 1, 1), Ipv4Addr::new(127, 0, 1, 2)])
+        );
+        assert_eq!(addresses(Ipv4Addr::BROADCAST, 2), None);
+    }
+}
