@@ -249,7 +249,14 @@ impl Simulator {
     /// no port here has goes to it as RoCE v2 (docs/network.md). For a free-running
     /// simulator: the transport's timers need a thread that ticks.
     pub fn connect_network(&mut self, first: std::net::Ipv4Addr) -> std::io::Result<()> {
-        self.fabric.connect(first)
+        self.fabric.connect(first)?;
+        // The firmware reports the new GID 0 too (QUERY_ROCE_ADDRESS, the vport context).
+        for (i, d) in self.devices.iter_mut().enumerate() {
+            if let Some(p) = self.fabric.port(i) {
+                d.set_port_address(p.gid, p.lid);
+            }
+        }
+        Ok(())
     }
 
     /// The file descriptors of the networked ports' sockets: a device thread waits on them.

@@ -39,6 +39,24 @@ pub struct NetPort {
     senders: Mutex<BTreeMap<u16, UdpSocket>>,
 }
 
+/// The socket buffer a port asks for (the kernel grants up to `net.core.rmem_max`).
+const SOCKET_BUFFER: libc::c_int = 8 << 20;
+
+/// Ask for a socket buffer of `bytes` (`SO_RCVBUF` or `SO_SNDBUF`): past the system's limit
+/// where the process may (`SO_*BUFFORCE` needs CAP_NET_ADMIN), else as large as the limit
+/// allows; a refusal leaves the default.
+fn set_buffer(socket: &UdpSocket, option: libc::c_int, bytes: libc::c_int) {
+    let force = if option == libc::SO_RCVBUF { libc::SO_RCVBUFFORCE } else { libc::SO_SNDBUFFORCE };
+    let len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    let set = |opt| {
+        // SAFETY: a socket of ours and a c_int option value on the stack, with its length.
+        unsafe { libc::setsockopt(socket.as_raw_fd(), libc::SOL_SOCKET, opt, std::ptr::from_ref(&bytes).cast(), len) }
+    };
+    if set(force) != 0 {
+        set(option);
+    }
+}
+
 /// The MAC of the port with IPv4 address `a` (see the module's comment).
 pub fn mac_of_ip(a: Ipv4Addr) -> [u8; 6] {
     let o = a.octets();
@@ -81,6 +99,9 @@ impl NetPort {
     pub fn bind(addr: Ipv4Addr) -> io::Result<NetPort> {
         let socket = UdpSocket::bind(SocketAddrV4::new(addr, ROCE_V2_PORT))?;
         socket.set_nonblocking(true)?;
+        // The default receive buffer (about 200 KiB) holds three 64 KiB messages: a few QPs
+        // sending at once overflow it, and every loss costs an ACK timeout.
+        set_buffer(&socket, libc::SO_RCVBUF, SOCKET_BUFFER);
         Ok(NetPort { addr, socket, senders: Mutex::new(BTreeMap::new()) })
     }
 
@@ -111,6 +132,7 @@ impl NetPort {
         }
         match UdpSocket::bind(SocketAddrV4::new(self.addr, sport)) {
             Ok(s) if s.set_nonblocking(true).is_ok() => {
+                set_buffer(&s, libc::SO_SNDBUF, SOCKET_BUFFER);
                 senders.insert(sport, s);
                 sport
             }
