@@ -381,6 +381,19 @@ pub fn receive_network(devices: &mut [Device], host: &mut Host, fabric: &Fabric,
     taken
 }
 
+/// One datagram arriving at device `dev`'s networked port from `from` (see
+/// [`receive_network`]); false if dropped or the port is not networked.
+pub fn receive_one(
+    devices: &mut [Device],
+    host: &mut Host,
+    fabric: &Fabric,
+    dev: usize,
+    from: std::net::SocketAddrV4,
+    bytes: &[u8],
+) -> bool {
+    fabric.net_port(dev).is_some() && engine::Engine::new(devices, host, fabric).rx_datagram(dev, from, bytes)
+}
+
 impl Device {
     /// Datagrams this device's port dropped: a bad ICRC or header, a packet out of sequence,
     /// an answer no QP waits for.

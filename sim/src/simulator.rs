@@ -259,6 +259,17 @@ impl Simulator {
         Ok(())
     }
 
+    /// What a datagram arriving at device `dev`'s networked port from `from` does, as if it
+    /// came through the socket: checked, then taken by the responder or a waiting requester
+    /// (answers go out through the socket). False if it was dropped (and counted), or the
+    /// port is not networked. Then the engine runs. For tests and fuzzing.
+    pub fn receive_datagram(&mut self, dev: usize, from: std::net::SocketAddrV4, bytes: &[u8]) -> bool {
+        let taken = crate::device::receive_one(&mut self.devices, &mut self.host, &self.fabric, dev, from, bytes);
+        let (_, mut low) = self.split();
+        low.run_now();
+        taken
+    }
+
     /// The file descriptors of the networked ports' sockets: a device thread waits on them.
     pub fn network_fds(&self) -> Vec<std::os::fd::RawFd> {
         self.fabric.net_ports().iter().map(crate::fabric::NetPort::fd).collect()
