@@ -88,9 +88,10 @@ deps:
 	  exit 1; \
 	fi
 
-bench:
+bench: shim
 	$(CARGO) bench -p mlx5-sim
 	$(CARGO) bench -p mlx5-capi
+	bash capi/benches/network.sh
 	$(CARGO) bench -p mlx5-conformance --bench suite
 
 # The simulator behind the C ABI, in target/shim (README: "Your own program on the simulator").

@@ -117,6 +117,7 @@ unsafe extern "C" fn wr_start(qpx: *mut ibv_qp_ex) {
 }
 
 unsafe extern "C" fn wr_complete(qpx: *mut ibv_qp_ex) -> c_int {
+    crate::state::device_thread::posting();
     with(
         |e| e,
         |s| {

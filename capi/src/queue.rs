@@ -522,8 +522,9 @@ fn merge_attr(last: &mut ibv_qp_attr, a: &ibv_qp_attr, mask: c_int) {
 unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, num: c_int, wc: *mut ibv_wc) -> c_int {
     let n = with(|_| CQ_POLL_ERR, |s| s.poll(cq, num, wc));
     if n == 0 {
-        // A program spinning on an empty CQ must not keep the device from the lock.
-        device_thread::let_it_run();
+        // A program spinning on an empty CQ must not keep the device from the lock; on the
+        // network it runs a device pass itself.
+        device_thread::empty_poll();
     }
     n
 }
@@ -547,10 +548,12 @@ unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_
 }
 
 unsafe extern "C" fn post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad: *mut *mut ibv_send_wr) -> c_int {
+    device_thread::posting();
     with(|e| e, |s| s.post_send(qp, wr, bad))
 }
 
 unsafe extern "C" fn post_recv(qp: *mut ibv_qp, wr: *mut ibv_recv_wr, bad: *mut *mut ibv_recv_wr) -> c_int {
+    device_thread::posting();
     with(|e| e, |s| s.post_recv(qp, wr, bad))
 }
 
