@@ -2,7 +2,8 @@
 #   make run       the conformance suite on the simulator, every shipped profile, as a table
 #   make test      everything CI checks (installs the hw backend's system packages if missing)
 #   make test-sim  the simulator and the suite only, on a host without rdma-core
-#   make bench     the criterion benchmarks, and the paired ratios (sim/benches/paired.rs)
+#   make bench     the criterion benchmarks, the paired ratios (sim/benches/paired.rs), and the
+#                  network against its UDP floors (capi/benches/network.sh)
 #   make traces    regenerate traces/ from the simulator
 #   make fuzz      each fuzz target for FUZZ_SECONDS (cargo-fuzz, nightly; docs/fuzzing.md)
 #   make fuzz-figures  each of FUZZ_TARGETS for FUZZ_RUNS executions or FUZZ_SECONDS, as rows
