@@ -122,6 +122,92 @@ impl NetFault {
     }
 }
 
+/// A rule of a fault list ([`parse_rules`]): the device whose port it is for (`None`: every
+/// networked port) and the rule.
+pub type DeviceRule = (Option<usize>, NetFault);
+
+/// Parse a list of network fault rules, as `MLX5SIM_NET_FAULTS` gives them: rules separated
+/// by `;`, each an action then `key=value` items, separated by `,`:
+///
+/// - actions: `drop`, `duplicate`, `reorder`, `delay` (with `ns=`), `corrupt` (with `offset=`
+///   and `xor=`);
+/// - filters: `qp=`, `opcode=`, `psn=`; counts: `skip=`, `times=` (a number or `always`);
+///   the random mode: `p=` (a probability) and `seed=` (default 0), acting without end
+///   unless `times=` says otherwise; `dev=`: only device `dev`'s port.
+///
+/// Numbers are decimal or `0x` hexadecimal. Example: `drop,p=0.05,seed=7;corrupt,opcode=0x06,
+/// offset=40,xor=0x5a`. An error names the rule and what is wrong with it.
+pub fn parse_rules(text: &str) -> Result<Vec<DeviceRule>, String> {
+    text.split(';')
+        .map(str::trim)
+        .filter(|r| !r.is_empty())
+        .map(|r| parse_rule(r).map_err(|e| format!("'{r}': {e}")))
+        .collect()
+}
+
+fn number(key: &str, v: &str) -> Result<u64, String> {
+    let parsed = match v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => v.parse(),
+    };
+    parsed.map_err(|_| format!("{key}={v}: not a number"))
+}
+
+fn narrow<T: TryFrom<u64>>(key: &str, v: &str) -> Result<T, String> {
+    T::try_from(number(key, v)?).map_err(|_| format!("{key}={v}: too large"))
+}
+
+fn parse_rule(rule: &str) -> Result<DeviceRule, String> {
+    let mut items = rule.split(',').map(str::trim);
+    let action = items.next().unwrap_or_default();
+    let (mut ns, mut offset, mut xor) = (None, None, None);
+    let (mut dev, mut times, mut p, mut seed) = (None, None, None, None);
+    let mut f = NetFault::new(NetAction::Drop);
+    for item in items {
+        let Some((key, v)) = item.split_once('=') else { return Err(format!("'{item}': not key=value")) };
+        let (key, v) = (key.trim(), v.trim());
+        match key {
+            "qp" => f.dest_qp = Some(narrow(key, v)?),
+            "opcode" => f.opcode = Some(narrow(key, v)?),
+            "psn" => f.psn = Some(narrow(key, v)?),
+            "skip" => f.skip = narrow(key, v)?,
+            "times" if v == "always" => times = Some(u32::MAX),
+            "times" => times = Some(narrow(key, v)?),
+            "p" => p = Some(v.parse::<f64>().map_err(|_| format!("p={v}: not a probability"))?),
+            "seed" => seed = Some(number(key, v)?),
+            "dev" => dev = Some(narrow(key, v)?),
+            "ns" => ns = Some(number(key, v)?),
+            "offset" => offset = Some(narrow(key, v)?),
+            "xor" => xor = Some(narrow(key, v)?),
+            _ => return Err(format!("unknown key '{key}'")),
+        }
+    }
+    let need = |key: &str| format!("{action} needs {key}=");
+    f.action = match action {
+        "drop" => NetAction::Drop,
+        "duplicate" => NetAction::Duplicate,
+        "reorder" => NetAction::Reorder,
+        "delay" => NetAction::Delay(ns.ok_or_else(|| need("ns"))?),
+        "corrupt" => {
+            NetAction::Corrupt { offset: offset.ok_or_else(|| need("offset"))?, xor: xor.ok_or_else(|| need("xor"))? }
+        }
+        other => return Err(format!("unknown action '{other}' (drop, duplicate, reorder, delay, corrupt)")),
+    };
+    match (p, seed) {
+        (Some(p), seed) => f = f.random(p, seed.unwrap_or(0)),
+        (None, Some(_)) => return Err("seed= without p=".into()),
+        (None, None) => {}
+    }
+    if let Some(t) = times {
+        f.times = t;
+    }
+    if ns.is_some() && action != "delay" || (offset.is_some() || xor.is_some()) && action != "corrupt" {
+        return Err(format!("a key that {action} does not take"));
+    }
+    f.check()?;
+    Ok((dev, f))
+}
+
 /// SplitMix64 (Steele, Lea and Flood 2014): small, and its sequence depends on the seed only.
 #[derive(Debug, Clone)]
 struct SplitMix64(u64);
@@ -320,5 +406,35 @@ mod tests {
         assert!((260..340).contains(&a.len()), "about three quarters kept: {}", a.len());
         assert!(NetFault::new(NetAction::Drop).random(1.5, 0).check().is_err());
         assert!(NetFault::new(NetAction::Corrupt { offset: 0, xor: 0 }).check().is_err());
+    }
+
+    #[test]
+    fn fault_lists_parse_with_clear_errors() -> Result<(), String> {
+        let rules = parse_rules("drop,qp=0x12,opcode=6,psn=5,skip=1,times=2; delay,ns=200000,dev=1;")?;
+        let drop = NetFault::new(NetAction::Drop).qp(0x12).opcode(6).psn(5).skip(1).times(2);
+        assert_eq!(rules, [(None, drop), (Some(1), NetFault::new(NetAction::Delay(200_000)))]);
+        let rules = parse_rules("duplicate,times=always;reorder;corrupt,offset=40,xor=0x5a;drop,p=0.05,seed=7")?;
+        let corrupt = NetFault::new(NetAction::Corrupt { offset: 40, xor: 0x5a });
+        let random = NetFault::new(NetAction::Drop).random(0.05, 7);
+        let want = [NetFault::new(NetAction::Duplicate).always(), NetFault::new(NetAction::Reorder), corrupt, random];
+        assert_eq!(rules, want.map(|f| (None, f)));
+        assert_eq!(parse_rules(" ")?, []);
+        for (bad, why) in [
+            ("lose", "unknown action 'lose'"),
+            ("drop,qp", "'qp': not key=value"),
+            ("drop,qp=x", "qp=x: not a number"),
+            ("drop,opcode=256", "opcode=256: too large"),
+            ("delay", "delay needs ns="),
+            ("corrupt,offset=3", "corrupt needs xor="),
+            ("corrupt,offset=3,xor=0", "flips no bit"),
+            ("drop,p=2", "not between 0 and 1"),
+            ("drop,ns=5", "a key that drop does not take"),
+            ("drop,colour=red", "unknown key 'colour'"),
+            ("drop,seed=3", "seed= without p="),
+        ] {
+            let e = parse_rules(&format!("reorder;{bad}")).err().unwrap_or_default();
+            assert!(e.starts_with(&format!("'{bad}': ")) && e.contains(why), "{bad}: {e}");
+        }
+        Ok(())
     }
 }
