@@ -218,6 +218,20 @@ fn a_dropped_first_packet_is_resent_after_the_ack_timeout() {
 }
 
 #[test]
+fn packets_picked_by_psn_and_lost_again_on_resend_are_recovered() {
+    // PSNs from 0: the WRITE takes 0 to 2, the SEND 3 and 4, the READ 5 and its responses 5 to 8.
+    let middle = NetFault::new(NetAction::Drop).psn(1);
+    // The SEND's first packet, sent and resent: lost both times.
+    let twice = NetFault::new(NetAction::Drop).psn(3).times(2);
+    // The READ response's third packet, the first time it is seen.
+    let response = NetFault::new(NetAction::Drop).psn(7);
+    let p = exchange_with_faults(99, &[middle, twice], &[response]);
+    // After a lost packet the rest of its message is out of sequence.
+    assert!(p.b.sim.network_drops()[0] >= 2, "{:?}", p.b.sim.network_drops());
+    assert!(p.a.sim.network_drops()[0] >= 1, "{:?}", p.a.sim.network_drops());
+}
+
+#[test]
 fn duplicated_packets_take_effect_once() {
     // Every request packet of the first two messages twice, and the first ACK twice.
     let every = NetFault::new(NetAction::Duplicate).times(5);
