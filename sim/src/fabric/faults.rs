@@ -201,8 +201,11 @@ fn parse_rule(rule: &str) -> Result<DeviceRule, String> {
     if let Some(t) = times {
         f.times = t;
     }
-    if ns.is_some() && action != "delay" || (offset.is_some() || xor.is_some()) && action != "corrupt" {
-        return Err(format!("a key that {action} does not take"));
+    if ns.is_some() && action != "delay" {
+        return Err("ns= is for delay only".into());
+    }
+    if (offset.is_some() || xor.is_some()) && action != "corrupt" {
+        return Err("offset= and xor= are for corrupt only".into());
     }
     f.check()?;
     Ok((dev, f))
@@ -282,7 +285,8 @@ impl FaultState {
     /// The action the first rule that acts on a datagram with these headers takes, if any.
     fn decide(&mut self, h: Option<&Headers>) -> Option<NetAction> {
         for r in &mut self.rules {
-            if !r.fault.matches(h) || r.acted >= r.fault.times {
+            let spent = r.fault.times != u32::MAX && r.acted >= r.fault.times;
+            if spent || !r.fault.matches(h) {
                 continue;
             }
             r.seen = r.seen.saturating_add(1);
@@ -428,7 +432,8 @@ mod tests {
             ("corrupt,offset=3", "corrupt needs xor="),
             ("corrupt,offset=3,xor=0", "flips no bit"),
             ("drop,p=2", "not between 0 and 1"),
-            ("drop,ns=5", "a key that drop does not take"),
+            ("drop,ns=5", "ns= is for delay only"),
+            ("reorder,xor=1", "offset= and xor= are for corrupt only"),
             ("drop,colour=red", "unknown key 'colour'"),
             ("drop,seed=3", "seed= without p="),
         ] {
