@@ -233,16 +233,23 @@ fn packets_picked_by_psn_and_lost_again_on_resend_are_recovered() {
 
 #[test]
 fn duplicated_packets_take_effect_once() {
-    // Every request packet of the first two messages twice, and the first ACK twice.
-    let every = NetFault::new(NetAction::Duplicate).times(5);
-    let mut p = exchange_with_faults(81, &[every], &[on(NetAction::Duplicate, opcode::ACKNOWLEDGE)]);
+    use opcode::*;
+    let dup = NetAction::Duplicate;
+    // Every request packet of the first two messages twice, the READ request twice (it is
+    // served twice), the first ACK and a READ response packet twice.
+    let every = NetFault::new(dup).times(5);
+    let mut p = exchange_with_faults(
+        81,
+        &[every, on(dup, READ_REQUEST)],
+        &[on(dup, ACKNOWLEDGE), on(dup, READ_RESPONSE_MIDDLE)],
+    );
     assert!(p.a.sim.network_drops()[0] >= 1, "the second ACK answers nothing in flight");
     // The duplicated SEND consumed one receive WQE: a second SEND lands in the next.
     let qb = p.b.qp.qp_num;
     let second = pattern(64, 7);
     let src = region(&mut p.a, &second);
     let dst = region(&mut p.b, &[0; 64]);
-    p.a.sim.add_network_fault(0, on(NetAction::Duplicate, opcode::SEND_ONLY).qp(qb)).unwrap();
+    p.a.sim.add_network_fault(0, on(dup, SEND_ONLY).qp(qb)).unwrap();
     p.b.sim.post_recv(&p.b.qp, &[RecvWr { wr_id: 10, sge: sge(&dst, 0, 64) }]).unwrap();
     p.b.sim.post_recv(&p.b.qp, &[RecvWr { wr_id: 11, sge: sge(&dst, 0, 64) }]).unwrap();
     let flags = SendFlags::SIGNALED;
