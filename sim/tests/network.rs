@@ -389,6 +389,11 @@ fn bad_rules_and_ports_off_the_network_are_refused() {
         assert_eq!(s.add_network_fault(0, bad).unwrap_err().errno(), mlx5_dv::errno::EINVAL, "{bad:?}");
     }
     assert_eq!(s.network_faults_acted(0), [0]);
+    // Each port has rules of its own.
+    s.add_network_fault(1, drop.always()).unwrap();
+    assert_eq!(s.network_faults_acted(1), [0]);
+    assert_eq!(s.add_network_fault(9, drop).unwrap_err().errno(), mlx5_dv::errno::EINVAL, "no such port");
     s.clear_network_faults(0);
     assert!(s.network_faults_acted(0).is_empty());
+    assert_eq!(s.network_faults_acted(1), [0]);
 }
