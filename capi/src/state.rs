@@ -185,7 +185,8 @@ fn network_from_env(host: u32) -> Result<Option<std::net::Ipv4Addr>, String> {
 fn net_faults_from_env() -> Result<Vec<mlx5_sim::fabric::faults::DeviceRule>, String> {
     match std::env::var("MLX5SIM_NET_FAULTS") {
         Ok(v) => mlx5_sim::fabric::faults::parse_rules(&v).map_err(|e| format!("MLX5SIM_NET_FAULTS: rule {e}")),
-        Err(_) => Ok(Vec::new()),
+        Err(std::env::VarError::NotPresent) => Ok(Vec::new()),
+        Err(std::env::VarError::NotUnicode(_)) => Err("MLX5SIM_NET_FAULTS: not UTF-8".into()),
     }
 }
 

@@ -315,9 +315,10 @@ impl Simulator {
     }
 
     /// One pass of a free-running device: datagrams a network fault rule delayed go out once
-    /// their delay is over, datagrams waiting at its ports are taken, every QP's doorbell record is read (a program may have posted with stores of its own), the
-    /// engine runs what is posted (and resends what timed out), and the events it raised go
-    /// out. True if anything moved: a datagram, a producer counter, a CQE or an EQE written.
+    /// their delay is over, datagrams waiting at its ports are taken, every QP's doorbell
+    /// record is read (a program may have posted with stores of its own), the engine runs what
+    /// is posted (and resends what timed out), and the events it raised go out. True if
+    /// anything moved: a datagram, a producer counter, a CQE or an EQE written.
     pub fn tick(&mut self) -> bool {
         let before: u64 = self.devices.iter().fold(0, |n, d| n.wrapping_add(d.progress()));
         let mut moved = false;

@@ -144,8 +144,7 @@ impl NetPort {
 
     /// Send one datagram from source port `sport` (as [`NetPort::source_port`] gave it) to
     /// port 4791 of `to`. A full socket buffer drops it, as a congested link would: the
-    /// transport retransmits.
-    /// The port's fault rules act on it first ([`NetPort::add_fault`]).
+    /// transport retransmits. The port's fault rules act on it first ([`NetPort::add_fault`]).
     pub fn send(&self, sport: u16, to: Ipv4Addr, datagram: &[u8]) {
         if !self.may_reach(to) {
             return;
