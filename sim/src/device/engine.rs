@@ -106,11 +106,14 @@ pub(super) struct Engine<'a> {
     /// Responder QPs that met an error in the current step, with the event to raise: each
     /// responder queues its own, and they go to ERR after the requester completes its WR.
     pending: Vec<(QpPath, Option<u32>)>,
+    /// The send-queue counter and basic blocks of the WQE being executed, when it goes over
+    /// the network (it may be behind the head: the window).
+    cursor: Option<(u32, u32)>,
 }
 
 impl<'a> Engine<'a> {
     pub(super) fn new(devs: &'a mut [Device], host: &'a mut Host, fabric: &'a Fabric) -> Self {
-        Engine { devs, host, fabric, pending: Vec::new() }
+        Engine { devs, host, fabric, pending: Vec::new(), cursor: None }
     }
 
     fn qp(&self, q: QpPath) -> Option<&FwQp> {
@@ -159,6 +162,17 @@ impl<'a> Engine<'a> {
         Some((self.head_of(q)?, fault_at_head(q)))
     }
 
+    /// The WQE at send-queue counter `pos` of a QP, clamped to the producer counter.
+    fn wqe_at(&self, q: &FwQp, pos: u32) -> Option<Wqe> {
+        if pos == q.sq_pc || q.sq.is_empty() {
+            return None;
+        }
+        let ring = self.host.read(q.sq.addr, q.sq.len())?;
+        let mut w = contract::decode_at(ring, (pos & (q.sq.wqe_cnt - 1)) as usize)?;
+        w.bbs = w.bbs.clamp(1, q.sq_pc.wrapping_sub(pos));
+        Some(w)
+    }
+
     /// The head WQE of a QP already looked up, without its fault rule: returned alone, the
     /// large `Wqe` is not moved again into a tuple.
     fn head_of(&self, q: &FwQp) -> Option<Wqe> {
@@ -192,6 +206,12 @@ impl<'a> Engine<'a> {
             let mut settled = schedule.len() == 1;
             for &(_, dev, qpn) in schedule.iter() {
                 let id = QpPath { dev, qpn };
+                // A path to another process: a window of messages on the network.
+                if self.in_flight(id) || self.remote_peer(id).is_some() {
+                    moved |= self.progress_remote(id);
+                    settled = false;
+                    continue;
+                }
                 let mut first = true;
                 // One lookup per WQE: the QP's state (ERR is checked once, before its WQEs),
                 // then its head.

@@ -74,6 +74,10 @@ impl Engine<'_> {
 
     /// A message of `n` packets left `qp` and was answered.
     pub(super) fn sent(&mut self, qp: QpPath, n: u32) {
+        // On the network PSNs move as messages are sent.
+        if self.in_flight(qp) {
+            return;
+        }
         if let Some(t) = self.dev(qp.dev).and_then(|d| d.fw.transport_mut(qp.qpn)) {
             t.sq_psn = t.sq_psn.wrapping_add(n) & PSN_MASK;
         }
@@ -224,7 +228,8 @@ impl Engine<'_> {
         if ring == 0 {
             return None;
         }
-        let head = u64::from(q.sq_cc & q.sq.wqe_cnt.wrapping_sub(1)) * u64::from(q.sq.stride);
+        let pos = self.cursor.map_or(q.sq_cc, |(pos, _)| pos);
+        let head = u64::from(pos & q.sq.wqe_cnt.wrapping_sub(1)) * u64::from(q.sq.stride);
         let mut mem = Xlat::default();
         let (mut off, mut left) = ((head + at) % ring, len);
         while left > 0 {

@@ -3,55 +3,33 @@
 //! its QP's other work goes on; the receiving device reassembles a message from its packets,
 //! hands it to the same responder as in-process requests get, and sends the answer back.
 //!
-//! A requester has one message in flight per QP (the head WQE): it is resent whole when no
-//! answer comes within the QP's ACK timeout (4.096 µs × 2^timeout), up to `retry_cnt` times
-//! (then `RETRY_EXC_ERR`); after an RNR NAK it is resent once the responder's RNR timer has
-//! passed, up to `rnr_retry` times (7: without end; then `RNR_RETRY_EXC_ERR`). A packet that
-//! fails its ICRC, is out of sequence within a message, or names no waiting QP is dropped
-//! and counted.
+//! The requester keeps a window of messages on the wire per QP ([`requester`]). A packet
+//! that fails its ICRC, is out of sequence within a message, or answers nothing on the wire
+//! is dropped and counted.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddrV4};
 
-use super::pipeline::SigHit;
-use super::responder::{Payload, Pulled, Request, Response, message_op};
-use super::{Engine, syndrome};
+use super::Engine;
+use super::responder::{Payload, Request, Response};
 use crate::device::firmware::PSN_MASK;
 use crate::fabric::{Link, QpPath};
-use crate::packet::{Ack, Aeth, Headers, Packet, opcode};
+use crate::packet::{Ack, Headers, Packet, nak, opcode};
 use crate::wire::{self, Endpoints, Message, MessageOp, packet_count, segments};
+
+mod requester;
+
+pub(super) use requester::Exchange;
 
 /// The network side of a device: messages in flight and arriving, and what was dropped.
 #[derive(Debug, Clone, Default)]
 pub(in crate::device) struct NetState {
-    /// The message each requester QP waits on, by QP number.
-    inflight: BTreeMap<u32, Inflight>,
+    /// Each requester QP's messages on the wire, by QP number.
+    flights: BTreeMap<u32, requester::Flight>,
     /// Messages arriving packet by packet, by responder QP number.
     partial: BTreeMap<u32, Partial>,
     /// Datagrams dropped: bad ICRC or headers, out of sequence, for no waiting QP.
     pub(in crate::device) dropped: u64,
-}
-
-/// A requester's message on the wire.
-#[derive(Debug, Clone)]
-struct Inflight {
-    /// Its first PSN and how many it takes.
-    psn: u32,
-    span: u32,
-    /// When it is sent again (transport clock, ns); `u64::MAX`: never.
-    deadline: u64,
-    /// Timeouts so far, and RNR NAKs so far.
-    retries: u8,
-    rnr: u8,
-    /// The deadline is an RNR NAK's timer: it ends with a resend that counts no retry.
-    rnr_wait: bool,
-    /// The requester's own signature error met gathering its payload.
-    hit: Option<SigHit>,
-    /// READ response data received so far, and the PSN of the next response packet.
-    read: Vec<u8>,
-    read_next: u32,
-    /// The answer, once whole.
-    answer: Option<Packet<Vec<u8>>>,
 }
 
 /// A message arriving at a responder QP.
@@ -61,30 +39,6 @@ struct Partial {
     next_psn: u32,
     packets: u32,
     data: Vec<u8>,
-}
-
-/// What became of a requester's message to a remote peer.
-pub(super) enum Exchange {
-    /// The answer came.
-    Answer(Response),
-    /// Still on its way: the QP waits.
-    Waiting,
-    /// It ends here with this syndrome (retries exhausted, the payload unreadable).
-    Failed(u8),
-}
-
-/// The ACK timeout of `timeout` (4.096 µs × 2^timeout; 0: none), in ns.
-fn ack_timeout_ns(timeout: u8) -> u64 {
-    if timeout == 0 { u64::MAX } else { 4096u64 << timeout.min(31) }
-}
-
-/// The RNR NAK timer of a code (IBTA table 45), in ns.
-fn rnr_delay_ns(code: u8) -> u64 {
-    const US: [u64; 32] = [
-        655_360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1280, 1920, 2560, 3840, 5120, 7680, 10_240,
-        15_360, 20_480, 30_720, 40_960, 61_440, 81_920, 122_880, 163_840, 245_760, 327_680, 491_520,
-    ];
-    US[usize::from(code & 31)] * 1000
 }
 
 /// The opcode that ends a message whose last packet is `op`, as its ONLY form; `None` for a
@@ -117,7 +71,13 @@ impl Engine<'_> {
 
     /// Send packets from device `dev`'s port, from the UDP source port a connection between
     /// QPs `src_qp` and `dst_qp` takes, to `peer`; each is also written to the capture.
-    fn send_packets(&self, dev: usize, (src_qp, dst_qp): (u32, u32), peer: Ipv4Addr, packets: &[(Headers, &[u8])]) {
+    pub(super) fn send_packets(
+        &self,
+        dev: usize,
+        (src_qp, dst_qp): (u32, u32),
+        peer: Ipv4Addr,
+        packets: &[(Headers, &[u8])],
+    ) {
         let Some(port) = self.fabric.net_port(dev) else { return };
         let sport = port.source_port(Endpoints::entropy_port(src_qp, dst_qp));
         let ep = Endpoints::new(IpAddr::V4(port.addr()), IpAddr::V4(peer), sport);
@@ -133,98 +93,6 @@ impl Engine<'_> {
         if let Some(cap) = self.fabric.capture() {
             cap.flush();
         }
-    }
-
-    /// The requester's side of the head message of `qp` to `peer`: its answer once it came;
-    /// otherwise (re)sent as its timers say, and the QP waits.
-    pub(super) fn exchange(&mut self, qp: QpPath, peer: Ipv4Addr, req: &Request<'_>) -> Exchange {
-        let now = self.fabric.now_ns();
-        let Some(t) = self.qp(qp).map(|q| q.transport) else { return Exchange::Failed(syndrome::LOCAL_QP_OP) };
-        let psn = req.packet.headers.bth.psn;
-        let Some(d) = self.dev(qp.dev) else { return Exchange::Failed(syndrome::LOCAL_QP_OP) };
-        let mut resend = None;
-        if let Some(f) = d.net.inflight.get_mut(&qp.qpn).filter(|f| f.psn == psn) {
-            if let Some(answer) = f.answer.take() {
-                if let Some(Ack::Rnr(code)) = answer.headers.aeth.map(|a| a.kind()) {
-                    if t.rnr_retry != 7 && f.rnr >= t.rnr_retry {
-                        d.net.inflight.remove(&qp.qpn);
-                        return Exchange::Failed(0x16);
-                    }
-                    f.rnr = f.rnr.saturating_add(1);
-                    f.rnr_wait = true;
-                    f.deadline = now.saturating_add(rnr_delay_ns(code));
-                    return Exchange::Waiting;
-                }
-                let hit = f.hit;
-                d.net.inflight.remove(&qp.qpn);
-                let pulled = match answer.headers.aeth.map(|a| a.kind()) {
-                    Some(Ack::Ack(_)) => Pulled::Yes(hit),
-                    _ => Pulled::No,
-                };
-                return Exchange::Answer(Response { packet: Some(answer), pulled });
-            }
-            if now < f.deadline {
-                return Exchange::Waiting;
-            }
-            // An RNR wait ends without a retry counted; a timeout counts one.
-            if !std::mem::take(&mut f.rnr_wait) {
-                if f.retries >= t.retry_cnt {
-                    d.net.inflight.remove(&qp.qpn);
-                    return Exchange::Failed(syndrome::TRANSPORT_RETRY);
-                }
-                f.retries += 1;
-            }
-            resend = Some((f.retries, f.rnr));
-        }
-        // Gathered for each transmission: the WQE stays where it is until answered.
-        let (data, hit) = match req.packet.payload {
-            Payload::None => (Vec::new(), None),
-            Payload::Dma(ep) => match self.gather(ep) {
-                Ok(g) => g,
-                Err(_) => return Exchange::Failed(syndrome::LOCAL_PROT),
-            },
-            Payload::Plain(_) | Payload::Bytes(_) => match self.wire_payload(req) {
-                Some(b) => (b, None),
-                None => return Exchange::Failed(syndrome::LOCAL_PROT),
-            },
-        };
-        let mut data = data;
-        if let Some((off, xor)) = req.corrupt
-            && let Some(b) = usize::try_from(off).ok().and_then(|o| data.get_mut(o))
-        {
-            *b ^= xor;
-        }
-        let h = &req.packet.headers;
-        let mtu = usize::try_from(self.mtu_bytes(qp)).unwrap_or(4096);
-        let dst_qp = h.bth.dest_qp;
-        match message_op(h) {
-            Some(op) => {
-                let m = Message { op, dest_qp: dst_qp, pkey: h.bth.pkey, psn, len: data.len(), mtu };
-                let segs: Vec<_> = segments(&m).collect();
-                let packets: Vec<(Headers, &[u8])> =
-                    segs.iter().map(|s| (s.headers, data.get(s.range.clone()).unwrap_or(&[]))).collect();
-                self.send_packets(qp.dev, (qp.qpn, dst_qp), peer, &packets);
-            }
-            None => self.send_packets(qp.dev, (qp.qpn, dst_qp), peer, &[(*h, &[])]),
-        }
-        let (retries, rnr) = resend.unwrap_or((0, 0));
-        let f = Inflight {
-            psn,
-            span: req.span.max(1),
-            deadline: now.saturating_add(ack_timeout_ns(t.timeout)),
-            retries,
-            rnr,
-            rnr_wait: false,
-            hit,
-            read: Vec::new(),
-            read_next: psn,
-            answer: None,
-        };
-        self.give_scratch(qp.dev, data);
-        if let Some(d) = self.dev(qp.dev) {
-            d.net.inflight.insert(qp.qpn, f);
-        }
-        Exchange::Waiting
     }
 
     /// A datagram arrived at device `dev`'s port from `from`: checked, then taken by the
@@ -252,39 +120,6 @@ impl Engine<'_> {
             d.net.dropped = d.net.dropped.saturating_add(1);
         }
         taken
-    }
-
-    /// An ACK, NAK or READ response for a requester QP: kept as its message's answer when it
-    /// answers the message in flight.
-    fn rx_answer(&mut self, dev: usize, h: &Headers, payload: Vec<u8>) -> bool {
-        let Some(d) = self.dev(dev) else { return false };
-        let Some(f) = d.net.inflight.get_mut(&h.bth.dest_qp) else { return false };
-        let off = h.bth.psn.wrapping_sub(f.psn) & PSN_MASK;
-        if f.answer.is_some() || off >= f.span {
-            return false;
-        }
-        let op = h.bth.opcode;
-        if op == opcode::ACKNOWLEDGE {
-            let ack = matches!(h.aeth.map(|a| a.kind()), Some(Ack::Ack(_)));
-            // An ACK acknowledges the whole message only at its last PSN.
-            if ack && off + 1 != f.span {
-                return true;
-            }
-            f.answer = Some(Packet { headers: *h, payload: Vec::new() });
-            return true;
-        }
-        if h.bth.psn != f.read_next {
-            return false;
-        }
-        f.read.extend_from_slice(&payload);
-        f.read_next = (f.read_next + 1) & PSN_MASK;
-        if matches!(op, opcode::READ_RESPONSE_LAST | opcode::READ_RESPONSE_ONLY) {
-            let mut headers = *h;
-            headers.bth.opcode = opcode::READ_RESPONSE_ONLY;
-            headers.aeth = Some(h.aeth.unwrap_or(Aeth::ack(0)));
-            f.answer = Some(Packet { headers, payload: std::mem::take(&mut f.read) });
-        }
-        true
     }
 
     /// A request packet for a responder QP: reassembled into its message, which the
@@ -337,9 +172,14 @@ impl Engine<'_> {
         let Some(dest_qp) = self.qp(at).and_then(|q| q.remote).map(|r| r.dest_qp_num) else { return };
         let mtu = usize::try_from(self.mtu_bytes(at)).unwrap_or(4096);
         if p.headers.bth.opcode == opcode::ACKNOWLEDGE {
-            // An ACK names the request's last PSN; a NAK its first.
-            let ack = matches!(p.headers.aeth.map(|a| a.kind()), Some(Ack::Ack(_)));
-            let psn = if ack { req.bth.psn.wrapping_add(span.max(1) - 1) & PSN_MASK } else { req.bth.psn };
+            // An ACK names the request's last PSN; a sequence error NAK the PSN the responder
+            // expects (the requester goes back to it); other NAKs the request's first.
+            let kind = p.headers.aeth.map(|a| a.kind());
+            let psn = match kind {
+                Some(Ack::Ack(_)) => req.bth.psn.wrapping_add(span.max(1) - 1) & PSN_MASK,
+                Some(Ack::Nak(nak::PSN_SEQUENCE)) => self.qp(at).map_or(req.bth.psn, |q| q.transport.rq_psn),
+                _ => req.bth.psn,
+            };
             let mut a = p.headers;
             (a.bth.dest_qp, a.bth.psn, a.bth.pkey) = (dest_qp, psn, req.bth.pkey);
             self.send_packets(dev, (at.qpn, dest_qp), peer, &[(a, &[])]);
@@ -364,15 +204,6 @@ impl Engine<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn timers_follow_the_ibta() {
-        assert_eq!(ack_timeout_ns(14), 4096 << 14);
-        assert_eq!(ack_timeout_ns(0), u64::MAX);
-        assert_eq!(rnr_delay_ns(12), 640_000);
-        assert_eq!(rnr_delay_ns(0), 655_360_000);
-        assert_eq!(rnr_delay_ns(31), 491_520_000);
-    }
 
     #[test]
     fn a_message_ends_at_its_last_or_only_packet() {
