@@ -321,7 +321,10 @@ fn a_rule_dropping_everything_ends_in_retry_exc_err() {
     let dst = region(&mut p.b, &[0; 64]);
     let start = Instant::now();
     write_fails(&mut p.a, &dst);
-    assert_eq!(p.a.sim.network_faults_acted(0), [3], "the first send and two resends");
+    // Each WRITE on the wire is sent once and resent twice (both at once when the transport
+    // keeps more than one message on the wire).
+    let acted = p.a.sim.network_faults_acted(0);
+    assert!(acted[0] == 3 || acted[0] == 6, "the first send and two resends: {acted:?}");
     assert!(start.elapsed() >= Duration::from_millis(3), "three ACK timeouts of about 1 ms");
     // B never heard a thing.
     assert_eq!(p.b.sim.network_drops()[0], 0);
