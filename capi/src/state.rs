@@ -179,6 +179,28 @@ fn network_from_env(host: u32) -> Result<Option<std::net::Ipv4Addr>, String> {
     }
 }
 
+/// The network fault rules `MLX5SIM_NET_FAULTS` gives (syntax:
+/// [`mlx5_sim::fabric::faults::parse_rules`], docs/network.md), each with the device it is
+/// for (`None`: every networked port); empty when it is unset.
+fn net_faults_from_env() -> Result<Vec<mlx5_sim::fabric::faults::DeviceRule>, String> {
+    match std::env::var("MLX5SIM_NET_FAULTS") {
+        Ok(v) => mlx5_sim::fabric::faults::parse_rules(&v).map_err(|e| format!("MLX5SIM_NET_FAULTS: rule {e}")),
+        Err(std::env::VarError::NotPresent) => Ok(Vec::new()),
+        Err(std::env::VarError::NotUnicode(_)) => Err("MLX5SIM_NET_FAULTS: not UTF-8".into()),
+    }
+}
+
+/// Put `MLX5SIM_NET_FAULTS`'s rules on the networked ports of `sim`.
+fn add_net_faults(sim: &mut Simulator, rules: Vec<mlx5_sim::fabric::faults::DeviceRule>) -> Result<(), String> {
+    let ports = sim.network_fds().len();
+    for (dev, rule) in rules {
+        for d in dev.map_or(0..ports, |d| d..d + 1) {
+            sim.add_network_fault(d, rule).map_err(|e| format!("MLX5SIM_NET_FAULTS: device {d}: {e}"))?;
+        }
+    }
+    Ok(())
+}
+
 impl Shim {
     fn new() -> Result<Shim, String> {
         let profile = profile_from_env()?;
@@ -192,15 +214,28 @@ impl Shim {
         // calls: stepped, unless asked otherwise (which cannot be honoured).
         let tracing = std::env::var_os("MLX5SIM_TRACE").is_some();
         match (std::env::var("MLX5SIM_MODE").as_deref(), tracing) {
-            (Ok("stepped"), _) | (Err(_), true) => sim.allocate_in_process(),
+            (Ok("stepped"), _) | (Err(_), true) => {
+                if std::env::var_os("MLX5SIM_NET_FAULTS").is_some() {
+                    return Err("MLX5SIM_NET_FAULTS acts on the network, which a stepped device is not on".into());
+                }
+                sim.allocate_in_process();
+            }
             (Ok("free"), true) => {
                 return Err("MLX5SIM_TRACE records a stepped device: MLX5SIM_MODE=free cannot be traced".into());
             }
             (Ok("free"), false) | (Err(_), false) => {
                 sim.free_running(mlx5_sim::Wake::new(device_thread::ring));
-                if let Some(first) = network_from_env(host)? {
-                    sim.connect_network(first)
-                        .map_err(|e| format!("the network: {e} (MLX5SIM_ADDR gives another address)"))?;
+                let faults = net_faults_from_env()?;
+                match network_from_env(host)? {
+                    Some(first) => {
+                        sim.connect_network(first)
+                            .map_err(|e| format!("the network: {e} (MLX5SIM_ADDR gives another address)"))?;
+                        add_net_faults(&mut sim, faults)?;
+                    }
+                    None if !faults.is_empty() => {
+                        return Err("MLX5SIM_NET_FAULTS acts on the network, which MLX5SIM_NET=off leaves".into());
+                    }
+                    None => {}
                 }
             }
             (Ok(other), _) => return Err(format!("MLX5SIM_MODE={other}: not 'free' or 'stepped'")),

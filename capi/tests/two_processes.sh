@@ -76,6 +76,22 @@ else
   fail "a dead peer: client exit $rc: $(head -3 "$bin/dead-client.log" | tr '\n' ' ')"
 fi
 
+echo "faults on the network (MLX5SIM_NET_FAULTS)"
+port=$((port + 1))
+pair lossy "MLX5SIM_ADDR=127.0.5.1 MLX5SIM_NET_FAULTS=drop,p=0.02,seed=1" \
+  "MLX5SIM_ADDR=127.0.6.1 MLX5SIM_NET_FAULTS=drop,p=0.02,seed=2" ibv_rc_pingpong -d mlx5_0 -g 0 -c -n 100 -p "$port"
+if [ $rc_c = 0 ] && [ $rc_s = 0 ] && grep -q "100 iters" "$bin/lossy-client.log" && grep -q "100 iters" "$bin/lossy-server.log"; then
+  pass "ibv_rc_pingpong -c with 2% of each side's packets dropped: 100 iterations, the data checked"
+else
+  fail "ibv_rc_pingpong with loss: exits $rc_s/$rc_c: $(cat "$bin/lossy-server.log" "$bin/lossy-client.log" | tr '\n' ' ')"
+fi
+out=$(MLX5SIM_NET_FAULTS="drop,colour=red" under_shim timeout 20 ibv_devices 2>&1)
+if echo "$out" | grep -q "MLX5SIM_NET_FAULTS: rule 'drop,colour=red': unknown key 'colour'"; then
+  pass "a bad MLX5SIM_NET_FAULTS is refused, naming the rule and what is wrong"
+else
+  fail "a bad MLX5SIM_NET_FAULTS: $out"
+fi
+
 echo "perftest across two processes (hosts 127.0.1.1 and 127.0.2.1)"
 for prog in ib_write_bw ib_read_bw ib_send_bw ib_write_lat ib_read_lat ib_send_lat; do
   for opts in "" "-q 4"; do

@@ -10,9 +10,11 @@ use mlx5_dv::profile::{LinkLayer, Profile};
 use mlx5_dv::{AhAttr, Gid, PortAttr, QpDest, link_layer, port_state};
 
 pub mod capture;
+pub mod faults;
 pub mod net;
 
 pub use capture::{Capture, Link};
+pub use faults::{NetAction, NetFault};
 pub use net::NetPort;
 
 /// A QP on this host's fabric: the device it is on and its number there (the responder an
@@ -105,6 +107,12 @@ impl Fabric {
     /// The networked ports' sockets, in device order.
     pub fn net_ports(&self) -> &[NetPort] {
         &self.net
+    }
+
+    /// Send the networked ports' delayed datagrams whose time has come (fault rules'
+    /// [`NetAction::Delay`]): how many.
+    pub fn release_delayed(&self) -> usize {
+        self.net.iter().map(NetPort::release_delayed).sum()
     }
 
     /// Nanoseconds since the network was joined (0 when it is not): the transport's clock.

@@ -286,14 +286,45 @@ impl Simulator {
         self.devices.iter().map(Device::network_drops).collect()
     }
 
-    /// One pass of a free-running device: datagrams waiting at its ports are taken, every
-    /// QP's doorbell record is read (a program may have posted with stores of its own), the
-    /// engine runs what is posted (and resends what timed out), and the events it raised go
-    /// out. True if anything moved: a datagram, a producer counter, a CQE or an EQE written.
+    /// Add a fault rule to what device `dev`'s networked port sends, after its other rules:
+    /// datagrams it matches are dropped, duplicated, reordered, delayed or corrupted
+    /// ([`NetFault`](crate::fabric::NetFault); docs/network.md, "Faults on the network").
+    /// Delayed datagrams leave from [`Simulator::tick`]. EINVAL for a port not on the network
+    /// or a rule that can never act (a probability outside 0 to 1, `xor` 0, `times` 0).
+    pub fn add_network_fault(&mut self, dev: usize, rule: crate::fabric::NetFault) -> Result<()> {
+        rule.check().map_err(|why| Error::new(Op::Backend, EINVAL, why))?;
+        let port = self
+            .fabric
+            .net_port(dev)
+            .ok_or_else(|| Error::new(Op::Backend, EINVAL, format!("device {dev} has no port on the network")))?;
+        port.add_fault(rule);
+        Ok(())
+    }
+
+    /// Remove device `dev`'s network fault rules (what they hold back still leaves).
+    pub fn clear_network_faults(&mut self, dev: usize) {
+        if let Some(p) = self.fabric.net_port(dev) {
+            p.clear_faults();
+        }
+    }
+
+    /// How many times each of device `dev`'s network fault rules acted, in the order they
+    /// were added (empty for a port not on the network).
+    pub fn network_faults_acted(&self, dev: usize) -> Vec<u32> {
+        self.fabric.net_port(dev).map(crate::fabric::NetPort::faults_acted).unwrap_or_default()
+    }
+
+    /// One pass of a free-running device: datagrams a network fault rule delayed go out once
+    /// their delay is over, datagrams waiting at its ports are taken, every QP's doorbell
+    /// record is read (a program may have posted with stores of its own), the engine runs what
+    /// is posted (and resends what timed out), and the events it raised go out. True if
+    /// anything moved: a datagram, a producer counter, a CQE or an EQE written.
     pub fn tick(&mut self) -> bool {
         let before: u64 = self.devices.iter().fold(0, |n, d| n.wrapping_add(d.progress()));
         let mut moved = false;
         if !self.fabric.net_ports().is_empty() {
+            // Fault rules' delayed datagrams whose time has come.
+            moved |= self.fabric.release_delayed() > 0;
             moved |= crate::device::receive_network(&mut self.devices, &mut self.host, &self.fabric, 4096) > 0;
         }
         for d in &mut self.devices {

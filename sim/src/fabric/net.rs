@@ -20,6 +20,7 @@ use std::sync::Mutex;
 
 use mlx5_dv::Gid;
 
+use super::faults::{FaultState, NetFault, Outgoing};
 use crate::wire::ROCE_V2_PORT;
 
 /// `IBV_GID_TYPE_ROCE_V1` (`enum ibv_gid_type`): the link-local and the v1 IPv4-mapped entries.
@@ -30,13 +31,14 @@ pub const GID_TYPE_ROCE_V2: u32 = 2;
 /// The largest datagram a port takes: a 4096-byte MTU's packet with every header.
 pub const MAX_DATAGRAM: usize = 4096 + 128;
 
-/// A networked port: its address, its socket on port 4791, and the sockets it sends from
-/// (one per UDP source port a connection's QPs choose).
+/// A networked port: its address, its socket on port 4791, the sockets it sends from (one
+/// per UDP source port a connection's QPs choose), and the fault rules on what it sends.
 #[derive(Debug)]
 pub struct NetPort {
     addr: Ipv4Addr,
     socket: UdpSocket,
     senders: Mutex<BTreeMap<u16, UdpSocket>>,
+    faults: Mutex<FaultState>,
 }
 
 /// The socket buffer a port asks for (the kernel grants up to `net.core.rmem_max`).
@@ -102,7 +104,7 @@ impl NetPort {
         // The default receive buffer (about 200 KiB) holds three 64 KiB messages: a few QPs
         // sending at once overflow it, and every loss costs an ACK timeout.
         set_buffer(&socket, libc::SO_RCVBUF, SOCKET_BUFFER);
-        Ok(NetPort { addr, socket, senders: Mutex::new(BTreeMap::new()) })
+        Ok(NetPort { addr, socket, senders: Mutex::new(BTreeMap::new()), faults: Mutex::default() })
     }
 
     /// The port's address.
@@ -142,11 +144,44 @@ impl NetPort {
 
     /// Send one datagram from source port `sport` (as [`NetPort::source_port`] gave it) to
     /// port 4791 of `to`. A full socket buffer drops it, as a congested link would: the
-    /// transport retransmits.
+    /// transport retransmits. The port's fault rules act on it first ([`NetPort::add_fault`]).
     pub fn send(&self, sport: u16, to: Ipv4Addr, datagram: &[u8]) {
         if !self.may_reach(to) {
             return;
         }
+        let out = {
+            let mut f = self.faults.lock().unwrap_or_else(|p| p.into_inner());
+            (!f.is_idle()).then(|| f.send(Outgoing { sport, to, bytes: datagram.to_vec() }))
+        };
+        match out {
+            None => self.send_now(sport, to, datagram),
+            Some(out) => out.iter().for_each(|o| self.send_now(o.sport, o.to, &o.bytes)),
+        }
+    }
+
+    /// Add a fault rule after the port's others (see [`super::faults`]).
+    pub fn add_fault(&self, rule: NetFault) {
+        self.faults.lock().unwrap_or_else(|p| p.into_inner()).add(rule);
+    }
+
+    /// Remove the port's fault rules; what they hold back still leaves.
+    pub fn clear_faults(&self) {
+        self.faults.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+
+    /// How many times each of the port's fault rules acted, in the order they were added.
+    pub fn faults_acted(&self) -> Vec<u32> {
+        self.faults.lock().unwrap_or_else(|p| p.into_inner()).acted()
+    }
+
+    /// Send the delayed datagrams whose time has come: how many.
+    pub fn release_delayed(&self) -> usize {
+        let due = self.faults.lock().unwrap_or_else(|p| p.into_inner()).due();
+        due.iter().for_each(|o| self.send_now(o.sport, o.to, &o.bytes));
+        due.len()
+    }
+
+    fn send_now(&self, sport: u16, to: Ipv4Addr, datagram: &[u8]) {
         let dst = SocketAddrV4::new(to, ROCE_V2_PORT);
         let senders = self.senders.lock().unwrap_or_else(|p| p.into_inner());
         let _ = senders.get(&sport).unwrap_or(&self.socket).send_to(datagram, dst);
