@@ -10,6 +10,8 @@
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddrV4};
 
+use mlx5_dv::QpState;
+
 use super::Engine;
 use super::responder::{Payload, Request, Response};
 use crate::device::firmware::PSN_MASK;
@@ -127,13 +129,21 @@ impl Engine<'_> {
     fn rx_request(&mut self, dev: usize, peer: Ipv4Addr, h: &Headers, payload: Vec<u8>) -> bool {
         let qpn = h.bth.dest_qp;
         let op = h.bth.opcode;
+        // A packet for no QP, or for one that takes no requests, is dropped (and counted)
+        // before anything is kept for it.
+        if !self.qp(QpPath { dev, qpn }).is_some_and(|q| matches!(q.state, QpState::Rtr | QpState::Rts)) {
+            return false;
+        }
+        let max_msg = self.max_msg(dev);
         let Some(d) = self.dev(dev) else { return false };
         let starts = matches!(op, opcode::SEND_FIRST | opcode::WRITE_FIRST) || only_of(op) == Some(op);
         if starts {
             d.net.partial.insert(qpn, Partial { first: *h, next_psn: h.bth.psn, packets: 0, data: Vec::new() });
         }
         let Some(p) = d.net.partial.get_mut(&qpn) else { return false };
-        if p.next_psn != h.bth.psn || !same_kind(p.first.bth.opcode, op) {
+        // Out of sequence, or past the largest message the port takes: the message is lost.
+        let too_long = (p.data.len() + payload.len()) as u64 > max_msg;
+        if p.next_psn != h.bth.psn || !same_kind(p.first.bth.opcode, op) || too_long {
             d.net.partial.remove(&qpn);
             return false;
         }
