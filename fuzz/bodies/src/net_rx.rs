@@ -27,6 +27,9 @@ pub const STRANGER: u8 = 4;
 /// Mode bit: a RETH names the MR the selector's bits 3 to 5 pick, at the VA's low 12 bits.
 pub const PICK_MR: u8 = 8;
 
+/// The address the rig's port binds when no other process holds it (the seeds' ICRCs cover
+/// it).
+pub const NET_RX_ADDRESS: Ipv4Addr = Ipv4Addr::new(127, 0, 66, 1);
 /// The peer the QPs are connected to: nothing listens there, answers are lost.
 const PEER: Ipv4Addr = Ipv4Addr::new(127, 0, 66, 2);
 const STRANGER_ADDR: Ipv4Addr = Ipv4Addr::new(127, 0, 66, 3);
@@ -200,14 +203,16 @@ impl Rig {
         Ok(Rig { sim, addr, qps, mrs, bufs })
     }
 
-    /// The rig of this process, built on first use: on 127.0.66.1, or the next odd address of
-    /// 127.0.66.0/24 when another process holds it.
+    /// The rig of this process, built on first use: on [`NET_RX_ADDRESS`], or when another
+    /// process holds it on an odd address of 127.0.66.5 to 127.0.66.251 (the peer and the
+    /// stranger are .2 and .3).
     fn get() -> &'static Mutex<Rig> {
         static RIG: OnceLock<Result<Mutex<Rig>, String>> = OnceLock::new();
         let rig = RIG.get_or_init(|| {
             let mut why = String::new();
-            for host in (1..=251u8).step_by(2) {
-                match Rig::build(Ipv4Addr::new(127, 0, 66, host)) {
+            let others = (5..=251u8).step_by(2).map(|h| Ipv4Addr::new(127, 0, 66, h));
+            for addr in std::iter::once(NET_RX_ADDRESS).chain(others) {
+                match Rig::build(addr) {
                     Ok(r) => return Ok(Mutex::new(r)),
                     Err(e) => why = e,
                 }
@@ -346,6 +351,11 @@ fn run(data: &[u8]) -> Vec<bool> {
 /// the process's networked rig; a panic is a finding.
 pub fn net_rx(data: &[u8]) {
     run(data);
+}
+
+/// The address the process's rig bound.
+pub fn net_rx_address() -> Ipv4Addr {
+    Rig::get().lock().unwrap_or_else(|p| p.into_inner()).addr
 }
 
 /// Whether each datagram of an input was taken (not dropped), for the seeds' test.
