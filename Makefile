@@ -114,7 +114,7 @@ rdma-core-suite: deps
 
 FUZZ_SECONDS ?= 60
 FUZZ_RUNS ?= 10000000
-FUZZ_TARGETS ?= mailbox calls profile_toml trace_replay datagram
+FUZZ_TARGETS ?= mailbox calls profile_toml trace_replay datagram net_rx
 
 fuzz-tools:
 	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked

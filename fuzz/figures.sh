@@ -14,7 +14,7 @@ runs=${1:-10000000}
 seconds=${2:-1800}
 shift 2 2>/dev/null || shift $#
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(calls mailbox profile_toml trace_replay datagram)
+[ ${#targets[@]} -gt 0 ] || targets=(calls mailbox profile_toml trace_replay datagram net_rx)
 
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here" || exit 2

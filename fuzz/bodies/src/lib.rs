@@ -9,12 +9,16 @@
 mod calls;
 mod datagram;
 mod mailbox;
+mod net_rx;
 mod profile_toml;
 mod trace_replay;
 
 pub use calls::calls;
 pub use datagram::datagram;
 pub use mailbox::mailbox;
+pub use net_rx::{
+    FIX_ICRC, NET_RX_ADDRESS, PICK_MR, PICK_QP, STRANGER, net_rx, net_rx_address, net_rx_seeds, net_rx_taken,
+};
 pub use profile_toml::profile_toml;
 pub use trace_replay::{HOST_MEMORY, trace_replay};
 
@@ -22,10 +26,11 @@ pub use trace_replay::{HOST_MEMORY, trace_replay};
 pub type Body = fn(&[u8]);
 
 /// Every target: its name (also its corpus folder's) and its body.
-pub const TARGETS: [(&str, Body); 5] = [
+pub const TARGETS: [(&str, Body); 6] = [
     ("calls", calls),
     ("datagram", datagram),
     ("mailbox", mailbox),
+    ("net_rx", net_rx),
     ("profile_toml", profile_toml),
     ("trace_replay", trace_replay),
 ];
