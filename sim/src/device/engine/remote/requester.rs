@@ -24,6 +24,8 @@ const WINDOW_MESSAGES: usize = 64;
 const WINDOW_PACKETS: u32 = 256;
 /// `RNR_RETRY_EXC_ERR`.
 const RNR_RETRY_EXCEEDED: u8 = 0x16;
+/// `BAD_RESP_ERR`: a READ response of the wrong length.
+const BAD_RESPONSE: u8 = 0x10;
 
 /// A requester QP's messages on the wire, oldest (its head WQE) first.
 #[derive(Debug, Clone, Default)]
@@ -36,6 +38,9 @@ pub(in crate::device) struct Flight {
     rnr: u8,
     /// The deadline is an RNR NAK's timer: it ends in a resend that counts no retry.
     rnr_wait: bool,
+    /// The QP's `sq_psn` once the newest message took its PSNs: another value means the QP
+    /// was modified (reset, or given a new PSN) and what is kept here is stale.
+    next_psn: u32,
 }
 
 /// One message: the WQE it is and what came back.
@@ -50,6 +55,8 @@ struct Sent {
     /// On the wire since last (re)sent; false: to send again.
     sent: bool,
     read: bool,
+    /// The bytes a READ asked for: a response of another length is a bad response.
+    want: u64,
     /// The requester's own signature error met gathering the payload.
     hit: Option<SigHit>,
     /// READ response data so far, and the PSN of the next response packet.
@@ -147,8 +154,10 @@ impl Engine<'_> {
                 break;
             }
             let cc = q.sq_cc;
-            // A flight whose head is not the QP's head is stale (the QP was reset).
-            if self.flight(id).and_then(|f| f.msgs.front()).is_some_and(|m| m.pos != cc) {
+            // A flight whose head is not the QP's head, or whose PSNs are not the QP's, is
+            // stale (the QP was reset or modified).
+            let psn = q.transport.sq_psn;
+            if self.flight(id).is_some_and(|f| f.next_psn != psn || f.msgs.front().is_some_and(|m| m.pos != cc)) {
                 self.forget_flight(id);
             }
             let Some((w, fault)) = self.head(id) else { break };
@@ -298,14 +307,17 @@ impl Engine<'_> {
                     span,
                     sent: false,
                     read: req.packet.headers.bth.opcode == opcode::READ_REQUEST,
+                    want: req.packet.headers.reth.map_or(0, |r| u64::from(r.dma_len)),
                     hit: None,
                     data: Vec::new(),
                     read_next: psn,
                     answer: None,
                     failed: None,
                 });
+                f.next_psn = t.sq_psn.wrapping_add(span) & PSN_MASK;
+                let next = f.next_psn;
                 if let Some(tr) = d.fw.transport_mut(qp.qpn) {
-                    tr.sq_psn = tr.sq_psn.wrapping_add(span) & PSN_MASK;
+                    tr.sq_psn = next;
                 }
                 psn
             }
@@ -374,9 +386,13 @@ impl Engine<'_> {
             m.data.extend_from_slice(&payload);
             m.read_next = (m.read_next + 1) & PSN_MASK;
             if matches!(op, opcode::READ_RESPONSE_LAST | opcode::READ_RESPONSE_ONLY) {
-                let mut headers = ack;
-                headers.bth.opcode = opcode::READ_RESPONSE_ONLY;
-                m.answer = Some(Packet { headers, payload: std::mem::take(&mut m.data) });
+                if m.data.len() as u64 != m.want {
+                    m.failed = Some(BAD_RESPONSE);
+                } else {
+                    let mut headers = ack;
+                    headers.bth.opcode = opcode::READ_RESPONSE_ONLY;
+                    m.answer = Some(Packet { headers, payload: std::mem::take(&mut m.data) });
+                }
             }
             progress(f);
             return true;
@@ -469,6 +485,7 @@ mod tests {
             span: 3,
             sent: true,
             read: false,
+            want: 0,
             hit: None,
             data: Vec::new(),
             read_next: PSN_MASK,
