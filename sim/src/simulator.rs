@@ -275,6 +275,12 @@ impl Simulator {
         self.fabric.net_ports().iter().map(crate::fabric::NetPort::fd).collect()
     }
 
+    /// Whether any networked port has sent or received a datagram: whether the process talks
+    /// to another one.
+    pub fn network_used(&self) -> bool {
+        self.fabric.net_ports().iter().any(crate::fabric::NetPort::used)
+    }
+
     /// Port 1's GID table of device `dev`, with each entry's `ibv_gid_type`.
     pub fn gid_table(&self, dev: usize) -> Vec<(mlx5_dv::Gid, u32)> {
         self.fabric.gid_table(dev)

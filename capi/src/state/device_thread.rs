@@ -46,6 +46,8 @@ static ASLEEP: AtomicBool = AtomicBool::new(false);
 static WATCHED: RwLock<Vec<Word>> = RwLock::new(Vec::new());
 /// The networked ports' sockets, which the thread waits on with the eventfd.
 static SOCKETS: RwLock<Vec<c_int>> = RwLock::new(Vec::new());
+/// The process talks to another over the network (a datagram went out or came in).
+static TALKING: AtomicBool = AtomicBool::new(false);
 
 /// A word of the program's memory a doorbell moves.
 #[derive(Debug, Clone, Copy)]
@@ -85,7 +87,9 @@ pub(crate) fn ring() {
 /// first, so that the thread, which looks at the record before the note, never takes the
 /// library's own store for one the program made itself (and spins for it).
 pub(crate) fn posting() {
-    RUNG.store(true, Ordering::SeqCst);
+    if TALKING.load(Ordering::Acquire) {
+        RUNG.store(true, Ordering::SeqCst);
+    }
 }
 
 /// Called by a program's thread that found nothing to do (an empty poll) and holds no lock:
@@ -114,8 +118,9 @@ pub(crate) fn let_it_run() {
 /// per hop on a busy machine, four hops per round trip). Otherwise, and when the lock is
 /// taken, it steps aside as [`let_it_run`] says.
 pub(crate) fn empty_poll() {
-    let networked = SOCKETS.read().is_ok_and(|s| !s.is_empty());
-    if networked && let Some(mut s) = try_shim() {
+    if TALKING.load(Ordering::Acquire)
+        && let Some(mut s) = try_shim()
+    {
         if s.free_running() {
             s.flush_uar_stores();
             s.tick();
@@ -188,6 +193,7 @@ fn pass(s: &mut Shim) -> Option<bool> {
         Ok(mut w) => *w = words,
         Err(poisoned) => *poisoned.into_inner() = words,
     }
+    TALKING.store(s.sim.simulator().network_used(), Ordering::Release);
     let fds = s.sim.simulator().network_fds();
     match SOCKETS.write() {
         Ok(mut w) => *w = fds,
@@ -321,7 +327,10 @@ fn run() {
             moved(&mut last);
             if busy || woken {
                 pause = FAST;
-                if stores.is_some_and(|t| t.elapsed() < STORES_LAST) {
+                // Eager after work unless the process talks on the network, where the
+                // program's own empty polls run the device and a spinning thread would take
+                // their core; then only after the program's own stores.
+                if !TALKING.load(Ordering::Acquire) || stores.is_some_and(|t| t.elapsed() < STORES_LAST) {
                     hot_until = Instant::now() + EAGER;
                 }
             }
@@ -337,7 +346,9 @@ fn run() {
         if by_store {
             stores = Some(Instant::now());
         }
-        due = api || by_store || poll_fds(None);
+        // The sockets are looked at (a system call) only by a thread that talks, and not on
+        // every spin.
+        due = api || by_store || (TALKING.load(Ordering::Acquire) && spins.is_multiple_of(64) && poll_fds(None));
         if due {
             woken = true;
             BUSY.store(true, Ordering::Release);

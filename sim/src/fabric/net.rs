@@ -39,6 +39,8 @@ pub struct NetPort {
     socket: UdpSocket,
     senders: Mutex<BTreeMap<u16, UdpSocket>>,
     faults: Mutex<FaultState>,
+    /// A datagram went out or came in: the port is in use.
+    used: std::sync::atomic::AtomicBool,
 }
 
 /// The socket buffer a port asks for (the kernel grants up to `net.core.rmem_max`).
@@ -104,7 +106,13 @@ impl NetPort {
         // The default receive buffer (about 200 KiB) holds three 64 KiB messages: a few QPs
         // sending at once overflow it, and every loss costs an ACK timeout.
         set_buffer(&socket, libc::SO_RCVBUF, SOCKET_BUFFER);
-        Ok(NetPort { addr, socket, senders: Mutex::new(BTreeMap::new()), faults: Mutex::default() })
+        Ok(NetPort {
+            addr,
+            socket,
+            senders: Mutex::new(BTreeMap::new()),
+            faults: Mutex::default(),
+            used: Default::default(),
+        })
     }
 
     /// The port's address.
@@ -149,6 +157,7 @@ impl NetPort {
         if !self.may_reach(to) {
             return;
         }
+        self.used.store(true, std::sync::atomic::Ordering::Relaxed);
         let out = {
             let mut f = self.faults.lock().unwrap_or_else(|p| p.into_inner());
             (!f.is_idle()).then(|| f.send(Outgoing { sport, to, bytes: datagram.to_vec() }))
@@ -191,13 +200,21 @@ impl NetPort {
     pub fn recv(&self, buf: &mut [u8]) -> Option<(usize, SocketAddrV4)> {
         loop {
             match self.socket.recv_from(buf) {
-                Ok((n, SocketAddr::V4(from))) => return Some((n, from)),
+                Ok((n, SocketAddr::V4(from))) => {
+                    self.used.store(true, std::sync::atomic::Ordering::Relaxed);
+                    return Some((n, from));
+                }
                 // Not ours to answer (the socket is IPv4): dropped.
                 Ok((_, SocketAddr::V6(_))) => continue,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(_) => return None,
             }
         }
+    }
+
+    /// Whether a datagram went out of or came into this port.
+    pub fn used(&self) -> bool {
+        self.used.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The socket's file descriptor, for a device thread to wait on.
