@@ -97,6 +97,14 @@ impl Engine<'_> {
         }
     }
 
+    /// Send message `m`, whose bytes `data` holds, as its path-MTU packets.
+    pub(super) fn send_message(&self, dev: usize, qps: (u32, u32), peer: Ipv4Addr, m: &Message, data: &[u8]) {
+        let segs: Vec<_> = segments(m).collect();
+        let packets: Vec<(Headers, &[u8])> =
+            segs.iter().map(|s| (s.headers, data.get(s.range.clone()).unwrap_or(&[]))).collect();
+        self.send_packets(dev, qps, peer, &packets);
+    }
+
     /// A datagram arrived at device `dev`'s port from `from`: checked, then taken by the
     /// responder (a request) or the requester waiting on it (an answer). False if dropped.
     pub(in crate::device) fn rx_datagram(&mut self, dev: usize, from: SocketAddrV4, bytes: &[u8]) -> bool {
@@ -203,10 +211,7 @@ impl Engine<'_> {
                 len: p.payload.len(),
                 mtu,
             };
-            let segs: Vec<_> = segments(&m).collect();
-            let packets: Vec<(Headers, &[u8])> =
-                segs.iter().map(|s| (s.headers, p.payload.get(s.range.clone()).unwrap_or(&[]))).collect();
-            self.send_packets(dev, (at.qpn, dest_qp), peer, &packets);
+            self.send_message(dev, (at.qpn, dest_qp), peer, &m, &p.payload);
         }
     }
 }

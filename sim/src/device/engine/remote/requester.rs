@@ -16,7 +16,7 @@ use crate::device::contract::WqeKind;
 use crate::device::firmware::PSN_MASK;
 use crate::fabric::QpPath;
 use crate::packet::{Ack, Aeth, Headers, Packet, nak, opcode};
-use crate::wire::{Message, segments};
+use crate::wire::Message;
 
 /// Messages a QP keeps on the wire at most.
 const WINDOW_MESSAGES: usize = 64;
@@ -346,10 +346,7 @@ impl Engine<'_> {
         match message_op(&h) {
             Some(op) => {
                 let m = Message { op, dest_qp: dst_qp, pkey: h.bth.pkey, psn, len: data.len(), mtu };
-                let segs: Vec<_> = segments(&m).collect();
-                let packets: Vec<(Headers, &[u8])> =
-                    segs.iter().map(|s| (s.headers, data.get(s.range.clone()).unwrap_or(&[]))).collect();
-                self.send_packets(qp.dev, (qp.qpn, dst_qp), peer, &packets);
+                self.send_message(qp.dev, (qp.qpn, dst_qp), peer, &m, &data);
             }
             None => self.send_packets(qp.dev, (qp.qpn, dst_qp), peer, &[(h, &[])]),
         }
