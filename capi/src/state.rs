@@ -193,6 +193,9 @@ fn net_faults_from_env() -> Result<Vec<mlx5_sim::fabric::faults::DeviceRule>, St
 /// Put `MLX5SIM_NET_FAULTS`'s rules on the networked ports of `sim`.
 fn add_net_faults(sim: &mut Simulator, rules: Vec<mlx5_sim::fabric::faults::DeviceRule>) -> Result<(), String> {
     let ports = sim.network_fds().len();
+    if ports == 0 && !rules.is_empty() {
+        return Err("MLX5SIM_NET_FAULTS acts on the network, and MLX5SIM_NET=off keeps the devices off it".into());
+    }
     for (dev, rule) in rules {
         for d in dev.map_or(0..ports, |d| d..d + 1) {
             sim.add_network_fault(d, rule).map_err(|e| format!("MLX5SIM_NET_FAULTS: device {d}: {e}"))?;

@@ -20,6 +20,7 @@ mod inval;
 mod misuse;
 mod mkey;
 mod qp;
+mod recovery;
 mod sig;
 mod sig_err;
 mod traffic;
@@ -40,6 +41,7 @@ pub fn all() -> Vec<Case> {
         transport::CASES,
         audit::CASES,
         fabric::CASES,
+        recovery::CASES,
         umr::CASES,
         traffic::CASES,
         inval::CASES,

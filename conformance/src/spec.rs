@@ -119,6 +119,12 @@ pub const ITEMS: &[(u16, &str)] = &[
     (112, "ACCESS_REG of PAOS sets the port's administrative state"),
     (113, "mailbox addresses and sizes that wrap: BAD_PARAM"),
     (114, "verbs CQs and QPs are firmware commands: logged, and a failed one is its status's errno"),
+    (115, "a lost request or answer is sent again after the ACK timeout: once, in order"),
+    (116, "duplicated packets take effect once: the responder acknowledges them again"),
+    (117, "retry_cnt retries after the first try, then RETRY_EXC_ERR and ERR"),
+    (118, "RNR NAKs: rnr_retry retries, then RNR_RETRY_EXC_ERR; 7 waits without end"),
+    (119, "reordered, delayed and corrupted packets: dropped or held, and recovered"),
+    (120, "a lost READ response is asked for again"),
 ];
 
 /// The title of a checklist item, if it exists.

@@ -66,6 +66,7 @@ pub mod errno;
 mod error;
 mod handle;
 mod layer;
+pub mod net_fault;
 pub mod prm;
 pub mod probe;
 pub mod profile;
@@ -89,6 +90,7 @@ pub use handle::{
     HandleTable, MkeyHandle, MrHandle, MsiVectorHandle, PdHandle, QpHandle, UarHandle, UmemHandle, adopting,
 };
 pub use layer::{Layer, Wrapped};
+pub use net_fault::{NetAction, NetFault};
 pub use sim_control::{CommandRecord, ControlAction, FaultRule, SimControl, WqeRecord};
 
 /// The traits a program calls methods through: `use mlx5_dv::prelude::*;`.

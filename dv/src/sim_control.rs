@@ -187,6 +187,16 @@ pub enum FaultRule {
         /// How many times the rule acts.
         times: u32,
     },
+    /// The RoCE v2 packets port 1 of device `device` (its index in the device list) sends
+    /// are dropped, duplicated, reordered, delayed or corrupted as `rule` says. A simulator
+    /// whose devices are not on a network carries their traffic as packets in memory from
+    /// then on, in simulated time.
+    Network {
+        /// The device's index.
+        device: u32,
+        /// The rule.
+        rule: crate::net_fault::NetFault,
+    },
 }
 
 impl FaultRule {
@@ -202,6 +212,7 @@ impl FaultRule {
             | FaultRule::Completion { skip, .. }
             | FaultRule::Corrupt { skip, .. }
             | FaultRule::ObjectState { skip, .. } => *skip = n,
+            FaultRule::Network { rule, .. } => rule.skip = n,
         }
         self
     }
@@ -213,6 +224,7 @@ impl FaultRule {
             | FaultRule::Completion { times, .. }
             | FaultRule::Corrupt { times, .. }
             | FaultRule::ObjectState { times, .. } => *times = n,
+            FaultRule::Network { rule, .. } => rule.times = n,
         }
         self
     }
@@ -224,6 +236,7 @@ impl FaultRule {
             | FaultRule::Completion { skip, times, .. }
             | FaultRule::Corrupt { skip, times, .. }
             | FaultRule::ObjectState { skip, times, .. } => (skip, times),
+            FaultRule::Network { rule, .. } => (rule.skip, rule.times),
         }
     }
 }

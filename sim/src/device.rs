@@ -402,6 +402,31 @@ impl Device {
     }
 }
 
+/// Rounds of delivery one settle of a fabric in memory takes at most (a bound, not a budget:
+/// each round moves a datagram or a timer).
+const SETTLE_ROUNDS: usize = 1 << 16;
+/// Timers one settle runs out at most: more than `retry_cnt` or `rnr_retry` can ask (7), so
+/// that only an RNR wait without end (`rnr_retry` 7) or a peer that keeps NAKing is left for
+/// the next call.
+const SETTLE_TIMERS: usize = 64;
+
+/// Run a fabric of packets in memory in simulated time until nothing moves: deliver what
+/// waits at each port and run the engine; when nothing waits, move the clock to the next
+/// timer (an ACK timeout, an RNR wait, a datagram a fault rule delayed) and run again.
+pub fn settle_in_memory(devices: &mut [Device], host: &mut Host, fabric: &Fabric) {
+    let mut timers = 0;
+    for _ in 0..SETTLE_ROUNDS {
+        let moved = fabric.release_delayed() + receive_network(devices, host, fabric, 4096);
+        if moved == 0 {
+            let next = devices.iter().filter_map(|d| d.net.next_timer()).chain(fabric.next_delayed()).min();
+            let Some(at) = next.filter(|_| timers < SETTLE_TIMERS) else { return };
+            fabric.advance_clock(at);
+            timers += 1;
+        }
+        run(devices, host, fabric);
+    }
+}
+
 /// A big-endian dword of host memory (doorbell records).
 fn read_be32(host: &Host, addr: u64) -> Option<u32> {
     Some(u32::from_be_bytes(*host.read(addr, 4)?.first_chunk()?))

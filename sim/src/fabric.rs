@@ -4,7 +4,9 @@
 //! responder's device ([`Fabric::deliver`]); devices never name each other directly. In one
 //! process delivery is deterministic and immediate. A networked fabric ([`Fabric::connect`])
 //! also gives each port a UDP socket on an IP address of its own ([`net`]), and a path whose
-//! address no port here has is carried to another process as RoCE v2.
+//! address no port here has is carried to another process as RoCE v2. A fabric of packets in
+//! memory ([`Fabric::connect_in_memory`]) carries the traffic between this host's own devices
+//! as the same RoCE v2 packets, in simulated time, so that network fault rules act on it.
 
 use mlx5_dv::profile::{LinkLayer, Profile};
 use mlx5_dv::{AhAttr, Gid, PortAttr, QpDest, link_layer, port_state};
@@ -36,8 +38,21 @@ pub struct Fabric {
     capture: Option<Capture>,
     /// The ports' sockets, once networked (one per RoCE port, in device order).
     net: std::sync::Arc<Vec<NetPort>>,
-    /// When the network was joined: the clock of its timers.
-    epoch: Option<std::time::Instant>,
+    /// The clock of the transport's timers.
+    clock: Clock,
+}
+
+/// The transport's clock, in nanoseconds.
+#[derive(Debug, Clone, Default)]
+enum Clock {
+    /// Off the network: always 0.
+    #[default]
+    Stopped,
+    /// Since the network was joined.
+    Wall(std::time::Instant),
+    /// Simulated time: it moves only when told to ([`Fabric::advance_clock`]); shared by a
+    /// simulator's clones as its ports are.
+    Simulated(std::sync::Arc<std::sync::atomic::AtomicU64>),
 }
 
 /// The node GUID of device `dev` of host `host`: the profile's GUID plus the device's index on
@@ -75,14 +90,18 @@ impl Fabric {
                 PortAttr { state: port_state::ACTIVE, active_mtu: d.active_mtu, lid, link_layer: layer, gid }
             })
             .collect();
-        Fabric { ports, host, capture: None, net: Default::default(), epoch: None }
+        Fabric { ports, host, capture: None, net: Default::default(), clock: Clock::Stopped }
     }
 
     /// Join the IP network: port `i` gets the address `first + i` and a UDP socket on its
     /// port 4791, and GID 0 becomes the link-local GID of the MAC made from that address
     /// (see [`net`]). InfiniBand ports stay off the network. A bind that fails (the address
-    /// is taken or not configured) fails the whole, and no port is networked.
+    /// is taken or not configured) fails the whole, and no port is networked; so does a
+    /// fabric on a network already (of sockets or in memory).
     pub fn connect(&mut self, first: std::net::Ipv4Addr) -> std::io::Result<()> {
+        if !self.net.is_empty() {
+            return Err(std::io::Error::new(std::io::ErrorKind::AlreadyExists, "the ports are on a network already"));
+        }
         let roce = self.ports.iter().take_while(|p| p.link_layer == link_layer::ETHERNET).count();
         let addrs = net::addresses(first, roce).ok_or_else(|| {
             std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{first} leaves no address for {roce} ports"))
@@ -95,8 +114,59 @@ impl Fabric {
             p.gid = net::link_local_of_mac(net::mac_of_ip(n.addr()));
         }
         self.net = std::sync::Arc::new(bound);
-        self.epoch = Some(std::time::Instant::now());
+        self.clock = Clock::Wall(std::time::Instant::now());
         Ok(())
+    }
+
+    /// Carry the traffic between this host's RoCE ports as RoCE v2 packets queued in memory
+    /// (port `i` at `first + i`, an address only the queues know), timed by a simulated clock
+    /// (`simulated`) or the wall clock. The ports keep their GIDs, and paths already set up
+    /// keep working: a path to a port here now goes through the transport, which
+    /// [`NetPort::add_fault`]'s rules act on. No effect on a fabric already networked.
+    pub fn connect_in_memory(&mut self, first: std::net::Ipv4Addr, simulated: bool) {
+        if !self.net.is_empty() {
+            return;
+        }
+        let roce = self.ports.iter().take_while(|p| p.link_layer == link_layer::ETHERNET).count();
+        let net = std::sync::Arc::new(net::MemoryNet::default());
+        let addrs = net::addresses(first, roce).unwrap_or_default();
+        self.net = std::sync::Arc::new(addrs.into_iter().map(|a| NetPort::in_memory(a, net.clone())).collect());
+        self.clock =
+            if simulated { Clock::Simulated(Default::default()) } else { Clock::Wall(std::time::Instant::now()) };
+    }
+
+    /// Whether the traffic between this host's ports travels as packets in memory.
+    pub fn is_in_memory(&self) -> bool {
+        self.net.first().is_some_and(NetPort::is_in_memory)
+    }
+
+    /// Whether the transport's clock is simulated (moved by [`Fabric::advance_clock`]).
+    pub fn is_simulated_time(&self) -> bool {
+        matches!(self.clock, Clock::Simulated(_))
+    }
+
+    /// From now on the transport's timers follow the wall clock (a device thread runs them).
+    pub fn use_wall_clock(&mut self) {
+        if matches!(self.clock, Clock::Simulated(_)) {
+            self.clock = Clock::Wall(std::time::Instant::now());
+        }
+    }
+
+    /// Move a simulated clock forward to `ns` (never back); no effect on another clock.
+    pub fn advance_clock(&self, ns: u64) {
+        if let Clock::Simulated(c) = &self.clock {
+            c.fetch_max(ns, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// When the next datagram a fault rule delayed is due, at any port.
+    pub fn next_delayed(&self) -> Option<u64> {
+        self.net.iter().filter_map(NetPort::next_delayed).min()
+    }
+
+    /// A port on an IP network of sockets (not in memory).
+    fn on_ip(&self, dev: usize) -> Option<&NetPort> {
+        self.net.get(dev).filter(|n| !n.is_in_memory())
     }
 
     /// Port `dev`'s socket, when networked.
@@ -112,19 +182,25 @@ impl Fabric {
     /// Send the networked ports' delayed datagrams whose time has come (fault rules'
     /// [`NetAction::Delay`]): how many.
     pub fn release_delayed(&self) -> usize {
-        self.net.iter().map(NetPort::release_delayed).sum()
+        let now = self.now_ns();
+        self.net.iter().map(|p| p.release_delayed(now)).sum()
     }
 
-    /// Nanoseconds since the network was joined (0 when it is not): the transport's clock.
+    /// The transport's clock, in ns: since the network was joined, or simulated time (0 off
+    /// the network).
     pub fn now_ns(&self) -> u64 {
-        self.epoch.map_or(0, |e| u64::try_from(e.elapsed().as_nanos()).unwrap_or(u64::MAX))
+        match &self.clock {
+            Clock::Stopped => 0,
+            Clock::Wall(e) => u64::try_from(e.elapsed().as_nanos()).unwrap_or(u64::MAX),
+            Clock::Simulated(c) => c.load(std::sync::atomic::Ordering::Relaxed),
+        }
     }
 
     /// Port 1's GID table of device `dev`, each entry with its `ibv_gid_type`: on the network
     /// what an mlx5 port with an IPv4 address shows; otherwise GID 0 as RoCE v1 and v2 (or
     /// as the one InfiniBand GID).
     pub fn gid_table(&self, dev: usize) -> Vec<(Gid, u32)> {
-        if let Some(n) = self.net.get(dev) {
+        if let Some(n) = self.on_ip(dev) {
             return n.gid_table().to_vec();
         }
         match self.ports.get(dev) {
@@ -137,10 +213,17 @@ impl Fabric {
     }
 
     /// The address of the peer a RoCE path names, when no port here has it and the
-    /// requester's port is networked: the IPv4 address its GID names (either kind).
+    /// requester's port is networked: the IPv4 address its GID names (either kind). On a
+    /// fabric in memory: the address of the port here the GID names.
     pub fn remote(&self, from: usize, ah: &AhAttr) -> Option<std::net::Ipv4Addr> {
         let port = self.net.get(from)?;
-        if !ah.is_global || self.route(ah).is_some() {
+        if !ah.is_global {
+            return None;
+        }
+        if port.is_in_memory() {
+            return self.route(ah).and_then(|dev| self.net.get(dev)).map(NetPort::addr);
+        }
+        if self.route(ah).is_some() {
             return None;
         }
         net::ip_of_gid(&ah.dgid).filter(|&a| port.may_reach(a))
@@ -172,10 +255,15 @@ impl Fabric {
         self.ports.get(dev)
     }
 
-    /// The responder a request on an RTR path reaches: the device whose port the address
-    /// names, and the QP number on it (which may name no QP).
+    /// The responder a request on an RTR path reaches directly: the device whose port the
+    /// address names, and the QP number on it (which may name no QP). `None` for a port whose
+    /// traffic travels as packets in memory.
     pub fn deliver(&self, to: &QpDest) -> Option<QpPath> {
-        self.route(&to.ah).map(|dev| QpPath { dev, qpn: to.dest_qp_num })
+        let dev = self.route(&to.ah)?;
+        if self.net.get(dev).is_some_and(NetPort::is_in_memory) {
+            return None;
+        }
+        Some(QpPath { dev, qpn: to.dest_qp_num })
     }
 
     /// The device whose port an address names: by GID on RoCE, by LID on InfiniBand.
@@ -184,7 +272,7 @@ impl Fabric {
             link_layer::ETHERNET => {
                 ah.is_global
                     && (ah.dgid == p.gid
-                        || self.net.get(i).is_some_and(|n| n.gid_table().iter().any(|(g, _)| *g == ah.dgid)))
+                        || self.on_ip(i).is_some_and(|n| n.gid_table().iter().any(|(g, _)| *g == ah.dgid)))
             }
             _ => !ah.is_global && ah.dlid == p.lid,
         })

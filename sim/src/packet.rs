@@ -5,49 +5,7 @@
 //! responses. [`Headers::encode`] and [`Headers::decode`] give the RoCE v2 byte layout
 //! (big-endian; the UDP/IP headers and ICRC around it are the fabric's).
 
-/// BTH opcodes of the RC transport (IBTA table 38; the top three bits, 000, are RC).
-pub mod opcode {
-    /// SEND First.
-    pub const SEND_FIRST: u8 = 0x00;
-    /// SEND Middle.
-    pub const SEND_MIDDLE: u8 = 0x01;
-    /// SEND Last.
-    pub const SEND_LAST: u8 = 0x02;
-    /// SEND Last with Immediate.
-    pub const SEND_LAST_IMM: u8 = 0x03;
-    /// SEND Only.
-    pub const SEND_ONLY: u8 = 0x04;
-    /// SEND Only with Immediate.
-    pub const SEND_ONLY_IMM: u8 = 0x05;
-    /// RDMA WRITE First.
-    pub const WRITE_FIRST: u8 = 0x06;
-    /// RDMA WRITE Middle.
-    pub const WRITE_MIDDLE: u8 = 0x07;
-    /// RDMA WRITE Last.
-    pub const WRITE_LAST: u8 = 0x08;
-    /// RDMA WRITE Last with Immediate.
-    pub const WRITE_LAST_IMM: u8 = 0x09;
-    /// RDMA WRITE Only.
-    pub const WRITE_ONLY: u8 = 0x0a;
-    /// RDMA WRITE Only with Immediate.
-    pub const WRITE_ONLY_IMM: u8 = 0x0b;
-    /// RDMA READ Request.
-    pub const READ_REQUEST: u8 = 0x0c;
-    /// RDMA READ Response First.
-    pub const READ_RESPONSE_FIRST: u8 = 0x0d;
-    /// RDMA READ Response Middle.
-    pub const READ_RESPONSE_MIDDLE: u8 = 0x0e;
-    /// RDMA READ Response Last.
-    pub const READ_RESPONSE_LAST: u8 = 0x0f;
-    /// RDMA READ Response Only.
-    pub const READ_RESPONSE_ONLY: u8 = 0x10;
-    /// Acknowledge (ACK or NAK, as its AETH says).
-    pub const ACKNOWLEDGE: u8 = 0x11;
-    /// SEND Last with Invalidate.
-    pub const SEND_LAST_INV: u8 = 0x16;
-    /// SEND Only with Invalidate.
-    pub const SEND_ONLY_INV: u8 = 0x17;
-}
+pub use mlx5_dv::net_fault::opcode;
 
 /// NAK codes of an AETH whose syndrome says NAK (IBTA table 44).
 pub mod nak {

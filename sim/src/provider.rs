@@ -54,6 +54,9 @@ impl Lower<'_> {
     /// Let the devices run, then deliver the events they raised.
     pub(crate) fn run_now(&mut self) {
         crate::device::run(self.devices, self.host, self.fabric);
+        if self.fabric.is_simulated_time() {
+            crate::device::settle_in_memory(self.devices, self.host, self.fabric);
+        }
         if self.write_eqes() {
             self.kernel.deliver_events(self.devices);
         }

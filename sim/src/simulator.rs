@@ -212,6 +212,7 @@ impl Simulator {
     /// them with stores of its own ([`Simulator::qp_memory`], [`Simulator::cq_memory`]).
     pub fn free_running(&mut self, wake: Wake) {
         self.wake = Some(wake);
+        self.fabric.use_wall_clock();
         self.host.allocate_in_process();
     }
 
@@ -272,7 +273,18 @@ impl Simulator {
 
     /// The file descriptors of the networked ports' sockets: a device thread waits on them.
     pub fn network_fds(&self) -> Vec<std::os::fd::RawFd> {
-        self.fabric.net_ports().iter().map(crate::fabric::NetPort::fd).collect()
+        self.fabric.net_ports().iter().filter_map(crate::fabric::NetPort::fd).collect()
+    }
+
+    /// Carry the traffic between this simulator's own RoCE ports as RoCE v2 packets through
+    /// the reliable transport, queued in memory, instead of handing each request to its
+    /// responder directly: network fault rules then act on it. A stepped simulator runs the
+    /// transport in simulated time inside each call until nothing moves (its timers jump the
+    /// clock); a free-running one on its thread, by the wall clock. GIDs and paths already
+    /// set up stay as they are. No effect on a simulator already on a network.
+    pub fn carry_in_memory(&mut self) {
+        let first = crate::fabric::net::default_address(self.fabric.host());
+        self.fabric.connect_in_memory(first, !self.is_free_running());
     }
 
     /// Whether any networked port has sent or received a datagram: whether the process talks
@@ -292,17 +304,22 @@ impl Simulator {
         self.devices.iter().map(Device::network_drops).collect()
     }
 
-    /// Add a fault rule to what device `dev`'s networked port sends, after its other rules:
-    /// datagrams it matches are dropped, duplicated, reordered, delayed or corrupted
+    /// Add a fault rule to what device `dev`'s port sends, after its other rules: RoCE v2
+    /// packets it matches are dropped, duplicated, reordered, delayed or corrupted
     /// ([`NetFault`](crate::fabric::NetFault); docs/network.md, "Faults on the network").
-    /// Delayed datagrams leave from [`Simulator::tick`]. EINVAL for a port not on the network
-    /// or a rule that can never act (a probability outside 0 to 1, `xor` 0, `times` 0).
+    /// A simulator not on a network first carries its devices' traffic as packets in memory
+    /// ([`Simulator::carry_in_memory`]). Delayed datagrams leave when their time comes. EINVAL
+    /// for a device without a RoCE port or a rule that can never act (a probability outside 0
+    /// to 1, `xor` 0, `times` 0).
     pub fn add_network_fault(&mut self, dev: usize, rule: crate::fabric::NetFault) -> Result<()> {
         rule.check().map_err(|why| Error::new(Op::Backend, EINVAL, why))?;
+        if self.fabric.net_ports().is_empty() {
+            self.carry_in_memory();
+        }
         let port = self
             .fabric
             .net_port(dev)
-            .ok_or_else(|| Error::new(Op::Backend, EINVAL, format!("device {dev} has no port on the network")))?;
+            .ok_or_else(|| Error::new(Op::Backend, EINVAL, format!("device {dev} has no RoCE port")))?;
         port.add_fault(rule);
         Ok(())
     }
@@ -713,6 +730,9 @@ impl SimControl for Simulator {
                 let f = WqeFault::Corrupt { offset, xor };
                 self.devices.iter_mut().for_each(|d| d.add_wqe_fault(wqe_opcode, f, skip, times));
             }
+            FaultRule::Network { device, rule } => {
+                self.add_network_fault(usize::try_from(device).unwrap_or(usize::MAX), rule)?;
+            }
             _ => return Err(Error::new(Op::Backend, EOPNOTSUPP, format!("cannot apply the fault rule {rule:?}"))),
         }
         Ok(())
@@ -720,6 +740,9 @@ impl SimControl for Simulator {
 
     fn clear_faults(&mut self) {
         self.devices.iter_mut().for_each(Device::clear_faults);
+        for dev in 0..self.fabric.net_ports().len() {
+            self.clear_network_faults(dev);
+        }
     }
 
     fn record_commands(&mut self, on: bool) {

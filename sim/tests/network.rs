@@ -272,7 +272,7 @@ fn delayed_packets_are_recovered() {
     use opcode::*;
     // Shorter than the ACK timeout (the message completes late, not resent) and longer
     // (the resend overtakes it; the late copy is a duplicate).
-    let (short, long) = (NetAction::Delay(200_000), NetAction::Delay(3_000_000));
+    let (short, long) = (NetAction::Delay { ns: 200_000 }, NetAction::Delay { ns: 3_000_000 });
     exchange_with_faults(85, &[on(short, WRITE_FIRST), on(long, SEND_LAST)], &[on(long, ACKNOWLEDGE)]);
 }
 
@@ -382,10 +382,15 @@ fn five_percent_loss_both_ways_still_delivers_every_write_once_in_order() {
 }
 
 #[test]
-fn bad_rules_and_ports_off_the_network_are_refused() {
-    let mut s = Simulator::with_host(Profile::builtin("cx6dx").unwrap(), 5).unwrap();
+fn bad_rules_are_refused_and_a_simulator_off_the_network_carries_packets_in_memory() {
     let drop = NetFault::new(NetAction::Drop);
-    assert_eq!(s.add_network_fault(0, drop).unwrap_err().errno(), mlx5_dv::errno::EINVAL, "not networked");
+    let mut off = Simulator::with_host(Profile::builtin("cx6dx").unwrap(), 5).unwrap();
+    off.add_network_fault(0, drop).unwrap();
+    assert_eq!(off.network_faults_acted(0), [0]);
+    assert!(off.network_fds().is_empty(), "in memory: no socket");
+    let e = off.connect_network(Ipv4Addr::new(127, 0, 96, 1)).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists, "{e}");
+    let mut s = Simulator::with_host(Profile::builtin("cx6dx").unwrap(), 5).unwrap();
     s.connect_network(Ipv4Addr::new(127, 0, 97, 1)).unwrap();
     s.add_network_fault(0, drop).unwrap();
     for bad in [drop.times(0), drop.random(-0.1, 1), NetFault::new(NetAction::Corrupt { offset: 3, xor: 0 })] {

@@ -10,116 +10,17 @@
 //! a delayed one at the first [`FaultState::due`] after its delay, a reordered one right
 //! after the port's next datagram.
 
-use std::time::{Duration, Instant};
+pub use mlx5_dv::net_fault::{NetAction, NetFault};
 
 use crate::packet::Headers;
 
-/// What a rule does to a datagram it acts on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NetAction {
-    /// Not sent.
-    Drop,
-    /// Sent twice.
-    Duplicate,
-    /// Held back and sent right after the port's next datagram.
-    Reorder,
-    /// Held back for this many nanoseconds, then sent by the first tick after.
-    Delay(u64),
-    /// Sent with byte `offset` of the UDP payload (the BTH starts at 0) XORed with `xor`:
-    /// the receiver's ICRC check drops it and counts it. An offset past the end flips the
-    /// last byte (the ICRC's). Byte 4 (FECN, BECN and reserved bits) is outside the ICRC.
-    Corrupt {
-        /// The byte's offset in the UDP payload.
-        offset: usize,
-        /// The bits to flip (non-zero).
-        xor: u8,
-    },
-}
-
-/// A fault rule for the datagrams a networked port sends (see the module's comment).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct NetFault {
-    /// The BTH's destination QP to match (a request's responder, an answer's requester).
-    pub dest_qp: Option<u32>,
-    /// The BTH opcode to match (`crate::packet::opcode`).
-    pub opcode: Option<u8>,
-    /// The PSN to match.
-    pub psn: Option<u32>,
-    /// Matching datagrams let through first.
-    pub skip: u32,
-    /// How many times the rule acts; `u32::MAX`: without end.
-    pub times: u32,
-    /// What it does.
-    pub action: NetAction,
-    /// `Some((probability, seed))`: each matching datagram past `skip` is acted on with this
-    /// probability (0 to 1), drawn from a SplitMix64 generator seeded with `seed`.
-    pub random: Option<(f64, u64)>,
-}
-
-impl NetFault {
-    /// A rule acting once on the first datagram the port sends, of any QP, opcode or PSN.
-    pub fn new(action: NetAction) -> Self {
-        NetFault { dest_qp: None, opcode: None, psn: None, skip: 0, times: 1, action, random: None }
-    }
-
-    /// Only datagrams to QP `qpn`.
-    pub fn qp(self, qpn: u32) -> Self {
-        NetFault { dest_qp: Some(qpn), ..self }
-    }
-
-    /// Only datagrams with BTH opcode `op`.
-    pub fn opcode(self, op: u8) -> Self {
-        NetFault { opcode: Some(op), ..self }
-    }
-
-    /// Only datagrams with PSN `psn`.
-    pub fn psn(self, psn: u32) -> Self {
-        NetFault { psn: Some(psn), ..self }
-    }
-
-    /// Let `n` matching datagrams through first.
-    pub fn skip(self, n: u32) -> Self {
-        NetFault { skip: n, ..self }
-    }
-
-    /// Act `n` times (`u32::MAX`: without end).
-    pub fn times(self, n: u32) -> Self {
-        NetFault { times: n, ..self }
-    }
-
-    /// Act on every matching datagram, without end.
-    pub fn always(self) -> Self {
-        self.times(u32::MAX)
-    }
-
-    /// Act on each matching datagram with `probability`, drawn from a generator seeded with
-    /// `seed`, without end.
-    pub fn random(self, probability: f64, seed: u64) -> Self {
-        NetFault { random: Some((probability, seed)), ..self.always() }
-    }
-
-    /// Why the rule can never act or is malformed, if it is.
-    pub fn check(&self) -> Result<(), String> {
-        if let NetAction::Corrupt { xor: 0, .. } = self.action {
-            return Err("a corruption that flips no bit (xor 0)".into());
-        }
-        if self.times == 0 {
-            return Err("a rule that acts 0 times".into());
-        }
-        if let Some((p, _)) = self.random
-            && !(0.0..=1.0).contains(&p)
-        {
-            return Err(format!("probability {p}: not between 0 and 1"));
-        }
-        Ok(())
-    }
-
-    fn matches(&self, h: Option<&Headers>) -> bool {
-        let Some(h) = h else { return self.dest_qp.is_none() && self.opcode.is_none() && self.psn.is_none() };
-        self.dest_qp.is_none_or(|q| q == h.bth.dest_qp)
-            && self.opcode.is_none_or(|o| o == h.bth.opcode)
-            && self.psn.is_none_or(|p| p == h.bth.psn)
-    }
+/// Whether rule `f` matches a datagram with these headers (`None`: headers that do not
+/// decode, which only a rule without filters matches).
+fn matches(f: &NetFault, h: Option<&Headers>) -> bool {
+    let Some(h) = h else { return f.dest_qp.is_none() && f.opcode.is_none() && f.psn.is_none() };
+    f.dest_qp.is_none_or(|q| q == h.bth.dest_qp)
+        && f.opcode.is_none_or(|o| o == h.bth.opcode)
+        && f.psn.is_none_or(|p| p == h.bth.psn)
 }
 
 /// A rule of a fault list ([`parse_rules`]): the device whose port it is for (`None`: every
@@ -187,7 +88,7 @@ fn parse_rule(rule: &str) -> Result<DeviceRule, String> {
         "drop" => NetAction::Drop,
         "duplicate" => NetAction::Duplicate,
         "reorder" => NetAction::Reorder,
-        "delay" => NetAction::Delay(ns.ok_or_else(|| need("ns"))?),
+        "delay" => NetAction::Delay { ns: ns.ok_or_else(|| need("ns"))? },
         "corrupt" => {
             NetAction::Corrupt { offset: offset.ok_or_else(|| need("offset"))?, xor: xor.ok_or_else(|| need("xor"))? }
         }
@@ -224,9 +125,10 @@ impl SplitMix64 {
         z ^ (z >> 31)
     }
 
-    /// A draw in [0, 1).
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    /// A draw in 0..PPM.
+    fn ppm(&mut self) -> u32 {
+        // Below 2^20 after the shift, so the remainder fits.
+        ((self.next() >> 44) % u64::from(mlx5_dv::net_fault::PPM)) as u32
     }
 }
 
@@ -256,8 +158,8 @@ pub struct FaultState {
     rules: Vec<Rule>,
     /// Held for reordering: it leaves after the next datagram.
     held: Option<Outgoing>,
-    /// Delayed: each leaves at its instant.
-    delayed: Vec<(Instant, Outgoing)>,
+    /// Delayed: each leaves at its time (the transport's clock, ns).
+    delayed: Vec<(u64, Outgoing)>,
 }
 
 impl FaultState {
@@ -286,15 +188,15 @@ impl FaultState {
     fn decide(&mut self, h: Option<&Headers>) -> Option<NetAction> {
         for r in &mut self.rules {
             let spent = r.fault.times != u32::MAX && r.acted >= r.fault.times;
-            if spent || !r.fault.matches(h) {
+            if spent || !matches(&r.fault, h) {
                 continue;
             }
             r.seen = r.seen.saturating_add(1);
             if r.seen <= r.fault.skip {
                 continue;
             }
-            if let Some((p, _)) = r.fault.random
-                && r.rng.unit() >= p
+            if let Some((ppm, _)) = r.fault.random
+                && r.rng.ppm() >= ppm
             {
                 continue;
             }
@@ -304,8 +206,8 @@ impl FaultState {
         None
     }
 
-    /// What leaves the port, in order, when it sends `out` now.
-    pub fn send(&mut self, out: Outgoing) -> Vec<Outgoing> {
+    /// What leaves the port, in order, when it sends `out` at `at` (the transport's clock).
+    pub fn send(&mut self, out: Outgoing, at: u64) -> Vec<Outgoing> {
         if self.rules.is_empty() && self.held.is_none() {
             return vec![out];
         }
@@ -323,8 +225,8 @@ impl FaultState {
                 now.extend(self.held.replace(out));
                 return now;
             }
-            Some(NetAction::Delay(ns)) => {
-                self.delayed.push((Instant::now() + Duration::from_nanos(ns), out));
+            Some(NetAction::Delay { ns }) => {
+                self.delayed.push((at.saturating_add(ns), out));
                 return now;
             }
             Some(NetAction::Corrupt { offset, xor }) => {
@@ -342,12 +244,16 @@ impl FaultState {
         now
     }
 
-    /// The delayed datagrams whose time has come, in the order they were sent.
-    pub fn due(&mut self) -> Vec<Outgoing> {
+    /// When the next delayed datagram is due, if one is.
+    pub fn next_due(&self) -> Option<u64> {
+        self.delayed.iter().map(|(t, _)| *t).min()
+    }
+
+    /// The delayed datagrams whose time has come at `now`, in the order they were sent.
+    pub fn due(&mut self, now: u64) -> Vec<Outgoing> {
         if self.delayed.is_empty() {
             return Vec::new();
         }
-        let now = Instant::now();
         let (due, wait): (Vec<_>, Vec<_>) = std::mem::take(&mut self.delayed).into_iter().partition(|(t, _)| *t <= now);
         self.delayed = wait;
         due.into_iter().map(|(_, o)| o).collect()
@@ -375,9 +281,9 @@ mod tests {
     fn rules_match_skip_and_count() {
         let mut s = FaultState::default();
         s.add(NetFault::new(NetAction::Drop).qp(7).opcode(opcode::SEND_ONLY).skip(1).times(2));
-        let sent: Vec<_> = (0..5).flat_map(|psn| s.send(datagram(opcode::SEND_ONLY, 7, psn))).collect();
+        let sent: Vec<_> = (0..5).flat_map(|psn| s.send(datagram(opcode::SEND_ONLY, 7, psn), 0)).collect();
         assert_eq!(psns(&sent), [0, 3, 4], "the first let through, the next two dropped");
-        assert_eq!(psns(&s.send(datagram(opcode::SEND_ONLY, 8, 9))), [9], "another QP");
+        assert_eq!(psns(&s.send(datagram(opcode::SEND_ONLY, 8, 9), 0)), [9], "another QP");
         assert_eq!(s.acted(), [2]);
     }
 
@@ -387,11 +293,13 @@ mod tests {
         s.add(NetFault::new(NetAction::Duplicate).psn(1));
         s.add(NetFault::new(NetAction::Reorder).psn(2));
         s.add(NetFault::new(NetAction::Corrupt { offset: 12, xor: 0xff }).psn(4));
-        s.add(NetFault::new(NetAction::Delay(0)).psn(5));
-        let sent: Vec<_> = (1..6).flat_map(|psn| s.send(datagram(opcode::SEND_ONLY, 1, psn))).collect();
+        s.add(NetFault::new(NetAction::Delay { ns: 5 }).psn(5));
+        let sent: Vec<_> = (1..6).flat_map(|psn| s.send(datagram(opcode::SEND_ONLY, 1, psn), 10)).collect();
         assert_eq!(psns(&sent), [1, 1, 3, 2, 4]);
         assert_eq!(sent.get(4).and_then(|o| o.bytes.get(12)), Some(&0xff));
-        assert_eq!(psns(&s.due()), [5]);
+        assert_eq!(s.next_due(), Some(15));
+        assert_eq!(psns(&s.due(14)), [], "not before its time");
+        assert_eq!(psns(&s.due(15)), [5]);
         assert!(!s.is_idle(), "the rules stay");
         s.clear();
         assert!(s.is_idle());
@@ -402,7 +310,10 @@ mod tests {
         let run = |seed| {
             let mut s = FaultState::default();
             s.add(NetFault::new(NetAction::Drop).random(0.25, seed));
-            (0..400).flat_map(|psn| s.send(datagram(opcode::SEND_ONLY, 1, psn))).map(|o| o.bytes).collect::<Vec<_>>()
+            (0..400)
+                .flat_map(|psn| s.send(datagram(opcode::SEND_ONLY, 1, psn), 10))
+                .map(|o| o.bytes)
+                .collect::<Vec<_>>()
         };
         let (a, b, c) = (run(1), run(1), run(2));
         assert_eq!(a, b);
@@ -416,7 +327,7 @@ mod tests {
     fn fault_lists_parse_with_clear_errors() -> Result<(), String> {
         let rules = parse_rules("drop,qp=0x12,opcode=6,psn=5,skip=1,times=2; delay,ns=200000,dev=1;")?;
         let drop = NetFault::new(NetAction::Drop).qp(0x12).opcode(6).psn(5).skip(1).times(2);
-        assert_eq!(rules, [(None, drop), (Some(1), NetFault::new(NetAction::Delay(200_000)))]);
+        assert_eq!(rules, [(None, drop), (Some(1), NetFault::new(NetAction::Delay { ns: 200_000 }))]);
         let rules = parse_rules("duplicate,times=always;reorder;corrupt,offset=40,xor=0x5a;drop,p=0.05,seed=7")?;
         let corrupt = NetFault::new(NetAction::Corrupt { offset: 40, xor: 0x5a });
         let random = NetFault::new(NetAction::Drop).random(0.05, 7);

@@ -11,8 +11,11 @@
 //! A destination GID of either kind resolves to the address it names; RoCE v1 traffic is
 //! carried on the same UDP sockets as RoCE v2 (there is no raw Ethernet here). Destinations
 //! outside 127.0.0.0/8 are refused when the port's own address is a loopback one.
+//!
+//! A port may instead be a queue in memory ([`NetPort::in_memory`], [`MemoryNet`]): the same
+//! datagrams, between the ports of one simulator, with no socket.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
@@ -31,16 +34,46 @@ pub const GID_TYPE_ROCE_V2: u32 = 2;
 /// The largest datagram a port takes: a 4096-byte MTU's packet with every header.
 pub const MAX_DATAGRAM: usize = 4096 + 128;
 
-/// A networked port: its address, its socket on port 4791, the sockets it sends from (one
-/// per UDP source port a connection's QPs choose), and the fault rules on what it sends.
+/// A networked port: its address, how its datagrams travel, and the fault rules on what it
+/// sends.
 #[derive(Debug)]
 pub struct NetPort {
     addr: Ipv4Addr,
-    socket: UdpSocket,
-    senders: Mutex<BTreeMap<u16, UdpSocket>>,
+    link: PortLink,
     faults: Mutex<FaultState>,
     /// A datagram went out or came in: the port is in use.
     used: std::sync::atomic::AtomicBool,
+}
+
+/// How a port's datagrams travel.
+#[derive(Debug)]
+enum PortLink {
+    /// A UDP socket on port 4791, and the sockets it sends from (one per UDP source port a
+    /// connection's QPs choose).
+    Udp { socket: UdpSocket, senders: Mutex<BTreeMap<u16, UdpSocket>> },
+    /// Queues in memory shared by the ports of one network.
+    Memory(std::sync::Arc<MemoryNet>),
+}
+
+/// Datagrams in memory between ports, by destination address, in the order they were sent:
+/// a network with no socket, for a simulator run in simulated time.
+#[derive(Debug, Default)]
+pub struct MemoryNet {
+    queues: Mutex<Queues>,
+}
+
+/// Each port's waiting datagrams (sender, bytes), by its address.
+type Queues = BTreeMap<Ipv4Addr, VecDeque<(SocketAddrV4, Vec<u8>)>>;
+
+impl MemoryNet {
+    fn queues(&self) -> std::sync::MutexGuard<'_, Queues> {
+        self.queues.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether any datagram waits at any port.
+    pub fn is_empty(&self) -> bool {
+        self.queues().values().all(VecDeque::is_empty)
+    }
 }
 
 /// The socket buffer a port asks for (the kernel grants up to `net.core.rmem_max`).
@@ -106,13 +139,20 @@ impl NetPort {
         // The default receive buffer (about 200 KiB) holds three 64 KiB messages: a few QPs
         // sending at once overflow it, and every loss costs an ACK timeout.
         set_buffer(&socket, libc::SO_RCVBUF, SOCKET_BUFFER);
-        Ok(NetPort {
-            addr,
-            socket,
-            senders: Mutex::new(BTreeMap::new()),
-            faults: Mutex::default(),
-            used: Default::default(),
-        })
+        let link = PortLink::Udp { socket, senders: Mutex::new(BTreeMap::new()) };
+        Ok(NetPort { addr, link, faults: Mutex::default(), used: Default::default() })
+    }
+
+    /// A port at `addr` on the in-memory network `net`: datagrams to an address no port of
+    /// `net` has are lost, as on a network.
+    pub fn in_memory(addr: Ipv4Addr, net: std::sync::Arc<MemoryNet>) -> NetPort {
+        net.queues().entry(addr).or_default();
+        NetPort { addr, link: PortLink::Memory(net), faults: Mutex::default(), used: Default::default() }
+    }
+
+    /// Whether the port's datagrams travel in memory.
+    pub fn is_in_memory(&self) -> bool {
+        matches!(self.link, PortLink::Memory(_))
     }
 
     /// The port's address.
@@ -136,7 +176,8 @@ impl NetPort {
     /// is bound to it, else 4791 (the port is taken on this address). The ICRC covers it, so
     /// a packet is encoded for the port it leaves from.
     pub fn source_port(&self, sport: u16) -> u16 {
-        let mut senders = self.senders.lock().unwrap_or_else(|p| p.into_inner());
+        let PortLink::Udp { senders, .. } = &self.link else { return sport };
+        let mut senders = senders.lock().unwrap_or_else(|p| p.into_inner());
         if senders.contains_key(&sport) {
             return sport;
         }
@@ -152,15 +193,16 @@ impl NetPort {
 
     /// Send one datagram from source port `sport` (as [`NetPort::source_port`] gave it) to
     /// port 4791 of `to`. A full socket buffer drops it, as a congested link would: the
-    /// transport retransmits. The port's fault rules act on it first ([`NetPort::add_fault`]).
-    pub fn send(&self, sport: u16, to: Ipv4Addr, datagram: &[u8]) {
+    /// transport retransmits. The port's fault rules act on it first ([`NetPort::add_fault`]);
+    /// `now` is the transport's clock, for their delays.
+    pub fn send(&self, sport: u16, to: Ipv4Addr, datagram: &[u8], now: u64) {
         if !self.may_reach(to) {
             return;
         }
         self.used.store(true, std::sync::atomic::Ordering::Relaxed);
         let out = {
             let mut f = self.faults.lock().unwrap_or_else(|p| p.into_inner());
-            (!f.is_idle()).then(|| f.send(Outgoing { sport, to, bytes: datagram.to_vec() }))
+            (!f.is_idle()).then(|| f.send(Outgoing { sport, to, bytes: datagram.to_vec() }, now))
         };
         match out {
             None => self.send_now(sport, to, datagram),
@@ -183,23 +225,48 @@ impl NetPort {
         self.faults.lock().unwrap_or_else(|p| p.into_inner()).acted()
     }
 
-    /// Send the delayed datagrams whose time has come: how many.
-    pub fn release_delayed(&self) -> usize {
-        let due = self.faults.lock().unwrap_or_else(|p| p.into_inner()).due();
+    /// Send the delayed datagrams whose time has come at `now`: how many.
+    pub fn release_delayed(&self, now: u64) -> usize {
+        let due = self.faults.lock().unwrap_or_else(|p| p.into_inner()).due(now);
         due.iter().for_each(|o| self.send_now(o.sport, o.to, &o.bytes));
         due.len()
     }
 
+    /// When the next datagram a fault rule delayed is due, if one is.
+    pub fn next_delayed(&self) -> Option<u64> {
+        self.faults.lock().unwrap_or_else(|p| p.into_inner()).next_due()
+    }
+
     fn send_now(&self, sport: u16, to: Ipv4Addr, datagram: &[u8]) {
-        let dst = SocketAddrV4::new(to, ROCE_V2_PORT);
-        let senders = self.senders.lock().unwrap_or_else(|p| p.into_inner());
-        let _ = senders.get(&sport).unwrap_or(&self.socket).send_to(datagram, dst);
+        match &self.link {
+            PortLink::Udp { socket, senders } => {
+                let dst = SocketAddrV4::new(to, ROCE_V2_PORT);
+                let senders = senders.lock().unwrap_or_else(|p| p.into_inner());
+                let _ = senders.get(&sport).unwrap_or(socket).send_to(datagram, dst);
+            }
+            PortLink::Memory(net) => {
+                if let Some(q) = net.queues().get_mut(&to) {
+                    q.push_back((SocketAddrV4::new(self.addr, sport), datagram.to_vec()));
+                }
+            }
+        }
     }
 
     /// The next datagram waiting, into `buf`: its length and sender; `None` when none waits.
     pub fn recv(&self, buf: &mut [u8]) -> Option<(usize, SocketAddrV4)> {
+        let socket = match &self.link {
+            PortLink::Udp { socket, .. } => socket,
+            PortLink::Memory(net) => {
+                let (from, d) = net.queues().get_mut(&self.addr)?.pop_front()?;
+                self.used.store(true, std::sync::atomic::Ordering::Relaxed);
+                // A datagram longer than the buffer is cut, as a socket would cut it.
+                let n = d.len().min(buf.len());
+                buf.get_mut(..n)?.copy_from_slice(d.get(..n)?);
+                return Some((n, from));
+            }
+        };
         loop {
-            match self.socket.recv_from(buf) {
+            match socket.recv_from(buf) {
                 Ok((n, SocketAddr::V4(from))) => {
                     self.used.store(true, std::sync::atomic::Ordering::Relaxed);
                     return Some((n, from));
@@ -217,9 +284,12 @@ impl NetPort {
         self.used.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// The socket's file descriptor, for a device thread to wait on.
-    pub fn fd(&self) -> RawFd {
-        self.socket.as_raw_fd()
+    /// The socket's file descriptor, for a device thread to wait on; `None` in memory.
+    pub fn fd(&self) -> Option<RawFd> {
+        match &self.link {
+            PortLink::Udp { socket, .. } => Some(socket.as_raw_fd()),
+            PortLink::Memory(_) => None,
+        }
     }
 }
 

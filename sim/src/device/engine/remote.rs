@@ -13,7 +13,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddrV4};
 use mlx5_dv::QpState;
 
 use super::Engine;
-use super::responder::{Payload, Request, Response};
+use super::responder::{Payload, Pulled, Request, Response};
 use crate::device::firmware::PSN_MASK;
 use crate::fabric::{Link, QpPath};
 use crate::packet::{Ack, Headers, Packet, nak, opcode};
@@ -32,6 +32,13 @@ pub(in crate::device) struct NetState {
     partial: BTreeMap<u32, Partial>,
     /// Datagrams dropped: bad ICRC or headers, out of sequence, for no waiting QP.
     pub(in crate::device) dropped: u64,
+}
+
+impl NetState {
+    /// When the next of the device's transport timers (ACK timeout, RNR wait) runs out.
+    pub(in crate::device) fn next_timer(&self) -> Option<u64> {
+        self.flights.values().filter_map(requester::Flight::timer).min()
+    }
 }
 
 /// A message arriving at a responder QP.
@@ -86,7 +93,7 @@ impl Engine<'_> {
         let link = self.fabric.capture().map(|_| Link::ipv4(port.addr(), peer, sport));
         for (h, payload) in packets {
             if let Ok(d) = wire::encode(h, payload, &ep) {
-                port.send(sport, peer, &d);
+                port.send(sport, peer, &d, self.fabric.now_ns());
             }
             if let (Some(cap), Some(link)) = (self.fabric.capture(), &link) {
                 cap.packet(link, h, payload);
@@ -143,12 +150,37 @@ impl Engine<'_> {
             return false;
         }
         let max_msg = self.max_msg(dev);
+        let expected = self.qp(QpPath { dev, qpn }).map_or(0, |q| q.transport.rq_psn);
         let Some(d) = self.dev(dev) else { return false };
+        let psn = h.bth.psn;
         let starts = matches!(op, opcode::SEND_FIRST | opcode::WRITE_FIRST) || only_of(op) == Some(op);
-        if starts {
-            d.net.partial.insert(qpn, Partial { first: *h, next_psn: h.bth.psn, packets: 0, data: Vec::new() });
+        // A packet the message being put together already has (the network duplicated it,
+        // or the requester resent it) is ignored.
+        if let Some(p) = d.net.partial.get(&qpn)
+            && psn.wrapping_sub(p.first.bth.psn) & PSN_MASK < p.next_psn.wrapping_sub(p.first.bth.psn) & PSN_MASK
+        {
+            return true;
         }
-        let Some(p) = d.net.partial.get_mut(&qpn) else { return false };
+        if starts {
+            d.net.partial.insert(qpn, Partial { first: *h, next_psn: psn, packets: 0, data: Vec::new() });
+        }
+        let Some(p) = d.net.partial.get_mut(&qpn) else {
+            // A packet of a message already executed (behind the PSN expected): the last one
+            // is acknowledged again, the others ignored.
+            if expected.wrapping_sub(psn) & PSN_MASK == 0 || expected.wrapping_sub(psn) & PSN_MASK > 1 << 23 {
+                return false;
+            }
+            if only_of(op).is_some() {
+                let ack = Headers {
+                    bth: crate::packet::Bth { opcode: opcode::ACKNOWLEDGE, ..h.bth },
+                    aeth: Some(crate::packet::Aeth::ack(0)),
+                    ..Headers::default()
+                };
+                let resp = Response { packet: Some(Packet { headers: ack, payload: Vec::new() }), pulled: Pulled::No };
+                self.answer(dev, peer, h, 1, resp);
+            }
+            return true;
+        };
         // Out of sequence, or past the largest message the port takes: the message is lost.
         let too_long = (p.data.len() + payload.len()) as u64 > max_msg;
         if p.next_psn != h.bth.psn || !same_kind(p.first.bth.opcode, op) || too_long {

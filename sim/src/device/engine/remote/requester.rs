@@ -111,6 +111,11 @@ fn rnr_delay_ns(code: u8) -> u64 {
 }
 
 impl Flight {
+    /// When this flight's timer runs out, if a message waits on it (`None` with no timeout).
+    pub(in crate::device) fn timer(&self) -> Option<u64> {
+        (self.deadline != u64::MAX && self.msgs.iter().any(|m| !m.settled())).then_some(self.deadline)
+    }
+
     /// Everything from message `i` on goes out again (a READ's partial response is dropped).
     fn rewind(&mut self, i: usize) {
         for m in self.msgs.iter_mut().skip(i) {
