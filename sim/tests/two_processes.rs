@@ -187,7 +187,7 @@ fn hex(b: &[u8]) -> String {
 }
 
 fn unhex(s: &str) -> R<Vec<u8>> {
-    ensure!(s.len() % 2 == 0, "odd hex {s:?}");
+    ensure!(s.len().is_multiple_of(2), "odd hex {s:?}");
     (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).ctx("hex")).collect()
 }
 
@@ -480,7 +480,11 @@ fn one(me: &mut Host, wr_id: u64, status: u32, opcode: u32) -> R<Wc> {
     ensure!(wcs.len() == 1, "one completion, got {:?}", summary(&wcs));
     let w = wcs[0];
     let got = (w.wr_id, w.status, if status == wc_status::SUCCESS { w.opcode } else { opcode });
-    ensure!(got == (wr_id, status, opcode), "completion (wr_id, status, opcode) {got:?}, want {:?}", (wr_id, status, opcode));
+    ensure!(
+        got == (wr_id, status, opcode),
+        "completion (wr_id, status, opcode) {got:?}, want {:?}",
+        (wr_id, status, opcode)
+    );
     Ok(w)
 }
 
@@ -527,7 +531,8 @@ fn write_read_send_two_devices() -> R {
     ensure!(m.contents(a)? == awant, "this side's buffer after the READ");
     // SEND with immediate, 300 bytes into two receive SGEs.
     peer.recv(m, 10, s, &[(3500, 100), (3700, 300)])?;
-    let send = WrOp::SendImm { wr_id: 3, flags: SendFlags::SIGNALED, imm: 0xdead_beef, sge: vec![sge(&amr, 1000, 300)] };
+    let send =
+        WrOp::SendImm { wr_id: 3, flags: SendFlags::SIGNALED, imm: 0xdead_beef, sge: vec![sge(&amr, 1000, 300)] };
     m.sim.post_send(&m.qp, &[send]).ctx("SEND with immediate")?;
     one(m, 3, wc_status::SUCCESS, wc_opcode::SEND)?;
     let r = one_peer(m, &mut peer, 10, wc_status::SUCCESS, wc_opcode::RECV)?;
@@ -590,7 +595,8 @@ fn short_receive_is_a_length_error() -> R {
     let a = m.region(128, 2, A::LOCAL_WRITE)?;
     let amr = m.mr(a)?;
     peer.recv(m, 7, s, &[(0, 32)])?;
-    m.sim.post_send(&m.qp, &[WrOp::Send { wr_id: 1, flags: SendFlags::SIGNALED, sge: vec![sge(&amr, 0, 64)] }])
+    m.sim
+        .post_send(&m.qp, &[WrOp::Send { wr_id: 1, flags: SendFlags::SIGNALED, sge: vec![sge(&amr, 0, 64)] }])
         .ctx("SEND")?;
     one_peer(m, &mut peer, 7, wc_status::LOC_LEN_ERR, 0)?;
     one(m, 1, wc_status::REM_INV_REQ_ERR, 0)?;
@@ -600,7 +606,7 @@ fn short_receive_is_a_length_error() -> R {
     peer.finish(m)
 }
 
-/// No receive at the responder and `rnr_retry` 1: the SEND is NAKed RNR, resent once after the
+/// No receive at the responder and `rnr_retry` 1: the SEND (two packets) is NAKed RNR, resent once after the
 /// responder's `min_rnr_timer` (code 12, 0.64 ms), NAKed again and ends in RNR_RETRY_EXC_ERR;
 /// the WR behind it is flushed. (The suite has no RNR case: this is the network's transport as
 /// docs/network.md describes it.)
@@ -608,15 +614,14 @@ fn short_receive_is_a_length_error() -> R {
 fn send_without_receive_ends_in_rnr_retry_exc_err() -> R {
     let (mut me, mut peer) = pair(126, Link { rnr_retry: 1, min_rnr_timer: 12, ..LINK })?;
     let m = &mut me;
-    let s = peer.region(m, 64, 4, A::LOCAL_WRITE)?;
-    let a = m.region(64, 5, A::LOCAL_WRITE)?;
+    let s = peer.region(m, 512, 4, A::LOCAL_WRITE)?;
+    let a = m.region(512, 5, A::LOCAL_WRITE)?;
     let amr = m.mr(a)?;
     let flags = SendFlags::SIGNALED;
-    let ops = [WrOp::Send { wr_id: 1, flags, sge: vec![sge(&amr, 0, 64)] }, WrOp::Send {
-        wr_id: 2,
-        flags,
-        sge: vec![sge(&amr, 0, 64)],
-    }];
+    let ops = [
+        WrOp::Send { wr_id: 1, flags, sge: vec![sge(&amr, 0, 300)] },
+        WrOp::Send { wr_id: 2, flags, sge: vec![sge(&amr, 0, 64)] },
+    ];
     m.sim.post_send(&m.qp, &ops).ctx("SENDs")?;
     let wcs = m.completions(2, STEP)?;
     let got: Vec<(u64, u32)> = wcs.iter().map(|w| (w.wr_id, w.status)).collect();
@@ -624,7 +629,7 @@ fn send_without_receive_ends_in_rnr_retry_exc_err() -> R {
     ensure!(m.state()? == QpState::Err, "requester QP state {:?}", m.state()?);
     let extra = peer.completions(m, 0)?;
     ensure!(extra.is_empty(), "no completion at the responder: {extra:?}");
-    ensure!(peer.contents(m, s)? == pattern(64, 4), "nothing landed");
+    ensure!(peer.contents(m, s)? == pattern(512, 4), "nothing landed");
     peer.finish(m)
 }
 
@@ -637,14 +642,15 @@ fn send_waits_for_a_late_receive_and_lands_once() -> R {
     let s = peer.region(m, 256, 0, A::LOCAL_WRITE)?;
     let a = m.region(64, 6, A::LOCAL_WRITE)?;
     let amr = m.mr(a)?;
-    m.sim.post_send(&m.qp, &[WrOp::Send { wr_id: 1, flags: SendFlags::SIGNALED, sge: vec![sge(&amr, 0, 64)] }])
+    m.sim
+        .post_send(&m.qp, &[WrOp::Send { wr_id: 1, flags: SendFlags::SIGNALED, sge: vec![sge(&amr, 0, 64)] }])
         .ctx("SEND")?;
     let start = Instant::now();
     while start.elapsed() < Duration::from_millis(50) {
         m.step()?;
         std::thread::sleep(Duration::from_micros(50));
     }
-    ensure!(m.wcs.is_empty(), "no completion before a receive: {:?}", summary(&m.wcs.make_contiguous()));
+    ensure!(m.wcs.is_empty(), "no completion before a receive: {:?}", summary(m.wcs.make_contiguous()));
     peer.recv(m, 20, s, &[(0, 128)])?;
     peer.recv(m, 21, s, &[(128, 128)])?;
     one(m, 1, wc_status::SUCCESS, wc_opcode::SEND)?;
