@@ -309,6 +309,10 @@ fn serve(h: &mut Host, line: &str) -> R<String> {
             std::iter::once("wc".to_string()).chain(wcs.iter().map(wc_line)).collect::<Vec<_>>().join(" ")
         }
         Some("state") => format!("state {}", h.state()? as u32),
+        Some("reset") => {
+            h.sim.modify_qp(&h.qp, &QpModify::to(QpState::Reset)).ctx("modify to RESET")?;
+            "ok".into()
+        }
         Some("bye") => "bye".into(),
         _ => return Err(format!("what is {line:?}")),
     })
@@ -448,12 +452,17 @@ impl Peer {
 fn pair(n: u8, link: Link) -> R<(Host, Peer)> {
     let mut me = Host::new(Ipv4Addr::new(127, 0, n, 1))?;
     let mut peer = Peer::spawn(&mut me, Ipv4Addr::new(127, 0, n + 1, 1))?;
+    connect_both(&mut me, &mut peer, link)?;
+    Ok((me, peer))
+}
+
+/// Connect the peer's QP to ours and ours to the peer's, both in RESET.
+fn connect_both(me: &mut Host, peer: &mut Peer, link: Link) -> R {
     let attrs = link.map(|x| x.to_string()).join(" ");
     let line = format!("connect {} {} {attrs}", me.qp.qp_num, hex(&me.gid().0));
-    let reply = peer.ask(&mut me, &line)?;
+    let reply = peer.ask(me, &line)?;
     ensure!(reply == "ok", "{reply:?}");
-    me.connect(peer.qpn, peer.gid, link)?;
-    Ok((me, peer))
+    me.connect(peer.qpn, peer.gid, link)
 }
 
 /// The one completion in `wcs` (this process's or the peer's): `wr_id` with `status` (and
@@ -534,7 +543,8 @@ fn write_read_send_two_devices() -> R {
 
 /// Mirrors the suite's `traffic.remote_write_needs_remote_write_access`: a WRITE into an MR
 /// without REMOTE_WRITE ends in REM_ACCESS_ERR with a vendor syndrome, the region untouched and
-/// the QPs in ERR.
+/// the QPs in ERR; then, as `traffic.reset_removes_unpolled_completions` goes on, both QPs are
+/// reset and reconnected (PSNs from 0 again) and a WRITE completes once.
 #[test]
 fn remote_write_needs_remote_write_access() -> R {
     let (mut me, mut peer) = pair(122, LINK)?;
@@ -549,6 +559,16 @@ fn remote_write_needs_remote_write_access() -> R {
     let extra = peer.completions(m, 0)?;
     ensure!(extra.is_empty(), "no completion at the responder: {extra:?}");
     both_in_err(m, &mut peer)?;
+    ensure!(peer.ask(m, "reset")? == "ok", "RESET at the peer");
+    m.sim.modify_qp(&m.qp, &QpModify::to(QpState::Reset)).ctx("modify to RESET")?;
+    connect_both(m, &mut peer, LINK)?;
+    let t = peer.region(m, 64, 8, A::LOCAL_WRITE | A::REMOTE_WRITE)?;
+    m.sim.post_send(&m.qp, &[write(2, t.rkey, t.addr + 8, vec![sge(&amr, 0, 16)])]).ctx("WRITE")?;
+    one(m.completions(1, STEP)?, 2, wc_status::SUCCESS, wc_opcode::RDMA_WRITE)?;
+    let mut want = pattern(64, 8);
+    want[8..24].copy_from_slice(&pattern(64, 2)[..16]);
+    ensure!(peer.contents(m, t)? == want, "the WRITE after the reset");
+    ensure!(peer.completions(m, 0)?.is_empty(), "no completion at the responder");
     peer.finish(m)
 }
 
