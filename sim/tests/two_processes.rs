@@ -7,8 +7,8 @@
 //! test harness's own lines on stdout): `connect <qpn> <gid> <timeout> <retry_cnt>
 //! <rnr_retry> <min_rnr_timer>` → `ok`; `region <len> <seed> <access>` → `region <i> <addr>
 //! <rkey>`; `recv <wr_id> <i>:<off>:<len>...` → `ok`; `contents <i>` → `data <hex>`; `wc <n>` →
-//! `wc` and every completion polled so far (waiting for `n`); `state` → `state <n>`; `bye` →
-//! `bye`. The peer starts with `hello <qpn> <gid>`; a failure is `err <why>`.
+//! `wc` and every completion polled so far (waiting for `n`); `state` → `state <n>`; `reset` →
+//! `ok`; `bye` → `bye`. The peer starts with `hello <qpn> <gid>`; a failure is `err <why>`.
 //!
 //! Both processes tick their own simulator all the time (the peer reads stdin on a thread of its
 //! own), every wait is bounded by [`STEP`], and a peer whose test fails is killed by
@@ -234,7 +234,7 @@ fn both_in_err(m: &mut Host, peer: &mut Peer) -> R {
     Ok(())
 }
 
-/// The parent's completions: `(wr_id, status, opcode)` of each.
+/// `(wr_id, status, opcode)` of each completion.
 fn summary(w: &[Wc]) -> Vec<(u64, u32, u32)> {
     w.iter().map(|c| (c.wr_id, c.status, c.opcode)).collect()
 }
