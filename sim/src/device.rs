@@ -368,17 +368,44 @@ pub fn run(devices: &mut [Device], host: &mut Host, fabric: &Fabric) {
 /// the device whose port it reached; then run the engine, for the requesters answered. The
 /// datagrams taken.
 pub fn receive_network(devices: &mut [Device], host: &mut Host, fabric: &Fabric, budget: usize) -> usize {
-    let mut buf = vec![0u8; crate::fabric::net::MAX_DATAGRAM];
-    let mut engine = engine::Engine::new(devices, host, fabric);
-    let mut taken = 0;
-    for (dev, port) in fabric.net_ports().iter().enumerate() {
-        while taken < budget {
-            let Some((n, from)) = port.recv(&mut buf) else { break };
-            engine.rx_datagram(dev, from, buf.get(..n).unwrap_or(&[]));
-            taken += 1;
-        }
+    thread_local! {
+        // One receive buffer per thread: a device pass runs on every empty poll of a program
+        // on the network, and most find nothing.
+        static BUF: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0; crate::fabric::net::MAX_DATAGRAM]);
     }
-    taken
+    BUF.with(|b| {
+        let mut fresh = Vec::new();
+        let mut held = b.try_borrow_mut();
+        let buf = match held.as_deref_mut() {
+            Ok(buf) => buf,
+            // Re-entered on this thread (never expected): a buffer of its own.
+            Err(_) => {
+                fresh.resize(crate::fabric::net::MAX_DATAGRAM, 0);
+                &mut fresh
+            }
+        };
+        let mut engine = engine::Engine::new(devices, host, fabric);
+        let mut taken = 0;
+        for (dev, port) in fabric.net_ports().iter().enumerate() {
+            while taken < budget {
+                let Some((n, from)) = port.recv(buf) else { break };
+                engine.rx_datagram(dev, from, buf.get(..n).unwrap_or(&[]));
+                taken += 1;
+            }
+        }
+        taken
+    })
+}
+
+/// Send the ACKs the devices' responders hold back (one per responder QP: the newest).
+pub fn flush_acks(devices: &mut [Device], host: &mut Host, fabric: &Fabric) {
+    if !devices.iter().any(|d| d.net.holds_acks()) {
+        return;
+    }
+    let mut engine = engine::Engine::new(devices, host, fabric);
+    for dev in 0..fabric.net_ports().len() {
+        engine.flush_acks(dev);
+    }
 }
 
 /// One datagram arriving at device `dev`'s networked port from `from` (see

@@ -268,6 +268,7 @@ impl Simulator {
         let taken = crate::device::receive_one(&mut self.devices, &mut self.host, &self.fabric, dev, from, bytes);
         let (_, mut low) = self.split();
         low.run_now();
+        crate::device::flush_acks(&mut self.devices, &mut self.host, &self.fabric);
         taken
     }
 
@@ -345,7 +346,8 @@ impl Simulator {
     pub fn tick(&mut self) -> bool {
         let before: u64 = self.devices.iter().fold(0, |n, d| n.wrapping_add(d.progress()));
         let mut moved = false;
-        if !self.fabric.net_ports().is_empty() {
+        let networked = !self.fabric.net_ports().is_empty();
+        if networked {
             // Fault rules' delayed datagrams whose time has come.
             moved |= self.fabric.release_delayed() > 0;
             moved |= crate::device::receive_network(&mut self.devices, &mut self.host, &self.fabric, 4096) > 0;
@@ -355,6 +357,11 @@ impl Simulator {
         }
         let (_, mut low) = self.split();
         low.run_now();
+        if networked {
+            // One ACK per responder QP for what this pass took (coalesced), after the pass's
+            // own requests and answers.
+            crate::device::flush_acks(&mut self.devices, &mut self.host, &self.fabric);
+        }
         let after: u64 = self.devices.iter().fold(0, |n, d| n.wrapping_add(d.progress()));
         moved || after != before
     }

@@ -41,6 +41,8 @@ pub struct NetPort {
     addr: Ipv4Addr,
     link: PortLink,
     faults: Mutex<FaultState>,
+    /// A fault rule was added: what is sent goes through the rules (and may be held back).
+    faulty: std::sync::atomic::AtomicBool,
     /// A datagram went out or came in: the port is in use.
     used: std::sync::atomic::AtomicBool,
 }
@@ -140,14 +142,20 @@ impl NetPort {
         // sending at once overflow it, and every loss costs an ACK timeout.
         set_buffer(&socket, libc::SO_RCVBUF, SOCKET_BUFFER);
         let link = PortLink::Udp { socket, senders: Mutex::new(BTreeMap::new()) };
-        Ok(NetPort { addr, link, faults: Mutex::default(), used: Default::default() })
+        Ok(NetPort { addr, link, faults: Mutex::default(), faulty: Default::default(), used: Default::default() })
     }
 
     /// A port at `addr` on the in-memory network `net`: datagrams to an address no port of
     /// `net` has are lost, as on a network.
     pub fn in_memory(addr: Ipv4Addr, net: std::sync::Arc<MemoryNet>) -> NetPort {
         net.queues().entry(addr).or_default();
-        NetPort { addr, link: PortLink::Memory(net), faults: Mutex::default(), used: Default::default() }
+        NetPort {
+            addr,
+            link: PortLink::Memory(net),
+            faults: Mutex::default(),
+            faulty: Default::default(),
+            used: Default::default(),
+        }
     }
 
     /// Whether the port's datagrams travel in memory.
@@ -200,6 +208,9 @@ impl NetPort {
             return;
         }
         self.used.store(true, std::sync::atomic::Ordering::Relaxed);
+        if !self.faulty.load(std::sync::atomic::Ordering::Relaxed) {
+            return self.send_now(sport, to, datagram);
+        }
         let out = {
             let mut f = self.faults.lock().unwrap_or_else(|p| p.into_inner());
             (!f.is_idle()).then(|| f.send(Outgoing { sport, to, bytes: datagram.to_vec() }, now))
@@ -213,6 +224,7 @@ impl NetPort {
     /// Add a fault rule after the port's others (see [`super::faults`]).
     pub fn add_fault(&self, rule: NetFault) {
         self.faults.lock().unwrap_or_else(|p| p.into_inner()).add(rule);
+        self.faulty.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Remove the port's fault rules; what they hold back still leaves.
@@ -227,6 +239,9 @@ impl NetPort {
 
     /// Send the delayed datagrams whose time has come at `now`: how many.
     pub fn release_delayed(&self, now: u64) -> usize {
+        if !self.faulty.load(std::sync::atomic::Ordering::Relaxed) {
+            return 0;
+        }
         let due = self.faults.lock().unwrap_or_else(|p| p.into_inner()).due(now);
         due.iter().for_each(|o| self.send_now(o.sport, o.to, &o.bytes));
         due.len()
@@ -234,6 +249,9 @@ impl NetPort {
 
     /// When the next datagram a fault rule delayed is due, if one is.
     pub fn next_delayed(&self) -> Option<u64> {
+        if !self.faulty.load(std::sync::atomic::Ordering::Relaxed) {
+            return None;
+        }
         self.faults.lock().unwrap_or_else(|p| p.into_inner()).next_due()
     }
 

@@ -32,9 +32,26 @@ pub(in crate::device) struct NetState {
     partial: BTreeMap<u32, Partial>,
     /// Datagrams dropped: bad ICRC or headers, out of sequence, for no waiting QP.
     pub(in crate::device) dropped: u64,
+    /// ACKs held back, by responder QP: the newest acknowledges everything before it
+    /// (coalescing), and they leave at the end of the device pass that made them
+    /// ([`Engine::flush_acks`]).
+    acks: BTreeMap<u32, HeldAck>,
+}
+
+/// An ACK a responder QP holds back: to whom, and its headers.
+#[derive(Debug, Clone)]
+struct HeldAck {
+    peer: Ipv4Addr,
+    dest_qp: u32,
+    headers: Headers,
 }
 
 impl NetState {
+    /// Whether a responder holds an ACK back.
+    pub(in crate::device) fn holds_acks(&self) -> bool {
+        !self.acks.is_empty()
+    }
+
     /// When the next of the device's transport timers (ACK timeout, RNR wait) runs out.
     pub(in crate::device) fn next_timer(&self) -> Option<u64> {
         self.flights.values().filter_map(requester::Flight::timer).min()
@@ -215,6 +232,14 @@ impl Engine<'_> {
         true
     }
 
+    /// Send the ACKs device `dev`'s responders hold back.
+    pub(in crate::device) fn flush_acks(&mut self, dev: usize) {
+        let Some(d) = self.dev(dev) else { return };
+        for (qpn, a) in std::mem::take(&mut d.net.acks) {
+            self.send_packets(dev, (qpn, a.dest_qp), a.peer, &[(a.headers, &[])]);
+        }
+    }
+
     /// Send the responder's answer to a request back to its requester.
     fn answer(&mut self, dev: usize, peer: Ipv4Addr, req: &Headers, span: u32, resp: Response) {
         let Some(p) = resp.packet else { return };
@@ -232,8 +257,27 @@ impl Engine<'_> {
             };
             let mut a = p.headers;
             (a.bth.dest_qp, a.bth.psn, a.bth.pkey) = (dest_qp, psn, req.bth.pkey);
+            // A positive ACK by the wall clock is held back to the end of the device's pass:
+            // one ACK per QP then answers every message the pass took. A NAK leaves now, and
+            // acknowledges what came before it.
+            let hold = matches!(kind, Some(Ack::Ack(_))) && !self.fabric.is_simulated_time();
+            let Some(d) = self.dev(dev) else { return };
+            if hold {
+                // The newest PSN answers for the older ones (a repeated old request's ACK does
+                // not take its place).
+                let newer = |h: &HeldAck| psn.wrapping_sub(h.headers.bth.psn) & PSN_MASK < 1 << 23;
+                if d.net.acks.get(&at.qpn).is_none_or(newer) {
+                    d.net.acks.insert(at.qpn, HeldAck { peer, dest_qp, headers: a });
+                }
+                return;
+            }
+            d.net.acks.remove(&at.qpn);
             self.send_packets(dev, (at.qpn, dest_qp), peer, &[(a, &[])]);
         } else {
+            // A READ response acknowledges what came before it too.
+            if let Some(d) = self.dev(dev) {
+                d.net.acks.remove(&at.qpn);
+            }
             let msn = p.headers.aeth.map_or(0, |a| a.msn);
             let m = Message {
                 op: MessageOp::ReadResponse { msn },
