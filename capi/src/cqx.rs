@@ -369,3 +369,57 @@ pub unsafe extern "C" fn mlx5dv_create_cq(
     let (a, d) = unsafe { (&*cq_attr, mlx5_cq_attr.as_ref()) };
     with(null, |s| s.create_cq_ex(context, a, d).unwrap_or_else(null))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mlx5_cqe_size_is_read_as_atoi_reads_it() {
+        let a = |s: &str| atoi(std::ffi::OsStr::new(s));
+        assert_eq!(a("128"), 128);
+        assert_eq!(a("  64abc"), 64);
+        assert_eq!(a("+64"), 64);
+        assert_eq!(a("-64"), -64);
+        assert_eq!(a("x64"), 0);
+        assert_eq!(a(""), 0);
+        assert_eq!(a("99999999999999999999999"), i64::MAX);
+    }
+
+    #[test]
+    fn the_vendor_cqe_size_wins_over_the_environment_and_only_64_and_128_pass() {
+        let mut d = mlx5dv_cq_init_attr { comp_mask: DV_MASK_CQE_SIZE, cqe_size: 128, ..Default::default() };
+        assert_eq!(cqe_size(Some(&d)), Ok(128));
+        d.cqe_size = 64;
+        assert_eq!(cqe_size(Some(&d)), Ok(64));
+        d.cqe_size = 100;
+        assert_eq!(cqe_size(Some(&d)), Err(libc::EINVAL));
+        d.cqe_size = 0;
+        assert_eq!(cqe_size(Some(&d)), Err(libc::EINVAL));
+    }
+
+    #[test]
+    fn an_extended_cq_gets_the_read_ops_of_its_wc_flags_only() {
+        // SAFETY: plain data.
+        let mut c: Box<CqC> = Box::new(unsafe { std::mem::zeroed() });
+        fill_pfns(&mut c, wc::BYTE_LEN | wc::SRC_QP);
+        assert!(c.start_poll.is_some() && c.next_poll.is_some() && c.end_poll.is_some());
+        assert!(c.read_opcode.is_some() && c.read_vendor_err.is_some() && c.read_wc_flags.is_some());
+        assert!(c.read_byte_len.is_some() && c.read_src_qp.is_some());
+        assert!(c.read_imm_data.is_none() && c.read_qp_num.is_none() && c.read_slid.is_none());
+        assert!(c.read_completion_ts.is_none() && c.read_completion_wallclock_ns.is_none());
+    }
+
+    #[test]
+    fn a_requester_completion_reads_no_immediate_flag() {
+        // SAFETY: plain data.
+        let mut c: Box<CqC> = Box::new(unsafe { std::mem::zeroed() });
+        c.cur = Wc { opcode: ibv_wc_opcode::IBV_WC_SEND, wc_flags: WcFlags::WITH_IMM, ..Wc::default() };
+        let p: *mut ibv_cq_ex = &mut c.ex;
+        // SAFETY: `p` heads a live CqC.
+        assert_eq!(unsafe { read_wc_flags(p) }, 0);
+        c.cur = Wc { opcode: ibv_wc_opcode::IBV_WC_RECV, wc_flags: WcFlags::WITH_IMM | WcFlags::GRH, ..Wc::default() };
+        // SAFETY: as above.
+        assert_eq!(unsafe { read_wc_flags(p) }, (WcFlags::WITH_IMM | WcFlags::GRH).bits());
+    }
+}
