@@ -143,7 +143,7 @@ pub unsafe extern "C" fn ibv_get_cq_event(
         let Some(c) = s.cqs.get_mut(&k) else { return minus_one(libc::EAGAIN) };
         // SAFETY: the caller's out-parameters.
         unsafe {
-            *cq = &mut *c.c;
+            *cq = ptr::from_mut(&mut *c.c).cast();
             *cq_context = c.c.cq_context;
         }
         // mlx5_cq_event: the next arm carries the next sequence number.

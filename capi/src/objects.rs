@@ -13,7 +13,7 @@ use mlx5_dv::{
 use mlx5_hw::sys::mlx5dv::{
     mlx5dv_devx_eq, mlx5dv_devx_msi_vector, mlx5dv_devx_uar, mlx5dv_devx_umem, mlx5dv_mkey, mlx5dv_qp_ex,
 };
-use rdma_sys::{ibv_comp_channel, ibv_cq, ibv_device, ibv_mr, ibv_pd, ibv_qp_attr, ibv_qp_ex, verbs_context};
+use rdma_sys::{ibv_comp_channel, ibv_cq_ex, ibv_device, ibv_mr, ibv_pd, ibv_qp_attr, ibv_qp_ex, verbs_context};
 
 // Made and used by `device`.
 /// One device of the list, its `ibv_device` at a fixed address for the process's life.
@@ -77,10 +77,33 @@ pub(crate) struct ExternalMemory {
 }
 
 // Made and used by `queue`.
-/// A CQ: the program's `ibv_cq` and the simulator's.
+/// A CQ: the program's `ibv_cq` (or `ibv_cq_ex`, whose prefix it is) and the simulator's.
 pub(crate) struct Cq {
-    pub(crate) c: Box<ibv_cq>,
+    pub(crate) c: Box<CqC>,
     pub(crate) cq: mlx5_dv::Cq,
+}
+
+/// The C side of a CQ, at a fixed address: every CQ is an `ibv_cq_ex` (a plain `ibv_cq` is
+/// its prefix, as in libmlx5's `verbs_cq`), followed by the completion `ibv_start_poll` or
+/// `ibv_next_poll` took last, which the `ibv_wc_read_*` calls read through the CQ's address
+/// (as libmlx5's read its current CQE) without the shim's lock.
+#[repr(C)]
+pub(crate) struct CqC {
+    pub(crate) ex: ibv_cq_ex,
+    pub(crate) cur: mlx5_dv::Wc,
+}
+
+impl std::ops::Deref for CqC {
+    type Target = ibv_cq_ex;
+    fn deref(&self) -> &ibv_cq_ex {
+        &self.ex
+    }
+}
+
+impl std::ops::DerefMut for CqC {
+    fn deref_mut(&mut self) -> &mut ibv_cq_ex {
+        &mut self.ex
+    }
 }
 
 /// An RC QP; the program holds `&c.ex.qp_base`.

@@ -12,7 +12,7 @@ use mlx5_dv::{
 use rdma_sys::*;
 
 use crate::errno::{code, null};
-use crate::objects::{Cq, Qp, QpC};
+use crate::objects::{Cq, CqC, Qp, QpC};
 use crate::state::{Shim, device_thread, key, with};
 
 /// `CQ_POLL_ERR`: what libmlx5's `ibv_poll_cq` returns when a completion cannot be read.
@@ -25,6 +25,7 @@ pub(crate) fn fill_context_ops(c: &mut verbs_context) {
     c.context.ops.post_send = Some(post_send);
     c.context.ops.post_recv = Some(post_recv);
     c.create_qp_ex = Some(create_qp_ex);
+    c.create_cq_ex = Some(crate::cqx::create_cq_ex);
 }
 
 fn sges(list: *const ibv_sge, n: c_int) -> Result<Vec<Sge>, c_int> {
@@ -152,21 +153,42 @@ impl Shim {
         channel: *mut ibv_comp_channel,
         comp_vector: c_int,
     ) -> Result<*mut ibv_cq, c_int> {
+        // The VFIO provider's dummy op answers before any check (the simulator's create says so).
+        let mlx5 = self.context(ctx)?.device.is_some();
+        // mlx5_create_cq: cqe <= 0 is EINVAL.
+        let n = u32::try_from(cqe).map_err(|_| libc::EINVAL)?;
+        // libmlx5's create_cq reads MLX5_CQE_SIZE for a plain CQ too, after the size checks.
+        if mlx5 && n != 0 && u64::from(n) < 1 << 24 {
+            crate::cqx::cqe_size(None)?;
+        }
+        // The kernel reads the vector unsigned: a negative one is past the last.
+        self.make_cq(ctx, n, cq_context, channel, comp_vector as u32).map(|p| p.cast())
+    }
+
+    /// A CQ through the simulator, its C side zeroed but for what `verbs_init_cq` and the
+    /// kernel set; `ibv_create_cq` and the extended CQs of [`crate::cqx`] share it.
+    pub(crate) fn make_cq(
+        &mut self,
+        ctx: *mut ibv_context,
+        cqe: u32,
+        cq_context: *mut c_void,
+        channel: *mut ibv_comp_channel,
+        comp_vector: u32,
+    ) -> Result<*mut CqC, c_int> {
         let h = self.context(ctx)?.handle;
         if !channel.is_null() && !self.channels.contains_key(&key(channel)) {
             return Err(libc::EINVAL);
         }
-        let n = u32::try_from(cqe).map_err(|_| libc::EINVAL)?;
-        // The kernel reads the vector unsigned: a negative one is past the last.
-        let cq = self.sim.create_cq_on_vector(h, n, comp_vector as u32).map_err(|e| e.errno())?;
-        // SAFETY: plain data (a zeroed mutex and cond are their static initialisers on glibc).
-        let mut c: Box<ibv_cq> = Box::new(unsafe { std::mem::zeroed() });
+        let cq = self.sim.create_cq_on_vector(h, cqe, comp_vector).map_err(|e| e.errno())?;
+        // SAFETY: plain data (a zeroed mutex and cond are their static initialisers on glibc;
+        // the ops of an extended CQ are set by its maker).
+        let mut c: Box<CqC> = Box::new(unsafe { std::mem::zeroed() });
         c.context = ctx;
         c.channel = channel;
         c.cq_context = cq_context;
         c.handle = cq.handle.id();
         c.cqe = c_int::try_from(cq.cqe).unwrap_or(c_int::MAX);
-        let p: *mut ibv_cq = &mut *c;
+        let p: *mut CqC = &mut *c;
         if let Some(ch) = self.channels.get_mut(&key(channel)) {
             // verbs_init_cq: the channel counts its CQs (ibv_destroy_comp_channel is EBUSY).
             ch.c.refcnt += 1;
