@@ -129,7 +129,7 @@ fn net_rx() {
 
 /// The hand-made seeds are what `net_rx_seeds` makes (`FUZZ_WRITE_SEEDS=1` writes them), and
 /// every one of their datagrams reaches the responder or requester (but the one for a QP in
-/// INIT, which is dropped), the NAKed ones' answers going nowhere.
+/// INIT, which is dropped), the answers going to the peer device, which drops them.
 #[test]
 fn net_rx_seeds_are_committed_and_taken() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../corpus/net_rx");
