@@ -16,9 +16,7 @@ mod trace_replay;
 pub use calls::calls;
 pub use datagram::datagram;
 pub use mailbox::mailbox;
-pub use net_rx::{
-    FIX_ICRC, NET_RX_ADDRESS, PICK_MR, PICK_QP, STRANGER, net_rx, net_rx_address, net_rx_seeds, net_rx_taken,
-};
+pub use net_rx::{FIX_ICRC, NET_RX_ADDRESS, PICK_MR, PICK_QP, STRANGER, net_rx, net_rx_seeds, net_rx_taken};
 pub use profile_toml::profile_toml;
 pub use trace_replay::{HOST_MEMORY, trace_replay};
 

@@ -1,10 +1,13 @@
-//! Arbitrary bytes arriving at a networked port's RoCE v2 UDP socket
+//! Arbitrary bytes arriving at a networked port as RoCE v2 UDP payloads
 //! (`Simulator::receive_datagram`): each datagram is taken or dropped and counted, and nothing
 //! lands outside a registered region with the right access.
 //!
-//! One networked simulator serves the process (binding a socket per input is too slow): built
-//! once, it is the template each input's clone starts from, so inputs do not see each other's
-//! PSNs, reassembly or posted work. Answers go to a peer address nothing listens on.
+//! One simulator of two devices serves the process, its fabric in memory
+//! (`Simulator::carry_in_memory`, no socket): device 0 is the port under test, device 1 its
+//! peer, whose QPs device 0's are connected to, so answers travel to device 1 in simulated
+//! time. Built once, it is the template each input's clone starts from, so inputs do not see
+//! each other's PSNs, reassembly or posted work (the in-memory queues the clones share are
+//! empty again when each call returns).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddrV4};
 use std::sync::{Mutex, OnceLock};
@@ -14,6 +17,7 @@ use mlx5_dv::{
     AccessFlags as A, AhAttr, Buf, Gid, Mr, Qp, QpAttrExt, QpAttrMask as M, QpCap, QpDest, QpInitAttr, QpModify,
     QpState, RecvWr, SendFlags, Sge, WrOp,
 };
+use mlx5_sim::fabric::net::default_address;
 use mlx5_sim::packet::{Aeth, Bth, Headers, Reth, opcode as op};
 use mlx5_sim::wire::{self, Endpoints, WireError};
 use mlx5_sim::{Profile, ShippedProfiles, Simulator};
@@ -27,11 +31,13 @@ pub const STRANGER: u8 = 4;
 /// Mode bit: a RETH names the MR the selector's bits 3 to 5 pick, at the VA's low 12 bits.
 pub const PICK_MR: u8 = 8;
 
-/// The address the rig's port binds when no other process holds it (the seeds' ICRCs cover
-/// it).
+/// The address of the rig's port, device 0 (the seeds' ICRCs cover it).
 pub const NET_RX_ADDRESS: Ipv4Addr = Ipv4Addr::new(127, 0, 66, 1);
-/// The peer the QPs are connected to: nothing listens there, answers are lost.
+/// The host number whose first address is [`NET_RX_ADDRESS`] (`default_address`).
+const HOST: u32 = 4224;
+/// The peer's address, device 1's: the QPs are connected to its QPs, answers go there.
 const PEER: Ipv4Addr = Ipv4Addr::new(127, 0, 66, 2);
+/// An address no port of the rig has: answers to it are lost.
 const STRANGER_ADDR: Ipv4Addr = Ipv4Addr::new(127, 0, 66, 3);
 /// The UDP source port datagrams come from.
 const SPORT: u16 = 0xc123;
@@ -75,8 +81,7 @@ struct RigQp {
 /// The template simulator and what was made on it.
 struct Rig {
     sim: Simulator,
-    /// The port's own address (the datagrams' destination).
-    addr: Ipv4Addr,
+    /// Device 0's QPs (those under test).
     qps: Vec<RigQp>,
     /// The MRs a RETH may be pointed at: remote write and read, remote read only, local only,
     /// the receive MR, the READ's destination.
@@ -103,22 +108,21 @@ fn err(what: &str) -> impl Fn(mlx5_dv::Error) -> String + '_ {
     move |e| format!("{what}: {e}")
 }
 
-/// Move `qp` from RESET to `to` towards the peer, PSNs 0, no ACK timeout (a WQE waits for its
-/// answer without resending: the clock must not matter).
-fn connect(sim: &mut Simulator, qp: &Qp, access: A, to: QpState, mtu: u32, peer_qpn: u32) -> Result<(), String> {
+/// Move `qp` from RESET to `to` towards QP `peer_qpn` of the port whose GID is `dgid`, PSNs 0,
+/// no ACK timeout (a WQE waits for its answer without resending: the clock must not matter).
+fn connect(
+    sim: &mut Simulator,
+    qp: &Qp,
+    access: A,
+    to: QpState,
+    mtu: u32,
+    dgid: Gid,
+    peer_qpn: u32,
+) -> Result<(), String> {
     let ext = QpAttrExt { timeout: 0, ..QpAttrExt::defaults() };
-    let dest = QpDest {
-        dest_qp_num: peer_qpn,
-        ah: AhAttr {
-            dlid: 0,
-            is_global: true,
-            dgid: Gid(PEER.to_ipv6_mapped().octets()),
-            sgid_index: 3,
-            hop_limit: 64,
-            port_num: 1,
-        },
-        path_mtu: mtu,
-    };
+    // GID index 1: GID 0 as RoCE v2 (a fabric in memory keeps the ports' GIDs).
+    let ah = AhAttr { dlid: 0, is_global: true, dgid, sgid_index: 1, hop_limit: 64, port_num: 1 };
+    let dest = QpDest { dest_qp_num: peer_qpn, ah, path_mtu: mtu };
     let init = M::STATE | M::PKEY_INDEX | M::PORT | M::ACCESS_FLAGS;
     let rtr = M::STATE | M::AV | M::PATH_MTU | M::DEST_QPN | M::RQ_PSN | M::MAX_DEST_RD_ATOMIC | M::MIN_RNR_TIMER;
     let rts = M::STATE | M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY | M::SQ_PSN | M::MAX_QP_RD_ATOMIC;
@@ -138,17 +142,28 @@ fn pattern(i: usize) -> Vec<u8> {
 }
 
 impl Rig {
-    /// Bind the port on `addr` and make the QPs, MRs and buffers.
-    fn build(addr: Ipv4Addr) -> Result<Rig, String> {
+    /// Make the two devices' QPs, and device 0's MRs and buffers, on a fabric in memory.
+    fn build() -> Result<Rig, String> {
         let mut profile = Profile::builtin("cx6dx").map_err(|e| e.to_string())?;
-        // One port (no VFIO function either): a second would take the peer's address.
-        profile.device.count = 1;
+        // Two ports (no VFIO function: a third would take the stranger's address).
+        profile.device.count = 2;
         profile.device.vfio_pci_name = None;
-        let mut sim = Simulator::new(profile).map_err(err("simulator"))?;
-        sim.connect_network(addr).map_err(|e| format!("binding {addr}: {e}"))?;
-        let ctx = sim.open_ibv_device("mlx5_0").map_err(err("open"))?;
+        let names = profile.device_names();
+        let (Some(name0), Some(name1)) = (names.first(), names.get(1)) else { return Err("two devices".into()) };
+        if default_address(HOST) != NET_RX_ADDRESS || u32::from(NET_RX_ADDRESS) + 1 != u32::from(PEER) {
+            return Err(format!("host {HOST} is at {}, not at {NET_RX_ADDRESS}", default_address(HOST)));
+        }
+        let mut sim = Simulator::with_host(profile, HOST).map_err(err("simulator"))?;
+        sim.carry_in_memory();
+        let ctx = sim.open_ibv_device(name0).map_err(err("open"))?;
         let pd = sim.alloc_pd(ctx).map_err(err("pd"))?;
         let cq = sim.create_cq(ctx, 64).map_err(err("cq"))?;
+        // The peer: a QP for each of device 0's, with no remote access and nothing posted.
+        let peer_ctx = sim.open_ibv_device(name1).map_err(err("open the peer"))?;
+        let peer_pd = sim.alloc_pd(peer_ctx).map_err(err("peer pd"))?;
+        let peer_cq = sim.create_cq(peer_ctx, 64).map_err(err("peer cq"))?;
+        let gid = |sim: &mut Simulator, ctx| sim.query_port(ctx, 1).map(|p| p.gid).map_err(err("query_port"));
+        let (gid0, gid1) = (gid(&mut sim, ctx)?, gid(&mut sim, peer_ctx)?);
         let mut bufs = Vec::new();
         // rw, ro, local, recv, read destination: each a buffer with an MR over its middle.
         let access = [A::LOCAL_WRITE | A::REMOTE_WRITE | A::REMOTE_READ, A::REMOTE_READ, A::LOCAL_WRITE];
@@ -173,10 +188,13 @@ impl Rig {
         sim.write_buf(&canary, 0, &pattern(9)).map_err(err("fill"))?;
         bufs.push((canary, vec![(0, BUF, Who::Nobody)]));
         let cap = QpCap { max_send_wr: 4, max_recv_wr: 4, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
+        let peers = (0..QPS.len())
+            .map(|_| sim.create_qp(&QpInitAttr::rc(peer_pd, peer_cq.handle, cap, None)).map_err(err("peer qp")))
+            .collect::<Result<Vec<Qp>, String>>()?;
         let mut qps = Vec::new();
-        for (i, (access, state, mtu)) in QPS.into_iter().enumerate() {
+        for (i, ((access, state, mtu), peer)) in QPS.into_iter().zip(&peers).enumerate() {
             let qp = sim.create_qp(&QpInitAttr::rc(pd, cq.handle, cap, None)).map_err(err("qp"))?;
-            connect(&mut sim, &qp, access, state, mtu, 0x77_0000 + i as u32)?;
+            connect(&mut sim, &qp, access, state, mtu, gid1, peer.qp_num)?;
             let slice = mrs[3].addr + (i * RECV_SLICE) as u64;
             let sge = vec![Sge { addr: slice, length: RECV_SLICE as u32, lkey: mrs[3].lkey }];
             sim.post_recv(&qp, &[RecvWr { wr_id: i as u64, sge }]).map_err(err("post_recv"))?;
@@ -200,35 +218,34 @@ impl Rig {
             sge: vec![Sge { addr: dst.addr, length: READ_LEN as u32, lkey: dst.lkey }],
         };
         sim.post_send(&qps[1].qp, &[read]).map_err(err("post read"))?;
-        Ok(Rig { sim, addr, qps, mrs, bufs })
+        // The WRITE and the READ reached the peer's QPs in RESET, which dropped them: with no
+        // ACK timeout they wait for an answer without end. Only now are the peer's QPs ready
+        // (they answer a request sent again, and drop the answers they wait for none of).
+        for ((_, _, mtu), (peer, rig)) in QPS.into_iter().zip(peers.iter().zip(&qps)) {
+            connect(&mut sim, peer, A::empty(), QpState::Rts, mtu, gid0, rig.qp.qp_num)?;
+        }
+        if sim.poll_cq(&cq, 4).map_err(err("poll"))?.len() + sim.poll_cq(&peer_cq, 4).map_err(err("poll"))?.len() != 0 {
+            return Err("the WRITE and the READ do not wait".into());
+        }
+        if sim.network_drops() != [0, 2] {
+            return Err(format!("the peer did not drop the WRITE and the READ alone: {:?}", sim.network_drops()));
+        }
+        Ok(Rig { sim, qps, mrs, bufs })
     }
 
-    /// The rig of this process, built on first use: on [`NET_RX_ADDRESS`], or when another
-    /// process holds it on an odd address of 127.0.66.5 to 127.0.66.251 (the peer and the
-    /// stranger are .2 and .3).
+    /// The rig of this process, built on first use.
     fn get() -> &'static Mutex<Rig> {
         static RIG: OnceLock<Result<Mutex<Rig>, String>> = OnceLock::new();
-        let rig = RIG.get_or_init(|| {
-            let mut why = String::new();
-            let others = (5..=251u8).step_by(2).map(|h| Ipv4Addr::new(127, 0, 66, h));
-            for addr in std::iter::once(NET_RX_ADDRESS).chain(others) {
-                match Rig::build(addr) {
-                    Ok(r) => return Ok(Mutex::new(r)),
-                    Err(e) => why = e,
-                }
-            }
-            Err(why)
-        });
-        match rig {
+        match RIG.get_or_init(|| Rig::build().map(Mutex::new)) {
             Ok(r) => r,
             Err(e) => panic!("the net_rx rig could not be built: {e}"),
         }
     }
+}
 
-    /// What the port rebuilds from a datagram's source for its ICRC.
-    fn endpoints(&self, from: SocketAddrV4) -> Endpoints {
-        Endpoints::new(IpAddr::V4(*from.ip()), IpAddr::V4(self.addr), from.port())
-    }
+/// What the port rebuilds from a datagram's source for its ICRC.
+fn endpoints(from: SocketAddrV4) -> Endpoints {
+    Endpoints::new(IpAddr::V4(*from.ip()), IpAddr::V4(NET_RX_ADDRESS), from.port())
 }
 
 /// Put the ICRC the port expects at the end of `d`: the wire module's over the IPv4 and UDP
@@ -308,7 +325,7 @@ fn run(data: &[u8]) -> Vec<bool> {
     let rig = Rig::get().lock().unwrap_or_else(|p| p.into_inner());
     let mut sim = rig.sim.clone();
     let from = SocketAddrV4::new(if mode & STRANGER != 0 { STRANGER_ADDR } else { PEER }, SPORT);
-    let ep = rig.endpoints(from);
+    let ep = endpoints(from);
     let mut before = snapshot(&mut sim, &rig);
     let mut taken = Vec::new();
     while taken.len() < MAX_DATAGRAMS && rest.len() >= 3 {
@@ -353,11 +370,6 @@ pub fn net_rx(data: &[u8]) {
     run(data);
 }
 
-/// The address the process's rig bound.
-pub fn net_rx_address() -> Ipv4Addr {
-    Rig::get().lock().unwrap_or_else(|p| p.into_inner()).addr
-}
-
 /// Whether each datagram of an input was taken (not dropped), for the seeds' test.
 pub fn net_rx_taken(data: &[u8]) -> Vec<bool> {
     run(data)
@@ -369,7 +381,7 @@ pub fn net_rx_taken(data: &[u8]) -> Vec<bool> {
 /// 5: the MR) and the UDP payload (a length past the input's end takes the rest).
 pub fn net_rx_seeds() -> Vec<(&'static str, Vec<u8>)> {
     let rig = Rig::get().lock().unwrap_or_else(|p| p.into_inner());
-    let ep = rig.endpoints(SocketAddrV4::new(PEER, SPORT));
+    let ep = endpoints(SocketAddrV4::new(PEER, SPORT));
     let bth = |opcode, qp: usize, psn| Bth { opcode, dest_qp: rig.qps[qp].qp.qp_num, psn, ..Bth::default() };
     let reth =
         |mr: usize, off: u64, dma_len| Some(Reth { va: rig.mrs[mr].addr + off, rkey: rig.mrs[mr].rkey, dma_len });
@@ -430,7 +442,7 @@ pub fn net_rx_seeds() -> Vec<(&'static str, Vec<u8>)> {
         .map(|(name, extra, pkts)| {
             let mut input = vec![FIX_ICRC | PICK_QP | PICK_MR | extra];
             let from = SocketAddrV4::new(if extra & STRANGER != 0 { STRANGER_ADDR } else { PEER }, SPORT);
-            let ep = if extra & STRANGER != 0 { rig.endpoints(from) } else { ep };
+            let ep = if extra & STRANGER != 0 { endpoints(from) } else { ep };
             for (i, (h, len, qp, mr)) in pkts.into_iter().enumerate() {
                 let payload: Vec<u8> = (0..len).map(|j| (j as u8).wrapping_mul(13).wrapping_add(i as u8)).collect();
                 let d = wire::encode(&h, &payload, &ep).unwrap_or_default();
