@@ -9,11 +9,13 @@
 //! stay NULL. A poll takes the next completion the simulator's poll gives `ibv_poll_cq` into
 //! the CQ's slot ([`CqC::cur`]), which each read returns a field of.
 //!
-//! Not simulated, so refused with EOPNOTSUPP (the errno libmlx5 gives a `wc_flags` bit it does
-//! not support): completion timestamps (`IBV_WC_EX_WITH_COMPLETION_TIMESTAMP`; the device
-//! advertises no `completion_timestamp_mask` or `hca_core_clock`) and, as libmlx5 answers on a
-//! device without a clock-info page or real-time timestamps, `_WALLCLOCK`;
-//! `IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN` (the simulated CQ always reports an overrun).
+//! With `IBV_WC_EX_WITH_COMPLETION_TIMESTAMP` the CQ's good CQEs carry the device clock
+//! (`mlx5_sim::Simulator::enable_cq_timestamps`, the kernel's
+//! `IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION`), which `ibv_wc_read_completion_ts` returns.
+//!
+//! Not simulated, so refused with EOPNOTSUPP: as libmlx5 answers on a device without a
+//! clock-info page or real-time timestamps, `_WALLCLOCK`; `IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN`
+//! (the simulated CQ always reports an overrun).
 
 use std::ffi::c_int;
 use std::ptr::{self, addr_of};
@@ -115,9 +117,7 @@ impl Shim {
         if attr.comp_mask & MASK_FLAGS != 0 && attr.flags & !(ATTR_SINGLE_THREADED | ATTR_IGNORE_OVERRUN) != 0 {
             return Err(libc::EINVAL);
         }
-        // The free-running completion timestamp is not simulated: refused here as libmlx5
-        // refuses a wc_flags bit it does not support.
-        if attr.wc_flags & !wc::SUPPORTED != 0 || attr.wc_flags & wc::COMPLETION_TIMESTAMP != 0 {
+        if attr.wc_flags & !wc::SUPPORTED != 0 {
             return Err(libc::EOPNOTSUPP);
         }
         if let Some(d) = dv
@@ -159,6 +159,15 @@ impl Shim {
             return Err(libc::EOPNOTSUPP);
         }
         let p = self.make_cq(ctx, attr.cqe, attr.cq_context, attr.channel, attr.comp_vector)?;
+        if attr.wc_flags & wc::COMPLETION_TIMESTAMP != 0 {
+            // libibverbs asks the kernel for IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION.
+            let on = self.cqs.get(&key(p)).map(|c| c.cq).ok_or(libc::EINVAL);
+            if let Err(e) = on.and_then(|cq| self.sim.simulator_mut().enable_cq_timestamps(&cq).map_err(|e| e.errno()))
+            {
+                self.destroy_cq(p.cast());
+                return Err(e);
+            }
+        }
         // SAFETY: the CQ just made, owned by the shim's table.
         fill_pfns(unsafe { &mut *p }, attr.wc_flags);
         Ok(p.cast())
@@ -220,6 +229,9 @@ fn fill_pfns(c: &mut CqC, wc_flags: u64) {
     }
     if has(wc::DLID_PATH_BITS) {
         e.read_dlid_path_bits = Some(read_dlid_path_bits);
+    }
+    if has(wc::COMPLETION_TIMESTAMP) {
+        e.read_completion_ts = Some(read_completion_ts);
     }
     if has(wc::CVLAN) {
         e.read_cvlan = Some(read_cvlan);
@@ -321,6 +333,13 @@ unsafe extern "C" fn read_sl(cq: *mut ibv_cq_ex) -> u8 {
 unsafe extern "C" fn read_dlid_path_bits(cq: *mut ibv_cq_ex) -> u8 {
     // SAFETY: see `cur`.
     unsafe { cur(cq) }.dlid_path_bits
+}
+
+/// `mlx5_cq_read_wc_completion_ts`: the CQE's `timestamp`, the device clock when it wrote
+/// a good CQE (an error CQE carries none: 0).
+unsafe extern "C" fn read_completion_ts(cq: *mut ibv_cq_ex) -> u64 {
+    // SAFETY: see `cur`.
+    unsafe { cur(cq) }.timestamp
 }
 
 /// The CQE's `vlan_info`: VLAN stripping is not simulated (no raw packet QPs), so no CQE
