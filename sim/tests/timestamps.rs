@@ -84,6 +84,6 @@ fn a_cq_without_timestamps_reads_zero() {
 fn a_vfio_context_has_no_clock_to_read() {
     let mut sim = Simulator::with_profile("cx6dx").expect("shipped profile");
     let name = sim.profile().device.vfio_pci_name.clone().expect("the profile has a VFIO function");
-    let ctx = (&mut sim as &mut dyn Backend).open_device(&name, None).expect("open the VFIO function");
+    let ctx = (&mut sim as &mut dyn Backend).open_ibv_device(&name).expect("open the VFIO function");
     assert_eq!(sim.device_clock(ctx).map_err(|e| e.errno()), Err(mlx5_dv::errno::EOPNOTSUPP));
 }
