@@ -13,9 +13,12 @@
 //! (`mlx5_sim::Simulator::enable_cq_timestamps`, the kernel's
 //! `IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION`), which `ibv_wc_read_completion_ts` returns.
 //!
-//! Not simulated, so refused with EOPNOTSUPP: as libmlx5 answers on a device without a
-//! clock-info page or real-time timestamps, `_WALLCLOCK`; `IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN`
-//! (the simulated CQ always reports an overrun).
+//! `_WALLCLOCK` too (libibverbs asks the kernel for timestamps for either); as on a device
+//! without real-time timestamps, `ibv_wc_read_completion_wallclock_ns` converts the
+//! timestamp with the clock-info page (`crate::clock`).
+//!
+//! Not simulated, so refused with EOPNOTSUPP: `IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN` (the
+//! simulated CQ always reports an overrun).
 
 use std::ffi::c_int;
 use std::ptr::{self, addr_of};
@@ -129,11 +132,6 @@ impl Shim {
         if attr.comp_mask & MASK_PD != 0 {
             return Err(libc::EINVAL);
         }
-        // mlx5_cq_fill_pfns: the wall clock needs real-time timestamps or the clock-info page,
-        // and the simulated device has neither.
-        if attr.wc_flags & wc::COMPLETION_TIMESTAMP_WALLCLOCK != 0 {
-            return Err(libc::EOPNOTSUPP);
-        }
         // align_queue_size(cqe + 1) past 2^24 (or wrapping) is EINVAL before the CQE size.
         if u64::from(attr.cqe) + 1 > 1 << 24 {
             return Err(libc::EINVAL);
@@ -159,7 +157,7 @@ impl Shim {
             return Err(libc::EOPNOTSUPP);
         }
         let p = self.make_cq(ctx, attr.cqe, attr.cq_context, attr.channel, attr.comp_vector)?;
-        if attr.wc_flags & wc::COMPLETION_TIMESTAMP != 0 {
+        if attr.wc_flags & (wc::COMPLETION_TIMESTAMP | wc::COMPLETION_TIMESTAMP_WALLCLOCK) != 0 {
             // libibverbs asks the kernel for IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION.
             let on = self.cqs.get(&key(p)).map(|c| c.cq).ok_or(libc::EINVAL);
             if let Err(e) = on.and_then(|cq| self.sim.simulator_mut().enable_cq_timestamps(&cq).map_err(|e| e.errno()))
@@ -232,6 +230,10 @@ fn fill_pfns(c: &mut CqC, wc_flags: u64) {
     }
     if has(wc::COMPLETION_TIMESTAMP) {
         e.read_completion_ts = Some(read_completion_ts);
+    }
+    // mlx5_cq_fill_pfns without real-time timestamps: the clock-info page converts.
+    if has(wc::COMPLETION_TIMESTAMP_WALLCLOCK) {
+        e.read_completion_wallclock_ns = Some(read_completion_wallclock_ns);
     }
     if has(wc::CVLAN) {
         e.read_cvlan = Some(read_cvlan);
@@ -340,6 +342,17 @@ unsafe extern "C" fn read_dlid_path_bits(cq: *mut ibv_cq_ex) -> u8 {
 unsafe extern "C" fn read_completion_ts(cq: *mut ibv_cq_ex) -> u64 {
     // SAFETY: see `cur`.
     unsafe { cur(cq) }.timestamp
+}
+
+/// `mlx5_cq_read_wc_completion_wallclock_ns`: the timestamp converted with the clock-info
+/// page (`mlx5dv_ts_to_ns`), read now rather than at the poll as libmlx5 keeps it.
+unsafe extern "C" fn read_completion_wallclock_ns(cq: *mut ibv_cq_ex) -> u64 {
+    // SAFETY: see `cur`.
+    let (ts, ctx) = unsafe { (cur(cq).timestamp, (*cq).context) };
+    match with(Err, |s| s.clock_info(ctx)) {
+        Ok(ci) => crate::clock::ts_to_ns(&ci, ts),
+        Err(_) => 0,
+    }
 }
 
 /// The CQE's `vlan_info`: VLAN stripping is not simulated (no raw packet QPs), so no CQE
