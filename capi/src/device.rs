@@ -406,13 +406,10 @@ unsafe extern "C" fn query_rt_values(context: *mut ibv_context, values: *mut ibv
     let mut answered = 0;
     let mut err = 0;
     if v.comp_mask & VALUES_MASK_RAW_CLOCK != 0 {
-        let r = with(
-            |e| Err(e),
-            |s| {
-                let h = s.context(context)?.handle;
-                s.sim.simulator().device_clock(h).map_err(|e| e.errno())
-            },
-        );
+        let r = with(Err, |s| {
+            let h = s.context(context)?.handle;
+            s.sim.simulator().device_clock(h).map_err(|e| e.errno())
+        });
         match r {
             Ok(cycles) => {
                 v.raw_clock.tv_sec = 0;
