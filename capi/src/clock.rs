@@ -24,7 +24,8 @@ fn mult_shift(khz: u64) -> (u32, u32) {
     let khz = khz.max(1);
     let mut shift = 31;
     loop {
-        let mult = (1_000_000u64 << shift) / khz;
+        // clocksource_khz2mult: rounded to the nearest.
+        let mult = ((1_000_000u64 << shift) + khz / 2) / khz;
         if mult < 1 << 23 || shift == 0 {
             return (u32::try_from(mult).unwrap_or(u32::MAX), shift);
         }
@@ -105,7 +106,8 @@ mod tests {
     #[test]
     fn a_156250_khz_clock_counts_6_4_ns_a_cycle() {
         let ci = snapshot(0, 156_250);
-        assert_eq!(ts_to_ns(&ci, 1_000_000) - ci.nsec, 6_400_000);
+        // mult is rounded to an integer: within a nanosecond over a million cycles.
+        assert!((ts_to_ns(&ci, 1_000_000) - ci.nsec).abs_diff(6_400_000) <= 1);
     }
 
     #[test]

@@ -443,6 +443,22 @@ mod tests {
     }
 
     #[test]
+    fn timestamp_flags_set_their_read_ops() {
+        // SAFETY: plain data.
+        let mut c: Box<CqC> = Box::new(unsafe { std::mem::zeroed() });
+        fill_pfns(&mut c, wc::COMPLETION_TIMESTAMP);
+        assert!(c.read_completion_ts.is_some() && c.read_completion_wallclock_ns.is_none());
+        // SAFETY: plain data.
+        let mut c: Box<CqC> = Box::new(unsafe { std::mem::zeroed() });
+        fill_pfns(&mut c, wc::COMPLETION_TIMESTAMP_WALLCLOCK);
+        assert!(c.read_completion_ts.is_none() && c.read_completion_wallclock_ns.is_some());
+        c.cur = Wc { timestamp: 0x1234_5678_9abc, ..Wc::default() };
+        let p: *mut ibv_cq_ex = &mut c.ex;
+        // SAFETY: `p` heads a live CqC.
+        assert_eq!(unsafe { read_completion_ts(p) }, 0x1234_5678_9abc);
+    }
+
+    #[test]
     fn a_requester_completion_reads_no_immediate_flag() {
         // SAFETY: plain data.
         let mut c: Box<CqC> = Box::new(unsafe { std::mem::zeroed() });
