@@ -9,11 +9,16 @@
 //! stay NULL. A poll takes the next completion the simulator's poll gives `ibv_poll_cq` into
 //! the CQ's slot ([`CqC::cur`]), which each read returns a field of.
 //!
-//! Not simulated, so refused with EOPNOTSUPP (the errno libmlx5 gives a `wc_flags` bit it does
-//! not support): completion timestamps (`IBV_WC_EX_WITH_COMPLETION_TIMESTAMP`; the device
-//! advertises no `completion_timestamp_mask` or `hca_core_clock`) and, as libmlx5 answers on a
-//! device without a clock-info page or real-time timestamps, `_WALLCLOCK`;
-//! `IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN` (the simulated CQ always reports an overrun).
+//! With `IBV_WC_EX_WITH_COMPLETION_TIMESTAMP` the CQ's good CQEs carry the device clock
+//! (`mlx5_sim::Simulator::enable_cq_timestamps`, the kernel's
+//! `IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION`), which `ibv_wc_read_completion_ts` returns.
+//!
+//! `_WALLCLOCK` too (libibverbs asks the kernel for timestamps for either); as on a device
+//! without real-time timestamps, `ibv_wc_read_completion_wallclock_ns` converts the
+//! timestamp with the clock-info page (`crate::clock`).
+//!
+//! Not simulated, so refused with EOPNOTSUPP: `IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN` (the
+//! simulated CQ always reports an overrun).
 
 use std::ffi::c_int;
 use std::ptr::{self, addr_of};
@@ -115,9 +120,7 @@ impl Shim {
         if attr.comp_mask & MASK_FLAGS != 0 && attr.flags & !(ATTR_SINGLE_THREADED | ATTR_IGNORE_OVERRUN) != 0 {
             return Err(libc::EINVAL);
         }
-        // The free-running completion timestamp is not simulated: refused here as libmlx5
-        // refuses a wc_flags bit it does not support.
-        if attr.wc_flags & !wc::SUPPORTED != 0 || attr.wc_flags & wc::COMPLETION_TIMESTAMP != 0 {
+        if attr.wc_flags & !wc::SUPPORTED != 0 {
             return Err(libc::EOPNOTSUPP);
         }
         if let Some(d) = dv
@@ -128,11 +131,6 @@ impl Shim {
         // A parent domain is never a PD the shim made (parent domains are not simulated).
         if attr.comp_mask & MASK_PD != 0 {
             return Err(libc::EINVAL);
-        }
-        // mlx5_cq_fill_pfns: the wall clock needs real-time timestamps or the clock-info page,
-        // and the simulated device has neither.
-        if attr.wc_flags & wc::COMPLETION_TIMESTAMP_WALLCLOCK != 0 {
-            return Err(libc::EOPNOTSUPP);
         }
         // align_queue_size(cqe + 1) past 2^24 (or wrapping) is EINVAL before the CQE size.
         if u64::from(attr.cqe) + 1 > 1 << 24 {
@@ -159,6 +157,15 @@ impl Shim {
             return Err(libc::EOPNOTSUPP);
         }
         let p = self.make_cq(ctx, attr.cqe, attr.cq_context, attr.channel, attr.comp_vector)?;
+        if attr.wc_flags & (wc::COMPLETION_TIMESTAMP | wc::COMPLETION_TIMESTAMP_WALLCLOCK) != 0 {
+            // libibverbs asks the kernel for IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION.
+            let on = self.cqs.get(&key(p)).map(|c| c.cq).ok_or(libc::EINVAL);
+            if let Err(e) = on.and_then(|cq| self.sim.simulator_mut().enable_cq_timestamps(&cq).map_err(|e| e.errno()))
+            {
+                self.destroy_cq(p.cast());
+                return Err(e);
+            }
+        }
         // SAFETY: the CQ just made, owned by the shim's table.
         fill_pfns(unsafe { &mut *p }, attr.wc_flags);
         Ok(p.cast())
@@ -220,6 +227,13 @@ fn fill_pfns(c: &mut CqC, wc_flags: u64) {
     }
     if has(wc::DLID_PATH_BITS) {
         e.read_dlid_path_bits = Some(read_dlid_path_bits);
+    }
+    if has(wc::COMPLETION_TIMESTAMP) {
+        e.read_completion_ts = Some(read_completion_ts);
+    }
+    // mlx5_cq_fill_pfns without real-time timestamps: the clock-info page converts.
+    if has(wc::COMPLETION_TIMESTAMP_WALLCLOCK) {
+        e.read_completion_wallclock_ns = Some(read_completion_wallclock_ns);
     }
     if has(wc::CVLAN) {
         e.read_cvlan = Some(read_cvlan);
@@ -323,6 +337,24 @@ unsafe extern "C" fn read_dlid_path_bits(cq: *mut ibv_cq_ex) -> u8 {
     unsafe { cur(cq) }.dlid_path_bits
 }
 
+/// `mlx5_cq_read_wc_completion_ts`: the CQE's `timestamp`, the device clock when it wrote
+/// a good CQE (an error CQE carries none: 0).
+unsafe extern "C" fn read_completion_ts(cq: *mut ibv_cq_ex) -> u64 {
+    // SAFETY: see `cur`.
+    unsafe { cur(cq) }.timestamp
+}
+
+/// `mlx5_cq_read_wc_completion_wallclock_ns`: the timestamp converted with the clock-info
+/// page (`mlx5dv_ts_to_ns`), read now rather than at the poll as libmlx5 keeps it.
+unsafe extern "C" fn read_completion_wallclock_ns(cq: *mut ibv_cq_ex) -> u64 {
+    // SAFETY: see `cur`.
+    let (ts, ctx) = unsafe { (cur(cq).timestamp, (*cq).context) };
+    match with(Err, |s| s.clock_info(ctx)) {
+        Ok(ci) => crate::clock::ts_to_ns(&ci, ts),
+        Err(_) => 0,
+    }
+}
+
 /// The CQE's `vlan_info`: VLAN stripping is not simulated (no raw packet QPs), so no CQE
 /// carries a stripped tag.
 unsafe extern "C" fn read_cvlan(_cq: *mut ibv_cq_ex) -> u16 {
@@ -408,6 +440,22 @@ mod tests {
         assert!(c.read_byte_len.is_some() && c.read_src_qp.is_some());
         assert!(c.read_imm_data.is_none() && c.read_qp_num.is_none() && c.read_slid.is_none());
         assert!(c.read_completion_ts.is_none() && c.read_completion_wallclock_ns.is_none());
+    }
+
+    #[test]
+    fn timestamp_flags_set_their_read_ops() {
+        // SAFETY: plain data.
+        let mut c: Box<CqC> = Box::new(unsafe { std::mem::zeroed() });
+        fill_pfns(&mut c, wc::COMPLETION_TIMESTAMP);
+        assert!(c.read_completion_ts.is_some() && c.read_completion_wallclock_ns.is_none());
+        // SAFETY: plain data.
+        let mut c: Box<CqC> = Box::new(unsafe { std::mem::zeroed() });
+        fill_pfns(&mut c, wc::COMPLETION_TIMESTAMP_WALLCLOCK);
+        assert!(c.read_completion_ts.is_none() && c.read_completion_wallclock_ns.is_some());
+        c.cur = Wc { timestamp: 0x1234_5678_9abc, ..Wc::default() };
+        let p: *mut ibv_cq_ex = &mut c.ex;
+        // SAFETY: `p` heads a live CqC.
+        assert_eq!(unsafe { read_completion_ts(p) }, 0x1234_5678_9abc);
     }
 
     #[test]

@@ -74,6 +74,10 @@ impl Shim {
         c.sz = std::mem::size_of::<verbs_context>();
         c.query_port = Some(query_port_ex);
         c.query_device_ex = Some(query_device_ex);
+        // The VFIO provider has no query_rt_values: the header's inline answers EOPNOTSUPP.
+        if i.is_some() {
+            c.query_rt_values = Some(query_rt_values);
+        }
         crate::queue::fill_context_ops(&mut c);
         let ctx = &mut c.context;
         ctx.device = dev;
@@ -341,9 +345,12 @@ fn query_port_into(context: *mut ibv_context, port_num: u8, out: *mut ibv_port_a
 
 /// `verbs_context.query_device_ex`, which the header's `ibv_query_device_ex` calls: the
 /// legacy attributes, then the extended ones as libibverbs fills them for a device with
-/// none of the optional features (ODP, timestamps, TSO, RSS, tag matching, CQ moderation,
-/// device memory), and `phys_port_cnt_ex`, the port count. Only `attr_size` bytes are
-/// written, so a program built against an older, shorter struct is never written past.
+/// none of the optional features (ODP, TSO, RSS, tag matching, CQ moderation, device
+/// memory) but completion timestamps (`completion_timestamp_mask` and `hca_core_clock`, in
+/// kHz, as mlx5_ib reports them: the profile's `device.completion_timestamp_mask` and
+/// `device.hca_core_clock_khz`), and `phys_port_cnt_ex`, the port count. Only `attr_size`
+/// bytes are written, so a program built against an older, shorter struct is never
+/// written past.
 unsafe extern "C" fn query_device_ex(
     context: *mut ibv_context,
     input: *const ibv_query_device_ex_input,
@@ -364,6 +371,15 @@ unsafe extern "C" fn query_device_ex(
         return r;
     }
     full.phys_port_cnt_ex = u32::from(full.orig_attr.phys_port_cnt);
+    let (mask, khz) = with(
+        |_| (0, 0),
+        |s| {
+            let d = &s.sim.profile().device;
+            (d.completion_timestamp_mask, d.hca_core_clock_khz)
+        },
+    );
+    full.completion_timestamp_mask = mask;
+    full.hca_core_clock = khz;
     let n = attr_size.min(std::mem::size_of::<ibv_device_attr_ex>());
     // SAFETY: the caller's buffer holds `attr_size` bytes; at most that many are written.
     unsafe {
@@ -371,6 +387,41 @@ unsafe extern "C" fn query_device_ex(
         ptr::copy_nonoverlapping(ptr::from_ref(&full).cast::<u8>(), attr.cast::<u8>(), n);
     }
     0
+}
+
+/// `IBV_VALUES_MASK_RAW_CLOCK`, the only bit of `ibv_values_ex.comp_mask`.
+const VALUES_MASK_RAW_CLOCK: u32 = 1 << 0;
+
+/// `verbs_context.query_rt_values`, which the header's `ibv_query_rt_values_ex` calls:
+/// libmlx5's `mlx5_query_rt_values`. An unknown `comp_mask` bit is EINVAL; with
+/// `IBV_VALUES_MASK_RAW_CLOCK` the device clock (`mlx5_read_clock`, in `hca_core_clock`
+/// ticks) is `raw_clock.tv_nsec` with `tv_sec` 0; `comp_mask` comes back with the bits
+/// answered.
+unsafe extern "C" fn query_rt_values(context: *mut ibv_context, values: *mut ibv_values_ex) -> c_int {
+    // SAFETY: the caller's struct.
+    let Some(v) = (unsafe { values.as_mut() }) else { return libc::EINVAL };
+    if v.comp_mask & !VALUES_MASK_RAW_CLOCK != 0 {
+        return libc::EINVAL;
+    }
+    let mut answered = 0;
+    let mut err = 0;
+    if v.comp_mask & VALUES_MASK_RAW_CLOCK != 0 {
+        let r = with(Err, |s| {
+            let h = s.context(context)?.handle;
+            s.sim.simulator().device_clock(h).map_err(|e| e.errno())
+        });
+        match r {
+            Ok(cycles) => {
+                v.raw_clock.tv_sec = 0;
+                // The raw cycle count, as libmlx5 stores it (a `long`).
+                v.raw_clock.tv_nsec = cycles as libc::c_long;
+                answered |= VALUES_MASK_RAW_CLOCK;
+            }
+            Err(e) => err = e,
+        }
+    }
+    v.comp_mask = answered;
+    err
 }
 
 /// `ibv_query_port` (the exported, compat entry point).

@@ -29,10 +29,15 @@ fn context_flags(rdma_core_release: u32) -> u64 {
 /// The `mlx5dv_context.comp_mask` parts `_mlx5dv_query_device` fills whenever they are asked
 /// for: CQE_COMPRESION, SWP, STRIDING_RQ, TUNNEL_OFFLOADS, DYN_BFREGS, FLOW_ACTION_FLAGS,
 /// DC_ODP_CAPS, DCI_STREAMS and WR_MEMCPY_LENGTH. The simulator models none of those features,
-/// so their caps read as zero, as on a device without them. CLOCK_INFO_UPDATE,
-/// HCA_CORE_CLOCK and NUM_LAG_PORTS are echoed by the provider only when the device has a
-/// clock page, a mapped core clock or LAG ports, which the simulated one has not.
+/// so their caps read as zero, as on a device without them. HCA_CORE_CLOCK and NUM_LAG_PORTS
+/// are echoed by the provider only when the device has a mapped core clock or LAG ports,
+/// which the simulated one has not (its clock is read through `ibv_query_rt_values_ex`);
+/// CLOCK_INFO_UPDATE is echoed, the kernel context having a clock-info page ([`CLOCK_INFO_UPDATE`]).
 const ZERO_CAPS_MASK: u64 = 1 << 0 | 1 << 1 | 1 << 2 | 1 << 3 | 1 << 4 | 1 << 6 | 1 << 7 | 1 << 11 | 1 << 12;
+
+/// `MLX5DV_CONTEXT_MASK_CLOCK_INFO_UPDATE`: `max_clock_info_update_nsec`, the clock-info
+/// page's `overflow_period` (`crate::clock::update_period_ns`).
+const CLOCK_INFO_UPDATE: u64 = 1 << 5;
 
 /// `MLX5DV_QP_MASK_*` of `struct mlx5dv_qp`'s comp_mask.
 const QP_MASK_UAR_MMAP_OFFSET: u64 = 1 << 0;
@@ -66,6 +71,8 @@ impl Shim {
             Err(e) => return code(&e),
         };
         let zero_parts = asked & ZERO_CAPS_MASK;
+        let clock_part = asked & CLOCK_INFO_UPDATE;
+        let update_ns = crate::clock::update_period_ns(self.sim.profile().device.hca_core_clock_khz);
         let flags = context_flags(self.sim.profile().datapath.rdma_core_release);
         // SAFETY: the caller's struct, written field by field through raw pointers.
         unsafe {
@@ -114,7 +121,10 @@ impl Shim {
                 addr_of_mut!((*c).log_max_num_deks).write(q.crypto_caps.log_max_num_deks);
                 addr_of_mut!((*c).flags).write(q.crypto_caps.flags);
             }
-            addr_of_mut!((*out).comp_mask).write(zero_parts | q.comp_mask);
+            if clock_part != 0 {
+                addr_of_mut!((*out).max_clock_info_update_nsec).write(update_ns);
+            }
+            addr_of_mut!((*out).comp_mask).write(zero_parts | clock_part | q.comp_mask);
         }
         0
     }

@@ -15,6 +15,7 @@
 #![allow(clippy::missing_safety_doc)] // each C function's contract is its man page's
 
 pub mod ah;
+pub mod clock;
 pub mod cqx;
 pub mod device;
 pub mod dv;

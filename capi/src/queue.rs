@@ -197,7 +197,7 @@ impl Shim {
         Ok(p)
     }
 
-    fn destroy_cq(&mut self, cq: *mut ibv_cq) -> c_int {
+    pub(crate) fn destroy_cq(&mut self, cq: *mut ibv_cq) -> c_int {
         let Ok(c) = self.cq(cq).map(|c| c.cq) else { return libc::EINVAL };
         match self.sim.destroy_cq(&c) {
             Ok(()) => {

@@ -1,7 +1,10 @@
 /* Extended CQs: ibv_create_cq_ex and mlx5dv_create_cq with several wc_flags, libmlx5's errno
  * for bad attributes, and RC loopback traffic polled with ibv_start_poll / ibv_next_poll /
- * ibv_end_poll, every ibv_wc_read_* checked against what was sent; then the same CQ through
- * ibv_poll_cq, a completion channel, mlx5dv_init_obj and ibv_destroy_cq. */
+ * ibv_end_poll, every ibv_wc_read_* checked against what was sent; completion timestamps
+ * (present, non-decreasing on one CQ, between ibv_query_rt_values_ex readings taken before
+ * and after; converted to wall-clock time with mlx5dv_get_clock_info as libmlx5 converts
+ * them for ibv_wc_read_completion_wallclock_ns); then the same CQ through ibv_poll_cq, a completion channel, mlx5dv_init_obj and
+ * ibv_destroy_cq. */
 #include <poll.h>
 #include "common.h"
 
@@ -28,6 +31,48 @@ static void poll_ex(struct ibv_cq_ex *cq, int first)
 		CHECK_EQ(r, ENOENT, first ? "ibv_start_poll" : "ibv_next_poll");
 	}
 	FAIL("no completion");
+}
+
+/* The device clock, read with ibv_query_rt_values_ex (libmlx5: tv_sec 0, the raw cycles in
+ * tv_nsec). */
+static uint64_t raw_clock(void)
+{
+	struct ibv_values_ex v = { .comp_mask = IBV_VALUES_MASK_RAW_CLOCK };
+	CHECK_EQ(ibv_query_rt_values_ex(ctx, &v), 0, "ibv_query_rt_values_ex");
+	CHECK_EQ(v.comp_mask, IBV_VALUES_MASK_RAW_CLOCK, "RAW_CLOCK answered");
+	CHECK_EQ(v.raw_clock.tv_sec, 0, "raw_clock.tv_sec");
+	return (uint64_t)v.raw_clock.tv_nsec;
+}
+
+/* A completion's timestamp: present, within [*prev, after] and the mask. */
+static void check_ts(struct ibv_cq_ex *cq, uint64_t *prev, uint64_t mask, const char *what)
+{
+	uint64_t ts = ibv_wc_read_completion_ts(cq);
+	CHECK(ts != 0 && ts >= *prev && (ts & ~mask) == 0, "%s: timestamp %llu after %llu (mask 0x%llx)", what,
+	      (unsigned long long)ts, (unsigned long long)*prev, (unsigned long long)mask);
+	*prev = ts;
+}
+
+static uint64_t realtime_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_REALTIME, &t);
+	return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+/* The wall-clock time of a completion, read and converted, within [lo, hi] give or take
+ * 10 ms (the conversion's rounding, and the page read after the completion). */
+static void check_wallclock(struct ibv_cq_ex *cq, uint64_t lo, uint64_t hi)
+{
+	const uint64_t slack = 10000000;
+	uint64_t wall = ibv_wc_read_completion_wallclock_ns(cq);
+	struct mlx5dv_clock_info ci;
+	CHECK_EQ(mlx5dv_get_clock_info(ctx, &ci), 0, "mlx5dv_get_clock_info");
+	uint64_t conv = mlx5dv_ts_to_ns(&ci, ibv_wc_read_completion_ts(cq));
+	CHECK(wall + slack >= lo && wall <= hi + slack, "wall-clock completion %llu within [%llu, %llu]",
+	      (unsigned long long)wall, (unsigned long long)lo, (unsigned long long)hi);
+	CHECK(conv + slack >= wall && conv <= wall + slack, "mlx5dv_ts_to_ns %llu near the read %llu",
+	      (unsigned long long)conv, (unsigned long long)wall);
 }
 
 static void expect_empty(struct ibv_cq_ex *cq)
@@ -68,13 +113,20 @@ int main(void)
 	a = good;
 	a.comp_vector = ctx->num_comp_vectors;
 	expect_fail(a, NULL, EINVAL, "comp_vector past num_comp_vectors");
-	if (!dattr.completion_timestamp_mask) {
-		a = good;
-		a.wc_flags |= IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
-		expect_fail(a, NULL, EOPNOTSUPP, "a completion timestamp on a device without one");
-	}
-	struct mlx5dv_context dvc = { .comp_mask = MLX5DV_CONTEXT_MASK_CQE_COMPRESION };
+	/* The clock: mlx5_ib's mask, the profile's frequency (kHz). */
+	CHECK_EQ(dattr.completion_timestamp_mask, 0x7fffffffffffffffull, "completion_timestamp_mask");
+	CHECK(dattr.hca_core_clock != 0, "hca_core_clock");
+	struct ibv_values_ex badv = { .comp_mask = 1 << 1 };
+	CHECK_EQ(ibv_query_rt_values_ex(ctx, &badv), EINVAL, "ibv_query_rt_values_ex: an unknown comp_mask bit");
+	struct ibv_values_ex none = { .comp_mask = 0 };
+	CHECK_EQ(ibv_query_rt_values_ex(ctx, &none), 0, "ibv_query_rt_values_ex asking nothing");
+	CHECK_EQ(none.comp_mask, 0, "nothing answered");
+	uint64_t r0 = realtime_ns(), c0 = raw_clock();
+	struct mlx5dv_context dvc = { .comp_mask = MLX5DV_CONTEXT_MASK_CQE_COMPRESION |
+						   MLX5DV_CONTEXT_MASK_CLOCK_INFO_UPDATE };
 	CHECK_EQ(mlx5dv_query_device(ctx, &dvc), 0, "mlx5dv_query_device");
+	CHECK(dvc.comp_mask & MLX5DV_CONTEXT_MASK_CLOCK_INFO_UPDATE && dvc.max_clock_info_update_nsec > 1000000000ull,
+	      "a clock-info page updated at least every second");
 	struct mlx5dv_cq_init_attr dv = { .comp_mask = MLX5DV_CQ_INIT_ATTR_MASK_CQE_SIZE, .cqe_size = 100 };
 	expect_fail(good, &dv, EINVAL, "cqe_size 100");
 	dv = (struct mlx5dv_cq_init_attr){ .comp_mask = 1 << 6 };
@@ -97,30 +149,35 @@ int main(void)
 	 * 128-byte CQEs, a channel, a context and some fields; a third with none. */
 	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
 	CHECK(ch, "ibv_create_comp_channel");
-	struct ibv_cq_init_attr_ex sa = { .cqe = 64, .wc_flags = IBV_WC_STANDARD_FLAGS,
+	struct ibv_cq_init_attr_ex sa = { .cqe = 64,
+					  .wc_flags = IBV_WC_STANDARD_FLAGS | IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
+						      IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK,
 					  .comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS,
 					  .flags = IBV_CREATE_CQ_ATTR_SINGLE_THREADED };
 	struct ibv_cq_ex *scq = ibv_create_cq_ex(ctx, &sa);
 	CHECK(scq, "ibv_create_cq_ex: %s", strerror(errno));
 	CHECK(scq->read_byte_len && scq->read_imm_data && scq->read_qp_num && scq->read_src_qp &&
 	      scq->read_slid && scq->read_sl && scq->read_dlid_path_bits, "standard read ops set");
-	CHECK(!scq->read_completion_ts && !scq->read_cvlan && !scq->read_flow_tag, "unasked read ops unset");
+	CHECK(scq->read_completion_ts && scq->read_completion_wallclock_ns, "timestamp read ops set");
+	CHECK(!scq->read_cvlan && !scq->read_flow_tag, "unasked read ops unset");
 	CHECK(ibv_cq_ex_to_cq(scq)->cqe >= 64, "cqe rounded up");
 	struct ibv_cq_init_attr_ex ra = { .cqe = 32, .cq_context = (void *)0xc0ffee, .channel = ch,
 					  .wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM |
 						      IBV_WC_EX_WITH_SRC_QP | IBV_WC_EX_WITH_QP_NUM |
-						      IBV_WC_EX_WITH_FLOW_TAG | IBV_WC_EX_WITH_CVLAN };
+						      IBV_WC_EX_WITH_FLOW_TAG | IBV_WC_EX_WITH_CVLAN |
+						      IBV_WC_EX_WITH_COMPLETION_TIMESTAMP };
 	dv = (struct mlx5dv_cq_init_attr){ .comp_mask = MLX5DV_CQ_INIT_ATTR_MASK_CQE_SIZE, .cqe_size = 128 };
 	struct ibv_cq_ex *rcq = mlx5dv_create_cq(ctx, &ra, &dv);
 	CHECK(rcq, "mlx5dv_create_cq: %s", strerror(errno));
-	CHECK(rcq->read_byte_len && rcq->read_imm_data && !rcq->read_slid && !rcq->read_sl, "asked read ops only");
+	CHECK(rcq->read_byte_len && rcq->read_imm_data && !rcq->read_slid && !rcq->read_sl &&
+	      !rcq->read_completion_wallclock_ns, "asked read ops only");
 	CHECK(ibv_cq_ex_to_cq(rcq)->channel == ch && ibv_cq_ex_to_cq(rcq)->cq_context == (void *)0xc0ffee,
 	      "channel and cq_context");
 	struct ibv_cq_init_attr_ex na = { .cqe = 4, .wc_flags = 0 };
 	struct ibv_cq_ex *ncq = ibv_create_cq_ex(ctx, &na);
 	CHECK(ncq, "ibv_create_cq_ex without fields: %s", strerror(errno));
 	CHECK(ncq->start_poll && ncq->read_opcode && ncq->read_wc_flags && ncq->read_vendor_err &&
-	      !ncq->read_byte_len && !ncq->read_qp_num, "only the always-set ops");
+	      !ncq->read_byte_len && !ncq->read_qp_num && !ncq->read_completion_ts, "only the always-set ops");
 	expect_empty(ncq);
 
 	struct mlx5dv_cq dcq;
@@ -175,6 +232,7 @@ int main(void)
 	/* The sender's three completions in one start/next/end pass. */
 	static const struct { uint64_t wr_id; enum ibv_wc_opcode op; } sent[] = {
 		{ 1, IBV_WC_SEND }, { 2, IBV_WC_SEND }, { 3, IBV_WC_RDMA_WRITE } };
+	uint64_t mask = dattr.completion_timestamp_mask, sprev = c0, rprev = c0;
 	for (int i = 0; i < 3; i++) {
 		poll_ex(scq, i == 0);
 		CHECK_EQ(scq->status, IBV_WC_SUCCESS, "send status");
@@ -183,6 +241,8 @@ int main(void)
 		CHECK_EQ(ibv_wc_read_qp_num(scq), qa->qp_num, "send qp_num");
 		CHECK_EQ(ibv_wc_read_vendor_err(scq), 0, "send vendor_err");
 		CHECK_EQ(ibv_wc_read_wc_flags(scq) & (IBV_WC_WITH_IMM | IBV_WC_WITH_INV), 0, "send wc_flags");
+		check_ts(scq, &sprev, mask, "send");
+		check_wallclock(scq, r0, realtime_ns());
 	}
 	CHECK_EQ(ibv_next_poll(scq), ENOENT, "ibv_next_poll past the last");
 	ibv_end_poll(scq);
@@ -213,8 +273,12 @@ int main(void)
 		CHECK_EQ(!!(flags & IBV_WC_WITH_IMM), got[i].has_imm, "receive IBV_WC_WITH_IMM");
 		if (got[i].has_imm)
 			CHECK_EQ(ntohl(ibv_wc_read_imm_data(rcq)), got[i].imm, "receive immediate");
+		check_ts(rcq, &rprev, mask, "receive");
 	}
 	ibv_end_poll(rcq);
+	uint64_t c1 = raw_clock();
+	CHECK(sprev <= c1 && rprev <= c1, "timestamps %llu and %llu before the clock read after, %llu",
+	      (unsigned long long)sprev, (unsigned long long)rprev, (unsigned long long)c1);
 	CHECK(memcmp(dst, src, 300) == 0 && memcmp(dst + 1024, src + 300, 77) == 0 &&
 	      memcmp(dst + 3072, src + 500, 512) == 0, "the bytes arrived");
 

@@ -351,6 +351,24 @@ pub struct DeviceSection {
     /// `ibv_port_attr.active_mtu` (`enum ibv_mtu`, 5 = 4096 bytes).
     #[serde(default = "mtu_4096")]
     pub active_mtu: u32,
+    /// `ibv_device_attr_ex.hca_core_clock`: the frequency of the device's free-running clock
+    /// in kHz (the kernel's `device_frequency_khz` cap), which completion timestamps and
+    /// `ibv_query_rt_values_ex` count in. Default 1000000, 1 GHz (unverified: each card
+    /// reports its own).
+    #[serde(default = "default_core_clock_khz")]
+    pub hca_core_clock_khz: u64,
+    /// `ibv_device_attr_ex.completion_timestamp_mask`: the bits of the clock a CQE carries.
+    /// Default 0x7fffffffffffffff, the constant mlx5_ib reports.
+    #[serde(default = "default_timestamp_mask", with = "hex_u64")]
+    pub completion_timestamp_mask: u64,
+}
+
+fn default_core_clock_khz() -> u64 {
+    1_000_000
+}
+
+fn default_timestamp_mask() -> u64 {
+    0x7fff_ffff_ffff_ffff
 }
 
 fn two() -> u8 {

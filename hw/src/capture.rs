@@ -78,6 +78,9 @@ pub fn capture(b: &mut HwBackend) -> Result<Profile> {
                 _ => LinkLayer::Ethernet,
             },
             active_mtu: port.map_or(5, |p| p.active_mtu),
+            // Not captured yet: the profile's defaults.
+            hca_core_clock_khz: 1_000_000,
+            completion_timestamp_mask: 0x7fff_ffff_ffff_ffff,
         },
         kernel: KernelSection { devx: true, devx_whitelist_uid: true, mkey_update_tag, sqd2rts },
         hca_cap: hca,

@@ -7,6 +7,7 @@ use std::collections::VecDeque;
 use mlx5_dv::profile::VendorErrSection;
 use mlx5_dv::{CommandRecord, QpState};
 
+pub mod clock;
 pub mod contract;
 pub mod engine;
 pub mod firmware;
@@ -79,6 +80,8 @@ pub struct Device {
     crypto_err: (u8, u8),
     /// Messages on the network, in flight and arriving.
     net: engine::NetState,
+    /// The free-running clock completion timestamps read.
+    clock: clock::DeviceClock,
 }
 
 impl Device {
@@ -96,7 +99,24 @@ impl Device {
             max_msg_sz: profile.datapath.max_msg_sz,
             crypto_err: (profile.crypto.error.syndrome, profile.crypto.error.vendor_err),
             net: engine::NetState::default(),
+            clock: clock::DeviceClock::new(profile.device.hca_core_clock_khz, profile.device.completion_timestamp_mask),
         })
+    }
+
+    /// The device's clock now, in `hca_core_clock` ticks (module [`clock`]).
+    pub fn clock(&self) -> u64 {
+        self.clock.now()
+    }
+
+    /// The clock runs from the wall clock from now on (a free-running device).
+    pub fn use_wall_clock(&mut self) {
+        self.clock.use_wall_clock();
+    }
+
+    /// Completion timestamps in the CQEs of CQ `cqn`, what the kernel's
+    /// `IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION` asks for; false if there is no such CQ.
+    pub fn set_cq_timestamps(&mut self, cqn: u32) -> bool {
+        self.fw.cq_mut(cqn).map(|c| c.timestamps = true).is_some()
     }
 
     // --- the command interface ---

@@ -213,7 +213,31 @@ impl Simulator {
     pub fn free_running(&mut self, wake: Wake) {
         self.wake = Some(wake);
         self.fabric.use_wall_clock();
+        for d in &mut self.devices {
+            d.use_wall_clock();
+        }
         self.host.allocate_in_process();
+    }
+
+    /// The clock of a kernel context's device now, in `hca_core_clock` ticks: what
+    /// `ibv_query_rt_values_ex` reads (`mlx5_read_clock`). Stepped, it counts the CQEs the
+    /// device wrote; free-running, it follows the wall clock (`crate::device::clock`).
+    /// EOPNOTSUPP for a VFIO context.
+    pub fn device_clock(&self, ctx: mlx5_dv::ContextHandle) -> Result<u64> {
+        let dev = self.provider.kernel_ctx_device(ctx)?;
+        Ok(self.devices.get(dev).map_or(0, Device::clock))
+    }
+
+    /// Completion timestamps in the good CQEs of `cq` from now on (the CQE's `timestamp`,
+    /// [`mlx5_dv::Wc::timestamp`] when polled): what creating it with
+    /// `IBV_WC_EX_WITH_COMPLETION_TIMESTAMP` does.
+    pub fn enable_cq_timestamps(&mut self, cq: &Cq) -> Result<()> {
+        let (dev, cqn) = self.provider.cq_device(cq)?;
+        if self.devices.get_mut(dev).is_some_and(|d| d.set_cq_timestamps(cqn)) {
+            Ok(())
+        } else {
+            Err(mlx5_dv::Error::new(Op::CreateCq, mlx5_dv::errno::EINVAL, "the device has no such CQ"))
+        }
     }
 
     /// Where a QP's queues and doorbell record are in host memory (`mlx5dv_init_obj`).

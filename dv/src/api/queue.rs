@@ -577,6 +577,12 @@ pub struct Wc {
     /// the invalidated rkey, so a receive with either reports its low 16 bits.
     #[serde(default, skip_serializing_if = "is_zero_u16")]
     pub pkey_index: u16,
+    /// The CQE's completion timestamp in device clock ticks (`ibv_wc_read_completion_ts`):
+    /// set by the simulator for a good completion on a CQ made with completion timestamps
+    /// (its C ABI's `IBV_WC_EX_WITH_COMPLETION_TIMESTAMP`), 0 otherwise. Never in a trace:
+    /// a free-running device's clock is the wall clock, which no replay repeats.
+    #[serde(skip)]
+    pub timestamp: u64,
 }
 
 /// CQs, QPs, posting and polling.

@@ -9,6 +9,10 @@ use super::view::layout;
 /// Size in bytes of every CQE here.
 pub const SIZE: usize = 64;
 
+/// The byte offset of `mlx5_cqe64.timestamp` (64 bits, big-endian): what libmlx5's
+/// `mlx5_cq_read_wc_completion_ts` returns. [`cqe64::TIMESTAMP`] is the same field.
+pub const TIMESTAMP_AT: usize = 48;
+
 /// `MLX5_CQE_OWNER_MASK`: the ownership bit of `op_own`.
 pub const OWNER_MASK: u8 = 1;
 

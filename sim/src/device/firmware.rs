@@ -477,6 +477,7 @@ impl Firmware {
                 eqn: None,
                 armed: false,
                 solicited_only: false,
+                timestamps: false,
             },
         );
         Some(cqn)

@@ -31,7 +31,7 @@ impl Provider {
         Err(Error::new(op, mlx5_dv::errno::ENODEV, format!("no device named {name}")))
     }
 
-    fn ctx(&self, h: ContextHandle, op: Op) -> Result<&Ctx> {
+    pub(super) fn ctx(&self, h: ContextHandle, op: Op) -> Result<&Ctx> {
         self.contexts.get(h, op)
     }
 

@@ -173,6 +173,7 @@ impl Provider {
             | cqe::opcode::RESP_SEND_INV => {
                 let (wr_id, sge) = q.rings.rq.complete(host, c.wqe_counter);
                 wc.wr_id = wr_id;
+                wc.timestamp = c.timestamp;
                 wc.byte_len = c.byte_cnt;
                 if bytes.get(cqe::SIZE - 1).is_some_and(|b| b & INLINE_SCATTER_32 != 0) {
                     copy_to_scat(host, &bytes[..(c.byte_cnt as usize).min(32)], &sge);
@@ -238,7 +239,7 @@ fn good_reqs(
 /// its send queue up to the WQE.
 fn good_req(q: &mut super::QpObj, c: &Good) -> Wc {
     let (wr_id, wr_data) = q.rings.sq.complete(c.wqe_counter);
-    let mut wc = Wc { qp_num: c.qpn, wr_id, ..Wc::default() };
+    let mut wc = Wc { qp_num: c.qpn, wr_id, timestamp: c.timestamp, ..Wc::default() };
     match c.sop_drop {
         opcode::RDMA_WRITE_IMM | opcode::RDMA_WRITE => wc.opcode = wc_opcode::RDMA_WRITE,
         opcode::SEND_IMM | opcode::SEND | opcode::SEND_INVAL => wc.opcode = wc_opcode::SEND,
@@ -277,6 +278,8 @@ struct Good {
     sop_drop: u8,
     byte_cnt: u32,
     imm_inval_pkey: u32,
+    /// 0 unless the CQ asked for completion timestamps (the device writes none otherwise).
+    timestamp: u64,
 }
 
 impl Good {
@@ -288,6 +291,7 @@ impl Good {
             sop_drop: b[56],
             byte_cnt: be32(44),
             imm_inval_pkey: be32(36),
+            timestamp: u64::from_be_bytes([b[48], b[49], b[50], b[51], b[52], b[53], b[54], b[55]]),
         }
     }
 }

@@ -543,6 +543,21 @@ impl Provider {
     }
 
     /// Where the CQ's ring and doorbell record are, as `mlx5dv_init_obj` reports them.
+    /// The device and number of a CQ.
+    pub(crate) fn cq_device(&self, cq: &mlx5_dv::Cq) -> Result<(usize, u32)> {
+        let c = self.cqs.get(cq.handle, Op::CreateCq)?;
+        Ok((c.dev, c.cqn))
+    }
+
+    /// The device of a kernel context (a VFIO context has no `query_rt_values`).
+    pub(crate) fn kernel_ctx_device(&self, ctx: mlx5_dv::ContextHandle) -> Result<usize> {
+        let c = self.ctx(ctx, Op::QueryDevice)?;
+        if !c.is_kernel() {
+            return Err(Error::new(Op::QueryDevice, EOPNOTSUPP, "not a kernel context"));
+        }
+        Ok(c.dev)
+    }
+
     pub(crate) fn cq_memory(&self, cq: &mlx5_dv::Cq) -> Result<crate::CqMemory> {
         let c = self.cqs.get(cq.handle, Op::InitObj)?;
         Ok(crate::CqMemory {

@@ -34,6 +34,8 @@ impl Device {
     /// the CQE is lost, as are all later ones, and the device raises `CQ_ERR`.
     fn write_cqe(&mut self, host: &mut Host, cqn: u32, cqe: &Cqe) {
         let Some(c) = self.fw.cq_mut(cqn) else { return };
+        // The clock moves with every CQE (module `clock`), whichever CQ it is for.
+        let now = self.clock.stamp();
         if c.overrun {
             return;
         }
@@ -49,7 +51,15 @@ impl Device {
         // polling this slot, and a half-written CQE must never look like its own. Nothing is
         // written if a field overflows or the slot is unmapped.
         let mut b = [0u8; cqe::SIZE];
-        if cqe.encode_into(owner, &mut b).is_ok() && host.publish(c.ring.slot(c.pi), &b) {
+        if cqe.encode_into(owner, &mut b).is_err() {
+            return;
+        }
+        // mlx5_cqe64.timestamp (bytes 48..56, big-endian), which libmlx5's
+        // mlx5_cq_read_wc_completion_ts reads; an error CQE has its syndromes there.
+        if c.timestamps && matches!(cqe, Cqe::Req { .. } | Cqe::Resp { .. }) {
+            b[cqe::TIMESTAMP_AT..cqe::TIMESTAMP_AT + 8].copy_from_slice(&now.to_be_bytes());
+        }
+        if host.publish(c.ring.slot(c.pi), &b) {
             let solicited = crate::device::contract::cqe_wakes_solicited(b[cqe::SIZE - 1]);
             c.pi = c.pi.wrapping_add(1);
             self.fw.cqe_written(cqn, solicited);

@@ -324,6 +324,9 @@ pub struct FwCq {
     /// Armed for solicited completions only (`MLX5_CQ_DB_REQ_NOT_SOL`): only a CQE with
     /// the solicited bit, or an error CQE, raises the event.
     pub(in crate::device) solicited_only: bool,
+    /// Its good CQEs carry the device clock in `timestamp` (set for a CQ made with
+    /// completion timestamps; see `Device::set_cq_timestamps`).
+    pub(in crate::device) timestamps: bool,
 }
 
 #[cfg(test)]
