@@ -2,12 +2,10 @@
 //! completion event at its next CQE after the arm — for solicited and error CQEs only when
 //! armed for solicited completions — or at once when such a CQE waits unpolled; once per arm.
 
-use mlx5_dv::{
-    AccessFlags as A, Backend, Cq, Mr, Qp, QpCap, QpDest, QpInitAttr, QpModify, RecvWr, SendFlags, Sge, WrOp,
-};
-use mlx5_sim::Simulator;
+mod common;
 
-const ACCESS: A = A::LOCAL_WRITE.union(A::REMOTE_WRITE).union(A::REMOTE_READ);
+use mlx5_dv::{Backend, Cq, Mr, Qp, RecvWr, SendFlags, Sge, WrOp};
+use mlx5_sim::Simulator;
 
 /// A loopback RC pair: `tx` sends on `scq`, `rx` receives on `rcq`.
 struct Pair {
@@ -20,24 +18,8 @@ struct Pair {
 }
 
 fn pair() -> Pair {
-    let mut sim = Simulator::with_profile("cx6dx").expect("shipped profile");
-    let b: &mut dyn Backend = &mut sim;
-    let ctx = b.open_ibv_device("mlx5_0").expect("open");
-    let pd = b.alloc_pd(ctx).expect("pd");
-    let scq = b.create_cq(ctx, 16).expect("send cq");
-    let rcq = b.create_cq(ctx, 16).expect("recv cq");
-    let cap = QpCap { max_send_wr: 16, max_recv_wr: 16, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
-    let tx = b.create_qp(&QpInitAttr::rc(pd, scq.handle, cap, None)).expect("tx");
-    let rx = b.create_qp(&QpInitAttr::rc(pd, rcq.handle, cap, None)).expect("rx");
-    let port = b.query_port(ctx, 1).expect("port");
-    for (q, peer) in [(&tx, &rx), (&rx, &tx)] {
-        for step in QpModify::connect(ACCESS, QpDest::to(peer, &port)) {
-            b.modify_qp(q, &step).expect("connect");
-        }
-    }
-    let buf = b.alloc_buf(4096).expect("buf");
-    let mr = b.reg_mr(pd, buf.addr, 4096, ACCESS).expect("mr");
-    Pair { sim, tx, rx, scq, rcq, mr }
+    let l = common::loopback(16, 16, 4096);
+    Pair { sim: l.sim, tx: l.tx, rx: l.rx, scq: l.scq, rcq: l.rcq, mr: l.mr }
 }
 
 impl Pair {

@@ -4,32 +4,16 @@
 //! stepped clock advances one tick per CQE the device writes, so the same run gives the same
 //! timestamps; a CQ made without them reads 0 and leaves the CQE's field zero.
 
-use mlx5_dv::{AccessFlags as A, Backend, QpCap, QpDest, QpInitAttr, QpModify, RecvWr, SendFlags, Sge, Wc, WrOp};
-use mlx5_sim::Simulator;
+mod common;
 
-const ACCESS: A = A::LOCAL_WRITE.union(A::REMOTE_WRITE).union(A::REMOTE_READ);
+use mlx5_dv::{Backend, RecvWr, SendFlags, Sge, Wc, WrOp};
+use mlx5_sim::Simulator;
 
 /// Sends and RDMA writes over a loopback RC pair, the send CQ with timestamps and the
 /// receive CQ without unless `both`: the completions of each CQ, and the device clock
 /// before and after.
 fn run(both: bool) -> (Vec<Wc>, Vec<Wc>, u64, u64) {
-    let mut sim = Simulator::with_profile("cx6dx").expect("shipped profile");
-    let b: &mut dyn Backend = &mut sim;
-    let ctx = b.open_ibv_device("mlx5_0").expect("open");
-    let pd = b.alloc_pd(ctx).expect("pd");
-    let scq = b.create_cq(ctx, 64).expect("send cq");
-    let rcq = b.create_cq(ctx, 64).expect("recv cq");
-    let cap = QpCap { max_send_wr: 32, max_recv_wr: 32, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
-    let tx = b.create_qp(&QpInitAttr::rc(pd, scq.handle, cap, None)).expect("tx");
-    let rx = b.create_qp(&QpInitAttr::rc(pd, rcq.handle, cap, None)).expect("rx");
-    let port = b.query_port(ctx, 1).expect("port");
-    for (q, peer) in [(&tx, &rx), (&rx, &tx)] {
-        for step in QpModify::connect(ACCESS, QpDest::to(peer, &port)) {
-            b.modify_qp(q, &step).expect("connect");
-        }
-    }
-    let buf = b.alloc_buf(8192).expect("buf");
-    let mr = b.reg_mr(pd, buf.addr, 8192, ACCESS).expect("mr");
+    let common::Loopback { mut sim, ctx, tx, rx, scq, rcq, mr } = common::loopback(64, 32, 8192);
     sim.enable_cq_timestamps(&scq).expect("timestamps on the send CQ");
     if both {
         sim.enable_cq_timestamps(&rcq).expect("timestamps on the receive CQ");
