@@ -3,11 +3,11 @@
 use std::ffi::{c_int, c_void};
 use std::ptr;
 
-use mlx5_dv::{AccessFlags, MkeyInitAttr, MkeyInitFlags};
+use mlx5_dv::{AccessFlags, MkeyInitAttr, MkeyInitFlags, ReregFlags};
 use mlx5_hw::sys::mlx5dv::{mlx5dv_mkey, mlx5dv_mkey_err, mlx5dv_mkey_init_attr};
 use rdma_sys::*;
 
-use crate::errno::{code, null};
+use crate::errno::{code, null, set_errno};
 use crate::objects::{ExternalMemory, Mkey, Mr, Pd};
 use crate::state::{Shim, key, with};
 
@@ -119,6 +119,48 @@ impl Shim {
         0
     }
 
+    /// `ibv_rereg_mr` after libibverbs' input checks: a new range is mapped before the
+    /// simulator's call and the old one given back after it.
+    fn rereg_mr(
+        &mut self,
+        mr: *mut ibv_mr,
+        flags: ReregFlags,
+        pd: *mut ibv_pd,
+        (addr, len): (u64, u64),
+        access: AccessFlags,
+    ) -> Result<(), c_int> {
+        let (old, old_region) = self.mrs.get(&key(mr)).map(|m| (m.mr, m.region)).ok_or(libc::EINVAL)?;
+        let new_pd = if flags.contains(ReregFlags::CHANGE_PD) { Some(self.pd(pd)?.handle) } else { None };
+        let translate = flags.contains(ReregFlags::CHANGE_TRANSLATION);
+        let region = if translate { self.memory.map(&mut self.sim, addr, len)? } else { old_region };
+        let new = match self.sim.rereg_mr(&old, flags.bits(), new_pd, addr, len, access) {
+            Ok(m) => m,
+            Err(e) => {
+                if translate {
+                    self.memory.unmap(&mut self.sim, region);
+                }
+                return Err(e.errno());
+            }
+        };
+        if translate {
+            self.memory.unmap(&mut self.sim, old_region);
+        }
+        let m = self.mrs.get_mut(&key(mr)).ok_or(libc::EINVAL)?;
+        m.mr = new;
+        m.region = region;
+        // What ibv_cmd_rereg_mr and ibv_rereg_mr write back into the program's struct.
+        let c = &mut *m._c;
+        (c.lkey, c.rkey) = (new.lkey, new.rkey);
+        if flags.contains(ReregFlags::CHANGE_PD) {
+            c.pd = pd;
+        }
+        if translate {
+            c.addr = addr as *mut c_void;
+            c.length = len as usize;
+        }
+        Ok(())
+    }
+
     fn create_mkey(&mut self, attr: &mut mlx5dv_mkey_init_attr) -> Result<*mut mlx5dv_mkey, c_int> {
         let pd = self.pd(attr.pd)?.handle;
         let a = MkeyInitAttr {
@@ -165,6 +207,40 @@ pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
             }
         },
     )
+}
+
+/// `IBV_REREG_MR_ERR_INPUT`: libibverbs refused the arguments (errno EINVAL).
+const REREG_MR_ERR_INPUT: c_int = -1;
+/// `IBV_REREG_MR_ERR_CMD`: the provider's (here the simulator's) call failed; errno says why.
+const REREG_MR_ERR_CMD: c_int = -4;
+
+/// `ibv_rereg_mr`: 0, or `IBV_REREG_MR_ERR_INPUT` / `IBV_REREG_MR_ERR_CMD` with errno set.
+/// The program's struct gets the new keys (and the new PD, address and length it asked for).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_rereg_mr(
+    mr: *mut ibv_mr,
+    flags: c_int,
+    pd: *mut ibv_pd,
+    addr: *mut c_void,
+    length: usize,
+    access: c_int,
+) -> c_int {
+    let access = AccessFlags::from_bits_retain(access as u32);
+    let flags = match ReregFlags::check_input(flags as u32, addr as u64, length as u64, access) {
+        Ok(f) => f,
+        Err(_) => {
+            set_errno(libc::EINVAL);
+            return REREG_MR_ERR_INPUT;
+        }
+    };
+    let fail = |e| {
+        set_errno(e);
+        REREG_MR_ERR_CMD
+    };
+    with(fail, |s| match s.rereg_mr(mr, flags, pd, (addr as u64, length as u64), access) {
+        Ok(()) => 0,
+        Err(e) => fail(e),
+    })
 }
 
 /// `ibv_reg_mr`: the program's bytes, read and written in place by the simulated NIC.

@@ -21,6 +21,7 @@ mod misuse;
 mod mkey;
 mod qp;
 mod recovery;
+mod rereg;
 mod sig;
 mod sig_err;
 mod traffic;
@@ -57,6 +58,7 @@ pub fn all() -> Vec<Case> {
         crypto_dp::CASES,
         boundary::CASES,
         verbs_cmd::CASES,
+        rereg::CASES,
     ]
     .concat()
 }

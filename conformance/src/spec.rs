@@ -125,6 +125,8 @@ pub const ITEMS: &[(u16, &str)] = &[
     (118, "RNR NAKs: rnr_retry retries, then RNR_RETRY_EXC_ERR; 7 waits without end"),
     (119, "reordered, delayed and corrupted packets: dropped or held, and recovered"),
     (120, "a lost READ response is asked for again"),
+    (151, "ibv_rereg_mr changes access, translation or PD and keeps the keys"),
+    (152, "ibv_rereg_mr's refusals: EINVAL"),
 ];
 
 /// The title of a checklist item, if it exists.

@@ -155,6 +155,8 @@ pub enum Call {
     DevxCreateEq { ctx: ContextHandle, input: Vec<u8>, out_len: usize },
     /// [`crate::Devx::devx_destroy_eq`].
     DevxDestroyEq { eq: DevxEq },
+    /// [`crate::Memory::rereg_mr`].
+    ReregMr { mr: Mr, flags: u32, pd: Option<PdHandle>, addr: u64, length: u64, access: AccessFlags },
 }
 
 /// The result of one [`Call`]: the variant names the call, the payload is what it returned.
@@ -225,6 +227,7 @@ pub enum Reply {
     DevxMsiVectorRead(Result<u64>),
     DevxCreateEq(Result<DevxEq>),
     DevxDestroyEq(Result<()>),
+    ReregMr(Result<Mr>),
 }
 
 impl Call {
@@ -310,6 +313,9 @@ impl Call {
             Call::DevxMsiVectorRead { msi } => Reply::DevxMsiVectorRead(b.devx_msi_vector_read(msi)),
             Call::DevxCreateEq { ctx, input, out_len } => Reply::DevxCreateEq(b.devx_create_eq(*ctx, input, *out_len)),
             Call::DevxDestroyEq { eq } => Reply::DevxDestroyEq(b.devx_destroy_eq(eq)),
+            Call::ReregMr { mr, flags, pd, addr, length, access } => {
+                Reply::ReregMr(b.rereg_mr(mr, *flags, *pd, *addr, *length, *access))
+            }
         }
     }
 
@@ -377,6 +383,7 @@ impl Call {
             Call::DevxMsiVectorRead { .. } => Op::DevxMsiVectorRead,
             Call::DevxCreateEq { .. } => Op::DevxCreateEq,
             Call::DevxDestroyEq { .. } => Op::DevxDestroyEq,
+            Call::ReregMr { .. } => Op::ReregMr,
         }
     }
 }
@@ -466,6 +473,7 @@ impl Reply {
             Reply::DevxMsiVectorRead(r) => r.as_ref().err(),
             Reply::DevxCreateEq(r) => r.as_ref().err(),
             Reply::DevxDestroyEq(r) => r.as_ref().err(),
+            Reply::ReregMr(r) => r.as_ref().err(),
         }
     }
 
@@ -533,6 +541,7 @@ impl Reply {
             Call::DevxMsiVectorRead { .. } => Reply::DevxMsiVectorRead(Err(err)),
             Call::DevxCreateEq { .. } => Reply::DevxCreateEq(Err(err)),
             Call::DevxDestroyEq { .. } => Reply::DevxDestroyEq(Err(err)),
+            Call::ReregMr { .. } => Reply::ReregMr(Err(err)),
         }
     }
 }

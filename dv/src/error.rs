@@ -131,6 +131,8 @@ pub enum Op {
     DevxDestroyEq,
     /// Loading or probing a backend (library, device or profile).
     Backend,
+    /// `ibv_rereg_mr`.
+    ReregMr,
 }
 
 impl Op {
@@ -198,6 +200,7 @@ impl Op {
             Op::DevxCreateEq => "mlx5dv_devx_create_eq",
             Op::DevxDestroyEq => "mlx5dv_devx_destroy_eq",
             Op::Backend => "backend",
+            Op::ReregMr => "ibv_rereg_mr",
         }
     }
 }

@@ -189,6 +189,17 @@ impl<L: Layer, B: Backend> Memory for Wrapped<L, B> {
     fn dereg_mr(&mut self, mr: &Mr) -> Result<()> {
         through!(self, Call::DeregMr { mr: *mr }, DeregMr)
     }
+    fn rereg_mr(
+        &mut self,
+        mr: &Mr,
+        flags: u32,
+        pd: Option<PdHandle>,
+        addr: u64,
+        length: u64,
+        access: AccessFlags,
+    ) -> Result<Mr> {
+        through!(self, Call::ReregMr { mr: *mr, flags, pd, addr, length, access }, ReregMr)
+    }
     fn alloc_dmabuf(&mut self, len: usize) -> Result<DmaBuf> {
         through!(self, Call::AllocDmabuf { len }, AllocDmabuf)
     }

@@ -527,6 +527,18 @@ impl Memory for HwBackend {
         self.hw_dereg_mr(mr)
     }
 
+    fn rereg_mr(
+        &mut self,
+        mr: &mlx5_dv::Mr,
+        flags: u32,
+        pd: Option<PdHandle>,
+        addr: u64,
+        length: u64,
+        access: mlx5_dv::AccessFlags,
+    ) -> Result<mlx5_dv::Mr> {
+        self.hw_rereg_mr(mr, flags, pd, addr, length, access)
+    }
+
     fn alloc_dmabuf(&mut self, len: usize) -> Result<mlx5_dv::DmaBuf> {
         self.hw_alloc_dmabuf(len)
     }

@@ -249,6 +249,19 @@ impl Objects {
     }
 
     /// Remove an MR (nothing uses one) and release its PD and buffer.
+    /// Count a re-registered MR on its new PD and buffer instead of its old ones.
+    pub(crate) fn move_mr(&mut self, h: MrHandle, pd: PdHandle, buf: BufHandle, op: Op) -> Result<()> {
+        let new = [Dep::Pd(pd), Dep::Buf(buf)];
+        self.acquire_all(&new, op)?;
+        let Ok(m) = self.mrs.get_mut(h, op) else {
+            self.release(&new);
+            return Err(Error::new(op, mlx5_dv::errno::EINVAL, "no such MR"));
+        };
+        let old = [Dep::Pd(std::mem::replace(&mut m.pd, pd)), Dep::Buf(std::mem::replace(&mut m.buf, buf))];
+        self.release(&old);
+        Ok(())
+    }
+
     pub(crate) fn take_mr(&mut self, h: MrHandle, op: Op) -> Result<HwMr> {
         let m = self.mrs.take(h, op)?;
         self.release(&[Dep::Pd(m.pd), Dep::Buf(m.buf)]);

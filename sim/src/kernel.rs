@@ -289,21 +289,54 @@ impl Kernel {
         self.reg_mtt(dev, dev_index, pdn, (iova, length), access, pages, op)
     }
 
+    /// `ibv_rereg_mr` as the driver's UMR path leaves it: the MR's mkey (index `index`, key
+    /// variant `variant`) describes the new range, PD and rights and keeps its key. The
+    /// simulator does it as a destroy and a create, which give back the same index (the
+    /// firmware hands out the index freed last first); the mkey index it ends with.
+    #[allow(clippy::too_many_arguments)] // the MR's device, mkey, PD, range and rights
+    pub fn rereg_mr(
+        &mut self,
+        dev: &mut Device,
+        (index, variant): (u32, u8),
+        pdn: u32,
+        (addr, length): (u64, u64),
+        access: AccessFlags,
+        op: Op,
+    ) -> Result<u32> {
+        destroy_mkey(dev, index, op)?;
+        self.create_mtt(dev, variant, pdn, (addr, length), access, &[], op)
+    }
+
     #[allow(clippy::too_many_arguments)]
     fn reg_mtt(
         &mut self,
         dev: &mut Device,
         dev_index: usize,
         pdn: u32,
-        (addr, length): (u64, u64),
+        range: (u64, u64),
         access: AccessFlags,
         pages: &[u64],
         op: Op,
     ) -> Result<(u32, u8)> {
-        use prm::mkc;
         let slot = self.mr_variant.get_mut(dev_index).ok_or_else(|| Error::new(op, EINVAL, "no such device"))?;
         let variant = *slot;
         *slot = variant.wrapping_add(1);
+        Ok((self.create_mtt(dev, variant, pdn, range, access, pages, op)?, variant))
+    }
+
+    /// CREATE_MKEY of an MTT mkey with key variant `variant`; its index.
+    #[allow(clippy::too_many_arguments)]
+    fn create_mtt(
+        &mut self,
+        dev: &mut Device,
+        variant: u8,
+        pdn: u32,
+        (addr, length): (u64, u64),
+        access: AccessFlags,
+        pages: &[u64],
+        op: Op,
+    ) -> Result<u32> {
+        use prm::mkc;
         // Page addresses come two to an octword.
         let octwords = pages.len().div_ceil(2);
         let mut input = vec![0u8; prm::create_mkey::IN_SIZE + octwords * 16];
@@ -342,7 +375,7 @@ impl Kernel {
             .get(&out)
             .map(|v| v as u32)
             .map_err(|e| Error::new(op, mlx5_dv::errno::EIO, e.to_string()))?;
-        Ok((index, variant))
+        Ok(index)
     }
 
     /// The handle CQ events carry back to user space (`ibv_cq`'s user handle).

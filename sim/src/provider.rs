@@ -158,6 +158,10 @@ struct MrObj {
     buf: BufHandle,
     /// The dma-buf fd a dma-buf MR imports.
     dmabuf: Option<i32>,
+    /// The range and rights it was registered with, which `ibv_rereg_mr` keeps unless told.
+    addr: u64,
+    length: u64,
+    access: mlx5_dv::AccessFlags,
 }
 
 /// A CQ; its users are the QPs that complete into it.

@@ -487,6 +487,18 @@ impl Memory for Simulator {
         down!(self.dereg_mr(mr))
     }
 
+    fn rereg_mr(
+        &mut self,
+        mr: &Mr,
+        flags: u32,
+        pd: Option<PdHandle>,
+        addr: u64,
+        length: u64,
+        access: AccessFlags,
+    ) -> Result<Mr> {
+        down!(self.rereg_mr(mr, flags, pd, addr, length, access))
+    }
+
     fn alloc_dmabuf(&mut self, len: usize) -> Result<DmaBuf> {
         down!(self.alloc_dmabuf(len))
     }

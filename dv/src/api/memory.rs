@@ -59,6 +59,35 @@ pub struct Mr {
     pub length: u64,
 }
 
+bitflags! {
+    /// `enum ibv_rereg_mr_flags`: what [`Memory::rereg_mr`] changes.
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    pub struct ReregFlags: u32 {
+        /// `IBV_REREG_MR_CHANGE_TRANSLATION`: a new address and length.
+        const CHANGE_TRANSLATION = 1 << 0;
+        /// `IBV_REREG_MR_CHANGE_PD`: a new protection domain.
+        const CHANGE_PD = 1 << 1;
+        /// `IBV_REREG_MR_CHANGE_ACCESS`: new access flags.
+        const CHANGE_ACCESS = 1 << 2;
+    }
+}
+
+impl ReregFlags {
+    /// libibverbs' own checks of `ibv_rereg_mr`'s arguments, made before the provider's call
+    /// (a failure there is `IBV_REREG_MR_ERR_INPUT` with errno EINVAL): no unknown flag, an
+    /// address and a length with `CHANGE_TRANSLATION`, no access bits without `CHANGE_ACCESS`.
+    pub fn check_input(bits: u32, addr: u64, length: u64, access: AccessFlags) -> std::result::Result<Self, String> {
+        let flags = ReregFlags::from_bits(bits).ok_or_else(|| format!("unknown rereg flags 0x{bits:x}"))?;
+        if flags.contains(ReregFlags::CHANGE_TRANSLATION) && (addr == 0 || length == 0) {
+            return Err("CHANGE_TRANSLATION needs an address and a length".into());
+        }
+        if !access.is_empty() && !flags.contains(ReregFlags::CHANGE_ACCESS) {
+            return Err("access flags given without CHANGE_ACCESS".into());
+        }
+        Ok(flags)
+    }
+}
+
 /// `MLX5DV_REG_DMABUF_ACCESS_DATA_DIRECT`: the MR is reached through the data-direct engine
 /// bonded with the RDMA device.
 pub const MLX5DV_REG_DMABUF_ACCESS_DATA_DIRECT: u32 = 1 << 0;
@@ -92,6 +121,21 @@ pub trait Memory {
 
     /// `ibv_dereg_mr`.
     fn dereg_mr(&mut self, mr: &Mr) -> Result<()>;
+
+    /// `ibv_rereg_mr(mr, flags, pd, addr, length, access)`: the MR as it is afterwards (the
+    /// same handle; its keys may change). `pd` is read with [`ReregFlags::CHANGE_PD`] only,
+    /// `addr` and `length` with `CHANGE_TRANSLATION`, `access` with `CHANGE_ACCESS`. Flags
+    /// are `enum ibv_rereg_mr_flags` bits, checked as libibverbs does
+    /// ([`ReregFlags::check_input`]).
+    fn rereg_mr(
+        &mut self,
+        mr: &Mr,
+        flags: u32,
+        pd: Option<PdHandle>,
+        addr: u64,
+        length: u64,
+        access: AccessFlags,
+    ) -> Result<Mr>;
 
     /// Export `len` zeroed bytes of host memory as a dma-buf (on a real host a udmabuf over a
     /// memfd; EOPNOTSUPP without `/dev/udmabuf`).

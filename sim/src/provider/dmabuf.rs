@@ -140,7 +140,20 @@ impl Provider {
             .ok_or_else(|| Error::new(op, EBADF, "the dma-buf's memory is gone"))?;
         let d = low.devices.get_mut(dev).ok_or_else(|| Error::new(op, EINVAL, "no such device"))?;
         let (index, variant) = low.kernel.reg_dmabuf_mr(d, dev, pdn, (r.iova, r.length), r.access, &pages, op)?;
-        let handle = self.mrs.insert(op, MrObj { ctx, pd: r.pd, dev, index, buf, dmabuf: Some(r.fd) })?;
+        let handle = self.mrs.insert(
+            op,
+            MrObj {
+                ctx,
+                pd: r.pd,
+                dev,
+                index,
+                buf,
+                dmabuf: Some(r.fd),
+                addr: r.iova,
+                length: r.length,
+                access: r.access,
+            },
+        )?;
         self.bufs.acquire(buf, op)?;
         self.pds.acquire(r.pd, op)?;
         low.host.dmabufs.acquire(r.fd);

@@ -1,8 +1,8 @@
 //! Host memory as the application sees it: buffers (the backend's own or registered external
-//! memory) and `ibv_reg_mr` / `ibv_dereg_mr`.
+//! memory) and `ibv_reg_mr` / `ibv_rereg_mr` / `ibv_dereg_mr`.
 
 use mlx5_dv::errno::{EFAULT, EINVAL, ENOMEM, EOPNOTSUPP};
-use mlx5_dv::{AccessFlags, Buf, Error, Mr, Op, PdHandle, Result};
+use mlx5_dv::{AccessFlags, Buf, Error, Mr, Op, PdHandle, ReregFlags, Result};
 
 use super::{BufObj, Lower, MrObj, Provider};
 use crate::host::Dma;
@@ -115,6 +115,35 @@ impl Provider {
         } else {
             super::dmabuf::check_mr_access(op, access)?;
         }
+        let (index, variant, buf) = self.new_mtt(low, op, dev, pdn, (addr, length), access)?;
+        let obj = MrObj { ctx, pd, dev, index, buf, dmabuf: None, addr, length, access };
+        let handle = self.mrs.insert(op, obj)?;
+        self.bufs.acquire(buf, op)?;
+        self.pds.acquire(pd, op)?;
+        let key = index << 8 | u32::from(variant);
+        Ok(Mr { handle, lkey: key, rkey: key, addr, length })
+    }
+
+    /// Pin `[addr, +length)` of one of this backend's buffers and create an MTT mkey over it:
+    /// the mkey's index and key variant, and the buffer.
+    fn new_mtt(
+        &mut self,
+        low: &mut Lower<'_>,
+        op: Op,
+        dev: usize,
+        pdn: u32,
+        range: (u64, u64),
+        access: AccessFlags,
+    ) -> Result<(u32, u8, mlx5_dv::BufHandle)> {
+        let buf = self.buffer_of(low, op, range)?;
+        let d = low.devices.get_mut(dev).ok_or_else(|| Error::new(op, EINVAL, "no such device"))?;
+        let (index, variant) = low.kernel.reg_mr(d, dev, pdn, range, access)?;
+        Ok((index, variant, buf))
+    }
+
+    /// The buffer of this backend that `[addr, +length)` starts in, after `ib_umem_get`'s
+    /// checks of the range: EINVAL when it wraps, EFAULT when it is not mapped.
+    fn buffer_of(&self, low: &Lower<'_>, op: Op, (addr, length): (u64, u64)) -> Result<mlx5_dv::BufHandle> {
         // ib_umem_get: a range whose end (or that end rounded up to a page) wraps is EINVAL.
         if addr.checked_add(length).and_then(|end| end.checked_add(crate::host::PAGE - 1)).is_none() {
             return Err(Error::new(op, EINVAL, format!("[0x{addr:x}, +{length}) wraps the address space")));
@@ -122,19 +151,74 @@ impl Provider {
         if length == 0 || !low.host.is_mapped(addr, length) {
             return Err(Error::new(op, EFAULT, format!("[0x{addr:x}, +{length}) is not mapped memory")));
         }
-        let buf = self
-            .bufs
+        self.bufs
             .iter()
             .find(|(_, b)| b.addr <= addr && addr - b.addr < b.len as u64)
             .map(|(h, _)| h)
-            .ok_or_else(|| Error::new(op, EFAULT, "not a buffer of this backend"))?;
+            .ok_or_else(|| Error::new(op, EFAULT, "not a buffer of this backend"))
+    }
+
+    /// `ibv_rereg_mr`: libibverbs' checks of its arguments, then the kernel's
+    /// (`ib_uverbs_rereg_mr`: some flag, a PD of the same context, `ib_check_mr_access`), then
+    /// what the driver's UMR path does: the MR's mkey takes the new range, PD and rights and
+    /// keeps its key (lkey and rkey do not change). On an error of the checks the MR is as it
+    /// was.
+    #[allow(clippy::too_many_arguments)] // the C signature
+    pub(crate) fn rereg_mr(
+        &mut self,
+        low: &mut Lower<'_>,
+        mr: &Mr,
+        flags: u32,
+        new_pd: Option<PdHandle>,
+        addr: u64,
+        length: u64,
+        access: AccessFlags,
+    ) -> Result<Mr> {
+        let op = Op::ReregMr;
+        let m = self.mrs.get(mr.handle, op)?.clone();
+        // libibverbs: only plain MRs (a dma-buf MR is IBV_MR_TYPE_DMABUF_MR).
+        if m.dmabuf.is_some() {
+            return Err(Error::new(op, EINVAL, "a dma-buf MR cannot be re-registered"));
+        }
+        let flags = ReregFlags::check_input(flags, addr, length, access).map_err(|why| Error::new(op, EINVAL, why))?;
+        let (dev, kind) = self
+            .contexts
+            .get(m.ctx, op)
+            .map(|c| (c.dev, c.kind))
+            .map_err(|_| Error::new(op, EINVAL, "context closed"))?;
+        if kind == super::CtxKind::Vfio {
+            // The VFIO provider has no rereg_mr: libibverbs' placeholder answers.
+            return Err(Error::new(op, EOPNOTSUPP, "the VFIO provider has no rereg_mr"));
+        }
+        if flags.is_empty() {
+            return Err(Error::new(op, EINVAL, "no IBV_REREG_MR_CHANGE_* flag"));
+        }
+        let access = if flags.contains(ReregFlags::CHANGE_ACCESS) {
+            let access = AccessFlags::from_bits_retain(access.bits() & !ACCESS_OPTIONAL_RANGE);
+            super::dmabuf::check_mr_access(op, access)?;
+            access
+        } else {
+            m.access
+        };
+        let pd = match (flags.contains(ReregFlags::CHANGE_PD), new_pd) {
+            (false, _) => m.pd,
+            (true, Some(pd)) if self.pds.get(pd, op).is_ok_and(|p| p.ctx == m.ctx) => pd,
+            (true, _) => return Err(Error::new(op, EINVAL, "CHANGE_PD without a PD of the MR's context")),
+        };
+        let pdn = self.pds.get(pd, op)?.pdn.ok_or_else(|| Error::new(op, EINVAL, "not an mlx5 PD"))?;
+        let range = if flags.contains(ReregFlags::CHANGE_TRANSLATION) { (addr, length) } else { (m.addr, m.length) };
+        let buf = self.buffer_of(low, op, range)?;
+        let variant = (mr.lkey & 0xff) as u8;
         let d = low.devices.get_mut(dev).ok_or_else(|| Error::new(op, EINVAL, "no such device"))?;
-        let (index, variant) = low.kernel.reg_mr(d, dev, pdn, (addr, length), access)?;
-        let handle = self.mrs.insert(op, MrObj { ctx, pd, dev, index, buf, dmabuf: None })?;
+        let index = low.kernel.rereg_mr(d, (m.index, variant), pdn, range, access, op)?;
         self.bufs.acquire(buf, op)?;
         self.pds.acquire(pd, op)?;
+        self.bufs.release(m.buf);
+        self.pds.release(m.pd);
+        let obj = MrObj { pd, index, buf, addr: range.0, length: range.1, access, ..m };
+        *self.mrs.get_mut(mr.handle, op)? = obj;
         let key = index << 8 | u32::from(variant);
-        Ok(Mr { handle, lkey: key, rkey: key, addr, length })
+        Ok(Mr { handle: mr.handle, lkey: key, rkey: key, addr: range.0, length: range.1 })
     }
 
     /// `ibv_dereg_mr`.
