@@ -128,8 +128,8 @@ impl Shim {
         {
             return Err(libc::EINVAL);
         }
-        // A parent domain is never a PD the shim made (parent domains are not simulated).
-        if attr.comp_mask & MASK_PD != 0 {
+        // libmlx5: the PD must be a parent domain.
+        if attr.comp_mask & MASK_PD != 0 && !self.domains.is_parent(attr.parent_domain) {
             return Err(libc::EINVAL);
         }
         // align_queue_size(cqe + 1) past 2^24 (or wrapping) is EINVAL before the CQE size.
@@ -157,6 +157,14 @@ impl Shim {
             return Err(libc::EOPNOTSUPP);
         }
         let p = self.make_cq(ctx, attr.cqe, attr.cq_context, attr.channel, attr.comp_vector)?;
+        if attr.comp_mask & MASK_PD != 0 {
+            let made = self.cqs.get(&key(p)).map(|c| c.cq).ok_or(libc::EINVAL);
+            if let Err(e) = made.and_then(|cq| self.cq_domain_buffers(attr.parent_domain, &cq)) {
+                self.destroy_cq(p.cast());
+                return Err(e);
+            }
+            self.domains.add_cq(key(p), attr.parent_domain);
+        }
         if attr.wc_flags & (wc::COMPLETION_TIMESTAMP | wc::COMPLETION_TIMESTAMP_WALLCLOCK) != 0 {
             // libibverbs asks the kernel for IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION.
             let on = self.cqs.get(&key(p)).map(|c| c.cq).ok_or(libc::EINVAL);

@@ -77,6 +77,7 @@ impl Shim {
         // The VFIO provider has no query_rt_values: the header's inline answers EOPNOTSUPP.
         if i.is_some() {
             c.query_rt_values = Some(query_rt_values);
+            crate::domain::fill_context_ops(&mut c);
         }
         crate::queue::fill_context_ops(&mut c);
         let ctx = &mut c.context;

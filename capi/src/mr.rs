@@ -106,6 +106,8 @@ impl Shim {
             }
         }
         self.pds.retain(|_, p| !ptr::eq(p.c.context, ctx));
+        let pds = &self.pds;
+        self.domains.forget(ctx, |pd| pds.contains_key(&pd));
     }
 
     fn dereg_mr(&mut self, mr: *mut ibv_mr) -> c_int {
@@ -198,6 +200,13 @@ pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
         |e| e,
         |s| {
             let Ok(h) = s.pd(pd).map(|p| p.handle) else { return libc::EINVAL };
+            if s.domains.is_parent(pd) {
+                return s.dealloc_parent_domain(pd);
+            }
+            // libmlx5 counts the parent domains over a PD.
+            if s.domains.holds(pd) {
+                return libc::EBUSY;
+            }
             match s.sim.dealloc_pd(h) {
                 Ok(()) => {
                     s.pds.remove(&key(pd));

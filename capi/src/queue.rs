@@ -315,6 +315,10 @@ impl Shim {
             create_flags: if attr.comp_mask & qp_init_mask::CREATE_FLAGS != 0 { attr.create_flags } else { 0 },
         };
         let qp = self.sim.create_qp(&init).map_err(|e| e.errno())?;
+        if let Err(e) = self.qp_domain_buffers(attr.pd, &qp) {
+            let _ = self.sim.destroy_qp(&qp);
+            return Err(e);
+        }
         attr.cap.max_send_wr = qp.cap.max_send_wr;
         attr.cap.max_recv_wr = qp.cap.max_recv_wr;
         attr.cap.max_send_sge = qp.cap.max_send_sge;

@@ -121,6 +121,8 @@ pub struct Shim {
     /// What `ibv_poll_cq` polls into before converting to the caller's `ibv_wc`s, kept from
     /// call to call so that polling allocates nothing once warm.
     pub(crate) wc_scratch: Vec<mlx5_dv::Wc>,
+    /// Thread and parent domains (`crate::domain`).
+    pub(crate) domains: crate::domain::Domains,
 }
 
 impl Shim {
@@ -266,6 +268,7 @@ impl Shim {
             memory: ExternalMemory::default(),
             dv: Default::default(),
             wc_scratch: Vec::new(),
+            domains: Default::default(),
         };
         shim.devices = Device::enumerate(&mut *shim.sim).map_err(|e| e.to_string())?;
         Ok(shim)
