@@ -507,6 +507,8 @@ impl TransportChange {
         }
         if let Some(v) = self.rq_psn {
             t.rq_psn = v & PSN_MASK;
+            // A new receive PSN: no request before it can come again.
+            t.atomics = Default::default();
         }
         t.timeout = self.timeout.unwrap_or(t.timeout);
         t.retry_cnt = self.retry_cnt.unwrap_or(t.retry_cnt);

@@ -251,7 +251,10 @@ impl Engine<'_> {
             }
             let Some(q) = self.qp(id) else { return };
             let Some(w) = self.wqe_at(q, pos) else { return };
-            let on_wire = matches!(w.kind, Some(WqeKind::Write { .. } | WqeKind::Send { .. } | WqeKind::Read { .. }));
+            let on_wire = matches!(
+                w.kind,
+                Some(WqeKind::Write { .. } | WqeKind::Send { .. } | WqeKind::Read { .. } | WqeKind::Atomic { .. })
+            );
             if !on_wire || q.faults.iter().any(|(at, _)| *at == pos) {
                 return;
             }
@@ -311,7 +314,12 @@ impl Engine<'_> {
                     psn,
                     span,
                     sent: false,
-                    read: req.packet.headers.bth.opcode == opcode::READ_REQUEST,
+                    // An atomic waits for its own answer, as a READ does: a later ACK does
+                    // not carry its original value.
+                    read: matches!(
+                        req.packet.headers.bth.opcode,
+                        opcode::READ_REQUEST | opcode::COMPARE_SWAP | opcode::FETCH_ADD
+                    ),
                     want: req.packet.headers.reth.map_or(0, |r| u64::from(r.dma_len)),
                     hit: None,
                     data: Vec::new(),
@@ -376,6 +384,17 @@ impl Engine<'_> {
             f.retries = 0;
             f.deadline = now.saturating_add(ack_timeout_ns(t.timeout));
         };
+        if op == opcode::ATOMIC_ACKNOWLEDGE {
+            // An atomic's answer: for the atomic of its PSN still waiting.
+            let Some(i) = f.msgs.iter().position(|m| m.read && !m.settled() && m.psn == psn) else { return false };
+            let ack = Headers { aeth: Some(Aeth::ack(0)), atomic_ack: None, ..*h };
+            f.implied_acks(i, &Headers { bth: crate::packet::Bth { opcode: opcode::ACKNOWLEDGE, ..h.bth }, ..ack });
+            if let Some(m) = f.msgs.get_mut(i) {
+                m.answer = Some(Packet { headers: *h, payload: Vec::new() });
+            }
+            progress(f);
+            return true;
+        }
         if op != opcode::ACKNOWLEDGE {
             // A READ response packet: in order, for a READ on the wire.
             let Some(i) = f.msgs.iter().position(|m| m.read && !m.settled() && m.holds(psn)) else { return false };
