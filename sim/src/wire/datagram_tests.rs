@@ -176,7 +176,12 @@ fn any_headers() -> impl Strategy<Value = Headers> {
                 aeth: Some(Aeth { syndrome: syn, msn: msn & 0xff_ffff }),
                 imm: Some(imm),
                 ieth: Some(imm),
-                atomic: Some(crate::packet::AtomicEth { va, rkey, swap_add: va.rotate_left(7), compare: u64::from(imm) }),
+                atomic: Some(crate::packet::AtomicEth {
+                    va,
+                    rkey,
+                    swap_add: va.rotate_left(7),
+                    compare: u64::from(imm),
+                }),
                 atomic_ack: Some(va ^ u64::from(msn)),
             };
             // Keep only the extended headers the opcode carries.

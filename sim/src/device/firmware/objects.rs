@@ -190,6 +190,9 @@ pub struct QpTransport {
     pub rnr_retry: u8,
     /// The RNR NAK timer the responder asks for.
     pub min_rnr_timer: u8,
+    /// `log_sra_max`: the requester keeps at most 2^this READs and atomics outstanding
+    /// (`max_rd_atomic`).
+    pub log_sra_max: u8,
     /// The responder's atomic replay cache.
     pub atomics: AtomicReplay,
 }

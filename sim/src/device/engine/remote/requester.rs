@@ -258,6 +258,14 @@ impl Engine<'_> {
             if !on_wire || q.faults.iter().any(|(at, _)| *at == pos) {
                 return;
             }
+            // max_rd_atomic: a new READ or atomic waits while as many are outstanding, counted
+            // from the oldest WQE not completed (answered ones behind it included): the
+            // responder can then replay any of them from its 16 latest.
+            let responds = matches!(w.kind, Some(WqeKind::Read { .. } | WqeKind::Atomic { .. }));
+            let reads = f.msgs.iter().filter(|m| m.read).count();
+            if known.is_none() && responds && reads >= 1usize << q.transport.log_sra_max.min(7) {
+                return;
+            }
             self.cursor = Some((pos, w.bbs));
             let step = self.execute(id, &w, None);
             self.cursor = None;
