@@ -5,7 +5,7 @@
 use mlx5_dv::net_fault::opcode;
 use mlx5_dv::{
     AccessFlags as A, Backend, DvQpCreateFlags, FaultRule, NetAction, NetFault, QpModify, QpState, SendFlags, SendWr,
-    WrOp, event_type, link_layer, wc_opcode, wc_status, wr_opcode,
+    WrOp, event_type, link_layer, wc_opcode, wc_status,
 };
 
 use super::ctl;
@@ -88,6 +88,11 @@ fn faa(wr_id: u64, mr: &mlx5_dv::Mr, off: u64, add: u64, sge: Vec<mlx5_dv::Sge>)
     WrOp::AtomicFetchAdd { wr_id, flags: SendFlags::SIGNALED, rkey: mr.rkey, remote_addr: mr.addr + off, add, sge }
 }
 
+/// The `ibv_post_send` WR of the same atomic (`wr.atomic`).
+fn legacy(op: WrOp) -> Check<SendWr> {
+    SendWr::from_op(&op).ok_or_else(|| Verdict::fail("an ibv_send_wr for the atomic", "one", "none"))
+}
+
 /// A successful atomic completion: its opcode and its 8 bytes.
 fn atomic_cqe(b: &mut dyn Backend, side: &Side, wr_id: u64, opcode: u32) -> Check {
     let wc = ok_cqe(b, &side.cq, wr_id, opcode)?;
@@ -105,17 +110,7 @@ fn cmp_swap(b: &mut dyn Backend, env: &Env) -> Check {
     check_eq("the original value returned", word(b, &abuf, 0)?, 0x1111_2222_3333_4444)?;
     check_eq("the target after a match", word(b, &sbuf, 8)?, 0x5555)?;
     // No match, posted with ibv_post_send: unchanged, the current value returned.
-    let miss = SendWr {
-        wr_id: 2,
-        opcode: wr_opcode::ATOMIC_CMP_AND_SWP,
-        send_flags: SendFlags::SIGNALED,
-        sge: vec![sge(&amr, 16, 8)],
-        remote_addr: smr.addr + 8,
-        rkey: smr.rkey,
-        compare_add: 0x1111_2222_3333_4444,
-        swap: 0x6666,
-        ..SendWr::default()
-    };
+    let miss = legacy(cas(2, &smr, 8, 0x1111_2222_3333_4444, 0x6666, vec![sge(&amr, 16, 8)]))?;
     expect_ok("ibv_post_send IBV_WR_ATOMIC_CMP_AND_SWP that does not match", b.post_send_wr(&a.qp, &[miss]))?;
     atomic_cqe(b, &a, 2, wc_opcode::COMP_SWAP)?;
     check_eq("the value returned by a miss", word(b, &abuf, 16)?, 0x5555)?;
@@ -140,16 +135,7 @@ fn fetch_add(b: &mut dyn Backend, env: &Env) -> Check {
     check_eq("(first, second) original values", (word(b, &abuf, 0)?, word(b, &abuf, 8)?), (u64::MAX - 1, 3))?;
     check_eq("the sum, modulo 2^64", word(b, &sbuf, 8)?, 0x103)?;
     // ibv_post_send: the SGE's length is 8 whatever the WR says (set_data_ptr_seg_atomic).
-    let wr = SendWr {
-        wr_id: 3,
-        opcode: wr_opcode::ATOMIC_FETCH_AND_ADD,
-        send_flags: SendFlags::SIGNALED,
-        sge: vec![sge(&amr, 16, 16)],
-        remote_addr: smr.addr + 8,
-        rkey: smr.rkey,
-        compare_add: 1,
-        ..SendWr::default()
-    };
+    let wr = legacy(faa(3, &smr, 8, 1, vec![sge(&amr, 16, 16)]))?;
     expect_ok("ibv_post_send IBV_WR_ATOMIC_FETCH_AND_ADD", b.post_send_wr(&a.qp, &[wr]))?;
     atomic_cqe(b, &a, 3, wc_opcode::FETCH_ADD)?;
     check_eq("the third original value", word(b, &abuf, 16)?, 0x103)?;

@@ -113,7 +113,7 @@ impl Engine<'_> {
         match to {
             To::Here(dev) => Ok(self.transmit(dev, req)),
             To::Peer(peer) => match self.exchange(qp, peer, req) {
-                Exchange::Answer(r) => Ok(r),
+                Exchange::Answer(r) => Ok(*r),
                 Exchange::Waiting => Err(Step::Blocked),
                 Exchange::Failed(s) => Err(Step::Failed(s)),
             },

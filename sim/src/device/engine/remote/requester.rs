@@ -88,8 +88,8 @@ fn at_or_before(a: u32, b: u32) -> bool {
 
 /// What became of a requester's message to a remote peer.
 pub(in crate::device::engine) enum Exchange {
-    /// The answer came.
-    Answer(Response),
+    /// The answer came (boxed: a response with its headers is large, and rare here).
+    Answer(Box<Response>),
     /// Still on its way: the QP waits.
     Waiting,
     /// It ends here with this syndrome (retries exhausted, the payload unreadable).
@@ -301,7 +301,7 @@ impl Engine<'_> {
                             _ => Pulled::No,
                         };
                         f.msgs.pop_front();
-                        return Exchange::Answer(Response { packet: Some(answer), pulled });
+                        return Exchange::Answer(Box::new(Response { packet: Some(answer), pulled }));
                     }
                 }
                 if m.sent {
