@@ -168,8 +168,10 @@ impl Shim {
         attr.max_qp_rd_atom = 1 << p.datapath.log_max_ra_req_qp.min(30);
         attr.max_res_rd_atom = attr.max_qp.saturating_mul(attr.max_qp_rd_atom);
         attr.max_qp_init_rd_atom = 1 << p.datapath.log_max_ra_res_qp.min(30);
-        // Atomics, memory windows, SRQs and XRC are not simulated: none advertised.
-        attr.atomic_cap = ibv_atomic_cap::IBV_ATOMIC_NONE;
+        // mlx5_ib: IB_ATOMIC_HCA when the device does 8-byte atomics in host endianness.
+        attr.atomic_cap =
+            if p.datapath.atomic { ibv_atomic_cap::IBV_ATOMIC_HCA } else { ibv_atomic_cap::IBV_ATOMIC_NONE };
+        // Memory windows, SRQs and XRC are not simulated: none advertised.
         attr.max_mw = 0;
         attr.max_ah = c_int::MAX;
         attr.max_srq = 0;

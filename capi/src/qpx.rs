@@ -39,6 +39,8 @@ impl QpC {
             e.wr_rdma_write = Some(wr_rdma_write);
             e.wr_rdma_write_imm = Some(wr_rdma_write_imm);
             e.wr_rdma_read = Some(wr_rdma_read);
+            e.wr_atomic_cmp_swp = Some(wr_atomic_cmp_swp);
+            e.wr_atomic_fetch_add = Some(wr_atomic_fetch_add);
             e.wr_send = Some(wr_send);
             e.wr_send_imm = Some(wr_send_imm);
             e.wr_send_inv = Some(wr_send_inv);
@@ -94,6 +96,8 @@ fn set_sges(q: &mut Qp, list: Vec<mlx5_dv::Sge>) {
             WrOp::RdmaWrite { sge, .. }
             | WrOp::RdmaWriteImm { sge, .. }
             | WrOp::RdmaRead { sge, .. }
+            | WrOp::AtomicCmpSwp { sge, .. }
+            | WrOp::AtomicFetchAdd { sge, .. }
             | WrOp::Send { sge, .. }
             | WrOp::SendImm { sge, .. }
             | WrOp::SendInv { sge, .. },
@@ -166,6 +170,14 @@ unsafe extern "C" fn wr_rdma_write_imm(qpx: *mut ibv_qp_ex, rkey: u32, remote_ad
 
 unsafe extern "C" fn wr_rdma_read(qpx: *mut ibv_qp_ex, rkey: u32, remote_addr: u64) {
     push(qpx, |wr_id, flags| WrOp::RdmaRead { wr_id, flags, rkey, remote_addr, sge: Vec::new() })
+}
+
+unsafe extern "C" fn wr_atomic_cmp_swp(qpx: *mut ibv_qp_ex, rkey: u32, remote_addr: u64, compare: u64, swap: u64) {
+    push(qpx, |wr_id, flags| WrOp::AtomicCmpSwp { wr_id, flags, rkey, remote_addr, compare, swap, sge: Vec::new() })
+}
+
+unsafe extern "C" fn wr_atomic_fetch_add(qpx: *mut ibv_qp_ex, rkey: u32, remote_addr: u64, add: u64) {
+    push(qpx, |wr_id, flags| WrOp::AtomicFetchAdd { wr_id, flags, rkey, remote_addr, add, sge: Vec::new() })
 }
 
 unsafe extern "C" fn wr_send(qpx: *mut ibv_qp_ex) {

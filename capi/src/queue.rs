@@ -61,17 +61,27 @@ fn send_op(wr: &ibv_send_wr) -> Result<mlx5_dv::WrOp, c_int> {
         ibv_wr_opcode::IBV_WR_RDMA_READ => {
             WrOp::RdmaRead { wr_id, flags, rkey: rdma.rkey, remote_addr: rdma.remote_addr, sge }
         }
+        ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP | ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD => {
+            // SAFETY: the union member the opcode selects.
+            let a = unsafe { wr.wr.atomic };
+            let (rkey, remote_addr) = (a.rkey, a.remote_addr);
+            if wr.opcode == ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP {
+                WrOp::AtomicCmpSwp { wr_id, flags, rkey, remote_addr, compare: a.compare_add, swap: a.swap, sge }
+            } else {
+                WrOp::AtomicFetchAdd { wr_id, flags, rkey, remote_addr, add: a.compare_add, sge }
+            }
+        }
         ibv_wr_opcode::IBV_WR_SEND => WrOp::Send { wr_id, flags, sge },
         ibv_wr_opcode::IBV_WR_SEND_WITH_IMM => WrOp::SendImm { wr_id, flags, imm, sge },
         ibv_wr_opcode::IBV_WR_SEND_WITH_INV => WrOp::SendInv { wr_id, flags, invalidate_rkey: imm, sge },
         ibv_wr_opcode::IBV_WR_LOCAL_INV => WrOp::LocalInv { wr_id, flags, invalidate_rkey: imm },
-        // Atomics, memory windows, TSO and driver opcodes are not simulated.
+        // Memory windows, TSO and driver opcodes are not simulated.
         _ => return Err(libc::EOPNOTSUPP),
     })
 }
 
 /// The `ibv_send_wr` as `ibv_post_send` passes it on: the opcodes the `ibv_wr_*` chain shares
-/// through [`send_op`], every other (atomics, memory windows, bad values) as the caller set it.
+/// through [`send_op`], every other (memory windows, bad values) as the caller set it.
 fn send_wr(wr: &ibv_send_wr) -> Result<SendWr, c_int> {
     let mut out = match send_op(wr).ok().and_then(|op| SendWr::from_op(&op)) {
         Some(w) => w,
@@ -99,6 +109,7 @@ fn raw_send_wr(wr: &ibv_send_wr) -> Result<SendWr, c_int> {
         remote_addr: rdma.remote_addr,
         rkey: rdma.rkey,
         inline_data: Vec::new(),
+        ..SendWr::default()
     })
 }
 

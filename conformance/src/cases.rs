@@ -4,6 +4,7 @@ use mlx5_dv::{Backend, CommandRecord, ContextHandle, PdHandle, SimControl};
 
 use crate::case::{Case, Check, Env, Verdict, expect_ok};
 
+mod atomics;
 mod audit;
 mod boundary;
 mod context;
@@ -43,6 +44,7 @@ pub fn all() -> Vec<Case> {
         audit::CASES,
         fabric::CASES,
         recovery::CASES,
+        atomics::CASES,
         umr::CASES,
         traffic::CASES,
         inval::CASES,

@@ -125,6 +125,13 @@ pub const ITEMS: &[(u16, &str)] = &[
     (118, "RNR NAKs: rnr_retry retries, then RNR_RETRY_EXC_ERR; 7 waits without end"),
     (119, "reordered, delayed and corrupted packets: dropped or held, and recovered"),
     (120, "a lost READ response is asked for again"),
+    (121, "atomic WQEs: remote address, atomic segment, 8-byte scatter; atomic_cap HCA"),
+    (122, "compare-and-swap swaps on a match only and returns the original value"),
+    (123, "fetch-and-add adds modulo 2^64 and returns the original value"),
+    (124, "a misaligned atomic is an invalid request: REM_INV_REQ_ERR, both QPs to ERR"),
+    (125, "an atomic needs REMOTE_ATOMIC on the QP and on the key: REM_ACCESS_ERR"),
+    (126, "an atomic's scatter list must hold its 8 bytes: LOC_LEN_ERR"),
+    (127, "a duplicate atomic is answered from the replay cache, not executed again"),
     (151, "ibv_rereg_mr changes access, translation or PD and keeps the keys"),
     (152, "ibv_rereg_mr's refusals: EINVAL"),
 ];

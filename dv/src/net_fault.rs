@@ -73,6 +73,12 @@ pub mod opcode {
     pub const READ_RESPONSE_ONLY: u8 = 0x10;
     /// Acknowledge (ACK or NAK, as its AETH says).
     pub const ACKNOWLEDGE: u8 = 0x11;
+    /// ATOMIC Acknowledge (an AETH and the AtomicAckETH's original value).
+    pub const ATOMIC_ACKNOWLEDGE: u8 = 0x12;
+    /// CmpSwap (AtomicETH).
+    pub const COMPARE_SWAP: u8 = 0x13;
+    /// FetchAdd (AtomicETH).
+    pub const FETCH_ADD: u8 = 0x14;
     /// SEND Last with Invalidate.
     pub const SEND_LAST_INV: u8 = 0x16;
     /// SEND Only with Invalidate.

@@ -235,6 +235,10 @@ pub struct DataPathSection {
     /// Entries of the P_Key table (`max_pkeys`; a `pkey_index` at or past it is EINVAL).
     /// Default: 128.
     pub pkey_table_len: u16,
+    /// The device does the IB 8-byte atomics (compare-and-swap, fetch-and-add) in host
+    /// endianness: `atomic_cap` IBV_ATOMIC_HCA, and libmlx5 enables atomics on its QPs.
+    /// Default: true, as every ConnectX the profiles model.
+    pub atomic: bool,
     /// `wc.vendor_err` for each error syndrome. Not published by NVIDIA: the defaults are
     /// values seen in mlx5 error dumps, and hardware decides.
     pub vendor_err: VendorErrSection,
@@ -255,6 +259,7 @@ impl Default for DataPathSection {
             log_max_ra_res_qp: 4,
             log_max_ra_req_qp: 4,
             pkey_table_len: 128,
+            atomic: true,
             vendor_err: VendorErrSection::default(),
         }
     }

@@ -87,6 +87,14 @@ impl HwBackend {
                         ibv_wr_rdma_read(qpx, *rkey, *remote_addr);
                         set_sges(qpx, sge);
                     }
+                    WrOp::AtomicCmpSwp { rkey, remote_addr, compare, swap, sge, .. } => {
+                        ibv_wr_atomic_cmp_swp(qpx, *rkey, *remote_addr, *compare, *swap);
+                        set_sges(qpx, sge);
+                    }
+                    WrOp::AtomicFetchAdd { rkey, remote_addr, add, sge, .. } => {
+                        ibv_wr_atomic_fetch_add(qpx, *rkey, *remote_addr, *add);
+                        set_sges(qpx, sge);
+                    }
                     WrOp::Send { sge, .. } => {
                         ibv_wr_send(qpx);
                         set_sges(qpx, sge);
@@ -206,6 +214,8 @@ fn wr_id_flags(w: &WrOp) -> Option<(u64, u32)> {
         WrOp::RdmaWrite { wr_id, flags, .. }
         | WrOp::RdmaWriteImm { wr_id, flags, .. }
         | WrOp::RdmaRead { wr_id, flags, .. }
+        | WrOp::AtomicCmpSwp { wr_id, flags, .. }
+        | WrOp::AtomicFetchAdd { wr_id, flags, .. }
         | WrOp::Send { wr_id, flags, .. }
         | WrOp::SendImm { wr_id, flags, .. }
         | WrOp::SendInv { wr_id, flags, .. }

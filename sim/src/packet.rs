@@ -1,6 +1,6 @@
 //! The packets of the reliable connected transport, as IBTA vol. 1 ch. 9 lays out their
 //! headers: the base transport header (BTH) and the extended headers a request or response
-//! carries (RETH, AETH, ImmDt, IETH). A requester turns a WQE into request packets, the
+//! carries (RETH, AETH, ImmDt, IETH, AtomicETH, AtomicAckETH). A requester turns a WQE into request packets, the
 //! fabric carries them to the responder, and the responder answers with ACKs, NAKs and READ
 //! responses. [`Headers::encode`] and [`Headers::decode`] give the RoCE v2 byte layout
 //! (big-endian; the UDP/IP headers and ICRC around it are the fabric's).
@@ -55,6 +55,19 @@ pub struct Reth {
     pub rkey: u32,
     /// DMA length: the bytes of the whole message.
     pub dma_len: u32,
+}
+
+/// The atomic extended transport header of a CmpSwap or FetchAdd request: 28 bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AtomicEth {
+    /// Virtual address (8-byte aligned, or the responder refuses it).
+    pub va: u64,
+    /// Remote key.
+    pub rkey: u32,
+    /// The swap value (CmpSwap) or the addend (FetchAdd).
+    pub swap_add: u64,
+    /// The compare value (CmpSwap; FetchAdd ignores it).
+    pub compare: u64,
 }
 
 /// What an AETH says.
@@ -117,20 +130,34 @@ pub struct Headers {
     pub imm: Option<u32>,
     /// Invalidate extended header: the key to invalidate (SEND with Invalidate).
     pub ieth: Option<u32>,
+    /// Atomic extended header (CmpSwap, FetchAdd).
+    pub atomic: Option<AtomicEth>,
+    /// Atomic acknowledge extended header: the original value at the remote address
+    /// (ATOMIC Acknowledge).
+    pub atomic_ack: Option<u64>,
 }
 
-/// Which extended headers an opcode carries: (RETH, AETH, ImmDt, IETH).
+/// Which extended headers an opcode carries: (RETH, AETH, ImmDt, IETH). AtomicETH and
+/// AtomicAckETH are [`atomic_ext`]'s.
 fn extended(op: u8) -> (bool, bool, bool, bool) {
     use opcode::*;
     let reth = matches!(op, WRITE_FIRST | WRITE_ONLY | WRITE_ONLY_IMM | READ_REQUEST);
-    let aeth = matches!(op, READ_RESPONSE_FIRST | READ_RESPONSE_LAST | READ_RESPONSE_ONLY | ACKNOWLEDGE);
+    let aeth =
+        matches!(op, READ_RESPONSE_FIRST | READ_RESPONSE_LAST | READ_RESPONSE_ONLY | ACKNOWLEDGE | ATOMIC_ACKNOWLEDGE);
     let imm = matches!(op, SEND_LAST_IMM | SEND_ONLY_IMM | WRITE_LAST_IMM | WRITE_ONLY_IMM);
     let ieth = matches!(op, SEND_LAST_INV | SEND_ONLY_INV);
     (reth, aeth, imm, ieth)
 }
 
+/// Whether an opcode carries an AtomicETH (after the BTH) and an AtomicAckETH (after the
+/// AETH).
+fn atomic_ext(op: u8) -> (bool, bool) {
+    (matches!(op, opcode::COMPARE_SWAP | opcode::FETCH_ADD), op == opcode::ATOMIC_ACKNOWLEDGE)
+}
+
 impl Headers {
-    /// The most bytes the headers of one packet take (BTH, RETH, ImmDt and more never meet).
+    /// The most bytes the headers of one packet take (BTH, RETH, ImmDt and more never meet;
+    /// BTH and AtomicETH are 40 too).
     pub const MAX_LEN: usize = 40;
 
     /// Append the headers as on the wire. The extended headers written are those the opcode
@@ -156,16 +183,27 @@ impl Headers {
         put(&[u8::from(b.ack_req) << 7]);
         put(&(b.psn & 0xff_ffff).to_be_bytes()[1..]);
         let (reth, aeth, imm, ieth) = extended(b.opcode);
+        let (atomic, atomic_ack) = atomic_ext(b.opcode);
         if reth {
             let r = self.reth.unwrap_or_default();
             put(&r.va.to_be_bytes());
             put(&r.rkey.to_be_bytes());
             put(&r.dma_len.to_be_bytes());
         }
+        if atomic {
+            let a = self.atomic.unwrap_or_default();
+            put(&a.va.to_be_bytes());
+            put(&a.rkey.to_be_bytes());
+            put(&a.swap_add.to_be_bytes());
+            put(&a.compare.to_be_bytes());
+        }
         if aeth {
             let a = self.aeth.unwrap_or_default();
             put(&[a.syndrome]);
             put(&(a.msn & 0xff_ffff).to_be_bytes()[1..]);
+        }
+        if atomic_ack {
+            put(&self.atomic_ack.unwrap_or(0).to_be_bytes());
         }
         if imm {
             put(&self.imm.unwrap_or(0).to_be_bytes());
@@ -197,16 +235,32 @@ impl Headers {
         let mut h = Headers { bth, ..Headers::default() };
         let mut at = 12;
         let (reth, aeth, imm, ieth) = extended(bth.opcode);
+        let (atomic, atomic_ack) = atomic_ext(bth.opcode);
+        let be64 = |s: &[u8]| s.try_into().ok().map(u64::from_be_bytes);
         if reth {
             let r = b.get(at..at + 16)?;
             let va = u64::from_be_bytes(r[..8].try_into().ok()?);
             h.reth = Some(Reth { va, rkey: be32(&r[8..12]), dma_len: be32(&r[12..16]) });
             at += 16;
         }
+        if atomic {
+            let a = b.get(at..at + 28)?;
+            h.atomic = Some(AtomicEth {
+                va: be64(&a[..8])?,
+                rkey: be32(&a[8..12]),
+                swap_add: be64(&a[12..20])?,
+                compare: be64(&a[20..28])?,
+            });
+            at += 28;
+        }
         if aeth {
             let a = b.get(at..at + 4)?;
             h.aeth = Some(Aeth { syndrome: a[0], msn: be24(&a[1..4]) });
             at += 4;
+        }
+        if atomic_ack {
+            h.atomic_ack = Some(be64(b.get(at..at + 8)?)?);
+            at += 8;
         }
         if imm {
             h.imm = Some(be32(b.get(at..at + 4)?));
@@ -282,6 +336,34 @@ mod tests {
         assert_eq!(wire.len(), 32 + 8);
         let back = Packet::decode(&wire).map(|p| (p.headers.reth, p.headers.imm, p.payload));
         assert_eq!(back, Some((h.reth, h.imm, b"hello".to_vec())));
+    }
+
+    #[test]
+    fn atomic_headers_are_28_and_8_bytes_big_endian() {
+        let a = AtomicEth { va: 0x1000, rkey: 0xabcd, swap_add: 0x0102_0304_0506_0708, compare: 9 };
+        let h = Headers {
+            bth: Bth { opcode: opcode::COMPARE_SWAP, ..Bth::default() },
+            atomic: Some(a),
+            ..Headers::default()
+        };
+        let mut b = Vec::new();
+        h.encode(&mut b);
+        assert_eq!(b.len(), 12 + 28);
+        assert_eq!(&b[12..20], &0x1000u64.to_be_bytes(), "VA");
+        assert_eq!(&b[24..32], &[1, 2, 3, 4, 5, 6, 7, 8], "swap/add data");
+        assert_eq!(Headers::decode(&b), Some((h, 40)));
+        let ack = Headers {
+            bth: Bth { opcode: opcode::ATOMIC_ACKNOWLEDGE, ..Bth::default() },
+            aeth: Some(Aeth::ack(3)),
+            atomic_ack: Some(0x1122_3344_5566_7788),
+            ..Headers::default()
+        };
+        b.clear();
+        ack.encode(&mut b);
+        assert_eq!(b.len(), 12 + 4 + 8);
+        assert_eq!(&b[16..], &0x1122_3344_5566_7788u64.to_be_bytes(), "original data");
+        assert_eq!(Headers::decode(&b), Some((ack, 24)));
+        assert_eq!(Headers::decode(&b[..20]), None, "a short AtomicAckETH");
     }
 
     #[test]

@@ -205,6 +205,8 @@ struct QpObj {
     sig_all: bool,
     /// Created with `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`: the QP has the `ibv_wr_*` API.
     wr_api: bool,
+    /// `qp->atomics_enabled`: the context's `atomic_cap` is not NONE.
+    atomics: bool,
 }
 
 /// The provider's objects, each behind a handle table.

@@ -1,4 +1,4 @@
-//! The `ibv_qp_ex` and `mlx5dv_qp_ex` ops the simulator does not model: atomics, memory
+//! The `ibv_qp_ex` and `mlx5dv_qp_ex` ops the simulator does not model: memory
 //! windows, TSO, atomic write, flush, the UD, XRC and DC address setters, raw WQEs and
 //! memcpy. Each latches EOPNOTSUPP, so `ibv_wr_complete` fails the whole chain and posts
 //! nothing (a setter that follows one of these builders changes nothing that is posted).
@@ -14,8 +14,6 @@ use crate::objects::QpC;
 /// Set every op the shim does not model on a new QP's structs.
 pub(crate) fn fill_unmodelled(c: &mut QpC) {
     let e = &mut c.ex;
-    e.wr_atomic_cmp_swp = Some(wr_atomic_cmp_swp);
-    e.wr_atomic_fetch_add = Some(wr_atomic_fetch_add);
     e.wr_bind_mw = Some(wr_bind_mw);
     e.wr_send_tso = Some(wr_send_tso);
     e.wr_set_ud_addr = Some(wr_set_ud_addr);
@@ -40,14 +38,6 @@ fn unmodelled_dv(mqp: *mut mlx5dv_qp_ex) {
             latch(q, libc::EOPNOTSUPP)
         }
     })
-}
-
-unsafe extern "C" fn wr_atomic_cmp_swp(qpx: *mut ibv_qp_ex, _rkey: u32, _addr: u64, _compare: u64, _swap: u64) {
-    unmodelled(qpx)
-}
-
-unsafe extern "C" fn wr_atomic_fetch_add(qpx: *mut ibv_qp_ex, _rkey: u32, _addr: u64, _add: u64) {
-    unmodelled(qpx)
 }
 
 unsafe extern "C" fn wr_bind_mw(qpx: *mut ibv_qp_ex, _mw: *mut ibv_mw, _rkey: u32, _info: *const ibv_mw_bind_info) {

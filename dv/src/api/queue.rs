@@ -501,6 +501,10 @@ pub mod wc_opcode {
     pub const RDMA_WRITE: u32 = 1;
     /// `IBV_WC_RDMA_READ`.
     pub const RDMA_READ: u32 = 2;
+    /// `IBV_WC_COMP_SWAP`.
+    pub const COMP_SWAP: u32 = 3;
+    /// `IBV_WC_FETCH_ADD`.
+    pub const FETCH_ADD: u32 = 4;
     /// `IBV_WC_LOCAL_INV`.
     pub const LOCAL_INV: u32 = 6;
     /// `IBV_WC_RECV`.

@@ -104,6 +104,40 @@ pub enum WrOp {
         /// Scatter list.
         sge: Vec<Sge>,
     },
+    /// `ibv_wr_atomic_cmp_swp` (+ `ibv_wr_set_sge`): 8 bytes at `remote_addr` become `swap`
+    /// if they equal `compare`; the original value lands in the scatter entry.
+    AtomicCmpSwp {
+        /// `qpx->wr_id`.
+        wr_id: u64,
+        /// `qpx->wr_flags`.
+        flags: SendFlags,
+        /// Remote key.
+        rkey: u32,
+        /// Remote address (8-byte aligned, else the responder refuses it).
+        remote_addr: u64,
+        /// The value compared with.
+        compare: u64,
+        /// The value written on a match.
+        swap: u64,
+        /// Where the original value lands (8 bytes).
+        sge: Vec<Sge>,
+    },
+    /// `ibv_wr_atomic_fetch_add` (+ `ibv_wr_set_sge`): `add` is added to the 8 bytes at
+    /// `remote_addr`; the original value lands in the scatter entry.
+    AtomicFetchAdd {
+        /// `qpx->wr_id`.
+        wr_id: u64,
+        /// `qpx->wr_flags`.
+        flags: SendFlags,
+        /// Remote key.
+        rkey: u32,
+        /// Remote address (8-byte aligned, else the responder refuses it).
+        remote_addr: u64,
+        /// The addend.
+        add: u64,
+        /// Where the original value lands (8 bytes).
+        sge: Vec<Sge>,
+    },
     /// `ibv_wr_send`.
     Send {
         /// `qpx->wr_id`.
@@ -284,8 +318,14 @@ pub struct SendWr {
     pub invalidate_rkey: u32,
     /// `wr.rdma.remote_addr`.
     pub remote_addr: u64,
-    /// `wr.rdma.rkey`.
+    /// `wr.rdma.rkey` (and `wr.atomic.rkey`).
     pub rkey: u32,
+    /// `wr.atomic.compare_add`: the compare value of CMP_AND_SWP, the addend of FETCH_AND_ADD.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub compare_add: u64,
+    /// `wr.atomic.swap`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub swap: u64,
     /// With `IBV_SEND_INLINE`: the payload libmlx5 copies from the SGEs into the WQE at post
     /// time, given by a caller whose SGE memory the backend cannot read (a C program's);
     /// empty, the backend reads the SGEs itself. Hex in traces.
@@ -293,9 +333,13 @@ pub struct SendWr {
     pub inline_data: Vec<u8>,
 }
 
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
 impl SendWr {
     /// The WR of an `ibv_wr_*` builder that `ibv_post_send` also has (RDMA WRITE and READ,
-    /// SEND and its immediate and invalidate forms, LOCAL_INV); `None` for the mlx5dv ops.
+    /// the two atomics, SEND and its immediate and invalidate forms, LOCAL_INV); `None` for the mlx5dv ops.
     pub fn from_op(op: &WrOp) -> Option<SendWr> {
         let wr = |wr_id: u64, flags: SendFlags, opcode, sge: &[Sge]| SendWr {
             wr_id,
@@ -317,6 +361,19 @@ impl SendWr {
             WrOp::RdmaRead { wr_id, flags, rkey, remote_addr, sge } => {
                 SendWr { rkey: *rkey, remote_addr: *remote_addr, ..wr(*wr_id, *flags, wr_opcode::RDMA_READ, sge) }
             }
+            WrOp::AtomicCmpSwp { wr_id, flags, rkey, remote_addr, compare, swap, sge } => SendWr {
+                rkey: *rkey,
+                remote_addr: *remote_addr,
+                compare_add: *compare,
+                swap: *swap,
+                ..wr(*wr_id, *flags, wr_opcode::ATOMIC_CMP_AND_SWP, sge)
+            },
+            WrOp::AtomicFetchAdd { wr_id, flags, rkey, remote_addr, add, sge } => SendWr {
+                rkey: *rkey,
+                remote_addr: *remote_addr,
+                compare_add: *add,
+                ..wr(*wr_id, *flags, wr_opcode::ATOMIC_FETCH_AND_ADD, sge)
+            },
             WrOp::Send { wr_id, flags, sge } => wr(*wr_id, *flags, wr_opcode::SEND, sge),
             WrOp::SendImm { wr_id, flags, imm, sge } => {
                 SendWr { imm_data: *imm, ..wr(*wr_id, *flags, wr_opcode::SEND_WITH_IMM, sge) }
@@ -342,6 +399,12 @@ impl SendWr {
                 WrOp::RdmaWriteImm { wr_id, flags, rkey, remote_addr, imm: self.imm_data, sge }
             }
             wr_opcode::RDMA_READ => WrOp::RdmaRead { wr_id, flags, rkey, remote_addr, sge },
+            wr_opcode::ATOMIC_CMP_AND_SWP => {
+                WrOp::AtomicCmpSwp { wr_id, flags, rkey, remote_addr, compare: self.compare_add, swap: self.swap, sge }
+            }
+            wr_opcode::ATOMIC_FETCH_AND_ADD => {
+                WrOp::AtomicFetchAdd { wr_id, flags, rkey, remote_addr, add: self.compare_add, sge }
+            }
             wr_opcode::SEND => WrOp::Send { wr_id, flags, sge },
             wr_opcode::SEND_WITH_IMM => WrOp::SendImm { wr_id, flags, imm: self.imm_data, sge },
             wr_opcode::SEND_WITH_INV => WrOp::SendInv { wr_id, flags, invalidate_rkey: self.invalidate_rkey, sge },

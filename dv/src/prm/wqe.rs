@@ -13,6 +13,7 @@ mod umr;
 
 pub use umr::{klm, mkey_context, repeat_block, repeat_ent, umr_ctrl};
 
+pub use atomic::AtomicSeg;
 pub use bsf::{Bsf, BsfBasic, BsfExt, BsfInl};
 pub use compose::{Payload, SendWqe, UmrTranslation, WqeBody};
 pub use ctrl::CtrlSeg;
@@ -211,6 +212,23 @@ pub mod raddr {
         RADDR => raddr / set_raddr: u64 = (0x00, 64);
         /// rkey: remote key.
         RKEY => rkey / set_rkey: u32 = (0x40, 32);
+    }
+}
+
+/// `mlx5_wqe_atomic_seg`: the operands of an atomic, after its remote address (16 bytes).
+pub mod atomic {
+    use super::layout;
+
+    /// Size in bytes.
+    pub const SIZE: usize = 16;
+
+    layout! {
+        /// The atomic segment.
+        struct AtomicSeg = "mlx5_wqe_atomic_seg", SIZE;
+        /// swap_add: the swap value of a compare-and-swap, the addend of a fetch-and-add.
+        SWAP_ADD => swap_add / set_swap_add: u64 = (0x00, 64);
+        /// compare: the value a compare-and-swap compares with (0 for a fetch-and-add).
+        COMPARE => compare / set_compare: u64 = (0x40, 64);
     }
 }
 

@@ -134,6 +134,20 @@ pub enum WqeKind {
         /// The payload carried in the WQE (`MLX5_INLINE_SEG`) instead of gathered.
         inline: Option<Vec<u8>>,
     },
+    /// Atomic compare-and-swap (with `compare`) or fetch-and-add (without) of the 8 bytes at
+    /// `raddr`; the original value lands in `sge`.
+    Atomic {
+        /// Remote key.
+        rkey: u32,
+        /// Remote address.
+        raddr: u64,
+        /// The swap value, or the addend.
+        swap_add: u64,
+        /// The compare value of a compare-and-swap.
+        compare: Option<u64>,
+        /// Local scatter list (libmlx5 writes one 8-byte entry).
+        sge: SgeList,
+    },
     /// LOCAL_INV of `key` (a UMR that frees the mkey).
     LocalInv {
         /// The key to invalidate.
@@ -162,6 +176,8 @@ impl WqeKind {
             WqeKind::Send { inv: Some(_), .. } => opcode::SEND_INVAL,
             WqeKind::Send { imm: Some(_), .. } => opcode::SEND_IMM,
             WqeKind::Send { .. } => opcode::SEND,
+            WqeKind::Atomic { compare: Some(_), .. } => opcode::ATOMIC_CS,
+            WqeKind::Atomic { compare: None, .. } => opcode::ATOMIC_FA,
             WqeKind::LocalInv { .. } | WqeKind::Umr(_) => opcode::UMR,
             WqeKind::SetPsv { .. } => opcode::SET_PSV,
             WqeKind::Nop => opcode::NOP,
@@ -413,6 +429,17 @@ fn kind_of(w: &SendWqe) -> Option<WqeKind> {
         (opcode::SEND_INVAL, WqeBody::Send(p)) => {
             WqeKind::Send { sge: gather(p), imm: None, inv: Some(c.imm), inline: inline_of(p) }
         }
+        (opcode::ATOMIC_CS | opcode::ATOMIC_FA, WqeBody::Atomic { raddr, atomic, payload }) => WqeKind::Atomic {
+            rkey: raddr.rkey,
+            raddr: raddr.raddr,
+            swap_add: atomic.swap_add,
+            compare: (c.opcode == opcode::ATOMIC_CS).then_some(atomic.compare),
+            // Inline data cannot receive the original value: the WQE is refused.
+            sge: match payload {
+                Payload::Gather(_) => gather(payload),
+                Payload::Inline(_) => return None,
+            },
+        },
         (opcode::UMR, body) => umr_of(c, body)?,
         (opcode::SET_PSV, WqeBody::SetPsv(p)) => WqeKind::SetPsv { psv: p.psv_index, transient: p.transient_signature },
         (opcode::NOP, _) => WqeKind::Nop,

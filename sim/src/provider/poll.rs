@@ -247,6 +247,9 @@ fn good_req(q: &mut super::QpObj, c: &Good) -> Wc {
             wc.opcode = wc_opcode::RDMA_READ;
             wc.byte_len = c.byte_cnt;
         }
+        // handle_good_req: an atomic's length is always its 8 bytes.
+        opcode::ATOMIC_CS => (wc.opcode, wc.byte_len) = (wc_opcode::COMP_SWAP, 8),
+        opcode::ATOMIC_FA => (wc.opcode, wc.byte_len) = (wc_opcode::FETCH_ADD, 8),
         opcode::UMR | opcode::SET_PSV | opcode::NOP | opcode::MMO => wc.opcode = wr_data,
         _ => {}
     }

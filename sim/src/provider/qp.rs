@@ -175,7 +175,7 @@ fn default_ops(ty: u32) -> Option<SendOpsFlags> {
 }
 
 /// `mlx5_qp_fill_wr_pfns`: the operations asked for must be ones the QP type has.
-fn check_send_ops(attr: &QpInitAttr, mlx5_ops: DvSendOpsFlags, dma_mmo: bool) -> Result<()> {
+fn check_send_ops(attr: &QpInitAttr, mlx5_ops: DvSendOpsFlags, dma_mmo: bool, atomics: bool) -> Result<()> {
     let op = Op::CreateQp;
     let ops = attr.send_ops_flags;
     let dv_all = dv_qp::WITH_MR_INTERLEAVED
@@ -190,8 +190,9 @@ fn check_send_ops(attr: &QpInitAttr, mlx5_ops: DvSendOpsFlags, dma_mmo: bool) ->
             format!("unknown mlx5dv send_ops_flags 0x{:x}", mlx5_ops.difference(dv_all).bits()),
         ));
     }
-    if ops.intersects(send_ops::ATOMIC_CMP_AND_SWP | send_ops::ATOMIC_FETCH_AND_ADD) {
-        return Err(Error::new(op, EOPNOTSUPP, "atomics are not simulated"));
+    // mlx5_qp_fill_wr_pfns: atomics asked for on a device whose atomic_cap is NONE.
+    if !atomics && ops.intersects(send_ops::ATOMIC_CMP_AND_SWP | send_ops::ATOMIC_FETCH_AND_ADD) {
+        return Err(Error::new(op, EOPNOTSUPP, "atomics on a device without atomic_cap"));
     }
     let rc_ops =
         send_ops::RC_DEFAULT | send_ops::ATOMIC_CMP_AND_SWP | send_ops::ATOMIC_FETCH_AND_ADD | send_ops::BIND_MW;
@@ -417,7 +418,7 @@ impl Provider {
                 .ok_or_else(|| Error::new(op, EINVAL, format!("unknown qp_type {}", attr.qp_type)))?
         };
         if wr_api || dv_ops_mask {
-            check_send_ops(attr, mlx5_ops, self.limits.dma_mmo)?;
+            check_send_ops(attr, mlx5_ops, self.limits.dma_mmo, self.limits.atomic)?;
         }
         if !matches!(attr.qp_type, qp_type::RC | qp_type::UC | qp_type::UD) {
             return Err(Error::new(op, EOPNOTSUPP, "only RC, UC and UD QPs are simulated"));
@@ -466,6 +467,7 @@ impl Provider {
             sq_state_max_gs: -1,
             sig_all: attr.sq_sig_all,
             wr_api,
+            atomics: self.limits.atomic,
         };
         let handle = match self.qps.insert(op, obj) {
             Ok(h) => h,

@@ -444,6 +444,21 @@ impl Provider {
                     Self::push_pending(ch, Pending { wr_id, flags, wr_data: 0, kind: PendingKind::Data(index, None) });
                 }
             }
+            WrOp::AtomicCmpSwp { wr_id, flags, rkey, remote_addr, sge, .. }
+            | WrOp::AtomicFetchAdd { wr_id, flags, rkey, remote_addr, sge, .. } => {
+                let (swap_add, compare) = match w {
+                    WrOp::AtomicCmpSwp { compare, swap, .. } => (*swap, Some(*compare)),
+                    WrOp::AtomicFetchAdd { add, .. } => (*add, None),
+                    _ => return,
+                };
+                ch.open = None;
+                if Self::wqe_init(ch, outstanding, max_post) {
+                    // _mlx5_send_wr_set_sge: an empty entry writes no data segment.
+                    let sge = sge.iter().filter(|s| s.length != 0).copied().collect();
+                    let kind = WqeKind::Atomic { rkey: *rkey, raddr: *remote_addr, swap_add, compare, sge };
+                    Self::push(ch, *wr_id, *flags, 0, kind);
+                }
+            }
             WrOp::InlineData(bytes) => Self::set_inline(ch, index, bytes.len()),
             WrOp::LocalInv { wr_id, flags, invalidate_rkey } => {
                 // As a builder: a new WQE.

@@ -298,7 +298,7 @@ pub fn decode_ip(packet: &[u8]) -> Result<Datagram, WireError> {
 
 /// Whether an opcode is one of the RC opcodes this simulator speaks.
 fn known(op: u8) -> bool {
-    op <= opcode::ACKNOWLEDGE || op == opcode::SEND_LAST_INV || op == opcode::SEND_ONLY_INV
+    op <= opcode::FETCH_ADD || op == opcode::SEND_LAST_INV || op == opcode::SEND_ONLY_INV
 }
 
 /// Check and parse the bytes from the BTH to the ICRC.
@@ -325,7 +325,14 @@ fn transport(ip: &[u8], udp: &[u8], t: &[u8]) -> Result<Datagram, WireError> {
     let (headers, at) = Headers::decode(body).ok_or(WireError::Truncated)?;
     let rest = &body[at..];
     let pad = usize::from(headers.bth.pad);
-    let no_payload = matches!(headers.bth.opcode, opcode::READ_REQUEST | opcode::ACKNOWLEDGE);
+    let no_payload = matches!(
+        headers.bth.opcode,
+        opcode::READ_REQUEST
+            | opcode::ACKNOWLEDGE
+            | opcode::ATOMIC_ACKNOWLEDGE
+            | opcode::COMPARE_SWAP
+            | opcode::FETCH_ADD
+    );
     if pad > rest.len() || (no_payload && !rest.is_empty()) {
         return Err(WireError::BadPad);
     }

@@ -157,7 +157,7 @@ fn entropy_ports_stay_in_the_roce_range_and_differ_by_connection() {
 }
 
 fn any_headers() -> impl Strategy<Value = Headers> {
-    let ops: Vec<u8> = (0..=opcode::ACKNOWLEDGE).chain([opcode::SEND_LAST_INV, opcode::SEND_ONLY_INV]).collect();
+    let ops: Vec<u8> = (0..=opcode::FETCH_ADD).chain([opcode::SEND_LAST_INV, opcode::SEND_ONLY_INV]).collect();
     (prop::sample::select(ops), any::<(bool, bool, u16, u32, bool, u32)>(), any::<(u64, u32, u32, u8, u32, u32)>())
         .prop_map(|(op, (se, migreq, pkey, qp, ack_req, psn), (va, rkey, len, syn, msn, imm))| {
             let bth = Bth {
@@ -176,6 +176,13 @@ fn any_headers() -> impl Strategy<Value = Headers> {
                 aeth: Some(Aeth { syndrome: syn, msn: msn & 0xff_ffff }),
                 imm: Some(imm),
                 ieth: Some(imm),
+                atomic: Some(crate::packet::AtomicEth {
+                    va,
+                    rkey,
+                    swap_add: va.rotate_left(7),
+                    compare: u64::from(imm),
+                }),
+                atomic_ack: Some(va ^ u64::from(msn)),
             };
             // Keep only the extended headers the opcode carries.
             let mut b = Vec::new();
@@ -200,7 +207,14 @@ proptest! {
 
     #[test]
     fn encode_then_decode_gives_the_packet_back(h in any_headers(), payload in prop::collection::vec(any::<u8>(), 0..64), v6 in any::<bool>()) {
-        let carries = !matches!(h.bth.opcode, opcode::READ_REQUEST | opcode::ACKNOWLEDGE);
+        let carries = !matches!(
+            h.bth.opcode,
+            opcode::READ_REQUEST
+                | opcode::ACKNOWLEDGE
+                | opcode::ATOMIC_ACKNOWLEDGE
+                | opcode::COMPARE_SWAP
+                | opcode::FETCH_ADD
+        );
         let payload = if carries { payload } else { Vec::new() };
         let ep = if v6 { super::tests::v6() } else { v4() };
         let mut want = h;

@@ -6,7 +6,7 @@ use std::process::Command;
 
 use super::pcap::PcapWriter;
 use super::*;
-use crate::packet::{Aeth, Bth, Headers, Reth, nak, opcode};
+use crate::packet::{Aeth, AtomicEth, Bth, Headers, Reth, nak, opcode};
 
 const MAC_A: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0a];
 const MAC_B: [u8; 6] = [0x02, 0, 0, 0, 0, 0x0b];
@@ -84,6 +84,17 @@ fn conversation(a: IpAddr, b: IpAddr) -> Vec<Expect> {
         }
         psn = (psn + packet_count(len, 256) as u32) & 0xff_ffff;
     }
+    // An atomic of each kind and its ATOMIC Acknowledge.
+    for (op, swap_add, compare) in [(opcode::COMPARE_SWAP, 0x5555, 0x1111), (opcode::FETCH_ADD, 7, 0)] {
+        let bth = Bth { opcode: op, pkey: 0xffff, dest_qp: 0x22, ack_req: true, psn, ..Bth::default() };
+        let atomic = Some(AtomicEth { va: 0x7f00_0000_4008, rkey: 0x66, swap_add, compare });
+        push(&Headers { bth, atomic, ..Headers::default() }, &[], &req);
+        let mut answer = ack(psn, Aeth::ack(11));
+        answer.bth.opcode = opcode::ATOMIC_ACKNOWLEDGE;
+        answer.atomic_ack = Some(0x1111);
+        push(&answer, &[], &resp);
+        psn = (psn + 1) & 0xff_ffff;
+    }
     for aeth in [Aeth::nak(nak::PSN_SEQUENCE, 12), Aeth::nak(nak::REMOTE_ACCESS, 12), Aeth::rnr(0x0e, 12)] {
         push(&ack(psn, aeth), &[], &resp);
     }
@@ -100,7 +111,7 @@ fn capture() -> Vec<Expect> {
 }
 
 fn every_rc_opcode() -> Vec<u8> {
-    (0..=opcode::ACKNOWLEDGE).chain([opcode::SEND_LAST_INV, opcode::SEND_ONLY_INV]).collect()
+    (0..=opcode::FETCH_ADD).chain([opcode::SEND_LAST_INV, opcode::SEND_ONLY_INV]).collect()
 }
 
 #[test]

@@ -6,10 +6,11 @@
 //! follows the control segment is told apart the way the device does it: by the opcode, by
 //! the UMR control segment's sizes, and by the inline bit of a payload's first dword.
 
+use super::atomic;
 use super::{
-    CtrlSeg, DataSeg, InlineSeg, KlmSeg, MkeyContextSeg, RaddrSeg, RepeatBlockSeg, RepeatEntSeg, SEND_WQE_BB,
-    SEND_WQE_DS, SetPsvSeg, UmrCtrlSeg, ctrl, data, inline, klm, mkey_context, opcode, raddr, repeat_block, repeat_ent,
-    set_psv, umr_ctrl,
+    AtomicSeg, CtrlSeg, DataSeg, InlineSeg, KlmSeg, MkeyContextSeg, RaddrSeg, RepeatBlockSeg, RepeatEntSeg,
+    SEND_WQE_BB, SEND_WQE_DS, SetPsvSeg, UmrCtrlSeg, ctrl, data, inline, klm, mkey_context, opcode, raddr,
+    repeat_block, repeat_ent, set_psv, umr_ctrl,
 };
 use crate::prm::{Codec, FieldError};
 
@@ -50,6 +51,16 @@ pub enum WqeBody {
     },
     /// SEND, SEND with immediate, SEND with invalidate: the local data.
     Send(Payload),
+    /// Atomic compare-and-swap and fetch-and-add: the remote address, the operands, then
+    /// where the original value lands.
+    Atomic {
+        /// The remote address segment.
+        raddr: RaddrSeg,
+        /// The atomic segment.
+        atomic: AtomicSeg,
+        /// The local data (one data segment of 8 bytes, as libmlx5 writes it).
+        payload: Payload,
+    },
     /// UMR: the UMR control segment, the mkey context, the inline translation and the BSFs
     /// (kept as bytes: a signature BSF, a crypto BSF, or both).
     Umr {
@@ -160,6 +171,11 @@ impl SendWqe {
                 encode_payload(&mut out, payload)?;
             }
             WqeBody::Send(payload) => encode_payload(&mut out, payload)?,
+            WqeBody::Atomic { raddr: r, atomic: a, payload } => {
+                push(&mut out, r, raddr::SIZE)?;
+                push(&mut out, a, atomic::SIZE)?;
+                encode_payload(&mut out, payload)?;
+            }
             WqeBody::Umr { umr, mkc, translation, bsf } => {
                 push(&mut out, umr, umr_ctrl::SIZE)?;
                 push(&mut out, mkc, mkey_context::SIZE)?;
@@ -205,6 +221,11 @@ impl SendWqe {
                 payload: decode_payload(rest.get(raddr::SIZE..).unwrap_or_default())?,
             },
             opcode::SEND | opcode::SEND_IMM | opcode::SEND_INVAL => WqeBody::Send(decode_payload(rest)?),
+            opcode::ATOMIC_CS | opcode::ATOMIC_FA => WqeBody::Atomic {
+                raddr: RaddrSeg::decode(rest)?,
+                atomic: AtomicSeg::decode(rest.get(raddr::SIZE..).unwrap_or_default())?,
+                payload: decode_payload(rest.get(raddr::SIZE + atomic::SIZE..).unwrap_or_default())?,
+            },
             opcode::UMR => {
                 let umr = UmrCtrlSeg::decode(rest)?;
                 let after_umr = rest.get(umr_ctrl::SIZE..).unwrap_or_default();
@@ -263,6 +284,26 @@ mod tests {
         assert_eq!(bytes[0x07] & 0x3f, 3, "ds: ctrl + raddr + one data segment");
         assert_eq!(&bytes[0x10..0x18], &0x1000u64.to_be_bytes(), "raddr");
         assert_eq!(&bytes[0x20..0x24], &64u32.to_be_bytes(), "data byte_count");
+        assert_eq!(SendWqe::decode(&bytes)?.body, w.body);
+        Ok(())
+    }
+
+    #[test]
+    fn an_atomic_is_ctrl_raddr_atomic_then_one_data_segment() -> Result<(), FieldError> {
+        let w = SendWqe {
+            ctrl: ctrl_for(opcode::ATOMIC_CS),
+            body: WqeBody::Atomic {
+                raddr: RaddrSeg { raddr: 0x1008, rkey: 0x55 },
+                atomic: AtomicSeg { swap_add: 0x1122_3344_5566_7788, compare: 7 },
+                payload: Payload::Gather(vec![DataSeg { byte_count: 8, lkey: 9, addr: 0x2000 }]),
+            },
+        };
+        let bytes = w.encode()?;
+        assert_eq!(bytes.len(), 64);
+        assert_eq!(bytes[0x07] & 0x3f, 4, "ds: ctrl + raddr + atomic + one data segment");
+        assert_eq!(&bytes[0x20..0x28], &0x1122_3344_5566_7788u64.to_be_bytes(), "swap_add, big-endian");
+        assert_eq!(&bytes[0x28..0x30], &7u64.to_be_bytes(), "compare");
+        assert_eq!(&bytes[0x30..0x34], &8u32.to_be_bytes(), "data byte_count");
         assert_eq!(SendWqe::decode(&bytes)?.body, w.body);
         Ok(())
     }

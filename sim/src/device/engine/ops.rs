@@ -1,4 +1,5 @@
-//! The operations: RDMA WRITE, READ, SEND (±imm, ±invalidate), LOCAL_INV, UMR, SET_PSV.
+//! The operations: RDMA WRITE, READ, SEND (±imm, ±invalidate), the two atomics, LOCAL_INV,
+//! UMR, SET_PSV.
 //!
 //! Every data operation takes one path. The requester translates its own keys and checks the
 //! message length before anything is sent (a local error), turns the WQE into a request
@@ -18,7 +19,7 @@ use crate::device::Device;
 use crate::device::contract::{UmrWqe, Wqe, WqeKind};
 use crate::device::firmware::PSN_MASK;
 use crate::fabric::QpPath;
-use crate::packet::{Ack, Bth, Headers, Packet, Reth, nak, opcode};
+use crate::packet::{Ack, AtomicEth, Bth, Headers, Packet, Reth, nak, opcode};
 
 /// Where a request goes.
 #[derive(Clone, Copy)]
@@ -112,7 +113,7 @@ impl Engine<'_> {
         match to {
             To::Here(dev) => Ok(self.transmit(dev, req)),
             To::Peer(peer) => match self.exchange(qp, peer, req) {
-                Exchange::Answer(r) => Ok(r),
+                Exchange::Answer(r) => Ok(*r),
                 Exchange::Waiting => Err(Step::Blocked),
                 Exchange::Failed(s) => Err(Step::Failed(s)),
             },
@@ -217,6 +218,61 @@ impl Engine<'_> {
             // Inline data where the READ response should be scattered: nowhere to place it.
             WqeKind::Read { inline: Some(_), .. } => Step::Failed(syndrome::LOCAL_QP_OP),
             WqeKind::Read { rkey, raddr, sge, inline: None } => self.read(qp, w, (*rkey, *raddr), sge, corrupt),
+            WqeKind::Atomic { rkey, raddr, swap_add, compare, sge } => {
+                let a = AtomicEth { va: *raddr, rkey: *rkey, swap_add: *swap_add, compare: compare.unwrap_or(0) };
+                self.atomic(qp, w, a, compare.is_some(), sge, corrupt)
+            }
+        }
+    }
+
+    /// An atomic: one CmpSwap or FetchAdd request; the ATOMIC Acknowledge's original value
+    /// lands in the scatter list in host byte order (mlx5_core sets the device's 8-byte
+    /// atomics to host endianness). A scatter list shorter than 8 bytes is a local length
+    /// error.
+    fn atomic(&mut self, qp: QpPath, w: &Wqe, a: AtomicEth, cmp: bool, sge: &[Sge], corrupt: Corrupt) -> Step {
+        const LEN: u64 = 8;
+        let at = self.at(qp);
+        if self.wire_len(at.dev, sge) < LEN {
+            return Step::Failed(syndrome::LOCAL_LENGTH);
+        }
+        let local = match self.local_endpoint(at, sge, Need::LocalWrite, Some(LEN)) {
+            Ok(l) => l,
+            Err(f) => return self.local_fault(at.dev, f),
+        };
+        let op = if cmp { opcode::COMPARE_SWAP } else { opcode::FETCH_ADD };
+        let h = Headers { bth: Bth { opcode: op, ..Bth::default() }, atomic: Some(a), ..Headers::default() };
+        let Some((to, req)) = self.request(qp, h, Payload::None, 1, None) else {
+            return Step::Failed(syndrome::TRANSPORT_RETRY);
+        };
+        let resp = match self.send(qp, to, &req) {
+            Ok(r) => r,
+            Err(step) => return step,
+        };
+        let original = match (resp.ack_kind(), &resp.packet) {
+            (Some(Ack::Ack(_)), Some(p)) if p.headers.bth.opcode == opcode::ATOMIC_ACKNOWLEDGE => {
+                p.headers.atomic_ack.unwrap_or(0)
+            }
+            (Some(Ack::Nak(c)), _) if c != nak::PSN_SEQUENCE => {
+                self.sent(qp, 1);
+                return Step::Failed(syndrome_of_nak(c));
+            }
+            _ => return Step::Failed(syndrome::TRANSPORT_RETRY),
+        };
+        self.sent(qp, 1);
+        let mut data = original.to_ne_bytes();
+        if let Some((off, xor)) = corrupt
+            && let Some(b) = usize::try_from(off).ok().and_then(|o| data.get_mut(o))
+        {
+            *b ^= xor;
+        }
+        match self.scatter(&data, &local) {
+            Ok(hit) => {
+                if let Some(h) = hit {
+                    self.requester_sig(qp, h);
+                }
+                Step::Done(Device::success(qp.qpn, w, LEN as u32))
+            }
+            Err(_) => Step::Failed(syndrome::LOCAL_PROT),
         }
     }
 

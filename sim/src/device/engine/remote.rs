@@ -78,6 +78,8 @@ fn only_of(op: u8) -> Option<u8> {
         WRITE_LAST | WRITE_ONLY => WRITE_ONLY,
         WRITE_LAST_IMM | WRITE_ONLY_IMM => WRITE_ONLY_IMM,
         READ_REQUEST => READ_REQUEST,
+        COMPARE_SWAP => COMPARE_SWAP,
+        FETCH_ADD => FETCH_ADD,
         _ => return None,
     })
 }
@@ -141,7 +143,7 @@ impl Engine<'_> {
                     cap.packet(link, &d.headers, &d.payload);
                 }
                 match d.headers.bth.opcode {
-                    opcode::ACKNOWLEDGE..=opcode::ACKNOWLEDGE => self.rx_answer(dev, &d.headers, d.payload),
+                    opcode::ACKNOWLEDGE | opcode::ATOMIC_ACKNOWLEDGE => self.rx_answer(dev, &d.headers, d.payload),
                     opcode::READ_RESPONSE_FIRST..=opcode::READ_RESPONSE_ONLY => {
                         self.rx_answer(dev, &d.headers, d.payload)
                     }
@@ -246,7 +248,16 @@ impl Engine<'_> {
         let at = QpPath { dev, qpn: req.bth.dest_qp };
         let Some(dest_qp) = self.qp(at).and_then(|q| q.remote).map(|r| r.dest_qp_num) else { return };
         let mtu = usize::try_from(self.mtu_bytes(at)).unwrap_or(4096);
-        if p.headers.bth.opcode == opcode::ACKNOWLEDGE {
+        if p.headers.bth.opcode == opcode::ATOMIC_ACKNOWLEDGE {
+            // An atomic's answer leaves at once, like a READ response, and acknowledges what
+            // came before it.
+            let mut a = p.headers;
+            (a.bth.dest_qp, a.bth.psn, a.bth.pkey) = (dest_qp, req.bth.psn, req.bth.pkey);
+            if let Some(d) = self.dev(dev) {
+                d.net.acks.remove(&at.qpn);
+            }
+            self.send_packets(dev, (at.qpn, dest_qp), peer, &[(a, &[])]);
+        } else if p.headers.bth.opcode == opcode::ACKNOWLEDGE {
             // An ACK names the request's last PSN; a sequence error NAK the PSN the responder
             // expects (the requester goes back to it); other NAKs the request's first.
             let kind = p.headers.aeth.map(|a| a.kind());

@@ -16,7 +16,7 @@ use crate::device::contract::{Cqe, SCATTER_TO_CQE_MAX, Sender};
 use crate::device::firmware::PSN_MASK;
 use crate::fabric::{Capture, Link, QpPath};
 use crate::host::Dma;
-use crate::packet::{Ack, Aeth, Bth, Headers, Packet, nak, opcode};
+use crate::packet::{Ack, Aeth, AtomicEth, Bth, Headers, Packet, nak, opcode};
 use crate::wire::{Message, MessageOp};
 
 /// A corruption to apply on the wire: (offset, xor).
@@ -55,8 +55,14 @@ impl Device {
         }
         let op = h.bth.opcode;
         let seq = sequence(h.bth.psn, q.transport.rq_psn);
+        let atomic = matches!(op, opcode::COMPARE_SWAP | opcode::FETCH_ADD);
         match seq {
             Seq::Ahead => return Some(Response::nak(nak::PSN_SEQUENCE)),
+            // A duplicate atomic is answered from the replay cache, never executed again;
+            // one older than the cache keeps gets no answer.
+            Seq::Duplicate if atomic => {
+                return Some(q.transport.atomics.recall(h.bth.psn).map_or_else(Response::silent, Response::atomic_ack));
+            }
             Seq::Duplicate if op != opcode::READ_REQUEST => return Some(Response::ack(Pulled::No)),
             _ => {}
         }
@@ -151,6 +157,15 @@ impl Response {
         Self::answer(opcode::ACKNOWLEDGE, Aeth::ack(0), Vec::new(), pulled)
     }
 
+    /// An ATOMIC Acknowledge carrying the original value.
+    fn atomic_ack(original: u64) -> Self {
+        let mut r = Self::answer(opcode::ATOMIC_ACKNOWLEDGE, Aeth::ack(0), Vec::new(), Pulled::No);
+        if let Some(p) = &mut r.packet {
+            p.headers.atomic_ack = Some(original);
+        }
+        r
+    }
+
     fn nak(code: u8) -> Self {
         Self::answer(opcode::ACKNOWLEDGE, Aeth::nak(code, 0), Vec::new(), Pulled::No)
     }
@@ -167,6 +182,8 @@ enum Reply {
     Ack(Option<SigHit>),
     /// READ response data.
     Data(Vec<u8>),
+    /// An atomic's original value.
+    Atomic(u64),
     /// Refused with this syndrome (the QP goes to ERR when it says so).
     Nak(u8),
     /// The requester's memory failed under the pull.
@@ -251,7 +268,7 @@ impl Engine<'_> {
             }
         }
         if let Some(p) = &resp.packet {
-            if p.headers.bth.opcode == opcode::ACKNOWLEDGE {
+            if matches!(p.headers.bth.opcode, opcode::ACKNOWLEDGE | opcode::ATOMIC_ACKNOWLEDGE) {
                 // An ACK names the request's last PSN; a NAK its first.
                 let ack = matches!(p.headers.aeth.map(|a| a.kind()), Some(Ack::Ack(_)));
                 let psn = if ack { h.bth.psn.wrapping_add(req.span.max(1) - 1) & PSN_MASK } else { h.bth.psn };
@@ -335,11 +352,16 @@ impl Engine<'_> {
             (opcode::SEND_ONLY | opcode::SEND_ONLY_IMM | opcode::SEND_ONLY_INV, _) if data => {
                 self.respond_send(at, (h.imm, h.ieth, h.bth.se), p, req.corrupt)
             }
+            (opcode::COMPARE_SWAP | opcode::FETCH_ADD, _) => match h.atomic {
+                Some(a) => self.respond_atomic(at, op == opcode::COMPARE_SWAP, h.bth.psn, a),
+                None => Reply::Nak(syndrome::REMOTE_INVAL_REQ),
+            },
             _ => Reply::Nak(syndrome::REMOTE_INVAL_REQ),
         };
         match reply {
             Reply::Ack(hit) => Response::ack(Pulled::Yes(hit)),
             Reply::Data(d) => Response::answer(opcode::READ_RESPONSE_ONLY, Aeth::ack(0), d, Pulled::No),
+            Reply::Atomic(v) => Response::atomic_ack(v),
             Reply::Nak(s) => nak_of(s).map_or_else(Response::silent, Response::nak),
             Reply::Local => Response { packet: None, pulled: Pulled::Failed },
         }
@@ -432,6 +454,42 @@ impl Engine<'_> {
             }
             Err(_) => self.remote_fault(at),
         }
+    }
+
+    /// An atomic on 8 bytes of host memory, in host byte order: the QP must allow remote
+    /// atomics and the key must (a remote access error otherwise); an address that is not
+    /// 8-byte aligned is an invalid request (IBTA: misaligned atomic). The device runs one
+    /// request at a time, so no other atomic comes between the read and the write. The
+    /// original value is kept for a duplicate of this request.
+    fn respond_atomic(&mut self, at: QpPath, cmp: bool, psn: u32, a: AtomicEth) -> Reply {
+        if !self.allows(at, AccessFlags::REMOTE_ATOMIC) {
+            return self.remote_fault(at);
+        }
+        let target = match self.remote_endpoint(self.at(at), a.rkey, a.va, 8, Need::RemoteAtomic) {
+            Ok(ep) if self.mapped(&ep) => ep,
+            _ => return self.remote_fault(at),
+        };
+        if !a.va.is_multiple_of(8) {
+            self.responder_error(at, Some(event_type::QP_REQ_ERR));
+            return Reply::Nak(syndrome::REMOTE_INVAL_REQ);
+        }
+        let Ok((bytes, _)) = self.gather(&target) else { return self.remote_fault(at) };
+        let original = bytes.get(..8).and_then(|b| b.try_into().ok()).map(u64::from_ne_bytes);
+        self.give_scratch(at.dev, bytes);
+        let Some(original) = original else { return self.remote_fault(at) };
+        let new = match cmp {
+            true => (original == a.compare).then_some(a.swap_add),
+            false => Some(original.wrapping_add(a.swap_add)),
+        };
+        if let Some(v) = new
+            && self.scatter(&v.to_ne_bytes(), &target).is_err()
+        {
+            return self.remote_fault(at);
+        }
+        if let Some(t) = self.dev(at.dev).and_then(|d| d.fw.transport_mut(at.qpn)) {
+            t.atomics.remember(psn, original);
+        }
+        Reply::Atomic(original)
     }
 
     /// SEND_WITH_INV: the key must name an mkey of the responder's PD that allows remote

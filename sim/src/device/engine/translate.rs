@@ -25,6 +25,8 @@ pub(super) enum Need {
     LocalWrite,
     RemoteRead,
     RemoteWrite,
+    /// An atomic's 8 bytes: the mkey's `a` (IBV_ACCESS_REMOTE_ATOMIC).
+    RemoteAtomic,
 }
 
 impl Need {
@@ -32,7 +34,7 @@ impl Need {
     fn syndrome(self) -> u8 {
         match self {
             Need::LocalRead | Need::LocalWrite => syndrome::LOCAL_PROT,
-            Need::RemoteRead | Need::RemoteWrite => syndrome::REMOTE_ACCESS,
+            Need::RemoteRead | Need::RemoteWrite | Need::RemoteAtomic => syndrome::REMOTE_ACCESS,
         }
     }
 }
@@ -341,6 +343,7 @@ impl Engine<'_> {
             Some(Need::LocalWrite) => field(m, mkc::LW) != 0,
             Some(Need::RemoteRead) => field(m, mkc::RR) != 0,
             Some(Need::RemoteWrite) => field(m, mkc::RW) != 0,
+            Some(Need::RemoteAtomic) => field(m, mkc::A) != 0,
         };
         if !allowed {
             return Err(Why::Rights);

@@ -190,6 +190,39 @@ pub struct QpTransport {
     pub rnr_retry: u8,
     /// The RNR NAK timer the responder asks for.
     pub min_rnr_timer: u8,
+    /// `log_sra_max`: the requester keeps at most 2^this READs and atomics outstanding
+    /// (`max_rd_atomic`).
+    pub log_sra_max: u8,
+    /// The responder's atomic replay cache.
+    pub atomics: AtomicReplay,
+}
+
+/// A responder's latest atomics: the original value each returned, by request PSN. A
+/// duplicate atomic request (its ACK was lost, the requester sent it again) is answered from
+/// here and not executed again (IBTA 9.7.5.1.x, responder resources). It keeps as many as
+/// the 2^log_max_ra_req_qp (16) reads and atomics a QP may serve at once.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AtomicReplay {
+    /// (PSN, original value), oldest overwritten first.
+    entries: [Option<(u32, u64)>; 16],
+    /// The entry the next atomic takes.
+    next: u8,
+}
+
+impl AtomicReplay {
+    /// Keep the original value the atomic of request `psn` returned.
+    pub fn remember(&mut self, psn: u32, original: u64) {
+        let i = usize::from(self.next) % self.entries.len();
+        if let Some(e) = self.entries.get_mut(i) {
+            *e = Some((psn, original));
+        }
+        self.next = ((i + 1) % self.entries.len()) as u8;
+    }
+
+    /// The original value of the atomic of request `psn`, if it is still kept.
+    pub fn recall(&self, psn: u32) -> Option<u64> {
+        self.entries.iter().flatten().find(|(p, _)| *p == psn).map(|(_, v)| *v)
+    }
 }
 
 /// PSNs are 24 bits.

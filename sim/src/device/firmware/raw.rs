@@ -392,6 +392,7 @@ impl Firmware {
                     t.timeout = byte(f::ACK_TIMEOUT)?;
                     t.retry_cnt = byte(f::RETRY_COUNT)?;
                     t.rnr_retry = byte(f::RNR_RETRY)?;
+                    t.log_sra_max = byte(f::LOG_SRA_MAX)?;
                 }
             }
             _ => {}
@@ -496,6 +497,7 @@ struct TransportChange {
     retry_cnt: Option<u8>,
     rnr_retry: Option<u8>,
     min_rnr_timer: Option<u8>,
+    log_sra_max: Option<u8>,
 }
 
 impl TransportChange {
@@ -507,11 +509,14 @@ impl TransportChange {
         }
         if let Some(v) = self.rq_psn {
             t.rq_psn = v & PSN_MASK;
+            // A new receive PSN: no request before it can come again.
+            t.atomics = Default::default();
         }
         t.timeout = self.timeout.unwrap_or(t.timeout);
         t.retry_cnt = self.retry_cnt.unwrap_or(t.retry_cnt);
         t.rnr_retry = self.rnr_retry.unwrap_or(t.rnr_retry);
         t.min_rnr_timer = self.min_rnr_timer.unwrap_or(t.min_rnr_timer);
+        t.log_sra_max = self.log_sra_max.unwrap_or(t.log_sra_max);
     }
 }
 

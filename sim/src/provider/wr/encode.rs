@@ -7,8 +7,8 @@ use mlx5_dv::prm::FieldError;
 use mlx5_dv::prm::wqe::bsf::{self, Bsf, BsfInl, bfs, bsf_size, t10dif};
 use mlx5_dv::prm::wqe::compose::{Payload, SendWqe, UmrTranslation, WqeBody};
 use mlx5_dv::prm::wqe::{
-    CtrlSeg, DataSeg, KlmSeg, MkeyContextSeg, RaddrSeg, RepeatBlockSeg, RepeatEntSeg, SEND_WQE_BB, SetPsvSeg,
-    UmrCtrlSeg, ctrl, repeat_block, umr_ctrl,
+    AtomicSeg, CtrlSeg, DataSeg, KlmSeg, MkeyContextSeg, RaddrSeg, RepeatBlockSeg, RepeatEntSeg, SEND_WQE_BB,
+    SetPsvSeg, UmrCtrlSeg, ctrl, repeat_block, umr_ctrl,
 };
 use mlx5_dv::{AccessFlags, Sge, sig};
 
@@ -243,6 +243,11 @@ pub(in crate::provider) fn encode(kind: &WqeKind, c: CtrlFields) -> Result<Vec<u
             ctrl.imm = inv.or(*imm).unwrap_or(0);
             WqeBody::Send(payload(sge, inline.as_deref()))
         }
+        WqeKind::Atomic { rkey, raddr, swap_add, compare, sge } => WqeBody::Atomic {
+            raddr: RaddrSeg { raddr: *raddr, rkey: *rkey },
+            atomic: AtomicSeg { swap_add: *swap_add, compare: compare.unwrap_or(0) },
+            payload: payload(sge, None),
+        },
         WqeKind::LocalInv { key } => {
             ctrl.imm = *key;
             use umr_ctrl::mkey_mask as m;

@@ -3,7 +3,7 @@
 //! WR checked and written in turn, and the doorbell rung for the WRs before a failing one.
 
 use mlx5_dv::errno::{EINVAL, ENOMEM, EOPNOTSUPP};
-use mlx5_dv::{Error, Op, Qp, Result, SendFlags, SendWr, wc_opcode, wr_opcode};
+use mlx5_dv::{Error, Op, Qp, Result, SendFlags, SendWr, Sge, wc_opcode, wr_opcode};
 
 use super::{Lower, Provider, QpObj, encode, fence_mode};
 use crate::device::contract::WqeKind;
@@ -33,8 +33,8 @@ fn check(q: &QpObj, wr: &SendWr, nreq: u32) -> std::result::Result<(), Refusal> 
         return Err((EOPNOTSUPP, "posting is simulated on RC QPs only".into()));
     }
     match wr.opcode {
-        wr_opcode::ATOMIC_CMP_AND_SWP | wr_opcode::ATOMIC_FETCH_AND_ADD => {
-            return Err((EOPNOTSUPP, "atomics are not simulated".into()));
+        wr_opcode::ATOMIC_CMP_AND_SWP | wr_opcode::ATOMIC_FETCH_AND_ADD if !q.atomics => {
+            return Err((EOPNOTSUPP, "atomic operations are not supported (atomic_cap NONE)".into()));
         }
         wr_opcode::BIND_MW => return Err((EOPNOTSUPP, "memory windows are not simulated".into())),
         wr_opcode::TSO | wr_opcode::DRIVER1 => {
@@ -50,6 +50,20 @@ fn check(q: &QpObj, wr: &SendWr, nreq: u32) -> std::result::Result<(), Refusal> 
         }
     }
     Ok(())
+}
+
+/// The WQE of an atomic WR: the remote address and atomic segments (`set_atomic_seg`: the
+/// swap value of CMP_AND_SWP, else `compare_add`, in `swap_add`), then each non-empty SGE as
+/// an 8-byte data segment (`set_data_ptr_seg_atomic`). `None` for other opcodes.
+fn atomic_kind(wr: &SendWr) -> Option<WqeKind> {
+    let compare = match wr.opcode {
+        wr_opcode::ATOMIC_CMP_AND_SWP => Some(wr.compare_add),
+        wr_opcode::ATOMIC_FETCH_AND_ADD => None,
+        _ => return None,
+    };
+    let swap_add = if compare.is_some() { wr.swap } else { wr.compare_add };
+    let sge = wr.sge.iter().filter(|s| s.length != 0).map(|s| Sge { length: 8, ..*s }).collect();
+    Some(WqeKind::Atomic { rkey: wr.rkey, raddr: wr.remote_addr, swap_add, compare, sge })
 }
 
 /// The payload of an `IBV_SEND_INLINE` WR with SGEs (`set_data_inl_seg`): the bytes the caller
@@ -101,6 +115,8 @@ impl Provider {
                 let e = encode::encode(&WqeKind::LocalInv { key: wr.invalidate_rkey }, c)
                     .map(|b| bytes.extend_from_slice(&b));
                 (e, wc_opcode::LOCAL_INV)
+            } else if let Some(k) = atomic_kind(wr) {
+                (encode::encode(&k, c).map(|b| bytes.extend_from_slice(&b)), 0)
             } else {
                 let w = wr.to_op();
                 let inline = inline_bytes(low.host, wr);

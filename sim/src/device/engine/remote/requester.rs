@@ -88,8 +88,8 @@ fn at_or_before(a: u32, b: u32) -> bool {
 
 /// What became of a requester's message to a remote peer.
 pub(in crate::device::engine) enum Exchange {
-    /// The answer came.
-    Answer(Response),
+    /// The answer came (boxed: a response with its headers is large, and rare here).
+    Answer(Box<Response>),
     /// Still on its way: the QP waits.
     Waiting,
     /// It ends here with this syndrome (retries exhausted, the payload unreadable).
@@ -251,8 +251,19 @@ impl Engine<'_> {
             }
             let Some(q) = self.qp(id) else { return };
             let Some(w) = self.wqe_at(q, pos) else { return };
-            let on_wire = matches!(w.kind, Some(WqeKind::Write { .. } | WqeKind::Send { .. } | WqeKind::Read { .. }));
+            let on_wire = matches!(
+                w.kind,
+                Some(WqeKind::Write { .. } | WqeKind::Send { .. } | WqeKind::Read { .. } | WqeKind::Atomic { .. })
+            );
             if !on_wire || q.faults.iter().any(|(at, _)| *at == pos) {
+                return;
+            }
+            // max_rd_atomic: a new READ or atomic waits while as many are outstanding, counted
+            // from the oldest WQE not completed (answered ones behind it included): the
+            // responder can then replay any of them from its 16 latest.
+            let responds = matches!(w.kind, Some(WqeKind::Read { .. } | WqeKind::Atomic { .. }));
+            let reads = f.msgs.iter().filter(|m| m.read).count();
+            if known.is_none() && responds && reads >= 1usize << q.transport.log_sra_max.min(7) {
                 return;
             }
             self.cursor = Some((pos, w.bbs));
@@ -290,7 +301,7 @@ impl Engine<'_> {
                             _ => Pulled::No,
                         };
                         f.msgs.pop_front();
-                        return Exchange::Answer(Response { packet: Some(answer), pulled });
+                        return Exchange::Answer(Box::new(Response { packet: Some(answer), pulled }));
                     }
                 }
                 if m.sent {
@@ -311,7 +322,12 @@ impl Engine<'_> {
                     psn,
                     span,
                     sent: false,
-                    read: req.packet.headers.bth.opcode == opcode::READ_REQUEST,
+                    // An atomic waits for its own answer, as a READ does: a later ACK does
+                    // not carry its original value.
+                    read: matches!(
+                        req.packet.headers.bth.opcode,
+                        opcode::READ_REQUEST | opcode::COMPARE_SWAP | opcode::FETCH_ADD
+                    ),
                     want: req.packet.headers.reth.map_or(0, |r| u64::from(r.dma_len)),
                     hit: None,
                     data: Vec::new(),
@@ -376,6 +392,17 @@ impl Engine<'_> {
             f.retries = 0;
             f.deadline = now.saturating_add(ack_timeout_ns(t.timeout));
         };
+        if op == opcode::ATOMIC_ACKNOWLEDGE {
+            // An atomic's answer: for the atomic of its PSN still waiting.
+            let Some(i) = f.msgs.iter().position(|m| m.read && !m.settled() && m.psn == psn) else { return false };
+            let ack = Headers { aeth: Some(Aeth::ack(0)), atomic_ack: None, ..*h };
+            f.implied_acks(i, &Headers { bth: crate::packet::Bth { opcode: opcode::ACKNOWLEDGE, ..h.bth }, ..ack });
+            if let Some(m) = f.msgs.get_mut(i) {
+                m.answer = Some(Packet { headers: *h, payload: Vec::new() });
+            }
+            progress(f);
+            return true;
+        }
         if op != opcode::ACKNOWLEDGE {
             // A READ response packet: in order, for a READ on the wire.
             let Some(i) = f.msgs.iter().position(|m| m.read && !m.settled() && m.holds(psn)) else { return false };
