@@ -23,6 +23,7 @@ mod qp;
 mod recovery;
 mod sig;
 mod sig_err;
+mod srq;
 mod traffic;
 mod transport;
 mod umr;
@@ -57,6 +58,7 @@ pub fn all() -> Vec<Case> {
         crypto_dp::CASES,
         boundary::CASES,
         verbs_cmd::CASES,
+        srq::CASES,
     ]
     .concat()
 }

@@ -125,6 +125,13 @@ pub const ITEMS: &[(u16, &str)] = &[
     (118, "RNR NAKs: rnr_retry retries, then RNR_RETRY_EXC_ERR; 7 waits without end"),
     (119, "reordered, delayed and corrupted packets: dropped or held, and recovered"),
     (120, "a lost READ response is asked for again"),
+    (131, "create_srq: max_wr and max_sge limits (EINVAL) and libmlx5's rounding"),
+    (132, "query_srq counts the wait queue; modify refuses a resize and a limit past the WQEs"),
+    (133, "post_srq_recv: too many SGEs EINVAL, a full SRQ ENOMEM, both naming the WR"),
+    (134, "a QP on an SRQ has no receive queue; destroy_srq is EBUSY while a QP uses it"),
+    (135, "QPs sharing an SRQ take its WQEs in posted order; the CQE names the QP"),
+    (136, "the SRQ limit event fires once when the WQEs drop below it, then disarms"),
+    (137, "an empty SRQ answers RNR; a QP's error leaves the SRQ's WQEs to the others"),
 ];
 
 /// The title of a checklist item, if it exists.
