@@ -79,6 +79,7 @@ impl Shim {
             c.query_rt_values = Some(query_rt_values);
         }
         crate::queue::fill_context_ops(&mut c);
+        crate::srq::fill_context_ops(&mut c);
         let ctx = &mut c.context;
         ctx.device = dev;
         // The extended-ABI marker verbs_get_ctx() checks.
@@ -112,6 +113,7 @@ impl Shim {
         // The close released what the context still held in the simulator (uverbs' cleanup);
         // its C objects go with it.
         self.qps.retain(|_, q| !ptr::eq(q.c.ex.qp_base.context, ctx));
+        self.srqs.retain(|_, q| !ptr::eq(q.c.context, ctx));
         self.cqs.retain(|_, c| !ptr::eq(c.c.context, ctx));
         self.forget_memory_of(ctx);
         let ahs: Vec<usize> = self.ahs.iter().filter(|(_, a)| ptr::eq(a.context, ctx)).map(|(k, _)| *k).collect();
@@ -167,13 +169,14 @@ impl Shim {
         attr.max_qp_rd_atom = 1 << p.datapath.log_max_ra_req_qp.min(30);
         attr.max_res_rd_atom = attr.max_qp.saturating_mul(attr.max_qp_rd_atom);
         attr.max_qp_init_rd_atom = 1 << p.datapath.log_max_ra_res_qp.min(30);
-        // Atomics, memory windows, SRQs and XRC are not simulated: none advertised.
+        // Atomics, memory windows and XRC are not simulated: none advertised. SRQs as mlx5_ib
+        // reports them: 2^log_max_srq of 2^log_max_srq_sz - 1 WRs of max_rq_desc_sz / 16 - 1 SGEs.
         attr.atomic_cap = ibv_atomic_cap::IBV_ATOMIC_NONE;
         attr.max_mw = 0;
         attr.max_ah = c_int::MAX;
-        attr.max_srq = 0;
-        attr.max_srq_wr = 0;
-        attr.max_srq_sge = 0;
+        attr.max_srq = 1 << p.datapath.log_max_srq.min(30);
+        attr.max_srq_wr = (1 << p.datapath.log_max_srq_sz.min(30)) - 1;
+        attr.max_srq_sge = c_int::try_from(p.datapath.max_rq_desc_sz / 16).unwrap_or(c_int::MAX) - 1;
         attr.max_pkeys = p.datapath.pkey_table_len;
         attr.local_ca_ack_delay = 16;
         attr.phys_port_cnt = 1;
