@@ -282,11 +282,8 @@ impl Shim {
         let pd = self.pd(attr.pd)?.handle;
         let send_cq = self.cq(attr.send_cq)?.cq.handle;
         let recv_cq = self.cq(attr.recv_cq)?.cq.handle;
-        let srq = if attr.srq.is_null() {
-            None
-        } else {
-            Some(self.srqs.get(&key(attr.srq)).ok_or(libc::EINVAL)?.srq.handle)
-        };
+        let srq =
+            if attr.srq.is_null() { None } else { Some(self.srqs.get(&key(attr.srq)).ok_or(libc::EINVAL)?.srq.handle) };
         let qp_type = match attr.qp_type {
             ibv_qp_type::IBV_QPT_RC => qp_type::RC,
             ibv_qp_type::IBV_QPT_UC => qp_type::UC,

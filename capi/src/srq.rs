@@ -141,7 +141,9 @@ pub unsafe extern "C" fn ibv_query_srq(srq: *mut ibv_srq, attr: *mut ibv_srq_att
             match s.sim.query_srq(&h) {
                 Ok(q) => {
                     // SAFETY: the caller's attributes.
-                    unsafe { ptr::write(attr, ibv_srq_attr { max_wr: q.max_wr, max_sge: q.max_sge, srq_limit: q.srq_limit }) };
+                    unsafe {
+                        ptr::write(attr, ibv_srq_attr { max_wr: q.max_wr, max_sge: q.max_sge, srq_limit: q.srq_limit })
+                    };
                     0
                 }
                 Err(e) => e.errno(),
