@@ -298,6 +298,7 @@ impl Device {
             (t::QP_REQ_ERR, Some(q), _) => (event::WQ_INVAL_REQ_ERROR, eqe::QPN, q),
             (t::QP_ACCESS_ERR, Some(q), _) => (event::WQ_ACCESS_ERROR, eqe::QPN, q),
             (t::SQ_DRAINED, Some(q), _) => (event::SQ_DRAINED, eqe::QPN, q),
+            (t::QP_LAST_WQE_REACHED, Some(q), _) => (event::LAST_WQE, eqe::QPN, q),
             (t::SRQ_LIMIT_REACHED, _, _) if ev.srqn.is_some() => {
                 // mlx5_eqe_qp_srq: the SRQ number where a QP's would be, type 1 (an RQ/SRQ).
                 data[eqe::QPN - eqe::DATA - 4] = 1;

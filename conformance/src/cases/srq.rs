@@ -216,6 +216,13 @@ fn rnr_and_error(b: &mut dyn Backend, env: &Env) -> Check {
     // Nothing posted: the responder answers RNR, and the SEND (rnr_retry 7) waits.
     send(b, &t.a1, &t.amr, 1, 0, 8)?;
     no_cqe(b, &t.acq)?;
+    let ev =
+        next_async_event(b, t.ctx)?.ok_or_else(|| Verdict::fail("an async event", "QP_LAST_WQE_REACHED", "none"))?;
+    check_eq(
+        "QP 2's event (type, qp_num)",
+        (ev.event_type, ev.qp_num),
+        (event_type::QP_LAST_WQE_REACHED, Some(t.s2.qp_num)),
+    )?;
     let wrs: Vec<RecvWr> = (0..2).map(|i| RecvWr { wr_id: 50 + i, sge: vec![sge(&t.smr, i * 64, 64)] }).collect();
     expect_ok("ibv_post_srq_recv", b.post_srq_recv(&t.srq, &wrs))?;
     ok_cqe(b, &t.acq, 1, wc_opcode::SEND)?;

@@ -451,6 +451,7 @@ impl Firmware {
             rq_pc: 0,
             rq_cc: 0,
             srqn: c.srqn,
+            last_wqe: false,
             dbrec: c.dbrec,
             faults: Default::default(),
             transport: Default::default(),
@@ -671,6 +672,7 @@ mod tests {
             sq: Default::default(),
             rq: Default::default(),
             srqn: None,
+            last_wqe: false,
             dbrec: 0,
         }
     }

@@ -132,8 +132,15 @@ impl Engine<'_> {
             };
             self.push_cqe(id.dev, scq, cqe);
         }
-        // An SRQ's WQEs belong to no QP: a QP in error leaves them to the others.
-        if self.devs.get(id.dev).and_then(|d| d.fw.qp(id.qpn)).is_some_and(|q| q.srqn.is_some()) {
+        // An SRQ's WQEs belong to no QP: a QP in error leaves them to the others, and says
+        // once that it takes no more (the last-WQE event).
+        if let Some(d) = self.devs.get_mut(id.dev)
+            && let Some(q) = d.fw.qp_mut(id.qpn)
+            && q.srqn.is_some()
+        {
+            if !std::mem::replace(&mut q.last_wqe, true) {
+                d.qp_event(id.qpn, event_type::QP_LAST_WQE_REACHED);
+            }
             return;
         }
         while let Some(r) = self.pop_recv(id) {

@@ -413,6 +413,7 @@ impl Firmware {
         q.access = access;
         if to == Reset {
             (q.sq_pc, q.sq_cc, q.rq_pc, q.rq_cc) = (0, 0, 0, 0);
+            q.last_wqe = false;
             q.faults.clear();
             q.remote = None;
         }
