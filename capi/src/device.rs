@@ -80,6 +80,7 @@ impl Shim {
             crate::domain::fill_context_ops(&mut c);
         }
         crate::queue::fill_context_ops(&mut c);
+        crate::srq::fill_context_ops(&mut c);
         let ctx = &mut c.context;
         ctx.device = dev;
         // The extended-ABI marker verbs_get_ctx() checks.
@@ -113,6 +114,7 @@ impl Shim {
         // The close released what the context still held in the simulator (uverbs' cleanup);
         // its C objects go with it.
         self.qps.retain(|_, q| !ptr::eq(q.c.ex.qp_base.context, ctx));
+        self.srqs.retain(|_, q| !ptr::eq(q.c.context, ctx));
         self.cqs.retain(|_, c| !ptr::eq(c.c.context, ctx));
         self.forget_memory_of(ctx);
         let ahs: Vec<usize> = self.ahs.iter().filter(|(_, a)| ptr::eq(a.context, ctx)).map(|(k, _)| *k).collect();
@@ -171,12 +173,13 @@ impl Shim {
         // mlx5_ib: IB_ATOMIC_HCA when the device does 8-byte atomics in host endianness.
         attr.atomic_cap =
             if p.datapath.atomic { ibv_atomic_cap::IBV_ATOMIC_HCA } else { ibv_atomic_cap::IBV_ATOMIC_NONE };
-        // Memory windows, SRQs and XRC are not simulated: none advertised.
+        // Memory windows and XRC are not simulated: none advertised. SRQs as mlx5_ib reports
+        // them: 2^log_max_srq of 2^log_max_srq_sz - 1 WRs of max_rq_desc_sz / 16 - 1 SGEs.
         attr.max_mw = 0;
         attr.max_ah = c_int::MAX;
-        attr.max_srq = 0;
-        attr.max_srq_wr = 0;
-        attr.max_srq_sge = 0;
+        attr.max_srq = 1 << p.datapath.log_max_srq.min(30);
+        attr.max_srq_wr = (1 << p.datapath.log_max_srq_sz.min(30)) - 1;
+        attr.max_srq_sge = c_int::try_from(p.datapath.max_rq_desc_sz / 16).unwrap_or(c_int::MAX) - 1;
         attr.max_pkeys = p.datapath.pkey_table_len;
         attr.local_ca_ack_delay = 16;
         attr.phys_port_cnt = 1;

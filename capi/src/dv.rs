@@ -151,8 +151,14 @@ impl Shim {
                 return r;
             }
         }
-        // SRQs, WQs and device memory cannot be created here, so none is the shim's.
-        if obj_type & (obj::SRQ | obj::RWQ | obj::DM) != 0 {
+        if obj_type & obj::SRQ != 0 {
+            let r = self.init_srq(o.srq.in_, o.srq.out);
+            if r != 0 {
+                return r;
+            }
+        }
+        // WQs and device memory cannot be created here, so none is the shim's.
+        if obj_type & (obj::RWQ | obj::DM) != 0 {
             return libc::EINVAL;
         }
         if obj_type & obj::AH != 0 {
@@ -211,6 +217,33 @@ impl Shim {
             }
             if honoured & QP_MASK_RAW_QP_TIR_ADDR != 0 {
                 (*out).tir_icm_addr = 0;
+            }
+        }
+        0
+    }
+
+    /// `mlx5dv_get_srq`: the WQEs, the doorbell record, the stride, libmlx5's `head` and
+    /// `tail`, and with `MLX5DV_SRQ_MASK_SRQN` the SRQ number.
+    fn init_srq(&mut self, srq: *mut rdma_sys::ibv_srq, out: *mut mlx5_hw::sys::mlx5dv::mlx5dv_srq) -> c_int {
+        let Ok(handle) = self.srq(srq.cast()).map(|s| s.srq) else { return libc::EINVAL };
+        if out.is_null() {
+            return libc::EINVAL;
+        }
+        let m = match self.sim.simulator().srq_memory(&handle) {
+            Ok(m) => m,
+            Err(e) => return code(&e),
+        };
+        // SAFETY: the caller's struct; comp_mask is read first (an input).
+        unsafe {
+            let srqn_asked = (*out).comp_mask & 1 != 0;
+            (*out).buf = m.buf as *mut c_void;
+            (*out).dbrec = m.dbrec as *mut u32;
+            (*out).stride = m.stride;
+            (*out).head = m.head;
+            (*out).tail = m.tail;
+            (*out).comp_mask = u64::from(srqn_asked);
+            if srqn_asked {
+                (*out).srqn = m.srqn;
             }
         }
         0

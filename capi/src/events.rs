@@ -24,6 +24,10 @@ impl Shim {
                         .cq
                         .and_then(|cq| self.cqs.iter().find(|(_, c)| c.cq.handle == cq))
                         .map_or(0, |(k, _)| *k as u64),
+                    event_type::SRQ_LIMIT_REACHED | 14 => ev
+                        .srq
+                        .and_then(|h| self.srqs.iter().find(|(_, s)| s.srq.handle == h))
+                        .map_or(0, |(k, _)| *k as u64),
                     1..=7 | 16 => ev
                         .qp_num
                         .and_then(|n| self.qps.iter().find(|(_, q)| q.qp.qp_num == n))

@@ -30,6 +30,7 @@ pub mod mr;
 mod objects;
 pub mod qpx;
 pub mod queue;
+pub mod srq;
 mod state;
 
 pub use state::{Shim, shim};

@@ -117,6 +117,13 @@ pub(crate) struct Qp {
     pub(crate) chain_err: c_int,
 }
 
+// Made and used by `srq`.
+/// An SRQ; the program holds `&*c`.
+pub(crate) struct Srq {
+    pub(crate) c: Box<rdma_sys::ibv_srq>,
+    pub(crate) srq: mlx5_dv::Srq,
+}
+
 // Made and used by `dv`.
 /// The mlx5dv objects of the crypto and DEVX calls, each keyed by the address of the C object
 /// the program holds.

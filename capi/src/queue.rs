@@ -28,7 +28,7 @@ pub(crate) fn fill_context_ops(c: &mut verbs_context) {
     c.create_cq_ex = Some(crate::cqx::create_cq_ex);
 }
 
-fn sges(list: *const ibv_sge, n: c_int) -> Result<Vec<Sge>, c_int> {
+pub(crate) fn sges(list: *const ibv_sge, n: c_int) -> Result<Vec<Sge>, c_int> {
     let n = usize::try_from(n).map_err(|_| libc::EINVAL)?;
     if n == 0 {
         return Ok(Vec::new());
@@ -293,10 +293,8 @@ impl Shim {
         let pd = self.pd(attr.pd)?.handle;
         let send_cq = self.cq(attr.send_cq)?.cq.handle;
         let recv_cq = self.cq(attr.recv_cq)?.cq.handle;
-        if !attr.srq.is_null() {
-            // ibv_create_srq fails here, so this SRQ is not one the shim made.
-            return Err(libc::EOPNOTSUPP);
-        }
+        let srq =
+            if attr.srq.is_null() { None } else { Some(self.srqs.get(&key(attr.srq)).ok_or(libc::EINVAL)?.srq.handle) };
         let qp_type = match attr.qp_type {
             ibv_qp_type::IBV_QPT_RC => qp_type::RC,
             ibv_qp_type::IBV_QPT_UC => qp_type::UC,
@@ -324,6 +322,7 @@ impl Shim {
             sq_sig_all: attr.sq_sig_all != 0,
             comp_mask: (attr.comp_mask != qp_init_mask::DEFAULT).then_some(attr.comp_mask),
             create_flags: if attr.comp_mask & qp_init_mask::CREATE_FLAGS != 0 { attr.create_flags } else { 0 },
+            srq,
         };
         let qp = self.sim.create_qp(&init).map_err(|e| e.errno())?;
         if let Err(e) = self.qp_domain_buffers(attr.pd, &qp) {
@@ -342,6 +341,7 @@ impl Shim {
         base.pd = attr.pd;
         base.send_cq = attr.send_cq;
         base.recv_cq = attr.recv_cq;
+        base.srq = attr.srq;
         base.handle = qp.handle.id();
         base.qp_num = qp.qp_num;
         base.state = ibv_qp_state::IBV_QPS_RESET;

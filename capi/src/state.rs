@@ -14,7 +14,7 @@ use mlx5_dv::{Backend, Buf, Call, Layer, Reply, Wrapped};
 use mlx5_sim::{Profile, ShippedProfiles, Simulator};
 use mlx5_trace::Recorder;
 
-use crate::objects::{Channel, Context, Cq, Device, DvObjects, ExternalMemory, Mkey, Mr, Pd, Qp};
+use crate::objects::{Channel, Context, Cq, Device, DvObjects, ExternalMemory, Mkey, Mr, Pd, Qp, Srq};
 
 pub(crate) mod device_thread;
 
@@ -112,6 +112,7 @@ pub struct Shim {
     pub(crate) mkeys: BTreeMap<usize, Mkey>,
     pub(crate) cqs: BTreeMap<usize, Cq>,
     pub(crate) qps: BTreeMap<usize, Qp>,
+    pub(crate) srqs: BTreeMap<usize, Srq>,
     pub(crate) ahs: BTreeMap<usize, Box<rdma_sys::ibv_ah>>,
     /// Each AH's address vector (`mlx5dv_init_obj`), by the AH's address.
     pub(crate) avs: BTreeMap<usize, Box<mlx5_hw::sys::mlx5dv::mlx5_wqe_av>>,
@@ -268,6 +269,7 @@ impl Shim {
             memory: ExternalMemory::default(),
             dv: Default::default(),
             wc_scratch: Vec::new(),
+            srqs: BTreeMap::new(),
             domains: Default::default(),
         };
         shim.devices = Device::enumerate(&mut *shim.sim).map_err(|e| e.to_string())?;

@@ -87,6 +87,7 @@ for unwanted in "MEM_WINDOW" "XRC"; do
 done
 
 source capi/tests/two_processes.sh
+source capi/tests/two_processes_srq.sh
 source capi/tests/two_processes_atomics.sh
 
 echo "other programs no one here wrote: a message, never a signal"

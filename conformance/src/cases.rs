@@ -25,6 +25,7 @@ mod recovery;
 mod rereg;
 mod sig;
 mod sig_err;
+mod srq;
 mod traffic;
 mod transport;
 mod umr;
@@ -60,6 +61,7 @@ pub fn all() -> Vec<Case> {
         crypto_dp::CASES,
         boundary::CASES,
         verbs_cmd::CASES,
+        srq::CASES,
         rereg::CASES,
     ]
     .concat()

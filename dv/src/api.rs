@@ -7,4 +7,5 @@ pub mod memory;
 pub mod mkey;
 pub mod queue;
 pub mod signature;
+pub mod srq;
 pub mod wr;

@@ -10,6 +10,7 @@ use crate::api::devx::Devx;
 use crate::api::memory::Memory;
 use crate::api::mkey::Mkeys;
 use crate::api::queue::Queues;
+use crate::api::srq::Srqs;
 use crate::caps::Caps;
 use crate::sim_control::SimControl;
 
@@ -31,7 +32,7 @@ pub struct BackendInfo {
 /// values, and on failure an [`crate::Error`] with the same errno. Handles are checked: a
 /// handle that was destroyed, or that another backend instance issued, gives `EINVAL`; a PD
 /// that still has mkeys gives `EBUSY` on `dealloc_pd`. No input makes a backend panic.
-pub trait Backend: Contexts + Memory + Mkeys + Queues + Crypto + Devx {
+pub trait Backend: Contexts + Memory + Mkeys + Queues + Crypto + Devx + Srqs {
     /// Describe this backend for reports.
     fn info(&self) -> BackendInfo;
 

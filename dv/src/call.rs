@@ -14,6 +14,7 @@ use crate::api::devx::{DevxEq, DevxObj, DevxUar, DevxUmem, MsiVector};
 use crate::api::memory::{AccessFlags, Buf, DmaBuf, Mr};
 use crate::api::mkey::{Mkey, MkeyErr, MkeyInitAttr};
 use crate::api::queue::{Cq, Qp, QpInitAttr, QpModify, QpState, Wc};
+use crate::api::srq::{Srq, SrqAttr, SrqInitAttr};
 use crate::api::wr::{RecvWr, SendWr, WrOp};
 use crate::backend::Backend;
 use crate::error::{Error, Op, Result};
@@ -103,6 +104,16 @@ pub enum Call {
     PostRecv { qp: Qp, wrs: Vec<RecvWr> },
     /// [`crate::Queues::cancel_posted_send_wrs`].
     CancelPostedSendWrs { qp: Qp, wr_id: u64 },
+    /// [`crate::Srqs::create_srq`].
+    CreateSrq { attr: SrqInitAttr },
+    /// [`crate::Srqs::modify_srq`].
+    ModifySrq { srq: Srq, attr: SrqAttr, mask: u32 },
+    /// [`crate::Srqs::query_srq`].
+    QuerySrq { srq: Srq },
+    /// [`crate::Srqs::destroy_srq`].
+    DestroySrq { srq: Srq },
+    /// [`crate::Srqs::post_srq_recv`].
+    PostSrqRecv { srq: Srq, wrs: Vec<RecvWr> },
     /// [`crate::Crypto::crypto_login`].
     CryptoLogin { ctx: ContextHandle, attr: CryptoLoginAttr },
     /// [`crate::Crypto::crypto_login_query_state`].
@@ -201,6 +212,11 @@ pub enum Reply {
     PostSendWr(Result<()>),
     PostRecv(Result<()>),
     CancelPostedSendWrs(Result<u32>),
+    CreateSrq(Result<Srq>),
+    ModifySrq(Result<()>),
+    QuerySrq(Result<SrqAttr>),
+    DestroySrq(Result<()>),
+    PostSrqRecv(Result<()>),
     CryptoLogin(Result<()>),
     CryptoLoginQueryState(Result<CryptoLoginState>),
     CryptoLogout(Result<()>),
@@ -277,6 +293,11 @@ impl Call {
             Call::PostSendWr { qp, wrs } => Reply::PostSendWr(b.post_send_wr(qp, wrs)),
             Call::PostRecv { qp, wrs } => Reply::PostRecv(b.post_recv(qp, wrs)),
             Call::CancelPostedSendWrs { qp, wr_id } => Reply::CancelPostedSendWrs(b.cancel_posted_send_wrs(qp, *wr_id)),
+            Call::CreateSrq { attr } => Reply::CreateSrq(b.create_srq(attr)),
+            Call::ModifySrq { srq, attr, mask } => Reply::ModifySrq(b.modify_srq(srq, attr, *mask)),
+            Call::QuerySrq { srq } => Reply::QuerySrq(b.query_srq(srq)),
+            Call::DestroySrq { srq } => Reply::DestroySrq(b.destroy_srq(srq)),
+            Call::PostSrqRecv { srq, wrs } => Reply::PostSrqRecv(b.post_srq_recv(srq, wrs)),
             Call::CryptoLogin { ctx, attr } => Reply::CryptoLogin(b.crypto_login(*ctx, attr)),
             Call::CryptoLoginQueryState { ctx } => Reply::CryptoLoginQueryState(b.crypto_login_query_state(*ctx)),
             Call::CryptoLogout { ctx } => Reply::CryptoLogout(b.crypto_logout(*ctx)),
@@ -357,6 +378,11 @@ impl Call {
             Call::PostSendWr { .. } => Op::PostSendWr,
             Call::PostRecv { .. } => Op::PostRecv,
             Call::CancelPostedSendWrs { .. } => Op::CancelPostedSendWrs,
+            Call::CreateSrq { .. } => Op::CreateSrq,
+            Call::ModifySrq { .. } => Op::ModifySrq,
+            Call::QuerySrq { .. } => Op::QuerySrq,
+            Call::DestroySrq { .. } => Op::DestroySrq,
+            Call::PostSrqRecv { .. } => Op::PostSrqRecv,
             Call::CryptoLogin { .. } => Op::CryptoLogin,
             Call::CryptoLoginQueryState { .. } => Op::CryptoLoginQueryState,
             Call::CryptoLogout { .. } => Op::CryptoLogout,
@@ -401,6 +427,7 @@ impl Reply {
             Reply::RegMr(Ok(m)) | Reply::RegDmabufMr(Ok(m)) | Reply::DvRegDmabufMr(Ok(m)) => Some(m.handle.backend()),
             Reply::CreateCq(Ok(c)) => Some(c.handle.backend()),
             Reply::CreateQp(Ok(q)) => Some(q.handle.backend()),
+            Reply::CreateSrq(Ok(s)) => Some(s.handle.backend()),
             Reply::CryptoLoginCreate(Ok(h)) => Some(h.backend()),
             Reply::DekCreate(Ok(h)) => Some(h.backend()),
             Reply::DevxObjCreate(Ok(o)) => Some(o.handle.backend()),
@@ -431,6 +458,9 @@ impl Reply {
             | Reply::PostSend(r)
             | Reply::PostSendWr(r)
             | Reply::PostRecv(r)
+            | Reply::ModifySrq(r)
+            | Reply::DestroySrq(r)
+            | Reply::PostSrqRecv(r)
             | Reply::CryptoLogin(r)
             | Reply::CryptoLogout(r)
             | Reply::CryptoLoginDestroy(r)
@@ -456,6 +486,8 @@ impl Reply {
             Reply::QueryQpState(r) => r.as_ref().err(),
             Reply::SqWqe(r) => r.as_ref().err(),
             Reply::CancelPostedSendWrs(r) => r.as_ref().err(),
+            Reply::CreateSrq(r) => r.as_ref().err(),
+            Reply::QuerySrq(r) => r.as_ref().err(),
             Reply::DevxGeneralCmd(r) => r.as_ref().err(),
             Reply::DevxObjCreate(r) => r.as_ref().err(),
             Reply::DevxObjQuery(r) => r.as_ref().err(),
@@ -515,6 +547,11 @@ impl Reply {
             Call::PostSendWr { .. } => Reply::PostSendWr(Err(err)),
             Call::PostRecv { .. } => Reply::PostRecv(Err(err)),
             Call::CancelPostedSendWrs { .. } => Reply::CancelPostedSendWrs(Err(err)),
+            Call::CreateSrq { .. } => Reply::CreateSrq(Err(err)),
+            Call::ModifySrq { .. } => Reply::ModifySrq(Err(err)),
+            Call::QuerySrq { .. } => Reply::QuerySrq(Err(err)),
+            Call::DestroySrq { .. } => Reply::DestroySrq(Err(err)),
+            Call::PostSrqRecv { .. } => Reply::PostSrqRecv(Err(err)),
             Call::CryptoLogin { .. } => Reply::CryptoLogin(Err(err)),
             Call::CryptoLoginQueryState { .. } => Reply::CryptoLoginQueryState(Err(err)),
             Call::CryptoLogout { .. } => Reply::CryptoLogout(Err(err)),

@@ -38,6 +38,9 @@ pub struct DeviceCaps {
     pub dma_mmo: Option<bool>,
     /// Out-of-order data placement on RC QPs (`MLX5DV_QP_CREATE_OOO_DP`), where known.
     pub ooo_dp: Option<bool>,
+    /// `ibv_device_attr.max_srq_wr`, where known (0: no SRQs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_srq_wr: Option<u32>,
 }
 
 impl DeviceCaps {

@@ -67,6 +67,16 @@ pub enum Op {
     GetAsyncEvent,
     /// `mlx5dv_qp_cancel_posted_send_wrs`.
     CancelPostedSendWrs,
+    /// `ibv_create_srq`.
+    CreateSrq,
+    /// `ibv_modify_srq`.
+    ModifySrq,
+    /// `ibv_query_srq`.
+    QuerySrq,
+    /// `ibv_destroy_srq`.
+    DestroySrq,
+    /// `ibv_post_srq_recv`.
+    PostSrqRecv,
     /// `mlx5dv_init_obj` (reading a queue's buffer).
     InitObj,
     /// `mlx5dv_crypto_login`.
@@ -168,6 +178,11 @@ impl Op {
             Op::PostSendWr => "ibv_post_send",
             Op::GetAsyncEvent => "ibv_get_async_event",
             Op::CancelPostedSendWrs => "mlx5dv_qp_cancel_posted_send_wrs",
+            Op::CreateSrq => "ibv_create_srq",
+            Op::ModifySrq => "ibv_modify_srq",
+            Op::QuerySrq => "ibv_query_srq",
+            Op::DestroySrq => "ibv_destroy_srq",
+            Op::PostSrqRecv => "ibv_post_srq_recv",
             Op::InitObj => "mlx5dv_init_obj",
             Op::CryptoLogin => "mlx5dv_crypto_login",
             Op::CryptoLoginQueryState => "mlx5dv_crypto_login_query_state",

@@ -179,6 +179,11 @@ handle!(
     EqHandle,
     "EQ"
 );
+handle!(
+    /// A shared receive queue (`struct ibv_srq *`).
+    SrqHandle,
+    "SRQ"
+);
 
 #[derive(Debug, Clone)]
 struct Entry<T> {

@@ -32,6 +32,7 @@ use crate::api::devx::{Devx, DevxEq, DevxObj, DevxUar, DevxUmem, MsiVector};
 use crate::api::memory::{AccessFlags, Buf, DmaBuf, Memory, Mr};
 use crate::api::mkey::{Mkey, MkeyErr, MkeyInitAttr, Mkeys};
 use crate::api::queue::{Cq, Qp, QpInitAttr, QpModify, QpState, Queues, Wc};
+use crate::api::srq::{Srq, SrqAttr, SrqInitAttr, Srqs};
 use crate::api::wr::{RecvWr, SendWr, WrOp};
 use crate::backend::{Backend, BackendInfo};
 use crate::call::{Call, Reply};
@@ -270,6 +271,24 @@ impl<L: Layer, B: Backend> Queues for Wrapped<L, B> {
     }
     fn cancel_posted_send_wrs(&mut self, qp: &Qp, wr_id: u64) -> Result<u32> {
         through!(self, Call::CancelPostedSendWrs { qp: *qp, wr_id }, CancelPostedSendWrs)
+    }
+}
+
+impl<L: Layer, B: Backend> Srqs for Wrapped<L, B> {
+    fn create_srq(&mut self, attr: &SrqInitAttr) -> Result<Srq> {
+        through!(self, Call::CreateSrq { attr: *attr }, CreateSrq)
+    }
+    fn modify_srq(&mut self, srq: &Srq, attr: &SrqAttr, mask: u32) -> Result<()> {
+        through!(self, Call::ModifySrq { srq: *srq, attr: *attr, mask }, ModifySrq)
+    }
+    fn query_srq(&mut self, srq: &Srq) -> Result<SrqAttr> {
+        through!(self, Call::QuerySrq { srq: *srq }, QuerySrq)
+    }
+    fn destroy_srq(&mut self, srq: &Srq) -> Result<()> {
+        through!(self, Call::DestroySrq { srq: *srq }, DestroySrq)
+    }
+    fn post_srq_recv(&mut self, srq: &Srq, wrs: &[RecvWr]) -> Result<()> {
+        through!(self, Call::PostSrqRecv { srq: *srq, wrs: wrs.to_vec() }, PostSrqRecv)
     }
 }
 

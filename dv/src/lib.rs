@@ -80,6 +80,7 @@ pub use api::mkey::*;
 pub use api::queue::qp_attr::*;
 pub use api::queue::*;
 pub use api::signature::*;
+pub use api::srq::*;
 pub use api::wr::*;
 pub use backend::{Backend, BackendInfo};
 pub use call::{Call, Reply};
@@ -87,7 +88,7 @@ pub use caps::{Caps, DeviceCaps, KernelFacts, LibraryFacts};
 pub use error::{CmdStatus, Error, ErrorKind, Op, Result};
 pub use handle::{
     BackendId, BufHandle, ContextHandle, CqHandle, CryptoLoginHandle, DekHandle, DevxObjHandle, EqHandle, Handle,
-    HandleTable, MkeyHandle, MrHandle, MsiVectorHandle, PdHandle, QpHandle, UarHandle, UmemHandle, adopting,
+    HandleTable, MkeyHandle, MrHandle, MsiVectorHandle, PdHandle, QpHandle, SrqHandle, UarHandle, UmemHandle, adopting,
 };
 pub use layer::{Layer, Wrapped};
 pub use net_fault::{NetAction, NetFault};
@@ -95,5 +96,5 @@ pub use sim_control::{CommandRecord, ControlAction, FaultRule, SimControl, WqeRe
 
 /// The traits a program calls methods through: `use mlx5_dv::prelude::*;`.
 pub mod prelude {
-    pub use crate::{Backend, Contexts, Crypto, Devx, Layer, Memory, Mkeys, Queues, SimControl};
+    pub use crate::{Backend, Contexts, Crypto, Devx, Layer, Memory, Mkeys, Queues, SimControl, Srqs};
 }

@@ -235,6 +235,11 @@ pub struct DataPathSection {
     /// Entries of the P_Key table (`max_pkeys`; a `pkey_index` at or past it is EINVAL).
     /// Default: 128.
     pub pkey_table_len: u16,
+    /// log2 of the WQEs an SRQ holds (`log_max_srq_sz`: `max_srq_wr` is one less, and
+    /// libmlx5 refuses a `max_wr` past the power itself). Default: 15, as ConnectX reports.
+    pub log_max_srq_sz: u8,
+    /// log2 of the SRQs a device has (`log_max_srq`: `max_srq`). Default: 23.
+    pub log_max_srq: u8,
     /// The device does the IB 8-byte atomics (compare-and-swap, fetch-and-add) in host
     /// endianness: `atomic_cap` IBV_ATOMIC_HCA, and libmlx5 enables atomics on its QPs.
     /// Default: true, as every ConnectX the profiles model.
@@ -259,6 +264,8 @@ impl Default for DataPathSection {
             log_max_ra_res_qp: 4,
             log_max_ra_req_qp: 4,
             pkey_table_len: 128,
+            log_max_srq_sz: 15,
+            log_max_srq: 23,
             atomic: true,
             vendor_err: VendorErrSection::default(),
         }
@@ -594,6 +601,8 @@ impl Profile {
             ("datapath.max_rq_desc_sz", u64::from(d.max_rq_desc_sz), 16, 65536, 16),
             ("datapath.max_qp_wr", u64::from(d.max_qp_wr), 1, 1 << 24, 1),
             ("datapath.log_max_cq_sz", u64::from(d.log_max_cq_sz), 1, 24, 1),
+            ("datapath.log_max_srq_sz", u64::from(d.log_max_srq_sz), 1, 16, 1),
+            ("datapath.log_max_srq", u64::from(d.log_max_srq), 1, 24, 1),
             ("datapath.host_memory_limit", d.host_memory_limit, 1 << 20, 64 << 30, 4096),
             ("datapath.rdma_core_release", u64::from(d.rdma_core_release), 17, 999, 1),
             ("datapath.max_msg_sz", u64::from(d.max_msg_sz), 1, u64::from(u32::MAX), 1),

@@ -627,6 +627,9 @@ impl Queues for HwBackend {
     }
 }
 
+/// SRQs are not bound on hardware yet: every call is EOPNOTSUPP.
+impl mlx5_dv::Srqs for HwBackend {}
+
 impl Backend for HwBackend {
     fn info(&self) -> BackendInfo {
         BackendInfo { backend: "hw".into(), profile: None, facts: self.facts.clone() }

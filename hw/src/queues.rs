@@ -300,7 +300,7 @@ impl HwBackend {
             };
         }
         let ty = ev.event_type as u32;
-        let mut out = AsyncEvent { event_type: ty, qp_num: None, cq: None };
+        let mut out = AsyncEvent { event_type: ty, qp_num: None, cq: None, srq: None };
         // SAFETY: the union member follows the event type, as verbs.h documents.
         unsafe {
             match ty {

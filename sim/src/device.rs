@@ -29,6 +29,8 @@ pub struct DeviceEvent {
     pub qpn: Option<u32>,
     /// The CQ it concerns.
     pub cqn: Option<u32>,
+    /// The SRQ it concerns.
+    pub srqn: Option<u32>,
 }
 
 /// A data-path fault rule, installed through [`mlx5_dv::SimControl::add_fault`].
@@ -244,6 +246,43 @@ impl Device {
         q.rq_pc = q.rq_pc.wrapping_add(u32::from((db as u16).wrapping_sub(q.rq_pc as u16)));
     }
 
+    /// The SRQ doorbell: read the counter of posted WQEs from the SRQ's doorbell record.
+    pub fn ring_srq(&mut self, host: &Host, srqn: u32) {
+        if let Some(s) = self.fw.srq_mut(srqn) {
+            s.ring(host);
+        }
+    }
+
+    /// Whether QP `qpn` has a receive WQE to take: in its receive queue, or in its SRQ (whose
+    /// doorbell record the device reads when it needs a WQE).
+    pub(in crate::device) fn has_recv(&mut self, host: &Host, qpn: u32) -> bool {
+        let Some(q) = self.fw.qp(qpn) else { return false };
+        match q.srqn {
+            None => q.rq_cc != q.rq_pc,
+            Some(n) => self.fw.srq_mut(n).is_some_and(|s| {
+                s.ring(host);
+                s.posted() > 0
+            }),
+        }
+    }
+
+    /// Take the next WQE of SRQ `srqn`; the limit event fires when the take drops the WQEs
+    /// posted below an armed limit.
+    pub(in crate::device) fn take_srq(&mut self, host: &Host, srqn: u32) -> Option<contract::RecvWqe> {
+        let s = self.fw.srq_mut(srqn)?;
+        s.ring(host);
+        let (r, hit) = s.take(host)?;
+        if hit {
+            self.raise(DeviceEvent {
+                event_type: mlx5_dv::event_type::SRQ_LIMIT_REACHED,
+                qpn: None,
+                cqn: None,
+                srqn: Some(srqn),
+            });
+        }
+        Some(r)
+    }
+
     /// Raise an asynchronous event: the kernel routes it to the owner's context, and each EQ
     /// whose `event_bitmask` has its type gets an EQE.
     pub(in crate::device) fn raise(&mut self, ev: DeviceEvent) {
@@ -259,6 +298,12 @@ impl Device {
             (t::QP_REQ_ERR, Some(q), _) => (event::WQ_INVAL_REQ_ERROR, eqe::QPN, q),
             (t::QP_ACCESS_ERR, Some(q), _) => (event::WQ_ACCESS_ERROR, eqe::QPN, q),
             (t::SQ_DRAINED, Some(q), _) => (event::SQ_DRAINED, eqe::QPN, q),
+            (t::QP_LAST_WQE_REACHED, Some(q), _) => (event::LAST_WQE, eqe::QPN, q),
+            (t::SRQ_LIMIT_REACHED, _, _) if ev.srqn.is_some() => {
+                // mlx5_eqe_qp_srq: the SRQ number where a QP's would be, type 1 (an RQ/SRQ).
+                data[eqe::QPN - eqe::DATA - 4] = 1;
+                (event::SRQ_LIMIT, eqe::QPN, ev.srqn.unwrap_or(0))
+            }
             _ => {
                 self.events.push_back(ev);
                 return;
@@ -327,12 +372,18 @@ impl Device {
             self.ring_rq(host, qpn);
             moved |= self.fw.qp(qpn).is_some_and(|q| (q.sq_pc, q.rq_pc) != (sq, rq));
         }
+        for srqn in self.fw.srq_numbers() {
+            let before = self.fw.srq(srqn).map(|s| s.pc);
+            self.ring_srq(host, srqn);
+            moved |= self.fw.srq(srqn).map(|s| s.pc) != before;
+        }
         moved
     }
 
     /// The doorbell records of the device's QPs: the words a program moves to post.
     pub fn doorbell_records(&self) -> Vec<u64> {
-        self.fw.qps().map(|(_, q)| q.dbrec).filter(|a| *a != 0).collect()
+        let srqs = self.fw.srq_numbers().into_iter().filter_map(|n| self.fw.srq(n).map(|s| s.dbrec));
+        self.fw.qps().map(|(_, q)| q.dbrec).chain(srqs).filter(|a| *a != 0).collect()
     }
 
     /// A number that grows with every CQE and EQE the device writes: a free-running device's

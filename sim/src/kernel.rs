@@ -13,8 +13,10 @@ use mlx5_dv::{AccessFlags, AsyncEvent, CqHandle, Error, Op, Result};
 use crate::device::Device;
 use crate::device::firmware::named_input;
 
+mod srq;
 mod verbs;
 
+pub use srq::SrqRequest;
 pub use verbs::CqRequest;
 
 /// The largest DEVX uid the kernel hands out.
@@ -93,6 +95,10 @@ pub struct QpLimits {
     pub pkey_table_len: u16,
     /// Physical ports of each device.
     pub ports: u8,
+    /// log2 of the most WQEs of an SRQ.
+    pub log_max_srq_sz: u8,
+    /// The largest receive WQE in bytes.
+    pub max_rq_desc_sz: u32,
 }
 
 impl QpLimits {
@@ -104,6 +110,8 @@ impl QpLimits {
             log_max_ra_req_qp: d.log_max_ra_req_qp,
             pkey_table_len: d.pkey_table_len,
             ports: 1,
+            log_max_srq_sz: d.log_max_srq_sz,
+            max_rq_desc_sz: d.max_rq_desc_sz,
         }
     }
 }
@@ -131,6 +139,8 @@ pub struct QpRequest {
     pub rq: crate::device::contract::QueueBuf,
     /// The doorbell record.
     pub dbrec: u64,
+    /// The SRQ its receives come from.
+    pub srqn: Option<u32>,
 }
 
 /// The kernel's state: uids, MR key variants, who owns which QP and CQ, and each context's
@@ -151,6 +161,8 @@ pub struct Kernel {
     /// What the kernel keeps of each verbs QP, by device and QP number.
     qps: BTreeMap<(usize, u32), verbs::KernelQp>,
     cqs: BTreeMap<(usize, u32), (u32, Option<CqHandle>)>,
+    /// What the kernel keeps of each verbs SRQ, by device and SRQ number.
+    srqs: BTreeMap<(usize, u32), srq::KernelSrq>,
     /// Verbs CQs whose completion event came, for their channels.
     cq_events: VecDeque<CqHandle>,
     events: BTreeMap<u32, VecDeque<AsyncEvent>>,
@@ -175,6 +187,7 @@ impl Kernel {
             next_qp_order: 0,
             qps: BTreeMap::new(),
             cqs: BTreeMap::new(),
+            srqs: BTreeMap::new(),
             cq_events: VecDeque::new(),
             events: BTreeMap::new(),
             ctx_dev: BTreeMap::new(),
@@ -228,7 +241,7 @@ impl Kernel {
     pub fn port_event(&mut self, dev: usize, event_type: u32) {
         for (ctx, _) in self.ctx_dev.iter().filter(|(_, d)| **d == dev) {
             if let Some(q) = self.events.get_mut(ctx) {
-                q.push_back(AsyncEvent { event_type, qp_num: None, cq: None });
+                q.push_back(AsyncEvent { event_type, qp_num: None, cq: None, srq: None });
             }
         }
     }
@@ -430,7 +443,9 @@ impl Kernel {
                 }
             }
             for e in d.take_events() {
+                let srq = e.srqn.and_then(|n| self.srqs.get(&(dev, n)));
                 let (ctx, cq) = match (e.qpn, e.cqn) {
+                    _ if srq.is_some() => (srq.map(|k| k.ctx), None),
                     (Some(qpn), _) => (self.qps.get(&(dev, qpn)).map(|o| o.ctx), None),
                     (None, Some(cqn)) => match self.cqs.get(&(dev, cqn)) {
                         Some(&(ctx, h)) => (Some(ctx), h),
@@ -439,7 +454,8 @@ impl Kernel {
                     (None, None) => (None, None),
                 };
                 if let Some(q) = ctx.and_then(|c| self.events.get_mut(&c)) {
-                    q.push_back(AsyncEvent { event_type: e.event_type, qp_num: e.qpn, cq });
+                    let srq = srq.and_then(|k| k.handle);
+                    q.push_back(AsyncEvent { event_type: e.event_type, qp_num: e.qpn, cq, srq });
                 }
             }
         }

@@ -85,6 +85,23 @@ pub struct QpMemory {
     pub rq_stride: u32,
 }
 
+/// Where an SRQ is in host memory, as `mlx5dv_init_obj` reports it (`struct mlx5dv_srq`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SrqMemory {
+    /// The WQEs.
+    pub buf: u64,
+    /// The doorbell record (the counter of WQEs posted, big-endian).
+    pub dbrec: u64,
+    /// Bytes per WQE.
+    pub stride: u32,
+    /// libmlx5's `head`: the WQE the next post takes.
+    pub head: u32,
+    /// libmlx5's `tail`: the list's last WQE.
+    pub tail: u32,
+    /// The SRQ number.
+    pub srqn: u32,
+}
+
 /// Where a CQ's ring is in host memory: `cqe_cnt` entries of `cqe_size` bytes with the
 /// ownership bit, and the doorbell record (consumer index, then the arm word).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -23,6 +23,7 @@ mod mkey;
 mod poll;
 mod qp;
 mod ring;
+mod srq;
 mod wr;
 
 pub use crypto::MkeyCrypto;
@@ -205,6 +206,8 @@ struct QpObj {
     sig_all: bool,
     /// Created with `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`: the QP has the `ibv_wr_*` API.
     wr_api: bool,
+    /// The SRQ its receives come from.
+    srq: Option<mlx5_dv::SrqHandle>,
     /// `qp->atomics_enabled`: the context's `atomic_cap` is not NONE.
     atomics: bool,
 }
@@ -219,6 +222,7 @@ pub(crate) struct Provider {
     mrs: HandleTable<MrHandle, MrObj>,
     cqs: HandleTable<CqHandle, CqObj>,
     qps: HandleTable<QpHandle, QpObj>,
+    srqs: HandleTable<mlx5_dv::SrqHandle, srq::SrqObj>,
     /// Crypto logins and DEKs.
     crypto: crypto::CryptoObjects,
     /// DEVX objects, UARs, umems, and the VFIO contexts' vectors and EQs.
@@ -247,6 +251,7 @@ impl Provider {
             mrs: HandleTable::new(backend),
             cqs: HandleTable::new(backend),
             qps: HandleTable::new(backend),
+            srqs: HandleTable::new(backend),
             crypto: crypto::CryptoObjects::new(backend),
             devx: devx::DevxObjects::new(backend),
             num_comp_vectors: profile.device.num_comp_vectors,

@@ -108,6 +108,7 @@ impl Simulator {
                 .fold(0u64, |m, t| m | 1u64.checked_shl(u32::from(t.number())).unwrap_or(0)),
         );
         caps.device.max_qp_wr = Some(self.profile.datapath.max_qp_wr);
+        caps.device.max_srq_wr = Some((1u32 << self.profile.datapath.log_max_srq_sz) - 1);
         caps.device.log_max_cq_sz = Some(self.profile.datapath.log_max_cq_sz);
         caps.device.dma_mmo = Some(self.profile.datapath.dma_mmo);
         caps.device.ooo_dp = Some(self.profile.datapath.ooo_dp);
@@ -243,6 +244,11 @@ impl Simulator {
     /// Where a QP's queues and doorbell record are in host memory (`mlx5dv_init_obj`).
     pub fn qp_memory(&self, qp: &Qp) -> Result<crate::QpMemory> {
         self.provider.qp_memory(qp)
+    }
+
+    /// Where an SRQ's WQEs and doorbell record are in host memory (`mlx5dv_init_obj`).
+    pub fn srq_memory(&self, srq: &mlx5_dv::Srq) -> Result<crate::SrqMemory> {
+        self.provider.srq_memory(srq)
     }
 
     /// Where a CQ's ring and doorbell record are in host memory (`mlx5dv_init_obj`).
@@ -592,6 +598,28 @@ impl Queues for Simulator {
 
     fn cancel_posted_send_wrs(&mut self, qp: &Qp, wr_id: u64) -> Result<u32> {
         down!(self.cancel_posted_send_wrs(qp, wr_id))
+    }
+}
+
+impl mlx5_dv::Srqs for Simulator {
+    fn create_srq(&mut self, attr: &mlx5_dv::SrqInitAttr) -> Result<mlx5_dv::Srq> {
+        down!(self.create_srq(attr))
+    }
+
+    fn modify_srq(&mut self, srq: &mlx5_dv::Srq, attr: &mlx5_dv::SrqAttr, mask: u32) -> Result<()> {
+        down!(self.modify_srq(srq, attr, mask))
+    }
+
+    fn query_srq(&mut self, srq: &mlx5_dv::Srq) -> Result<mlx5_dv::SrqAttr> {
+        down!(self.query_srq(srq))
+    }
+
+    fn destroy_srq(&mut self, srq: &mlx5_dv::Srq) -> Result<()> {
+        down!(self.destroy_srq(srq))
+    }
+
+    fn post_srq_recv(&mut self, srq: &mlx5_dv::Srq, wrs: &[RecvWr]) -> Result<()> {
+        down!(self.post_srq_recv(srq, wrs))
     }
 }
 

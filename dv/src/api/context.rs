@@ -90,6 +90,10 @@ pub mod event_type {
     pub const PORT_ACTIVE: u32 = 9;
     /// `IBV_EVENT_PORT_ERR`.
     pub const PORT_ERR: u32 = 10;
+    /// `IBV_EVENT_SRQ_LIMIT_REACHED`.
+    pub const SRQ_LIMIT_REACHED: u32 = 15;
+    /// `IBV_EVENT_QP_LAST_WQE_REACHED`.
+    pub const QP_LAST_WQE_REACHED: u32 = 16;
 }
 
 /// An asynchronous event (`struct ibv_async_event`).
@@ -101,6 +105,9 @@ pub struct AsyncEvent {
     pub qp_num: Option<u32>,
     /// The CQ, for CQ events.
     pub cq: Option<CqHandle>,
+    /// The SRQ, for SRQ events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub srq: Option<crate::handle::SrqHandle>,
 }
 
 /// A GID (`union ibv_gid`), 16 bytes in network order.

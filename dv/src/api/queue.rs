@@ -8,7 +8,7 @@ use super::context::{Gid, PortAttr, link_layer};
 use super::memory::AccessFlags;
 use super::wr::{RecvWr, SendWr, WrOp};
 use crate::error::Result;
-use crate::handle::{ContextHandle, CqHandle, PdHandle, QpHandle};
+use crate::handle::{ContextHandle, CqHandle, PdHandle, QpHandle, SrqHandle};
 
 pub mod qp_attr;
 
@@ -308,6 +308,10 @@ pub struct QpInitAttr {
     /// `create_flags` ([`qp_create_flags`]), passed with `IBV_QP_INIT_ATTR_CREATE_FLAGS`.
     #[serde(default, skip_serializing_if = "is_zero_u32")]
     pub create_flags: u32,
+    /// `srq`: the QP's receives come from this shared receive queue; the QP then has no
+    /// receive queue of its own (`cap.max_recv_wr` and `max_recv_sge` come back 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub srq: Option<SrqHandle>,
 }
 
 impl QpInitAttr {
@@ -324,6 +328,7 @@ impl QpInitAttr {
             sq_sig_all: false,
             comp_mask: None,
             create_flags: 0,
+            srq: None,
         }
     }
 

@@ -105,6 +105,10 @@ pub mod event {
     pub const COMP: u8 = 0x00;
     /// The SQ of a QP drained (SQD).
     pub const SQ_DRAINED: u8 = 0x03;
+    /// An SRQ's WQEs fell below its armed limit.
+    pub const SRQ_LIMIT: u8 = 0x14;
+    /// A QP on an SRQ in error will take no more of its WQEs.
+    pub const LAST_WQE: u8 = 0x13;
     /// A CQ error (overrun).
     pub const CQ_ERROR: u8 = 0x04;
     /// A work queue catastrophic error (QP fatal).

@@ -130,6 +130,8 @@ pub mod qp {
     pub const Q_KEY: Field = Field::new("qpc.q_key", 0x600, 32);
     /// qpc.rq_type (3 = no receive queue).
     pub const RQ_TYPE: Field = Field::new("qpc.rq_type", 0x625, 3);
+    /// qpc.srqn_rmpn_xrqn: the SRQ a QP with `rq_type` 1 receives from.
+    pub const SRQN_RMPN_XRQN: Field = Field::new("qpc.srqn_rmpn_xrqn", 0x628, 24);
     /// qpc.hw_sq_wqebb_counter (`query_qp_out`).
     pub const HW_SQ_WQEBB_COUNTER: Field = Field::new("qpc.hw_sq_wqebb_counter", 0x660, 16);
     /// qpc.cs_res: scatter-to-CQE of small receives (0: off).
@@ -229,4 +231,60 @@ pub mod cq_arm {
     pub const NEXT: u32 = 0x0 << 24;
     /// Arm for the next solicited completion.
     pub const SOLICITED: u32 = 0x1 << 24;
+}
+
+/// `qpc.rq_type` values.
+pub mod rq_type {
+    /// A receive queue of the QP's own.
+    pub const REGULAR: u64 = 0x0;
+    /// Receives come from the SRQ `srqn_rmpn_xrqn` names.
+    pub const SRQ: u64 = 0x1;
+    /// No receive queue.
+    pub const ZERO_LEN: u64 = 0x3;
+}
+
+/// `create_srq_in` (the `srqc` at byte 0x10, the PAS list at byte 272), `query_srq_out` (the
+/// `srqc` at the same place), `destroy_srq_in`, `query_srq_in` and `arm_rq_in`.
+pub mod srq {
+    use super::Field;
+    /// CREATE_SRQ.
+    pub const CREATE_SRQ: u16 = 0x700;
+    /// DESTROY_SRQ.
+    pub const DESTROY_SRQ: u16 = 0x701;
+    /// QUERY_SRQ.
+    pub const QUERY_SRQ: u16 = 0x702;
+    /// ARM_RQ (`op_mod` 1: an SRQ): set the limit watermark and arm its event.
+    pub const ARM_RQ: u16 = 0x703;
+    /// `arm_rq_in.op_mod` of an SRQ.
+    pub const ARM_RQ_OP_MOD_SRQ: u16 = 0x1;
+    /// srqc.state (0: good, 1: error).
+    pub const STATE: Field = Field::new("srqc.state", 0x80, 4);
+    /// srqc.log_srq_size: the SRQ has 2^log_srq_size WQEs.
+    pub const LOG_SRQ_SIZE: Field = Field::new("srqc.log_srq_size", 0x84, 4);
+    /// srqc.log_rq_stride: a WQE is 16 << log_rq_stride bytes.
+    pub const LOG_RQ_STRIDE: Field = Field::new("srqc.log_rq_stride", 0xa5, 3);
+    /// srqc.xrcd.
+    pub const XRCD: Field = Field::new("srqc.xrcd", 0xa8, 24);
+    /// srqc.page_offset: where the buffer starts in its first page, in 64-byte units.
+    pub const PAGE_OFFSET: Field = Field::new("srqc.page_offset", 0xc0, 6);
+    /// srqc.cqn.
+    pub const CQN: Field = Field::new("srqc.cqn", 0xc8, 24);
+    /// srqc.log_page_size: the PAS pages are 4 KiB << log_page_size.
+    pub const LOG_PAGE_SIZE: Field = Field::new("srqc.log_page_size", 0x102, 6);
+    /// srqc.pd.
+    pub const PD: Field = Field::new("srqc.pd", 0x148, 24);
+    /// srqc.lwm: the limit watermark (0: disarmed).
+    pub const LWM: Field = Field::new("srqc.lwm", 0x160, 16);
+    /// srqc.wqe_cnt: the WQEs posted and not consumed (`query_srq_out`).
+    pub const WQE_CNT: Field = Field::new("srqc.wqe_cnt", 0x170, 16);
+    /// srqc.dbr_addr: the doorbell record (its counter of posted WQEs, BE32).
+    pub const DBR_ADDR: Field = Field::new("srqc.dbr_addr", 0x1c0, 64);
+    /// The SRQ number of `create_srq_out`, `destroy_srq_in`, `query_srq_in` and `arm_rq_in`.
+    pub const SRQN: Field = Field::new("srqn", 0x48, 24);
+    /// arm_rq_in.lwm.
+    pub const ARM_LWM: Field = Field::new("arm_rq_in.lwm", 0x70, 16);
+    /// Size of `create_srq_in` without PAS, and of `query_srq_out`.
+    pub const SIZE: usize = 272;
+    /// Size of `create_srq_out`, `destroy_srq_in`, `query_srq_in` and `arm_rq_in`.
+    pub const SMALL: usize = 16;
 }

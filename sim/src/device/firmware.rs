@@ -17,6 +17,7 @@ mod eq;
 mod objects;
 mod port;
 mod raw;
+mod srq;
 
 pub use crypto::{FwDek, crypto_syndrome};
 pub use eq::EQ_STATUS_WRITE_FAILURE;
@@ -150,6 +151,8 @@ pub struct Firmware {
     verbs: Option<u64>,
     /// Verbs CQs (no EQ of their own) whose completion event fired, for the kernel.
     cq_events: Vec<u32>,
+    /// Shared receive queues.
+    srqs: srq::SrqTable,
 }
 
 impl Firmware {
@@ -185,6 +188,7 @@ impl Firmware {
             epoch: 0,
             verbs: None,
             cq_events: Vec::new(),
+            srqs: srq::SrqTable::new(profile.datapath.log_max_srq),
         })
     }
 
@@ -275,6 +279,10 @@ impl Firmware {
             opcode::CREATE_UMEM => self.create_umem(uid, input, out),
             opcode::DESTROY_UMEM => self.destroy_umem(input),
             opcode::NOP => Ok(()),
+            prm::queues::srq::CREATE_SRQ => self.create_srq(uid, input, out),
+            prm::queues::srq::DESTROY_SRQ => self.destroy_srq(uid, input),
+            prm::queues::srq::QUERY_SRQ => self.query_srq(input, out),
+            prm::queues::srq::ARM_RQ => self.arm_rq(input),
             opcode::QUERY_ROCE_ADDRESS => self.query_roce_address(input, out),
             port::op::ACCESS_REG => self.access_reg(input, out),
             port::op::MAD_IFC => self.mad_ifc(input, out),
@@ -442,6 +450,8 @@ impl Firmware {
             rq: c.rq,
             rq_pc: 0,
             rq_cc: 0,
+            srqn: c.srqn,
+            last_wqe: false,
             dbrec: c.dbrec,
             faults: Default::default(),
             transport: Default::default(),
@@ -661,6 +671,8 @@ mod tests {
             drain_sigerr: false,
             sq: Default::default(),
             rq: Default::default(),
+            srqn: None,
+            last_wqe: false,
             dbrec: 0,
         }
     }

@@ -269,7 +269,17 @@ impl Kernel {
             (f::PD, u64::from(r.pdn)),
             (f::LOG_RQ_SIZE, if no_rq { 0 } else { log2(u64::from(r.rq.wqe_cnt)) }),
             (f::LOG_RQ_STRIDE, if no_rq { 0 } else { log2(u64::from(r.rq.stride / 16)) }),
-            (f::RQ_TYPE, if no_rq { 3 } else { 0 }),
+            (
+                f::RQ_TYPE,
+                if r.srqn.is_some() {
+                    q::rq_type::SRQ
+                } else if no_rq {
+                    3
+                } else {
+                    0
+                },
+            ),
+            (f::SRQN_RMPN_XRQN, u64::from(r.srqn.unwrap_or(0))),
             (f::NO_SQ, u64::from(r.sq.wqe_cnt == 0)),
             (f::LOG_SQ_SIZE, log2(u64::from(r.sq.wqe_cnt))),
             (f::LOG_PAGE_SIZE, 0),

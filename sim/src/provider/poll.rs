@@ -171,7 +171,10 @@ impl Provider {
             | cqe::opcode::RESP_SEND
             | cqe::opcode::RESP_SEND_IMM
             | cqe::opcode::RESP_SEND_INV => {
-                let (wr_id, sge) = q.rings.rq.complete(host, c.wqe_counter);
+                let (wr_id, sge) = match q.srq.and_then(|h| self.srqs.get_mut(h, Op::PollCq).ok()) {
+                    Some(s) => s.ring.complete(host, c.wqe_counter),
+                    None => q.rings.rq.complete(host, c.wqe_counter),
+                };
                 wc.wr_id = wr_id;
                 wc.timestamp = c.timestamp;
                 wc.byte_len = c.byte_cnt;
@@ -195,6 +198,8 @@ impl Provider {
                 wc.vendor_err = u32::from(e.vendor_err_synd);
                 wc.wr_id = if op == cqe::opcode::REQ_ERR {
                     q.rings.sq.complete(e.wqe_counter).0
+                } else if let Some(s) = q.srq.and_then(|h| self.srqs.get_mut(h, Op::PollCq).ok()) {
+                    s.ring.complete(host, e.wqe_counter).0
                 } else {
                     q.rings.rq.complete(host, e.wqe_counter).0
                 };

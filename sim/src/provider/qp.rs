@@ -66,7 +66,12 @@ struct QueueSizes {
 
 /// `mlx5_calc_send_wqe`, `mlx5_calc_sq_size` and `mlx5_calc_rq_size`, in 64-bit arithmetic
 /// (the provider's `int` sums cannot wrap here: a sum past `max_sq_desc_sz` is refused).
-fn size_queues(lim: &DataPathSection, cap: &QpCap, overhead: u32) -> std::result::Result<QueueSizes, String> {
+fn size_queues(
+    lim: &DataPathSection,
+    cap: &QpCap,
+    overhead: u32,
+    srq: bool,
+) -> std::result::Result<QueueSizes, String> {
     let mut out =
         QueueSizes { cap: *cap, max_post: 0, max_gs: 0, max_inline: 0, rq_max_post: 0, rq_max_gs: 0, sq_bbs: 0 };
     out.max_inline = i64::from(cap.max_inline_data);
@@ -106,6 +111,11 @@ fn size_queues(lim: &DataPathSection, cap: &QpCap, overhead: u32) -> std::result
     if cap.max_recv_wr > 0 {
         if cap.max_recv_wr > lim.max_qp_wr {
             return Err(format!("max_recv_wr {} > max_qp_wr {}", cap.max_recv_wr, lim.max_qp_wr));
+        }
+        if srq {
+            // mlx5_calc_rcv_wqe: no receive WQE on a QP that receives from an SRQ.
+            out.cap.max_recv_wr = 0;
+            return Ok(out);
         }
         let size = 16 * u64::from(cap.max_recv_sge.max(1));
         if size > u64::from(lim.max_rq_desc_sz) {
@@ -424,7 +434,12 @@ impl Provider {
             return Err(Error::new(op, EOPNOTSUPP, "only RC, UC and UD QPs are simulated"));
         }
         let overhead = sq_overhead(attr.qp_type, ops, mlx5_ops);
-        let sizes = size_queues(&self.limits, &attr.cap, overhead).map_err(|why| Error::new(op, EINVAL, why))?;
+        let srqn = match attr.srq {
+            Some(h) => Some(self.srqs.get(h, op)?.srqn),
+            None => None,
+        };
+        let sizes = size_queues(&self.limits, &attr.cap, overhead, srqn.is_some())
+            .map_err(|why| Error::new(op, EINVAL, why))?;
         check_kernel_create(attr, mask)?;
         let rings = QpRings::alloc(low.host, sizes.sq_bbs, sizes.rq_max_post, sizes.rq_max_gs.saturating_mul(16), op)?;
         let req = QpRequest {
@@ -438,6 +453,7 @@ impl Provider {
             sq: rings.sq.buf,
             rq: rings.rq.buf,
             dbrec: rings.dbrec,
+            srqn,
         };
         let qpn = match low.kernel.create_qp(low.devices, &req) {
             Ok(n) => n,
@@ -467,6 +483,7 @@ impl Provider {
             sq_state_max_gs: -1,
             sig_all: attr.sq_sig_all,
             wr_api,
+            srq: attr.srq,
             atomics: self.limits.atomic,
         };
         let handle = match self.qps.insert(op, obj) {
@@ -481,6 +498,9 @@ impl Provider {
             self.cqs.acquire(cq, op)?;
         }
         self.pds.acquire(attr.pd, op)?;
+        if let Some(s) = attr.srq {
+            self.srqs.acquire(s, op)?;
+        }
         Ok(Qp { handle, qp_num: qpn, cap: sizes.cap })
     }
 
@@ -500,6 +520,9 @@ impl Provider {
             self.cqs.release(cq);
         }
         self.pds.release(q.pd);
+        if let Some(s) = q.srq {
+            self.srqs.release(s);
+        }
     }
 
     /// What a closing context owns on the data path: QPs, MRs, then CQs.
@@ -508,6 +531,7 @@ impl Provider {
         for h in self.qps.handles_where(|q| q.ctx == ctx) {
             self.remove_qp(low, h);
         }
+        self.release_srqs_of(low, ctx);
         for h in self.mrs.handles_where(|m| m.ctx == ctx) {
             if let Ok(m) = self.mrs.take(h, op) {
                 if let Some(d) = low.devices.get_mut(m.dev) {

@@ -43,7 +43,7 @@ impl Device {
         let outstanding = c.pi.wrapping_sub(ci) & 0xff_ffff;
         if outstanding >= c.cqe {
             c.overrun = true;
-            self.raise(DeviceEvent { event_type: event_type::CQ_ERR, qpn: None, cqn: Some(cqn) });
+            self.raise(DeviceEvent { event_type: event_type::CQ_ERR, qpn: None, cqn: Some(cqn), srqn: None });
             return;
         }
         let owner = c.pi & c.ring.wqe_cnt != 0;
@@ -76,7 +76,7 @@ impl Device {
     /// Raise a QP event.
     pub(in crate::device) fn qp_event(&mut self, qpn: u32, ty: u32) {
         if self.fw.qp(qpn).is_some() {
-            self.raise(DeviceEvent { event_type: ty, qpn: Some(qpn), cqn: None });
+            self.raise(DeviceEvent { event_type: ty, qpn: Some(qpn), cqn: None, srqn: None });
         }
     }
 
@@ -132,6 +132,17 @@ impl Engine<'_> {
             };
             self.push_cqe(id.dev, scq, cqe);
         }
+        // An SRQ's WQEs belong to no QP: a QP in error leaves them to the others, and says
+        // once that it takes no more (the last-WQE event).
+        if let Some(d) = self.devs.get_mut(id.dev)
+            && let Some(q) = d.fw.qp_mut(id.qpn)
+            && q.srqn.is_some()
+        {
+            if !std::mem::replace(&mut q.last_wqe, true) {
+                d.qp_event(id.qpn, event_type::QP_LAST_WQE_REACHED);
+            }
+            return;
+        }
         while let Some(r) = self.pop_recv(id) {
             self.recv_error(id, r.index, syndrome::WR_FLUSH);
         }
@@ -139,7 +150,11 @@ impl Engine<'_> {
 
     /// Take the receive WQE at the device's consumer counter, read from the ring.
     pub(super) fn pop_recv(&mut self, id: QpPath) -> Option<contract::RecvWqe> {
-        let q = self.devs.get_mut(id.dev)?.fw.qp_mut(id.qpn)?;
+        let d = self.devs.get_mut(id.dev)?;
+        if let Some(srqn) = d.fw.qp(id.qpn)?.srqn {
+            return d.take_srq(self.host, srqn);
+        }
+        let q = d.fw.qp_mut(id.qpn)?;
         if q.rq_cc == q.rq_pc || q.rq.is_empty() {
             return None;
         }

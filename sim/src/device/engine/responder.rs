@@ -48,7 +48,7 @@ impl Device {
     /// ACK for a duplicate (a READ is served again); an RNR NAK for a message that needs a
     /// receive WQE when none is posted. A new request moves the expected PSN on by the PSNs
     /// it takes. `None` to execute it, or the answer that ends it here.
-    fn rx_transport(&mut self, h: &Headers, span: u32) -> Option<Response> {
+    fn rx_transport(&mut self, host: &crate::host::Host, h: &Headers, span: u32) -> Option<Response> {
         let Some(q) = self.fw.qp(h.bth.dest_qp) else { return Some(Response::silent()) };
         if !matches!(q.state, QpState::Rtr | QpState::Rts) {
             return Some(Response::silent());
@@ -68,13 +68,9 @@ impl Device {
         }
         let needs_recv = matches!(op, opcode::SEND_ONLY | opcode::SEND_ONLY_IMM | opcode::SEND_ONLY_INV)
             || op == opcode::WRITE_ONLY_IMM;
-        if needs_recv && q.rq_cc == q.rq_pc {
-            return Some(Response::answer(
-                opcode::ACKNOWLEDGE,
-                Aeth::rnr(q.transport.min_rnr_timer, 0),
-                Vec::new(),
-                Pulled::No,
-            ));
+        let min_rnr_timer = q.transport.min_rnr_timer;
+        if needs_recv && !self.has_recv(host, h.bth.dest_qp) {
+            return Some(Response::answer(opcode::ACKNOWLEDGE, Aeth::rnr(min_rnr_timer, 0), Vec::new(), Pulled::No));
         }
         if seq == Seq::New
             && let Some(t) = self.fw.transport_mut(h.bth.dest_qp)
@@ -336,8 +332,8 @@ impl Engine<'_> {
     pub(super) fn receive(&mut self, dev: usize, req: &Request<'_>) -> Response {
         let h = &req.packet.headers;
         let at = QpPath { dev, qpn: h.bth.dest_qp };
-        let Some(d) = self.dev(dev) else { return Response::silent() };
-        if let Some(answer) = d.rx_transport(h, req.span) {
+        let Some(d) = self.devs.get_mut(dev) else { return Response::silent() };
+        if let Some(answer) = d.rx_transport(self.host, h, req.span) {
             return answer;
         }
         let op = h.bth.opcode;

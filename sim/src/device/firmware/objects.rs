@@ -166,6 +166,10 @@ pub struct FwQp {
     pub(in crate::device) rq: QueueBuf,
     pub(in crate::device) rq_pc: u32,
     pub(in crate::device) rq_cc: u32,
+    /// The SRQ its receives come from (`rq_type` SRQ), instead of `rq`.
+    pub(in crate::device) srqn: Option<u32>,
+    /// A QP on an SRQ raised its last-WQE event since it last entered ERR.
+    pub(in crate::device) last_wqe: bool,
     /// The doorbell record (receive counter at +0, send counter at +4).
     pub(in crate::device) dbrec: u64,
     /// Fault rules matched when the doorbell rang, by the WQE's first basic block.
@@ -322,6 +326,8 @@ pub(super) struct QpCreate {
     pub sq: QueueBuf,
     /// The receive queue.
     pub rq: QueueBuf,
+    /// The SRQ its receives come from.
+    pub srqn: Option<u32>,
     /// The doorbell record.
     pub dbrec: u64,
 }

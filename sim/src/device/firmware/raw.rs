@@ -298,7 +298,15 @@ impl Firmware {
             return Err(NO_SUCH);
         }
         // The sizes are 4- and 3-bit logs: the counts and strides fit in 32 bits.
-        let no_rq = f::RQ_TYPE.get(input)? == 3;
+        let rq_type = f::RQ_TYPE.get(input)?;
+        let srqn = if rq_type == q::rq_type::SRQ {
+            let n = get32(f::SRQN_RMPN_XRQN, input)?;
+            self.srq(n).ok_or(NO_SUCH)?;
+            Some(n)
+        } else {
+            None
+        };
+        let no_rq = rq_type == q::rq_type::ZERO_LEN || srqn.is_some();
         let rq_cnt = if no_rq { 0 } else { 1u32 << f::LOG_RQ_SIZE.get(input)? };
         let rq_stride = if no_rq { 0 } else { 16u32 << f::LOG_RQ_STRIDE.get(input)? };
         let sq_cnt = if f::NO_SQ.get(input)? != 0 { 0 } else { 1u32 << f::LOG_SQ_SIZE.get(input)? };
@@ -321,6 +329,7 @@ impl Firmware {
             drain_sigerr: f::DRAIN_SIGERR.get(input)? != 0,
             sq: QueueBuf { addr: sq_addr, wqe_cnt: sq_cnt, stride: 64 },
             rq: QueueBuf { addr: wq, wqe_cnt: rq_cnt, stride: rq_stride },
+            srqn,
             dbrec,
         };
         let qpn = self.create_qp(c).ok_or(Reject(status::LIM_ERR, syndrome::OUT_OF_OBJECTS))?;
@@ -405,6 +414,7 @@ impl Firmware {
         q.access = access;
         if to == Reset {
             (q.sq_pc, q.sq_cc, q.rq_pc, q.rq_cc) = (0, 0, 0, 0);
+            q.last_wqe = false;
             q.faults.clear();
             q.remote = None;
         }

@@ -1,0 +1,192 @@
+//! Shared receive queues: `ibv_create_srq` (and the context's `create_srq_ex` for basic SRQs),
+//! `ibv_modify_srq`, `ibv_query_srq`, `ibv_destroy_srq`, the context's `post_srq_recv` that
+//! the header's inline `ibv_post_srq_recv` jumps through, and `get_srq_num`.
+
+use std::ffi::c_int;
+use std::ptr;
+
+use mlx5_dv::{RecvWr, SrqAttr, SrqInitAttr};
+use rdma_sys::*;
+
+use crate::errno::{code, null};
+use crate::objects::Srq;
+use crate::queue::sges;
+use crate::state::{Shim, device_thread, key, with};
+
+/// `IBV_SRQ_INIT_ATTR_TYPE`.
+const INIT_ATTR_TYPE: u32 = 1 << 0;
+/// `IBV_SRQT_BASIC`, `IBV_SRQT_XRC`, `IBV_SRQT_TM`.
+const SRQT_BASIC: u32 = 0;
+const SRQT_XRC: u32 = 1;
+const SRQT_TM: u32 = 2;
+
+/// Install the context's SRQ ops.
+pub(crate) fn fill_context_ops(c: &mut verbs_context) {
+    c.context.ops.post_srq_recv = Some(post_srq_recv);
+    c.create_srq_ex = Some(create_srq_ex);
+    c.get_srq_num = Some(get_srq_num);
+}
+
+impl Shim {
+    /// The SRQ the program holds `srq` for.
+    pub(crate) fn srq(&self, srq: *const ibv_srq) -> Result<&Srq, c_int> {
+        self.srqs.get(&key(srq)).ok_or(libc::EINVAL)
+    }
+
+    fn create_srq(&mut self, pd: *mut ibv_pd, attr: &mut ibv_srq_init_attr) -> Result<*mut ibv_srq, c_int> {
+        let p = self.pd(pd)?;
+        let (handle, context) = (p.handle, p.c.context);
+        let a = SrqInitAttr { pd: handle, max_wr: attr.attr.max_wr, max_sge: attr.attr.max_sge };
+        let srq = self.sim.create_srq(&a).map_err(|e| e.errno())?;
+        attr.attr.max_wr = srq.max_wr;
+        attr.attr.max_sge = srq.max_sge;
+        // SAFETY: plain data; a zeroed mutex and condition are their static initialisers.
+        let mut c: Box<ibv_srq> = Box::new(unsafe { std::mem::zeroed() });
+        c.context = context;
+        c.srq_context = attr.srq_context;
+        c.pd = pd;
+        c.handle = srq.handle.id();
+        let ptr: *mut ibv_srq = &mut *c;
+        self.srqs.insert(key(ptr), Srq { c, srq });
+        Ok(ptr)
+    }
+
+    fn post_srq_recv(&mut self, srq: *mut ibv_srq, mut wr: *mut ibv_recv_wr, bad: *mut *mut ibv_recv_wr) -> c_int {
+        let Ok(handle) = self.srq(srq).map(|s| s.srq) else { return libc::EINVAL };
+        let mut ret = 0;
+        while !wr.is_null() {
+            // SAFETY: the caller's WR list.
+            let w = unsafe { &*wr };
+            let posted = sges(w.sg_list, w.num_sge).and_then(|sge| {
+                self.sim.post_srq_recv(&handle, &[RecvWr { wr_id: w.wr_id, sge }]).map_err(|e| e.errno())
+            });
+            if let Err(e) = posted {
+                if !bad.is_null() {
+                    // SAFETY: the caller's out-parameter.
+                    unsafe { *bad = wr };
+                }
+                ret = e;
+                self.collect_events();
+                break;
+            }
+            wr = w.next;
+        }
+        self.notify();
+        ret
+    }
+}
+
+/// `ibv_create_srq`: writes back `max_wr` and `max_sge` as libmlx5 rounds them.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_create_srq(pd: *mut ibv_pd, attr: *mut ibv_srq_init_attr) -> *mut ibv_srq {
+    if attr.is_null() {
+        return null(libc::EINVAL);
+    }
+    // SAFETY: the caller's attributes.
+    with(null, |s| s.create_srq(pd, unsafe { &mut *attr }).unwrap_or_else(null))
+}
+
+/// The context's `create_srq_ex` (`mlx5_create_srq_ex`): a basic SRQ is `ibv_create_srq`;
+/// XRC and tag-matching SRQs are not simulated (EOPNOTSUPP); any other type is EINVAL.
+unsafe extern "C" fn create_srq_ex(_context: *mut ibv_context, attr: *mut ibv_srq_init_attr_ex) -> *mut ibv_srq {
+    if attr.is_null() {
+        return null(libc::EINVAL);
+    }
+    // SAFETY: the caller's attributes.
+    let a = unsafe { &mut *attr };
+    if a.comp_mask & INIT_ATTR_TYPE != 0 && a.srq_type != SRQT_BASIC {
+        return null(if matches!(a.srq_type, SRQT_XRC | SRQT_TM) { libc::EOPNOTSUPP } else { libc::EINVAL });
+    }
+    // SAFETY: plain data.
+    let mut basic: ibv_srq_init_attr = unsafe { std::mem::zeroed() };
+    basic.srq_context = a.srq_context;
+    basic.attr = a.attr;
+    let r = with(null, |s| s.create_srq(a.pd, &mut basic).unwrap_or_else(null));
+    a.attr = basic.attr;
+    r
+}
+
+/// `ibv_modify_srq`: `IBV_SRQ_LIMIT` arms the limit; `IBV_SRQ_MAX_WR` is EINVAL (mlx5 does
+/// not resize).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_modify_srq(srq: *mut ibv_srq, attr: *mut ibv_srq_attr, mask: c_int) -> c_int {
+    if attr.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: the caller's attributes.
+    let a = unsafe { &*attr };
+    let attr = SrqAttr { max_wr: a.max_wr, max_sge: a.max_sge, srq_limit: a.srq_limit };
+    with(
+        |e| e,
+        |s| {
+            let Ok(h) = s.srq(srq).map(|x| x.srq) else { return libc::EINVAL };
+            match s.sim.modify_srq(&h, &attr, mask as u32) {
+                Ok(()) => 0,
+                Err(e) => code(&e),
+            }
+        },
+    )
+}
+
+/// `ibv_query_srq`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_query_srq(srq: *mut ibv_srq, attr: *mut ibv_srq_attr) -> c_int {
+    if attr.is_null() {
+        return libc::EINVAL;
+    }
+    with(
+        |e| e,
+        |s| {
+            let Ok(h) = s.srq(srq).map(|x| x.srq) else { return libc::EINVAL };
+            match s.sim.query_srq(&h) {
+                Ok(q) => {
+                    // SAFETY: the caller's attributes.
+                    unsafe {
+                        ptr::write(attr, ibv_srq_attr { max_wr: q.max_wr, max_sge: q.max_sge, srq_limit: q.srq_limit })
+                    };
+                    0
+                }
+                Err(e) => e.errno(),
+            }
+        },
+    )
+}
+
+/// `ibv_destroy_srq`: EBUSY while a QP uses it.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_destroy_srq(srq: *mut ibv_srq) -> c_int {
+    with(
+        |e| e,
+        |s| {
+            let Ok(h) = s.srq(srq).map(|x| x.srq) else { return libc::EINVAL };
+            if let Err(e) = s.sim.destroy_srq(&h) {
+                return e.errno();
+            }
+            s.srqs.remove(&key(srq));
+            0
+        },
+    )
+}
+
+unsafe extern "C" fn post_srq_recv(srq: *mut ibv_srq, wr: *mut ibv_recv_wr, bad: *mut *mut ibv_recv_wr) -> c_int {
+    device_thread::posting();
+    with(|e| e, |s| s.post_srq_recv(srq, wr, bad))
+}
+
+/// `get_srq_num` (`ibv_get_srq_num`).
+unsafe extern "C" fn get_srq_num(srq: *mut ibv_srq, num: *mut u32) -> c_int {
+    if num.is_null() {
+        return libc::EINVAL;
+    }
+    with(
+        |e| e,
+        |s| match s.srq(srq) {
+            Ok(x) => {
+                // SAFETY: the caller's out-parameter.
+                unsafe { *num = x.srq.srq_num };
+                0
+            }
+            Err(e) => e,
+        },
+    )
+}

@@ -1,0 +1,92 @@
+//! Shared receive queues: `ibv_create_srq`, `ibv_modify_srq`, `ibv_query_srq`,
+//! `ibv_destroy_srq` and `ibv_post_srq_recv`. A QP created with [`crate::QpInitAttr::srq`]
+//! takes its receive WQEs from the SRQ instead of a receive queue of its own.
+
+use serde::{Deserialize, Serialize};
+
+use super::wr::RecvWr;
+use crate::errno::EOPNOTSUPP;
+use crate::error::{Error, Op, Result};
+use crate::handle::{PdHandle, SrqHandle};
+
+/// `struct ibv_srq_init_attr` of a basic SRQ (`srq_limit` is ignored at creation, as the man
+/// page says, so it is not modelled).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SrqInitAttr {
+    /// The protection domain.
+    pub pd: PdHandle,
+    /// `attr.max_wr`: receive WRs the SRQ must hold.
+    pub max_wr: u32,
+    /// `attr.max_sge`: SGEs per receive WR.
+    pub max_sge: u32,
+}
+
+/// A created SRQ, with `attr` as the provider wrote it back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Srq {
+    /// The backend handle.
+    pub handle: SrqHandle,
+    /// The SRQ number (`ibv_get_srq_num`).
+    pub srq_num: u32,
+    /// `attr.max_wr` after creation: the WRs libmlx5 lets the program post.
+    pub max_wr: u32,
+    /// `attr.max_sge` after creation: the SGEs a WQE of the rounded stride holds.
+    pub max_sge: u32,
+}
+
+/// `struct ibv_srq_attr`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SrqAttr {
+    /// `max_wr`.
+    pub max_wr: u32,
+    /// `max_sge`.
+    pub max_sge: u32,
+    /// `srq_limit`: the low watermark that arms `IBV_EVENT_SRQ_LIMIT_REACHED` (0: disarmed).
+    pub srq_limit: u32,
+}
+
+/// `enum ibv_srq_attr_mask`.
+pub mod srq_attr_mask {
+    /// `IBV_SRQ_MAX_WR`: resize (mlx5 refuses it).
+    pub const MAX_WR: u32 = 1 << 0;
+    /// `IBV_SRQ_LIMIT`: arm the limit event.
+    pub const LIMIT: u32 = 1 << 1;
+}
+
+fn unsupported<T>(op: Op) -> Result<T> {
+    Err(Error::new(op, EOPNOTSUPP, "this backend has no SRQs"))
+}
+
+/// Shared receive queues. Every method defaults to EOPNOTSUPP, for backends without them.
+pub trait Srqs {
+    /// `ibv_create_srq(pd, attr)`: `max_wr` and `max_sge` rounded as libmlx5 rounds them.
+    fn create_srq(&mut self, attr: &SrqInitAttr) -> Result<Srq> {
+        let _ = attr;
+        unsupported(Op::CreateSrq)
+    }
+
+    /// `ibv_modify_srq(srq, attr, mask)` ([`srq_attr_mask`]).
+    fn modify_srq(&mut self, srq: &Srq, attr: &SrqAttr, mask: u32) -> Result<()> {
+        let _ = (srq, attr, mask);
+        unsupported(Op::ModifySrq)
+    }
+
+    /// `ibv_query_srq`.
+    fn query_srq(&mut self, srq: &Srq) -> Result<SrqAttr> {
+        let _ = srq;
+        unsupported(Op::QuerySrq)
+    }
+
+    /// `ibv_destroy_srq`: EBUSY while a QP uses it.
+    fn destroy_srq(&mut self, srq: &Srq) -> Result<()> {
+        let _ = srq;
+        unsupported(Op::DestroySrq)
+    }
+
+    /// `ibv_post_srq_recv` of a list of receive WRs: the WRs before a failing one are posted;
+    /// the error names the failing WR's index ([`crate::Error::bad_wr`]).
+    fn post_srq_recv(&mut self, srq: &Srq, wrs: &[RecvWr]) -> Result<()> {
+        let _ = (srq, wrs);
+        unsupported(Op::PostSrqRecv)
+    }
+}
