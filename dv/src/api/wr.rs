@@ -291,6 +291,21 @@ pub struct SendWr {
     /// empty, the backend reads the SGEs itself. Hex in traces.
     #[serde(default, skip_serializing_if = "Vec::is_empty", with = "super::crypto::hex_vec")]
     pub inline_data: Vec<u8>,
+    /// `wr.ud` of a send on a UD QP: where the datagram goes (`None` on other QPs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ud: Option<UdDest>,
+}
+
+/// `wr.ud` (or `ibv_wr_set_ud_addr`): the address handle's attributes, the remote QP number
+/// and the Q_Key a UD send carries in its datagram segment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UdDest {
+    /// The address handle's attributes (`ibv_create_ah`).
+    pub ah: super::queue::AhAttr,
+    /// `remote_qpn`.
+    pub remote_qpn: u32,
+    /// `remote_qkey`: with its top bit set, the sending QP's own Q_Key is used (IBTA 10.2.5).
+    pub remote_qkey: u32,
 }
 
 impl SendWr {

@@ -190,6 +190,8 @@ pub struct QpTransport {
     pub rnr_retry: u8,
     /// The RNR NAK timer the responder asks for.
     pub min_rnr_timer: u8,
+    /// UD: the Q_Key a datagram must carry to be taken (`qpc.q_key`).
+    pub qkey: u32,
 }
 
 /// PSNs are 24 bits.
