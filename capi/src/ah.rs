@@ -1,5 +1,6 @@
-//! Address handles: `ibv_create_ah` checks the attributes as mlx5 does; the simulator has no
-//! UD traffic, so an AH is only held.
+//! Address handles: `ibv_create_ah` checks the attributes as mlx5 does and keeps the address
+//! vector libmlx5 builds, which a UD QP's sends copy into their WQEs; `ibv_init_ah_from_wc`
+//! and `ibv_create_ah_from_wc` answer a received datagram.
 
 use std::ffi::c_int;
 
@@ -11,7 +12,7 @@ use crate::state::{key, with};
 use std::ptr;
 
 /// `ibv_create_ah`: EINVAL for a port other than 1, a RoCE path without a GRH, or a source
-/// GID index past the table.
+/// GID index past the port's populated GID entries.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut ibv_ah {
     if attr.is_null() {
@@ -23,7 +24,8 @@ pub unsafe extern "C" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) 
         let Ok(ctx) = s.pd(pd).map(|p| p.c.context) else { return null(libc::EINVAL) };
         let Ok(port) = s.port(ctx, a.port_num) else { return null(libc::EINVAL) };
         let roce = port.link_layer == link_layer::ETHERNET;
-        if roce && (a.is_global == 0 || a.grh.sgid_index >= 2) {
+        let gids = s.gid_table(ctx, a.port_num).map_or(0, |t| t.len());
+        if roce && (a.is_global == 0 || usize::from(a.grh.sgid_index) >= gids) {
             return null(libc::EINVAL);
         }
         let mut c = Box::new(ibv_ah { context: ctx, pd, handle: 0 });

@@ -87,6 +87,7 @@ for unwanted in "ATOMIC_HCA" "MEM_WINDOW" "XRC"; do
 done
 
 source capi/tests/two_processes.sh
+source capi/tests/two_processes_uc_ud.sh
 
 echo "other programs no one here wrote: a message, never a signal"
 # rping and ucmatose need librdmacm's own device (not simulated yet): they must say so and exit.

@@ -139,6 +139,9 @@ impl Engine<'_> {
             Ok(d) => {
                 if let (Some(cap), Some(link)) = (self.fabric.capture(), &link) {
                     cap.packet(link, &d.headers, &d.payload);
+                    // Written now: the last packet a program waits for is in the capture
+                    // even when the program exits right after it.
+                    cap.flush();
                 }
                 match d.headers.bth.opcode {
                     opcode::UD_SEND_ONLY | opcode::UD_SEND_ONLY_IMM => self.rx_ud(dev, from, &d.headers, &d.payload),
