@@ -78,15 +78,15 @@ impl crate::state::Shim {
     pub(crate) fn ud_dest(&self, ah: *mut ibv_ah, remote_qpn: u32, remote_qkey: u32) -> Option<mlx5_dv::UdDest> {
         let av = self.avs.get(&key(ah))?;
         let fl = u32::from_be(av.grh_gid_fl);
-        let ah = mlx5_dv::AhAttr {
+        Some(mlx5_dv::UdDest {
             dlid: u16::from_be(av.rlid),
             is_global: fl & 1 << 30 != 0,
             dgid: mlx5_dv::Gid(av.rgid),
             sgid_index: (fl >> 20) as u8,
             hop_limit: av.hop_limit,
-            port_num: 1,
-        };
-        Some(mlx5_dv::UdDest { ah, remote_qpn, remote_qkey })
+            remote_qpn,
+            remote_qkey,
+        })
     }
 }
 
@@ -94,7 +94,7 @@ impl crate::state::Shim {
 /// (`v2`) or not; -1 (EINVAL) when none is.
 fn find_gid_index(ctx: *mut ibv_context, port_num: u8, gid: &[u8; 16], v2: bool) -> c_int {
     let Ok(table) = with(Err, |s| s.gid_table(ctx, port_num)) else { return minus_one(libc::EINVAL) };
-    let rocev2 = IBV_GID_TYPE_ROCE_V2 as u32;
+    let rocev2 = IBV_GID_TYPE_ROCE_V2;
     match table.iter().position(|(g, t)| g == gid && (*t == rocev2) == v2) {
         Some(i) => i as c_int,
         None => minus_one(libc::EINVAL),

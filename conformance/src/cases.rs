@@ -25,6 +25,7 @@ mod sig;
 mod sig_err;
 mod traffic;
 mod transport;
+mod uc_ud;
 mod umr;
 mod verbs;
 mod verbs_cmd;
@@ -57,6 +58,7 @@ pub fn all() -> Vec<Case> {
         crypto_dp::CASES,
         boundary::CASES,
         verbs_cmd::CASES,
+        uc_ud::CASES,
     ]
     .concat()
 }

@@ -125,6 +125,16 @@ pub const ITEMS: &[(u16, &str)] = &[
     (118, "RNR NAKs: rnr_retry retries, then RNR_RETRY_EXC_ERR; 7 waits without end"),
     (119, "reordered, delayed and corrupted packets: dropped or held, and recovered"),
     (120, "a lost READ response is asked for again"),
+    (141, "UC QPs: created and brought up by the UC rules; SEND, WRITE and their immediates"),
+    (142, "UC sends once: no ACK, no retransmission; the WQE completes when its packets left"),
+    (143, "UC: a lost packet drops its message up to the next FIRST or ONLY, without a NAK"),
+    (144, "UC: RDMA READ (and atomics) are posted and completed in LOC_QP_OP_ERR"),
+    (145, "UC: a message with no receive WQE posted is dropped, without RNR"),
+    (146, "UD QPs: a SEND to an address handle, QPN and Q_Key as BTH + DETH"),
+    (147, "UD receive: the 40-byte GRH area first, byte_len + 40, src_qp, IBV_WC_GRH"),
+    (148, "UD: a datagram whose Q_Key is not the QP's is dropped"),
+    (149, "UD: a message past the port MTU completes in LOC_LEN_ERR"),
+    (150, "UD: a receive buffer too short for the GRH area and payload: LOC_LEN_ERR"),
 ];
 
 /// The title of a checklist item, if it exists.

@@ -296,12 +296,21 @@ pub struct SendWr {
     pub ud: Option<UdDest>,
 }
 
-/// `wr.ud` (or `ibv_wr_set_ud_addr`): the address handle's attributes, the remote QP number
-/// and the Q_Key a UD send carries in its datagram segment.
+/// `wr.ud` (or `ibv_wr_set_ud_addr`): what a UD send's datagram segment carries, the address
+/// handle's attributes (as `AhAttr` names them: [`UdDest::new`]), the remote QP number and the
+/// Q_Key.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UdDest {
-    /// The address handle's attributes (`ibv_create_ah`).
-    pub ah: super::queue::AhAttr,
+    /// `dlid`: the destination port's LID (InfiniBand; 0 on RoCE).
+    pub dlid: u16,
+    /// `is_global`: a GRH is used (always on RoCE), with `dgid`.
+    pub is_global: bool,
+    /// `grh.dgid`.
+    pub dgid: super::context::Gid,
+    /// `grh.sgid_index`.
+    pub sgid_index: u8,
+    /// `grh.hop_limit`.
+    pub hop_limit: u8,
     /// `remote_qpn`.
     pub remote_qpn: u32,
     /// `remote_qkey`: with its top bit set, the sending QP's own Q_Key is used (IBTA 10.2.5).

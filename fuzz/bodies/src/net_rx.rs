@@ -388,7 +388,7 @@ pub fn net_rx_seeds() -> Vec<(&'static str, Vec<u8>)> {
     // (headers, payload length, QP index, MR index)
     type Pkt = (Headers, usize, usize, usize);
     let pkt = |bth: Bth, reth: Option<Reth>, aeth: Option<Aeth>, imm: Option<u32>, len, qp, mr| -> Pkt {
-        (Headers { bth, reth, aeth, imm, ieth: None }, len, qp, mr)
+        (Headers { bth, reth, aeth, imm, ieth: None, deth: None }, len, qp, mr)
     };
     let write = |qp, mr| vec![pkt(bth(op::WRITE_ONLY, qp, 0), reth(mr, 16, 32), None, None, 32, qp, mr)];
     let seeds: Vec<(&'static str, u8, Vec<Pkt>)> = vec![

@@ -252,7 +252,7 @@ impl Engine<'_> {
     /// A UC request packet (its opcode made RC's): for a UC QP, reassembled as RC's are
     /// (a gap drops the message up to the next FIRST or ONLY packet); dropped for any other.
     fn rx_uc(&mut self, dev: usize, peer: Ipv4Addr, h: &Headers, payload: Vec<u8>) -> bool {
-        if !self.qp(QpPath { dev, qpn: h.bth.dest_qp }).is_some_and(|q| q.st == mlx5_dv::prm::queues::st::UC) {
+        if self.qp(QpPath { dev, qpn: h.bth.dest_qp }).is_none_or(|q| q.st != mlx5_dv::prm::queues::st::UC) {
             return false;
         }
         self.rx_request(dev, peer, h, payload)

@@ -151,7 +151,7 @@ impl Provider {
 /// QP number with `MLX5_EXTENDED_UD_AV` and the Q_Key.
 fn datagram_seg(ud: &UdDest) -> [u8; 48] {
     let mut av = [0u8; 48];
-    let a = &ud.ah;
+    let a = ud;
     av[..4].copy_from_slice(&ud.remote_qkey.to_be_bytes());
     av[8..12].copy_from_slice(&(ud.remote_qpn & 0xff_ffff | 0x8000_0000).to_be_bytes());
     av[14..16].copy_from_slice(&a.dlid.to_be_bytes());
