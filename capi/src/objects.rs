@@ -115,6 +115,8 @@ pub(crate) struct Qp {
     /// The `ibv_wr_*` chain being built, and the first error a setter raised in it.
     pub(crate) chain: Vec<mlx5_dv::WrOp>,
     pub(crate) chain_err: c_int,
+    /// `ibv_wr_set_ud_addr` of a UD QP's chain: the address of the WR at each chain index.
+    pub(crate) ud: Vec<(usize, mlx5_dv::UdDest)>,
 }
 
 // Made and used by `srq`.

@@ -23,6 +23,7 @@ use crate::objects::{Qp, QpC};
 use crate::state::{Shim, with};
 
 mod ops;
+mod ud;
 
 impl QpC {
     /// A QP's C structs with every op set; `extended`: created with send ops flags.
@@ -49,6 +50,7 @@ impl QpC {
             e.wr_set_sge_list = Some(wr_set_sge_list);
             e.wr_set_inline_data = Some(wr_set_inline_data);
             e.wr_set_inline_data_list = Some(wr_set_inline_data_list);
+            e.wr_set_ud_addr = Some(ud::wr_set_ud_addr);
             let d = &mut c.dv;
             d.wr_mkey_configure = Some(wr_mkey_configure);
             d.wr_set_mkey_access_flags = Some(wr_set_mkey_access_flags);
@@ -117,6 +119,7 @@ unsafe extern "C" fn wr_start(qpx: *mut ibv_qp_ex) {
     on_qpx(qpx, |q| {
         q.chain.clear();
         q.chain_err = 0;
+        q.ud.clear();
     })
 }
 
@@ -127,20 +130,29 @@ unsafe extern "C" fn wr_complete(qpx: *mut ibv_qp_ex) -> c_int {
         |s| {
             let Ok(q) = s.qp(qpx.cast()) else { return libc::EINVAL };
             let chain = std::mem::take(&mut q.chain);
+            let ud_addrs = std::mem::take(&mut q.ud);
             let err = std::mem::take(&mut q.chain_err);
             if err != 0 {
                 // mlx5_send_wr_complete_error: a QP not moved to RTS since it was created or
                 // reset fails with EINVAL whatever its setters latched (the simulator decides
                 // that for a chain it is given; this one never reaches it). ERR is taken as
                 // reached from RTS, the way a working QP gets there.
-                let reset_since_rts = matches!(
-                    q.c.ex.qp_base.state,
-                    ibv_qp_state::IBV_QPS_RESET | ibv_qp_state::IBV_QPS_INIT | ibv_qp_state::IBV_QPS_RTR
-                );
-                return if reset_since_rts { libc::EINVAL } else { err };
+                return if reset_since_rts(q) { libc::EINVAL } else { err };
             }
             let h = q.qp;
-            let r = s.sim.post_send(&h, &chain);
+            let r = if q.c.ex.qp_base.qp_type == ibv_qp_type::IBV_QPT_UD {
+                // mlx5_send_wr_complete_error until the QP reaches RTS after a reset (the
+                // chain goes through ibv_post_send's path, which does not know it).
+                if reset_since_rts(q) {
+                    return libc::EINVAL;
+                }
+                match ud::send_wrs(&chain, ud_addrs) {
+                    Ok(wrs) => s.sim.post_send_wr(&h, &wrs),
+                    Err(e) => return e,
+                }
+            } else {
+                s.sim.post_send(&h, &chain)
+            };
             s.notify();
             match r {
                 Ok(()) => 0,
@@ -153,10 +165,17 @@ unsafe extern "C" fn wr_complete(qpx: *mut ibv_qp_ex) -> c_int {
     )
 }
 
+/// The QP is in a state before RTS (as after a reset): libmlx5's `wr_complete` is then
+/// `mlx5_send_wr_complete_error`.
+fn reset_since_rts(q: &Qp) -> bool {
+    matches!(q.c.ex.qp_base.state, ibv_qp_state::IBV_QPS_RESET | ibv_qp_state::IBV_QPS_INIT | ibv_qp_state::IBV_QPS_RTR)
+}
+
 unsafe extern "C" fn wr_abort(qpx: *mut ibv_qp_ex) {
     on_qpx(qpx, |q| {
         q.chain.clear();
         q.chain_err = 0;
+        q.ud.clear();
     })
 }
 

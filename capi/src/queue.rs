@@ -298,9 +298,7 @@ impl Shim {
         let qp_type = match attr.qp_type {
             ibv_qp_type::IBV_QPT_RC => qp_type::RC,
             ibv_qp_type::IBV_QPT_UC => qp_type::UC,
-            // UD traffic is not simulated yet: a program learns it at creation, as on a device
-            // without the QP type, rather than at its first post.
-            ibv_qp_type::IBV_QPT_UD => return Err(libc::EOPNOTSUPP),
+            ibv_qp_type::IBV_QPT_UD => qp_type::UD,
             t => t,
         };
         let extended = attr.comp_mask & qp_init_mask::SEND_OPS_FLAGS != 0;
@@ -350,7 +348,7 @@ impl Shim {
         // SAFETY: plain data.
         let mut last: ibv_qp_attr = unsafe { std::mem::zeroed() };
         last.cap = attr.cap;
-        self.qps.insert(key(p), Qp { c, qp, attr: last, chain: Vec::new(), chain_err: 0 });
+        self.qps.insert(key(p), Qp { c, qp, attr: last, chain: Vec::new(), chain_err: 0, ud: Vec::new() });
         Ok(p)
     }
 
@@ -406,6 +404,8 @@ impl Shim {
     /// `bad` names the WR it stopped at.
     fn post_send(&mut self, qp: *mut ibv_qp, mut wr: *mut ibv_send_wr, bad: *mut *mut ibv_send_wr) -> c_int {
         let Ok(handle) = self.qp(qp).map(|q| q.qp) else { return libc::EINVAL };
+        // SAFETY: a QP the shim made (found above).
+        let ud = unsafe { (*qp).qp_type } == ibv_qp_type::IBV_QPT_UD;
         let (mut wrs, mut ptrs) = (Vec::new(), Vec::new());
         let mut unreadable = None;
         while !wr.is_null() {
@@ -413,7 +413,14 @@ impl Shim {
             // SAFETY: the caller's WR list.
             let w = unsafe { &*wr };
             match send_wr(w) {
-                Ok(x) => wrs.push(x),
+                Ok(mut x) => {
+                    if ud {
+                        // SAFETY: wr.ud is the union member of a UD QP's WR.
+                        let u = unsafe { w.wr.ud };
+                        x.ud = self.ud_dest(u.ah, u.remote_qpn, u.remote_qkey);
+                    }
+                    wrs.push(x)
+                }
                 Err(e) => {
                     // The WRs before it are posted; it is the one `bad` names.
                     unreadable = Some(e);

@@ -28,6 +28,7 @@ mod sig_err;
 mod srq;
 mod traffic;
 mod transport;
+mod uc_ud;
 mod umr;
 mod verbs;
 mod verbs_cmd;
@@ -61,6 +62,7 @@ pub fn all() -> Vec<Case> {
         crypto_dp::CASES,
         boundary::CASES,
         verbs_cmd::CASES,
+        uc_ud::CASES,
         srq::CASES,
         rereg::CASES,
     ]

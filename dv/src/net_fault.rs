@@ -83,6 +83,13 @@ pub mod opcode {
     pub const SEND_LAST_INV: u8 = 0x16;
     /// SEND Only with Invalidate.
     pub const SEND_ONLY_INV: u8 = 0x17;
+    /// The UC transport's opcodes are the RC ones (SEND and RDMA WRITE) with this added: the
+    /// top three bits 001 (IBTA table 38; 0x20–0x2b).
+    pub const UC: u8 = 0x20;
+    /// UD SEND Only: BTH and DETH (IBTA table 38).
+    pub const UD_SEND_ONLY: u8 = 0x64;
+    /// UD SEND Only with Immediate: BTH, DETH and ImmDt.
+    pub const UD_SEND_ONLY_IMM: u8 = 0x65;
 }
 
 /// One in a million: the unit of [`NetFault::random`]'s probability.

@@ -1,6 +1,7 @@
 //! The packets of the reliable connected transport, as IBTA vol. 1 ch. 9 lays out their
 //! headers: the base transport header (BTH) and the extended headers a request or response
-//! carries (RETH, AETH, ImmDt, IETH, AtomicETH, AtomicAckETH). A requester turns a WQE into request packets, the
+//! carries (RETH, AETH, ImmDt, IETH, AtomicETH, AtomicAckETH; DETH for UD, whose opcodes and
+//! UC's [`Headers`] also reads and writes). A requester turns a WQE into request packets, the
 //! fabric carries them to the responder, and the responder answers with ACKs, NAKs and READ
 //! responses. [`Headers::encode`] and [`Headers::decode`] give the RoCE v2 byte layout
 //! (big-endian; the UDP/IP headers and ICRC around it are the fabric's).
@@ -135,6 +136,34 @@ pub struct Headers {
     /// Atomic acknowledge extended header: the original value at the remote address
     /// (ATOMIC Acknowledge).
     pub atomic_ack: Option<u64>,
+    /// Datagram extended header (the UD opcodes).
+    pub deth: Option<Deth>,
+}
+
+/// The datagram extended transport header: 8 bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Deth {
+    /// Queue key.
+    pub qkey: u32,
+    /// Source QP number (24 bits).
+    pub src_qp: u32,
+}
+
+/// Which extended headers an opcode carries, with the UC and UD opcodes: a UC opcode
+/// carries what its RC twin does; the UD ones a DETH (and ImmDt with immediate).
+fn extended_any(op: u8) -> (bool, bool, bool, bool, bool) {
+    match op {
+        opcode::UD_SEND_ONLY => (false, false, false, false, true),
+        opcode::UD_SEND_ONLY_IMM => (false, false, true, false, true),
+        0x20..=0x2b => {
+            let (reth, aeth, imm, ieth) = extended(op - opcode::UC);
+            (reth, aeth, imm, ieth, false)
+        }
+        _ => {
+            let (reth, aeth, imm, ieth) = extended(op);
+            (reth, aeth, imm, ieth, false)
+        }
+    }
 }
 
 /// Which extended headers an opcode carries: (RETH, AETH, ImmDt, IETH). AtomicETH and
@@ -182,8 +211,13 @@ impl Headers {
         put(&(b.dest_qp & 0xff_ffff).to_be_bytes()[1..]);
         put(&[u8::from(b.ack_req) << 7]);
         put(&(b.psn & 0xff_ffff).to_be_bytes()[1..]);
-        let (reth, aeth, imm, ieth) = extended(b.opcode);
+        let (reth, aeth, imm, ieth, deth) = extended_any(b.opcode);
         let (atomic, atomic_ack) = atomic_ext(b.opcode);
+        if deth {
+            let d = self.deth.unwrap_or_default();
+            put(&d.qkey.to_be_bytes());
+            put(&(d.src_qp & 0xff_ffff).to_be_bytes());
+        }
         if reth {
             let r = self.reth.unwrap_or_default();
             put(&r.va.to_be_bytes());
@@ -234,9 +268,14 @@ impl Headers {
         };
         let mut h = Headers { bth, ..Headers::default() };
         let mut at = 12;
-        let (reth, aeth, imm, ieth) = extended(bth.opcode);
+        let (reth, aeth, imm, ieth, deth) = extended_any(bth.opcode);
         let (atomic, atomic_ack) = atomic_ext(bth.opcode);
         let be64 = |s: &[u8]| s.try_into().ok().map(u64::from_be_bytes);
+        if deth {
+            let d = b.get(at..at + 8)?;
+            h.deth = Some(Deth { qkey: be32(&d[..4]), src_qp: be24(&d[5..8]) });
+            at += 8;
+        }
         if reth {
             let r = b.get(at..at + 16)?;
             let va = u64::from_be_bytes(r[..8].try_into().ok()?);

@@ -185,6 +185,8 @@ struct QpObj {
     cqs: [CqHandle; 2],
     /// Only RC QPs move data in the simulator.
     rc: bool,
+    /// `enum ibv_qp_type` (UC and UD move data too, through `ibv_post_send`).
+    qp_type: u32,
     max_post: u32,
     /// `sq.max_gs`: the most SGEs a send WR may carry.
     max_gs: u32,

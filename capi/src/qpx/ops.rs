@@ -16,7 +16,6 @@ pub(crate) fn fill_unmodelled(c: &mut QpC) {
     let e = &mut c.ex;
     e.wr_bind_mw = Some(wr_bind_mw);
     e.wr_send_tso = Some(wr_send_tso);
-    e.wr_set_ud_addr = Some(wr_set_ud_addr);
     e.wr_set_xrc_srqn = Some(wr_set_xrc_srqn);
     e.wr_atomic_write = Some(wr_atomic_write);
     c.wr_flush = Some(wr_flush);
@@ -53,10 +52,6 @@ unsafe extern "C" fn wr_atomic_write(qpx: *mut ibv_qp_ex, _rkey: u32, _addr: u64
 }
 
 unsafe extern "C" fn wr_flush(qpx: *mut ibv_qp_ex, _rkey: u32, _addr: u64, _len: usize, _type: u8, _level: u8) {
-    unmodelled(qpx)
-}
-
-unsafe extern "C" fn wr_set_ud_addr(qpx: *mut ibv_qp_ex, _ah: *mut ibv_ah, _qpn: u32, _qkey: u32) {
     unmodelled(qpx)
 }
 

@@ -46,7 +46,7 @@ struct Link {
     dev_s: u32,
 }
 
-fn device_index(b: &mut dyn Backend, name: &str) -> Check<u32> {
+pub(super) fn device_index(b: &mut dyn Backend, name: &str) -> Check<u32> {
     let list = expect_ok("device_list", b.device_list())?;
     let i = list.iter().position(|d| d.name == name).ok_or_else(|| Verdict::fail("the device listed", name, list))?;
     Ok(u32::try_from(i).unwrap_or(u32::MAX))
@@ -94,7 +94,7 @@ fn link(b: &mut dyn Backend, env: &Env, r: Retries) -> Check<Link> {
 }
 
 /// Add rule `rule` to what device `device` sends.
-fn fault(b: &mut dyn Backend, device: u32, rule: NetFault) -> Check {
+pub(super) fn fault(b: &mut dyn Backend, device: u32, rule: NetFault) -> Check {
     expect_ok(&format!("add the network rule {rule:?}"), ctl(b)?.add_fault(FaultRule::Network { device, rule }))
 }
 

@@ -386,6 +386,14 @@ pub struct AhAttr {
     pub port_num: u8,
 }
 
+impl super::wr::UdDest {
+    /// The datagram address of an AH with attributes `ah`, to QP `remote_qpn` with `remote_qkey`.
+    pub fn new(ah: AhAttr, remote_qpn: u32, remote_qkey: u32) -> Self {
+        let AhAttr { dlid, is_global, dgid, sgid_index, hop_limit, .. } = ah;
+        super::wr::UdDest { dlid, is_global, dgid, sgid_index, hop_limit, remote_qpn, remote_qkey }
+    }
+}
+
 /// The RTR attributes that name the responder (`IBV_QP_AV | IBV_QP_DEST_QPN | IBV_QP_PATH_MTU`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct QpDest {

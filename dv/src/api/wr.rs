@@ -331,6 +331,30 @@ pub struct SendWr {
     /// empty, the backend reads the SGEs itself. Hex in traces.
     #[serde(default, skip_serializing_if = "Vec::is_empty", with = "super::crypto::hex_vec")]
     pub inline_data: Vec<u8>,
+    /// `wr.ud` of a send on a UD QP: where the datagram goes (`None` on other QPs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ud: Option<UdDest>,
+}
+
+/// `wr.ud` (or `ibv_wr_set_ud_addr`): what a UD send's datagram segment carries, the address
+/// handle's attributes (as `AhAttr` names them: [`UdDest::new`]), the remote QP number and the
+/// Q_Key.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UdDest {
+    /// `dlid`: the destination port's LID (InfiniBand; 0 on RoCE).
+    pub dlid: u16,
+    /// `is_global`: a GRH is used (always on RoCE), with `dgid`.
+    pub is_global: bool,
+    /// `grh.dgid`.
+    pub dgid: super::context::Gid,
+    /// `grh.sgid_index`.
+    pub sgid_index: u8,
+    /// `grh.hop_limit`.
+    pub hop_limit: u8,
+    /// `remote_qpn`.
+    pub remote_qpn: u32,
+    /// `remote_qkey`: with its top bit set, the sending QP's own Q_Key is used (IBTA 10.2.5).
+    pub remote_qkey: u32,
 }
 
 fn is_zero(v: &u64) -> bool {

@@ -25,6 +25,7 @@ mod pipeline;
 mod remote;
 mod responder;
 mod translate;
+mod unreliable;
 
 pub(super) use direct::{Kept, RxKept};
 pub(super) use remote::NetState;

@@ -469,6 +469,7 @@ impl Provider {
             qpn,
             cqs: [attr.send_cq, attr.recv_cq],
             rc: attr.qp_type == qp_type::RC,
+            qp_type: attr.qp_type,
             max_post: sizes.max_post,
             max_gs: sizes.max_gs,
             rq_max_post: sizes.rq_max_post,

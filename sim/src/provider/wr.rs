@@ -179,8 +179,9 @@ impl Provider {
         if !q.wr_api {
             return Err(Error::new(op, EOPNOTSUPP, "the QP was created without IBV_QP_INIT_ATTR_SEND_OPS_FLAGS"));
         }
-        if !q.rc {
-            return Err(Error::new(op, EOPNOTSUPP, "posting is simulated on RC QPs only"));
+        // A UD WR's address comes through ibv_post_send's wr.ud (the C ABI's builders use it).
+        if !q.rc && q.qp_type != mlx5_dv::qp_type::UC {
+            return Err(Error::new(op, EOPNOTSUPP, "the WR builders are simulated on RC and UC QPs"));
         }
         let outstanding = q.rings.sq.outstanding();
         let (max_post, max_gs, mkey_ops, real) = (q.max_post, q.max_gs, q.mkey_ops, q.wr_complete_real);

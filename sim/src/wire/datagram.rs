@@ -40,7 +40,7 @@ pub enum WireError {
     BadLength,
     /// The BTH's transport header version is not 0.
     BadVersion(u8),
-    /// An opcode that is not one of the RC opcodes of [`opcode`].
+    /// An opcode that is not one of the RC, UC or UD opcodes of [`opcode`] the simulator sends.
     UnsupportedOpcode(u8),
     /// The packet is not a multiple of 4 bytes, or the pad count exceeds the payload (or an
     /// opcode that carries no payload has one).
@@ -298,7 +298,11 @@ pub fn decode_ip(packet: &[u8]) -> Result<Datagram, WireError> {
 
 /// Whether an opcode is one of the RC opcodes this simulator speaks.
 fn known(op: u8) -> bool {
-    op <= opcode::FETCH_ADD || op == opcode::SEND_LAST_INV || op == opcode::SEND_ONLY_INV
+    op <= opcode::FETCH_ADD
+        || op == opcode::SEND_LAST_INV
+        || op == opcode::SEND_ONLY_INV
+        || (opcode::UC..=opcode::UC + opcode::WRITE_ONLY_IMM).contains(&op)
+        || matches!(op, opcode::UD_SEND_ONLY | opcode::UD_SEND_ONLY_IMM)
 }
 
 /// Check and parse the bytes from the BTH to the ICRC.

@@ -112,6 +112,8 @@ impl Engine<'_> {
     fn send(&mut self, qp: QpPath, to: To, req: &Request<'_>) -> Result<Response, Step> {
         match to {
             To::Here(dev) => Ok(self.transmit(dev, req)),
+            // UC: sent once, answered by nothing.
+            To::Peer(peer) if self.is_unreliable(qp) => Ok(self.send_uc(qp, peer, req)),
             To::Peer(peer) => match self.exchange(qp, peer, req) {
                 Exchange::Answer(r) => Ok(*r),
                 Exchange::Waiting => Err(Step::Blocked),
@@ -152,6 +154,9 @@ impl Engine<'_> {
         let Some(kind) = &w.kind else {
             return Step::Failed(syndrome::LOCAL_QP_OP);
         };
+        if let Some(step) = self.unreliable(qp, w, corrupt) {
+            return step;
+        }
         match kind {
             WqeKind::Umr(u) => self.exec_umr(qp, w, u),
             WqeKind::Nop => Step::Done(Device::success(qp.qpn, w, 0)),
@@ -339,6 +344,20 @@ impl Engine<'_> {
             Ok(r) => r,
             Err(step) => return step,
         };
+        if self.is_unreliable(qp) {
+            // UC completes once its packets have left, whatever became of them.
+            self.sent(qp, n);
+            return match resp.pulled {
+                Pulled::Failed => Step::Failed(syndrome::LOCAL_PROT),
+                Pulled::Yes(hit) => {
+                    if let Some(h) = hit.or(early) {
+                        self.requester_sig(qp, h);
+                    }
+                    Step::Done(Device::success(qp.qpn, w, 0))
+                }
+                Pulled::No => Step::Done(Device::success(qp.qpn, w, 0)),
+            };
+        }
         let ack = resp.ack_kind();
         let taken = match (ack, resp.pulled) {
             (_, Pulled::Failed) => true,

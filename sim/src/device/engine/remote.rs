@@ -141,8 +141,20 @@ impl Engine<'_> {
             Ok(d) => {
                 if let (Some(cap), Some(link)) = (self.fabric.capture(), &link) {
                     cap.packet(link, &d.headers, &d.payload);
+                    // Written now: the last packet a program waits for is in the capture
+                    // even when the program exits right after it.
+                    cap.flush();
                 }
                 match d.headers.bth.opcode {
+                    opcode::UD_SEND_ONLY | opcode::UD_SEND_ONLY_IMM => self.rx_ud(dev, from, &d.headers, &d.payload),
+                    // UC requests go through RC's reassembly under their RC opcodes.
+                    op @ 0x20..=0x2b => {
+                        let h = Headers {
+                            bth: crate::packet::Bth { opcode: op - opcode::UC, ..d.headers.bth },
+                            ..d.headers
+                        };
+                        self.rx_uc(dev, *from.ip(), &h, d.payload)
+                    }
                     opcode::ACKNOWLEDGE | opcode::ATOMIC_ACKNOWLEDGE => self.rx_answer(dev, &d.headers, d.payload),
                     opcode::READ_RESPONSE_FIRST..=opcode::READ_RESPONSE_ONLY => {
                         self.rx_answer(dev, &d.headers, d.payload)
@@ -169,6 +181,7 @@ impl Engine<'_> {
             return false;
         }
         let max_msg = self.max_msg(dev);
+        let uc = self.qp(QpPath { dev, qpn }).is_some_and(|q| q.st == mlx5_dv::prm::queues::st::UC);
         let expected = self.qp(QpPath { dev, qpn }).map_or(0, |q| q.transport.rq_psn);
         let Some(d) = self.dev(dev) else { return false };
         let psn = h.bth.psn;
@@ -184,6 +197,10 @@ impl Engine<'_> {
             d.net.partial.insert(qpn, Partial { first: *h, next_psn: psn, packets: 0, data: Vec::new() });
         }
         let Some(p) = d.net.partial.get_mut(&qpn) else {
+            // UC: a packet of a message whose start was lost.
+            if uc {
+                return false;
+            }
             // A packet of a message already executed (behind the PSN expected): the last one
             // is acknowledged again, the others ignored.
             if expected.wrapping_sub(psn) & PSN_MASK == 0 || expected.wrapping_sub(psn) & PSN_MASK > 1 << 23 {
@@ -232,6 +249,15 @@ impl Engine<'_> {
         self.settle_responders();
         self.answer(dev, peer, &headers, span, resp);
         true
+    }
+
+    /// A UC request packet (its opcode made RC's): for a UC QP, reassembled as RC's are
+    /// (a gap drops the message up to the next FIRST or ONLY packet); dropped for any other.
+    fn rx_uc(&mut self, dev: usize, peer: Ipv4Addr, h: &Headers, payload: Vec<u8>) -> bool {
+        if self.qp(QpPath { dev, qpn: h.bth.dest_qp }).is_none_or(|q| q.st != mlx5_dv::prm::queues::st::UC) {
+            return false;
+        }
+        self.rx_request(dev, peer, h, payload)
     }
 
     /// Send the ACKs device `dev`'s responders hold back.

@@ -55,6 +55,19 @@ impl Device {
         }
         let op = h.bth.opcode;
         let seq = sequence(h.bth.psn, q.transport.rq_psn);
+        if q.st == mlx5_dv::prm::queues::st::UC {
+            // UC: a whole message starts anew whatever its PSN; one that needs a receive WQE
+            // when none is posted is dropped, without an answer.
+            let needs_recv = matches!(op, opcode::SEND_ONLY | opcode::SEND_ONLY_IMM) || op == opcode::WRITE_ONLY_IMM;
+            if needs_recv && !self.has_recv(host, h.bth.dest_qp) {
+                self.net.dropped = self.net.dropped.saturating_add(1);
+                return Some(Response::silent());
+            }
+            if let Some(t) = self.fw.transport_mut(h.bth.dest_qp) {
+                t.rq_psn = h.bth.psn.wrapping_add(span) & PSN_MASK;
+            }
+            return None;
+        }
         let atomic = matches!(op, opcode::COMPARE_SWAP | opcode::FETCH_ADD);
         match seq {
             Seq::Ahead => return Some(Response::nak(nak::PSN_SEQUENCE)),
@@ -354,6 +367,9 @@ impl Engine<'_> {
             },
             _ => Reply::Nak(syndrome::REMOTE_INVAL_REQ),
         };
+        if self.qp(at).is_some_and(|q| q.st == mlx5_dv::prm::queues::st::UC) {
+            return self.uc_outcome(at, reply);
+        }
         match reply {
             Reply::Ack(hit) => Response::ack(Pulled::Yes(hit)),
             Reply::Data(d) => Response::answer(opcode::READ_RESPONSE_ONLY, Aeth::ack(0), d, Pulled::No),
@@ -361,6 +377,27 @@ impl Engine<'_> {
             Reply::Nak(s) => nak_of(s).map_or_else(Response::silent, Response::nak),
             Reply::Local => Response { packet: None, pulled: Pulled::Failed },
         }
+    }
+
+    /// A UC responder answers nothing: a message refused for its R_Key or access is dropped
+    /// (counted) and leaves the QP as it was; an error of the receive WQE itself completes it
+    /// in error and takes the QP to ERR, as on RC.
+    fn uc_outcome(&mut self, at: QpPath, reply: Reply) -> Response {
+        let pulled = match reply {
+            Reply::Ack(hit) => Pulled::Yes(hit),
+            Reply::Local => Pulled::Failed,
+            Reply::Data(_) => Pulled::No,
+            Reply::Nak(s) => {
+                if s == syndrome::REMOTE_ACCESS {
+                    self.pending.retain(|(p, _)| *p != at);
+                }
+                if let Some(d) = self.dev(at.dev) {
+                    d.net.dropped = d.net.dropped.saturating_add(1);
+                }
+                Pulled::No
+            }
+        };
+        Response { packet: None, pulled }
     }
 
     /// Place a request's payload at `target`: streamed through the requester's pipelines

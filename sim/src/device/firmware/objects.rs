@@ -194,6 +194,8 @@ pub struct QpTransport {
     pub rnr_retry: u8,
     /// The RNR NAK timer the responder asks for.
     pub min_rnr_timer: u8,
+    /// UD: the Q_Key a datagram must carry to be taken (`qpc.q_key`).
+    pub qkey: u32,
     /// `log_sra_max`: the requester keeps at most 2^this READs and atomics outstanding
     /// (`max_rd_atomic`).
     pub log_sra_max: u8,

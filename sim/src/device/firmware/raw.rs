@@ -409,6 +409,10 @@ impl Firmware {
         if !bare && opt & o::RNR_TIMEOUT != 0 && to == Rts {
             t.min_rnr_timer = byte(f::MIN_RNR_NAK)?;
         }
+        // A UD QP's Q_Key: set at RST2INIT, changed where the transition passes it on.
+        if ud && (op == opcode::RST2INIT_QP || (!bare && opt & o::Q_KEY != 0)) {
+            t.qkey = psn(f::Q_KEY)?;
+        }
         let q = self.qp_mut(qpn).ok_or(NO_SUCH)?;
         q.state = to;
         q.access = access;
@@ -507,6 +511,7 @@ struct TransportChange {
     retry_cnt: Option<u8>,
     rnr_retry: Option<u8>,
     min_rnr_timer: Option<u8>,
+    qkey: Option<u32>,
     log_sra_max: Option<u8>,
 }
 
@@ -526,6 +531,7 @@ impl TransportChange {
         t.retry_cnt = self.retry_cnt.unwrap_or(t.retry_cnt);
         t.rnr_retry = self.rnr_retry.unwrap_or(t.rnr_retry);
         t.min_rnr_timer = self.min_rnr_timer.unwrap_or(t.min_rnr_timer);
+        t.qkey = self.qkey.unwrap_or(t.qkey);
         t.log_sra_max = self.log_sra_max.unwrap_or(t.log_sra_max);
     }
 }

@@ -3,7 +3,7 @@
 //! WR checked and written in turn, and the doorbell rung for the WRs before a failing one.
 
 use mlx5_dv::errno::{EINVAL, ENOMEM, EOPNOTSUPP};
-use mlx5_dv::{Error, Op, Qp, Result, SendFlags, SendWr, Sge, wc_opcode, wr_opcode};
+use mlx5_dv::{Error, Op, Qp, Result, SendFlags, SendWr, Sge, UdDest, qp_type, wc_opcode, wr_opcode};
 
 use super::{Lower, Provider, QpObj, encode, fence_mode};
 use crate::device::contract::WqeKind;
@@ -29,8 +29,12 @@ fn check(q: &QpObj, wr: &SendWr, nreq: u32) -> std::result::Result<(), Refusal> 
         let why = format!("{} SGEs, at most {} in the QP's state", wr.sge.len(), q.sq_state_max_gs);
         return Err((ENOMEM, why));
     }
-    if !q.rc {
-        return Err((EOPNOTSUPP, "posting is simulated on RC QPs only".into()));
+    if !q.rc && !matches!(q.qp_type, qp_type::UC | qp_type::UD) {
+        return Err((EOPNOTSUPP, "posting is simulated on RC, UC and UD QPs only".into()));
+    }
+    // libmlx5 reads wr.ud.ah of every WR on a UD QP (a NULL one would crash it).
+    if q.qp_type == qp_type::UD && wr.ud.is_none() {
+        return Err((EINVAL, "a WR on a UD QP without wr.ud.ah".into()));
     }
     match wr.opcode {
         wr_opcode::ATOMIC_CMP_AND_SWP | wr_opcode::ATOMIC_FETCH_AND_ADD if !q.atomics => {
@@ -138,6 +142,9 @@ impl Provider {
                 failed = Some(fail((EINVAL, format!("WQE encoding: {e}"))));
                 break;
             }
+            if let Some(ud) = &wr.ud {
+                splice_datagram(&mut bytes, &datagram_seg(ud));
+            }
             next_fence = wr.opcode == wr_opcode::LOCAL_INV;
             q.rings.sq.write(low.host, &bytes, wr.wr_id, wr_data, nreq);
             if let Some(log) = &mut self.wqe_log
@@ -153,4 +160,38 @@ impl Provider {
         }
         failed.map_or(Ok(()), Err)
     }
+}
+
+/// The datagram segment `set_datagram_seg` writes: the address vector `mlx5_create_ah`
+/// builds from the AH's attributes (as the C ABI's `ibv_create_ah` does), then the remote
+/// QP number with `MLX5_EXTENDED_UD_AV` and the Q_Key.
+fn datagram_seg(ud: &UdDest) -> [u8; 48] {
+    let mut av = [0u8; 48];
+    let a = ud;
+    av[..4].copy_from_slice(&ud.remote_qkey.to_be_bytes());
+    av[8..12].copy_from_slice(&(ud.remote_qpn & 0xff_ffff | 0x8000_0000).to_be_bytes());
+    av[14..16].copy_from_slice(&a.dlid.to_be_bytes());
+    if a.is_global {
+        let g = &a.dgid.0;
+        if g[0] == 0xfe && g[1] == 0x80 {
+            av[20..26].copy_from_slice(&[g[8] ^ 2, g[9], g[10], g[13], g[14], g[15]]);
+        }
+        av[27] = a.hop_limit;
+        av[28..32].copy_from_slice(&(1u32 << 30 | u32::from(a.sgid_index) << 20).to_be_bytes());
+        av[32..48].copy_from_slice(g);
+    }
+    av
+}
+
+/// Put a datagram segment after the control segment of the WQE in `bytes` (as libmlx5
+/// writes a UD WQE: control, datagram, then data or inline segments), its `ds` three units
+/// more, padded to whole basic blocks.
+fn splice_datagram(bytes: &mut Vec<u8>, av: &[u8; 48]) {
+    use mlx5_dv::prm::wqe::{SEND_WQE_BB, SEND_WQE_DS};
+    let Some(ds) = bytes.get(7).map(|b| b & 0x3f) else { return };
+    let used = (usize::from(ds) * SEND_WQE_DS).clamp(SEND_WQE_DS, bytes.len());
+    bytes.truncate(used);
+    bytes.splice(SEND_WQE_DS..SEND_WQE_DS, av.iter().copied());
+    bytes[7] = (bytes[7] & !0x3f) | (ds + 3).min(0x3f);
+    bytes.resize(bytes.len().next_multiple_of(SEND_WQE_BB), 0);
 }

@@ -1,0 +1,50 @@
+//! `ibv_wr_set_ud_addr` and the chain of a UD QP, posted as `ibv_post_send`'s WRs (the
+//! simulator takes a datagram's address through `wr.ud`).
+
+use mlx5_dv::{SendFlags, SendWr, UdDest, WrOp};
+use rdma_sys::*;
+
+use super::latch;
+use crate::state::with;
+
+/// `mlx5_send_wr_set_ud_addr`: the address of the chain's last WR; EINVAL latched for an AH
+/// the shim did not make or with no WR to set it on.
+pub(super) unsafe extern "C" fn wr_set_ud_addr(qpx: *mut ibv_qp_ex, ah: *mut ibv_ah, qpn: u32, qkey: u32) {
+    with(
+        |_| (),
+        |s| {
+            let dest = s.ud_dest(ah, qpn, qkey);
+            let Ok(q) = s.qp(qpx.cast()) else { return };
+            match (dest, q.chain.len().checked_sub(1)) {
+                (Some(d), Some(at)) => q.ud.push((at, d)),
+                _ => latch(q, libc::EINVAL),
+            }
+        },
+    );
+}
+
+/// The chain as `ibv_post_send` WRs: each data op with the address set for it, inline data
+/// (`ibv_wr_set_inline_data`) as its WR's inline payload.
+/// An op `ibv_post_send` has no WR for (the mlx5dv ones) fails the chain with EOPNOTSUPP.
+pub(super) fn send_wrs(chain: &[WrOp], ud: Vec<(usize, UdDest)>) -> Result<Vec<SendWr>, std::ffi::c_int> {
+    let mut out: Vec<SendWr> = Vec::new();
+    for (i, op) in chain.iter().enumerate() {
+        match op {
+            WrOp::InlineData(bytes) => {
+                if let Some(w) = out.last_mut() {
+                    // The provider counts an inline WR's bytes by its SGEs.
+                    let length = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
+                    w.sge = vec![mlx5_dv::Sge { addr: 0, length, lkey: 0 }];
+                    w.inline_data = bytes.clone();
+                    w.send_flags |= SendFlags::INLINE;
+                }
+            }
+            _ => {
+                let Some(mut w) = SendWr::from_op(op) else { return Err(libc::EOPNOTSUPP) };
+                w.ud = ud.iter().rev().find(|(at, _)| *at == i).map(|(_, d)| *d);
+                out.push(w);
+            }
+        }
+    }
+    Ok(out)
+}
