@@ -386,7 +386,7 @@ impl Engine<'_> {
         let pulled = match reply {
             Reply::Ack(hit) => Pulled::Yes(hit),
             Reply::Local => Pulled::Failed,
-            Reply::Data(_) => Pulled::No,
+            Reply::Data(_) | Reply::Atomic(_) => Pulled::No,
             Reply::Nak(s) => {
                 if s == syndrome::REMOTE_ACCESS {
                     self.pending.retain(|(p, _)| *p != at);
