@@ -1,6 +1,7 @@
 //! Atomics on a device that does not do them (a profile with `atomic = false`): libmlx5 leaves
 //! `atomics_enabled` off, so both ways of posting one are refused before anything is written;
-//! and on one that does, a loopback fetch-and-add lands in host byte order.
+//! and on one that does, a loopback fetch-and-add lands in host byte order, and a capture
+//! holds it as a FetchAdd packet and an ATOMIC Acknowledge, big-endian.
 
 use mlx5_dv::errno::EOPNOTSUPP;
 use mlx5_dv::prelude::*;
@@ -8,6 +9,8 @@ use mlx5_dv::{
     AccessFlags as A, Backend, QpCap, QpDest, QpInitAttr, QpModify, SendFlags, SendWr, Sge, WrOp, send_ops, wc_opcode,
     wc_status, wr_opcode,
 };
+use mlx5_sim::packet::opcode;
+use mlx5_sim::wire::decode_ip;
 use mlx5_sim::{Profile, ShippedProfiles, Simulator};
 
 const ACCESS: A = A::LOCAL_WRITE.union(A::REMOTE_ATOMIC);
@@ -15,10 +18,16 @@ const CAP: QpCap = QpCap { max_send_wr: 4, max_recv_wr: 4, max_send_sge: 1, max_
 
 /// A loopback pair on `mlx5_0` of a cx6dx whose `[datapath] atomic` is `atomic`: the QP, its
 /// CQ and an MR of 16 bytes (holding 40 at offset 8) both may use.
-fn rig(atomic: bool) -> (Simulator, mlx5_dv::Qp, mlx5_dv::Cq, mlx5_dv::Buf, mlx5_dv::Mr) {
+fn rig(
+    atomic: bool,
+    pcap: Option<&std::path::Path>,
+) -> (Simulator, mlx5_dv::Qp, mlx5_dv::Cq, mlx5_dv::Buf, mlx5_dv::Mr) {
     let mut p = Profile::builtin("cx6dx").expect("shipped profile");
     p.datapath.atomic = atomic;
     let mut sim = Simulator::new(p).expect("simulator");
+    if let Some(path) = pcap {
+        sim.capture_to(path).expect("capture");
+    }
     let b: &mut dyn Backend = &mut sim;
     let ctx = b.open_ibv_device("mlx5_0").expect("open");
     let pd = b.alloc_pd(ctx).expect("pd");
@@ -56,7 +65,7 @@ fn faa(mr: &mlx5_dv::Mr) -> SendWr {
 
 #[test]
 fn without_atomic_cap_posting_an_atomic_is_eopnotsupp() {
-    let (mut sim, tx, cq, buf, mr) = rig(false);
+    let (mut sim, tx, cq, buf, mr) = rig(false, None);
     let wr = faa(&mr);
     assert_eq!(wr.opcode, wr_opcode::ATOMIC_FETCH_AND_ADD);
     let e = sim.post_send_wr(&tx, &[wr]).expect_err("refused");
@@ -67,7 +76,8 @@ fn without_atomic_cap_posting_an_atomic_is_eopnotsupp() {
 
 #[test]
 fn with_atomic_cap_a_fetch_and_add_lands_in_host_order() {
-    let (mut sim, tx, cq, buf, mr) = rig(true);
+    let pcap = std::env::temp_dir().join(format!("mlx5sim-atomics-{}.pcap", std::process::id()));
+    let (mut sim, tx, cq, buf, mr) = rig(true, Some(&pcap));
     sim.post_send_wr(&tx, &[faa(&mr)]).expect("posted");
     let wcs = sim.poll_cq(&cq, 4).expect("poll");
     let got: Vec<_> = wcs.iter().map(|w| (w.wr_id, w.status, w.opcode, w.byte_len)).collect();
@@ -75,4 +85,17 @@ fn with_atomic_cap_a_fetch_and_add_lands_in_host_order() {
     let mem = sim.read_buf(&buf, 0, 16).expect("read");
     assert_eq!(mem[..8], 40u64.to_ne_bytes(), "the original value, in host order");
     assert_eq!(mem[8..], 42u64.to_ne_bytes(), "the sum");
+    // The capture: the request and its answer (Ethernet frames of a classic pcap).
+    let b = std::fs::read(&pcap).expect("the capture");
+    let _ = std::fs::remove_file(&pcap);
+    let (mut at, mut got) = (24, Vec::new());
+    while at + 16 <= b.len() {
+        let len = u32::from_le_bytes([b[at + 8], b[at + 9], b[at + 10], b[at + 11]]) as usize;
+        let frame = b.get(at + 16 + 14..at + 16 + len).expect("a whole frame");
+        let d = decode_ip(frame).expect("a RoCE v2 packet");
+        got.push((d.headers.bth.opcode, d.headers.atomic.map(|a| (a.va, a.swap_add)), d.headers.atomic_ack));
+        at += 16 + len;
+    }
+    let want = vec![(opcode::FETCH_ADD, Some((mr.addr + 8, 2)), None), (opcode::ATOMIC_ACKNOWLEDGE, None, Some(40))];
+    assert_eq!(got, want);
 }
