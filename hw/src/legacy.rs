@@ -59,6 +59,8 @@ fn c_wr(w: &SendWr, sges: &mut [ibv_sge]) -> ibv_send_wr {
         wr_opcode::ATOMIC_CMP_AND_SWP | wr_opcode::ATOMIC_FETCH_AND_ADD => {
             c.wr.atomic.remote_addr = w.remote_addr;
             c.wr.atomic.rkey = w.rkey;
+            c.wr.atomic.compare_add = w.compare_add;
+            c.wr.atomic.swap = w.swap;
         }
         _ => {
             c.wr.rdma.remote_addr = w.remote_addr;

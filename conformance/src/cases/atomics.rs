@@ -103,23 +103,23 @@ fn cmp_swap(b: &mut dyn Backend, env: &Env) -> Check {
     let (a, s) = atomic_pair(b, env, false, ATOMIC_QP)?;
     let (sbuf, smr) = target(b, &s, 0x1111_2222_3333_4444, ATOMIC_MR)?;
     let (abuf, amr) = region(b, a.pd, 64, &[0xee; 64], A::LOCAL_WRITE)?;
-    // A match: swapped; the original value lands in the scatter entry.
-    let hit = cas(1, &smr, 8, 0x1111_2222_3333_4444, 0x5555, vec![sge(&amr, 0, 8)]);
-    expect_ok("ibv_wr_atomic_cmp_swp that matches", b.post_send(&a.qp, &[hit]))?;
+    // No match (ibv_wr_atomic_cmp_swp): nothing written; the current value comes back.
+    let miss = cas(1, &smr, 8, 0x1111_2222_3333_4445, 0x6666, vec![sge(&amr, 0, 8)]);
+    expect_ok("ibv_wr_atomic_cmp_swp that does not match", b.post_send(&a.qp, &[miss]))?;
     atomic_cqe(b, &a, 1, wc_opcode::COMP_SWAP)?;
-    check_eq("the original value returned", word(b, &abuf, 0)?, 0x1111_2222_3333_4444)?;
-    check_eq("the target after a match", word(b, &sbuf, 8)?, 0x5555)?;
-    // No match, posted with ibv_post_send: unchanged, the current value returned.
-    let miss = legacy(cas(2, &smr, 8, 0x1111_2222_3333_4444, 0x6666, vec![sge(&amr, 16, 8)]))?;
-    expect_ok("ibv_post_send IBV_WR_ATOMIC_CMP_AND_SWP that does not match", b.post_send_wr(&a.qp, &[miss]))?;
+    check_eq("the value returned by a miss", word(b, &abuf, 0)?, 0x1111_2222_3333_4444)?;
+    check_eq("the target after a miss", word(b, &sbuf, 8)?, 0x1111_2222_3333_4444)?;
+    // A match (ibv_post_send): swapped; the original value lands in the scatter entry.
+    let hit = legacy(cas(2, &smr, 8, 0x1111_2222_3333_4444, 0x5555, vec![sge(&amr, 16, 8)]))?;
+    expect_ok("ibv_post_send IBV_WR_ATOMIC_CMP_AND_SWP that matches", b.post_send_wr(&a.qp, &[hit]))?;
     atomic_cqe(b, &a, 2, wc_opcode::COMP_SWAP)?;
-    check_eq("the value returned by a miss", word(b, &abuf, 16)?, 0x5555)?;
+    check_eq("the original value returned by a match", word(b, &abuf, 16)?, 0x1111_2222_3333_4444)?;
     let mut want = pattern(32, 3);
     want[8..16].copy_from_slice(&0x5555u64.to_ne_bytes());
-    check_eq("the target region after a miss (neighbours untouched)", contents(b, &sbuf)?, want)?;
+    check_eq("the target region after a match (neighbours untouched)", contents(b, &sbuf)?, want)?;
     let mut awant = vec![0xee; 64];
     awant[..8].copy_from_slice(&0x1111_2222_3333_4444u64.to_ne_bytes());
-    awant[16..24].copy_from_slice(&0x5555u64.to_ne_bytes());
+    awant[16..24].copy_from_slice(&0x1111_2222_3333_4444u64.to_ne_bytes());
     check_eq("the requester's buffer: 8 bytes per atomic", contents(b, &abuf)?, awant)?;
     no_cqe(b, &s.cq)
 }

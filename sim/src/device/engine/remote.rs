@@ -276,10 +276,14 @@ impl Engine<'_> {
         let mtu = usize::try_from(self.mtu_bytes(at)).unwrap_or(4096);
         if p.headers.bth.opcode == opcode::ATOMIC_ACKNOWLEDGE {
             // An atomic's answer leaves at once, like a READ response, and acknowledges what
-            // came before it.
+            // came before it: an ACK held for an older PSN is not needed (one for a newer PSN,
+            // held when this is a replayed duplicate, still is).
             let mut a = p.headers;
             (a.bth.dest_qp, a.bth.psn, a.bth.pkey) = (dest_qp, req.bth.psn, req.bth.pkey);
-            if let Some(d) = self.dev(dev) {
+            let older = |h: &HeldAck| req.bth.psn.wrapping_sub(h.headers.bth.psn) & PSN_MASK < 1 << 23;
+            if let Some(d) = self.dev(dev)
+                && d.net.acks.get(&at.qpn).is_some_and(older)
+            {
                 d.net.acks.remove(&at.qpn);
             }
             self.send_packets(dev, (at.qpn, dest_qp), peer, &[(a, &[])]);
