@@ -672,7 +672,6 @@ mod tests {
             sq: Default::default(),
             rq: Default::default(),
             srqn: None,
-            last_wqe: false,
             dbrec: 0,
         }
     }
