@@ -23,7 +23,9 @@
 //! * [`Devx`] ([`api::devx`]) — `mlx5dv_devx_general_cmd`, `mlx5dv_devx_obj_create` /
 //!   `_query` / `_modify` / `_destroy`, `mlx5dv_devx_query_eqn`, UARs and their doorbells,
 //!   umems, and on VFIO contexts `mlx5dv_devx_alloc_msi_vector` / `_free_msi_vector` and
-//!   `mlx5dv_devx_create_eq` / `_destroy_eq`.
+//!   `mlx5dv_devx_create_eq` / `_destroy_eq`;
+//! * [`Srqs`] ([`api::srq`]) — `ibv_create_srq`, `ibv_modify_srq`, `ibv_query_srq`,
+//!   `ibv_destroy_srq`, `ibv_post_srq_recv` (a QP takes an SRQ through `QpInitAttr::srq`).
 //!
 //! Around the trait:
 //!

@@ -120,6 +120,7 @@ impl HwBackend {
                 // SAFETY: ptr is an open context; attr is valid for writes.
                 if unsafe { ibv_query_device(ptr, &mut attr) } == 0 {
                     caps.device.max_qp_wr = u32::try_from(attr.max_qp_wr).ok();
+                    caps.device.max_srq_wr = u32::try_from(attr.max_srq_wr).ok();
                     // mlx5 reports max_cqe as (1 << log_max_cq_sz) - 1.
                     let entries = u64::try_from(attr.max_cqe).ok().and_then(|n| n.checked_add(1));
                     caps.device.log_max_cq_sz =
@@ -247,6 +248,12 @@ impl HwBackend {
                     if let Ok(q) = self.objs.take_qp(h, op) {
                         // SAFETY: the QP is live and removed from the table before it is destroyed.
                         unsafe { ibv_destroy_qp(q.ptr) };
+                    }
+                }
+                Obj::Srq(h) => {
+                    if let Ok(s) = self.objs.take_srq(h, op) {
+                        // SAFETY: the SRQ is live, its QPs are gone, and it is out of the table.
+                        unsafe { rdma_sys::ibv_destroy_srq(s.ptr) };
                     }
                 }
                 Obj::Mr(h) => {
@@ -627,8 +634,23 @@ impl Queues for HwBackend {
     }
 }
 
-/// SRQs are not bound on hardware yet: every call is EOPNOTSUPP.
-impl mlx5_dv::Srqs for HwBackend {}
+impl mlx5_dv::Srqs for HwBackend {
+    fn create_srq(&mut self, attr: &mlx5_dv::SrqInitAttr) -> Result<mlx5_dv::Srq> {
+        self.hw_create_srq(attr)
+    }
+    fn modify_srq(&mut self, srq: &mlx5_dv::Srq, attr: &mlx5_dv::SrqAttr, mask: u32) -> Result<()> {
+        self.hw_modify_srq(srq, attr, mask)
+    }
+    fn query_srq(&mut self, srq: &mlx5_dv::Srq) -> Result<mlx5_dv::SrqAttr> {
+        self.hw_query_srq(srq)
+    }
+    fn destroy_srq(&mut self, srq: &mlx5_dv::Srq) -> Result<()> {
+        self.hw_destroy_srq(srq)
+    }
+    fn post_srq_recv(&mut self, srq: &mlx5_dv::Srq, wrs: &[mlx5_dv::RecvWr]) -> Result<()> {
+        self.hw_post_srq_recv(srq, wrs)
+    }
+}
 
 impl Backend for HwBackend {
     fn info(&self) -> BackendInfo {

@@ -25,6 +25,7 @@ mod mr;
 mod objects;
 mod queues;
 mod sq_bytes;
+mod srq;
 pub mod sys;
 mod udmabuf;
 mod wr_chain;

@@ -8,7 +8,7 @@ use mlx5_dv::{
     BackendId, BufHandle, ContextHandle, CqHandle, CryptoLoginHandle, DekHandle, DevxObjHandle, EqHandle, Error,
     Handle, HandleTable, MkeyHandle, MrHandle, MsiVectorHandle, Op, PdHandle, QpHandle, Result, UarHandle, UmemHandle,
 };
-use rdma_sys::{ibv_context, ibv_cq, ibv_mr, ibv_pd, ibv_qp, ibv_qp_ex};
+use rdma_sys::{ibv_context, ibv_cq, ibv_mr, ibv_pd, ibv_qp, ibv_qp_ex, ibv_srq};
 
 use crate::sys::mlx5dv::{
     mlx5dv_crypto_login_obj, mlx5dv_dek, mlx5dv_devx_eq, mlx5dv_devx_msi_vector, mlx5dv_devx_obj, mlx5dv_devx_uar,
@@ -69,6 +69,14 @@ pub(crate) struct HwQp {
     pub(crate) ctx: ContextHandle,
     pub(crate) pd: PdHandle,
     pub(crate) cqs: [CqHandle; 2],
+    /// The SRQ its receives come from.
+    pub(crate) srq: Option<mlx5_dv::SrqHandle>,
+}
+
+pub(crate) struct HwSrq {
+    pub(crate) ptr: *mut ibv_srq,
+    pub(crate) ctx: ContextHandle,
+    pub(crate) pd: PdHandle,
 }
 
 pub(crate) struct HwDevxObj {
@@ -105,12 +113,14 @@ pub(crate) enum Dep {
     Pd(PdHandle),
     Buf(BufHandle),
     Cq(CqHandle),
+    Srq(mlx5_dv::SrqHandle),
 }
 
 /// One object of a context, as [`Objects::teardown_order`] lists it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Obj {
     Qp(QpHandle),
+    Srq(mlx5_dv::SrqHandle),
     Mr(MrHandle),
     Cq(CqHandle),
     Mkey(MkeyHandle),
@@ -140,6 +150,7 @@ pub(crate) struct Objects {
     pub(crate) umems: HandleTable<UmemHandle, HwUmem>,
     pub(crate) msis: HandleTable<MsiVectorHandle, HwMsi>,
     pub(crate) eqs: HandleTable<EqHandle, HwEq>,
+    pub(crate) srqs: HandleTable<mlx5_dv::SrqHandle, HwSrq>,
 }
 
 /// The object behind `h` if nothing uses it: EBUSY with `busy(users)` otherwise, EINVAL for a
@@ -174,6 +185,7 @@ impl Objects {
             umems: HandleTable::new(backend),
             msis: HandleTable::new(backend),
             eqs: HandleTable::new(backend),
+            srqs: HandleTable::new(backend),
         }
     }
 
@@ -182,6 +194,7 @@ impl Objects {
             Dep::Pd(h) => self.pds.acquire(h, op),
             Dep::Buf(h) => self.bufs.acquire(h, op),
             Dep::Cq(h) => self.cqs.acquire(h, op),
+            Dep::Srq(h) => self.srqs.acquire(h, op),
         }
     }
 
@@ -191,6 +204,7 @@ impl Objects {
                 Dep::Pd(h) => self.pds.release(h),
                 Dep::Buf(h) => self.bufs.release(h),
                 Dep::Cq(h) => self.cqs.release(h),
+                Dep::Srq(h) => self.srqs.release(h),
             }
         }
     }
@@ -222,9 +236,24 @@ impl Objects {
 
     /// Store a QP and count it on its PD and both CQs (twice on one CQ used for both).
     pub(crate) fn add_qp(&mut self, op: Op, q: HwQp) -> Result<QpHandle> {
-        let deps = [Dep::Pd(q.pd), Dep::Cq(q.cqs[0]), Dep::Cq(q.cqs[1])];
+        let mut deps = vec![Dep::Pd(q.pd), Dep::Cq(q.cqs[0]), Dep::Cq(q.cqs[1])];
+        deps.extend(q.srq.map(Dep::Srq));
         self.acquire_all(&deps, op)?;
         self.qps.insert(op, q).inspect_err(|_| self.release(&deps))
+    }
+
+    /// Store an SRQ and count it on its PD.
+    pub(crate) fn add_srq(&mut self, op: Op, s: HwSrq) -> Result<mlx5_dv::SrqHandle> {
+        let deps = [Dep::Pd(s.pd)];
+        self.acquire_all(&deps, op)?;
+        self.srqs.insert(op, s).inspect_err(|_| self.release(&deps))
+    }
+
+    /// Remove an SRQ (no QP uses it) and release its PD.
+    pub(crate) fn take_srq(&mut self, h: mlx5_dv::SrqHandle, op: Op) -> Result<HwSrq> {
+        let s = self.srqs.take(h, op)?;
+        self.release(&[Dep::Pd(s.pd)]);
+        Ok(s)
     }
 
     /// Store a umem and count it on its buffer.
@@ -272,6 +301,9 @@ impl Objects {
     pub(crate) fn take_qp(&mut self, h: QpHandle, op: Op) -> Result<HwQp> {
         let q = self.qps.take(h, op)?;
         self.release(&[Dep::Pd(q.pd), Dep::Cq(q.cqs[0]), Dep::Cq(q.cqs[1])]);
+        if let Some(s) = q.srq {
+            self.release(&[Dep::Srq(s)]);
+        }
         Ok(q)
     }
 
@@ -284,6 +316,7 @@ impl Objects {
         order.extend(self.devx_objs.handles_where(|o| o.ctx == ctx).into_iter().rev().map(Obj::Devx));
         order.extend(self.umems.handles_where(|u| u.ctx == ctx).into_iter().map(Obj::Umem));
         order.extend(self.qps.handles_where(|q| q.ctx == ctx).into_iter().map(Obj::Qp));
+        order.extend(self.srqs.handles_where(|s| s.ctx == ctx).into_iter().map(Obj::Srq));
         order.extend(self.mrs.handles_where(|m| m.ctx == ctx).into_iter().map(Obj::Mr));
         order.extend(self.cqs.handles_where(|c| c.ctx == ctx).into_iter().map(Obj::Cq));
         order.extend(self.mkeys.handles_where(|m| m.ctx == ctx).into_iter().map(Obj::Mkey));
@@ -329,7 +362,7 @@ mod tests {
     }
 
     fn qp(w: &World, cqs: [CqHandle; 2]) -> HwQp {
-        HwQp { ptr: null_mut(), qpx: null_mut(), mqpx: null_mut(), ctx: w.ctx, pd: w.pd, cqs }
+        HwQp { ptr: null_mut(), qpx: null_mut(), mqpx: null_mut(), ctx: w.ctx, pd: w.pd, cqs, srq: None }
     }
 
     #[test]
@@ -420,6 +453,9 @@ mod tests {
             match obj {
                 Obj::Qp(h) => {
                     w.o.take_qp(h, Op::CloseDevice)?;
+                }
+                Obj::Srq(h) => {
+                    w.o.take_srq(h, Op::CloseDevice)?;
                 }
                 Obj::Mr(h) => {
                     w.o.take_mr(h, Op::CloseDevice)?;

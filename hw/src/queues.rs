@@ -87,6 +87,9 @@ impl HwBackend {
             max_inline_data: attr.cap.max_inline_data,
         };
         init.pd = pd_ptr;
+        if let Some(s) = attr.srq {
+            init.srq = self.objs.srqs.get(s, op)?.ptr;
+        }
         init.comp_mask = attr.mask();
         init.send_ops_flags = attr.send_ops_flags.bits();
         init.sq_sig_all = c_int::from(attr.sq_sig_all);
@@ -124,10 +127,13 @@ impl HwBackend {
             _ => ptr::null_mut(),
         };
         let cqs = [attr.send_cq, attr.recv_cq];
-        let handle = self.objs.add_qp(op, HwQp { ptr: qp, qpx, mqpx, ctx, pd: attr.pd, cqs }).inspect_err(|_| {
-            // SAFETY: the QP was just created and is in no table.
-            unsafe { ibv_destroy_qp(qp) };
-        })?;
+        let handle = self
+            .objs
+            .add_qp(op, HwQp { ptr: qp, qpx, mqpx, ctx, pd: attr.pd, cqs, srq: attr.srq })
+            .inspect_err(|_| {
+                // SAFETY: the QP was just created and is in no table.
+                unsafe { ibv_destroy_qp(qp) };
+            })?;
         let cap = QpCap {
             max_send_wr: init.cap.max_send_wr,
             max_recv_wr: init.cap.max_recv_wr,
@@ -309,6 +315,10 @@ impl HwBackend {
                     out.cq = self.objs.cqs.iter().find(|(_, c)| c.ptr == cq).map(|(h, _)| h);
                 }
                 1..=7 | 16 => out.qp_num = Some((*ev.element.qp).qp_num),
+                14 | 15 => {
+                    let srq = ev.element.srq;
+                    out.srq = self.objs.srqs.iter().find(|(_, s)| s.ptr == srq).map(|(h, _)| h);
+                }
                 _ => {}
             }
             ibv_ack_async_event(&mut ev);

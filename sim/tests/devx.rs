@@ -168,3 +168,42 @@ fn raw_cqs_bind_to_the_kernels_completion_eqs() -> TestResult {
     sim.close_device(ctx)?;
     Ok(())
 }
+
+#[test]
+fn raw_srqs_are_made_queried_armed_and_destroyed() -> TestResult {
+    use mlx5_dv::prm::queues::srq as s;
+    let mut sim = Simulator::with_profile("cx6dx")?;
+    let ctx = sim.open_device("mlx5_0", Some(&mlx5_dv::ContextAttr::devx()))?;
+    let pd = sim.alloc_pd(ctx)?;
+    let pdn = sim.devx_pd_number(pd)?;
+    let ring = sim.alloc_buf(8192)?;
+    // 16 WQEs of 32 bytes at the buffer's start, the doorbell record in its second page.
+    let mut input = prm::new_input(s::SIZE, s::CREATE_SRQ, 0, 0);
+    input.extend_from_slice(&ring.addr.to_be_bytes());
+    for (f, v) in
+        [(s::LOG_SRQ_SIZE, 4), (s::LOG_RQ_STRIDE, 1), (s::PD, u64::from(pdn)), (s::DBR_ADDR, ring.addr + 4096)]
+    {
+        f.set(&mut input, v)?;
+    }
+    let srq = sim.devx_obj_create(ctx, &input, s::SMALL)?;
+    let srqn = s::SRQN.get(&srq.out)?;
+    assert!(srqn > 0);
+    let mut query = prm::new_input(s::SMALL, s::QUERY_SRQ, 0, 0);
+    s::SRQN.set(&mut query, srqn)?;
+    let out = sim.devx_obj_query(srq.handle, &query, s::SIZE)?;
+    assert_eq!((s::LOG_SRQ_SIZE.get(&out)?, s::PD.get(&out)?, s::LWM.get(&out)?), (4, u64::from(pdn), 0));
+    let mut arm = prm::new_input(s::SMALL, s::ARM_RQ, 0, s::ARM_RQ_OP_MOD_SRQ);
+    s::SRQN.set(&mut arm, srqn)?;
+    s::ARM_LWM.set(&mut arm, 3)?;
+    sim.devx_obj_modify(srq.handle, &arm, 16)?;
+    let out = sim.devx_obj_query(srq.handle, &query, s::SIZE)?;
+    assert_eq!(s::LWM.get(&out)?, 3);
+    // A limit at the SRQ's size is a bad parameter; a PD that does not exist, no such object.
+    s::ARM_LWM.set(&mut arm, 16)?;
+    assert_eq!(sim.devx_obj_modify(srq.handle, &arm, 16).err().map(|e| e.errno()), Some(EREMOTEIO));
+    s::PD.set(&mut input, 0xfff)?;
+    assert_eq!(sim.devx_obj_create(ctx, &input, s::SMALL).err().map(|e| e.errno()), Some(EREMOTEIO));
+    sim.devx_obj_destroy(srq.handle)?;
+    sim.close_device(ctx)?;
+    Ok(())
+}

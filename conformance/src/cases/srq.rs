@@ -11,8 +11,7 @@ use mlx5_dv::{
 use super::fixture::*;
 use crate::case::{Case, Check, Env, Need, Verdict, check_eq, expect_errno, expect_ok};
 
-/// The Rust hardware backend has no SRQs: these cases run on the simulator.
-const NEEDS: &[Need] = &[Need::Mlx5Device, Need::SimControl];
+const NEEDS: &[Need] = &[Need::Mlx5Device];
 
 pub(super) const CASES: &[Case] = &[
     Case { name: "srq.create_limits_and_rounding", covers: &[131], needs: NEEDS, run: create_limits },

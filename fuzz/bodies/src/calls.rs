@@ -5,7 +5,7 @@
 use mlx5_dv::prelude::*;
 use mlx5_dv::{
     AccessFlags, Buf, Call, ContextAttr, ContextFlags, ContextHandle, Cq, CqHandle, Mkey, MkeyInitAttr, MkeyInitFlags,
-    Mr, PdHandle, Qp, QpCap, QpInitAttr, QpModify, QpState, Reply, errno,
+    Mr, PdHandle, Qp, QpCap, QpInitAttr, QpModify, QpState, RecvWr, Reply, Sge, Srq, SrqAttr, SrqInitAttr, errno,
 };
 use mlx5_sim::{Profile, ShippedProfiles, Simulator};
 
@@ -18,6 +18,7 @@ struct Objects {
     mkeys: Vec<Mkey>,
     cqs: Vec<Cq>,
     qps: Vec<Qp>,
+    srqs: Vec<Srq>,
 }
 
 struct Bytes<'a>(&'a [u8]);
@@ -39,7 +40,7 @@ impl Bytes<'_> {
 
 fn call(b: &mut Bytes<'_>, o: &Objects, devices: &[String]) -> Option<Call> {
     let device = |b: &mut Bytes<'_>| devices.get(usize::from(b.u8()) % devices.len().max(1)).cloned();
-    Some(match b.u8() % 18 {
+    Some(match b.u8() % 22 {
         0 => Call::OpenIbvDevice { device: device(b)? },
         1 => {
             let flags = ContextFlags::from_bits_retain(u32::from(b.u8() & 3));
@@ -76,7 +77,8 @@ fn call(b: &mut Bytes<'_>, o: &Objects, devices: &[String]) -> Option<Call> {
                 max_recv_sge: u32::from(b.u8() & 31),
                 max_inline_data: u32::from(b.u16()),
             };
-            Call::CreateQp { attr: QpInitAttr::rc(b.pick(&o.pds)?, cq, cap, None) }
+            let srq = if b.u8() & 1 == 1 { b.pick(&o.srqs).map(|s| s.handle) } else { None };
+            Call::CreateQp { attr: QpInitAttr { srq, ..QpInitAttr::rc(b.pick(&o.pds)?, cq, cap, None) } }
         }
         13 => {
             let state =
@@ -90,6 +92,33 @@ fn call(b: &mut Bytes<'_>, o: &Objects, devices: &[String]) -> Option<Call> {
             Call::WriteBuf { buf, offset, data: vec![b.u8(); n] }
         }
         16 => Call::PollCq { cq: b.pick(&o.cqs)?, max: usize::from(b.u8()) },
+        18 => Call::CreateSrq {
+            attr: SrqInitAttr { pd: b.pick(&o.pds)?, max_wr: u32::from(b.u16()), max_sge: u32::from(b.u8() & 63) },
+        },
+        19 => {
+            let srq = b.pick(&o.srqs)?;
+            let mr = b.pick(&o.mrs);
+            let wrs = (0..b.u8() % 8)
+                .map(|i| {
+                    let n = usize::from(b.u8() % 5);
+                    let sge = Sge {
+                        addr: mr.map_or(0, |m| m.addr) + u64::from(b.u8()),
+                        length: u32::from(b.u16()),
+                        lkey: mr.map_or(u32::from(b.u16()), |m| m.lkey),
+                    };
+                    RecvWr { wr_id: u64::from(i), sge: vec![sge; n] }
+                })
+                .collect();
+            Call::PostSrqRecv { srq, wrs }
+        }
+        20 => {
+            let attr = SrqAttr { max_wr: u32::from(b.u16()), max_sge: 0, srq_limit: u32::from(b.u16()) };
+            Call::ModifySrq { srq: b.pick(&o.srqs)?, attr, mask: u32::from(b.u8() & 7) }
+        }
+        21 => match b.u8() & 1 {
+            0 => Call::DestroySrq { srq: b.pick(&o.srqs)? },
+            _ => Call::QuerySrq { srq: b.pick(&o.srqs)? },
+        },
         _ => Call::CloseDevice { ctx: b.pick(&o.ctxs)? },
     })
 }
@@ -103,6 +132,7 @@ fn learn(o: &mut Objects, r: &Reply) {
         Reply::CreateMkey(Ok(m)) => o.mkeys.push(*m),
         Reply::CreateCq(Ok(c)) => o.cqs.push(*c),
         Reply::CreateQp(Ok(q)) => o.qps.push(*q),
+        Reply::CreateSrq(Ok(s)) => o.srqs.push(*s),
         _ => {}
     }
 }

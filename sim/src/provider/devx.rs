@@ -107,6 +107,11 @@ fn destroy_cmd(input: &[u8], out: &[u8]) -> Option<(Vec<u8>, u32, u16)> {
             let destroy = if op == opcode::CREATE_CQ { opcode::DESTROY_CQ } else { opcode::DESTROY_QP };
             Some((cq_or_qp_input(destroy, n), n, 0))
         }
+        prm::queues::srq::CREATE_SRQ => {
+            use prm::queues::srq as s;
+            let n = get(s::SRQN, out)?;
+            Some((named_input(s::DESTROY_SRQ, s::SRQN, n), n, 0))
+        }
         opcode::CREATE_GENERAL_OBJECT => {
             let ty = prm::general_obj_in::OBJ_TYPE.get(input).ok()? as u16;
             let id = get(prm::general_obj_out::OBJ_ID, out)?;

@@ -33,6 +33,10 @@ pub(super) mod cap_type {
 mod general {
     use mlx5_dv::prm::Field;
     pub const LOG_MAX_QP_SZ: Field = Field::new("log_max_qp_sz", 0x88, 8);
+    /// log2 of the WQEs of an SRQ.
+    pub const LOG_MAX_SRQ_SZ: Field = Field::new("log_max_srq_sz", 0x80, 8);
+    /// log2 of the SRQs.
+    pub const LOG_MAX_SRQ: Field = Field::new("log_max_srq", 0xab, 5);
     pub const LOG_MAX_CQ_SZ: Field = Field::new("log_max_cq_sz", 0xc8, 8);
     pub const LOG_MAX_EQ_SZ: Field = Field::new("log_max_eq_sz", 0xe0, 8);
     pub const LOG_MAX_EQ: Field = Field::new("log_max_eq", 0xfc, 4);
@@ -86,6 +90,8 @@ pub(super) fn general_page(profile: &Profile) -> Result<Page, FieldError> {
     let eth = profile.device.link_layer == LinkLayer::Ethernet;
     let fields = [
         (general::LOG_MAX_QP_SZ, log2_floor(d.max_qp_wr)),
+        (general::LOG_MAX_SRQ_SZ, u64::from(d.log_max_srq_sz)),
+        (general::LOG_MAX_SRQ, u64::from(d.log_max_srq)),
         (general::LOG_MAX_CQ_SZ, u64::from(d.log_max_cq_sz.min(LOG_MAX_EQ_SZ))),
         (general::LOG_MAX_EQ_SZ, u64::from(LOG_MAX_EQ_SZ)),
         (general::LOG_MAX_EQ, u64::from(LOG_MAX_EQ)),

@@ -23,7 +23,6 @@ const NEXT_SEG: usize = 16;
 /// An SRQ as the device holds it.
 #[derive(Debug, Clone)]
 pub struct FwSrq {
-    uid: u16,
     pdn: u32,
     cqn: u32,
     /// The WQEs in host memory.
@@ -96,7 +95,7 @@ fn get32(field: mlx5_dv::prm::Field, input: &[u8]) -> Result<u32, Reject> {
 impl Firmware {
     /// CREATE_SRQ: the buffer at `pas[0]` plus `page_offset`, `2^log_srq_size` WQEs of
     /// `16 << log_rq_stride` bytes, its PD, CQ and doorbell record.
-    pub(super) fn create_srq(&mut self, uid: u16, input: &[u8], out: &mut [u8]) -> Result<(), Reject> {
+    pub(super) fn create_srq(&mut self, input: &[u8], out: &mut [u8]) -> Result<(), Reject> {
         if input.len() < f::SIZE + 8 {
             return Err(Reject(status::BAD_INP_LEN_ERR, syndrome::INPUT_TOO_SHORT));
         }
@@ -122,22 +121,16 @@ impl Firmware {
         }
         t.next = n + 1;
         let lwm = f::LWM.get(input)? as u16;
-        let srq = FwSrq { uid, pdn, cqn, buf, dbrec: f::DBR_ADDR.get(input)?, pc: 0, cc: 0, next: 0, lwm };
+        let srq = FwSrq { pdn, cqn, buf, dbrec: f::DBR_ADDR.get(input)?, pc: 0, cc: 0, next: 0, lwm };
         t.srqs.insert(n, srq);
         f::SRQN.set(out, u64::from(n))?;
         Ok(())
     }
 
-    /// DESTROY_SRQ.
-    pub(super) fn destroy_srq(&mut self, uid: u16, input: &[u8]) -> Result<(), Reject> {
+    /// DESTROY_SRQ (as the other destroy commands, whoever made it).
+    pub(super) fn destroy_srq(&mut self, input: &[u8]) -> Result<(), Reject> {
         let n = get32(f::SRQN, input)?;
-        match self.srqs.srqs.get(&n) {
-            Some(s) if s.uid == uid => {
-                self.srqs.srqs.remove(&n);
-                Ok(())
-            }
-            _ => Err(NO_SUCH),
-        }
+        self.srqs.srqs.remove(&n).map(drop).ok_or(NO_SUCH)
     }
 
     /// QUERY_SRQ: the `srqc` with its limit watermark and the WQEs posted.

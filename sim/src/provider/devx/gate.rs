@@ -170,6 +170,9 @@ pub(super) fn obj_id_of(input: &[u8]) -> Option<ObjId> {
         | raw_op::SQERR2RTS_QP
         | opcode::QP_2ERR
         | opcode::QP_2RST => (opcode::CREATE_QP, 0, get(prm::queues::qp::QPN)?),
+        prm::queues::srq::QUERY_SRQ | prm::queues::srq::ARM_RQ => {
+            (prm::queues::srq::CREATE_SRQ, 0, get(prm::queues::srq::SRQN)?)
+        }
         _ => return None,
     };
     Some(ObjId { create, obj_type, id })
