@@ -24,9 +24,23 @@ fn wr(wr_id: u64, opcode: u32, sge: Sge, ud: Option<UdDest>) -> SendWr {
     SendWr { wr_id, opcode, send_flags: SendFlags::SIGNALED, sge: vec![sge], ud, ..SendWr::default() }
 }
 
+/// The packets of a classic pcap file (little-endian), past their Ethernet header.
+fn packets(path: &std::path::Path) -> Vec<mlx5_sim::wire::Datagram> {
+    let b = std::fs::read(path).unwrap_or_default();
+    let (mut at, mut out) = (24, Vec::new());
+    while at + 16 <= b.len() {
+        let len = u32::from_le_bytes([b[at + 8], b[at + 9], b[at + 10], b[at + 11]]) as usize;
+        out.extend(b.get(at + 16 + 14..at + 16 + len).and_then(|f| mlx5_sim::wire::decode_ip(f).ok()));
+        at += 16 + len;
+    }
+    out
+}
+
 #[test]
 fn ud_and_uc_in_process() -> R {
     let mut sim = Simulator::with_profile("cx6dx")?;
+    let path = std::env::temp_dir().join(format!("mlx5sim-uc-ud-{}.pcap", std::process::id()));
+    sim.capture_to(&path)?;
     let b: &mut dyn Backend = &mut sim;
     let ctx = b.open_ibv_device("mlx5_0")?;
     let pd = b.alloc_pd(ctx)?;
@@ -69,5 +83,11 @@ fn ud_and_uc_in_process() -> R {
     let mut got: Vec<_> = b.poll_cq(&cq, 4)?.iter().map(|w| (w.wr_id, w.status, w.byte_len)).collect();
     got.sort_unstable();
     assert_eq!(got, [(3, wc_status::SUCCESS, 0), (11, wc_status::SUCCESS, 8)]);
+    drop(sim);
+    // On the wire: the UD SEND Only with immediate and its DETH, then UC SEND Only twice (the
+    // dropped one went out too), and no ACK.
+    let got: Vec<_> = packets(&path).iter().map(|d| (d.headers.bth.opcode, d.headers.deth.map(|d| d.src_qp))).collect();
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(got, [(0x65, Some(ua.qp_num)), (0x24, None), (0x24, None)]);
     Ok(())
 }

@@ -126,8 +126,20 @@ impl Provider {
                 failed = Some(fail((EINVAL, format!("WQE encoding: {e}"))));
                 break;
             }
+            // _mlx5_post_send's UC case writes a remote address segment for the WRITEs only,
+            // its UD case for none (the encoder writes one for every READ and WRITE).
+            let rdma =
+                matches!(wr.opcode, wr_opcode::RDMA_WRITE | wr_opcode::RDMA_WRITE_WITH_IMM | wr_opcode::RDMA_READ);
+            let keeps_raddr = match q.qp_type {
+                qp_type::UC => wr.opcode != wr_opcode::RDMA_READ,
+                qp_type::UD => false,
+                _ => true,
+            };
+            if rdma && !keeps_raddr {
+                resize_after_ctrl(&mut bytes, None);
+            }
             if let Some(ud) = &wr.ud {
-                splice_datagram(&mut bytes, &datagram_seg(ud));
+                resize_after_ctrl(&mut bytes, Some(&datagram_seg(ud)));
             }
             next_fence = wr.opcode == wr_opcode::LOCAL_INV;
             q.rings.sq.write(low.host, &bytes, wr.wr_id, wr_data, nreq);
@@ -167,15 +179,26 @@ fn datagram_seg(ud: &UdDest) -> [u8; 48] {
     av
 }
 
-/// Put a datagram segment after the control segment of the WQE in `bytes` (as libmlx5
-/// writes a UD WQE: control, datagram, then data or inline segments), its `ds` three units
-/// more, padded to whole basic blocks.
-fn splice_datagram(bytes: &mut Vec<u8>, av: &[u8; 48]) {
+/// Rewrite the segment after the control segment of the WQE in `bytes`: put a datagram
+/// segment there (`Some`: as libmlx5 writes a UD WQE, control, datagram, then data or inline
+/// segments; `ds` three units more), or take the 16-byte remote address segment out (`None`;
+/// `ds` one unit less); padded to whole basic blocks.
+fn resize_after_ctrl(bytes: &mut Vec<u8>, av: Option<&[u8; 48]>) {
     use mlx5_dv::prm::wqe::{SEND_WQE_BB, SEND_WQE_DS};
     let Some(ds) = bytes.get(7).map(|b| b & 0x3f) else { return };
     let used = (usize::from(ds) * SEND_WQE_DS).clamp(SEND_WQE_DS, bytes.len());
     bytes.truncate(used);
-    bytes.splice(SEND_WQE_DS..SEND_WQE_DS, av.iter().copied());
-    bytes[7] = (bytes[7] & !0x3f) | (ds + 3).min(0x3f);
+    let ds = match av {
+        Some(av) => {
+            bytes.splice(SEND_WQE_DS..SEND_WQE_DS, av.iter().copied());
+            (ds + 3).min(0x3f)
+        }
+        None if bytes.len() >= 2 * SEND_WQE_DS => {
+            bytes.drain(SEND_WQE_DS..2 * SEND_WQE_DS);
+            ds.saturating_sub(1)
+        }
+        None => return,
+    };
+    bytes[7] = (bytes[7] & !0x3f) | ds;
     bytes.resize(bytes.len().next_multiple_of(SEND_WQE_BB), 0);
 }
