@@ -202,3 +202,38 @@ fn resize_after_ctrl(bytes: &mut Vec<u8>, av: Option<&[u8; 48]>) {
     bytes[7] = (bytes[7] & !0x3f) | ds;
     bytes.resize(bytes.len().next_multiple_of(SEND_WQE_BB), 0);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ud_wqe_carries_the_datagram_segment_and_no_remote_address() {
+        // A control segment (ds 3: control, remote address, one data segment) and its data.
+        let mut wqe = vec![0u8; 64];
+        wqe[7] = 3;
+        wqe[16..24].copy_from_slice(&0xdead_beefu64.to_be_bytes());
+        wqe[32..36].copy_from_slice(&100u32.to_be_bytes());
+        resize_after_ctrl(&mut wqe, None);
+        assert_eq!((wqe.len(), wqe[7]), (64, 2));
+        assert_eq!(wqe[16..20], 100u32.to_be_bytes(), "the data segment moved up");
+        let ud = UdDest {
+            dlid: 0,
+            is_global: true,
+            dgid: mlx5_dv::Gid([0xfe, 0x80, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0xff, 0xfe, 0, 0, 1]),
+            sgid_index: 3,
+            hop_limit: 64,
+            remote_qpn: 0x12_3456,
+            remote_qkey: 0x1111_1111,
+        };
+        let av = datagram_seg(&ud);
+        assert_eq!(av[..4], 0x1111_1111u32.to_be_bytes());
+        assert_eq!(av[8..12], (0x8000_0000u32 | 0x12_3456).to_be_bytes(), "MLX5_EXTENDED_UD_AV");
+        assert_eq!(av[20..26], [0, 0, 0, 0, 0, 1], "the MAC of a link-local GID");
+        assert_eq!(av[28..32], (1u32 << 30 | 3 << 20).to_be_bytes());
+        resize_after_ctrl(&mut wqe, Some(&av));
+        assert_eq!((wqe.len(), wqe[7]), (128, 5));
+        assert_eq!(wqe[16..64], av);
+        assert_eq!(wqe[64..68], 100u32.to_be_bytes());
+    }
+}
