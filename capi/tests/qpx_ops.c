@@ -1,7 +1,7 @@
 /* Every op of ibv_qp_ex and mlx5dv_qp_ex that a header's inline function calls is set, on
- * every QP: an op the simulator does not model (memory windows, TSO, atomic write,
- * flush, the UD/XRC/DC address setters, raw WQEs, memcpy) fails its chain with EOPNOTSUPP at
- * ibv_wr_complete, posts nothing, and leaves the QP usable; a QP created without send ops
+ * every QP: an op the simulator does not model (memory windows, TSO, atomic write, flush,
+ * the XRC/DC address setters and the UD one off a UD QP, raw WQEs, memcpy) fails its chain
+ * with EOPNOTSUPP at ibv_wr_complete, posts nothing, and leaves the QP usable; a QP created without send ops
  * flags has no ibv_qp_ex (NULL, as libibverbs gives) but its ops are set all the same.
  * On the real libraries these ops build WQEs (or are NULL for the QP type), so the
  * simulator-only checks run on the shim alone. The atomics are modelled: their chain posts. */

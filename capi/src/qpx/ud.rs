@@ -8,13 +8,17 @@ use super::latch;
 use crate::state::with;
 
 /// `mlx5_send_wr_set_ud_addr`: the address of the chain's last WR; EINVAL latched for an AH
-/// the shim did not make or with no WR to set it on.
+/// the shim did not make or with no WR to set it on. libmlx5 sets the op on UD QPs only; on
+/// another QP it fails the chain with EOPNOTSUPP, as every op a QP type lacks does here.
 pub(super) unsafe extern "C" fn wr_set_ud_addr(qpx: *mut ibv_qp_ex, ah: *mut ibv_ah, qpn: u32, qkey: u32) {
     with(
         |_| (),
         |s| {
             let dest = s.ud_dest(ah, qpn, qkey);
             let Ok(q) = s.qp(qpx.cast()) else { return };
+            if q.c.ex.qp_base.qp_type != ibv_qp_type::IBV_QPT_UD {
+                return latch(q, libc::EOPNOTSUPP);
+            }
             match (dest, q.chain.len().checked_sub(1)) {
                 (Some(d), Some(at)) => q.ud.push((at, d)),
                 _ => latch(q, libc::EINVAL),

@@ -230,7 +230,13 @@ fn uc_no_recv(b: &mut dyn Backend, env: &Env) -> Check {
     check_eq("its length", wc.byte_len, 16)?;
     let mut mem = pattern(256, 0);
     mem[..16].copy_from_slice(&pattern(256, 6)[32..48]);
-    check_eq("the receive buffer: the second SEND", contents(b, &rbuf)?, mem)?;
+    check_eq("the receive buffer: the second SEND", contents(b, &rbuf)?, mem.clone())?;
+    // A WRITE the responder refuses (its MR has no remote write): dropped, no error anywhere.
+    let bad = SendWr { remote_addr: rmr.addr, rkey: rmr.rkey, ..wr(3, wr_opcode::RDMA_WRITE, vec![sge(&amr, 0, 16)]) };
+    post(b, &t.a.qp, &[bad])?;
+    ok_cqe(b, &t.a.cq, 3, wc_opcode::RDMA_WRITE)?;
+    no_cqe(b, &t.s.cq)?;
+    check_eq("the receive buffer after the refused WRITE", contents(b, &rbuf)?, mem)?;
     check_eq("the responder QP", expect_ok("query", b.query_qp_state(&t.s.qp))?, QpState::Rts)
 }
 

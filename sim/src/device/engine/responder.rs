@@ -270,8 +270,17 @@ impl Engine<'_> {
         };
         let mtu = usize::try_from(self.mtu_bytes(from)).unwrap_or(4096);
         let msg = |op, dest_qp, len| Message { op, dest_qp, pkey: h.bth.pkey, psn: h.bth.psn, len, mtu };
+        let uc = self.is_unreliable(from);
         if let Some(data) = &payload {
             match message_op(h) {
+                // UC's packets: the RC ones' opcodes plus 0x20, no ACK asked for.
+                Some(op) if uc => {
+                    for seg in crate::wire::segments(&msg(op, h.bth.dest_qp, data.len())) {
+                        let mut p = seg.headers;
+                        (p.bth.opcode, p.bth.ack_req) = (p.bth.opcode | opcode::UC, false);
+                        cap.packet(&there, &p, data.get(seg.range.clone()).unwrap_or(&[]));
+                    }
+                }
                 Some(op) => cap.message(&there, &msg(op, h.bth.dest_qp, data.len()), data),
                 None => cap.packet(&there, h, data),
             }

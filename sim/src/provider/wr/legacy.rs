@@ -142,8 +142,20 @@ impl Provider {
                 failed = Some(fail((EINVAL, format!("WQE encoding: {e}"))));
                 break;
             }
+            // _mlx5_post_send's UC case writes a remote address segment for the WRITEs only,
+            // its UD case for none (the encoder writes one for every READ and WRITE).
+            let rdma =
+                matches!(wr.opcode, wr_opcode::RDMA_WRITE | wr_opcode::RDMA_WRITE_WITH_IMM | wr_opcode::RDMA_READ);
+            let keeps_raddr = match q.qp_type {
+                qp_type::UC => wr.opcode != wr_opcode::RDMA_READ,
+                qp_type::UD => false,
+                _ => true,
+            };
+            if rdma && !keeps_raddr {
+                resize_after_ctrl(&mut bytes, None);
+            }
             if let Some(ud) = &wr.ud {
-                splice_datagram(&mut bytes, &datagram_seg(ud));
+                resize_after_ctrl(&mut bytes, Some(&datagram_seg(ud)));
             }
             next_fence = wr.opcode == wr_opcode::LOCAL_INV;
             q.rings.sq.write(low.host, &bytes, wr.wr_id, wr_data, nreq);
@@ -183,15 +195,61 @@ fn datagram_seg(ud: &UdDest) -> [u8; 48] {
     av
 }
 
-/// Put a datagram segment after the control segment of the WQE in `bytes` (as libmlx5
-/// writes a UD WQE: control, datagram, then data or inline segments), its `ds` three units
-/// more, padded to whole basic blocks.
-fn splice_datagram(bytes: &mut Vec<u8>, av: &[u8; 48]) {
+/// Rewrite the segment after the control segment of the WQE in `bytes`: put a datagram
+/// segment there (`Some`: as libmlx5 writes a UD WQE, control, datagram, then data or inline
+/// segments; `ds` three units more), or take the 16-byte remote address segment out (`None`;
+/// `ds` one unit less); padded to whole basic blocks.
+fn resize_after_ctrl(bytes: &mut Vec<u8>, av: Option<&[u8; 48]>) {
     use mlx5_dv::prm::wqe::{SEND_WQE_BB, SEND_WQE_DS};
     let Some(ds) = bytes.get(7).map(|b| b & 0x3f) else { return };
     let used = (usize::from(ds) * SEND_WQE_DS).clamp(SEND_WQE_DS, bytes.len());
     bytes.truncate(used);
-    bytes.splice(SEND_WQE_DS..SEND_WQE_DS, av.iter().copied());
-    bytes[7] = (bytes[7] & !0x3f) | (ds + 3).min(0x3f);
+    let ds = match av {
+        Some(av) => {
+            bytes.splice(SEND_WQE_DS..SEND_WQE_DS, av.iter().copied());
+            (ds + 3).min(0x3f)
+        }
+        None if bytes.len() >= 2 * SEND_WQE_DS => {
+            bytes.drain(SEND_WQE_DS..2 * SEND_WQE_DS);
+            ds.saturating_sub(1)
+        }
+        None => return,
+    };
+    bytes[7] = (bytes[7] & !0x3f) | ds;
     bytes.resize(bytes.len().next_multiple_of(SEND_WQE_BB), 0);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ud_wqe_carries_the_datagram_segment_and_no_remote_address() {
+        // A control segment (ds 3: control, remote address, one data segment) and its data.
+        let mut wqe = vec![0u8; 64];
+        wqe[7] = 3;
+        wqe[16..24].copy_from_slice(&0xdead_beefu64.to_be_bytes());
+        wqe[32..36].copy_from_slice(&100u32.to_be_bytes());
+        resize_after_ctrl(&mut wqe, None);
+        assert_eq!((wqe.len(), wqe[7]), (64, 2));
+        assert_eq!(wqe[16..20], 100u32.to_be_bytes(), "the data segment moved up");
+        let ud = UdDest {
+            dlid: 0,
+            is_global: true,
+            dgid: mlx5_dv::Gid([0xfe, 0x80, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0xff, 0xfe, 0, 0, 1]),
+            sgid_index: 3,
+            hop_limit: 64,
+            remote_qpn: 0x12_3456,
+            remote_qkey: 0x1111_1111,
+        };
+        let av = datagram_seg(&ud);
+        assert_eq!(av[..4], 0x1111_1111u32.to_be_bytes());
+        assert_eq!(av[8..12], (0x8000_0000u32 | 0x12_3456).to_be_bytes(), "MLX5_EXTENDED_UD_AV");
+        assert_eq!(av[20..26], [0, 0, 0, 0, 0, 1], "the MAC of a link-local GID");
+        assert_eq!(av[28..32], (1u32 << 30 | 3 << 20).to_be_bytes());
+        resize_after_ctrl(&mut wqe, Some(&av));
+        assert_eq!((wqe.len(), wqe[7]), (128, 5));
+        assert_eq!(wqe[16..64], av);
+        assert_eq!(wqe[64..68], 100u32.to_be_bytes());
+    }
 }
