@@ -11,6 +11,7 @@ mod crypto;
 mod crypto_dp;
 mod devx;
 mod devx_gate;
+mod dm;
 mod dmabuf;
 mod engine;
 mod fabric;
@@ -59,6 +60,7 @@ pub fn all() -> Vec<Case> {
         boundary::CASES,
         verbs_cmd::CASES,
         rereg::CASES,
+        dm::CASES,
     ]
     .concat()
 }

@@ -38,6 +38,8 @@ pub struct DeviceCaps {
     pub dma_mmo: Option<bool>,
     /// Out-of-order data placement on RC QPs (`MLX5DV_QP_CREATE_OOO_DP`), where known.
     pub ooo_dp: Option<bool>,
+    /// `ibv_device_attr_ex.max_dm_size` (0: no device memory), where known.
+    pub max_dm_size: Option<u64>,
 }
 
 impl DeviceCaps {

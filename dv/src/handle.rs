@@ -179,6 +179,11 @@ handle!(
     EqHandle,
     "EQ"
 );
+handle!(
+    /// Device memory (`struct ibv_dm *`).
+    DmHandle,
+    "DM"
+);
 
 #[derive(Debug, Clone)]
 struct Entry<T> {

@@ -507,6 +507,33 @@ impl Memory for HwBackend {
         self.hw_alloc_buf(len)
     }
 
+    fn alloc_dm(&mut self, _ctx: ContextHandle, _length: u64, _log_align_req: u32) -> Result<mlx5_dv::Dm> {
+        Err(no_dm(Op::AllocDm))
+    }
+
+    fn free_dm(&mut self, _dm: &mlx5_dv::Dm) -> Result<()> {
+        Err(no_dm(Op::FreeDm))
+    }
+
+    fn memcpy_to_dm(&mut self, _dm: &mlx5_dv::Dm, _offset: u64, _data: &[u8]) -> Result<()> {
+        Err(no_dm(Op::MemcpyToDm))
+    }
+
+    fn memcpy_from_dm(&mut self, _dm: &mlx5_dv::Dm, _offset: u64, _len: usize) -> Result<Vec<u8>> {
+        Err(no_dm(Op::MemcpyFromDm))
+    }
+
+    fn reg_dm_mr(
+        &mut self,
+        _pd: PdHandle,
+        _dm: &mlx5_dv::Dm,
+        _offset: u64,
+        _length: u64,
+        _access: mlx5_dv::AccessFlags,
+    ) -> Result<mlx5_dv::Mr> {
+        Err(no_dm(Op::RegDmMr))
+    }
+
     fn free_buf(&mut self, buf: &mlx5_dv::Buf) -> Result<()> {
         self.hw_free_buf(buf)
     }
@@ -709,4 +736,10 @@ mod tests {
         // `again` is still allocated: Drop frees it.
         Ok(())
     }
+}
+
+/// Device memory is not wired to the real libraries yet (`ibv_alloc_dm` and its kin are
+/// inlines over `verbs_context` ops this backend's bindings lack).
+fn no_dm(op: Op) -> mlx5_dv::Error {
+    mlx5_dv::Error::new(op, EOPNOTSUPP, "device memory is not implemented on the hardware backend yet")
 }

@@ -13,7 +13,10 @@ use mlx5_dv::{AccessFlags, AsyncEvent, CqHandle, Error, Op, Result};
 use crate::device::Device;
 use crate::device::firmware::named_input;
 
+mod dm;
 mod verbs;
+
+pub use dm::MemicAlloc;
 
 pub use verbs::CqRequest;
 
@@ -160,6 +163,8 @@ pub struct Kernel {
     comp_eqns: BTreeMap<usize, Vec<u32>>,
     /// The sysfs path (without `/sys/`) of the data-direct device, if one is bonded.
     pub data_direct: Option<String>,
+    /// The MEMIC pages in use on each device (`mlx5_dm.memic_alloc_pages`).
+    memic_pages: BTreeMap<usize, Vec<bool>>,
 }
 
 impl Kernel {
@@ -180,6 +185,7 @@ impl Kernel {
             ctx_dev: BTreeMap::new(),
             comp_eqns: BTreeMap::new(),
             data_direct: None,
+            memic_pages: BTreeMap::new(),
         }
     }
 

@@ -121,6 +121,7 @@ impl Simulator {
                 caps.device.sig = q.sig_caps;
                 caps.device.crypto = q.crypto_caps;
             }
+            caps.device.max_dm_size = probe.max_dm_size(ctx).ok();
         }
         self.caps = caps;
         self
@@ -255,6 +256,18 @@ impl Simulator {
     /// whose program drives its queues with pointers.
     pub fn allocate_in_process(&mut self) {
         self.host.allocate_in_process();
+    }
+
+    /// `ibv_device_attr_ex.max_dm_size` of a kernel context's device (0 without MEMIC).
+    pub fn max_dm_size(&mut self, ctx: ContextHandle) -> Result<u64> {
+        let (p, mut low) = self.split();
+        p.max_dm_size(&mut low, ctx)
+    }
+
+    /// Where a DM's bytes are in host memory (`mlx5dv_init_obj`'s `dm.buf`; in process once
+    /// [`Simulator::allocate_in_process`] ran before the device's first `alloc_dm`).
+    pub fn dm_address(&self, dm: &mlx5_dv::Dm) -> Result<u64> {
+        self.provider.dm_address(dm)
     }
 
     /// True once [`Simulator::free_running`] handed the devices to a thread.
@@ -501,6 +514,33 @@ impl Memory for Simulator {
 
     fn alloc_dmabuf(&mut self, len: usize) -> Result<DmaBuf> {
         down!(self.alloc_dmabuf(len))
+    }
+
+    fn alloc_dm(&mut self, ctx: ContextHandle, length: u64, log_align_req: u32) -> Result<mlx5_dv::Dm> {
+        down!(self.alloc_dm(ctx, length, log_align_req))
+    }
+
+    fn free_dm(&mut self, dm: &mlx5_dv::Dm) -> Result<()> {
+        down!(self.free_dm(dm))
+    }
+
+    fn memcpy_to_dm(&mut self, dm: &mlx5_dv::Dm, offset: u64, data: &[u8]) -> Result<()> {
+        down!(self.memcpy_to_dm(dm, offset, data))
+    }
+
+    fn memcpy_from_dm(&mut self, dm: &mlx5_dv::Dm, offset: u64, len: usize) -> Result<Vec<u8>> {
+        down!(self.memcpy_from_dm(dm, offset, len))
+    }
+
+    fn reg_dm_mr(
+        &mut self,
+        pd: PdHandle,
+        dm: &mlx5_dv::Dm,
+        offset: u64,
+        length: u64,
+        access: AccessFlags,
+    ) -> Result<Mr> {
+        down!(self.reg_dm_mr(pd, dm, offset, length, access))
     }
 
     fn free_dmabuf(&mut self, dmabuf: &DmaBuf) -> Result<()> {
