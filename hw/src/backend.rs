@@ -701,6 +701,12 @@ pub(crate) fn general_obj_types(b: &mut HwBackend, dev: &str) -> Option<u64> {
     page.and_then(|p| c::GENERAL_OBJ_TYPES.get(&p).ok())
 }
 
+/// Device memory is not wired to the real libraries yet (`ibv_alloc_dm` and its kin are
+/// inlines over `verbs_context` ops this backend's bindings lack).
+fn no_dm(op: Op) -> mlx5_dv::Error {
+    mlx5_dv::Error::new(op, EOPNOTSUPP, "device memory is not implemented on the hardware backend yet")
+}
+
 #[cfg(test)]
 mod tests {
     use mlx5_dv::{AccessFlags, Memory};
@@ -736,10 +742,4 @@ mod tests {
         // `again` is still allocated: Drop frees it.
         Ok(())
     }
-}
-
-/// Device memory is not wired to the real libraries yet (`ibv_alloc_dm` and its kin are
-/// inlines over `verbs_context` ops this backend's bindings lack).
-fn no_dm(op: Op) -> mlx5_dv::Error {
-    mlx5_dv::Error::new(op, EOPNOTSUPP, "device memory is not implemented on the hardware backend yet")
 }

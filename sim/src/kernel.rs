@@ -356,20 +356,12 @@ impl Kernel {
         let at = |f: prm::Field| f.at(prm::create_mkey::MKC_BIT);
         let fields = [
             (mkc::ACCESS_MODE_1_0, mkc::ACCESS_MODE_MTT),
-            (mkc::LR, 1),
-            (mkc::LW, u64::from(access.contains(AccessFlags::LOCAL_WRITE))),
-            (mkc::RR, u64::from(access.contains(AccessFlags::REMOTE_READ))),
-            (mkc::RW, u64::from(access.contains(AccessFlags::REMOTE_WRITE))),
-            (mkc::A, u64::from(access.contains(AccessFlags::REMOTE_ATOMIC))),
-            (mkc::PD, u64::from(pdn)),
-            (mkc::QPN, 0xff_ffff),
-            (mkc::MKEY_7_0, u64::from(variant)),
             (mkc::START_ADDR, addr),
             (mkc::LEN, length),
             (mkc::TRANSLATIONS_OCTWORD_SIZE, octwords),
             (mkc::LOG_PAGE_SIZE, log_page),
         ];
-        for (f, v) in fields {
+        for (f, v) in fields.into_iter().chain(mkc_rights(access, pdn, variant)) {
             at(f).set(&mut input, v).map_err(|e| Error::new(op, mlx5_dv::errno::EIO, e.to_string()))?;
         }
         prm::create_mkey::TRANSLATIONS_OCTWORD_ACTUAL_SIZE
@@ -485,6 +477,22 @@ fn make_comp_eqs(dev: &mut Device, host: &mut crate::host::Host, vectors: u16) -
         eqns.push(c::OUT_EQ_NUMBER.get(&out).unwrap_or(0) as u32);
     }
     Ok(eqns)
+}
+
+/// The mkey context fields an MR's mkey takes from its rights, PD and key variant (local
+/// read always; no QP bound).
+fn mkc_rights(access: AccessFlags, pdn: u32, variant: u8) -> [(prm::Field, u64); 8] {
+    use prm::mkc;
+    [
+        (mkc::LR, 1),
+        (mkc::LW, u64::from(access.contains(AccessFlags::LOCAL_WRITE))),
+        (mkc::RR, u64::from(access.contains(AccessFlags::REMOTE_READ))),
+        (mkc::RW, u64::from(access.contains(AccessFlags::REMOTE_WRITE))),
+        (mkc::A, u64::from(access.contains(AccessFlags::REMOTE_ATOMIC))),
+        (mkc::PD, u64::from(pdn)),
+        (mkc::QPN, 0xff_ffff),
+        (mkc::MKEY_7_0, u64::from(variant)),
+    ]
 }
 
 /// DESTROY_PSV as the kernel issues it.

@@ -174,18 +174,10 @@ impl Kernel {
         let fields = [
             (mkc::ACCESS_MODE_1_0, ACCESS_MODE_MEMIC & 3),
             (mkc::ACCESS_MODE_4_2, ACCESS_MODE_MEMIC >> 2),
-            (mkc::LR, 1),
-            (mkc::LW, u64::from(access.contains(AccessFlags::LOCAL_WRITE))),
-            (mkc::RR, u64::from(access.contains(AccessFlags::REMOTE_READ))),
-            (mkc::RW, u64::from(access.contains(AccessFlags::REMOTE_WRITE))),
-            (mkc::A, u64::from(access.contains(AccessFlags::REMOTE_ATOMIC))),
-            (mkc::PD, u64::from(pdn)),
-            (mkc::QPN, 0xff_ffff),
-            (mkc::MKEY_7_0, u64::from(variant)),
             (mkc::START_ADDR, dm.addr + offset),
             (mkc::LEN, length),
         ];
-        for (f, v) in fields {
+        for (f, v) in fields.into_iter().chain(super::mkc_rights(access, pdn, variant)) {
             at(f).set(&mut input, v).map_err(|e| internal(op, e))?;
         }
         let mut out = [0u8; prm::create_mkey::OUT_SIZE];
