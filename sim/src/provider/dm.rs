@@ -163,4 +163,17 @@ impl Provider {
         let key = index << 8 | u32::from(variant);
         Ok(Mr { handle, lkey: key, rkey: key, addr: 0, length })
     }
+
+    /// A closing context's DMs (after its MRs): uverbs' cleanup frees their MEMIC.
+    pub(super) fn release_dms_of(&mut self, low: &mut Lower<'_>, ctx: ContextHandle) {
+        let op = Op::CloseDevice;
+        for h in self.dms.handles_where(|d| d.ctx == ctx) {
+            if let Ok(o) = self.dms.take(h, op) {
+                if let Some(d) = low.devices.get_mut(o.dev) {
+                    let _ = low.kernel.dealloc_memic(d, o.dev, o.alloc);
+                }
+                let _ = self.bufs.take(o.buf, op);
+            }
+        }
+    }
 }
