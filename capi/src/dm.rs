@@ -181,7 +181,7 @@ unsafe extern "C" fn memcpy_to_dm(dm: *mut ibv_dm, dm_offset: u64, host_addr: *c
 /// `mlx5_memcpy_from_dm`, as [`memcpy_to_dm`] the other way.
 unsafe extern "C" fn memcpy_from_dm(host_addr: *mut c_void, dm: *mut ibv_dm, dm_offset: u64, length: usize) -> c_int {
     let Ok(d) = dm_of(dm) else { return libc::EINVAL };
-    let got = with(|e| Err(e), |s| s.sim.memcpy_from_dm(&d, dm_offset, length).map_err(|e| e.errno()));
+    let got = with(Err, |s| s.sim.memcpy_from_dm(&d, dm_offset, length).map_err(|e| e.errno()));
     match got {
         Ok(bytes) if bytes.is_empty() => 0,
         Ok(_) if host_addr.is_null() => libc::EFAULT,

@@ -183,3 +183,59 @@ impl crate::device::Device {
         self.fw.set_memic_window(addr);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::ShippedProfiles;
+
+    fn alloc(fw: &mut Firmware, (start, range, size, align): (u64, u64, u64, u64)) -> (u8, u64) {
+        let mut input = prm::new_input(cmd::IN_SIZE, cmd::ALLOC_MEMIC, 0, 0);
+        for (f, v) in [
+            (cmd::RANGE_START_ADDR, start),
+            (cmd::RANGE_SIZE, range),
+            (cmd::MEMIC_SIZE, size),
+            (cmd::LOG_MEMIC_ADDR_ALIGNMENT, align),
+        ] {
+            f.set(&mut input, v).expect("field");
+        }
+        let mut out = [0u8; cmd::ALLOC_OUT_SIZE];
+        fw.exec(&input, &mut out);
+        (out[0], cmd::OUT_MEMIC_START_ADDR.get(&out).expect("field"))
+    }
+
+    #[test]
+    fn alloc_memic_fits_the_range_aligned_and_never_overlaps() -> Result<(), Box<dyn std::error::Error>> {
+        let mut fw = Firmware::new(&Profile::builtin("cx6dx")?)?;
+        let base = MEMIC_BAR_START;
+        assert_eq!(alloc(&mut fw, (base, 4096, 128, 0)), (status::OK, base));
+        assert_eq!(alloc(&mut fw, (base, 4096, 64, 0)).0, status::NO_RES_ERR, "overlaps the first");
+        // Aligned to 64 << 7 = 8 KiB: a range at an odd page cannot hold it.
+        assert_eq!(alloc(&mut fw, (base + 4096, 4096, 64, 7)).0, status::NO_RES_ERR);
+        assert_eq!(alloc(&mut fw, (base + 8192, 4096, 64, 7)), (status::OK, base + 8192));
+        assert_eq!(alloc(&mut fw, (base + 12288, 4096, 8192, 0)).0, status::NO_RES_ERR, "past its range");
+        assert_eq!(alloc(&mut fw, (0, 4096, 64, 0)).0, status::BAD_PARAM_ERR, "outside MEMIC");
+        assert_eq!(alloc(&mut fw, (base, 4096, 64, 13)).0, status::BAD_PARAM_ERR, "alignment past the cap");
+        let mut input = prm::new_input(cmd::IN_SIZE, cmd::DEALLOC_MEMIC, 0, 0);
+        cmd::DEALLOC_START_ADDR.set(&mut input, base)?;
+        cmd::DEALLOC_SIZE.set(&mut input, 128)?;
+        let mut out = [0u8; prm::mbox_out::SIZE];
+        fw.exec(&input, &mut out);
+        assert_eq!(out[0], status::OK);
+        fw.exec(&input, &mut out);
+        assert_eq!(out[0], status::BAD_PARAM_ERR, "twice");
+        assert_eq!(alloc(&mut fw, (base, 4096, 64, 0)), (status::OK, base), "free again");
+        Ok(())
+    }
+
+    #[test]
+    fn the_caps_page_says_memic_only_where_the_profile_has_it() -> Result<(), Box<dyn std::error::Error>> {
+        let mut p = Profile::builtin("cx6dx")?;
+        let page = Memic::new(&p).page()?;
+        assert_eq!(cap::MEMIC.get(&page[..])?, 1);
+        assert_eq!(cap::MAX_MEMIC_SIZE.get(&page[..])?, u64::from(p.device.max_dm_size));
+        p.device.max_dm_size = 0;
+        assert!(Memic::new(&p).page()?.iter().all(|b| *b == 0));
+        Ok(())
+    }
+}
