@@ -125,6 +125,8 @@ impl HwBackend {
                     caps.device.log_max_cq_sz =
                         entries.filter(|n| n.is_power_of_two()).map(|n| n.trailing_zeros() as u8);
                 }
+                // SAFETY: ptr is an open context.
+                caps.device.max_dm_size = unsafe { crate::dm::max_dm_size(ptr) };
             }
             let _ = self.close_device(ctx);
             caps.kernel = mlx5_dv::probe::kernel_facts(self, &dev);
@@ -507,31 +509,31 @@ impl Memory for HwBackend {
         self.hw_alloc_buf(len)
     }
 
-    fn alloc_dm(&mut self, _ctx: ContextHandle, _length: u64, _log_align_req: u32) -> Result<mlx5_dv::Dm> {
-        Err(no_dm(Op::AllocDm))
+    fn alloc_dm(&mut self, ctx: ContextHandle, length: u64, log_align_req: u32) -> Result<mlx5_dv::Dm> {
+        self.hw_alloc_dm(ctx, length, log_align_req)
     }
 
-    fn free_dm(&mut self, _dm: &mlx5_dv::Dm) -> Result<()> {
-        Err(no_dm(Op::FreeDm))
+    fn free_dm(&mut self, dm: &mlx5_dv::Dm) -> Result<()> {
+        self.hw_free_dm(dm)
     }
 
-    fn memcpy_to_dm(&mut self, _dm: &mlx5_dv::Dm, _offset: u64, _data: &[u8]) -> Result<()> {
-        Err(no_dm(Op::MemcpyToDm))
+    fn memcpy_to_dm(&mut self, dm: &mlx5_dv::Dm, offset: u64, data: &[u8]) -> Result<()> {
+        self.hw_memcpy_to_dm(dm, offset, data)
     }
 
-    fn memcpy_from_dm(&mut self, _dm: &mlx5_dv::Dm, _offset: u64, _len: usize) -> Result<Vec<u8>> {
-        Err(no_dm(Op::MemcpyFromDm))
+    fn memcpy_from_dm(&mut self, dm: &mlx5_dv::Dm, offset: u64, len: usize) -> Result<Vec<u8>> {
+        self.hw_memcpy_from_dm(dm, offset, len)
     }
 
     fn reg_dm_mr(
         &mut self,
-        _pd: PdHandle,
-        _dm: &mlx5_dv::Dm,
-        _offset: u64,
-        _length: u64,
-        _access: mlx5_dv::AccessFlags,
+        pd: PdHandle,
+        dm: &mlx5_dv::Dm,
+        offset: u64,
+        length: u64,
+        access: mlx5_dv::AccessFlags,
     ) -> Result<mlx5_dv::Mr> {
-        Err(no_dm(Op::RegDmMr))
+        self.hw_reg_dm_mr(pd, dm, offset, length, access)
     }
 
     fn free_buf(&mut self, buf: &mlx5_dv::Buf) -> Result<()> {
@@ -699,12 +701,6 @@ pub(crate) fn general_obj_types(b: &mut HwBackend, dev: &str) -> Option<u64> {
     let page = b.raw_context(ctx).and_then(|ptr| devx_query(b, ptr, q::OP_MOD_GENERAL_CUR)).ok();
     let _ = b.close_device(ctx);
     page.and_then(|p| c::GENERAL_OBJ_TYPES.get(&p).ok())
-}
-
-/// Device memory is not wired to the real libraries yet (`ibv_alloc_dm` and its kin are
-/// inlines over `verbs_context` ops this backend's bindings lack).
-fn no_dm(op: Op) -> mlx5_dv::Error {
-    mlx5_dv::Error::new(op, EOPNOTSUPP, "device memory is not implemented on the hardware backend yet")
 }
 
 #[cfg(test)]

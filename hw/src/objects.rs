@@ -140,6 +140,7 @@ pub(crate) struct Objects {
     pub(crate) umems: HandleTable<UmemHandle, HwUmem>,
     pub(crate) msis: HandleTable<MsiVectorHandle, HwMsi>,
     pub(crate) eqs: HandleTable<EqHandle, HwEq>,
+    pub(crate) dms: HandleTable<mlx5_dv::DmHandle, crate::dm::HwDm>,
 }
 
 /// The object behind `h` if nothing uses it: EBUSY with `busy(users)` otherwise, EINVAL for a
@@ -174,6 +175,7 @@ impl Objects {
             umems: HandleTable::new(backend),
             msis: HandleTable::new(backend),
             eqs: HandleTable::new(backend),
+            dms: HandleTable::new(backend),
         }
     }
 
