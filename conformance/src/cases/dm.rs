@@ -104,6 +104,8 @@ fn reg_checks(b: &mut dyn Backend, env: &Env) -> Check {
     }
     let mr = expect_ok("ibv_reg_dm_mr", b.reg_dm_mr(pd, &dm, 64, 128, z | A::REMOTE_READ))?;
     check_eq("(addr, length) of a DM MR", (mr.addr, mr.length), (0, 128))?;
+    let rereg = b.rereg_mr(&mr, mlx5_dv::ReregFlags::CHANGE_ACCESS.bits(), None, 0, 0, A::LOCAL_WRITE);
+    expect_errno("ibv_rereg_mr of a DM MR", rereg, EINVAL)?;
     expect_ok("ibv_dereg_mr", b.dereg_mr(&mr))?;
     expect_ok("ibv_free_dm", b.free_dm(&dm))
 }

@@ -176,4 +176,9 @@ impl Provider {
             }
         }
     }
+
+    /// Whether `buf` stands for a DM (its MRs are DM MRs).
+    pub(super) fn is_dm_buf(&self, buf: mlx5_dv::BufHandle) -> bool {
+        self.dms.iter().any(|(_, d)| d.buf == buf)
+    }
 }
