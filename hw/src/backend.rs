@@ -126,7 +126,7 @@ impl HwBackend {
                         entries.filter(|n| n.is_power_of_two()).map(|n| n.trailing_zeros() as u8);
                 }
                 // SAFETY: ptr is an open context.
-                caps.device.max_dm_size = unsafe { crate::dm::max_dm_size(ptr) };
+                caps.device.max_dm_size = unsafe { self.hw_max_dm_size(ptr) };
             }
             let _ = self.close_device(ctx);
             caps.kernel = mlx5_dv::probe::kernel_facts(self, &dev);

@@ -10,15 +10,7 @@ use rdma_sys::*;
 
 use crate::backend::HwBackend;
 use crate::call::last_errno;
-use crate::objects::{HwBuf, HwMr};
-
-/// One DM: the library's `ibv_dm`, its context, and the stand-in buffer its MRs count on
-/// (so that this backend refuses to forget a DM an MR still uses).
-pub(crate) struct HwDm {
-    ptr: *mut ibv_dm,
-    ctx: ContextHandle,
-    buf: mlx5_dv::BufHandle,
-}
+use crate::objects::{HwBuf, HwDm, HwMr};
 
 /// `verbs_get_ctx`: the `verbs_context` around `ctx`, if it is an extended one.
 ///
@@ -162,17 +154,19 @@ impl HwBackend {
     }
 }
 
-/// `ibv_query_device_ex(ctx).max_dm_size`, through the context's op as the header's inline
-/// calls it; `None` without one.
-///
-/// # Safety
-///
-/// `ctx` is a live context of the library.
-pub(crate) unsafe fn max_dm_size(ctx: *mut ibv_context) -> Option<u64> {
-    let f = ctx_op!(ctx, query_device_ex)?;
-    // SAFETY: plain data; zero is the C default.
-    let mut attr: ibv_device_attr_ex = unsafe { std::mem::zeroed() };
-    // SAFETY: a live context and an attribute struct of the size given.
-    let rc = unsafe { f(ctx, std::ptr::null(), &mut attr, std::mem::size_of::<ibv_device_attr_ex>()) };
-    (rc == 0).then_some(attr.max_dm_size as u64)
+impl HwBackend {
+    /// `ibv_query_device_ex(ctx).max_dm_size`, through the context's op as the header's
+    /// inline calls it; `None` without one.
+    ///
+    /// # Safety
+    ///
+    /// `ctx` is a live context of the library.
+    pub(crate) unsafe fn hw_max_dm_size(&self, ctx: *mut ibv_context) -> Option<u64> {
+        let f = ctx_op!(ctx, query_device_ex)?;
+        // SAFETY: plain data; zero is the C default.
+        let mut attr: ibv_device_attr_ex = unsafe { std::mem::zeroed() };
+        // SAFETY: a live context and an attribute struct of the size given.
+        let rc = unsafe { f(ctx, std::ptr::null(), &mut attr, std::mem::size_of::<ibv_device_attr_ex>()) };
+        (rc == 0).then_some(attr.max_dm_size as u64)
+    }
 }

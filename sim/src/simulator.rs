@@ -14,6 +14,8 @@ use mlx5_dv::{
 };
 use mlx5_dv::{Devx, DevxEq, DevxObj, DevxObjHandle, DevxUar, DevxUmem, MsiVector};
 
+mod dm;
+
 use crate::device::firmware::CommandFault;
 use crate::device::{Device, WqeFault};
 use crate::fabric::Fabric;
@@ -256,18 +258,6 @@ impl Simulator {
     /// whose program drives its queues with pointers.
     pub fn allocate_in_process(&mut self) {
         self.host.allocate_in_process();
-    }
-
-    /// `ibv_device_attr_ex.max_dm_size` of a kernel context's device (0 without MEMIC).
-    pub fn max_dm_size(&mut self, ctx: ContextHandle) -> Result<u64> {
-        let (p, mut low) = self.split();
-        p.max_dm_size(&mut low, ctx)
-    }
-
-    /// Where a DM's bytes are in host memory (`mlx5dv_init_obj`'s `dm.buf`; in process once
-    /// [`Simulator::allocate_in_process`] ran before the device's first `alloc_dm`).
-    pub fn dm_address(&self, dm: &mlx5_dv::Dm) -> Result<u64> {
-        self.provider.dm_address(dm)
     }
 
     /// True once [`Simulator::free_running`] handed the devices to a thread.
