@@ -78,6 +78,7 @@ impl Shim {
         if i.is_some() {
             c.query_rt_values = Some(query_rt_values);
             crate::domain::fill_context_ops(&mut c);
+            crate::dm::fill_context_ops(&mut c);
         }
         crate::queue::fill_context_ops(&mut c);
         crate::srq::fill_context_ops(&mut c);
@@ -117,6 +118,7 @@ impl Shim {
         self.srqs.retain(|_, q| !ptr::eq(q.c.context, ctx));
         self.cqs.retain(|_, c| !ptr::eq(c.c.context, ctx));
         self.forget_memory_of(ctx);
+        crate::dm::forget(ctx);
         let ahs: Vec<usize> = self.ahs.iter().filter(|(_, a)| ptr::eq(a.context, ctx)).map(|(k, _)| *k).collect();
         for k in ahs {
             self.ahs.remove(&k);
@@ -351,8 +353,8 @@ fn query_port_into(context: *mut ibv_context, port_num: u8, out: *mut ibv_port_a
 
 /// `verbs_context.query_device_ex`, which the header's `ibv_query_device_ex` calls: the
 /// legacy attributes, then the extended ones as libibverbs fills them for a device with
-/// none of the optional features (ODP, TSO, RSS, tag matching, CQ moderation, device
-/// memory) but completion timestamps (`completion_timestamp_mask` and `hca_core_clock`, in
+/// none of the optional features (ODP, TSO, RSS, tag matching, CQ moderation) but device
+/// memory (`max_dm_size`, the MEMIC size), completion timestamps (`completion_timestamp_mask` and `hca_core_clock`, in
 /// kHz, as mlx5_ib reports them: the profile's `device.completion_timestamp_mask` and
 /// `device.hca_core_clock_khz`), and `phys_port_cnt_ex`, the port count. Only `attr_size`
 /// bytes are written, so a program built against an older, shorter struct is never
@@ -386,6 +388,14 @@ unsafe extern "C" fn query_device_ex(
     );
     full.completion_timestamp_mask = mask;
     full.hca_core_clock = khz;
+    // mlx5_ib: MEMIC's max_memic_size, 0 without MEMIC (and on a VFIO context).
+    full.max_dm_size = with(
+        |_| 0,
+        |s| {
+            let h = s.context(context).ok().filter(|c| c.device.is_some()).map(|c| c.handle);
+            h.and_then(|h| s.sim.simulator_mut().max_dm_size(h).ok()).unwrap_or(0)
+        },
+    );
     let n = attr_size.min(std::mem::size_of::<ibv_device_attr_ex>());
     // SAFETY: the caller's buffer holds `attr_size` bytes; at most that many are written.
     unsafe {

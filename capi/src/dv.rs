@@ -157,9 +157,15 @@ impl Shim {
                 return r;
             }
         }
-        // WQs and device memory cannot be created here, so none is the shim's.
-        if obj_type & (obj::RWQ | obj::DM) != 0 {
+        // WQs cannot be created here, so none is the shim's.
+        if obj_type & obj::RWQ != 0 {
             return libc::EINVAL;
+        }
+        if obj_type & obj::DM != 0 {
+            let r = self.init_dm(o.dm.in_.cast(), o.dm.out);
+            if r != 0 {
+                return r;
+            }
         }
         if obj_type & obj::AH != 0 {
             let r = self.init_ah(o.ah.in_, o.ah.out);

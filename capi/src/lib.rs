@@ -18,6 +18,7 @@ pub mod ah;
 pub mod clock;
 pub mod cqx;
 pub mod device;
+pub mod dm;
 mod domain;
 pub mod dv;
 pub mod dv_crypto;

@@ -12,6 +12,7 @@ mod crypto;
 mod crypto_dp;
 mod devx;
 mod devx_gate;
+mod dm;
 mod dmabuf;
 mod engine;
 mod fabric;
@@ -65,6 +66,7 @@ pub fn all() -> Vec<Case> {
         uc_ud::CASES,
         srq::CASES,
         rereg::CASES,
+        dm::CASES,
     ]
     .concat()
 }

@@ -151,6 +151,11 @@ pub const ITEMS: &[(u16, &str)] = &[
     (150, "UD: a receive buffer too short for the GRH area and payload: LOC_LEN_ERR"),
     (151, "ibv_rereg_mr changes access, translation or PD and keeps the keys"),
     (152, "ibv_rereg_mr's refusals: EINVAL"),
+    (161, "ibv_alloc_dm: MEMIC up to max_dm_size, EINVAL past it, ENOMEM when full"),
+    (162, "ibv_memcpy_to_dm / from_dm: EFAULT past the end, EINVAL unaligned"),
+    (163, "ibv_reg_dm_mr's refusals: EINVAL; a DM MR is zero-based"),
+    (164, "RDMA WRITE, READ and SEND reach device memory through a DM MR"),
+    (165, "ibv_free_dm is EBUSY while an MR uses the DM"),
 ];
 
 /// The title of a checklist item, if it exists.

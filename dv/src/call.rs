@@ -11,7 +11,7 @@ use crate::api::crypto::{
     CryptoLoginAttr, CryptoLoginAttrEx, CryptoLoginQueryAttr, CryptoLoginState, DekAttr, DekInitAttr,
 };
 use crate::api::devx::{DevxEq, DevxObj, DevxUar, DevxUmem, MsiVector};
-use crate::api::memory::{AccessFlags, Buf, DmaBuf, Mr};
+use crate::api::memory::{AccessFlags, Buf, Dm, DmaBuf, Mr};
 use crate::api::mkey::{Mkey, MkeyErr, MkeyInitAttr};
 use crate::api::queue::{Cq, Qp, QpInitAttr, QpModify, QpState, Wc};
 use crate::api::srq::{Srq, SrqAttr, SrqInitAttr};
@@ -168,6 +168,16 @@ pub enum Call {
     DevxDestroyEq { eq: DevxEq },
     /// [`crate::Memory::rereg_mr`].
     ReregMr { mr: Mr, flags: u32, pd: Option<PdHandle>, addr: u64, length: u64, access: AccessFlags },
+    /// [`crate::Memory::alloc_dm`].
+    AllocDm { ctx: ContextHandle, length: u64, log_align_req: u32 },
+    /// [`crate::Memory::free_dm`].
+    FreeDm { dm: Dm },
+    /// [`crate::Memory::memcpy_to_dm`].
+    MemcpyToDm { dm: Dm, offset: u64, data: Vec<u8> },
+    /// [`crate::Memory::memcpy_from_dm`].
+    MemcpyFromDm { dm: Dm, offset: u64, len: usize },
+    /// [`crate::Memory::reg_dm_mr`].
+    RegDmMr { pd: PdHandle, dm: Dm, offset: u64, length: u64, access: AccessFlags },
 }
 
 /// The result of one [`Call`]: the variant names the call, the payload is what it returned.
@@ -244,6 +254,11 @@ pub enum Reply {
     DevxCreateEq(Result<DevxEq>),
     DevxDestroyEq(Result<()>),
     ReregMr(Result<Mr>),
+    AllocDm(Result<Dm>),
+    FreeDm(Result<()>),
+    MemcpyToDm(Result<()>),
+    MemcpyFromDm(Result<Vec<u8>>),
+    RegDmMr(Result<Mr>),
 }
 
 impl Call {
@@ -337,6 +352,13 @@ impl Call {
             Call::ReregMr { mr, flags, pd, addr, length, access } => {
                 Reply::ReregMr(b.rereg_mr(mr, *flags, *pd, *addr, *length, *access))
             }
+            Call::AllocDm { ctx, length, log_align_req } => Reply::AllocDm(b.alloc_dm(*ctx, *length, *log_align_req)),
+            Call::FreeDm { dm } => Reply::FreeDm(b.free_dm(dm)),
+            Call::MemcpyToDm { dm, offset, data } => Reply::MemcpyToDm(b.memcpy_to_dm(dm, *offset, data)),
+            Call::MemcpyFromDm { dm, offset, len } => Reply::MemcpyFromDm(b.memcpy_from_dm(dm, *offset, *len)),
+            Call::RegDmMr { pd, dm, offset, length, access } => {
+                Reply::RegDmMr(b.reg_dm_mr(*pd, dm, *offset, *length, *access))
+            }
         }
     }
 
@@ -410,6 +432,11 @@ impl Call {
             Call::DevxCreateEq { .. } => Op::DevxCreateEq,
             Call::DevxDestroyEq { .. } => Op::DevxDestroyEq,
             Call::ReregMr { .. } => Op::ReregMr,
+            Call::AllocDm { .. } => Op::AllocDm,
+            Call::FreeDm { .. } => Op::FreeDm,
+            Call::MemcpyToDm { .. } => Op::MemcpyToDm,
+            Call::MemcpyFromDm { .. } => Op::MemcpyFromDm,
+            Call::RegDmMr { .. } => Op::RegDmMr,
         }
     }
 }
@@ -506,6 +533,11 @@ impl Reply {
             Reply::DevxCreateEq(r) => r.as_ref().err(),
             Reply::DevxDestroyEq(r) => r.as_ref().err(),
             Reply::ReregMr(r) => r.as_ref().err(),
+            Reply::AllocDm(r) => r.as_ref().err(),
+            Reply::FreeDm(r) => r.as_ref().err(),
+            Reply::MemcpyToDm(r) => r.as_ref().err(),
+            Reply::MemcpyFromDm(r) => r.as_ref().err(),
+            Reply::RegDmMr(r) => r.as_ref().err(),
         }
     }
 
@@ -579,6 +611,11 @@ impl Reply {
             Call::DevxCreateEq { .. } => Reply::DevxCreateEq(Err(err)),
             Call::DevxDestroyEq { .. } => Reply::DevxDestroyEq(Err(err)),
             Call::ReregMr { .. } => Reply::ReregMr(Err(err)),
+            Call::AllocDm { .. } => Reply::AllocDm(Err(err)),
+            Call::FreeDm { .. } => Reply::FreeDm(Err(err)),
+            Call::MemcpyToDm { .. } => Reply::MemcpyToDm(Err(err)),
+            Call::MemcpyFromDm { .. } => Reply::MemcpyFromDm(Err(err)),
+            Call::RegDmMr { .. } => Reply::RegDmMr(Err(err)),
         }
     }
 }

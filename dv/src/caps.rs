@@ -41,6 +41,8 @@ pub struct DeviceCaps {
     /// `ibv_device_attr.max_srq_wr`, where known (0: no SRQs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_srq_wr: Option<u32>,
+    /// `ibv_device_attr_ex.max_dm_size` (0: no device memory), where known.
+    pub max_dm_size: Option<u64>,
 }
 
 impl DeviceCaps {

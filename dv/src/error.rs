@@ -143,6 +143,16 @@ pub enum Op {
     Backend,
     /// `ibv_rereg_mr`.
     ReregMr,
+    /// `ibv_alloc_dm` / `mlx5dv_alloc_dm`.
+    AllocDm,
+    /// `ibv_free_dm`.
+    FreeDm,
+    /// `ibv_memcpy_to_dm`.
+    MemcpyToDm,
+    /// `ibv_memcpy_from_dm`.
+    MemcpyFromDm,
+    /// `ibv_reg_dm_mr`.
+    RegDmMr,
 }
 
 impl Op {
@@ -216,6 +226,11 @@ impl Op {
             Op::DevxDestroyEq => "mlx5dv_devx_destroy_eq",
             Op::Backend => "backend",
             Op::ReregMr => "ibv_rereg_mr",
+            Op::AllocDm => "ibv_alloc_dm",
+            Op::FreeDm => "ibv_free_dm",
+            Op::MemcpyToDm => "ibv_memcpy_to_dm",
+            Op::MemcpyFromDm => "ibv_memcpy_from_dm",
+            Op::RegDmMr => "ibv_reg_dm_mr",
         }
     }
 }

@@ -184,6 +184,11 @@ handle!(
     SrqHandle,
     "SRQ"
 );
+handle!(
+    /// Device memory (`struct ibv_dm *`).
+    DmHandle,
+    "DM"
+);
 
 #[derive(Debug, Clone)]
 struct Entry<T> {

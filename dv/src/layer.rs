@@ -29,7 +29,7 @@ use crate::api::crypto::{
     Crypto, CryptoLoginAttr, CryptoLoginAttrEx, CryptoLoginQueryAttr, CryptoLoginState, DekAttr, DekInitAttr,
 };
 use crate::api::devx::{Devx, DevxEq, DevxObj, DevxUar, DevxUmem, MsiVector};
-use crate::api::memory::{AccessFlags, Buf, DmaBuf, Memory, Mr};
+use crate::api::memory::{AccessFlags, Buf, Dm, DmaBuf, Memory, Mr};
 use crate::api::mkey::{Mkey, MkeyErr, MkeyInitAttr, Mkeys};
 use crate::api::queue::{Cq, Qp, QpInitAttr, QpModify, QpState, Queues, Wc};
 use crate::api::srq::{Srq, SrqAttr, SrqInitAttr, Srqs};
@@ -200,6 +200,21 @@ impl<L: Layer, B: Backend> Memory for Wrapped<L, B> {
         access: AccessFlags,
     ) -> Result<Mr> {
         through!(self, Call::ReregMr { mr: *mr, flags, pd, addr, length, access }, ReregMr)
+    }
+    fn alloc_dm(&mut self, ctx: ContextHandle, length: u64, log_align_req: u32) -> Result<Dm> {
+        through!(self, Call::AllocDm { ctx, length, log_align_req }, AllocDm)
+    }
+    fn free_dm(&mut self, dm: &Dm) -> Result<()> {
+        through!(self, Call::FreeDm { dm: *dm }, FreeDm)
+    }
+    fn memcpy_to_dm(&mut self, dm: &Dm, offset: u64, data: &[u8]) -> Result<()> {
+        through!(self, Call::MemcpyToDm { dm: *dm, offset, data: data.to_vec() }, MemcpyToDm)
+    }
+    fn memcpy_from_dm(&mut self, dm: &Dm, offset: u64, len: usize) -> Result<Vec<u8>> {
+        through!(self, Call::MemcpyFromDm { dm: *dm, offset, len }, MemcpyFromDm)
+    }
+    fn reg_dm_mr(&mut self, pd: PdHandle, dm: &Dm, offset: u64, length: u64, access: AccessFlags) -> Result<Mr> {
+        through!(self, Call::RegDmMr { pd, dm: *dm, offset, length, access }, RegDmMr)
     }
     fn alloc_dmabuf(&mut self, len: usize) -> Result<DmaBuf> {
         through!(self, Call::AllocDmabuf { len }, AllocDmabuf)

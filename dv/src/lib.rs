@@ -89,8 +89,9 @@ pub use call::{Call, Reply};
 pub use caps::{Caps, DeviceCaps, KernelFacts, LibraryFacts};
 pub use error::{CmdStatus, Error, ErrorKind, Op, Result};
 pub use handle::{
-    BackendId, BufHandle, ContextHandle, CqHandle, CryptoLoginHandle, DekHandle, DevxObjHandle, EqHandle, Handle,
-    HandleTable, MkeyHandle, MrHandle, MsiVectorHandle, PdHandle, QpHandle, SrqHandle, UarHandle, UmemHandle, adopting,
+    BackendId, BufHandle, ContextHandle, CqHandle, CryptoLoginHandle, DekHandle, DevxObjHandle, DmHandle, EqHandle,
+    Handle, HandleTable, MkeyHandle, MrHandle, MsiVectorHandle, PdHandle, QpHandle, SrqHandle, UarHandle, UmemHandle,
+    adopting,
 };
 pub use layer::{Layer, Wrapped};
 pub use net_fault::{NetAction, NetFault};

@@ -373,6 +373,15 @@ pub struct DeviceSection {
     /// Default 0x7fffffffffffffff, the constant mlx5_ib reports.
     #[serde(default = "default_timestamp_mask", with = "hex_u64")]
     pub completion_timestamp_mask: u64,
+    /// The device memory (MEMIC) the device has, in bytes: the DEVICE_MEMORY capability page's
+    /// `max_memic_size` and `memic_bar_size`, and `ibv_device_attr_ex.max_dm_size`; 0 is a
+    /// device without MEMIC. Default 131072, 128 KiB (unverified for any one card).
+    #[serde(default = "default_max_dm_size")]
+    pub max_dm_size: u32,
+}
+
+fn default_max_dm_size() -> u32 {
+    128 * 1024
 }
 
 fn default_core_clock_khz() -> u64 {

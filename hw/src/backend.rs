@@ -126,6 +126,8 @@ impl HwBackend {
                     caps.device.log_max_cq_sz =
                         entries.filter(|n| n.is_power_of_two()).map(|n| n.trailing_zeros() as u8);
                 }
+                // SAFETY: ptr is an open context.
+                caps.device.max_dm_size = unsafe { self.hw_max_dm_size(ptr) };
             }
             let _ = self.close_device(ctx);
             caps.kernel = mlx5_dv::probe::kernel_facts(self, &dev);
@@ -512,6 +514,33 @@ impl Mkeys for HwBackend {
 impl Memory for HwBackend {
     fn alloc_buf(&mut self, len: usize) -> Result<mlx5_dv::Buf> {
         self.hw_alloc_buf(len)
+    }
+
+    fn alloc_dm(&mut self, ctx: ContextHandle, length: u64, log_align_req: u32) -> Result<mlx5_dv::Dm> {
+        self.hw_alloc_dm(ctx, length, log_align_req)
+    }
+
+    fn free_dm(&mut self, dm: &mlx5_dv::Dm) -> Result<()> {
+        self.hw_free_dm(dm)
+    }
+
+    fn memcpy_to_dm(&mut self, dm: &mlx5_dv::Dm, offset: u64, data: &[u8]) -> Result<()> {
+        self.hw_memcpy_to_dm(dm, offset, data)
+    }
+
+    fn memcpy_from_dm(&mut self, dm: &mlx5_dv::Dm, offset: u64, len: usize) -> Result<Vec<u8>> {
+        self.hw_memcpy_from_dm(dm, offset, len)
+    }
+
+    fn reg_dm_mr(
+        &mut self,
+        pd: PdHandle,
+        dm: &mlx5_dv::Dm,
+        offset: u64,
+        length: u64,
+        access: mlx5_dv::AccessFlags,
+    ) -> Result<mlx5_dv::Mr> {
+        self.hw_reg_dm_mr(pd, dm, offset, length, access)
     }
 
     fn free_buf(&mut self, buf: &mlx5_dv::Buf) -> Result<()> {

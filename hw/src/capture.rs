@@ -81,6 +81,8 @@ pub fn capture(b: &mut HwBackend) -> Result<Profile> {
             // Not captured yet: the profile's defaults.
             hca_core_clock_khz: 1_000_000,
             completion_timestamp_mask: 0x7fff_ffff_ffff_ffff,
+            // Not captured yet: the profile's default.
+            max_dm_size: 128 * 1024,
         },
         kernel: KernelSection { devx: true, devx_whitelist_uid: true, mkey_update_tag, sqd2rts },
         hca_cap: hca,

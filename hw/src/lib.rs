@@ -17,6 +17,7 @@ mod call;
 pub mod capture;
 mod crypto;
 mod devx;
+mod dm;
 mod dmabuf;
 pub mod inline;
 mod legacy;

@@ -56,6 +56,14 @@ pub(crate) struct HwMr {
     pub(crate) buf: BufHandle,
 }
 
+/// One DM: the library's `ibv_dm`, its context, and the stand-in buffer its MRs count on
+/// (so that this backend refuses to forget a DM an MR still uses).
+pub(crate) struct HwDm {
+    pub(crate) ptr: *mut rdma_sys::ibv_dm,
+    pub(crate) ctx: ContextHandle,
+    pub(crate) buf: BufHandle,
+}
+
 pub(crate) struct HwCq {
     pub(crate) ptr: *mut ibv_cq,
     pub(crate) ctx: ContextHandle,
@@ -151,6 +159,7 @@ pub(crate) struct Objects {
     pub(crate) msis: HandleTable<MsiVectorHandle, HwMsi>,
     pub(crate) eqs: HandleTable<EqHandle, HwEq>,
     pub(crate) srqs: HandleTable<mlx5_dv::SrqHandle, HwSrq>,
+    pub(crate) dms: HandleTable<mlx5_dv::DmHandle, HwDm>,
 }
 
 /// The object behind `h` if nothing uses it: EBUSY with `busy(users)` otherwise, EINVAL for a
@@ -186,6 +195,7 @@ impl Objects {
             msis: HandleTable::new(backend),
             eqs: HandleTable::new(backend),
             srqs: HandleTable::new(backend),
+            dms: HandleTable::new(backend),
         }
     }
 

@@ -13,9 +13,11 @@ use mlx5_dv::{AccessFlags, AsyncEvent, CqHandle, Error, Op, Result};
 use crate::device::Device;
 use crate::device::firmware::named_input;
 
+mod dm;
 mod srq;
 mod verbs;
 
+pub use dm::MemicAlloc;
 pub use srq::SrqRequest;
 pub use verbs::CqRequest;
 
@@ -172,6 +174,8 @@ pub struct Kernel {
     comp_eqns: BTreeMap<usize, Vec<u32>>,
     /// The sysfs path (without `/sys/`) of the data-direct device, if one is bonded.
     pub data_direct: Option<String>,
+    /// The MEMIC pages in use on each device (`mlx5_dm.memic_alloc_pages`).
+    memic_pages: BTreeMap<usize, Vec<bool>>,
 }
 
 impl Kernel {
@@ -193,6 +197,7 @@ impl Kernel {
             ctx_dev: BTreeMap::new(),
             comp_eqns: BTreeMap::new(),
             data_direct: None,
+            memic_pages: BTreeMap::new(),
         }
     }
 
@@ -363,20 +368,12 @@ impl Kernel {
         let at = |f: prm::Field| f.at(prm::create_mkey::MKC_BIT);
         let fields = [
             (mkc::ACCESS_MODE_1_0, mkc::ACCESS_MODE_MTT),
-            (mkc::LR, 1),
-            (mkc::LW, u64::from(access.contains(AccessFlags::LOCAL_WRITE))),
-            (mkc::RR, u64::from(access.contains(AccessFlags::REMOTE_READ))),
-            (mkc::RW, u64::from(access.contains(AccessFlags::REMOTE_WRITE))),
-            (mkc::A, u64::from(access.contains(AccessFlags::REMOTE_ATOMIC))),
-            (mkc::PD, u64::from(pdn)),
-            (mkc::QPN, 0xff_ffff),
-            (mkc::MKEY_7_0, u64::from(variant)),
             (mkc::START_ADDR, addr),
             (mkc::LEN, length),
             (mkc::TRANSLATIONS_OCTWORD_SIZE, octwords),
             (mkc::LOG_PAGE_SIZE, log_page),
         ];
-        for (f, v) in fields {
+        for (f, v) in fields.into_iter().chain(mkc_rights(access, pdn, variant)) {
             at(f).set(&mut input, v).map_err(|e| Error::new(op, mlx5_dv::errno::EIO, e.to_string()))?;
         }
         prm::create_mkey::TRANSLATIONS_OCTWORD_ACTUAL_SIZE
@@ -495,6 +492,22 @@ fn make_comp_eqs(dev: &mut Device, host: &mut crate::host::Host, vectors: u16) -
         eqns.push(c::OUT_EQ_NUMBER.get(&out).unwrap_or(0) as u32);
     }
     Ok(eqns)
+}
+
+/// The mkey context fields an MR's mkey takes from its rights, PD and key variant (local
+/// read always; no QP bound).
+fn mkc_rights(access: AccessFlags, pdn: u32, variant: u8) -> [(prm::Field, u64); 8] {
+    use prm::mkc;
+    [
+        (mkc::LR, 1),
+        (mkc::LW, u64::from(access.contains(AccessFlags::LOCAL_WRITE))),
+        (mkc::RR, u64::from(access.contains(AccessFlags::REMOTE_READ))),
+        (mkc::RW, u64::from(access.contains(AccessFlags::REMOTE_WRITE))),
+        (mkc::A, u64::from(access.contains(AccessFlags::REMOTE_ATOMIC))),
+        (mkc::PD, u64::from(pdn)),
+        (mkc::QPN, 0xff_ffff),
+        (mkc::MKEY_7_0, u64::from(variant)),
+    ]
 }
 
 /// DESTROY_PSV as the kernel issues it.

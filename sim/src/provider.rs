@@ -17,6 +17,7 @@ use crate::profile::{DataPathSection, Profile};
 mod context;
 mod crypto;
 mod devx;
+mod dm;
 mod dmabuf;
 mod memory;
 mod mkey;
@@ -240,6 +241,8 @@ pub(crate) struct Provider {
     wqe_log: Option<Vec<WqeRecord>>,
     /// `post_send`'s reused buffers, boxed so that lending them out per post moves a pointer.
     post: Option<Box<wr::PostScratch>>,
+    /// Device memory (`ibv_alloc_dm`).
+    dms: HandleTable<mlx5_dv::DmHandle, dm::DmObj>,
 }
 
 impl Provider {
@@ -262,6 +265,7 @@ impl Provider {
             device_list: device_list(profile),
             wqe_log: None,
             post: None,
+            dms: HandleTable::new(backend),
         }
     }
 

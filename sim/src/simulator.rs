@@ -14,6 +14,8 @@ use mlx5_dv::{
 };
 use mlx5_dv::{Devx, DevxEq, DevxObj, DevxObjHandle, DevxUar, DevxUmem, MsiVector};
 
+mod dm;
+
 use crate::device::firmware::CommandFault;
 use crate::device::{Device, WqeFault};
 use crate::fabric::Fabric;
@@ -122,6 +124,7 @@ impl Simulator {
                 caps.device.sig = q.sig_caps;
                 caps.device.crypto = q.crypto_caps;
             }
+            caps.device.max_dm_size = probe.max_dm_size(ctx).ok();
         }
         self.caps = caps;
         self
@@ -507,6 +510,33 @@ impl Memory for Simulator {
 
     fn alloc_dmabuf(&mut self, len: usize) -> Result<DmaBuf> {
         down!(self.alloc_dmabuf(len))
+    }
+
+    fn alloc_dm(&mut self, ctx: ContextHandle, length: u64, log_align_req: u32) -> Result<mlx5_dv::Dm> {
+        down!(self.alloc_dm(ctx, length, log_align_req))
+    }
+
+    fn free_dm(&mut self, dm: &mlx5_dv::Dm) -> Result<()> {
+        down!(self.free_dm(dm))
+    }
+
+    fn memcpy_to_dm(&mut self, dm: &mlx5_dv::Dm, offset: u64, data: &[u8]) -> Result<()> {
+        down!(self.memcpy_to_dm(dm, offset, data))
+    }
+
+    fn memcpy_from_dm(&mut self, dm: &mlx5_dv::Dm, offset: u64, len: usize) -> Result<Vec<u8>> {
+        down!(self.memcpy_from_dm(dm, offset, len))
+    }
+
+    fn reg_dm_mr(
+        &mut self,
+        pd: PdHandle,
+        dm: &mlx5_dv::Dm,
+        offset: u64,
+        length: u64,
+        access: AccessFlags,
+    ) -> Result<Mr> {
+        down!(self.reg_dm_mr(pd, dm, offset, length, access))
     }
 
     fn free_dmabuf(&mut self, dmabuf: &DmaBuf) -> Result<()> {

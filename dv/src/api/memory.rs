@@ -6,7 +6,7 @@ use bitflags::bitflags;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
-use crate::handle::{BufHandle, ContextHandle, MrHandle, PdHandle};
+use crate::handle::{BufHandle, ContextHandle, DmHandle, MrHandle, PdHandle};
 
 /// A backend-owned, page-aligned buffer; `addr` is the virtual address SGEs and MRs use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -102,6 +102,24 @@ pub struct DmaBuf {
     pub buf: Buf,
 }
 
+/// Device memory (`struct ibv_dm`): MEMIC bytes on the NIC, from [`Memory::alloc_dm`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Dm {
+    /// The backend handle.
+    pub handle: DmHandle,
+    /// The length asked for (what `ibv_memcpy_*_dm` bounds check against).
+    pub length: u64,
+}
+
+/// The access flags libmlx5 lets `ibv_reg_dm_mr` pass on (`MLX5_DM_ALLOWED_ACCESS`, with
+/// `IBV_ACCESS_OPTIONAL_RANGE`); any other bit is EINVAL.
+pub const DM_ALLOWED_ACCESS: u32 = AccessFlags::LOCAL_WRITE.bits()
+    | AccessFlags::REMOTE_WRITE.bits()
+    | AccessFlags::REMOTE_READ.bits()
+    | AccessFlags::REMOTE_ATOMIC.bits()
+    | AccessFlags::ZERO_BASED.bits()
+    | 0x3ff0_0000;
+
 /// Host memory the backend owns, and memory regions over it.
 pub trait Memory {
     /// Allocate a zeroed, page-aligned buffer of host memory owned by the backend.
@@ -174,4 +192,23 @@ pub trait Memory {
     /// the data-direct device; ENODEV without one, ENOSPC when `buf_len` cannot hold it and
     /// its NUL.
     fn get_data_direct_sysfs_path(&mut self, ctx: ContextHandle, buf_len: usize) -> Result<String>;
+
+    /// `ibv_alloc_dm(ctx, {length, log_align_req})`: MEMIC device memory (libmlx5: EINVAL past
+    /// `max_dm_size`; the kernel: EOPNOTSUPP without MEMIC, ENOMEM when it is full).
+    fn alloc_dm(&mut self, ctx: ContextHandle, length: u64, log_align_req: u32) -> Result<Dm>;
+
+    /// `ibv_free_dm`: EBUSY while an MR is registered over it.
+    fn free_dm(&mut self, dm: &Dm) -> Result<()>;
+
+    /// `ibv_memcpy_to_dm(dm, offset, data)`: EFAULT past the DM's length, then EINVAL when the
+    /// offset or the length is not a multiple of 4.
+    fn memcpy_to_dm(&mut self, dm: &Dm, offset: u64, data: &[u8]) -> Result<()>;
+
+    /// `ibv_memcpy_from_dm(dm, offset, len)`: the bytes, with the errors of
+    /// [`Memory::memcpy_to_dm`].
+    fn memcpy_from_dm(&mut self, dm: &Dm, offset: u64, len: usize) -> Result<Vec<u8>>;
+
+    /// `ibv_reg_dm_mr(pd, dm, offset, length, access)`: a zero-based MR over `length` bytes of
+    /// the DM from `offset` (`access` must hold `IBV_ACCESS_ZERO_BASED`; its `addr` is 0).
+    fn reg_dm_mr(&mut self, pd: PdHandle, dm: &Dm, offset: u64, length: u64, access: AccessFlags) -> Result<Mr>;
 }

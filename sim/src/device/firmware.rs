@@ -14,6 +14,7 @@ use crate::profile::Profile;
 mod caps;
 mod crypto;
 mod eq;
+mod memic;
 mod objects;
 mod port;
 mod raw;
@@ -49,6 +50,11 @@ pub mod syndrome {
     /// (or the mailbox) can hold.
     pub const OUT_OF_RANGE: u32 = 0x5100_0007;
 }
+
+/// `MLX5_MKC_ACCESS_MODE_MEMIC`: the mkey's addresses are MEMIC addresses.
+const ACCESS_MODE_MEMIC: u64 = 5;
+
+pub use memic::{LOG_MAX_ALIGNMENT as LOG_MAX_MEMIC_ALIGNMENT, MEMIC_BAR_START, cap as memic_cap, cmd as memic_cmd};
 
 /// A command rejected with a status and a syndrome.
 struct Reject(u8, u32);
@@ -153,6 +159,10 @@ pub struct Firmware {
     cq_events: Vec<u32>,
     /// Shared receive queues.
     srqs: srq::SrqTable,
+    /// Device memory: its allocations and host window.
+    memic: memic::Memic,
+    /// The DEVICE_MEMORY capability page.
+    memic_caps: caps::Page,
 }
 
 impl Firmware {
@@ -189,6 +199,8 @@ impl Firmware {
             verbs: None,
             cq_events: Vec::new(),
             srqs: srq::SrqTable::new(profile.datapath.log_max_srq),
+            memic: memic::Memic::new(profile),
+            memic_caps: memic::Memic::new(profile).page()?,
         })
     }
 
@@ -283,6 +295,8 @@ impl Firmware {
             prm::queues::srq::DESTROY_SRQ => self.destroy_srq(input),
             prm::queues::srq::QUERY_SRQ => self.query_srq(input, out),
             prm::queues::srq::ARM_RQ => self.arm_rq(input),
+            memic::cmd::ALLOC_MEMIC => self.alloc_memic(input, out),
+            memic::cmd::DEALLOC_MEMIC => self.dealloc_memic(input),
             opcode::QUERY_ROCE_ADDRESS => self.query_roce_address(input, out),
             port::op::ACCESS_REG => self.access_reg(input, out),
             port::op::MAD_IFC => self.mad_ifc(input, out),
@@ -319,9 +333,11 @@ impl Firmware {
         if !self.pds.contains_key(pdn) {
             return Err(Reject(status::BAD_PARAM_ERR, syndrome::NO_SUCH_OBJECT));
         }
-        let xlat = match prm::mkc::ACCESS_MODE_1_0.get(&mkc)? {
+        let mode = prm::mkc::ACCESS_MODE_1_0.get(&mkc)? | prm::mkc::ACCESS_MODE_4_2.get(&mkc)? << 2;
+        let xlat = match mode {
             prm::mkc::ACCESS_MODE_MTT => Translation::Mtt,
             prm::mkc::ACCESS_MODE_KLMS => Translation::None,
+            ACCESS_MODE_MEMIC if self.memic_size() > 0 => Translation::Memic,
             _ => return Err(Reject(status::BAD_PARAM_ERR, syndrome::BAD_FIELD)),
         };
         let pages = mtt_pages(input, &xlat)?;

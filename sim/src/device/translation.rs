@@ -43,4 +43,7 @@ pub enum Translation {
         /// The entries.
         entries: Vec<RepeatEntry>,
     },
+    /// Device memory (MEMIC access mode): zero-based addresses from the mkey's `start_addr`,
+    /// a MEMIC address, into the device's MEMIC.
+    Memic,
 }

@@ -122,6 +122,7 @@ impl Provider {
         let op = Op::CloseDevice;
         let c = self.ctx(ctx, op)?.clone();
         self.release_queues_of(low, ctx);
+        self.release_dms_of(low, ctx);
         for h in self.mkeys.handles_where(|m| m.ctx == ctx) {
             let _ = self.mkeys.take(h, op);
         }

@@ -193,6 +193,10 @@ impl Provider {
         if flags.is_empty() {
             return Err(Error::new(op, EINVAL, "no IBV_REREG_MR_CHANGE_* flag"));
         }
+        // ib_uverbs_rereg_mr: an MR over device memory is never re-registered.
+        if self.is_dm_buf(m.buf) {
+            return Err(Error::new(op, EINVAL, "a DM MR cannot be re-registered"));
+        }
         let access = if flags.contains(ReregFlags::CHANGE_ACCESS) {
             let access = AccessFlags::from_bits_retain(access.bits() & !ACCESS_OPTIONAL_RANGE);
             super::dmabuf::check_mr_access(op, access)?;

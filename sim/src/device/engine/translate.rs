@@ -350,13 +350,20 @@ impl Engine<'_> {
         }
         let start = field(m, mkc::START_ADDR);
         let mlen = field(m, mkc::LEN);
-        let off = addr.checked_sub(start).ok_or(Why::Bounds)?;
+        // A MEMIC mkey is zero-based: its own addresses count from 0, its start_addr is MEMIC's.
+        let base = if matches!(m.xlat, Translation::Memic) { 0 } else { start };
+        let off = addr.checked_sub(base).ok_or(Why::Bounds)?;
         if off.checked_add(len).is_none_or(|end| end > mlen) {
             return Err(Why::Bounds);
         }
         let nested = |a: u64, n: u64, k: u32, out: &mut Xlat| self.resolve_into(at, k, a, n, None, depth + 1, out);
         match &m.xlat {
             Translation::None => Err(Why::Layout),
+            Translation::Memic => {
+                let dev = self.devs.get(at.dev).ok_or(Why::Key)?;
+                let bar = start.checked_add(off).ok_or(Why::Bounds)?;
+                out.push(dev.fw.memic_host(bar, len).ok_or(Why::Bounds)?, len)
+            }
             Translation::Mtt => match &m.pages {
                 None => out.push(addr, len),
                 Some(pages) => mtt_walk(pages, field(m, mkc::LOG_PAGE_SIZE), start, off, len, out),

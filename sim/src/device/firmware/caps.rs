@@ -3,9 +3,9 @@
 //! The simulated firmware has one value per capability, so the maximum (bit 0 clear) and the
 //! current page (bit 0 set) are the same bytes. It answers the general page (0x0), the NIC
 //! flow table page (0x7) and the device memory page (0xf) on every profile, and the crypto
-//! page (0x1a) where the profile has crypto; other types are BAD_PARAM. The flow table and
-//! device memory pages are all zero: the simulator has neither flow steering nor device
-//! memory. The answer fills as much of the 4 KiB page as the output mailbox holds after its
+//! page (0x1a) where the profile has crypto; other types are BAD_PARAM. The flow table page is
+//! all zero (no flow steering); the device memory page is MEMIC's (`memic.rs`), zero on a
+//! profile without it. The answer fills as much of the 4 KiB page as the output mailbox holds after its
 //! 16-byte header (rdma-core's own tests read the general page with a 0x810-byte output).
 
 use mlx5_dv::prm::{self, Field, FieldError, status};
@@ -134,7 +134,8 @@ impl Firmware {
         let op_mod = prm::mbox_in::OP_MOD.get(input)? as u16;
         let page: &[u8] = match op_mod >> 1 {
             cap_type::GENERAL => &self.general_caps[..],
-            cap_type::NIC_FLOW_TABLE | cap_type::DEVICE_MEMORY => &ZERO_PAGE[..],
+            cap_type::NIC_FLOW_TABLE => &ZERO_PAGE[..],
+            cap_type::DEVICE_MEMORY => &self.memic_caps[..],
             cap_type::CRYPTO => match &self.crypto_caps {
                 Some(p) => &p[..],
                 None => return Err(Reject(status::BAD_PARAM_ERR, syndrome::BAD_FIELD)),

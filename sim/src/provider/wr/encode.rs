@@ -327,7 +327,7 @@ fn umr_body(u: &UmrWqe) -> Result<WqeBody, FieldError> {
 /// The WQE form of a translation and the 16-byte units it takes before padding.
 fn wqe_translation(x: &Translation) -> (UmrTranslation, usize) {
     match x {
-        Translation::None | Translation::Mtt => (UmrTranslation::Klm(Vec::new()), 0),
+        Translation::None | Translation::Mtt | Translation::Memic => (UmrTranslation::Klm(Vec::new()), 0),
         Translation::Klm(k) => {
             let entries: Vec<KlmSeg> =
                 k.iter().map(|e| KlmSeg { byte_count: e.byte_count, mkey: e.key, address: e.addr }).collect();
