@@ -9,14 +9,13 @@
 //! simulator, and one that gives memory of its own is refused (EOPNOTSUPP, the memory given
 //! back to its `free`): the simulated queues live in the simulator's memory.
 
-use std::collections::BTreeMap;
 use std::ffi::{c_int, c_void};
 use std::ptr;
 
 use rdma_sys::*;
 
 use crate::errno::null;
-use crate::objects::Pd;
+use crate::objects::{Parent, Pd};
 use crate::state::{Shim, key, with};
 
 /// `IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS`.
@@ -37,53 +36,6 @@ pub(crate) mod res_type {
 /// The alignment libmlx5 asks for a queue's buffer (the page) and a doorbell record.
 const PAGE: usize = 4096;
 const DBR_SIZE: usize = 8;
-
-type AllocFn = unsafe extern "C" fn(*mut ibv_pd, *mut c_void, usize, usize, u64) -> *mut c_void;
-type FreeFn = unsafe extern "C" fn(*mut ibv_pd, *mut c_void, *mut c_void, u64);
-
-/// A parent domain: the PD and TD it holds, its allocators and their context.
-struct Parent {
-    pd: usize,
-    td: Option<usize>,
-    alloc: Option<AllocFn>,
-    free: Option<FreeFn>,
-    /// `pd_context`, an address the shim only hands back.
-    pd_context: usize,
-}
-
-/// The thread and parent domains of the process.
-#[derive(Default)]
-pub(crate) struct Domains {
-    tds: BTreeMap<usize, Box<ibv_td>>,
-    parents: BTreeMap<usize, Parent>,
-    /// The CQs made on a parent domain (`IBV_CQ_INIT_ATTR_MASK_PD`): CQ → parent domain.
-    cq_parents: BTreeMap<usize, usize>,
-}
-
-impl Domains {
-    /// Whether `pd` is a parent domain.
-    pub(crate) fn is_parent(&self, pd: *const ibv_pd) -> bool {
-        self.parents.contains_key(&key(pd))
-    }
-
-    /// Whether a parent domain holds `pd` (libmlx5's PD refcount: EBUSY on dealloc).
-    pub(crate) fn holds(&self, pd: *const ibv_pd) -> bool {
-        self.parents.values().any(|p| p.pd == key(pd))
-    }
-
-    /// Drop the domains of a closed context (their C objects with it).
-    pub(crate) fn forget(&mut self, ctx: *const ibv_context, live_pds: impl Fn(usize) -> bool) {
-        self.tds.retain(|_, t| !ptr::eq(t.context, ctx));
-        self.parents.retain(|k, _| live_pds(*k));
-        let parents = &self.parents;
-        self.cq_parents.retain(|_, p| parents.contains_key(p));
-    }
-
-    /// A CQ made on parent domain `pd`.
-    pub(crate) fn add_cq(&mut self, cq: usize, pd: *const ibv_pd) {
-        self.cq_parents.insert(cq, key(pd));
-    }
-}
 
 impl Shim {
     fn alloc_td(&mut self, ctx: *mut ibv_context, attr: *const ibv_td_init_attr) -> Result<*mut ibv_td, c_int> {

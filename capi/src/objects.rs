@@ -5,7 +5,8 @@
 
 use std::alloc::Layout;
 use std::collections::{BTreeMap, VecDeque};
-use std::ffi::c_int;
+use std::ffi::{c_int, c_void};
+use std::ptr;
 
 use mlx5_dv::{
     Buf, ContextHandle, CryptoLoginHandle, DekHandle, DevxEq, DevxObjHandle, DevxUar, DevxUmem, MsiVector, PdHandle,
@@ -13,7 +14,9 @@ use mlx5_dv::{
 use mlx5_hw::sys::mlx5dv::{
     mlx5dv_devx_eq, mlx5dv_devx_msi_vector, mlx5dv_devx_uar, mlx5dv_devx_umem, mlx5dv_mkey, mlx5dv_qp_ex,
 };
-use rdma_sys::{ibv_comp_channel, ibv_cq_ex, ibv_device, ibv_mr, ibv_pd, ibv_qp_attr, ibv_qp_ex, verbs_context};
+use rdma_sys::{
+    ibv_comp_channel, ibv_context, ibv_cq_ex, ibv_device, ibv_mr, ibv_pd, ibv_qp_attr, ibv_qp_ex, ibv_td, verbs_context,
+};
 
 // Made and used by `device`.
 /// One device of the list, its `ibv_device` at a fixed address for the process's life.
@@ -239,4 +242,53 @@ pub(crate) struct QpC {
     pub(crate) dv: mlx5dv_qp_ex,
     /// Created with send ops flags: `ibv_qp_to_qp_ex` hands out `ex`.
     pub(crate) extended: bool,
+}
+
+// --- thread and parent domains (`crate::domain`) ---
+
+pub(crate) type AllocFn = unsafe extern "C" fn(*mut ibv_pd, *mut c_void, usize, usize, u64) -> *mut c_void;
+pub(crate) type FreeFn = unsafe extern "C" fn(*mut ibv_pd, *mut c_void, *mut c_void, u64);
+
+/// A parent domain: the PD and TD it holds, its allocators and their context.
+pub(crate) struct Parent {
+    pub(crate) pd: usize,
+    pub(crate) td: Option<usize>,
+    pub(crate) alloc: Option<AllocFn>,
+    pub(crate) free: Option<FreeFn>,
+    /// `pd_context`, an address the shim only hands back.
+    pub(crate) pd_context: usize,
+}
+
+/// The thread and parent domains of the process.
+#[derive(Default)]
+pub(crate) struct Domains {
+    pub(crate) tds: BTreeMap<usize, Box<ibv_td>>,
+    pub(crate) parents: BTreeMap<usize, Parent>,
+    /// The CQs made on a parent domain (`IBV_CQ_INIT_ATTR_MASK_PD`): CQ → parent domain.
+    pub(crate) cq_parents: BTreeMap<usize, usize>,
+}
+
+impl Domains {
+    /// Whether `pd` is a parent domain.
+    pub(crate) fn is_parent(&self, pd: *const ibv_pd) -> bool {
+        self.parents.contains_key(&(pd as usize))
+    }
+
+    /// Whether a parent domain holds `pd` (libmlx5's PD refcount: EBUSY on dealloc).
+    pub(crate) fn holds(&self, pd: *const ibv_pd) -> bool {
+        self.parents.values().any(|p| p.pd == (pd as usize))
+    }
+
+    /// Drop the domains of a closed context (their C objects with it).
+    pub(crate) fn forget(&mut self, ctx: *const ibv_context, live_pds: impl Fn(usize) -> bool) {
+        self.tds.retain(|_, t| !ptr::eq(t.context, ctx));
+        self.parents.retain(|k, _| live_pds(*k));
+        let parents = &self.parents;
+        self.cq_parents.retain(|_, p| parents.contains_key(p));
+    }
+
+    /// A CQ made on parent domain `pd`.
+    pub(crate) fn add_cq(&mut self, cq: usize, pd: *const ibv_pd) {
+        self.cq_parents.insert(cq, pd as usize);
+    }
 }

@@ -123,7 +123,7 @@ pub struct Shim {
     /// call to call so that polling allocates nothing once warm.
     pub(crate) wc_scratch: Vec<mlx5_dv::Wc>,
     /// Thread and parent domains (`crate::domain`).
-    pub(crate) domains: crate::domain::Domains,
+    pub(crate) domains: crate::objects::Domains,
 }
 
 impl Shim {
