@@ -23,6 +23,9 @@ impl Layer for AsHardware {
         // ibv_query_device reports these on hardware too.
         caps.device.max_qp_wr = inner.device.max_qp_wr;
         caps.device.log_max_cq_sz = inner.device.log_max_cq_sz;
+        caps.device.max_srq_wr = inner.device.max_srq_wr;
+        // ibv_query_device_ex's max_dm_size.
+        caps.device.max_dm_size = inner.device.max_dm_size;
         // The hw backend reads general_obj_types through a DEVX context.
         caps.device.general_obj_types =
             if self.kernel.devx == Some(true) { inner.device.general_obj_types } else { None };
