@@ -185,3 +185,26 @@ unsafe extern "C" fn alloc_parent_domain(
 ) -> *mut ibv_pd {
     with(null, |s| s.alloc_parent_domain(context, attr).unwrap_or_else(null))
 }
+
+/// `MLX5_SHM_LENGTH`: what libmlx5 asks `shmget` for at least, one huge page.
+const SHM_LENGTH: usize = 2 << 20;
+
+/// libmlx5's `MLX_<component>_ALLOC_TYPE=HUGE` (`MLX_QP`, `MLX_CQ`, `MLX_SRQ`): the queue's
+/// buffer must come from a huge page (`alloc_huge_mem`'s `shmget(SHM_HUGETLB)`), and creation
+/// fails with that call's errno when the host has none reserved. With huge pages the simulator
+/// still keeps the queue in its own memory; `PREFER_HUGE` and the others never fail.
+pub(crate) fn huge_alloc_refused(component: &str) -> Result<(), c_int> {
+    let Ok(v) = std::env::var(format!("{component}_ALLOC_TYPE")) else { return Ok(()) };
+    if !v.eq_ignore_ascii_case("HUGE") {
+        return Ok(());
+    }
+    // SAFETY: shmget and shmctl have no memory preconditions; the segment is removed at once.
+    unsafe {
+        let id = libc::shmget(libc::IPC_PRIVATE, SHM_LENGTH, libc::SHM_HUGETLB | libc::SHM_R | libc::SHM_W);
+        if id == -1 {
+            return Err(*libc::__errno_location());
+        }
+        libc::shmctl(id, libc::IPC_RMID, ptr::null_mut());
+    }
+    Ok(())
+}

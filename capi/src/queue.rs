@@ -190,6 +190,7 @@ impl Shim {
         if !channel.is_null() && !self.channels.contains_key(&key(channel)) {
             return Err(libc::EINVAL);
         }
+        crate::domain::huge_alloc_refused("MLX_CQ")?;
         let cq = self.sim.create_cq_on_vector(h, cqe, comp_vector).map_err(|e| e.errno())?;
         // SAFETY: plain data (a zeroed mutex and cond are their static initialisers on glibc;
         // the ops of an extended CQ are set by its maker).
@@ -322,6 +323,7 @@ impl Shim {
             create_flags: if attr.comp_mask & qp_init_mask::CREATE_FLAGS != 0 { attr.create_flags } else { 0 },
             srq,
         };
+        crate::domain::huge_alloc_refused("MLX_QP")?;
         let qp = self.sim.create_qp(&init).map_err(|e| e.errno())?;
         if let Err(e) = self.qp_domain_buffers(attr.pd, &qp) {
             let _ = self.sim.destroy_qp(&qp);

@@ -37,6 +37,7 @@ impl Shim {
         let p = self.pd(pd)?;
         let (handle, context) = (p.handle, p.c.context);
         let a = SrqInitAttr { pd: handle, max_wr: attr.attr.max_wr, max_sge: attr.attr.max_sge };
+        crate::domain::huge_alloc_refused("MLX_SRQ")?;
         let srq = self.sim.create_srq(&a).map_err(|e| e.errno())?;
         attr.attr.max_wr = srq.max_wr;
         attr.attr.max_sge = srq.max_sge;

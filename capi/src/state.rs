@@ -246,6 +246,8 @@ impl Shim {
             }
             (Ok(other), _) => return Err(format!("MLX5SIM_MODE={other}: not 'free' or 'stepped'")),
         }
+        // SAFETY: registering fork handlers has no preconditions; Shim::new runs once.
+        unsafe { libc::pthread_atfork(Some(fork_prepare), Some(fork_parent), Some(fork_child)) };
         let sim = match std::env::var_os("MLX5SIM_TRACE") {
             Some(path) => {
                 // SAFETY: registering an exit handler has no preconditions.
@@ -278,6 +280,35 @@ impl Shim {
 }
 
 static SHIM: OnceLock<Result<Mutex<Shim>, String>> = OnceLock::new();
+
+thread_local! {
+    /// The shim's lock, held by a thread that is forking (see [`fork_prepare`]).
+    static FORK_HOLD: std::cell::RefCell<Option<MutexGuard<'static, Shim>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Before `fork`: the forking thread takes the shim's lock, so that the child does not inherit
+/// it held by the device thread, which the child does not have (it would wait for ever).
+extern "C" fn fork_prepare() {
+    if let Some(Ok(m)) = SHIM.get() {
+        let g = m.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        FORK_HOLD.with(|h| *h.borrow_mut() = Some(g));
+        device_thread::before_fork();
+    }
+}
+
+/// After `fork`, in the parent: the lock is free again.
+extern "C" fn fork_parent() {
+    device_thread::after_fork();
+    FORK_HOLD.with(|h| drop(h.borrow_mut().take()));
+}
+
+/// After `fork`, in the child: the lock is free, and no device thread runs (the next
+/// context the child opens starts one).
+extern "C" fn fork_child() {
+    device_thread::forked();
+    device_thread::after_fork();
+    FORK_HOLD.with(|h| drop(h.borrow_mut().take()));
+}
 
 /// At exit: write the trace `MLX5SIM_TRACE` names.
 extern "C" fn write_trace_at_exit() {

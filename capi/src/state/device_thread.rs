@@ -130,6 +130,32 @@ pub(crate) fn empty_poll() {
     let_it_run();
 }
 
+type ForkGuards = (std::sync::RwLockWriteGuard<'static, Vec<Word>>, std::sync::RwLockWriteGuard<'static, Vec<c_int>>);
+
+thread_local! {
+    /// The thread's lists, held by a forking thread (see [`before_fork`]).
+    static FORK_GUARDS: std::cell::RefCell<Option<ForkGuards>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Before `fork`, with the shim's lock held: take the thread's lists too, which the thread
+/// reads without that lock, so that the child does not inherit them read-locked.
+pub(crate) fn before_fork() {
+    let w = WATCHED.write().unwrap_or_else(|p| p.into_inner());
+    let s = SOCKETS.write().unwrap_or_else(|p| p.into_inner());
+    FORK_GUARDS.with(|g| *g.borrow_mut() = Some((w, s)));
+}
+
+/// After `fork`, on both sides: the lists are free again.
+pub(crate) fn after_fork() {
+    FORK_GUARDS.with(|g| drop(g.borrow_mut().take()));
+}
+
+/// Called in a child after `fork`: the child has no device thread (only the forking thread
+/// goes on), so the next context it opens starts one.
+pub(crate) fn forked() {
+    RUNNING.store(false, Ordering::SeqCst);
+}
+
 /// Called, with the shim locked, before a call frees memory the thread may be looking at (a
 /// QP's doorbell record, a UAR page, a umem): the thread stops looking until its next pass
 /// under the lock rebuilds the list from what still lives.
