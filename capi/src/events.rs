@@ -60,6 +60,7 @@ pub unsafe extern "C" fn ibv_get_async_event(context: *mut ibv_context, event: *
     if fd < 0 || event.is_null() {
         return minus_one(libc::EINVAL);
     }
+    crate::state::device_thread::stops_polling();
     let mut v: u64 = 0;
     // SAFETY: an 8-byte read of the eventfd, outside the lock (it may block).
     if unsafe { libc::read(fd, ptr::from_mut(&mut v).cast(), 8) } != 8 {

@@ -578,6 +578,7 @@ unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, num: c_int, wc: *mut ibv_wc) -> c_
 /// `mlx5_arm_cq`: rings the arm doorbell and returns 0, with a channel or without one (then
 /// no event can be delivered). `solicited_only` arms for solicited and error completions.
 unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_int {
+    device_thread::stops_polling();
     with(
         |e| e,
         |s| {

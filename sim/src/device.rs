@@ -493,6 +493,11 @@ pub fn receive_one(
 }
 
 impl Device {
+    /// Whether a responder QP of this device holds an ACK back for the next pass.
+    pub fn holds_acks(&self) -> bool {
+        self.net.holds_acks()
+    }
+
     /// Datagrams this device's port dropped: a bad ICRC or header, a packet out of sequence,
     /// an answer no QP waits for.
     pub fn network_drops(&self) -> u64 {

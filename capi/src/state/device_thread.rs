@@ -25,6 +25,10 @@ const FAST: Duration = Duration::from_micros(20);
 const SPINS: u32 = 100;
 /// The longest wait while quiet.
 const SLOW: Duration = Duration::from_millis(10);
+/// How long after a program's empty poll on the network the program counts as polling: the
+/// thread then leaves the ports' sockets to its polls (a datagram waking both costs each half
+/// round trip a context switch, on a small machine a preempted poller).
+const POLLING: Duration = Duration::from_millis(1);
 /// How long after the program's last store of its own the thread stays eager.
 const STORES_LAST: Duration = Duration::from_millis(50);
 /// How long the thread keeps looking without pause after work.
@@ -48,6 +52,29 @@ static WATCHED: RwLock<Vec<Word>> = RwLock::new(Vec::new());
 static SOCKETS: RwLock<Vec<c_int>> = RwLock::new(Vec::new());
 /// The process talks to another over the network (a datagram went out or came in).
 static TALKING: AtomicBool = AtomicBool::new(false);
+/// When a program's thread last polled an empty CQ on the network (nanoseconds after
+/// [`epoch`]; 0: not since it last armed a CQ or waited for an event).
+static POLLED_AT: AtomicU64 = AtomicU64::new(0);
+/// A responder holds an ACK back for the next pass (see `Simulator::tick`).
+static ACKS_HELD: AtomicBool = AtomicBool::new(false);
+
+/// The clock [`POLLED_AT`] counts from.
+fn epoch() -> Instant {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+/// Nanoseconds since [`epoch`], at least 1.
+fn now_ns() -> u64 {
+    u64::try_from(epoch().elapsed().as_nanos()).unwrap_or(u64::MAX).max(1)
+}
+
+/// Whether a program's thread polls on the network now: it then runs the passes that take
+/// datagrams, and the thread leaves the sockets to it.
+fn program_polls() -> bool {
+    let at = POLLED_AT.load(Ordering::Relaxed);
+    at != 0 && now_ns().saturating_sub(at) < POLLING.as_nanos() as u64
+}
 
 /// A word of the program's memory a doorbell moves.
 #[derive(Debug, Clone, Copy)]
@@ -118,16 +145,26 @@ pub(crate) fn let_it_run() {
 /// per hop on a busy machine, four hops per round trip). Otherwise, and when the lock is
 /// taken, it steps aside as [`let_it_run`] says.
 pub(crate) fn empty_poll() {
-    if TALKING.load(Ordering::Acquire)
-        && let Some(mut s) = try_shim()
-    {
-        if s.free_running() {
-            s.flush_uar_stores();
-            s.tick();
+    if TALKING.load(Ordering::Acquire) {
+        POLLED_AT.store(now_ns(), Ordering::Relaxed);
+        if let Some(mut s) = try_shim() {
+            if s.free_running() {
+                s.flush_uar_stores();
+                s.tick();
+                ACKS_HELD.store(s.sim.simulator().holds_acks(), Ordering::Release);
+            }
+            return;
         }
-        return;
     }
     let_it_run();
+}
+
+/// Called when a program arms a CQ or waits for a CQ event: it stops polling, so the thread
+/// takes the sockets back at once (woken if it sleeps).
+pub(crate) fn stops_polling() {
+    if POLLED_AT.swap(0, Ordering::Relaxed) != 0 {
+        ring();
+    }
 }
 
 type ForkGuards = (std::sync::RwLockWriteGuard<'static, Vec<Word>>, std::sync::RwLockWriteGuard<'static, Vec<c_int>>);
@@ -205,6 +242,7 @@ fn pass(s: &mut Shim) -> Option<bool> {
     }
     s.flush_uar_stores();
     let moved = s.tick();
+    ACKS_HELD.store(s.sim.simulator().holds_acks(), Ordering::Release);
     let mut words: Vec<Word> = Vec::new();
     for rec in s.sim.simulator().doorbell_records() {
         for off in [0, 4] {
@@ -263,18 +301,21 @@ fn rung() -> bool {
     RUNG.swap(false, Ordering::SeqCst)
 }
 
-/// Wait up to `pause` for the wake eventfd or a datagram at a networked port (`None`: only
-/// look): whether either is ready. The eventfd is read empty.
+/// Wait up to `pause` for the wake eventfd or (unless the program polls) a datagram at a
+/// networked port (`None`: only look): whether either is ready. The eventfd is read empty.
 fn poll_fds(pause: Option<Duration>) -> bool {
     let fd = WAKE_FD.load(Ordering::Acquire);
     let mut fds = vec![libc::pollfd { fd, events: libc::POLLIN, revents: 0 }];
-    if let Ok(socks) = SOCKETS.read() {
+    let polling = program_polls();
+    if !polling && let Ok(socks) = SOCKETS.read() {
         fds.extend(socks.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }));
     }
     if pause.is_none() && fds.len() == 1 {
         return false;
     }
+    // Not longer than the program counts as polling: then the sockets are ours again.
     let pause = pause.unwrap_or_default();
+    let pause = if polling { pause.min(POLLING) } else { pause };
     let ts = libc::timespec { tv_sec: pause.as_secs() as libc::time_t, tv_nsec: pause.subsec_nanos() as libc::c_long };
     // SAFETY: pollfds of ours in a vector that outlives the call, and a timespec on the stack.
     let n = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
@@ -295,9 +336,11 @@ fn wait(pause: Duration) -> bool {
         ASLEEP.store(false, Ordering::SeqCst);
         return true;
     }
-    let ready = poll_fds(Some(pause));
+    // A held ACK goes out within the shortest pause, by the program's next poll or ours.
+    let held = ACKS_HELD.load(Ordering::Acquire);
+    let ready = poll_fds(Some(if held { pause.min(FAST) } else { pause }));
     ASLEEP.store(false, Ordering::SeqCst);
-    rung() || ready
+    rung() || ready || ACKS_HELD.load(Ordering::Acquire)
 }
 
 /// Take the shim's lock for a pass. While a program's thread spins on an empty CQ it steps
@@ -374,7 +417,9 @@ fn run() {
         }
         // The sockets are looked at (a system call) only by a thread that talks, and not on
         // every spin.
-        due = api || by_store || (TALKING.load(Ordering::Acquire) && spins.is_multiple_of(64) && poll_fds(None));
+        due = api
+            || by_store
+            || (TALKING.load(Ordering::Acquire) && spins.is_multiple_of(64) && !program_polls() && poll_fds(None));
         if due {
             woken = true;
             BUSY.store(true, Ordering::Release);
