@@ -68,6 +68,21 @@ impl Shim {
             None => self.sim.open_ibv_device(&name),
         }
         .map_err(|e| e.errno())?;
+        // SAFETY: eventfd has no memory preconditions.
+        let cmd_fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+        Ok(self.install_context(dev, i, handle, cmd_fd))
+    }
+
+    /// A program's `ibv_context` for the simulator's context `handle` of device `dev` (index
+    /// `i` in the device list; `None` for a VFIO function), on command fd `cmd_fd`, which it
+    /// owns from now on.
+    pub(crate) fn install_context(
+        &mut self,
+        dev: *mut ibv_device,
+        i: Option<usize>,
+        handle: mlx5_dv::ContextHandle,
+        cmd_fd: c_int,
+    ) -> *mut ibv_context {
         // SAFETY: verbs_context is plain data (pointers, optional functions, a zeroed mutex
         // is PTHREAD_MUTEX_INITIALIZER on glibc).
         let mut c: Box<verbs_context> = Box::new(unsafe { std::mem::zeroed() });
@@ -91,16 +106,28 @@ impl Shim {
         ctx.num_comp_vectors = c_int::from(if i.is_some() { d.num_comp_vectors } else { d.vfio_msix_vectors });
         // SAFETY: eventfd has no memory preconditions.
         ctx.async_fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_SEMAPHORE) };
-        // SAFETY: as above.
-        ctx.cmd_fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+        ctx.cmd_fd = cmd_fd;
         let p: *mut ibv_context = ctx;
         self.contexts.insert(key(p), Context { c, handle, device: i, events: Default::default(), uar: None });
         device_thread::start(self);
-        Ok(p)
+        p
     }
 
     fn close(&mut self, ctx: *mut ibv_context) -> c_int {
         let Some(c) = self.contexts.get(&key(ctx)) else { return libc::EINVAL };
+        let handle = c.handle;
+        if self.contexts.iter().any(|(k, o)| *k != key(ctx) && o.handle == handle) {
+            // An imported context, or one imported from: the kernel keeps what they share
+            // until the last of their command fds closes.
+            if let Some(c) = self.contexts.remove(&key(ctx)) {
+                // SAFETY: the fds this context owns, closed once, here.
+                unsafe {
+                    libc::close(c.c.context.async_fd);
+                    libc::close(c.c.context.cmd_fd);
+                }
+            }
+            return 0;
+        }
         device_thread::forget();
         if let Err(e) = self.sim.close_device(c.handle) {
             return code(&e);

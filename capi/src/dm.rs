@@ -54,6 +54,28 @@ pub(crate) fn fill_context_ops(c: &mut verbs_context) {
     c.reg_dm_mr = Some(reg_dm_mr);
 }
 
+/// `mlx5_import_dm`: the DM of that handle among those whose context `shared` accepts
+/// (ENOENT, as the kernel's object lookup, otherwise), as a new `ibv_dm` on `ctx` with the
+/// same bytes.
+pub(crate) fn import(
+    ctx: *mut ibv_context,
+    dm_handle: u32,
+    shared: impl Fn(*const ibv_context) -> bool,
+) -> Result<*mut ibv_dm, c_int> {
+    let mut table = dms();
+    let found = table.values().find(|d| d.c.handle == dm_handle && shared(d.c.context));
+    let (c, dm) = found.map(|d| (ibv_dm { context: ctx, ..d.c }, d.dm)).ok_or(libc::ENOENT)?;
+    let mut d = Box::new(ShimDm { c, dm });
+    let p: *mut ibv_dm = &mut d.c;
+    table.insert(key(p), d);
+    Ok(p)
+}
+
+/// `mlx5_unimport_dm`: forget an imported `ibv_dm`; the DM stays with its owner.
+pub(crate) fn unimport(dm: *mut ibv_dm) {
+    dms().remove(&key(dm));
+}
+
 /// Drop the `ibv_dm`s of a closed context (the close freed their MEMIC).
 pub(crate) fn forget(ctx: *const ibv_context) {
     dms().retain(|_, d| !std::ptr::eq(d.c.context, ctx));

@@ -25,6 +25,7 @@ pub mod dv_crypto;
 pub mod dv_devx;
 mod errno;
 pub mod events;
+pub mod import;
 mod inline;
 pub mod misc;
 pub mod mr;

@@ -109,6 +109,8 @@ pub struct Shim {
     pub(crate) channels: BTreeMap<usize, Channel>,
     pub(crate) pds: BTreeMap<usize, Pd>,
     pub(crate) mrs: BTreeMap<usize, Mr>,
+    /// MRs imported from a shared context (`ibv_import_mr`), by the address of their `ibv_mr`.
+    pub(crate) imported_mrs: BTreeMap<usize, Box<rdma_sys::ibv_mr>>,
     pub(crate) mkeys: BTreeMap<usize, Mkey>,
     pub(crate) cqs: BTreeMap<usize, Cq>,
     pub(crate) qps: BTreeMap<usize, Qp>,
@@ -263,6 +265,7 @@ impl Shim {
             channels: BTreeMap::new(),
             pds: BTreeMap::new(),
             mrs: BTreeMap::new(),
+            imported_mrs: BTreeMap::new(),
             mkeys: BTreeMap::new(),
             cqs: BTreeMap::new(),
             qps: BTreeMap::new(),
