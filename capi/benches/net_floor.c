@@ -7,6 +7,10 @@
  *   net_floor pp-server ADDR PORT N              echo N datagrams, busy-polling
  *   net_floor pp-client ADDR PORT N              N 2-byte round trips, busy-polling; prints the
  *                                                median half round trip in µs
+ *   net_floor ack-server / ack-client ADDR PORT N  the same with a 1-byte acknowledgement of each
+ *                                                2-byte message, which its sender waits for before
+ *                                                it goes on (an RC SEND whose completion the
+ *                                                program waits for, as ib_send_lat does)
  *
  * The sockets ask for 8 MiB buffers, as the simulated ports do. Addresses are in 127.0.0.0/8. */
 #include <arpa/inet.h>
@@ -106,6 +110,38 @@ int main(int argc, char **argv)
 			sendto(s, buf, 2, 0, (struct sockaddr *)&peer, sizeof(peer));
 			while (recv(s, buf, sizeof(buf), 0) != 2 && now() < end)
 				;
+			half[done] = (now() - t0) / 2 * 1e6;
+		}
+		qsort(half, done, sizeof(double), cmp);
+		printf("%.2f us (median half round trip of %lld)\n", done ? half[done / 2] : 0.0, done);
+	} else if (!strcmp(mode, "ack-server")) {
+		int s = sock(addr, port, 1, &peer);
+		struct sockaddr_in from;
+		socklen_t len = sizeof(from);
+		double end = now() + 30;
+		for (long long i = 0; i < n && now() < end;) {
+			if (recvfrom(s, buf, sizeof(buf), 0, (struct sockaddr *)&from, &len) != 2)
+				continue;
+			sendto(s, buf, 1, 0, (struct sockaddr *)&from, len);
+			sendto(s, buf, 2, 0, (struct sockaddr *)&from, len);
+			while (recv(s, buf, sizeof(buf), 0) != 1 && now() < end)
+				;
+			i++;
+		}
+	} else if (!strcmp(mode, "ack-client")) {
+		int s = sock(addr, port, 0, &peer);
+		double *half = calloc(n, sizeof(double)), end = now() + 30;
+		long long done = 0;
+		for (; done < n && now() < end; done++) {
+			double t0 = now();
+			sendto(s, buf, 2, 0, (struct sockaddr *)&peer, sizeof(peer));
+			int acked = 0, answered = 0;
+			while (!(acked && answered) && now() < end) {
+				ssize_t r = recv(s, buf, sizeof(buf), 0);
+				acked |= r == 1;
+				answered |= r == 2;
+			}
+			sendto(s, buf, 1, 0, (struct sockaddr *)&peer, sizeof(peer));
 			half[done] = (now() - t0) / 2 * 1e6;
 		}
 		qsort(half, done, sizeof(double), cmp);
