@@ -28,7 +28,7 @@ const SLOW: Duration = Duration::from_millis(10);
 /// How long after a program's empty poll on the network the program counts as polling: the
 /// thread then leaves the ports' sockets to its polls (a datagram waking both costs each half
 /// round trip a context switch, on a small machine a preempted poller).
-const POLLING: Duration = Duration::from_millis(1);
+const POLLING: Duration = Duration::from_micros(50);
 /// How long after the program's last store of its own the thread stays eager.
 const STORES_LAST: Duration = Duration::from_millis(50);
 /// How long the thread keeps looking without pause after work.
@@ -69,11 +69,19 @@ fn now_ns() -> u64 {
     u64::try_from(epoch().elapsed().as_nanos()).unwrap_or(u64::MAX).max(1)
 }
 
-/// Whether a program's thread polls on the network now: it then runs the passes that take
-/// datagrams, and the thread leaves the sockets to it.
-fn program_polls() -> bool {
+/// How much longer a program's thread counts as polling on the network (`None`: it does not):
+/// it then runs the passes that take datagrams and send what it posts, and the thread leaves
+/// the sockets to it.
+fn polling_left() -> Option<Duration> {
     let at = POLLED_AT.load(Ordering::Relaxed);
-    at != 0 && now_ns().saturating_sub(at) < POLLING.as_nanos() as u64
+    let since = now_ns().saturating_sub(at);
+    let window = POLLING.as_nanos() as u64;
+    (at != 0 && since < window).then(|| Duration::from_nanos(window - since))
+}
+
+/// Whether a program's thread polls on the network now (see [`polling_left`]).
+fn program_polls() -> bool {
+    polling_left().is_some()
 }
 
 /// A word of the program's memory a doorbell moves.
@@ -98,7 +106,9 @@ enum Kind {
 /// would cost each post a microsecond).
 pub(crate) fn ring() {
     RUNG.store(true, Ordering::SeqCst);
-    if !ASLEEP.load(Ordering::SeqCst) {
+    // A program that polls runs the pass itself; the thread looks at the note when its wait
+    // ends, within the polling window.
+    if !ASLEEP.load(Ordering::SeqCst) || program_polls() {
         return;
     }
     let fd = WAKE_FD.load(Ordering::Acquire);
@@ -306,8 +316,10 @@ fn rung() -> bool {
 fn poll_fds(pause: Option<Duration>) -> bool {
     let fd = WAKE_FD.load(Ordering::Acquire);
     let mut fds = vec![libc::pollfd { fd, events: libc::POLLIN, revents: 0 }];
-    let polling = program_polls();
-    if !polling && let Ok(socks) = SOCKETS.read() {
+    let polling = polling_left();
+    if polling.is_none()
+        && let Ok(socks) = SOCKETS.read()
+    {
         fds.extend(socks.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }));
     }
     if pause.is_none() && fds.len() == 1 {
@@ -315,7 +327,7 @@ fn poll_fds(pause: Option<Duration>) -> bool {
     }
     // Not longer than the program counts as polling: then the sockets are ours again.
     let pause = pause.unwrap_or_default();
-    let pause = if polling { pause.min(POLLING) } else { pause };
+    let pause = polling.map_or(pause, |left| pause.min(left));
     let ts = libc::timespec { tv_sec: pause.as_secs() as libc::time_t, tv_nsec: pause.subsec_nanos() as libc::c_long };
     // SAFETY: pollfds of ours in a vector that outlives the call, and a timespec on the stack.
     let n = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
