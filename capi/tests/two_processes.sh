@@ -102,6 +102,7 @@ for prog in ib_write_bw ib_read_bw ib_send_bw ib_write_lat ib_read_lat ib_send_l
     case "$prog $opts" in *lat*-q*) continue ;; esac
     port=$((port + 1))
     rm -f "$bin/perftest.pcap"
+    packets="not read"
     pair perftest "MLX5SIM_ADDR=127.0.1.1" "MLX5SIM_ADDR=127.0.2.1 MLX5SIM_PCAP=$bin/perftest.pcap" \
       $prog -d mlx5_0 -n 200 -p "$port" $opts
     result=$(grep -A1 '#bytes' "$bin/perftest-client.log" | tail -1 | tr -s ' \t' ' ')
