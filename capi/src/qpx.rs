@@ -468,10 +468,26 @@ pub unsafe extern "C" fn mlx5dv_create_qp(
     } else {
         // SAFETY: the caller's attributes.
         let d = unsafe { &*mlx5_qp_attr };
+        let comp_mask = DvQpInitMask::from_bits_retain(d.comp_mask);
+        // dc_init_attr is read only with MLX5DV_QP_INIT_ATTR_MASK_DC, as libmlx5 reads it.
+        let dc = if comp_mask.contains(DvQpInitMask::DC) {
+            let a = &d.dc_init_attr;
+            // SAFETY: both union members are plain integers; which one counts is dc_type's.
+            let (key, streams) = unsafe { (a.__bindgen_anon_1.dct_access_key, a.__bindgen_anon_1.dci_streams) };
+            mlx5_dv::DcInitAttr {
+                dc_type: a.dc_type,
+                dct_access_key: key,
+                log_num_concurent: streams.log_num_concurent,
+                log_num_errored: streams.log_num_errored,
+            }
+        } else {
+            mlx5_dv::DcInitAttr::default()
+        };
         Some(DvQpInitAttr {
-            comp_mask: DvQpInitMask::from_bits_retain(d.comp_mask),
+            comp_mask,
             create_flags: DvQpCreateFlags::from_bits_retain(d.create_flags),
             send_ops_flags: DvSendOpsFlags::from_bits_retain(d.send_ops_flags),
+            dc,
         })
     };
     // SAFETY: the caller's attributes.

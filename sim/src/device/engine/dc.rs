@@ -1,0 +1,95 @@
+//! Dynamically connected transport, between the devices of one process. A DCI's WQE carries
+//! the DCT's address, number and access key in its datagram segment (as
+//! `mlx5_send_wr_set_dc_addr` writes it); the device points the DCI's path at that DCT and
+//! runs the rest of the WQE as an RC requester does. The DCT is an RC responder on its SRQ
+//! that serves any DCI whose request carries its access key: it takes each request's PSN as
+//! the one it expects (a new connection per message), and drops a request with another key
+//! without an answer, so that the DCI's WQE ends in a transport retry error. How mlx5 puts
+//! DC on the wire is not public: DC requests do not leave the process and are not captured.
+
+use mlx5_dv::QpDest;
+use mlx5_dv::prm::queues as q;
+
+use super::responder::Corrupt;
+use super::unreliable::{AV_LEN, parse_av};
+use super::{Engine, Step, syndrome};
+use crate::device::contract::{self, Wqe, WqeKind};
+use crate::fabric::QpPath;
+use crate::packet::Headers;
+
+/// A DCI's WQE as the device reads it: the DCT's path, its access key from the first 8 bytes
+/// of the datagram segment, and the WQE without the segment (`ds` three units less).
+fn decode_dc(bytes: &[u8]) -> Option<(QpDest, u64, Wqe)> {
+    let av = bytes.get(16..16 + AV_LEN)?;
+    let dest = parse_av(av)?.dest;
+    let key = u64::from_be_bytes(av.get(..8)?.try_into().ok()?);
+    let ds = usize::from(bytes.get(7)? & 0x3f);
+    let end = (ds * 16).clamp(16 + AV_LEN, bytes.len());
+    let mut rest = bytes.get(..16)?.to_vec();
+    rest[7] = (rest[7] & !0x3f) | (ds.saturating_sub(3) as u8);
+    rest.extend_from_slice(bytes.get(16 + AV_LEN..end)?);
+    rest.resize(rest.len().next_multiple_of(64), 0);
+    Some((dest, key, contract::decode(&rest)))
+}
+
+impl Engine<'_> {
+    /// Whether `qp` is a DCI.
+    pub(super) fn is_dci(&self, qp: QpPath) -> bool {
+        self.qp(qp).is_some_and(|q| q.st == q::st::DCI)
+    }
+
+    /// The bytes a DCI's WQE has before its data past an RC WQE's: the datagram segment,
+    /// while one executes.
+    pub(super) fn dc_shift(&self) -> u64 {
+        if self.dc_key.is_some() { AV_LEN as u64 } else { 0 }
+    }
+
+    /// A data WQE on a DCI, executed towards the DCT its datagram segment names; `None` for
+    /// a WQE on another QP, or one that moves no data (the connected path runs it). A DCT no
+    /// device of this process has is not reached: the WQE ends in a transport retry error.
+    pub(super) fn dci(&mut self, qp: QpPath, w: &Wqe, corrupt: Corrupt) -> Option<Step> {
+        if !self.is_dci(qp) || self.dc_key.is_some() {
+            return None;
+        }
+        if matches!(w.kind, Some(WqeKind::Nop | WqeKind::LocalInv { .. } | WqeKind::Umr(_) | WqeKind::SetPsv { .. })) {
+            return None;
+        }
+        let fq = self.qp(qp)?;
+        let pos = self.cursor.map_or(fq.sq_cc, |(p, _)| p);
+        let mtu = fq.remote.map_or(5, |r| r.path_mtu);
+        let Some((dest, key, inner)) = self.wqe_bytes(fq, pos, w.bbs).and_then(|b| decode_dc(&b)) else {
+            return Some(Step::Failed(syndrome::LOCAL_QP_OP));
+        };
+        let dest = QpDest { path_mtu: mtu, ..dest };
+        if self.fabric.deliver(&dest).is_none() {
+            return Some(Step::Failed(syndrome::TRANSPORT_RETRY));
+        }
+        if let Some(q) = self.dev(qp.dev).and_then(|d| d.fw.qp_mut(qp.qpn)) {
+            q.remote = Some(dest);
+        }
+        self.dc_key = Some(key);
+        let step = self.execute(qp, &inner, corrupt);
+        self.dc_key = None;
+        Some(step)
+    }
+
+    /// A request reaching a DCT: `Some(false)` to drop it (not a DC request, or another
+    /// access key; counted with the network's drops), `Some(true)` once its PSN is the one the
+    /// DCT expects; `None` for a QP that is not a DCT.
+    pub(super) fn dct_admits(&mut self, at: QpPath, h: &Headers) -> Option<bool> {
+        let q = self.qp(at)?;
+        if q.st != q::st::DCT {
+            return None;
+        }
+        let ok = self.dc_key == Some(q.transport.dc_key);
+        let d = self.dev(at.dev)?;
+        if !ok {
+            d.net.dropped = d.net.dropped.saturating_add(1);
+            return Some(false);
+        }
+        if let Some(t) = d.fw.transport_mut(at.qpn) {
+            t.rq_psn = h.bth.psn;
+        }
+        Some(true)
+    }
+}
