@@ -350,7 +350,8 @@ impl Shim {
         // SAFETY: plain data.
         let mut last: ibv_qp_attr = unsafe { std::mem::zeroed() };
         last.cap = attr.cap;
-        self.qps.insert(key(p), Qp { c, qp, attr: last, chain: Vec::new(), chain_err: 0, ud: Vec::new() });
+        self.qps
+            .insert(key(p), Qp { c, qp, attr: last, chain: Vec::new(), chain_err: 0, ud: Vec::new(), dc: Vec::new() });
         Ok(p)
     }
 

@@ -517,7 +517,9 @@ impl Provider {
         if let Some(s) = attr.srq {
             self.srqs.acquire(s, op)?;
         }
-        Ok(Qp { handle, qp_num: qpn, cap: sizes.cap })
+        // uverbs echoes a DCT's capacities as asked: mlx5_ib's create_dct sizes nothing.
+        let cap = if matches!(dc, Some(DcRole::Dct(_))) { attr.cap } else { sizes.cap };
+        Ok(Qp { handle, qp_num: qpn, cap })
     }
 
     /// `ibv_destroy_qp`.
