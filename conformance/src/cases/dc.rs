@@ -65,7 +65,8 @@ fn make(b: &mut dyn Backend, env: &Env) -> Check<Dc> {
 
 fn step(b: &mut dyn Backend, qp: &Qp, to: QpState, mask: M, dest: Option<QpDest>) -> mlx5_dv::Result<()> {
     let ext = QpAttrExt { mask, ..QpAttrExt::defaults() };
-    b.modify_qp(qp, &QpModify::exact(to, A::LOCAL_WRITE | A::REMOTE_WRITE | A::REMOTE_READ, dest, ext))
+    let access = A::LOCAL_WRITE | A::REMOTE_WRITE | A::REMOTE_READ | A::REMOTE_ATOMIC;
+    b.modify_qp(qp, &QpModify::exact(to, access, dest, ext))
 }
 
 /// The DCT to RTR, the DCI to RTS, each with exactly the attributes mlx5_ib requires.
@@ -104,7 +105,8 @@ fn wr(wr_id: u64, opcode: u32, sge: Vec<mlx5_dv::Sge>, to: &QpDest, key: u64) ->
 fn traffic(b: &mut dyn Backend, env: &Env) -> Check {
     let d = make(b, env)?;
     let to = bring_up(b, &d)?;
-    let (rbuf, rmr) = region(b, d.pd, 4096, &pattern(4096, 0), A::LOCAL_WRITE | A::REMOTE_WRITE | A::REMOTE_READ)?;
+    let remote = A::LOCAL_WRITE | A::REMOTE_WRITE | A::REMOTE_READ | A::REMOTE_ATOMIC;
+    let (rbuf, rmr) = region(b, d.pd, 4096, &pattern(4096, 0), remote)?;
     let (_abuf, amr) = region(b, d.pd, 4096, &pattern(4096, 7), A::LOCAL_WRITE)?;
     let r = RecvWr { wr_id: 50, sge: vec![sge(&rmr, 2048, 1024)] };
     expect_ok("ibv_post_srq_recv", b.post_srq_recv(&d.srq, &[r]))?;
@@ -119,14 +121,21 @@ fn traffic(b: &mut dyn Backend, env: &Env) -> Check {
         rkey: rmr.rkey,
         ..wr(3, wr_opcode::RDMA_READ, vec![sge(&amr, 3000, 100)], &to, KEY)
     };
-    expect_ok("ibv_post_send on the DCI", b.post_send_wr(&d.dci, &[write, send, read]))?;
-    let wcs = poll(b, &d.cq, 4)?;
+    let faa = SendWr {
+        remote_addr: rmr.addr + 4088,
+        rkey: rmr.rkey,
+        compare_add: 5,
+        ..wr(4, wr_opcode::ATOMIC_FETCH_AND_ADD, vec![sge(&amr, 4000, 8)], &to, KEY)
+    };
+    expect_ok("ibv_post_send on the DCI", b.post_send_wr(&d.dci, &[write, send, read, faa]))?;
+    let wcs = poll(b, &d.cq, 5)?;
     let mut got: Vec<_> = wcs.iter().map(|w| (w.wr_id, w.status, w.opcode, w.qp_num)).collect();
     got.sort();
     let want = vec![
         (1, wc_status::SUCCESS, wc_opcode::RDMA_WRITE, d.dci.qp_num),
         (2, wc_status::SUCCESS, wc_opcode::SEND, d.dci.qp_num),
         (3, wc_status::SUCCESS, wc_opcode::RDMA_READ, d.dci.qp_num),
+        (4, wc_status::SUCCESS, wc_opcode::FETCH_ADD, d.dci.qp_num),
         (50, wc_status::SUCCESS, wc_opcode::RECV, d.dct.qp_num),
     ];
     check_eq("the completions (wr_id, status, opcode, qp_num)", got, want)?;
@@ -135,10 +144,12 @@ fn traffic(b: &mut dyn Backend, env: &Env) -> Check {
     let (mut mem, from) = (pattern(4096, 0), pattern(4096, 7));
     mem[..1000].copy_from_slice(&from[..1000]);
     mem[2048..2348].copy_from_slice(&from[1000..1300]);
-    check_eq("the DCT side's memory", contents(b, &rbuf)?, mem.clone())?;
-    let (abuf2, _) = (&_abuf, ());
-    let got = contents(b, abuf2)?;
-    check_eq("the READ's bytes at the DCI side", got[3000..3100].to_vec(), mem[3500..3600].to_vec())
+    let old = u64::from_ne_bytes(mem[4088..4096].try_into().unwrap_or_default());
+    mem[4088..4096].copy_from_slice(&old.wrapping_add(5).to_ne_bytes());
+    check_eq("the DCT side's memory (WRITE, SEND, FETCH_ADD)", contents(b, &rbuf)?, mem.clone())?;
+    let got = contents(b, &_abuf)?;
+    check_eq("the READ's bytes at the DCI side", got[3000..3100].to_vec(), mem[3500..3600].to_vec())?;
+    check_eq("the FETCH_ADD's original value at the DCI side", got[4000..4008].to_vec(), old.to_ne_bytes().to_vec())
 }
 
 fn wrong_key(b: &mut dyn Backend, env: &Env) -> Check {

@@ -8,12 +8,12 @@
 //! DC on the wire is not public: DC requests do not leave the process and are not captured.
 
 use mlx5_dv::QpDest;
-use mlx5_dv::prm::queues as q;
+use mlx5_dv::prm::{queues as q, wqe};
 
 use super::responder::Corrupt;
 use super::unreliable::{AV_LEN, parse_av};
 use super::{Engine, Step, syndrome};
-use crate::device::contract::{self, Wqe, WqeKind};
+use crate::device::contract::{self, Wqe};
 use crate::fabric::QpPath;
 use crate::packet::Headers;
 
@@ -45,13 +45,26 @@ impl Engine<'_> {
     }
 
     /// A data WQE on a DCI, executed towards the DCT its datagram segment names; `None` for
-    /// a WQE on another QP, or one that moves no data (the connected path runs it). A DCT no
+    /// a WQE on another QP, or one that moves no data (NOP, LOCAL_INV, UMR: the connected
+    /// path runs it). A DCT no
     /// device of this process has is not reached: the WQE ends in a transport retry error.
     pub(super) fn dci(&mut self, qp: QpPath, w: &Wqe, corrupt: Corrupt) -> Option<Step> {
         if !self.is_dci(qp) || self.dc_key.is_some() {
             return None;
         }
-        if matches!(w.kind, Some(WqeKind::Nop | WqeKind::LocalInv { .. } | WqeKind::Umr(_) | WqeKind::SetPsv { .. })) {
+        use wqe::opcode as o;
+        let data = matches!(
+            w.opcode,
+            o::RDMA_WRITE
+                | o::RDMA_WRITE_IMM
+                | o::SEND
+                | o::SEND_IMM
+                | o::SEND_INVAL
+                | o::RDMA_READ
+                | o::ATOMIC_CS
+                | o::ATOMIC_FA
+        );
+        if !data {
             return None;
         }
         let fq = self.qp(qp)?;
@@ -91,5 +104,38 @@ impl Engine<'_> {
             t.rq_psn = h.bth.psn;
         }
         Some(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::contract::WqeKind;
+
+    #[test]
+    fn a_dci_wqe_reads_as_its_write_after_the_dc_datagram_segment() {
+        // Control (ds 6: control, datagram ×3, remote address, one data segment), the
+        // datagram segment with the key in its first 8 bytes and the DCT number, the remote
+        // address segment, the data segment.
+        let mut b = vec![0u8; 128];
+        b[3] = wqe::opcode::RDMA_WRITE;
+        b[7] = 6;
+        b[16..24].copy_from_slice(&0x0123_4567_89ab_cdefu64.to_be_bytes());
+        b[24..28].copy_from_slice(&(0x8000_0000u32 | 0x77).to_be_bytes());
+        b[44..48].copy_from_slice(&(1u32 << 30).to_be_bytes());
+        b[64..72].copy_from_slice(&0x9000u64.to_be_bytes());
+        b[72..76].copy_from_slice(&0x55u32.to_be_bytes());
+        b[80..84].copy_from_slice(&64u32.to_be_bytes());
+        b[84..88].copy_from_slice(&9u32.to_be_bytes());
+        b[88..96].copy_from_slice(&0x1000u64.to_be_bytes());
+        let (dest, key, w) = decode_dc(&b).expect("a DCI WQE");
+        assert_eq!((dest.dest_qp_num, key, dest.ah.is_global), (0x77, 0x0123_4567_89ab_cdef, true));
+        match w.kind {
+            Some(WqeKind::Write { rkey, raddr, sge, .. }) => {
+                assert_eq!((rkey, raddr), (0x55, 0x9000));
+                assert_eq!(sge.as_slice(), &[mlx5_dv::Sge { addr: 0x1000, length: 64, lkey: 9 }]);
+            }
+            k => panic!("{k:?}"),
+        }
     }
 }

@@ -152,11 +152,9 @@ impl Engine<'_> {
     /// Execute the head WQE `w` of `qp`, a QP the caller has just found in RTS.
     pub(super) fn execute(&mut self, qp: QpPath, w: &Wqe, corrupt: Corrupt) -> Step {
         let Some(kind) = &w.kind else {
-            return Step::Failed(syndrome::LOCAL_QP_OP);
+            // A DCI's WQE may decode whole only without its datagram segment.
+            return self.dci(qp, w, corrupt).unwrap_or(Step::Failed(syndrome::LOCAL_QP_OP));
         };
-        if let Some(step) = self.dci(qp, w, corrupt) {
-            return step;
-        }
         if let Some(step) = self.unreliable(qp, w, corrupt) {
             return step;
         }

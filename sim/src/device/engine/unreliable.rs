@@ -108,7 +108,8 @@ fn grh_area(src: &Gid, dst: &Gid, h: &Headers, payload: &[u8], sport: u16) -> ([
 
 impl Engine<'_> {
     /// UC and UD: the WQEs the device refuses on them (LOC_QP_OP_ERR), and UD's sends, done
-    /// here; `None` for a WQE the connected path executes (RC, and UC's WRITEs and SENDs).
+    /// here; a DCI's data WQEs ([`Engine::dci`]); `None` for a WQE the connected path executes
+    /// (RC, and UC's WRITEs and SENDs).
     pub(super) fn unreliable(&mut self, qp: QpPath, w: &Wqe, corrupt: super::responder::Corrupt) -> Option<Step> {
         let st = self.qp(qp)?.st;
         let connected =
@@ -126,6 +127,7 @@ impl Engine<'_> {
                 _ if connected => None,
                 _ => Some(Step::Failed(syndrome::LOCAL_QP_OP)),
             },
+            q::st::DCI => self.dci(qp, w, corrupt),
             _ => None,
         }
     }
