@@ -165,6 +165,7 @@ pub const ITEMS: &[(u16, &str)] = &[
     (197, "Creating a DC QP: the DC type, the QP type and DCI streams"),
     (198, "Modifying a DCT: RESET to INIT to RTR, nothing more"),
     (199, "Modifying a DCI: its own required and optional attributes up to RTS"),
+    (200, "The general capability page's dct bit says whether DC QPs can be made"),
 ];
 
 /// The title of a checklist item, if it exists.

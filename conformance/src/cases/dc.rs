@@ -3,12 +3,14 @@
 //! access key dropped at the DCT. A profile without DC skips them, with its errno.
 
 use mlx5_dv::errno::{EINVAL, EOPNOTSUPP};
+use mlx5_dv::prm::{self, Field, opcode};
 use mlx5_dv::{
     AccessFlags as A, Backend, ContextHandle, Cq, DcDest, DcInitAttr, DvQpInitAttr, PdHandle, Qp, QpAttrExt,
     QpAttrMask as M, QpCap, QpDest, QpInitAttr, QpModify, QpState, RecvWr, SendFlags, SendWr, Srq, SrqInitAttr, UdDest,
     dv_qp, qp_init_mask, qp_type, send_ops, wc_opcode, wc_status, wr_opcode,
 };
 
+use super::devx::devx_ctx;
 use super::fixture::*;
 use crate::case::{Case, Check, Env, Need, Verdict, check_eq, expect_errno, expect_ok};
 
@@ -19,6 +21,12 @@ pub(super) const CASES: &[Case] = &[
     Case { name: "dc.another_access_key_is_dropped", covers: &[195], needs: NEEDS, run: wrong_key },
     Case { name: "dc.create_checks_and_their_errno", covers: &[196, 197], needs: NEEDS, run: create_checks },
     Case { name: "dc.modify_dct_to_rtr_only_dci_to_rts", covers: &[198, 199], needs: NEEDS, run: modify_rules },
+    Case {
+        name: "dc.the_caps_page_dct_bit_matches_create",
+        covers: &[200],
+        needs: &[Need::Mlx5Device, Need::Devx],
+        run: caps_bit,
+    },
 ];
 
 const KEY: u64 = 0x0123_4567_89ab_cdef;
@@ -209,4 +217,24 @@ fn modify_rules(b: &mut dyn Backend, env: &Env) -> Check {
     expect_ok("DCI to RTR", step(b, &dci2, QpState::Rtr, s | M::PATH_MTU | M::AV, Some(to)))?;
     expect_ok("ibv_destroy_qp of the DCI", b.destroy_qp(&dci2))?;
     expect_ok("ibv_destroy_qp of the DCT", b.destroy_qp(&d.dct))
+}
+
+/// `cmd_hca_cap.dct` (bit 0x21a of the general page, `mlx5_ifc.h`).
+const DCT_BIT: Field = Field::new("dct", 0x21a, 1);
+
+fn caps_bit(b: &mut dyn Backend, env: &Env) -> Check {
+    let ctx = devx_ctx(b, env)?;
+    let q = prm::new_input(16, opcode::QUERY_HCA_CAP, 0, prm::query_hca_cap::OP_MOD_GENERAL_CUR);
+    let out = expect_ok("QUERY_HCA_CAP (general)", b.devx_general_cmd(ctx, &q, prm::query_hca_cap::OUT_SIZE))?;
+    let page = out.get(prm::query_hca_cap::CAPABILITY_BYTE..).unwrap_or_default();
+    let bit = DCT_BIT.get(page).map_err(|e| Verdict::fail("the dct bit", "readable", e))?;
+    let (_, pd, cq) = open(b, env.dev()?)?;
+    let made = b.create_qp(&dc_attr(pd, &cq, None, DcInitAttr::dci()));
+    let errno = made.as_ref().err().map(|e| e.errno());
+    check_eq(
+        "(dct bit, mlx5dv_create_qp of a DCI's errno)",
+        (bit, errno),
+        if bit == 1 { (1, None) } else { (0, Some(EOPNOTSUPP)) },
+    )?;
+    expect_ok("ibv_close_device", b.close_device(ctx))
 }
