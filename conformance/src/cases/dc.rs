@@ -39,7 +39,7 @@ fn cap() -> QpCap {
 /// DCI, PD alone for a DCT.
 fn dc_attr(pd: PdHandle, cq: &Cq, srq: Option<&Srq>, dc: DcInitAttr) -> QpInitAttr {
     let dci = dc.dc_type == DcInitAttr::DCI;
-    let ops = send_ops::RDMA_WRITE | send_ops::SEND | send_ops::RDMA_READ;
+    let ops = send_ops::RDMA_WRITE | send_ops::SEND | send_ops::RDMA_READ | send_ops::ATOMIC_FETCH_AND_ADD;
     QpInitAttr {
         qp_type: qp_type::DRIVER,
         send_ops_flags: if dci { ops } else { Default::default() },
