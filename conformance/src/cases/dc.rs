@@ -172,7 +172,34 @@ fn wrong_key(b: &mut dyn Backend, env: &Env) -> Check {
     };
     expect_ok("ibv_post_send on the DCI", b.post_send_wr(&d.dci, &[write]))?;
     err_cqe(b, &d.cq, 1, wc_status::RETRY_EXC_ERR)?;
-    check_eq("the DCT side's memory, untouched", contents(b, &rbuf)?, pattern(4096, 0))
+    check_eq("the DCT side's memory, untouched", contents(b, &rbuf)?, pattern(4096, 0))?;
+    // A bad R_Key with the right key: NAKed to that DCI; the DCT goes on serving others.
+    let mut fresh = || -> Check<Qp> {
+        let q = expect_ok("another DCI", b.create_qp(&dc_attr(d.pd, &d.cq, None, DcInitAttr::dci())))?;
+        let s = M::STATE;
+        expect_ok("DCI to INIT", step(b, &q, QpState::Init, s | M::PKEY_INDEX | M::PORT, None))?;
+        expect_ok("DCI to RTR", step(b, &q, QpState::Rtr, s | M::PATH_MTU, Some(to)))?;
+        let rts = s | M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY | M::MAX_QP_RD_ATOMIC | M::SQ_PSN;
+        expect_ok("DCI to RTS", step(b, &q, QpState::Rts, rts, None))?;
+        Ok(q)
+    };
+    let (second, third) = (fresh()?, fresh()?);
+    let bad = SendWr {
+        remote_addr: rmr.addr,
+        rkey: rmr.rkey ^ 0x100,
+        ..wr(2, wr_opcode::RDMA_WRITE, vec![sge(&amr, 0, 100)], &to, KEY)
+    };
+    expect_ok("ibv_post_send of a bad R_Key", b.post_send_wr(&second, &[bad]))?;
+    err_cqe(b, &d.cq, 2, wc_status::REM_ACCESS_ERR)?;
+    let good = SendWr {
+        remote_addr: rmr.addr,
+        rkey: rmr.rkey,
+        ..wr(3, wr_opcode::RDMA_WRITE, vec![sge(&amr, 0, 100)], &to, KEY)
+    };
+    expect_ok("ibv_post_send from a third DCI", b.post_send_wr(&third, &[good]))?;
+    ok_cqe(b, &d.cq, 3, wc_opcode::RDMA_WRITE)?;
+    let state = expect_ok("ibv_query_qp of the DCT", b.query_qp_state(&d.dct))?;
+    check_eq("the DCT's state after refusing a request", state, QpState::Rtr)
 }
 
 fn create_checks(b: &mut dyn Backend, env: &Env) -> Check {

@@ -434,7 +434,11 @@ impl Engine<'_> {
 
     /// The responder detected an error: its QP goes to ERR (with an async event) once the
     /// requester has completed the WR, so a QP connected to itself completes it once.
+    /// A DCT serves many DCIs: it stays as it is (the NAK goes to the one DCI; unverified).
     fn responder_error(&mut self, at: QpPath, ev: Option<u32>) {
+        if self.qp(at).is_some_and(|q| q.st == mlx5_dv::prm::queues::st::DCT) {
+            return;
+        }
         self.pending.push((at, ev));
     }
 
