@@ -9,7 +9,6 @@ use rdma_sys::*;
 
 use crate::backend::HwBackend;
 use crate::call::c_call;
-use crate::queues::to_c_sges;
 use crate::sys::mlx5dv::mlx5dv_qp_init_attr;
 
 /// Fill `d.dc_init_attr` from `dv` when its mask has `MLX5DV_QP_INIT_ATTR_MASK_DC`.
@@ -72,7 +71,10 @@ impl HwBackend {
             }
             ahs.push(ah);
         }
-        let sges: Vec<Vec<ibv_sge>> = plan.iter().map(|(o, _)| to_c_sges(sge_of(o))).collect();
+        let sges: Vec<Vec<ibv_sge>> = plan
+            .iter()
+            .map(|(o, _)| sge_of(o).iter().map(|s| ibv_sge { addr: s.addr, length: s.length, lkey: s.lkey }).collect())
+            .collect();
         // SAFETY (whole chain): qpx and mqpx belong to a live DCI; the AHs and SGE vectors
         // outlive ibv_wr_complete.
         let rc = unsafe {
