@@ -122,6 +122,8 @@ pub(crate) struct Qp {
     pub(crate) ud: Vec<(usize, mlx5_dv::UdDest)>,
     /// `mlx5dv_wr_set_dc_addr` of a DCI's chain: the DCT of the WR at each chain index.
     pub(crate) dc: Vec<(usize, mlx5_dv::DcDest)>,
+    /// A DCT: `ibv_query_qp` takes the kernel's DCT rules.
+    pub(crate) dct: bool,
 }
 
 // Made and used by `srq`.

@@ -1,7 +1,8 @@
 /* DC QPs through the C ABI, on one device: mlx5dv_create_qp of a DCI (with send ops) and of
  * a DCT on an SRQ with an access key, their errno (a DCT without an SRQ or with send ops, a
  * bad dc_type, MASK_DC on an RC QP), the DCT's INIT -> RTR and the DCI's INIT -> RTR -> RTS
- * (a DCT to RTS is EINVAL), then RDMA WRITE, SEND and READ from the DCI with
+ * (a DCT to RTS is EINVAL; ibv_query_qp of a DCT in RTR only, for the attributes it keeps),
+ * then RDMA WRITE, SEND and READ from the DCI with
  * mlx5dv_wr_set_dc_addr: data checked at both ends; a wrong access key ends in
  * IBV_WC_RETRY_EXC_ERR with the memory untouched. */
 #include "common.h"
@@ -79,12 +80,18 @@ int main(void)
 	union ibv_gid gid;
 	CHECK_EQ(ibv_query_gid(ctx, 1, 0, &gid), 0, "ibv_query_gid");
 	int s = IBV_QP_STATE;
+	struct ibv_qp_attr qa;
+	struct ibv_qp_init_attr qi;
+	CHECK_EQ(ibv_query_qp(dct, &qa, s, &qi), EINVAL, "ibv_query_qp of a DCT before RTR");
 	CHECK_EQ(modify(dct, IBV_QPS_INIT, s | IBV_QP_ACCESS_FLAGS | IBV_QP_PKEY_INDEX | IBV_QP_PORT, &gid), 0,
 		 "DCT to INIT");
 	CHECK_EQ(modify(dct, IBV_QPS_RTR, s | IBV_QP_MIN_RNR_TIMER | IBV_QP_AV | IBV_QP_PATH_MTU, &gid), 0,
 		 "DCT to RTR");
 	int rts = s | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_SQ_PSN;
 	CHECK_EQ(modify(dct, IBV_QPS_RTS, rts, &gid), EINVAL, "DCT to RTS");
+	CHECK_EQ(ibv_query_qp(dct, &qa, s | IBV_QP_PATH_MTU, &qi), 0, "ibv_query_qp of a DCT in RTR");
+	CHECK_EQ(qa.qp_state, IBV_QPS_RTR, "the DCT's state");
+	CHECK_EQ(ibv_query_qp(dct, &qa, s | IBV_QP_SQ_PSN, &qi), EINVAL, "ibv_query_qp of a DCT's send PSN");
 	CHECK_EQ(modify(dci, IBV_QPS_INIT, s | IBV_QP_PKEY_INDEX | IBV_QP_PORT, &gid), 0, "DCI to INIT");
 	CHECK_EQ(modify(dci, IBV_QPS_RTR, s | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN, &gid), EINVAL,
 		 "DCI to RTR with a remote QP number");
