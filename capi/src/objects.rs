@@ -120,6 +120,10 @@ pub(crate) struct Qp {
     pub(crate) chain_err: c_int,
     /// `ibv_wr_set_ud_addr` of a UD QP's chain: the address of the WR at each chain index.
     pub(crate) ud: Vec<(usize, mlx5_dv::UdDest)>,
+    /// `mlx5dv_wr_set_dc_addr` of a DCI's chain: the DCT of the WR at each chain index.
+    pub(crate) dc: Vec<(usize, mlx5_dv::DcDest)>,
+    /// A DCT: `ibv_query_qp` takes the kernel's DCT rules.
+    pub(crate) dct: bool,
 }
 
 // Made and used by `srq`.

@@ -120,6 +120,7 @@ unsafe extern "C" fn wr_start(qpx: *mut ibv_qp_ex) {
         q.chain.clear();
         q.chain_err = 0;
         q.ud.clear();
+        q.dc.clear();
     })
 }
 
@@ -131,6 +132,7 @@ unsafe extern "C" fn wr_complete(qpx: *mut ibv_qp_ex) -> c_int {
             let Ok(q) = s.qp(qpx.cast()) else { return libc::EINVAL };
             let chain = std::mem::take(&mut q.chain);
             let ud_addrs = std::mem::take(&mut q.ud);
+            let dc_addrs = std::mem::take(&mut q.dc);
             let err = std::mem::take(&mut q.chain_err);
             if err != 0 {
                 // mlx5_send_wr_complete_error: a QP not moved to RTS since it was created or
@@ -140,13 +142,14 @@ unsafe extern "C" fn wr_complete(qpx: *mut ibv_qp_ex) -> c_int {
                 return if reset_since_rts(q) { libc::EINVAL } else { err };
             }
             let h = q.qp;
-            let r = if q.c.ex.qp_base.qp_type == ibv_qp_type::IBV_QPT_UD {
+            let ty = q.c.ex.qp_base.qp_type;
+            let r = if ty == ibv_qp_type::IBV_QPT_UD || ty == ibv_qp_type::IBV_QPT_DRIVER {
                 // mlx5_send_wr_complete_error until the QP reaches RTS after a reset (the
                 // chain goes through ibv_post_send's path, which does not know it).
                 if reset_since_rts(q) {
                     return libc::EINVAL;
                 }
-                match ud::send_wrs(&chain, ud_addrs) {
+                match ud::send_wrs(&chain, ud_addrs, dc_addrs) {
                     Ok(wrs) => s.sim.post_send_wr(&h, &wrs),
                     Err(e) => return e,
                 }
@@ -176,6 +179,7 @@ unsafe extern "C" fn wr_abort(qpx: *mut ibv_qp_ex) {
         q.chain.clear();
         q.chain_err = 0;
         q.ud.clear();
+        q.dc.clear();
     })
 }
 
@@ -468,10 +472,26 @@ pub unsafe extern "C" fn mlx5dv_create_qp(
     } else {
         // SAFETY: the caller's attributes.
         let d = unsafe { &*mlx5_qp_attr };
+        let comp_mask = DvQpInitMask::from_bits_retain(d.comp_mask);
+        // dc_init_attr is read only with MLX5DV_QP_INIT_ATTR_MASK_DC, as libmlx5 reads it.
+        let dc = if comp_mask.contains(DvQpInitMask::DC) {
+            let a = &d.dc_init_attr;
+            // SAFETY: both union members are plain integers; which one counts is dc_type's.
+            let (key, streams) = unsafe { (a.__bindgen_anon_1.dct_access_key, a.__bindgen_anon_1.dci_streams) };
+            mlx5_dv::DcInitAttr {
+                dc_type: a.dc_type,
+                dct_access_key: key,
+                log_num_concurent: streams.log_num_concurent,
+                log_num_errored: streams.log_num_errored,
+            }
+        } else {
+            mlx5_dv::DcInitAttr::default()
+        };
         Some(DvQpInitAttr {
-            comp_mask: DvQpInitMask::from_bits_retain(d.comp_mask),
+            comp_mask,
             create_flags: DvQpCreateFlags::from_bits_retain(d.create_flags),
             send_ops_flags: DvSendOpsFlags::from_bits_retain(d.send_ops_flags),
+            dc,
         })
     };
     // SAFETY: the caller's attributes.

@@ -6,8 +6,8 @@ use std::ffi::{c_int, c_void};
 use std::ptr;
 
 use mlx5_dv::{
-    AccessFlags, AhAttr, DvQpInitAttr, Gid, QpAttrExt, QpAttrMask, QpCap, QpDest, QpInitAttr, QpModify, QpState,
-    RecvWr, SendFlags, SendOpsFlags, SendWr, Sge, Wc, WcFlags, qp_init_mask, qp_type,
+    AccessFlags, AhAttr, DcInitAttr, DvQpInitAttr, Gid, QpAttrExt, QpAttrMask, QpCap, QpDest, QpInitAttr, QpModify,
+    QpState, RecvWr, SendFlags, SendOpsFlags, SendWr, Sge, Wc, WcFlags, qp_init_mask, qp_type,
 };
 use rdma_sys::*;
 
@@ -323,6 +323,7 @@ impl Shim {
             create_flags: if attr.comp_mask & qp_init_mask::CREATE_FLAGS != 0 { attr.create_flags } else { 0 },
             srq,
         };
+        let dct = dv.is_some_and(|d| d.comp_mask.contains(mlx5_dv::dv_qp::MASK_DC) && d.dc.dc_type == DcInitAttr::DCT);
         crate::domain::huge_alloc_refused("MLX_QP")?;
         let qp = self.sim.create_qp(&init).map_err(|e| e.errno())?;
         if let Err(e) = self.qp_domain_buffers(attr.pd, &qp) {
@@ -350,7 +351,10 @@ impl Shim {
         // SAFETY: plain data.
         let mut last: ibv_qp_attr = unsafe { std::mem::zeroed() };
         last.cap = attr.cap;
-        self.qps.insert(key(p), Qp { c, qp, attr: last, chain: Vec::new(), chain_err: 0, ud: Vec::new() });
+        self.qps.insert(
+            key(p),
+            Qp { c, qp, attr: last, chain: Vec::new(), chain_err: 0, ud: Vec::new(), dc: Vec::new(), dct },
+        );
         Ok(p)
     }
 
@@ -678,9 +682,19 @@ pub unsafe extern "C" fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, 
 pub unsafe extern "C" fn ibv_query_qp(
     qp: *mut ibv_qp,
     attr: *mut ibv_qp_attr,
-    _attr_mask: c_int,
+    attr_mask: c_int,
     init_attr: *mut ibv_qp_init_attr,
 ) -> c_int {
+    // mlx5_ib_dct_query_qp: a DCT answers in RTR only, for the attributes it keeps.
+    type M = ibv_qp_attr_mask;
+    let dct_mask = (M::IBV_QP_STATE
+        | M::IBV_QP_ACCESS_FLAGS
+        | M::IBV_QP_PORT
+        | M::IBV_QP_MIN_RNR_TIMER
+        | M::IBV_QP_AV
+        | M::IBV_QP_PATH_MTU
+        | M::IBV_QP_PKEY_INDEX)
+        .0 as c_int;
     if attr.is_null() {
         return libc::EINVAL;
     }
@@ -693,10 +707,14 @@ pub unsafe extern "C" fn ibv_query_qp(
             let mut last: ibv_qp_attr = unsafe { std::ptr::read(&q.attr) };
             let base = &q.c.ex.qp_base;
             let (send_cq, recv_cq, ctx, qp_type) = (base.send_cq, base.recv_cq, base.qp_context, base.qp_type);
+            let dct = q.dct;
             let state = match s.sim.query_qp_state(&handle) {
                 Ok(st) => st as u32,
                 Err(e) => return code(&e),
             };
+            if dct && (attr_mask & !dct_mask != 0 || state != ibv_qp_state::IBV_QPS_RTR) {
+                return libc::EINVAL;
+            }
             last.qp_state = state;
             last.cur_qp_state = state;
             // SAFETY: the caller's out-parameters.

@@ -10,6 +10,7 @@ mod boundary;
 mod context;
 mod crypto;
 mod crypto_dp;
+mod dc;
 mod devx;
 mod devx_gate;
 mod dm;
@@ -64,6 +65,7 @@ pub fn all() -> Vec<Case> {
         boundary::CASES,
         verbs_cmd::CASES,
         uc_ud::CASES,
+        dc::CASES,
         srq::CASES,
         rereg::CASES,
         dm::CASES,

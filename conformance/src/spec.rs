@@ -156,6 +156,16 @@ pub const ITEMS: &[(u16, &str)] = &[
     (163, "ibv_reg_dm_mr's refusals: EINVAL; a DM MR is zero-based"),
     (164, "RDMA WRITE, READ and SEND reach device memory through a DM MR"),
     (165, "ibv_free_dm is EBUSY while an MR uses the DM"),
+    (191, "mlx5dv_create_qp makes a DCI and, on an SRQ, a DCT"),
+    (192, "A DCI's WQE carries the DCT's address, number and access key"),
+    (193, "DC: RDMA WRITE, READ and SEND from a DCI land at the DCT"),
+    (194, "DC traffic stays in one process and is not captured (wire format not public)"),
+    (195, "DC: a request with another access key is dropped at the DCT"),
+    (196, "Creating a DCT: EINVAL without an SRQ or with send ops"),
+    (197, "Creating a DC QP: the DC type, the QP type and DCI streams"),
+    (198, "Modifying a DCT: RESET to INIT to RTR, nothing more"),
+    (199, "Modifying a DCI: its own required and optional attributes up to RTS"),
+    (200, "The general capability page's dct bit says whether DC QPs can be made"),
 ];
 
 /// The title of a checklist item, if it exists.

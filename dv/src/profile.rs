@@ -244,6 +244,9 @@ pub struct DataPathSection {
     /// endianness: `atomic_cap` IBV_ATOMIC_HCA, and libmlx5 enables atomics on its QPs.
     /// Default: true, as every ConnectX the profiles model.
     pub atomic: bool,
+    /// The device has DC transport (HCA cap `dct`): `mlx5dv_create_qp` makes DCIs and DCTs.
+    /// Default: true, as every ConnectX the profiles model (none has DCI streams).
+    pub dc: bool,
     /// `wc.vendor_err` for each error syndrome. Not published by NVIDIA: the defaults are
     /// values seen in mlx5 error dumps, and hardware decides.
     pub vendor_err: VendorErrSection,
@@ -267,6 +270,7 @@ impl Default for DataPathSection {
             log_max_srq_sz: 15,
             log_max_srq: 23,
             atomic: true,
+            dc: true,
             vendor_err: VendorErrSection::default(),
         }
     }

@@ -77,6 +77,9 @@ impl HwBackend {
     /// posted, and it fails with EOPNOTSUPP.
     pub(crate) fn hw_post_send_wr(&mut self, qp: &Qp, wrs: &[SendWr]) -> Result<()> {
         let op = Op::PostSendWr;
+        if wrs.iter().any(|w| w.dc.is_some()) {
+            return self.hw_post_send_dc(qp, wrs);
+        }
         let ptr = self.objs.qps.get(qp.handle, op)?.ptr;
         let stop = wrs.iter().position(|w| w.opcode == wr_opcode::BIND_MW);
         let postable = &wrs[..stop.unwrap_or(wrs.len())];

@@ -16,6 +16,7 @@ mod buffers;
 mod call;
 pub mod capture;
 mod crypto;
+mod dc;
 mod devx;
 mod dm;
 mod dmabuf;

@@ -103,6 +103,7 @@ impl HwBackend {
                 d.comp_mask = dv.comp_mask.bits();
                 d.create_flags = dv.create_flags.bits();
                 d.send_ops_flags = dv.send_ops_flags.bits();
+                crate::dc::fill_dc(&mut d, &dv);
                 &mut d as *mut mlx5dv_qp_init_attr
             }
             None => ptr::null_mut(),
@@ -120,7 +121,8 @@ impl HwBackend {
         let qpx = unsafe { ibv_qp_to_qp_ex(qp) };
         let dv_ops = attr
             .dv
-            .is_some_and(|d| d.comp_mask.contains(mlx5_dv::dv_qp::MASK_SEND_OPS_FLAGS) && !d.send_ops_flags.is_empty());
+            .is_some_and(|d| d.comp_mask.contains(mlx5_dv::dv_qp::MASK_SEND_OPS_FLAGS) && !d.send_ops_flags.is_empty())
+            || crate::dc::is_dci(attr.dv);
         let mqpx = match (&self.lib().dv.mlx5dv_qp_ex_from_ibv_qp_ex, dv_ops && !qpx.is_null()) {
             // SAFETY: qpx is the extended QP of an mlx5 QP.
             (Ok(f), true) => unsafe { f(qpx) },

@@ -194,6 +194,13 @@ impl Device {
         self.fw.qp(qpn).map(|q| q.state)
     }
 
+    /// Give DCT `qpn` its access key (mlx5_ib puts it in CREATE_DCT's `dctc`).
+    pub fn set_dct_key(&mut self, qpn: u32, key: u64) {
+        if let Some(t) = self.fw.transport_mut(qpn) {
+            t.dc_key = key;
+        }
+    }
+
     /// QUERY_QP's `hw_sq_wqebb_counter`: the basic block the send queue stopped at.
     pub fn sq_consumer(&self, qpn: u32) -> Option<u32> {
         self.fw.qp(qpn).map(|q| q.sq_cc)

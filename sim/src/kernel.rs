@@ -143,6 +143,17 @@ pub struct QpRequest {
     pub dbrec: u64,
     /// The SRQ its receives come from.
     pub srqn: Option<u32>,
+    /// A DC QP (`IBV_QPT_DRIVER`): its role, and a DCT's access key.
+    pub dc: Option<DcRole>,
+}
+
+/// What a DC QP is: an initiator (a send-only QP) or a target with its access key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DcRole {
+    /// `MLX5DV_DCTYPE_DCI`.
+    Dci,
+    /// `MLX5DV_DCTYPE_DCT` with `dct_access_key`.
+    Dct(u64),
 }
 
 /// The kernel's state: uids, MR key variants, who owns which QP and CQ, and each context's

@@ -186,6 +186,8 @@ struct QpObj {
     cqs: [CqHandle; 2],
     /// Only RC QPs move data in the simulator.
     rc: bool,
+    /// A DCI: its WQEs carry the DC address segment.
+    dci: bool,
     /// `enum ibv_qp_type` (UC and UD move data too, through `ibv_post_send`).
     qp_type: u32,
     max_post: u32,

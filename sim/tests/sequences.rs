@@ -201,6 +201,7 @@ proptest! {
                         comp_mask: DvQpInitMask::from_bits_retain(0b101),
                         create_flags: DvQpCreateFlags::from_bits_retain(flags & 0x7f),
                         send_ops_flags: DvSendOpsFlags::from_bits_retain(0b111),
+                        dc: Default::default(),
                     });
                     let cap = QpCap { max_send_wr: wr, max_recv_wr: wr, max_send_sge: sge, max_recv_sge: sge, max_inline_data: inline };
                     let attr = QpInitAttr::rc(pd, cq.handle, cap, dv);

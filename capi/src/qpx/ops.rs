@@ -1,5 +1,5 @@
 //! The `ibv_qp_ex` and `mlx5dv_qp_ex` ops the simulator does not model: memory
-//! windows, TSO, atomic write, flush, the UD, XRC and DC address setters, raw WQEs and
+//! windows, TSO, atomic write, flush, the XRC address setter, raw WQEs and
 //! memcpy. Each latches EOPNOTSUPP, so `ibv_wr_complete` fails the whole chain and posts
 //! nothing (a setter that follows one of these builders changes nothing that is posted).
 
@@ -20,8 +20,8 @@ pub(crate) fn fill_unmodelled(c: &mut QpC) {
     e.wr_atomic_write = Some(wr_atomic_write);
     c.wr_flush = Some(wr_flush);
     let d = &mut c.dv;
-    d.wr_set_dc_addr = Some(wr_set_dc_addr);
-    d.wr_set_dc_addr_stream = Some(wr_set_dc_addr_stream);
+    d.wr_set_dc_addr = Some(super::ud::wr_set_dc_addr);
+    d.wr_set_dc_addr_stream = Some(super::ud::wr_set_dc_addr_stream);
     d.wr_raw_wqe = Some(wr_raw_wqe);
     d.wr_memcpy = Some(wr_memcpy);
 }
@@ -57,20 +57,6 @@ unsafe extern "C" fn wr_flush(qpx: *mut ibv_qp_ex, _rkey: u32, _addr: u64, _len:
 
 unsafe extern "C" fn wr_set_xrc_srqn(qpx: *mut ibv_qp_ex, _srqn: u32) {
     unmodelled(qpx)
-}
-
-unsafe extern "C" fn wr_set_dc_addr(mqp: *mut mlx5dv_qp_ex, _ah: *mut ibv_ah, _dctn: u32, _key: u64) {
-    unmodelled_dv(mqp)
-}
-
-unsafe extern "C" fn wr_set_dc_addr_stream(
-    mqp: *mut mlx5dv_qp_ex,
-    _ah: *mut ibv_ah,
-    _dctn: u32,
-    _key: u64,
-    _stream: u16,
-) {
-    unmodelled_dv(mqp)
 }
 
 unsafe extern "C" fn wr_raw_wqe(mqp: *mut mlx5dv_qp_ex, _wqe: *const c_void) {

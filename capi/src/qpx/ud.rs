@@ -1,11 +1,43 @@
-//! `ibv_wr_set_ud_addr` and the chain of a UD QP, posted as `ibv_post_send`'s WRs (the
-//! simulator takes a datagram's address through `wr.ud`).
+//! `ibv_wr_set_ud_addr` and the chain of a UD QP, `mlx5dv_wr_set_dc_addr` and the chain of a
+//! DCI, posted as `ibv_post_send`'s WRs (the simulator takes a datagram's address through
+//! `wr.ud`, a DCT's through `wr.dc`).
 
-use mlx5_dv::{SendFlags, SendWr, UdDest, WrOp};
+use mlx5_dv::{DcDest, SendFlags, SendWr, UdDest, WrOp};
+use mlx5_hw::sys::mlx5dv::mlx5dv_qp_ex;
 use rdma_sys::*;
 
-use super::latch;
+use super::{latch, on_mqp};
 use crate::state::with;
+
+/// `mlx5_send_wr_set_dc_addr`: the DCT (address, number, access key) of the chain's last
+/// WR. libmlx5 sets the op on DCIs only (on another QP it fails the chain with EOPNOTSUPP
+/// here); an AH the shim did not make, or no WR to set it on, latches EINVAL.
+pub(super) unsafe extern "C" fn wr_set_dc_addr(mqp: *mut mlx5dv_qp_ex, ah: *mut ibv_ah, dctn: u32, key: u64) {
+    on_mqp(mqp, |s, qp| {
+        let av = s.ud_dest(ah, dctn & 0xff_ffff, 0);
+        let Some(q) = s.qps.get_mut(&qp) else { return };
+        if q.c.ex.qp_base.qp_type != ibv_qp_type::IBV_QPT_DRIVER {
+            return latch(q, libc::EOPNOTSUPP);
+        }
+        match (av, q.chain.len().checked_sub(1)) {
+            (Some(av), Some(at)) => q.dc.push((at, DcDest { av, access_key: key })),
+            _ => latch(q, libc::EINVAL),
+        }
+    })
+}
+
+/// `mlx5_send_wr_set_dc_addr_stream`: as [`wr_set_dc_addr`]; the stream id goes into the
+/// control segment, which no DCI here reads (the profiles have no DCI streams).
+pub(super) unsafe extern "C" fn wr_set_dc_addr_stream(
+    mqp: *mut mlx5dv_qp_ex,
+    ah: *mut ibv_ah,
+    dctn: u32,
+    key: u64,
+    _stream: u16,
+) {
+    // SAFETY: the caller's arguments, passed on.
+    unsafe { wr_set_dc_addr(mqp, ah, dctn, key) }
+}
 
 /// `mlx5_send_wr_set_ud_addr`: the address of the chain's last WR; EINVAL latched for an AH
 /// the shim did not make or with no WR to set it on. libmlx5 sets the op on UD QPs only; on
@@ -30,7 +62,11 @@ pub(super) unsafe extern "C" fn wr_set_ud_addr(qpx: *mut ibv_qp_ex, ah: *mut ibv
 /// The chain as `ibv_post_send` WRs: each data op with the address set for it, inline data
 /// (`ibv_wr_set_inline_data`) as its WR's inline payload.
 /// An op `ibv_post_send` has no WR for (the mlx5dv ones) fails the chain with EOPNOTSUPP.
-pub(super) fn send_wrs(chain: &[WrOp], ud: Vec<(usize, UdDest)>) -> Result<Vec<SendWr>, std::ffi::c_int> {
+pub(super) fn send_wrs(
+    chain: &[WrOp],
+    ud: Vec<(usize, UdDest)>,
+    dc: Vec<(usize, DcDest)>,
+) -> Result<Vec<SendWr>, std::ffi::c_int> {
     let mut out: Vec<SendWr> = Vec::new();
     for (i, op) in chain.iter().enumerate() {
         match op {
@@ -46,6 +82,7 @@ pub(super) fn send_wrs(chain: &[WrOp], ud: Vec<(usize, UdDest)>) -> Result<Vec<S
             _ => {
                 let Some(mut w) = SendWr::from_op(op) else { return Err(libc::EOPNOTSUPP) };
                 w.ud = ud.iter().rev().find(|(at, _)| *at == i).map(|(_, d)| *d);
+                w.dc = dc.iter().rev().find(|(at, _)| *at == i).map(|(_, d)| *d);
                 out.push(w);
             }
         }

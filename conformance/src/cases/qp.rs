@@ -61,6 +61,7 @@ fn dv_ops(flags: DvSendOpsFlags) -> Option<DvQpInitAttr> {
         comp_mask: dv_qp::MASK_SEND_OPS_FLAGS,
         create_flags: DvQpCreateFlags::empty(),
         send_ops_flags: flags,
+        dc: Default::default(),
     })
 }
 
@@ -131,7 +132,12 @@ fn create_flag_checks(b: &mut dyn Backend, env: &Env) -> Check {
             &cq,
             qp_type::RC,
             send_ops::RC_DEFAULT,
-            Some(DvQpInitAttr { comp_mask, create_flags, send_ops_flags: DvSendOpsFlags::empty() }),
+            Some(DvQpInitAttr {
+                comp_mask,
+                create_flags,
+                send_ops_flags: DvSendOpsFlags::empty(),
+                dc: Default::default(),
+            }),
         )
     };
     let both = dv_qp::CREATE_DISABLE_SCATTER_TO_CQE | dv_qp::CREATE_ALLOW_SCATTER_TO_CQE;

@@ -214,7 +214,7 @@ pub struct QpCap {
     pub max_inline_data: u32,
 }
 
-/// `struct mlx5dv_qp_init_attr` (DC attributes are not modelled).
+/// `struct mlx5dv_qp_init_attr`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DvQpInitAttr {
     /// `MLX5DV_QP_INIT_ATTR_MASK_*`.
@@ -223,6 +223,43 @@ pub struct DvQpInitAttr {
     pub create_flags: DvQpCreateFlags,
     /// `MLX5DV_QP_EX_WITH_*`.
     pub send_ops_flags: DvSendOpsFlags,
+    /// `dc_init_attr`, read with `MLX5DV_QP_INIT_ATTR_MASK_DC`.
+    #[serde(default, skip_serializing_if = "DcInitAttr::is_unset")]
+    pub dc: DcInitAttr,
+}
+
+/// `struct mlx5dv_dc_init_attr`: the DC type and its union's member.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DcInitAttr {
+    /// `dc_type` (`MLX5DV_DCTYPE_DCT` 1, `MLX5DV_DCTYPE_DCI` 2; other values as given).
+    pub dc_type: u32,
+    /// `dct_access_key` (a DCT's).
+    pub dct_access_key: u64,
+    /// `dci_streams.log_num_concurent` (a DCI's, with `MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS`).
+    pub log_num_concurent: u8,
+    /// `dci_streams.log_num_errored`.
+    pub log_num_errored: u8,
+}
+
+impl DcInitAttr {
+    /// `MLX5DV_DCTYPE_DCT`.
+    pub const DCT: u32 = 1;
+    /// `MLX5DV_DCTYPE_DCI`.
+    pub const DCI: u32 = 2;
+
+    /// A DCI's attributes (no streams).
+    pub fn dci() -> Self {
+        DcInitAttr { dc_type: Self::DCI, ..Self::default() }
+    }
+
+    /// A DCT's attributes with its access key.
+    pub fn dct(access_key: u64) -> Self {
+        DcInitAttr { dc_type: Self::DCT, dct_access_key: access_key, ..Self::default() }
+    }
+
+    fn is_unset(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 impl DvQpInitAttr {
@@ -232,7 +269,13 @@ impl DvQpInitAttr {
             comp_mask: dv_qp::MASK_QP_CREATE_FLAGS | dv_qp::MASK_SEND_OPS_FLAGS,
             create_flags,
             send_ops_flags,
+            dc: DcInitAttr::default(),
         }
+    }
+
+    /// `mlx5dv_create_qp`'s attributes of a DC QP: `MLX5DV_QP_INIT_ATTR_MASK_DC` with `dc`.
+    pub fn dc(dc: DcInitAttr) -> Self {
+        DvQpInitAttr { comp_mask: dv_qp::MASK_DC, dc, ..Self::default() }
     }
 }
 

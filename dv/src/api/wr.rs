@@ -334,6 +334,19 @@ pub struct SendWr {
     /// `wr.ud` of a send on a UD QP: where the datagram goes (`None` on other QPs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ud: Option<UdDest>,
+    /// `mlx5dv_wr_set_dc_addr` of a send on a DCI: the address handle's attributes and the
+    /// remote DCT number (`remote_qpn`) in `av`, with the DC access key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dc: Option<DcDest>,
+}
+
+/// `mlx5dv_wr_set_dc_addr`'s arguments: where a DCI's WQE goes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DcDest {
+    /// The AH's attributes, with the remote DCT number as `remote_qpn` (`remote_qkey` unused).
+    pub av: UdDest,
+    /// `remote_dc_key`: the DCT's access key.
+    pub access_key: u64,
 }
 
 /// `wr.ud` (or `ibv_wr_set_ud_addr`): what a UD send's datagram segment carries, the address

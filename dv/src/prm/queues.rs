@@ -164,6 +164,11 @@ pub mod st {
     pub const UC: u8 = 0x1;
     /// Unreliable datagram.
     pub const UD: u8 = 0x2;
+    /// Dynamically connected initiator (`MLX5_QP_ST_DCI`).
+    pub const DCI: u8 = 0x5;
+    /// Not a `qpc.st` value: the simulator's firmware keeps a DC target (the object of
+    /// CREATE_DCT, whose `dctc` layout is not public) as a QP of this service type.
+    pub const DCT: u8 = 0xd7;
 }
 
 /// `qpc.pm_state` values.

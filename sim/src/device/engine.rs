@@ -19,6 +19,7 @@ use crate::host::{Dma, Host};
 
 mod cipher;
 mod completion;
+mod dc;
 mod direct;
 mod ops;
 mod pipeline;
@@ -110,11 +111,13 @@ pub(super) struct Engine<'a> {
     /// The send-queue counter and basic blocks of the WQE being executed, when it goes over
     /// the network (it may be behind the head: the window).
     cursor: Option<(u32, u32)>,
+    /// The access key of the DCI WQE being executed: its requests carry it to the DCT.
+    dc_key: Option<u64>,
 }
 
 impl<'a> Engine<'a> {
     pub(super) fn new(devs: &'a mut [Device], host: &'a mut Host, fabric: &'a Fabric) -> Self {
-        Engine { devs, host, fabric, pending: Vec::new(), cursor: None }
+        Engine { devs, host, fabric, pending: Vec::new(), cursor: None, dc_key: None }
     }
 
     fn qp(&self, q: QpPath) -> Option<&FwQp> {

@@ -10,7 +10,9 @@ use mlx5_dv::errno::{EINVAL, EOPNOTSUPP};
 use mlx5_dv::prm::{self, Field, opcode, queues as q};
 use mlx5_dv::{AccessFlags, Error, Op, QpAttrExt, QpAttrMask as M, QpDest, QpModify, QpState, Result};
 
-use super::{Kernel, QpRequest, cmd_error, internal, kernel_cmd};
+use super::{DcRole, Kernel, QpRequest, cmd_error, internal, kernel_cmd};
+
+mod dc;
 use crate::device::Device;
 use crate::device::firmware::{PSN_MASK, cq_or_qp_input, raw_op};
 use crate::fabric::QpPath;
@@ -50,6 +52,8 @@ pub(super) struct KernelQp {
     /// `qp->state`: the state the last successful modify left (the device may have moved
     /// the QP on since, to ERR or SQD).
     state: QpState,
+    /// The service type (`qpc.st`; the simulator's own value for a DCT).
+    st: u8,
 }
 
 /// `to_mlx5_st`: the service type of a QP type the simulator makes.
@@ -254,7 +258,11 @@ impl Kernel {
     pub fn create_qp(&mut self, devices: &mut [Device], r: &QpRequest) -> Result<u32> {
         use q::qp as f;
         let op = Op::CreateQp;
-        let st = to_mlx5_st(r.qp_type).ok_or_else(|| Error::new(op, EINVAL, "no mlx5 service type"))?;
+        let st = match r.dc {
+            Some(DcRole::Dci) => q::st::DCI,
+            Some(DcRole::Dct(_)) => q::st::DCT,
+            None => to_mlx5_st(r.qp_type).ok_or_else(|| Error::new(op, EINVAL, "no mlx5 service type"))?,
+        };
         let d = devices.get_mut(r.dev).ok_or_else(|| Error::new(op, EINVAL, "no such device"))?;
         let uid = self.uid_of(r.ctx);
         let rq_bytes = u64::from(r.rq.wqe_cnt) * u64::from(r.rq.stride);
@@ -298,6 +306,9 @@ impl Kernel {
         let mut out = [0u8; f::SMALL];
         verbs_cmd(d, order, &input, &mut out).map_err(|e| cmd_error(op, e, &out, "CREATE_QP"))?;
         let qpn = f::QPN.get(&out).map_err(|e| internal(op, e))? as u32;
+        if let Some(DcRole::Dct(key)) = r.dc {
+            d.set_dct_key(qpn, key);
+        }
         let k = KernelQp {
             ctx: r.ctx,
             qp_type: r.qp_type,
@@ -307,6 +318,7 @@ impl Kernel {
             atomic_rd_en: AccessFlags::empty(),
             resp_depth: 0,
             state: QpState::Reset,
+            st,
         };
         self.qps.insert((r.dev, qpn), k);
         Ok(qpn)
@@ -341,7 +353,12 @@ impl Kernel {
         let real = devices.get(at.dev).and_then(|d| d.qp_state(at.qpn)).ok_or_else(stale)?;
         let k = *self.qps.get(&(at.dev, at.qpn)).ok_or_else(stale)?;
         let defaults = QpAttrExt::defaults();
+        let dc = matches!(k.st, q::st::DCI | q::st::DCT);
         let (cur, to, attrs) = match &m.ext {
+            _ if dc => {
+                let (cur, to, mask) = self.check_dc_modify(k.st, real, m)?;
+                (cur, to, Attrs { mask, e: m.ext.as_ref().unwrap_or(&defaults), access: m.access, dest: m.dest })
+            }
             None => {
                 self.check_default_modify(real, m)?;
                 let mask = default_mask(real, m.state);
@@ -357,7 +374,7 @@ impl Kernel {
             // mlx5_ib_modify_qp: RESET to RESET does nothing.
             return Ok(());
         }
-        let st = to_mlx5_st(k.qp_type).ok_or_else(|| Error::new(op, EINVAL, "no mlx5 service type"))?;
+        let st = k.st;
         let cmd = transition_op(cur, to)
             .ok_or_else(|| Error::new(op, EINVAL, format!("mlx5_ib has no command for {cur:?} -> {to:?}")))?;
         let input = modify_input(cmd, at.qpn, st, &k, &attrs, opt_mask(cur, to, st))?;
@@ -544,6 +561,8 @@ fn modify_input(cmd: u16, qpn: u32, st: u8, k: &KernelQp, a: &Attrs<'_>, optpar:
     if has(M::ACCESS_FLAGS) || has(M::MAX_DEST_RD_ATOMIC) {
         // to_mlx5_access_flags: without responder resources only RDMA WRITE is let in.
         let depth = if has(M::MAX_DEST_RD_ATOMIC) { e.max_dest_rd_atomic } else { k.resp_depth };
+        // mlx5_ib_modify_dct sets a DCT's rre, rwe and rae from the access flags alone.
+        let depth = if st == q::st::DCT { 1 } else { depth };
         let mut access = if has(M::ACCESS_FLAGS) { a.access } else { k.atomic_rd_en };
         if depth == 0 {
             access &= AccessFlags::REMOTE_WRITE;

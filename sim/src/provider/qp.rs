@@ -3,15 +3,17 @@
 
 use mlx5_dv::errno::{EINVAL, EIO, EOPNOTSUPP};
 use mlx5_dv::{
-    ContextHandle, Cq, CqHandle, DvSendOpsFlags, Error, Op, Qp, QpCap, QpHandle, QpInitAttr, QpModify, QpState, Result,
-    SendOpsFlags, dv_qp, qp_create_flags, qp_init_mask, qp_type, send_ops,
+    ContextHandle, Cq, CqHandle, DcInitAttr, DvSendOpsFlags, Error, Op, Qp, QpCap, QpHandle, QpInitAttr, QpModify,
+    QpState, Result, SendOpsFlags, dv_qp, qp_create_flags, qp_init_mask, qp_type, send_ops,
 };
 
 use super::ring::{CqRing, QpRings};
 use super::{CqObj, CtxKind, Lower, Provider, QpObj};
 use crate::fabric::QpPath;
 use crate::host::Dma;
-use crate::kernel::{self, CqRequest, QpRequest};
+use crate::kernel::{self, CqRequest, DcRole, QpRequest};
+
+mod dc;
 use crate::profile::DataPathSection;
 
 /// Bytes of a send WQE basic block.
@@ -185,7 +187,7 @@ fn default_ops(ty: u32) -> Option<SendOpsFlags> {
 }
 
 /// `mlx5_qp_fill_wr_pfns`: the operations asked for must be ones the QP type has.
-fn check_send_ops(attr: &QpInitAttr, mlx5_ops: DvSendOpsFlags, dma_mmo: bool, atomics: bool) -> Result<()> {
+fn check_send_ops(attr: &QpInitAttr, mlx5_ops: DvSendOpsFlags, dma_mmo: bool, atomics: bool, dci: bool) -> Result<()> {
     let op = Op::CreateQp;
     let ops = attr.send_ops_flags;
     let dv_all = dv_qp::WITH_MR_INTERLEAVED
@@ -221,6 +223,9 @@ fn check_send_ops(attr: &QpInitAttr, mlx5_ops: DvSendOpsFlags, dma_mmo: bool, at
         qp_type::UD => (send_ops::SEND | send_ops::SEND_WITH_IMM, dv_qp::WITH_RAW_WQE),
         qp_type::RAW_PACKET => (send_ops::SEND | send_ops::TSO, dv_qp::WITH_RAW_WQE),
         qp_type::XRC_SEND => (rc_ops, dv_qp::WITH_RAW_WQE),
+        // MLX5_SUPPORTED_SEND_OPS_FLAGS_DCI: RC's; of mlx5's own, RAW_WQE and MEMCPY.
+        qp_type::DRIVER if dci => (rc_ops, dv_qp::WITH_RAW_WQE | dv_qp::WITH_MEMCPY),
+        qp_type::DRIVER => return Err(Error::new(op, EOPNOTSUPP, "send ops on a DRIVER QP that is not a DCI")),
         t => return Err(Error::new(op, EINVAL, format!("unknown qp_type {t}"))),
     };
     if !allowed_ops.contains(ops) || !allowed_dv.contains(mlx5_ops) {
@@ -355,6 +360,12 @@ impl Provider {
         }
         let mask = attr.mask();
         check_init_mask(attr, mask)?;
+        let dct_asked = attr.qp_type == qp_type::DRIVER
+            && attr.dv.is_some_and(|d| d.comp_mask.contains(dv_qp::MASK_DC) && d.dc.dc_type == DcInitAttr::DCT);
+        if mask & qp_init_mask::SEND_OPS_FLAGS != 0 && dct_asked {
+            return Err(Error::new(op, EINVAL, "IBV_QP_INIT_ATTR_SEND_OPS_FLAGS on a DCT"));
+        }
+        let mut dc = None;
         let mut scatter_to_cqe = true;
         let mut drain_sigerr = false;
         let mut mlx5_ops = DvSendOpsFlags::empty();
@@ -405,7 +416,7 @@ impl Provider {
                 if !dv.comp_mask.intersects(dv_qp::MASK_DC) {
                     return Err(Error::new(op, EINVAL, "IBV_QPT_DRIVER needs MLX5DV_QP_INIT_ATTR_MASK_DC"));
                 }
-                return Err(Error::new(op, EOPNOTSUPP, "DC QPs are not simulated"));
+                dc = Some(dc::dc_role(attr, &dv, mask, self.limits.dc)?);
             }
             if dv.comp_mask.intersects(dv_qp::MASK_SEND_OPS_FLAGS) {
                 mlx5_ops = dv.send_ops_flags;
@@ -428,9 +439,9 @@ impl Provider {
                 .ok_or_else(|| Error::new(op, EINVAL, format!("unknown qp_type {}", attr.qp_type)))?
         };
         if wr_api || dv_ops_mask {
-            check_send_ops(attr, mlx5_ops, self.limits.dma_mmo, self.limits.atomic)?;
+            check_send_ops(attr, mlx5_ops, self.limits.dma_mmo, self.limits.atomic, dc == Some(DcRole::Dci))?;
         }
-        if !matches!(attr.qp_type, qp_type::RC | qp_type::UC | qp_type::UD) {
+        if !matches!(attr.qp_type, qp_type::RC | qp_type::UC | qp_type::UD) && dc.is_none() {
             return Err(Error::new(op, EOPNOTSUPP, "only RC, UC and UD QPs are simulated"));
         }
         let overhead = sq_overhead(attr.qp_type, ops, mlx5_ops);
@@ -438,8 +449,10 @@ impl Provider {
             Some(h) => Some(self.srqs.get(h, op)?.srqn),
             None => None,
         };
-        let sizes = size_queues(&self.limits, &attr.cap, overhead, srqn.is_some())
-            .map_err(|why| Error::new(op, EINVAL, why))?;
+        // libmlx5 sizes no queues for a DCT.
+        let cap = if matches!(dc, Some(DcRole::Dct(_))) { QpCap::default() } else { attr.cap };
+        let sizes =
+            size_queues(&self.limits, &cap, overhead, srqn.is_some()).map_err(|why| Error::new(op, EINVAL, why))?;
         check_kernel_create(attr, mask)?;
         let rings = QpRings::alloc(low.host, sizes.sq_bbs, sizes.rq_max_post, sizes.rq_max_gs.saturating_mul(16), op)?;
         let req = QpRequest {
@@ -454,6 +467,7 @@ impl Provider {
             rq: rings.rq.buf,
             dbrec: rings.dbrec,
             srqn,
+            dc,
         };
         let qpn = match low.kernel.create_qp(low.devices, &req) {
             Ok(n) => n,
@@ -469,6 +483,7 @@ impl Provider {
             qpn,
             cqs: [attr.send_cq, attr.recv_cq],
             rc: attr.qp_type == qp_type::RC,
+            dci: dc == Some(DcRole::Dci),
             qp_type: attr.qp_type,
             max_post: sizes.max_post,
             max_gs: sizes.max_gs,
@@ -502,7 +517,9 @@ impl Provider {
         if let Some(s) = attr.srq {
             self.srqs.acquire(s, op)?;
         }
-        Ok(Qp { handle, qp_num: qpn, cap: sizes.cap })
+        // uverbs echoes a DCT's capacities as asked: mlx5_ib's create_dct sizes nothing.
+        let cap = if matches!(dc, Some(DcRole::Dct(_))) { attr.cap } else { sizes.cap };
+        Ok(Qp { handle, qp_num: qpn, cap })
     }
 
     /// `ibv_destroy_qp`.

@@ -103,7 +103,8 @@ impl Engine<'_> {
     /// path. With `MEMO`, what it finds is kept in `memo` and what `memo` holds is used.
     /// A capture sees every request go through [`Engine::transmit`]: none is direct then.
     pub(super) fn direct_copy<const MEMO: bool>(&mut self, memo: &mut DirectMemo, qp: QpPath, w: Target) -> bool {
-        if self.fabric.capture().is_some() {
+        // A DCI's WQEs name their DCT themselves: they take the general path.
+        if self.fabric.capture().is_some() || self.qp(qp).is_some_and(|q| q.st == mlx5_dv::prm::queues::st::DCI) {
             return false;
         }
         self.try_direct_copy::<MEMO>(memo, qp, w).is_some()

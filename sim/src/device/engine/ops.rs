@@ -152,7 +152,8 @@ impl Engine<'_> {
     /// Execute the head WQE `w` of `qp`, a QP the caller has just found in RTS.
     pub(super) fn execute(&mut self, qp: QpPath, w: &Wqe, corrupt: Corrupt) -> Step {
         let Some(kind) = &w.kind else {
-            return Step::Failed(syndrome::LOCAL_QP_OP);
+            // A DCI's WQE may decode whole only without its datagram segment.
+            return self.dci(qp, w, corrupt).unwrap_or(Step::Failed(syndrome::LOCAL_QP_OP));
         };
         if let Some(step) = self.unreliable(qp, w, corrupt) {
             return step;
@@ -184,12 +185,13 @@ impl Engine<'_> {
                 if imm.is_none()
                     && inline.is_none()
                     && corrupt.is_none()
+                    && self.dc_key.is_none()
                     && let Some(step) = self.direct_write(qp, w, rkey, raddr, sge)
                 {
                     return step;
                 }
                 let src = match inline {
-                    Some(b) => Source::Inline { at: inline_at(true), len: b.len() as u64 },
+                    Some(b) => Source::Inline { at: inline_at(true) + self.dc_shift(), len: b.len() as u64 },
                     None => Source::Gather(sge),
                 };
                 let op = if imm.is_some() { opcode::WRITE_ONLY_IMM } else { opcode::WRITE_ONLY };
@@ -204,7 +206,7 @@ impl Engine<'_> {
             WqeKind::Send { sge, imm, inv, inline } => {
                 let (imm, inv) = (*imm, *inv);
                 let src = match inline {
-                    Some(b) => Source::Inline { at: inline_at(false), len: b.len() as u64 },
+                    Some(b) => Source::Inline { at: inline_at(false) + self.dc_shift(), len: b.len() as u64 },
                     None => Source::Gather(sge),
                 };
                 let op = match (inv, imm) {

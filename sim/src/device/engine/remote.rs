@@ -93,8 +93,12 @@ fn same_kind(a: u8, b: u8) -> bool {
 impl Engine<'_> {
     /// The address of the peer `qp`'s path names, when it is another process's port.
     pub(super) fn remote_peer(&self, qp: QpPath) -> Option<Ipv4Addr> {
-        let remote = self.qp(qp)?.remote?;
-        self.fabric.remote(qp.dev, &remote.ah)
+        let q = self.qp(qp)?;
+        // A DCI's path is its current WQE's, to a DCT in this process.
+        if q.st == mlx5_dv::prm::queues::st::DCI {
+            return None;
+        }
+        self.fabric.remote(qp.dev, &q.remote?.ah)
     }
 
     /// Send packets from device `dev`'s port, from the UDP source port a connection between

@@ -249,6 +249,8 @@ impl Engine<'_> {
         self.wire_round_trip(req);
         let fabric = self.fabric;
         match fabric.capture() {
+            // How mlx5 carries DC on the wire is not public: DC requests are not captured.
+            _ if self.dc_key.is_some() => self.receive(dev, req),
             None => self.receive(dev, req),
             Some(cap) => self.receive_captured(cap, dev, req),
         }
@@ -354,6 +356,9 @@ impl Engine<'_> {
     pub(super) fn receive(&mut self, dev: usize, req: &Request<'_>) -> Response {
         let h = &req.packet.headers;
         let at = QpPath { dev, qpn: h.bth.dest_qp };
+        if self.dct_admits(at, h) == Some(false) {
+            return Response::silent();
+        }
         let Some(d) = self.devs.get_mut(dev) else { return Response::silent() };
         if let Some(answer) = d.rx_transport(self.host, h, req.span) {
             return answer;
@@ -429,7 +434,11 @@ impl Engine<'_> {
 
     /// The responder detected an error: its QP goes to ERR (with an async event) once the
     /// requester has completed the WR, so a QP connected to itself completes it once.
+    /// A DCT serves many DCIs: it stays as it is (the NAK goes to the one DCI; unverified).
     fn responder_error(&mut self, at: QpPath, ev: Option<u32>) {
+        if self.qp(at).is_some_and(|q| q.st == mlx5_dv::prm::queues::st::DCT) {
+            return;
+        }
         self.pending.push((at, ev));
     }
 

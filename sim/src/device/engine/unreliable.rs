@@ -29,7 +29,7 @@ use crate::wire::{self, Endpoints, Message};
 /// The bytes of the GRH area at the head of a UD receive buffer.
 pub(super) const GRH_LEN: usize = 40;
 /// The datagram segment of a UD send WQE (`struct mlx5_wqe_datagram_seg`).
-const AV_LEN: usize = 48;
+pub(super) const AV_LEN: usize = 48;
 /// `flags_rqpn`'s top byte with the L3 header type of a datagram that came with a GRH
 /// (`MLX5_CQE_L3_HDR_TYPE_GRH`) or in IPv4 (`MLX5_CQE_L3_HDR_TYPE_IPV4`), bits 29:28.
 const L3_GRH: u8 = 1 << 4;
@@ -43,13 +43,13 @@ pub(super) fn uc_opcode(rc: u8) -> u8 {
 }
 
 /// Where a UD datagram goes, from a WQE's datagram segment.
-struct Datagram {
-    dest: QpDest,
+pub(super) struct Datagram {
+    pub(super) dest: QpDest,
     qkey: u32,
 }
 
 /// The address vector of a datagram segment (`struct mlx5_wqe_av`).
-fn parse_av(av: &[u8]) -> Option<Datagram> {
+pub(super) fn parse_av(av: &[u8]) -> Option<Datagram> {
     let be32 = |at: usize| av.get(at..at + 4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
     let grh_gid_fl = be32(28)?;
     let mut dgid = [0u8; 16];
@@ -108,7 +108,8 @@ fn grh_area(src: &Gid, dst: &Gid, h: &Headers, payload: &[u8], sport: u16) -> ([
 
 impl Engine<'_> {
     /// UC and UD: the WQEs the device refuses on them (LOC_QP_OP_ERR), and UD's sends, done
-    /// here; `None` for a WQE the connected path executes (RC, and UC's WRITEs and SENDs).
+    /// here; a DCI's data WQEs ([`Engine::dci`]); `None` for a WQE the connected path executes
+    /// (RC, and UC's WRITEs and SENDs).
     pub(super) fn unreliable(&mut self, qp: QpPath, w: &Wqe, corrupt: super::responder::Corrupt) -> Option<Step> {
         let st = self.qp(qp)?.st;
         let connected =
@@ -126,6 +127,7 @@ impl Engine<'_> {
                 _ if connected => None,
                 _ => Some(Step::Failed(syndrome::LOCAL_QP_OP)),
             },
+            q::st::DCI => self.dci(qp, w, corrupt),
             _ => None,
         }
     }
@@ -170,11 +172,11 @@ impl Engine<'_> {
 
     /// Whether `qp` is a UC or UD QP: no answers, no retransmission.
     pub(super) fn is_unreliable(&self, qp: QpPath) -> bool {
-        self.qp(qp).is_some_and(|q| q.st != q::st::RC)
+        self.qp(qp).is_some_and(|q| matches!(q.st, q::st::UC | q::st::UD))
     }
 
     /// The bytes of the WQE at send-queue counter `pos` of `q`, across the ring's end.
-    fn wqe_bytes(&self, q: &FwQp, pos: u32, bbs: u32) -> Option<Vec<u8>> {
+    pub(super) fn wqe_bytes(&self, q: &FwQp, pos: u32, bbs: u32) -> Option<Vec<u8>> {
         let ring = self.host.read(q.sq.addr, q.sq.len())?;
         let cnt = q.sq.wqe_cnt;
         let mut out = Vec::with_capacity(bbs as usize * 64);

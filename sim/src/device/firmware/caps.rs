@@ -43,6 +43,8 @@ mod general {
     pub const PORT_TYPE: Field = Field::new("port_type", 0x1b6, 2);
     pub const NUM_PORTS: Field = Field::new("num_ports", 0x1b8, 8);
     pub const LOG_MAX_MSG: Field = Field::new("log_max_msg", 0x1c3, 5);
+    /// DC transport: DCIs and DCTs.
+    pub const DCT: Field = Field::new("dct", 0x21a, 1);
     pub const ROCE: Field = Field::new("roce", 0x21d, 1);
     pub const ATOMIC: Field = Field::new("atomic", 0x21e, 1);
     pub const LOG_MAX_PD: Field = Field::new("log_max_pd", 0x32b, 5);
@@ -100,6 +102,7 @@ pub(super) fn general_page(profile: &Profile) -> Result<Page, FieldError> {
         (general::LOG_MAX_MSG, log2_floor(d.max_msg_sz)),
         (general::ROCE, u64::from(eth)),
         (general::ATOMIC, u64::from(d.atomic)),
+        (general::DCT, u64::from(d.dc)),
         (general::LOG_MAX_PD, 24),
     ];
     for (f, v) in fields {

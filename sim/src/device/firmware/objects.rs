@@ -186,6 +186,8 @@ pub struct QpTransport {
     pub sq_psn: u32,
     /// `rq_psn`: the PSN the responder expects next.
     pub rq_psn: u32,
+    /// A DCT's access key (`dct_access_key`): a DC request must carry it.
+    pub dc_key: u64,
     /// Local ACK timeout: 4.096 µs × 2^timeout; 0 waits forever.
     pub timeout: u8,
     /// Retries after a timeout or a sequence error NAK.

@@ -289,7 +289,7 @@ impl Firmware {
         use q::qp as f;
         need(input, f::SIZE)?;
         let st = f::ST.get(input)? as u8;
-        if !matches!(st, q::st::RC | q::st::UC | q::st::UD) {
+        if !matches!(st, q::st::RC | q::st::UC | q::st::UD | q::st::DCI | q::st::DCT) {
             return Err(BAD);
         }
         let pdn = get32(f::PD, input)?;
@@ -382,7 +382,10 @@ impl Firmware {
         if op == opcode::RST2INIT_QP {
             access |= AccessFlags::LOCAL_WRITE;
         }
-        let (rc, ud) = (st == q::st::RC, st == q::st::UD);
+        // A DCI times out and retries as an RC requester does; a DCT asks for RNR time as an
+        // RC responder does.
+        let rc = matches!(st, q::st::RC | q::st::DCI | q::st::DCT);
+        let ud = st == q::st::UD;
         let psn = |fl: Field| -> Result<Option<u32>, Reject> { Ok(Some(get32(fl, input)?)) };
         let byte = |fl: Field| -> Result<Option<u8>, Reject> { Ok(Some(fl.get(input)? as u8)) };
         let mut t = TransportChange::default();

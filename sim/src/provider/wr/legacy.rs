@@ -3,7 +3,7 @@
 //! WR checked and written in turn, and the doorbell rung for the WRs before a failing one.
 
 use mlx5_dv::errno::{EINVAL, ENOMEM, EOPNOTSUPP};
-use mlx5_dv::{Error, Op, Qp, Result, SendFlags, SendWr, Sge, UdDest, qp_type, wc_opcode, wr_opcode};
+use mlx5_dv::{DcDest, Error, Op, Qp, Result, SendFlags, SendWr, Sge, UdDest, qp_type, wc_opcode, wr_opcode};
 
 use super::{Lower, Provider, QpObj, encode, fence_mode};
 use crate::device::contract::WqeKind;
@@ -29,8 +29,13 @@ fn check(q: &QpObj, wr: &SendWr, nreq: u32) -> std::result::Result<(), Refusal> 
         let why = format!("{} SGEs, at most {} in the QP's state", wr.sge.len(), q.sq_state_max_gs);
         return Err((ENOMEM, why));
     }
-    if !q.rc && !matches!(q.qp_type, qp_type::UC | qp_type::UD) {
-        return Err((EOPNOTSUPP, "posting is simulated on RC, UC and UD QPs only".into()));
+    if !q.rc && !q.dci && !matches!(q.qp_type, qp_type::UC | qp_type::UD) {
+        return Err((EOPNOTSUPP, "posting is simulated on RC, UC, UD QPs and DCIs only".into()));
+    }
+    // A DCI's WQE names its DCT in the datagram segment `mlx5dv_wr_set_dc_addr` writes;
+    // `_mlx5_post_send` writes none, which the device would misread.
+    if q.dci && wr.dc.is_none() {
+        return Err((EINVAL, "a WR on a DCI without its DC address (mlx5dv_wr_set_dc_addr)".into()));
     }
     // libmlx5 reads wr.ud.ah of every WR on a UD QP (a NULL one would crash it).
     if q.qp_type == qp_type::UD && wr.ud.is_none() {
@@ -154,7 +159,9 @@ impl Provider {
             if rdma && !keeps_raddr {
                 resize_after_ctrl(&mut bytes, None);
             }
-            if let Some(ud) = &wr.ud {
+            if let (true, Some(dc)) = (q.dci, &wr.dc) {
+                resize_after_ctrl(&mut bytes, Some(&dc_seg(dc)));
+            } else if let Some(ud) = &wr.ud {
                 resize_after_ctrl(&mut bytes, Some(&datagram_seg(ud)));
             }
             next_fence = wr.opcode == wr_opcode::LOCAL_INV;
@@ -192,6 +199,15 @@ fn datagram_seg(ud: &UdDest) -> [u8; 48] {
         av[28..32].copy_from_slice(&(1u32 << 30 | u32::from(a.sgid_index) << 20).to_be_bytes());
         av[32..48].copy_from_slice(g);
     }
+    av
+}
+
+/// The datagram segment `mlx5_send_wr_set_dc_addr` writes: the AH's address vector, the
+/// DCT number with `MLX5_EXTENDED_UD_AV`, and the access key in the first 8 bytes (the
+/// union the Q_Key shares).
+fn dc_seg(dc: &DcDest) -> [u8; 48] {
+    let mut av = datagram_seg(&dc.av);
+    av[..8].copy_from_slice(&dc.access_key.to_be_bytes());
     av
 }
 

@@ -1,0 +1,141 @@
+//! Dynamically connected transport, between the devices of one process. A DCI's WQE carries
+//! the DCT's address, number and access key in its datagram segment (as
+//! `mlx5_send_wr_set_dc_addr` writes it); the device points the DCI's path at that DCT and
+//! runs the rest of the WQE as an RC requester does. The DCT is an RC responder on its SRQ
+//! that serves any DCI whose request carries its access key: it takes each request's PSN as
+//! the one it expects (a new connection per message), and drops a request with another key
+//! without an answer, so that the DCI's WQE ends in a transport retry error. How mlx5 puts
+//! DC on the wire is not public: DC requests do not leave the process and are not captured.
+
+use mlx5_dv::QpDest;
+use mlx5_dv::prm::{queues as q, wqe};
+
+use super::responder::Corrupt;
+use super::unreliable::{AV_LEN, parse_av};
+use super::{Engine, Step, syndrome};
+use crate::device::contract::{self, Wqe};
+use crate::fabric::QpPath;
+use crate::packet::Headers;
+
+/// A DCI's WQE as the device reads it: the DCT's path, its access key from the first 8 bytes
+/// of the datagram segment, and the WQE without the segment (`ds` three units less).
+fn decode_dc(bytes: &[u8]) -> Option<(QpDest, u64, Wqe)> {
+    let av = bytes.get(16..16 + AV_LEN)?;
+    let dest = parse_av(av)?.dest;
+    let key = u64::from_be_bytes(av.get(..8)?.try_into().ok()?);
+    let ds = usize::from(bytes.get(7)? & 0x3f);
+    let end = (ds * 16).clamp(16 + AV_LEN, bytes.len());
+    let mut rest = bytes.get(..16)?.to_vec();
+    rest[7] = (rest[7] & !0x3f) | (ds.saturating_sub(3) as u8);
+    rest.extend_from_slice(bytes.get(16 + AV_LEN..end)?);
+    rest.resize(rest.len().next_multiple_of(64), 0);
+    Some((dest, key, contract::decode(&rest)))
+}
+
+impl Engine<'_> {
+    /// Whether `qp` is a DCI.
+    pub(super) fn is_dci(&self, qp: QpPath) -> bool {
+        self.qp(qp).is_some_and(|q| q.st == q::st::DCI)
+    }
+
+    /// The bytes a DCI's WQE has before its data past an RC WQE's: the datagram segment,
+    /// while one executes.
+    pub(super) fn dc_shift(&self) -> u64 {
+        if self.dc_key.is_some() { AV_LEN as u64 } else { 0 }
+    }
+
+    /// A data WQE on a DCI, executed towards the DCT its datagram segment names; `None` for
+    /// a WQE on another QP, or one that moves no data (NOP, LOCAL_INV, UMR: the connected
+    /// path runs it). A DCT no
+    /// device of this process has is not reached: the WQE ends in a transport retry error.
+    pub(super) fn dci(&mut self, qp: QpPath, w: &Wqe, corrupt: Corrupt) -> Option<Step> {
+        if !self.is_dci(qp) || self.dc_key.is_some() {
+            return None;
+        }
+        use wqe::opcode as o;
+        let data = matches!(
+            w.opcode,
+            o::RDMA_WRITE
+                | o::RDMA_WRITE_IMM
+                | o::SEND
+                | o::SEND_IMM
+                | o::SEND_INVAL
+                | o::RDMA_READ
+                | o::ATOMIC_CS
+                | o::ATOMIC_FA
+        );
+        if !data {
+            return None;
+        }
+        let fq = self.qp(qp)?;
+        let pos = self.cursor.map_or(fq.sq_cc, |(p, _)| p);
+        let mtu = fq.remote.map_or(5, |r| r.path_mtu);
+        let Some((dest, key, inner)) = self.wqe_bytes(fq, pos, w.bbs).and_then(|b| decode_dc(&b)) else {
+            return Some(Step::Failed(syndrome::LOCAL_QP_OP));
+        };
+        let dest = QpDest { path_mtu: mtu, ..dest };
+        if self.fabric.deliver(&dest).is_none() {
+            return Some(Step::Failed(syndrome::TRANSPORT_RETRY));
+        }
+        if let Some(q) = self.dev(qp.dev).and_then(|d| d.fw.qp_mut(qp.qpn)) {
+            q.remote = Some(dest);
+        }
+        self.dc_key = Some(key);
+        let step = self.execute(qp, &inner, corrupt);
+        self.dc_key = None;
+        Some(step)
+    }
+
+    /// A request reaching a DCT: `Some(false)` to drop it (not a DC request, or another
+    /// access key; counted with the network's drops), `Some(true)` once its PSN is the one the
+    /// DCT expects; `None` for a QP that is not a DCT.
+    pub(super) fn dct_admits(&mut self, at: QpPath, h: &Headers) -> Option<bool> {
+        let q = self.qp(at)?;
+        if q.st != q::st::DCT {
+            return None;
+        }
+        let ok = self.dc_key == Some(q.transport.dc_key);
+        let d = self.dev(at.dev)?;
+        if !ok {
+            d.net.dropped = d.net.dropped.saturating_add(1);
+            return Some(false);
+        }
+        if let Some(t) = d.fw.transport_mut(at.qpn) {
+            t.rq_psn = h.bth.psn;
+        }
+        Some(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::contract::WqeKind;
+
+    #[test]
+    fn a_dci_wqe_reads_as_its_write_after_the_dc_datagram_segment() {
+        // Control (ds 6: control, datagram ×3, remote address, one data segment), the
+        // datagram segment with the key in its first 8 bytes and the DCT number, the remote
+        // address segment, the data segment.
+        let mut b = vec![0u8; 128];
+        b[3] = wqe::opcode::RDMA_WRITE;
+        b[7] = 6;
+        b[16..24].copy_from_slice(&0x0123_4567_89ab_cdefu64.to_be_bytes());
+        b[24..28].copy_from_slice(&(0x8000_0000u32 | 0x77).to_be_bytes());
+        b[44..48].copy_from_slice(&(1u32 << 30).to_be_bytes());
+        b[64..72].copy_from_slice(&0x9000u64.to_be_bytes());
+        b[72..76].copy_from_slice(&0x55u32.to_be_bytes());
+        b[80..84].copy_from_slice(&64u32.to_be_bytes());
+        b[84..88].copy_from_slice(&9u32.to_be_bytes());
+        b[88..96].copy_from_slice(&0x1000u64.to_be_bytes());
+        let (dest, key, w) = decode_dc(&b).expect("a DCI WQE");
+        assert_eq!((dest.dest_qp_num, key, dest.ah.is_global), (0x77, 0x0123_4567_89ab_cdef, true));
+        match w.kind {
+            Some(WqeKind::Write { rkey, raddr, sge, .. }) => {
+                assert_eq!((rkey, raddr), (0x55, 0x9000));
+                assert_eq!(sge.as_slice(), &[mlx5_dv::Sge { addr: 0x1000, length: 64, lkey: 9 }]);
+            }
+            k => panic!("{k:?}"),
+        }
+    }
+}
