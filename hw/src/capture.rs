@@ -91,6 +91,8 @@ pub fn capture(b: &mut HwBackend) -> Result<Profile> {
         signature: Default::default(),
         // The device's stored credentials and KEKs cannot be read: the simulator's test values.
         crypto: Default::default(),
+        // Not captured yet: the profile's defaults.
+        odp: Default::default(),
     })
 }
 
