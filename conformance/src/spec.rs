@@ -156,6 +156,16 @@ pub const ITEMS: &[(u16, &str)] = &[
     (163, "ibv_reg_dm_mr's refusals: EINVAL; a DM MR is zero-based"),
     (164, "RDMA WRITE, READ and SEND reach device memory through a DM MR"),
     (165, "ibv_free_dm is EBUSY while an MR uses the DM"),
+    (201, "odp_caps: the ODP capabilities ibv_query_device_ex reports"),
+    (202, "IBV_ACCESS_ON_DEMAND without ODP: EOPNOTSUPP, after the EINVAL rules"),
+    (203, "explicit ODP MR: EOVERFLOW, EINVAL, and no pages needed"),
+    (204, "implicit ODP: ibv_reg_mr(pd, NULL, SIZE_MAX, ON_DEMAND)"),
+    (205, "RC traffic through ODP MRs on both sides"),
+    (206, "ibv_advise_mr's checks and errnos"),
+    (207, "ibv_advise_mr with FLUSH over unmapped pages: EFAULT, except NO_FAULT"),
+    (208, "a requester's fault on unmapped ODP pages: local protection error"),
+    (209, "a responder's fault on unmapped ODP pages: remote access error"),
+    (210, "qp_access_flags may carry IBV_ACCESS_ON_DEMAND"),
 ];
 
 /// The title of a checklist item, if it exists.
