@@ -318,7 +318,7 @@ impl Memory {
             return None;
         }
         let end = va.checked_add(len)?;
-        let below = self.regions.partition_point(|(b, _)| *b < end.max(va + 1));
+        let below = self.regions.partition_point(|(b, _)| *b < end.max(va.saturating_add(1)));
         let overlaps =
             below.checked_sub(1).and_then(|i| self.regions.get(i)).is_some_and(|(b, r)| b + r.len() as u64 > va);
         if overlaps || !lent::fault_in(va, len, write) {
