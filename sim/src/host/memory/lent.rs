@@ -4,12 +4,9 @@
 //! The fault is `madvise(MADV_POPULATE_READ / MADV_POPULATE_WRITE)`, which does what the
 //! kernel's ODP fault handler asks of `hmm_range_fault`: it faults the pages in (readable, or
 //! writable) and fails, without a signal, where the range is not mapped or the mapping does not
-//! allow the access. Measured on this project's machine (Linux 6.18): 0.34 µs for one present
-//! page, about 0.1 µs a page reading and 0.03 µs a page writing over many pages; the probes
-//! weighed against it read less: `process_vm_readv` of one byte per page costs 0.75 µs for
-//! one page and 0.3 µs a page after, and needs a matching write for writability, which races
-//! with the program's own stores; `mincore` and `msync` see only whether a range is mapped,
-//! not whether it may be read or written.
+//! allow the access. It was measured against `process_vm_readv` of a byte per page (slower, and
+//! blind to writability without a racing write back) and `mincore` / `msync` (blind to
+//! protections): docs/measured.md, "On-demand paging".
 
 use super::PAGE;
 
