@@ -111,6 +111,17 @@ int main(void)
 	CHECK_EQ(ibv_advise_mr(pd, adv_w, flush, &past, 1), EFAULT, "advise_mr FLUSH past the MR");
 	printf("advise_mr: 0, then EINVAL, EINVAL, EOPNOTSUPP, ENOENT, EINVAL, EFAULT as the kernel answers\n");
 
+	/* A read-only mapping under a writable ODP MR: it faults in for reading, not for writing. */
+	uint8_t *ro = fresh_pages();
+	CHECK_EQ(mprotect(ro, LEN, PROT_READ), 0, "mprotect");
+	struct ibv_mr *mro = ibv_reg_mr(pd, ro, LEN, rw);
+	CHECK(mro, "ibv_reg_mr(ON_DEMAND) over read-only pages: %s", strerror(errno));
+	struct ibv_sge rsg = { .addr = (uintptr_t)ro, .length = LEN, .lkey = mro->lkey };
+	CHECK_EQ(ibv_advise_mr(pd, IBV_ADVISE_MR_ADVICE_PREFETCH, flush, &rsg, 1), 0, "PREFETCH of read-only pages");
+	CHECK_EQ(ibv_advise_mr(pd, adv_w, flush, &rsg, 1), EFAULT, "PREFETCH_WRITE of read-only pages");
+	CHECK_EQ(ibv_dereg_mr(mro), 0, "ibv_dereg_mr(read-only)");
+	printf("read-only pages: PREFETCH 0, PREFETCH_WRITE EFAULT\n");
+
 	/* Unmapped pages of an ODP MR: the fault fails, the WQE completes in error. */
 	CHECK_EQ(munmap(src + 4096, 4096), 0, "munmap");
 	struct ibv_sge hole = { .addr = (uintptr_t)src + 4096, .length = 4096, .lkey = ms->lkey };
