@@ -17,12 +17,15 @@ const DEV: &[Need] = &[Need::Mlx5Device];
 /// freed buffer, while on hardware the allocator may keep its pages mapped (capi/tests/odp.c
 /// unmaps pages with munmap there).
 const FREED: &[Need] = &[Need::Mlx5Device, Need::SimControl];
+/// The UD pair of the uc_ud cases, which first clears the simulator's network fault rules.
+const UD: &[Need] = &[Need::Mlx5Device, Need::SimControl];
 
 pub(super) const CASES: &[Case] = &[
     Case { name: "odp.caps_are_consistent_and_gate_on_demand", covers: &[201, 202], needs: DEV, run: caps_gate },
     Case { name: "odp.reg_checks_and_unmapped_range_accepted", covers: &[203], needs: DEV, run: reg_checks },
     Case { name: "odp.implicit_mr_reaches_any_buffer", covers: &[204], needs: DEV, run: implicit },
     Case { name: "odp.send_write_read_atomic_both_sides_odp", covers: &[205, 210], needs: DEV, run: traffic },
+    Case { name: "odp.ud_send_gathers_from_an_odp_mr", covers: &[205], needs: UD, run: ud_send },
     Case { name: "odp.advise_mr_checks_and_errnos", covers: &[206], needs: DEV, run: advise_checks },
     Case { name: "odp.advise_mr_flush_faults_no_fault_skips", covers: &[207], needs: FREED, run: advise_faults },
     Case { name: "odp.gather_from_freed_pages_is_local_prot", covers: &[208], needs: FREED, run: gather_fault },
@@ -213,6 +216,34 @@ fn traffic(b: &mut dyn Backend, env: &Env) -> Check {
     check_eq("the target after CAS 7→40 and +2", word(contents(b, &sbuf)?, 3072), Some(42))?;
     let mine = contents(b, &abuf)?;
     check_eq("the values fetched", (word(mine.clone(), 3072), word(mine, 3080)), (Some(7), Some(40)))
+}
+
+/// A UD SEND gathering from an ODP MR (`ud_odp_caps` SEND) into a receive of a pinned MR:
+/// the payload after the 40-byte GRH area.
+fn ud_send(b: &mut dyn Backend, env: &Env) -> Check {
+    let caps = odp_caps(env)?;
+    if !caps.supported() || caps.ud & odp_transport::SEND == 0 {
+        return Err(Verdict::skip(format!("no UD SEND through ODP MRs (ud_odp_caps {:#x})", caps.ud)));
+    }
+    let t = super::uc_ud::two(b, env, mlx5_dv::qp_type::UD)?;
+    let (rbuf, rmr) = region(b, t.s.pd, 1024, &[], A::LOCAL_WRITE)?;
+    let (_abuf, amr) = odp_region(b, t.a.pd, 1024, &pattern(1024, 4), A::LOCAL_WRITE)?;
+    recv(b, &t.s.qp, 100, vec![sge(&rmr, 0, 1024)])?;
+    let ud = Some(super::uc_ud::ud_to(b, &t.s, super::uc_ud::QKEY)?);
+    let opcode = mlx5_dv::wr_opcode::SEND;
+    let send = mlx5_dv::SendWr {
+        wr_id: 1,
+        opcode,
+        send_flags: SendFlags::SIGNALED,
+        sge: vec![sge(&amr, 0, 200)],
+        ud,
+        ..Default::default()
+    };
+    expect_ok("ibv_post_send (UD SEND)", b.post_send_wr(&t.a.qp, &[send]))?;
+    ok_cqe(b, &t.a.cq, 1, wc_opcode::SEND)?;
+    let wc = ok_cqe(b, &t.s.cq, 100, wc_opcode::RECV)?;
+    check_eq("byte_len: the payload and the GRH area", wc.byte_len, 200 + super::uc_ud::GRH)?;
+    check_eq("the payload after the GRH area", contents(b, &rbuf)?[40..240].to_vec(), pattern(1024, 4)[..200].to_vec())
 }
 
 /// `ibv_advise_mr`'s checks in the kernel's order: an empty list EINVAL; an unknown flag
