@@ -92,6 +92,7 @@ impl Shim {
         // The VFIO provider has no query_rt_values: the header's inline answers EOPNOTSUPP.
         if i.is_some() {
             c.query_rt_values = Some(query_rt_values);
+            c.advise_mr = Some(crate::mr::advise_mr);
             crate::domain::fill_context_ops(&mut c);
             crate::dm::fill_context_ops(&mut c);
         }
@@ -380,7 +381,8 @@ fn query_port_into(context: *mut ibv_context, port_num: u8, out: *mut ibv_port_a
 
 /// `verbs_context.query_device_ex`, which the header's `ibv_query_device_ex` calls: the
 /// legacy attributes, then the extended ones as libibverbs fills them for a device with
-/// none of the optional features (ODP, TSO, RSS, tag matching, CQ moderation) but device
+/// none of the optional features (TSO, RSS, tag matching, CQ moderation) but on-demand
+/// paging (`odp_caps` and `xrc_odp_caps`, the profile's `[odp]`), device
 /// memory (`max_dm_size`, the MEMIC size), completion timestamps (`completion_timestamp_mask` and `hca_core_clock`, in
 /// kHz, as mlx5_ib reports them: the profile's `device.completion_timestamp_mask` and
 /// `device.hca_core_clock_khz`), and `phys_port_cnt_ex`, the port count. Only `attr_size`
@@ -414,6 +416,13 @@ unsafe extern "C" fn query_device_ex(
         },
     );
     full.completion_timestamp_mask = mask;
+    // mlx5_ib_internal_fill_odp_caps, as the profile's [odp] has them.
+    let odp = with(|_| mlx5_dv::OdpCaps::default(), |s| s.sim.profile().odp.caps());
+    full.odp_caps.general_caps = u64::from(odp.general_caps);
+    full.odp_caps.per_transport_caps.rc_odp_caps = odp.rc;
+    full.odp_caps.per_transport_caps.uc_odp_caps = odp.uc;
+    full.odp_caps.per_transport_caps.ud_odp_caps = odp.ud;
+    full.xrc_odp_caps = odp.xrc;
     full.hca_core_clock = khz;
     // mlx5_ib: MEMIC's max_memic_size, 0 without MEMIC (and on a VFIO context).
     full.max_dm_size = with(

@@ -75,12 +75,17 @@ impl Shim {
     ) -> Result<*mut ibv_mr, c_int> {
         let p = self.pd(pd)?;
         let (ctx, handle) = (p.c.context, p.handle);
+        let access = AccessFlags::from_bits_retain(access as u32);
+        if access.contains(AccessFlags::ON_DEMAND) && iova == addr as u64 {
+            // An ODP MR pins nothing: the simulator reaches the pages when the device touches
+            // them (an implicit one is addr NULL, length SIZE_MAX).
+            return self.reg_odp_mr(pd, handle, addr, len, access);
+        }
         if addr.is_null() || len == 0 || iova != addr as u64 {
             // The simulator's MRs are addressed by their virtual address; a different IOVA
             // is not simulated.
             return Err(libc::EINVAL);
         }
-        let access = AccessFlags::from_bits_retain(access as u32);
         let region = self.memory.map(&mut self.sim, addr as u64, len as u64)?;
         let mr = match self.sim.reg_mr(handle, addr as u64, len as u64, access) {
             Ok(mr) => mr,
@@ -93,6 +98,24 @@ impl Shim {
         c.handle = mr.handle.id();
         let p: *mut ibv_mr = &mut *c;
         self.mrs.insert(key(p), Mr { _c: c, mr, region });
+        Ok(p)
+    }
+
+    /// An ODP MR: no region is mapped for it (region 0 is none).
+    fn reg_odp_mr(
+        &mut self,
+        pd: *mut ibv_pd,
+        handle: mlx5_dv::PdHandle,
+        addr: *mut c_void,
+        len: usize,
+        access: AccessFlags,
+    ) -> Result<*mut ibv_mr, c_int> {
+        let ctx = self.pd(pd)?.c.context;
+        let mr = self.sim.reg_mr(handle, addr as u64, len as u64, access).map_err(|e| e.errno())?;
+        let mut c = Box::new(ibv_mr { context: ctx, pd, addr, length: len, handle: 0, lkey: mr.lkey, rkey: mr.rkey });
+        c.handle = mr.handle.id();
+        let p: *mut ibv_mr = &mut *c;
+        self.mrs.insert(key(p), Mr { _c: c, mr, region: 0 });
         Ok(p)
     }
 
@@ -344,6 +367,36 @@ pub unsafe extern "C" fn _mlx5dv_mkey_check(
                 }
                 Err(e) => code(&e),
             }
+        },
+    )
+}
+
+/// `verbs_context.advise_mr`, which the header's `ibv_advise_mr` calls (on kernel contexts;
+/// a VFIO context has none, and the header answers EOPNOTSUPP): 0 or the errno.
+pub(crate) unsafe extern "C" fn advise_mr(
+    pd: *mut ibv_pd,
+    advice: ib_uverbs_advise_mr_advice::Type,
+    flags: u32,
+    sg_list: *mut ibv_sge,
+    num_sge: u32,
+) -> c_int {
+    let sges: Vec<mlx5_dv::Sge> = if sg_list.is_null() || num_sge == 0 {
+        Vec::new()
+    } else {
+        // SAFETY: the caller's array of `num_sge` SGEs.
+        unsafe { std::slice::from_raw_parts(sg_list, num_sge as usize) }
+            .iter()
+            .map(|s| mlx5_dv::Sge { addr: s.addr, length: s.length, lkey: s.lkey })
+            .collect()
+    };
+    with(
+        |e| e,
+        |s| {
+            let h = match s.pd(pd) {
+                Ok(p) => p.handle,
+                Err(e) => return e,
+            };
+            s.sim.advise_mr(h, advice, flags, &sges).map_or_else(|e| e.errno(), |()| 0)
         },
     )
 }

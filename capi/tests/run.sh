@@ -77,7 +77,7 @@ out=$(under_shim ibv_devices 2>&1)
 if echo "$out" | grep -q "mlx5_0" && echo "$out" | grep -q "mlx5_1"; then pass "ibv_devices lists mlx5_0 and mlx5_1"; else fail "ibv_devices: $out"; fi
 out=$(under_shim ibv_devinfo -v 2>&1)
 for want in "hca_id:	mlx5_0" "vendor_id:			0x02c9" "board_id:			SIM_CX6DX" "state:			PORT_ACTIVE (4)" \
-            "link_layer:		Ethernet" "RoCE v2" "atomic_cap:			ATOMIC_HCA (1)"; do
+            "link_layer:		Ethernet" "RoCE v2" "atomic_cap:			ATOMIC_HCA (1)" "ODP_SUPPORT_IMPLICIT"; do
   if echo "$out" | grep -qF "$want"; then pass "ibv_devinfo -v shows '$want'"; else fail "ibv_devinfo -v lacks '$want'"; fi
 done
 
@@ -87,6 +87,7 @@ for unwanted in "MEM_WINDOW" "XRC"; do
 done
 
 source capi/tests/two_processes.sh
+source capi/tests/two_processes_odp.sh
 source capi/tests/two_processes_uc_ud.sh
 source capi/tests/two_processes_srq.sh
 source capi/tests/two_processes_atomics.sh

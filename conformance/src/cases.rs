@@ -22,6 +22,7 @@ mod inline;
 mod inval;
 mod misuse;
 mod mkey;
+mod odp;
 mod qp;
 mod recovery;
 mod rereg;
@@ -69,6 +70,7 @@ pub fn all() -> Vec<Case> {
         srq::CASES,
         rereg::CASES,
         dm::CASES,
+        odp::CASES,
     ]
     .concat()
 }

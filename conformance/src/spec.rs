@@ -166,6 +166,16 @@ pub const ITEMS: &[(u16, &str)] = &[
     (198, "Modifying a DCT: RESET to INIT to RTR, nothing more"),
     (199, "Modifying a DCI: its own required and optional attributes up to RTS"),
     (200, "The general capability page's dct bit says whether DC QPs can be made"),
+    (201, "odp_caps: the ODP capabilities ibv_query_device_ex reports"),
+    (202, "IBV_ACCESS_ON_DEMAND without ODP: EOPNOTSUPP, after the EINVAL rules"),
+    (203, "explicit ODP MR: EOVERFLOW, EINVAL, and no pages needed"),
+    (204, "implicit ODP: ibv_reg_mr(pd, NULL, SIZE_MAX, ON_DEMAND)"),
+    (205, "RC traffic through ODP MRs on both sides"),
+    (206, "ibv_advise_mr's checks and errnos"),
+    (207, "ibv_advise_mr with FLUSH over unmapped pages: EFAULT, except NO_FAULT"),
+    (208, "a requester's fault on unmapped ODP pages: local protection error"),
+    (209, "a responder's fault on unmapped ODP pages: remote access error"),
+    (210, "qp_access_flags may carry IBV_ACCESS_ON_DEMAND"),
 ];
 
 /// The title of a checklist item, if it exists.

@@ -26,6 +26,8 @@ impl Layer for AsHardware {
         caps.device.max_srq_wr = inner.device.max_srq_wr;
         // ibv_query_device_ex's max_dm_size.
         caps.device.max_dm_size = inner.device.max_dm_size;
+        // ibv_query_device_ex's odp_caps and xrc_odp_caps.
+        caps.device.odp = inner.device.odp;
         // The hw backend reads general_obj_types through a DEVX context.
         caps.device.general_obj_types =
             if self.kernel.devx == Some(true) { inner.device.general_obj_types } else { None };

@@ -65,6 +65,8 @@ pub enum Call {
     RegMr { pd: PdHandle, addr: u64, length: u64, access: AccessFlags },
     /// [`crate::Memory::dereg_mr`].
     DeregMr { mr: Mr },
+    /// [`crate::Memory::advise_mr`].
+    AdviseMr { pd: PdHandle, advice: u32, flags: u32, sges: Vec<crate::Sge> },
     /// [`crate::Memory::alloc_dmabuf`].
     AllocDmabuf { len: usize },
     /// [`crate::Memory::free_dmabuf`].
@@ -203,6 +205,7 @@ pub enum Reply {
     ReadBuf(Result<Vec<u8>>),
     RegMr(Result<Mr>),
     DeregMr(Result<()>),
+    AdviseMr(Result<()>),
     AllocDmabuf(Result<DmaBuf>),
     FreeDmabuf(Result<()>),
     RegDmabufMr(Result<Mr>),
@@ -283,6 +286,7 @@ impl Call {
             Call::ReadBuf { buf, offset, len } => Reply::ReadBuf(b.read_buf(buf, *offset, *len)),
             Call::RegMr { pd, addr, length, access } => Reply::RegMr(b.reg_mr(*pd, *addr, *length, *access)),
             Call::DeregMr { mr } => Reply::DeregMr(b.dereg_mr(mr)),
+            Call::AdviseMr { pd, advice, flags, sges } => Reply::AdviseMr(b.advise_mr(*pd, *advice, *flags, sges)),
             Call::AllocDmabuf { len } => Reply::AllocDmabuf(b.alloc_dmabuf(*len)),
             Call::FreeDmabuf { dmabuf } => Reply::FreeDmabuf(b.free_dmabuf(dmabuf)),
             Call::RegDmabufMr { pd, offset, length, iova, fd, access } => {
@@ -383,6 +387,7 @@ impl Call {
             Call::ReadBuf { .. } => Op::ReadBuf,
             Call::RegMr { .. } => Op::RegMr,
             Call::DeregMr { .. } => Op::DeregMr,
+            Call::AdviseMr { .. } => Op::AdviseMr,
             Call::AllocDmabuf { .. } => Op::AllocDmabuf,
             Call::FreeDmabuf { .. } => Op::FreeDmabuf,
             Call::RegDmabufMr { .. } => Op::RegDmabufMr,
@@ -478,6 +483,7 @@ impl Reply {
             | Reply::FreeBuf(r)
             | Reply::WriteBuf(r)
             | Reply::DeregMr(r)
+            | Reply::AdviseMr(r)
             | Reply::FreeDmabuf(r)
             | Reply::DestroyCq(r)
             | Reply::ModifyQp(r)
@@ -562,6 +568,7 @@ impl Reply {
             Call::ReadBuf { .. } => Reply::ReadBuf(Err(err)),
             Call::RegMr { .. } => Reply::RegMr(Err(err)),
             Call::DeregMr { .. } => Reply::DeregMr(Err(err)),
+            Call::AdviseMr { .. } => Reply::AdviseMr(Err(err)),
             Call::AllocDmabuf { .. } => Reply::AllocDmabuf(Err(err)),
             Call::FreeDmabuf { .. } => Reply::FreeDmabuf(Err(err)),
             Call::RegDmabufMr { .. } => Reply::RegDmabufMr(Err(err)),

@@ -3,7 +3,7 @@
 //! The values come from `libc`, so they are the target's own; mlx5dv exists only on Linux.
 
 pub use libc::{
-    EAGAIN, EBADF, EBUSY, EEXIST, EFAULT, EINVAL, EIO, ENODEV, ENOENT, ENOMEM, ENOSPC, EOPNOTSUPP, EPERM,
+    EAGAIN, EBADF, EBUSY, EEXIST, EFAULT, EINVAL, EIO, ENODEV, ENOENT, ENOMEM, ENOSPC, EOPNOTSUPP, EOVERFLOW, EPERM,
     EPROTONOSUPPORT, ERANGE, EREMOTEIO,
 };
 
@@ -24,6 +24,7 @@ pub fn name(errno: i32) -> Option<&'static str> {
         ENOMEM => "ENOMEM",
         ENOSPC => "ENOSPC",
         EOPNOTSUPP => "EOPNOTSUPP",
+        EOVERFLOW => "EOVERFLOW",
         EPERM => "EPERM",
         EPROTONOSUPPORT => "EPROTONOSUPPORT",
         ERANGE => "ERANGE",

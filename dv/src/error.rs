@@ -43,6 +43,8 @@ pub enum Op {
     RegMr,
     /// `ibv_dereg_mr`.
     DeregMr,
+    /// `ibv_advise_mr`.
+    AdviseMr,
     /// `ibv_create_cq`.
     CreateCq,
     /// `ibv_destroy_cq`.
@@ -176,6 +178,7 @@ impl Op {
             Op::ReadBuf => "read_buf",
             Op::RegMr => "ibv_reg_mr",
             Op::DeregMr => "ibv_dereg_mr",
+            Op::AdviseMr => "ibv_advise_mr",
             Op::CreateCq => "ibv_create_cq",
             Op::DestroyCq => "ibv_destroy_cq",
             Op::PollCq => "ibv_poll_cq",

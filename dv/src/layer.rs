@@ -190,6 +190,9 @@ impl<L: Layer, B: Backend> Memory for Wrapped<L, B> {
     fn dereg_mr(&mut self, mr: &Mr) -> Result<()> {
         through!(self, Call::DeregMr { mr: *mr }, DeregMr)
     }
+    fn advise_mr(&mut self, pd: PdHandle, advice: u32, flags: u32, sges: &[crate::Sge]) -> Result<()> {
+        through!(self, Call::AdviseMr { pd, advice, flags, sges: sges.to_vec() }, AdviseMr)
+    }
     fn rereg_mr(
         &mut self,
         mr: &Mr,

@@ -37,6 +37,48 @@ pub struct Profile {
     /// What the device's crypto store holds: credentials and import KEKs.
     #[serde(default)]
     pub crypto: CryptoSection,
+    /// On-demand paging as `ibv_query_device_ex` reports it.
+    #[serde(default)]
+    pub odp: OdpSection,
+}
+
+/// `[odp]`: the `odp_caps` (and `xrc_odp_caps`) `ibv_query_device_ex` reports, which also
+/// decide what `IBV_ACCESS_ON_DEMAND` registrations the kernel takes. The defaults are what
+/// a ConnectX-6 Dx reports with a kernel built with `CONFIG_INFINIBAND_ON_DEMAND_PAGING`
+/// (`ibv_devinfo -v` of such hosts; unverified for every firmware), less what the simulator
+/// does not simulate: XRC (so `xrc` is 0, where the card reports SEND|WRITE|READ|ATOMIC|SRQ).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OdpSection {
+    /// `general_caps`: `IBV_ODP_SUPPORT` (1) and `IBV_ODP_SUPPORT_IMPLICIT` (2). Default 3.
+    pub general_caps: u32,
+    /// `rc_odp_caps`. Default 0x3f: SEND, RECV, WRITE, READ, ATOMIC, SRQ_RECV.
+    pub rc: u32,
+    /// `uc_odp_caps`. Default 0: mlx5_ib reports none.
+    pub uc: u32,
+    /// `ud_odp_caps`. Default 0x1: SEND (receives into ODP MRs are not offered for UD).
+    pub ud: u32,
+    /// `xrc_odp_caps`. Default 0 (XRC is not simulated).
+    pub xrc: u32,
+}
+
+impl Default for OdpSection {
+    fn default() -> Self {
+        OdpSection { general_caps: 0x3, rc: 0x3f, uc: 0, ud: 0x1, xrc: 0 }
+    }
+}
+
+impl OdpSection {
+    /// The caps as the API type.
+    pub fn caps(&self) -> crate::api::odp::OdpCaps {
+        crate::api::odp::OdpCaps {
+            general_caps: self.general_caps,
+            rc: self.rc,
+            uc: self.uc,
+            ud: self.ud,
+            xrc: self.xrc,
+        }
+    }
 }
 
 /// `[crypto]`: the credentials and import KEKs a crypto officer loaded into the device. Real

@@ -127,7 +127,10 @@ impl HwBackend {
                         entries.filter(|n| n.is_power_of_two()).map(|n| n.trailing_zeros() as u8);
                 }
                 // SAFETY: ptr is an open context.
-                caps.device.max_dm_size = unsafe { self.hw_max_dm_size(ptr) };
+                if let Some((dm, odp)) = unsafe { self.hw_device_attr_ex(ptr) } {
+                    caps.device.max_dm_size = Some(dm);
+                    caps.device.odp = Some(odp);
+                }
             }
             let _ = self.close_device(ctx);
             caps.kernel = mlx5_dv::probe::kernel_facts(self, &dev);
@@ -557,6 +560,10 @@ impl Memory for HwBackend {
 
     fn reg_mr(&mut self, pd: PdHandle, addr: u64, length: u64, access: mlx5_dv::AccessFlags) -> Result<mlx5_dv::Mr> {
         self.hw_reg_mr(pd, addr, length, access)
+    }
+
+    fn advise_mr(&mut self, pd: PdHandle, advice: u32, flags: u32, sges: &[mlx5_dv::Sge]) -> Result<()> {
+        self.hw_advise_mr(pd, advice, flags, sges)
     }
 
     fn dereg_mr(&mut self, mr: &mlx5_dv::Mr) -> Result<()> {

@@ -9,7 +9,9 @@
 use mlx5_dv::prelude::*;
 use mlx5_dv::prm::{Field, cmd_hca_cap as c, crypto_caps as k, query_hca_cap as q};
 use mlx5_dv::profile::Profile;
-use mlx5_dv::profile::{CryptoCapSection, DeviceSection, GeneralObjType, HcaCapSection, KernelSection, LinkLayer};
+use mlx5_dv::profile::{
+    CryptoCapSection, DeviceSection, GeneralObjType, HcaCapSection, KernelSection, LinkLayer, OdpSection,
+};
 use mlx5_dv::{Backend, ContextAttr, DeviceKind, Error, Op, Result};
 
 use crate::backend::{HwBackend, devx_query};
@@ -41,6 +43,16 @@ pub fn capture(b: &mut HwBackend) -> Result<Profile> {
     let data_direct = devx_ctx.and_then(|ctx| b.get_data_direct_sysfs_path(ctx, 4096).ok());
     let mkey_update_tag = mlx5_dv::probe::mkey_update_tag(b, &dev).unwrap_or(false);
     let sqd2rts = mlx5_dv::probe::sqd2rts(b, &dev).unwrap_or(false);
+    // SAFETY: the pointer is the open DEVX context's.
+    let odp = devx_ctx.and_then(|ctx| b.raw_context(ctx).ok()).and_then(|p| unsafe { b.hw_device_attr_ex(p) });
+    let odp = odp.map_or_else(OdpSection::default, |(_, o)| OdpSection {
+        general_caps: o.general_caps,
+        rc: o.rc,
+        uc: o.uc,
+        ud: o.ud,
+        // XRC is not simulated: a simulator advertises no ODP for it.
+        xrc: 0,
+    });
     if let Some(ctx) = devx_ctx {
         let _ = b.close_device(ctx);
     }
@@ -91,6 +103,7 @@ pub fn capture(b: &mut HwBackend) -> Result<Profile> {
         signature: Default::default(),
         // The device's stored credentials and KEKs cannot be read: the simulator's test values.
         crypto: Default::default(),
+        odp,
     })
 }
 

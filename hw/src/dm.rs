@@ -146,7 +146,7 @@ impl HwBackend {
         }
         // SAFETY: a non-NULL MR the library returned.
         let (lkey, rkey, addr) = unsafe { ((*mr).lkey, (*mr).rkey, (*mr).addr as u64) };
-        let handle = self.objs.add_mr(op, HwMr { ptr: mr, pd, ctx, buf }).inspect_err(|_| {
+        let handle = self.objs.add_mr(op, HwMr { ptr: mr, pd, ctx, buf: Some(buf) }).inspect_err(|_| {
             // SAFETY: the MR was just registered and is in no table.
             unsafe { ibv_dereg_mr(mr) };
         })?;
@@ -155,18 +155,52 @@ impl HwBackend {
 }
 
 impl HwBackend {
-    /// `ibv_query_device_ex(ctx).max_dm_size`, through the context's op as the header's
-    /// inline calls it; `None` without one.
+    /// `ibv_query_device_ex(ctx)`'s `max_dm_size` and ODP caps, through the context's op as
+    /// the header's inline calls it; `None` without one.
     ///
     /// # Safety
     ///
     /// `ctx` is a live context of the library.
-    pub(crate) unsafe fn hw_max_dm_size(&self, ctx: *mut ibv_context) -> Option<u64> {
+    pub(crate) unsafe fn hw_device_attr_ex(&self, ctx: *mut ibv_context) -> Option<(u64, mlx5_dv::OdpCaps)> {
         let f = ctx_op!(ctx, query_device_ex)?;
         // SAFETY: plain data; zero is the C default.
         let mut attr: ibv_device_attr_ex = unsafe { std::mem::zeroed() };
         // SAFETY: a live context and an attribute struct of the size given.
         let rc = unsafe { f(ctx, std::ptr::null(), &mut attr, std::mem::size_of::<ibv_device_attr_ex>()) };
-        (rc == 0).then_some(attr.max_dm_size as u64)
+        let t = &attr.odp_caps.per_transport_caps;
+        let odp = mlx5_dv::OdpCaps {
+            general_caps: attr.odp_caps.general_caps as u32,
+            rc: t.rc_odp_caps,
+            uc: t.uc_odp_caps,
+            ud: t.ud_odp_caps,
+            xrc: attr.xrc_odp_caps,
+        };
+        (rc == 0).then_some((attr.max_dm_size as u64, odp))
+    }
+
+    /// `ibv_advise_mr`: the context's `advise_mr` op, as the header's inline calls it
+    /// (EOPNOTSUPP without one); the errno is its return value.
+    pub(crate) fn hw_advise_mr(
+        &mut self,
+        pd: mlx5_dv::PdHandle,
+        advice: u32,
+        flags: u32,
+        sges: &[mlx5_dv::Sge],
+    ) -> Result<()> {
+        let op = Op::AdviseMr;
+        let (pd_ptr, ctx) = {
+            let p = self.objs.pds.get(pd, op)?;
+            (p.ptr, p.ctx)
+        };
+        let cptr = self.objs.contexts.get(ctx, op)?.ptr;
+        let Some(f) = ctx_op!(cptr, advise_mr) else {
+            return Err(Error::new(op, EOPNOTSUPP, "the context has no advise_mr"));
+        };
+        let mut list: Vec<ibv_sge> =
+            sges.iter().map(|s| ibv_sge { addr: s.addr, length: s.length, lkey: s.lkey }).collect();
+        let n = u32::try_from(list.len()).map_err(|_| Error::new(op, EINVAL, "too many SGEs"))?;
+        // SAFETY: a live PD and `n` SGEs.
+        let rc = unsafe { f(pd_ptr, advice, flags, list.as_mut_ptr(), n) };
+        if rc == 0 { Ok(()) } else { Err(Error::new(op, rc, "ibv_advise_mr failed")) }
     }
 }

@@ -85,7 +85,7 @@ impl HwBackend {
         }
         // SAFETY: a non-NULL MR returned by the call.
         let (lkey, rkey, addr) = unsafe { ((*mr).lkey, (*mr).rkey, (*mr).addr as u64) };
-        let handle = self.objs.add_mr(op, HwMr { ptr: mr, pd, ctx, buf }).inspect_err(|_| {
+        let handle = self.objs.add_mr(op, HwMr { ptr: mr, pd, ctx, buf: Some(buf) }).inspect_err(|_| {
             // SAFETY: the MR was just registered and is in no table.
             unsafe { rdma_sys::ibv_dereg_mr(mr) };
         })?;

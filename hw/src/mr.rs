@@ -23,12 +23,19 @@ impl HwBackend {
             let p = self.objs.pds.get(pd, op)?;
             (p.ptr, p.ctx)
         };
-        // ib_umem_get refuses a range whose end wraps (EINVAL) before it looks at the pages.
-        if addr.checked_add(length).is_none() {
-            return Err(Error::new(op, EINVAL, format!("[0x{addr:x}, +{length}) wraps the address space")));
-        }
-        let buf = self.buffer_holding(op, addr, length)?;
-        // SAFETY: the PD is live and the range lies inside a live buffer.
+        // An ODP MR pins nothing and may cover memory of no buffer (implicit ODP: all of it);
+        // the kernel checks its range itself.
+        let buf = if access.contains(AccessFlags::ON_DEMAND) {
+            None
+        } else {
+            // ib_umem_get refuses a range whose end wraps (EINVAL) before it looks at the pages.
+            if addr.checked_add(length).is_none() {
+                return Err(Error::new(op, EINVAL, format!("[0x{addr:x}, +{length}) wraps the address space")));
+            }
+            Some(self.buffer_holding(op, addr, length)?)
+        };
+        // SAFETY: the PD is live; the range lies inside a live buffer, or is an ODP MR, which
+        // the kernel pages on demand and never lets the device reach unmapped memory.
         let mr = unsafe { ibv_reg_mr(pd_ptr, addr as *mut c_void, length as usize, access.bits() as c_int) };
         if mr.is_null() {
             return Err(Error::new(op, last_errno(), "ibv_reg_mr failed"));
@@ -64,7 +71,7 @@ impl HwBackend {
             _ => std::ptr::null_mut(),
         };
         let buf = if flags & ReregFlags::CHANGE_TRANSLATION.bits() != 0 {
-            self.buffer_holding(op, addr, length)?
+            Some(self.buffer_holding(op, addr, length)?)
         } else {
             old_buf
         };

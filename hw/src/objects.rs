@@ -53,7 +53,15 @@ pub(crate) struct HwMr {
     pub(crate) ptr: *mut ibv_mr,
     pub(crate) pd: PdHandle,
     pub(crate) ctx: ContextHandle,
-    pub(crate) buf: BufHandle,
+    /// The buffer the MR covers; `None` for an ODP MR, which may cover any memory.
+    pub(crate) buf: Option<BufHandle>,
+}
+
+impl HwMr {
+    /// What the MR holds: its PD and its buffer.
+    fn deps(&self) -> Vec<Dep> {
+        std::iter::once(Dep::Pd(self.pd)).chain(self.buf.map(Dep::Buf)).collect()
+    }
 }
 
 /// One DM: the library's `ibv_dm`, its context, and the stand-in buffer its MRs count on
@@ -239,7 +247,7 @@ impl Objects {
 
     /// Store an MR and count it on its PD and buffer.
     pub(crate) fn add_mr(&mut self, op: Op, m: HwMr) -> Result<MrHandle> {
-        let deps = [Dep::Pd(m.pd), Dep::Buf(m.buf)];
+        let deps = m.deps();
         self.acquire_all(&deps, op)?;
         self.mrs.insert(op, m).inspect_err(|_| self.release(&deps))
     }
@@ -289,21 +297,22 @@ impl Objects {
 
     /// Remove an MR (nothing uses one) and release its PD and buffer.
     /// Count a re-registered MR on its new PD and buffer instead of its old ones.
-    pub(crate) fn move_mr(&mut self, h: MrHandle, pd: PdHandle, buf: BufHandle, op: Op) -> Result<()> {
-        let new = [Dep::Pd(pd), Dep::Buf(buf)];
+    pub(crate) fn move_mr(&mut self, h: MrHandle, pd: PdHandle, buf: Option<BufHandle>, op: Op) -> Result<()> {
+        let new: Vec<Dep> = std::iter::once(Dep::Pd(pd)).chain(buf.map(Dep::Buf)).collect();
         self.acquire_all(&new, op)?;
         let Ok(m) = self.mrs.get_mut(h, op) else {
             self.release(&new);
             return Err(Error::new(op, mlx5_dv::errno::EINVAL, "no such MR"));
         };
-        let old = [Dep::Pd(std::mem::replace(&mut m.pd, pd)), Dep::Buf(std::mem::replace(&mut m.buf, buf))];
+        let old = m.deps();
+        (m.pd, m.buf) = (pd, buf);
         self.release(&old);
         Ok(())
     }
 
     pub(crate) fn take_mr(&mut self, h: MrHandle, op: Op) -> Result<HwMr> {
         let m = self.mrs.take(h, op)?;
-        self.release(&[Dep::Pd(m.pd), Dep::Buf(m.buf)]);
+        self.release(&m.deps());
         Ok(m)
     }
 
@@ -380,7 +389,7 @@ mod tests {
         let mut w = world()?;
         let busy = |n| format!("{n} user(s)");
         let m = w.o.add_mkey(Op::CreateMkey, HwMkey { ptr: null_mut(), pd: w.pd, ctx: w.ctx })?;
-        let mr = w.o.add_mr(Op::RegMr, HwMr { ptr: null_mut(), pd: w.pd, ctx: w.ctx, buf: w.buf })?;
+        let mr = w.o.add_mr(Op::RegMr, HwMr { ptr: null_mut(), pd: w.pd, ctx: w.ctx, buf: Some(w.buf) })?;
         let q = w.o.add_qp(Op::CreateQp, qp(&w, [w.cq, w.cq]))?;
         assert_eq!(w.o.pds.users(w.pd, Op::DeallocPd)?, 3);
         assert_eq!(w.o.cqs.users(w.cq, Op::DestroyCq)?, 2, "one use per queue");
@@ -415,7 +424,7 @@ mod tests {
         assert!(w.o.qps.is_empty());
 
         let foreign = PdHandle::new(BackendId::fresh(), w.pd.id());
-        let mr = HwMr { ptr: null_mut(), pd: foreign, ctx: w.ctx, buf: w.buf };
+        let mr = HwMr { ptr: null_mut(), pd: foreign, ctx: w.ctx, buf: Some(w.buf) };
         assert_eq!(errno(w.o.add_mr(Op::RegMr, mr)), Some(EINVAL));
         assert_eq!(w.o.bufs.users(w.buf, Op::FreeBuf)?, 0);
         assert_eq!(errno(unused(&w.o.pds, foreign, Op::DeallocPd, |_| String::new())), Some(EINVAL));
@@ -429,7 +438,7 @@ mod tests {
         let other_pd = w.o.pds.insert(Op::AllocPd, HwPd { ptr: null_mut(), ctx: other })?;
         let m = w.o.add_mkey(Op::CreateMkey, HwMkey { ptr: null_mut(), pd: w.pd, ctx: w.ctx })?;
         let q = w.o.add_qp(Op::CreateQp, qp(&w, [w.cq, w.cq]))?;
-        let mr = w.o.add_mr(Op::RegMr, HwMr { ptr: null_mut(), pd: w.pd, ctx: w.ctx, buf: w.buf })?;
+        let mr = w.o.add_mr(Op::RegMr, HwMr { ptr: null_mut(), pd: w.pd, ctx: w.ctx, buf: Some(w.buf) })?;
         let login = w.o.logins.insert(Op::CryptoLoginCreate, HwLogin { ptr: null_mut(), ctx: w.ctx })?;
         let dek = w.o.deks.insert(Op::DekCreate, HwDek { ptr: null_mut(), ctx: w.ctx })?;
         let obj1 = w.o.devx_objs.insert(Op::DevxObjCreate, HwDevxObj { ptr: null_mut(), ctx: w.ctx })?;

@@ -84,6 +84,8 @@ pub struct Device {
     net: engine::NetState,
     /// The free-running clock completion timestamps read.
     clock: clock::DeviceClock,
+    /// The ODP caps the kernel reports for this device (the profile's `[odp]`).
+    odp: mlx5_dv::OdpCaps,
 }
 
 impl Device {
@@ -102,7 +104,13 @@ impl Device {
             crypto_err: (profile.crypto.error.syndrome, profile.crypto.error.vendor_err),
             net: engine::NetState::default(),
             clock: clock::DeviceClock::new(profile.device.hca_core_clock_khz, profile.device.completion_timestamp_mask),
+            odp: profile.odp.caps(),
         })
+    }
+
+    /// The ODP caps `ibv_query_device_ex` reports, which also gate ODP registrations.
+    pub fn odp_caps(&self) -> mlx5_dv::OdpCaps {
+        self.odp
     }
 
     /// The device's clock now, in `hca_core_clock` ticks (module [`clock`]).

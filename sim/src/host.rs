@@ -82,6 +82,24 @@ impl Host {
         self.mem.free(addr)
     }
 
+    /// Let the device reach the process's `[addr, addr + len)` without pinning it (an ODP MR
+    /// in process): every access faults its pages in, and one to pages the process has not
+    /// mapped fails as unmapped memory, with no signal. A range lent twice counts twice.
+    pub fn lend(&mut self, addr: u64, len: u64) {
+        self.mem.lend(addr, len);
+    }
+
+    /// Take back one [`Host::lend`] of `[addr, addr + len)`.
+    pub fn unlend(&mut self, addr: u64, len: u64) {
+        self.mem.unlend(addr, len);
+    }
+
+    /// Fault `[addr, addr + len)` in for reading (or writing), as an ODP prefetch does; false
+    /// if a page is not mapped or refuses the access.
+    pub fn fault_in(&self, addr: u64, len: u64, write: bool) -> bool {
+        self.mem.fault_in(addr, len, write)
+    }
+
     /// True if one region maps `[addr, addr + len)`.
     pub fn is_mapped(&self, addr: u64, len: u64) -> bool {
         self.mem.is_mapped(addr, len)

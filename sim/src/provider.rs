@@ -21,6 +21,7 @@ mod dm;
 mod dmabuf;
 mod memory;
 mod mkey;
+mod odp;
 mod poll;
 mod qp;
 mod ring;
@@ -157,7 +158,10 @@ struct MrObj {
     pd: PdHandle,
     dev: usize,
     index: u32,
-    buf: BufHandle,
+    /// The key (lkey and rkey alike).
+    key: u32,
+    /// The buffer the MR pins; `None` for an ODP MR, which pins nothing.
+    buf: Option<BufHandle>,
     /// The dma-buf fd a dma-buf MR imports.
     dmabuf: Option<i32>,
     /// The range and rights it was registered with, which `ibv_rereg_mr` keeps unless told.

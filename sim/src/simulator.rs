@@ -125,6 +125,7 @@ impl Simulator {
                 caps.device.crypto = q.crypto_caps;
             }
             caps.device.max_dm_size = probe.max_dm_size(ctx).ok();
+            caps.device.odp = Some(self.profile.odp.caps());
         }
         self.caps = caps;
         self
@@ -378,6 +379,10 @@ impl Memory for Simulator {
 
     fn dereg_mr(&mut self, mr: &Mr) -> Result<()> {
         down!(self.dereg_mr(mr))
+    }
+
+    fn advise_mr(&mut self, pd: PdHandle, advice: u32, flags: u32, sges: &[mlx5_dv::Sge]) -> Result<()> {
+        down!(self.advise_mr(pd, advice, flags, sges))
     }
 
     fn rereg_mr(

@@ -30,15 +30,15 @@ pub(super) const CASES: &[Case] = &[
 /// `IBV_MTU_256`: a message of 600 bytes takes three packets.
 const MTU_256: u32 = 1;
 /// The Q_Key both UD QPs take.
-const QKEY: u32 = 0x1111_1111;
+pub(super) const QKEY: u32 = 0x1111_1111;
 /// The GRH area at the head of a UD receive buffer.
-const GRH: u32 = 40;
+pub(super) const GRH: u32 = 40;
 
 /// Two QPs of one type on two devices when the run has a second one (else on one), and each
 /// one's device index for fault rules.
-struct Two {
-    a: Side,
-    s: Side,
+pub(super) struct Two {
+    pub(super) a: Side,
+    pub(super) s: Side,
     dev_a: u32,
     dev_s: u32,
 }
@@ -83,7 +83,7 @@ fn side(b: &mut dyn Backend, name: &str, ty: u32) -> Check<Side> {
     Ok(Side { ctx, pd, cq, qp })
 }
 
-fn two(b: &mut dyn Backend, env: &Env, ty: u32) -> Check<Two> {
+pub(super) fn two(b: &mut dyn Backend, env: &Env, ty: u32) -> Check<Two> {
     ctl(b)?.clear_faults();
     let name_a = env.dev()?.to_string();
     let name_s = env.peer_device.clone().unwrap_or_else(|| name_a.clone());
@@ -241,7 +241,7 @@ fn uc_no_recv(b: &mut dyn Backend, env: &Env) -> Check {
 }
 
 /// `wr.ud` towards `to`'s QP with `qkey`.
-fn ud_to(b: &mut dyn Backend, to: &Side, qkey: u32) -> Check<UdDest> {
+pub(super) fn ud_to(b: &mut dyn Backend, to: &Side, qkey: u32) -> Check<UdDest> {
     let d = dest(b, to.ctx, &to.qp)?;
     Ok(UdDest::new(d.ah, to.qp.qp_num, qkey))
 }

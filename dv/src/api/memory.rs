@@ -140,6 +140,10 @@ pub trait Memory {
     /// `ibv_dereg_mr`.
     fn dereg_mr(&mut self, mr: &Mr) -> Result<()>;
 
+    /// `ibv_advise_mr(pd, advice, flags, sg_list)`: prefetch the pages of ODP MRs
+    /// ([`crate::advise`] values); the errno is the call's return value.
+    fn advise_mr(&mut self, pd: PdHandle, advice: u32, flags: u32, sges: &[crate::Sge]) -> Result<()>;
+
     /// `ibv_rereg_mr(mr, flags, pd, addr, length, access)`: the MR as it is afterwards (the
     /// same handle; its keys may change). `pd` is read with [`ReregFlags::CHANGE_PD`] only,
     /// `addr` and `length` with `CHANGE_TRANSLATION`, `access` with `CHANGE_ACCESS`. Flags

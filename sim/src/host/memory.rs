@@ -2,6 +2,8 @@
 
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
+mod lent;
+
 /// The page size of the simulated host.
 pub const PAGE: u64 = 4096;
 /// Where the first backend buffer is placed; every buffer is followed by an unmapped guard page.
@@ -122,6 +124,10 @@ fn zeroed(len: usize) -> Option<Vec<u8>> {
 /// Page classes of [`Memory`]'s lookup hints.
 const HINTS: usize = 64;
 
+/// The region index [`Memory::locate`] gives for lent process memory (no region: the offset
+/// is the address itself).
+const RAW: usize = usize::MAX;
+
 /// The simulated host's memory: regions sorted by their start address. A sorted `Vec` rather
 /// than a map: every DMA access looks a region up, and a binary search over a few contiguous
 /// entries is the cheapest lookup; mapping and unmapping are rare.
@@ -140,6 +146,8 @@ pub struct Memory {
     /// `alloc` takes memory from the process, at its own address, rather than numbering
     /// addresses of its own.
     process: bool,
+    /// Process memory lent to the device without a region (ODP MRs), reached at access time.
+    lent: lent::Lent,
 }
 
 impl Clone for Memory {
@@ -151,6 +159,7 @@ impl Clone for Memory {
             limit: self.limit,
             used: self.used,
             process: self.process,
+            lent: self.lent.clone(),
         }
     }
 }
@@ -171,6 +180,7 @@ impl Memory {
             limit,
             used: 0,
             process: false,
+            lent: lent::Lent::default(),
         }
     }
 
@@ -268,9 +278,21 @@ impl Memory {
         }
     }
 
-    /// The index of the region holding `[va, va + len)`, and the offset of `va` in it.
+    /// The index of the region holding `[va, va + len)`, and the offset of `va` in it; for
+    /// lent process memory whose pages fault in for reading, [`RAW`] and the address.
     #[inline]
     fn locate(&self, va: u64, len: u64) -> Option<(usize, usize)> {
+        self.locate_region(va, len).or_else(|| self.lent_at(va, len, false))
+    }
+
+    /// As [`Memory::locate`], with lent pages faulted in for writing.
+    #[inline]
+    fn locate_mut(&self, va: u64, len: u64) -> Option<(usize, usize)> {
+        self.locate_region(va, len).or_else(|| self.lent_at(va, len, true))
+    }
+
+    #[inline]
+    fn locate_region(&self, va: u64, len: u64) -> Option<(usize, usize)> {
         let hint = &self.hints[(va / PAGE) as usize % HINTS];
         let h = hint.load(Ordering::Relaxed);
         let i = match self.regions.get(h) {
@@ -288,6 +310,54 @@ impl Memory {
         (end <= r.len() as u64).then_some((i, off as usize))
     }
 
+    /// `[va, va + len)` as lent process memory: inside a lent range, clear of every region,
+    /// and its pages faulted in for the access (the ODP page fault; module [`lent`]).
+    #[cold]
+    fn lent_at(&self, va: u64, len: u64, write: bool) -> Option<(usize, usize)> {
+        if !self.process || self.lent.is_empty() || !self.lent.covers(va, len) {
+            return None;
+        }
+        let end = va.checked_add(len)?;
+        let below = self.regions.partition_point(|(b, _)| *b < end.max(va.saturating_add(1)));
+        let overlaps =
+            below.checked_sub(1).and_then(|i| self.regions.get(i)).is_some_and(|(b, r)| b + r.len() as u64 > va);
+        if overlaps || !lent::fault_in(va, len, write) {
+            return None;
+        }
+        Some((RAW, usize::try_from(va).ok()?))
+    }
+
+    /// Let the device reach the process's `[va, va + len)` without a region (an ODP MR): each
+    /// access faults the pages in, and one the process has not mapped fails as unmapped.
+    /// Only in process (after [`Memory::allocate_in_process`]); a range lent twice counts
+    /// twice.
+    pub fn lend(&mut self, va: u64, len: u64) {
+        self.lent.add(va, len);
+    }
+
+    /// Take back one [`Memory::lend`] of `[va, va + len)`.
+    pub fn unlend(&mut self, va: u64, len: u64) {
+        self.lent.remove(va, len);
+    }
+
+    /// Fault in `[va, va + len)` for reading (or writing), as an ODP prefetch does: lent
+    /// process memory is faulted in page by page; elsewhere the range must be mapped.
+    pub fn fault_in(&self, va: u64, len: u64, write: bool) -> bool {
+        if self.process && self.lent.covers(va, len) && self.locate_region(va, len).is_none() {
+            return lent::fault_in(va, len, write);
+        }
+        self.is_mapped(va, len)
+    }
+
+    /// A pointer to the byte at `off` of region `i` ([`RAW`]: the address `off`).
+    fn ptr_at(&mut self, i: usize, off: usize) -> Option<*mut u8> {
+        if i == RAW {
+            return Some(off as *mut u8);
+        }
+        let r = &mut self.regions.get_mut(i)?.1;
+        Some(r.bytes_mut().get_mut(off..)?.as_mut_ptr())
+    }
+
     /// True if `[va, va + len)` is mapped, inside one region.
     pub fn is_mapped(&self, va: u64, len: u64) -> bool {
         self.locate(va, len).is_some()
@@ -297,6 +367,12 @@ impl Memory {
     #[inline]
     pub fn read(&self, va: u64, len: usize) -> Option<&[u8]> {
         let (i, off) = self.locate(va, len as u64)?;
+        if i == RAW {
+            // SAFETY: lent process memory, its pages just faulted in readable; the program
+            // keeps it mapped while an ODP MR covers it (unmapping it under a DMA is a race
+            // on hardware too).
+            return Some(unsafe { std::slice::from_raw_parts(off as *const u8, len) });
+        }
         self.regions.get(i)?.1.bytes().get(off..off + len)
     }
 
@@ -306,7 +382,7 @@ impl Memory {
     /// while the device thread writes it. False if the range is not mapped.
     pub fn publish(&mut self, va: u64, data: &[u8]) -> bool {
         let Some((&last, rest)) = data.split_last() else { return true };
-        let Some((i, off)) = self.locate(va, data.len() as u64) else { return false };
+        let Some((i, off)) = self.locate_region(va, data.len() as u64) else { return false };
         let Some(to) = self.regions.get_mut(i).and_then(|(_, r)| r.bytes_mut().get_mut(off..off + data.len())) else {
             return false;
         };
@@ -321,7 +397,12 @@ impl Memory {
     /// Copy `data` to `va`; false if the range is not mapped.
     #[inline]
     pub fn write(&mut self, va: u64, data: &[u8]) -> bool {
-        let Some((i, off)) = self.locate(va, data.len() as u64) else { return false };
+        let Some((i, off)) = self.locate_mut(va, data.len() as u64) else { return false };
+        if i == RAW {
+            // SAFETY: lent process memory, its pages just faulted in writable (as in `read`).
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), off as *mut u8, data.len()) };
+            return true;
+        }
         match self.regions.get_mut(i).and_then(|(_, r)| r.bytes_mut().get_mut(off..off + data.len())) {
             Some(to) => {
                 to.copy_from_slice(data);
@@ -333,7 +414,11 @@ impl Memory {
 
     /// The bytes at `[va, va + len)`, to change in place.
     pub fn bytes_mut(&mut self, va: u64, len: usize) -> Option<&mut [u8]> {
-        let (i, off) = self.locate(va, len as u64)?;
+        let (i, off) = self.locate_mut(va, len as u64)?;
+        if i == RAW {
+            // SAFETY: lent process memory, its pages just faulted in writable (as in `read`).
+            return Some(unsafe { std::slice::from_raw_parts_mut(off as *mut u8, len) });
+        }
         self.regions.get_mut(i)?.1.bytes_mut().get_mut(off..off + len)
     }
 
@@ -362,9 +447,16 @@ impl Memory {
 
     /// Copy `n` bytes from `from` to `to` (the ranges may be in one region and may overlap).
     fn copy(&mut self, from: u64, to: u64, n: usize) -> bool {
-        let (Some((si, so)), Some((di, dof))) = (self.locate(from, n as u64), self.locate(to, n as u64)) else {
+        let (Some((si, so)), Some((di, dof))) = (self.locate(from, n as u64), self.locate_mut(to, n as u64)) else {
             return false;
         };
+        if si == RAW || di == RAW {
+            let (Some(s), Some(d)) = (self.ptr_at(si, so), self.ptr_at(di, dof)) else { return false };
+            // SAFETY: both ranges were located (`n` bytes each) and their pages faulted in;
+            // `copy` allows them to overlap.
+            unsafe { std::ptr::copy(s, d, n) };
+            return true;
+        }
         if si == di {
             return match self.regions.get_mut(si) {
                 Some((_, r)) => {
@@ -399,9 +491,18 @@ impl Memory {
         f: impl FnOnce(&[u8], &mut [u8]) -> R,
     ) -> Option<R> {
         let (si, so) = self.locate(src, src_len)?;
-        let (di, dof) = self.locate(dst, dst_len)?;
+        let (di, dof) = self.locate_mut(dst, dst_len)?;
         if si == di {
             return None;
+        }
+        if si == RAW || di == RAW {
+            let (s, d) = (self.ptr_at(si, so)?, self.ptr_at(di, dof)?);
+            // SAFETY: two located ranges in different places (one lent, one a region, which
+            // never overlap), their pages faulted in.
+            let (s, d) = unsafe {
+                (std::slice::from_raw_parts(s, src_len as usize), std::slice::from_raw_parts_mut(d, dst_len as usize))
+            };
+            return Some(f(s, d));
         }
         self.with_two_regions(si, di, |s, d| f(&s[so..so + src_len as usize], &mut d[dof..dof + dst_len as usize]))
     }

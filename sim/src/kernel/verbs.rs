@@ -175,10 +175,14 @@ fn transition_op(cur: QpState, to: QpState) -> Option<u16> {
 }
 
 /// The access flags a QP takes (`ib_check_qp_access` … as mlx5_ib passes them on): local
-/// write, remote write, read and atomic.
+/// write, remote write, read and atomic, and ON_DEMAND, which `to_mlx5_access_flags` ignores
+/// (rdma-core's test_odp sets it on its QPs, and passes on hardware).
 fn check_qp_access(a: AccessFlags) -> Result<()> {
-    let allowed =
-        AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
+    let allowed = AccessFlags::LOCAL_WRITE
+        | AccessFlags::REMOTE_WRITE
+        | AccessFlags::REMOTE_READ
+        | AccessFlags::REMOTE_ATOMIC
+        | AccessFlags::ON_DEMAND;
     if allowed.contains(a) {
         Ok(())
     } else {

@@ -115,12 +115,15 @@ impl Provider {
         } else {
             super::dmabuf::check_mr_access(op, access)?;
         }
+        if access.contains(AccessFlags::ON_DEMAND) {
+            return self.reg_odp_mr(low, (ctx, pd), (dev, pdn), addr, length, access);
+        }
         let (index, variant, buf) = self.new_mtt(low, op, dev, pdn, (addr, length), access)?;
-        let obj = MrObj { ctx, pd, dev, index, buf, dmabuf: None, addr, length, access };
+        let key = index << 8 | u32::from(variant);
+        let obj = MrObj { ctx, pd, dev, index, key, buf: Some(buf), dmabuf: None, addr, length, access };
         let handle = self.mrs.insert(op, obj)?;
         self.bufs.acquire(buf, op)?;
         self.pds.acquire(pd, op)?;
-        let key = index << 8 | u32::from(variant);
         Ok(Mr { handle, lkey: key, rkey: key, addr, length })
     }
 
@@ -194,8 +197,12 @@ impl Provider {
             return Err(Error::new(op, EINVAL, "no IBV_REREG_MR_CHANGE_* flag"));
         }
         // ib_uverbs_rereg_mr: an MR over device memory is never re-registered.
-        if self.is_dm_buf(m.buf) {
+        if m.buf.is_some_and(|b| self.is_dm_buf(b)) {
             return Err(Error::new(op, EINVAL, "a DM MR cannot be re-registered"));
+        }
+        // The driver re-creates an ODP MR on rereg (mlx5_ib_rereg_user_mr); not simulated.
+        if m.buf.is_none() || access.contains(AccessFlags::ON_DEMAND) {
+            return Err(Error::new(op, EOPNOTSUPP, "re-registering an ODP MR is not simulated"));
         }
         let access = if flags.contains(ReregFlags::CHANGE_ACCESS) {
             let access = AccessFlags::from_bits_retain(access.bits() & !ACCESS_OPTIONAL_RANGE);
@@ -217,9 +224,11 @@ impl Provider {
         let index = low.kernel.rereg_mr(d, (m.index, variant), pdn, range, access, op)?;
         self.bufs.acquire(buf, op)?;
         self.pds.acquire(pd, op)?;
-        self.bufs.release(m.buf);
+        if let Some(b) = m.buf {
+            self.bufs.release(b);
+        }
         self.pds.release(m.pd);
-        let obj = MrObj { pd, index, buf, addr: range.0, length: range.1, access, ..m };
+        let obj = MrObj { pd, index, buf: Some(buf), addr: range.0, length: range.1, access, ..m };
         *self.mrs.get_mut(mr.handle, op)? = obj;
         let key = index << 8 | u32::from(variant);
         Ok(Mr { handle: mr.handle, lkey: key, rkey: key, addr: range.0, length: range.1 })
@@ -232,7 +241,7 @@ impl Provider {
         let d = low.devices.get_mut(m.dev).ok_or_else(|| Error::new(op, EINVAL, "no such device"))?;
         kernel::destroy_mkey(d, m.index, op)?;
         self.mrs.take(mr.handle, op)?;
-        self.bufs.release(m.buf);
+        self.release_mr_memory(low, &m);
         self.pds.release(m.pd);
         if let Some(fd) = m.dmabuf {
             low.host.dmabufs.release(fd);

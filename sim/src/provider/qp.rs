@@ -555,7 +555,7 @@ impl Provider {
                 if let Some(d) = low.devices.get_mut(m.dev) {
                     let _ = kernel::destroy_mkey(d, m.index, op);
                 }
-                self.bufs.release(m.buf);
+                self.release_mr_memory(low, &m);
             }
         }
         for h in self.cqs.handles_where(|c| c.ctx == ctx) {
