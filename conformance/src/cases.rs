@@ -33,6 +33,7 @@ mod uc_ud;
 mod umr;
 mod verbs;
 mod verbs_cmd;
+mod verbs_misc;
 mod wqe_bytes;
 
 /// Every case, family by family.
@@ -67,6 +68,7 @@ pub fn all() -> Vec<Case> {
         srq::CASES,
         rereg::CASES,
         dm::CASES,
+        verbs_misc::CASES,
     ]
     .concat()
 }

@@ -156,6 +156,8 @@ pub const ITEMS: &[(u16, &str)] = &[
     (163, "ibv_reg_dm_mr's refusals: EINVAL; a DM MR is zero-based"),
     (164, "RDMA WRITE, READ and SEND reach device memory through a DM MR"),
     (165, "ibv_free_dm is EBUSY while an MR uses the DM"),
+    (211, "ibv_resize_cq: rounding, EINVAL for 0 and past the bounds"),
+    (212, "ibv_resize_cq keeps the completions not yet polled; fewer is EINVAL"),
 ];
 
 /// The title of a checklist item, if it exists.

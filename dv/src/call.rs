@@ -84,6 +84,8 @@ pub enum Call {
     },
     /// [`crate::Queues::destroy_cq`].
     DestroyCq { cq: Cq },
+    /// [`crate::Queues::resize_cq`].
+    ResizeCq { cq: Cq, cqe: u32 },
     /// [`crate::Queues::poll_cq`].
     PollCq { cq: Cq, max: usize },
     /// [`crate::Queues::create_qp`].
@@ -210,6 +212,7 @@ pub enum Reply {
     GetDataDirectSysfsPath(Result<String>),
     CreateCq(Result<Cq>),
     DestroyCq(Result<()>),
+    ResizeCq(Result<Cq>),
     PollCq(Result<Vec<Wc>>),
     CreateQp(Result<Qp>),
     ModifyQp(Result<()>),
@@ -298,6 +301,7 @@ impl Call {
                 Reply::CreateCq(b.create_cq_on_vector(*ctx, *cqe, *comp_vector))
             }
             Call::DestroyCq { cq } => Reply::DestroyCq(b.destroy_cq(cq)),
+            Call::ResizeCq { cq, cqe } => Reply::ResizeCq(b.resize_cq(cq, *cqe)),
             Call::PollCq { cq, max } => Reply::PollCq(b.poll_cq(cq, *max)),
             Call::CreateQp { attr } => Reply::CreateQp(b.create_qp(attr)),
             Call::ModifyQp { qp, attr } => Reply::ModifyQp(b.modify_qp(qp, attr)),
@@ -390,6 +394,7 @@ impl Call {
             Call::GetDataDirectSysfsPath { .. } => Op::GetDataDirectSysfsPath,
             Call::CreateCq { .. } => Op::CreateCq,
             Call::DestroyCq { .. } => Op::DestroyCq,
+            Call::ResizeCq { .. } => Op::ResizeCq,
             Call::PollCq { .. } => Op::PollCq,
             Call::CreateQp { .. } => Op::CreateQp,
             Call::ModifyQp { .. } => Op::ModifyQp,
@@ -507,7 +512,7 @@ impl Reply {
             Reply::RegMr(r) | Reply::RegDmabufMr(r) | Reply::DvRegDmabufMr(r) => r.as_ref().err(),
             Reply::AllocDmabuf(r) => r.as_ref().err(),
             Reply::GetDataDirectSysfsPath(r) => r.as_ref().err(),
-            Reply::CreateCq(r) => r.as_ref().err(),
+            Reply::CreateCq(r) | Reply::ResizeCq(r) => r.as_ref().err(),
             Reply::PollCq(r) => r.as_ref().err(),
             Reply::CreateQp(r) => r.as_ref().err(),
             Reply::QueryQpState(r) => r.as_ref().err(),
@@ -569,6 +574,7 @@ impl Reply {
             Call::GetDataDirectSysfsPath { .. } => Reply::GetDataDirectSysfsPath(Err(err)),
             Call::CreateCq { .. } => Reply::CreateCq(Err(err)),
             Call::DestroyCq { .. } => Reply::DestroyCq(Err(err)),
+            Call::ResizeCq { .. } => Reply::ResizeCq(Err(err)),
             Call::PollCq { .. } => Reply::PollCq(Err(err)),
             Call::CreateQp { .. } => Reply::CreateQp(Err(err)),
             Call::ModifyQp { .. } => Reply::ModifyQp(Err(err)),

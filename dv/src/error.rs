@@ -47,6 +47,8 @@ pub enum Op {
     CreateCq,
     /// `ibv_destroy_cq`.
     DestroyCq,
+    /// `ibv_resize_cq`.
+    ResizeCq,
     /// `ibv_poll_cq`.
     PollCq,
     /// `mlx5dv_create_qp` / `ibv_create_qp_ex`.
@@ -178,6 +180,7 @@ impl Op {
             Op::DeregMr => "ibv_dereg_mr",
             Op::CreateCq => "ibv_create_cq",
             Op::DestroyCq => "ibv_destroy_cq",
+            Op::ResizeCq => "ibv_resize_cq",
             Op::PollCq => "ibv_poll_cq",
             Op::CreateQp => "mlx5dv_create_qp",
             Op::ModifyQp => "ibv_modify_qp",

@@ -257,6 +257,9 @@ impl<L: Layer, B: Backend> Queues for Wrapped<L, B> {
     fn destroy_cq(&mut self, cq: &Cq) -> Result<()> {
         through!(self, Call::DestroyCq { cq: *cq }, DestroyCq)
     }
+    fn resize_cq(&mut self, cq: &Cq, cqe: u32) -> Result<Cq> {
+        through!(self, Call::ResizeCq { cq: *cq, cqe }, ResizeCq)
+    }
     fn poll_cq(&mut self, cq: &Cq, max: usize) -> Result<Vec<Wc>> {
         through!(self, Call::PollCq { cq: *cq, max }, PollCq)
     }

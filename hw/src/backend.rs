@@ -622,6 +622,10 @@ impl Queues for HwBackend {
         self.hw_destroy_cq(cq)
     }
 
+    fn resize_cq(&mut self, cq: &mlx5_dv::Cq, cqe: u32) -> Result<mlx5_dv::Cq> {
+        self.hw_resize_cq(cq, cqe)
+    }
+
     fn poll_cq(&mut self, cq: &mlx5_dv::Cq, max: usize) -> Result<Vec<mlx5_dv::Wc>> {
         self.hw_poll_cq(cq, max)
     }

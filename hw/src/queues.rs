@@ -47,6 +47,19 @@ impl HwBackend {
         Ok(())
     }
 
+    pub(crate) fn hw_resize_cq(&mut self, cq: &Cq, cqe: u32) -> Result<Cq> {
+        let op = Op::ResizeCq;
+        let ptr = self.objs.cqs.get(cq.handle, op)?.ptr;
+        let n = c_int::try_from(cqe).map_err(|_| Error::new(op, EINVAL, "cqe does not fit an int"))?;
+        // SAFETY: the CQ is live; ibv_resize_cq returns the errno.
+        let rc = unsafe { ibv_resize_cq(ptr, n) };
+        if rc != 0 {
+            return Err(Error::new(op, rc, "ibv_resize_cq failed"));
+        }
+        // SAFETY: as above; the call set the new capacity.
+        Ok(Cq { handle: cq.handle, cqe: unsafe { (*ptr).cqe } as u32 })
+    }
+
     pub(crate) fn hw_poll_cq(&mut self, cq: &Cq, max: usize) -> Result<Vec<Wc>> {
         let op = Op::PollCq;
         let ptr = self.objs.cqs.get(cq.handle, op)?.ptr;

@@ -587,6 +587,10 @@ impl Queues for Simulator {
         down!(self.destroy_cq(cq))
     }
 
+    fn resize_cq(&mut self, cq: &Cq, cqe: u32) -> Result<Cq> {
+        down!(self.resize_cq(cq, cqe))
+    }
+
     fn poll_cq(&mut self, cq: &Cq, max: usize) -> Result<Vec<Wc>> {
         down!(self.poll_cq(cq, max))
     }

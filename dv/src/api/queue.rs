@@ -616,6 +616,12 @@ pub trait Queues {
     /// `ibv_destroy_cq`; EBUSY while a QP uses it.
     fn destroy_cq(&mut self, cq: &Cq) -> Result<()>;
 
+    /// `ibv_resize_cq`: room for at least `cqe` entries (`cqe + 1` rounded up to a power of
+    /// two, less one), keeping the completions not yet polled; the result carries the new
+    /// capacity (the same CQ when the rounding lands on the current size). EINVAL past
+    /// libmlx5's and the kernel's bounds or below the number of completions not yet polled.
+    fn resize_cq(&mut self, cq: &Cq, cqe: u32) -> Result<Cq>;
+
     /// `ibv_poll_cq`: up to `max` completions, oldest first.
     fn poll_cq(&mut self, cq: &Cq, max: usize) -> Result<Vec<Wc>>;
 

@@ -206,10 +206,29 @@ impl Firmware {
 
     /// Execute one command: read `input`, write the answer (status, syndrome, data) to `out`.
     pub fn exec(&mut self, input: &[u8], out: &mut [u8]) {
+        self.exec_by(input, out, |fw, out| fw.run(input, out));
+    }
+
+    /// Execute one command that may need host memory: MODIFY_CQ's resize (op_mod 1) reads
+    /// the CQ's consumer index from its doorbell record and writes the RESIZE_CQ CQE into
+    /// the old ring; anything else as [`Firmware::exec`].
+    pub fn exec_with_host(&mut self, host: &mut crate::host::Host, input: &[u8], out: &mut [u8]) {
+        let resize = read(prm::mbox_in::OPCODE, input) == u64::from(raw::op::MODIFY_CQ)
+            && read(prm::mbox_in::OP_MOD, input) == raw::RESIZE_OP_MOD;
+        if resize {
+            self.exec_by(input, out, |fw, _| fw.resize_cq(host, input));
+        } else {
+            self.exec(input, out);
+        }
+    }
+
+    /// [`Firmware::exec`] with `run` for the command itself: fault rules first, the status
+    /// into `out`, the command log after.
+    fn exec_by(&mut self, input: &[u8], out: &mut [u8], run: impl FnOnce(&mut Self, &mut [u8]) -> Result<(), Reject>) {
         out.fill(0);
         let result = match self.injected_fault(input) {
             Some(r) => Err(r),
-            None => self.run(input, out),
+            None => run(self, out),
         };
         if let Err(Reject(st, syn)) = result {
             out.fill(0);

@@ -45,6 +45,8 @@ mod general {
     pub const LOG_MAX_MSG: Field = Field::new("log_max_msg", 0x1c3, 5);
     pub const ROCE: Field = Field::new("roce", 0x21d, 1);
     pub const ATOMIC: Field = Field::new("atomic", 0x21e, 1);
+    /// MODIFY_CQ's resize (op_mod 1), which the simulated firmware runs.
+    pub const CQ_RESIZE: Field = Field::new("cq_resize", 0x221, 1);
     pub const LOG_MAX_PD: Field = Field::new("log_max_pd", 0x32b, 5);
 }
 
@@ -100,6 +102,7 @@ pub(super) fn general_page(profile: &Profile) -> Result<Page, FieldError> {
         (general::LOG_MAX_MSG, log2_floor(d.max_msg_sz)),
         (general::ROCE, u64::from(eth)),
         (general::ATOMIC, u64::from(d.atomic)),
+        (general::CQ_RESIZE, 1),
         (general::LOG_MAX_PD, 24),
     ];
     for (f, v) in fields {
