@@ -357,6 +357,23 @@ pub unsafe extern "C" fn mlx5dv_qp_cancel_posted_send_wrs(dv_qp: *mut mlx5dv_qp_
     )
 }
 
+/// `mlx5dv_modify_qp_udp_sport`: 0, or the errno (EOPNOTSUPP for a QP that is not an RC or
+/// UC one in RTS).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mlx5dv_modify_qp_udp_sport(qp: *mut ibv_qp, udp_sport: u16) -> c_int {
+    with(
+        |e| e,
+        |s| {
+            let Some(q) = s.qps.get(&key(qp)) else { return libc::EINVAL };
+            let h = q.qp;
+            match s.sim.modify_qp_udp_sport(&h, udp_sport) {
+                Ok(()) => 0,
+                Err(e) => code(&e),
+            }
+        },
+    )
+}
+
 /// Register a dma-buf MR through the simulator. Its dma-buf exporter knows only its own
 /// exports, which a program cannot reach through the C API, so a program's fd is EBADF (as
 /// `dma_buf_get` answers for an fd that is no dma-buf). Should the simulator ever accept one,

@@ -158,6 +158,7 @@ pub const ITEMS: &[(u16, &str)] = &[
     (165, "ibv_free_dm is EBUSY while an MR uses the DM"),
     (211, "ibv_resize_cq: rounding, EINVAL for 0 and past the bounds"),
     (212, "ibv_resize_cq keeps the completions not yet polled; fewer is EINVAL"),
+    (213, "mlx5dv_modify_qp_udp_sport: RC or UC in RTS with the cap; the packets' source port"),
 ];
 
 /// The title of a checklist item, if it exists.

@@ -86,6 +86,8 @@ pub enum Call {
     DestroyCq { cq: Cq },
     /// [`crate::Queues::resize_cq`].
     ResizeCq { cq: Cq, cqe: u32 },
+    /// [`crate::Queues::modify_qp_udp_sport`].
+    ModifyQpUdpSport { qp: Qp, udp_sport: u16 },
     /// [`crate::Queues::poll_cq`].
     PollCq { cq: Cq, max: usize },
     /// [`crate::Queues::create_qp`].
@@ -213,6 +215,7 @@ pub enum Reply {
     CreateCq(Result<Cq>),
     DestroyCq(Result<()>),
     ResizeCq(Result<Cq>),
+    ModifyQpUdpSport(Result<()>),
     PollCq(Result<Vec<Wc>>),
     CreateQp(Result<Qp>),
     ModifyQp(Result<()>),
@@ -302,6 +305,7 @@ impl Call {
             }
             Call::DestroyCq { cq } => Reply::DestroyCq(b.destroy_cq(cq)),
             Call::ResizeCq { cq, cqe } => Reply::ResizeCq(b.resize_cq(cq, *cqe)),
+            Call::ModifyQpUdpSport { qp, udp_sport } => Reply::ModifyQpUdpSport(b.modify_qp_udp_sport(qp, *udp_sport)),
             Call::PollCq { cq, max } => Reply::PollCq(b.poll_cq(cq, *max)),
             Call::CreateQp { attr } => Reply::CreateQp(b.create_qp(attr)),
             Call::ModifyQp { qp, attr } => Reply::ModifyQp(b.modify_qp(qp, attr)),
@@ -395,6 +399,7 @@ impl Call {
             Call::CreateCq { .. } => Op::CreateCq,
             Call::DestroyCq { .. } => Op::DestroyCq,
             Call::ResizeCq { .. } => Op::ResizeCq,
+            Call::ModifyQpUdpSport { .. } => Op::ModifyQpUdpSport,
             Call::PollCq { .. } => Op::PollCq,
             Call::CreateQp { .. } => Op::CreateQp,
             Call::ModifyQp { .. } => Op::ModifyQp,
@@ -486,6 +491,7 @@ impl Reply {
             | Reply::FreeDmabuf(r)
             | Reply::DestroyCq(r)
             | Reply::ModifyQp(r)
+            | Reply::ModifyQpUdpSport(r)
             | Reply::DestroyQp(r)
             | Reply::PostSend(r)
             | Reply::PostSendWr(r)
@@ -575,6 +581,7 @@ impl Reply {
             Call::CreateCq { .. } => Reply::CreateCq(Err(err)),
             Call::DestroyCq { .. } => Reply::DestroyCq(Err(err)),
             Call::ResizeCq { .. } => Reply::ResizeCq(Err(err)),
+            Call::ModifyQpUdpSport { .. } => Reply::ModifyQpUdpSport(Err(err)),
             Call::PollCq { .. } => Reply::PollCq(Err(err)),
             Call::CreateQp { .. } => Reply::CreateQp(Err(err)),
             Call::ModifyQp { .. } => Reply::ModifyQp(Err(err)),

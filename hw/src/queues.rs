@@ -286,6 +286,19 @@ impl HwBackend {
         c_call(op, rc, "ibv_post_recv")
     }
 
+    pub(crate) fn hw_modify_qp_udp_sport(&mut self, qp: &Qp, udp_sport: u16) -> Result<()> {
+        let op = Op::ModifyQpUdpSport;
+        let ptr = self.objs.qps.get(qp.handle, op)?.ptr;
+        let f =
+            self.lib().dv.mlx5dv_modify_qp_udp_sport.as_ref().map_err(|_| missing(op, "mlx5dv_modify_qp_udp_sport"))?;
+        // SAFETY: ptr is a live QP; the call returns the errno.
+        let rc = unsafe { f(ptr, udp_sport) };
+        if rc != 0 {
+            return Err(Error::new(op, rc, "mlx5dv_modify_qp_udp_sport failed"));
+        }
+        Ok(())
+    }
+
     pub(crate) fn hw_cancel_posted_send_wrs(&mut self, qp: &Qp, wr_id: u64) -> Result<u32> {
         let op = Op::CancelPostedSendWrs;
         let mqpx = self.objs.qps.get(qp.handle, op)?.mqpx;

@@ -23,6 +23,7 @@ mod memory;
 mod mkey;
 mod poll;
 mod qp;
+mod qp_sport;
 mod ring;
 mod srq;
 mod wr;
@@ -100,6 +101,8 @@ struct CtxCaps {
     crypto: CryptoCaps,
     /// `general_obj_types_caps`.
     general_obj_types: u64,
+    /// `entropy_caps.rts2rts_qp_udp_sport`.
+    rts2rts_qp_udp_sport: bool,
 }
 
 #[derive(Debug, Clone)]

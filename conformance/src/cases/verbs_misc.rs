@@ -1,7 +1,7 @@
 //! The smaller verbs: `ibv_resize_cq` (its rounding and bounds, and the completions a resize
-//! keeps).
+//! keeps) and `mlx5dv_modify_qp_udp_sport`.
 
-use mlx5_dv::errno::EINVAL;
+use mlx5_dv::errno::{EINVAL, EOPNOTSUPP};
 use mlx5_dv::{AccessFlags as A, Backend, DvQpCreateFlags, wc_opcode, wc_status};
 
 use super::fixture::*;
@@ -19,6 +19,12 @@ pub(super) const CASES: &[Case] = &[
         covers: &[212],
         needs: &[Need::Mlx5Device],
         run: resize_keeps,
+    },
+    Case {
+        name: "verbs_misc.udp_sport_in_rts_only",
+        covers: &[213],
+        needs: &[Need::Mlx5Device, Need::Devx],
+        run: udp_sport,
     },
 ];
 
@@ -72,4 +78,32 @@ fn resize_keeps(b: &mut dyn Backend, env: &Env) -> Check {
         ok_cqe(b, &small, id, wc_opcode::RDMA_WRITE)?;
     }
     no_cqe(b, &small)
+}
+
+/// `mlx5dv_modify_qp_udp_sport`: EOPNOTSUPP for an RC QP not yet in RTS; in RTS it takes the
+/// port, and traffic goes on both ways.
+fn udp_sport(b: &mut dyn Backend, env: &Env) -> Check {
+    let (_ctx, pd, cq) = open(b, env.dev()?)?;
+    let fresh = expect_ok("create an RC QP", b.create_qp(&qp_attr(pd, &cq, DvQpCreateFlags::empty(), CAP)))?;
+    expect_errno("mlx5dv_modify_qp_udp_sport in RESET", b.modify_qp_udp_sport(&fresh, 55555), EOPNOTSUPP)?;
+    expect_ok("ibv_destroy_qp", b.destroy_qp(&fresh))?;
+    let (a, s) = pair(b, env, false, DvQpCreateFlags::empty())?;
+    expect_ok("mlx5dv_modify_qp_udp_sport(55555) in RTS", b.modify_qp_udp_sport(&s.qp, 55555))?;
+    expect_ok("mlx5dv_modify_qp_udp_sport(49152) in RTS", b.modify_qp_udp_sport(&a.qp, 49152))?;
+    let (_sbuf, smr) = region(b, s.pd, 64, &[], A::LOCAL_WRITE | A::REMOTE_WRITE | A::REMOTE_READ)?;
+    let (abuf, amr) = region(b, a.pd, 64, &pattern(64, 5), A::LOCAL_WRITE)?;
+    let w = write(1, smr.rkey, smr.addr, vec![sge(&amr, 0, 32)]);
+    expect_ok("RDMA WRITE after the port changed", b.post_send(&a.qp, &[w]))?;
+    ok_cqe(b, &a.cq, 1, wc_opcode::RDMA_WRITE)?;
+    let r = mlx5_dv::WrOp::RdmaRead {
+        wr_id: 2,
+        flags: mlx5_dv::SendFlags::SIGNALED,
+        rkey: smr.rkey,
+        remote_addr: smr.addr,
+        sge: vec![sge(&amr, 32, 32)],
+    };
+    expect_ok("RDMA READ after the port changed", b.post_send(&a.qp, &[r]))?;
+    ok_cqe(b, &a.cq, 2, wc_opcode::RDMA_READ)?;
+    let got = expect_ok("read_buf", b.read_buf(&abuf, 32, 32))?;
+    check_eq("the bytes read back", got, pattern(64, 5)[..32].to_vec())
 }

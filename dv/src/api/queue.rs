@@ -641,6 +641,11 @@ pub trait Queues {
     /// `ibv_modify_qp` to a new state; the backend supplies path, PSNs and timers.
     fn modify_qp(&mut self, qp: &Qp, attr: &QpModify) -> Result<()>;
 
+    /// `mlx5dv_modify_qp_udp_sport`: the RoCE v2 UDP source port the QP's packets leave
+    /// from. EOPNOTSUPP unless the QP is RC or UC, in RTS, on a device with
+    /// `rts2rts_qp_udp_sport`; then RTS2RTS with the port.
+    fn modify_qp_udp_sport(&mut self, qp: &Qp, udp_sport: u16) -> Result<()>;
+
     /// `ibv_query_qp` for the current state.
     fn query_qp_state(&mut self, qp: &Qp) -> Result<QpState>;
 

@@ -127,6 +127,8 @@ pub struct Firmware {
     crypto_caps: Option<caps::Page>,
     /// The port is Ethernet (RoCE): paths name their responder by GID, whatever `grh` says.
     eth: bool,
+    /// `rts2rts_qp_udp_sport`: RTS2RTS takes a UDP source port.
+    rts2rts_qp_udp_sport: bool,
     /// The largest `log_cq_size` of a raw CREATE_CQ.
     log_max_cq_sz: u8,
     port: port::PortState,
@@ -173,6 +175,7 @@ impl Firmware {
             general_caps: caps::general_page(profile)?,
             crypto_caps: caps::crypto_page(profile)?,
             eth: profile.device.link_layer == crate::profile::LinkLayer::Ethernet,
+            rts2rts_qp_udp_sport: profile.hca_cap.rts2rts_qp_udp_sport,
             log_max_cq_sz: profile.datapath.log_max_cq_sz.min(caps::LOG_MAX_EQ_SZ),
             port: port::PortState::default(),
             pd_numbers: Numbers::new(1, 1 << 24),
@@ -553,6 +556,11 @@ impl Firmware {
         }
         out[16..32].copy_from_slice(&self.port_gid);
         Ok(())
+    }
+
+    /// The UDP source port RTS2RTS gave QP `qpn`, if it gave one.
+    pub(crate) fn qp_udp_sport(&self, qpn: u32) -> Option<u16> {
+        self.qp(qpn).map(|q| q.transport.udp_sport).filter(|p| *p != 0)
     }
 
     /// Whether PD `pdn` exists.

@@ -81,6 +81,7 @@ pub(super) fn general_page(profile: &Profile) -> Result<Page, FieldError> {
     set_flag(g, c::SIG_CRC32C, h.sig_crc32c)?;
     set_flag(g, c::SIG_CRC64_XP10, h.sig_crc64_xp10)?;
     set_flag(g, c::CRYPTO, h.crypto)?;
+    set_flag(g, c::RTS2RTS_QP_UDP_SPORT, h.rts2rts_qp_udp_sport)?;
     set_flag(g, c::AES_XTS_SINGLE_BLOCK_LE_TWEAK, h.aes_xts_single_block_le_tweak)?;
     set_flag(g, c::AES_XTS_MULTI_BLOCK_BE_TWEAK, h.aes_xts_multi_block_be_tweak)?;
     set_flag(g, c::AES_XTS_MULTI_BLOCK_LE_TWEAK, h.aes_xts_multi_block_le_tweak)?;

@@ -40,6 +40,16 @@ pub(crate) mod op {
     pub const SQD_RTS_QP: u16 = mlx5_dv::prm::opcode::SQD_RTS_QP;
 }
 
+/// `rts2rts_qp_in` beyond [`q::qp`]: the second optional-parameter mask and the primary
+/// path's UDP source port.
+mod qpf {
+    use mlx5_dv::prm::Field;
+    pub const OPT_PARAM_MASK_95_32: Field = Field::new("opt_param_mask_95_32", 0x840, 64);
+    /// `MLX5_QPC_OPT_MASK_32_UDP_SPORT`.
+    pub const OPT_UDP_SPORT: u64 = 1 << 2;
+    pub const UDP_SPORT: Field = Field::new("ads.udp_sport", 0x290, 16);
+}
+
 /// MODIFY_CQ's op_mod for a resize (`MLX5_CQ_OPMOD_RESIZE`).
 pub(super) const RESIZE_OP_MOD: u64 = 1;
 
@@ -452,6 +462,14 @@ impl Firmware {
         if !bare && opt & o::RNR_TIMEOUT != 0 && to == Rts {
             t.min_rnr_timer = byte(f::MIN_RNR_NAK)?;
         }
+        // RTS2RTS's UDP source port (`opt_param_mask_95_32`, `MLX5_QPC_OPT_MASK_32_UDP_SPORT`):
+        // the port the QP's RoCE v2 packets leave from, on a device that has the cap.
+        if op == opcode::RTS2RTS_QP && qpf::OPT_PARAM_MASK_95_32.get(input)? & qpf::OPT_UDP_SPORT != 0 {
+            if !self.rts2rts_qp_udp_sport {
+                return Err(BAD);
+            }
+            t.udp_sport = Some(qpf::UDP_SPORT.get(input)? as u16);
+        }
         // A UD QP's Q_Key: set at RST2INIT, changed where the transition passes it on.
         if ud && (op == opcode::RST2INIT_QP || (!bare && opt & o::Q_KEY != 0)) {
             t.qkey = psn(f::Q_KEY)?;
@@ -556,6 +574,7 @@ struct TransportChange {
     min_rnr_timer: Option<u8>,
     qkey: Option<u32>,
     log_sra_max: Option<u8>,
+    udp_sport: Option<u16>,
 }
 
 impl TransportChange {
@@ -576,6 +595,7 @@ impl TransportChange {
         t.min_rnr_timer = self.min_rnr_timer.unwrap_or(t.min_rnr_timer);
         t.qkey = self.qkey.unwrap_or(t.qkey);
         t.log_sra_max = self.log_sra_max.unwrap_or(t.log_sra_max);
+        t.udp_sport = self.udp_sport.unwrap_or(t.udp_sport);
     }
 }
 
