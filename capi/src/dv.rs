@@ -17,13 +17,17 @@ use crate::objects::{Pages, QpC};
 use crate::state::{Shim, key, with};
 
 /// `MLX5DV_CONTEXT_FLAGS_*` as `_mlx5dv_query_device` computes them for the simulated
-/// device: CQE_V1 (the kernel's cqe_version 1) and, from rdma-core 58 on, BLUEFLAME (the UARs
-/// have BlueFlame registers, `bf_reg_size` 512). MPW, CQE 128-byte compression and padding,
-/// packet-based credit and real-time timestamps are not simulated, so their flags stay off.
+/// device: CQE_V1 (the kernel's cqe_version 1), CQE_128B_PAD (the kernel's
+/// `MLX5_IB_QUERY_DEV_RESP_FLAGS_CQE_128B_PAD`, from `cqe_128_always`: a padded 128-byte CQ
+/// is accepted, see [`crate::cqx`]) and, from rdma-core 58 on, BLUEFLAME (the UARs have
+/// BlueFlame registers, `bf_reg_size` 512). MPW, CQE 128-byte compression, packet-based
+/// credit and real-time timestamps are not simulated, so their flags stay off.
 fn context_flags(rdma_core_release: u32) -> u64 {
     const CQE_V1: u64 = 1 << 0;
+    const CQE_128B_PAD: u64 = 1 << 5;
     const BLUEFLAME: u64 = 1 << 8;
-    if rdma_core_release >= 58 { CQE_V1 | BLUEFLAME } else { CQE_V1 }
+    let base = CQE_V1 | CQE_128B_PAD;
+    if rdma_core_release >= 58 { base | BLUEFLAME } else { base }
 }
 
 /// The `mlx5dv_context.comp_mask` parts `_mlx5dv_query_device` fills whenever they are asked
@@ -347,6 +351,23 @@ pub unsafe extern "C" fn mlx5dv_qp_cancel_posted_send_wrs(dv_qp: *mut mlx5dv_qp_
             s.notify();
             match r {
                 Ok(n) => c_int::try_from(n).unwrap_or(c_int::MAX),
+                Err(e) => code(&e),
+            }
+        },
+    )
+}
+
+/// `mlx5dv_modify_qp_udp_sport`: 0, or the errno (EOPNOTSUPP for a QP that is not an RC or
+/// UC one in RTS).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mlx5dv_modify_qp_udp_sport(qp: *mut ibv_qp, udp_sport: u16) -> c_int {
+    with(
+        |e| e,
+        |s| {
+            let Some(q) = s.qps.get(&key(qp)) else { return libc::EINVAL };
+            let h = q.qp;
+            match s.sim.modify_qp_udp_sport(&h, udp_sport) {
+                Ok(()) => 0,
                 Err(e) => code(&e),
             }
         },

@@ -224,6 +224,24 @@ impl Shim {
         }
     }
 
+    /// `mlx5_resize_cq`: a negative `cqe` is EINVAL (errno set too); the new capacity goes
+    /// into the C CQ's `cqe`.
+    pub(crate) fn resize_cq(&mut self, cq: *mut ibv_cq, cqe: c_int) -> c_int {
+        let Some(c) = self.cqs.get_mut(&key(cq)) else { return libc::EINVAL };
+        let Ok(n) = u32::try_from(cqe) else {
+            crate::errno::set_errno(libc::EINVAL);
+            return libc::EINVAL;
+        };
+        match self.sim.resize_cq(&c.cq, n) {
+            Ok(now) => {
+                c.cq = now;
+                c.c.cqe = c_int::try_from(now.cqe).unwrap_or(c_int::MAX);
+                0
+            }
+            Err(e) => code(&e),
+        }
+    }
+
     /// `mlx5_poll_cq`: a negative `num` polls nothing (0); a completion it cannot read is
     /// CQ_POLL_ERR. A CQ the shim does not know (or a NULL array) is CQ_POLL_ERR too, where
     /// libmlx5 would read freed or absent memory.
@@ -632,6 +650,12 @@ pub unsafe extern "C" fn ibv_create_cq(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
     with(|e| e, |s| s.destroy_cq(cq))
+}
+
+/// `ibv_resize_cq`: 0, or the errno.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int {
+    with(|e| e, |s| s.resize_cq(cq, cqe))
 }
 
 /// `ibv_create_qp`: writes back the QP's actual capabilities.

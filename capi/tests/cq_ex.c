@@ -138,6 +138,17 @@ int main(void)
 							       MLX5DV_CQ_INIT_ATTR_MASK_CQE_SIZE,
 						   .flags = MLX5DV_CQ_INIT_ATTR_FLAGS_CQE_PAD, .cqe_size = 128 };
 		expect_fail(good, &dv, EINVAL, "CQE padding on a device without it");
+	} else {
+		/* Padding is for 128-byte CQEs only (libmlx5's create_cq: EINVAL otherwise). */
+		dv = (struct mlx5dv_cq_init_attr){ .comp_mask = MLX5DV_CQ_INIT_ATTR_MASK_FLAGS |
+							       MLX5DV_CQ_INIT_ATTR_MASK_CQE_SIZE,
+						   .flags = MLX5DV_CQ_INIT_ATTR_FLAGS_CQE_PAD, .cqe_size = 64 };
+		expect_fail(good, &dv, EINVAL, "CQE padding with 64-byte CQEs");
+		dv.cqe_size = 128;
+		struct ibv_cq_ex *padded = mlx5dv_create_cq(ctx, &good, &dv);
+		CHECK(padded, "a padded 128-byte CQ: %s", strerror(errno));
+		CHECK_EQ(ibv_destroy_cq(ibv_cq_ex_to_cq(padded)), 0, "destroy the padded CQ");
+		printf("CQE_128B_PAD advertised: padding needs 128-byte CQEs (64: EINVAL)\n");
 	}
 	if (!dvc.cqe_comp_caps.max_num) {
 		dv = (struct mlx5dv_cq_init_attr){ .comp_mask = MLX5DV_CQ_INIT_ATTR_MASK_COMPRESSED_CQE,

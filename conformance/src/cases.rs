@@ -35,6 +35,7 @@ mod uc_ud;
 mod umr;
 mod verbs;
 mod verbs_cmd;
+mod verbs_misc;
 mod wqe_bytes;
 
 /// Every case, family by family.
@@ -71,6 +72,7 @@ pub fn all() -> Vec<Case> {
         rereg::CASES,
         dm::CASES,
         odp::CASES,
+        verbs_misc::CASES,
     ]
     .concat()
 }

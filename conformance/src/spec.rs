@@ -176,6 +176,9 @@ pub const ITEMS: &[(u16, &str)] = &[
     (208, "a requester's fault on unmapped ODP pages: local protection error"),
     (209, "a responder's fault on unmapped ODP pages: remote access error"),
     (210, "qp_access_flags may carry IBV_ACCESS_ON_DEMAND"),
+    (211, "ibv_resize_cq: rounding, EINVAL for 0 and past the bounds"),
+    (212, "ibv_resize_cq keeps the completions not yet polled; fewer is EINVAL"),
+    (213, "mlx5dv_modify_qp_udp_sport: RC or UC in RTS with the cap; the packets' source port"),
 ];
 
 /// The title of a checklist item, if it exists.

@@ -86,6 +86,10 @@ pub enum Call {
     },
     /// [`crate::Queues::destroy_cq`].
     DestroyCq { cq: Cq },
+    /// [`crate::Queues::resize_cq`].
+    ResizeCq { cq: Cq, cqe: u32 },
+    /// [`crate::Queues::modify_qp_udp_sport`].
+    ModifyQpUdpSport { qp: Qp, udp_sport: u16 },
     /// [`crate::Queues::poll_cq`].
     PollCq { cq: Cq, max: usize },
     /// [`crate::Queues::create_qp`].
@@ -213,6 +217,8 @@ pub enum Reply {
     GetDataDirectSysfsPath(Result<String>),
     CreateCq(Result<Cq>),
     DestroyCq(Result<()>),
+    ResizeCq(Result<Cq>),
+    ModifyQpUdpSport(Result<()>),
     PollCq(Result<Vec<Wc>>),
     CreateQp(Result<Qp>),
     ModifyQp(Result<()>),
@@ -302,6 +308,8 @@ impl Call {
                 Reply::CreateCq(b.create_cq_on_vector(*ctx, *cqe, *comp_vector))
             }
             Call::DestroyCq { cq } => Reply::DestroyCq(b.destroy_cq(cq)),
+            Call::ResizeCq { cq, cqe } => Reply::ResizeCq(b.resize_cq(cq, *cqe)),
+            Call::ModifyQpUdpSport { qp, udp_sport } => Reply::ModifyQpUdpSport(b.modify_qp_udp_sport(qp, *udp_sport)),
             Call::PollCq { cq, max } => Reply::PollCq(b.poll_cq(cq, *max)),
             Call::CreateQp { attr } => Reply::CreateQp(b.create_qp(attr)),
             Call::ModifyQp { qp, attr } => Reply::ModifyQp(b.modify_qp(qp, attr)),
@@ -395,6 +403,8 @@ impl Call {
             Call::GetDataDirectSysfsPath { .. } => Op::GetDataDirectSysfsPath,
             Call::CreateCq { .. } => Op::CreateCq,
             Call::DestroyCq { .. } => Op::DestroyCq,
+            Call::ResizeCq { .. } => Op::ResizeCq,
+            Call::ModifyQpUdpSport { .. } => Op::ModifyQpUdpSport,
             Call::PollCq { .. } => Op::PollCq,
             Call::CreateQp { .. } => Op::CreateQp,
             Call::ModifyQp { .. } => Op::ModifyQp,
@@ -487,6 +497,7 @@ impl Reply {
             | Reply::FreeDmabuf(r)
             | Reply::DestroyCq(r)
             | Reply::ModifyQp(r)
+            | Reply::ModifyQpUdpSport(r)
             | Reply::DestroyQp(r)
             | Reply::PostSend(r)
             | Reply::PostSendWr(r)
@@ -513,7 +524,7 @@ impl Reply {
             Reply::RegMr(r) | Reply::RegDmabufMr(r) | Reply::DvRegDmabufMr(r) => r.as_ref().err(),
             Reply::AllocDmabuf(r) => r.as_ref().err(),
             Reply::GetDataDirectSysfsPath(r) => r.as_ref().err(),
-            Reply::CreateCq(r) => r.as_ref().err(),
+            Reply::CreateCq(r) | Reply::ResizeCq(r) => r.as_ref().err(),
             Reply::PollCq(r) => r.as_ref().err(),
             Reply::CreateQp(r) => r.as_ref().err(),
             Reply::QueryQpState(r) => r.as_ref().err(),
@@ -576,6 +587,8 @@ impl Reply {
             Call::GetDataDirectSysfsPath { .. } => Reply::GetDataDirectSysfsPath(Err(err)),
             Call::CreateCq { .. } => Reply::CreateCq(Err(err)),
             Call::DestroyCq { .. } => Reply::DestroyCq(Err(err)),
+            Call::ResizeCq { .. } => Reply::ResizeCq(Err(err)),
+            Call::ModifyQpUdpSport { .. } => Reply::ModifyQpUdpSport(Err(err)),
             Call::PollCq { .. } => Reply::PollCq(Err(err)),
             Call::CreateQp { .. } => Reply::CreateQp(Err(err)),
             Call::ModifyQp { .. } => Reply::ModifyQp(Err(err)),

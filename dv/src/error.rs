@@ -49,6 +49,10 @@ pub enum Op {
     CreateCq,
     /// `ibv_destroy_cq`.
     DestroyCq,
+    /// `ibv_resize_cq`.
+    ResizeCq,
+    /// `mlx5dv_modify_qp_udp_sport`.
+    ModifyQpUdpSport,
     /// `ibv_poll_cq`.
     PollCq,
     /// `mlx5dv_create_qp` / `ibv_create_qp_ex`.
@@ -181,6 +185,8 @@ impl Op {
             Op::AdviseMr => "ibv_advise_mr",
             Op::CreateCq => "ibv_create_cq",
             Op::DestroyCq => "ibv_destroy_cq",
+            Op::ResizeCq => "ibv_resize_cq",
+            Op::ModifyQpUdpSport => "mlx5dv_modify_qp_udp_sport",
             Op::PollCq => "ibv_poll_cq",
             Op::CreateQp => "mlx5dv_create_qp",
             Op::ModifyQp => "ibv_modify_qp",

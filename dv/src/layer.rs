@@ -260,6 +260,9 @@ impl<L: Layer, B: Backend> Queues for Wrapped<L, B> {
     fn destroy_cq(&mut self, cq: &Cq) -> Result<()> {
         through!(self, Call::DestroyCq { cq: *cq }, DestroyCq)
     }
+    fn resize_cq(&mut self, cq: &Cq, cqe: u32) -> Result<Cq> {
+        through!(self, Call::ResizeCq { cq: *cq, cqe }, ResizeCq)
+    }
     fn poll_cq(&mut self, cq: &Cq, max: usize) -> Result<Vec<Wc>> {
         through!(self, Call::PollCq { cq: *cq, max }, PollCq)
     }
@@ -268,6 +271,9 @@ impl<L: Layer, B: Backend> Queues for Wrapped<L, B> {
     }
     fn modify_qp(&mut self, qp: &Qp, attr: &QpModify) -> Result<()> {
         through!(self, Call::ModifyQp { qp: *qp, attr: *attr }, ModifyQp)
+    }
+    fn modify_qp_udp_sport(&mut self, qp: &Qp, udp_sport: u16) -> Result<()> {
+        through!(self, Call::ModifyQpUdpSport { qp: *qp, udp_sport }, ModifyQpUdpSport)
     }
     fn query_qp_state(&mut self, qp: &Qp) -> Result<QpState> {
         through!(self, Call::QueryQpState { qp: *qp }, QueryQpState)

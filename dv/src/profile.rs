@@ -529,6 +529,10 @@ pub struct HcaCapSection {
     /// General object types the firmware supports.
     #[serde(default)]
     pub general_obj_types: Vec<GeneralObjType>,
+    /// RTS2RTS sets a QP's RoCE v2 UDP source port (`rts2rts_qp_udp_sport`,
+    /// `mlx5dv_modify_qp_udp_sport`); on unless a profile says otherwise.
+    #[serde(default = "yes")]
+    pub rts2rts_qp_udp_sport: bool,
     /// log2 of the number of mkeys.
     pub log_max_mkey: u8,
     /// log2 of the longest KLM list.

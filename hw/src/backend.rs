@@ -629,6 +629,14 @@ impl Queues for HwBackend {
         self.hw_destroy_cq(cq)
     }
 
+    fn modify_qp_udp_sport(&mut self, qp: &mlx5_dv::Qp, udp_sport: u16) -> Result<()> {
+        self.hw_modify_qp_udp_sport(qp, udp_sport)
+    }
+
+    fn resize_cq(&mut self, cq: &mlx5_dv::Cq, cqe: u32) -> Result<mlx5_dv::Cq> {
+        self.hw_resize_cq(cq, cqe)
+    }
+
     fn poll_cq(&mut self, cq: &mlx5_dv::Cq, max: usize) -> Result<Vec<mlx5_dv::Wc>> {
         self.hw_poll_cq(cq, max)
     }

@@ -120,6 +120,7 @@ fn read_caps(b: &mut HwBackend, ctx: mlx5_dv::ContextHandle) -> Result<(HcaCapSe
         }
     }
     let hca = HcaCapSection {
+        rts2rts_qp_udp_sport: bit(&page, c::RTS2RTS_QP_UDP_SPORT),
         sho: bit(&page, c::SHO),
         sigerr_domain_and_sig_type: bit(&page, c::SIGERR_DOMAIN_AND_SIG_TYPE),
         sig_block_4048: bit(&page, c::SIG_BLOCK_4048),

@@ -47,6 +47,19 @@ impl HwBackend {
         Ok(())
     }
 
+    pub(crate) fn hw_resize_cq(&mut self, cq: &Cq, cqe: u32) -> Result<Cq> {
+        let op = Op::ResizeCq;
+        let ptr = self.objs.cqs.get(cq.handle, op)?.ptr;
+        let n = c_int::try_from(cqe).map_err(|_| Error::new(op, EINVAL, "cqe does not fit an int"))?;
+        // SAFETY: the CQ is live; ibv_resize_cq returns the errno.
+        let rc = unsafe { ibv_resize_cq(ptr, n) };
+        if rc != 0 {
+            return Err(Error::new(op, rc, "ibv_resize_cq failed"));
+        }
+        // SAFETY: as above; the call set the new capacity.
+        Ok(Cq { handle: cq.handle, cqe: unsafe { (*ptr).cqe } as u32 })
+    }
+
     pub(crate) fn hw_poll_cq(&mut self, cq: &Cq, max: usize) -> Result<Vec<Wc>> {
         let op = Op::PollCq;
         let ptr = self.objs.cqs.get(cq.handle, op)?.ptr;
@@ -273,6 +286,19 @@ impl HwBackend {
         // SAFETY: the QP is live; the WR list and its SGEs outlive the call.
         let rc = unsafe { ibv_post_recv(ptr, c.as_mut_ptr(), &mut bad) };
         c_call(op, rc, "ibv_post_recv")
+    }
+
+    pub(crate) fn hw_modify_qp_udp_sport(&mut self, qp: &Qp, udp_sport: u16) -> Result<()> {
+        let op = Op::ModifyQpUdpSport;
+        let ptr = self.objs.qps.get(qp.handle, op)?.ptr;
+        let f =
+            self.lib().dv.mlx5dv_modify_qp_udp_sport.as_ref().map_err(|_| missing(op, "mlx5dv_modify_qp_udp_sport"))?;
+        // SAFETY: ptr is a live QP; the call returns the errno.
+        let rc = unsafe { f(ptr, udp_sport) };
+        if rc != 0 {
+            return Err(Error::new(op, rc, "mlx5dv_modify_qp_udp_sport failed"));
+        }
+        Ok(())
     }
 
     pub(crate) fn hw_cancel_posted_send_wrs(&mut self, qp: &Qp, wr_id: u64) -> Result<u32> {

@@ -136,6 +136,12 @@ impl Device {
         self.fw.exec(input, out);
     }
 
+    /// Execute one command mailbox that may need host memory (see
+    /// [`Firmware::exec_with_host`]).
+    pub fn exec_with_host(&mut self, host: &mut Host, input: &[u8], out: &mut [u8]) {
+        self.fw.exec_with_host(host, input, out);
+    }
+
     /// The firmware, read-only (the kernel's cleanup and test views).
     pub fn firmware(&self) -> &Firmware {
         &self.fw

@@ -24,6 +24,7 @@ mod mkey;
 mod odp;
 mod poll;
 mod qp;
+mod qp_sport;
 mod ring;
 mod srq;
 mod wr;
@@ -101,6 +102,8 @@ struct CtxCaps {
     crypto: CryptoCaps,
     /// `general_obj_types_caps`.
     general_obj_types: u64,
+    /// `entropy_caps.rts2rts_qp_udp_sport`.
+    rts2rts_qp_udp_sport: bool,
 }
 
 #[derive(Debug, Clone)]

@@ -473,6 +473,14 @@ impl Queues for Simulator {
         down!(self.destroy_cq(cq))
     }
 
+    fn resize_cq(&mut self, cq: &Cq, cqe: u32) -> Result<Cq> {
+        down!(self.resize_cq(cq, cqe))
+    }
+
+    fn modify_qp_udp_sport(&mut self, qp: &Qp, udp_sport: u16) -> Result<()> {
+        down!(self.modify_qp_udp_sport(qp, udp_sport))
+    }
+
     fn poll_cq(&mut self, cq: &Cq, max: usize) -> Result<Vec<Wc>> {
         down!(self.poll_cq(cq, max))
     }

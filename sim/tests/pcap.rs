@@ -170,3 +170,55 @@ fn an_infiniband_fabric_has_no_ip_so_nothing_is_captured() {
     assert_eq!(std::fs::metadata(&path).unwrap().len(), 24, "the file header only");
     std::fs::remove_file(&path).ok();
 }
+
+/// The UDP source port of an Ethernet frame carrying IPv4 or IPv6.
+fn udp_sport(frame: &[u8]) -> u16 {
+    let ip = &frame[14..];
+    let at = if ip[0] >> 4 == 4 { usize::from(ip[0] & 0xf) * 4 } else { 40 };
+    u16::from_be_bytes([ip[at], ip[at + 1]])
+}
+
+/// `mlx5dv_modify_qp_udp_sport` on the responder: its packets (ACKs, READ responses) leave
+/// from that port; the requester's keep their flow-entropy port. A QP not in RTS, and a UD
+/// QP, are refused with EOPNOTSUPP, as is any QP on a device without the cap.
+#[test]
+fn a_qp_udp_source_port_is_the_one_its_packets_leave_from() {
+    let path = temp("sport");
+    let mut w = world(Profile::builtin("cx7").unwrap(), &path);
+    w.sim.modify_qp_udp_sport(&w.peer, 55555).unwrap();
+    exchange(&mut w);
+    let (qpn, peer) = (w.qp.qp_num, w.peer.qp_num);
+    let frames = frames(&path);
+    let mut seen = (0, 0);
+    for f in &frames {
+        let d = decode_ip(&f[14..]).unwrap();
+        let sport = udp_sport(f);
+        if d.headers.bth.dest_qp == qpn {
+            assert_eq!(sport, 55555, "a packet of the responder");
+            seen.0 += 1;
+        } else {
+            assert_eq!(d.headers.bth.dest_qp, peer);
+            assert_eq!(sport, mlx5_sim::wire::Endpoints::entropy_port(qpn, peer), "a packet of the requester");
+            seen.1 += 1;
+        }
+    }
+    assert_eq!(seen, (6, 6), "responder's and requester's packets");
+    std::fs::remove_file(&path).ok();
+    let e = w.sim.modify_qp_udp_sport(&w.peer, 1).err().map(|e| e.errno());
+    assert_eq!(e, None, "again in RTS");
+    let ctx = w.sim.open_ibv_device("mlx5_0").unwrap();
+    let cq = w.sim.create_cq(ctx, 4).unwrap();
+    let pd = w.sim.alloc_pd(ctx).unwrap();
+    let cap = QpCap { max_send_wr: 1, max_recv_wr: 1, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
+    let fresh = w.sim.create_qp(&QpInitAttr::rc(pd, cq.handle, cap, None)).unwrap();
+    let e = w.sim.modify_qp_udp_sport(&fresh, 4000).err().map(|e| e.errno());
+    assert_eq!(e, Some(mlx5_dv::errno::EOPNOTSUPP), "a QP in RESET");
+
+    let mut off = Profile::builtin("cx7").unwrap();
+    off.hca_cap.rts2rts_qp_udp_sport = false;
+    let path = temp("sport-off");
+    let mut w = world(off, &path);
+    let e = w.sim.modify_qp_udp_sport(&w.peer, 55555).err().map(|e| e.errno());
+    assert_eq!(e, Some(mlx5_dv::errno::EOPNOTSUPP), "without rts2rts_qp_udp_sport");
+    std::fs::remove_file(&path).ok();
+}

@@ -659,6 +659,12 @@ pub trait Queues {
     /// `ibv_destroy_cq`; EBUSY while a QP uses it.
     fn destroy_cq(&mut self, cq: &Cq) -> Result<()>;
 
+    /// `ibv_resize_cq`: room for at least `cqe` entries (`cqe + 1` rounded up to a power of
+    /// two, less one), keeping the completions not yet polled; the result carries the new
+    /// capacity (the same CQ when the rounding lands on the current size). EINVAL past
+    /// libmlx5's and the kernel's bounds or below the number of completions not yet polled.
+    fn resize_cq(&mut self, cq: &Cq, cqe: u32) -> Result<Cq>;
+
     /// `ibv_poll_cq`: up to `max` completions, oldest first.
     fn poll_cq(&mut self, cq: &Cq, max: usize) -> Result<Vec<Wc>>;
 
@@ -677,6 +683,11 @@ pub trait Queues {
 
     /// `ibv_modify_qp` to a new state; the backend supplies path, PSNs and timers.
     fn modify_qp(&mut self, qp: &Qp, attr: &QpModify) -> Result<()>;
+
+    /// `mlx5dv_modify_qp_udp_sport`: the RoCE v2 UDP source port the QP's packets leave
+    /// from. EOPNOTSUPP unless the QP is RC or UC, in RTS, on a device with
+    /// `rts2rts_qp_udp_sport`; then RTS2RTS with the port.
+    fn modify_qp_udp_sport(&mut self, qp: &Qp, udp_sport: u16) -> Result<()>;
 
     /// `ibv_query_qp` for the current state.
     fn query_qp_state(&mut self, qp: &Qp) -> Result<QpState>;

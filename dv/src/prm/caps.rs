@@ -13,6 +13,8 @@ pub mod cmd_hca_cap {
         LOG_MAX_MKEY => log_max_mkey / set_log_max_mkey: u8 = (0xea, 6);
         /// log_max_klm_list_size.
         LOG_MAX_KLM_LIST_SIZE => log_max_klm_list_size / set_log_max_klm_list_size: u8 = (0x11a, 6);
+        /// rts2rts_qp_udp_sport: RTS2RTS sets a QP's UDP source port.
+        RTS2RTS_QP_UDP_SPORT => rts2rts_qp_udp_sport / set_rts2rts_qp_udp_sport: bool = (0x151, 1);
         /// sig_crc64_xp10.
         SIG_CRC64_XP10 => sig_crc64_xp10 / set_sig_crc64_xp10: bool = (0x147, 1);
         /// sig_crc32c.

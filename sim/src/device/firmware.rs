@@ -127,6 +127,8 @@ pub struct Firmware {
     crypto_caps: Option<caps::Page>,
     /// The port is Ethernet (RoCE): paths name their responder by GID, whatever `grh` says.
     eth: bool,
+    /// `rts2rts_qp_udp_sport`: RTS2RTS takes a UDP source port.
+    rts2rts_qp_udp_sport: bool,
     /// The largest `log_cq_size` of a raw CREATE_CQ.
     log_max_cq_sz: u8,
     port: port::PortState,
@@ -173,6 +175,7 @@ impl Firmware {
             general_caps: caps::general_page(profile)?,
             crypto_caps: caps::crypto_page(profile)?,
             eth: profile.device.link_layer == crate::profile::LinkLayer::Ethernet,
+            rts2rts_qp_udp_sport: profile.hca_cap.rts2rts_qp_udp_sport,
             log_max_cq_sz: profile.datapath.log_max_cq_sz.min(caps::LOG_MAX_EQ_SZ),
             port: port::PortState::default(),
             pd_numbers: Numbers::new(1, 1 << 24),
@@ -206,10 +209,29 @@ impl Firmware {
 
     /// Execute one command: read `input`, write the answer (status, syndrome, data) to `out`.
     pub fn exec(&mut self, input: &[u8], out: &mut [u8]) {
+        self.exec_by(input, out, |fw, out| fw.run(input, out));
+    }
+
+    /// Execute one command that may need host memory: MODIFY_CQ's resize (op_mod 1) reads
+    /// the CQ's consumer index from its doorbell record and writes the RESIZE_CQ CQE into
+    /// the old ring; anything else as [`Firmware::exec`].
+    pub fn exec_with_host(&mut self, host: &mut crate::host::Host, input: &[u8], out: &mut [u8]) {
+        let resize = read(prm::mbox_in::OPCODE, input) == u64::from(raw::op::MODIFY_CQ)
+            && read(prm::mbox_in::OP_MOD, input) == raw::RESIZE_OP_MOD;
+        if resize {
+            self.exec_by(input, out, |fw, _| fw.resize_cq(host, input));
+        } else {
+            self.exec(input, out);
+        }
+    }
+
+    /// [`Firmware::exec`] with `run` for the command itself: fault rules first, the status
+    /// into `out`, the command log after.
+    fn exec_by(&mut self, input: &[u8], out: &mut [u8], run: impl FnOnce(&mut Self, &mut [u8]) -> Result<(), Reject>) {
         out.fill(0);
         let result = match self.injected_fault(input) {
             Some(r) => Err(r),
-            None => self.run(input, out),
+            None => run(self, out),
         };
         if let Err(Reject(st, syn)) = result {
             out.fill(0);
@@ -534,6 +556,11 @@ impl Firmware {
         }
         out[16..32].copy_from_slice(&self.port_gid);
         Ok(())
+    }
+
+    /// The UDP source port RTS2RTS gave QP `qpn`, if it gave one.
+    pub(crate) fn qp_udp_sport(&self, qpn: u32) -> Option<u16> {
+        self.qp(qpn).map(|q| q.transport.udp_sport).filter(|p| *p != 0)
     }
 
     /// Whether PD `pdn` exists.

@@ -46,6 +46,15 @@ impl Link {
 }
 
 impl Link {
+    /// The same link from UDP source port `sport` (a QP's `mlx5dv_modify_qp_udp_sport`)
+    /// instead of the entropy port, when there is one.
+    pub fn from_port(mut self, sport: Option<u16>) -> Link {
+        if let Some(p) = sport {
+            self.ep.sport = p;
+        }
+        self
+    }
+
     /// Between two networked ports' IPv4 addresses (their MACs made from them), from UDP
     /// source port `sport`.
     pub fn ipv4(src: std::net::Ipv4Addr, dst: std::net::Ipv4Addr, sport: u16) -> Link {

@@ -16,12 +16,20 @@ mod dc;
 use crate::device::Device;
 use crate::device::firmware::{PSN_MASK, cq_or_qp_input, raw_op};
 use crate::fabric::QpPath;
+use crate::host::Host;
 
 /// 4 KiB: the pages of a PAS list (`MLX5_ADAPTER_PAGE_SHIFT`).
 const PAGE: u64 = 4096;
 
 /// `MLX5_IB_ACK_REQ_FREQ`.
 const ACK_REQ_FREQ: u64 = 8;
+
+/// MODIFY_CQ's op_mod for a resize (`MLX5_CQ_OPMOD_RESIZE`).
+const RESIZE_OP_MOD: u16 = 1;
+/// `modify_cq_in.modify_field_select`; a resize selects the log size, the page offset and
+/// the page size (`MLX5_MODIFY_CQ_MASK_LOG_SIZE | _PG_OFFSET | _PG_SIZE`).
+const MODIFY_FIELD_SELECT: Field = Field::new("modify_field_select", 0x60, 32);
+const RESIZE_SELECT: u64 = 0b111;
 
 /// What `ibv_create_cq` hands the kernel: the ring and doorbell record libmlx5 mapped.
 #[derive(Debug, Clone, Copy)]
@@ -254,6 +262,51 @@ impl Kernel {
             self.cq_events.retain(|e| *e != h);
         }
         Ok(())
+    }
+
+    /// `ibv_resize_cq` in the kernel (`mlx5_ib_resize_cq`, `resize_user`): `cqe` must be
+    /// 1 to 2^`log_max_cq_sz` and `cqe + 1` rounded up to a power of two at most one more
+    /// (EINVAL); then MODIFY_CQ's resize with the new ring's pages, whose failure (a size
+    /// below the CQEs not yet read) is the call's errno.
+    pub fn resize_cq(
+        &mut self,
+        dev: &mut Device,
+        host: &mut Host,
+        dev_index: usize,
+        cqn: u32,
+        cqe: u32,
+        ring: u64,
+    ) -> Result<()> {
+        use q::create_cq as f;
+        let op = Op::ResizeCq;
+        let max = 1u64 << self.limits.log_max_cq_sz.min(32);
+        if cqe < 1 || u64::from(cqe) > max {
+            return Err(Error::new(op, EINVAL, format!("{cqe} entries are not 1 to 2^log_max_cq_sz = {max}")));
+        }
+        let entries = (u64::from(cqe) + 1).next_power_of_two();
+        if entries > max + 1 {
+            return Err(Error::new(op, EINVAL, format!("{entries} CQ entries exceed 2^log_max_cq_sz + 1")));
+        }
+        let ctx = self.cqs.get(&(dev_index, cqn)).map_or(0, |o| o.0);
+        let mut input = with_pas(f::IN_SIZE, ring, entries * prm::cqe::SIZE as u64);
+        prm::write_header(&mut input, raw_op::MODIFY_CQ, self.uid_of(ctx), RESIZE_OP_MOD);
+        let fields = [
+            (f::CQN, u64::from(cqn)),
+            (MODIFY_FIELD_SELECT, RESIZE_SELECT),
+            (f::CQE_SZ, 0),
+            (f::LOG_CQ_SIZE, log2(entries)),
+            (f::LOG_PAGE_SIZE, 0),
+            (f::PAGE_OFFSET, (ring & (PAGE - 1)) / 64),
+        ];
+        for (fl, v) in fields {
+            set(&mut input, fl, v, op)?;
+        }
+        let mut out = [0u8; prm::mbox_out::SIZE];
+        dev.exec_with_host(host, &input, &mut out);
+        match prm::status::to_errno(prm::read_status(&out).0) {
+            0 => Ok(()),
+            e => Err(cmd_error(op, e, &out, "MODIFY_CQ (resize)")),
+        }
     }
 
     /// `ibv_create_qp` in the kernel (`create_qp_common`, `create_user_qp`): CREATE_QP with

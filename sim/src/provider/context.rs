@@ -266,6 +266,7 @@ fn query_caps(dev: &mut Device, uid: DevxUid) -> CtxCaps {
         }
     }
     caps.general_obj_types = c::GENERAL_OBJ_TYPES.get(page).unwrap_or(0);
+    caps.rts2rts_qp_udp_sport = bit(c::RTS2RTS_QP_UDP_SPORT);
     if bit(c::AES_XTS_SINGLE_BLOCK_LE_TWEAK) {
         caps.crypto.crypto_engines |= crypto_cap::ENGINE_AES_XTS_SINGLE_BLOCK;
     }

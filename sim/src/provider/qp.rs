@@ -342,6 +342,40 @@ impl Provider {
         Ok(())
     }
 
+    /// `mlx5_resize_cq`: `cqe` times 64 past `INT_MAX` is EINVAL; `cqe + 1` rounded up to a
+    /// power of two the size the CQ has changes nothing; else a new ring, the kernel's
+    /// resize (its bounds, and the device's refusal of a size below the CQEs not yet
+    /// read, are EINVAL), and the unread CQEs move over.
+    pub(crate) fn resize_cq(&mut self, low: &mut Lower<'_>, cq: &Cq, cqe: u32) -> Result<Cq> {
+        let op = Op::ResizeCq;
+        let c = self.cqs.get(cq.handle, op)?;
+        let (dev, cqn, cur) = (c.dev, c.cqn, c.ring.ring.wqe_cnt);
+        if u64::from(cqe) * 64 > i32::MAX as u64 {
+            return Err(Error::new(op, EINVAL, format!("{cqe} CQEs of 64 bytes pass INT_MAX")));
+        }
+        let ncqe = roundup_pow2(u64::from(cqe) + 1);
+        if ncqe == u64::from(cur) {
+            return Ok(Cq { handle: cq.handle, cqe: cur - 1 });
+        }
+        let ncqe = ncqe as u32;
+        // The command reaches the device after the work rung before it, which a device
+        // runs in far less time than a command takes: let it run first.
+        low.run_now();
+        let ring = CqRing::map_ring(low.host, ncqe, op)?;
+        let d = low.devices.get_mut(dev).ok_or_else(|| Error::new(op, EINVAL, "no such device"))?;
+        if let Err(e) = low.kernel.resize_cq(d, low.host, dev, cqn, ncqe - 1, ring.addr) {
+            low.host.unmap(ring.addr);
+            return Err(e);
+        }
+        let c = self.cqs.get_mut(cq.handle, op)?;
+        // libmlx5 logs a ring it cannot copy and goes on with the new one; so does this.
+        let _ = c.ring.resize_into(low.host, ring);
+        // libmlx5 leaves the doorbell record to the next poll; the simulated device counts
+        // unread CQEs from it, so it learns at once that the RESIZE_CQ CQE is consumed.
+        c.ring.update_cons_index(low.host);
+        Ok(Cq { handle: cq.handle, cqe: ncqe - 1 })
+    }
+
     /// `mlx5_create_qp` in the provider's order of checks, then the send/receive queue sizing.
     pub(crate) fn create_qp(&mut self, low: &mut Lower<'_>, attr: &QpInitAttr) -> Result<Qp> {
         let op = Op::CreateQp;

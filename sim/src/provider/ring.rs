@@ -411,6 +411,47 @@ impl CqRing {
         }
     }
 
+    /// A ring of `ncqe` entries alone (a resize keeps the doorbell record), each marked
+    /// invalid as `mlx5_alloc_cq_buf` leaves them; ENOMEM when host memory runs out.
+    pub(super) fn map_ring(host: &mut Host, ncqe: u32, op: Op) -> Result<QueueBuf> {
+        let bytes = usize::try_from(u64::from(ncqe) * cqe::SIZE as u64).map_err(|_| enomem(op, "CQ buffer"))?;
+        let addr = host.alloc(bytes).ok_or_else(|| enomem(op, "CQ buffer"))?;
+        let r = CqRing { ring: QueueBuf { addr, wqe_cnt: ncqe, stride: cqe::SIZE as u32 }, dbrec: 0, cons_index: 0 };
+        r.mark_invalid(host);
+        Ok(r.ring)
+    }
+
+    /// `mlx5_cq_resize_copy_cqes` after the device took `new` as the ring: the CQEs from
+    /// the consumer index up to the device's RESIZE_CQ CQE move to `new`, each one index on
+    /// (the RESIZE_CQ CQE used an index) with the ownership bit of its new place; the
+    /// consumer index steps past the RESIZE_CQ CQE, and the old ring is unmapped. False
+    /// (nothing copied, as libmlx5 gives up) if an entry on the way is not software's or no
+    /// RESIZE_CQ CQE comes within the old ring.
+    pub(super) fn resize_into(&mut self, host: &mut Host, new: QueueBuf) -> bool {
+        let mut copies = Vec::new();
+        let mut i = self.cons_index;
+        let found = loop {
+            let Some(e) = self.owned(host, i) else { break false };
+            if e[cqe::SIZE - 1] >> 4 == cqe::opcode::RESIZE_CQ {
+                break true;
+            }
+            if i.wrapping_sub(self.cons_index) >= self.ring.wqe_cnt {
+                break false;
+            }
+            copies.push((i.wrapping_add(1), e));
+            i = i.wrapping_add(1);
+        };
+        for (at, mut e) in copies.into_iter().filter(|_| found) {
+            let owner = u8::from(at & new.wqe_cnt != 0);
+            e[cqe::SIZE - 1] = (e[cqe::SIZE - 1] & !cqe::OWNER_MASK) | owner;
+            let _ = host.write(new.slot(at), &e);
+        }
+        host.unmap(self.ring.addr);
+        self.ring = new;
+        self.cons_index = self.cons_index.wrapping_add(1);
+        found
+    }
+
     /// Unmap the ring.
     pub(super) fn free(&self, host: &mut Host) {
         host.unmap(self.ring.addr);

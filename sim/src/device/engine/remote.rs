@@ -111,7 +111,8 @@ impl Engine<'_> {
         packets: &[(Headers, &[u8])],
     ) {
         let Some(port) = self.fabric.net_port(dev) else { return };
-        let sport = port.source_port(Endpoints::entropy_port(src_qp, dst_qp));
+        let set = self.devs.get(dev).and_then(|d| d.fw.qp_udp_sport(src_qp));
+        let sport = port.source_port(set.unwrap_or_else(|| Endpoints::entropy_port(src_qp, dst_qp)));
         let ep = Endpoints::new(IpAddr::V4(port.addr()), IpAddr::V4(peer), sport);
         let link = self.fabric.capture().map(|_| Link::ipv4(port.addr(), peer, sport));
         for (h, payload) in packets {

@@ -265,9 +265,12 @@ impl Engine<'_> {
         let (from, h) = (req.from, &req.packet.headers);
         let fabric = self.fabric;
         let (Some(a), Some(b)) = (fabric.port(from.dev), fabric.port(dev)) else { return resp };
-        let (Some(there), Some(back)) =
-            (Link::between(a, from.qpn, b, h.bth.dest_qp), Link::between(b, h.bth.dest_qp, a, from.qpn))
-        else {
+        let sport = |q: QpPath| self.devs.get(q.dev).and_then(|d| d.fw.qp_udp_sport(q.qpn));
+        let (from_port, to_port) = (sport(from), sport(QpPath { dev, qpn: h.bth.dest_qp }));
+        let (Some(there), Some(back)) = (
+            Link::between(a, from.qpn, b, h.bth.dest_qp).map(|l| l.from_port(from_port)),
+            Link::between(b, h.bth.dest_qp, a, from.qpn).map(|l| l.from_port(to_port)),
+        ) else {
             return resp;
         };
         let mtu = usize::try_from(self.mtu_bytes(from)).unwrap_or(4096);

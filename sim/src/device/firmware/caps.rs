@@ -47,6 +47,8 @@ mod general {
     pub const DCT: Field = Field::new("dct", 0x21a, 1);
     pub const ROCE: Field = Field::new("roce", 0x21d, 1);
     pub const ATOMIC: Field = Field::new("atomic", 0x21e, 1);
+    /// MODIFY_CQ's resize (op_mod 1), which the simulated firmware runs.
+    pub const CQ_RESIZE: Field = Field::new("cq_resize", 0x221, 1);
     pub const LOG_MAX_PD: Field = Field::new("log_max_pd", 0x32b, 5);
 }
 
@@ -81,6 +83,7 @@ pub(super) fn general_page(profile: &Profile) -> Result<Page, FieldError> {
     set_flag(g, c::SIG_CRC32C, h.sig_crc32c)?;
     set_flag(g, c::SIG_CRC64_XP10, h.sig_crc64_xp10)?;
     set_flag(g, c::CRYPTO, h.crypto)?;
+    set_flag(g, c::RTS2RTS_QP_UDP_SPORT, h.rts2rts_qp_udp_sport)?;
     set_flag(g, c::AES_XTS_SINGLE_BLOCK_LE_TWEAK, h.aes_xts_single_block_le_tweak)?;
     set_flag(g, c::AES_XTS_MULTI_BLOCK_BE_TWEAK, h.aes_xts_multi_block_be_tweak)?;
     set_flag(g, c::AES_XTS_MULTI_BLOCK_LE_TWEAK, h.aes_xts_multi_block_le_tweak)?;
@@ -103,6 +106,7 @@ pub(super) fn general_page(profile: &Profile) -> Result<Page, FieldError> {
         (general::ROCE, u64::from(eth)),
         (general::ATOMIC, u64::from(d.atomic)),
         (general::DCT, u64::from(d.dc)),
+        (general::CQ_RESIZE, 1),
         (general::LOG_MAX_PD, 24),
     ];
     for (f, v) in fields {

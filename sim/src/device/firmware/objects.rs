@@ -203,6 +203,9 @@ pub struct QpTransport {
     pub log_sra_max: u8,
     /// The responder's atomic replay cache.
     pub atomics: AtomicReplay,
+    /// The RoCE v2 UDP source port RTS2RTS set (`mlx5dv_modify_qp_udp_sport`); 0: the
+    /// flow-entropy port of the connection.
+    pub udp_sport: u16,
 }
 
 /// A responder's latest atomics: the original value each returned, by request PSN. A

@@ -40,6 +40,19 @@ pub(crate) mod op {
     pub const SQD_RTS_QP: u16 = mlx5_dv::prm::opcode::SQD_RTS_QP;
 }
 
+/// `rts2rts_qp_in` beyond [`q::qp`]: the second optional-parameter mask and the primary
+/// path's UDP source port.
+mod qpf {
+    use mlx5_dv::prm::Field;
+    pub const OPT_PARAM_MASK_95_32: Field = Field::new("opt_param_mask_95_32", 0x840, 64);
+    /// `MLX5_QPC_OPT_MASK_32_UDP_SPORT`.
+    pub const OPT_UDP_SPORT: u64 = 1 << 2;
+    pub const UDP_SPORT: Field = Field::new("ads.udp_sport", 0x290, 16);
+}
+
+/// MODIFY_CQ's op_mod for a resize (`MLX5_CQ_OPMOD_RESIZE`).
+pub(super) const RESIZE_OP_MOD: u64 = 1;
+
 /// `query_cq_out` / `modify_cq_in`: the `cqc` at byte 16 as in `create_cq_in`.
 mod cqf {
     use mlx5_dv::prm::Field;
@@ -53,6 +66,8 @@ mod cqf {
     pub const SELECT_COUNT: u64 = 1 << 1;
     pub const SELECT_OVERRUN: u64 = 1 << 2;
     pub const SELECT_EQN: u64 = 1 << 3;
+    /// `resize_field_select` (op_mod 1): `MLX5_MODIFY_CQ_MASK_LOG_SIZE`.
+    pub const RESIZE_LOG_SIZE: u64 = 1 << 0;
     /// `cqc.st` of an armed CQ, and of one that fired or was never armed.
     pub const ST_ARMED: u64 = 0x9;
     pub const ST_FIRED: u64 = 0xa;
@@ -197,8 +212,46 @@ impl Firmware {
         Ok(())
     }
 
+    /// MODIFY_CQ op_mod 1, the resize `mlx5_ib_resize_cq` issues: the new ring (PAS and
+    /// page offset) of 2^`log_cq_size` entries. BAD_PARAM for a size past `log_max_cq_sz` or
+    /// one that cannot hold the CQEs software has not read yet (the consumer index in the
+    /// doorbell record); else a RESIZE_CQ CQE goes into the old ring at the producer index,
+    /// and the CQ writes on from the next index in the new ring, where libmlx5's
+    /// `mlx5_cq_resize_copy_cqes` moves the unread CQEs before it.
+    pub(super) fn resize_cq(&mut self, host: &mut Host, input: &[u8]) -> Result<(), Reject> {
+        use q::create_cq as c;
+        need(input, cqf::SIZE)?;
+        if cqf::FIELD_SELECT.get(input)? & cqf::RESIZE_LOG_SIZE == 0 {
+            return Err(BAD);
+        }
+        let log = c::LOG_CQ_SIZE.get(input)?;
+        if log > u64::from(self.log_max_cq_sz) {
+            return Err(BAD);
+        }
+        let nent = 1u32 << log;
+        let ring_at = pas_start(input, c::PAGE_OFFSET)?;
+        let cq = self.cq_mut(get32(c::CQN, input)?).ok_or(NO_SUCH)?;
+        let ci = host.read(cq.dbrec, 4).and_then(|b| b.first_chunk()).map_or(0, |b| u32::from_be_bytes(*b));
+        let unread = cq.pi.wrapping_sub(ci) & 0xff_ffff;
+        if unread > nent - 1 {
+            return Err(BAD);
+        }
+        let mut resize_cqe = [0u8; prm::cqe::SIZE];
+        let owner = u8::from(cq.pi & cq.ring.wqe_cnt != 0);
+        resize_cqe[prm::cqe::SIZE - 1] = prm::cqe::opcode::RESIZE_CQ << 4 | owner;
+        if !host.publish(cq.ring.slot(cq.pi), &resize_cqe) {
+            return Err(BAD);
+        }
+        cq.pi = cq.pi.wrapping_add(1);
+        cq.ring = QueueBuf { addr: ring_at, wqe_cnt: nent, stride: prm::cqe::SIZE as u32 };
+        cq.cqe = nent - 1;
+        Ok(())
+    }
+
     /// MODIFY_CQ (op_mod 0): the moderation period and count, overrun ignore and the EQ, as
-    /// `modify_field_select` names them. Resizing (op_mod 1) is not simulated: BAD_PARAM.
+    /// `modify_field_select` names them. A resize (op_mod 1) through this path (DEVX, which
+    /// hands no host memory to the command) is BAD_PARAM; the kernel's goes through
+    /// [`Firmware::resize_cq`].
     fn modify_cq_raw(&mut self, input: &[u8]) -> Result<(), Reject> {
         use q::create_cq as c;
         need(input, cqf::SIZE)?;
@@ -412,6 +465,14 @@ impl Firmware {
         if !bare && opt & o::RNR_TIMEOUT != 0 && to == Rts {
             t.min_rnr_timer = byte(f::MIN_RNR_NAK)?;
         }
+        // RTS2RTS's UDP source port (`opt_param_mask_95_32`, `MLX5_QPC_OPT_MASK_32_UDP_SPORT`):
+        // the port the QP's RoCE v2 packets leave from, on a device that has the cap.
+        if op == opcode::RTS2RTS_QP && qpf::OPT_PARAM_MASK_95_32.get(input)? & qpf::OPT_UDP_SPORT != 0 {
+            if !self.rts2rts_qp_udp_sport {
+                return Err(BAD);
+            }
+            t.udp_sport = Some(qpf::UDP_SPORT.get(input)? as u16);
+        }
         // A UD QP's Q_Key: set at RST2INIT, changed where the transition passes it on.
         if ud && (op == opcode::RST2INIT_QP || (!bare && opt & o::Q_KEY != 0)) {
             t.qkey = psn(f::Q_KEY)?;
@@ -516,6 +577,7 @@ struct TransportChange {
     min_rnr_timer: Option<u8>,
     qkey: Option<u32>,
     log_sra_max: Option<u8>,
+    udp_sport: Option<u16>,
 }
 
 impl TransportChange {
@@ -536,6 +598,7 @@ impl TransportChange {
         t.min_rnr_timer = self.min_rnr_timer.unwrap_or(t.min_rnr_timer);
         t.qkey = self.qkey.unwrap_or(t.qkey);
         t.log_sra_max = self.log_sra_max.unwrap_or(t.log_sra_max);
+        t.udp_sport = self.udp_sport.unwrap_or(t.udp_sport);
     }
 }
 
