@@ -34,6 +34,7 @@ mod umr;
 mod verbs;
 mod verbs_cmd;
 mod wqe_bytes;
+mod xrc;
 
 /// Every case, family by family.
 pub fn all() -> Vec<Case> {
@@ -67,6 +68,7 @@ pub fn all() -> Vec<Case> {
         srq::CASES,
         rereg::CASES,
         dm::CASES,
+        xrc::CASES,
     ]
     .concat()
 }

@@ -156,6 +156,16 @@ pub const ITEMS: &[(u16, &str)] = &[
     (163, "ibv_reg_dm_mr's refusals: EINVAL; a DM MR is zero-based"),
     (164, "RDMA WRITE, READ and SEND reach device memory through a DM MR"),
     (165, "ibv_free_dm is EBUSY while an MR uses the DM"),
+    (181, "ibv_open_xrcd: fd and oflags (O_CREAT, O_EXCL, -1), one domain per inode"),
+    (182, "ibv_close_xrcd is EBUSY while an XRC SRQ or QP of the opening uses it"),
+    (183, "XRC SRQs: sized as basic SRQs, with a domain and a CQ they hold"),
+    (184, "IBV_QPT_XRC_RECV: needs IBV_QP_INIT_ATTR_XRCD; no send queue, PD or CQs"),
+    (185, "IBV_QPT_XRC_SEND: no receive side; ibv_post_recv finds it full"),
+    (186, "ibv_open_qp: another handle on a target QP; it lives to its last handle"),
+    (187, "XRC SENDs land in the SRQ the XRCETH names and complete on that SRQ's CQ"),
+    (188, "an XRCETH naming no XRC SRQ of the target's domain: NAK invalid request"),
+    (189, "RDMA over XRC: keys are checked against the named SRQ's PD"),
+    (190, "an XRC initiator's WQE carries the XRC segment after the control segment"),
 ];
 
 /// The title of a checklist item, if it exists.

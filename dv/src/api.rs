@@ -9,3 +9,4 @@ pub mod queue;
 pub mod signature;
 pub mod srq;
 pub mod wr;
+pub mod xrc;

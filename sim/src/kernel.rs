@@ -16,6 +16,7 @@ use crate::device::firmware::named_input;
 mod dm;
 mod srq;
 mod verbs;
+mod xrc;
 
 pub use dm::MemicAlloc;
 pub use srq::SrqRequest;
@@ -143,6 +144,8 @@ pub struct QpRequest {
     pub dbrec: u64,
     /// The SRQ its receives come from.
     pub srqn: Option<u32>,
+    /// The XRC domain of an XRC target QP (0: none).
+    pub xrcd: u32,
 }
 
 /// The kernel's state: uids, MR key variants, who owns which QP and CQ, and each context's
@@ -176,6 +179,8 @@ pub struct Kernel {
     pub data_direct: Option<String>,
     /// The MEMIC pages in use on each device (`mlx5_dm.memic_alloc_pages`).
     memic_pages: BTreeMap<usize, Vec<bool>>,
+    /// XRC domains and target QPs.
+    xrc: xrc::KernelXrc,
 }
 
 impl Kernel {
@@ -198,6 +203,7 @@ impl Kernel {
             comp_eqns: BTreeMap::new(),
             data_direct: None,
             memic_pages: BTreeMap::new(),
+            xrc: xrc::KernelXrc::default(),
         }
     }
 

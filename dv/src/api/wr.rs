@@ -334,6 +334,14 @@ pub struct SendWr {
     /// `wr.ud` of a send on a UD QP: where the datagram goes (`None` on other QPs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ud: Option<UdDest>,
+    /// `qp_type.xrc.remote_srqn` of a send on an XRC initiator QP: the SRQ at the target the
+    /// message goes to (the XRC segment of the WQE, the XRCETH on the wire).
+    #[serde(default, skip_serializing_if = "is_zero32")]
+    pub xrc_remote_srqn: u32,
+}
+
+fn is_zero32(v: &u32) -> bool {
+    *v == 0
 }
 
 /// `wr.ud` (or `ibv_wr_set_ud_addr`): what a UD send's datagram segment carries, the address

@@ -340,10 +340,18 @@ impl Provider {
     /// `mlx5_create_qp` in the provider's order of checks, then the send/receive queue sizing.
     pub(crate) fn create_qp(&mut self, low: &mut Lower<'_>, attr: &QpInitAttr) -> Result<Qp> {
         let op = Op::CreateQp;
+        if attr.qp_type == qp_type::XRC_RECV {
+            check_init_mask(attr, attr.mask())?;
+            return self.create_xrc_target(low, attr, attr.mask());
+        }
+        // An XRC initiator has no receive side: libibverbs passes no receive CQ and no
+        // receive capacities for it.
+        let xrc_send = attr.qp_type == qp_type::XRC_SEND;
+        let recv_cq = if xrc_send { attr.send_cq } else { attr.recv_cq };
         let p = self.pds.get(attr.pd, op)?;
         let (ctx, pdn) = (p.ctx, p.pdn.unwrap_or(0));
         let scq = self.cqs.get(attr.send_cq, op)?;
-        let rcq = self.cqs.get(attr.recv_cq, op)?;
+        let rcq = self.cqs.get(recv_cq, op)?;
         let cqns = (scq.cqn, rcq.cqn);
         let c = self.contexts.get(ctx, op).map_err(|_| Error::new(op, EINVAL, "context closed"))?;
         let CtxKind::Kernel { .. } = c.kind else {
@@ -430,16 +438,17 @@ impl Provider {
         if wr_api || dv_ops_mask {
             check_send_ops(attr, mlx5_ops, self.limits.dma_mmo, self.limits.atomic)?;
         }
-        if !matches!(attr.qp_type, qp_type::RC | qp_type::UC | qp_type::UD) {
-            return Err(Error::new(op, EOPNOTSUPP, "only RC, UC and UD QPs are simulated"));
+        if !matches!(attr.qp_type, qp_type::RC | qp_type::UC | qp_type::UD | qp_type::XRC_SEND) {
+            return Err(Error::new(op, EOPNOTSUPP, "only RC, UC, UD and XRC QPs are simulated"));
         }
         let overhead = sq_overhead(attr.qp_type, ops, mlx5_ops);
         let srqn = match attr.srq {
             Some(h) => Some(self.srqs.get(h, op)?.srqn),
             None => None,
         };
-        let sizes = size_queues(&self.limits, &attr.cap, overhead, srqn.is_some())
-            .map_err(|why| Error::new(op, EINVAL, why))?;
+        let cap = if xrc_send { QpCap { max_recv_wr: 0, max_recv_sge: 0, ..attr.cap } } else { attr.cap };
+        let sizes =
+            size_queues(&self.limits, &cap, overhead, srqn.is_some()).map_err(|why| Error::new(op, EINVAL, why))?;
         check_kernel_create(attr, mask)?;
         let rings = QpRings::alloc(low.host, sizes.sq_bbs, sizes.rq_max_post, sizes.rq_max_gs.saturating_mul(16), op)?;
         let req = QpRequest {
@@ -454,6 +463,7 @@ impl Provider {
             rq: rings.rq.buf,
             dbrec: rings.dbrec,
             srqn,
+            xrcd: 0,
         };
         let qpn = match low.kernel.create_qp(low.devices, &req) {
             Ok(n) => n,
@@ -467,8 +477,8 @@ impl Provider {
             dev,
             pd: attr.pd,
             qpn,
-            cqs: [attr.send_cq, attr.recv_cq],
-            rc: attr.qp_type == qp_type::RC,
+            cqs: [attr.send_cq, recv_cq],
+            rc: matches!(attr.qp_type, qp_type::RC | qp_type::XRC_SEND),
             qp_type: attr.qp_type,
             max_post: sizes.max_post,
             max_gs: sizes.max_gs,
@@ -486,6 +496,7 @@ impl Provider {
             wr_api,
             srq: attr.srq,
             atomics: self.limits.atomic,
+            xrcd: None,
         };
         let handle = match self.qps.insert(op, obj) {
             Ok(h) => h,
@@ -495,7 +506,7 @@ impl Provider {
                 return Err(e);
             }
         };
-        for cq in [attr.send_cq, attr.recv_cq] {
+        for cq in [attr.send_cq, recv_cq] {
             self.cqs.acquire(cq, op)?;
         }
         self.pds.acquire(attr.pd, op)?;
@@ -514,6 +525,13 @@ impl Provider {
 
     fn remove_qp(&mut self, low: &mut Lower<'_>, h: QpHandle) {
         let Ok(q) = self.qps.take(h, Op::DestroyQp) else { return };
+        if let Some(x) = q.xrcd {
+            // A target QP handle: the QP goes with its last handle.
+            low.kernel.close_target(low.devices, q.dev, q.qpn);
+            q.rings.free(low.host);
+            self.xrcds.release(x);
+            return;
+        }
         low.kernel.destroy_qp(low.devices, q.dev, q.qpn);
         self.clean_cqs(low.host, &q.cqs, q.qpn);
         q.rings.free(low.host);
@@ -533,6 +551,7 @@ impl Provider {
             self.remove_qp(low, h);
         }
         self.release_srqs_of(low, ctx);
+        self.release_xrcds_of(low, ctx);
         for h in self.mrs.handles_where(|m| m.ctx == ctx) {
             if let Ok(m) = self.mrs.take(h, op) {
                 if let Some(d) = low.devices.get_mut(m.dev) {

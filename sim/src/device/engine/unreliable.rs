@@ -170,7 +170,7 @@ impl Engine<'_> {
 
     /// Whether `qp` is a UC or UD QP: no answers, no retransmission.
     pub(super) fn is_unreliable(&self, qp: QpPath) -> bool {
-        self.qp(qp).is_some_and(|q| q.st != q::st::RC)
+        self.qp(qp).is_some_and(|q| !matches!(q.st, q::st::RC | q::st::XRC))
     }
 
     /// The bytes of the WQE at send-queue counter `pos` of `q`, across the ring's end.
@@ -327,7 +327,7 @@ impl Engine<'_> {
             Some(i) => (cqe::opcode::RESP_SEND_IMM, i),
             None => (cqe::opcode::RESP_SEND, 0),
         };
-        let from = Sender { qpn: deth.src_qp, slid: 0, flags: l3 };
+        let from = Sender { qpn: deth.src_qp, slid: 0, flags: l3, srqn: 0 };
         let byte_cnt = u32::try_from(len).unwrap_or(u32::MAX);
         let cqe =
             Cqe::Resp { qpn: at.qpn, wqe_counter: r.index, opcode, byte_cnt, imm, inline: None, from, se: h.bth.se };

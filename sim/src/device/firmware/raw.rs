@@ -289,12 +289,19 @@ impl Firmware {
         use q::qp as f;
         need(input, f::SIZE)?;
         let st = f::ST.get(input)? as u8;
-        if !matches!(st, q::st::RC | q::st::UC | q::st::UD) {
+        if !matches!(st, q::st::RC | q::st::UC | q::st::UD | q::st::XRC) {
             return Err(BAD);
         }
         let pdn = get32(f::PD, input)?;
         let (send_cqn, recv_cqn) = (get32(f::CQN_SND, input)?, get32(f::CQN_RCV, input)?);
-        if !self.has_pd(pdn) || self.cq_mut(send_cqn).is_none() || self.cq_mut(recv_cqn).is_none() {
+        // An XRC target QP names its domain; its PD and CQs are the kernel's own (never used:
+        // each request's SRQ brings its CQ).
+        let xrcd = if st == q::st::XRC { get32(f::XRCD, input)? } else { 0 };
+        if xrcd != 0 {
+            if !self.has_xrcd(xrcd) {
+                return Err(NO_SUCH);
+            }
+        } else if !self.has_pd(pdn) || self.cq_mut(send_cqn).is_none() || self.cq_mut(recv_cqn).is_none() {
             return Err(NO_SUCH);
         }
         // The sizes are 4- and 3-bit logs: the counts and strides fit in 32 bits.
@@ -330,6 +337,7 @@ impl Firmware {
             sq: QueueBuf { addr: sq_addr, wqe_cnt: sq_cnt, stride: 64 },
             rq: QueueBuf { addr: wq, wqe_cnt: rq_cnt, stride: rq_stride },
             srqn,
+            xrcd,
             dbrec,
         };
         let qpn = self.create_qp(c).ok_or(Reject(status::LIM_ERR, syndrome::OUT_OF_OBJECTS))?;
@@ -382,7 +390,7 @@ impl Firmware {
         if op == opcode::RST2INIT_QP {
             access |= AccessFlags::LOCAL_WRITE;
         }
-        let (rc, ud) = (st == q::st::RC, st == q::st::UD);
+        let (rc, ud) = (matches!(st, q::st::RC | q::st::XRC), st == q::st::UD);
         let psn = |fl: Field| -> Result<Option<u32>, Reject> { Ok(Some(get32(fl, input)?)) };
         let byte = |fl: Field| -> Result<Option<u8>, Reject> { Ok(Some(fl.get(input)? as u8)) };
         let mut t = TransportChange::default();
