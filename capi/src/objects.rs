@@ -120,6 +120,15 @@ pub(crate) struct Qp {
     pub(crate) chain_err: c_int,
     /// `ibv_wr_set_ud_addr` of a UD QP's chain: the address of the WR at each chain index.
     pub(crate) ud: Vec<(usize, mlx5_dv::UdDest)>,
+    /// `ibv_wr_set_xrc_srqn` of an XRC initiator's chain: the remote SRQ of each WR.
+    pub(crate) xrc: Vec<(usize, u32)>,
+}
+
+// Made and used by `xrc`.
+/// An XRC domain; the program holds `&c.xrcd`.
+pub(crate) struct Xrcd {
+    pub(crate) _c: Box<crate::xrc::VerbsXrcd>,
+    pub(crate) x: mlx5_dv::Xrcd,
 }
 
 // Made and used by `srq`.

@@ -87,6 +87,7 @@ for unwanted in "MEM_WINDOW" "XRC"; do
 done
 
 source capi/tests/two_processes.sh
+source capi/tests/two_processes_xrc.sh
 source capi/tests/two_processes_uc_ud.sh
 source capi/tests/two_processes_srq.sh
 source capi/tests/two_processes_atomics.sh
