@@ -430,6 +430,37 @@ mod tests {
     }
 
     #[test]
+    fn xrc_requests_carry_an_xrceth_after_the_bth_and_answers_none() {
+        let h = Headers {
+            bth: Bth { opcode: opcode::WRITE_ONLY, psn: 7, ..Bth::default() },
+            reth: Some(Reth { va: 0x1000, rkey: 0x42, dma_len: 8 }),
+            xrc: Some(0x12_3456),
+            ..Headers::default()
+        };
+        let mut b = Vec::new();
+        h.encode(&mut b);
+        assert_eq!(b[0], 0xaa, "XRC RDMA WRITE Only");
+        assert_eq!(&b[12..16], &[0, 0x12, 0x34, 0x56], "XRCETH");
+        assert_eq!(&b[16..24], &0x1000u64.to_be_bytes(), "the RETH after it");
+        assert_eq!(Headers::decode(&b), Some((h, 12 + 4 + 16)));
+        let ack = Headers {
+            bth: Bth { opcode: opcode::ACKNOWLEDGE, ..Bth::default() },
+            aeth: Some(Aeth::ack(1)),
+            xrc: Some(0),
+            ..Headers::default()
+        };
+        b.clear();
+        ack.encode(&mut b);
+        assert_eq!((b[0], b.len()), (0xb1, 16), "XRC Acknowledge: BTH and AETH only");
+        assert_eq!(Headers::decode(&b), Some((ack, 16)));
+        let cas =
+            Headers { bth: Bth { opcode: opcode::COMPARE_SWAP, ..Bth::default() }, xrc: Some(5), ..Headers::default() };
+        b.clear();
+        cas.encode(&mut b);
+        assert_eq!(b.len(), Headers::MAX_LEN, "BTH, XRCETH and AtomicETH");
+    }
+
+    #[test]
     fn aeth_says_ack_rnr_or_nak() {
         assert_eq!(Aeth::ack(7).kind(), Ack::Ack(0x1f));
         assert_eq!(Aeth::rnr(0x12, 0).kind(), Ack::Rnr(0x12));
