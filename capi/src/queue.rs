@@ -361,8 +361,7 @@ impl Shim {
         // SAFETY: plain data.
         let mut last: ibv_qp_attr = unsafe { std::mem::zeroed() };
         last.cap = attr.cap;
-        let q = Qp { c, qp, attr: last, chain: Vec::new(), chain_err: 0, ud: Vec::new(), xrc: Vec::new() };
-        self.qps.insert(key(p), q);
+        self.qps.insert(key(p), Qp::new(c, qp, last));
         Ok(p)
     }
 

@@ -8,16 +8,8 @@ use mlx5_dv::{CqHandle, PdHandle, QpOpenAttr, XrcdHandle, XrcdInitAttr, qp_init_
 use rdma_sys::*;
 
 use crate::errno::null;
-use crate::objects::{Qp, QpC, Xrcd};
+use crate::objects::{Qp, QpC, VerbsXrcd, Xrcd};
 use crate::state::{Shim, key, with};
-
-/// `struct verbs_xrcd`: the `ibv_xrcd` programs hold, with the kernel's handle.
-#[repr(C)]
-pub(crate) struct VerbsXrcd {
-    xrcd: ibv_xrcd,
-    comp_mask: u32,
-    handle: u32,
-}
 
 /// `IBV_QP_OPEN_ATTR_NUM`, `_XRCD`, `_TYPE`, `_RESERVED`.
 const OPEN_NUM: u32 = 1 << 0;
@@ -84,8 +76,7 @@ impl Shim {
         let p: *mut ibv_qp = base;
         // SAFETY: plain data.
         let attr: ibv_qp_attr = unsafe { std::mem::zeroed() };
-        let q = Qp { c, qp, attr, chain: Vec::new(), chain_err: 0, ud: Vec::new(), xrc: Vec::new() };
-        self.qps.insert(key(p), q);
+        self.qps.insert(key(p), Qp::new(c, qp, attr));
         Ok(p)
     }
 }

@@ -452,18 +452,7 @@ fn kind_of(w: &SendWqe) -> Option<WqeKind> {
 /// `None` for a WQE libmlx5 writes without one (LOCAL_INV, UMR, NOP and the rest).
 pub fn strip_xrc(bytes: &[u8]) -> Option<(Vec<u8>, u32)> {
     use mlx5_dv::prm::wqe::{SEND_WQE_BB, SEND_WQE_DS};
-    let op = *bytes.get(3)?;
-    let data = matches!(
-        op,
-        opcode::RDMA_WRITE
-            | opcode::RDMA_WRITE_IMM
-            | opcode::RDMA_READ
-            | opcode::SEND
-            | opcode::SEND_IMM
-            | opcode::SEND_INVAL
-            | opcode::ATOMIC_CS
-            | opcode::ATOMIC_FA
-    );
+    let data = fast::is_data(bytes) || matches!(*bytes.get(3)?, opcode::ATOMIC_CS | opcode::ATOMIC_FA);
     let ds = bytes.get(7)? & 0x3f;
     if !data || ds < 2 {
         return None;
