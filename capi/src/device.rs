@@ -95,6 +95,7 @@ impl Shim {
             c.advise_mr = Some(crate::mr::advise_mr);
             crate::domain::fill_context_ops(&mut c);
             crate::dm::fill_context_ops(&mut c);
+            crate::xrc::fill_context_ops(&mut c);
         }
         crate::queue::fill_context_ops(&mut c);
         crate::srq::fill_context_ops(&mut c);
@@ -203,7 +204,7 @@ impl Shim {
         // mlx5_ib: IB_ATOMIC_HCA when the device does 8-byte atomics in host endianness.
         attr.atomic_cap =
             if p.datapath.atomic { ibv_atomic_cap::IBV_ATOMIC_HCA } else { ibv_atomic_cap::IBV_ATOMIC_NONE };
-        // Memory windows and XRC are not simulated: none advertised. SRQs as mlx5_ib reports
+        // Memory windows are not simulated: none advertised. SRQs as mlx5_ib reports
         // them: 2^log_max_srq of 2^log_max_srq_sz - 1 WRs of max_rq_desc_sz / 16 - 1 SGEs.
         attr.max_mw = 0;
         attr.max_ah = c_int::MAX;
@@ -219,9 +220,10 @@ impl Shim {
 
 /// `ibv_device_attr.device_cap_flags` as mlx5_ib sets them for what the simulator does:
 /// BAD_PKEY_CNTR, BAD_QKEY_CNTR, CHANGE_PHY_PORT, PORT_ACTIVE_EVENT, SYS_IMAGE_GUID,
-/// RC_RNR_NAK_GEN and MEM_MGT_EXTENSIONS. MEM_WINDOW, XRC, AUTO_PATH_MIG (alternate paths)
-/// and the raw-packet and checksum offloads stay off: those features are not simulated.
-const DEVICE_CAP_FLAGS: u32 = 1 << 1 | 1 << 2 | 1 << 5 | 1 << 10 | 1 << 11 | 1 << 12 | 1 << 21;
+/// RC_RNR_NAK_GEN, XRC (the `xrc` HCA cap) and MEM_MGT_EXTENSIONS. MEM_WINDOW, AUTO_PATH_MIG
+/// (alternate paths) and the raw-packet and checksum offloads stay off: those features are
+/// not simulated.
+const DEVICE_CAP_FLAGS: u32 = 1 << 1 | 1 << 2 | 1 << 5 | 1 << 10 | 1 << 11 | 1 << 12 | 1 << 20 | 1 << 21;
 
 fn fill_port(p: &PortAttr, max_msg_sz: u32, out: &mut ibv_port_attr) {
     // SAFETY: plain data.

@@ -34,5 +34,6 @@ pub mod qpx;
 pub mod queue;
 pub mod srq;
 mod state;
+mod xrc;
 
 pub use state::{Shim, shim};

@@ -124,6 +124,30 @@ pub(crate) struct Qp {
     pub(crate) dc: Vec<(usize, mlx5_dv::DcDest)>,
     /// A DCT: `ibv_query_qp` takes the kernel's DCT rules.
     pub(crate) dct: bool,
+    /// `ibv_wr_set_xrc_srqn` of an XRC initiator's chain: the remote SRQ of each WR.
+    pub(crate) xrc: Vec<(usize, u32)>,
+}
+
+impl Qp {
+    /// A QP handle with no chain under way.
+    pub(crate) fn new(c: Box<QpC>, qp: mlx5_dv::Qp, attr: ibv_qp_attr) -> Self {
+        Qp { c, qp, attr, chain: Vec::new(), chain_err: 0, ud: Vec::new(), dc: Vec::new(), dct: false, xrc: Vec::new() }
+    }
+}
+
+// Made and used by `xrc`.
+/// `struct verbs_xrcd`: the `ibv_xrcd` programs hold, with the kernel's handle.
+#[repr(C)]
+pub(crate) struct VerbsXrcd {
+    pub(crate) xrcd: rdma_sys::ibv_xrcd,
+    pub(crate) comp_mask: u32,
+    pub(crate) handle: u32,
+}
+
+/// An XRC domain; the program holds `&c.xrcd`.
+pub(crate) struct Xrcd {
+    pub(crate) _c: Box<VerbsXrcd>,
+    pub(crate) x: mlx5_dv::Xrcd,
 }
 
 // Made and used by `srq`.

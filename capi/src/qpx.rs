@@ -51,6 +51,7 @@ impl QpC {
             e.wr_set_inline_data = Some(wr_set_inline_data);
             e.wr_set_inline_data_list = Some(wr_set_inline_data_list);
             e.wr_set_ud_addr = Some(ud::wr_set_ud_addr);
+            e.wr_set_xrc_srqn = Some(ud::wr_set_xrc_srqn);
             let d = &mut c.dv;
             d.wr_mkey_configure = Some(wr_mkey_configure);
             d.wr_set_mkey_access_flags = Some(wr_set_mkey_access_flags);
@@ -121,6 +122,7 @@ unsafe extern "C" fn wr_start(qpx: *mut ibv_qp_ex) {
         q.chain_err = 0;
         q.ud.clear();
         q.dc.clear();
+        q.xrc.clear();
     })
 }
 
@@ -133,6 +135,7 @@ unsafe extern "C" fn wr_complete(qpx: *mut ibv_qp_ex) -> c_int {
             let chain = std::mem::take(&mut q.chain);
             let ud_addrs = std::mem::take(&mut q.ud);
             let dc_addrs = std::mem::take(&mut q.dc);
+            let xrc_srqns = std::mem::take(&mut q.xrc);
             let err = std::mem::take(&mut q.chain_err);
             if err != 0 {
                 // mlx5_send_wr_complete_error: a QP not moved to RTS since it was created or
@@ -143,13 +146,16 @@ unsafe extern "C" fn wr_complete(qpx: *mut ibv_qp_ex) -> c_int {
             }
             let h = q.qp;
             let ty = q.c.ex.qp_base.qp_type;
-            let r = if ty == ibv_qp_type::IBV_QPT_UD || ty == ibv_qp_type::IBV_QPT_DRIVER {
+            let r = if ty == ibv_qp_type::IBV_QPT_UD
+                || ty == ibv_qp_type::IBV_QPT_DRIVER
+                || ty == ibv_qp_type::IBV_QPT_XRC_SEND
+            {
                 // mlx5_send_wr_complete_error until the QP reaches RTS after a reset (the
                 // chain goes through ibv_post_send's path, which does not know it).
                 if reset_since_rts(q) {
                     return libc::EINVAL;
                 }
-                match ud::send_wrs(&chain, ud_addrs, dc_addrs) {
+                match ud::send_wrs(&chain, ud_addrs, dc_addrs, xrc_srqns) {
                     Ok(wrs) => s.sim.post_send_wr(&h, &wrs),
                     Err(e) => return e,
                 }
@@ -180,6 +186,7 @@ unsafe extern "C" fn wr_abort(qpx: *mut ibv_qp_ex) {
         q.chain_err = 0;
         q.ud.clear();
         q.dc.clear();
+        q.xrc.clear();
     })
 }
 

@@ -148,7 +148,7 @@ fn state_of(s: u32) -> Option<QpState> {
 }
 
 impl Shim {
-    fn cq(&self, cq: *const ibv_cq) -> Result<&Cq, c_int> {
+    pub(crate) fn cq(&self, cq: *const ibv_cq) -> Result<&Cq, c_int> {
         self.cqs.get(&key(cq)).ok_or(libc::EINVAL)
     }
 
@@ -305,13 +305,23 @@ impl Shim {
         attr: &mut ibv_qp_init_attr_ex,
         dv: Option<DvQpInitAttr>,
     ) -> Result<*mut ibv_qp, c_int> {
-        if attr.comp_mask & qp_init_mask::PD == 0 {
-            // libmlx5 would take the PD field anyway: the shim has none to give the simulator.
-            return Err(libc::EINVAL);
-        }
-        let pd = self.pd(attr.pd)?.handle;
-        let send_cq = self.cq(attr.send_cq)?.cq.handle;
-        let recv_cq = self.cq(attr.recv_cq)?.cq.handle;
+        let target = attr.qp_type == ibv_qp_type::IBV_QPT_XRC_RECV;
+        let (pd, send_cq, recv_cq, xrcd) = if target {
+            let (pd, cq, x) = self.xrc_target_handles(attr)?;
+            (pd, cq, cq, x)
+        } else {
+            if attr.comp_mask & qp_init_mask::PD == 0 {
+                // libmlx5 would take the PD field anyway: the shim has none to give the simulator.
+                return Err(libc::EINVAL);
+            }
+            let send_cq = self.cq(attr.send_cq)?.cq.handle;
+            // An XRC initiator has no receive CQ (libibverbs passes none).
+            let recv_cq = match attr.qp_type {
+                ibv_qp_type::IBV_QPT_XRC_SEND => send_cq,
+                _ => self.cq(attr.recv_cq)?.cq.handle,
+            };
+            (self.pd(attr.pd)?.handle, send_cq, recv_cq, None)
+        };
         let srq =
             if attr.srq.is_null() { None } else { Some(self.srqs.get(&key(attr.srq)).ok_or(libc::EINVAL)?.srq.handle) };
         let qp_type = match attr.qp_type {
@@ -340,11 +350,12 @@ impl Shim {
             comp_mask: (attr.comp_mask != qp_init_mask::DEFAULT).then_some(attr.comp_mask),
             create_flags: if attr.comp_mask & qp_init_mask::CREATE_FLAGS != 0 { attr.create_flags } else { 0 },
             srq,
+            xrcd,
         };
         let dct = dv.is_some_and(|d| d.comp_mask.contains(mlx5_dv::dv_qp::MASK_DC) && d.dc.dc_type == DcInitAttr::DCT);
         crate::domain::huge_alloc_refused("MLX_QP")?;
         let qp = self.sim.create_qp(&init).map_err(|e| e.errno())?;
-        if let Err(e) = self.qp_domain_buffers(attr.pd, &qp) {
+        if let Err(e) = if target { Ok(()) } else { self.qp_domain_buffers(attr.pd, &qp) } {
             let _ = self.sim.destroy_qp(&qp);
             return Err(e);
         }
@@ -369,10 +380,9 @@ impl Shim {
         // SAFETY: plain data.
         let mut last: ibv_qp_attr = unsafe { std::mem::zeroed() };
         last.cap = attr.cap;
-        self.qps.insert(
-            key(p),
-            Qp { c, qp, attr: last, chain: Vec::new(), chain_err: 0, ud: Vec::new(), dc: Vec::new(), dct },
-        );
+        let mut q = Qp::new(c, qp, last);
+        q.dct = dct;
+        self.qps.insert(key(p), q);
         Ok(p)
     }
 
@@ -429,7 +439,8 @@ impl Shim {
     fn post_send(&mut self, qp: *mut ibv_qp, mut wr: *mut ibv_send_wr, bad: *mut *mut ibv_send_wr) -> c_int {
         let Ok(handle) = self.qp(qp).map(|q| q.qp) else { return libc::EINVAL };
         // SAFETY: a QP the shim made (found above).
-        let ud = unsafe { (*qp).qp_type } == ibv_qp_type::IBV_QPT_UD;
+        let ty = unsafe { (*qp).qp_type };
+        let (ud, xrc) = (ty == ibv_qp_type::IBV_QPT_UD, ty == ibv_qp_type::IBV_QPT_XRC_SEND);
         let (mut wrs, mut ptrs) = (Vec::new(), Vec::new());
         let mut unreadable = None;
         while !wr.is_null() {
@@ -442,6 +453,10 @@ impl Shim {
                         // SAFETY: wr.ud is the union member of a UD QP's WR.
                         let u = unsafe { w.wr.ud };
                         x.ud = self.ud_dest(u.ah, u.remote_qpn, u.remote_qkey);
+                    }
+                    if xrc {
+                        // SAFETY: qp_type.xrc is the union member of an XRC initiator's WR.
+                        x.xrc_remote_srqn = unsafe { w.qp_type.xrc.remote_srqn };
                     }
                     wrs.push(x)
                 }

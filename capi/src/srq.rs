@@ -5,7 +5,7 @@
 use std::ffi::c_int;
 use std::ptr;
 
-use mlx5_dv::{RecvWr, SrqAttr, SrqInitAttr};
+use mlx5_dv::{RecvWr, SrqAttr, SrqInitAttr, SrqXrc};
 use rdma_sys::*;
 
 use crate::errno::{code, null};
@@ -13,8 +13,10 @@ use crate::objects::Srq;
 use crate::queue::sges;
 use crate::state::{Shim, device_thread, key, with};
 
-/// `IBV_SRQ_INIT_ATTR_TYPE`.
+/// `IBV_SRQ_INIT_ATTR_TYPE`, `_XRCD`, `_CQ`.
 const INIT_ATTR_TYPE: u32 = 1 << 0;
+const INIT_ATTR_XRCD: u32 = 1 << 2;
+const INIT_ATTR_CQ: u32 = 1 << 3;
 /// `IBV_SRQT_BASIC`, `IBV_SRQT_XRC`, `IBV_SRQT_TM`.
 const SRQT_BASIC: u32 = 0;
 const SRQT_XRC: u32 = 1;
@@ -33,10 +35,19 @@ impl Shim {
         self.srqs.get(&key(srq)).ok_or(libc::EINVAL)
     }
 
-    fn create_srq(&mut self, pd: *mut ibv_pd, attr: &mut ibv_srq_init_attr) -> Result<*mut ibv_srq, c_int> {
+    fn create_srq(
+        &mut self,
+        pd: *mut ibv_pd,
+        attr: &mut ibv_srq_init_attr,
+        xrc: Option<(*mut ibv_xrcd, *mut ibv_cq)>,
+    ) -> Result<*mut ibv_srq, c_int> {
         let p = self.pd(pd)?;
         let (handle, context) = (p.handle, p.c.context);
-        let a = SrqInitAttr { pd: handle, max_wr: attr.attr.max_wr, max_sge: attr.attr.max_sge };
+        let xrc = match xrc {
+            Some((x, cq)) => Some(SrqXrc { xrcd: self.xrcd(x)?, cq: self.cq(cq)?.cq.handle }),
+            None => None,
+        };
+        let a = SrqInitAttr { pd: handle, max_wr: attr.attr.max_wr, max_sge: attr.attr.max_sge, xrc };
         crate::domain::huge_alloc_refused("MLX_SRQ")?;
         let srq = self.sim.create_srq(&a).map_err(|e| e.errno())?;
         attr.attr.max_wr = srq.max_wr;
@@ -84,25 +95,32 @@ pub unsafe extern "C" fn ibv_create_srq(pd: *mut ibv_pd, attr: *mut ibv_srq_init
         return null(libc::EINVAL);
     }
     // SAFETY: the caller's attributes.
-    with(null, |s| s.create_srq(pd, unsafe { &mut *attr }).unwrap_or_else(null))
+    with(null, |s| s.create_srq(pd, unsafe { &mut *attr }, None).unwrap_or_else(null))
 }
 
-/// The context's `create_srq_ex` (`mlx5_create_srq_ex`): a basic SRQ is `ibv_create_srq`;
-/// XRC and tag-matching SRQs are not simulated (EOPNOTSUPP); any other type is EINVAL.
+/// The context's `create_srq_ex` (`mlx5_create_srq_ex`): a basic SRQ is `ibv_create_srq`; an
+/// XRC SRQ needs `IBV_SRQ_INIT_ATTR_XRCD` and `_CQ` (libibverbs: EINVAL); tag-matching SRQs
+/// are not simulated (EOPNOTSUPP); any other type is EINVAL.
 unsafe extern "C" fn create_srq_ex(_context: *mut ibv_context, attr: *mut ibv_srq_init_attr_ex) -> *mut ibv_srq {
     if attr.is_null() {
         return null(libc::EINVAL);
     }
     // SAFETY: the caller's attributes.
     let a = unsafe { &mut *attr };
-    if a.comp_mask & INIT_ATTR_TYPE != 0 && a.srq_type != SRQT_BASIC {
-        return null(if matches!(a.srq_type, SRQT_XRC | SRQT_TM) { libc::EOPNOTSUPP } else { libc::EINVAL });
+    let typed = a.comp_mask & INIT_ATTR_TYPE != 0;
+    let xrc = typed && a.srq_type == SRQT_XRC;
+    if typed && !xrc && a.srq_type != SRQT_BASIC {
+        return null(if a.srq_type == SRQT_TM { libc::EOPNOTSUPP } else { libc::EINVAL });
+    }
+    if xrc && a.comp_mask & (INIT_ATTR_XRCD | INIT_ATTR_CQ) != INIT_ATTR_XRCD | INIT_ATTR_CQ {
+        return null(libc::EINVAL);
     }
     // SAFETY: plain data.
     let mut basic: ibv_srq_init_attr = unsafe { std::mem::zeroed() };
     basic.srq_context = a.srq_context;
     basic.attr = a.attr;
-    let r = with(null, |s| s.create_srq(a.pd, &mut basic).unwrap_or_else(null));
+    let x = xrc.then_some((a.xrcd, a.cq));
+    let r = with(null, |s| s.create_srq(a.pd, &mut basic, x).unwrap_or_else(null));
     a.attr = basic.attr;
     r
 }

@@ -115,6 +115,7 @@ pub struct Shim {
     pub(crate) cqs: BTreeMap<usize, Cq>,
     pub(crate) qps: BTreeMap<usize, Qp>,
     pub(crate) srqs: BTreeMap<usize, Srq>,
+    pub(crate) xrcds: BTreeMap<usize, crate::objects::Xrcd>,
     pub(crate) ahs: BTreeMap<usize, Box<rdma_sys::ibv_ah>>,
     /// Each AH's address vector (`mlx5dv_init_obj`), by the AH's address.
     pub(crate) avs: BTreeMap<usize, Box<mlx5_hw::sys::mlx5dv::mlx5_wqe_av>>,
@@ -275,6 +276,7 @@ impl Shim {
             dv: Default::default(),
             wc_scratch: Vec::new(),
             srqs: BTreeMap::new(),
+            xrcds: BTreeMap::new(),
             domains: Default::default(),
         };
         shim.devices = Device::enumerate(&mut *shim.sim).map_err(|e| e.to_string())?;

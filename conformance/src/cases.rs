@@ -37,6 +37,7 @@ mod verbs;
 mod verbs_cmd;
 mod verbs_misc;
 mod wqe_bytes;
+mod xrc;
 
 /// Every case, family by family.
 pub fn all() -> Vec<Case> {
@@ -73,6 +74,7 @@ pub fn all() -> Vec<Case> {
         dm::CASES,
         odp::CASES,
         verbs_misc::CASES,
+        xrc::CASES,
     ]
     .concat()
 }

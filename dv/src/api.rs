@@ -10,3 +10,4 @@ pub mod queue;
 pub mod signature;
 pub mod srq;
 pub mod wr;
+pub mod xrc;

@@ -16,6 +16,7 @@ use crate::api::mkey::{Mkey, MkeyErr, MkeyInitAttr};
 use crate::api::queue::{Cq, Qp, QpInitAttr, QpModify, QpState, Wc};
 use crate::api::srq::{Srq, SrqAttr, SrqInitAttr};
 use crate::api::wr::{RecvWr, SendWr, WrOp};
+use crate::api::xrc::{QpOpenAttr, Xrcd, XrcdInitAttr};
 use crate::backend::Backend;
 use crate::error::{Error, Op, Result};
 use crate::handle::{ContextHandle, CryptoLoginHandle, DekHandle, DevxObjHandle, PdHandle};
@@ -120,6 +121,12 @@ pub enum Call {
     DestroySrq { srq: Srq },
     /// [`crate::Srqs::post_srq_recv`].
     PostSrqRecv { srq: Srq, wrs: Vec<RecvWr> },
+    /// [`crate::Srqs::open_xrcd`].
+    OpenXrcd { attr: XrcdInitAttr },
+    /// [`crate::Srqs::close_xrcd`].
+    CloseXrcd { xrcd: Xrcd },
+    /// [`crate::Srqs::open_qp`].
+    OpenQp { attr: QpOpenAttr },
     /// [`crate::Crypto::crypto_login`].
     CryptoLogin { ctx: ContextHandle, attr: CryptoLoginAttr },
     /// [`crate::Crypto::crypto_login_query_state`].
@@ -236,6 +243,9 @@ pub enum Reply {
     QuerySrq(Result<SrqAttr>),
     DestroySrq(Result<()>),
     PostSrqRecv(Result<()>),
+    OpenXrcd(Result<Xrcd>),
+    CloseXrcd(Result<()>),
+    OpenQp(Result<Qp>),
     CryptoLogin(Result<()>),
     CryptoLoginQueryState(Result<CryptoLoginState>),
     CryptoLogout(Result<()>),
@@ -325,6 +335,9 @@ impl Call {
             Call::QuerySrq { srq } => Reply::QuerySrq(b.query_srq(srq)),
             Call::DestroySrq { srq } => Reply::DestroySrq(b.destroy_srq(srq)),
             Call::PostSrqRecv { srq, wrs } => Reply::PostSrqRecv(b.post_srq_recv(srq, wrs)),
+            Call::OpenXrcd { attr } => Reply::OpenXrcd(b.open_xrcd(attr)),
+            Call::CloseXrcd { xrcd } => Reply::CloseXrcd(b.close_xrcd(xrcd)),
+            Call::OpenQp { attr } => Reply::OpenQp(b.open_qp(attr)),
             Call::CryptoLogin { ctx, attr } => Reply::CryptoLogin(b.crypto_login(*ctx, attr)),
             Call::CryptoLoginQueryState { ctx } => Reply::CryptoLoginQueryState(b.crypto_login_query_state(*ctx)),
             Call::CryptoLogout { ctx } => Reply::CryptoLogout(b.crypto_logout(*ctx)),
@@ -420,6 +433,9 @@ impl Call {
             Call::QuerySrq { .. } => Op::QuerySrq,
             Call::DestroySrq { .. } => Op::DestroySrq,
             Call::PostSrqRecv { .. } => Op::PostSrqRecv,
+            Call::OpenXrcd { .. } => Op::OpenXrcd,
+            Call::CloseXrcd { .. } => Op::CloseXrcd,
+            Call::OpenQp { .. } => Op::OpenQp,
             Call::CryptoLogin { .. } => Op::CryptoLogin,
             Call::CryptoLoginQueryState { .. } => Op::CryptoLoginQueryState,
             Call::CryptoLogout { .. } => Op::CryptoLogout,
@@ -470,6 +486,8 @@ impl Reply {
             Reply::CreateCq(Ok(c)) => Some(c.handle.backend()),
             Reply::CreateQp(Ok(q)) => Some(q.handle.backend()),
             Reply::CreateSrq(Ok(s)) => Some(s.handle.backend()),
+            Reply::OpenXrcd(Ok(x)) => Some(x.handle.backend()),
+            Reply::OpenQp(Ok(q)) => Some(q.handle.backend()),
             Reply::CryptoLoginCreate(Ok(h)) => Some(h.backend()),
             Reply::DekCreate(Ok(h)) => Some(h.backend()),
             Reply::DevxObjCreate(Ok(o)) => Some(o.handle.backend()),
@@ -505,6 +523,7 @@ impl Reply {
             | Reply::ModifySrq(r)
             | Reply::DestroySrq(r)
             | Reply::PostSrqRecv(r)
+            | Reply::CloseXrcd(r)
             | Reply::CryptoLogin(r)
             | Reply::CryptoLogout(r)
             | Reply::CryptoLoginDestroy(r)
@@ -532,6 +551,8 @@ impl Reply {
             Reply::CancelPostedSendWrs(r) => r.as_ref().err(),
             Reply::CreateSrq(r) => r.as_ref().err(),
             Reply::QuerySrq(r) => r.as_ref().err(),
+            Reply::OpenXrcd(r) => r.as_ref().err(),
+            Reply::OpenQp(r) => r.as_ref().err(),
             Reply::DevxGeneralCmd(r) => r.as_ref().err(),
             Reply::DevxObjCreate(r) => r.as_ref().err(),
             Reply::DevxObjQuery(r) => r.as_ref().err(),
@@ -604,6 +625,9 @@ impl Reply {
             Call::QuerySrq { .. } => Reply::QuerySrq(Err(err)),
             Call::DestroySrq { .. } => Reply::DestroySrq(Err(err)),
             Call::PostSrqRecv { .. } => Reply::PostSrqRecv(Err(err)),
+            Call::OpenXrcd { .. } => Reply::OpenXrcd(Err(err)),
+            Call::CloseXrcd { .. } => Reply::CloseXrcd(Err(err)),
+            Call::OpenQp { .. } => Reply::OpenQp(Err(err)),
             Call::CryptoLogin { .. } => Reply::CryptoLogin(Err(err)),
             Call::CryptoLoginQueryState { .. } => Reply::CryptoLoginQueryState(Err(err)),
             Call::CryptoLogout { .. } => Reply::CryptoLogout(Err(err)),

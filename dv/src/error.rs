@@ -83,6 +83,12 @@ pub enum Op {
     DestroySrq,
     /// `ibv_post_srq_recv`.
     PostSrqRecv,
+    /// `ibv_open_xrcd`.
+    OpenXrcd,
+    /// `ibv_close_xrcd`.
+    CloseXrcd,
+    /// `ibv_open_qp`.
+    OpenQp,
     /// `mlx5dv_init_obj` (reading a queue's buffer).
     InitObj,
     /// `mlx5dv_crypto_login`.
@@ -202,6 +208,9 @@ impl Op {
             Op::QuerySrq => "ibv_query_srq",
             Op::DestroySrq => "ibv_destroy_srq",
             Op::PostSrqRecv => "ibv_post_srq_recv",
+            Op::OpenXrcd => "ibv_open_xrcd",
+            Op::CloseXrcd => "ibv_close_xrcd",
+            Op::OpenQp => "ibv_open_qp",
             Op::InitObj => "mlx5dv_init_obj",
             Op::CryptoLogin => "mlx5dv_crypto_login",
             Op::CryptoLoginQueryState => "mlx5dv_crypto_login_query_state",

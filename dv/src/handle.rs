@@ -185,6 +185,11 @@ handle!(
     "SRQ"
 );
 handle!(
+    /// An XRC domain (`struct ibv_xrcd *`).
+    XrcdHandle,
+    "XRCD"
+);
+handle!(
     /// Device memory (`struct ibv_dm *`).
     DmHandle,
     "DM"

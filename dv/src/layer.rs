@@ -34,6 +34,7 @@ use crate::api::mkey::{Mkey, MkeyErr, MkeyInitAttr, Mkeys};
 use crate::api::queue::{Cq, Qp, QpInitAttr, QpModify, QpState, Queues, Wc};
 use crate::api::srq::{Srq, SrqAttr, SrqInitAttr, Srqs};
 use crate::api::wr::{RecvWr, SendWr, WrOp};
+use crate::api::xrc::{QpOpenAttr, Xrcd, XrcdInitAttr};
 use crate::backend::{Backend, BackendInfo};
 use crate::call::{Call, Reply};
 use crate::caps::Caps;
@@ -313,6 +314,15 @@ impl<L: Layer, B: Backend> Srqs for Wrapped<L, B> {
     }
     fn post_srq_recv(&mut self, srq: &Srq, wrs: &[RecvWr]) -> Result<()> {
         through!(self, Call::PostSrqRecv { srq: *srq, wrs: wrs.to_vec() }, PostSrqRecv)
+    }
+    fn open_xrcd(&mut self, attr: &XrcdInitAttr) -> Result<Xrcd> {
+        through!(self, Call::OpenXrcd { attr: *attr }, OpenXrcd)
+    }
+    fn close_xrcd(&mut self, xrcd: &Xrcd) -> Result<()> {
+        through!(self, Call::CloseXrcd { xrcd: *xrcd }, CloseXrcd)
+    }
+    fn open_qp(&mut self, attr: &QpOpenAttr) -> Result<Qp> {
+        through!(self, Call::OpenQp { attr: *attr }, OpenQp)
     }
 }
 

@@ -85,6 +85,7 @@ pub use api::queue::*;
 pub use api::signature::*;
 pub use api::srq::*;
 pub use api::wr::*;
+pub use api::xrc::*;
 pub use backend::{Backend, BackendInfo};
 pub use call::{Call, Reply};
 pub use caps::{Caps, DeviceCaps, KernelFacts, LibraryFacts};
@@ -92,7 +93,7 @@ pub use error::{CmdStatus, Error, ErrorKind, Op, Result};
 pub use handle::{
     BackendId, BufHandle, ContextHandle, CqHandle, CryptoLoginHandle, DekHandle, DevxObjHandle, DmHandle, EqHandle,
     Handle, HandleTable, MkeyHandle, MrHandle, MsiVectorHandle, PdHandle, QpHandle, SrqHandle, UarHandle, UmemHandle,
-    adopting,
+    XrcdHandle, adopting,
 };
 pub use layer::{Layer, Wrapped};
 pub use net_fault::{NetAction, NetFault};

@@ -86,6 +86,8 @@ pub mod opcode {
     /// The UC transport's opcodes are the RC ones (SEND and RDMA WRITE) with this added: the
     /// top three bits 001 (IBTA table 38; 0x20–0x2b).
     pub const UC: u8 = 0x20;
+    /// The XRC opcodes: the RC ones (0x00–0x17) plus this; the requests carry an XRCETH.
+    pub const XRC: u8 = 0xa0;
     /// UD SEND Only: BTH and DETH (IBTA table 38).
     pub const UD_SEND_ONLY: u8 = 0x64;
     /// UD SEND Only with Immediate: BTH, DETH and ImmDt.

@@ -58,7 +58,7 @@ pub struct OdpSection {
     pub uc: u32,
     /// `ud_odp_caps`. Default 0x1: SEND (receives into ODP MRs are not offered for UD).
     pub ud: u32,
-    /// `xrc_odp_caps`. Default 0 (XRC is not simulated).
+    /// `xrc_odp_caps`. Default 0 (ODP through XRC is not simulated).
     pub xrc: u32,
 }
 

@@ -67,6 +67,8 @@ fn c_wr(w: &SendWr, sges: &mut [ibv_sge]) -> ibv_send_wr {
             c.wr.rdma.rkey = w.rkey;
         }
     }
+    // Read by libmlx5 on an XRC initiator only.
+    c.qp_type = qp_type_t { xrc: xrc_t { remote_srqn: w.xrc_remote_srqn } };
     c
 }
 

@@ -83,9 +83,11 @@ impl HwBackend {
         let scq = self.objs.cqs.get(attr.send_cq, op)?.ptr;
         let rcq = self.objs.cqs.get(attr.recv_cq, op)?.ptr;
         let cptr = self.ctx_ptr(ctx, op)?;
-        if attr.qp_type == mlx5_dv::qp_type::XRC_RECV && attr.mask() & mlx5_dv::qp_init_mask::XRCD != 0 {
-            // libibverbs would follow the NULL XRC domain this API passes.
-            return Err(Error::new(op, EOPNOTSUPP, "XRC domains are not in this API"));
+        if attr.xrcd.is_some()
+            || (attr.qp_type == mlx5_dv::qp_type::XRC_RECV && attr.mask() & mlx5_dv::qp_init_mask::XRCD != 0)
+        {
+            // libibverbs would follow the NULL XRC domain this backend would pass.
+            return Err(Error::new(op, EOPNOTSUPP, "XRC domains are not in the hw backend"));
         }
         // SAFETY: plain data; zero is the C default.
         let mut init: ibv_qp_init_attr_ex = unsafe { std::mem::zeroed() };

@@ -14,6 +14,10 @@ use crate::objects::HwSrq;
 impl HwBackend {
     pub(crate) fn hw_create_srq(&mut self, attr: &SrqInitAttr) -> Result<Srq> {
         let op = Op::CreateSrq;
+        if attr.xrc.is_some() {
+            // XRC domains are not in this backend (open_xrcd answers EOPNOTSUPP).
+            return Err(Error::new(op, mlx5_dv::errno::EOPNOTSUPP, "XRC SRQs are not in the hw backend"));
+        }
         let (pd, ctx) = {
             let p = self.objs.pds.get(attr.pd, op)?;
             (p.ptr, p.ctx)

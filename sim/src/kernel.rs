@@ -16,6 +16,7 @@ use crate::device::firmware::named_input;
 mod dm;
 mod srq;
 mod verbs;
+mod xrc;
 
 pub use dm::MemicAlloc;
 pub use srq::SrqRequest;
@@ -145,6 +146,8 @@ pub struct QpRequest {
     pub srqn: Option<u32>,
     /// A DC QP (`IBV_QPT_DRIVER`): its role, and a DCT's access key.
     pub dc: Option<DcRole>,
+    /// The XRC domain of an XRC target QP (0: none).
+    pub xrcd: u32,
 }
 
 /// What a DC QP is: an initiator (a send-only QP) or a target with its access key.
@@ -187,6 +190,8 @@ pub struct Kernel {
     pub data_direct: Option<String>,
     /// The MEMIC pages in use on each device (`mlx5_dm.memic_alloc_pages`).
     memic_pages: BTreeMap<usize, Vec<bool>>,
+    /// XRC domains and target QPs.
+    xrc: xrc::KernelXrc,
 }
 
 impl Kernel {
@@ -209,6 +214,7 @@ impl Kernel {
             comp_eqns: BTreeMap::new(),
             data_direct: None,
             memic_pages: BTreeMap::new(),
+            xrc: xrc::KernelXrc::default(),
         }
     }
 

@@ -1,7 +1,8 @@
 //! The packets of the reliable connected transport, as IBTA vol. 1 ch. 9 lays out their
 //! headers: the base transport header (BTH) and the extended headers a request or response
 //! carries (RETH, AETH, ImmDt, IETH, AtomicETH, AtomicAckETH; DETH for UD, whose opcodes and
-//! UC's [`Headers`] also reads and writes). A requester turns a WQE into request packets, the
+//! UC's [`Headers`] also reads and writes; XRC's, whose requests carry an XRCETH after the
+//! BTH, as [`Headers::xrc`]). A requester turns a WQE into request packets, the
 //! fabric carries them to the responder, and the responder answers with ACKs, NAKs and READ
 //! responses. [`Headers::encode`] and [`Headers::decode`] give the RoCE v2 byte layout
 //! (big-endian; the UDP/IP headers and ICRC around it are the fabric's).
@@ -138,6 +139,16 @@ pub struct Headers {
     pub atomic_ack: Option<u64>,
     /// Datagram extended header (the UD opcodes).
     pub deth: Option<Deth>,
+    /// The XRC transport: `bth.opcode` holds the RC twin of the opcode on the wire (which is
+    /// it plus [`opcode::XRC`]), and a request carries this SRQ number in an XRCETH (4 bytes,
+    /// 24 bits used) right after the BTH. A response carries none: decoding one gives 0.
+    pub xrc: Option<u32>,
+}
+
+/// Whether an RC opcode is a request (an XRC one carries an XRCETH): every one but the READ
+/// responses and the two acknowledges.
+fn is_request(op: u8) -> bool {
+    !(opcode::READ_RESPONSE_FIRST..=opcode::ATOMIC_ACKNOWLEDGE).contains(&op)
 }
 
 /// The datagram extended transport header: 8 bytes.
@@ -186,8 +197,8 @@ fn atomic_ext(op: u8) -> (bool, bool) {
 
 impl Headers {
     /// The most bytes the headers of one packet take (BTH, RETH, ImmDt and more never meet;
-    /// BTH and AtomicETH are 40 too).
-    pub const MAX_LEN: usize = 40;
+    /// BTH and AtomicETH are 40 too, and an XRCETH adds 4).
+    pub const MAX_LEN: usize = 44;
 
     /// Append the headers as on the wire. The extended headers written are those the opcode
     /// carries, whatever the fields hold (an absent one is written as zeros).
@@ -205,7 +216,8 @@ impl Headers {
             at += bytes.len();
         };
         let b = &self.bth;
-        put(&[b.opcode, u8::from(b.se) << 7 | u8::from(b.migreq) << 6 | (b.pad & 3) << 4 | (b.tver & 0xf)]);
+        let wire_op = if self.xrc.is_some() { b.opcode | opcode::XRC } else { b.opcode };
+        put(&[wire_op, u8::from(b.se) << 7 | u8::from(b.migreq) << 6 | (b.pad & 3) << 4 | (b.tver & 0xf)]);
         put(&b.pkey.to_be_bytes());
         put(&[u8::from(b.fecn) << 7 | u8::from(b.becn) << 6]);
         put(&(b.dest_qp & 0xff_ffff).to_be_bytes()[1..]);
@@ -213,6 +225,9 @@ impl Headers {
         put(&(b.psn & 0xff_ffff).to_be_bytes()[1..]);
         let (reth, aeth, imm, ieth, deth) = extended_any(b.opcode);
         let (atomic, atomic_ack) = atomic_ext(b.opcode);
+        if let Some(srqn) = self.xrc.filter(|_| is_request(b.opcode)) {
+            put(&(srqn & 0xff_ffff).to_be_bytes());
+        }
         if deth {
             let d = self.deth.unwrap_or_default();
             put(&d.qkey.to_be_bytes());
@@ -253,8 +268,10 @@ impl Headers {
         let be24 = |s: &[u8]| u32::from_be_bytes([0, s[0], s[1], s[2]]);
         let be32 = |s: &[u8]| u32::from_be_bytes([s[0], s[1], s[2], s[3]]);
         let bth = b.get(..12)?;
+        // An XRC opcode reads as its RC twin, with the XRCETH of a request.
+        let xrc = (opcode::XRC..=opcode::XRC | opcode::SEND_ONLY_INV).contains(&bth[0]);
         let bth = Bth {
-            opcode: bth[0],
+            opcode: if xrc { bth[0] & !opcode::XRC } else { bth[0] },
             se: bth[1] & 0x80 != 0,
             migreq: bth[1] & 0x40 != 0,
             pad: (bth[1] >> 4) & 3,
@@ -268,6 +285,13 @@ impl Headers {
         };
         let mut h = Headers { bth, ..Headers::default() };
         let mut at = 12;
+        if xrc {
+            h.xrc = Some(0);
+            if is_request(bth.opcode) {
+                h.xrc = Some(be24(&b.get(at + 1..at + 4)?[..3]));
+                at += 4;
+            }
+        }
         let (reth, aeth, imm, ieth, deth) = extended_any(bth.opcode);
         let (atomic, atomic_ack) = atomic_ext(bth.opcode);
         let be64 = |s: &[u8]| s.try_into().ok().map(u64::from_be_bytes);
@@ -403,6 +427,37 @@ mod tests {
         assert_eq!(&b[16..], &0x1122_3344_5566_7788u64.to_be_bytes(), "original data");
         assert_eq!(Headers::decode(&b), Some((ack, 24)));
         assert_eq!(Headers::decode(&b[..20]), None, "a short AtomicAckETH");
+    }
+
+    #[test]
+    fn xrc_requests_carry_an_xrceth_after_the_bth_and_answers_none() {
+        let h = Headers {
+            bth: Bth { opcode: opcode::WRITE_ONLY, psn: 7, ..Bth::default() },
+            reth: Some(Reth { va: 0x1000, rkey: 0x42, dma_len: 8 }),
+            xrc: Some(0x12_3456),
+            ..Headers::default()
+        };
+        let mut b = Vec::new();
+        h.encode(&mut b);
+        assert_eq!(b[0], 0xaa, "XRC RDMA WRITE Only");
+        assert_eq!(&b[12..16], &[0, 0x12, 0x34, 0x56], "XRCETH");
+        assert_eq!(&b[16..24], &0x1000u64.to_be_bytes(), "the RETH after it");
+        assert_eq!(Headers::decode(&b), Some((h, 12 + 4 + 16)));
+        let ack = Headers {
+            bth: Bth { opcode: opcode::ACKNOWLEDGE, ..Bth::default() },
+            aeth: Some(Aeth::ack(1)),
+            xrc: Some(0),
+            ..Headers::default()
+        };
+        b.clear();
+        ack.encode(&mut b);
+        assert_eq!((b[0], b.len()), (0xb1, 16), "XRC Acknowledge: BTH and AETH only");
+        assert_eq!(Headers::decode(&b), Some((ack, 16)));
+        let cas =
+            Headers { bth: Bth { opcode: opcode::COMPARE_SWAP, ..Bth::default() }, xrc: Some(5), ..Headers::default() };
+        b.clear();
+        cas.encode(&mut b);
+        assert_eq!(b.len(), Headers::MAX_LEN, "BTH, XRCETH and AtomicETH");
     }
 
     #[test]

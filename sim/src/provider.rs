@@ -28,6 +28,7 @@ mod qp_sport;
 mod ring;
 mod srq;
 mod wr;
+mod xrc;
 
 pub use crypto::MkeyCrypto;
 pub(crate) use dmabuf::DmabufReg;
@@ -222,6 +223,9 @@ struct QpObj {
     srq: Option<mlx5_dv::SrqHandle>,
     /// `qp->atomics_enabled`: the context's `atomic_cap` is not NONE.
     atomics: bool,
+    /// An XRC target QP's handle: the domain it was made or opened in (its PD and CQs are
+    /// placeholders then).
+    xrcd: Option<mlx5_dv::XrcdHandle>,
 }
 
 /// The provider's objects, each behind a handle table.
@@ -235,6 +239,7 @@ pub(crate) struct Provider {
     cqs: HandleTable<CqHandle, CqObj>,
     qps: HandleTable<QpHandle, QpObj>,
     srqs: HandleTable<mlx5_dv::SrqHandle, srq::SrqObj>,
+    xrcds: HandleTable<mlx5_dv::XrcdHandle, xrc::XrcdObj>,
     /// Crypto logins and DEKs.
     crypto: crypto::CryptoObjects,
     /// DEVX objects, UARs, umems, and the VFIO contexts' vectors and EQs.
@@ -266,6 +271,7 @@ impl Provider {
             cqs: HandleTable::new(backend),
             qps: HandleTable::new(backend),
             srqs: HandleTable::new(backend),
+            xrcds: HandleTable::new(backend),
             crypto: crypto::CryptoObjects::new(backend),
             devx: devx::DevxObjects::new(backend),
             num_comp_vectors: profile.device.num_comp_vectors,

@@ -298,9 +298,10 @@ macro_rules! down {
     }};
 }
 
-// After the macro, which it uses.
+// After the macro, which they use.
 mod control;
 mod network;
+mod srq;
 
 impl Contexts for Simulator {
     fn device_list(&mut self) -> Result<Vec<DeviceDesc>> {
@@ -527,28 +528,6 @@ impl Queues for Simulator {
 
     fn cancel_posted_send_wrs(&mut self, qp: &Qp, wr_id: u64) -> Result<u32> {
         down!(self.cancel_posted_send_wrs(qp, wr_id))
-    }
-}
-
-impl mlx5_dv::Srqs for Simulator {
-    fn create_srq(&mut self, attr: &mlx5_dv::SrqInitAttr) -> Result<mlx5_dv::Srq> {
-        down!(self.create_srq(attr))
-    }
-
-    fn modify_srq(&mut self, srq: &mlx5_dv::Srq, attr: &mlx5_dv::SrqAttr, mask: u32) -> Result<()> {
-        down!(self.modify_srq(srq, attr, mask))
-    }
-
-    fn query_srq(&mut self, srq: &mlx5_dv::Srq) -> Result<mlx5_dv::SrqAttr> {
-        down!(self.query_srq(srq))
-    }
-
-    fn destroy_srq(&mut self, srq: &mlx5_dv::Srq) -> Result<()> {
-        down!(self.destroy_srq(srq))
-    }
-
-    fn post_srq_recv(&mut self, srq: &mlx5_dv::Srq, wrs: &[RecvWr]) -> Result<()> {
-        down!(self.post_srq_recv(srq, wrs))
     }
 }
 

@@ -1,12 +1,13 @@
 //! `ibv_wr_set_ud_addr` and the chain of a UD QP, `mlx5dv_wr_set_dc_addr` and the chain of a
-//! DCI, posted as `ibv_post_send`'s WRs (the simulator takes a datagram's address through
-//! `wr.ud`, a DCT's through `wr.dc`).
+//! DCI, `ibv_wr_set_xrc_srqn` and the chain of an XRC initiator, posted as `ibv_post_send`'s
+//! WRs (the simulator takes a datagram's address through `wr.ud`, a DCT's through `wr.dc`, an
+//! XRC WR's remote SRQ through `qp_type.xrc.remote_srqn`).
 
 use mlx5_dv::{DcDest, SendFlags, SendWr, UdDest, WrOp};
 use mlx5_hw::sys::mlx5dv::mlx5dv_qp_ex;
 use rdma_sys::*;
 
-use super::{latch, on_mqp};
+use super::{latch, on_mqp, on_qpx};
 use crate::state::with;
 
 /// `mlx5_send_wr_set_dc_addr`: the DCT (address, number, access key) of the chain's last
@@ -59,13 +60,29 @@ pub(super) unsafe extern "C" fn wr_set_ud_addr(qpx: *mut ibv_qp_ex, ah: *mut ibv
     );
 }
 
-/// The chain as `ibv_post_send` WRs: each data op with the address set for it, inline data
-/// (`ibv_wr_set_inline_data`) as its WR's inline payload.
+/// `mlx5_send_wr_set_xrc_srqn`: the remote SRQ of the chain's last WR; EINVAL latched with no
+/// WR to set it on, EOPNOTSUPP on a QP that is not an XRC initiator (libmlx5 sets the op on
+/// those only).
+pub(super) unsafe extern "C" fn wr_set_xrc_srqn(qpx: *mut ibv_qp_ex, srqn: u32) {
+    on_qpx(qpx, |q| {
+        if q.c.ex.qp_base.qp_type != ibv_qp_type::IBV_QPT_XRC_SEND {
+            return latch(q, libc::EOPNOTSUPP);
+        }
+        match q.chain.len().checked_sub(1) {
+            Some(at) => q.xrc.push((at, srqn)),
+            None => latch(q, libc::EINVAL),
+        }
+    })
+}
+
+/// The chain as `ibv_post_send` WRs: each data op with the address (UD) or remote SRQ (XRC)
+/// set for it, inline data (`ibv_wr_set_inline_data`) as its WR's inline payload.
 /// An op `ibv_post_send` has no WR for (the mlx5dv ones) fails the chain with EOPNOTSUPP.
 pub(super) fn send_wrs(
     chain: &[WrOp],
     ud: Vec<(usize, UdDest)>,
     dc: Vec<(usize, DcDest)>,
+    xrc: Vec<(usize, u32)>,
 ) -> Result<Vec<SendWr>, std::ffi::c_int> {
     let mut out: Vec<SendWr> = Vec::new();
     for (i, op) in chain.iter().enumerate() {
@@ -83,6 +100,7 @@ pub(super) fn send_wrs(
                 let Some(mut w) = SendWr::from_op(op) else { return Err(libc::EOPNOTSUPP) };
                 w.ud = ud.iter().rev().find(|(at, _)| *at == i).map(|(_, d)| *d);
                 w.dc = dc.iter().rev().find(|(at, _)| *at == i).map(|(_, d)| *d);
+                w.xrc_remote_srqn = xrc.iter().rev().find(|(at, _)| *at == i).map_or(0, |(_, n)| *n);
                 out.push(w);
             }
         }

@@ -8,7 +8,7 @@ use super::context::{Gid, PortAttr, link_layer};
 use super::memory::AccessFlags;
 use super::wr::{RecvWr, SendWr, WrOp};
 use crate::error::Result;
-use crate::handle::{ContextHandle, CqHandle, PdHandle, QpHandle, SrqHandle};
+use crate::handle::{ContextHandle, CqHandle, PdHandle, QpHandle, SrqHandle, XrcdHandle};
 
 pub mod qp_attr;
 
@@ -355,6 +355,11 @@ pub struct QpInitAttr {
     /// receive queue of its own (`cap.max_recv_wr` and `max_recv_sge` come back 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub srq: Option<SrqHandle>,
+    /// `xrcd` (with `IBV_QP_INIT_ATTR_XRCD` in `comp_mask`): the domain of an
+    /// `IBV_QPT_XRC_RECV` QP, which then has no PD, CQs or send queue of its own (`pd`,
+    /// `send_cq` and `recv_cq` are not read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub xrcd: Option<XrcdHandle>,
 }
 
 impl QpInitAttr {
@@ -372,6 +377,7 @@ impl QpInitAttr {
             comp_mask: None,
             create_flags: 0,
             srq: None,
+            xrcd: None,
         }
     }
 

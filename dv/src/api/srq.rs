@@ -4,7 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::queue::Qp;
 use super::wr::RecvWr;
+use super::xrc::{QpOpenAttr, SrqXrc, Xrcd, XrcdInitAttr};
 use crate::errno::EOPNOTSUPP;
 use crate::error::{Error, Op, Result};
 use crate::handle::{PdHandle, SrqHandle};
@@ -19,6 +21,10 @@ pub struct SrqInitAttr {
     pub max_wr: u32,
     /// `attr.max_sge`: SGEs per receive WR.
     pub max_sge: u32,
+    /// `IBV_SRQT_XRC` (with `ibv_create_srq_ex`): the XRC domain and CQ; `None` for a basic
+    /// SRQ.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub xrc: Option<SrqXrc>,
 }
 
 /// A created SRQ, with `attr` as the provider wrote it back.
@@ -88,5 +94,25 @@ pub trait Srqs {
     fn post_srq_recv(&mut self, srq: &Srq, wrs: &[RecvWr]) -> Result<()> {
         let _ = (srq, wrs);
         unsupported(Op::PostSrqRecv)
+    }
+
+    /// `ibv_open_xrcd`: the domain of `attr.fd`'s inode (created with `O_CREAT`), or one of
+    /// its own for fd -1.
+    fn open_xrcd(&mut self, attr: &XrcdInitAttr) -> Result<Xrcd> {
+        let _ = attr;
+        unsupported(Op::OpenXrcd)
+    }
+
+    /// `ibv_close_xrcd`: EBUSY while an XRC SRQ or QP of this opening uses it.
+    fn close_xrcd(&mut self, xrcd: &Xrcd) -> Result<()> {
+        let _ = xrcd;
+        unsupported(Op::CloseXrcd)
+    }
+
+    /// `ibv_open_qp`: a handle on a target QP of the domain; the QP lives while any handle
+    /// on it does.
+    fn open_qp(&mut self, attr: &QpOpenAttr) -> Result<Qp> {
+        let _ = attr;
+        unsupported(Op::OpenQp)
     }
 }

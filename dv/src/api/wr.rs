@@ -338,6 +338,10 @@ pub struct SendWr {
     /// remote DCT number (`remote_qpn`) in `av`, with the DC access key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dc: Option<DcDest>,
+    /// `qp_type.xrc.remote_srqn` of a send on an XRC initiator QP: the SRQ at the target the
+    /// message goes to (the XRC segment of the WQE, the XRCETH on the wire).
+    #[serde(default, skip_serializing_if = "is_zero32")]
+    pub xrc_remote_srqn: u32,
 }
 
 /// `mlx5dv_wr_set_dc_addr`'s arguments: where a DCI's WQE goes.
@@ -347,6 +351,10 @@ pub struct DcDest {
     pub av: UdDest,
     /// `remote_dc_key`: the DCT's access key.
     pub access_key: u64,
+}
+
+fn is_zero32(v: &u32) -> bool {
+    *v == 0
 }
 
 /// `wr.ud` (or `ibv_wr_set_ud_addr`): what a UD send's datagram segment carries, the address

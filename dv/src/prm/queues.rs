@@ -132,6 +132,8 @@ pub mod qp {
     pub const RQ_TYPE: Field = Field::new("qpc.rq_type", 0x625, 3);
     /// qpc.srqn_rmpn_xrqn: the SRQ a QP with `rq_type` 1 receives from.
     pub const SRQN_RMPN_XRQN: Field = Field::new("qpc.srqn_rmpn_xrqn", 0x628, 24);
+    /// qpc.xrcd: the XRC domain of an XRC target QP.
+    pub const XRCD: Field = Field::new("qpc.xrcd", 0x648, 24);
     /// qpc.hw_sq_wqebb_counter (`query_qp_out`).
     pub const HW_SQ_WQEBB_COUNTER: Field = Field::new("qpc.hw_sq_wqebb_counter", 0x660, 16);
     /// qpc.cs_res: scatter-to-CQE of small receives (0: off).
@@ -164,6 +166,8 @@ pub mod st {
     pub const UC: u8 = 0x1;
     /// Unreliable datagram.
     pub const UD: u8 = 0x2;
+    /// Extended reliable connected (both the initiator and the target).
+    pub const XRC: u8 = 0x3;
     /// Dynamically connected initiator (`MLX5_QP_ST_DCI`).
     pub const DCI: u8 = 0x5;
     /// Not a `qpc.st` value: the simulator's firmware keeps a DC target (the object of

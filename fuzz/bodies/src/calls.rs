@@ -93,7 +93,12 @@ fn call(b: &mut Bytes<'_>, o: &Objects, devices: &[String]) -> Option<Call> {
         }
         16 => Call::PollCq { cq: b.pick(&o.cqs)?, max: usize::from(b.u8()) },
         18 => Call::CreateSrq {
-            attr: SrqInitAttr { pd: b.pick(&o.pds)?, max_wr: u32::from(b.u16()), max_sge: u32::from(b.u8() & 63) },
+            attr: SrqInitAttr {
+                pd: b.pick(&o.pds)?,
+                max_wr: u32::from(b.u16()),
+                max_sge: u32::from(b.u8() & 63),
+                xrc: None,
+            },
         },
         19 => {
             let srq = b.pick(&o.srqs)?;

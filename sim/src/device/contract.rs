@@ -447,6 +447,35 @@ fn kind_of(w: &SendWqe) -> Option<WqeKind> {
     })
 }
 
+/// An XRC initiator's WQE without its XRC segment (16 bytes after the control segment, the
+/// remote SRQ number in its first 4), as an RC WQE of the same opcode, and that SRQ number.
+/// `None` for a WQE libmlx5 writes without one (LOCAL_INV, UMR, NOP and the rest).
+pub fn strip_xrc(bytes: &[u8]) -> Option<(Vec<u8>, u32)> {
+    use mlx5_dv::prm::wqe::{SEND_WQE_BB, SEND_WQE_DS};
+    let data = fast::is_data(bytes) || matches!(*bytes.get(3)?, opcode::ATOMIC_CS | opcode::ATOMIC_FA);
+    let ds = bytes.get(7)? & 0x3f;
+    if !data || ds < 2 {
+        return None;
+    }
+    let srqn = u32::from_be_bytes(bytes.get(16..20)?.try_into().ok()?) & 0xff_ffff;
+    let used = (usize::from(ds) * SEND_WQE_DS).min(bytes.len());
+    let mut out = Vec::with_capacity(used);
+    out.extend_from_slice(bytes.get(..SEND_WQE_DS)?);
+    out.extend_from_slice(bytes.get(2 * SEND_WQE_DS..used).unwrap_or_default());
+    out[7] = (out[7] & !0x3f) | (ds - 1);
+    out.resize(out.len().next_multiple_of(SEND_WQE_BB).max(SEND_WQE_BB), 0);
+    Some((out, srqn))
+}
+
+/// [`decode_at`] for a QP of service type XRC: an initiator's data WQE read without its XRC
+/// segment, spanning the basic blocks it takes with it.
+pub fn decode_xrc_at(ring: &[u8], index: usize) -> Option<Wqe> {
+    let l = linearise(ring, index)?;
+    let Some((bytes, _)) = strip_xrc(&l) else { return Some(decode(&l)) };
+    let bbs = decode(&l).bbs;
+    Some(Wqe { bbs, ..decode(&bytes) })
+}
+
 /// Read the send WQE in `bytes` (linear, starting at its control segment). A WQE whose
 /// control segment cannot be read spans one basic block and means nothing.
 pub fn decode(bytes: &[u8]) -> Wqe {
@@ -550,6 +579,8 @@ pub enum Cqe {
         syndrome: u8,
         /// The vendor syndrome.
         vendor_err: u8,
+        /// `srqn`: the XRC SRQ of a responder error at an XRC target (0 otherwise).
+        srqn: u32,
     },
     /// A signature error in the mkey `mkey` (index << 8 | tag).
     SigErr {
@@ -580,6 +611,8 @@ pub struct Sender {
     pub slid: u16,
     /// The top byte of `flags_rqpn`: the service level (low nibble) and GRH bits.
     pub flags: u8,
+    /// `srqn_uidx` of a receive at an XRC target: the XRC SRQ it took (0 otherwise).
+    pub srqn: u32,
 }
 
 impl Cqe {
@@ -630,6 +663,10 @@ impl Cqe {
                 out[22..24].copy_from_slice(&from.slid.to_be_bytes());
                 let flags_rqpn = u32::from(from.flags) << 24 | (from.qpn & 0xff_ffff);
                 out[24..28].copy_from_slice(&flags_rqpn.to_be_bytes());
+                if from.srqn != 0 {
+                    // srqn_uidx at byte 32, past the 32 bytes scattered to the CQE.
+                    out[32..36].copy_from_slice(&(from.srqn & 0xff_ffff).to_be_bytes());
+                }
                 if *se {
                     out[cqe::SIZE - 1] |= SE_BIT;
                 }
@@ -639,7 +676,8 @@ impl Cqe {
                     out[cqe::SIZE - 1] |= INLINE_SCATTER_32;
                 }
             }
-            Cqe::Err { qpn, wqe_counter, requester, wqe_opcode, syndrome, vendor_err } => ErrCqe {
+            Cqe::Err { qpn, wqe_counter, requester, wqe_opcode, syndrome, vendor_err, srqn } => ErrCqe {
+                srqn: *srqn,
                 vendor_err_synd: *vendor_err,
                 syndrome: *syndrome,
                 s_wqe_opcode: *wqe_opcode,

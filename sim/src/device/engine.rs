@@ -172,7 +172,7 @@ impl<'a> Engine<'a> {
             return None;
         }
         let ring = self.host.read(q.sq.addr, q.sq.len())?;
-        let mut w = contract::decode_at(ring, (pos & (q.sq.wqe_cnt - 1)) as usize)?;
+        let mut w = Self::decode_for(q, ring, (pos & (q.sq.wqe_cnt - 1)) as usize)?;
         w.bbs = w.bbs.clamp(1, q.sq_pc.wrapping_sub(pos));
         Some(w)
     }
@@ -181,7 +181,17 @@ impl<'a> Engine<'a> {
     /// large `Wqe` is not moved again into a tuple.
     fn head_of(&self, q: &FwQp) -> Option<Wqe> {
         let (ring, at) = self.sq_ring(q)?;
-        Self::clamped(q, contract::decode_at(ring, at)?)
+        Self::clamped(q, Self::decode_for(q, ring, at)?)
+    }
+
+    /// The WQE at basic block `at` of a QP's ring, as its service type lays it out (an XRC
+    /// initiator's carries an XRC segment).
+    fn decode_for(q: &FwQp, ring: &[u8], at: usize) -> Option<Wqe> {
+        if q.st == mlx5_dv::prm::queues::st::XRC {
+            contract::decode_xrc_at(ring, at)
+        } else {
+            contract::decode_at(ring, at)
+        }
     }
 
     /// A QP's send ring in host memory and its head's basic block, if it holds WQEs.
@@ -244,9 +254,10 @@ impl<'a> Engine<'a> {
                     let Some((ring, at)) = self.sq_ring(q) else { break };
                     // The most common WQE, a plain one-block WRITE, runs without decoding its
                     // kind when the direct path takes it; anything else decodes in full.
-                    let plain = if fault.is_none() { contract::plain_write_at(ring, at) } else { None };
+                    let xrc = q.st == mlx5_dv::prm::queues::st::XRC;
+                    let plain = if fault.is_none() && !xrc { contract::plain_write_at(ring, at) } else { None };
                     let w = match plain {
-                        None => contract::decode_at(ring, at).and_then(|w| Self::clamped(q, w)),
+                        None => Self::decode_for(q, ring, at).and_then(|w| Self::clamped(q, w)),
                         Some(p) => {
                             let sge = std::slice::from_ref(&p.sge);
                             let mut memo = self.recall(id, q);

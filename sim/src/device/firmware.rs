@@ -19,6 +19,7 @@ mod objects;
 mod port;
 mod raw;
 mod srq;
+pub mod xrc;
 
 pub use crypto::{FwDek, crypto_syndrome};
 pub use eq::EQ_STATUS_WRITE_FAILURE;
@@ -161,6 +162,8 @@ pub struct Firmware {
     cq_events: Vec<u32>,
     /// Shared receive queues.
     srqs: srq::SrqTable,
+    /// XRC domains.
+    xrcds: xrc::XrcdTable,
     /// Device memory: its allocations and host window.
     memic: memic::Memic,
     /// The DEVICE_MEMORY capability page.
@@ -202,6 +205,7 @@ impl Firmware {
             verbs: None,
             cq_events: Vec::new(),
             srqs: srq::SrqTable::new(profile.datapath.log_max_srq),
+            xrcds: xrc::XrcdTable::default(),
             memic: memic::Memic::new(profile),
             memic_caps: memic::Memic::new(profile).page()?,
         })
@@ -317,6 +321,8 @@ impl Firmware {
             prm::queues::srq::DESTROY_SRQ => self.destroy_srq(input),
             prm::queues::srq::QUERY_SRQ => self.query_srq(input, out),
             prm::queues::srq::ARM_RQ => self.arm_rq(input),
+            xrc::ALLOC_XRCD => self.alloc_xrcd(out),
+            xrc::DEALLOC_XRCD => self.dealloc_xrcd(input),
             memic::cmd::ALLOC_MEMIC => self.alloc_memic(input, out),
             memic::cmd::DEALLOC_MEMIC => self.dealloc_memic(input),
             opcode::QUERY_ROCE_ADDRESS => self.query_roce_address(input, out),
@@ -489,6 +495,7 @@ impl Firmware {
             rq_pc: 0,
             rq_cc: 0,
             srqn: c.srqn,
+            xrcd: c.xrcd,
             last_wqe: false,
             dbrec: c.dbrec,
             faults: Default::default(),
@@ -715,6 +722,7 @@ mod tests {
             sq: Default::default(),
             rq: Default::default(),
             srqn: None,
+            xrcd: 0,
             dbrec: 0,
         }
     }

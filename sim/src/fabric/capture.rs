@@ -97,8 +97,14 @@ impl Capture {
 
     /// Write a message as its path-MTU packets; `data` holds its `m.len` bytes.
     pub fn message(&self, link: &Link, m: &Message, data: &[u8]) {
+        self.message_on(link, m, data, None);
+    }
+
+    /// [`Capture::message`] on the transport `xrc` says ([`Headers::xrc`]).
+    pub fn message_on(&self, link: &Link, m: &Message, data: &[u8], xrc: Option<u32>) {
         for s in segments(m) {
-            self.packet(link, &s.headers, data.get(s.range).unwrap_or(&[]));
+            let h = Headers { xrc, ..s.headers };
+            self.packet(link, &h, data.get(s.range).unwrap_or(&[]));
         }
     }
 

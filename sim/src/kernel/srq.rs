@@ -26,6 +26,8 @@ pub struct SrqRequest {
     pub buf: u64,
     /// The doorbell record.
     pub dbrec: u64,
+    /// An XRC SRQ's domain and CQ numbers (0 and 0 for a basic SRQ).
+    pub xrc: (u32, u32),
 }
 
 /// What the kernel keeps of a verbs SRQ (`struct mlx5_ib_srq`).
@@ -39,6 +41,8 @@ pub(super) struct KernelSrq {
     max_gs: u32,
     /// The provider's handle, for its events.
     pub(super) handle: Option<SrqHandle>,
+    /// An XRC SRQ's domain (0: a basic SRQ), which it holds.
+    xrcd: u32,
 }
 
 /// The most receive WQE bytes (`max_wqe_sz_rq`).
@@ -82,6 +86,8 @@ impl Kernel {
             (f::PAGE_OFFSET, (r.buf & 0xfff) / 64),
             (f::PD, u64::from(r.pdn)),
             (f::DBR_ADDR, r.dbrec),
+            (f::XRCD, u64::from(r.xrc.0)),
+            (f::CQN, u64::from(r.xrc.1)),
         ];
         for (fl, v) in fields {
             fl.set(&mut input, v).map_err(|e| internal(op, e))?;
@@ -89,8 +95,11 @@ impl Kernel {
         let mut out = [0u8; f::SMALL];
         kernel_cmd(d, &input, &mut out).map_err(|e| cmd_error(op, e, &out, "CREATE_SRQ"))?;
         let srqn = f::SRQN.get(&out).map_err(|e| internal(op, e))? as u32;
-        let k = KernelSrq { ctx: r.ctx, uid, max: max as u32, max_gs: r.max_sge, handle: None };
+        let k = KernelSrq { ctx: r.ctx, uid, max: max as u32, max_gs: r.max_sge, handle: None, xrcd: r.xrc.0 };
         self.srqs.insert((r.dev, srqn), k);
+        if r.xrc.0 != 0 {
+            self.xrcd_hold(r.dev, r.xrc.0);
+        }
         Ok(srqn)
     }
 
@@ -148,6 +157,9 @@ impl Kernel {
             kernel_cmd(d, &input, &mut out).map_err(|e| cmd_error(op, e, &out, "DESTROY_SRQ"))?;
         }
         self.srqs.remove(&(dev, srqn));
+        if k.xrcd != 0 {
+            self.xrcd_release(devices, dev, k.xrcd);
+        }
         Ok(())
     }
 }

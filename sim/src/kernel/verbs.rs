@@ -71,6 +71,7 @@ fn to_mlx5_st(qp_type: u32) -> Option<u8> {
         t::RC => Some(q::st::RC),
         t::UC => Some(q::st::UC),
         t::UD => Some(q::st::UD),
+        t::XRC_SEND | t::XRC_RECV => Some(q::st::XRC),
         _ => None,
     }
 }
@@ -132,7 +133,7 @@ fn mlx5_opt(mask: M) -> u32 {
 fn opt_mask(cur: QpState, to: QpState, st: u8) -> u32 {
     use QpState::{Init, Rtr, Rts, Sqd, Sqe};
     use q::optpar as o;
-    let (rc, uc, ud) = (st == q::st::RC, st == q::st::UC, st == q::st::UD);
+    let (rc, uc, ud) = (matches!(st, q::st::RC | q::st::XRC), st == q::st::UC, st == q::st::UD);
     let access = o::RRE | o::RAE | o::RWE;
     let pick = |r: u32, u: u32, d: u32| {
         if rc {
@@ -345,6 +346,7 @@ impl Kernel {
                 },
             ),
             (f::SRQN_RMPN_XRQN, u64::from(r.srqn.unwrap_or(0))),
+            (f::XRCD, u64::from(r.xrcd)),
             (f::NO_SQ, u64::from(r.sq.wqe_cnt == 0)),
             (f::LOG_SQ_SIZE, log2(u64::from(r.sq.wqe_cnt))),
             (f::LOG_PAGE_SIZE, 0),

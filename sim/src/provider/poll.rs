@@ -164,6 +164,13 @@ impl Provider {
         let Some((_, q)) = self.qps.iter_mut().find(|(_, q)| q.dev == dev && q.qpn == c.qpn) else {
             return Ok(Parsed::Unknown(format!("a CQE for QP 0x{:x}, which is not this provider's", c.qpn)));
         };
+        // A receive at an XRC target names its SRQ in `srqn_uidx` (libmlx5 finds it by the
+        // user index there); other QPs' SRQs are the QP's own.
+        let xsrq = match u32::from_be_bytes([bytes[32], bytes[33], bytes[34], bytes[35]]) & 0xff_ffff {
+            0 => None,
+            n => self.srqs.iter().find(|(_, s)| s.dev == dev && s.srqn == n && s.xrc.is_some()).map(|(h, _)| h),
+        };
+        let srq_of = if q.xrcd.is_some() { xsrq } else { q.srq };
         let mut wc = Wc { qp_num: c.qpn, ..Wc::default() };
         match op {
             cqe::opcode::REQ => wc = good_req(q, &c),
@@ -171,7 +178,7 @@ impl Provider {
             | cqe::opcode::RESP_SEND
             | cqe::opcode::RESP_SEND_IMM
             | cqe::opcode::RESP_SEND_INV => {
-                let (wr_id, sge) = match q.srq.and_then(|h| self.srqs.get_mut(h, Op::PollCq).ok()) {
+                let (wr_id, sge) = match srq_of.and_then(|h| self.srqs.get_mut(h, Op::PollCq).ok()) {
                     Some(s) => s.ring.complete(host, c.wqe_counter),
                     None => q.rings.rq.complete(host, c.wqe_counter),
                 };
@@ -198,7 +205,7 @@ impl Provider {
                 wc.vendor_err = u32::from(e.vendor_err_synd);
                 wc.wr_id = if op == cqe::opcode::REQ_ERR {
                     q.rings.sq.complete(e.wqe_counter).0
-                } else if let Some(s) = q.srq.and_then(|h| self.srqs.get_mut(h, Op::PollCq).ok()) {
+                } else if let Some(s) = srq_of.and_then(|h| self.srqs.get_mut(h, Op::PollCq).ok()) {
                     s.ring.complete(host, e.wqe_counter).0
                 } else {
                     q.rings.rq.complete(host, e.wqe_counter).0

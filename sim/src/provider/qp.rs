@@ -379,10 +379,18 @@ impl Provider {
     /// `mlx5_create_qp` in the provider's order of checks, then the send/receive queue sizing.
     pub(crate) fn create_qp(&mut self, low: &mut Lower<'_>, attr: &QpInitAttr) -> Result<Qp> {
         let op = Op::CreateQp;
+        if attr.qp_type == qp_type::XRC_RECV {
+            check_init_mask(attr, attr.mask())?;
+            return self.create_xrc_target(low, attr, attr.mask());
+        }
+        // An XRC initiator has no receive side: libibverbs passes no receive CQ and no
+        // receive capacities for it.
+        let xrc_send = attr.qp_type == qp_type::XRC_SEND;
+        let recv_cq = if xrc_send { attr.send_cq } else { attr.recv_cq };
         let p = self.pds.get(attr.pd, op)?;
         let (ctx, pdn) = (p.ctx, p.pdn.unwrap_or(0));
         let scq = self.cqs.get(attr.send_cq, op)?;
-        let rcq = self.cqs.get(attr.recv_cq, op)?;
+        let rcq = self.cqs.get(recv_cq, op)?;
         let cqns = (scq.cqn, rcq.cqn);
         let c = self.contexts.get(ctx, op).map_err(|_| Error::new(op, EINVAL, "context closed"))?;
         let CtxKind::Kernel { .. } = c.kind else {
@@ -475,16 +483,22 @@ impl Provider {
         if wr_api || dv_ops_mask {
             check_send_ops(attr, mlx5_ops, self.limits.dma_mmo, self.limits.atomic, dc == Some(DcRole::Dci))?;
         }
-        if !matches!(attr.qp_type, qp_type::RC | qp_type::UC | qp_type::UD) && dc.is_none() {
-            return Err(Error::new(op, EOPNOTSUPP, "only RC, UC and UD QPs are simulated"));
+        if !matches!(attr.qp_type, qp_type::RC | qp_type::UC | qp_type::UD | qp_type::XRC_SEND) && dc.is_none() {
+            return Err(Error::new(op, EOPNOTSUPP, "only RC, UC, UD, XRC and DC QPs are simulated"));
         }
         let overhead = sq_overhead(attr.qp_type, ops, mlx5_ops);
         let srqn = match attr.srq {
             Some(h) => Some(self.srqs.get(h, op)?.srqn),
             None => None,
         };
-        // libmlx5 sizes no queues for a DCT.
-        let cap = if matches!(dc, Some(DcRole::Dct(_))) { QpCap::default() } else { attr.cap };
+        // libmlx5 sizes no queues for a DCT, and no receive queue for an XRC initiator.
+        let cap = if matches!(dc, Some(DcRole::Dct(_))) {
+            QpCap::default()
+        } else if xrc_send {
+            QpCap { max_recv_wr: 0, max_recv_sge: 0, ..attr.cap }
+        } else {
+            attr.cap
+        };
         let sizes =
             size_queues(&self.limits, &cap, overhead, srqn.is_some()).map_err(|why| Error::new(op, EINVAL, why))?;
         check_kernel_create(attr, mask)?;
@@ -502,6 +516,7 @@ impl Provider {
             dbrec: rings.dbrec,
             srqn,
             dc,
+            xrcd: 0,
         };
         let qpn = match low.kernel.create_qp(low.devices, &req) {
             Ok(n) => n,
@@ -515,8 +530,8 @@ impl Provider {
             dev,
             pd: attr.pd,
             qpn,
-            cqs: [attr.send_cq, attr.recv_cq],
-            rc: attr.qp_type == qp_type::RC,
+            cqs: [attr.send_cq, recv_cq],
+            rc: matches!(attr.qp_type, qp_type::RC | qp_type::XRC_SEND),
             dci: dc == Some(DcRole::Dci),
             qp_type: attr.qp_type,
             max_post: sizes.max_post,
@@ -535,6 +550,7 @@ impl Provider {
             wr_api,
             srq: attr.srq,
             atomics: self.limits.atomic,
+            xrcd: None,
         };
         let handle = match self.qps.insert(op, obj) {
             Ok(h) => h,
@@ -544,7 +560,7 @@ impl Provider {
                 return Err(e);
             }
         };
-        for cq in [attr.send_cq, attr.recv_cq] {
+        for cq in [attr.send_cq, recv_cq] {
             self.cqs.acquire(cq, op)?;
         }
         self.pds.acquire(attr.pd, op)?;
@@ -565,6 +581,13 @@ impl Provider {
 
     fn remove_qp(&mut self, low: &mut Lower<'_>, h: QpHandle) {
         let Ok(q) = self.qps.take(h, Op::DestroyQp) else { return };
+        if let Some(x) = q.xrcd {
+            // A target QP handle: the QP goes with its last handle.
+            low.kernel.close_target(low.devices, q.dev, q.qpn);
+            q.rings.free(low.host);
+            self.xrcds.release(x);
+            return;
+        }
         low.kernel.destroy_qp(low.devices, q.dev, q.qpn);
         self.clean_cqs(low.host, &q.cqs, q.qpn);
         q.rings.free(low.host);
@@ -584,6 +607,7 @@ impl Provider {
             self.remove_qp(low, h);
         }
         self.release_srqs_of(low, ctx);
+        self.release_xrcds_of(low, ctx);
         for h in self.mrs.handles_where(|m| m.ctx == ctx) {
             if let Ok(m) = self.mrs.take(h, op) {
                 if let Some(d) = low.devices.get_mut(m.dev) {

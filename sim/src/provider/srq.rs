@@ -146,10 +146,12 @@ impl SrqRing {
 #[derive(Debug, Clone)]
 pub(super) struct SrqObj {
     ctx: mlx5_dv::ContextHandle,
-    dev: usize,
+    pub(super) dev: usize,
     pd: mlx5_dv::PdHandle,
     pub(super) srqn: u32,
     pub(super) ring: SrqRing,
+    /// An XRC SRQ's domain and CQ, which it holds.
+    pub(super) xrc: Option<mlx5_dv::SrqXrc>,
 }
 
 /// The sizes `mlx5_alloc_srq_buf` picks: (WQEs in the buffer, WQE bytes, `max_gs`, `nwqes`,
@@ -180,6 +182,18 @@ impl Provider {
             return Err(Error::new(op, EOPNOTSUPP, "SRQs are simulated on mlx5 kernel contexts only"));
         };
         let dev = c.dev;
+        // ibv_icmd_create_srq takes the domain and CQ handles of an XRC SRQ.
+        let xrc = match attr.xrc {
+            Some(x) => {
+                let (_, xdev, xrcdn) = self.xrcd_of(x.xrcd, op)?;
+                let cq = self.cqs.get(x.cq, op)?;
+                if xdev != dev || cq.dev != dev {
+                    return Err(Error::new(op, EINVAL, "the domain or CQ is another device's"));
+                }
+                (xrcdn, cq.cqn)
+            }
+            None => (0, 0),
+        };
         let max_srq_recv_wr = 1u64 << self.limits.log_max_srq_sz;
         if u64::from(attr.max_wr) > max_srq_recv_wr {
             return Err(Error::new(op, EINVAL, format!("max_wr {} > max_srq_recv_wr {max_srq_recv_wr}", attr.max_wr)));
@@ -217,7 +231,7 @@ impl Provider {
                 ring.set_next(low.host, i, i + 1);
             }
         }
-        let req = SrqRequest { ctx: ctx.id(), dev, pdn, max_wr: max as u32 - 1, max_sge: max_gs, buf, dbrec };
+        let req = SrqRequest { ctx: ctx.id(), dev, pdn, max_wr: max as u32 - 1, max_sge: max_gs, buf, dbrec, xrc };
         let srqn = match low.kernel.create_srq(low.devices, &req) {
             Ok(n) => n,
             Err(e) => {
@@ -226,7 +240,7 @@ impl Provider {
             }
         };
         let max_wr = ring.tail;
-        let obj = SrqObj { ctx, dev, pd: attr.pd, srqn, ring };
+        let obj = SrqObj { ctx, dev, pd: attr.pd, srqn, ring, xrc: attr.xrc };
         let handle = match self.srqs.insert(op, obj) {
             Ok(h) => h,
             Err(e) => {
@@ -236,6 +250,10 @@ impl Provider {
         };
         low.kernel.set_srq_handle(dev, srqn, handle);
         self.pds.acquire(attr.pd, op)?;
+        if let Some(x) = attr.xrc {
+            self.xrcds.acquire(x.xrcd, op)?;
+            self.cqs.acquire(x.cq, op)?;
+        }
         Ok(Srq { handle, srq_num: srqn, max_wr, max_sge: max_gs })
     }
 
@@ -267,6 +285,10 @@ impl Provider {
         if let Ok(s) = self.srqs.take(h, Op::DestroySrq) {
             s.ring.free_memory(low.host);
             self.pds.release(s.pd);
+            if let Some(x) = s.xrc {
+                self.xrcds.release(x.xrcd);
+                self.cqs.release(x.cq);
+            }
         }
     }
 

@@ -180,7 +180,8 @@ impl Provider {
             return Err(Error::new(op, EOPNOTSUPP, "the QP was created without IBV_QP_INIT_ATTR_SEND_OPS_FLAGS"));
         }
         // A UD WR's address comes through ibv_post_send's wr.ud (the C ABI's builders use it).
-        if !q.rc && q.qp_type != mlx5_dv::qp_type::UC {
+        // An XRC WR's SRQ number too (the C ABI's builders post XRC chains through it).
+        if (!q.rc && q.qp_type != mlx5_dv::qp_type::UC) || q.qp_type == mlx5_dv::qp_type::XRC_SEND {
             return Err(Error::new(op, EOPNOTSUPP, "the WR builders are simulated on RC and UC QPs"));
         }
         let outstanding = q.rings.sq.outstanding();

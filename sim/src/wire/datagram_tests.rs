@@ -185,6 +185,7 @@ fn any_headers() -> impl Strategy<Value = Headers> {
                 }),
                 atomic_ack: Some(va ^ u64::from(msn)),
                 deth: None,
+                xrc: None,
             };
             // Keep only the extended headers the opcode carries.
             let mut b = Vec::new();

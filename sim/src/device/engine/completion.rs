@@ -90,6 +90,7 @@ impl Device {
             wqe_opcode: w.opcode,
             syndrome: s,
             vendor_err: vendor_err.unwrap_or_else(|| self.vendor_err(s)),
+            srqn: 0,
         }
     }
 
@@ -110,8 +111,13 @@ impl Engine<'_> {
     /// A responder error CQE for the receive WQE `index` of `qp`, on its own device.
     pub(super) fn recv_error(&mut self, qp: QpPath, index: u16, s: u8) {
         let Some(d) = self.devs.get_mut(qp.dev) else { return };
-        let Some(rcq) = d.fw.qp(qp.qpn).map(|q| q.recv_cqn) else { return };
+        let Some((rcq, srqn)) =
+            d.fw.qp(qp.qpn).map(|q| (q.recv_cqn, if q.xrcd != 0 { q.srqn.unwrap_or(0) } else { 0 }))
+        else {
+            return;
+        };
         let cqe = Cqe::Err {
+            srqn,
             qpn: qp.qpn,
             wqe_counter: index,
             requester: false,

@@ -294,6 +294,10 @@ impl Engine<'_> {
 
     /// [`Engine::qp_facts`] of a QP already looked up.
     fn qp_facts_of(&self, qp: QpPath, q: &FwQp) -> Option<QpFacts> {
+        // XRC requests carry the XRCETH the general path writes and checks.
+        if q.st == mlx5_dv::prm::queues::st::XRC {
+            return None;
+        }
         let remote = q.remote?;
         let to = self.fabric.deliver(&remote)?;
         Some(QpFacts { pdn: q.pdn, to, max_msg: self.max_msg(qp.dev), mtu: remote.path_mtu.clamp(1, 5) })

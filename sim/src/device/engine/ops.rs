@@ -19,6 +19,7 @@ use crate::device::Device;
 use crate::device::contract::{UmrWqe, Wqe, WqeKind};
 use crate::device::firmware::PSN_MASK;
 use crate::fabric::QpPath;
+use crate::host::Dma;
 use crate::packet::{Ack, AtomicEth, Bth, Headers, Packet, Reth, nak, opcode};
 
 /// Where a request goes.
@@ -104,6 +105,7 @@ impl Engine<'_> {
         headers.bth.psn = self.sq_psn(qp);
         headers.bth.ack_req = true;
         headers.bth.pkey = 0xffff;
+        headers.xrc = self.xrc_srqn(qp);
         Some((to, Request { packet: Packet { headers, payload }, from: qp, span, corrupt }))
     }
 
@@ -191,7 +193,7 @@ impl Engine<'_> {
                     return step;
                 }
                 let src = match inline {
-                    Some(b) => Source::Inline { at: inline_at(true) + self.dc_shift(), len: b.len() as u64 },
+                    Some(b) => Source::Inline { at: self.inline_start(qp, true) + self.dc_shift(), len: b.len() as u64 },
                     None => Source::Gather(sge),
                 };
                 let op = if imm.is_some() { opcode::WRITE_ONLY_IMM } else { opcode::WRITE_ONLY };
@@ -206,7 +208,7 @@ impl Engine<'_> {
             WqeKind::Send { sge, imm, inv, inline } => {
                 let (imm, inv) = (*imm, *inv);
                 let src = match inline {
-                    Some(b) => Source::Inline { at: inline_at(false) + self.dc_shift(), len: b.len() as u64 },
+                    Some(b) => Source::Inline { at: self.inline_start(qp, false) + self.dc_shift(), len: b.len() as u64 },
                     None => Source::Gather(sge),
                 };
                 let op = match (inv, imm) {
@@ -303,6 +305,22 @@ impl Engine<'_> {
         let mut ep = Endpoint { dev: qp.dev, parts: Default::default() };
         ep.parts.push(Part { mem, wire: len, ..Part::default() });
         Some(ep)
+    }
+
+    /// An XRC initiator's request names the SRQ its WQE's XRC segment holds (the first word
+    /// after the control segment of the WQE being executed); `None` on other QPs.
+    fn xrc_srqn(&self, qp: QpPath) -> Option<u32> {
+        let q = self.qp(qp).filter(|q| q.st == mlx5_dv::prm::queues::st::XRC && q.xrcd == 0)?;
+        let pos = self.cursor.map_or(q.sq_cc, |(pos, _)| pos);
+        let b = self.host.read(q.sq.slot(pos).checked_add(16)?, 4)?;
+        Some(u32::from_be_bytes(b.try_into().ok()?) & 0xff_ffff)
+    }
+
+    /// Where inline data starts in the WQE being executed: [`inline_at`], after the XRC
+    /// segment on an XRC initiator.
+    fn inline_start(&self, qp: QpPath, rdma: bool) -> u64 {
+        let xrc = self.qp(qp).is_some_and(|q| q.st == mlx5_dv::prm::queues::st::XRC);
+        inline_at(rdma) + if xrc { 16 } else { 0 }
     }
 
     /// A WRITE or SEND: local checks, then the request through the fabric, completed by the

@@ -115,7 +115,10 @@ impl Engine<'_> {
         let sport = port.source_port(set.unwrap_or_else(|| Endpoints::entropy_port(src_qp, dst_qp)));
         let ep = Endpoints::new(IpAddr::V4(port.addr()), IpAddr::V4(peer), sport);
         let link = self.fabric.capture().map(|_| Link::ipv4(port.addr(), peer, sport));
+        // An XRC QP's answers go out on the XRC transport too (with no XRCETH).
+        let xrc = self.qp(QpPath { dev, qpn: src_qp }).is_some_and(|q| q.st == mlx5_dv::prm::queues::st::XRC);
         for (h, payload) in packets {
+            let h = &Headers { xrc: if xrc { h.xrc.or(Some(0)) } else { h.xrc }, ..*h };
             if let Ok(d) = wire::encode(h, payload, &ep) {
                 port.send(sport, peer, &d, self.fabric.now_ns());
             }
@@ -128,11 +131,19 @@ impl Engine<'_> {
         }
     }
 
-    /// Send message `m`, whose bytes `data` holds, as its path-MTU packets.
-    pub(super) fn send_message(&self, dev: usize, qps: (u32, u32), peer: Ipv4Addr, m: &Message, data: &[u8]) {
+    /// Send message `m`, whose bytes `data` holds, as its path-MTU packets (on the XRC
+    /// transport with `xrc`'s XRCETH, [`Headers::xrc`]).
+    pub(super) fn send_message(
+        &self,
+        dev: usize,
+        qps: (u32, u32),
+        peer: Ipv4Addr,
+        (m, xrc): (&Message, Option<u32>),
+        data: &[u8],
+    ) {
         let segs: Vec<_> = segments(m).collect();
         let packets: Vec<(Headers, &[u8])> =
-            segs.iter().map(|s| (s.headers, data.get(s.range.clone()).unwrap_or(&[]))).collect();
+            segs.iter().map(|s| (Headers { xrc, ..s.headers }, data.get(s.range.clone()).unwrap_or(&[]))).collect();
         self.send_packets(dev, qps, peer, &packets);
     }
 
@@ -333,7 +344,7 @@ impl Engine<'_> {
                 len: p.payload.len(),
                 mtu,
             };
-            self.send_message(dev, (at.qpn, dest_qp), peer, &m, &p.payload);
+            self.send_message(dev, (at.qpn, dest_qp), peer, (&m, None), &p.payload);
         }
     }
 }

@@ -286,7 +286,7 @@ impl Engine<'_> {
                         cap.packet(&there, &p, data.get(seg.range.clone()).unwrap_or(&[]));
                     }
                 }
-                Some(op) => cap.message(&there, &msg(op, h.bth.dest_qp, data.len()), data),
+                Some(op) => cap.message_on(&there, &msg(op, h.bth.dest_qp, data.len()), data, h.xrc),
                 None => cap.packet(&there, h, data),
             }
         }
@@ -297,10 +297,12 @@ impl Engine<'_> {
                 let psn = if ack { h.bth.psn.wrapping_add(req.span.max(1) - 1) & PSN_MASK } else { h.bth.psn };
                 let mut a = p.headers;
                 (a.bth.dest_qp, a.bth.psn, a.bth.pkey) = (from.qpn, psn, h.bth.pkey);
+                a.xrc = h.xrc.map(|_| 0);
                 cap.packet(&back, &a, &[]);
             } else {
                 let msn = p.headers.aeth.map_or(0, |a| a.msn);
-                cap.message(&back, &msg(MessageOp::ReadResponse { msn }, from.qpn, p.payload.len()), &p.payload);
+                let m = msg(MessageOp::ReadResponse { msn }, from.qpn, p.payload.len());
+                cap.message_on(&back, &m, &p.payload, h.xrc.map(|_| 0));
             }
         }
         cap.flush();
@@ -362,6 +364,9 @@ impl Engine<'_> {
         if self.dct_admits(at, h) == Some(false) {
             return Response::silent();
         }
+        if let Some(answer) = self.xrc_target(at, h) {
+            return answer;
+        }
         let Some(d) = self.devs.get_mut(dev) else { return Response::silent() };
         if let Some(answer) = d.rx_transport(self.host, h, req.span) {
             return answer;
@@ -393,6 +398,38 @@ impl Engine<'_> {
             Reply::Atomic(v) => Response::atomic_ack(v),
             Reply::Nak(s) => nak_of(s).map_or_else(Response::silent, Response::nak),
             Reply::Local => Response { packet: None, pulled: Pulled::Failed },
+        }
+    }
+
+    /// An XRC target QP takes a request into the SRQ its XRCETH names, which must be an XRC
+    /// SRQ of the QP's domain: else a NAK (invalid request) answers it and the QP goes to ERR
+    /// (IBTA 9.7.5.1.x, the XRC responder's checks). The SRQ's CQ takes the completion. A
+    /// request of the other transport (XRC to an RC or UC QP, RC to an XRC one) is dropped.
+    /// `None` to go on with the request.
+    fn xrc_target(&mut self, at: QpPath, h: &Headers) -> Option<Response> {
+        let q = self.qp(at)?;
+        if !matches!(q.state, QpState::Rtr | QpState::Rts) {
+            return None;
+        }
+        let (target, xrcd) = (q.st == mlx5_dv::prm::queues::st::XRC && q.xrcd != 0, q.xrcd);
+        match (target, h.xrc) {
+            (false, None) => None,
+            (false, Some(_)) | (true, None) => Some(Response::silent()),
+            (true, Some(srqn)) => {
+                let d = self.dev(at.dev)?;
+                match d.fw.srq(srqn).filter(|s| s.xrcd == xrcd && xrcd != 0).map(|s| (s.cqn, s.pdn)) {
+                    Some((cqn, pdn)) => {
+                        // The SRQ's PD is the one its keys are checked against.
+                        let q = d.fw.qp_mut(at.qpn)?;
+                        (q.srqn, q.recv_cqn, q.pdn) = (Some(srqn), cqn, pdn);
+                        None
+                    }
+                    None => {
+                        self.responder_error(at, Some(event_type::QP_REQ_ERR));
+                        Some(Response::nak(nak::INVALID_REQUEST))
+                    }
+                }
+            }
         }
     }
 
@@ -646,7 +683,8 @@ impl Engine<'_> {
     /// path names (0 on RoCE).
     fn sender(&self, at: QpPath) -> Sender {
         let remote = self.qp(at).and_then(|p| p.remote);
-        remote.map_or_else(Sender::default, |d| Sender { qpn: d.dest_qp_num, slid: d.ah.dlid, flags: 0 })
+        let srqn = self.qp(at).filter(|q| q.xrcd != 0).and_then(|q| q.srqn).unwrap_or(0);
+        remote.map_or_else(Sender::default, |d| Sender { qpn: d.dest_qp_num, slid: d.ah.dlid, flags: 0, srqn })
     }
 
     /// RDMA WRITE with immediate consumes a receive WQE without scattering into it.

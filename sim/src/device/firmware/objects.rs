@@ -168,6 +168,9 @@ pub struct FwQp {
     pub(in crate::device) rq_cc: u32,
     /// The SRQ its receives come from (`rq_type` SRQ), instead of `rq`.
     pub(in crate::device) srqn: Option<u32>,
+    /// The XRC domain of an XRC target QP (`qpc.xrcd`; 0 for any other QP): a request's
+    /// XRCETH must name an SRQ of this domain.
+    pub(in crate::device) xrcd: u32,
     /// A QP on an SRQ raised its last-WQE event since it last entered ERR.
     pub(in crate::device) last_wqe: bool,
     /// The doorbell record (receive counter at +0, send counter at +4).
@@ -335,6 +338,8 @@ pub(super) struct QpCreate {
     pub rq: QueueBuf,
     /// The SRQ its receives come from.
     pub srqn: Option<u32>,
+    /// The XRC domain of a target QP (0: none).
+    pub xrcd: u32,
     /// The doorbell record.
     pub dbrec: u64,
 }

@@ -342,12 +342,19 @@ impl Firmware {
         use q::qp as f;
         need(input, f::SIZE)?;
         let st = f::ST.get(input)? as u8;
-        if !matches!(st, q::st::RC | q::st::UC | q::st::UD | q::st::DCI | q::st::DCT) {
+        if !matches!(st, q::st::RC | q::st::UC | q::st::UD | q::st::XRC | q::st::DCI | q::st::DCT) {
             return Err(BAD);
         }
         let pdn = get32(f::PD, input)?;
         let (send_cqn, recv_cqn) = (get32(f::CQN_SND, input)?, get32(f::CQN_RCV, input)?);
-        if !self.has_pd(pdn) || self.cq_mut(send_cqn).is_none() || self.cq_mut(recv_cqn).is_none() {
+        // An XRC target QP names its domain; its PD and CQs are the kernel's own (never used:
+        // each request's SRQ brings its CQ).
+        let xrcd = if st == q::st::XRC { get32(f::XRCD, input)? } else { 0 };
+        if xrcd != 0 {
+            if !self.has_xrcd(xrcd) {
+                return Err(NO_SUCH);
+            }
+        } else if !self.has_pd(pdn) || self.cq_mut(send_cqn).is_none() || self.cq_mut(recv_cqn).is_none() {
             return Err(NO_SUCH);
         }
         // The sizes are 4- and 3-bit logs: the counts and strides fit in 32 bits.
@@ -383,6 +390,7 @@ impl Firmware {
             sq: QueueBuf { addr: sq_addr, wqe_cnt: sq_cnt, stride: 64 },
             rq: QueueBuf { addr: wq, wqe_cnt: rq_cnt, stride: rq_stride },
             srqn,
+            xrcd,
             dbrec,
         };
         let qpn = self.create_qp(c).ok_or(Reject(status::LIM_ERR, syndrome::OUT_OF_OBJECTS))?;
@@ -436,8 +444,8 @@ impl Firmware {
             access |= AccessFlags::LOCAL_WRITE;
         }
         // A DCI times out and retries as an RC requester does; a DCT asks for RNR time as an
-        // RC responder does.
-        let rc = matches!(st, q::st::RC | q::st::DCI | q::st::DCT);
+        // RC responder does; XRC's initiator and target are RC's.
+        let rc = matches!(st, q::st::RC | q::st::XRC | q::st::DCI | q::st::DCT);
         let ud = st == q::st::UD;
         let psn = |fl: Field| -> Result<Option<u32>, Reject> { Ok(Some(get32(fl, input)?)) };
         let byte = |fl: Field| -> Result<Option<u8>, Reject> { Ok(Some(fl.get(input)? as u8)) };

@@ -23,8 +23,12 @@ const NEXT_SEG: usize = 16;
 /// An SRQ as the device holds it.
 #[derive(Debug, Clone)]
 pub struct FwSrq {
-    pdn: u32,
-    cqn: u32,
+    /// Its PD: an XRC target's RDMA and atomic requests are checked against it.
+    pub(in crate::device) pdn: u32,
+    /// The CQ an XRC SRQ's receives complete on (0 for a basic SRQ: its QP's CQ).
+    pub(in crate::device) cqn: u32,
+    /// The XRC domain of an XRC SRQ (0: a basic SRQ).
+    pub(in crate::device) xrcd: u32,
     /// The WQEs in host memory.
     pub(in crate::device) buf: QueueBuf,
     /// The doorbell record: the counter of WQEs posted (BE32).
@@ -101,8 +105,9 @@ impl Firmware {
         }
         let pdn = get32(f::PD, input)?;
         let cqn = get32(f::CQN, input)?;
-        // A basic SRQ names no CQ (0); an XRC SRQ would.
-        if !self.has_pd(pdn) || (cqn != 0 && self.cq_mut(cqn).is_none()) {
+        let xrcd = get32(f::XRCD, input)?;
+        // A basic SRQ names no CQ (0) and no domain; an XRC SRQ both.
+        if !self.has_pd(pdn) || (cqn != 0 && self.cq_mut(cqn).is_none()) || (xrcd != 0 && !self.has_xrcd(xrcd)) {
             return Err(NO_SUCH);
         }
         let log_size = f::LOG_SRQ_SIZE.get(input)?;
@@ -121,7 +126,7 @@ impl Firmware {
         }
         t.next = n + 1;
         let lwm = f::LWM.get(input)? as u16;
-        let srq = FwSrq { pdn, cqn, buf, dbrec: f::DBR_ADDR.get(input)?, pc: 0, cc: 0, next: 0, lwm };
+        let srq = FwSrq { pdn, cqn, xrcd, buf, dbrec: f::DBR_ADDR.get(input)?, pc: 0, cc: 0, next: 0, lwm };
         t.srqs.insert(n, srq);
         f::SRQN.set(out, u64::from(n))?;
         Ok(())
@@ -144,6 +149,7 @@ impl Firmware {
             (f::LOG_SRQ_SIZE, u64::from(s.buf.wqe_cnt.max(1).trailing_zeros())),
             (f::LOG_RQ_STRIDE, u64::from((s.buf.stride / 16).max(1).trailing_zeros())),
             (f::CQN, u64::from(s.cqn)),
+            (f::XRCD, u64::from(s.xrcd)),
             (f::PD, u64::from(s.pdn)),
             (f::LWM, u64::from(s.lwm)),
             (f::WQE_CNT, u64::from(s.posted())),

@@ -164,6 +164,11 @@ impl Provider {
             } else if let Some(ud) = &wr.ud {
                 resize_after_ctrl(&mut bytes, Some(&datagram_seg(ud)));
             }
+            // _mlx5_post_send's XRC_SEND case: the XRC segment (the remote SRQ number) after
+            // the control segment of every WR but LOCAL_INV and BIND_MW.
+            if q.qp_type == qp_type::XRC_SEND && wr.opcode != wr_opcode::LOCAL_INV {
+                insert_after_ctrl(&mut bytes, &xrc_seg(wr.xrc_remote_srqn));
+            }
             next_fence = wr.opcode == wr_opcode::LOCAL_INV;
             q.rings.sq.write(low.host, &bytes, wr.wr_id, wr_data, nreq);
             if let Some(log) = &mut self.wqe_log
@@ -209,6 +214,25 @@ fn dc_seg(dc: &DcDest) -> [u8; 48] {
     let mut av = datagram_seg(&dc.av);
     av[..8].copy_from_slice(&dc.access_key.to_be_bytes());
     av
+}
+
+/// `struct mlx5_wqe_xrc_seg`: the remote SRQ number, then 12 reserved bytes.
+fn xrc_seg(srqn: u32) -> [u8; 16] {
+    let mut s = [0u8; 16];
+    s[..4].copy_from_slice(&srqn.to_be_bytes());
+    s
+}
+
+/// Put a 16-byte segment right after the control segment of the WQE in `bytes` (`ds` one
+/// unit more), padded to whole basic blocks.
+fn insert_after_ctrl(bytes: &mut Vec<u8>, seg: &[u8; 16]) {
+    use mlx5_dv::prm::wqe::{SEND_WQE_BB, SEND_WQE_DS};
+    let Some(ds) = bytes.get(7).map(|b| b & 0x3f) else { return };
+    let used = (usize::from(ds) * SEND_WQE_DS).clamp(SEND_WQE_DS, bytes.len());
+    bytes.truncate(used);
+    bytes.splice(SEND_WQE_DS..SEND_WQE_DS, seg.iter().copied());
+    bytes[7] = (bytes[7] & !0x3f) | (ds + 1).min(0x3f);
+    bytes.resize(bytes.len().next_multiple_of(SEND_WQE_BB), 0);
 }
 
 /// Rewrite the segment after the control segment of the WQE in `bytes`: put a datagram

@@ -367,7 +367,7 @@ impl Engine<'_> {
         match message_op(&h) {
             Some(op) => {
                 let m = Message { op, dest_qp: dst_qp, pkey: h.bth.pkey, psn, len: data.len(), mtu };
-                self.send_message(qp.dev, (qp.qpn, dst_qp), peer, &m, &data);
+                self.send_message(qp.dev, (qp.qpn, dst_qp), peer, (&m, h.xrc), &data);
             }
             None => self.send_packets(qp.dev, (qp.qpn, dst_qp), peer, &[(h, &[])]),
         }

@@ -175,7 +175,7 @@ fn transport_state_comes_from_the_transitions_qpc() -> TestResult {
     Ok(())
 }
 
-/// CREATE_QP takes RC, UC and UD; INIT2RTR gives a UD QP no path and no receive PSN, and a
+/// CREATE_QP takes RC, UC, UD and XRC (an XRC target's domain must exist), not st 4; INIT2RTR gives a UD QP no path and no receive PSN, and a
 /// UC QP its path and receive PSN but no RNR timer (UC has no RNR NAKs).
 #[test]
 fn service_types_and_what_their_init2rtr_takes() -> TestResult {
@@ -189,7 +189,10 @@ fn service_types_and_what_their_init2rtr_takes() -> TestResult {
         let (s, _, out) = exec(fw, &input, 16);
         Ok((s, f::QPN.get(&out)?))
     };
-    assert_eq!(create(&mut fw, 3)?.0, status::BAD_PARAM_ERR, "st 3 (XRC) is not simulated");
+    assert_eq!(create(&mut fw, 4)?.0, status::BAD_PARAM_ERR, "st 4 is no service type the device takes");
+    assert_eq!(create(&mut fw, 3)?.0, status::OK, "st 3: an XRC initiator");
+    let target = cmd(opcode::CREATE_QP, f::SIZE + 8, &[(f::ST, 3), (f::XRCD, 7), (f::RQ_TYPE, 3)])?;
+    assert_eq!(exec(&mut fw, &target, 16).0, status::BAD_PARAM_ERR, "an XRC target of a domain never allocated");
     let rtr = [(f::NEXT_RCV_PSN, 0x55), (f::MIN_RNR_NAK, 9), (f::REMOTE_QPN, 0x123)];
     for (st, path, want) in [
         (q::st::UC, true, QpTransport { rq_psn: 0x55, ..QpTransport::default() }),
