@@ -28,6 +28,7 @@ pub mod events;
 mod inline;
 pub mod misc;
 pub mod mr;
+pub mod mw;
 mod objects;
 pub mod qpx;
 pub mod queue;

@@ -21,6 +21,7 @@ mod inline;
 mod inval;
 mod misuse;
 mod mkey;
+mod mw;
 mod qp;
 mod recovery;
 mod rereg;
@@ -67,6 +68,7 @@ pub fn all() -> Vec<Case> {
         srq::CASES,
         rereg::CASES,
         dm::CASES,
+        mw::CASES,
     ]
     .concat()
 }

@@ -156,6 +156,16 @@ pub const ITEMS: &[(u16, &str)] = &[
     (163, "ibv_reg_dm_mr's refusals: EINVAL; a DM MR is zero-based"),
     (164, "RDMA WRITE, READ and SEND reach device memory through a DM MR"),
     (165, "ibv_free_dm is EBUSY while an MR uses the DM"),
+    (171, "ibv_alloc_mw: types 1 and 2, EINVAL for others; a window holds its PD"),
+    (172, "ibv_bind_mw's checks: EINVAL, EPERM, before anything is posted"),
+    (173, "A type-1 bind: the next key, IBV_WC_BIND_MW, access inside the window only"),
+    (174, "A zero-length type-1 bind unbinds: the old key is refused"),
+    (175, "Type-2 binds by IBV_WR_BIND_MW and ibv_wr_bind_mw; the window's rights rule"),
+    (176, "A type-2 window answers on its QP only; a bound one does not bind again"),
+    (177, "Bind errors: MW_BIND_ERR from the device, EOPNOTSUPP past 2 GiB from libmlx5"),
+    (178, "LOCAL_INV of a type-2 window frees it; it binds again"),
+    (179, "SEND_WITH_INV invalidates a type-2 window; a type-1 key is REM_INV_REQ_ERR"),
+    (180, "ibv_dealloc_mw of a bound window: its key is refused"),
 ];
 
 /// The title of a checklist item, if it exists.

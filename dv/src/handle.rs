@@ -189,6 +189,11 @@ handle!(
     DmHandle,
     "DM"
 );
+handle!(
+    /// A memory window (`struct ibv_mw *`).
+    MwHandle,
+    "MW"
+);
 
 #[derive(Debug, Clone)]
 struct Entry<T> {

@@ -31,6 +31,7 @@ use crate::api::crypto::{
 use crate::api::devx::{Devx, DevxEq, DevxObj, DevxUar, DevxUmem, MsiVector};
 use crate::api::memory::{AccessFlags, Buf, Dm, DmaBuf, Memory, Mr};
 use crate::api::mkey::{Mkey, MkeyErr, MkeyInitAttr, Mkeys};
+use crate::api::mw::{Mw, MwBind};
 use crate::api::queue::{Cq, Qp, QpInitAttr, QpModify, QpState, Queues, Wc};
 use crate::api::srq::{Srq, SrqAttr, SrqInitAttr, Srqs};
 use crate::api::wr::{RecvWr, SendWr, WrOp};
@@ -200,6 +201,15 @@ impl<L: Layer, B: Backend> Memory for Wrapped<L, B> {
         access: AccessFlags,
     ) -> Result<Mr> {
         through!(self, Call::ReregMr { mr: *mr, flags, pd, addr, length, access }, ReregMr)
+    }
+    fn alloc_mw(&mut self, pd: PdHandle, mw_type: u32) -> Result<Mw> {
+        through!(self, Call::AllocMw { pd, mw_type }, AllocMw)
+    }
+    fn dealloc_mw(&mut self, mw: &Mw) -> Result<()> {
+        through!(self, Call::DeallocMw { mw: *mw }, DeallocMw)
+    }
+    fn bind_mw(&mut self, qp: &Qp, mw: &Mw, bind: &MwBind) -> Result<u32> {
+        through!(self, Call::BindMw { qp: *qp, mw: *mw, bind: *bind }, BindMw)
     }
     fn alloc_dm(&mut self, ctx: ContextHandle, length: u64, log_align_req: u32) -> Result<Dm> {
         through!(self, Call::AllocDm { ctx, length, log_align_req }, AllocDm)

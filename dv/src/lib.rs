@@ -79,6 +79,7 @@ pub use api::crypto::*;
 pub use api::devx::*;
 pub use api::memory::*;
 pub use api::mkey::*;
+pub use api::mw::*;
 pub use api::queue::qp_attr::*;
 pub use api::queue::*;
 pub use api::signature::*;
@@ -90,8 +91,8 @@ pub use caps::{Caps, DeviceCaps, KernelFacts, LibraryFacts};
 pub use error::{CmdStatus, Error, ErrorKind, Op, Result};
 pub use handle::{
     BackendId, BufHandle, ContextHandle, CqHandle, CryptoLoginHandle, DekHandle, DevxObjHandle, DmHandle, EqHandle,
-    Handle, HandleTable, MkeyHandle, MrHandle, MsiVectorHandle, PdHandle, QpHandle, SrqHandle, UarHandle, UmemHandle,
-    adopting,
+    Handle, HandleTable, MkeyHandle, MrHandle, MsiVectorHandle, MwHandle, PdHandle, QpHandle, SrqHandle, UarHandle,
+    UmemHandle, adopting,
 };
 pub use layer::{Layer, Wrapped};
 pub use net_fault::{NetAction, NetFault};

@@ -160,6 +160,7 @@ pub(crate) struct Objects {
     pub(crate) eqs: HandleTable<EqHandle, HwEq>,
     pub(crate) srqs: HandleTable<mlx5_dv::SrqHandle, HwSrq>,
     pub(crate) dms: HandleTable<mlx5_dv::DmHandle, HwDm>,
+    pub(crate) mws: HandleTable<mlx5_dv::MwHandle, crate::mw::HwMw>,
 }
 
 /// The object behind `h` if nothing uses it: EBUSY with `busy(users)` otherwise, EINVAL for a
@@ -196,6 +197,7 @@ impl Objects {
             eqs: HandleTable::new(backend),
             srqs: HandleTable::new(backend),
             dms: HandleTable::new(backend),
+            mws: HandleTable::new(backend),
         }
     }
 

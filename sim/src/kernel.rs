@@ -14,6 +14,7 @@ use crate::device::Device;
 use crate::device::firmware::named_input;
 
 mod dm;
+mod mw;
 mod srq;
 mod verbs;
 

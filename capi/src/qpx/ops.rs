@@ -1,5 +1,4 @@
-//! The `ibv_qp_ex` and `mlx5dv_qp_ex` ops the simulator does not model: memory
-//! windows, TSO, atomic write, flush, the UD, XRC and DC address setters, raw WQEs and
+//! The `ibv_qp_ex` and `mlx5dv_qp_ex` ops the simulator does not model: TSO, atomic write, flush, the UD, XRC and DC address setters, raw WQEs and
 //! memcpy. Each latches EOPNOTSUPP, so `ibv_wr_complete` fails the whole chain and posts
 //! nothing (a setter that follows one of these builders changes nothing that is posted).
 
@@ -14,7 +13,7 @@ use crate::objects::QpC;
 /// Set every op the shim does not model on a new QP's structs.
 pub(crate) fn fill_unmodelled(c: &mut QpC) {
     let e = &mut c.ex;
-    e.wr_bind_mw = Some(wr_bind_mw);
+    e.wr_bind_mw = Some(crate::mw::wr_bind_mw);
     e.wr_send_tso = Some(wr_send_tso);
     e.wr_set_xrc_srqn = Some(wr_set_xrc_srqn);
     e.wr_atomic_write = Some(wr_atomic_write);
@@ -37,10 +36,6 @@ fn unmodelled_dv(mqp: *mut mlx5dv_qp_ex) {
             latch(q, libc::EOPNOTSUPP)
         }
     })
-}
-
-unsafe extern "C" fn wr_bind_mw(qpx: *mut ibv_qp_ex, _mw: *mut ibv_mw, _rkey: u32, _info: *const ibv_mw_bind_info) {
-    unmodelled(qpx)
 }
 
 unsafe extern "C" fn wr_send_tso(qpx: *mut ibv_qp_ex, _hdr: *mut c_void, _hdr_sz: u16, _mss: u16) {

@@ -5,6 +5,8 @@
 use bitflags::bitflags;
 use serde::{Deserialize, Serialize};
 
+use super::mw::{Mw, MwBind};
+use super::queue::Qp;
 use crate::error::Result;
 use crate::handle::{BufHandle, ContextHandle, DmHandle, MrHandle, PdHandle};
 
@@ -211,4 +213,14 @@ pub trait Memory {
     /// `ibv_reg_dm_mr(pd, dm, offset, length, access)`: a zero-based MR over `length` bytes of
     /// the DM from `offset` (`access` must hold `IBV_ACCESS_ZERO_BASED`; its `addr` is 0).
     fn reg_dm_mr(&mut self, pd: PdHandle, dm: &Dm, offset: u64, length: u64, access: AccessFlags) -> Result<Mr>;
+
+    /// `ibv_alloc_mw(pd, type)`: a window of type 1 or 2, unbound.
+    fn alloc_mw(&mut self, pd: PdHandle, mw_type: u32) -> Result<Mw>;
+
+    /// `ibv_dealloc_mw`.
+    fn dealloc_mw(&mut self, mw: &Mw) -> Result<()>;
+
+    /// `ibv_bind_mw(qp, mw, bind)` of a type-1 window: the key the window answers to once
+    /// the bind is posted (`mw->rkey` afterwards); the bind completes on the QP's send CQ.
+    fn bind_mw(&mut self, qp: &Qp, mw: &Mw, bind: &MwBind) -> Result<u32>;
 }

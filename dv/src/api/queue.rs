@@ -518,6 +518,8 @@ pub mod wc_opcode {
     pub const COMP_SWAP: u32 = 3;
     /// `IBV_WC_FETCH_ADD`.
     pub const FETCH_ADD: u32 = 4;
+    /// `IBV_WC_BIND_MW`.
+    pub const BIND_MW: u32 = 5;
     /// `IBV_WC_LOCAL_INV`.
     pub const LOCAL_INV: u32 = 6;
     /// `IBV_WC_RECV`.

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::crypto::CryptoAttr;
 use super::memory::AccessFlags;
 use super::mkey::Mkey;
+use super::mw::BindMw;
 use super::signature::SigBlockAttr;
 
 /// `struct ibv_sge`.
@@ -178,6 +179,15 @@ pub enum WrOp {
         /// The key to invalidate.
         invalidate_rkey: u32,
     },
+    /// `ibv_wr_bind_mw` (and `IBV_WR_BIND_MW` of `ibv_post_send`).
+    BindMw {
+        /// `qpx->wr_id`.
+        wr_id: u64,
+        /// `qpx->wr_flags`.
+        flags: SendFlags,
+        /// The window, its new rkey and the bind.
+        bind: BindMw,
+    },
     /// `ibv_wr_set_inline_data` / `ibv_wr_set_inline_data_list` (and `IBV_SEND_INLINE` of
     /// `ibv_post_send`): the payload of the WR before it, copied into the WQE at post time in
     /// place of its gather list, so its memory need not be registered. More than the QP's
@@ -331,6 +341,9 @@ pub struct SendWr {
     /// empty, the backend reads the SGEs itself. Hex in traces.
     #[serde(default, skip_serializing_if = "Vec::is_empty", with = "super::crypto::hex_vec")]
     pub inline_data: Vec<u8>,
+    /// `wr.bind_mw` of `IBV_WR_BIND_MW`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bind_mw: Option<BindMw>,
     /// `wr.ud` of a send on a UD QP: where the datagram goes (`None` on other QPs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ud: Option<UdDest>,
@@ -363,7 +376,7 @@ fn is_zero(v: &u64) -> bool {
 
 impl SendWr {
     /// The WR of an `ibv_wr_*` builder that `ibv_post_send` also has (RDMA WRITE and READ,
-    /// the two atomics, SEND and its immediate and invalidate forms, LOCAL_INV); `None` for the mlx5dv ops.
+    /// the two atomics, SEND and its immediate and invalidate forms, LOCAL_INV, BIND_MW); `None` for the mlx5dv ops.
     pub fn from_op(op: &WrOp) -> Option<SendWr> {
         let wr = |wr_id: u64, flags: SendFlags, opcode, sge: &[Sge]| SendWr {
             wr_id,
@@ -408,6 +421,9 @@ impl SendWr {
             WrOp::LocalInv { wr_id, flags, invalidate_rkey } => {
                 SendWr { invalidate_rkey: *invalidate_rkey, ..wr(*wr_id, *flags, wr_opcode::LOCAL_INV, &[]) }
             }
+            WrOp::BindMw { wr_id, flags, bind } => {
+                SendWr { bind_mw: Some(*bind), ..wr(*wr_id, *flags, wr_opcode::BIND_MW, &[]) }
+            }
             _ => return None,
         })
     }
@@ -433,6 +449,7 @@ impl SendWr {
             wr_opcode::SEND_WITH_IMM => WrOp::SendImm { wr_id, flags, imm: self.imm_data, sge },
             wr_opcode::SEND_WITH_INV => WrOp::SendInv { wr_id, flags, invalidate_rkey: self.invalidate_rkey, sge },
             wr_opcode::LOCAL_INV => WrOp::LocalInv { wr_id, flags, invalidate_rkey: self.invalidate_rkey },
+            wr_opcode::BIND_MW => WrOp::BindMw { wr_id, flags, bind: self.bind_mw? },
             _ => return None,
         })
     }

@@ -20,6 +20,7 @@ use crate::host::{Dma, Host};
 mod cipher;
 mod completion;
 mod direct;
+mod mw;
 mod ops;
 mod pipeline;
 mod remote;
