@@ -7,11 +7,10 @@ use std::collections::BTreeMap;
 use std::ffi::c_int;
 use std::sync::{Mutex, PoisonError};
 
-use mlx5_dv::{AccessFlags, BindMw, MwBind, MwBindInfo, SendFlags, WrOp};
+use mlx5_dv::{AccessFlags, BindMw, MwBind, MwBindInfo, SendFlags};
 use rdma_sys::*;
 
 use crate::errno::{code, null};
-use crate::qpx::latch;
 use crate::state::{Shim, key, with};
 
 /// One `ibv_mw`, with the simulator's window behind it.
@@ -123,31 +122,4 @@ unsafe extern "C" fn bind_mw(qp: *mut ibv_qp, mw: *mut ibv_mw, bind: *mut ibv_mw
     // SAFETY: the caller's bind, if any.
     let Some(b) = (unsafe { bind.as_ref() }) else { return libc::EINVAL };
     with(|e| e, |s| s.bind_mw(qp, mw, b))
-}
-
-/// `ibv_wr_bind_mw`: a bind WR in the chain; a window or MR the shim did not make latches
-/// EINVAL (libmlx5 would follow the pointers).
-pub(crate) unsafe extern "C" fn wr_bind_mw(
-    qpx: *mut ibv_qp_ex,
-    mw: *mut ibv_mw,
-    rkey: u32,
-    info: *const ibv_mw_bind_info,
-) {
-    // SAFETY: the caller's bind info, if any.
-    let info = unsafe { info.as_ref() };
-    with(
-        |_| (),
-        |s| {
-            let b = info.ok_or(libc::EINVAL).and_then(|i| s.bind_of(mw, rkey, i));
-            if let Ok(q) = s.qp(qpx.cast()) {
-                match b {
-                    Ok(bind) => {
-                        let (wr_id, flags) = (q.c.ex.wr_id, SendFlags::from_bits_retain(q.c.ex.wr_flags));
-                        q.chain.push(WrOp::BindMw { wr_id, flags, bind });
-                    }
-                    Err(e) => latch(q, e),
-                }
-            }
-        },
-    )
 }

@@ -5,7 +5,6 @@ pub mod crypto;
 pub mod devx;
 pub mod memory;
 pub mod mkey;
-pub mod mw;
 pub mod queue;
 pub mod signature;
 pub mod srq;

@@ -11,12 +11,11 @@ use crate::api::crypto::{
     CryptoLoginAttr, CryptoLoginAttrEx, CryptoLoginQueryAttr, CryptoLoginState, DekAttr, DekInitAttr,
 };
 use crate::api::devx::{DevxEq, DevxObj, DevxUar, DevxUmem, MsiVector};
-use crate::api::memory::{AccessFlags, Buf, Dm, DmaBuf, Mr};
+use crate::api::memory::{AccessFlags, Buf, Dm, DmaBuf, Mr, Mw};
 use crate::api::mkey::{Mkey, MkeyErr, MkeyInitAttr};
-use crate::api::mw::{Mw, MwBind};
 use crate::api::queue::{Cq, Qp, QpInitAttr, QpModify, QpState, Wc};
 use crate::api::srq::{Srq, SrqAttr, SrqInitAttr};
-use crate::api::wr::{RecvWr, SendWr, WrOp};
+use crate::api::wr::{MwBind, RecvWr, SendWr, WrOp};
 use crate::backend::Backend;
 use crate::error::{Error, Op, Result};
 use crate::handle::{ContextHandle, CryptoLoginHandle, DekHandle, DevxObjHandle, PdHandle};

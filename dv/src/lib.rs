@@ -79,7 +79,6 @@ pub use api::crypto::*;
 pub use api::devx::*;
 pub use api::memory::*;
 pub use api::mkey::*;
-pub use api::mw::*;
 pub use api::queue::qp_attr::*;
 pub use api::queue::*;
 pub use api::signature::*;

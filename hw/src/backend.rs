@@ -524,10 +524,6 @@ impl Memory for HwBackend {
         self.hw_dealloc_mw(mw)
     }
 
-    fn bind_mw(&mut self, qp: &mlx5_dv::Qp, mw: &mlx5_dv::Mw, bind: &mlx5_dv::MwBind) -> Result<u32> {
-        self.hw_bind_mw(qp, mw, bind)
-    }
-
     fn alloc_dm(&mut self, ctx: ContextHandle, length: u64, log_align_req: u32) -> Result<mlx5_dv::Dm> {
         self.hw_alloc_dm(ctx, length, log_align_req)
     }
@@ -626,6 +622,10 @@ impl Memory for HwBackend {
 }
 
 impl Queues for HwBackend {
+    fn bind_mw(&mut self, qp: &mlx5_dv::Qp, mw: &mlx5_dv::Mw, bind: &mlx5_dv::MwBind) -> Result<u32> {
+        self.hw_bind_mw(qp, mw, bind)
+    }
+
     fn create_cq_on_vector(&mut self, ctx: ContextHandle, cqe: u32, comp_vector: u32) -> Result<mlx5_dv::Cq> {
         self.hw_create_cq(ctx, cqe, comp_vector)
     }

@@ -9,11 +9,7 @@ use rdma_sys::*;
 
 use crate::backend::HwBackend;
 use crate::call::last_errno;
-
-/// One window: the library's `ibv_mw`.
-pub(crate) struct HwMw {
-    pub(crate) ptr: *mut ibv_mw,
-}
+use crate::objects::HwMw;
 
 impl HwBackend {
     pub(crate) fn hw_alloc_mw(&mut self, pd: PdHandle, mw_type: u32) -> Result<Mw> {

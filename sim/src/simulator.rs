@@ -476,6 +476,10 @@ impl Mkeys for Simulator {
 }
 
 impl Queues for Simulator {
+    fn bind_mw(&mut self, qp: &mlx5_dv::Qp, mw: &mlx5_dv::Mw, bind: &mlx5_dv::MwBind) -> Result<u32> {
+        down!(self.bind_mw(qp, mw, bind))
+    }
+
     fn create_cq_on_vector(&mut self, ctx: ContextHandle, cqe: u32, comp_vector: u32) -> Result<Cq> {
         down!(self.create_cq(ctx, cqe, comp_vector))
     }

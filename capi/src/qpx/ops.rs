@@ -7,13 +7,16 @@ use std::ffi::c_void;
 use mlx5_hw::sys::mlx5dv::*;
 use rdma_sys::*;
 
+use mlx5_dv::{SendFlags, WrOp};
+
 use super::{latch, on_mqp, on_qpx};
 use crate::objects::QpC;
+use crate::state::with;
 
 /// Set every op the shim does not model on a new QP's structs.
 pub(crate) fn fill_unmodelled(c: &mut QpC) {
     let e = &mut c.ex;
-    e.wr_bind_mw = Some(crate::mw::wr_bind_mw);
+    e.wr_bind_mw = Some(wr_bind_mw);
     e.wr_send_tso = Some(wr_send_tso);
     e.wr_set_xrc_srqn = Some(wr_set_xrc_srqn);
     e.wr_atomic_write = Some(wr_atomic_write);
@@ -81,4 +84,26 @@ unsafe extern "C" fn wr_memcpy(
     _length: usize,
 ) {
     unmodelled_dv(mqp)
+}
+
+/// `ibv_wr_bind_mw`: a bind WR in the chain; a window or MR the shim did not make latches
+/// EINVAL (libmlx5 would follow the pointers).
+unsafe extern "C" fn wr_bind_mw(qpx: *mut ibv_qp_ex, mw: *mut ibv_mw, rkey: u32, info: *const ibv_mw_bind_info) {
+    // SAFETY: the caller's bind info, if any.
+    let info = unsafe { info.as_ref() };
+    with(
+        |_| (),
+        |s| {
+            let b = info.ok_or(libc::EINVAL).and_then(|i| s.bind_of(mw, rkey, i));
+            if let Ok(q) = s.qp(qpx.cast()) {
+                match b {
+                    Ok(bind) => {
+                        let (wr_id, flags) = (q.c.ex.wr_id, SendFlags::from_bits_retain(q.c.ex.wr_flags));
+                        q.chain.push(WrOp::BindMw { wr_id, flags, bind });
+                    }
+                    Err(e) => latch(q, e),
+                }
+            }
+        },
+    )
 }

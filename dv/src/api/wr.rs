@@ -4,9 +4,8 @@ use bitflags::bitflags;
 use serde::{Deserialize, Serialize};
 
 use super::crypto::CryptoAttr;
-use super::memory::AccessFlags;
+use super::memory::{AccessFlags, Mw, MwBindInfo};
 use super::mkey::Mkey;
-use super::mw::BindMw;
 use super::signature::SigBlockAttr;
 
 /// `struct ibv_sge`.
@@ -59,6 +58,29 @@ bitflags! {
 
 /// `MLX5DV_MKEY_CONF_FLAG_RESET_SIG_ATTR`.
 pub const MLX5DV_MKEY_CONF_FLAG_RESET_SIG_ATTR: MkeyConfFlags = MkeyConfFlags::RESET_SIG_ATTR;
+
+/// `struct ibv_mw_bind`: what `ibv_bind_mw` takes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MwBind {
+    /// `wr_id` of the bind's completion.
+    pub wr_id: u64,
+    /// `send_flags`.
+    pub send_flags: SendFlags,
+    /// `bind_info`.
+    pub bind_info: MwBindInfo,
+}
+
+/// `wr.bind_mw` of a send WR: the window, the rkey it is to answer to after the bind, and
+/// the bind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BindMw {
+    /// `bind_mw.mw`.
+    pub mw: Mw,
+    /// `bind_mw.rkey`: the new key (its low byte is what the bind writes).
+    pub rkey: u32,
+    /// `bind_mw.bind_info`.
+    pub bind_info: MwBindInfo,
+}
 
 /// One call inside an `ibv_wr_start … ibv_wr_complete` chain. Builders carry the `wr_id` and
 /// `wr_flags` the application sets on the QP before calling them; setters do not.

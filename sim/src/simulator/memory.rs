@@ -52,10 +52,6 @@ impl Memory for Simulator {
         down!(self.dealloc_mw(mw))
     }
 
-    fn bind_mw(&mut self, qp: &mlx5_dv::Qp, mw: &mlx5_dv::Mw, bind: &mlx5_dv::MwBind) -> Result<u32> {
-        down!(self.bind_mw(qp, mw, bind))
-    }
-
     fn alloc_dm(&mut self, ctx: ContextHandle, length: u64, log_align_req: u32) -> Result<mlx5_dv::Dm> {
         down!(self.alloc_dm(ctx, length, log_align_req))
     }
