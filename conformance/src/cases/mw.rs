@@ -48,16 +48,21 @@ fn middle(mr: &Mr, access: A) -> MwBindInfo {
     MwBindInfo { mr: Some(*mr), addr: mr.addr + 16, length: 32, access }
 }
 
-/// Post a type-2 bind with `ibv_post_send` and wait for its completion; the new key.
-fn post_bind(b: &mut dyn Backend, side: &Side, mw: &Mw, wr_id: u64, info: MwBindInfo) -> Check<u32> {
-    let rkey = inc_rkey(mw.rkey);
-    let wr = SendWr {
+/// A signalled `IBV_WR_BIND_MW` of `mw` to the next key.
+fn bind_wr(wr_id: u64, mw: &Mw, info: MwBindInfo) -> SendWr {
+    SendWr {
         wr_id,
         opcode: wr_opcode::BIND_MW,
         send_flags: SendFlags::SIGNALED,
-        bind_mw: Some(BindMw { mw: *mw, rkey, bind_info: info }),
+        bind_mw: Some(BindMw { mw: *mw, rkey: inc_rkey(mw.rkey), bind_info: info }),
         ..SendWr::default()
-    };
+    }
+}
+
+/// Post a type-2 bind with `ibv_post_send` and wait for its completion; the new key.
+fn post_bind(b: &mut dyn Backend, side: &Side, mw: &Mw, wr_id: u64, info: MwBindInfo) -> Check<u32> {
+    let rkey = inc_rkey(mw.rkey);
+    let wr = bind_wr(wr_id, mw, info);
     expect_ok("ibv_post_send(IBV_WR_BIND_MW)", b.post_send_wr(&side.qp, &[wr]))?;
     let wc = ok_cqe(b, &side.cq, wr_id, wc_opcode::BIND_MW)?;
     check_eq("IBV_WC_BIND_MW", wc.opcode, 5)?;
@@ -195,14 +200,7 @@ fn tied(b: &mut dyn Backend, env: &Env) -> Check {
     err_cqe(b, &cq2, 1, wc_status::REM_ACCESS_ERR)?;
     check_eq("WRITE through the binding QP", write_status(b, &a, &amr, 2, rkey, mr.addr + 16)?, wc_status::SUCCESS)?;
     // Bound, the window is not free: binding it again fails on the device.
-    let again = Mw { rkey, ..m2 };
-    let wr = SendWr {
-        wr_id: 9,
-        opcode: wr_opcode::BIND_MW,
-        send_flags: SendFlags::SIGNALED,
-        bind_mw: Some(BindMw { mw: again, rkey: inc_rkey(rkey), bind_info: middle(&mr, RW) }),
-        ..SendWr::default()
-    };
+    let wr = bind_wr(9, &Mw { rkey, ..m2 }, middle(&mr, RW));
     expect_ok("ibv_post_send(IBV_WR_BIND_MW) of a bound window", b.post_send_wr(&s.qp, &[wr]))?;
     err_cqe(b, &s.cq, 9, wc_status::MW_BIND_ERR).map(drop)
 }
@@ -212,13 +210,7 @@ fn bind_status(b: &mut dyn Backend, env: &Env, mr_access: A, info: impl Fn(&Mr) 
     let (a, s) = pair(b, env, false, DvQpCreateFlags::empty())?;
     let (_buf, mr) = region(b, s.pd, 64, &[], mr_access)?;
     let m = alloc_mw(b, s.pd, MW_TYPE_2)?;
-    let wr = SendWr {
-        wr_id: 4,
-        opcode: wr_opcode::BIND_MW,
-        send_flags: SendFlags::SIGNALED,
-        bind_mw: Some(BindMw { mw: m, rkey: inc_rkey(m.rkey), bind_info: info(&mr) }),
-        ..SendWr::default()
-    };
+    let wr = bind_wr(4, &m, info(&mr));
     expect_ok("ibv_post_send(IBV_WR_BIND_MW)", b.post_send_wr(&s.qp, &[wr]))?;
     let _ = a;
     Ok(poll(b, &s.cq, 1)?.remove(0).status)
@@ -241,13 +233,7 @@ fn bind_errors(b: &mut dyn Backend, env: &Env) -> Check {
     let (_buf, mr) = region(b, s.pd, 64, &[], lw)?;
     let m = alloc_mw(b, s.pd, MW_TYPE_2)?;
     let info = MwBindInfo { mr: Some(mr), addr: mr.addr, length: (1 << 31) + 1, access: RW };
-    let wr = SendWr {
-        wr_id: 4,
-        opcode: wr_opcode::BIND_MW,
-        send_flags: SendFlags::SIGNALED,
-        bind_mw: Some(BindMw { mw: m, rkey: inc_rkey(m.rkey), bind_info: info }),
-        ..SendWr::default()
-    };
+    let wr = bind_wr(4, &m, info);
     expect_errno("a bind of 2 GiB + 1", b.post_send_wr(&s.qp, &[wr]), EOPNOTSUPP)?;
     no_cqe(b, &s.cq)
 }

@@ -33,12 +33,6 @@ impl Kernel {
         if mw_type != MW_TYPE_1 && mw_type != MW_TYPE_2 {
             return Err(Error::new(op, EINVAL, format!("memory window type {mw_type}")));
         }
-        let slot = self.mr_variant.get_mut(dev_index).ok_or_else(|| Error::new(op, EINVAL, "no such device"))?;
-        let variant = *slot;
-        *slot = variant.wrapping_add(1);
-        let mut input = vec![0u8; prm::create_mkey::IN_SIZE];
-        prm::write_header(&mut input, opcode::CREATE_MKEY, 0, 0);
-        let at = |f: prm::Field| f.at(prm::create_mkey::MKC_BIT);
         let fields = [
             (mkc::FREE, 1),
             (mkc::TRANSLATIONS_OCTWORD_SIZE, 4),
@@ -48,14 +42,7 @@ impl Kernel {
             (mkc::ACCESS_MODE_1_0, mkc::ACCESS_MODE_KLMS),
             (mkc::EN_RINVAL, u64::from(mw_type == MW_TYPE_2)),
             (mkc::QPN, 0xff_ffff),
-            (mkc::MKEY_7_0, u64::from(variant)),
         ];
-        for (f, v) in fields {
-            at(f).set(&mut input, v).map_err(|e| internal(op, e))?;
-        }
-        let mut out = [0u8; prm::create_mkey::OUT_SIZE];
-        kernel_cmd(dev, &input, &mut out).map_err(|e| cmd_error(op, e, &out, "CREATE_MKEY (memory window)"))?;
-        let index = prm::create_mkey::OUT_MKEY_INDEX.get(&out).map_err(|e| internal(op, e))? as u32;
-        Ok((index, variant))
+        self.create_plain_mkey(dev, dev_index, &fields, (op, "CREATE_MKEY (memory window)"))
     }
 }
