@@ -96,6 +96,7 @@ impl Shim {
             crate::domain::fill_context_ops(&mut c);
             crate::dm::fill_context_ops(&mut c);
             crate::xrc::fill_context_ops(&mut c);
+            crate::mw::fill_context_ops(&mut c);
         }
         crate::queue::fill_context_ops(&mut c);
         crate::srq::fill_context_ops(&mut c);
@@ -148,6 +149,7 @@ impl Shim {
         self.cqs.retain(|_, c| !ptr::eq(c.c.context, ctx));
         self.forget_memory_of(ctx);
         crate::dm::forget(ctx);
+        crate::mw::forget(ctx);
         let ahs: Vec<usize> = self.ahs.iter().filter(|(_, a)| ptr::eq(a.context, ctx)).map(|(k, _)| *k).collect();
         for k in ahs {
             self.ahs.remove(&k);
@@ -191,7 +193,9 @@ impl Shim {
         attr.vendor_part_id = p.device.vendor_part_id;
         attr.max_qp = 1 << 17;
         attr.max_qp_wr = c_int::try_from(p.datapath.max_qp_wr).unwrap_or(c_int::MAX);
-        attr.device_cap_flags = DEVICE_CAP_FLAGS;
+        // mlx5_ib: memory windows (types 1 and 2B) with imaicl, up to one per mkey.
+        let mw = p.hca_cap.imaicl;
+        attr.device_cap_flags = DEVICE_CAP_FLAGS | if mw { MEM_WINDOW_FLAGS } else { 0 };
         attr.max_sge = 30;
         attr.max_sge_rd = 30;
         attr.max_cq = 1 << 24;
@@ -204,9 +208,9 @@ impl Shim {
         // mlx5_ib: IB_ATOMIC_HCA when the device does 8-byte atomics in host endianness.
         attr.atomic_cap =
             if p.datapath.atomic { ibv_atomic_cap::IBV_ATOMIC_HCA } else { ibv_atomic_cap::IBV_ATOMIC_NONE };
-        // Memory windows are not simulated: none advertised. SRQs as mlx5_ib reports
-        // them: 2^log_max_srq of 2^log_max_srq_sz - 1 WRs of max_rq_desc_sz / 16 - 1 SGEs.
-        attr.max_mw = 0;
+        // SRQs as mlx5_ib reports them: 2^log_max_srq of 2^log_max_srq_sz - 1 WRs of
+        // max_rq_desc_sz / 16 - 1 SGEs; memory windows as many as MRs, when the device has them.
+        attr.max_mw = if mw { attr.max_mr } else { 0 };
         attr.max_ah = c_int::MAX;
         attr.max_srq = 1 << p.datapath.log_max_srq.min(30);
         attr.max_srq_wr = (1 << p.datapath.log_max_srq_sz.min(30)) - 1;
@@ -220,10 +224,13 @@ impl Shim {
 
 /// `ibv_device_attr.device_cap_flags` as mlx5_ib sets them for what the simulator does:
 /// BAD_PKEY_CNTR, BAD_QKEY_CNTR, CHANGE_PHY_PORT, PORT_ACTIVE_EVENT, SYS_IMAGE_GUID,
-/// RC_RNR_NAK_GEN, XRC (the `xrc` HCA cap) and MEM_MGT_EXTENSIONS. MEM_WINDOW, AUTO_PATH_MIG
-/// (alternate paths) and the raw-packet and checksum offloads stay off: those features are
-/// not simulated.
+/// RC_RNR_NAK_GEN, XRC (the `xrc` HCA cap) and MEM_MGT_EXTENSIONS; MEM_WINDOW and
+/// MEM_WINDOW_TYPE_2B are added when the device has memory windows. AUTO_PATH_MIG (alternate
+/// paths) and the raw-packet and checksum offloads stay off: those features are not simulated.
 const DEVICE_CAP_FLAGS: u32 = 1 << 1 | 1 << 2 | 1 << 5 | 1 << 10 | 1 << 11 | 1 << 12 | 1 << 20 | 1 << 21;
+
+/// `IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B`, which mlx5_ib sets with imaicl.
+const MEM_WINDOW_FLAGS: u32 = 1 << 17 | 1 << 24;
 
 fn fill_port(p: &PortAttr, max_msg_sz: u32, out: &mut ibv_port_attr) {
     // SAFETY: plain data.

@@ -29,6 +29,7 @@ pub mod import;
 mod inline;
 pub mod misc;
 pub mod mr;
+pub mod mw;
 mod objects;
 pub mod qpx;
 pub mod queue;

@@ -75,7 +75,8 @@ fn send_op(wr: &ibv_send_wr) -> Result<mlx5_dv::WrOp, c_int> {
         ibv_wr_opcode::IBV_WR_SEND_WITH_IMM => WrOp::SendImm { wr_id, flags, imm, sge },
         ibv_wr_opcode::IBV_WR_SEND_WITH_INV => WrOp::SendInv { wr_id, flags, invalidate_rkey: imm, sge },
         ibv_wr_opcode::IBV_WR_LOCAL_INV => WrOp::LocalInv { wr_id, flags, invalidate_rkey: imm },
-        // Memory windows, TSO and driver opcodes are not simulated.
+        // Memory window binds are read with the shim's objects (`Shim::post_send`); TSO and
+        // driver opcodes are not simulated.
         _ => return Err(libc::EOPNOTSUPP),
     })
 }
@@ -449,6 +450,17 @@ impl Shim {
             let w = unsafe { &*wr };
             match send_wr(w) {
                 Ok(mut x) => {
+                    if x.opcode == ibv_wr_opcode::IBV_WR_BIND_MW {
+                        // SAFETY: wr.bind_mw is the union member of a bind.
+                        let b = unsafe { w.bind_mw_tso_union.bind_mw };
+                        match self.bind_of(b.mw, b.rkey, &b.bind_info) {
+                            Ok(b) => x.bind_mw = Some(b),
+                            Err(e) => {
+                                unreadable = Some(e);
+                                break;
+                            }
+                        }
+                    }
                     if ud {
                         // SAFETY: wr.ud is the union member of a UD QP's WR.
                         let u = unsafe { w.wr.ud };

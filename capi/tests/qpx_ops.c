@@ -1,7 +1,8 @@
 /* Every op of ibv_qp_ex and mlx5dv_qp_ex that a header's inline function calls is set, on
- * every QP: an op the simulator does not model (memory windows, TSO, atomic write, flush,
- * the XRC/DC address setters and the UD one off a UD QP, raw WQEs, memcpy) fails its chain
- * with EOPNOTSUPP at ibv_wr_complete, posts nothing, and leaves the QP usable; a QP created without send ops
+ * every QP: an op the simulator does not model (TSO, atomic write, flush, the XRC/DC address
+ * setters and the UD one off a UD QP, raw WQEs, memcpy) fails its chain with EOPNOTSUPP at
+ * ibv_wr_complete, posts nothing, and leaves the QP usable (and so does a memory window bind
+ * of a NULL window, with EINVAL: mw.c binds real ones); a QP created without send ops
  * flags has no ibv_qp_ex (NULL, as libibverbs gives) but its ops are set all the same.
  * On the real libraries these ops build WQEs (or are NULL for the QP type), so the
  * simulator-only checks run on the shim alone. The atomics are modelled: their chain posts. */
@@ -22,7 +23,8 @@ static wr_flush_fn flush_op(struct ibv_qp_ex *q)
 	return *(wr_flush_fn *)((char *)q + sizeof(struct ibv_qp_ex));
 }
 
-/* A chain of one op fails with EOPNOTSUPP and posts nothing; then a WRITE still completes. */
+/* A chain of one op fails with EOPNOTSUPP (a bind of no window: EINVAL) and posts nothing;
+ * then a WRITE still completes. */
 static void refused(int op, const char *what)
 {
 	uint64_t remote = (uintptr_t)buf;
@@ -49,7 +51,7 @@ static void refused(int op, const char *what)
 	case 10: mlx5dv_wr_raw_wqe(dvx, buf); break;
 	case 11: mlx5dv_wr_memcpy(dvx, mr->lkey, remote, mr->lkey, remote + 32, 16); break;
 	}
-	CHECK_EQ(ibv_wr_complete(qx), EOPNOTSUPP, what);
+	CHECK_EQ(ibv_wr_complete(qx), op == 2 ? EINVAL : EOPNOTSUPP, what);
 	struct ibv_wc wc;
 	CHECK_EQ(ibv_poll_cq(cq, 1, &wc), 0, "a refused chain completes nothing");
 	ibv_wr_start(qx);

@@ -22,6 +22,7 @@ mod inline;
 mod inval;
 mod misuse;
 mod mkey;
+mod mw;
 mod odp;
 mod qp;
 mod recovery;
@@ -72,6 +73,7 @@ pub fn all() -> Vec<Case> {
         srq::CASES,
         rereg::CASES,
         dm::CASES,
+        mw::CASES,
         odp::CASES,
         verbs_misc::CASES,
         xrc::CASES,

@@ -11,11 +11,11 @@ use crate::api::crypto::{
     CryptoLoginAttr, CryptoLoginAttrEx, CryptoLoginQueryAttr, CryptoLoginState, DekAttr, DekInitAttr,
 };
 use crate::api::devx::{DevxEq, DevxObj, DevxUar, DevxUmem, MsiVector};
-use crate::api::memory::{AccessFlags, Buf, Dm, DmaBuf, Mr};
+use crate::api::memory::{AccessFlags, Buf, Dm, DmaBuf, Mr, Mw};
 use crate::api::mkey::{Mkey, MkeyErr, MkeyInitAttr};
 use crate::api::queue::{Cq, Qp, QpInitAttr, QpModify, QpState, Wc};
 use crate::api::srq::{Srq, SrqAttr, SrqInitAttr};
-use crate::api::wr::{RecvWr, SendWr, WrOp};
+use crate::api::wr::{MwBind, RecvWr, SendWr, WrOp};
 use crate::api::xrc::{QpOpenAttr, Xrcd, XrcdInitAttr};
 use crate::backend::Backend;
 use crate::error::{Error, Op, Result};
@@ -181,6 +181,12 @@ pub enum Call {
     DevxDestroyEq { eq: DevxEq },
     /// [`crate::Memory::rereg_mr`].
     ReregMr { mr: Mr, flags: u32, pd: Option<PdHandle>, addr: u64, length: u64, access: AccessFlags },
+    /// [`crate::Memory::alloc_mw`].
+    AllocMw { pd: PdHandle, mw_type: u32 },
+    /// [`crate::Memory::dealloc_mw`].
+    DeallocMw { mw: Mw },
+    /// [`crate::Memory::bind_mw`].
+    BindMw { qp: Qp, mw: Mw, bind: MwBind },
     /// [`crate::Memory::alloc_dm`].
     AllocDm { ctx: ContextHandle, length: u64, log_align_req: u32 },
     /// [`crate::Memory::free_dm`].
@@ -273,6 +279,9 @@ pub enum Reply {
     DevxCreateEq(Result<DevxEq>),
     DevxDestroyEq(Result<()>),
     ReregMr(Result<Mr>),
+    AllocMw(Result<Mw>),
+    DeallocMw(Result<()>),
+    BindMw(Result<u32>),
     AllocDm(Result<Dm>),
     FreeDm(Result<()>),
     MemcpyToDm(Result<()>),
@@ -377,6 +386,9 @@ impl Call {
             Call::ReregMr { mr, flags, pd, addr, length, access } => {
                 Reply::ReregMr(b.rereg_mr(mr, *flags, *pd, *addr, *length, *access))
             }
+            Call::AllocMw { pd, mw_type } => Reply::AllocMw(b.alloc_mw(*pd, *mw_type)),
+            Call::DeallocMw { mw } => Reply::DeallocMw(b.dealloc_mw(mw)),
+            Call::BindMw { qp, mw, bind } => Reply::BindMw(b.bind_mw(qp, mw, bind)),
             Call::AllocDm { ctx, length, log_align_req } => Reply::AllocDm(b.alloc_dm(*ctx, *length, *log_align_req)),
             Call::FreeDm { dm } => Reply::FreeDm(b.free_dm(dm)),
             Call::MemcpyToDm { dm, offset, data } => Reply::MemcpyToDm(b.memcpy_to_dm(dm, *offset, data)),
@@ -463,6 +475,9 @@ impl Call {
             Call::DevxCreateEq { .. } => Op::DevxCreateEq,
             Call::DevxDestroyEq { .. } => Op::DevxDestroyEq,
             Call::ReregMr { .. } => Op::ReregMr,
+            Call::AllocMw { .. } => Op::AllocMw,
+            Call::DeallocMw { .. } => Op::DeallocMw,
+            Call::BindMw { .. } => Op::BindMw,
             Call::AllocDm { .. } => Op::AllocDm,
             Call::FreeDm { .. } => Op::FreeDm,
             Call::MemcpyToDm { .. } => Op::MemcpyToDm,
@@ -571,6 +586,9 @@ impl Reply {
             Reply::DevxCreateEq(r) => r.as_ref().err(),
             Reply::DevxDestroyEq(r) => r.as_ref().err(),
             Reply::ReregMr(r) => r.as_ref().err(),
+            Reply::AllocMw(r) => r.as_ref().err(),
+            Reply::DeallocMw(r) => r.as_ref().err(),
+            Reply::BindMw(r) => r.as_ref().err(),
             Reply::AllocDm(r) => r.as_ref().err(),
             Reply::FreeDm(r) => r.as_ref().err(),
             Reply::MemcpyToDm(r) => r.as_ref().err(),
@@ -655,6 +673,9 @@ impl Reply {
             Call::DevxCreateEq { .. } => Reply::DevxCreateEq(Err(err)),
             Call::DevxDestroyEq { .. } => Reply::DevxDestroyEq(Err(err)),
             Call::ReregMr { .. } => Reply::ReregMr(Err(err)),
+            Call::AllocMw { .. } => Reply::AllocMw(Err(err)),
+            Call::DeallocMw { .. } => Reply::DeallocMw(Err(err)),
+            Call::BindMw { .. } => Reply::BindMw(Err(err)),
             Call::AllocDm { .. } => Reply::AllocDm(Err(err)),
             Call::FreeDm { .. } => Reply::FreeDm(Err(err)),
             Call::MemcpyToDm { .. } => Reply::MemcpyToDm(Err(err)),

@@ -155,6 +155,12 @@ pub enum Op {
     Backend,
     /// `ibv_rereg_mr`.
     ReregMr,
+    /// `ibv_alloc_mw`.
+    AllocMw,
+    /// `ibv_dealloc_mw`.
+    DeallocMw,
+    /// `ibv_bind_mw`.
+    BindMw,
     /// `ibv_alloc_dm` / `mlx5dv_alloc_dm`.
     AllocDm,
     /// `ibv_free_dm`.
@@ -244,6 +250,9 @@ impl Op {
             Op::DevxDestroyEq => "mlx5dv_devx_destroy_eq",
             Op::Backend => "backend",
             Op::ReregMr => "ibv_rereg_mr",
+            Op::AllocMw => "ibv_alloc_mw",
+            Op::DeallocMw => "ibv_dealloc_mw",
+            Op::BindMw => "ibv_bind_mw",
             Op::AllocDm => "ibv_alloc_dm",
             Op::FreeDm => "ibv_free_dm",
             Op::MemcpyToDm => "ibv_memcpy_to_dm",

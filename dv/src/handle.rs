@@ -194,6 +194,11 @@ handle!(
     DmHandle,
     "DM"
 );
+handle!(
+    /// A memory window (`struct ibv_mw *`).
+    MwHandle,
+    "MW"
+);
 
 #[derive(Debug, Clone)]
 struct Entry<T> {

@@ -29,11 +29,11 @@ use crate::api::crypto::{
     Crypto, CryptoLoginAttr, CryptoLoginAttrEx, CryptoLoginQueryAttr, CryptoLoginState, DekAttr, DekInitAttr,
 };
 use crate::api::devx::{Devx, DevxEq, DevxObj, DevxUar, DevxUmem, MsiVector};
-use crate::api::memory::{AccessFlags, Buf, Dm, DmaBuf, Memory, Mr};
+use crate::api::memory::{AccessFlags, Buf, Dm, DmaBuf, Memory, Mr, Mw};
 use crate::api::mkey::{Mkey, MkeyErr, MkeyInitAttr, Mkeys};
 use crate::api::queue::{Cq, Qp, QpInitAttr, QpModify, QpState, Queues, Wc};
 use crate::api::srq::{Srq, SrqAttr, SrqInitAttr, Srqs};
-use crate::api::wr::{RecvWr, SendWr, WrOp};
+use crate::api::wr::{MwBind, RecvWr, SendWr, WrOp};
 use crate::api::xrc::{QpOpenAttr, Xrcd, XrcdInitAttr};
 use crate::backend::{Backend, BackendInfo};
 use crate::call::{Call, Reply};
@@ -205,6 +205,12 @@ impl<L: Layer, B: Backend> Memory for Wrapped<L, B> {
     ) -> Result<Mr> {
         through!(self, Call::ReregMr { mr: *mr, flags, pd, addr, length, access }, ReregMr)
     }
+    fn alloc_mw(&mut self, pd: PdHandle, mw_type: u32) -> Result<Mw> {
+        through!(self, Call::AllocMw { pd, mw_type }, AllocMw)
+    }
+    fn dealloc_mw(&mut self, mw: &Mw) -> Result<()> {
+        through!(self, Call::DeallocMw { mw: *mw }, DeallocMw)
+    }
     fn alloc_dm(&mut self, ctx: ContextHandle, length: u64, log_align_req: u32) -> Result<Dm> {
         through!(self, Call::AllocDm { ctx, length, log_align_req }, AllocDm)
     }
@@ -255,6 +261,9 @@ impl<L: Layer, B: Backend> Memory for Wrapped<L, B> {
 }
 
 impl<L: Layer, B: Backend> Queues for Wrapped<L, B> {
+    fn bind_mw(&mut self, qp: &Qp, mw: &Mw, bind: &MwBind) -> Result<u32> {
+        through!(self, Call::BindMw { qp: *qp, mw: *mw, bind: *bind }, BindMw)
+    }
     fn create_cq_on_vector(&mut self, ctx: ContextHandle, cqe: u32, comp_vector: u32) -> Result<Cq> {
         through!(self, Call::CreateCq { ctx, cqe, comp_vector }, CreateCq)
     }

@@ -92,8 +92,8 @@ pub use caps::{Caps, DeviceCaps, KernelFacts, LibraryFacts};
 pub use error::{CmdStatus, Error, ErrorKind, Op, Result};
 pub use handle::{
     BackendId, BufHandle, ContextHandle, CqHandle, CryptoLoginHandle, DekHandle, DevxObjHandle, DmHandle, EqHandle,
-    Handle, HandleTable, MkeyHandle, MrHandle, MsiVectorHandle, PdHandle, QpHandle, SrqHandle, UarHandle, UmemHandle,
-    XrcdHandle, adopting,
+    Handle, HandleTable, MkeyHandle, MrHandle, MsiVectorHandle, MwHandle, PdHandle, QpHandle, SrqHandle, UarHandle,
+    UmemHandle, XrcdHandle, adopting,
 };
 pub use layer::{Layer, Wrapped};
 pub use net_fault::{NetAction, NetFault};

@@ -537,6 +537,10 @@ pub struct HcaCapSection {
     pub log_max_mkey: u8,
     /// log2 of the longest KLM list.
     pub log_max_klm_list_size: u8,
+    /// `imaicl`: memory windows (mlx5_ib offers `ibv_alloc_mw` and advertises
+    /// `IBV_DEVICE_MEM_WINDOW` and `_TYPE_2B` only with it).
+    #[serde(default = "yes")]
+    pub imaicl: bool,
 }
 
 /// `[crypto_cap]`: the crypto capability page.

@@ -519,6 +519,14 @@ impl Memory for HwBackend {
         self.hw_alloc_buf(len)
     }
 
+    fn alloc_mw(&mut self, pd: PdHandle, mw_type: u32) -> Result<mlx5_dv::Mw> {
+        self.hw_alloc_mw(pd, mw_type)
+    }
+
+    fn dealloc_mw(&mut self, mw: &mlx5_dv::Mw) -> Result<()> {
+        self.hw_dealloc_mw(mw)
+    }
+
     fn alloc_dm(&mut self, ctx: ContextHandle, length: u64, log_align_req: u32) -> Result<mlx5_dv::Dm> {
         self.hw_alloc_dm(ctx, length, log_align_req)
     }
@@ -621,6 +629,10 @@ impl Memory for HwBackend {
 }
 
 impl Queues for HwBackend {
+    fn bind_mw(&mut self, qp: &mlx5_dv::Qp, mw: &mlx5_dv::Mw, bind: &mlx5_dv::MwBind) -> Result<u32> {
+        self.hw_bind_mw(qp, mw, bind)
+    }
+
     fn create_cq_on_vector(&mut self, ctx: ContextHandle, cqe: u32, comp_vector: u32) -> Result<mlx5_dv::Cq> {
         self.hw_create_cq(ctx, cqe, comp_vector)
     }

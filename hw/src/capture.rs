@@ -133,6 +133,7 @@ fn read_caps(b: &mut HwBackend, ctx: mlx5_dv::ContextHandle) -> Result<(HcaCapSe
         general_obj_types,
         log_max_mkey: get(&page, c::LOG_MAX_MKEY) as u8,
         log_max_klm_list_size: get(&page, c::LOG_MAX_KLM_LIST_SIZE) as u8,
+        imaicl: bit(&page, c::IMAICL),
     };
     let crypto = if hca.crypto {
         let p = devx_query(b, ptr, q::OP_MOD_CRYPTO_CUR)?;

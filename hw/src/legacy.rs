@@ -4,7 +4,7 @@
 use std::ffi::c_int;
 use std::ptr;
 
-use mlx5_dv::errno::EOPNOTSUPP;
+use mlx5_dv::errno::EINVAL;
 use mlx5_dv::{Error, Op, Qp, Result, SendWr, Wc, WcFlags, wc_flags, wc_opcode, wr_opcode};
 use rdma_sys::*;
 
@@ -74,22 +74,28 @@ fn c_wr(w: &SendWr, sges: &mut [ibv_sge]) -> ibv_send_wr {
 
 impl HwBackend {
     /// `ibv_post_send` of `wrs` as one list. An inline WR goes with its SGEs, whose bytes
-    /// libmlx5 copies (`inline_data` is for backends that cannot read them). A BIND_MW WR would
-    /// make libmlx5 follow a memory window this API does not carry: the WRs before it are
-    /// posted, and it fails with EOPNOTSUPP.
+    /// libmlx5 copies (`inline_data` is for backends that cannot read them). A BIND_MW WR
+    /// carries the library's window and MR; one without `bind_mw` (which libmlx5 would follow
+    /// through a NULL window) is not posted: the WRs before it are, and it fails with EINVAL.
     pub(crate) fn hw_post_send_wr(&mut self, qp: &Qp, wrs: &[SendWr]) -> Result<()> {
         let op = Op::PostSendWr;
         if wrs.iter().any(|w| w.dc.is_some()) {
             return self.hw_post_send_dc(qp, wrs);
         }
         let ptr = self.objs.qps.get(qp.handle, op)?.ptr;
-        let stop = wrs.iter().position(|w| w.opcode == wr_opcode::BIND_MW);
+        let stop = wrs.iter().position(|w| w.opcode == wr_opcode::BIND_MW && w.bind_mw.is_none());
         let postable = &wrs[..stop.unwrap_or(wrs.len())];
         let mut sges: Vec<Vec<ibv_sge>> = postable
             .iter()
             .map(|w| w.sge.iter().map(|s| ibv_sge { addr: s.addr, length: s.length, lkey: s.lkey }).collect())
             .collect();
         let mut c: Vec<ibv_send_wr> = postable.iter().zip(sges.iter_mut()).map(|(w, s)| c_wr(w, s)).collect();
+        for (w, cw) in postable.iter().zip(c.iter_mut()) {
+            if let (wr_opcode::BIND_MW, Some(b)) = (w.opcode, &w.bind_mw) {
+                let (mw, bind_info) = self.c_bind(b, op)?;
+                cw.bind_mw_tso_union.bind_mw = bind_mw_t { mw, rkey: b.rkey, bind_info };
+            }
+        }
         for i in 1..c.len() {
             let next: *mut ibv_send_wr = &mut c[i];
             c[i - 1].next = next;
@@ -105,7 +111,7 @@ impl HwBackend {
             }
         }
         match stop {
-            Some(i) => Err(Error::new(op, EOPNOTSUPP, format!("WR {i}: memory windows are not in this API"))
+            Some(i) => Err(Error::new(op, EINVAL, format!("WR {i}: IBV_WR_BIND_MW without wr.bind_mw"))
                 .with_bad_wr(u32::try_from(i).unwrap_or(u32::MAX))),
             None => Ok(()),
         }

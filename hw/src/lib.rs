@@ -24,6 +24,7 @@ pub mod inline;
 mod legacy;
 mod lib_mlx5;
 mod mr;
+mod mw;
 mod objects;
 mod queues;
 mod sq_bytes;

@@ -72,6 +72,11 @@ pub(crate) struct HwDm {
     pub(crate) buf: BufHandle,
 }
 
+/// One memory window: the library's `ibv_mw`.
+pub(crate) struct HwMw {
+    pub(crate) ptr: *mut rdma_sys::ibv_mw,
+}
+
 pub(crate) struct HwCq {
     pub(crate) ptr: *mut ibv_cq,
     pub(crate) ctx: ContextHandle,
@@ -168,6 +173,7 @@ pub(crate) struct Objects {
     pub(crate) eqs: HandleTable<EqHandle, HwEq>,
     pub(crate) srqs: HandleTable<mlx5_dv::SrqHandle, HwSrq>,
     pub(crate) dms: HandleTable<mlx5_dv::DmHandle, HwDm>,
+    pub(crate) mws: HandleTable<mlx5_dv::MwHandle, HwMw>,
 }
 
 /// The object behind `h` if nothing uses it: EBUSY with `busy(users)` otherwise, EINVAL for a
@@ -204,6 +210,7 @@ impl Objects {
             eqs: HandleTable::new(backend),
             srqs: HandleTable::new(backend),
             dms: HandleTable::new(backend),
+            mws: HandleTable::new(backend),
         }
     }
 

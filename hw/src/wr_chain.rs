@@ -30,7 +30,11 @@ impl HwBackend {
         // Resolve every mkey before the chain starts: a stale handle never reaches libmlx5.
         let mut mkeys = Vec::new();
         let mut deks = Vec::new();
+        let mut binds = Vec::new();
         for w in ops {
+            if let WrOp::BindMw { bind, .. } = w {
+                binds.push(self.c_bind(bind, op)?);
+            }
             if let WrOp::SetMkeyCrypto(a) = w {
                 // libmlx5 follows the DEK pointer when it finalizes the UMR: NULL would crash.
                 let d = a.dek.ok_or_else(|| Error::new(op, EINVAL, "the crypto setter names no DEK (NULL)"))?;
@@ -50,6 +54,7 @@ impl HwBackend {
         }
         let mut mkeys = mkeys.into_iter();
         let mut deks = deks.into_iter();
+        let mut binds = binds.into_iter();
         // SAFETY (whole chain): qpx and mqpx belong to a live QP; every pointer passed below
         // points into vectors that outlive ibv_wr_complete.
         unsafe {
@@ -108,6 +113,13 @@ impl HwBackend {
                         set_sges(qpx, sge);
                     }
                     WrOp::LocalInv { invalidate_rkey, .. } => ibv_wr_local_inv(qpx, *invalidate_rkey),
+                    WrOp::BindMw { bind, .. } => {
+                        // A QP created without IBV_QP_EX_WITH_BIND_MW has no builder for it.
+                        match (binds.next(), (*qpx).wr_bind_mw.is_some()) {
+                            (Some((mw, info)), true) => ibv_wr_bind_mw(qpx, mw, bind.rkey, &info),
+                            _ => note(&mut missing_op, Err(EOPNOTSUPP)),
+                        }
+                    }
                     WrOp::MkeyConfigure { num_setters, conf_flags, comp_mask, .. } => {
                         let mut attr = mlx5dv_mkey_conf_attr { conf_flags: conf_flags.bits(), comp_mask: *comp_mask };
                         let m = next_mkey(&mut mkeys);
@@ -220,6 +232,7 @@ fn wr_id_flags(w: &WrOp) -> Option<(u64, u32)> {
         | WrOp::SendImm { wr_id, flags, .. }
         | WrOp::SendInv { wr_id, flags, .. }
         | WrOp::LocalInv { wr_id, flags, .. }
+        | WrOp::BindMw { wr_id, flags, .. }
         | WrOp::MkeyConfigure { wr_id, flags, .. }
         | WrOp::MrList { wr_id, flags, .. }
         | WrOp::MrInterleaved { wr_id, flags, .. } => Some((*wr_id, flags.bits())),

@@ -14,6 +14,7 @@ use crate::device::Device;
 use crate::device::firmware::named_input;
 
 mod dm;
+mod mw;
 mod srq;
 mod verbs;
 mod xrc;
@@ -403,6 +404,30 @@ impl Kernel {
             .map(|v| v as u32)
             .map_err(|e| Error::new(op, mlx5_dv::errno::EIO, e.to_string()))?;
         Ok(index)
+    }
+
+    /// CREATE_MKEY of an mkey without a translation payload whose context is `fields`, with
+    /// the device's next key variant (written last, as `mkey_7_0`); its index and variant.
+    fn create_plain_mkey(
+        &mut self,
+        dev: &mut Device,
+        dev_index: usize,
+        fields: &[(prm::Field, u64)],
+        (op, what): (Op, &str),
+    ) -> Result<(u32, u8)> {
+        let slot = self.mr_variant.get_mut(dev_index).ok_or_else(|| Error::new(op, EINVAL, "no such device"))?;
+        let variant = *slot;
+        *slot = variant.wrapping_add(1);
+        let mut input = vec![0u8; prm::create_mkey::IN_SIZE];
+        prm::write_header(&mut input, opcode::CREATE_MKEY, 0, 0);
+        let at = |f: prm::Field| f.at(prm::create_mkey::MKC_BIT);
+        for &(f, v) in fields.iter().chain(&[(prm::mkc::MKEY_7_0, u64::from(variant))]) {
+            at(f).set(&mut input, v).map_err(|e| internal(op, e))?;
+        }
+        let mut out = [0u8; prm::create_mkey::OUT_SIZE];
+        kernel_cmd(dev, &input, &mut out).map_err(|e| cmd_error(op, e, &out, what))?;
+        let index = prm::create_mkey::OUT_MKEY_INDEX.get(&out).map_err(|e| internal(op, e))? as u32;
+        Ok((index, variant))
     }
 
     /// The handle CQ events carry back to user space (`ibv_cq`'s user handle).

@@ -21,6 +21,7 @@ mod dm;
 mod dmabuf;
 mod memory;
 mod mkey;
+mod mw;
 mod odp;
 mod poll;
 mod qp;
@@ -257,6 +258,8 @@ pub(crate) struct Provider {
     post: Option<Box<wr::PostScratch>>,
     /// Device memory (`ibv_alloc_dm`).
     dms: HandleTable<mlx5_dv::DmHandle, dm::DmObj>,
+    /// Memory windows (`ibv_alloc_mw`).
+    mws: HandleTable<mlx5_dv::MwHandle, mw::MwObj>,
 }
 
 impl Provider {
@@ -281,6 +284,7 @@ impl Provider {
             wqe_log: None,
             post: None,
             dms: HandleTable::new(backend),
+            mws: HandleTable::new(backend),
         }
     }
 

@@ -1,5 +1,5 @@
-//! The `ibv_qp_ex` and `mlx5dv_qp_ex` ops the simulator does not model: memory
-//! windows, TSO, atomic write, flush, the XRC address setter, raw WQEs and
+//! The `ibv_qp_ex` and `mlx5dv_qp_ex` ops the simulator does not model: TSO, atomic write,
+//! flush, the UD, XRC and DC address setters, raw WQEs and
 //! memcpy. Each latches EOPNOTSUPP, so `ibv_wr_complete` fails the whole chain and posts
 //! nothing (a setter that follows one of these builders changes nothing that is posted).
 
@@ -8,8 +8,11 @@ use std::ffi::c_void;
 use mlx5_hw::sys::mlx5dv::*;
 use rdma_sys::*;
 
+use mlx5_dv::{SendFlags, WrOp};
+
 use super::{latch, on_mqp, on_qpx};
 use crate::objects::QpC;
+use crate::state::with;
 
 /// Set every op the shim does not model on a new QP's structs.
 pub(crate) fn fill_unmodelled(c: &mut QpC) {
@@ -37,10 +40,6 @@ fn unmodelled_dv(mqp: *mut mlx5dv_qp_ex) {
             latch(q, libc::EOPNOTSUPP)
         }
     })
-}
-
-unsafe extern "C" fn wr_bind_mw(qpx: *mut ibv_qp_ex, _mw: *mut ibv_mw, _rkey: u32, _info: *const ibv_mw_bind_info) {
-    unmodelled(qpx)
 }
 
 unsafe extern "C" fn wr_send_tso(qpx: *mut ibv_qp_ex, _hdr: *mut c_void, _hdr_sz: u16, _mss: u16) {
@@ -72,4 +71,26 @@ unsafe extern "C" fn wr_memcpy(
     _length: usize,
 ) {
     unmodelled_dv(mqp)
+}
+
+/// `ibv_wr_bind_mw`: a bind WR in the chain; a window or MR the shim did not make latches
+/// EINVAL (libmlx5 would follow the pointers).
+unsafe extern "C" fn wr_bind_mw(qpx: *mut ibv_qp_ex, mw: *mut ibv_mw, rkey: u32, info: *const ibv_mw_bind_info) {
+    // SAFETY: the caller's bind info, if any.
+    let info = unsafe { info.as_ref() };
+    with(
+        |_| (),
+        |s| {
+            let b = info.ok_or(libc::EINVAL).and_then(|i| s.bind_of(mw, rkey, i));
+            if let Ok(q) = s.qp(qpx.cast()) {
+                match b {
+                    Ok(bind) => {
+                        let (wr_id, flags) = (q.c.ex.wr_id, SendFlags::from_bits_retain(q.c.ex.wr_flags));
+                        q.chain.push(WrOp::BindMw { wr_id, flags, bind });
+                    }
+                    Err(e) => latch(q, e),
+                }
+            }
+        },
+    )
 }

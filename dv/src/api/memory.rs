@@ -1,12 +1,12 @@
 //! Host memory and memory regions: backend-owned buffers, `ibv_reg_mr`, `ibv_dereg_mr`, and
 //! dma-buf memory: an exporter, `ibv_reg_dmabuf_mr`, `mlx5dv_reg_dmabuf_mr` and
-//! `mlx5dv_get_data_direct_sysfs_path`.
+//! `mlx5dv_get_data_direct_sysfs_path`; memory windows (`ibv_alloc_mw`, `ibv_dealloc_mw`).
 
 use bitflags::bitflags;
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
-use crate::handle::{BufHandle, ContextHandle, DmHandle, MrHandle, PdHandle};
+use crate::handle::{BufHandle, ContextHandle, DmHandle, MrHandle, MwHandle, PdHandle};
 
 /// A backend-owned, page-aligned buffer; `addr` is the virtual address SGEs and MRs use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -120,6 +120,41 @@ pub const DM_ALLOWED_ACCESS: u32 = AccessFlags::LOCAL_WRITE.bits()
     | AccessFlags::ZERO_BASED.bits()
     | 0x3ff0_0000;
 
+/// `IBV_MW_TYPE_1`: bound with `ibv_bind_mw`, tied to its PD.
+pub const MW_TYPE_1: u32 = 1;
+/// `IBV_MW_TYPE_2`: bound by a send WR, tied to the QP that bound it.
+pub const MW_TYPE_2: u32 = 2;
+
+/// A memory window (`struct ibv_mw`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mw {
+    /// The backend handle.
+    pub handle: MwHandle,
+    /// `mw->rkey`: the key a bind changes the low byte of.
+    pub rkey: u32,
+    /// `mw->type` ([`MW_TYPE_1`] or [`MW_TYPE_2`]).
+    pub mw_type: u32,
+}
+
+/// `struct ibv_mw_bind_info`: the part of an MR the window exposes, and its rights.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MwBindInfo {
+    /// `mr`: the region bound to (`None` is a NULL pointer).
+    pub mr: Option<Mr>,
+    /// `addr`: where the window starts, a virtual address of the MR.
+    pub addr: u64,
+    /// `length`: 0 unbinds the window.
+    pub length: u64,
+    /// `mw_access_flags`.
+    pub access: AccessFlags,
+}
+
+/// `ibv_inc_rkey`: the key with its low byte (the tag) one more, wrapping.
+pub fn inc_rkey(rkey: u32) -> u32 {
+    let tag = ((rkey & 0xff) + 1) & 0xff;
+    (rkey & 0xffff_ff00) | tag
+}
+
 /// Host memory the backend owns, and memory regions over it.
 pub trait Memory {
     /// Allocate a zeroed, page-aligned buffer of host memory owned by the backend.
@@ -215,4 +250,21 @@ pub trait Memory {
     /// `ibv_reg_dm_mr(pd, dm, offset, length, access)`: a zero-based MR over `length` bytes of
     /// the DM from `offset` (`access` must hold `IBV_ACCESS_ZERO_BASED`; its `addr` is 0).
     fn reg_dm_mr(&mut self, pd: PdHandle, dm: &Dm, offset: u64, length: u64, access: AccessFlags) -> Result<Mr>;
+
+    /// `ibv_alloc_mw(pd, type)`: a window of type 1 or 2, unbound.
+    fn alloc_mw(&mut self, pd: PdHandle, mw_type: u32) -> Result<Mw>;
+
+    /// `ibv_dealloc_mw`.
+    fn dealloc_mw(&mut self, mw: &Mw) -> Result<()>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inc_rkey_wraps_the_tag_only() {
+        assert_eq!(inc_rkey(0x1234_56fe), 0x1234_56ff);
+        assert_eq!(inc_rkey(0x1234_56ff), 0x1234_5600);
+    }
 }

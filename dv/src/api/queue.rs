@@ -5,8 +5,8 @@ use serde::{Deserialize, Serialize};
 
 use self::qp_attr::QpAttrExt;
 use super::context::{Gid, PortAttr, link_layer};
-use super::memory::AccessFlags;
-use super::wr::{RecvWr, SendWr, WrOp};
+use super::memory::{AccessFlags, Mw};
+use super::wr::{MwBind, RecvWr, SendWr, WrOp};
 use crate::error::Result;
 use crate::handle::{ContextHandle, CqHandle, PdHandle, QpHandle, SrqHandle, XrcdHandle};
 
@@ -567,6 +567,8 @@ pub mod wc_opcode {
     pub const COMP_SWAP: u32 = 3;
     /// `IBV_WC_FETCH_ADD`.
     pub const FETCH_ADD: u32 = 4;
+    /// `IBV_WC_BIND_MW`.
+    pub const BIND_MW: u32 = 5;
     /// `IBV_WC_LOCAL_INV`.
     pub const LOCAL_INV: u32 = 6;
     /// `IBV_WC_RECV`.
@@ -709,6 +711,10 @@ pub trait Queues {
     /// chain): the WRs before a failing one are posted; the error names the failing WR's index
     /// ([`crate::Error::bad_wr`]).
     fn post_send_wr(&mut self, qp: &Qp, wrs: &[SendWr]) -> Result<()>;
+
+    /// `ibv_bind_mw(qp, mw, bind)` of a type-1 window: the key the window answers to once
+    /// the bind is posted (`mw->rkey` afterwards); the bind completes on the QP's send CQ.
+    fn bind_mw(&mut self, qp: &Qp, mw: &Mw, bind: &MwBind) -> Result<u32>;
 
     /// `ibv_post_recv` of a list of receive WRs.
     fn post_recv(&mut self, qp: &Qp, wrs: &[RecvWr]) -> Result<()>;

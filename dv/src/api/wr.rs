@@ -4,7 +4,7 @@ use bitflags::bitflags;
 use serde::{Deserialize, Serialize};
 
 use super::crypto::CryptoAttr;
-use super::memory::AccessFlags;
+use super::memory::{AccessFlags, Mw, MwBindInfo};
 use super::mkey::Mkey;
 use super::signature::SigBlockAttr;
 
@@ -58,6 +58,29 @@ bitflags! {
 
 /// `MLX5DV_MKEY_CONF_FLAG_RESET_SIG_ATTR`.
 pub const MLX5DV_MKEY_CONF_FLAG_RESET_SIG_ATTR: MkeyConfFlags = MkeyConfFlags::RESET_SIG_ATTR;
+
+/// `struct ibv_mw_bind`: what `ibv_bind_mw` takes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MwBind {
+    /// `wr_id` of the bind's completion.
+    pub wr_id: u64,
+    /// `send_flags`.
+    pub send_flags: SendFlags,
+    /// `bind_info`.
+    pub bind_info: MwBindInfo,
+}
+
+/// `wr.bind_mw` of a send WR: the window, the rkey it is to answer to after the bind, and
+/// the bind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BindMw {
+    /// `bind_mw.mw`.
+    pub mw: Mw,
+    /// `bind_mw.rkey`: the new key (its low byte is what the bind writes).
+    pub rkey: u32,
+    /// `bind_mw.bind_info`.
+    pub bind_info: MwBindInfo,
+}
 
 /// One call inside an `ibv_wr_start … ibv_wr_complete` chain. Builders carry the `wr_id` and
 /// `wr_flags` the application sets on the QP before calling them; setters do not.
@@ -177,6 +200,15 @@ pub enum WrOp {
         flags: SendFlags,
         /// The key to invalidate.
         invalidate_rkey: u32,
+    },
+    /// `ibv_wr_bind_mw` (and `IBV_WR_BIND_MW` of `ibv_post_send`).
+    BindMw {
+        /// `qpx->wr_id`.
+        wr_id: u64,
+        /// `qpx->wr_flags`.
+        flags: SendFlags,
+        /// The window, its new rkey and the bind.
+        bind: BindMw,
     },
     /// `ibv_wr_set_inline_data` / `ibv_wr_set_inline_data_list` (and `IBV_SEND_INLINE` of
     /// `ibv_post_send`): the payload of the WR before it, copied into the WQE at post time in
@@ -331,6 +363,9 @@ pub struct SendWr {
     /// empty, the backend reads the SGEs itself. Hex in traces.
     #[serde(default, skip_serializing_if = "Vec::is_empty", with = "super::crypto::hex_vec")]
     pub inline_data: Vec<u8>,
+    /// `wr.bind_mw` of `IBV_WR_BIND_MW`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bind_mw: Option<BindMw>,
     /// `wr.ud` of a send on a UD QP: where the datagram goes (`None` on other QPs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ud: Option<UdDest>,
@@ -384,7 +419,7 @@ fn is_zero(v: &u64) -> bool {
 
 impl SendWr {
     /// The WR of an `ibv_wr_*` builder that `ibv_post_send` also has (RDMA WRITE and READ,
-    /// the two atomics, SEND and its immediate and invalidate forms, LOCAL_INV); `None` for the mlx5dv ops.
+    /// the two atomics, SEND and its immediate and invalidate forms, LOCAL_INV, BIND_MW); `None` for the mlx5dv ops.
     pub fn from_op(op: &WrOp) -> Option<SendWr> {
         let wr = |wr_id: u64, flags: SendFlags, opcode, sge: &[Sge]| SendWr {
             wr_id,
@@ -429,6 +464,9 @@ impl SendWr {
             WrOp::LocalInv { wr_id, flags, invalidate_rkey } => {
                 SendWr { invalidate_rkey: *invalidate_rkey, ..wr(*wr_id, *flags, wr_opcode::LOCAL_INV, &[]) }
             }
+            WrOp::BindMw { wr_id, flags, bind } => {
+                SendWr { bind_mw: Some(*bind), ..wr(*wr_id, *flags, wr_opcode::BIND_MW, &[]) }
+            }
             _ => return None,
         })
     }
@@ -454,6 +492,7 @@ impl SendWr {
             wr_opcode::SEND_WITH_IMM => WrOp::SendImm { wr_id, flags, imm: self.imm_data, sge },
             wr_opcode::SEND_WITH_INV => WrOp::SendInv { wr_id, flags, invalidate_rkey: self.invalidate_rkey, sge },
             wr_opcode::LOCAL_INV => WrOp::LocalInv { wr_id, flags, invalidate_rkey: self.invalidate_rkey },
+            wr_opcode::BIND_MW => WrOp::BindMw { wr_id, flags, bind: self.bind_mw? },
             _ => return None,
         })
     }

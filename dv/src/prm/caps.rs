@@ -29,6 +29,8 @@ pub mod cmd_hca_cap {
         SIGERR_CQE => sigerr_cqe / set_sigerr_cqe: bool = (0x212, 1);
         /// sho (signature handover).
         SHO => sho / set_sho: bool = (0x217, 1);
+        /// imaicl: memory windows.
+        IMAICL => imaicl / set_imaicl: bool = (0x231, 1);
         /// aes_xts_single_block_le_tweak.
         AES_XTS_SINGLE_BLOCK_LE_TWEAK => aes_xts_single_block_le_tweak / set_aes_xts_single_block_le_tweak: bool = (0x3f1, 1);
         /// aes_xts_multi_block_be_tweak.

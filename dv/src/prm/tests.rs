@@ -214,6 +214,7 @@ fn caps_fields_sit_at_their_bytes() {
         (cmd_hca_cap::DRAIN_SIGERR, 1, &[(0x41, 0x01)]),
         (cmd_hca_cap::SIGERR_CQE, 1, &[(0x42, 0x20)]),
         (cmd_hca_cap::SHO, 1, &[(0x42, 0x01)]),
+        (cmd_hca_cap::IMAICL, 1, &[(0x46, 0x40)]),
         (cmd_hca_cap::AES_XTS_SINGLE_BLOCK_LE_TWEAK, 1, &[(0x7e, 0x40)]),
         (cmd_hca_cap::AES_XTS_MULTI_BLOCK_BE_TWEAK, 1, &[(0x7e, 0x20)]),
         (cmd_hca_cap::GENERAL_OBJ_TYPES, 1 << 0x1f | 1 << 0xc, &[(0x84, 0x80), (0x86, 0x10)]),

@@ -19,8 +19,10 @@ use crate::signature::{Domain, Escape, Kind, SigConfig};
 use crate::small::SmallVec;
 
 mod fast;
+mod mw;
 
 pub use fast::{PlainWrite, decode_at, linearise, plain_write_at};
+pub use mw::{BindMwWqe, MwRange, NO_QPN, bind_body};
 
 /// The gather or scatter list of a send WQE: up to 4 entries in place, without allocation.
 pub type SgeList = SmallVec<Sge, 4>;
@@ -155,6 +157,8 @@ pub enum WqeKind {
     },
     /// UMR (mkey configure).
     Umr(UmrWqe),
+    /// A memory window bind (a UMR).
+    BindMw(BindMwWqe),
     /// NOP: completes and moves nothing (what `mlx5dv_qp_cancel_posted_send_wrs` leaves).
     Nop,
     /// SET_PSV: re-initialise a PSV.
@@ -178,7 +182,7 @@ impl WqeKind {
             WqeKind::Send { .. } => opcode::SEND,
             WqeKind::Atomic { compare: Some(_), .. } => opcode::ATOMIC_CS,
             WqeKind::Atomic { compare: None, .. } => opcode::ATOMIC_FA,
-            WqeKind::LocalInv { .. } | WqeKind::Umr(_) => opcode::UMR,
+            WqeKind::LocalInv { .. } | WqeKind::Umr(_) | WqeKind::BindMw(_) => opcode::UMR,
             WqeKind::SetPsv { .. } => opcode::SET_PSV,
             WqeKind::Nop => opcode::NOP,
         }
@@ -314,8 +318,14 @@ fn umr_of(c: &ctrl::CtrlSeg, body: &WqeBody) -> Option<WqeKind> {
     use umr_ctrl::mkey_mask as m;
     let WqeBody::Umr { umr, mkc: k, translation, bsf } = body else { return None };
     let mask = umr.mkey_mask;
-    if mask & m::FREE != 0 && k.free {
+    // A type-1 window's unbind frees it too, but without CHECK_QPN: a bind, read below.
+    let unbind1 = umr.flags & (umr_ctrl::flags::TRANSLATION_OFFSET | umr_ctrl::flags::CHECK_QPN)
+        == umr_ctrl::flags::TRANSLATION_OFFSET;
+    if mask & m::FREE != 0 && k.free && !unbind1 {
         return Some(WqeKind::LocalInv { key: c.imm });
+    }
+    if let Some(bind) = mw::bind_of(c.imm, umr, k, translation) {
+        return Some(bind);
     }
     let access_bits = m::ACCESS_LOCAL_WRITE | m::ACCESS_REMOTE_READ | m::ACCESS_REMOTE_WRITE | m::ACCESS_ATOMIC;
     let access = (mask & access_bits != 0).then(|| {

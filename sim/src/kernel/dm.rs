@@ -164,25 +164,16 @@ impl Kernel {
         if !MEMIC_ALLOWED_ACCESS.contains(access) {
             return Err(Error::new(op, EINVAL, format!("access 0x{:x} on MEMIC", access.bits())));
         }
-        let slot = self.mr_variant.get_mut(dev_index).ok_or_else(|| Error::new(op, EINVAL, "no such device"))?;
-        let variant = *slot;
-        *slot = variant.wrapping_add(1);
         use prm::mkc;
-        let mut input = vec![0u8; prm::create_mkey::IN_SIZE];
-        prm::write_header(&mut input, opcode::CREATE_MKEY, 0, 0);
-        let at = |f: prm::Field| f.at(prm::create_mkey::MKC_BIT);
         let fields = [
             (mkc::ACCESS_MODE_1_0, ACCESS_MODE_MEMIC & 3),
             (mkc::ACCESS_MODE_4_2, ACCESS_MODE_MEMIC >> 2),
             (mkc::START_ADDR, dm.addr + offset),
             (mkc::LEN, length),
         ];
-        for (f, v) in fields.into_iter().chain(super::mkc_rights(access, pdn, variant)) {
-            at(f).set(&mut input, v).map_err(|e| internal(op, e))?;
-        }
-        let mut out = [0u8; prm::create_mkey::OUT_SIZE];
-        kernel_cmd(dev, &input, &mut out).map_err(|e| cmd_error(op, e, &out, "CREATE_MKEY (MEMIC)"))?;
-        let index = prm::create_mkey::OUT_MKEY_INDEX.get(&out).map_err(|e| internal(op, e))? as u32;
-        Ok((index, variant))
+        // mkc_rights' key variant is replaced by the one create_plain_mkey takes.
+        let rights = super::mkc_rights(access, pdn, 0);
+        let all: Vec<_> = fields.into_iter().chain(rights).collect();
+        self.create_plain_mkey(dev, dev_index, &all, (op, "CREATE_MKEY (MEMIC)"))
     }
 }

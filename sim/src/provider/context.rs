@@ -123,6 +123,7 @@ impl Provider {
         let c = self.ctx(ctx, op)?.clone();
         self.release_queues_of(low, ctx);
         self.release_dms_of(low, ctx);
+        self.release_mws_of(low, ctx);
         for h in self.mkeys.handles_where(|m| m.ctx == ctx) {
             let _ = self.mkeys.take(h, op);
         }

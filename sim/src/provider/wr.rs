@@ -271,7 +271,10 @@ impl Provider {
             encoded.map_err(|e| Error::new(op, EINVAL, format!("WQE encoding: {e}")))?;
             fence = match p.kind {
                 PendingKind::Built(i) => {
-                    matches!(s.built.get(i), Some(WqeKind::Umr(_) | WqeKind::SetPsv { .. } | WqeKind::LocalInv { .. }))
+                    matches!(
+                        s.built.get(i),
+                        Some(WqeKind::Umr(_) | WqeKind::SetPsv { .. } | WqeKind::LocalInv { .. } | WqeKind::BindMw(_))
+                    )
                 }
                 PendingKind::Data(..) => false,
             };
@@ -406,7 +409,7 @@ impl Provider {
 
     fn push(ch: &mut Chain, wr_id: u64, flags: SendFlags, opcode: u32, kind: WqeKind) {
         let wr_data = match kind {
-            WqeKind::Umr(_) | WqeKind::SetPsv { .. } | WqeKind::LocalInv { .. } => opcode,
+            WqeKind::Umr(_) | WqeKind::SetPsv { .. } | WqeKind::LocalInv { .. } | WqeKind::BindMw(_) => opcode,
             _ => 0,
         };
         let i = ch.built.len();
@@ -467,6 +470,17 @@ impl Provider {
                 ch.open = None;
                 if Self::wqe_init(ch, outstanding, max_post) {
                     Self::push(ch, *wr_id, *flags, wo::LOCAL_INV, WqeKind::LocalInv { key: *invalidate_rkey });
+                }
+            }
+            WrOp::BindMw { wr_id, flags, bind } => {
+                // _build_umr_wqe: always a type-2 bind; set_bind_wr's error is kept unless
+                // one came first.
+                ch.open = None;
+                if Self::wqe_init(ch, outstanding, max_post) {
+                    match super::mw::bind_kind(bind, true) {
+                        Ok(kind) => Self::push(ch, *wr_id, *flags, mlx5_dv::wc_opcode::BIND_MW, kind),
+                        Err((e, _)) => ch.fail(e),
+                    }
                 }
             }
             WrOp::MkeyConfigure { wr_id, flags, mkey, num_setters, conf_flags, comp_mask } => self.configure(

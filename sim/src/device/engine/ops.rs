@@ -48,7 +48,7 @@ fn inline_at(rdma: bool) -> u64 {
 
 impl Engine<'_> {
     pub(super) fn at(&self, q: QpPath) -> At {
-        At { dev: q.dev, pdn: self.qp(q).map_or(0, |q| q.pdn) }
+        At { dev: q.dev, pdn: self.qp(q).map_or(0, |q| q.pdn), qpn: q.qpn }
     }
 
     /// Where the fabric delivers this QP's requests: the device its RTR path's address
@@ -162,6 +162,7 @@ impl Engine<'_> {
         }
         match kind {
             WqeKind::Umr(u) => self.exec_umr(qp, w, u),
+            WqeKind::BindMw(b) => self.exec_bind_mw(qp, w, b),
             WqeKind::Nop => Step::Done(Device::success(qp.qpn, w, 0)),
             WqeKind::SetPsv { psv, .. } => {
                 if let Some(p) = self.dev(qp.dev).and_then(|d| d.fw.psv_mut(*psv)) {

@@ -44,6 +44,9 @@ impl Need {
 pub(super) struct At {
     pub(super) dev: usize,
     pub(super) pdn: u32,
+    /// The QP the access comes through (a type-2 window answers only on the QP it is
+    /// bound to).
+    pub(super) qpn: u32,
 }
 
 /// Why a translation failed.
@@ -347,6 +350,12 @@ impl Engine<'_> {
         };
         if !allowed {
             return Err(Why::Rights);
+        }
+        // A window bound as type 2 carries its QP's number; others carry none (0xffffff).
+        let remote = matches!(need, Some(Need::RemoteRead | Need::RemoteWrite | Need::RemoteAtomic));
+        let qpn = field(m, mkc::QPN);
+        if remote && qpn != 0xff_ffff && field(m, mkc::UMR_EN) != 0 && qpn != u64::from(at.qpn) {
+            return Err(Why::Key);
         }
         let start = field(m, mkc::START_ADDR);
         let mlen = field(m, mkc::LEN);

@@ -112,8 +112,12 @@ impl Engine<'_> {
     /// (RC, and UC's WRITEs and SENDs).
     pub(super) fn unreliable(&mut self, qp: QpPath, w: &Wqe, corrupt: super::responder::Corrupt) -> Option<Step> {
         let st = self.qp(qp)?.st;
-        let connected =
-            matches!(w.kind, Some(WqeKind::Nop | WqeKind::LocalInv { .. } | WqeKind::Umr(_) | WqeKind::SetPsv { .. }));
+        let connected = matches!(
+            w.kind,
+            Some(
+                WqeKind::Nop | WqeKind::LocalInv { .. } | WqeKind::Umr(_) | WqeKind::BindMw(_) | WqeKind::SetPsv { .. }
+            )
+        );
         match st {
             q::st::UC => match &w.kind {
                 Some(WqeKind::Write { .. } | WqeKind::Send { inv: None, .. }) => None,

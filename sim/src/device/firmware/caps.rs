@@ -76,6 +76,7 @@ pub(super) fn general_page(profile: &Profile) -> Result<Page, FieldError> {
     let mut page = Box::new([0u8; prm::query_hca_cap::CAPABILITY_SIZE]);
     let g = &mut page[..];
     set_flag(g, c::SHO, h.sho)?;
+    set_flag(g, c::IMAICL, h.imaicl)?;
     set_flag(g, c::SIGERR_DOMAIN_AND_SIG_TYPE, h.sigerr_domain_and_sig_type)?;
     set_flag(g, c::SIGERR_CQE, h.sho)?;
     set_flag(g, c::DRAIN_SIGERR, h.sho && profile.kernel.sqd2rts)?;

@@ -12,7 +12,7 @@ use mlx5_dv::prm::wqe::{
 };
 use mlx5_dv::{AccessFlags, Sge, sig};
 
-use crate::device::contract::{SigBsf, UmrWqe, WqeKind, bytes_selector};
+use crate::device::contract::{SigBsf, UmrWqe, WqeKind, bind_body, bytes_selector};
 use crate::device::translation::Translation;
 use crate::signature::{Domain, Escape, Kind};
 
@@ -262,6 +262,10 @@ pub(in crate::provider) fn encode(kind: &WqeKind, c: CtrlFields) -> Result<Vec<u
         WqeKind::Umr(u) => {
             ctrl.imm = u.index << 8 | u32::from(u.tag);
             umr_body(u)?
+        }
+        WqeKind::BindMw(b) => {
+            ctrl.imm = b.key;
+            bind_body(b, c.qpn)
         }
         WqeKind::SetPsv { psv, transient } => {
             WqeBody::SetPsv(SetPsvSeg { psv_index: *psv, syndrome: 0, transient_signature: *transient })

@@ -45,7 +45,10 @@ fn check(q: &QpObj, wr: &SendWr, nreq: u32) -> std::result::Result<(), Refusal> 
         wr_opcode::ATOMIC_CMP_AND_SWP | wr_opcode::ATOMIC_FETCH_AND_ADD if !q.atomics => {
             return Err((EOPNOTSUPP, "atomic operations are not supported (atomic_cap NONE)".into()));
         }
-        wr_opcode::BIND_MW => return Err((EOPNOTSUPP, "memory windows are not simulated".into())),
+        wr_opcode::BIND_MW if q.qp_type == qp_type::UD => {
+            return Err((EOPNOTSUPP, "a memory window bind on a UD QP is not simulated".into()));
+        }
+        wr_opcode::BIND_MW if wr.bind_mw.is_none() => return Err((EINVAL, "IBV_WR_BIND_MW without wr.bind_mw".into())),
         wr_opcode::TSO | wr_opcode::DRIVER1 => {
             return Err((EOPNOTSUPP, format!("opcode {} is not simulated on RC QPs", wr.opcode)));
         }
@@ -120,7 +123,21 @@ impl Provider {
                 fm: fence_mode(wr.send_flags, next_fence),
             };
             bytes.clear();
-            let (encoded, wr_data) = if wr.opcode == wr_opcode::LOCAL_INV {
+            let bind = match &wr.bind_mw {
+                Some(b) if wr.opcode == wr_opcode::BIND_MW => {
+                    match super::super::mw::bind_kind(b, super::super::mw::is_type2(b)) {
+                        Ok(k) => Some(k),
+                        Err(r) => {
+                            failed = Some(fail(r));
+                            break;
+                        }
+                    }
+                }
+                _ => None,
+            };
+            let (encoded, wr_data) = if let Some(k) = bind {
+                (encode::encode(&k, c).map(|b| bytes.extend_from_slice(&b)), wc_opcode::BIND_MW)
+            } else if wr.opcode == wr_opcode::LOCAL_INV {
                 let e = encode::encode(&WqeKind::LocalInv { key: wr.invalidate_rkey }, c)
                     .map(|b| bytes.extend_from_slice(&b));
                 (e, wc_opcode::LOCAL_INV)
@@ -166,10 +183,10 @@ impl Provider {
             }
             // _mlx5_post_send's XRC_SEND case: the XRC segment (the remote SRQ number) after
             // the control segment of every WR but LOCAL_INV and BIND_MW.
-            if q.qp_type == qp_type::XRC_SEND && wr.opcode != wr_opcode::LOCAL_INV {
+            if q.qp_type == qp_type::XRC_SEND && !matches!(wr.opcode, wr_opcode::LOCAL_INV | wr_opcode::BIND_MW) {
                 insert_after_ctrl(&mut bytes, &xrc_seg(wr.xrc_remote_srqn));
             }
-            next_fence = wr.opcode == wr_opcode::LOCAL_INV;
+            next_fence = matches!(wr.opcode, wr_opcode::LOCAL_INV | wr_opcode::BIND_MW);
             q.rings.sq.write(low.host, &bytes, wr.wr_id, wr_data, nreq);
             if let Some(log) = &mut self.wqe_log
                 && let Ok(r) = mlx5_dv::WqeRecord::decode(q.qpn, bytes.clone())
