@@ -16,6 +16,7 @@
 
 pub mod ah;
 pub mod clock;
+pub mod cm;
 pub mod cqx;
 pub mod device;
 pub mod dm;
