@@ -592,23 +592,15 @@ pub unsafe extern "C" fn rdma_create_qp(
         }
         let a = &mut *qp_init_attr;
         let own = a.send_cq.is_null() || a.recv_cq.is_null();
-        if own {
-            let cqe = c_int::try_from(a.cap.max_send_wr.max(a.cap.max_recv_wr).max(1)).unwrap_or(c_int::MAX);
-            let cq = crate::queue::ibv_create_cq(ctx, cqe, std::ptr::null_mut(), std::ptr::null_mut(), 0);
-            if cq.is_null() {
-                return -1;
-            }
-            if a.send_cq.is_null() {
-                a.send_cq = cq;
-            }
-            if a.recv_cq.is_null() {
-                a.recv_cq = cq;
-            }
-            (*id).send_cq = a.send_cq;
-            (*id).recv_cq = a.recv_cq;
+        if own && !own_cqs(id, ctx, a) {
+            destroy_own_cqs(id);
+            return -1;
         }
         let qp = crate::queue::ibv_create_qp(pd, a);
         if qp.is_null() {
+            if own {
+                destroy_own_cqs(id);
+            }
             return -1;
         }
         let ud = a.qp_type == ibv_qp_type::IBV_QPT_UD;
@@ -626,6 +618,9 @@ pub unsafe extern "C" fn rdma_create_qp(
         if r != 0 {
             crate::queue::ibv_destroy_qp(qp);
             (*id).qp = std::ptr::null_mut();
+            if own {
+                destroy_own_cqs(id);
+            }
             return minus_one(r);
         }
     }
@@ -644,14 +639,70 @@ pub unsafe extern "C" fn rdma_destroy_qp(id: *mut rdma_cm_id) {
             (*id).qp = std::ptr::null_mut();
         }
         if own {
-            let (s, r) = ((*id).send_cq, (*id).recv_cq);
-            crate::queue::ibv_destroy_cq(s);
-            if r != s {
-                crate::queue::ibv_destroy_cq(r);
-            }
-            (*id).send_cq = std::ptr::null_mut();
-            (*id).recv_cq = std::ptr::null_mut();
+            destroy_own_cqs(id);
         }
+    }
+}
+
+/// Make the CQs a QP's attributes lack as librdmacm does: a send and a receive CQ, each
+/// with a completion channel and the ID as its context (what `rdma_get_send_comp` and
+/// `rdma_get_recv_comp` wait on). False on failure (errno set).
+///
+/// # Safety
+/// `id` is a CM ID on `ctx`'s device; `a` the program's attributes.
+unsafe fn own_cqs(id: *mut rdma_cm_id, ctx: *mut ibv_context, a: &mut ibv_qp_init_attr) -> bool {
+    // SAFETY: the shim's own verbs on the ID's context.
+    unsafe {
+        for send in [false, true] {
+            let wr = if send { a.cap.max_send_wr } else { a.cap.max_recv_wr };
+            let ch = crate::events::ibv_create_comp_channel(ctx);
+            if ch.is_null() {
+                return false;
+            }
+            let cqe = c_int::try_from(wr.max(1)).unwrap_or(c_int::MAX);
+            let cq = crate::queue::ibv_create_cq(ctx, cqe, id.cast(), ch, 0);
+            if send {
+                (*id).send_cq_channel = ch;
+                (*id).send_cq = cq;
+            } else {
+                (*id).recv_cq_channel = ch;
+                (*id).recv_cq = cq;
+            }
+            if cq.is_null() {
+                return false;
+            }
+        }
+        if a.send_cq.is_null() {
+            a.send_cq = (*id).send_cq;
+        }
+        if a.recv_cq.is_null() {
+            a.recv_cq = (*id).recv_cq;
+        }
+    }
+    true
+}
+
+/// Destroy the CQs and channels [`own_cqs`] made.
+///
+/// # Safety
+/// `id` is a CM ID whose QP is gone.
+unsafe fn destroy_own_cqs(id: *mut rdma_cm_id) {
+    // SAFETY: the ID's CQs and channels, made by own_cqs (NULL ones skipped).
+    unsafe {
+        for cq in [(*id).send_cq, (*id).recv_cq] {
+            if !cq.is_null() {
+                crate::queue::ibv_destroy_cq(cq);
+            }
+        }
+        for ch in [(*id).send_cq_channel, (*id).recv_cq_channel] {
+            if !ch.is_null() {
+                crate::events::ibv_destroy_comp_channel(ch);
+            }
+        }
+        (*id).send_cq = std::ptr::null_mut();
+        (*id).recv_cq = std::ptr::null_mut();
+        (*id).send_cq_channel = std::ptr::null_mut();
+        (*id).recv_cq_channel = std::ptr::null_mut();
     }
 }
 
@@ -812,6 +863,9 @@ pub unsafe extern "C" fn rdma_create_ep(
             rdma_destroy_id(new);
             -1
         };
+        if let Some(a) = qp_init_attr.as_mut() {
+            a.qp_type = u32::try_from(r.ai_qp_type).unwrap_or(ibv_qp_type::IBV_QPT_RC);
+        }
         if r.ai_flags & 1 != 0 {
             if rdma_bind_addr(new, r.ai_src_addr) != 0 {
                 return failed(new);
