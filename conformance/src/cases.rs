@@ -22,6 +22,7 @@ mod inval;
 mod misuse;
 mod mkey;
 mod qp;
+mod rdmacm;
 mod recovery;
 mod rereg;
 mod sig;
@@ -67,6 +68,7 @@ pub fn all() -> Vec<Case> {
         srq::CASES,
         rereg::CASES,
         dm::CASES,
+        rdmacm::CASES,
     ]
     .concat()
 }

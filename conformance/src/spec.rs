@@ -156,6 +156,11 @@ pub const ITEMS: &[(u16, &str)] = &[
     (163, "ibv_reg_dm_mr's refusals: EINVAL; a DM MR is zero-based"),
     (164, "RDMA WRITE, READ and SEND reach device memory through a DM MR"),
     (165, "ibv_free_dm is EBUSY while an MR uses the DM"),
+    (231, "CM MADs: REQ, REP, RTU, REJ, DREQ and DREP at the IBTA's offsets"),
+    (232, "QP 1: a UD SEND with the GSI Q_Key is kept for the connection manager, others dropped"),
+    (233, "librdmacm's calls and events: the order each side sees, errno on misuse"),
+    (234, "librdmacm connects as the kernel's rdma_cm does: QP transitions, private data limits"),
+    (235, "librdmacm: SIDR (RDMA_PS_UDP peers), rsockets, multicast and ECE"),
 ];
 
 /// The title of a checklist item, if it exists.
