@@ -5,7 +5,8 @@
 //! - [`state`]: event channels (a pipe each), CM IDs, the devices;
 //! - [`addr`]: addresses, routes, `rdma_getaddrinfo`;
 //! - [`proto`]: the MADs that come in, retries, the CM's thread;
-//! - [`conn`]: QP attributes and the calls that send the handshake.
+//! - [`conn`]: QP attributes and the calls that send the handshake;
+//! - [`qp`]: the QPs and CQs librdmacm makes for an ID.
 //!
 //! Not modelled yet (they fail with EOPNOTSUPP, generated stubs): rsockets, multicast,
 //! SRQs made through librdmacm, ECE, SIDR (the UDP port space connects no peer).
@@ -21,6 +22,7 @@ use crate::errno::{minus_one, null};
 mod addr;
 mod conn;
 mod proto;
+mod qp;
 mod state;
 
 use state::{Chan, EventBox, Id, St, cm, devs};
@@ -219,7 +221,7 @@ pub unsafe extern "C" fn rdma_get_cm_event(channel: *mut rdma_event_channel, eve
             let ep = cm().ids.get(&key).and_then(|i| i.ep_qp);
             if let Some((pd, mut attr)) = ep {
                 // SAFETY: the new ID, and the attributes rdma_create_ep copied.
-                unsafe { rdma_create_qp(ev.id, pd, &mut attr) };
+                unsafe { qp::rdma_create_qp(ev.id, pd, &mut attr) };
             }
         }
         _ => {}
@@ -485,7 +487,7 @@ pub unsafe extern "C" fn rdma_get_request(listen: *mut rdma_cm_id, id: *mut *mut
 }
 
 /// The key of an ID the CM knows, else `Err(EINVAL)`.
-fn known(id: *mut rdma_cm_id) -> Result<usize, c_int> {
+pub(crate) fn known(id: *mut rdma_cm_id) -> Result<usize, c_int> {
     let k = id as usize;
     if cm().ids.contains_key(&k) { Ok(k) } else { Err(libc::EINVAL) }
 }
@@ -542,167 +544,6 @@ pub unsafe extern "C" fn rdma_disconnect(id: *mut rdma_cm_id) -> c_int {
     match known(id).map_or_else(|e| e, conn::disconnect) {
         0 => 0,
         e => minus_one(e),
-    }
-}
-
-/// `rdma_init_qp_attr`: the attributes that take the ID's QP to `qp_attr->qp_state`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn rdma_init_qp_attr(
-    id: *mut rdma_cm_id,
-    qp_attr: *mut ibv_qp_attr,
-    qp_attr_mask: *mut c_int,
-) -> c_int {
-    if qp_attr.is_null() || qp_attr_mask.is_null() {
-        return minus_one(libc::EINVAL);
-    }
-    let Some(p) = known(id).ok().and_then(conn::path) else { return minus_one(libc::EINVAL) };
-    // SAFETY: the caller's attributes.
-    let state = unsafe { (*qp_attr).qp_state };
-    match conn::qp_attr(&p, state) {
-        Ok((a, m)) => {
-            // SAFETY: as above.
-            unsafe {
-                *qp_attr = a;
-                *qp_attr_mask = m;
-            }
-            0
-        }
-        Err(e) => minus_one(e),
-    }
-}
-
-/// `rdma_create_qp`: a QP on the ID's device (its default PD for NULL; CQs made when the
-/// attributes name none), moved to INIT (RC) or RTS (UD) as librdmacm moves it.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn rdma_create_qp(
-    id: *mut rdma_cm_id,
-    pd: *mut ibv_pd,
-    qp_init_attr: *mut ibv_qp_init_attr,
-) -> c_int {
-    let Ok(key) = known(id) else { return minus_one(libc::EINVAL) };
-    let dev = cm().ids.get(&key).and_then(|i| i.dev);
-    let (Some(dev), false) = (dev, qp_init_attr.is_null()) else { return minus_one(libc::EINVAL) };
-    let d = devs();
-    let ctx = d.ctx[dev] as *mut ibv_context;
-    let pd = if pd.is_null() { d.pd[dev] as *mut ibv_pd } else { pd };
-    // SAFETY: the program's PD and attributes; the shim's own verbs.
-    unsafe {
-        if (*pd).context != ctx {
-            return minus_one(libc::EINVAL);
-        }
-        let a = &mut *qp_init_attr;
-        let own = a.send_cq.is_null() || a.recv_cq.is_null();
-        if own && !own_cqs(id, ctx, a) {
-            destroy_own_cqs(id);
-            return -1;
-        }
-        let qp = crate::queue::ibv_create_qp(pd, a);
-        if qp.is_null() {
-            if own {
-                destroy_own_cqs(id);
-            }
-            return -1;
-        }
-        let ud = a.qp_type == ibv_qp_type::IBV_QPT_UD;
-        (*id).qp = qp;
-        (*id).pd = pd;
-        if let Some(i) = cm().ids.get_mut(&key) {
-            i.own_cqs = own;
-        }
-        let states: &[u32] = if ud {
-            &[ibv_qp_state::IBV_QPS_INIT, ibv_qp_state::IBV_QPS_RTR, ibv_qp_state::IBV_QPS_RTS]
-        } else {
-            &[ibv_qp_state::IBV_QPS_INIT]
-        };
-        let r = conn::move_qp(key, qp, states);
-        if r != 0 {
-            crate::queue::ibv_destroy_qp(qp);
-            (*id).qp = std::ptr::null_mut();
-            if own {
-                destroy_own_cqs(id);
-            }
-            return minus_one(r);
-        }
-    }
-    0
-}
-
-/// `rdma_destroy_qp`: the ID's QP (and the CQs `rdma_create_qp` made for it).
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn rdma_destroy_qp(id: *mut rdma_cm_id) {
-    let Ok(key) = known(id) else { return };
-    let own = cm().ids.get_mut(&key).map(|i| std::mem::take(&mut i.own_cqs)).unwrap_or(false);
-    // SAFETY: the ID's QP and CQs, the shim's objects.
-    unsafe {
-        if !(*id).qp.is_null() {
-            crate::queue::ibv_destroy_qp((*id).qp);
-            (*id).qp = std::ptr::null_mut();
-        }
-        if own {
-            destroy_own_cqs(id);
-        }
-    }
-}
-
-/// Make the CQs a QP's attributes lack as librdmacm does: a send and a receive CQ, each
-/// with a completion channel and the ID as its context (what `rdma_get_send_comp` and
-/// `rdma_get_recv_comp` wait on). False on failure (errno set).
-///
-/// # Safety
-/// `id` is a CM ID on `ctx`'s device; `a` the program's attributes.
-unsafe fn own_cqs(id: *mut rdma_cm_id, ctx: *mut ibv_context, a: &mut ibv_qp_init_attr) -> bool {
-    // SAFETY: the shim's own verbs on the ID's context.
-    unsafe {
-        for send in [false, true] {
-            let wr = if send { a.cap.max_send_wr } else { a.cap.max_recv_wr };
-            let ch = crate::events::ibv_create_comp_channel(ctx);
-            if ch.is_null() {
-                return false;
-            }
-            let cqe = c_int::try_from(wr.max(1)).unwrap_or(c_int::MAX);
-            let cq = crate::queue::ibv_create_cq(ctx, cqe, id.cast(), ch, 0);
-            if send {
-                (*id).send_cq_channel = ch;
-                (*id).send_cq = cq;
-            } else {
-                (*id).recv_cq_channel = ch;
-                (*id).recv_cq = cq;
-            }
-            if cq.is_null() {
-                return false;
-            }
-        }
-        if a.send_cq.is_null() {
-            a.send_cq = (*id).send_cq;
-        }
-        if a.recv_cq.is_null() {
-            a.recv_cq = (*id).recv_cq;
-        }
-    }
-    true
-}
-
-/// Destroy the CQs and channels [`own_cqs`] made.
-///
-/// # Safety
-/// `id` is a CM ID whose QP is gone.
-unsafe fn destroy_own_cqs(id: *mut rdma_cm_id) {
-    // SAFETY: the ID's CQs and channels, made by own_cqs (NULL ones skipped).
-    unsafe {
-        for cq in [(*id).send_cq, (*id).recv_cq] {
-            if !cq.is_null() {
-                crate::queue::ibv_destroy_cq(cq);
-            }
-        }
-        for ch in [(*id).send_cq_channel, (*id).recv_cq_channel] {
-            if !ch.is_null() {
-                crate::events::ibv_destroy_comp_channel(ch);
-            }
-        }
-        (*id).send_cq = std::ptr::null_mut();
-        (*id).recv_cq = std::ptr::null_mut();
-        (*id).send_cq_channel = std::ptr::null_mut();
-        (*id).recv_cq_channel = std::ptr::null_mut();
     }
 }
 
@@ -870,16 +711,14 @@ pub unsafe extern "C" fn rdma_create_ep(
             if rdma_bind_addr(new, r.ai_src_addr) != 0 {
                 return failed(new);
             }
-            if !qp_init_attr.is_null() {
-                if let Some(i) = cm().ids.get_mut(&(new as usize)) {
-                    i.ep_qp = Some((pd, *qp_init_attr));
-                }
+            if let (false, Some(i)) = (qp_init_attr.is_null(), cm().ids.get_mut(&(new as usize))) {
+                i.ep_qp = Some((pd, *qp_init_attr));
             }
         } else {
             if rdma_resolve_addr(new, r.ai_src_addr, r.ai_dst_addr, 2000) != 0 || rdma_resolve_route(new, 2000) != 0 {
                 return failed(new);
             }
-            if !qp_init_attr.is_null() && rdma_create_qp(new, pd, qp_init_attr) != 0 {
+            if !qp_init_attr.is_null() && qp::rdma_create_qp(new, pd, qp_init_attr) != 0 {
                 return failed(new);
             }
         }
@@ -893,7 +732,7 @@ pub unsafe extern "C" fn rdma_create_ep(
 pub unsafe extern "C" fn rdma_destroy_ep(id: *mut rdma_cm_id) {
     // SAFETY: an ID of rdma_create_ep.
     unsafe {
-        rdma_destroy_qp(id);
+        qp::rdma_destroy_qp(id);
         rdma_destroy_id(id);
     }
 }

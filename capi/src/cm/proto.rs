@@ -159,10 +159,10 @@ impl Cm {
         let Some(id) = self.ids.get_mut(&k) else { return };
         if id.st != St::ReqSent {
             // A REP sent again once we are connected: the RTU goes again.
-            if matches!(id.st, St::Connected) && id.remote_comm == r.local_comm_id {
-                if let (Some(m), Some(dev), Some(dst)) = (id.last.clone(), id.dev, id.dst) {
-                    self.out.push(super::state::Out { dev, to: *dst.ip(), mad: m });
-                }
+            if let (St::Connected, true, Some(m), Some(dev), Some(dst)) =
+                (id.st, id.remote_comm == r.local_comm_id, id.last.clone(), id.dev, id.dst)
+            {
+                self.out.push(super::state::Out { dev, to: *dst.ip(), mad: m });
             }
             return;
         }
