@@ -158,9 +158,6 @@ pub const ITEMS: &[(u16, &str)] = &[
     (165, "ibv_free_dm is EBUSY while an MR uses the DM"),
     (231, "CM MADs: REQ, REP, RTU, REJ, DREQ and DREP at the IBTA's offsets"),
     (232, "QP 1: a UD SEND with the GSI Q_Key is kept for the connection manager, others dropped"),
-    (233, "librdmacm's calls and events: the order each side sees, errno on misuse"),
-    (234, "librdmacm connects as the kernel's rdma_cm does: QP transitions, private data limits"),
-    (235, "librdmacm: SIDR (RDMA_PS_UDP peers), rsockets, multicast and ECE"),
 ];
 
 /// The title of a checklist item, if it exists.
