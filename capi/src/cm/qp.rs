@@ -6,8 +6,8 @@ use std::ffi::c_int;
 
 use rdma_sys::*;
 
-use super::{conn, known};
 use super::state::{cm, devs};
+use super::{conn, known};
 use crate::errno::minus_one;
 
 /// `rdma_init_qp_attr`: the attributes that take the ID's QP to `qp_attr->qp_state`.
