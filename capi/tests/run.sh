@@ -57,7 +57,7 @@ fi
 echo "C programs (capi/tests/*.c), built against the installed headers"
 for src in capi/tests/*.c; do
   name=$(basename "$src" .c)
-  if ! cc -Wall -Werror -O1 "$src" -o "$bin/$name" -libverbs -lmlx5 -lpthread; then
+  if ! cc -Wall -Werror -O1 "$src" -o "$bin/$name" -libverbs -lmlx5 -lrdmacm -lpthread; then
     fail "$name does not build"
     continue
   fi
