@@ -1,9 +1,9 @@
 /* librdmacm in one process, the two ends on one port: the event channel's fd (EAGAIN when
  * non-blocking and empty, readable by poll when an event waits), EINVAL, EADDRNOTAVAIL and the
- * private data limits of the calls, ADDR_RESOLVED and ROUTE_RESOLVED, CONNECT_REQUEST with the
- * listener and the private data, a REJECTED with the consumer's reason (28) and data, then a
- * connection: ESTABLISHED on both sides with the QPs in RTS facing each other, and
- * DISCONNECTED on both after rdma_disconnect. */
+ * private data limits of the calls, ADDR_ERROR for an address no port reaches, ADDR_RESOLVED
+ * and ROUTE_RESOLVED, CONNECT_REQUEST with the listener and the private data, a REJECTED with
+ * the consumer's reason (28) and data, then a connection: ESTABLISHED on both sides with the
+ * QPs in RTS facing each other, and DISCONNECTED on both after rdma_disconnect. */
 #include <fcntl.h>
 #include <poll.h>
 #include <rdma/rdma_cma.h>
@@ -93,6 +93,15 @@ int main(void)
 	addr.sin_port = rdma_get_src_port(srv);
 	CHECK(addr.sin_port != 0, "an ephemeral port");
 	CHECK_EQ(rdma_listen(srv, 4), 0, "rdma_listen");
+
+	/* An address no port reaches: ADDR_ERROR with a negative errno. */
+	struct rdma_cm_id *lost;
+	CHECK_EQ(rdma_create_id(ch, &lost, NULL, RDMA_PS_TCP), 0, "rdma_create_id");
+	CHECK_EQ(rdma_resolve_addr(lost, NULL, (struct sockaddr *)&nowhere, 500), 0, "rdma_resolve_addr");
+	ev = expect(RDMA_CM_EVENT_ADDR_ERROR, lost);
+	CHECK(ev->status < 0, "ADDR_ERROR's status %d: a negative errno", ev->status);
+	rdma_ack_cm_event(ev);
+	CHECK_EQ(rdma_destroy_id(lost), 0, "rdma_destroy_id");
 
 	/* A request, rejected with private data. */
 	struct rdma_cm_id *cli = resolved(&addr);
