@@ -12,10 +12,10 @@ cm_env="MLX5SIM_PROFILE=$cm_profile MLX5SIM_DEVICES=1"
 # 127.0.36.1, then the client at 127.0.36.2; sets rc_s, rc_c.
 cm_pair() {
   local name=$1 sargs=$2 cargs=$3 senv=${4:-} cenv=${5:-}
-  env $cm_env MLX5SIM_ADDR=127.0.36.1 $senv LD_LIBRARY_PATH=$shim timeout ${cm_server_timeout:-30} $sargs > "$bin/$name-server.log" 2>&1 &
+  env $cm_env MLX5SIM_ADDR=127.0.36.1 $senv LD_LIBRARY_PATH=$shim timeout ${cm_server_timeout:-30} stdbuf -oL $sargs > "$bin/$name-server.log" 2>&1 &
   local server=$!
   sleep 1
-  env $cm_env MLX5SIM_ADDR=127.0.36.2 $cenv LD_LIBRARY_PATH=$shim timeout 30 $cargs > "$bin/$name-client.log" 2>&1
+  env $cm_env MLX5SIM_ADDR=127.0.36.2 $cenv LD_LIBRARY_PATH=$shim timeout 30 stdbuf -oL $cargs > "$bin/$name-client.log" 2>&1
   rc_c=$?
   wait "$server"
   rc_s=$?
@@ -30,7 +30,7 @@ if [ $rc_s = 0 ] && [ $rc_c = 0 ] && grep -q "^ping data: rdma-ping-9: JKLM" "$b
    && [ "$(grep -c '^ping data: rdma-ping-' "$bin/rping-client.log")" = 10 ]; then
   pass "rping -s / rping -c -C 10 -v -V: both exit 0, 10 pings each way, the data verified"
 else
-  fail "rping: exits $rc_s/$rc_c: $(tail -3 "$bin/rping-server.log" "$bin/rping-client.log" | tr '\n' ' ')"
+  fail "rping: exits $rc_s/$rc_c: $(tail -n 3 "$bin/rping-server.log" "$bin/rping-client.log" | tr '\n' ' ')"
 fi
 for side in server client; do
   msgs=$(tshark -r "$bin/rping-$side.pcap" --disable-protocol rpcordma 2> /dev/null \
@@ -71,5 +71,5 @@ if [ $rc_s = 0 ] && [ $rc_c = 0 ] && grep -q "return status 0" "$bin/ucmatose-se
    && grep -q "return status 0" "$bin/ucmatose-client.log"; then
   pass "ucmatose server and client: data transfers complete, return status 0 on both sides"
 else
-  fail "ucmatose: exits $rc_s/$rc_c: $(tail -2 "$bin/ucmatose-server.log" "$bin/ucmatose-client.log" | tr '\n' ' ')"
+  fail "ucmatose: exits $rc_s/$rc_c: $(tail -n 2 "$bin/ucmatose-server.log" "$bin/ucmatose-client.log" | tr '\n' ' ')"
 fi

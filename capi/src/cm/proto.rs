@@ -276,12 +276,15 @@ pub(crate) fn service() {
     let mads = crate::state::with(|_| Vec::new(), |s| s.sim.simulator().fabric().take_gsi());
     {
         let mut c = cm();
+        c.deferred = Some(Vec::new());
         for (dev, from, m) in mads {
             c.receive(dev, from, &m);
         }
         c.timers(Instant::now());
     }
     flush();
+    // The answers are out: now the programs may see the events (and exit).
+    cm().wake_deferred();
 }
 
 /// Start the CM's thread once: it serves QP 1 every millisecond.

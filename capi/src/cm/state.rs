@@ -158,14 +158,23 @@ pub(crate) struct Cm {
     pub(crate) next_comm: u32,
     pub(crate) next_tid: u64,
     pub(crate) out: Vec<Out>,
+    /// While the CM's thread handles MADs: the channels whose readers wake only once the
+    /// answers are sent (a program that exits at an event must not take its DREP with it).
+    pub(crate) deferred: Option<Vec<usize>>,
 }
 
 // SAFETY: the raw pointers are the CM's own boxes and the program's objects, touched only
 // under the CM's lock (or by the program, as the C API allows).
 unsafe impl Send for Cm {}
 
-static CM: Mutex<Cm> =
-    Mutex::new(Cm { chans: BTreeMap::new(), ids: BTreeMap::new(), next_comm: 0, next_tid: 0, out: Vec::new() });
+static CM: Mutex<Cm> = Mutex::new(Cm {
+    chans: BTreeMap::new(),
+    ids: BTreeMap::new(),
+    next_comm: 0,
+    next_tid: 0,
+    out: Vec::new(),
+    deferred: None,
+});
 
 /// The CM's lock.
 pub(crate) fn cm() -> MutexGuard<'static, Cm> {
@@ -177,9 +186,19 @@ impl Cm {
     pub(crate) fn post(&mut self, chan: usize, ev: Box<EventBox>) {
         let Some(c) = self.chans.get_mut(&chan) else { return };
         c.queue.push_back(Box::into_raw(ev));
-        let one = 1u64;
-        // SAFETY: the channel's eventfd; an 8-byte write.
-        unsafe { libc::write(c.c.fd, std::ptr::from_ref(&one).cast::<c_void>(), 8) };
+        match self.deferred.as_mut() {
+            Some(d) => d.push(chan),
+            None => wake(c.c.fd),
+        }
+    }
+
+    /// Wake the readers of the events [`Cm::post`] deferred (channels gone since are skipped).
+    pub(crate) fn wake_deferred(&mut self) {
+        for chan in self.deferred.take().unwrap_or_default() {
+            if let Some(c) = self.chans.get(&chan) {
+                wake(c.c.fd);
+            }
+        }
     }
 
     /// Post an event of `kind` with `status` for ID `key`.
@@ -218,6 +237,13 @@ impl Cm {
     pub(crate) fn by_comm(&self, comm: u32) -> Option<usize> {
         self.ids.iter().find(|(_, i)| i.local_comm == comm && comm != 0).map(|(k, _)| *k)
     }
+}
+
+/// Count one event on a channel's eventfd: its reader wakes.
+fn wake(fd: c_int) {
+    let one = 1u64;
+    // SAFETY: a channel's eventfd; an 8-byte write.
+    unsafe { libc::write(fd, std::ptr::from_ref(&one).cast::<c_void>(), 8) };
 }
 
 /// How long a MAD waits for its answer before going again: the kernel's CM response timeout
