@@ -203,8 +203,14 @@ impl Cm {
     }
 
     fn on_dreq(&mut self, dev: usize, from: Ipv4Addr, tid: u64, local: u32, remote: u32) {
-        let Some(k) = self.by_comm(remote) else { return };
-        let Some(id) = self.ids.get_mut(&k) else { return };
+        let Some(id) = self.by_comm(remote).and_then(|k| self.ids.get_mut(&k).map(|i| (k, i))) else {
+            // No such connection (its ID is gone): answered all the same, as the kernel's
+            // CM answers it, so the peer's DREQ ends at once.
+            let drep = Mad { tid, msg: CmMsg::Drep(remote, local, Vec::new()) }.encode().to_vec();
+            self.out.push(super::state::Out { dev, to: from, mad: drep });
+            return;
+        };
+        let (k, id) = id;
         let drep = Mad { tid, msg: CmMsg::Drep(id.local_comm, local, Vec::new()) }.encode().to_vec();
         self.out.push(super::state::Out { dev, to: from, mad: drep });
         match id.st {
