@@ -10,7 +10,7 @@
 #                  of docs/fuzzing.md's table
 #   make bench-icount  instructions per operation of each benchmark scenario, under callgrind
 #                  (repeatable where wall-clock time on a shared machine is not; installs valgrind)
-#   make shim      target/shim/libibverbs.so.1 and libmlx5.so.1: C programs on the simulator
+#   make shim      target/shim/libibverbs.so.1, libmlx5.so.1, librdmacm.so.1: C programs on the simulator
 #   make test-shim the shim's tests: the ABI, C programs, ibverbs-utils, pyverbs, the hw backend
 #   make rdma-core-suite  rdma-core's own Python tests on the shim, against their expectations
 #                  (capi/tests/rdma_core_suite.expected; SUITE_ARGS="--update" rewrites it)

@@ -28,6 +28,8 @@ SCALARS = {
     "ssize_t": "ssize_t",
     "off_t": "long",
     "pid_t": "int",
+    "socklen_t": "unsigned int",
+    "nfds_t": "unsigned long",
     "int8_t": "int8_t",
     "int16_t": "int16_t",
     "int32_t": "int32_t",

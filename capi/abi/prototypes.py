@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write prototypes.tsv: the C prototype and failure convention of every function the shim's
 libraries export, read once from an rdma-core source tree (the release that introduced the
-newest symbols of libibverbs.symbols and libmlx5.symbols, or later).
+newest symbols of libibverbs.symbols, libmlx5.symbols and librdmacm.symbols, or later).
 
     prototypes.py RDMA_CORE_SOURCE_DIR > prototypes.tsv
 
@@ -43,6 +43,9 @@ HEADERS = [
     "providers/mlx5/mlx5dv.h",
     # mlx5dv_create_flow: the header makes it a macro; verbs.c declares the exported function.
     "providers/mlx5/verbs.c",
+    "librdmacm/rdma_cma.h",
+    "librdmacm/rsocket.h",
+    "librdmacm/rdma_verbs.h",
 ]
 COMPAT = ["libibverbs/compat-1_0.c", "providers/mlx5/mlx5.c"]
 
@@ -86,13 +89,20 @@ CONVENTIONS = {
     "mbps_to_ibv_rate": "impl",
     "ibv_is_fork_initialized": "impl",
     "verbs_allow_disassociate_destroy": "data",
+    # librdmacm: rdma_cma.h's "0 on success, -1 on error" (see rdmacm_convention); these not.
+    "rdma_get_src_port": "zero",  # cma.c: 0 for an address family it does not know
+    "rdma_get_dst_port": "zero",
+    "rdma_event_str": "impl",
 }
+
+# librdmacm's calls and rsocket's all fail with -1 and errno (rdma_cma.h, rsocket.h).
+RDMACM = "librdmacm.symbols"
 
 
 def symbols():
     """(name, version, is_default) of both .symbols files."""
     out = []
-    for f in ("libibverbs.symbols", "libmlx5.symbols"):
+    for f in ("libibverbs.symbols", "libmlx5.symbols", RDMACM):
         for line in (ABI / f).read_text().splitlines():
             line = line.strip()
             if line and not line.startswith("#"):
@@ -106,6 +116,8 @@ def convention(name, ret):
     if name in CONVENTIONS:
         return CONVENTIONS[name]
     kind = cproto.abi_type(ret)
+    if name in RDMACM_NAMES and kind not in ("void *", "void", "bool"):
+        return "minus1"
     if kind == "void *":
         return "null"
     if kind == "void":
@@ -113,6 +125,9 @@ def convention(name, ret):
     if kind == "bool":
         return "false"
     return "errno"
+
+
+RDMACM_NAMES = {l.split("@")[0] for l in (ABI / RDMACM).read_text().splitlines() if l and not l.startswith("#")}
 
 
 def main():

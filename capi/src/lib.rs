@@ -3,7 +3,8 @@
 //! process-wide [`mlx5_sim::Simulator`].
 //!
 //! `make shim` links this library into `target/shim/libibverbs.so.1` and a thin
-//! `target/shim/libmlx5.so.1` whose `mlx5dv_*` symbols jump here, each with the symbol
+//! `target/shim/libmlx5.so.1` whose `mlx5dv_*` symbols jump here, and a thin
+//! `target/shim/librdmacm.so.1` whose `rdma_*` symbols jump to [`cm`], each with the symbol
 //! versions of the real libraries (`abi/`). A program runs on the simulated NIC with
 //! `LD_LIBRARY_PATH=target/shim ./program`.
 //!
@@ -16,6 +17,7 @@
 
 pub mod ah;
 pub mod clock;
+pub mod cm;
 pub mod cqx;
 pub mod device;
 pub mod dm;

@@ -5,7 +5,7 @@ fails by exactly that convention when called, through the library a program link
 
     abi_stubs.py SHIM_DIR ARCHIVE
 
-SHIM_DIR holds libibverbs.so.1 and libmlx5.so.1; ARCHIVE is the Rust static library they were
+SHIM_DIR holds libibverbs.so.1, libmlx5.so.1 and librdmacm.so.1; ARCHIVE is the Rust static library they were
 linked from (its defined symbols are the implemented calls). Prints one line per check and
 exits 1 on any failure.
 """
@@ -108,7 +108,7 @@ def main():
     libc.dlvsym.restype = ctypes.c_void_p
     libc.dlvsym.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p]
     failures, stubs = [], 0
-    for lib in ("libibverbs.so.1", "libmlx5.so.1"):
+    for lib in ("libibverbs.so.1", "libmlx5.so.1", "librdmacm.so.1"):
         handle = ctypes.CDLL(str(shim / lib), mode=os.RTLD_NOW | os.RTLD_LOCAL)._handle
         for name, ver, default, is_fn in exports(shim / lib):
             if name.startswith("mlx5sim_") or not ver:

@@ -25,6 +25,7 @@ mod mkey;
 mod mw;
 mod odp;
 mod qp;
+mod rdmacm;
 mod recovery;
 mod rereg;
 mod sig;
@@ -75,6 +76,7 @@ pub fn all() -> Vec<Case> {
         dm::CASES,
         mw::CASES,
         odp::CASES,
+        rdmacm::CASES,
         verbs_misc::CASES,
         xrc::CASES,
     ]

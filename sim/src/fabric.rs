@@ -13,6 +13,7 @@ use mlx5_dv::{AhAttr, Gid, PortAttr, QpDest, link_layer, port_state};
 
 pub mod capture;
 pub mod faults;
+mod gsi;
 pub mod net;
 
 pub use capture::{Capture, Link};

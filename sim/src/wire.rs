@@ -4,8 +4,10 @@
 //! - [`datagram`]: the UDP payload (BTH, extended headers, payload, pad, ICRC) and the IPv4 or
 //!   IPv6 and UDP headers around it, built and parsed with typed errors;
 //! - [`segment`]: a message cut into path-MTU packets (FIRST/MIDDLE/LAST or ONLY);
+//! - [`cm`]: the communication manager's MADs (REQ, REP, RTU, REJ, DREQ, DREP);
 //! - [`pcap`]: classic pcap files of Ethernet frames, for Wireshark and tshark.
 
+pub mod cm;
 pub mod datagram;
 pub mod pcap;
 pub mod segment;

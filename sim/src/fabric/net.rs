@@ -45,6 +45,8 @@ pub struct NetPort {
     faulty: std::sync::atomic::AtomicBool,
     /// A datagram went out or came in: the port is in use.
     used: std::sync::atomic::AtomicBool,
+    /// MADs that came to QP 1 (the GSI), with their senders, for the connection manager.
+    gsi: Mutex<VecDeque<(Ipv4Addr, Vec<u8>)>>,
 }
 
 /// How a port's datagrams travel.
@@ -142,7 +144,14 @@ impl NetPort {
         // sending at once overflow it, and every loss costs an ACK timeout.
         set_buffer(&socket, libc::SO_RCVBUF, SOCKET_BUFFER);
         let link = PortLink::Udp { socket, senders: Mutex::new(BTreeMap::new()) };
-        Ok(NetPort { addr, link, faults: Mutex::default(), faulty: Default::default(), used: Default::default() })
+        Ok(NetPort {
+            addr,
+            link,
+            faults: Mutex::default(),
+            faulty: Default::default(),
+            used: Default::default(),
+            gsi: Mutex::default(),
+        })
     }
 
     /// A port at `addr` on the in-memory network `net`: datagrams to an address no port of
@@ -155,6 +164,7 @@ impl NetPort {
             faults: Mutex::default(),
             faulty: Default::default(),
             used: Default::default(),
+            gsi: Mutex::default(),
         }
     }
 
@@ -295,6 +305,22 @@ impl NetPort {
                 Err(_) => return None,
             }
         }
+    }
+
+    /// Keep a MAD that came to QP 1 from `from` for the connection manager (at most 256
+    /// wait: more are dropped, as a full receive queue drops them).
+    pub fn push_gsi(&self, from: Ipv4Addr, mad: Vec<u8>) -> bool {
+        let mut q = self.gsi.lock().unwrap_or_else(|p| p.into_inner());
+        if q.len() >= 256 {
+            return false;
+        }
+        q.push_back((from, mad));
+        true
+    }
+
+    /// The MADs that came to QP 1 since the last call, oldest first.
+    pub fn take_gsi(&self) -> Vec<(Ipv4Addr, Vec<u8>)> {
+        self.gsi.lock().unwrap_or_else(|p| p.into_inner()).drain(..).collect()
     }
 
     /// Whether a datagram went out of or came into this port.

@@ -31,6 +31,12 @@ impl Simulator {
         taken
     }
 
+    /// The fabric the devices' ports are on: their addresses, and QP 1's MADs
+    /// ([`Fabric::send_gsi`], [`Fabric::take_gsi`]) for a connection manager.
+    pub fn fabric(&self) -> &Fabric {
+        &self.fabric
+    }
+
     /// The file descriptors of the networked ports' sockets: a device thread waits on them.
     pub fn network_fds(&self) -> Vec<std::os::fd::RawFd> {
         self.fabric.net_ports().iter().filter_map(crate::fabric::NetPort::fd).collect()

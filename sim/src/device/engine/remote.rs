@@ -162,6 +162,11 @@ impl Engine<'_> {
                     cap.flush();
                 }
                 match d.headers.bth.opcode {
+                    // QP 1 is the connection manager's, outside the device's QPs.
+                    opcode::UD_SEND_ONLY if d.headers.bth.dest_qp == crate::wire::cm::GSI_QPN => {
+                        d.headers.deth.is_some_and(|h| h.qkey == crate::wire::cm::GSI_QKEY)
+                            && port.push_gsi(*from.ip(), d.payload)
+                    }
                     opcode::UD_SEND_ONLY | opcode::UD_SEND_ONLY_IMM => self.rx_ud(dev, from, &d.headers, &d.payload),
                     // UC requests go through RC's reassembly under their RC opcodes.
                     op @ 0x20..=0x2b => {

@@ -1,0 +1,207 @@
+//! Addresses: the program's `struct sockaddr`s, the route an ID's `rdma_cm_id` shows
+//! (its source and destination, the GIDs they make, one path record), and
+//! `rdma_getaddrinfo`'s answers.
+
+use std::ffi::{CStr, c_char, c_int};
+use std::net::{Ipv4Addr, SocketAddrV4};
+
+use rdma_sys::*;
+
+use super::state::devs;
+
+/// An IPv4 address and port from a `struct sockaddr`: `Err(errno)` for another family
+/// (`EAFNOSUPPORT`) or NULL (`EINVAL`).
+///
+/// # Safety
+/// `sa` is NULL or a readable `struct sockaddr` of its family's length.
+pub(crate) unsafe fn sockaddr_v4(sa: *const libc::sockaddr) -> Result<SocketAddrV4, c_int> {
+    if sa.is_null() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: the caller's sockaddr; its family says how long it is.
+    unsafe {
+        if c_int::from((*sa).sa_family) != libc::AF_INET {
+            return Err(libc::EAFNOSUPPORT);
+        }
+        let sin = &*sa.cast::<libc::sockaddr_in>();
+        Ok(SocketAddrV4::new(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)), u16::from_be(sin.sin_port)))
+    }
+}
+
+/// A `struct sockaddr_in` of `a`.
+pub(crate) fn sockaddr_in(a: SocketAddrV4) -> libc::sockaddr_in {
+    // SAFETY: sockaddr_in is plain data.
+    let mut s: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+    s.sin_family = libc::AF_INET as libc::sa_family_t;
+    s.sin_port = a.port().to_be();
+    s.sin_addr.s_addr = u32::from(*a.ip()).to_be();
+    s
+}
+
+/// Write the source (and destination) of ID `id` into its `rdma_cm_id`: the addresses,
+/// the GIDs (IPv4-mapped, RoCE v2's), device `dev`'s context and port 1.
+pub(crate) fn fill_route(id: *mut rdma_cm_id, dev: usize, src: SocketAddrV4, dst: SocketAddrV4) {
+    set_src(id, Some(dev), src);
+    // SAFETY: an rdma_cm_id the CM owns; plain writes into its route.
+    unsafe {
+        let r = &mut (*id).route.addr;
+        r.dst_addr_union.dst_sin = sockaddr_in(dst);
+        r.addr.ibaddr.dgid.raw = dst.ip().to_ipv6_mapped().octets();
+    }
+}
+
+/// Write the source of ID `id` (and, when bound to a device, its context and port).
+pub(crate) fn set_src(id: *mut rdma_cm_id, dev: Option<usize>, src: SocketAddrV4) {
+    // SAFETY: as for fill_route.
+    unsafe {
+        let r = &mut (*id).route.addr;
+        r.src_addr_union.src_sin = sockaddr_in(src);
+        r.addr.ibaddr.sgid.raw = src.ip().to_ipv6_mapped().octets();
+        r.addr.ibaddr.pkey = 0xffffu16.to_be();
+        if let Some(d) = dev {
+            (*id).verbs = devs().ctx.get(d).copied().unwrap_or(0) as *mut ibv_context;
+            (*id).port_num = 1;
+        }
+    }
+}
+
+/// Give ID `id` one path record (ROUTE_RESOLVED): the GIDs, RoCE's permissive LIDs, the
+/// port's MTU.
+pub(crate) fn set_path(id: *mut rdma_cm_id, dev: usize) {
+    // SAFETY: a zeroed ibv_sa_path_rec from calloc (plain data), owned by the ID until
+    // rdma_destroy_id frees it.
+    unsafe {
+        if !(*id).route.path_rec.is_null() {
+            return;
+        }
+        let p = libc::calloc(1, std::mem::size_of::<ibv_sa_path_rec>()).cast::<ibv_sa_path_rec>();
+        if p.is_null() {
+            return;
+        }
+        let ib = &(*id).route.addr.addr.ibaddr;
+        (*p).sgid = ib.sgid;
+        (*p).dgid = ib.dgid;
+        (*p).dlid = 0xffff;
+        (*p).slid = 0xffff;
+        (*p).pkey = 0xffffu16.to_be();
+        (*p).hop_limit = 64;
+        (*p).reversible = 1;
+        (*p).numb_path = 1;
+        (*p).mtu_selector = 2;
+        (*p).mtu = u8::try_from(devs().mtu.get(dev).copied().unwrap_or(3)).unwrap_or(3);
+        (*p).rate_selector = 2;
+        (*p).packet_life_time_selector = 2;
+        (*id).route.path_rec = p;
+        (*id).route.num_paths = 1;
+    }
+}
+
+/// `rdma_getaddrinfo`'s flag: the address is the local one to listen on.
+const RAI_PASSIVE: c_int = 1;
+/// `rdma_getaddrinfo`'s flag: the node is a numeric address.
+const RAI_NUMERICHOST: c_int = 2;
+
+/// `rdma_getaddrinfo` for IPv4: one `rdma_addrinfo` (malloc'ed, with its addresses) or an
+/// errno-style failure (`Err(errno)`).
+///
+/// # Safety
+/// `node` and `service` are NULL or C strings; `hints` is NULL or an `rdma_addrinfo`.
+pub(crate) unsafe fn getaddrinfo(
+    node: *const c_char,
+    service: *const c_char,
+    hints: *const rdma_addrinfo,
+) -> Result<*mut rdma_addrinfo, c_int> {
+    if node.is_null() && service.is_null() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: the caller's hints, if any.
+    let h = unsafe { hints.as_ref() };
+    let flags = h.map_or(0, |h| h.ai_flags);
+    if h.is_some_and(|h| h.ai_family != 0 && h.ai_family != libc::AF_INET) {
+        return Err(libc::EAFNOSUPPORT);
+    }
+    // SAFETY: C strings per the contract.
+    let text = |p: *const c_char| (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned());
+    let port = match text(service) {
+        Some(s) => s.parse::<u16>().map_err(|_| libc::EINVAL)?,
+        None => 0,
+    };
+    let ip = match text(node) {
+        None => Ipv4Addr::UNSPECIFIED,
+        Some(n) => match n.parse::<Ipv4Addr>() {
+            Ok(a) => a,
+            Err(_) if flags & RAI_NUMERICHOST != 0 => return Err(libc::EINVAL),
+            Err(_) => resolve(&n).ok_or(libc::EADDRNOTAVAIL)?,
+        },
+    };
+    let passive = flags & RAI_PASSIVE != 0;
+    // SAFETY: fresh zeroed allocations, filled with plain data; rdma_freeaddrinfo frees them.
+    unsafe {
+        let ai = libc::calloc(1, std::mem::size_of::<rdma_addrinfo>()).cast::<rdma_addrinfo>();
+        let sa = libc::calloc(1, std::mem::size_of::<libc::sockaddr_in>()).cast::<libc::sockaddr_in>();
+        if ai.is_null() || sa.is_null() {
+            libc::free(ai.cast());
+            libc::free(sa.cast());
+            return Err(libc::ENOMEM);
+        }
+        *sa = sockaddr_in(SocketAddrV4::new(ip, port));
+        let a = &mut *ai;
+        a.ai_flags = flags;
+        a.ai_family = libc::AF_INET;
+        a.ai_qp_type = h.map_or(0, |h| h.ai_qp_type);
+        a.ai_port_space = h.map_or(0, |h| h.ai_port_space);
+        if a.ai_qp_type == 0 {
+            a.ai_qp_type = ibv_qp_type::IBV_QPT_RC as c_int;
+        }
+        if a.ai_port_space == 0 {
+            a.ai_port_space = if a.ai_qp_type == ibv_qp_type::IBV_QPT_UD as c_int {
+                rdma_port_space::RDMA_PS_UDP as c_int
+            } else {
+                rdma_port_space::RDMA_PS_TCP as c_int
+            };
+        }
+        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        if passive {
+            a.ai_src_addr = sa.cast();
+            a.ai_src_len = len;
+        } else {
+            a.ai_dst_addr = sa.cast();
+            a.ai_dst_len = len;
+        }
+        Ok(ai)
+    }
+}
+
+/// A host name's first IPv4 address, by the system's resolver.
+fn resolve(name: &str) -> Option<Ipv4Addr> {
+    use std::net::ToSocketAddrs;
+    (name, 0).to_socket_addrs().ok()?.find_map(|a| match a {
+        std::net::SocketAddr::V4(v) => Some(*v.ip()),
+        std::net::SocketAddr::V6(_) => None,
+    })
+}
+
+/// `rdma_freeaddrinfo`: each entry with its addresses and names.
+///
+/// # Safety
+/// `res` is NULL or a list from [`getaddrinfo`].
+pub(crate) unsafe fn freeaddrinfo(mut res: *mut rdma_addrinfo) {
+    while !res.is_null() {
+        // SAFETY: an entry getaddrinfo allocated, with its own allocations.
+        unsafe {
+            let next = (*res).ai_next;
+            for p in [
+                (*res).ai_src_addr.cast::<libc::c_void>(),
+                (*res).ai_dst_addr.cast(),
+                (*res).ai_src_canonname.cast(),
+                (*res).ai_dst_canonname.cast(),
+                (*res).ai_route,
+                (*res).ai_connect,
+            ] {
+                libc::free(p);
+            }
+            libc::free(res.cast());
+            res = next;
+        }
+    }
+}

@@ -1,0 +1,352 @@
+//! The connection handshake on the wire: what each CM MAD that comes to QP 1 does to the
+//! IDs (and which events it posts), the retries of unanswered MADs, and the thread that
+//! runs both. The MADs are `mlx5_sim::wire::cm`'s; rdma_cm's own header (`struct cma_hdr`:
+//! the addresses and the requester's port) leads a REQ's private data, as the kernel's
+//! rdma_cm puts it there.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::time::{Duration, Instant};
+
+use mlx5_sim::wire::cm::{CmMsg, Mad, Rep, Req, private_len, reason};
+use rdma_sys::rdma_cm_event_type::*;
+
+use super::addr;
+use super::state::{Cm, EventBox, Id, St, cm, devs};
+
+/// The length of `struct cma_hdr`, which leads a REQ's private data.
+pub(crate) const CMA_HDR: usize = 36;
+/// The program's private data a REQ carries after the header.
+pub(crate) const REQ_USER: usize = private_len::REQ - CMA_HDR;
+
+/// The `struct cma_hdr` of a connection from `src` to `dst`.
+pub(crate) fn cma_hdr(src: SocketAddrV4, dst: SocketAddrV4) -> [u8; CMA_HDR] {
+    let mut h = [0u8; CMA_HDR];
+    h[1] = 4 << 4; // IPv4
+    h[2..4].copy_from_slice(&src.port().to_be_bytes());
+    h[16..20].copy_from_slice(&src.ip().octets());
+    h[32..36].copy_from_slice(&dst.ip().octets());
+    h
+}
+
+/// The requester's address and port from a REQ's `cma_hdr`, if it names IPv4 ones.
+fn peer_of(hdr: &[u8]) -> Option<SocketAddrV4> {
+    if hdr.len() < CMA_HDR || hdr[0] != 0 || hdr[1] >> 4 != 4 {
+        return None;
+    }
+    let ip = Ipv4Addr::new(hdr[16], hdr[17], hdr[18], hdr[19]);
+    Some(SocketAddrV4::new(ip, u16::from_be_bytes([hdr[2], hdr[3]])))
+}
+
+/// The service ID of port `port` of port space `ps` (rdma_cm's IP service IDs).
+pub(crate) fn service_id(ps: u32, port: u16) -> u64 {
+    (u64::from(ps & 0xffff) << 16) | u64::from(port)
+}
+
+impl Cm {
+    /// One MAD from `from` at device `dev`'s port.
+    pub(crate) fn receive(&mut self, dev: usize, from: Ipv4Addr, bytes: &[u8]) {
+        let Some(mad) = Mad::decode(bytes) else { return };
+        match mad.msg {
+            CmMsg::Req(r) => self.on_req(dev, from, mad.tid, r),
+            CmMsg::Rep(r) => self.on_rep(r),
+            CmMsg::Rtu(_, remote, _) => {
+                if let Some(k) = self.by_comm(remote).filter(|k| self.ids[k].st == St::RepSent) {
+                    let id = self.ids.get_mut(&k).map(|i| {
+                        i.st = St::Connected;
+                        i.resend = None;
+                    });
+                    if id.is_some() {
+                        self.post_simple(k, RDMA_CM_EVENT_ESTABLISHED, 0);
+                    }
+                }
+            }
+            CmMsg::Rej { remote, reason, private_data, .. } => self.on_rej(remote, reason, &private_data),
+            CmMsg::Dreq(local, remote, _, _) => self.on_dreq(dev, from, mad.tid, local, remote),
+            CmMsg::Drep(_, remote, _) => {
+                if let Some(k) = self.by_comm(remote).filter(|k| self.ids[k].st == St::DreqSent) {
+                    if let Some(i) = self.ids.get_mut(&k) {
+                        i.st = St::Disconnected;
+                        i.resend = None;
+                    }
+                    self.post_simple(k, RDMA_CM_EVENT_DISCONNECTED, 0);
+                }
+            }
+        }
+    }
+
+    fn on_req(&mut self, dev: usize, from: Ipv4Addr, tid: u64, r: Req) {
+        // A REQ sent again: our answer goes again.
+        let dup =
+            self.ids.iter().find(|(_, i)| i.remote_comm == r.local_comm_id && i.dst.is_some_and(|d| *d.ip() == from));
+        if let Some((_, i)) = dup {
+            if let Some(m) = i.last.clone() {
+                self.out.push(super::state::Out { dev, to: from, mad: m });
+            }
+            return;
+        }
+        let ps = ((r.service_id >> 16) & 0xffff) as u32;
+        let port = (r.service_id & 0xffff) as u16;
+        let here = devs().addr.get(dev).copied().flatten();
+        let listener = self
+            .ids
+            .iter()
+            .find(|(_, i)| {
+                i.st == St::Listen
+                    && i.ps() == ps
+                    && i.src.port() == port
+                    && (i.src.ip().is_unspecified() || Some(*i.src.ip()) == here)
+            })
+            .map(|(k, _)| *k);
+        let peer = peer_of(&r.private_data).unwrap_or(SocketAddrV4::new(from, 0));
+        let (Some(lk), Some(here)) = (listener, here) else {
+            let (local, _) = self.fresh_comm();
+            let rej = CmMsg::Rej {
+                local,
+                remote: r.local_comm_id,
+                rejected: 0,
+                reason: reason::INVALID_SERVICE_ID,
+                private_data: Vec::new(),
+            };
+            self.out.push(super::state::Out { dev, to: from, mad: Mad { tid, msg: rej }.encode().to_vec() });
+            return;
+        };
+        let (chan, sync, context, qp_type) = {
+            let l = &self.ids[&lk];
+            // SAFETY: the listener's rdma_cm_id, owned by the CM.
+            let (context, qp_type) = unsafe { ((*l.c).context, (*l.c).qp_type) };
+            (l.chan, l.sync, context, qp_type)
+        };
+        let child = super::new_cm_id(self, chan, context, ps, qp_type);
+        let ck = child as usize;
+        let (local, _) = self.fresh_comm();
+        let ep_qp = self.ids[&lk].ep_qp;
+        let Some(id) = self.ids.get_mut(&ck) else { return };
+        id.sync = sync;
+        id.st = St::ReqRcvd;
+        id.dev = Some(dev);
+        id.src = SocketAddrV4::new(here, port);
+        id.dst = Some(peer);
+        id.local_comm = local;
+        id.remote_comm = r.local_comm_id;
+        id.remote_qpn = r.local_qpn;
+        id.remote_psn = r.starting_psn;
+        // The responder's view: its resources are what the requester initiates.
+        id.responder_resources = r.initiator_depth;
+        id.initiator_depth = r.responder_resources;
+        id.retry_count = r.retry_count;
+        id.rnr_retry_count = r.rnr_retry_count;
+        id.ep_qp = ep_qp;
+        addr::fill_route(child, dev, id.src, peer);
+        let mut ev = EventBox::new(child, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
+        ev.ev.listen_id = self.ids[&lk].c;
+        ev.set_private(r.private_data.get(CMA_HDR..).unwrap_or(&[]), REQ_USER);
+        // SAFETY: the conn member of the event's union.
+        unsafe {
+            let c = &mut ev.ev.param.conn;
+            c.responder_resources = r.initiator_depth;
+            c.initiator_depth = r.responder_resources;
+            c.flow_control = 1;
+            c.retry_count = r.retry_count;
+            c.rnr_retry_count = r.rnr_retry_count;
+            c.srq = u8::from(r.srq);
+            c.qp_num = r.local_qpn;
+        }
+        self.post(chan, ev);
+    }
+
+    fn on_rep(&mut self, r: Rep) {
+        let Some(k) = self.by_comm(r.remote_comm_id) else { return };
+        let Some(id) = self.ids.get_mut(&k) else { return };
+        if id.st != St::ReqSent {
+            // A REP sent again once we are connected: the RTU goes again.
+            if let (St::Connected, true, Some(m), Some(dev), Some(dst)) =
+                (id.st, id.remote_comm == r.local_comm_id, id.last.clone(), id.dev, id.dst)
+            {
+                self.out.push(super::state::Out { dev, to: *dst.ip(), mad: m });
+            }
+            return;
+        }
+        id.st = St::RepRcvd;
+        id.resend = None;
+        id.remote_comm = r.local_comm_id;
+        id.remote_qpn = r.local_qpn;
+        id.remote_psn = r.starting_psn;
+        id.rnr_retry_count = r.rnr_retry_count;
+        let (c, chan) = (id.c, id.chan);
+        let mut ev = EventBox::new(c, RDMA_CM_EVENT_CONNECT_RESPONSE, 0);
+        ev.set_private(&r.private_data, private_len::REP);
+        // SAFETY: the conn member of the event's union.
+        unsafe {
+            let p = &mut ev.ev.param.conn;
+            p.responder_resources = r.initiator_depth;
+            p.initiator_depth = r.responder_resources;
+            p.flow_control = 1;
+            p.rnr_retry_count = r.rnr_retry_count;
+            p.srq = u8::from(r.srq);
+            p.qp_num = r.local_qpn;
+        }
+        self.post(chan, ev);
+    }
+
+    fn on_rej(&mut self, remote: u32, why: u16, private_data: &[u8]) {
+        let Some(k) = self.by_comm(remote) else { return };
+        let Some(id) = self.ids.get_mut(&k) else { return };
+        if !matches!(id.st, St::ReqSent | St::RepSent | St::RepRcvd) {
+            return;
+        }
+        id.st = St::Rejected;
+        id.resend = None;
+        let (c, chan) = (id.c, id.chan);
+        let mut ev = EventBox::new(c, RDMA_CM_EVENT_REJECTED, c_int_of(why));
+        ev.set_private(private_data, private_len::REJ);
+        self.post(chan, ev);
+    }
+
+    fn on_dreq(&mut self, dev: usize, from: Ipv4Addr, tid: u64, local: u32, remote: u32) {
+        let Some(id) = self.by_comm(remote).and_then(|k| self.ids.get_mut(&k).map(|i| (k, i))) else {
+            // No such connection (its ID is gone): answered all the same, as the kernel's
+            // CM answers it, so the peer's DREQ ends at once.
+            let drep = Mad { tid, msg: CmMsg::Drep(remote, local, Vec::new()) }.encode().to_vec();
+            self.out.push(super::state::Out { dev, to: from, mad: drep });
+            return;
+        };
+        let (k, id) = id;
+        let drep = Mad { tid, msg: CmMsg::Drep(id.local_comm, local, Vec::new()) }.encode().to_vec();
+        self.out.push(super::state::Out { dev, to: from, mad: drep });
+        match id.st {
+            // The DREQs crossed: ours is answered too.
+            St::Connected | St::RepSent | St::DreqSent => {
+                id.st = St::Disconnected;
+                id.resend = None;
+                self.post_simple(k, RDMA_CM_EVENT_DISCONNECTED, 0);
+            }
+            _ => {}
+        }
+    }
+
+    /// Send again what is unanswered and due; what ran out of retries fails its ID.
+    pub(crate) fn timers(&mut self, now: Instant) {
+        let mut failed = Vec::new();
+        for (k, id) in self.ids.iter_mut() {
+            let Some(r) = id.resend.as_mut() else { continue };
+            if r.due > now {
+                continue;
+            }
+            if r.left == 0 {
+                id.resend = None;
+                failed.push((*k, id.st));
+                continue;
+            }
+            r.left -= 1;
+            r.due = now + super::state::RESPONSE_TIMEOUT;
+            if let (Some(dev), Some(dst)) = (id.dev, id.dst) {
+                self.out.push(super::state::Out { dev, to: *dst.ip(), mad: r.mad.clone() });
+            }
+        }
+        for (k, st) in failed {
+            let (next, kind, status) = match st {
+                St::DreqSent => (St::Disconnected, RDMA_CM_EVENT_DISCONNECTED, -libc::ETIMEDOUT),
+                _ => (St::Idle, RDMA_CM_EVENT_UNREACHABLE, -libc::ETIMEDOUT),
+            };
+            if let Some(id) = self.ids.get_mut(&k) {
+                id.st = next;
+            }
+            self.post_simple(k, kind, status);
+        }
+    }
+}
+
+fn c_int_of(v: u16) -> std::ffi::c_int {
+    std::ffi::c_int::from(v)
+}
+
+/// Send the MADs the CM queued, through the fabric (outside the CM's lock).
+pub(crate) fn flush() {
+    let out = std::mem::take(&mut cm().out);
+    if out.is_empty() {
+        return;
+    }
+    crate::state::with(
+        |_| (),
+        |s| {
+            let f = s.sim.simulator().fabric();
+            for (n, o) in out.iter().enumerate() {
+                f.send_gsi(o.dev, o.to, &o.mad, u32::try_from(n).unwrap_or(0));
+            }
+        },
+    );
+}
+
+/// One pass: the MADs that came, the timers, and what they send.
+pub(crate) fn service() {
+    let mads = crate::state::with(|_| Vec::new(), |s| s.sim.simulator().fabric().take_gsi());
+    {
+        let mut c = cm();
+        c.deferred = Some(Vec::new());
+        for (dev, from, m) in mads {
+            c.receive(dev, from, &m);
+        }
+        c.timers(Instant::now());
+    }
+    flush();
+    // The answers are out: now the programs may see the events (and exit).
+    cm().wake_deferred();
+}
+
+/// Start the CM's thread once: it serves QP 1 every millisecond.
+pub(crate) fn start() {
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    STARTED.call_once(|| {
+        devs();
+        let _ = std::thread::Builder::new().name("mlx5sim-cm".into()).spawn(|| {
+            loop {
+                service();
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+    });
+}
+
+/// The REQ of ID `id` (about to connect): the MAD.
+pub(crate) fn req_mad(id: &Id, tid: u64, qpn: u32, srq: bool, user: &[u8]) -> Vec<u8> {
+    let d = devs();
+    let dev = id.dev.unwrap_or(0);
+    let dst = id.dst.unwrap_or(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
+    let mut private_data = cma_hdr(id.src, dst).to_vec();
+    private_data.extend_from_slice(user);
+    let req = Req {
+        local_comm_id: id.local_comm,
+        service_id: service_id(id.ps(), dst.port()),
+        local_ca_guid: u64::from_be(d.guid.get(dev).copied().unwrap_or(0)),
+        local_qpn: qpn,
+        responder_resources: id.responder_resources,
+        initiator_depth: id.initiator_depth,
+        starting_psn: id.local_psn,
+        retry_count: id.retry_count,
+        rnr_retry_count: id.rnr_retry_count,
+        mtu: u8::try_from(d.mtu.get(dev).copied().unwrap_or(3)).unwrap_or(3),
+        srq,
+        local_gid: id.src.ip().to_ipv6_mapped().octets(),
+        remote_gid: dst.ip().to_ipv6_mapped().octets(),
+        private_data,
+    };
+    Mad { tid, msg: CmMsg::Req(req) }.encode().to_vec()
+}
+
+/// The REP of ID `id`: the MAD.
+pub(crate) fn rep_mad(id: &Id, tid: u64, qpn: u32, srq: bool, user: &[u8]) -> Vec<u8> {
+    let d = devs();
+    let rep = Rep {
+        local_comm_id: id.local_comm,
+        remote_comm_id: id.remote_comm,
+        local_qpn: qpn,
+        starting_psn: id.local_psn,
+        responder_resources: id.responder_resources,
+        initiator_depth: id.initiator_depth,
+        rnr_retry_count: id.rnr_retry_count,
+        srq,
+        local_ca_guid: u64::from_be(d.guid.get(id.dev.unwrap_or(0)).copied().unwrap_or(0)),
+        private_data: user.to_vec(),
+    };
+    Mad { tid, msg: CmMsg::Rep(rep) }.encode().to_vec()
+}
