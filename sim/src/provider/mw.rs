@@ -101,7 +101,7 @@ impl Provider {
             if m.dmabuf.is_some() {
                 return Err(Error::new(op, EOPNOTSUPP, "not an IBV_MR_TYPE_MR (a dma-buf MR)"));
             }
-            if self.is_dm_buf(m.buf) {
+            if m.buf.is_some_and(|b| self.is_dm_buf(b)) {
                 return Err(Error::new(op, EINVAL, "the MR is zero-based (device memory)"));
             }
         }

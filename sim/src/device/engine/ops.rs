@@ -194,7 +194,9 @@ impl Engine<'_> {
                     return step;
                 }
                 let src = match inline {
-                    Some(b) => Source::Inline { at: self.inline_start(qp, true) + self.dc_shift(), len: b.len() as u64 },
+                    Some(b) => {
+                        Source::Inline { at: self.inline_start(qp, true) + self.dc_shift(), len: b.len() as u64 }
+                    }
                     None => Source::Gather(sge),
                 };
                 let op = if imm.is_some() { opcode::WRITE_ONLY_IMM } else { opcode::WRITE_ONLY };
@@ -209,7 +211,9 @@ impl Engine<'_> {
             WqeKind::Send { sge, imm, inv, inline } => {
                 let (imm, inv) = (*imm, *inv);
                 let src = match inline {
-                    Some(b) => Source::Inline { at: self.inline_start(qp, false) + self.dc_shift(), len: b.len() as u64 },
+                    Some(b) => {
+                        Source::Inline { at: self.inline_start(qp, false) + self.dc_shift(), len: b.len() as u64 }
+                    }
                     None => Source::Gather(sge),
                 };
                 let op = match (inv, imm) {
