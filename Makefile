@@ -142,6 +142,9 @@ traces:
 	$(CARGO) run --release --quiet -p mlx5-conformance -- run --backend sim --profile cx6dx --record traces > /dev/null
 	$(CARGO) run --release --quiet -p mlx5-conformance -- run --backend sim --profile cx7 --record traces > /dev/null
 	find traces/sim -name '*.jsonl' ! -newer target/traces.stamp -print -delete
+	# A case that opens an XRC domain on a file of its own names that file's fd, which means
+	# nothing in another process: its trace cannot be replayed, so none is kept.
+	grep -l '"fd":[0-9]' $$(grep -l '"open_xrcd"' traces/sim/*/*.jsonl) /dev/null | grep -v /dev/null | xargs -r rm -v
 bench-icount:
 	@missing=""; \
 	for p in $(ICOUNT_PACKAGES); do \
