@@ -11,8 +11,12 @@
  *                                                2-byte message, which its sender waits for before
  *                                                it goes on (an RC SEND whose completion the
  *                                                program waits for, as ib_send_lat does)
+ *   net_floor batch-server / batch-client ADDR PORT N  the same, the acknowledgement and the
+ *                                                answer given to one sendmmsg and taken with
+ *                                                recvmmsg (the least system calls the pattern needs)
  *
  * The sockets ask for 8 MiB buffers, as the simulated ports do. Addresses are in 127.0.0.0/8. */
+#define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdint.h>
@@ -140,6 +144,57 @@ int main(int argc, char **argv)
 				ssize_t r = recv(s, buf, sizeof(buf), 0);
 				acked |= r == 1;
 				answered |= r == 2;
+			}
+			sendto(s, buf, 1, 0, (struct sockaddr *)&peer, sizeof(peer));
+			half[done] = (now() - t0) / 2 * 1e6;
+		}
+		qsort(half, done, sizeof(double), cmp);
+		printf("%.2f us (median half round trip of %lld)\n", done ? half[done / 2] : 0.0, done);
+	} else if (!strcmp(mode, "batch-server")) {
+		int s = sock(addr, port, 1, &peer);
+		struct sockaddr_in from;
+		socklen_t len = sizeof(from);
+		static char ack[1], msg[2];
+		struct iovec iov[2] = { { ack, 1 }, { msg, 2 } };
+		double end = now() + 30;
+		for (long long i = 0; i < n && now() < end;) {
+			if (recvfrom(s, buf, sizeof(buf), 0, (struct sockaddr *)&from, &len) != 2)
+				continue;
+			struct mmsghdr m[2];
+			memset(m, 0, sizeof(m));
+			for (int k = 0; k < 2; k++) {
+				m[k].msg_hdr.msg_name = &from;
+				m[k].msg_hdr.msg_namelen = len;
+				m[k].msg_hdr.msg_iov = &iov[k];
+				m[k].msg_hdr.msg_iovlen = 1;
+			}
+			sendmmsg(s, m, 2, 0);
+			while (recv(s, buf, sizeof(buf), 0) != 1 && now() < end)
+				;
+			i++;
+		}
+	} else if (!strcmp(mode, "batch-client")) {
+		int s = sock(addr, port, 0, &peer);
+		double *half = calloc(n, sizeof(double)), end = now() + 30;
+		static char bufs[2][64];
+		long long done = 0;
+		for (; done < n && now() < end; done++) {
+			double t0 = now();
+			sendto(s, buf, 2, 0, (struct sockaddr *)&peer, sizeof(peer));
+			int acked = 0, answered = 0;
+			while (!(acked && answered) && now() < end) {
+				struct iovec iov[2] = { { bufs[0], 64 }, { bufs[1], 64 } };
+				struct mmsghdr m[2];
+				memset(m, 0, sizeof(m));
+				for (int k = 0; k < 2; k++) {
+					m[k].msg_hdr.msg_iov = &iov[k];
+					m[k].msg_hdr.msg_iovlen = 1;
+				}
+				int got = recvmmsg(s, m, 2, MSG_DONTWAIT, NULL);
+				for (int k = 0; k < got; k++) {
+					acked |= m[k].msg_len == 1;
+					answered |= m[k].msg_len == 2;
+				}
 			}
 			sendto(s, buf, 1, 0, (struct sockaddr *)&peer, sizeof(peer));
 			half[done] = (now() - t0) / 2 * 1e6;

@@ -4,7 +4,8 @@
 # ib_write_bw's 64 KiB WRITEs (one QP and -q 4), and a busy-polling UDP ping-pong of 2-byte
 # datagrams against ib_send_lat's 2-byte SENDs (half round trips), and the same ping-pong with
 # each message acknowledged and the acknowledgement waited for, as ib_send_lat (tx depth 1: every
-# SEND signalled and its completion awaited) waits for RC's ACK. Addresses in 127.0.0.0/8.
+# SEND signalled and its completion awaited) waits for RC's ACK, also with the acknowledgement
+# and the answer in one sendmmsg and taken with recvmmsg. Addresses in 127.0.0.0/8.
 #   capi/benches/network.sh [ROUNDS]
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -54,6 +55,16 @@ floor_acked() {
   kill "$s" 2> /dev/null
   wait "$s" 2> /dev/null
 }
+# The same with the acknowledgement and the answer in one sendmmsg, taken with recvmmsg.
+floor_batched() {
+  port=$((port + 1))
+  "$out/net_floor" batch-server 127.0.1.1 "$port" 20000 &
+  local s=$!
+  sleep 0.3
+  "$out/net_floor" batch-client 127.0.1.1 "$port" 20000 | awk '{print $1}'
+  kill "$s" 2> /dev/null
+  wait "$s" 2> /dev/null
+}
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
 median() { sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
@@ -64,9 +75,10 @@ for r in $(seq 1 "$rounds"); do
   four=$(perftest ib_write_bw -d mlx5_0 -s 65536 -n 1000 -q 4 | awk '{print $4}')
   pp=$(floor_pingpong)
   acked=$(floor_acked)
+  batched=$(floor_batched)
   lat=$(perftest ib_send_lat -d mlx5_0 -s 2 -n 2000 | awk '{print $5}')
   echo "round $r: UDP stream $floor MB/s; ib_write_bw $one MB/s ($(ratio "$one" "$floor")), -q 4 $four MB/s" \
-    "($(ratio "$four" "$floor")); UDP ping-pong $pp us, acknowledged $acked us;" \
+    "($(ratio "$four" "$floor")); UDP ping-pong $pp us, acknowledged $acked us (batched $batched us);" \
     "ib_send_lat typical $lat us ($(ratio "$lat" "$pp"), $(ratio "$lat" "$acked") of the acknowledged)"
   ratio "$one" "$floor" >> "$out/bw1"; echo >> "$out/bw1"
   ratio "$four" "$one" >> "$out/bw4"; echo >> "$out/bw4"
