@@ -653,7 +653,7 @@ unsafe extern "C" fn post_recv(qp: *mut ibv_qp, wr: *mut ibv_recv_wr, bad: *mut 
     with(|e| e, |s| s.post_recv(qp, wr, bad))
 }
 
-unsafe extern "C" fn create_qp_ex(context: *mut ibv_context, attr: *mut ibv_qp_init_attr_ex) -> *mut ibv_qp {
+pub(crate) unsafe extern "C" fn create_qp_ex(context: *mut ibv_context, attr: *mut ibv_qp_init_attr_ex) -> *mut ibv_qp {
     if attr.is_null() {
         return null(libc::EINVAL);
     }

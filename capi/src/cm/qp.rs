@@ -9,6 +9,7 @@ use rdma_sys::*;
 use super::state::{cm, devs};
 use super::{conn, known};
 use crate::errno::minus_one;
+use mlx5_dv::qp_init_mask;
 
 /// `rdma_init_qp_attr`: the attributes that take the ID's QP to `qp_attr->qp_state`.
 #[unsafe(no_mangle)]
@@ -36,32 +37,69 @@ pub unsafe extern "C" fn rdma_init_qp_attr(
     }
 }
 
-/// `rdma_create_qp`: a QP on the ID's device (its default PD for NULL; CQs made when the
-/// attributes name none), moved to INIT (RC) or RTS (UD) as librdmacm moves it.
+/// `rdma_create_qp`: as librdmacm, the legacy attributes as `rdma_create_qp_ex`'s with the
+/// PD given (the ID's for NULL), and the capacities and CQs written back.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_create_qp(
     id: *mut rdma_cm_id,
     pd: *mut ibv_pd,
     qp_init_attr: *mut ibv_qp_init_attr,
 ) -> c_int {
+    // SAFETY: the caller's attributes, if any.
+    let Some(a) = (unsafe { qp_init_attr.as_mut() }) else { return minus_one(libc::EINVAL) };
+    // SAFETY: ibv_qp_init_attr_ex is plain data; all-zero is a valid value.
+    let mut ex: ibv_qp_init_attr_ex = unsafe { std::mem::zeroed() };
+    ex.qp_context = a.qp_context;
+    ex.send_cq = a.send_cq;
+    ex.recv_cq = a.recv_cq;
+    ex.srq = a.srq;
+    ex.cap = a.cap;
+    ex.qp_type = a.qp_type;
+    ex.sq_sig_all = a.sq_sig_all;
+    ex.comp_mask = qp_init_mask::PD;
+    ex.pd = pd;
+    // SAFETY: as above; `ex` lives across the call.
+    let r = unsafe { rdma_create_qp_ex(id, &mut ex) };
+    a.send_cq = ex.send_cq;
+    a.recv_cq = ex.recv_cq;
+    a.cap = ex.cap;
+    r
+}
+
+/// `rdma_create_qp_ex`: a QP on the ID's device (its default PD when the attributes name
+/// none; EINVAL for a PD of another device, CQs other than the ID's, or an ID that has a QP),
+/// with CQs made when the attributes name none, moved to INIT (RC) or RTS (UD) as librdmacm
+/// moves it.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_create_qp_ex(id: *mut rdma_cm_id, attr: *mut ibv_qp_init_attr_ex) -> c_int {
     let Ok(key) = known(id) else { return minus_one(libc::EINVAL) };
     let dev = cm().ids.get(&key).and_then(|i| i.dev);
-    let (Some(dev), false) = (dev, qp_init_attr.is_null()) else { return minus_one(libc::EINVAL) };
+    let (Some(dev), false) = (dev, attr.is_null()) else { return minus_one(libc::EINVAL) };
     let d = devs();
     let ctx = d.ctx[dev] as *mut ibv_context;
-    let pd = if pd.is_null() { d.pd[dev] as *mut ibv_pd } else { pd };
-    // SAFETY: the program's PD and attributes; the shim's own verbs.
+    let default_pd = d.pd[dev] as *mut ibv_pd;
+    // SAFETY: the program's ID, PD and attributes; the shim's own verbs.
     unsafe {
-        if (*pd).context != ctx {
+        if !(*id).qp.is_null() {
             return minus_one(libc::EINVAL);
         }
-        let a = &mut *qp_init_attr;
+        let a = &mut *attr;
+        if a.comp_mask & qp_init_mask::PD == 0 || a.pd.is_null() {
+            a.comp_mask |= qp_init_mask::PD;
+            a.pd = default_pd;
+        } else if (*a.pd).context != ctx {
+            return minus_one(libc::EINVAL);
+        }
+        let clash = |mine: *mut ibv_cq, theirs: *mut ibv_cq| !mine.is_null() && !theirs.is_null() && mine != theirs;
+        if clash((*id).recv_cq, a.recv_cq) || clash((*id).send_cq, a.send_cq) {
+            return minus_one(libc::EINVAL);
+        }
         let own = a.send_cq.is_null() || a.recv_cq.is_null();
-        if own && !own_cqs(id, ctx, a) {
+        if own && !own_cqs(id, ctx, (a.cap.max_send_wr, a.cap.max_recv_wr), (&mut a.send_cq, &mut a.recv_cq)) {
             destroy_own_cqs(id);
             return -1;
         }
-        let qp = crate::queue::ibv_create_qp(pd, a);
+        let qp = crate::queue::create_qp_ex(ctx, a);
         if qp.is_null() {
             if own {
                 destroy_own_cqs(id);
@@ -70,7 +108,7 @@ pub unsafe extern "C" fn rdma_create_qp(
         }
         let ud = a.qp_type == ibv_qp_type::IBV_QPT_UD;
         (*id).qp = qp;
-        (*id).pd = pd;
+        (*id).pd = a.pd;
         if let Some(i) = cm().ids.get_mut(&key) {
             i.own_cqs = own;
         }
@@ -114,12 +152,17 @@ pub unsafe extern "C" fn rdma_destroy_qp(id: *mut rdma_cm_id) {
 /// `rdma_get_recv_comp` wait on). False on failure (errno set).
 ///
 /// # Safety
-/// `id` is a CM ID on `ctx`'s device; `a` the program's attributes.
-unsafe fn own_cqs(id: *mut rdma_cm_id, ctx: *mut ibv_context, a: &mut ibv_qp_init_attr) -> bool {
+/// `id` is a CM ID on `ctx`'s device; the CQ slots are the program's attributes'.
+unsafe fn own_cqs(
+    id: *mut rdma_cm_id,
+    ctx: *mut ibv_context,
+    (max_send_wr, max_recv_wr): (u32, u32),
+    (send_cq, recv_cq): (&mut *mut ibv_cq, &mut *mut ibv_cq),
+) -> bool {
     // SAFETY: the shim's own verbs on the ID's context.
     unsafe {
         for send in [false, true] {
-            let wr = if send { a.cap.max_send_wr } else { a.cap.max_recv_wr };
+            let wr = if send { max_send_wr } else { max_recv_wr };
             let ch = crate::events::ibv_create_comp_channel(ctx);
             if ch.is_null() {
                 return false;
@@ -137,11 +180,11 @@ unsafe fn own_cqs(id: *mut rdma_cm_id, ctx: *mut ibv_context, a: &mut ibv_qp_ini
                 return false;
             }
         }
-        if a.send_cq.is_null() {
-            a.send_cq = (*id).send_cq;
+        if send_cq.is_null() {
+            *send_cq = (*id).send_cq;
         }
-        if a.recv_cq.is_null() {
-            a.recv_cq = (*id).recv_cq;
+        if recv_cq.is_null() {
+            *recv_cq = (*id).recv_cq;
         }
     }
     true
