@@ -317,7 +317,8 @@ fn bind(key: usize, a: SocketAddrV4) -> c_int {
     };
     let taken = |c: &state::Cm, p: u16| {
         c.ids.values().any(|i| {
-            i.ps() == ps
+            i.bound
+                && i.ps() == ps
                 && i.src.port() == p
                 && (i.src.ip().is_unspecified() || a.ip().is_unspecified() || i.src.ip() == a.ip())
         })
@@ -335,6 +336,7 @@ fn bind(key: usize, a: SocketAddrV4) -> c_int {
     };
     let Some(id) = c.ids.get_mut(&key) else { return libc::EINVAL };
     id.src = SocketAddrV4::new(*a.ip(), port);
+    id.bound = true;
     if dev.is_some() {
         id.dev = dev;
     }

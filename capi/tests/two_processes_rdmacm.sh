@@ -73,3 +73,19 @@ if [ $rc_s = 0 ] && [ $rc_c = 0 ] && grep -q "return status 0" "$bin/ucmatose-se
 else
   fail "ucmatose: exits $rc_s/$rc_c: $(tail -n 2 "$bin/ucmatose-server.log" "$bin/ucmatose-client.log" | tr '\n' ' ')"
 fi
+
+# perftest with -R: its control exchange and its QPs both connected through the CM (the
+# listener for the first is destroyed before the second binds the same port).
+for prog in ib_write_bw ib_send_lat; do
+  cm_port=$((18515 + RANDOM % 2000))
+  rm -f "$bin/perftest-cm.pcap"
+  cm_pair perftest-cm "$prog -R -d mlx5_0 -n 200 -p $cm_port" "$prog -R -d mlx5_0 -n 200 -p $cm_port 127.0.36.1" \
+    "" "MLX5SIM_PCAP=$bin/perftest-cm.pcap"
+  result=$(grep -A1 '#bytes' "$bin/perftest-cm-client.log" | tail -1 | tr -s ' \t' ' ')
+  if [ $rc_s = 0 ] && [ $rc_c = 0 ] && [ -n "$result" ] && out=$(tshark_clean "$bin/perftest-cm.pcap") \
+     && tshark -r "$bin/perftest-cm.pcap" 2> /dev/null | grep -q "CM: ConnectRequest"; then
+    pass "$prog -R: both exit 0; the client reports:$result; its capture: $out RRoCE packets, clean, with the CM's REQ"
+  else
+    fail "$prog -R: exits $rc_s/$rc_c: $(tail -n 3 "$bin/perftest-cm-server.log" "$bin/perftest-cm-client.log" | tr '\n' ' ')"
+  fi
+done

@@ -103,6 +103,9 @@ pub(crate) struct Id {
     pub(crate) ep_qp: Option<(*mut ibv_pd, ibv_qp_init_attr)>,
     /// CQs made by `rdma_create_qp` (destroyed with the QP).
     pub(crate) own_cqs: bool,
+    /// Bound by `rdma_bind_addr` or address resolution: it holds its port. An ID a connection
+    /// request made shares its listener's port without holding it, as in the kernel's CM.
+    pub(crate) bound: bool,
 }
 
 impl Id {
@@ -128,6 +131,7 @@ impl Id {
             last: None,
             ep_qp: None,
             own_cqs: false,
+            bound: false,
         }
     }
 
