@@ -36,32 +36,15 @@ floor_stream() {
   wait "$r"
   awk '{print $1}' "$out/recv.log"
 }
+# A ping-pong floor's median half round trip: pp (plain), ack (each message acknowledged and
+# the acknowledgement waited for, RC's ACK), batch (the acknowledgement and the answer in one
+# sendmmsg, taken with recvmmsg).
 floor_pingpong() {
   port=$((port + 1))
-  "$out/net_floor" pp-server 127.0.1.1 "$port" 20000 &
+  "$out/net_floor" "$1-server" 127.0.1.1 "$port" 20000 &
   local s=$!
   sleep 0.3
-  "$out/net_floor" pp-client 127.0.1.1 "$port" 20000 | awk '{print $1}'
-  kill "$s" 2> /dev/null
-  wait "$s" 2> /dev/null
-}
-# The same, each message acknowledged and the acknowledgement waited for (RC's ACK).
-floor_acked() {
-  port=$((port + 1))
-  "$out/net_floor" ack-server 127.0.1.1 "$port" 20000 &
-  local s=$!
-  sleep 0.3
-  "$out/net_floor" ack-client 127.0.1.1 "$port" 20000 | awk '{print $1}'
-  kill "$s" 2> /dev/null
-  wait "$s" 2> /dev/null
-}
-# The same with the acknowledgement and the answer in one sendmmsg, taken with recvmmsg.
-floor_batched() {
-  port=$((port + 1))
-  "$out/net_floor" batch-server 127.0.1.1 "$port" 20000 &
-  local s=$!
-  sleep 0.3
-  "$out/net_floor" batch-client 127.0.1.1 "$port" 20000 | awk '{print $1}'
+  "$out/net_floor" "$1-client" 127.0.1.1 "$port" 20000 | awk '{print $1}'
   kill "$s" 2> /dev/null
   wait "$s" 2> /dev/null
 }
@@ -73,9 +56,9 @@ for r in $(seq 1 "$rounds"); do
   floor=$(floor_stream)
   one=$(perftest ib_write_bw -d mlx5_0 -s 65536 -n 2000 | awk '{print $4}')
   four=$(perftest ib_write_bw -d mlx5_0 -s 65536 -n 1000 -q 4 | awk '{print $4}')
-  pp=$(floor_pingpong)
-  acked=$(floor_acked)
-  batched=$(floor_batched)
+  pp=$(floor_pingpong pp)
+  acked=$(floor_pingpong ack)
+  batched=$(floor_pingpong batch)
   lat=$(perftest ib_send_lat -d mlx5_0 -s 2 -n 2000 | awk '{print $5}')
   echo "round $r: UDP stream $floor MB/s; ib_write_bw $one MB/s ($(ratio "$one" "$floor")), -q 4 $four MB/s" \
     "($(ratio "$four" "$floor")); UDP ping-pong $pp us, acknowledged $acked us (batched $batched us);" \
