@@ -41,7 +41,8 @@ for side in server client; do
     fail "rping's $side capture: $out; the CM's: $msgs"
   fi
 done
-if tshark -r "$bin/rping-server.pcap" --disable-protocol rpcordma 2> /dev/null | grep -q "CM: DisconnectReply"; then
+dreps=$(tshark -r "$bin/rping-server.pcap" --disable-protocol rpcordma 2> /dev/null | grep -c "CM: DisconnectReply")
+if [ "${dreps:-0}" -gt 0 ]; then
   pass "the client's rdma_disconnect: a DREQ, which the server answers with a DREP"
 else
   fail "no DREP in the server's capture"
@@ -82,8 +83,10 @@ for prog in ib_write_bw ib_send_lat; do
   cm_pair perftest-cm "$prog -R -d mlx5_0 -n 200 -p $cm_port" "$prog -R -d mlx5_0 -n 200 -p $cm_port 127.0.36.1" \
     "" "MLX5SIM_PCAP=$bin/perftest-cm.pcap"
   result=$(grep -A1 '#bytes' "$bin/perftest-cm-client.log" | tail -1 | tr -s ' \t' ' ')
+  # (Counted, not grep -q: under pipefail, tshark killed by grep's early exit fails the test.)
+  reqs=$(tshark -r "$bin/perftest-cm.pcap" 2> /dev/null | grep -c "CM: ConnectRequest")
   if [ $rc_s = 0 ] && [ $rc_c = 0 ] && [ -n "$result" ] && out=$(tshark_clean "$bin/perftest-cm.pcap") \
-     && tshark -r "$bin/perftest-cm.pcap" 2> /dev/null | grep -q "CM: ConnectRequest"; then
+     && [ "${reqs:-0}" -gt 0 ]; then
     pass "$prog -R: both exit 0; the client reports:$result; its capture: $out RRoCE packets, clean, with the CM's REQ"
   else
     fail "$prog -R: exits $rc_s/$rc_c: $(tail -n 3 "$bin/perftest-cm-server.log" "$bin/perftest-cm-client.log" | tr '\n' ' ')"
