@@ -132,6 +132,7 @@ pub const ITEMS: &[(u16, &str)] = &[
     (125, "an atomic needs REMOTE_ATOMIC on the QP and on the key: REM_ACCESS_ERR"),
     (126, "an atomic's scatter list must hold its 8 bytes: LOC_LEN_ERR"),
     (127, "a duplicate atomic is answered from the replay cache, not executed again"),
+    (128, "a lost atomic or READ answer is asked for again as soon as a later answer shows it"),
     (131, "create_srq: max_wr and max_sge limits (EINVAL) and libmlx5's rounding"),
     (132, "query_srq counts the wait queue; modify refuses a resize and a limit past the WQEs"),
     (133, "post_srq_recv: too many SGEs EINVAL, a full SRQ ENOMEM, both naming the WR"),

@@ -480,4 +480,7 @@ impl<L: Layer, B: Backend> SimControl for Wrapped<L, B> {
     fn set_port_state(&mut self, device: &str, port: u8, state: u32) -> Result<()> {
         self.act(ControlAction::SetPortState { device: device.into(), port, state })
     }
+    fn transport_counters(&mut self, device: u32) -> Result<crate::TransportCounters> {
+        self.control()?.transport_counters(device)
+    }
 }

@@ -97,7 +97,7 @@ pub use handle::{
 };
 pub use layer::{Layer, Wrapped};
 pub use net_fault::{NetAction, NetFault};
-pub use sim_control::{CommandRecord, ControlAction, FaultRule, SimControl, WqeRecord};
+pub use sim_control::{CommandRecord, ControlAction, FaultRule, SimControl, TransportCounters, WqeRecord};
 
 /// The traits a program calls methods through: `use mlx5_dv::prelude::*;`.
 pub mod prelude {

@@ -241,6 +241,26 @@ impl FaultRule {
     }
 }
 
+/// What a device's reliable transport met on the network, counted as an mlx5 port's
+/// `hw_counters` of the same names count it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TransportCounters {
+    /// `local_ack_timeout_err`: a requester's ACK timers that ran out (each a retry, or the
+    /// last).
+    pub local_ack_timeout_err: u64,
+    /// `packet_seq_err`: sequence-error NAKs a requester received.
+    pub packet_seq_err: u64,
+    /// `implied_nak_seq_err`: answers (or sequence-error NAKs) for a later PSN that showed a
+    /// requester a READ's or an atomic's answer lost, each sending it again at once.
+    pub implied_nak_seq_err: u64,
+    /// `out_of_sequence`: requests a responder got with a PSN past the expected one (the
+    /// first of each gap NAKed, the rest dropped).
+    pub out_of_sequence: u64,
+    /// `duplicate_request`: requests a responder got again (acknowledged, served or replayed
+    /// again, never executed twice).
+    pub duplicate_request: u64,
+}
+
 /// Device-level access that only a simulator offers: fault injection, the command log, and
 /// a view of the WQEs the provider builds.
 /// Conformance cases that need it are skipped on hardware with that reason.
@@ -263,4 +283,7 @@ pub trait SimControl {
     /// `ibv_query_port` shows it, kernel contexts get `IBV_EVENT_PORT_ERR` /
     /// `IBV_EVENT_PORT_ACTIVE`, and EQs asking for it get a PORT_STATE_CHANGE EQE.
     fn set_port_state(&mut self, device: &str, port: u8, state: u32) -> Result<()>;
+    /// What the reliable transport of the `device`th device (in [`crate::Backend::device_list`]
+    /// order) met on the network so far. EINVAL for no such device.
+    fn transport_counters(&mut self, device: u32) -> Result<TransportCounters>;
 }

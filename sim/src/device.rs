@@ -524,6 +524,12 @@ impl Device {
     pub fn network_drops(&self) -> u64 {
         self.net.dropped
     }
+
+    /// What this device's requesters met on the network: ACK timeouts, sequence-error NAKs,
+    /// implied NAKs.
+    pub fn transport_counters(&self) -> engine::TransportCounters {
+        self.net.counters
+    }
 }
 
 /// Rounds of delivery one settle of a fabric in memory takes at most (a bound, not a budget:

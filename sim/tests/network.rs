@@ -18,7 +18,7 @@ use mlx5_sim::fabric::{NetAction, NetFault};
 use mlx5_sim::packet::opcode;
 use mlx5_sim::{Profile, ShippedProfiles, Simulator};
 
-const ACCESS: A = A::LOCAL_WRITE.union(A::REMOTE_WRITE).union(A::REMOTE_READ);
+const ACCESS: A = A::LOCAL_WRITE.union(A::REMOTE_WRITE).union(A::REMOTE_READ).union(A::REMOTE_ATOMIC);
 /// `IBV_MTU_256`: a message of a few hundred bytes takes several packets.
 const MTU_256: u32 = 1;
 /// The ACK timeout: 4.096 µs × 2^8, about 1 ms.
@@ -54,13 +54,21 @@ fn side(host: u32, addr: Ipv4Addr) -> Side {
 
 /// Connect `s.qp` to `peer` (on the other simulator, whose GID 3 is the IPv4-mapped RoCE v2
 /// GID of its address) with a short ACK timeout and `retry_cnt` retries.
-fn connect(s: &mut Side, peer: &Qp, peer_gid: mlx5_dv::Gid, retry_cnt: u8) {
+fn connect(s: &mut Side, peer: &Qp, peer_gid: mlx5_dv::Gid, retry_cnt: u8, rd_atomic: u8) {
     let mut dest = QpDest::to(peer, &s.sim.query_port(s.ctx, 1).unwrap());
     dest.ah.dgid = peer_gid;
     dest.ah.sgid_index = 3;
     dest.ah.hop_limit = 64;
     dest.path_mtu = MTU_256;
-    let ext = QpAttrExt { timeout: TIMEOUT, retry_cnt, rnr_retry: 7, min_rnr_timer: 1, ..QpAttrExt::defaults() };
+    let ext = QpAttrExt {
+        timeout: TIMEOUT,
+        retry_cnt,
+        rnr_retry: 7,
+        min_rnr_timer: 1,
+        max_rd_atomic: rd_atomic,
+        max_dest_rd_atomic: rd_atomic,
+        ..QpAttrExt::defaults()
+    };
     for (from, to, dest) in [
         (QpState::Reset, QpState::Init, None),
         (QpState::Init, QpState::Rtr, Some(dest)),
@@ -74,12 +82,17 @@ fn connect(s: &mut Side, peer: &Qp, peer_gid: mlx5_dv::Gid, retry_cnt: u8) {
 }
 
 fn pair(n: u8, retry_cnt: u8) -> Pair {
+    pair_with(n, retry_cnt, 1)
+}
+
+/// Two hosts whose QPs allow `rd_atomic` outstanding READs and atomics each way.
+fn pair_with(n: u8, retry_cnt: u8, rd_atomic: u8) -> Pair {
     let (mut a, mut b) =
         (side(u32::from(n), Ipv4Addr::new(127, 0, n, 1)), side(u32::from(n) + 1, Ipv4Addr::new(127, 0, n + 1, 1)));
     let (ga, gb) = (a.sim.gid_table(0)[3].0, b.sim.gid_table(0)[3].0);
     let (qa, qb) = (a.qp, b.qp);
-    connect(&mut a, &qb, gb, retry_cnt);
-    connect(&mut b, &qa, ga, retry_cnt);
+    connect(&mut a, &qb, gb, retry_cnt, rd_atomic);
+    connect(&mut b, &qa, ga, retry_cnt, rd_atomic);
     Pair { a, b }
 }
 
@@ -377,6 +390,70 @@ fn five_percent_loss_both_ways_still_delivers_every_write_once_in_order() {
     let (da, db) = (p.a.sim.network_faults_acted(0), p.b.sim.network_faults_acted(0));
     println!("dropped {da:?} requests, {db:?} ACKs in {:?}", start.elapsed());
     assert!(da[0] > 0 && db[0] > 0, "both directions lost packets: {da:?} {db:?}");
+}
+
+/// FETCH_ADDs of 1 to one counter, `n` of them in batches of 32 with 16 outstanding, with
+/// `to_b` on the requests and `to_a` on the answers: each returns the counter's value before
+/// it, so exactly-once, in-order execution and completion show as 0, 1, 2, … in the results.
+fn atomics_with_faults(p: &mut Pair, n: usize, to_b: NetFault, to_a: NetFault) {
+    let (qa, qb) = (p.a.qp.qp_num, p.b.qp.qp_num);
+    p.a.sim.add_network_fault(0, to_b.qp(qb)).unwrap();
+    p.b.sim.add_network_fault(0, to_a.qp(qa)).unwrap();
+    let counter = region(&mut p.b, &[0; 8]);
+    let results = region(&mut p.a, &vec![0xff; n * 8]);
+    let flags = SendFlags::SIGNALED;
+    let mut done: Vec<Wc> = Vec::new();
+    for batch in (0..n).collect::<Vec<_>>().chunks(32) {
+        let ops: Vec<WrOp> = batch
+            .iter()
+            .map(|&i| WrOp::AtomicFetchAdd {
+                wr_id: i as u64,
+                flags,
+                rkey: counter.mr.rkey,
+                remote_addr: counter.mr.addr,
+                add: 1,
+                sge: sge(&results, (i * 8) as u64, 8),
+            })
+            .collect();
+        p.a.sim.post_send(&p.a.qp, &ops).unwrap();
+        let (ca, cb) = drive(p, batch.len(), 0);
+        assert!(cb.is_empty(), "{cb:?}");
+        done.extend(ca);
+    }
+    ok(&done, &(0..n as u64).collect::<Vec<_>>());
+    let got: Vec<u64> =
+        read(&mut p.a, &results, n * 8).chunks(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
+    assert_eq!(got, (0..n as u64).collect::<Vec<_>>(), "each atomic saw every one before it, once");
+    assert_eq!(read(&mut p.b, &counter, 8), (n as u64).to_le_bytes());
+}
+
+#[test]
+fn lost_atomic_responses_behind_a_sequence_error_are_asked_again() {
+    // The first atomic's response is lost, then the seventh request: the responder's NAK
+    // (sequence error at the seventh's PSN) tells the requester the first arrived, so the
+    // first is sent again at once, answered from the responder's replay cache.
+    let mut p = pair_with(140, 1, 16);
+    let drop = NetFault::new(NetAction::Drop);
+    atomics_with_faults(&mut p, 16, drop.opcode(opcode::FETCH_ADD).skip(6), drop.opcode(opcode::ATOMIC_ACKNOWLEDGE));
+    assert_eq!(p.a.sim.network_faults_acted(0), [1]);
+    assert_eq!(p.b.sim.network_faults_acted(0), [1]);
+    // Asked again on the first later answer (an implied NAK), not after the ACK timeout; the
+    // sequence error, from before that retry, starts no other.
+    let c = p.a.sim.transport_counters()[0];
+    assert_eq!((c.implied_nak_seq_err, c.local_ack_timeout_err), (1, 0), "{c:?}");
+    assert!(c.packet_seq_err <= 1, "{c:?}");
+}
+
+#[test]
+fn three_percent_loss_both_ways_still_answers_every_atomic_once_in_order() {
+    let mut p = pair_with(142, 7, 16);
+    let drop = NetFault::new(NetAction::Drop);
+    atomics_with_faults(&mut p, 1000, drop.random(0.03, 0xa70), drop.random(0.03, 0x70a));
+    let (da, db) = (p.a.sim.network_faults_acted(0), p.b.sim.network_faults_acted(0));
+    assert!(da[0] > 0 && db[0] > 0, "both directions lost packets: {da:?} {db:?}");
+    let c = p.a.sim.transport_counters()[0];
+    println!("dropped {da:?} requests, {db:?} answers; {c:?}");
+    assert!(c.implied_nak_seq_err > 0, "lost answers found by later ones: {c:?}");
 }
 
 #[test]

@@ -21,6 +21,12 @@ pub(super) const CASES: &[Case] = &[
     Case { name: "net.rnr_retry_counts_and_seven_waits", covers: &[118], needs: NEEDS, run: rnr },
     Case { name: "net.reordered_delayed_corrupted_recovered", covers: &[119], needs: NEEDS, run: reordered },
     Case { name: "net.lost_read_response_is_read_again", covers: &[120], needs: NEEDS, run: lost_read },
+    Case {
+        name: "net.lost_atomic_answer_is_asked_again_by_the_next",
+        covers: &[128],
+        needs: NEEDS,
+        run: lost_atomic_answer,
+    },
 ];
 
 /// `IBV_MTU_256`: a message of a kilobyte takes four packets.
@@ -33,9 +39,12 @@ const TIMEOUT: u8 = 8;
 struct Retries {
     retry_cnt: u8,
     rnr_retry: u8,
+    /// `max_rd_atomic` and `max_dest_rd_atomic`, with remote atomics granted; 0: neither
+    /// (the defaults).
+    rd_atomic: u8,
 }
 
-const PATIENT: Retries = Retries { retry_cnt: 7, rnr_retry: 7 };
+const PATIENT: Retries = Retries { retry_cnt: 7, rnr_retry: 7, rd_atomic: 0 };
 
 /// Two RC QPs connected with a 256-byte path MTU, on two devices when the run has a second
 /// one, else on one: `(requester, responder, index of each one's device)`.
@@ -61,12 +70,16 @@ fn connect_with(b: &mut dyn Backend, qp: &Qp, mut dest: QpDest, r: Retries) -> C
         min_rnr_timer: 1,
         ..QpAttrExt::defaults()
     };
+    let (ext, access) = match r.rd_atomic {
+        0 => (ext, QP_ACCESS),
+        n => (QpAttrExt { max_rd_atomic: n, max_dest_rd_atomic: n, ..ext }, QP_ACCESS.union(A::REMOTE_ATOMIC)),
+    };
     for (from, to) in [(QpState::Reset, QpState::Init), (QpState::Init, QpState::Rtr), (QpState::Rtr, QpState::Rts)] {
         let (required, _) = mlx5_dv::qp_transition(qp_type::RC, from, to)
             .ok_or_else(|| Verdict::fail("a transition of RC", format!("{from:?} -> {to:?}"), "none"))?;
         let ext = QpAttrExt { mask: mlx5_dv::QpAttrMask::STATE | required, ..ext };
         let path = (to == QpState::Rtr).then_some(dest);
-        expect_ok(&format!("modify to {to:?}"), b.modify_qp(qp, &QpModify::exact(to, QP_ACCESS, path, ext)))?;
+        expect_ok(&format!("modify to {to:?}"), b.modify_qp(qp, &QpModify::exact(to, access, path, ext)))?;
     }
     Ok(())
 }
@@ -176,7 +189,7 @@ fn duplicated(b: &mut dyn Backend, env: &Env) -> Check {
 
 /// A WRITE of 100 bytes whose request is lost `losses` times, on a QP with `retry_cnt` 3.
 fn write_lost(b: &mut dyn Backend, env: &Env, losses: u32) -> Check<(Link, Vec<u8>, Vec<u8>)> {
-    let l = link(b, env, Retries { retry_cnt: 3, rnr_retry: 0 })?;
+    let l = link(b, env, Retries { retry_cnt: 3, rnr_retry: 0, rd_atomic: 0 })?;
     // The first WRITE's packet (its PSN is the QP's first): the second's goes through.
     let first = NetFault::new(NetAction::Drop).opcode(opcode::WRITE_ONLY).psn(QpAttrExt::defaults().sq_psn);
     fault(b, l.dev_a, first.times(losses))?;
@@ -209,7 +222,7 @@ fn retry_cnt(b: &mut dyn Backend, env: &Env) -> Check {
 fn rnr(b: &mut dyn Backend, env: &Env) -> Check {
     // rnr_retry 2, no receive posted: the first try and two retries meet RNR NAKs; one of the
     // NAKs lost on the way counts as an ACK timeout, not an RNR retry.
-    let l = link(b, env, Retries { retry_cnt: 7, rnr_retry: 2 })?;
+    let l = link(b, env, Retries { retry_cnt: 7, rnr_retry: 2, rd_atomic: 0 })?;
     fault(b, l.dev_s, NetFault::new(NetAction::Drop).opcode(opcode::ACKNOWLEDGE))?;
     let (_abuf, amr) = target(b, &l.a, 64, 3)?;
     let send = |id| WrOp::Send { wr_id: id, flags: SendFlags::SIGNALED, sge: vec![sge(&amr, 0, 16)] };
@@ -268,5 +281,42 @@ fn lost_read(b: &mut dyn Backend, env: &Env) -> Check {
     check_eq("the READ's length", wc.byte_len, 1000)?;
     let got = contents(b, &abuf)?;
     check_eq("the bytes read", got.get(..1000).map(<[u8]>::to_vec), Some(pattern(2048, 4)[24..1024].to_vec()))?;
+    Ok(())
+}
+
+fn lost_atomic_answer(b: &mut dyn Backend, env: &Env) -> Check {
+    // retry_cnt 1 and 16 atomics outstanding: the first one's answer is lost, then the
+    // seventh request. The second answer shows the first lost: it is asked for again then,
+    // not after the ACK timeout, and the sequence error from before that retry starts none.
+    let l = link(b, env, Retries { retry_cnt: 1, rnr_retry: 0, rd_atomic: 16 })?;
+    fault(b, l.dev_s, NetFault::new(NetAction::Drop).opcode(opcode::ATOMIC_ACKNOWLEDGE))?;
+    fault(b, l.dev_a, NetFault::new(NetAction::Drop).opcode(opcode::FETCH_ADD).skip(6))?;
+    let before = expect_ok("the transport counters", ctl(b)?.transport_counters(l.dev_a))?;
+    let (sbuf, smr) = region(b, l.s.pd, 8, &[0; 8], A::LOCAL_WRITE.union(A::REMOTE_ATOMIC))?;
+    let (abuf, amr) = region(b, l.a.pd, 16 * 8, &[0xee; 16 * 8], A::LOCAL_WRITE)?;
+    let wrs: Vec<_> = (0..16u64)
+        .map(|i| WrOp::AtomicFetchAdd {
+            wr_id: i + 1,
+            flags: SendFlags::SIGNALED,
+            rkey: smr.rkey,
+            remote_addr: smr.addr,
+            add: 1,
+            sge: vec![sge(&amr, 8 * i, 8)],
+        })
+        .collect();
+    expect_ok("post 16 fetch-and-adds of 1", b.post_send(&l.a.qp, &wrs))?;
+    in_order(b, &l.a.cq, 16, wc_opcode::FETCH_ADD)?;
+    let got: Vec<u64> =
+        contents(b, &abuf)?.chunks(8).map(|c| c.try_into().map_or(u64::MAX, u64::from_ne_bytes)).collect();
+    check_eq("the values returned: each atomic executed once, in order", got, (0..16).collect::<Vec<u64>>())?;
+    check_eq("the counter", contents(b, &sbuf)?, 16u64.to_ne_bytes().to_vec())?;
+    let after = expect_ok("the transport counters", ctl(b)?.transport_counters(l.dev_a))?;
+    let delta = |f: fn(&mlx5_dv::TransportCounters) -> u64| f(&after).saturating_sub(f(&before));
+    check_eq(
+        "(implied NAKs, ACK timeouts) of the requester's device",
+        (delta(|c| c.implied_nak_seq_err), delta(|c| c.local_ack_timeout_err)),
+        (1, 0),
+    )?;
+    ctl(b)?.clear_faults();
     Ok(())
 }

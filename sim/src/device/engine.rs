@@ -29,6 +29,8 @@ mod responder;
 mod translate;
 mod unreliable;
 
+pub use remote::TransportCounters;
+
 pub(super) use direct::{Kept, RxKept};
 pub(super) use remote::NetState;
 

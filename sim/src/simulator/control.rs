@@ -54,6 +54,12 @@ impl SimControl for Simulator {
         Ok(())
     }
 
+    fn transport_counters(&mut self, device: u32) -> Result<mlx5_dv::TransportCounters> {
+        let dev = self.devices.get(usize::try_from(device).unwrap_or(usize::MAX));
+        dev.map(Device::transport_counters)
+            .ok_or_else(|| Error::new(Op::Backend, EINVAL, format!("no device {device}")))
+    }
+
     fn clear_faults(&mut self) {
         self.devices.iter_mut().for_each(Device::clear_faults);
         for dev in 0..self.fabric.net_ports().len() {

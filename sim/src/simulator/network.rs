@@ -84,6 +84,12 @@ impl Simulator {
         self.devices.iter().map(Device::network_drops).collect()
     }
 
+    /// What each device's requesters met on the network (the mlx5 port counters
+    /// `local_ack_timeout_err`, `packet_seq_err`, `implied_nak_seq_err`), in device order.
+    pub fn transport_counters(&self) -> Vec<crate::device::engine::TransportCounters> {
+        self.devices.iter().map(Device::transport_counters).collect()
+    }
+
     /// Add a fault rule to what device `dev`'s port sends, after its other rules: RoCE v2
     /// packets it matches are dropped, duplicated, reordered, delayed or corrupted
     /// ([`NetFault`](crate::fabric::NetFault); docs/network.md, "Faults on the network").

@@ -32,11 +32,15 @@ pub(in crate::device) struct NetState {
     partial: BTreeMap<u32, Partial>,
     /// Datagrams dropped: bad ICRC or headers, out of sequence, for no waiting QP.
     pub(in crate::device) dropped: u64,
+    /// What the requesters met.
+    pub(in crate::device) counters: TransportCounters,
     /// ACKs held back, by responder QP: the newest acknowledges everything before it
     /// (coalescing), and they leave at the end of the device pass that made them
     /// ([`Engine::flush_acks`]).
     acks: BTreeMap<u32, HeldAck>,
 }
+
+pub use mlx5_dv::TransportCounters;
 
 /// An ACK a responder QP holds back: to whom, and its headers.
 #[derive(Debug, Clone)]

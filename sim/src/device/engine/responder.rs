@@ -70,9 +70,23 @@ impl Device {
         }
         let atomic = matches!(op, opcode::COMPARE_SWAP | opcode::FETCH_ADD);
         match seq {
-            Seq::Ahead => return Some(Response::nak(nak::PSN_SEQUENCE)),
+            Seq::Ahead => {
+                self.net.counters.out_of_sequence += 1;
+                let expected = q.transport.rq_psn;
+                if q.transport.nak_psn == Some(expected) {
+                    return Some(Response::silent());
+                }
+                if let Some(t) = self.fw.transport_mut(h.bth.dest_qp) {
+                    t.nak_psn = Some(expected);
+                }
+                return Some(Response::nak(nak::PSN_SEQUENCE));
+            }
             // A duplicate atomic is answered from the replay cache, never executed again;
             // one older than the cache keeps gets no answer.
+            Seq::Duplicate => self.net.counters.duplicate_request += 1,
+            _ => {}
+        }
+        match seq {
             Seq::Duplicate if atomic => {
                 return Some(q.transport.atomics.recall(h.bth.psn).map_or_else(Response::silent, Response::atomic_ack));
             }

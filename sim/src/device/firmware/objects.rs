@@ -204,6 +204,9 @@ pub struct QpTransport {
     /// `log_sra_max`: the requester keeps at most 2^this READs and atomics outstanding
     /// (`max_rd_atomic`).
     pub log_sra_max: u8,
+    /// The expected PSN the responder last sent a sequence error NAK for: no other goes out
+    /// until a request moves it on (one NAK per loss, as IBTA 9.7.5.1.1 asks).
+    pub nak_psn: Option<u32>,
     /// The responder's atomic replay cache.
     pub atomics: AtomicReplay,
     /// The RoCE v2 UDP source port RTS2RTS set (`mlx5dv_modify_qp_udp_sport`); 0: the

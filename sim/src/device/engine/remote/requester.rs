@@ -13,7 +13,7 @@ use super::super::responder::{Payload, Pulled, Request, Response, message_op};
 use super::super::{Engine, Step, syndrome};
 use crate::device::WqeFault;
 use crate::device::contract::WqeKind;
-use crate::device::firmware::PSN_MASK;
+use crate::device::firmware::{PSN_MASK, QpTransport};
 use crate::fabric::QpPath;
 use crate::packet::{Ack, Aeth, Headers, Packet, nak, opcode};
 use crate::wire::Message;
@@ -41,6 +41,10 @@ pub(in crate::device) struct Flight {
     /// The QP's `sq_psn` once the newest message took its PSNs: another value means the QP
     /// was modified (reset, or given a new PSN) and what is kept here is stale.
     next_psn: u32,
+    /// A retry is under way (since a timeout, a sequence error or an implied NAK, until the
+    /// oldest message makes progress): the answers and NAKs still on their way from before it
+    /// start no other.
+    retrying: bool,
 }
 
 /// One message: the WQE it is and what came back.
@@ -86,6 +90,11 @@ fn at_or_before(a: u32, b: u32) -> bool {
     b.wrapping_sub(a) & PSN_MASK < 1 << 23
 }
 
+/// Whether PSN `a` is before `b`.
+fn before(a: u32, b: u32) -> bool {
+    a != b && at_or_before(a, b)
+}
+
 /// What became of a requester's message to a remote peer.
 pub(in crate::device::engine) enum Exchange {
     /// The answer came (boxed: a response with its headers is large, and rare here).
@@ -125,6 +134,41 @@ impl Flight {
                 m.read_next = m.psn;
             }
         }
+    }
+
+    /// A retry from message `i` on (a sequence error, an implied NAK): counted, and the last
+    /// one `retry_cnt` allows ends message `i` in RETRY_EXC_ERR instead.
+    fn retry_from(&mut self, i: usize, t: &QpTransport, now: u64) {
+        if self.retries >= t.retry_cnt {
+            if let Some(m) = self.msgs.get_mut(i) {
+                m.failed = Some(syndrome::TRANSPORT_RETRY);
+            }
+            return;
+        }
+        self.retries += 1;
+        self.retrying = true;
+        self.rewind(i);
+        self.deadline = now.saturating_add(ack_timeout_ns(t.timeout));
+    }
+
+    /// The oldest READ or atomic on the wire whose request went before PSN `psn` and whose
+    /// answer has not come. A responder answers in PSN order, so an answer for `psn` (or a
+    /// NAK naming it) means that one's answer was lost: the IBTA's implied NAK.
+    fn lost_answer_before(&self, psn: u32) -> Option<usize> {
+        self.msgs.iter().position(|m| m.read && m.sent && !m.settled() && before(m.last_psn(), psn))
+    }
+
+    /// The oldest message not answered yet.
+    fn oldest(&self) -> Option<usize> {
+        self.msgs.iter().position(|m| !m.settled())
+    }
+
+    /// The oldest message moved (answered, or a READ response packet of it came): the
+    /// retries start again from none, and so does its timer.
+    fn progress(&mut self, t: &QpTransport, now: u64) {
+        self.retries = 0;
+        self.retrying = false;
+        self.deadline = now.saturating_add(ack_timeout_ns(t.timeout));
     }
 
     /// Messages before `i` that are not READs are answered by what answered `i` (IBTA: a
@@ -214,22 +258,20 @@ impl Engine<'_> {
     fn check_timer(&mut self, id: QpPath) {
         let now = self.fabric.now_ns();
         let Some(t) = self.qp(id).map(|q| q.transport) else { return };
-        let Some(f) = self.flight_mut(id) else { return };
+        let Some(net) = self.devs.get_mut(id.dev).map(|d| &mut d.net) else { return };
+        let Some(f) = net.flights.get_mut(&id.qpn) else { return };
         let Some(i) = f.msgs.iter().position(|m| !m.settled()) else { return };
         if now < f.deadline {
             return;
         }
-        if !std::mem::take(&mut f.rnr_wait) {
-            if f.retries >= t.retry_cnt {
-                if let Some(m) = f.msgs.get_mut(i) {
-                    m.failed = Some(syndrome::TRANSPORT_RETRY);
-                }
-                return;
-            }
-            f.retries += 1;
+        if std::mem::take(&mut f.rnr_wait) {
+            // An RNR NAK's wait is over: the resend counts no retry.
+            f.rewind(i);
+            f.deadline = now.saturating_add(ack_timeout_ns(t.timeout));
+        } else {
+            net.counters.local_ack_timeout_err += 1;
+            f.retry_from(i, &t, now);
         }
-        f.rewind(i);
-        f.deadline = now.saturating_add(ack_timeout_ns(t.timeout));
     }
 
     /// Send the WQEs behind the head that are not on the wire yet (again, after a rewind, or
@@ -385,14 +427,12 @@ impl Engine<'_> {
         let id = QpPath { dev, qpn: h.bth.dest_qp };
         let now = self.fabric.now_ns();
         let Some(t) = self.qp(id).map(|q| q.transport) else { return false };
-        let Some(f) = self.flight_mut(id) else { return false };
+        let Some(net) = self.devs.get_mut(dev).map(|d| &mut d.net) else { return false };
+        let Some(f) = net.flights.get_mut(&id.qpn) else { return false };
         let psn = h.bth.psn;
         let op = h.bth.opcode;
-        let progress = |f: &mut Flight| {
-            f.retries = 0;
-            f.deadline = now.saturating_add(ack_timeout_ns(t.timeout));
-        };
-        if op == opcode::ATOMIC_ACKNOWLEDGE {
+        let oldest = f.oldest();
+        let moved = if op == opcode::ATOMIC_ACKNOWLEDGE {
             // An atomic's answer: for the atomic of its PSN still waiting.
             let Some(i) = f.msgs.iter().position(|m| m.read && !m.settled() && m.psn == psn) else { return false };
             let ack = Headers { aeth: Some(Aeth::ack(0)), atomic_ack: None, ..*h };
@@ -400,10 +440,8 @@ impl Engine<'_> {
             if let Some(m) = f.msgs.get_mut(i) {
                 m.answer = Some(Packet { headers: *h, payload: Vec::new() });
             }
-            progress(f);
-            return true;
-        }
-        if op != opcode::ACKNOWLEDGE {
+            oldest == Some(i) || f.oldest() != oldest
+        } else if op != opcode::ACKNOWLEDGE {
             // A READ response packet: in order, for a READ on the wire.
             let Some(i) = f.msgs.iter().position(|m| m.read && !m.settled() && m.holds(psn)) else { return false };
             let ack = Headers { aeth: Some(h.aeth.unwrap_or(Aeth::ack(0))), ..*h };
@@ -423,69 +461,76 @@ impl Engine<'_> {
                     m.answer = Some(Packet { headers, payload: std::mem::take(&mut m.data) });
                 }
             }
-            progress(f);
-            return true;
+            oldest == Some(i) || f.oldest() != oldest
+        } else {
+            match h.aeth.map(|a| a.kind()) {
+                Some(Ack::Ack(_)) => {
+                    for m in f.msgs.iter_mut().filter(|m| !m.read && !m.settled()) {
+                        if at_or_before(m.last_psn(), psn) && at_or_before(m.psn, psn) {
+                            m.answer = Some(Packet { headers: *h, payload: Vec::new() });
+                        }
+                    }
+                    f.oldest() != oldest
+                }
+                Some(Ack::Rnr(code)) => {
+                    let Some(i) = f.msgs.iter().position(|m| !m.settled() && m.holds(psn)) else { return false };
+                    f.implied_acks(i, &Headers { aeth: Some(Aeth::ack(0)), ..*h });
+                    if t.rnr_retry != 7 && f.rnr >= t.rnr_retry {
+                        if let Some(m) = f.msgs.get_mut(i) {
+                            m.failed = Some(RNR_RETRY_EXCEEDED);
+                        }
+                        return true;
+                    }
+                    f.rnr = f.rnr.saturating_add(1);
+                    f.rnr_wait = true;
+                    f.deadline = now.saturating_add(rnr_delay_ns(code));
+                    f.rewind(i);
+                    return true;
+                }
+                Some(Ack::Nak(code)) => {
+                    // A sequence error names the PSN the responder expects: everything before
+                    // it arrived, everything from it goes again, and from a READ or atomic
+                    // before it whose answer never came.
+                    let Some(i) =
+                        f.msgs.iter().position(|m| !m.settled() && (m.holds(psn) || at_or_before(psn, m.psn)))
+                    else {
+                        return false;
+                    };
+                    f.implied_acks(i, &Headers { aeth: Some(Aeth::ack(0)), ..*h });
+                    if code != nak::PSN_SEQUENCE {
+                        if let Some(m) = f.msgs.get_mut(i) {
+                            m.answer = Some(Packet { headers: *h, payload: Vec::new() });
+                        }
+                        return true;
+                    }
+                    net.counters.packet_seq_err += 1;
+                    if f.oldest() != oldest {
+                        f.progress(&t, now);
+                    }
+                    // One retry at a time: a NAK for what was sent before it starts none.
+                    if f.retrying {
+                        return true;
+                    }
+                    let lost = f.lost_answer_before(psn);
+                    if lost.is_some() {
+                        net.counters.implied_nak_seq_err += 1;
+                    }
+                    f.retry_from(lost.unwrap_or(i), &t, now);
+                    return true;
+                }
+                None => return false,
+            }
+        };
+        if moved {
+            f.progress(&t, now);
         }
-        match h.aeth.map(|a| a.kind()) {
-            Some(Ack::Ack(_)) => {
-                let mut any = false;
-                for m in f.msgs.iter_mut().filter(|m| !m.read && !m.settled()) {
-                    if at_or_before(m.last_psn(), psn) && at_or_before(m.psn, psn) {
-                        m.answer = Some(Packet { headers: *h, payload: Vec::new() });
-                        any = true;
-                    }
-                }
-                if any {
-                    progress(f);
-                }
-                true
-            }
-            Some(Ack::Rnr(code)) => {
-                let Some(i) = f.msgs.iter().position(|m| !m.settled() && m.holds(psn)) else { return false };
-                f.implied_acks(i, &Headers { aeth: Some(Aeth::ack(0)), ..*h });
-                if t.rnr_retry != 7 && f.rnr >= t.rnr_retry {
-                    if let Some(m) = f.msgs.get_mut(i) {
-                        m.failed = Some(RNR_RETRY_EXCEEDED);
-                    }
-                    return true;
-                }
-                f.rnr = f.rnr.saturating_add(1);
-                f.rnr_wait = true;
-                f.deadline = now.saturating_add(rnr_delay_ns(code));
-                f.rewind(i);
-                true
-            }
-            Some(Ack::Nak(code)) => {
-                // A sequence error names the PSN the responder expects: everything before it
-                // arrived, everything from it goes again.
-                let Some(i) = f.msgs.iter().position(|m| !m.settled() && (m.holds(psn) || at_or_before(psn, m.psn)))
-                else {
-                    return false;
-                };
-                f.implied_acks(i, &Headers { aeth: Some(Aeth::ack(0)), ..*h });
-                if code != nak::PSN_SEQUENCE {
-                    if let Some(m) = f.msgs.get_mut(i) {
-                        m.answer = Some(Packet { headers: *h, payload: Vec::new() });
-                    }
-                    return true;
-                }
-                // One NAK per loss: a rewind already under way is not counted again.
-                if f.msgs.iter().skip(i).all(|m| !m.sent || m.settled()) {
-                    return true;
-                }
-                if f.retries >= t.retry_cnt {
-                    if let Some(m) = f.msgs.get_mut(i) {
-                        m.failed = Some(syndrome::TRANSPORT_RETRY);
-                    }
-                    return true;
-                }
-                f.retries += 1;
-                f.rewind(i);
-                f.deadline = now.saturating_add(ack_timeout_ns(t.timeout));
-                true
-            }
-            None => false,
+        if !f.retrying
+            && let Some(j) = f.lost_answer_before(psn)
+        {
+            net.counters.implied_nak_seq_err += 1;
+            f.retry_from(j, &t, now);
         }
+        true
     }
 }
 
