@@ -158,15 +158,14 @@ impl Shim {
         if attr.comp_mask & MASK_FLAGS != 0 && attr.flags & ATTR_IGNORE_OVERRUN != 0 {
             return Err(libc::EOPNOTSUPP);
         }
-        let p = self.make_cq(ctx, attr.cqe, attr.cq_context, attr.channel, attr.comp_vector)?;
-        if attr.comp_mask & MASK_PD != 0 {
-            let made = self.cqs.get(&key(p)).map(|c| c.cq).ok_or(libc::EINVAL);
-            if let Err(e) = made.and_then(|cq| self.cq_domain_buffers(attr.parent_domain, &cq)) {
-                self.destroy_cq(p.cast());
-                return Err(e);
-            }
+        let make = |s: &mut Self| s.make_cq(ctx, attr.cqe, attr.cq_context, attr.channel, attr.comp_vector);
+        let p = if attr.comp_mask & MASK_PD != 0 {
+            let p = self.with_domain_memory(attr.parent_domain, |s| make(s).map(|p| (p, key(p))))?;
             self.domains.add_cq(key(p), attr.parent_domain);
-        }
+            p
+        } else {
+            make(self)?
+        };
         if attr.wc_flags & (wc::COMPLETION_TIMESTAMP | wc::COMPLETION_TIMESTAMP_WALLCLOCK) != 0 {
             // libibverbs asks the kernel for IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION.
             let on = self.cqs.get(&key(p)).map(|c| c.cq).ok_or(libc::EINVAL);

@@ -6,16 +6,19 @@
 //! its PDs over the protection domain's simulator PD. Queues made on a parent domain with
 //! allocators ask them for their buffers as libmlx5 does (the buffer, then the doorbell
 //! record); an allocator that answers `IBV_ALLOCATOR_USE_DEFAULT` leaves the buffer to the
-//! simulator, and one that gives memory of its own is refused (EOPNOTSUPP, the memory given
-//! back to its `free`): the simulated queues live in the simulator's memory.
+//! simulator, and memory an allocator gives is where the simulated queue lives, given back
+//! through the domain's `free` when the queue goes.
 
 use std::ffi::{c_int, c_void};
 use std::ptr;
+use std::sync::{Arc, Mutex};
+
+use mlx5_sim::host::{QueueAllocator, QueueBuffer, QueueMemory};
 
 use rdma_sys::*;
 
 use crate::errno::null;
-use crate::objects::{Parent, Pd};
+use crate::objects::{Given, Parent, Pd};
 use crate::state::{Shim, key, with};
 
 /// `IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS`.
@@ -30,6 +33,8 @@ pub(crate) mod res_type {
     pub(crate) const QP: u64 = 1 << 32 | 1;
     /// A doorbell record.
     pub(crate) const DBR: u64 = 1 << 32 | 3;
+    /// An SRQ's WQEs.
+    pub(crate) const SRQ: u64 = 1 << 32 | 4;
     /// A CQ's ring.
     pub(crate) const CQ: u64 = 1 << 32 | 5;
 }
@@ -113,54 +118,77 @@ impl Shim {
         0
     }
 
-    /// Ask the allocators of the parent domain `pd` (if it is one, with allocators) for a
-    /// queue's buffers, `(size, resource type)` each in libmlx5's order: Ok when every one
-    /// leaves the buffer to the simulator; ENOMEM when one fails (NULL); EOPNOTSUPP, the
-    /// memory given back, when one gives memory of its own.
-    pub(crate) fn domain_buffers(&self, pd: *mut ibv_pd, buffers: &[(usize, u64)]) -> Result<(), c_int> {
-        let Some(parent) = self.domains.parents.get(&key(pd)) else { return Ok(()) };
-        let Some(alloc) = parent.alloc else { return Ok(()) };
-        let context = parent.pd_context as *mut c_void;
-        for &(size, kind) in buffers {
-            let align = if kind == res_type::DBR { DBR_SIZE } else { PAGE };
+    /// Make a queue with `make`, the parent domain `pd`'s allocators (when `pd` is one with
+    /// allocators) asked for each of its buffers as libmlx5 asks them: the queue's buffer,
+    /// then its doorbell record. An allocator may leave a buffer to the simulator
+    /// (`IBV_ALLOCATOR_USE_DEFAULT`), give memory of its own (the simulated queue lives in
+    /// it), or fail (NULL: ENOMEM). The memory given is kept under `owner` (the queue's C
+    /// object) and goes back through the domain's `free` when the queue is destroyed
+    /// ([`Shim::give_back`]); if `make` fails it goes back at once.
+    pub(crate) fn with_domain_memory<T>(
+        &mut self,
+        pd: *mut ibv_pd,
+        make: impl FnOnce(&mut Self) -> Result<(T, usize), c_int>,
+    ) -> Result<T, c_int> {
+        let allocators = self.domains.parents.get(&key(pd)).and_then(|p| Some((p.alloc?, p.free, p.pd_context)));
+        let Some((alloc, free, pd_context)) = allocators else { return make(self).map(|(t, _)| t) };
+        let given: Arc<Mutex<Vec<(usize, u64)>>> = Arc::default();
+        let record = Arc::clone(&given);
+        let parent = key(pd);
+        let hook = QueueAllocator(Arc::new(move |len: usize, kind: QueueBuffer| {
+            let (res, align, len) = match kind {
+                QueueBuffer::Qp { stride } => (res_type::QP, qp_alignment(len, stride), len),
+                QueueBuffer::Cq => (res_type::CQ, PAGE, len),
+                QueueBuffer::Srq => (res_type::SRQ, PAGE, len),
+                QueueBuffer::Dbr => (res_type::DBR, DBR_SIZE, DBR_SIZE),
+            };
             // SAFETY: the program's allocator, called as libmlx5 calls it.
-            let got = unsafe { alloc(pd, context, size, align, kind) };
+            let got = unsafe { alloc(parent as *mut ibv_pd, pd_context as *mut c_void, len, align, res) };
             if got as usize == USE_DEFAULT {
-                continue;
+                QueueMemory::Default
+            } else if got.is_null() {
+                QueueMemory::Failed
+            } else {
+                if let Ok(mut g) = record.lock() {
+                    g.push((got as usize, res));
+                }
+                QueueMemory::Given(got as u64)
             }
-            if got.is_null() {
-                return Err(libc::ENOMEM);
+        }));
+        self.sim.simulator_mut().set_queue_allocator(Some(hook));
+        let made = make(self);
+        self.sim.simulator_mut().set_queue_allocator(None);
+        let bufs = given.lock().map(|mut g| std::mem::take(&mut *g)).unwrap_or_default();
+        let memory = Given { parent, free, pd_context, bufs };
+        match made {
+            Ok((t, owner)) => {
+                if !memory.bufs.is_empty() {
+                    self.domains.given.insert(owner, memory);
+                }
+                Ok(t)
             }
-            if let Some(free) = parent.free {
-                // SAFETY: the allocator's own memory, given back as libmlx5 gives it back.
-                unsafe { free(pd, context, got, kind) };
+            Err(e) => {
+                memory.give_back();
+                Err(e)
             }
-            eprintln!(
-                "mlx5sim: a parent domain's allocator gave memory for a queue buffer; queues in the \
-                 program's memory are not simulated (answer IBV_ALLOCATOR_USE_DEFAULT to use the simulator's)"
-            );
-            return Err(libc::EOPNOTSUPP);
         }
-        Ok(())
     }
 
-    /// The buffers libmlx5 asks a parent domain's allocators for when it makes the QP `qp`:
-    /// its queues, then its doorbell record.
-    pub(crate) fn qp_domain_buffers(&self, pd: *mut ibv_pd, qp: &mlx5_dv::Qp) -> Result<(), c_int> {
-        if !self.domains.is_parent(pd) {
-            return Ok(());
+    /// The queue whose C object is `owner` is gone: the memory a parent domain's allocator
+    /// gave for it goes back through the domain's `free`, as libmlx5 gives it back.
+    pub(crate) fn give_back(&mut self, owner: usize) {
+        if let Some(g) = self.domains.given.remove(&owner) {
+            g.give_back();
         }
-        let m = self.sim.simulator().qp_memory(qp).map_err(|e| e.errno())?;
-        let queues = m.sq_wqe_cnt as usize * 64 + m.rq_wqe_cnt as usize * m.rq_stride as usize;
-        self.domain_buffers(pd, &[(queues, res_type::QP), (DBR_SIZE, res_type::DBR)])
     }
+}
 
-    /// As [`Shim::qp_domain_buffers`] for a CQ: its ring, then its doorbell record.
-    pub(crate) fn cq_domain_buffers(&self, pd: *mut ibv_pd, cq: &mlx5_dv::Cq) -> Result<(), c_int> {
-        let m = self.sim.simulator().cq_memory(cq).map_err(|e| e.errno())?;
-        let ring = m.cqe_cnt as usize * m.cqe_size as usize;
-        self.domain_buffers(pd, &[(ring, res_type::CQ), (DBR_SIZE, res_type::DBR)])
-    }
+/// The alignment libmlx5 asks of an allocator for a QP's buffer of `len` bytes whose largest
+/// WQE stride is `stride` (`mlx5_set_custom_qp_alignment`): the stride, or the buffer's page
+/// (its page-rounded size, to a power of two) over the QPC's 64 page-offset quanta.
+fn qp_alignment(len: usize, stride: u32) -> usize {
+    let page = len.next_multiple_of(PAGE).checked_next_power_of_two().unwrap_or(PAGE);
+    (stride as usize).max(page / 64)
 }
 
 /// Install the domain ops of a kernel context (the VFIO provider has none: the header's

@@ -287,6 +287,27 @@ pub(crate) struct Parent {
     pub(crate) pd_context: usize,
 }
 
+/// Memory a parent domain's allocator gave for one queue.
+pub(crate) struct Given {
+    /// The parent domain.
+    pub(crate) parent: usize,
+    pub(crate) free: Option<FreeFn>,
+    pub(crate) pd_context: usize,
+    /// Each buffer's address and `MLX5DV_RES_TYPE_*`.
+    pub(crate) bufs: Vec<(usize, u64)>,
+}
+
+impl Given {
+    /// Give every buffer back through the domain's `free`.
+    pub(crate) fn give_back(self) {
+        let Some(free) = self.free else { return };
+        for (addr, res) in self.bufs {
+            // SAFETY: the allocator's own memory, given back as libmlx5 gives it back.
+            unsafe { free(self.parent as *mut ibv_pd, self.pd_context as *mut c_void, addr as *mut c_void, res) };
+        }
+    }
+}
+
 /// The thread and parent domains of the process.
 #[derive(Default)]
 pub(crate) struct Domains {
@@ -294,6 +315,9 @@ pub(crate) struct Domains {
     pub(crate) parents: BTreeMap<usize, Parent>,
     /// The CQs made on a parent domain (`IBV_CQ_INIT_ATTR_MASK_PD`): CQ → parent domain.
     pub(crate) cq_parents: BTreeMap<usize, usize>,
+    /// What parent domains' allocators gave for the queues made on them, by the queue's C
+    /// object.
+    pub(crate) given: BTreeMap<usize, Given>,
 }
 
 impl Domains {

@@ -222,6 +222,7 @@ impl Shim {
                 {
                     ch.c.refcnt = ch.c.refcnt.saturating_sub(1);
                 }
+                self.give_back(key(cq));
                 0
             }
             Err(e) => code(&e),
@@ -358,17 +359,18 @@ impl Shim {
         };
         let dct = dv.is_some_and(|d| d.comp_mask.contains(mlx5_dv::dv_qp::MASK_DC) && d.dc.dc_type == DcInitAttr::DCT);
         crate::domain::huge_alloc_refused("MLX_QP")?;
-        let qp = self.sim.create_qp(&init).map_err(|e| e.errno())?;
-        if let Err(e) = if target { Ok(()) } else { self.qp_domain_buffers(attr.pd, &qp) } {
-            let _ = self.sim.destroy_qp(&qp);
-            return Err(e);
-        }
+        let mut c = QpC::new(extended);
+        let owner = key(&mut c.ex.qp_base as *mut ibv_qp);
+        let qp = if target {
+            self.sim.create_qp(&init).map_err(|e| e.errno())?
+        } else {
+            self.with_domain_memory(attr.pd, |s| Ok((s.sim.create_qp(&init).map_err(|e| e.errno())?, owner)))?
+        };
         attr.cap.max_send_wr = qp.cap.max_send_wr;
         attr.cap.max_recv_wr = qp.cap.max_recv_wr;
         attr.cap.max_send_sge = qp.cap.max_send_sge;
         attr.cap.max_recv_sge = qp.cap.max_recv_sge;
         attr.cap.max_inline_data = qp.cap.max_inline_data;
-        let mut c = QpC::new(extended);
         let base = &mut c.ex.qp_base;
         base.context = ctx;
         base.qp_context = attr.qp_context;
@@ -673,6 +675,7 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
             match s.sim.destroy_qp(&h) {
                 Ok(()) => {
                     s.qps.remove(&key(qp));
+                    s.give_back(key(qp));
                     0
                 }
                 Err(e) => code(&e),

@@ -49,11 +49,12 @@ impl Shim {
         };
         let a = SrqInitAttr { pd: handle, max_wr: attr.attr.max_wr, max_sge: attr.attr.max_sge, xrc };
         crate::domain::huge_alloc_refused("MLX_SRQ")?;
-        let srq = self.sim.create_srq(&a).map_err(|e| e.errno())?;
-        attr.attr.max_wr = srq.max_wr;
-        attr.attr.max_sge = srq.max_sge;
         // SAFETY: plain data; a zeroed mutex and condition are their static initialisers.
         let mut c: Box<ibv_srq> = Box::new(unsafe { std::mem::zeroed() });
+        let owner = key(&mut *c as *mut ibv_srq);
+        let srq = self.with_domain_memory(pd, |s| Ok((s.sim.create_srq(&a).map_err(|e| e.errno())?, owner)))?;
+        attr.attr.max_wr = srq.max_wr;
+        attr.attr.max_sge = srq.max_sge;
         c.context = context;
         c.srq_context = attr.srq_context;
         c.pd = pd;
@@ -182,6 +183,7 @@ pub unsafe extern "C" fn ibv_destroy_srq(srq: *mut ibv_srq) -> c_int {
                 return e.errno();
             }
             s.srqs.remove(&key(srq));
+            s.give_back(key(srq));
             0
         },
     )

@@ -2,7 +2,8 @@
  * ibv_alloc_parent_domain, the reference counts that make ibv_dealloc_td and ibv_dealloc_pd
  * EBUSY, a parent domain taken as a PD by ibv_reg_mr and ibv_create_qp_ex (and
  * ibv_create_cq_ex's IBV_CQ_INIT_ATTR_MASK_PD), allocators asked for each buffer in libmlx5's
- * order (the queue, then its doorbell record), and RC traffic on a parent domain. */
+ * order (the queue, then its doorbell record), queues in the memory an allocator gives, and RC
+ * traffic on a parent domain. */
 #include <dlfcn.h>
 #include "common.h"
 
@@ -23,12 +24,20 @@ static void *use_default(struct ibv_pd *pd, void *pd_context, size_t size, size_
 	return IBV_ALLOCATOR_USE_DEFAULT;
 }
 
+/* What give_memory was asked, in order; fail_dbr: it refuses doorbell records. */
+static size_t asked_size[8], asked_align[8];
+static int fail_dbr;
+
 static void *give_memory(struct ibv_pd *pd, void *pd_context, size_t size, size_t align, uint64_t type)
 {
-	(void)pd, (void)pd_context, (void)type;
+	(void)pd, (void)pd_context;
 	void *p;
+	if (fail_dbr && type == MLX5DV_RES_TYPE_DBR)
+		return NULL;
 	if (ngiven == 8 || posix_memalign(&p, align, size))
 		return NULL;
+	asked_size[ngiven] = size;
+	asked_align[ngiven] = align;
 	given[ngiven++] = p;
 	return p;
 }
@@ -134,22 +143,40 @@ int main(void)
 	CHECK(wc.status == IBV_WC_SUCCESS && wc.wr_id == 7, "the WRITE's completion");
 	CHECK(memcmp(src, dst, LEN) == 0, "the WRITE's bytes");
 
-	/* An allocator that gives its own memory: refused, and the memory given back. */
+	/* An allocator that gives its own memory: the queues live in it (mlx5dv_init_obj points
+	 * there), traffic runs through them, and destroying them gives the memory back. */
 	struct ibv_parent_domain_init_attr pb = { .pd = pd, .comp_mask = IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS,
 						  .alloc = give_memory, .free = free_memory };
 	struct ibv_pd *giving = ibv_alloc_parent_domain(ctx, &pb);
 	CHECK(giving, "a second parent domain: errno %d", errno);
+	struct ibv_qp *c = qp_on(ctx, giving, cq), *d = qp_on(ctx, giving, cq);
+	CHECK(c && d, "QPs in the allocator's memory: errno %d", errno);
+	CHECK_EQ(ngiven, 4, "a buffer and a doorbell record for each QP");
+	CHECK(asked_align[1] == 8 && asked_size[1] == 8, "a doorbell record: 8 bytes aligned to 8");
+	CHECK(asked_align[0] >= 64 && (asked_align[0] & (asked_align[0] - 1)) == 0, "the QP buffer's alignment %zu",
+	      asked_align[0]);
+	struct mlx5dv_qp dq;
+	struct mlx5dv_obj obj = { .qp = { .in = c, .out = &dq } };
+	CHECK_EQ(mlx5dv_init_obj(&obj, MLX5DV_OBJ_QP), 0, "mlx5dv_init_obj");
+	CHECK(dq.rq.buf == given[0] && (void *)dq.dbrec == given[1],
+	      "the QP's receive queue and doorbell record are the allocator's memory");
+	connect_qp(ctx, c, d);
+	connect_qp(ctx, d, c);
+	memset(dst, 0, LEN);
+	wr.wr_id = 8;
+	CHECK_EQ(ibv_post_send(c, &wr, &bad), 0, "ibv_post_send on a QP in the allocator's memory");
+	wc = poll_one(cq);
+	CHECK(wc.status == IBV_WC_SUCCESS && wc.wr_id == 8, "the WRITE's completion: status %d", wc.status);
+	CHECK(memcmp(src, dst, LEN) == 0, "the WRITE's bytes");
+	CHECK_EQ(ibv_destroy_qp(c), 0, "destroy a QP in the allocator's memory");
+	CHECK_EQ(ibv_destroy_qp(d), 0, "destroy a QP in the allocator's memory");
+	CHECK_EQ(nfreed, 4, "the allocator's memory given back when the QPs go");
+	/* An allocator that fails the doorbell record: ENOMEM, the buffer it gave given back. */
+	fail_dbr = 1;
 	errno = 0;
-	struct ibv_qp *c = qp_on(ctx, giving, cq);
-	if (dlsym(RTLD_DEFAULT, "mlx5sim_mlx5dv_create_qp")) {
-		CHECK(!c, "a QP in the allocator's memory");
-		CHECK_EQ(errno, EOPNOTSUPP, "a QP in the allocator's memory");
-		CHECK_EQ(nfreed, 1, "the allocator's memory given back");
-	} else {
-		/* A card puts the queues in the allocator's memory. */
-		CHECK(c, "a QP in the allocator's memory: errno %d", errno);
-		CHECK_EQ(ibv_destroy_qp(c), 0, "destroy the QP in the allocator's memory");
-	}
+	CHECK(!qp_on(ctx, giving, cq), "a QP whose doorbell record the allocator refuses");
+	CHECK_EQ(errno, ENOMEM, "a QP whose doorbell record the allocator refuses");
+	CHECK_EQ(nfreed, 5, "its buffer given back");
 	CHECK_EQ(ibv_dealloc_pd(giving), 0, "ibv_dealloc_pd of the second parent domain");
 
 	/* Teardown in order: the parent domain goes before its PD and TD. */

@@ -27,12 +27,54 @@ pub struct Host {
     pub dmabufs: Exporter,
     /// The eventfds bound to MSI-X vectors.
     pub irqs: Irqs,
+    /// Where the queue being made takes its buffers ([`Host::alloc_queue`]).
+    queue_alloc: Option<QueueAllocator>,
 }
 
 impl Host {
     /// A host whose buffers may hold `limit` bytes together.
     pub fn with_memory_limit(limit: u64) -> Self {
-        Host { mem: memory::Memory::with_limit(limit), dmabufs: Exporter::default(), irqs: Irqs::default() }
+        Host { mem: memory::Memory::with_limit(limit), ..Host::default() }
+    }
+}
+
+/// What a queue buffer is for, as libmlx5 tells a parent domain's allocator
+/// (`MLX5DV_RES_TYPE_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueBuffer {
+    /// A QP's receive and send queues, and the larger of their WQE strides.
+    Qp {
+        /// Bytes.
+        stride: u32,
+    },
+    /// A CQ's ring.
+    Cq,
+    /// An SRQ's WQEs.
+    Srq,
+    /// A doorbell record (8 bytes).
+    Dbr,
+}
+
+/// A program's answer for one queue buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueMemory {
+    /// The simulator maps the buffer (`IBV_ALLOCATOR_USE_DEFAULT`).
+    Default,
+    /// The program's own memory at this address, at least as long as asked and valid until
+    /// the queue is destroyed; it gives the memory back itself, after that.
+    Given(u64),
+    /// The allocator failed: the queue is not made (ENOMEM).
+    Failed,
+}
+
+/// A program's allocator of queue memory (a parent domain's), asked for each buffer of the
+/// queue being made with its length.
+#[derive(Clone)]
+pub struct QueueAllocator(pub std::sync::Arc<dyn Fn(usize, QueueBuffer) -> QueueMemory + Send + Sync>);
+
+impl std::fmt::Debug for QueueAllocator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("QueueAllocator")
     }
 }
 
@@ -63,6 +105,31 @@ impl Host {
     /// the host's memory or address space runs out.
     pub fn alloc(&mut self, len: usize) -> Option<u64> {
         self.mem.alloc(len)
+    }
+
+    /// Let `alloc` answer for the buffers of the queues made from now on (until set to
+    /// `None`): a parent domain's allocators, asked while its queue is made.
+    pub fn set_queue_allocator(&mut self, alloc: Option<QueueAllocator>) {
+        self.queue_alloc = alloc;
+    }
+
+    /// Map a queue's buffer of `len` bytes (zeroed): the program's memory when a queue
+    /// allocator gives it, else [`Host::alloc`]'s. A doorbell record maps 8 bytes of given
+    /// memory (what libmlx5 asks an allocator for). `None` when the allocator fails or memory
+    /// runs out.
+    pub fn alloc_queue(&mut self, len: usize, kind: QueueBuffer) -> Option<u64> {
+        let answer = self.queue_alloc.as_ref().map_or(QueueMemory::Default, |a| (a.0)(len, kind));
+        match answer {
+            QueueMemory::Default => self.alloc(len),
+            QueueMemory::Failed => None,
+            QueueMemory::Given(va) => {
+                let len = if kind == QueueBuffer::Dbr { len.min(8) } else { len };
+                // SAFETY: the allocator's contract: `len` bytes at `va`, the queue's alone
+                // until it is destroyed (and unmapped here first).
+                let va = unsafe { self.mem.register_external(va as *mut u8, len) }?;
+                self.mem.write(va, &vec![0; len]).then_some(va)
+            }
+        }
     }
 
     /// Map an application's `len` bytes at `ptr`, at their own address; `None` for a null or

@@ -267,6 +267,14 @@ impl Simulator {
         self.host.allocate_in_process();
     }
 
+    /// Let `alloc` answer for the buffers of the queues made from now on (QP queues, CQ rings,
+    /// SRQs, their doorbell records), until set to `None`: a parent domain's allocators while
+    /// its queue is made. Given memory must be the process's own (after
+    /// [`Simulator::allocate_in_process`] or [`Simulator::free_running`]).
+    pub fn set_queue_allocator(&mut self, alloc: Option<crate::host::QueueAllocator>) {
+        self.host.set_queue_allocator(alloc);
+    }
+
     /// True once [`Simulator::free_running`] handed the devices to a thread.
     pub fn is_free_running(&self) -> bool {
         self.wake.is_some()

@@ -9,7 +9,7 @@ use mlx5_dv::prm::wqe::{DataSeg, INVALID_LKEY, SEND_WQE_BB, SEND_WQE_DS};
 use mlx5_dv::{Error, Op, Result, Sge};
 
 use crate::device::contract::{QueueBuf, RCV_DBR, SND_DBR};
-use crate::host::{Dma, Host};
+use crate::host::{Dma, Host, QueueBuffer};
 
 /// Bytes of a doorbell record page.
 const DBREC_BYTES: usize = 64;
@@ -233,8 +233,13 @@ impl QpRings {
         let rq_bytes = u64::from(rq_cnt) * u64::from(rq_stride);
         let total = rq_bytes + u64::from(sq_bbs) * SEND_WQE_BB as u64;
         let total = usize::try_from(total).map_err(|_| enomem(op, "QP buffer"))?;
-        let buf = if total > 0 { Some(host.alloc(total).ok_or_else(|| enomem(op, "QP buffer"))?) } else { None };
-        let Some(dbrec) = host.alloc(DBREC_BYTES) else {
+        let buf = if total > 0 {
+            let stride = rq_stride.max(SEND_WQE_BB as u32);
+            Some(host.alloc_queue(total, QueueBuffer::Qp { stride }).ok_or_else(|| enomem(op, "QP buffer"))?)
+        } else {
+            None
+        };
+        let Some(dbrec) = host.alloc_queue(DBREC_BYTES, QueueBuffer::Dbr) else {
             if let Some(b) = buf {
                 host.unmap(b);
             }
@@ -327,8 +332,8 @@ impl CqRing {
     /// runs out. [`CqRing::mark_invalid`] makes it ready.
     pub(super) fn map(host: &mut Host, ncqe: u32, op: Op) -> Result<Self> {
         let bytes = usize::try_from(u64::from(ncqe) * cqe::SIZE as u64).map_err(|_| enomem(op, "CQ buffer"))?;
-        let addr = host.alloc(bytes).ok_or_else(|| enomem(op, "CQ buffer"))?;
-        let Some(dbrec) = host.alloc(DBREC_BYTES) else {
+        let addr = host.alloc_queue(bytes, QueueBuffer::Cq).ok_or_else(|| enomem(op, "CQ buffer"))?;
+        let Some(dbrec) = host.alloc_queue(DBREC_BYTES, QueueBuffer::Dbr) else {
             host.unmap(addr);
             return Err(enomem(op, "doorbell record"));
         };

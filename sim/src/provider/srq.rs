@@ -8,7 +8,7 @@ use mlx5_dv::{Error, Op, RecvWr, Result, Sge, Srq, SrqAttr, SrqHandle, SrqInitAt
 
 use super::{CtxKind, Lower, Provider};
 use crate::device::contract::QueueBuf;
-use crate::host::{Dma, Host};
+use crate::host::{Dma, Host, QueueBuffer};
 use crate::kernel::SrqRequest;
 
 /// `sizeof(struct mlx5_wqe_srq_next_seg)`.
@@ -205,8 +205,11 @@ impl Provider {
             size_srq(attr.max_wr, attr.max_sge, max_srq_recv_wr, self.limits.max_qp_wr)
                 .ok_or_else(|| Error::new(op, EINVAL, "the SRQ WQE is larger than max_recv_wr"))?;
         let bytes = usize::try_from(max * size).map_err(|_| Error::new(op, ENOMEM, "SRQ buffer too large"))?;
-        let buf = low.host.alloc(bytes).ok_or_else(|| Error::new(op, ENOMEM, "no host memory for the SRQ"))?;
-        let Some(dbrec) = low.host.alloc(64) else {
+        let buf = low
+            .host
+            .alloc_queue(bytes, QueueBuffer::Srq)
+            .ok_or_else(|| Error::new(op, ENOMEM, "no host memory for the SRQ"))?;
+        let Some(dbrec) = low.host.alloc_queue(64, QueueBuffer::Dbr) else {
             low.host.unmap(buf);
             return Err(Error::new(op, ENOMEM, "no host memory for the doorbell record"));
         };
