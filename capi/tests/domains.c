@@ -4,7 +4,6 @@
  * ibv_create_cq_ex's IBV_CQ_INIT_ATTR_MASK_PD), allocators asked for each buffer in libmlx5's
  * order (the queue, then its doorbell record), queues in the memory an allocator gives, and RC
  * traffic on a parent domain. */
-#include <dlfcn.h>
 #include "common.h"
 
 enum { LEN = 4096 };
