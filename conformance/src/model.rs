@@ -46,15 +46,22 @@
 //! ```
 
 mod machine;
+mod outcome;
 mod qp;
+mod rig;
 mod run;
+mod sig;
 mod strategy;
 #[cfg(test)]
 mod tests;
 mod traffic;
+mod xts;
 
 pub use machine::{Failure, Machine, check_ops, discover};
+pub use outcome::Outcome;
+pub use sig::{Corrupt, Dif, SigOp};
 pub use traffic::{Effects, ExpCqe};
+pub use xts::{CryptoOp, DekMode};
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -205,6 +212,10 @@ pub enum Op {
     PostRecv { qp: usize, sge: Option<Loc> },
     /// One chain of the first `n` WRs, then `ibv_wr_complete`.
     Post { qp: usize, n: u8, wrs: [Wr; 3] },
+    /// A signature scenario on objects of its own ([`SigOp`]).
+    Sig(SigOp),
+    /// A crypto scenario on objects of its own ([`CryptoOp`]).
+    Crypto(CryptoOp),
 }
 
 /// What a call must answer.
@@ -339,6 +350,11 @@ pub struct Model {
     update_tag: bool,
     sig: bool,
     crypto: bool,
+    sig_caps: mlx5_dv::SigCaps,
+    crypto_caps: mlx5_dv::CryptoCaps,
+    obj_types: Option<u64>,
+    /// The backend is the simulator: its published test credential and KEK hold.
+    sim_control: bool,
     max_qp_wr: Option<u32>,
     ctxs: Vec<Option<Ctx>>,
     /// The device index of each context slot.
@@ -382,6 +398,10 @@ impl Model {
             update_tag: caps.kernel.mkey_update_tag?,
             sig: caps.device.sig.block_prot != 0,
             crypto: caps.device.has_crypto_engine(),
+            sig_caps: caps.device.sig,
+            crypto_caps: caps.device.crypto,
+            obj_types: caps.device.general_obj_types,
+            sim_control: caps.sim_control,
             max_qp_wr: caps.device.max_qp_wr,
             ctxs: Vec::new(),
             ctx_dev: Vec::new(),
@@ -477,6 +497,8 @@ impl Model {
                 let n = usize::from(n).clamp(1, wrs.len());
                 self.post(qp, &wrs[..n], seq)
             }
+            Op::Sig(ref s) => self.sig_step(s),
+            Op::Crypto(ref c) => self.crypto_step(c),
             _ => self.step_objects(op),
         };
         if r != Expect::Unknown && !self.cqs_hold() {
