@@ -11,38 +11,63 @@ use mlx5_sim::{Profile, ShippedProfiles, Simulator};
 use proptest::collection::vec;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
 
-/// Run `cases` sequences of 1–3 scenarios on backends `make` builds; the number of scenarios
-/// run, or the first disagreement (shrunk).
-fn scenarios<B: Backend>(make: &dyn Fn() -> B, cases: u32, seed: u8) -> Result<Option<usize>, String> {
+/// What a run of scenarios covered.
+#[derive(Debug, Default, Clone, Copy)]
+struct Tally {
+    sig: usize,
+    /// Signature scenarios whose first mkey_check reports an error.
+    sig_err: usize,
+    crypto: usize,
+    /// Crypto scenarios without crypto attributes.
+    no_attrs: usize,
+}
+
+/// Run `cases` sequences of 1–3 scenarios on backends `make` builds; what they covered, or
+/// the first disagreement (shrunk).
+fn scenarios<B: Backend>(make: &dyn Fn() -> B, cases: u32, seed: u8) -> Result<Option<Tally>, String> {
     let mut b = make();
     let kinds = b.device_list().map_err(|e| e.to_string())?.into_iter().map(|d| d.kind).collect();
     let start = Model::new(&b.caps(), kinds).ok_or("no kernel facts")?;
     let Some(ops) = start.offload_strategy() else { return Ok(None) };
     let config = Config { cases, failure_persistence: None, ..Config::default() };
     let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &[seed; 32]));
-    let count = std::cell::Cell::new(0usize);
+    let tally = std::cell::Cell::new(Tally::default());
     runner
         .run(&vec(ops, 1..4), |ops: Vec<Op>| {
-            count.set(count.get() + ops.len());
+            let mut t = tally.get();
+            let mut m = start.clone();
+            for op in &ops {
+                m.step(op);
+                let errs = m
+                    .effects()
+                    .outcome
+                    .as_ref()
+                    .is_some_and(|o| o.checks.first().is_some_and(|c| c.err_type != MkeyErrType::NoErr));
+                match op {
+                    Op::Sig(_) => (t.sig, t.sig_err) = (t.sig + 1, t.sig_err + usize::from(errs)),
+                    Op::Crypto(c) => (t.crypto, t.no_attrs) = (t.crypto + 1, t.no_attrs + usize::from(!c.attrs)),
+                    _ => {}
+                }
+            }
+            tally.set(t);
             check_ops(&mut make(), &mut start.clone(), &ops).map_err(TestCaseError::fail)
         })
         .map_err(|e| e.to_string())?;
-    Ok(Some(count.get()))
+    Ok(Some(tally.get()))
 }
 
 #[test]
 fn the_simulator_agrees_with_the_model_on_signature_and_crypto() {
     let t = Instant::now();
-    let mut total = 0;
     for (i, name) in Profile::builtin_names().into_iter().enumerate() {
         let make = || Simulator::with_profile(name).expect("a shipped profile");
-        match scenarios(&make, 12, i as u8) {
-            Ok(Some(n)) => total += n,
+        match scenarios(&make, 48, i as u8) {
+            Ok(Some(n)) => eprintln!("{name}: {n:?}"),
             Ok(None) => eprintln!("{name}: no signature or crypto the model can drive"),
             Err(e) => panic!("{name}: {e}"),
         }
     }
-    eprintln!("{total} scenarios in {:.1?}", t.elapsed());
+    eprintln!("all profiles in {:.1?}", t.elapsed());
 }
 
 /// A device that reports a signature error one block later than the first bad block, as if
@@ -106,4 +131,25 @@ fn broken_signature_and_crypto_backends_are_caught() {
         eprintln!("{profile} tweak: {}", found.unwrap_err().lines().next().unwrap_or_default());
     }
     eprintln!("caught in {:.1?}", t.elapsed());
+}
+
+#[test]
+fn the_state_machine_mixes_scenarios_into_its_sequences() {
+    use proptest::strategy::{Strategy, ValueTree};
+    use proptest_state_machine::ReferenceStateMachine;
+    let mut b = Simulator::with_profile("cx6dx").expect("cx6dx");
+    use mlx5_dv::prelude::*;
+    let kinds = b.device_list().expect("devices").into_iter().map(|d| d.kind).collect();
+    mlx5_conformance::model::Machine::start_from(Model::new(&Backend::caps(&b), kinds).expect("known facts"));
+    let ops = mlx5_conformance::model::Machine::sequential_strategy(60..80);
+    let mut runner = TestRunner::new_with_rng(Config::default(), TestRng::from_seed(RngAlgorithm::ChaCha, &[3; 32]));
+    let (mut sig, mut crypto, mut all) = (0, 0, 0);
+    for _ in 0..40 {
+        let (_, seq, _) = ops.new_tree(&mut runner).expect("a sequence").current();
+        all += seq.len();
+        sig += seq.iter().filter(|o| matches!(o, Op::Sig(_))).count();
+        crypto += seq.iter().filter(|o| matches!(o, Op::Crypto(_))).count();
+    }
+    eprintln!("{sig} signature and {crypto} crypto scenarios among {all} ops");
+    assert!(sig > 0 && crypto > 0, "{sig} signature and {crypto} crypto scenarios among {all} ops");
 }

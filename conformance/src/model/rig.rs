@@ -171,18 +171,32 @@ pub(super) fn run_sig(b: &mut dyn Backend, name: &str, s: &SigOp) -> Result<Outc
             })
         });
         rig.configure(b, mkey, &mr_m, setter)?;
-        if s.inbound {
-            rig.write(b, 2, (mr_p.addr, mr_p.lkey), (0, mkey.rkey), wire_len)?;
-        } else {
-            // Item 42: a local SGE of a signature mkey counts data bytes only.
-            let data = usize::from(s.blocks) * plan.bs;
-            rig.write(b, 2, (0, mkey.lkey), (mr_p.addr, mr_p.rkey), data)?;
+        let transfer = |b: &mut dyn Backend, rig: &Rig| {
+            if s.inbound {
+                rig.write(b, 2, (mr_p.addr, mr_p.lkey), (0, mkey.rkey), wire_len)
+            } else {
+                // Item 42: a local SGE of a signature mkey counts data bytes only.
+                let data = usize::from(s.blocks) * plan.bs;
+                rig.write(b, 2, (0, mkey.lkey), (mr_p.addr, mr_p.rkey), data)
+            }
+        };
+        let check = |b: &mut dyn Backend| say("mlx5dv_mkey_check", b.mkey_check(&mkey));
+        transfer(b, rig)?;
+        // Polling consumes the signature-error CQE (item 47) before the check.
+        let mut cqes = rig.poll(b)?;
+        let mut checks = vec![check(b)?];
+        if s.rearm {
+            transfer(b, rig)?;
+            cqes.extend(rig.poll(b)?);
+            checks.push(check(b)?);
+            rig.configure(b, mkey, &mr_m, None)?;
+            transfer(b, rig)?;
+            cqes.extend(rig.poll(b)?);
+            checks.push(check(b)?);
         }
-        let cqes = rig.poll(b)?;
+        checks.push(check(b)?);
         let (name, buf, len) = if s.inbound { ("memory", mem, mem_len) } else { ("wire", peer, wire_len) };
         let bytes = vec![(name, say("read_buf", b.read_buf(&buf, 0, len))?)];
-        let checks =
-            vec![say("mlx5dv_mkey_check", b.mkey_check(&mkey))?, say("mlx5dv_mkey_check", b.mkey_check(&mkey))?];
         Ok(Outcome { cqes, bytes, checks })
     })
 }

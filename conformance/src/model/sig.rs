@@ -43,7 +43,10 @@ pub struct Corrupt {
 /// `block_size` (`MLX5DV_BLOCK_SIZE_*`) with domains `mem` and `wire` (neither: no signature
 /// setter, item 36), and one RDMA WRITE of the whole transfer out of it (`inbound` false: the
 /// memory is the input) or into it (the wire is the input), with the first `n` corruptions
-/// applied to the input's PI; then `mlx5dv_mkey_check` twice.
+/// applied to the input's PI; then `mlx5dv_mkey_check`. With `rearm` the same transfer
+/// again (item 46: no second error until re-armed), `mlx5dv_mkey_check`, a configure that
+/// keeps the attributes (item 37) and re-arms, the transfer once more and
+/// `mlx5dv_mkey_check`. Last, `mlx5dv_mkey_check` again (item 48: a decode clears the error).
 #[allow(missing_docs)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SigOp {
@@ -57,6 +60,7 @@ pub struct SigOp {
     pub n: u8,
     pub corrupt: [Corrupt; 3],
     pub seed: u8,
+    pub rearm: bool,
 }
 
 /// The T10-DIF PI size.
@@ -223,11 +227,13 @@ impl Model {
         }
         let Some(plan) = s.plan() else { return Expect::Unknown };
         let name = if s.inbound { "memory" } else { "wire" };
-        self.effects.outcome = Some(Outcome {
-            cqes: vec![(0, Some(wc_opcode::DRIVER1)), (0, Some(wc_opcode::RDMA_WRITE))],
-            bytes: vec![(name, plan.output)],
-            checks: vec![plan.err, MkeyErr::NONE],
-        });
+        let (umr, write) = ((0, Some(wc_opcode::DRIVER1)), (0, Some(wc_opcode::RDMA_WRITE)));
+        let (cqes, checks) = if s.rearm {
+            (vec![umr, write, write, umr, write], vec![plan.err, MkeyErr::NONE, plan.err, MkeyErr::NONE])
+        } else {
+            (vec![umr, write], vec![plan.err, MkeyErr::NONE])
+        };
+        self.effects.outcome = Some(Outcome { cqes, bytes: vec![(name, plan.output)], checks });
         Expect::Ok(None)
     }
 }
@@ -273,9 +279,9 @@ pub(super) fn strategy(m: &Model, devs: Vec<usize>) -> BoxedStrategy<Op> {
     let size = proptest::sample::select(sizes);
     (
         (pick, size, 1u8..=3, doms, dif(bg), dif(bg), masks),
-        (any::<bool>(), 0u8..=3, [corrupt.clone(), corrupt.clone(), corrupt], any::<u8>()),
+        (any::<bool>(), 0u8..=3, [corrupt.clone(), corrupt.clone(), corrupt], any::<u8>(), any::<bool>()),
     )
-        .prop_map(|((dev, block_size, blocks, doms, a, b, check_mask), (inbound, n, corrupt, seed))| {
+        .prop_map(|((dev, block_size, blocks, doms, a, b, check_mask), (inbound, n, corrupt, seed, rearm))| {
             // Both domains remap alike: the copy of a ref tag under unlike remapping is open.
             let b = Dif { remap: a.remap, ..b };
             let corrupt = corrupt.map(|c| Corrupt { block: c.block % blocks, ..c });
@@ -290,6 +296,7 @@ pub(super) fn strategy(m: &Model, devs: Vec<usize>) -> BoxedStrategy<Op> {
                 n,
                 corrupt,
                 seed,
+                rearm,
             })
         })
         .boxed()

@@ -486,10 +486,10 @@ fn offload_ops(state: &Model, mdev: &[usize]) -> Vec<(u32, BoxedStrategy<Op>)> {
         return v;
     }
     if state.t10dif() && state.sig_caps.block_size & 0x1f != 0 {
-        v.push((2, super::sig::strategy(state, mdev.to_vec())));
+        v.push((1, super::sig::strategy(state, mdev.to_vec())));
     }
     if state.dek_mode().is_some() {
-        v.push((2, super::xts::strategy(state, mdev.to_vec())));
+        v.push((1, super::xts::strategy(state, mdev.to_vec())));
     }
     v
 }
