@@ -18,7 +18,7 @@
 //! are out of step, a key of another device's key space, a SEND with no receive posted), the
 //! model answers [`Expect::Unknown`] and the state machine never generates that op.
 //!
-//! Not modelled yet: CRC signature domains, signature escapes and copy masks of one's own,
+//! Not modelled yet: CRC signature domains, signature copy masks of one's own,
 //! signature with crypto, signature and crypto mkeys in the op-by-op traffic, MWs, SQD,
 //! atomics, WRs of more than two SGEs, receives of more than one, RNR, QP types other than
 //! RC, DEVX objects and EQs; CQs on contexts of other providers; MRs and QPs on VFIO

@@ -140,7 +140,7 @@ fn domain(block_size: u32, d: Option<Dif>) -> Option<SigBlockDomain> {
             bg: if d.bg_ones { 0xffff } else { 0 },
             app_tag: d.app,
             ref_tag: d.ref_tag,
-            flags: if d.remap { T10difFlags::REF_REMAP } else { T10difFlags::empty() },
+            flags: T10difFlags::from_bits_retain(u16::from(d.remap) | u16::from(d.escape & 3) << 1),
         };
         SigBlockDomain::t10dif(block_size, dif)
     })

@@ -27,10 +27,13 @@ pub struct Dif {
     pub ref_tag: u32,
     /// `MLX5DV_SIG_T10DIF_FLAG_REF_REMAP`.
     pub remap: bool,
+    /// Bit 0 `MLX5DV_SIG_T10DIF_FLAG_APP_ESCAPE`, bit 1 `_APP_REF_ESCAPE`.
+    pub escape: u8,
 }
 
 /// One corrupted PI field of the input: `field` 0 guard, 1 app tag, 2 ref tag, XORed with
-/// `xor` (its low bit always set, so the field changes).
+/// `xor` (its low bit always set, so the field changes); 3 sets the app tag to 0xffff, 4
+/// sets it and the ref tag to all ones (the escape values, item 43).
 #[allow(missing_docs)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Corrupt {
@@ -170,6 +173,13 @@ impl SigOp {
             let want = pi(&din, d, i);
             let mut got = want;
             for c in self.corrupt.iter().take(usize::from(self.n)).filter(|c| usize::from(c.block) == i) {
+                if c.field >= 3 {
+                    got[2..4].fill(0xff);
+                    if c.field == 4 {
+                        got[4..].fill(0xff);
+                    }
+                    continue;
+                }
                 let x = c.xor.to_be_bytes();
                 let r = field(c.field);
                 let len = r.len();
@@ -177,8 +187,16 @@ impl SigOp {
                 got[r].iter_mut().zip(&x[4 - len..]).for_each(|(g, x)| *g ^= x);
             }
             input.extend_from_slice(&got);
+            // Item 43: an escaped block is not checked; APP_REF_ESCAPE wins over APP_ESCAPE.
+            let app_esc = value(&got, 1) == 0xffff;
+            let escaped = if din.escape & 2 != 0 {
+                app_esc && value(&got, 2) == 0xffff_ffff
+            } else {
+                din.escape & 1 != 0 && app_esc
+            };
             // Item 45: guard, app tag, ref tag, the first checked field that differs.
             if err.err_type == MkeyErrType::NoErr
+                && !escaped
                 && let Some(f) =
                     (0u8..3).find(|f| self.check_mask & mask(*f) == mask(*f) && value(&want, *f) != value(&got, *f))
             {
@@ -247,13 +265,9 @@ fn dif(bg: u16) -> impl Strategy<Value = Dif> {
     };
     let tag = prop_oneof![2 => Just(0x1234u16), 1 => any::<u16>()];
     let reft = prop_oneof![2 => Just(0x0a0b_0c0du32), 1 => any::<u32>()];
-    (csum, any::<bool>(), tag, reft, any::<bool>()).prop_map(|(csum, bg_ones, app, ref_tag, remap)| Dif {
-        csum,
-        bg_ones,
-        app,
-        ref_tag,
-        remap,
-    })
+    let escape = prop_oneof![4 => Just(0u8), 1 => Just(1u8), 1 => Just(2u8), 1 => Just(3u8)];
+    (csum, any::<bool>(), tag, reft, any::<bool>(), escape)
+        .prop_map(|(csum, bg_ones, app, ref_tag, remap, escape)| Dif { csum, bg_ones, app, ref_tag, remap, escape })
 }
 
 /// Signature scenarios on the device's block sizes and guard types, on mlx5 device `devs`.
@@ -266,7 +280,8 @@ pub(super) fn strategy(m: &Model, devs: Vec<usize>) -> BoxedStrategy<Op> {
         3 => Just(2u8),
         4 => Just(3u8),
     ];
-    let corrupt = (0u8..3, 0u8..3, any::<u32>()).prop_map(|(block, field, x)| Corrupt { block, field, xor: x | 1 });
+    let fields = prop_oneof![6 => 0u8..3, 1 => 3u8..5];
+    let corrupt = (0u8..3, fields, any::<u32>()).prop_map(|(block, field, x)| Corrupt { block, field, xor: x | 1 });
     let masks = prop_oneof![
         4 => Just(0xffu8),
         1 => Just(sig::MASK_T10DIF_GUARD),

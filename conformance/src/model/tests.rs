@@ -202,7 +202,7 @@ fn sges_beyond_max_send_sge_are_enomem_and_empty_ones_are_dropped() {
 
 #[test]
 fn guards_match_appendix_b() {
-    let dif = |csum, bg_ones| sig::Dif { csum, bg_ones, app: 0, ref_tag: 0, remap: false };
+    let dif = |csum, bg_ones| sig::Dif { csum, bg_ones, app: 0, ref_tag: 0, remap: false, escape: 0 };
     assert_eq!(sig::guard(&dif(false, false), b"123456789"), 0xd0db);
     assert_eq!(sig::guard(&dif(false, true), b"123456789"), 0x8e3c);
     let ramp: Vec<u8> = (0..512).map(|i| i as u8).collect();
@@ -214,7 +214,7 @@ fn guards_match_appendix_b() {
 #[test]
 fn the_first_bad_block_and_its_first_bad_field_are_reported() {
     use mlx5_dv::MkeyErrType::{SigBlockBadApptag, SigBlockBadGuard, SigBlockBadReftag};
-    let d = sig::Dif { csum: false, bg_ones: false, app: 0x1234, ref_tag: 7, remap: true };
+    let d = sig::Dif { csum: false, bg_ones: false, app: 0x1234, ref_tag: 7, remap: true, escape: 0 };
     let c = |block, field, xor| sig::Corrupt { block, field, xor };
     let op = |check_mask, corrupt: [sig::Corrupt; 3]| sig::SigOp {
         dev: 0,
@@ -272,4 +272,31 @@ fn an_aes_xts_unit_under_16_bytes_and_the_job_size_rule_are_never_generated() {
     assert_eq!(xts::xts(&c, 520, false, &enc).unwrap(), data);
     let next = xts::xts(&xts::CryptoOp { tweak: 1, ..c }, 520, true, &data[520..]).unwrap();
     assert_eq!(enc[520..], next[..]);
+}
+
+#[test]
+fn escaped_blocks_are_not_checked() {
+    let c = |block, field| sig::Corrupt { block, field, xor: 1 };
+    let op = |escape, corrupt: [sig::Corrupt; 3]| sig::SigOp {
+        dev: 0,
+        block_size: mlx5_dv::sig::BLOCK_512,
+        blocks: 2,
+        mem: None,
+        wire: Some(sig::Dif { csum: true, bg_ones: false, app: 1, ref_tag: 2, remap: false, escape }),
+        check_mask: 0xff,
+        inbound: true,
+        n: 3,
+        corrupt,
+        seed: 4,
+        rearm: false,
+    };
+    let offset = |escape, corrupt| op(escape, corrupt).plan().map(|p| (p.err.err_type as u32, p.err.sig.offset));
+    // Block 0: app tag 0xffff and a bad guard; block 1: a bad guard.
+    let app = [c(0, 3), c(0, 0), c(1, 0)];
+    assert_eq!(offset(0, app), Some((1, 0)));
+    assert_eq!(offset(1, app), Some((1, 520)));
+    // APP_REF_ESCAPE needs the ref tag all ones too, and wins over APP_ESCAPE.
+    assert_eq!(offset(2, app), Some((1, 0)));
+    assert_eq!(offset(3, app), Some((1, 0)));
+    assert_eq!(offset(3, [c(0, 4), c(0, 0), c(1, 0)]), Some((1, 520)));
 }
