@@ -20,6 +20,8 @@ struct Tally {
     crypto: usize,
     /// Crypto scenarios without crypto attributes.
     no_attrs: usize,
+    /// Crypto scenarios with a wire signature too.
+    with_sig: usize,
 }
 
 /// Run `cases` sequences of 1–3 scenarios on backends `make` builds; what they covered, or
@@ -45,7 +47,11 @@ fn scenarios<B: Backend>(make: &dyn Fn() -> B, cases: u32, seed: u8) -> Result<O
                     .is_some_and(|o| o.checks.first().is_some_and(|c| c.err_type != MkeyErrType::NoErr));
                 match op {
                     Op::Sig(_) => (t.sig, t.sig_err) = (t.sig + 1, t.sig_err + usize::from(errs)),
-                    Op::Crypto(c) => (t.crypto, t.no_attrs) = (t.crypto + 1, t.no_attrs + usize::from(!c.attrs)),
+                    Op::Crypto(c) => {
+                        t.crypto += 1;
+                        t.no_attrs += usize::from(!c.attrs);
+                        t.with_sig += usize::from(c.wire_sig.is_some());
+                    }
                     _ => {}
                 }
             }

@@ -66,12 +66,12 @@ impl Rig {
     }
 
     /// A configure of `mkey` over all of `mr` with `more` setters after access and layout.
-    fn configure(&self, b: &mut dyn Backend, mkey: Mkey, mr: &Mr, more: Option<WrOp>) -> Result<(), String> {
+    fn configure(&self, b: &mut dyn Backend, mkey: Mkey, mr: &Mr, more: Vec<WrOp>) -> Result<(), String> {
         let conf = WrOp::MkeyConfigure {
             wr_id: 1,
             flags: SendFlags::SIGNALED | SendFlags::INLINE,
             mkey,
-            num_setters: 2 + u8::from(more.is_some()),
+            num_setters: 2 + more.len() as u8,
             conf_flags: MkeyConfFlags::empty(),
             comp_mask: 0,
         };
@@ -170,7 +170,7 @@ pub(super) fn run_sig(b: &mut dyn Backend, name: &str, s: &SigOp) -> Result<Outc
                 comp_mask: 0,
             })
         });
-        rig.configure(b, mkey, &mr_m, setter)?;
+        rig.configure(b, mkey, &mr_m, setter.into_iter().collect())?;
         let transfer = |b: &mut dyn Backend, rig: &Rig| {
             if s.inbound {
                 rig.write(b, 2, (mr_p.addr, mr_p.lkey), (0, mkey.rkey), wire_len)
@@ -189,7 +189,7 @@ pub(super) fn run_sig(b: &mut dyn Backend, name: &str, s: &SigOp) -> Result<Outc
             transfer(b, rig)?;
             cqes.extend(rig.poll(b)?);
             checks.push(check(b)?);
-            rig.configure(b, mkey, &mr_m, None)?;
+            rig.configure(b, mkey, &mr_m, Vec::new())?;
             transfer(b, rig)?;
             cqes.extend(rig.poll(b)?);
             checks.push(check(b)?);
@@ -227,8 +227,9 @@ pub(super) fn run_crypto(
 ) -> Result<Outcome, String> {
     with_rig(b, name, |b, rig| {
         let memory = super::fill_pattern(len, c.seed);
+        let wire_len = c.wire_sig.and_then(|w| sig::block_bytes(w.block_size)).map_or(len, |sbs| len / sbs * (sbs + 8));
         let (mem, mr_m) = rig.region(b, &memory)?;
-        let (peer, mr_p) = rig.region(b, &super::fill_pattern(len, c.seed ^ 0xff))?;
+        let (peer, mr_p) = rig.region(b, &super::fill_pattern(wire_len, c.seed ^ 0xff))?;
         let login = match mode {
             DekMode::Plain => None,
             DekMode::Wrapped => {
@@ -256,8 +257,9 @@ pub(super) fn run_crypto(
             crypto_login: login,
         };
         let dek = say("mlx5dv_dek_create", b.dek_create(rig.ctx, &attr))?;
-        let mkey_attr =
-            MkeyInitAttr { pd: rig.pd, create_flags: MkeyInitFlags::INDIRECT | MkeyInitFlags::CRYPTO, max_entries: 4 };
+        let mut create_flags = MkeyInitFlags::INDIRECT | MkeyInitFlags::CRYPTO;
+        create_flags.set(MkeyInitFlags::BLOCK_SIGNATURE, c.wire_sig.is_some());
+        let mkey_attr = MkeyInitAttr { pd: rig.pd, create_flags, max_entries: 4 };
         let mkey = say("mlx5dv_create_mkey", b.create_mkey(&mkey_attr))?;
         let setter = c.attrs.then(|| {
             WrOp::SetMkeyCrypto(CryptoAttr {
@@ -271,20 +273,36 @@ pub(super) fn run_crypto(
                 comp_mask: 0,
             })
         });
-        rig.configure(b, mkey, &mr_m, setter)?;
+        let sig_setter = c.wire_sig.map(|w| {
+            WrOp::SetMkeySigBlock(SigBlockAttr {
+                mem: None,
+                wire: domain(w.block_size, Some(w.dif)),
+                flags: SigBlockAttrFlags::empty(),
+                check_mask: 0xff,
+                copy_mask: 0,
+                comp_mask: 0,
+            })
+        });
+        rig.configure(b, mkey, &mr_m, setter.into_iter().chain(sig_setter).collect())?;
         let mut bytes = Vec::new();
         if c.attrs {
+            // A local signature key counts data bytes (item 42).
             rig.write(b, 2, (0, mkey.lkey), (mr_p.addr, mr_p.rkey), len)?;
-            bytes.push(("wire", say("read_buf", b.read_buf(&peer, 0, len))?));
+            bytes.push(("wire", say("read_buf", b.read_buf(&peer, 0, wire_len))?));
         }
-        rig.write(b, 3, (mr_p.addr, mr_p.lkey), (0, mkey.rkey), len)?;
+        rig.write(b, 3, (mr_p.addr, mr_p.lkey), (0, mkey.rkey), wire_len)?;
         bytes.push(("memory", say("read_buf", b.read_buf(&mem, 0, len))?));
         let cqes = rig.poll(b)?;
+        let checks = if c.wire_sig.is_some() && c.attrs {
+            vec![say("mlx5dv_mkey_check", b.mkey_check(&mkey))?]
+        } else {
+            Vec::new()
+        };
         let _ = b.destroy_mkey(&mkey);
         let _ = b.dek_destroy(dek);
         if let Some(l) = login {
             let _ = b.crypto_login_destroy(l);
         }
-        Ok(Outcome { cqes, bytes, checks: Vec::new() })
+        Ok(Outcome { cqes, bytes, checks })
     })
 }

@@ -83,7 +83,7 @@ pub fn guard(d: &Dif, data: &[u8]) -> u16 {
 
 /// The PI block `i` of a transfer carries in domain `d` (items 42, 43): guard, app tag,
 /// ref tag, big-endian.
-fn pi(d: &Dif, data: &[u8], i: usize) -> [u8; PI] {
+pub(super) fn pi(d: &Dif, data: &[u8], i: usize) -> [u8; PI] {
     let r = if d.remap { d.ref_tag.wrapping_add(i as u32) } else { d.ref_tag };
     let mut p = [0u8; PI];
     p[..2].copy_from_slice(&guard(d, data).to_be_bytes());
@@ -257,7 +257,7 @@ impl Model {
 }
 
 /// A domain of the device's guard types.
-fn dif(bg: u16) -> impl Strategy<Value = Dif> {
+pub(super) fn dif(bg: u16) -> impl Strategy<Value = Dif> {
     let csum = match (bg & sig_cap::BG_CRC != 0, bg & sig_cap::BG_CSUM != 0) {
         (true, true) => any::<bool>().boxed(),
         (false, true) => Just(true).boxed(),

@@ -11,12 +11,13 @@
 
 use aes::cipher::{BlockCipherDecrypt, BlockCipherEncrypt, BlockSizeUser, KeyInit, consts::U16};
 use aes::{Aes128, Aes256};
-use mlx5_dv::{crypto_cap, sig, wc_opcode, wc_status};
+use mlx5_dv::{MkeyErr, crypto, crypto_cap, sig, wc_opcode, wc_status};
 use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
 use xts_mode::Xts128;
 
 use super::outcome::Outcome;
+use super::sig::{Dif, PI, pi};
 use super::{Expect, Model, Op};
 
 /// A crypto scenario on device `dev` (see the module's text). The transfer is `units` data
@@ -38,6 +39,18 @@ pub struct CryptoOp {
     /// `signature_crypto_order`: without signatures it does not matter (item 61).
     pub order: u32,
     pub seed: u8,
+    /// A T10-DIF signature in the wire domain too; then the transfer is `units` signature
+    /// blocks and `tail` is unused.
+    pub wire_sig: Option<WireSig>,
+}
+
+/// A wire-domain T10-DIF signature beside the crypto (item 61): memory holds data only.
+#[allow(missing_docs)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireSig {
+    /// `MLX5DV_BLOCK_SIZE_*`.
+    pub block_size: u32,
+    pub dif: Dif,
 }
 
 /// How the device imports DEKs, as far as a model can use it.
@@ -110,11 +123,37 @@ impl CryptoOp {
     /// the multi-block engine and every unit is at least 16 bytes.
     pub fn len(&self, multi_block: bool) -> Option<usize> {
         let dus = sig::block_bytes(self.dus)?;
+        // Item 60 on the side the cipher runs, and no unit under 16 bytes.
+        let fits = |len: usize| {
+            let rest = len % dus;
+            len > 0 && (rest == 0 || (len.is_multiple_of(16) && rest <= dus - 16)) && (rest == 0 || rest >= 16)
+        };
+        if let Some(w) = self.wire_sig {
+            // With signatures only on multi-block devices: the PI makes the cipher's side
+            // longer than the mkey (item 56).
+            let mem = usize::from(self.units) * sig::block_bytes(w.block_size)?;
+            let wire = usize::from(self.units) * (sig::block_bytes(w.block_size)? + PI);
+            let cipher = if self.order == crypto::SIGNATURE_BEFORE_CRYPTO_ON_TX { wire } else { mem };
+            return (self.attrs && multi_block && fits(cipher)).then_some(mem);
+        }
         let len = usize::from(self.units) * dus + usize::from(self.tail);
-        let rest = len % dus;
-        let job = rest == 0 || (len % 16 == 0 && rest <= dus - 16);
-        let whole = rest == 0 || rest >= 16;
-        (len > 0 && job && whole && (multi_block || len <= dus)).then_some(len)
+        (fits(len) && (multi_block || len <= dus)).then_some(len)
+    }
+
+    /// The wire form of `memory` (item 61): on TX the signature is computed after the crypto
+    /// over its output, or before it and then enciphered with the data.
+    pub fn wire_form(&self, memory: &[u8]) -> Option<Vec<u8>> {
+        let dus = sig::block_bytes(self.dus)?;
+        let Some(w) = self.wire_sig else { return xts(self, dus, self.encrypt_on_tx, memory) };
+        let sbs = sig::block_bytes(w.block_size)?;
+        let signed = |data: &[u8]| -> Vec<u8> {
+            data.chunks(sbs).enumerate().flat_map(|(i, d)| [d, &pi(&w.dif, d, i)[..]].concat()).collect()
+        };
+        if self.order == crypto::SIGNATURE_BEFORE_CRYPTO_ON_TX {
+            xts(self, dus, self.encrypt_on_tx, &signed(memory))
+        } else {
+            Some(signed(&xts(self, dus, self.encrypt_on_tx, memory)?))
+        }
     }
 }
 
@@ -151,11 +190,15 @@ impl Model {
             return Expect::Unknown;
         }
         let Some(len) = c.len(self.multi_block()) else { return Expect::Unknown };
-        let Some(dus) = sig::block_bytes(c.dus) else { return Expect::Unknown };
+        if c.wire_sig.is_some_and(|w| !self.t10dif() || self.sig_caps.block_size & (1 << w.block_size) == 0) {
+            return Expect::Unknown;
+        }
         let memory = super::fill_pattern(len, c.seed);
         let outcome = if c.attrs {
             // Item 61: with encrypt_on_tx memory holds plaintext and the wire ciphertext.
-            let Some(wire) = xts(c, dus, c.encrypt_on_tx, &memory) else { return Expect::Unknown };
+            let Some(wire) = c.wire_form(&memory) else { return Expect::Unknown };
+            // The PI the wire brings back is the one the way out made: no signature error.
+            let checks = if c.wire_sig.is_some() { vec![MkeyErr::NONE] } else { Vec::new() };
             Outcome {
                 cqes: vec![
                     (0, Some(wc_opcode::DRIVER1)),
@@ -163,7 +206,7 @@ impl Model {
                     (0, Some(wc_opcode::RDMA_WRITE)),
                 ],
                 bytes: vec![("wire", wire), ("memory", memory)],
-                checks: Vec::new(),
+                checks,
             }
         } else {
             Outcome {
@@ -186,13 +229,25 @@ pub(super) fn strategy(m: &Model, devs: Vec<usize>) -> BoxedStrategy<Op> {
     } else {
         Just(0u16).boxed()
     };
+    let sizes: Vec<u32> = (0..5).filter(|b| m.sig_caps.block_size & (1 << b) != 0).collect();
+    let wire_sig = if multi && m.t10dif() && !sizes.is_empty() {
+        let w = (proptest::sample::select(sizes), super::sig::dif(m.sig_caps.t10dif_bg))
+            .prop_map(|(block_size, dif)| Some(WireSig { block_size, dif }));
+        prop_oneof![1 => Just(None), 1 => w].boxed()
+    } else {
+        Just(None).boxed()
+    };
     (
         (proptest::sample::select(devs), prop_oneof![6 => Just(true), 1 => Just(false)], any::<bool>(), any::<bool>()),
         (any::<u8>(), 0u32..5, units, tail, any::<u64>()),
-        (any::<bool>(), 0u32..2, any::<u8>()),
+        (any::<bool>(), 0u32..2, any::<u8>(), wire_sig),
     )
         .prop_map(
-            move |((dev, attrs, key256, keytag), (key_seed, dus, units, tail, tweak), (encrypt_on_tx, order, seed))| {
+            move |(
+                (dev, attrs, key256, keytag),
+                (key_seed, dus, units, tail, tweak),
+                (encrypt_on_tx, order, seed, wire_sig),
+            )| {
                 let c = CryptoOp {
                     dev,
                     attrs,
@@ -206,9 +261,11 @@ pub(super) fn strategy(m: &Model, devs: Vec<usize>) -> BoxedStrategy<Op> {
                     encrypt_on_tx,
                     order,
                     seed,
+                    wire_sig,
                 };
                 // A length the docs leave open becomes one data unit, which every device takes.
-                Op::Crypto(if c.len(multi).is_some() { c } else { CryptoOp { units: 1, tail: 0, ..c } })
+                let one = CryptoOp { units: 1, tail: 0, wire_sig: None, ..c };
+                Op::Crypto(if c.len(multi).is_some() { c } else { one })
             },
         )
         .boxed()
