@@ -5,7 +5,8 @@
 //! immediate variants, LOCAL_INV and SEND_WITH_INV of mkeys, through MRs and list and
 //! interleaved mkeys), and two families of scenarios on objects of their own: signature
 //! ([`SigOp`]: T10-DIF domains, corrupted PI, the first error `mlx5dv_mkey_check` decodes) and
-//! crypto ([`CryptoOp`]: the AES-XTS round trip, a crypto mkey without attributes). For each
+//! crypto ([`CryptoOp`]: the AES-XTS round trip, with a wire signature in either order, a
+//! crypto mkey without attributes). For each
 //! [`Op`] it says what the call must answer — an errno, or success with the values the
 //! checklist fixes — how the state changes, and after traffic which completions each CQ must
 //! hold and which bytes each touched buffer must contain ([`Effects`]).
@@ -18,8 +19,8 @@
 //! are out of step, a key of another device's key space, a SEND with no receive posted), the
 //! model answers [`Expect::Unknown`] and the state machine never generates that op.
 //!
-//! Not modelled yet: CRC signature domains, signature copy masks of one's own,
-//! signature with crypto, signature and crypto mkeys in the op-by-op traffic, MWs, SQD,
+//! Not modelled yet: CRC signature domains, signature copy masks of one's own, crypto with a
+//! memory-domain signature, signature and crypto mkeys in the op-by-op traffic, MWs, SQD,
 //! atomics, WRs of more than two SGEs, receives of more than one, RNR, QP types other than
 //! RC, DEVX objects and EQs; CQs on contexts of other providers; MRs and QPs on VFIO
 //! contexts.

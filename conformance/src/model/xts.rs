@@ -1,13 +1,14 @@
 //! The crypto family: a CRYPTO mkey with a DEK (plaintext or wrapped, as the device imports
 //! keys) and the AES-XTS round trip through it — data leaves memory through the mkey as a
 //! local key and comes back into it as a remote key — and a CRYPTO mkey without crypto
-//! attributes refusing a remote write (item 59). Written from `docs/behaviour.md` items
-//! 53–61; the oracle is the `aes` and `xts-mode` crates (IEEE 1619 XTS with ciphertext
+//! attributes refusing a remote write (item 59); on multi-block devices optionally with a
+//! T10-DIF signature in the wire domain (item 61's orders). Written from `docs/behaviour.md`
+//! items 53–61; the oracle is the `aes` and `xts-mode` crates (IEEE 1619 XTS with ciphertext
 //! stealing), data unit `i` under the little-endian initial tweak plus `i` (item 58).
 //!
 //! Not generated: traffic through a local key without attributes and transfers breaking the
 //! job-size rule (their error completions are profile settings, items 59 and 60), data
-//! units shorter than 16 bytes, and signatures with crypto.
+//! units shorter than 16 bytes, and memory-domain signatures with crypto.
 
 use aes::cipher::{BlockCipherDecrypt, BlockCipherEncrypt, BlockSizeUser, KeyInit, consts::U16};
 use aes::{Aes128, Aes256};
