@@ -17,6 +17,8 @@ struct Tally {
     sig: usize,
     /// Signature scenarios whose first mkey_check reports an error.
     sig_err: usize,
+    /// Signature scenarios writing past the mkey's end.
+    past_end: usize,
     crypto: usize,
     /// Crypto scenarios without crypto attributes.
     no_attrs: usize,
@@ -46,7 +48,11 @@ fn scenarios<B: Backend>(make: &dyn Fn() -> B, cases: u32, seed: u8) -> Result<O
                     .as_ref()
                     .is_some_and(|o| o.checks.first().is_some_and(|c| c.err_type != MkeyErrType::NoErr));
                 match op {
-                    Op::Sig(_) => (t.sig, t.sig_err) = (t.sig + 1, t.sig_err + usize::from(errs)),
+                    Op::Sig(s) => {
+                        t.sig += 1;
+                        t.sig_err += usize::from(errs);
+                        t.past_end += usize::from(s.past_end);
+                    }
                     Op::Crypto(c) => {
                         t.crypto += 1;
                         t.no_attrs += usize::from(!c.attrs);

@@ -172,7 +172,10 @@ pub(super) fn run_sig(b: &mut dyn Backend, name: &str, s: &SigOp) -> Result<Outc
         });
         rig.configure(b, mkey, &mr_m, setter.into_iter().collect())?;
         let transfer = |b: &mut dyn Backend, rig: &Rig| {
-            if s.inbound {
+            if s.past_end {
+                let block = wire_len / usize::from(s.blocks.max(1));
+                rig.write(b, 2, (mr_p.addr, mr_p.lkey), (wire_len as u64, mkey.rkey), block)
+            } else if s.inbound {
                 rig.write(b, 2, (mr_p.addr, mr_p.lkey), (0, mkey.rkey), wire_len)
             } else {
                 // Item 42: a local SGE of a signature mkey counts data bytes only.

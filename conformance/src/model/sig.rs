@@ -8,7 +8,7 @@
 //! parameters are profile settings a backend does not report. Domains of different block
 //! sizes and partial blocks are not generated either (a known simulator difference, item 42).
 
-use mlx5_dv::{MkeyErr, MkeyErrType, SigErr, sig, sig_cap, wc_opcode};
+use mlx5_dv::{MkeyErr, MkeyErrType, SigErr, sig, sig_cap, wc_opcode, wc_status};
 use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -64,6 +64,9 @@ pub struct SigOp {
     pub corrupt: [Corrupt; 3],
     pub seed: u8,
     pub rearm: bool,
+    /// Instead, a WRITE of one block starting one block past the mkey's end (inbound only):
+    /// a remote access error, memory untouched (item 92).
+    pub past_end: bool,
 }
 
 /// The T10-DIF PI size.
@@ -246,6 +249,17 @@ impl Model {
         let Some(plan) = s.plan() else { return Expect::Unknown };
         let name = if s.inbound { "memory" } else { "wire" };
         let (umr, write) = ((0, Some(wc_opcode::DRIVER1)), (0, Some(wc_opcode::RDMA_WRITE)));
+        if s.past_end {
+            if !s.inbound || s.rearm {
+                return Expect::Unknown;
+            }
+            self.effects.outcome = Some(Outcome {
+                cqes: vec![umr, (wc_status::REM_ACCESS_ERR, None)],
+                bytes: vec![(name, vec![0; s.mem_len(plan.bs)])],
+                checks: vec![MkeyErr::NONE, MkeyErr::NONE],
+            });
+            return Expect::Ok(None);
+        }
         let (cqes, checks) = if s.rearm {
             (vec![umr, write, write, umr, write], vec![plan.err, MkeyErr::NONE, plan.err, MkeyErr::NONE])
         } else {
@@ -295,24 +309,28 @@ pub(super) fn strategy(m: &Model, devs: Vec<usize>) -> BoxedStrategy<Op> {
     (
         (pick, size, 1u8..=3, doms, dif(bg), dif(bg), masks),
         (any::<bool>(), 0u8..=3, [corrupt.clone(), corrupt.clone(), corrupt], any::<u8>(), any::<bool>()),
+        prop_oneof![7 => Just(false), 1 => Just(true)],
     )
-        .prop_map(|((dev, block_size, blocks, doms, a, b, check_mask), (inbound, n, corrupt, seed, rearm))| {
-            // Both domains remap alike: the copy of a ref tag under unlike remapping is open.
-            let b = Dif { remap: a.remap, ..b };
-            let corrupt = corrupt.map(|c| Corrupt { block: c.block % blocks, ..c });
-            Op::Sig(SigOp {
-                dev,
-                block_size,
-                blocks,
-                mem: (doms & 1 != 0).then_some(a),
-                wire: (doms & 2 != 0).then_some(b),
-                check_mask,
-                inbound,
-                n,
-                corrupt,
-                seed,
-                rearm,
-            })
-        })
+        .prop_map(
+            |((dev, block_size, blocks, doms, a, b, check_mask), (inbound, n, corrupt, seed, rearm), past_end)| {
+                // Both domains remap alike: the copy of a ref tag under unlike remapping is open.
+                let b = Dif { remap: a.remap, ..b };
+                let corrupt = corrupt.map(|c| Corrupt { block: c.block % blocks, ..c });
+                Op::Sig(SigOp {
+                    dev,
+                    block_size,
+                    blocks,
+                    mem: (doms & 1 != 0).then_some(a),
+                    wire: (doms & 2 != 0).then_some(b),
+                    check_mask,
+                    inbound: inbound || past_end,
+                    n,
+                    corrupt,
+                    seed,
+                    rearm: rearm && !past_end,
+                    past_end,
+                })
+            },
+        )
         .boxed()
 }

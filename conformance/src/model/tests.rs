@@ -228,6 +228,7 @@ fn the_first_bad_block_and_its_first_bad_field_are_reported() {
         corrupt,
         seed: 1,
         rearm: false,
+        past_end: false,
     };
     // Block 2's guard, block 1's ref tag and app tag: block 1 first, its app tag before its
     // ref tag; the offset counts the input's PI (520 bytes a block).
@@ -290,6 +291,7 @@ fn escaped_blocks_are_not_checked() {
         corrupt,
         seed: 4,
         rearm: false,
+        past_end: false,
     };
     let offset = |escape, corrupt| op(escape, corrupt).plan().map(|p| (p.err.err_type as u32, p.err.sig.offset));
     // Block 0: app tag 0xffff and a bad guard; block 1: a bad guard.
