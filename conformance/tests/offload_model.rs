@@ -24,6 +24,8 @@ struct Tally {
     no_attrs: usize,
     /// Crypto scenarios with a wire signature too.
     with_sig: usize,
+    /// Of those, with the memory domain too and a RAW order: refused.
+    raw_refused: usize,
 }
 
 /// Run `cases` sequences of 1–3 scenarios on backends `make` builds; what they covered, or
@@ -57,6 +59,7 @@ fn scenarios<B: Backend>(make: &dyn Fn() -> B, cases: u32, seed: u8) -> Result<O
                         t.crypto += 1;
                         t.no_attrs += usize::from(!c.attrs);
                         t.with_sig += usize::from(c.wire_sig.is_some());
+                        t.raw_refused += usize::from(c.wire_sig.is_some_and(|w| w.also_memory));
                     }
                     _ => {}
                 }

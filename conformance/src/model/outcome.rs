@@ -12,11 +12,19 @@ pub struct Outcome {
     pub bytes: Vec<(&'static str, Vec<u8>)>,
     /// The answers of `mlx5dv_mkey_check`, in order.
     pub checks: Vec<MkeyErr>,
+    /// The errno `ibv_wr_complete` of the configure answered, if it failed.
+    pub refused: Option<i32>,
 }
 
 impl Outcome {
     /// Where `got` first differs from `self` (the model's), in words; `None` when equal.
     pub fn differs(&self, got: &Outcome) -> Option<String> {
+        if self.refused != got.refused {
+            return Some(format!(
+                "the configure: the model expects {:?}, the backend answers {:?} (errno; None: posted)",
+                self.refused, got.refused
+            ));
+        }
         if self.cqes != got.cqes {
             return Some(format!("completions: the model expects {:?}, the backend gives {:?}", self.cqes, got.cqes));
         }

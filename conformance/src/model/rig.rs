@@ -67,6 +67,11 @@ impl Rig {
 
     /// A configure of `mkey` over all of `mr` with `more` setters after access and layout.
     fn configure(&self, b: &mut dyn Backend, mkey: Mkey, mr: &Mr, more: Vec<WrOp>) -> Result<(), String> {
+        say("the mkey configure chain", self.try_configure(b, mkey, mr, more))
+    }
+
+    /// [`Rig::configure`], its errno kept.
+    fn try_configure(&self, b: &mut dyn Backend, mkey: Mkey, mr: &Mr, more: Vec<WrOp>) -> mlx5_dv::Result<()> {
         let conf = WrOp::MkeyConfigure {
             wr_id: 1,
             flags: SendFlags::SIGNALED | SendFlags::INLINE,
@@ -77,7 +82,7 @@ impl Rig {
         };
         let layout = WrOp::SetMkeyLayoutList(vec![Sge { addr: mr.addr, length: mr.length as u32, lkey: mr.lkey }]);
         let ops: Vec<WrOp> = [conf, WrOp::SetMkeyAccessFlags(ACCESS), layout].into_iter().chain(more).collect();
-        say("the mkey configure chain", b.post_send(&self.qa, &ops))
+        b.post_send(&self.qa, &ops)
     }
 
     /// An RDMA WRITE on QP a of `len` bytes at `(addr, lkey)` to `(raddr, rkey)`.
@@ -200,7 +205,7 @@ pub(super) fn run_sig(b: &mut dyn Backend, name: &str, s: &SigOp) -> Result<Outc
         checks.push(check(b)?);
         let (name, buf, len) = if s.inbound { ("memory", mem, mem_len) } else { ("wire", peer, wire_len) };
         let bytes = vec![(name, say("read_buf", b.read_buf(&buf, 0, len))?)];
-        Ok(Outcome { cqes, bytes, checks })
+        Ok(Outcome { cqes, bytes, checks, refused: None })
     })
 }
 
@@ -278,7 +283,7 @@ pub(super) fn run_crypto(
         });
         let sig_setter = c.wire_sig.map(|w| {
             WrOp::SetMkeySigBlock(SigBlockAttr {
-                mem: None,
+                mem: domain(w.block_size, w.also_memory.then_some(w.dif)),
                 wire: domain(w.block_size, Some(w.dif)),
                 flags: SigBlockAttrFlags::empty(),
                 check_mask: 0xff,
@@ -286,7 +291,12 @@ pub(super) fn run_crypto(
                 comp_mask: 0,
             })
         });
-        rig.configure(b, mkey, &mr_m, setter.into_iter().chain(sig_setter).collect())?;
+        let setters = setter.into_iter().chain(sig_setter).collect();
+        if c.wire_sig.is_some_and(|w| w.also_memory) {
+            let refused = rig.try_configure(b, mkey, &mr_m, setters).err().map(|e| e.errno());
+            return Ok(Outcome { refused, cqes: rig.poll(b)?, ..Outcome::default() });
+        }
+        rig.configure(b, mkey, &mr_m, setters)?;
         let mut bytes = Vec::new();
         if c.attrs {
             // A local signature key counts data bytes (item 42).
@@ -306,6 +316,6 @@ pub(super) fn run_crypto(
         if let Some(l) = login {
             let _ = b.crypto_login_destroy(l);
         }
-        Ok(Outcome { cqes, bytes, checks })
+        Ok(Outcome { cqes, bytes, checks, refused: None })
     })
 }

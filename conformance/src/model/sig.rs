@@ -257,6 +257,7 @@ impl Model {
                 cqes: vec![umr, (wc_status::REM_ACCESS_ERR, None)],
                 bytes: vec![(name, vec![0; s.mem_len(plan.bs)])],
                 checks: vec![MkeyErr::NONE, MkeyErr::NONE],
+                refused: None,
             });
             return Expect::Ok(None);
         }
@@ -265,7 +266,7 @@ impl Model {
         } else {
             (vec![umr, write], vec![plan.err, MkeyErr::NONE])
         };
-        self.effects.outcome = Some(Outcome { cqes, bytes: vec![(name, plan.output)], checks });
+        self.effects.outcome = Some(Outcome { cqes, bytes: vec![(name, plan.output)], checks, refused: None });
         Expect::Ok(None)
     }
 }

@@ -52,6 +52,8 @@ pub struct WireSig {
     /// `MLX5DV_BLOCK_SIZE_*`.
     pub block_size: u32,
     pub dif: Dif,
+    /// The same domain in memory too: only with a RAW order, which item 57 refuses.
+    pub also_memory: bool,
 }
 
 /// How the device imports DEKs, as far as a model can use it.
@@ -141,6 +143,12 @@ impl CryptoOp {
         (fits(len) && (multi_block || len <= dus)).then_some(len)
     }
 
+    /// RAW_WIRE (encrypt on TX, signature after) or RAW_MEMORY (decrypt on TX, signature
+    /// before), item 57.
+    pub fn raw_order(&self) -> bool {
+        (self.order == crypto::SIGNATURE_BEFORE_CRYPTO_ON_TX) != self.encrypt_on_tx
+    }
+
     /// The wire form of `memory` (item 61): on TX the signature is computed after the crypto
     /// over its output, or before it and then enciphered with the data.
     pub fn wire_form(&self, memory: &[u8]) -> Option<Vec<u8>> {
@@ -195,7 +203,14 @@ impl Model {
             return Expect::Unknown;
         }
         let memory = super::fill_pattern(len, c.seed);
-        let outcome = if c.attrs {
+        let outcome = if c.wire_sig.is_some_and(|w| w.also_memory) {
+            // Item 57: a RAW order with signatures in both domains; the other orders' data
+            // path is not modelled.
+            if !c.attrs || !c.raw_order() {
+                return Expect::Unknown;
+            }
+            Outcome { refused: Some(mlx5_dv::errno::EINVAL), ..Outcome::default() }
+        } else if c.attrs {
             // Item 61: with encrypt_on_tx memory holds plaintext and the wire ciphertext.
             let Some(wire) = c.wire_form(&memory) else { return Expect::Unknown };
             // The PI the wire brings back is the one the way out made: no signature error.
@@ -208,12 +223,14 @@ impl Model {
                 ],
                 bytes: vec![("wire", wire), ("memory", memory)],
                 checks,
+                refused: None,
             }
         } else {
             Outcome {
                 cqes: vec![(0, Some(wc_opcode::DRIVER1)), (wc_status::REM_ACCESS_ERR, None)],
                 bytes: vec![("memory", memory)],
                 checks: Vec::new(),
+                refused: None,
             }
         };
         self.effects.outcome = Some(outcome);
@@ -232,8 +249,9 @@ pub(super) fn strategy(m: &Model, devs: Vec<usize>) -> BoxedStrategy<Op> {
     };
     let sizes: Vec<u32> = (0..5).filter(|b| m.sig_caps.block_size & (1 << b) != 0).collect();
     let wire_sig = if multi && m.t10dif() && !sizes.is_empty() {
-        let w = (proptest::sample::select(sizes), super::sig::dif(m.sig_caps.t10dif_bg))
-            .prop_map(|(block_size, dif)| Some(WireSig { block_size, dif }));
+        let both = prop_oneof![3 => Just(false), 1 => Just(true)];
+        let w = (proptest::sample::select(sizes), super::sig::dif(m.sig_caps.t10dif_bg), both)
+            .prop_map(|(block_size, dif, also_memory)| Some(WireSig { block_size, dif, also_memory }));
         prop_oneof![1 => Just(None), 1 => w].boxed()
     } else {
         Just(None).boxed()
@@ -263,6 +281,11 @@ pub(super) fn strategy(m: &Model, devs: Vec<usize>) -> BoxedStrategy<Op> {
                     order,
                     seed,
                     wire_sig,
+                };
+                // Both domains only with a RAW order.
+                let c = CryptoOp {
+                    wire_sig: wire_sig.map(|w| WireSig { also_memory: w.also_memory && c.raw_order(), ..w }),
+                    ..c
                 };
                 // A length the docs leave open becomes one data unit, which every device takes.
                 let one = CryptoOp { units: 1, tail: 0, wire_sig: None, ..c };
