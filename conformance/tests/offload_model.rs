@@ -169,3 +169,14 @@ fn the_state_machine_mixes_scenarios_into_its_sequences() {
     eprintln!("{sig} signature and {crypto} crypto scenarios among {all} ops");
     assert!(sig > 0 && crypto > 0, "{sig} signature and {crypto} crypto scenarios among {all} ops");
 }
+
+#[test]
+fn the_full_state_machine_catches_a_broken_tweak_and_records_its_trace() {
+    let make =
+        || Ok::<_, String>(Wrapped::new(TweakOffByOne, Simulator::with_profile("bf3").map_err(|e| e.to_string())?));
+    let found = mlx5_conformance::model::discover(&make, 64, 60, 0x5eed_0c0d).expect("a run");
+    let f = found.expect("the broken tweak is caught");
+    assert!(f.ops.iter().any(|o| matches!(o, Op::Crypto(_))), "shrunk to {:?}", f.ops);
+    assert!(f.trace.contains("dek_create") || f.trace.contains("DekCreate"), "the trace has the scenario's calls");
+    eprintln!("shrunk to {} ops, a trace of {} lines: {}", f.ops.len(), f.trace.lines().count(), f.message);
+}
