@@ -19,6 +19,8 @@ struct Tally {
     sig_err: usize,
     /// Signature scenarios writing past the mkey's end.
     past_end: usize,
+    /// Signature scenarios re-armed with RESET_SIG_ATTR: the last transfer is plain.
+    reset: usize,
     crypto: usize,
     /// Crypto scenarios without crypto attributes.
     no_attrs: usize,
@@ -54,6 +56,7 @@ fn scenarios<B: Backend>(make: &dyn Fn() -> B, cases: u32, seed: u8) -> Result<O
                         t.sig += 1;
                         t.sig_err += usize::from(errs);
                         t.past_end += usize::from(s.past_end);
+                        t.reset += usize::from(s.rearm && s.reset);
                     }
                     Op::Crypto(c) => {
                         t.crypto += 1;

@@ -67,17 +67,24 @@ impl Rig {
 
     /// A configure of `mkey` over all of `mr` with `more` setters after access and layout.
     fn configure(&self, b: &mut dyn Backend, mkey: Mkey, mr: &Mr, more: Vec<WrOp>) -> Result<(), String> {
-        say("the mkey configure chain", self.try_configure(b, mkey, mr, more))
+        say("the mkey configure chain", self.try_configure(b, mkey, mr, MkeyConfFlags::empty(), more))
     }
 
-    /// [`Rig::configure`], its errno kept.
-    fn try_configure(&self, b: &mut dyn Backend, mkey: Mkey, mr: &Mr, more: Vec<WrOp>) -> mlx5_dv::Result<()> {
+    /// [`Rig::configure`] with `conf_flags`, its errno kept.
+    fn try_configure(
+        &self,
+        b: &mut dyn Backend,
+        mkey: Mkey,
+        mr: &Mr,
+        conf_flags: MkeyConfFlags,
+        more: Vec<WrOp>,
+    ) -> mlx5_dv::Result<()> {
         let conf = WrOp::MkeyConfigure {
             wr_id: 1,
             flags: SendFlags::SIGNALED | SendFlags::INLINE,
             mkey,
             num_setters: 2 + more.len() as u8,
-            conf_flags: MkeyConfFlags::empty(),
+            conf_flags,
             comp_mask: 0,
         };
         let layout = WrOp::SetMkeyLayoutList(vec![Sge { addr: mr.addr, length: mr.length as u32, lkey: mr.lkey }]);
@@ -197,7 +204,8 @@ pub(super) fn run_sig(b: &mut dyn Backend, name: &str, s: &SigOp) -> Result<Outc
             transfer(b, rig)?;
             cqes.extend(rig.poll(b)?);
             checks.push(check(b)?);
-            rig.configure(b, mkey, &mr_m, Vec::new())?;
+            let flags = if s.reset { MkeyConfFlags::RESET_SIG_ATTR } else { MkeyConfFlags::empty() };
+            say("the re-arming configure", rig.try_configure(b, mkey, &mr_m, flags, Vec::new()))?;
             transfer(b, rig)?;
             cqes.extend(rig.poll(b)?);
             checks.push(check(b)?);
@@ -293,7 +301,7 @@ pub(super) fn run_crypto(
         });
         let setters = setter.into_iter().chain(sig_setter).collect();
         if c.wire_sig.is_some_and(|w| w.also_memory) {
-            let refused = rig.try_configure(b, mkey, &mr_m, setters).err().map(|e| e.errno());
+            let refused = rig.try_configure(b, mkey, &mr_m, MkeyConfFlags::empty(), setters).err().map(|e| e.errno());
             return Ok(Outcome { refused, cqes: rig.poll(b)?, ..Outcome::default() });
         }
         rig.configure(b, mkey, &mr_m, setters)?;

@@ -49,7 +49,9 @@ pub struct Corrupt {
 /// applied to the input's PI; then `mlx5dv_mkey_check`. With `rearm` the same transfer
 /// again (item 46: no second error until re-armed), `mlx5dv_mkey_check`, a configure that
 /// keeps the attributes (item 37) and re-arms, the transfer once more and
-/// `mlx5dv_mkey_check`. Last, `mlx5dv_mkey_check` again (item 48: a decode clears the error).
+/// `mlx5dv_mkey_check`; with `reset` that configure has RESET_SIG_ATTR and no setter, so the
+/// last transfer goes through a plain mkey (item 35: raw bytes, or an access error past its
+/// length, item 97). Last, `mlx5dv_mkey_check` again (item 48: a decode clears the error).
 #[allow(missing_docs)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SigOp {
@@ -64,6 +66,7 @@ pub struct SigOp {
     pub corrupt: [Corrupt; 3],
     pub seed: u8,
     pub rearm: bool,
+    pub reset: bool,
     /// Instead, a WRITE of one block starting one block past the mkey's end (inbound only):
     /// a remote access error, memory untouched (item 92).
     pub past_end: bool,
@@ -261,6 +264,27 @@ impl Model {
             });
             return Expect::Ok(None);
         }
+        if s.rearm && s.reset {
+            let (mem_len, wire_len, data) = (s.mem_len(plan.bs), s.wire_len(plan.bs), usize::from(s.blocks) * plan.bs);
+            let mut out = plan.output;
+            let last = if !s.inbound {
+                out[..data].copy_from_slice(&plan.input[..data]);
+                write
+            } else if wire_len <= mem_len {
+                out[..wire_len].copy_from_slice(&plan.input);
+                write
+            } else {
+                (wc_status::REM_ACCESS_ERR, None)
+            };
+            let n = MkeyErr::NONE;
+            self.effects.outcome = Some(Outcome {
+                cqes: vec![umr, write, write, umr, last],
+                bytes: vec![(name, out)],
+                checks: vec![plan.err, n, n, n],
+                refused: None,
+            });
+            return Expect::Ok(None);
+        }
         let (cqes, checks) = if s.rearm {
             (vec![umr, write, write, umr, write], vec![plan.err, MkeyErr::NONE, plan.err, MkeyErr::NONE])
         } else {
@@ -310,10 +334,14 @@ pub(super) fn strategy(m: &Model, devs: Vec<usize>) -> BoxedStrategy<Op> {
     (
         (pick, size, 1u8..=3, doms, dif(bg), dif(bg), masks),
         (any::<bool>(), 0u8..=3, [corrupt.clone(), corrupt.clone(), corrupt], any::<u8>(), any::<bool>()),
-        prop_oneof![7 => Just(false), 1 => Just(true)],
+        (prop_oneof![7 => Just(false), 1 => Just(true)], prop_oneof![2 => Just(false), 1 => Just(true)]),
     )
         .prop_map(
-            |((dev, block_size, blocks, doms, a, b, check_mask), (inbound, n, corrupt, seed, rearm), past_end)| {
+            |(
+                (dev, block_size, blocks, doms, a, b, check_mask),
+                (inbound, n, corrupt, seed, rearm),
+                (past_end, reset),
+            )| {
                 // Both domains remap alike: the copy of a ref tag under unlike remapping is open.
                 let b = Dif { remap: a.remap, ..b };
                 let corrupt = corrupt.map(|c| Corrupt { block: c.block % blocks, ..c });
@@ -329,6 +357,7 @@ pub(super) fn strategy(m: &Model, devs: Vec<usize>) -> BoxedStrategy<Op> {
                     corrupt,
                     seed,
                     rearm: rearm && !past_end,
+                    reset,
                     past_end,
                 })
             },

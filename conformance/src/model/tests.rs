@@ -228,6 +228,7 @@ fn the_first_bad_block_and_its_first_bad_field_are_reported() {
         corrupt,
         seed: 1,
         rearm: false,
+        reset: false,
         past_end: false,
     };
     // Block 2's guard, block 1's ref tag and app tag: block 1 first, its app tag before its
@@ -291,6 +292,7 @@ fn escaped_blocks_are_not_checked() {
         corrupt,
         seed: 4,
         rearm: false,
+        reset: false,
         past_end: false,
     };
     let offset = |escape, corrupt| op(escape, corrupt).plan().map(|p| (p.err.err_type as u32, p.err.sig.offset));
