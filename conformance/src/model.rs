@@ -2,7 +2,11 @@
 //! contexts (with DEVX or not, VFIO, other providers), PDs, mkeys, CQs, buffers, MRs, RC QPs
 //! and their state machine, work-request chains (mkey configure with its tag byte and its
 //! setters, SQ room, SGE counts) and the traffic they carry (RDMA WRITE, READ, SEND and the
-//! immediate variants, LOCAL_INV, through MRs and list and interleaved mkeys). For each
+//! immediate variants, LOCAL_INV and SEND_WITH_INV of mkeys, through MRs and list and
+//! interleaved mkeys), and two families of scenarios on objects of their own: signature
+//! ([`SigOp`]: T10-DIF domains, corrupted PI, the first error `mlx5dv_mkey_check` decodes) and
+//! crypto ([`CryptoOp`]: the AES-XTS round trip, with a wire signature in either order, a
+//! crypto mkey without attributes). For each
 //! [`Op`] it says what the call must answer — an errno, or success with the values the
 //! checklist fixes — how the state changes, and after traffic which completions each CQ must
 //! hold and which bytes each touched buffer must contain ([`Effects`]).
@@ -15,10 +19,11 @@
 //! are out of step, a key of another device's key space, a SEND with no receive posted), the
 //! model answers [`Expect::Unknown`] and the state machine never generates that op.
 //!
-//! Not modelled yet: signature and crypto configuration and their traffic, SEND_WITH_INV and
-//! remote invalidation, SQD, atomics, WRs of more than two SGEs, receives of more than one,
-//! RNR, QP types other than RC, DEVX objects and EQs; CQs on contexts of other providers; MRs
-//! and QPs on VFIO contexts.
+//! Not modelled yet: CRC signature domains, signature copy masks of one's own, crypto with a
+//! memory-domain signature, signature and crypto mkeys in the op-by-op traffic, MWs, SQD,
+//! atomics, WRs of more than two SGEs, receives of more than one, RNR, QP types other than
+//! RC, DEVX objects and EQs; CQs on contexts of other providers; MRs and QPs on VFIO
+//! contexts.
 //!
 //! With the `model` feature of `mlx5-conformance` the model and the strategies are public. A
 //! property of one's own over the simulator:
@@ -46,15 +51,22 @@
 //! ```
 
 mod machine;
+mod outcome;
 mod qp;
+mod rig;
 mod run;
+mod sig;
 mod strategy;
 #[cfg(test)]
 mod tests;
 mod traffic;
+mod xts;
 
 pub use machine::{Failure, Machine, check_ops, discover};
+pub use outcome::Outcome;
+pub use sig::{Corrupt, Dif, SigOp};
 pub use traffic::{Effects, ExpCqe};
+pub use xts::{CryptoOp, DekMode};
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -205,6 +217,10 @@ pub enum Op {
     PostRecv { qp: usize, sge: Option<Loc> },
     /// One chain of the first `n` WRs, then `ibv_wr_complete`.
     Post { qp: usize, n: u8, wrs: [Wr; 3] },
+    /// A signature scenario on objects of its own ([`SigOp`]).
+    Sig(SigOp),
+    /// A crypto scenario on objects of its own ([`CryptoOp`]).
+    Crypto(CryptoOp),
 }
 
 /// What a call must answer.
@@ -339,6 +355,11 @@ pub struct Model {
     update_tag: bool,
     sig: bool,
     crypto: bool,
+    sig_caps: mlx5_dv::SigCaps,
+    crypto_caps: mlx5_dv::CryptoCaps,
+    obj_types: Option<u64>,
+    /// The backend is the simulator: its published test credential and KEK hold.
+    sim_control: bool,
     max_qp_wr: Option<u32>,
     ctxs: Vec<Option<Ctx>>,
     /// The device index of each context slot.
@@ -382,6 +403,10 @@ impl Model {
             update_tag: caps.kernel.mkey_update_tag?,
             sig: caps.device.sig.block_prot != 0,
             crypto: caps.device.has_crypto_engine(),
+            sig_caps: caps.device.sig,
+            crypto_caps: caps.device.crypto,
+            obj_types: caps.device.general_obj_types,
+            sim_control: caps.sim_control,
             max_qp_wr: caps.device.max_qp_wr,
             ctxs: Vec::new(),
             ctx_dev: Vec::new(),
@@ -477,6 +502,8 @@ impl Model {
                 let n = usize::from(n).clamp(1, wrs.len());
                 self.post(qp, &wrs[..n], seq)
             }
+            Op::Sig(ref s) => self.sig_step(s),
+            Op::Crypto(ref c) => self.crypto_step(c),
             _ => self.step_objects(op),
         };
         if r != Expect::Unknown && !self.cqs_hold() {

@@ -92,7 +92,7 @@ fn check<B: Backend>(b: &mut B, model: &mut Model, ops: &[Op], seen: Option<&Ato
         if want == Expect::Unknown {
             return Err(format!("op #{i} {op:?}: the model cannot judge it (a generator bug)"));
         }
-        let got = run(b, &names, &mut slots, op, i as u64);
+        let got = run(b, model, &names, &mut slots, op, i as u64);
         let same = match (want, got) {
             (Expect::Ok(v), Ok(w)) => v.is_none() || v == w,
             (Expect::Errno(x), Err(y)) => x == y,

@@ -9,6 +9,7 @@ use mlx5_dv::{
     QpState, RecvWr, SendFlags, Sge, WrOp, dv_qp, wc_opcode,
 };
 
+use super::outcome::Outcome;
 use super::{ExpCqe, Key, Loc, Model, Op, RECV_SGE, RECV_WR, Target, Wr, fill_pattern, wr_id};
 
 /// What `run` answers when a new key breaks item 15 or the MR rules (not an errno).
@@ -44,6 +45,8 @@ pub(super) struct Slots {
     mrs: Vec<(Mr, usize, bool)>,
     /// QPs and the path to each.
     qps: Vec<(Qp, QpDest)>,
+    /// What the last scenario left, or why it could not run.
+    outcome: Option<Result<Outcome, String>>,
 }
 
 fn at<T: Clone>(v: &[T], i: usize) -> Result<T, i32> {
@@ -215,11 +218,29 @@ fn modify_attr(s: &Slots, to: Target) -> Result<QpModify, i32> {
     })
 }
 
-/// Run `op` (the `seq`-th) on `b`; `Err(errno)` or the value the model predicts for it.
-pub(super) fn run(b: &mut dyn Backend, names: &[String], s: &mut Slots, op: &Op, seq: u64) -> Result<Option<u64>, i32> {
+/// Run `op` (the `seq`-th) on `b`; `Err(errno)` or the value `model` (stepped over `op`)
+/// predicts for it.
+pub(super) fn run(
+    b: &mut dyn Backend,
+    model: &Model,
+    names: &[String],
+    s: &mut Slots,
+    op: &Op,
+    seq: u64,
+) -> Result<Option<u64>, i32> {
     let e = |x: mlx5_dv::Error| x.errno();
     let pick = |v: &[String], i: usize| v.get(i % v.len().max(1)).cloned().unwrap_or_default();
+    s.outcome = None;
     match *op {
+        Op::Sig(ref x) => {
+            s.outcome = Some(super::rig::run_sig(b, &pick(names, x.dev), x));
+            Ok(None)
+        }
+        Op::Crypto(ref x) => {
+            let plan = model.crypto_plan(x).ok_or(NO_SLOT)?;
+            s.outcome = Some(super::rig::run_crypto(b, &pick(names, x.dev), x, plan.0, plan.1));
+            Ok(None)
+        }
         Op::OpenIbv { dev } => {
             let d = dev % names.len().max(1);
             b.open_ibv_device(&pick(names, dev)).map(|c| s.ctxs.push((c, d))).map(|()| None).map_err(e)
@@ -368,6 +389,13 @@ fn group(v: impl IntoIterator<Item = ExpCqe>) -> Grouped {
 /// Poll every live CQ and read every watched buffer; compare with the model.
 pub(super) fn verify(b: &mut dyn Backend, model: &Model, s: &Slots) -> Result<(), String> {
     let fx = model.effects();
+    if let Some(want) = &fx.outcome {
+        match &s.outcome {
+            Some(Ok(got)) => want.differs(got).map_or(Ok(()), Err)?,
+            Some(Err(why)) => return Err(format!("the scenario could not run: {why}")),
+            None => return Err("the scenario did not run".into()),
+        }
+    }
     for cq in model.live_cqs() {
         let Some(h) = s.cqs.get(cq) else { continue };
         let mut got = Vec::new();

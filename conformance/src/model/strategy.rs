@@ -313,6 +313,7 @@ pub(super) fn transitions(state: &Model) -> BoxedStrategy<Op> {
         })
     };
     let open = need(live.mlx5_ctxs, 2, 12, 1);
+    let offload = offload_ops(state, &mdev);
     let mut ops: Vec<(u32, BoxedStrategy<Op>)> = vec![
         (open, dev.clone().prop_map(|dev| Op::OpenIbv { dev }).boxed()),
         (open.div_ceil(2), dev.prop_map(|dev| Op::OpenDevx { dev }).boxed()),
@@ -465,7 +466,32 @@ pub(super) fn transitions(state: &Model) -> BoxedStrategy<Op> {
             ops.push((6, reset.boxed()));
         }
     }
+    ops.extend(offload);
     proptest::strategy::Union::new_weighted(ops).boxed()
+}
+
+impl Model {
+    /// Signature and crypto scenarios only ([`Op::Sig`], [`Op::Crypto`]), where the device
+    /// has them; `None` when it has neither.
+    pub fn offload_strategy(&self) -> Option<BoxedStrategy<Op>> {
+        let ops = offload_ops(self, &self.mlx5_devs());
+        (!ops.is_empty()).then(|| proptest::strategy::Union::new_weighted(ops).boxed())
+    }
+}
+
+/// Signature and crypto scenarios, where the device has them and the model can judge them.
+fn offload_ops(state: &Model, mdev: &[usize]) -> Vec<(u32, BoxedStrategy<Op>)> {
+    let mut v = Vec::new();
+    if mdev.is_empty() || state.offload_dev(mdev[0]).is_none() {
+        return v;
+    }
+    if state.t10dif() && state.sig_caps.block_size & 0x1f != 0 {
+        v.push((1, super::sig::strategy(state, mdev.to_vec())));
+    }
+    if state.dek_mode().is_some() {
+        v.push((1, super::xts::strategy(state, mdev.to_vec())));
+    }
+    v
 }
 
 impl Model {
@@ -513,6 +539,7 @@ pub(super) fn judged(state: &Model, op: &Op) -> bool {
         Op::Connect { qp, peer } => qp < qps && peer < qps,
         Op::QueryQp { qp } | Op::DestroyQp { qp } => qp < qps,
         Op::PostRecv { qp, sge } => qp < qps && sge.is_none_or(|l| state.names_key(l.key)),
+        Op::Sig(_) | Op::Crypto(_) => true,
         Op::Post { qp, n, wrs } => {
             let n = usize::from(n).clamp(1, wrs.len());
             qp < qps && wrs[..n].iter().all(|w| state.names_wr(w))

@@ -199,3 +199,109 @@ fn sges_beyond_max_send_sge_are_enomem_and_empty_ones_are_dropped() {
     a[0] = w(empty);
     assert_eq!(m.step(&Op::Post { qp: 2, n: 1, wrs: a }), Expect::Errno(ENOMEM));
 }
+
+#[test]
+fn guards_match_appendix_b() {
+    let dif = |csum, bg_ones| sig::Dif { csum, bg_ones, app: 0, ref_tag: 0, remap: false, escape: 0 };
+    assert_eq!(sig::guard(&dif(false, false), b"123456789"), 0xd0db);
+    assert_eq!(sig::guard(&dif(false, true), b"123456789"), 0x8e3c);
+    let ramp: Vec<u8> = (0..512).map(|i| i as u8).collect();
+    assert_eq!(sig::guard(&dif(false, false), &ramp), 0x4f10);
+    assert_eq!(sig::guard(&dif(true, false), &ramp), 0x7f80);
+    assert_eq!(sig::guard(&dif(true, true), &[0; 512]), 0xffff);
+}
+
+#[test]
+fn the_first_bad_block_and_its_first_bad_field_are_reported() {
+    use mlx5_dv::MkeyErrType::{SigBlockBadApptag, SigBlockBadGuard, SigBlockBadReftag};
+    let d = sig::Dif { csum: false, bg_ones: false, app: 0x1234, ref_tag: 7, remap: true, escape: 0 };
+    let c = |block, field, xor| sig::Corrupt { block, field, xor };
+    let op = |check_mask, corrupt: [sig::Corrupt; 3]| sig::SigOp {
+        dev: 0,
+        block_size: mlx5_dv::sig::BLOCK_512,
+        blocks: 3,
+        mem: Some(d),
+        wire: None,
+        check_mask,
+        inbound: false,
+        n: 3,
+        corrupt,
+        seed: 1,
+        rearm: false,
+        reset: false,
+        past_end: false,
+    };
+    // Block 2's guard, block 1's ref tag and app tag: block 1 first, its app tag before its
+    // ref tag; the offset counts the input's PI (520 bytes a block).
+    let plan = op(0xff, [c(2, 0, 1), c(1, 2, 0x100), c(1, 1, 3)]).plan().unwrap();
+    assert_eq!(plan.err.err_type, SigBlockBadApptag);
+    assert_eq!((plan.err.sig.expected_value, plan.err.sig.actual_value, plan.err.sig.offset), (0x1234, 0x1237, 520));
+    // Without the app tag in the check mask the ref tag is next: 7 + 1 with REF_REMAP.
+    let plan = op(0xcf, [c(2, 0, 1), c(1, 2, 0x100), c(1, 1, 3)]).plan().unwrap();
+    assert_eq!(plan.err.err_type, SigBlockBadReftag);
+    assert_eq!((plan.err.sig.expected_value, plan.err.sig.actual_value), (8, 0x108));
+    // Only the guard checked: block 2.
+    let plan = op(0xc0, [c(2, 0, 1), c(1, 2, 0x100), c(1, 1, 3)]).plan().unwrap();
+    assert_eq!((plan.err.err_type, plan.err.sig.offset), (SigBlockBadGuard, 1040));
+    // Stripped on the way out: the wire has the data only.
+    assert_eq!(plan.output, fill_pattern(1536, 1));
+}
+
+#[test]
+fn an_aes_xts_unit_under_16_bytes_and_the_job_size_rule_are_never_generated() {
+    let c = xts::CryptoOp {
+        dev: 0,
+        attrs: true,
+        key256: true,
+        keytag: true,
+        key_seed: 0,
+        dus: mlx5_dv::sig::BLOCK_520,
+        units: 1,
+        tail: 0,
+        tweak: 0,
+        encrypt_on_tx: true,
+        order: 0,
+        seed: 0,
+        wire_sig: None,
+    };
+    assert_eq!(c.len(true), Some(520));
+    // 520 + 8 passes item 60's rule but leaves an 8-byte unit.
+    assert_eq!(xts::CryptoOp { tail: 8, ..c }.len(true), None);
+    assert_eq!(xts::CryptoOp { units: 0, tail: 496, ..c }.len(true), Some(496));
+    assert_eq!(xts::CryptoOp { units: 2, ..c }.len(false), None);
+    // The round trip is the identity, and the tweak counts per data unit.
+    let data = fill_pattern(1040, 3);
+    let enc = xts::xts(&c, 520, true, &data).unwrap();
+    assert_eq!(xts::xts(&c, 520, false, &enc).unwrap(), data);
+    let next = xts::xts(&xts::CryptoOp { tweak: 1, ..c }, 520, true, &data[520..]).unwrap();
+    assert_eq!(enc[520..], next[..]);
+}
+
+#[test]
+fn escaped_blocks_are_not_checked() {
+    let c = |block, field| sig::Corrupt { block, field, xor: 1 };
+    let op = |escape, corrupt: [sig::Corrupt; 3]| sig::SigOp {
+        dev: 0,
+        block_size: mlx5_dv::sig::BLOCK_512,
+        blocks: 2,
+        mem: None,
+        wire: Some(sig::Dif { csum: true, bg_ones: false, app: 1, ref_tag: 2, remap: false, escape }),
+        check_mask: 0xff,
+        inbound: true,
+        n: 3,
+        corrupt,
+        seed: 4,
+        rearm: false,
+        reset: false,
+        past_end: false,
+    };
+    let offset = |escape, corrupt| op(escape, corrupt).plan().map(|p| (p.err.err_type as u32, p.err.sig.offset));
+    // Block 0: app tag 0xffff and a bad guard; block 1: a bad guard.
+    let app = [c(0, 3), c(0, 0), c(1, 0)];
+    assert_eq!(offset(0, app), Some((1, 0)));
+    assert_eq!(offset(1, app), Some((1, 520)));
+    // APP_REF_ESCAPE needs the ref tag all ones too, and wins over APP_ESCAPE.
+    assert_eq!(offset(2, app), Some((1, 0)));
+    assert_eq!(offset(3, app), Some((1, 0)));
+    assert_eq!(offset(3, [c(0, 4), c(0, 0), c(1, 0)]), Some((1, 520)));
+}

@@ -33,6 +33,8 @@ pub struct Effects {
     pub watch: Vec<usize>,
     /// Completions a QP whose state became unknown may add, per CQ slot.
     pub possible: Vec<(usize, usize)>,
+    /// What a signature or crypto scenario leaves.
+    pub outcome: Option<super::outcome::Outcome>,
 }
 
 /// What an access needs: local or remote, read or write.

@@ -1,0 +1,51 @@
+//! What a signature or crypto scenario ([`super::Op::Sig`], [`super::Op::Crypto`]) leaves:
+//! the completions it polled, the bytes it read back and the `mlx5dv_mkey_check` answers.
+
+use mlx5_dv::MkeyErr;
+
+/// The observable result of one scenario, as the model predicts it and as a backend gives it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// `(status, opcode if the status is success)` of each completion polled, in order.
+    pub cqes: Vec<(u32, Option<u32>)>,
+    /// Named byte regions read back after the transfers.
+    pub bytes: Vec<(&'static str, Vec<u8>)>,
+    /// The answers of `mlx5dv_mkey_check`, in order.
+    pub checks: Vec<MkeyErr>,
+    /// The errno `ibv_wr_complete` of the configure answered, if it failed.
+    pub refused: Option<i32>,
+}
+
+impl Outcome {
+    /// Where `got` first differs from `self` (the model's), in words; `None` when equal.
+    pub fn differs(&self, got: &Outcome) -> Option<String> {
+        if self.refused != got.refused {
+            return Some(format!(
+                "the configure: the model expects {:?}, the backend answers {:?} (errno; None: posted)",
+                self.refused, got.refused
+            ));
+        }
+        if self.cqes != got.cqes {
+            return Some(format!("completions: the model expects {:?}, the backend gives {:?}", self.cqes, got.cqes));
+        }
+        for ((name, want), (_, have)) in self.bytes.iter().zip(&got.bytes) {
+            if let Some(i) = (0..want.len().max(have.len())).find(|i| want.get(*i) != have.get(*i)) {
+                let w = want.get(i..want.len().min(i + 8)).unwrap_or_default();
+                let h = have.get(i..have.len().min(i + 8)).unwrap_or_default();
+                return Some(format!(
+                    "{name} bytes differ from byte {i}: the model has {w:02x?}, the backend {h:02x?}"
+                ));
+            }
+        }
+        if self.bytes.len() != got.bytes.len() {
+            return Some(format!("{} byte regions expected, {} read", self.bytes.len(), got.bytes.len()));
+        }
+        if self.checks != got.checks {
+            return Some(format!(
+                "mlx5dv_mkey_check: the model expects {:?}, the backend answers {:?}",
+                self.checks, got.checks
+            ));
+        }
+        None
+    }
+}

@@ -1,0 +1,185 @@
+//! The reference model's signature and crypto families on the simulator: on every shipped
+//! profile that has them, random scenarios (T10-DIF domains, corrupted PI, mkey_check;
+//! AES-XTS round trips, crypto mkeys without attributes) each answered as the model says;
+//! and two deliberately broken backends that the model must catch.
+
+use std::time::Instant;
+
+use mlx5_conformance::model::{Model, Op, check_ops};
+use mlx5_dv::{Backend, Call, Layer, MkeyErrType, Reply, WrOp, Wrapped, sig};
+use mlx5_sim::{Profile, ShippedProfiles, Simulator};
+use proptest::collection::vec;
+use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
+
+/// What a run of scenarios covered.
+#[derive(Debug, Default, Clone, Copy)]
+struct Tally {
+    sig: usize,
+    /// Signature scenarios whose first mkey_check reports an error.
+    sig_err: usize,
+    /// Signature scenarios writing past the mkey's end.
+    past_end: usize,
+    /// Signature scenarios re-armed with RESET_SIG_ATTR: the last transfer is plain.
+    reset: usize,
+    crypto: usize,
+    /// Crypto scenarios without crypto attributes.
+    no_attrs: usize,
+    /// Crypto scenarios with a wire signature too.
+    with_sig: usize,
+    /// Of those, with the memory domain too and a RAW order: refused.
+    raw_refused: usize,
+}
+
+/// Run `cases` sequences of 1–3 scenarios on backends `make` builds; what they covered, or
+/// the first disagreement (shrunk).
+fn scenarios<B: Backend>(make: &dyn Fn() -> B, cases: u32, seed: u8) -> Result<Option<Tally>, String> {
+    let mut b = make();
+    let kinds = b.device_list().map_err(|e| e.to_string())?.into_iter().map(|d| d.kind).collect();
+    let start = Model::new(&b.caps(), kinds).ok_or("no kernel facts")?;
+    let Some(ops) = start.offload_strategy() else { return Ok(None) };
+    let config = Config { cases, failure_persistence: None, ..Config::default() };
+    let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &[seed; 32]));
+    let tally = std::cell::Cell::new(Tally::default());
+    runner
+        .run(&vec(ops, 1..4), |ops: Vec<Op>| {
+            let mut t = tally.get();
+            let mut m = start.clone();
+            for op in &ops {
+                m.step(op);
+                let errs = m
+                    .effects()
+                    .outcome
+                    .as_ref()
+                    .is_some_and(|o| o.checks.first().is_some_and(|c| c.err_type != MkeyErrType::NoErr));
+                match op {
+                    Op::Sig(s) => {
+                        t.sig += 1;
+                        t.sig_err += usize::from(errs);
+                        t.past_end += usize::from(s.past_end);
+                        t.reset += usize::from(s.rearm && s.reset);
+                    }
+                    Op::Crypto(c) => {
+                        t.crypto += 1;
+                        t.no_attrs += usize::from(!c.attrs);
+                        t.with_sig += usize::from(c.wire_sig.is_some());
+                        t.raw_refused += usize::from(c.wire_sig.is_some_and(|w| w.also_memory));
+                    }
+                    _ => {}
+                }
+            }
+            tally.set(t);
+            check_ops(&mut make(), &mut start.clone(), &ops).map_err(TestCaseError::fail)
+        })
+        .map_err(|e| e.to_string())?;
+    Ok(Some(tally.get()))
+}
+
+#[test]
+fn the_simulator_agrees_with_the_model_on_signature_and_crypto() {
+    let t = Instant::now();
+    for (i, name) in Profile::builtin_names().into_iter().enumerate() {
+        let make = || Simulator::with_profile(name).expect("a shipped profile");
+        match scenarios(&make, std::env::var("OFFLOAD_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(48), i as u8)
+        {
+            Ok(Some(n)) => eprintln!("{name}: {n:?}"),
+            Ok(None) => eprintln!("{name}: no signature or crypto the model can drive"),
+            Err(e) => panic!("{name}: {e}"),
+        }
+    }
+    eprintln!("all profiles in {:.1?}", t.elapsed());
+}
+
+/// A device that reports a signature error one block later than the first bad block, as if
+/// it reported the second error instead of the first.
+#[derive(Default)]
+struct SecondError {
+    /// The input block's size (data and T10-DIF PI) of the last signature setter.
+    stride: u64,
+}
+
+impl Layer for SecondError {
+    fn before(&mut self, call: &mut Call) -> Option<Reply> {
+        if let Call::PostSend { ops, .. } = call {
+            for o in ops.iter() {
+                if let WrOp::SetMkeySigBlock(a) = o
+                    && let Some(d) = a.mem.or(a.wire)
+                {
+                    self.stride = sig::block_bytes(d.block_size).unwrap_or(0) as u64 + 8;
+                }
+            }
+        }
+        None
+    }
+
+    fn after(&mut self, _call: &Call, reply: &mut Reply) {
+        if let Reply::MkeyCheck(Ok(e)) = reply
+            && e.err_type != MkeyErrType::NoErr
+        {
+            e.sig.offset += self.stride;
+        }
+    }
+}
+
+/// An AES-XTS engine whose tweak is one data unit ahead.
+struct TweakOffByOne;
+
+impl Layer for TweakOffByOne {
+    fn before(&mut self, call: &mut Call) -> Option<Reply> {
+        if let Call::PostSend { ops, .. } = call {
+            for o in ops.iter_mut() {
+                if let WrOp::SetMkeyCrypto(a) = o {
+                    a.initial_tweak = u128::from_le_bytes(a.initial_tweak).wrapping_add(1).to_le_bytes();
+                }
+            }
+        }
+        None
+    }
+}
+
+#[test]
+fn broken_signature_and_crypto_backends_are_caught() {
+    let t = Instant::now();
+    let second = || Wrapped::new(SecondError::default(), Simulator::with_profile("cx6dx").expect("cx6dx"));
+    let found = scenarios(&second, 64, 7);
+    assert!(found.is_err(), "a device reporting the second signature error passes: {found:?}");
+    eprintln!("second error: {}", found.unwrap_err().lines().next().unwrap_or_default());
+    for profile in ["cx6dx", "bf3"] {
+        let tweak = || Wrapped::new(TweakOffByOne, Simulator::with_profile(profile).expect("a shipped profile"));
+        let found = scenarios(&tweak, 64, 8);
+        assert!(found.is_err(), "{profile}: an AES-XTS tweak off by one data unit passes: {found:?}");
+        eprintln!("{profile} tweak: {}", found.unwrap_err().lines().next().unwrap_or_default());
+    }
+    eprintln!("caught in {:.1?}", t.elapsed());
+}
+
+#[test]
+fn the_state_machine_mixes_scenarios_into_its_sequences() {
+    use proptest::strategy::{Strategy, ValueTree};
+    use proptest_state_machine::ReferenceStateMachine;
+    let mut b = Simulator::with_profile("cx6dx").expect("cx6dx");
+    use mlx5_dv::prelude::*;
+    let kinds = b.device_list().expect("devices").into_iter().map(|d| d.kind).collect();
+    mlx5_conformance::model::Machine::start_from(Model::new(&Backend::caps(&b), kinds).expect("known facts"));
+    let ops = mlx5_conformance::model::Machine::sequential_strategy(60..80);
+    let mut runner = TestRunner::new_with_rng(Config::default(), TestRng::from_seed(RngAlgorithm::ChaCha, &[3; 32]));
+    let (mut sig, mut crypto, mut all) = (0, 0, 0);
+    for _ in 0..40 {
+        let (_, seq, _) = ops.new_tree(&mut runner).expect("a sequence").current();
+        all += seq.len();
+        sig += seq.iter().filter(|o| matches!(o, Op::Sig(_))).count();
+        crypto += seq.iter().filter(|o| matches!(o, Op::Crypto(_))).count();
+    }
+    eprintln!("{sig} signature and {crypto} crypto scenarios among {all} ops");
+    assert!(sig > 0 && crypto > 0, "{sig} signature and {crypto} crypto scenarios among {all} ops");
+}
+
+#[test]
+fn the_full_state_machine_catches_a_broken_tweak_and_records_its_trace() {
+    let make =
+        || Ok::<_, String>(Wrapped::new(TweakOffByOne, Simulator::with_profile("bf3").map_err(|e| e.to_string())?));
+    let found = mlx5_conformance::model::discover(&make, 64, 60, 0x5eed_0c0d).expect("a run");
+    let f = found.expect("the broken tweak is caught");
+    assert!(f.ops.iter().any(|o| matches!(o, Op::Crypto(_))), "shrunk to {:?}", f.ops);
+    assert!(f.trace.contains("dek_create") || f.trace.contains("DekCreate"), "the trace has the scenario's calls");
+    eprintln!("shrunk to {} ops, a trace of {} lines: {}", f.ops.len(), f.trace.lines().count(), f.message);
+}
