@@ -22,7 +22,7 @@ use crate::errno::{minus_one, null};
 mod addr;
 mod conn;
 mod proto;
-mod qp;
+pub(crate) mod qp;
 mod state;
 
 use state::{Chan, EventBox, Id, St, cm, devs};
