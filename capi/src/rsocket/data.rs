@@ -1,45 +1,25 @@
 //! The data path of a connected rsocket: one RC QP and one CQ, receive buffers the peer
 //! SENDs into, send slots, credits, and the remote IO maps of `riomap`/`riowrite`.
 //!
-//! Every message is a SEND with immediate data: the operation in the top 4 bits and the
-//! receives the sender has posted again since its last message (credits it returns) in the
-//! other 28. A sender spends one credit (one receive of the peer) per message; data keeps the
-//! last credit back, so a side that has none left for data can still return credits.
+//! Every message is a SEND with immediate data (`mlx5_sim::wire::rsocket`: the operation
+//! and the credits it returns), spending one credit (one receive of the peer's).
 
 use std::collections::VecDeque;
 use std::ffi::{c_int, c_void};
 
+use mlx5_sim::wire::rsocket::{ConnData, Credits, IoMap, Op, imm, parse_imm};
 use rdma_sys::*;
 
-/// A data message: the bytes are the payload.
-const OP_DATA: u32 = 0;
-/// Credits only, no payload.
-const OP_CREDIT: u32 = 1;
-/// The sender writes no more (`rshutdown`'s in-band mark): end of stream after the data.
-const OP_SHUTDOWN: u32 = 2;
-/// A remote IO map: offset, address, rkey and length of a buffer the peer may write.
-const OP_IOMAP: u32 = 3;
 /// `wr_id` bit of send work requests (receives carry their buffer's index).
 const SEND_BIT: u64 = 1 << 63;
 /// `wr_id` of a send without a slot (credits, shutdown).
 const NO_SLOT: u64 = 0xffff_ffff;
-/// The bytes of an IO map message.
-const IOMAP_LEN: usize = 24;
-
-/// A buffer the peer may write with `riowrite`.
-#[derive(Clone, Copy)]
-pub(crate) struct Target {
-    offset: u64,
-    addr: u64,
-    rkey: u32,
-    len: u64,
-}
-
 /// A buffer this side mapped with `riomap`.
 pub(crate) struct LocalMap {
     addr: usize,
     len: usize,
-    remote: bool,
+    /// The slot of the peer's table (remote maps).
+    index: Option<u32>,
     mr: *mut ibv_mr,
 }
 
@@ -63,20 +43,20 @@ pub(crate) struct Conn {
     peer_seg: usize,
     free_slots: Vec<usize>,
     sq_out: usize,
-    credits: usize,
-    to_return: usize,
+    credits: Credits,
     ready: VecDeque<(usize, usize, usize)>,
     /// The peer shut its writing side (end of stream once `ready` is empty).
     pub(crate) eof: bool,
     /// A completion failed: the connection is broken.
     pub(crate) broken: bool,
     /// IO maps this side holds for the peer, not yet sent.
-    pub(crate) maps_to_send: VecDeque<(u64, usize, u32, usize)>,
+    maps_to_send: VecDeque<IoMap>,
     /// Buffers mapped here (`riounmap` finds them by address and length).
     pub(crate) local_maps: Vec<LocalMap>,
-    /// How many maps the peer may hold of this side's (`RDMA_IOMAPSIZE`).
-    pub(crate) iomap_cap: usize,
-    targets: Vec<Target>,
+    /// How many maps the peer takes of this side's (its `RDMA_IOMAPSIZE`).
+    iomap_cap: usize,
+    /// The peer's maps, by slot (as many slots as this side's `RDMA_IOMAPSIZE`).
+    targets: Vec<Option<IoMap>>,
 }
 
 // SAFETY: the raw verbs objects are the shim's; an rsocket is used under its own mutex.
@@ -124,8 +104,7 @@ impl Conn {
                 peer_seg: 0,
                 free_slots: Vec::new(),
                 sq_out: 0,
-                credits: 0,
-                to_return: 0,
+                credits: Credits::new(sizes.rq, 0),
                 ready: VecDeque::new(),
                 eof: false,
                 broken: false,
@@ -155,8 +134,11 @@ impl Conn {
     ///
     /// # Safety
     /// `pd` is the connection's PD.
-    pub(crate) unsafe fn peer(&mut self, pd: *mut ibv_pd, credits: usize, seg: usize) -> Result<(), c_int> {
-        self.credits = credits;
+    pub(crate) unsafe fn peer(&mut self, pd: *mut ibv_pd, peer: ConnData, iomap: usize) -> Result<(), c_int> {
+        self.credits = Credits::new(self.sizes.rq, usize::from(peer.credits));
+        self.iomap_cap = usize::from(peer.iomap);
+        self.targets = vec![None; iomap];
+        let seg = peer.seg as usize;
         self.peer_seg = seg.max(64);
         self.sbuf = vec![0u8; self.sizes.sq * self.peer_seg].into_boxed_slice();
         // SAFETY: the connection's PD; the buffer lives as long as the connection.
@@ -214,23 +196,25 @@ impl Conn {
 
     /// Post a SEND with immediate `op` carrying `payload` (through a send slot), returning
     /// the credits this side owes. Callers check [`Conn::can_post`] first.
-    fn post_msg(&mut self, op: u32, payload: &[u8]) -> Result<(), c_int> {
+    fn post_msg(&mut self, op: Op, payload: &[u8]) -> Result<(), c_int> {
         let (slot, sge) = if payload.is_empty() { (None, None) } else { self.fill_slot(payload) };
-        let ret = self.to_return.min(0x0fff_ffff);
+        let before = self.credits;
+        let Some(ret) = self.credits.spend() else { return Err(libc::EAGAIN) };
         // SAFETY: plain data.
         let mut wr: ibv_send_wr = unsafe { std::mem::zeroed() };
         wr.wr_id = SEND_BIT | slot.map_or(NO_SLOT, |s| s as u64);
         wr.opcode = ibv_wr_opcode::IBV_WR_SEND_WITH_IMM;
         wr.send_flags = ibv_send_flags::IBV_SEND_SIGNALED.0;
-        wr.imm_data_invalidated_rkey_union.imm_data = ((op << 28) | ret as u32).to_be();
+        wr.imm_data_invalidated_rkey_union.imm_data = imm(op, ret).to_be();
         let mut sge = sge;
         if let Some(s) = sge.as_mut() {
             wr.sg_list = s;
             wr.num_sge = 1;
         }
-        self.post_send(&mut wr, slot)?;
-        self.to_return -= ret;
-        self.credits -= 1;
+        if let Err(e) = self.post_send(&mut wr, slot) {
+            self.credits = before;
+            return Err(e);
+        }
         Ok(())
     }
 
@@ -265,11 +249,8 @@ impl Conn {
     /// Room for one more message: a send queue entry, a slot (with payload) and a credit
     /// (data keeps the last one back for returning credits).
     fn can_post(&self, payload: bool, data: bool) -> bool {
-        let credit_floor = if data { 2 } else { 1 };
-        !self.broken
-            && self.sq_out < self.sizes.sq
-            && (!payload || !self.free_slots.is_empty())
-            && self.credits >= credit_floor
+        let credit = if data { self.credits.can_send_data() } else { self.credits.can_send_ctrl() };
+        !self.broken && self.sq_out < self.sizes.sq && (!payload || !self.free_slots.is_empty()) && credit
     }
 
     /// Whether a data message may go now.
@@ -307,7 +288,7 @@ impl Conn {
                 self.completion(wc);
             }
         }
-        self.return_credits(false);
+        self.return_credits();
     }
 
     fn completion(&mut self, wc: &ibv_wc) {
@@ -328,25 +309,21 @@ impl Conn {
         }
         let i = wc.wr_id as usize;
         // SAFETY: a receive with immediate data (every message has it).
-        let imm = u32::from_be(unsafe { wc.imm_data_invalidated_rkey_union.imm_data });
-        self.credits += (imm & 0x0fff_ffff) as usize;
+        let (op, returned) = parse_imm(u32::from_be(unsafe { wc.imm_data_invalidated_rkey_union.imm_data }));
+        self.credits.received(returned);
         let len = wc.byte_len as usize;
-        match imm >> 28 {
-            OP_DATA if len > 0 => {
+        match op {
+            Op::Data if len > 0 => {
                 self.ready.push_back((i, 0, len));
                 return;
             }
-            OP_SHUTDOWN => self.eof = true,
-            OP_IOMAP if len >= IOMAP_LEN => {
-                let b = &self.rbuf[i * self.sizes.seg..i * self.sizes.seg + IOMAP_LEN];
-                let word = |k: usize| u64::from_be_bytes(b[k..k + 8].try_into().unwrap_or_default());
-                let target = Target {
-                    offset: word(0),
-                    addr: word(8),
-                    rkey: (word(16) >> 32) as u32,
-                    len: word(16) & 0xffff_ffff,
-                };
-                self.targets.push(target);
+            Op::Shutdown => self.eof = true,
+            Op::IoMap => {
+                let at = i * self.sizes.seg;
+                let m = IoMap::decode(&self.rbuf[at..at + len.min(self.sizes.seg)]);
+                if let Some(slot) = m.and_then(|m| self.targets.get_mut(m.index as usize)) {
+                    *slot = m;
+                }
             }
             _ => {}
         }
@@ -355,17 +332,16 @@ impl Conn {
 
     fn repost(&mut self, i: usize) {
         if self.post_recv(i).is_ok() {
-            self.to_return += 1;
+            self.credits.reposted();
         } else {
             self.broken = true;
         }
     }
 
-    /// Send the credits owed: when half the receives are owed, or (`any`) whenever some are.
-    fn return_credits(&mut self, any: bool) {
-        let due = if any { 1 } else { (self.sizes.rq / 2).max(1) };
-        if self.to_return >= due && self.can_post(false, false) {
-            let _ = self.post_msg(OP_CREDIT, &[]);
+    /// Send the credits owed once half the receives are owed.
+    fn return_credits(&mut self) {
+        if self.credits.credit_due() && self.can_post(false, false) {
+            let _ = self.post_msg(Op::Credit, &[]);
         }
     }
 
@@ -390,7 +366,7 @@ impl Conn {
             }
         }
         if !peek {
-            self.return_credits(false);
+            self.return_credits();
         }
         n
     }
@@ -400,7 +376,7 @@ impl Conn {
         let mut n = 0;
         while n < data.len() && self.can_send() {
             let take = (data.len() - n).min(self.peer_seg);
-            self.post_msg(OP_DATA, &data[n..n + take])?;
+            self.post_msg(Op::Data, &data[n..n + take])?;
             n += take;
         }
         Ok(n)
@@ -408,21 +384,18 @@ impl Conn {
 
     /// Send the in-band end of stream, if a credit allows: whether it went.
     pub(crate) fn shutdown(&mut self) -> bool {
-        self.can_post(false, false) && self.post_msg(OP_SHUTDOWN, &[]).is_ok()
+        self.can_post(false, false) && self.post_msg(Op::Shutdown, &[]).is_ok()
     }
 
     /// Send the IO maps made since the last message (before any data that follows them).
     /// False while one is left (no credit yet).
     pub(crate) fn send_maps(&mut self) -> Result<bool, c_int> {
-        while let Some(&(offset, addr, rkey, len)) = self.maps_to_send.front() {
+        while let Some(m) = self.maps_to_send.front() {
             if !self.can_send() {
                 return Ok(false);
             }
-            let mut b = [0u8; IOMAP_LEN];
-            b[..8].copy_from_slice(&offset.to_be_bytes());
-            b[8..16].copy_from_slice(&(addr as u64).to_be_bytes());
-            b[16..].copy_from_slice(&((u64::from(rkey) << 32) | len as u64).to_be_bytes());
-            self.post_msg(OP_IOMAP, &b)?;
+            let b = m.encode();
+            self.post_msg(Op::IoMap, &b)?;
             self.maps_to_send.pop_front();
         }
         Ok(true)
@@ -441,10 +414,14 @@ impl Conn {
         remote: bool,
         offset: i64,
     ) -> Result<i64, c_int> {
-        let remote_maps = self.local_maps.iter().filter(|m| m.remote).count();
-        if remote && remote_maps >= self.iomap_cap {
-            return Err(libc::ENOMEM);
-        }
+        let len32 = u32::try_from(len).map_err(|_| libc::EINVAL)?;
+        let index = if remote {
+            let used: Vec<u32> = self.local_maps.iter().filter_map(|m| m.index).collect();
+            let free = (0..self.iomap_cap as u32).find(|i| !used.contains(i));
+            Some(free.ok_or(libc::ENOMEM)?)
+        } else {
+            None
+        };
         let mut access = ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0;
         if remote {
             access |= ibv_access_flags::IBV_ACCESS_REMOTE_WRITE.0;
@@ -455,11 +432,11 @@ impl Conn {
             return Err(errno_or(libc::ENOMEM));
         }
         let offset = if offset == -1 { addr as i64 } else { offset };
-        self.local_maps.push(LocalMap { addr, len, remote, mr });
-        if remote {
+        self.local_maps.push(LocalMap { addr, len, index, mr });
+        if let Some(index) = index {
             // SAFETY: just registered.
             let rkey = unsafe { (*mr).rkey };
-            self.maps_to_send.push_back((offset as u64, addr, rkey, len));
+            self.maps_to_send.push_back(IoMap { index, offset: offset as u64, addr: addr as u64, rkey, len: len32 });
         }
         Ok(offset)
     }
@@ -468,7 +445,7 @@ impl Conn {
     pub(crate) fn unmap(&mut self, addr: usize, len: usize) -> bool {
         let Some(k) = self.local_maps.iter().position(|m| m.addr == addr && m.len == len) else { return false };
         let m = self.local_maps.remove(k);
-        self.maps_to_send.retain(|x| !(x.1 == addr && x.3 == len));
+        self.maps_to_send.retain(|x| !(x.addr == addr as u64 && x.len as usize == len));
         // SAFETY: registered by map().
         unsafe { crate::mr::ibv_dereg_mr(m.mr) };
         true
@@ -480,13 +457,13 @@ impl Conn {
         let mut n = 0;
         while n < data.len() {
             let at = offset + n as u64;
-            let Some(t) = self.targets.iter().copied().find(|t| at >= t.offset && at < t.offset + t.len) else {
+            let Some(t) = self.targets.iter().flatten().copied().find(|t| t.holds(at)) else {
                 return Ok(if n == 0 { None } else { Some(n) });
             };
             if self.broken || self.sq_out >= self.sizes.sq || self.free_slots.is_empty() {
                 break;
             }
-            let take = (data.len() - n).min(self.peer_seg).min((t.offset + t.len - at) as usize);
+            let take = (data.len() - n).min(self.peer_seg).min((t.offset + u64::from(t.len) - at) as usize);
             let (slot, sge) = self.fill_slot(&data[n..n + take]);
             let Some(mut sge) = sge else { break };
             // SAFETY: plain data.

@@ -9,6 +9,8 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use rdma_sys::rdma_cm_event_type::*;
 use rdma_sys::*;
 
+use mlx5_sim::wire::rsocket::{CONN_DATA_LEN, ConnData};
+
 use super::data::{Conn, Sizes, errno_or};
 
 /// Where an rsocket is in its life.
@@ -28,11 +30,6 @@ pub(crate) enum State {
     Disconnected,
 }
 
-/// The rsocket version of the private data (as rsocket.c's first byte).
-const VERSION: u8 = 1;
-/// Bytes of the private data: version, flags, credits (be16), 3 reserved, IO map count,
-/// then (where rsocket.c puts its buffer addresses) the receive buffers' size (be32).
-const PRIVATE_LEN: usize = 12;
 /// Default receive and send queue depths (messages).
 pub(crate) const DEFAULT_QUEUE: usize = 64;
 /// Default SO_RCVBUF/SO_SNDBUF (rsocket.c's default memory).
@@ -170,29 +167,21 @@ impl Sock {
         Sizes { sq: self.sq, rq: self.rq, seg }
     }
 
-    fn private_data(&self) -> [u8; PRIVATE_LEN] {
-        let mut p = [0u8; PRIVATE_LEN];
-        p[0] = VERSION;
-        p[2..4].copy_from_slice(&(self.rq as u16).to_be_bytes());
-        p[7] = self.iomap.min(255) as u8;
-        p[8..12].copy_from_slice(&(self.sizes().seg as u32).to_be_bytes());
-        p
+    fn private_data(&self) -> [u8; CONN_DATA_LEN] {
+        let seg = self.sizes().seg as u32;
+        ConnData { credits: self.rq as u16, iomap: self.iomap.min(255) as u8, seg }.encode()
     }
 
     /// Take the peer's private data: Err(EOPNOTSUPP) for another version or too few bytes
     /// (rsocket.c's answer to a peer it does not understand).
     fn take_peer(&mut self, p: &[u8]) -> Result<(), c_int> {
-        if p.len() < PRIVATE_LEN || p[0] != VERSION {
-            return Err(libc::EOPNOTSUPP);
-        }
-        let credits = usize::from(u16::from_be_bytes([p[2], p[3]]));
-        let seg = u32::from_be_bytes([p[8], p[9], p[10], p[11]]) as usize;
-        let pd = (unsafe { self.id.as_ref() }).map_or(std::ptr::null_mut(), |i| i.pd);
+        let peer = ConnData::decode(p).map_err(|_| libc::EOPNOTSUPP)?;
+        // SAFETY: our ID.
+        let pd = unsafe { self.id.as_ref() }.map_or(std::ptr::null_mut(), |i| i.pd);
         let iomap = self.iomap;
         let c = self.conn.as_mut().ok_or(libc::EINVAL)?;
-        c.iomap_cap = iomap;
         // SAFETY: the connection's PD.
-        unsafe { c.peer(pd, credits, seg) }
+        unsafe { c.peer(pd, peer, iomap) }
     }
 
     /// Begin connecting to `dst` (rconnect): address resolution; the rest follows events.
@@ -218,7 +207,7 @@ impl Sock {
         // SAFETY: plain data.
         let mut param: rdma_conn_param = unsafe { std::mem::zeroed() };
         param.private_data = p.as_ptr().cast();
-        param.private_data_len = PRIVATE_LEN as u8;
+        param.private_data_len = CONN_DATA_LEN as u8;
         param.responder_resources = 1;
         param.initiator_depth = 1;
         param.rnr_retry_count = 7;
@@ -320,7 +309,7 @@ impl Sock {
         // SAFETY: plain data.
         let mut param: rdma_conn_param = unsafe { std::mem::zeroed() };
         param.private_data = p.as_ptr().cast();
-        param.private_data_len = PRIVATE_LEN as u8;
+        param.private_data_len = CONN_DATA_LEN as u8;
         param.responder_resources = 1;
         param.initiator_depth = 1;
         param.retry_count = 7;
