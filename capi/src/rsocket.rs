@@ -232,24 +232,30 @@ fn ready(s: &Shared, flags: c_int) -> Result<(), c_int> {
     if lock(s).connected() { Ok(()) } else { Err(libc::ENOTCONN) }
 }
 
+/// The checks before moving bytes: the socket (EBADF), its connection (driven on if under
+/// way: [`ready`]), a buffer (EFAULT). Ok(None) when there are no bytes to move.
+fn io_start(socket: c_int, flags: c_int, len: usize, null: bool) -> Result<Option<Shared>, c_int> {
+    let s = get(socket)?;
+    ready(&s, flags)?;
+    if len == 0 {
+        return Ok(None);
+    }
+    if null {
+        return Err(libc::EFAULT);
+    }
+    Ok(Some(s))
+}
+
 /// `rrecv`: the bytes received (MSG_PEEK leaves them; MSG_WAITALL waits for all on a
 /// blocking call), 0 at the end of the stream, EAGAIN when none wait and the call may
 /// not block.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rrecv(socket: c_int, buf: *mut c_void, len: usize, flags: c_int) -> isize {
-    let s = match get(socket) {
-        Ok(s) => s,
+    let s = match io_start(socket, flags, len, buf.is_null()) {
+        Ok(Some(s)) => s,
+        Ok(None) => return 0,
         Err(e) => return minus_one(e) as isize,
     };
-    if let Err(e) = ready(&s, flags) {
-        return minus_one(e) as isize;
-    }
-    if len == 0 {
-        return 0;
-    }
-    if buf.is_null() {
-        return minus_one(libc::EFAULT) as isize;
-    }
     // SAFETY: the caller's buffer of `len` bytes.
     let out = unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), len) };
     let peek = flags & libc::MSG_PEEK != 0;
@@ -278,19 +284,11 @@ pub unsafe extern "C" fn rrecv(socket: c_int, buf: *mut c_void, len: usize, flag
 /// this side shut its writing (as rsocket.c).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rsend(socket: c_int, buf: *const c_void, len: usize, flags: c_int) -> isize {
-    let s = match get(socket) {
-        Ok(s) => s,
+    let s = match io_start(socket, flags, len, buf.is_null()) {
+        Ok(Some(s)) => s,
+        Ok(None) => return 0,
         Err(e) => return minus_one(e) as isize,
     };
-    if let Err(e) = ready(&s, flags) {
-        return minus_one(e) as isize;
-    }
-    if len == 0 {
-        return 0;
-    }
-    if buf.is_null() {
-        return minus_one(libc::EFAULT) as isize;
-    }
     // SAFETY: the caller's bytes.
     let data = unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), len) };
     let mut n = 0;
@@ -577,16 +575,11 @@ pub unsafe extern "C" fn riounmap(socket: c_int, buf: *mut c_void, len: usize) -
 /// rsocket.c).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn riowrite(socket: c_int, buf: *const c_void, count: usize, offset: i64, flags: c_int) -> usize {
-    let s = match get(socket) {
-        Ok(s) => s,
+    let s = match io_start(socket, flags, count, buf.is_null()) {
+        Ok(Some(s)) => s,
+        Ok(None) => return 0,
         Err(e) => return minus_one(e) as usize,
     };
-    if let Err(e) = ready(&s, flags) {
-        return minus_one(e) as usize;
-    }
-    if count == 0 {
-        return 0;
-    }
     // SAFETY: the caller's bytes.
     let data = unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), count) };
     let mut n = 0;

@@ -42,16 +42,7 @@ int main(void)
 	if (lfd < 0)
 		SKIP("rsocket: %s (no RDMA CM here)", strerror(errno));
 
-	/* The first device's IPv4 address: its GID 3 (IPv4-mapped, RoCE v2). */
-	int n = 0;
-	struct ibv_context **devs = rdma_get_devices(&n);
-	CHECK(devs && n > 0, "rdma_get_devices");
-	union ibv_gid gid;
-	if (ibv_query_gid(devs[0], 1, 3, &gid) || gid.raw[10] != 0xff)
-		SKIP("the first device's port has no IPv4 address");
-	struct sockaddr_in addr = { .sin_family = AF_INET };
-	memcpy(&addr.sin_addr, &gid.raw[12], 4);
-	rdma_free_devices(devs);
+	struct sockaddr_in addr = first_ipv4();
 
 	char buf[4096] = { 0 };
 	ERRNO_IS(rsend(987654, "x", 1, 0), EBADF, "rsend on no rsocket");

@@ -203,6 +203,13 @@ impl Sock {
         // SAFETY: our ID, on its device since the request.
         self.conn = Some(unsafe { Conn::new(self.id, self.sizes()) }?);
         self.take_peer(peer)?;
+        self.handshake(true)?;
+        self.state = State::Accepting;
+        Ok(())
+    }
+
+    /// Send the REQ (`accept` false) or the REP with this side's private data.
+    fn handshake(&mut self, accept: bool) -> Result<(), c_int> {
         let p = self.private_data();
         // SAFETY: plain data.
         let mut param: rdma_conn_param = unsafe { std::mem::zeroed() };
@@ -210,20 +217,27 @@ impl Sock {
         param.private_data_len = CONN_DATA_LEN as u8;
         param.responder_resources = 1;
         param.initiator_depth = 1;
+        param.retry_count = 7;
         param.rnr_retry_count = 7;
         // SAFETY: our ID; `param` and `p` live across the call.
-        if unsafe { crate::cm::rdma_accept(self.id, &mut param) } != 0 {
+        let r = unsafe {
+            if accept {
+                crate::cm::rdma_accept(self.id, &mut param)
+            } else {
+                crate::cm::rdma_connect(self.id, &mut param)
+            }
+        };
+        if r != 0 {
             return Err(errno_or(libc::ECONNREFUSED));
         }
-        self.state = State::Accepting;
         Ok(())
     }
 
     /// Move on with what the CM says (non-blocking): the next step of connecting, a
     /// listener's requests, a disconnect; and what the CQ holds.
     pub(crate) fn progress(&mut self) {
-        while let Some((ev, status, pdata, new_id)) = self.next_event() {
-            self.on_event(ev, status, &pdata, new_id);
+        while let Some((ev, pdata, new_id)) = self.next_event() {
+            self.on_event(ev, &pdata, new_id);
         }
         if let Some(c) = self.conn.as_mut() {
             c.progress();
@@ -233,7 +247,7 @@ impl Sock {
         }
     }
 
-    fn next_event(&mut self) -> Option<(u32, c_int, Vec<u8>, *mut rdma_cm_id)> {
+    fn next_event(&mut self) -> Option<(u32, Vec<u8>, *mut rdma_cm_id)> {
         // SAFETY: our channel.
         let fd = unsafe { (*self.chan).fd };
         let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
@@ -255,13 +269,13 @@ impl Sock {
             } else {
                 std::slice::from_raw_parts(c.private_data.cast::<u8>(), usize::from(c.private_data_len)).to_vec()
             };
-            let out = (e.event, e.status, pdata, e.id);
+            let out = (e.event, pdata, e.id);
             crate::cm::rdma_ack_cm_event(ev);
             Some(out)
         }
     }
 
-    fn on_event(&mut self, ev: u32, status: c_int, pdata: &[u8], new_id: *mut rdma_cm_id) {
+    fn on_event(&mut self, ev: u32, pdata: &[u8], new_id: *mut rdma_cm_id) {
         let fail = |s: &mut Sock, e: c_int| {
             s.state = State::ConnectError;
             s.err = e;
@@ -299,25 +313,12 @@ impl Sock {
             }
             _ => {}
         }
-        let _ = status;
     }
 
     fn send_req(&mut self) -> Result<(), c_int> {
         // SAFETY: our ID, its route resolved.
         self.conn = Some(unsafe { Conn::new(self.id, self.sizes()) }?);
-        let p = self.private_data();
-        // SAFETY: plain data.
-        let mut param: rdma_conn_param = unsafe { std::mem::zeroed() };
-        param.private_data = p.as_ptr().cast();
-        param.private_data_len = CONN_DATA_LEN as u8;
-        param.responder_resources = 1;
-        param.initiator_depth = 1;
-        param.retry_count = 7;
-        param.rnr_retry_count = 7;
-        // SAFETY: our ID; `param` and `p` live across the call.
-        if unsafe { crate::cm::rdma_connect(self.id, &mut param) } != 0 {
-            return Err(errno_or(libc::ECONNREFUSED));
-        }
+        self.handshake(false)?;
         self.state = State::Connecting;
         Ok(())
     }
