@@ -116,6 +116,10 @@ unsafe fn copy_addr(out: *mut libc::sockaddr, len: *mut libc::socklen_t, addr: &
 
 /// The local (`peer` false) or remote address of an rsocket's ID.
 fn addr_of(g: &Sock, peer: bool) -> libc::sockaddr_in {
+    if g.state == State::Closed {
+        // SAFETY: plain data (a socket another thread closed has no ID left).
+        return unsafe { std::mem::zeroed() };
+    }
     // SAFETY: our ID; the CM writes IPv4 addresses into its route.
     unsafe {
         let a = &(*g.id).route.addr;
@@ -546,6 +550,9 @@ pub unsafe extern "C" fn riomap(
         Err(e) => return i64::from(minus_one(e)),
     };
     let mut g = lock(&s);
+    if g.state == State::Closed {
+        return i64::from(minus_one(libc::EBADF));
+    }
     // SAFETY: our ID.
     let pd = unsafe { (*g.id).pd };
     if prot & !(libc::PROT_WRITE | libc::PROT_NONE) != 0 {

@@ -10,6 +10,8 @@ use std::ffi::{c_int, c_void};
 use mlx5_sim::wire::rsocket::{ConnData, Credits, IoMap, Op, imm, parse_imm};
 use rdma_sys::*;
 
+/// The largest receive buffer a side makes and the most one message may carry.
+pub(crate) const MAX_SEG: usize = 64 << 10;
 /// `wr_id` bit of send work requests (receives carry their buffer's index).
 const SEND_BIT: u64 = 1 << 63;
 /// `wr_id` of a send without a slot (credits, shutdown).
@@ -138,7 +140,8 @@ impl Conn {
         self.credits = Credits::new(self.sizes.rq, usize::from(peer.credits));
         self.iomap_cap = usize::from(peer.iomap);
         self.targets = vec![None; iomap];
-        let seg = peer.seg as usize;
+        // A peer's word is bounded by what this side would say itself.
+        let seg = (peer.seg as usize).min(MAX_SEG);
         self.peer_seg = seg.max(64);
         self.sbuf = vec![0u8; self.sizes.sq * self.peer_seg].into_boxed_slice();
         // SAFETY: the connection's PD; the buffer lives as long as the connection.

@@ -11,7 +11,7 @@ use rdma_sys::*;
 
 use mlx5_sim::wire::rsocket::{CONN_DATA_LEN, ConnData};
 
-use super::data::{Conn, Sizes, errno_or};
+use super::data::{Conn, MAX_SEG, Sizes, errno_or};
 
 /// Where an rsocket is in its life.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -28,6 +28,8 @@ pub(crate) enum State {
     ConnectError,
     /// The peer or this side disconnected.
     Disconnected,
+    /// rclose freed it (a call still waiting on it in another thread returns).
+    Closed,
 }
 
 /// Default receive and send queue depths (messages).
@@ -163,7 +165,7 @@ impl Sock {
     }
 
     fn sizes(&self) -> Sizes {
-        let seg = (self.rcvbuf / self.rq).clamp(1024, 64 << 10) & !1023;
+        let seg = (self.rcvbuf / self.rq).clamp(1024, MAX_SEG) & !1023;
         Sizes { sq: self.sq, rq: self.rq, seg }
     }
 
@@ -236,6 +238,9 @@ impl Sock {
     /// Move on with what the CM says (non-blocking): the next step of connecting, a
     /// listener's requests, a disconnect; and what the CQ holds.
     pub(crate) fn progress(&mut self) {
+        if self.state == State::Closed {
+            return;
+        }
         while let Some((ev, pdata, new_id)) = self.next_event() {
             self.on_event(ev, &pdata, new_id);
         }
@@ -336,6 +341,10 @@ impl Sock {
     /// Free everything (rclose, after rshutdown): the requests a listener never accepted are
     /// refused.
     pub(crate) fn destroy(&mut self) {
+        if self.state == State::Closed {
+            return;
+        }
+        self.state = State::Closed;
         // SAFETY: our CM objects and fd; nothing uses the socket after.
         unsafe {
             for (id, _) in self.backlog.drain(..) {
