@@ -97,6 +97,8 @@ fn get(g: &mut Sock, level: c_int, name: c_int) -> Result<c_int, c_int> {
         (libc::SOL_SOCKET, libc::SO_TYPE) => libc::SOCK_STREAM,
         (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE) => g.keepidle,
         (libc::IPPROTO_TCP, libc::TCP_MAXSEG) => 2048,
+        // rsocket.c reads an unset SO_LINGER as on (with no time).
+        (libc::SOL_SOCKET, libc::SO_LINGER) => g.flags.get(&(level, name)).copied().unwrap_or(1),
         _ if is_flag(level, name) => g.flags.get(&(level, name)).copied().unwrap_or(0),
         (SOL_RDMA, RDMA_SQSIZE) => n(g.sq),
         (SOL_RDMA, RDMA_RQSIZE) => n(g.rq),
