@@ -247,7 +247,9 @@ impl Sock {
         if let Some(c) = self.conn.as_mut() {
             c.progress();
             if c.broken && self.state == State::Connected {
+                // A failed completion: SO_ERROR says EIO, as rsocket.c's rs_error.
                 self.state = State::Disconnected;
+                self.err = libc::EIO;
             }
         }
     }
