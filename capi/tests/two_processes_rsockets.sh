@@ -52,6 +52,13 @@ rs_pair rstream-async 60 rstream -C 200 -S 10000 -T a -T v
 rs_check rstream-async 1 "rstream -T a -T v (rpoll before each call)"
 rs_pair rstream-iter 60 rstream -I 5 -C 20 -S 70000 -T v
 rs_check rstream-iter 1 "rstream -I 5 -C 20 -S 70000 -T v"
+rs_pair rstream-resolve 60 rstream -C 50 -S 3000 -T r -T v
+rs_check rstream-resolve 1 "rstream -T r -T v (rdma_getaddrinfo, the route given with RDMA_ROUTE)"
+rs_pair rstream-keepalive 60 rstream -C 50 -S 3000 -k 10 -T v
+rs_check rstream-keepalive 1 "rstream -k 10 -T v (SO_KEEPALIVE and TCP_KEEPIDLE)"
+if ! grep -q "Keepalive: ON" "$bin/rstream-keepalive-server.log" || ! grep -q "time: 10" "$bin/rstream-keepalive-client.log"; then
+  fail "rstream -k 10: rgetsockopt does not give back SO_KEEPALIVE on and TCP_KEEPIDLE 10"
+fi
 # The default run: the latency then the bandwidth tests of 64 B to 1 MiB, on two
 # connections one after the other (rclose, then a second raccept and rconnect).
 rs_pair rstream-default 300 rstream

@@ -266,6 +266,11 @@ impl Conn {
         !self.broken && self.sq_out < self.sizes.sq && !self.free_slots.is_empty()
     }
 
+    /// Whether received bytes wait to be read.
+    pub(crate) fn has_data(&self) -> bool {
+        !self.ready.is_empty()
+    }
+
     /// Whether bytes wait to be read (or the end of the stream).
     pub(crate) fn readable(&self) -> bool {
         !self.ready.is_empty() || self.eof || self.broken

@@ -89,6 +89,10 @@ fn revents(g: &mut Sock) -> i16 {
                 }
             }
         }
+        // Bytes that came before the disconnect are read first: POLLHUP only once they are
+        // gone (as TCP; rsocket.c says POLLHUP at once, which fails a poller that treats it
+        // as an error before it reads the last bytes).
+        State::Disconnected if c.is_some_and(|c| c.has_data()) => r |= libc::POLLIN,
         State::Disconnected => r |= libc::POLLIN | libc::POLLOUT | libc::POLLHUP,
         State::ConnectError => r |= libc::POLLOUT | libc::POLLERR,
         _ => {}
