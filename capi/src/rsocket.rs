@@ -297,7 +297,7 @@ pub unsafe extern "C" fn rsend(socket: c_int, buf: *const c_void, len: usize, fl
     let data = unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), len) };
     let mut n = 0;
     loop {
-        let r = wait::until(&s, flags, |g| !sendable(g).unwrap_or(true) || sendable(g) == Some(true));
+        let r = wait::until(&s, flags, |g| sendable(g) != Some(false));
         let mut g = lock(&s);
         if sendable(&g).is_none() {
             return if n > 0 { n as isize } else { minus_one(libc::ECONNRESET) as isize };

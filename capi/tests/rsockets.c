@@ -2,7 +2,8 @@
  * (ENOTSUP for what rsocket() does not make, EBADF, ENOTCONN, EAGAIN, EINPROGRESS, EINVAL,
  * ECONNREFUSED, ECONNRESET, ENOMEM), the options (SO_RCVBUF doubled, SOL_RDMA only before
  * connecting), a non-blocking connect finished through rpoll, data both ways (MSG_PEEK,
- * rselect), the end of the stream after rshutdown(SHUT_WR), and riomap/riowrite. */
+ * rselect), the end of the stream after rshutdown(SHUT_WR), riomap/riowrite, and 1 MiB
+ * both ways at once through 4 receives a side. */
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
@@ -180,6 +181,50 @@ int main(void)
 	CHECK(wait_for(c, POLLIN) & (POLLIN | POLLHUP), "POLLIN or POLLHUP after the peer's close");
 	CHECK_EQ(rrecv(c, buf, sizeof(buf), 0), 0, "rrecv after the peer's close: the end of the stream");
 	CHECK_EQ(rclose(c), 0, "rclose");
+
+	/* Both ways at once with 4 receives a side: each fills the other, and the credits the
+	 * readers return keep both streams going (no deadlock), every byte in order. */
+	v = 4;
+	c = rsocket(AF_INET, SOCK_STREAM, 0);
+	CHECK_EQ(rsetsockopt(c, SOL_RDMA, RDMA_RQSIZE, &v, sizeof(v)), 0, "RDMA_RQSIZE 4");
+	CHECK_EQ(rsetsockopt(lfd, SOL_RDMA, RDMA_RQSIZE, &v, sizeof(v)), 0, "RDMA_RQSIZE 4 on the listener");
+	CHECK_EQ(rfcntl(c, F_SETFL, O_NONBLOCK), 0, "O_NONBLOCK");
+	ERRNO_IS(rconnect(c, (struct sockaddr *)&addr, sizeof(addr)), EINPROGRESS, "rconnect");
+	CHECK(wait_for(lfd, POLLIN) & POLLIN, "a request");
+	s = raccept(lfd, NULL, NULL);
+	CHECK(s >= 0, "raccept: %s", strerror(errno));
+	CHECK_EQ(opt(s, SOL_RDMA, RDMA_RQSIZE), 4, "the accepted socket has the listener's RDMA_RQSIZE");
+	CHECK(wait_for(c, POLLOUT) & POLLOUT, "connected");
+	enum { TOTAL = 1 << 20 };
+	static unsigned char out[2][TOTAL], in[2][TOTAL];
+	for (int i = 0; i < TOTAL; i++) {
+		out[0][i] = (unsigned char)(i * 13 + 1);
+		out[1][i] = (unsigned char)(i * 29 + 7);
+	}
+	int fds[2] = { c, s };
+	size_t sent[2] = { 0, 0 }, rcvd[2] = { 0, 0 };
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (rcvd[0] < TOTAL || rcvd[1] < TOTAL) {
+		for (int k = 0; k < 2; k++) {
+			if (sent[k] < TOTAL) {
+				ssize_t r = rsend(fds[k], out[k] + sent[k], TOTAL - sent[k], MSG_DONTWAIT);
+				CHECK(r > 0 || errno == EAGAIN, "rsend both ways: %s", strerror(errno));
+				sent[k] += r > 0 ? r : 0;
+			}
+			if (rcvd[k] < TOTAL) {
+				ssize_t r = rrecv(fds[k], in[k] + rcvd[k], TOTAL - rcvd[k], MSG_DONTWAIT);
+				CHECK(r > 0 || errno == EAGAIN, "rrecv both ways: %s", strerror(errno));
+				rcvd[k] += r > 0 ? r : 0;
+			}
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		CHECK(t1.tv_sec - t0.tv_sec < 60, "both ways: %zu/%zu and %zu/%zu bytes after 60 s", rcvd[0], sent[1],
+		      rcvd[1], sent[0]);
+	}
+	CHECK(!memcmp(in[0], out[1], TOTAL) && !memcmp(in[1], out[0], TOTAL), "every byte both ways, in order");
+	CHECK_EQ(rclose(c), 0, "rclose");
+	CHECK_EQ(rclose(s), 0, "rclose");
 	CHECK_EQ(rclose(lfd), 0, "rclose of the listener");
 	printf("rsockets: errnos, options, connect, data, riowrite and shutdown as rsocket.c\n");
 	return 0;
