@@ -8,8 +8,9 @@
 //! - [`conn`]: QP attributes and the calls that send the handshake;
 //! - [`qp`]: the QPs and CQs librdmacm makes for an ID.
 //!
-//! Not modelled yet (they fail with EOPNOTSUPP, generated stubs): rsockets, multicast,
-//! SRQs made through librdmacm, ECE, SIDR (the UDP port space connects no peer).
+//! rsockets are `crate::rsocket`'s, over these calls. Not modelled yet (they fail with
+//! EOPNOTSUPP, generated stubs): multicast, SRQs made through librdmacm, ECE, SIDR (the UDP
+//! port space connects no peer).
 
 use std::ffi::{c_char, c_int, c_void};
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -22,7 +23,7 @@ use crate::errno::{minus_one, null};
 mod addr;
 mod conn;
 mod proto;
-mod qp;
+pub(crate) mod qp;
 mod state;
 
 use state::{Chan, EventBox, Id, St, cm, devs};

@@ -35,6 +35,7 @@ pub mod mw;
 mod objects;
 pub mod qpx;
 pub mod queue;
+pub mod rsocket;
 pub mod srq;
 mod state;
 mod xrc;

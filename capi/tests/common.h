@@ -109,4 +109,22 @@ static inline struct ibv_wc poll_one(struct ibv_cq *cq)
 	FAIL("no completion");
 }
 
+#ifdef RDMA_CMA_H
+/* The first device's IPv4 address, as librdmacm sees it: its GID 3 (IPv4-mapped, RoCE v2);
+ * skips the test when the port has none. */
+static inline struct sockaddr_in first_ipv4(void)
+{
+	int n = 0;
+	struct ibv_context **devs = rdma_get_devices(&n);
+	CHECK(devs && n > 0, "rdma_get_devices");
+	union ibv_gid gid;
+	if (ibv_query_gid(devs[0], 1, 3, &gid) || gid.raw[10] != 0xff)
+		SKIP("the first device's port has no IPv4 address");
+	struct sockaddr_in addr = { .sin_family = AF_INET };
+	memcpy(&addr.sin_addr, &gid.raw[12], 4);
+	rdma_free_devices(devs);
+	return addr;
+}
+#endif
+
 #endif

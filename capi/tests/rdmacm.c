@@ -75,16 +75,7 @@ int main(void)
 	struct rdma_cm_id *srv;
 	CHECK_EQ(rdma_create_id(ch, &srv, NULL, 77), -1, "rdma_create_id of an unknown port space");
 	CHECK_EQ(rdma_create_id(ch, &srv, NULL, RDMA_PS_TCP), 0, "rdma_create_id");
-	/* The first device's IPv4 address: its GID 3 (IPv4-mapped, RoCE v2). */
-	int n = 0;
-	struct ibv_context **devs = rdma_get_devices(&n);
-	CHECK(devs && n > 0, "rdma_get_devices");
-	union ibv_gid gid;
-	if (ibv_query_gid(devs[0], 1, 3, &gid) || gid.raw[10] != 0xff)
-		SKIP("the first device's port has no IPv4 address");
-	struct sockaddr_in addr = { .sin_family = AF_INET };
-	memcpy(&addr.sin_addr, &gid.raw[12], 4);
-	rdma_free_devices(devs);
+	struct sockaddr_in addr = first_ipv4();
 
 	struct sockaddr_in nowhere = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(0x0afffffe) };
 	CHECK_EQ(rdma_bind_addr(srv, (struct sockaddr *)&nowhere), -1, "rdma_bind_addr to no port's address");

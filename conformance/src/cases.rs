@@ -28,6 +28,7 @@ mod qp;
 mod rdmacm;
 mod recovery;
 mod rereg;
+mod rsockets;
 mod sig;
 mod sig_err;
 mod srq;
@@ -77,6 +78,7 @@ pub fn all() -> Vec<Case> {
         mw::CASES,
         odp::CASES,
         rdmacm::CASES,
+        rsockets::CASES,
         verbs_misc::CASES,
         xrc::CASES,
     ]

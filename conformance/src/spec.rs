@@ -202,6 +202,10 @@ pub const ITEMS: &[(u16, &str)] = &[
     (213, "mlx5dv_modify_qp_udp_sport: RC or UC in RTS with the cap; the packets' source port"),
     (231, "CM MADs: REQ, REP, RTU, REJ, DREQ and DREP at the IBTA's offsets"),
     (232, "QP 1: a UD SEND with the GSI Q_Key is kept for the connection manager, others dropped"),
+    (241, "rsockets' private data: version 1, credits, IO map count, receive buffer size"),
+    (242, "rsocket messages: SENDs with immediate data, the operation and returned credits"),
+    (243, "rsocket credits: one per message; data keeps the last one for returning credits"),
+    (244, "riomap's IO map message: slot, offset, address, rkey, length; riowrite's target"),
 ];
 
 /// The title of a checklist item, if it exists.

@@ -5,11 +5,14 @@
 //!   IPv6 and UDP headers around it, built and parsed with typed errors;
 //! - [`segment`]: a message cut into path-MTU packets (FIRST/MIDDLE/LAST or ONLY);
 //! - [`cm`]: the communication manager's MADs (REQ, REP, RTU, REJ, DREQ, DREP);
+//! - [`rsocket`]: the rsockets protocol of the C ABI's librdmacm (private data, messages,
+//!   credits);
 //! - [`pcap`]: classic pcap files of Ethernet frames, for Wireshark and tshark.
 
 pub mod cm;
 pub mod datagram;
 pub mod pcap;
+pub mod rsocket;
 pub mod segment;
 
 pub use datagram::{Datagram, Endpoints, WireError, decode, decode_ip, encode, encode_ip, icrc};
