@@ -1,7 +1,7 @@
-//! Polls replayed as waits: how many empty polls come before a completion is the device's
-//! timing, not its behaviour. A card through rdma-core completes work after the doorbell, the
-//! simulator often before the next call; a trace of one replayed on the other must match the
-//! completions, not the empty polls between them.
+//! Polls replayed as waits: how many empty polls come before a completion (or an
+//! asynchronous event) is the device's timing, not its behaviour. A card through rdma-core
+//! completes work after the doorbell, the simulator often before the next call; a trace of one
+//! replayed on the other must match the completions and events, not the empty polls between.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -31,11 +31,21 @@ pub(crate) enum Waited {
     Differs(Value),
 }
 
+/// The items a wait's reply holds (completions, or the event if there was one); `None` for
+/// a failure.
+fn items(reply: &Value) -> Option<Vec<Value>> {
+    match reply.get("result")?.get("Ok")? {
+        Value::Array(wcs) => Some(wcs.clone()),
+        Value::Null => Some(vec![]),
+        event => Some(vec![event.clone()]),
+    }
+}
+
 impl Waits {
-    /// Replay `call` if it is a poll whose recorded reply is a success. The poll is made (a
-    /// poll moves the simulator's work on) and what it returns is kept; the recorded
-    /// completions are taken from what was kept, polling `backend` again until as many came
-    /// or [`WAIT`] passed.
+    /// Replay `call` if it is a wait whose recorded reply is a success: `poll_cq`, or
+    /// `get_async_event` (an event or none). The call is made (a poll moves the simulator's
+    /// work on) and what it returns is kept; the recorded items are taken from what was kept,
+    /// calling again until as many came or [`WAIT`] passed.
     pub(crate) fn poll(
         &mut self,
         call: &Call,
@@ -43,33 +53,39 @@ impl Waits {
         backend: &mut dyn Backend,
         symbols: &mut Symbols,
     ) -> Waited {
-        let Call::PollCq { cq, max } = call else { return Waited::NotAWait };
-        let Some(want) = recorded.get("result").and_then(|r| r.get("Ok")).and_then(Value::as_array) else {
-            return Waited::NotAWait;
+        let (key, max, name) = match call {
+            Call::PollCq { cq, max } => (serde_json::to_string(cq).unwrap_or_default(), *max, "poll_cq"),
+            Call::GetAsyncEvent { ctx } => (format!("events of {ctx:?}"), 1, "get_async_event"),
+            _ => return Waited::NotAWait,
         };
+        let Some(want) = items(recorded) else { return Waited::NotAWait };
         // No more than the call asked for: the recorded reply is input, its length unchecked.
-        let wanted = want.len().min(*max);
-        let early = self.early.entry(serde_json::to_string(cq).unwrap_or_default()).or_default();
+        let wanted = want.len().min(max);
+        let early = self.early.entry(key).or_default();
         let deadline = Instant::now() + WAIT;
         let mut first = true;
         while first || early.len() < wanted {
             first = false;
-            let reply = reply_value(&Call::PollCq { cq: *cq, max: *max }.apply(backend));
+            let reply = reply_value(&call.apply(backend));
             symbols.learn(&reply);
             let now = symbols.symbolize(&reply);
-            match now.get("result").and_then(|r| r.get("Ok")).and_then(Value::as_array) {
+            match items(&now) {
                 None => return Waited::Differs(now),
-                Some(wcs) if wcs.is_empty() && early.len() < wanted => {
+                Some(got) if got.is_empty() && early.len() < wanted => {
                     if Instant::now() >= deadline {
                         break;
                     }
                     std::thread::sleep(Duration::from_millis(1));
                 }
-                Some(wcs) => early.extend(wcs.iter().cloned()),
+                Some(got) => early.extend(got),
             }
         }
         let got: Vec<Value> = early.drain(..wanted.min(early.len())).collect();
-        let now = json!({"reply": "poll_cq", "result": {"Ok": got}});
+        let result = match call {
+            Call::PollCq { .. } => Value::Array(got),
+            _ => got.into_iter().next().unwrap_or(Value::Null),
+        };
+        let now = json!({"reply": name, "result": {"Ok": result}});
         if comparable(&now) == comparable(recorded) { Waited::Matches } else { Waited::Differs(now) }
     }
 }
