@@ -163,7 +163,7 @@ fi
 
 echo "qualify over the shim, and its bundle replayed on the simulator"
 # Each process on the shim is a host of its own, with GIDs of its own; a card is one host.
-# The cases left out differ for reasons a trace cannot carry yet (docs/conformance.md,
+# The cases left out differ for reasons a trace cannot carry yet (docs/user-guide.md,
 # "What replay-bundle cannot compare yet"): QP numbers symbolized by value on two devices,
 # addresses inside WQE bytes, object ids inside DEVX output bytes, a buffer the simulator
 # numbers among the caller's, a DCT number not symbolized, a QP state read before the card
