@@ -134,3 +134,16 @@ fn a_recorded_error_without_a_command_status_compares_by_errno() {
     lines[at] = v.to_string();
     assert!(matches!(replay_lines(&lines), Replayed::Diverges(_)), "another errno");
 }
+
+#[test]
+fn a_poll_waits_a_bounded_time_for_a_completion_that_never_comes() {
+    let mut lines = lines_of("atomics.cmp_swap_swaps_on_a_match_only");
+    let at = lines.iter().position(|l| l.contains(r#""reply":"poll_cq","result":{"Ok":[{"#)).unwrap();
+    lines.insert(at + 1, lines[at].clone());
+    let start = std::time::Instant::now();
+    match replay_lines(&lines) {
+        Replayed::Diverges(d) => assert_eq!(d.now["result"]["Ok"], serde_json::json!([]), "{d:?}"),
+        r => panic!("{r:?}"),
+    }
+    assert!(start.elapsed() < std::time::Duration::from_secs(3), "{:?}", start.elapsed());
+}

@@ -13,12 +13,16 @@ use crate::{Symbols, comparable, reply_value};
 
 /// How long a replayed poll waits for the completions its recording returned.
 const WAIT: Duration = Duration::from_secs(1);
+/// How long the polls of one replay wait in all: a trace is input, and its polls may ask
+/// for completions that never come.
+const WAIT_IN_ALL: Duration = Duration::from_secs(5);
 
 /// Completions the backend returned to polls the recording saw return fewer, by CQ: what a
 /// later poll of the recording returned.
 #[derive(Default)]
 pub(crate) struct Waits {
     early: HashMap<String, VecDeque<Value>>,
+    waited: Duration,
 }
 
 /// What [`Waits::poll`] made of a call.
@@ -45,7 +49,7 @@ impl Waits {
     /// Replay `call` if it is a wait whose recorded reply is a success: `poll_cq`, or
     /// `get_async_event` (an event or none). The call is made (a poll moves the simulator's
     /// work on) and what it returns is kept; the recorded items are taken from what was kept,
-    /// calling again until as many came or [`WAIT`] passed.
+    /// calling again until as many came or [`WAIT`] passed ([`WAIT_IN_ALL`] over the replay).
     pub(crate) fn poll(
         &mut self,
         call: &Call,
@@ -62,7 +66,8 @@ impl Waits {
         // No more than the call asked for: the recorded reply is input, its length unchecked.
         let wanted = want.len().min(max);
         let early = self.early.entry(key).or_default();
-        let deadline = Instant::now() + WAIT;
+        let start = Instant::now();
+        let deadline = start + WAIT.min(WAIT_IN_ALL.saturating_sub(self.waited));
         let mut first = true;
         while first || early.len() < wanted {
             first = false;
@@ -80,6 +85,7 @@ impl Waits {
                 Some(got) => early.extend(got),
             }
         }
+        self.waited += start.elapsed();
         let got: Vec<Value> = early.drain(..wanted.min(early.len())).collect();
         let result = match call {
             Call::PollCq { .. } => Value::Array(got),
