@@ -136,7 +136,7 @@ fn a_recorded_error_without_a_command_status_compares_by_errno() {
 }
 
 #[test]
-fn a_poll_waits_a_bounded_time_for_a_completion_that_never_comes() {
+fn a_poll_on_the_simulator_does_not_wait_for_a_completion_that_never_comes() {
     let mut lines = lines_of("atomics.cmp_swap_swaps_on_a_match_only");
     let at = lines.iter().position(|l| l.contains(r#""reply":"poll_cq","result":{"Ok":[{"#)).unwrap();
     lines.insert(at + 1, lines[at].clone());
@@ -145,5 +145,9 @@ fn a_poll_waits_a_bounded_time_for_a_completion_that_never_comes() {
         Replayed::Diverges(d) => assert_eq!(d.now["result"]["Ok"], serde_json::json!([]), "{d:?}"),
         r => panic!("{r:?}"),
     }
-    assert!(start.elapsed() < std::time::Duration::from_secs(3), "{:?}", start.elapsed());
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(1),
+        "a simulator is not waited for: {:?}",
+        start.elapsed()
+    );
 }
