@@ -186,7 +186,10 @@ pub fn replay_bundle(a: ReplayBundleArgs) -> Result<ExitCode, ExitCode> {
     for c in &card.cases {
         let mut lines = vec![];
         match all.iter().find(|s| s.name == c.name) {
-            None => lines.push(format!("  not a case of this suite ({})", Versions::of(&BTreeMap::new()).suite)),
+            None => lines.push(format!(
+                "  not a case of this suite (mlx5-conformance {})",
+                mlx5_conformance::harness::meta::VERSION
+            )),
             Some(case) => {
                 // What the card skipped was not qualified (nor is its trace, which ends where
                 // it skipped): the simulator, which can do more than a card through rdma-core
