@@ -181,10 +181,19 @@ if [ -x "$cli" ] && MLX5SIM_HOST=0 MLX5SIM_NET=off under_shim timeout 300 "$cli"
   missing=$(for f in report.json report.xml report.html profile.toml versions.toml; do
     [ -s "$bin/bundle/$f" ] || echo "$f"; done)
   traces=$(ls "$bin/bundle/traces" | wc -l)
-  if [ -z "$missing" ] && [ "$traces" -gt 100 ] && grep -q '^fw_ver = ' "$bin/bundle/versions.toml"; then
+  versions=$(grep -c -e '^fw_ver = "22' -e '^kernel = "' -e '^rdma_core_package = "libibverbs1 ' \
+    -e '^libmlx5 = ".*/target/shim/libmlx5.so.1"' "$bin/bundle/versions.toml")
+  if [ -z "$missing" ] && [ "$traces" -gt 100 ] && [ "$versions" = 4 ]; then
     pass "qualify: $(tail -1 "$bin/qualify.txt" | sed 's/^mlx5-conformance: //')"
   else
-    fail "qualify's bundle lacks: $missing (traces: $traces)"
+    fail "qualify's bundle lacks: $missing (traces: $traces; versions: $(tr '\n' ' ' < "$bin/bundle/versions.toml"))"
+  fi
+  out=$(MLX5SIM_HOST=0 MLX5SIM_NET=off under_shim timeout 60 "$cli" qualify --output "$bin/bundle" 2>&1)
+  rc=$?
+  if [ $rc = 2 ] && echo "$out" | grep -q "exists and is not empty"; then
+    pass "qualify into an existing bundle: exit 2, $(echo "$out" | sed 's/^mlx5-conformance: //')"
+  else
+    fail "qualify into an existing bundle: exit $rc: $out"
   fi
   if timeout 300 "$cli" replay-bundle "$bin/bundle" > "$bin/replay-bundle.txt" 2>&1; then
     pass "replay-bundle: $(tail -1 "$bin/replay-bundle.txt")"
