@@ -90,6 +90,11 @@ impl HwBackend {
         b.list_devices(&config);
         b.facts = b.describe();
         b.caps = b.probe_caps();
+        // The probes closed what they opened: number the caller's objects from 1, as the
+        // simulator does, so that a trace's handles mean the same on both.
+        if b.objs.contexts.is_empty() && b.objs.bufs.is_empty() {
+            b.objs = Objects::new(BackendId::fresh());
+        }
         Ok(b)
     }
 

@@ -79,7 +79,7 @@ pub fn capture(b: &mut HwBackend) -> Result<Profile> {
             num_comp_vectors: 8,
             vfio_msix_vectors: 8,
             other_devices: others,
-            count: 1,
+            count: devices.iter().filter(|d| d.kind == DeviceKind::Mlx5).count().clamp(1, 8) as u8,
             // A RoCE port's GID 0 is fe80::/64 + the EUI-64 the simulator derives it from.
             node_guid: port
                 .filter(|p| p.link_layer == mlx5_dv::link_layer::ETHERNET)

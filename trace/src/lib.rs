@@ -101,7 +101,7 @@ pub struct Symbols {
 
 const ADDR_FIELDS: [&str; 3] = ["addr", "raddr", "remote_addr"];
 const KEY_FIELDS: [&str; 3] = ["lkey", "rkey", "invalidate_rkey"];
-const QP_FIELDS: [&str; 3] = ["qp_num", "dest_qp_num", "src_qp"];
+const QP_FIELDS: [&str; 4] = ["qp_num", "dest_qp_num", "src_qp", "remote_qpn"];
 const FD_FIELD: &str = "fd";
 /// Byte arrays shorter than this stay plain arrays.
 const MIN_HEX: usize = 16;
@@ -380,11 +380,11 @@ mod tests {
         let mut s = Symbols::default();
         s.learn(&json!({"handle": 1, "addr": 0x10000, "len": 4096}));
         s.learn(&json!({"handle": 2, "lkey": 0x1234_5601u32, "rkey": 0x1234_5601u32, "qp_num": 0x101}));
-        let call = json!({"sge": {"addr": 0x10040, "lkey": 0x1234_56aa_u32}, "dest_qp_num": 0x101, "addr2": 7});
+        let call = json!({"sge": {"addr": 0x10040, "lkey": 0x1234_56aa_u32}, "dest_qp_num": 0x101, "addr2": 7, "remote_qpn": 0x101});
         let sym = s.symbolize(&call);
         assert_eq!(
             sym,
-            json!({"sge": {"addr": {"$buf": 0, "off": 64}, "lkey": {"$key": 0, "tag": 0xaa}}, "dest_qp_num": {"$qp": 0}, "addr2": 7})
+            json!({"sge": {"addr": {"$buf": 0, "off": 64}, "lkey": {"$key": 0, "tag": 0xaa}}, "dest_qp_num": {"$qp": 0}, "addr2": 7, "remote_qpn": {"$qp": 0}})
         );
         assert_eq!(s.resolve(&sym, &mut 0), Ok(call));
         assert!(Symbols::default().resolve(&sym, &mut 0).is_err(), "a symbol without its value");

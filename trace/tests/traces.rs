@@ -88,3 +88,66 @@ fn broken_traces_are_errors_not_panics() {
         assert!(replay(text, &mut sim).is_err(), "{text}");
     }
 }
+
+/// The lines of a committed trace of cx6dx.
+fn lines_of(case: &str) -> Vec<String> {
+    let f = traces("cx6dx").into_iter().find(|p| p.ends_with(format!("{case}.jsonl"))).unwrap();
+    std::fs::read_to_string(f).unwrap().lines().map(String::from).collect()
+}
+
+fn replay_lines(lines: &[String]) -> Replayed {
+    replay(&(lines.join("\n") + "\n"), &mut Simulator::with_profile("cx6dx").unwrap()).unwrap()
+}
+
+#[test]
+fn a_poll_is_replayed_as_a_wait_for_its_completions() {
+    let mut lines = lines_of("atomics.cmp_swap_swaps_on_a_match_only");
+    let at = lines.iter().position(|l| l.contains(r#""reply":"poll_cq","result":{"Ok":[{"#)).unwrap();
+    // A card's empty polls before the completion came: the simulator had it at once.
+    let mut empty: serde_json::Value = serde_json::from_str(&lines[at]).unwrap();
+    empty["reply"]["result"]["Ok"] = serde_json::json!([]);
+    lines.insert(at, empty.to_string());
+    lines.insert(at, empty.to_string());
+    assert_eq!(replay_lines(&lines), Replayed::Matches);
+    // Completions that differ still diverge, at the poll that returned them.
+    let mut other: serde_json::Value = serde_json::from_str(&lines[at + 2]).unwrap();
+    other["reply"]["result"]["Ok"][0]["wr_id"] = serde_json::json!(0xdead);
+    lines[at + 2] = other.to_string();
+    match replay_lines(&lines) {
+        Replayed::Diverges(d) => {
+            assert_eq!((d.function, d.index), ("ibv_poll_cq", other["i"].as_u64().unwrap() as usize));
+            assert_ne!(d.now["result"]["Ok"][0]["wr_id"], 0xdead, "{d:?}");
+        }
+        r => panic!("{r:?}"),
+    }
+}
+
+#[test]
+fn a_recorded_error_without_a_command_status_compares_by_errno() {
+    let mut lines = lines_of("crypto.login_wrong_credential");
+    let at = lines.iter().position(|l| l.contains(r#""cmd":{"status""#)).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&lines[at]).unwrap();
+    v["reply"]["result"]["Err"]["cmd"] = serde_json::Value::Null;
+    lines[at] = v.to_string();
+    assert_eq!(replay_lines(&lines), Replayed::Matches, "as a card through rdma-core records it");
+    v["reply"]["result"]["Err"]["errno"] = serde_json::json!(95);
+    lines[at] = v.to_string();
+    assert!(matches!(replay_lines(&lines), Replayed::Diverges(_)), "another errno");
+}
+
+#[test]
+fn a_poll_on_the_simulator_does_not_wait_for_a_completion_that_never_comes() {
+    let mut lines = lines_of("atomics.cmp_swap_swaps_on_a_match_only");
+    let at = lines.iter().position(|l| l.contains(r#""reply":"poll_cq","result":{"Ok":[{"#)).unwrap();
+    lines.insert(at + 1, lines[at].clone());
+    let start = std::time::Instant::now();
+    match replay_lines(&lines) {
+        Replayed::Diverges(d) => assert_eq!(d.now["result"]["Ok"], serde_json::json!([]), "{d:?}"),
+        r => panic!("{r:?}"),
+    }
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(1),
+        "a simulator is not waited for: {:?}",
+        start.elapsed()
+    );
+}

@@ -1,8 +1,11 @@
 //! `mlx5-conformance`: run the suite, merge reports, show its coverage of the behaviour
-//! checklist, list the simulator's profiles, capture a real card's profile.
+//! checklist, list the simulator's profiles, capture a real card's profile, qualify a card
+//! in one bundle and replay that bundle on the simulator.
 
+mod bundle;
 mod crash_test;
 mod out;
+mod qualify;
 mod report_cmd;
 mod run;
 mod trace_cmd;
@@ -47,6 +50,13 @@ enum Command {
     /// Random call sequences against the reference model; exits 1 with the shrunk sequence's
     /// trace when the backend disagrees.
     Discover(trace_cmd::DiscoverArgs),
+    /// Qualify a card: probe it, capture its profile, run the suite (each case in a child
+    /// process, within a timeout, recording its trace) and write one bundle; exits 3 without a
+    /// device, 1 if any case failed.
+    Qualify(qualify::QualifyArgs),
+    /// Run a bundle's cases and replay its traces on the simulator with the card's profile,
+    /// printing case by case where they differ; exits 1 at any difference.
+    ReplayBundle(bundle::ReplayBundleArgs),
     /// Work with reports written by `run --format json` (or the journal of a run cut short).
     Report {
         #[command(subcommand)]
@@ -113,6 +123,8 @@ fn main() -> ExitCode {
         Command::RunOne(args) => run::run_one(args),
         Command::Replay(args) => trace_cmd::replay(args),
         Command::Discover(args) => trace_cmd::discover(args),
+        Command::Qualify(args) => qualify::qualify(args),
+        Command::ReplayBundle(args) => bundle::replay_bundle(args),
         Command::Report { command } => report_cmd::report(command),
         Command::Coverage { item: None } => out::stdout(&coverage_text()).map(|()| ExitCode::SUCCESS),
         Command::Coverage { item: Some(n) } => match mlx5_conformance::spec::item_text(n) {

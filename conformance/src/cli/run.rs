@@ -88,9 +88,12 @@ pub struct RunOneArgs {
     /// The case's timeout in seconds.
     #[arg(long, value_parser = parse_secs)]
     timeout: Duration,
+    /// Record the case's trace into this file (what `qualify` keeps of each case).
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
 }
 
-fn parse_secs(s: &str) -> Result<Duration, String> {
+pub fn parse_secs(s: &str) -> Result<Duration, String> {
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 && v < 1e9 => Ok(Duration::from_secs_f64(v)),
         _ => Err(format!("`{s}` is not a positive number of seconds")),
@@ -98,17 +101,17 @@ fn parse_secs(s: &str) -> Result<Duration, String> {
 }
 
 #[cfg(feature = "hw")]
-fn hw_target(device: &DeviceArgs) -> Target {
+pub fn hw_target(device: &DeviceArgs) -> Target {
     Target::hw(mlx5_hw::HwConfig { device: device.device.clone(), vfio_pci_name: device.vfio_device.clone() })
 }
 
 #[cfg(not(feature = "hw"))]
-fn hw_target(_device: &DeviceArgs) -> Target {
+pub fn hw_target(_device: &DeviceArgs) -> Target {
     Target::hw_missing()
 }
 
 /// A shipped profile or a profile file; a file name that names no file says so.
-fn resolve(name: &str) -> Result<Profile, String> {
+pub fn resolve(name: &str) -> Result<Profile, String> {
     if (name.contains('/') || name.ends_with(".toml")) && !Path::new(name).exists() {
         return Err(format!("profile file not found: {name}"));
     }
@@ -116,7 +119,7 @@ fn resolve(name: &str) -> Result<Profile, String> {
 }
 
 /// The targets, each with the arguments that make the same target in a `run-one` child.
-fn targets(args: &TargetArgs) -> Result<Vec<(Target, Vec<String>)>, String> {
+pub fn targets(args: &TargetArgs) -> Result<Vec<(Target, Vec<String>)>, String> {
     let mut dev = vec![];
     for (flag, v) in [("--device", &args.device.device), ("--vfio-device", &args.device.vfio_device)] {
         if let Some(v) = v {
@@ -145,7 +148,7 @@ fn targets(args: &TargetArgs) -> Result<Vec<(Target, Vec<String>)>, String> {
 }
 
 /// The divergence table from `path`, or the shipped one.
-fn divergences(path: Option<&PathBuf>, profiles: &[&str]) -> Result<Divergences, String> {
+pub fn divergences(path: Option<&PathBuf>, profiles: &[&str]) -> Result<Divergences, String> {
     let names: Vec<&str> = suite().iter().map(|c| c.name).collect();
     match path {
         None => {
@@ -160,7 +163,7 @@ fn divergences(path: Option<&PathBuf>, profiles: &[&str]) -> Result<Divergences,
 
 /// The cases `--filter` and `--exclude` select, in suite order; a pattern that matches no
 /// case is an error.
-fn select(filter: &[String], exclude: &[String]) -> Result<Vec<Case>, String> {
+pub fn select(filter: &[String], exclude: &[String]) -> Result<Vec<Case>, String> {
     let extra = crash_test::case();
     let all: Vec<Case> = suite().into_iter().chain(extra).collect();
     for (flag, pats) in [("--filter", filter), ("--exclude", exclude)] {
@@ -183,7 +186,7 @@ fn select(filter: &[String], exclude: &[String]) -> Result<Vec<Case>, String> {
 }
 
 /// A line per case on standard error.
-struct Progress;
+pub struct Progress;
 
 impl Sink for Progress {
     fn run_started(&mut self, run: &RunReport, total: usize) {
@@ -197,7 +200,7 @@ impl Sink for Progress {
 }
 
 /// The progress lines, the journal and the traces, as one sink.
-struct Sinks(Option<Progress>, Option<Journal>, Option<RecordSink>);
+pub struct Sinks(pub Option<Progress>, pub Option<Journal>, pub Option<RecordSink>);
 
 impl Sink for Sinks {
     fn run_started(&mut self, run: &RunReport, total: usize) {
@@ -227,7 +230,7 @@ fn list_text(cases: &[Case]) -> String {
 }
 
 /// The targets again, each recording into `slot`.
-fn recorded(
+pub fn recorded(
     targets: Vec<(Target, Vec<String>)>,
     args: &TargetArgs,
     slot: &TraceSlot,
@@ -291,10 +294,8 @@ pub fn run(a: RunArgs) -> Result<ExitCode, ExitCode> {
             if let Some(why) = skip_reason(case, env) {
                 return CaseReport::new(case, mlx5_conformance::Outcome::Skip, why);
             }
-            let mut cmd = std::process::Command::new(exe.as_deref().unwrap_or(Path::new("mlx5-conformance")));
-            cmd.arg("run-one").args(child_args).args(["--case", case.name, "--timeout"]);
-            cmd.arg(timeout.as_secs_f64().to_string());
-            isolate::run_in_child(cmd, case, timeout)
+            let exe = exe.as_deref().unwrap_or(Path::new("mlx5-conformance"));
+            isolate::run_in_child(run_one_command(exe, child_args, case, timeout), case, timeout)
         };
         let run = if exe.is_some() {
             runner.run_target(target, &cases, &in_child, &mut sinks)
@@ -343,9 +344,21 @@ pub fn run(a: RunArgs) -> Result<ExitCode, ExitCode> {
     Ok(if report.passed() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
+/// The `run-one` child that runs `case` on the target of `child_args` (from [`targets`]).
+pub fn run_one_command(exe: &Path, child_args: &[String], case: &Case, timeout: Duration) -> std::process::Command {
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("run-one").args(child_args).args(["--case", case.name, "--timeout"]);
+    cmd.arg(timeout.as_secs_f64().to_string());
+    cmd
+}
+
 /// `run-one`: one case in this process; its report as JSON on standard output.
 pub fn run_one(a: RunOneArgs) -> Result<ExitCode, ExitCode> {
+    let slot = TraceSlot::default();
     let mut targets = targets(&a.target).map_err(|e| fail(USAGE, e))?;
+    if a.trace.is_some() {
+        targets = recorded(targets, &a.target, &slot).map_err(|e| fail(USAGE, e))?;
+    }
     if targets.len() != 1 {
         return Err(fail(USAGE, "run-one runs on one target"));
     }
@@ -355,8 +368,16 @@ pub fn run_one(a: RunOneArgs) -> Result<ExitCode, ExitCode> {
         .chain(crash_test::case())
         .find(|c| c.name == a.case)
         .ok_or_else(|| fail(USAGE, format!("no case {}", a.case)))?;
-    let (env, _) = target.probe();
+    let (env, facts) = target.probe();
     let report = run_case_within(&target, &env, &case, a.timeout);
+    if let Some(path) = &a.trace {
+        let run = RunReport::new(target.backend.clone(), target.profile.clone(), facts, None, vec![]);
+        let mut sink = RecordSink { dir: PathBuf::new(), slot, error: None };
+        sink.write(&run, &report, path);
+        if let Some(e) = sink.error {
+            warn(e);
+        }
+    }
     let text = serde_json::to_string(&report).map_err(|e| fail(USAGE, e))?;
     out::stdout(&format!("{text}\n"))?;
     if report.detail.starts_with("timed out after") {

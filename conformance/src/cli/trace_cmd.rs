@@ -73,29 +73,37 @@ impl Sink for RecordSink {
     }
 
     fn case_done(&mut self, run: &RunReport, _i: usize, _total: usize, c: &CaseReport) {
+        let path = self.dir.join(run.label()).join(format!("{}.jsonl", c.name));
+        self.write(run, c, &path);
+    }
+}
+
+impl RecordSink {
+    /// Write the trace of case `c` of `run` (the slot's lines) to `path`; a skipped case that
+    /// made no call has none.
+    pub fn write(&mut self, run: &RunReport, c: &CaseReport, path: &Path) {
         let lines = self.take();
         if lines.is_empty() && c.outcome == Outcome::Skip {
             return;
         }
         let header = Header::new(run.backend.clone(), run.profile.clone(), Some(c.name.clone()), run.facts.clone());
         let slot = TraceSlot::new(std::sync::Mutex::new(lines));
-        let dir = self.dir.join(run.label());
-        let path = dir.join(format!("{}.jsonl", c.name));
+        let dir = path.parent().unwrap_or(Path::new("."));
         let text = trace::record_text(&header, &slot);
         // A trace that differs only in the suite's commit is left as committed, so that
         // recording again shows a diff only where behaviour changed; its time is set, as a
         // written one's is (`make traces` removes the traces it did not record).
-        if std::fs::read_to_string(&path).is_ok_and(|old| same_but_commit(&old, &text)) {
+        if std::fs::read_to_string(path).is_ok_and(|old| same_but_commit(&old, &text)) {
             let touched = std::fs::File::options()
                 .write(true)
-                .open(&path)
+                .open(path)
                 .and_then(|f| f.set_modified(std::time::SystemTime::now()));
             if let Err(e) = touched {
                 self.error.get_or_insert(format!("cannot touch {}: {e}", path.display()));
             }
             return;
         }
-        let r = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, text));
+        let r = std::fs::create_dir_all(dir).and_then(|()| std::fs::write(path, text));
         if let Err(e) = r {
             self.error.get_or_insert(format!("cannot write {}: {e}", path.display()));
         }
@@ -139,7 +147,7 @@ fn backend_for(a: &ReplayArgs, header: &Header) -> Result<Box<dyn Backend>, Stri
 
 /// A trace file's text, read no further than replay's limit on a trace's size: a file past it
 /// is refused without reading it whole.
-fn read_trace(path: &Path) -> Result<String, String> {
+pub fn read_trace(path: &Path) -> Result<String, String> {
     use std::io::Read;
     let max = trace::Limits::default().trace_bytes;
     let cannot = |e: std::io::Error| format!("cannot read {}: {e}", path.display());
@@ -152,7 +160,7 @@ fn read_trace(path: &Path) -> Result<String, String> {
     Ok(text)
 }
 
-fn header_of(path: &Path, text: &str) -> Result<Header, String> {
+pub fn header_of(path: &Path, text: &str) -> Result<Header, String> {
     let first = text.lines().next().unwrap_or_default();
     serde_json::from_str(first).map_err(|e| format!("{}: line 1 is not a trace header: {e}", path.display()))
 }

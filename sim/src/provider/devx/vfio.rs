@@ -4,14 +4,14 @@
 
 use std::collections::BTreeMap;
 
-use mlx5_dv::errno::{EINVAL, ENOSPC, EOPNOTSUPP, EREMOTEIO};
+use mlx5_dv::errno::{EINVAL, ENOMEM, ENOSPC, EOPNOTSUPP, EREMOTEIO};
 use mlx5_dv::prm::{self, eq as e, opcode, status};
 use mlx5_dv::{Buf, ContextHandle, DevxEq, EqHandle, Error, HandleTable, MsiVector, MsiVectorHandle, Op, Result};
 
 use super::super::{Lower, Provider};
 use crate::device::Device;
 use crate::device::firmware::named_input;
-use crate::host::EventFd;
+use crate::host::{Dma as _, EventFd};
 use crate::kernel;
 
 /// `MLX5_NUM_CMD_EQE + MLX5_NUM_SPARE_EQE`, rounded up: the async EQ's 256 entries.
@@ -30,7 +30,8 @@ pub(crate) struct VfioState {
     /// `ctx->eqs_uar`: the UAR of the driver's EQs, the one `alloc_uar(NC)` hands out.
     eqs_uar: u32,
     async_eqn: u32,
-    async_ring: Buf,
+    /// The async EQ's ring: host memory of the driver's, no buffer of the application's.
+    async_ring: u64,
     /// `msix_fds`: the eventfd bound to each vector; vector 0 is the async EQ's.
     msix: Vec<Option<EventFd>>,
     /// `log_max_eq_sz` of the function's general capabilities, as the driver read them.
@@ -109,8 +110,8 @@ impl Provider {
             .map_err(|x| kernel::cmd_error(op, x, &out, "ALLOC_UAR"))?;
         let eqs_uar = e::uar::UAR.get(&out).unwrap_or(0) as u32;
         let size = (1usize << ASYNC_EQ_LOG_SIZE) * e::eqe::SIZE;
-        let ring = self.driver_buf(low, size, op)?;
-        let _ = self.write_buf(low, &ring, 0, &owner_bits(size));
+        let ring = low.host.alloc(size).ok_or_else(|| Error::new(op, ENOMEM, "no host memory for the async EQ"))?;
+        low.host.write(ring, &owner_bits(size));
         let size = size as u64;
         let mut input = prm::new_input(e::create_eq::IN_SIZE + 8, opcode::CREATE_EQ, 0, 0);
         let mask = 1u64 << e::event::CMD | 1u64 << 0x0b;
@@ -123,9 +124,16 @@ impl Provider {
         for (f, v) in fields {
             f.set(&mut input, v).map_err(|x| kernel::internal(op, x))?;
         }
-        input[e::create_eq::PAS_BYTE..].copy_from_slice(&ring.addr.to_be_bytes());
+        input[e::create_eq::PAS_BYTE..].copy_from_slice(&ring.to_be_bytes());
+        let created = match low.devices.get_mut(dev) {
+            Some(d) => kernel::kernel_cmd(d, &input, &mut out).map_err(|x| kernel::cmd_error(op, x, &out, "CREATE_EQ")),
+            None => Err(Error::new(op, EINVAL, "no such device")),
+        };
+        if let Err(e) = created {
+            low.host.unmap(ring);
+            return Err(e);
+        }
         let d = low.devices.get_mut(dev).ok_or_else(|| Error::new(op, EINVAL, "no such device"))?;
-        kernel::kernel_cmd(d, &input, &mut out).map_err(|x| kernel::cmd_error(op, x, &out, "CREATE_EQ"))?;
         let async_eqn = e::create_eq::OUT_EQ_NUMBER.get(&out).unwrap_or(0) as u32;
         d.eq_doorbell(eqs_uar, async_eqn << 24, true);
         let mut msix = vec![None; usize::from(vectors.max(1))];
@@ -154,7 +162,7 @@ impl Provider {
         let dev = self.contexts.get(ctx, op).map_or(0, |c| c.dev);
         if let Some(s) = self.devx.vfio.states.remove(&ctx.id()) {
             destroy_eq_cmd(low, dev, s.async_eqn);
-            self.free_driver_buf(low, &s.async_ring);
+            low.host.unmap(s.async_ring);
             for v in 0..s.msix.len() {
                 low.host.irqs.unbind(dev, v as u16);
             }
