@@ -89,6 +89,7 @@ for wanted in "MEM_WINDOW" "MEM_WINDOW_TYPE_2B"; do
 done
 
 source capi/tests/two_processes.sh
+source capi/tests/two_processes_cm_ud.sh
 source capi/tests/two_processes_odp.sh
 source capi/tests/two_processes_xrc.sh
 source capi/tests/two_processes_uc_ud.sh
