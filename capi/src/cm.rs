@@ -7,7 +7,8 @@
 //! - [`proto`]: the MADs that come in, retries, the CM's thread;
 //! - [`conn`]: QP attributes and the calls that send the handshake;
 //! - [`qp`]: the QPs and CQs librdmacm makes for an ID;
-//! - [`sidr`]: SIDR, which "connects" the UD IDs of the UDP port space.
+//! - [`sidr`]: SIDR, which "connects" the UD IDs of the UDP port space;
+//! - [`fuzz`]: arbitrary bytes at QP 1 through the state machine, for the fuzz target.
 //!
 //! Not modelled yet (they fail with EOPNOTSUPP, generated stubs): rsockets, multicast,
 //! SRQs made through librdmacm, ECE. The IPoIB port space takes no address of a RoCE port
@@ -23,11 +24,13 @@ use crate::errno::{minus_one, null};
 
 mod addr;
 mod conn;
+mod fuzz;
 mod proto;
 mod qp;
 mod sidr;
 mod state;
 
+pub use fuzz::qp1_input;
 use state::{Chan, EventBox, Id, St, cm, devs};
 
 /// Make an `rdma_cm_id` on channel `chan` and enter it in the table.

@@ -7,6 +7,7 @@ use crate::case::{Case, Check, Env, Verdict, expect_ok};
 mod atomics;
 mod audit;
 mod boundary;
+mod cm_sidr;
 mod context;
 mod crypto;
 mod crypto_dp;
@@ -77,6 +78,7 @@ pub fn all() -> Vec<Case> {
         mw::CASES,
         odp::CASES,
         rdmacm::CASES,
+        cm_sidr::CASES,
         verbs_misc::CASES,
         xrc::CASES,
     ]

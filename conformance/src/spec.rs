@@ -201,6 +201,9 @@ pub const ITEMS: &[(u16, &str)] = &[
     (213, "mlx5dv_modify_qp_udp_sport: RC or UC in RTS with the cap; the packets' source port"),
     (231, "CM MADs: REQ, REP, RTU, REJ, DREQ and DREP at the IBTA's offsets"),
     (232, "QP 1: a UD SEND with the GSI Q_Key is kept for the connection manager, others dropped"),
+    (233, "SIDR_REQ and SIDR_REP at the IBTA's offsets"),
+    (234, "a REQ carries its CM response timeout and max CM retries"),
+    (235, "arbitrary bytes at QP 1: no CM message, nothing broken"),
 ];
 
 /// The title of a checklist item, if it exists.
