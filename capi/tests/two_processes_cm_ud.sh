@@ -75,6 +75,15 @@ if grep -q "^request" "$bin/vanish-req-server.log" && [ -n "$t" ] && [ "$t" -ge 
 else
   fail "a server that dies after the REQ: $(cat "$bin/vanish-req-server.log" "$bin/vanish-req-client.log" | tr '\n' ' ')"
 fi
+# The client dies at the REP (no RTU): the server's REP goes as often and as far apart as the
+# client's REQ asked (16 ms, 2 retries), though the server runs with the kernel's defaults.
+ud_pair vanish-rep 127.0.41.7 "$bin/cm_peer server 127.0.41.7 $port rep-lost" 127.0.41.8 "$bin/cm_peer client 127.0.41.7 $port rc-rep-vanish" "" "$cm_fast"
+t=$(grep -o "UNREACHABLE status -110 after [0-9]* ms" "$bin/vanish-rep-server.log" | awk '{print $5}')
+if grep -q "CONNECT_RESPONSE" "$bin/vanish-rep-client.log" && [ -n "$t" ] && [ "$t" -ge 40 ] && [ "$t" -lt 1000 ]; then
+  pass "the client dies after the REP: the server's UNREACHABLE, status -110, after $t ms (3 x 16 ms, as the REQ asked)"
+else
+  fail "a client that dies after the REP: $(cat "$bin/vanish-rep-server.log" "$bin/vanish-rep-client.log" | tr '\n' ' ')"
+fi
 # A UD request unanswered for good (the server died at it): UNREACHABLE, -110, after 3 x 16 ms.
 ud_pair vanish-sidr 127.0.41.3 "$bin/cm_peer server 127.0.41.3 $port ud-vanish" 127.0.41.4 "$bin/cm_peer client 127.0.41.3 $port ud" "" "$cm_fast"
 if grep -q "event RDMA_CM_EVENT_UNREACHABLE status -110 " "$bin/vanish-sidr-client.log"; then

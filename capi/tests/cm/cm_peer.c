@@ -1,9 +1,11 @@
 // One side of a librdmacm exchange for two_processes_cm_ud.sh, printing what it sees.
 //   cm_peer server ADDR PORT MODE   MODE: ud-reject | ud-vanish | vanish | idle | est-vanish | est-disc
-//   cm_peer client ADDR PORT MODE   MODE: ud | rc | rc-est | rc-disc
+//                                         | rep-lost
+//   cm_peer client ADDR PORT MODE   MODE: ud | rc | rc-est | rc-disc | rc-rep-vanish
 // Servers: ud-reject rejects a UD request with private data; vanish exits at the CONNECT_REQUEST
 // without answering (ud-vanish: a UD one); idle runs the CM with no listener; est-vanish exits once ESTABLISHED;
-// est-disc waits for DISCONNECTED and TIMEWAIT_EXIT. Clients print each event with its status
+// est-disc waits for DISCONNECTED and TIMEWAIT_EXIT; rep-lost accepts and prints what ends its
+// REP. rc-rep-vanish connects without a QP and exits at the CONNECT_RESPONSE (no RTU). Clients print each event with its status
 // and the milliseconds since rdma_connect.
 #include <arpa/inet.h>
 #include <poll.h>
@@ -103,6 +105,10 @@ static int server(struct sockaddr_in a, const char *mode)
 		perror("rdma_accept");
 		return 1;
 	}
+	if (!strcmp(mode, "rep-lost")) {
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		return next(120000) ? 0 : 1;
+	}
 	rdma_ack_cm_event(expect(RDMA_CM_EVENT_ESTABLISHED, 10000));
 	if (!strcmp(mode, "est-vanish"))
 		_exit(0);
@@ -126,7 +132,8 @@ static int client(struct sockaddr_in a, const char *mode)
 	if (rdma_resolve_route(id, 2000))
 		return 1;
 	rdma_ack_cm_event(expect(RDMA_CM_EVENT_ROUTE_RESOLVED, 5000));
-	make_qp(id);
+	if (strcmp(mode, "rc-rep-vanish"))
+		make_qp(id);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	if (rdma_connect(id, &p)) {
 		perror("rdma_connect");
@@ -146,6 +153,8 @@ static int client(struct sockaddr_in a, const char *mode)
 	if (e->event == RDMA_CM_EVENT_UNREACHABLE && e->param.ud.private_data_len)
 		printf("unreachable: private_data_len %d '%s'\n", e->param.ud.private_data_len,
 		       (const char *)e->param.ud.private_data);
+	if (e->event == RDMA_CM_EVENT_CONNECT_RESPONSE && !strcmp(mode, "rc-rep-vanish"))
+		_exit(0);
 	if (e->event != RDMA_CM_EVENT_ESTABLISHED || ps == RDMA_PS_UDP)
 		return 0;
 	rdma_ack_cm_event(e);
