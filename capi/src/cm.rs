@@ -6,11 +6,13 @@
 //! - [`addr`]: addresses, routes, `rdma_getaddrinfo`;
 //! - [`proto`]: the MADs that come in, retries, the CM's thread;
 //! - [`conn`]: QP attributes and the calls that send the handshake;
-//! - [`qp`]: the QPs and CQs librdmacm makes for an ID.
+//! - [`qp`]: the QPs and CQs librdmacm makes for an ID;
+//! - [`sidr`]: SIDR, which "connects" the UD IDs of the UDP port space;
+//! - [`fuzz`]: arbitrary bytes at QP 1 through the state machine, for the fuzz target.
 //!
 //! rsockets are `crate::rsocket`'s, over these calls. Not modelled yet (they fail with
-//! EOPNOTSUPP, generated stubs): multicast, SRQs made through librdmacm, ECE, SIDR (the UDP
-//! port space connects no peer).
+//! EOPNOTSUPP, generated stubs): multicast, SRQs made through librdmacm, ECE. The IPoIB port
+//! space takes no address of a RoCE port (EINVAL, as the kernel's rdma_cm).
 
 use std::ffi::{c_char, c_int, c_void};
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -22,10 +24,13 @@ use crate::errno::{minus_one, null};
 
 mod addr;
 mod conn;
+mod fuzz;
 mod proto;
 pub(crate) mod qp;
+mod sidr;
 mod state;
 
+pub use fuzz::qp1_input;
 use state::{Chan, EventBox, Id, St, cm, devs};
 
 /// Make an `rdma_cm_id` on channel `chan` and enter it in the table.
@@ -302,8 +307,12 @@ fn complete(id: *mut rdma_cm_id) -> c_int {
 /// Bind ID `key` to `a`: its device (none for the wildcard address) and port (an
 /// ephemeral one for 0).
 fn bind(key: usize, a: SocketAddrV4) -> c_int {
+    let ipoib = cm().ids.get(&key).is_some_and(|i| i.ps() == rdma_port_space::RDMA_PS_IPOIB);
     let dev = if a.ip().is_unspecified() {
         None
+    } else if ipoib {
+        // The kernel's cma_acquire_dev_by_src_ip: IPoIB's port space on no RoCE port.
+        return libc::EINVAL;
     } else {
         match devs().with_addr(*a.ip()) {
             Some(d) => Some(d),
@@ -405,6 +414,12 @@ pub unsafe extern "C" fn rdma_resolve_addr(
         drop(c);
         return complete(id);
     };
+    if i.ps() == rdma_port_space::RDMA_PS_IPOIB {
+        // As the kernel's addr_handler: no RoCE port takes the IPoIB port space.
+        c.post_simple(key, RDMA_CM_EVENT_ADDR_ERROR, -libc::EINVAL);
+        drop(c);
+        return complete(id);
+    }
     let here = d.addr[dev].unwrap_or(Ipv4Addr::UNSPECIFIED);
     let src_port = i.src.port();
     drop(c);
@@ -506,12 +521,25 @@ pub unsafe extern "C" fn rdma_connect(id: *mut rdma_cm_id, conn_param: *mut rdma
     complete(id)
 }
 
-/// `rdma_accept`: the QP to RTS and the REP; private data up to 196 bytes.
+/// `rdma_accept`: the QP to RTS and the REP; private data up to 196 bytes. A UD ID's: the
+/// SIDR_REP (up to 136 bytes), and no event to wait for (librdmacm acks a synchronous ID's
+/// request event and returns).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_accept(id: *mut rdma_cm_id, conn_param: *mut rdma_conn_param) -> c_int {
     let r = known(id).map_or_else(|e| e, |k| conn::accept(k, conn_param));
     if r != 0 {
         return minus_one(r);
+    }
+    if conn::is_ud(id as usize) {
+        let sync = cm().ids.get(&(id as usize)).is_some_and(|i| i.sync);
+        // SAFETY: the ID, owned by the CM; its request event is the program's no more.
+        unsafe {
+            if sync && !(*id).event.is_null() {
+                rdma_ack_cm_event((*id).event);
+                (*id).event = std::ptr::null_mut();
+            }
+        }
+        return 0;
     }
     complete(id)
 }

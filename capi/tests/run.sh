@@ -90,6 +90,7 @@ done
 
 source capi/tests/two_processes.sh
 source capi/tests/two_processes_rsockets.sh
+source capi/tests/two_processes_cm_ud.sh
 source capi/tests/two_processes_odp.sh
 source capi/tests/two_processes_xrc.sh
 source capi/tests/two_processes_uc_ud.sh

@@ -7,6 +7,7 @@ use crate::case::{Case, Check, Env, Verdict, expect_ok};
 mod atomics;
 mod audit;
 mod boundary;
+mod cm_sidr;
 mod context;
 mod crypto;
 mod crypto_dp;
@@ -79,6 +80,7 @@ pub fn all() -> Vec<Case> {
         odp::CASES,
         rdmacm::CASES,
         rsockets::CASES,
+        cm_sidr::CASES,
         verbs_misc::CASES,
         xrc::CASES,
     ]

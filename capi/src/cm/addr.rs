@@ -7,6 +7,8 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 
 use rdma_sys::*;
 
+use mlx5_sim::wire::cm::private_len;
+
 use super::state::devs;
 
 /// An IPv4 address and port from a `struct sockaddr`: `Err(errno)` for another family
@@ -94,6 +96,51 @@ pub(crate) fn set_path(id: *mut rdma_cm_id, dev: usize) {
         (*id).route.path_rec = p;
         (*id).route.num_paths = 1;
     }
+}
+
+/// The length of `struct cma_hdr`, which leads a REQ's (and a SIDR_REQ's) private data.
+pub(crate) const CMA_HDR: usize = 36;
+/// The program's private data a REQ carries after the header.
+pub(crate) const REQ_USER: usize = private_len::REQ - CMA_HDR;
+
+/// The `struct cma_hdr` of a connection from `src` to `dst`.
+pub(crate) fn cma_hdr(src: SocketAddrV4, dst: SocketAddrV4) -> [u8; CMA_HDR] {
+    let mut h = [0u8; CMA_HDR];
+    h[1] = 4 << 4; // IPv4
+    h[2..4].copy_from_slice(&src.port().to_be_bytes());
+    h[16..20].copy_from_slice(&src.ip().octets());
+    h[32..36].copy_from_slice(&dst.ip().octets());
+    h
+}
+
+/// The requester's address and port from a REQ's `cma_hdr`, if it names IPv4 ones.
+pub(crate) fn peer_of(hdr: &[u8]) -> Option<SocketAddrV4> {
+    if hdr.len() < CMA_HDR || hdr[0] != 0 || hdr[1] >> 4 != 4 {
+        return None;
+    }
+    let ip = Ipv4Addr::new(hdr[16], hdr[17], hdr[18], hdr[19]);
+    Some(SocketAddrV4::new(ip, u16::from_be_bytes([hdr[2], hdr[3]])))
+}
+
+/// The service ID of port `port` of port space `ps` (rdma_cm's IP service IDs).
+pub(crate) fn service_id(ps: u32, port: u16) -> u64 {
+    (u64::from(ps & 0xffff) << 16) | u64::from(port)
+}
+
+/// rdma_cm's Q_Key of the UDP port space (`RDMA_UDP_QKEY`).
+pub(crate) const RDMA_UDP_QKEY: u32 = 0x0123_4567;
+
+/// The GID index of `src`'s IPv4-mapped RoCE v2 GID on device `dev` (3: after the
+/// link-local GID as v1 and v2 and the mapped one as v1).
+pub(crate) fn sgid_index(dev: usize, src: SocketAddrV4) -> u8 {
+    let want = src.ip().to_ipv6_mapped().octets();
+    crate::state::with(
+        |_| 3,
+        |s| {
+            let t = s.sim.simulator().gid_table(dev);
+            t.iter().position(|(g, ty)| g.0 == want && *ty == 2).and_then(|i| u8::try_from(i).ok()).unwrap_or(3)
+        },
+    )
 }
 
 /// `rdma_getaddrinfo`'s flag: the address is the local one to listen on.

@@ -6,11 +6,13 @@
 use std::ffi::{c_int, c_void};
 use std::net::SocketAddrV4;
 
-use mlx5_sim::wire::cm::{CmMsg, Mad, private_len, reason};
+use mlx5_sim::wire::cm::{CmMsg, Mad, private_len, reason, sidr as status};
 use rdma_sys::*;
 
-use super::proto::{self, REQ_USER};
-use super::state::{MAX_RETRIES, St, cm, devs};
+use super::addr::{self, REQ_USER};
+use super::proto;
+use super::sidr;
+use super::state::{Knobs, St, cm, devs, iba_ms};
 
 /// What the QP of a connection needs to reach a state: its side's numbers.
 #[derive(Clone, Copy)]
@@ -45,7 +47,7 @@ pub(crate) fn path(key: usize) -> Option<Path> {
         retry_count: i.retry_count,
         rnr_retry_count: i.rnr_retry_count,
         connected: matches!(i.st, St::ReqRcvd | St::RepSent | St::RepRcvd | St::Connected),
-        ud: i.ps() == rdma_port_space::RDMA_PS_UDP,
+        ud: i.ud(),
     })
 }
 
@@ -62,7 +64,7 @@ pub(crate) fn qp_attr(p: &Path, state: u32) -> Result<(ibv_qp_attr, c_int), c_in
             a.port_num = 1;
             a.pkey_index = 0;
             if p.ud {
-                a.qkey = RDMA_UDP_QKEY;
+                a.qkey = addr::RDMA_UDP_QKEY;
                 m(M::IBV_QP_STATE) | m(M::IBV_QP_PKEY_INDEX) | m(M::IBV_QP_PORT) | m(M::IBV_QP_QKEY)
             } else {
                 // Before the handshake no remote access; with it, what the REQ/REP allow.
@@ -87,7 +89,7 @@ pub(crate) fn qp_attr(p: &Path, state: u32) -> Result<(ibv_qp_attr, c_int), c_in
             a.ah_attr.is_global = 1;
             a.ah_attr.port_num = 1;
             a.ah_attr.grh.dgid.raw = dst.ip().to_ipv6_mapped().octets();
-            a.ah_attr.grh.sgid_index = sgid_index(p.dev, p.src);
+            a.ah_attr.grh.sgid_index = addr::sgid_index(p.dev, p.src);
             a.ah_attr.grh.hop_limit = 64;
             m(M::IBV_QP_STATE)
                 | m(M::IBV_QP_AV)
@@ -120,22 +122,6 @@ pub(crate) fn qp_attr(p: &Path, state: u32) -> Result<(ibv_qp_attr, c_int), c_in
         _ => return Err(libc::EINVAL),
     };
     Ok((a, mask))
-}
-
-/// rdma_cm's Q_Key of the UDP port space.
-const RDMA_UDP_QKEY: u32 = 0x0123_4567;
-
-/// The GID index of `src`'s IPv4-mapped RoCE v2 GID on device `dev` (3: after the
-/// link-local GID as v1 and v2 and the mapped one as v1).
-fn sgid_index(dev: usize, src: SocketAddrV4) -> u8 {
-    let want = src.ip().to_ipv6_mapped().octets();
-    crate::state::with(
-        |_| 3,
-        |s| {
-            let t = s.sim.simulator().gid_table(dev);
-            t.iter().position(|(g, ty)| g.0 == want && *ty == 2).and_then(|i| u8::try_from(i).ok()).unwrap_or(3)
-        },
-    )
 }
 
 /// Move `qp` through `states` with the attributes of the ID at `key`: 0, or the errno.
@@ -194,8 +180,64 @@ fn fresh_psn() -> u32 {
     u32::from_ne_bytes(b) & 0xff_ffff
 }
 
+/// Whether the ID at `key` is a UD one (SIDR connects it).
+pub(crate) fn is_ud(key: usize) -> bool {
+    cm().ids.get(&key).is_some_and(super::state::Id::ud)
+}
+
+/// `rdma_connect` of a UD ID: the SIDR_REQ, with up to 180 bytes of the program's data (the
+/// kernel's CM takes 216 with rdma_cm's header), waiting as the kernel's rdma_cm waits
+/// (`1 << (timeout - 8)` ms each try).
+fn connect_ud(key: usize, param: *const rdma_conn_param) -> c_int {
+    // SAFETY: the caller's parameter, if any.
+    let user = match unsafe { private(param, sidr::SIDR_REQ_USER) } {
+        Ok(u) => u,
+        Err(e) => return e,
+    };
+    let mut c = cm();
+    let (local, tid) = c.fresh_comm();
+    let Some(id) = c.ids.get_mut(&key) else { return libc::EINVAL };
+    if id.st != St::RouteResolved {
+        return libc::EINVAL;
+    }
+    id.local_comm = local;
+    id.timeout = iba_ms(Knobs::get().response_timeout);
+    id.st = St::SidrSent;
+    let mad = sidr::req_mad(id, tid, &user);
+    c.send(key, mad, true);
+    drop(c);
+    proto::flush();
+    0
+}
+
+/// `rdma_accept` (`reject`: `rdma_reject`) of a UD ID's request: the SIDR_REP, success with
+/// the QP's number (or the parameter's) or REJECT; up to 136 bytes of private data.
+fn answer_ud(key: usize, qpn: Option<u32>, user: &[u8]) -> c_int {
+    if user.len() > private_len::SIDR_REP {
+        return libc::EINVAL;
+    }
+    let mut c = cm();
+    let Some(id) = c.ids.get_mut(&key) else { return libc::EINVAL };
+    if id.st != St::ReqRcvd {
+        return libc::EINVAL;
+    }
+    let qp = id.qp();
+    // SAFETY: the ID's QP, if any.
+    let own = (!qp.is_null()).then(|| unsafe { (*qp).qp_num });
+    let (st, status) = if qpn.is_some() { (St::Connected, status::SUCCESS) } else { (St::Rejected, status::REJECT) };
+    id.st = st;
+    let mad = sidr::rep_mad(id, status, own.or(qpn).unwrap_or(0), user);
+    c.send(key, mad, false);
+    drop(c);
+    proto::flush();
+    0
+}
+
 /// `rdma_connect`: send the REQ (0 or the errno).
 pub(crate) fn connect(key: usize, param: *const rdma_conn_param) -> c_int {
+    if is_ud(key) {
+        return connect_ud(key, param);
+    }
     // SAFETY: the caller's parameter, if any.
     let user = match unsafe { private(param, REQ_USER) } {
         Ok(u) => u,
@@ -221,7 +263,7 @@ pub(crate) fn connect(key: usize, param: *const rdma_conn_param) -> c_int {
     let srq = p.is_some_and(|p| p.srq != 0);
     id.st = St::ReqSent;
     let mad = proto::req_mad(id, tid, qpn, srq, &user);
-    c.send(key, mad, MAX_RETRIES);
+    c.send(key, mad, true);
     drop(c);
     proto::flush();
     0
@@ -229,13 +271,17 @@ pub(crate) fn connect(key: usize, param: *const rdma_conn_param) -> c_int {
 
 /// `rdma_accept`: the QP to RTS, then the REP (0 or the errno).
 pub(crate) fn accept(key: usize, param: *const rdma_conn_param) -> c_int {
+    let room = if is_ud(key) { usize::from(u8::MAX) } else { private_len::REP };
     // SAFETY: the caller's parameter, if any.
-    let user = match unsafe { private(param, private_len::REP) } {
+    let user = match unsafe { private(param, room) } {
         Ok(u) => u,
         Err(e) => return e,
     };
     // SAFETY: as above.
     let p = unsafe { param.as_ref() };
+    if is_ud(key) {
+        return answer_ud(key, Some(p.map_or(0, |p| p.qp_num)), &user);
+    }
     let qp = {
         let mut c = cm();
         let Some(id) = c.ids.get_mut(&key) else { return libc::EINVAL };
@@ -263,7 +309,7 @@ pub(crate) fn accept(key: usize, param: *const rdma_conn_param) -> c_int {
     let qpn = if qp.is_null() { p.map_or(0, |p| p.qp_num) } else { unsafe { (*qp).qp_num } };
     id.st = St::RepSent;
     let mad = proto::rep_mad(id, tid, qpn, p.is_some_and(|p| p.srq != 0), &user);
-    c.send(key, mad, MAX_RETRIES);
+    c.send(key, mad, true);
     drop(c);
     proto::flush();
     0
@@ -271,6 +317,9 @@ pub(crate) fn accept(key: usize, param: *const rdma_conn_param) -> c_int {
 
 /// `rdma_reject`: a REJ with the consumer's reason (0 or the errno).
 pub(crate) fn reject(key: usize, data: &[u8]) -> c_int {
+    if is_ud(key) {
+        return answer_ud(key, None, data);
+    }
     if data.len() > private_len::REJ {
         return libc::EINVAL;
     }
@@ -288,7 +337,7 @@ pub(crate) fn reject(key: usize, data: &[u8]) -> c_int {
         reason: reason::CONSUMER_REJECT,
         private_data: data.to_vec(),
     };
-    c.send(key, Mad { tid, msg }.encode().to_vec(), 0);
+    c.send(key, Mad { tid, msg }.encode().to_vec(), false);
     drop(c);
     proto::flush();
     0
@@ -305,17 +354,28 @@ pub(crate) fn establish(key: usize) -> c_int {
     }
     id.st = St::Connected;
     let mad = Mad { tid, msg: CmMsg::Rtu(id.local_comm, id.remote_comm, Vec::new()) }.encode().to_vec();
-    c.send(key, mad, 0);
+    c.send(key, mad, false);
     drop(c);
     proto::flush();
     0
 }
 
-/// `rdma_disconnect`: the QP to the error state, then a DREQ (0 or the errno).
+/// `rdma_disconnect`: the QP to the error state, then a DREQ (0 or the errno). A UD ID
+/// that took part in SIDR sends nothing (the kernel's CM has no connection to end).
 pub(crate) fn disconnect(key: usize) -> c_int {
     let qp = {
         let c = cm();
         let Some(id) = c.ids.get(&key) else { return libc::EINVAL };
+        if id.ud() {
+            let sidr = matches!(id.st, St::SidrSent | St::ReqRcvd | St::Connected | St::Rejected);
+            let qp = id.qp();
+            drop(c);
+            if !sidr {
+                return libc::EINVAL;
+            }
+            qp_to_error(qp);
+            return 0;
+        }
         if !matches!(id.st, St::Connected | St::RepSent | St::RepRcvd | St::Disconnected) {
             return libc::EINVAL;
         }
@@ -330,7 +390,7 @@ pub(crate) fn disconnect(key: usize) -> c_int {
     }
     id.st = St::DreqSent;
     let mad = Mad { tid, msg: CmMsg::Dreq(id.local_comm, id.remote_comm, id.remote_qpn, Vec::new()) }.encode().to_vec();
-    c.send(key, mad, MAX_RETRIES);
+    c.send(key, mad, true);
     drop(c);
     proto::flush();
     0

@@ -10,37 +10,8 @@ use std::time::{Duration, Instant};
 use mlx5_sim::wire::cm::{CmMsg, Mad, Rep, Req, private_len, reason};
 use rdma_sys::rdma_cm_event_type::*;
 
-use super::addr;
-use super::state::{Cm, EventBox, Id, St, cm, devs};
-
-/// The length of `struct cma_hdr`, which leads a REQ's private data.
-pub(crate) const CMA_HDR: usize = 36;
-/// The program's private data a REQ carries after the header.
-pub(crate) const REQ_USER: usize = private_len::REQ - CMA_HDR;
-
-/// The `struct cma_hdr` of a connection from `src` to `dst`.
-pub(crate) fn cma_hdr(src: SocketAddrV4, dst: SocketAddrV4) -> [u8; CMA_HDR] {
-    let mut h = [0u8; CMA_HDR];
-    h[1] = 4 << 4; // IPv4
-    h[2..4].copy_from_slice(&src.port().to_be_bytes());
-    h[16..20].copy_from_slice(&src.ip().octets());
-    h[32..36].copy_from_slice(&dst.ip().octets());
-    h
-}
-
-/// The requester's address and port from a REQ's `cma_hdr`, if it names IPv4 ones.
-fn peer_of(hdr: &[u8]) -> Option<SocketAddrV4> {
-    if hdr.len() < CMA_HDR || hdr[0] != 0 || hdr[1] >> 4 != 4 {
-        return None;
-    }
-    let ip = Ipv4Addr::new(hdr[16], hdr[17], hdr[18], hdr[19]);
-    Some(SocketAddrV4::new(ip, u16::from_be_bytes([hdr[2], hdr[3]])))
-}
-
-/// The service ID of port `port` of port space `ps` (rdma_cm's IP service IDs).
-pub(crate) fn service_id(ps: u32, port: u16) -> u64 {
-    (u64::from(ps & 0xffff) << 16) | u64::from(port)
-}
+use super::addr::{self, CMA_HDR, REQ_USER, cma_hdr, peer_of, service_id};
+use super::state::{Cm, EventBox, Id, Knobs, St, cm, devs, iba_ms};
 
 impl Cm {
     /// One MAD from `from` at device `dev`'s port.
@@ -62,11 +33,12 @@ impl Cm {
             }
             CmMsg::Rej { remote, reason, private_data, .. } => self.on_rej(remote, reason, &private_data),
             CmMsg::Dreq(local, remote, _, _) => self.on_dreq(dev, from, mad.tid, local, remote),
+            CmMsg::SidrReq(r) => self.on_sidr_req(dev, from, mad.tid, r),
+            CmMsg::SidrRep(r) => self.on_sidr_rep(r),
             CmMsg::Drep(_, remote, _) => {
                 if let Some(k) = self.by_comm(remote).filter(|k| self.ids[k].st == St::DreqSent) {
                     if let Some(i) = self.ids.get_mut(&k) {
-                        i.st = St::Disconnected;
-                        i.resend = None;
+                        i.disconnected();
                     }
                     self.post_simple(k, RDMA_CM_EVENT_DISCONNECTED, 0);
                 }
@@ -84,21 +56,8 @@ impl Cm {
             }
             return;
         }
-        let ps = ((r.service_id >> 16) & 0xffff) as u32;
-        let port = (r.service_id & 0xffff) as u16;
-        let here = devs().addr.get(dev).copied().flatten();
-        let listener = self
-            .ids
-            .iter()
-            .find(|(_, i)| {
-                i.st == St::Listen
-                    && i.ps() == ps
-                    && i.src.port() == port
-                    && (i.src.ip().is_unspecified() || Some(*i.src.ip()) == here)
-            })
-            .map(|(k, _)| *k);
         let peer = peer_of(&r.private_data).unwrap_or(SocketAddrV4::new(from, 0));
-        let (Some(lk), Some(here)) = (listener, here) else {
+        let Some((lk, ck)) = self.spawn(dev, r.service_id, peer) else {
             let (local, _) = self.fresh_comm();
             let rej = CmMsg::Rej {
                 local,
@@ -110,23 +69,12 @@ impl Cm {
             self.out.push(super::state::Out { dev, to: from, mad: Mad { tid, msg: rej }.encode().to_vec() });
             return;
         };
-        let (chan, sync, context, qp_type) = {
-            let l = &self.ids[&lk];
-            // SAFETY: the listener's rdma_cm_id, owned by the CM.
-            let (context, qp_type) = unsafe { ((*l.c).context, (*l.c).qp_type) };
-            (l.chan, l.sync, context, qp_type)
-        };
-        let child = super::new_cm_id(self, chan, context, ps, qp_type);
-        let ck = child as usize;
-        let (local, _) = self.fresh_comm();
-        let ep_qp = self.ids[&lk].ep_qp;
+        let child = ck as *mut rdma_sys::rdma_cm_id;
         let Some(id) = self.ids.get_mut(&ck) else { return };
-        id.sync = sync;
-        id.st = St::ReqRcvd;
-        id.dev = Some(dev);
-        id.src = SocketAddrV4::new(here, port);
-        id.dst = Some(peer);
-        id.local_comm = local;
+        let chan = id.chan;
+        // The passive side waits as the REQ asks.
+        id.timeout = iba_ms(r.cm_response_timeout);
+        id.max_retries = u32::from(r.max_cm_retries);
         id.remote_comm = r.local_comm_id;
         id.remote_qpn = r.local_qpn;
         id.remote_psn = r.starting_psn;
@@ -135,8 +83,6 @@ impl Cm {
         id.initiator_depth = r.responder_resources;
         id.retry_count = r.retry_count;
         id.rnr_retry_count = r.rnr_retry_count;
-        id.ep_qp = ep_qp;
-        addr::fill_route(child, dev, id.src, peer);
         let mut ev = EventBox::new(child, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
         ev.ev.listen_id = self.ids[&lk].c;
         ev.set_private(r.private_data.get(CMA_HDR..).unwrap_or(&[]), REQ_USER);
@@ -152,6 +98,44 @@ impl Cm {
             c.qp_num = r.local_qpn;
         }
         self.post(chan, ev);
+    }
+
+    /// The listener of device `dev`'s port for `service_id` (its port space and port) and
+    /// the port's address.
+    pub(crate) fn listener(&self, dev: usize, service_id: u64) -> Option<(usize, Ipv4Addr)> {
+        let ps = ((service_id >> 16) & 0xffff) as u32;
+        let port = (service_id & 0xffff) as u16;
+        let here = devs().addr.get(dev).copied().flatten()?;
+        let found = self.ids.iter().find(|(_, i)| {
+            i.st == St::Listen
+                && i.ps() == ps
+                && i.src.port() == port
+                && (i.src.ip().is_unspecified() || *i.src.ip() == here)
+        });
+        found.map(|(k, _)| (*k, here))
+    }
+
+    /// A request for `service_id` from `peer` at device `dev`: a new ID of its listener's
+    /// (channel, context, port space, QP type; on the request's port, its route filled), in
+    /// state ReqRcvd. (listener, new ID), or None when nobody listens.
+    pub(crate) fn spawn(&mut self, dev: usize, service_id: u64, peer: SocketAddrV4) -> Option<(usize, usize)> {
+        let (lk, here) = self.listener(dev, service_id)?;
+        let l = &self.ids[&lk];
+        // SAFETY: the listener's rdma_cm_id, owned by the CM.
+        let (context, qp_type) = unsafe { ((*l.c).context, (*l.c).qp_type) };
+        let (chan, sync, ep_qp, ps) = (l.chan, l.sync, l.ep_qp, l.ps());
+        let child = super::new_cm_id(self, chan, context, ps, qp_type);
+        let (local, _) = self.fresh_comm();
+        let id = self.ids.get_mut(&(child as usize))?;
+        id.sync = sync;
+        id.st = St::ReqRcvd;
+        id.dev = Some(dev);
+        id.src = SocketAddrV4::new(here, (service_id & 0xffff) as u16);
+        id.dst = Some(peer);
+        id.local_comm = local;
+        id.ep_qp = ep_qp;
+        addr::fill_route(child, dev, id.src, peer);
+        Some((lk, child as usize))
     }
 
     fn on_rep(&mut self, r: Rep) {
@@ -216,8 +200,7 @@ impl Cm {
         match id.st {
             // The DREQs crossed: ours is answered too.
             St::Connected | St::RepSent | St::DreqSent => {
-                id.st = St::Disconnected;
-                id.resend = None;
+                id.disconnected();
                 self.post_simple(k, RDMA_CM_EVENT_DISCONNECTED, 0);
             }
             _ => {}
@@ -238,20 +221,30 @@ impl Cm {
                 continue;
             }
             r.left -= 1;
-            r.due = now + super::state::RESPONSE_TIMEOUT;
+            r.due = now + id.timeout;
             if let (Some(dev), Some(dst)) = (id.dev, id.dst) {
                 self.out.push(super::state::Out { dev, to: *dst.ip(), mad: r.mad.clone() });
             }
         }
         for (k, st) in failed {
-            let (next, kind, status) = match st {
-                St::DreqSent => (St::Disconnected, RDMA_CM_EVENT_DISCONNECTED, -libc::ETIMEDOUT),
-                _ => (St::Idle, RDMA_CM_EVENT_UNREACHABLE, -libc::ETIMEDOUT),
+            let Some(id) = self.ids.get_mut(&k) else { continue };
+            let kind = if st == St::DreqSent {
+                id.disconnected();
+                RDMA_CM_EVENT_DISCONNECTED
+            } else {
+                id.st = St::Idle;
+                RDMA_CM_EVENT_UNREACHABLE
             };
+            self.post_simple(k, kind, -libc::ETIMEDOUT);
+        }
+        // Time-wait over: the IDs still there hear of it.
+        let over: Vec<usize> =
+            self.ids.iter().filter(|(_, i)| i.timewait.is_some_and(|t| t <= now)).map(|(k, _)| *k).collect();
+        for k in over {
             if let Some(id) = self.ids.get_mut(&k) {
-                id.st = next;
+                id.timewait = None;
             }
-            self.post_simple(k, kind, status);
+            self.post_simple(k, RDMA_CM_EVENT_TIMEWAIT_EXIT, 0);
         }
     }
 }
@@ -326,6 +319,8 @@ pub(crate) fn req_mad(id: &Id, tid: u64, qpn: u32, srq: bool, user: &[u8]) -> Ve
         rnr_retry_count: id.rnr_retry_count,
         mtu: u8::try_from(d.mtu.get(dev).copied().unwrap_or(3)).unwrap_or(3),
         srq,
+        cm_response_timeout: Knobs::get().response_timeout,
+        max_cm_retries: Knobs::get().max_retries,
         local_gid: id.src.ip().to_ipv6_mapped().octets(),
         remote_gid: dst.ip().to_ipv6_mapped().octets(),
         private_data,

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::ffi::{c_int, c_void};
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::sync::{Mutex, MutexGuard, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rdma_sys::*;
 
@@ -56,6 +56,8 @@ pub(crate) enum St {
     Listen,
     /// Our REQ is out.
     ReqSent,
+    /// Our SIDR_REQ is out (a UD ID's `rdma_connect`).
+    SidrSent,
     /// A REQ came (the CONNECT_REQUEST's new ID).
     ReqRcvd,
     /// Our REP is out, no RTU yet.
@@ -97,6 +99,14 @@ pub(crate) struct Id {
     pub(crate) retry_count: u8,
     pub(crate) rnr_retry_count: u8,
     pub(crate) resend: Option<Resend>,
+    /// How long a MAD of this connection waits for its answer before going again.
+    pub(crate) timeout: Duration,
+    /// How often a MAD of this connection goes again.
+    pub(crate) max_retries: u32,
+    /// The transaction ID of the peer's SIDR_REQ (its SIDR_REP carries it back).
+    pub(crate) peer_tid: u64,
+    /// When the connection's time-wait ends (TIMEWAIT_EXIT), once disconnected.
+    pub(crate) timewait: Option<Instant>,
     /// The last MAD sent, to answer the peer's duplicate again.
     pub(crate) last: Option<Vec<u8>>,
     /// `rdma_create_ep`'s QP attributes for the IDs a passive endpoint's requests make.
@@ -128,11 +138,28 @@ impl Id {
             retry_count: 7,
             rnr_retry_count: 7,
             resend: None,
+            timeout: active_timeout(Knobs::get().response_timeout),
+            max_retries: u32::from(Knobs::get().max_retries),
+            peer_tid: 0,
+            timewait: None,
             last: None,
             ep_qp: None,
             own_cqs: false,
             bound: false,
         }
+    }
+
+    /// Disconnected (DREP in, DREQ answered or unanswered for good): time-wait begins.
+    pub(crate) fn disconnected(&mut self) {
+        self.st = St::Disconnected;
+        self.resend = None;
+        self.timewait = Some(Instant::now() + TIMEWAIT);
+    }
+
+    /// A UD ID (the UDP and IPoIB port spaces), which SIDR connects.
+    pub(crate) fn ud(&self) -> bool {
+        // SAFETY: an ID the CM owns, alive while in the table.
+        unsafe { (*self.c).qp_type == ibv_qp_type::IBV_QPT_UD }
     }
 
     /// The port space (`rdma_cm_id.ps`).
@@ -226,13 +253,12 @@ impl Cm {
         (self.next_comm, self.next_tid)
     }
 
-    /// Send `mad` to the peer of `key` and keep it for a duplicate; with `retries`, again
-    /// every CM response timeout until answered.
-    pub(crate) fn send(&mut self, key: usize, mad: Vec<u8>, retries: u32) {
+    /// Send `mad` to the peer of `key` and keep it for a duplicate; with `retry`, again
+    /// every timeout of the connection until answered, up to its retries.
+    pub(crate) fn send(&mut self, key: usize, mad: Vec<u8>, retry: bool) {
         let Some(id) = self.ids.get_mut(&key) else { return };
         let (Some(dev), Some(dst)) = (id.dev, id.dst) else { return };
-        id.resend =
-            (retries > 0).then(|| Resend { mad: mad.clone(), due: Instant::now() + RESPONSE_TIMEOUT, left: retries });
+        id.resend = retry.then(|| Resend { mad: mad.clone(), due: Instant::now() + id.timeout, left: id.max_retries });
         id.last = Some(mad.clone());
         self.out.push(Out { dev, to: *dst.ip(), mad });
     }
@@ -250,11 +276,55 @@ fn wake(fd: c_int) {
     unsafe { libc::write(fd, std::ptr::from_ref(&one).cast::<c_void>(), 8) };
 }
 
-/// How long a MAD waits for its answer before going again: the kernel's CM response timeout
-/// (20: 4.096 µs × 2^20, about 4 s).
-pub(crate) const RESPONSE_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(4096);
-/// How many times a REQ, REP or DREQ goes again (the kernel's CMA_MAX_CM_RETRIES).
-pub(crate) const MAX_RETRIES: u32 = 15;
+/// The CM's timing, from the environment: `MLX5SIM_CM_RESPONSE_TIMEOUT` (the CM response
+/// timeout a REQ asks for, 4.096 µs × 2^n, 0 to 31; the kernel's rdma_cm: 20, about 4 s) and
+/// `MLX5SIM_CM_MAX_RETRIES` (how often an unanswered REQ, REP, DREQ or SIDR_REQ goes again,
+/// 0 to 15; the kernel's: 15). A value that is no number in range leaves the default.
+#[derive(Clone, Copy)]
+pub(crate) struct Knobs {
+    pub(crate) response_timeout: u8,
+    pub(crate) max_retries: u8,
+}
+
+impl Knobs {
+    /// The knobs, read once.
+    pub(crate) fn get() -> Knobs {
+        static K: OnceLock<Knobs> = OnceLock::new();
+        *K.get_or_init(|| {
+            let var = |name: &str, max: u8, default: u8| {
+                std::env::var(name)
+                    .ok()
+                    .and_then(|v| v.trim().parse::<u8>().ok())
+                    .filter(|v| *v <= max)
+                    .unwrap_or(default)
+            };
+            Knobs {
+                response_timeout: var("MLX5SIM_CM_RESPONSE_TIMEOUT", 31, 20),
+                max_retries: var("MLX5SIM_CM_MAX_RETRIES", 15, 15),
+            }
+        })
+    }
+}
+
+/// The IBTA's time encoding (4.096 µs × 2^t) in milliseconds, as the kernel's CM rounds it
+/// (`cm_convert_to_ms`: 2^(t - 8)).
+pub(crate) fn iba_ms(t: u8) -> Duration {
+    Duration::from_millis(1 << t.saturating_sub(8).min(31))
+}
+
+/// RoCE's packet lifetime in a path (the kernel's `CMA_IBOE_PACKET_LIFETIME`).
+pub(crate) const PACKET_LIFETIME: u8 = 16;
+
+/// How long an active side's REQ (and its later DREQ) waits: twice the packet lifetime plus
+/// the remote CM response timeout, as `ib_send_cm_req` computes it (4.608 s by default).
+pub(crate) fn active_timeout(response_timeout: u8) -> Duration {
+    iba_ms(PACKET_LIFETIME) * 2 + iba_ms(response_timeout)
+}
+
+/// How long a connection stays in time-wait after its disconnection: the kernel's CM waits
+/// its ACK timeout (`cm_ack_timeout` of the device's CA ACK delay, 16, and the packet
+/// lifetime: 18, about 1 s) before TIMEWAIT_EXIT.
+pub(crate) const TIMEWAIT: Duration = Duration::from_millis(1 << (18 - 8));
 
 /// The simulated devices as the CM uses them: an open context each, a default PD, the
 /// port's IPv4 address on the network and its active MTU.

@@ -7,6 +7,8 @@
 //! inside the code under test.
 
 mod calls;
+mod cm_mad;
+mod cm_qp1;
 mod datagram;
 mod mailbox;
 mod net_rx;
@@ -14,6 +16,8 @@ mod profile_toml;
 mod trace_replay;
 
 pub use calls::calls;
+pub use cm_mad::cm_mad;
+pub use cm_qp1::cm_qp1;
 pub use datagram::datagram;
 pub use mailbox::mailbox;
 pub use net_rx::{FIX_ICRC, NET_RX_ADDRESS, PICK_MR, PICK_QP, STRANGER, net_rx, net_rx_seeds, net_rx_taken};
@@ -24,8 +28,10 @@ pub use trace_replay::{HOST_MEMORY, trace_replay};
 pub type Body = fn(&[u8]);
 
 /// Every target: its name (also its corpus folder's) and its body.
-pub const TARGETS: [(&str, Body); 6] = [
+pub const TARGETS: [(&str, Body); 8] = [
     ("calls", calls),
+    ("cm_mad", cm_mad),
+    ("cm_qp1", cm_qp1),
     ("datagram", datagram),
     ("mailbox", mailbox),
     ("net_rx", net_rx),

@@ -258,6 +258,16 @@ fn net_rx_an_ack_does_not_answer_a_read() {
 }
 
 #[test]
+fn cm_mad() {
+    check("cm_mad");
+}
+
+#[test]
+fn cm_qp1() {
+    check("cm_qp1");
+}
+
+#[test]
 fn profile_toml() {
     check("profile_toml");
 }
@@ -270,7 +280,7 @@ fn trace_replay() {
 #[test]
 fn every_target_is_tested_here() {
     let names: Vec<&str> = TARGETS.iter().map(|(t, _)| *t).collect();
-    assert_eq!(names, ["calls", "datagram", "mailbox", "net_rx", "profile_toml", "trace_replay"]);
+    assert_eq!(names, ["calls", "cm_mad", "cm_qp1", "datagram", "mailbox", "net_rx", "profile_toml", "trace_replay"]);
 }
 
 #[test]

@@ -1,5 +1,5 @@
-//! The communication manager's MADs (IBTA vol. 1 chapter 12): REQ, REP, RTU, REJ, DREQ and
-//! DREP, each a 256-byte MAD sent to QP 1 (the GSI) as a UD SEND with the GSI's Q_Key. Field
+//! The communication manager's MADs (IBTA vol. 1 chapter 12): REQ, REP, RTU, REJ, DREQ,
+//! DREP, and SIDR_REQ/SIDR_REP (service ID resolution, for UD), each a 256-byte MAD sent to QP 1 (the GSI) as a UD SEND with the GSI's Q_Key. Field
 //! offsets are the specification's tables 106 to 113, counted after the 24-byte MAD header,
 //! as the kernel's `ibta_vol1_c12.h` counts them.
 
@@ -32,6 +32,10 @@ pub mod attr {
     pub const DREQ: u16 = 0x0015;
     /// Reply to a disconnection request.
     pub const DREP: u16 = 0x0016;
+    /// Service ID resolution request (UD).
+    pub const SIDR_REQ: u16 = 0x0017;
+    /// Service ID resolution response.
+    pub const SIDR_REP: u16 = 0x0018;
 }
 
 /// The private data each message carries, in bytes (the specification's sizes).
@@ -48,6 +52,20 @@ pub mod private_len {
     pub const DREQ: usize = 220;
     /// DREP.
     pub const DREP: usize = 224;
+    /// SIDR_REQ.
+    pub const SIDR_REQ: usize = 216;
+    /// SIDR_REP.
+    pub const SIDR_REP: usize = 136;
+}
+
+/// SIDR_REP statuses (table 116).
+pub mod sidr {
+    /// The QP is given.
+    pub const SUCCESS: u8 = 0;
+    /// No such service ID: nobody listens.
+    pub const UNSUPPORTED: u8 = 1;
+    /// The consumer rejected the request.
+    pub const REJECT: u8 = 2;
 }
 
 /// REJ reasons (table 109) the connection manager gives.
@@ -85,6 +103,12 @@ pub struct Req {
     pub mtu: u8,
     /// The requester uses an SRQ.
     pub srq: bool,
+    /// The CM response timeout (4.096 µs × 2^n) the requester asks of the responder and
+    /// gives itself (5 bits; the kernel's rdma_cm sends 20).
+    pub cm_response_timeout: u8,
+    /// How often a CM message of this connection goes again unanswered (4 bits; the kernel's
+    /// rdma_cm sends 15).
+    pub max_cm_retries: u8,
     /// The requester's GID.
     pub local_gid: [u8; 16],
     /// The responder's GID.
@@ -144,6 +168,40 @@ pub enum CmMsg {
     Dreq(u32, u32, u32, Vec<u8>),
     /// Disconnection reply: local and remote IDs, private data.
     Drep(u32, u32, Vec<u8>),
+    /// Service ID resolution request.
+    SidrReq(SidrReq),
+    /// Service ID resolution response.
+    SidrRep(SidrRep),
+}
+
+/// A SIDR_REQ's fields.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SidrReq {
+    /// The requester's request ID (its answer carries it back).
+    pub request_id: u32,
+    /// The partition key.
+    pub pkey: u16,
+    /// The service asked for.
+    pub service_id: u64,
+    /// Private data (up to [`private_len::SIDR_REQ`]).
+    pub private_data: Vec<u8>,
+}
+
+/// A SIDR_REP's fields.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SidrRep {
+    /// The request ID of the SIDR_REQ answered.
+    pub request_id: u32,
+    /// [`sidr`] status.
+    pub status: u8,
+    /// The QP that serves the service (24 bits; 0 unless the status is success).
+    pub qpn: u32,
+    /// The service ID.
+    pub service_id: u64,
+    /// The QP's Q_Key.
+    pub qkey: u32,
+    /// Private data (up to [`private_len::SIDR_REP`]).
+    pub private_data: Vec<u8>,
 }
 
 /// A CM MAD: its transaction ID and message.
@@ -217,6 +275,21 @@ impl Mad {
                 put(&mut b, 4, &r.to_be_bytes());
                 (attr::DREP, (8, private_len::DREP, p.as_slice()))
             }
+            CmMsg::SidrReq(r) => {
+                put(&mut b, 0, &r.request_id.to_be_bytes());
+                put(&mut b, 4, &r.pkey.to_be_bytes());
+                put(&mut b, 8, &r.service_id.to_be_bytes());
+                (attr::SIDR_REQ, (16, private_len::SIDR_REQ, r.private_data.as_slice()))
+            }
+            CmMsg::SidrRep(r) => {
+                put(&mut b, 0, &r.request_id.to_be_bytes());
+                put(&mut b, 4, &[r.status]);
+                put(&mut b, 8, &((r.qpn & 0xff_ffff) << 8).to_be_bytes());
+                put(&mut b, 12, &r.service_id.to_be_bytes());
+                put(&mut b, 20, &r.qkey.to_be_bytes());
+                // The 72 bytes of ClassPortInfo (a redirection's) stay zero: none is given.
+                (attr::SIDR_REP, (96, private_len::SIDR_REP, r.private_data.as_slice()))
+            }
         };
         b[16..18].copy_from_slice(&id.to_be_bytes());
         put(&mut b, at, data.get(..data.len().min(room)).unwrap_or(&[]));
@@ -244,6 +317,8 @@ impl Mad {
                 mtu: byte(b, 50) >> 4,
                 rnr_retry_count: byte(b, 50) & 7,
                 srq: byte(b, 51) & 0x08 != 0,
+                cm_response_timeout: byte(b, 43) >> 3,
+                max_cm_retries: byte(b, 51) >> 4,
                 local_gid: get(b, 56),
                 remote_gid: get(b, 72),
                 private_data: private(b, 140, private_len::REQ),
@@ -270,6 +345,20 @@ impl Mad {
             },
             attr::DREQ => CmMsg::Dreq(ids.0, ids.1, u24_at(b, 8), private(b, 12, private_len::DREQ)),
             attr::DREP => CmMsg::Drep(ids.0, ids.1, private(b, 8, private_len::DREP)),
+            attr::SIDR_REQ => CmMsg::SidrReq(SidrReq {
+                request_id: ids.0,
+                pkey: u16::from_be_bytes(get(b, 4)),
+                service_id: u64::from_be_bytes(get(b, 8)),
+                private_data: private(b, 16, private_len::SIDR_REQ),
+            }),
+            attr::SIDR_REP => CmMsg::SidrRep(SidrRep {
+                request_id: ids.0,
+                status: byte(b, 4),
+                qpn: u24_at(b, 8),
+                service_id: u64::from_be_bytes(get(b, 12)),
+                qkey: u32_at(b, 20),
+                private_data: private(b, 96, private_len::SIDR_REP),
+            }),
             _ => return None,
         };
         Some(Mad { tid, msg })
@@ -284,12 +373,13 @@ fn req<'a>(b: &mut [u8; MAD_LEN], r: &'a Req) -> (usize, usize, &'a [u8]) {
     put(b, 28, &GSI_QKEY.to_be_bytes()); // the local Q_Key: unused by RC
     put(b, 32, &((r.local_qpn << 8) | u32::from(r.responder_resources)).to_be_bytes());
     put(b, 36, &u32::from(r.initiator_depth).to_be_bytes());
-    // Remote CM response timeout 20 (4 s), transport service type RC (0), flow control on.
-    put(b, 40, &((20u32 << 3) | 1).to_be_bytes());
-    // The starting PSN, the local CM response timeout (20) and the retry count.
-    put(b, 44, &(((r.starting_psn & 0xff_ffff) << 8) | (20 << 3) | u32::from(r.retry_count & 7)).to_be_bytes());
+    // The remote CM response timeout, transport service type RC (0), flow control on.
+    let t = u32::from(r.cm_response_timeout & 0x1f);
+    put(b, 40, &((t << 3) | 1).to_be_bytes());
+    // The starting PSN, the local CM response timeout and the retry count.
+    put(b, 44, &(((r.starting_psn & 0xff_ffff) << 8) | (t << 3) | u32::from(r.retry_count & 7)).to_be_bytes());
     put(b, 48, &0xffffu16.to_be_bytes()); // the default P_Key
-    put(b, 50, &[(r.mtu << 4) | (r.rnr_retry_count & 7), (15 << 4) | (u8::from(r.srq) << 3)]);
+    put(b, 50, &[(r.mtu << 4) | (r.rnr_retry_count & 7), ((r.max_cm_retries & 0xf) << 4) | (u8::from(r.srq) << 3)]);
     // RoCE: the LIDs are the permissive LID.
     put(b, 52, &[0xff; 4]);
     put(b, 56, &r.local_gid);
@@ -335,6 +425,8 @@ mod tests {
             rnr_retry_count: 6,
             mtu: 5,
             srq: true,
+            cm_response_timeout: 20,
+            max_cm_retries: 15,
             local_gid: [1; 16],
             remote_gid: [2; 16],
             private_data: vec![9; 92],
@@ -360,6 +452,20 @@ mod tests {
             },
             CmMsg::Dreq(5, 6, 0x99, vec![0; 220]),
             CmMsg::Drep(7, 8, vec![0; 224]),
+            CmMsg::SidrReq(SidrReq {
+                request_id: 9,
+                pkey: 0xffff,
+                service_id: 0x0111_1c06,
+                private_data: vec![4; 216],
+            }),
+            CmMsg::SidrRep(SidrRep {
+                request_id: 9,
+                status: sidr::SUCCESS,
+                qpn: 0x12_3456,
+                service_id: 0x0111_1c06,
+                qkey: 0x0123_4567,
+                private_data: vec![6; 136],
+            }),
         ] {
             let mad = Mad { tid: 0x1122_3344_5566_7788, msg };
             assert_eq!(Mad::decode(&mad.encode()), Some(mad));
