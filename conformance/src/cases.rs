@@ -11,6 +11,7 @@ mod context;
 mod crypto;
 mod crypto_dp;
 mod dc;
+mod device_objects;
 mod devx;
 mod devx_gate;
 mod dm;
@@ -78,6 +79,7 @@ pub fn all() -> Vec<Case> {
         odp::CASES,
         rdmacm::CASES,
         verbs_misc::CASES,
+        device_objects::CASES,
         xrc::CASES,
     ]
     .concat()
