@@ -716,7 +716,7 @@ mod tests {
         (s, y, out)
     }
 
-    fn qp() -> QpCreate {
+    pub(super) fn qp() -> QpCreate {
         QpCreate {
             order: 0,
             pdn: 1,

@@ -108,3 +108,55 @@ impl Firmware {
         self.reserved.len()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use mlx5_dv::prm::{obj_type, opcode};
+
+    use super::super::tests::{exec, fw, qp};
+    use super::*;
+    use crate::profile::ShippedProfiles;
+
+    type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+    fn create(f: &mut Firmware, uid: u16, log: u8) -> Result<(u8, u32), Box<dyn std::error::Error>> {
+        let mut input = prm::new_input(32, opcode::CREATE_GENERAL_OBJECT, 0, obj_type::RESERVED_QPN);
+        prm::mbox_in::UID.set(&mut input, u64::from(uid))?;
+        prm::general_obj_in::LOG_OBJ_RANGE.set(&mut input, u64::from(log))?;
+        let (s, _, out) = exec(f, &input, 16);
+        Ok((s, prm::general_obj_out::OBJ_ID.get(&out)? as u32))
+    }
+
+    fn destroy(f: &mut Firmware, uid: u16, id: u32) -> Result<u8, Box<dyn std::error::Error>> {
+        let mut input = prm::new_input(16, opcode::DESTROY_GENERAL_OBJECT, 0, obj_type::RESERVED_QPN);
+        prm::mbox_in::UID.set(&mut input, u64::from(uid))?;
+        prm::general_obj_in::OBJ_ID.set(&mut input, u64::from(id))?;
+        Ok(exec(f, &input, 16).0)
+    }
+
+    #[test]
+    fn blocks_are_aligned_skipped_by_qps_and_owned_by_their_uid() -> TestResult {
+        let mut f = fw()?;
+        assert_eq!(f.create_qp(qp()), Some(0x100));
+        let (s, first) = create(&mut f, 3, 8)?;
+        assert_eq!((s, first), (status::OK, 0x200), "the next aligned block past QP 0x100");
+        assert_eq!(f.create_qp(qp()), Some(0x300), "QP numbering moved past the block");
+        f.next_qpn = 0x2ff;
+        assert_eq!(f.create_qp(qp()), Some(0x301), "no QP takes a reserved number");
+        assert_eq!(create(&mut f, 3, 9)?.0, status::BAD_PARAM_ERR, "a range past the granularity");
+        assert_eq!(destroy(&mut f, 4, first)?, status::BAD_PARAM_ERR, "another uid's block");
+        assert_eq!(f.general_objects_of_uid(3), [(obj_type::RESERVED_QPN, first)]);
+        assert_eq!(destroy(&mut f, 3, first)?, status::OK);
+        assert_eq!(destroy(&mut f, 3, first)?, status::BAD_PARAM_ERR, "destroyed already");
+        f.next_qpn = 0x200;
+        assert_eq!(f.create_qp(qp()), Some(0x200), "the numbers are free again");
+        Ok(())
+    }
+
+    #[test]
+    fn a_device_without_the_object_type_refuses_it() -> TestResult {
+        let mut f = Firmware::new(&Profile::builtin("cx5")?)?;
+        assert_eq!(create(&mut f, 3, 8)?.0, status::BAD_PARAM_ERR);
+        Ok(())
+    }
+}
