@@ -472,17 +472,8 @@ impl Firmware {
     /// and starting over there, so 0 and 1 are never used; reserved blocks skipped); `None`
     /// when every number is taken.
     fn create_qp(&mut self, c: QpCreate) -> Option<u32> {
-        use reserved::{FIRST_QPN as FIRST, LAST_QPN as LAST};
-        let mut qpn = self.next_qpn.clamp(FIRST, LAST);
-        let mut tried = 0u32;
-        while self.qps.contains_key(qpn) || self.reserved.holds(qpn) {
-            tried += 1;
-            if tried > LAST - FIRST {
-                return None;
-            }
-            qpn = if qpn >= LAST { FIRST } else { qpn + 1 };
-        }
-        self.next_qpn = if qpn >= LAST { FIRST } else { qpn + 1 };
+        let qpn = self.free_qpn()?;
+        self.next_qpn = if qpn >= reserved::LAST_QPN { reserved::FIRST_QPN } else { qpn + 1 };
         let qp = FwQp {
             order: c.order,
             pdn: c.pdn,

@@ -103,6 +103,19 @@ impl Firmware {
         }
     }
 
+    /// The first QP number from `next_qpn` on (starting over at the bottom) that no QP and no
+    /// reserved block has; `None` when every number is taken.
+    pub(super) fn free_qpn(&self) -> Option<u32> {
+        let mut qpn = self.next_qpn.clamp(FIRST_QPN, LAST_QPN);
+        for _ in FIRST_QPN..=LAST_QPN {
+            if !self.qps.contains_key(qpn) && !self.reserved.holds(qpn) {
+                return Some(qpn);
+            }
+            qpn = if qpn >= LAST_QPN { FIRST_QPN } else { qpn + 1 };
+        }
+        None
+    }
+
     /// Number of live RESERVED_QPN blocks.
     pub fn reserved_qpn_blocks(&self) -> usize {
         self.reserved.len()
