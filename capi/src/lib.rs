@@ -25,6 +25,7 @@ mod domain;
 pub mod dv;
 pub mod dv_crypto;
 pub mod dv_devx;
+pub mod dv_objects;
 mod errno;
 pub mod events;
 pub mod import;

@@ -12,6 +12,7 @@ mod context;
 mod crypto;
 mod crypto_dp;
 mod dc;
+mod device_objects;
 mod devx;
 mod devx_gate;
 mod dm;
@@ -82,6 +83,7 @@ pub fn all() -> Vec<Case> {
         rsockets::CASES,
         cm_sidr::CASES,
         verbs_misc::CASES,
+        device_objects::CASES,
         xrc::CASES,
     ]
     .concat()

@@ -200,6 +200,8 @@ pub const ITEMS: &[(u16, &str)] = &[
     (211, "ibv_resize_cq: rounding, EINVAL for 0 and past the bounds"),
     (212, "ibv_resize_cq keeps the completions not yet polled; fewer is EINVAL"),
     (213, "mlx5dv_modify_qp_udp_sport: RC or UC in RTS with the cap; the packets' source port"),
+    (214, "mlx5dv_reserved_qpn_alloc: numbers from RESERVED_QPN objects, forward, none a QP takes"),
+    (215, "mlx5dv_reserved_qpn_dealloc: EINVAL for a number not out; an emptied object goes"),
     (231, "CM MADs: REQ, REP, RTU, REJ, DREQ and DREP at the IBTA's offsets"),
     (232, "QP 1: a UD SEND with the GSI Q_Key is kept for the connection manager, others dropped"),
     (233, "SIDR_REQ and SIDR_REP at the IBTA's offsets"),

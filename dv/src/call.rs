@@ -159,6 +159,10 @@ pub enum Call {
     DevxPdNumber { pd: PdHandle },
     /// [`crate::Devx::devx_query_eqn`].
     DevxQueryEqn { ctx: ContextHandle, vector: u32 },
+    /// [`crate::Devx::reserved_qpn_alloc`].
+    ReservedQpnAlloc { ctx: ContextHandle },
+    /// [`crate::Devx::reserved_qpn_dealloc`].
+    ReservedQpnDealloc { ctx: ContextHandle, qpn: u32 },
     /// [`crate::Devx::devx_alloc_uar`].
     DevxAllocUar { ctx: ContextHandle, flags: u32 },
     /// [`crate::Devx::devx_free_uar`].
@@ -268,6 +272,8 @@ pub enum Reply {
     DevxObjDestroy(Result<()>),
     DevxPdNumber(Result<u32>),
     DevxQueryEqn(Result<u32>),
+    ReservedQpnAlloc(Result<u32>),
+    ReservedQpnDealloc(Result<()>),
     DevxAllocUar(Result<DevxUar>),
     DevxFreeUar(Result<()>),
     DevxUarWrite(Result<()>),
@@ -371,6 +377,8 @@ impl Call {
             Call::DevxObjDestroy { obj } => Reply::DevxObjDestroy(b.devx_obj_destroy(*obj)),
             Call::DevxPdNumber { pd } => Reply::DevxPdNumber(b.devx_pd_number(*pd)),
             Call::DevxQueryEqn { ctx, vector } => Reply::DevxQueryEqn(b.devx_query_eqn(*ctx, *vector)),
+            Call::ReservedQpnAlloc { ctx } => Reply::ReservedQpnAlloc(b.reserved_qpn_alloc(*ctx)),
+            Call::ReservedQpnDealloc { ctx, qpn } => Reply::ReservedQpnDealloc(b.reserved_qpn_dealloc(*ctx, *qpn)),
             Call::DevxAllocUar { ctx, flags } => Reply::DevxAllocUar(b.devx_alloc_uar(*ctx, *flags)),
             Call::DevxFreeUar { uar } => Reply::DevxFreeUar(b.devx_free_uar(uar)),
             Call::DevxUarWrite { uar, offset, value } => Reply::DevxUarWrite(b.devx_uar_write(uar, *offset, value)),
@@ -464,6 +472,8 @@ impl Call {
             Call::DevxObjDestroy { .. } => Op::DevxObjDestroy,
             Call::DevxPdNumber { .. } => Op::InitObj,
             Call::DevxQueryEqn { .. } => Op::DevxQueryEqn,
+            Call::ReservedQpnAlloc { .. } => Op::ReservedQpnAlloc,
+            Call::ReservedQpnDealloc { .. } => Op::ReservedQpnDealloc,
             Call::DevxAllocUar { .. } => Op::DevxAllocUar,
             Call::DevxFreeUar { .. } => Op::DevxFreeUar,
             Call::DevxUarWrite { .. } => Op::DevxUarWrite,
@@ -575,6 +585,8 @@ impl Reply {
             Reply::DevxObjDestroy(r) => r.as_ref().err(),
             Reply::DevxPdNumber(r) => r.as_ref().err(),
             Reply::DevxQueryEqn(r) => r.as_ref().err(),
+            Reply::ReservedQpnAlloc(r) => r.as_ref().err(),
+            Reply::ReservedQpnDealloc(r) => r.as_ref().err(),
             Reply::DevxAllocUar(r) => r.as_ref().err(),
             Reply::DevxFreeUar(r) => r.as_ref().err(),
             Reply::DevxUarWrite(r) => r.as_ref().err(),
@@ -662,6 +674,8 @@ impl Reply {
             Call::DevxObjDestroy { .. } => Reply::DevxObjDestroy(Err(err)),
             Call::DevxPdNumber { .. } => Reply::DevxPdNumber(Err(err)),
             Call::DevxQueryEqn { .. } => Reply::DevxQueryEqn(Err(err)),
+            Call::ReservedQpnAlloc { .. } => Reply::ReservedQpnAlloc(Err(err)),
+            Call::ReservedQpnDealloc { .. } => Reply::ReservedQpnDealloc(Err(err)),
             Call::DevxAllocUar { .. } => Reply::DevxAllocUar(Err(err)),
             Call::DevxFreeUar { .. } => Reply::DevxFreeUar(Err(err)),
             Call::DevxUarWrite { .. } => Reply::DevxUarWrite(Err(err)),

@@ -131,6 +131,10 @@ pub enum Op {
     DevxObjDestroy,
     /// `mlx5dv_devx_query_eqn`.
     DevxQueryEqn,
+    /// `mlx5dv_reserved_qpn_alloc`.
+    ReservedQpnAlloc,
+    /// `mlx5dv_reserved_qpn_dealloc`.
+    ReservedQpnDealloc,
     /// `mlx5dv_devx_alloc_uar`.
     DevxAllocUar,
     /// `mlx5dv_devx_free_uar`.
@@ -238,6 +242,8 @@ impl Op {
             Op::DevxObjModify => "mlx5dv_devx_obj_modify",
             Op::DevxObjDestroy => "mlx5dv_devx_obj_destroy",
             Op::DevxQueryEqn => "mlx5dv_devx_query_eqn",
+            Op::ReservedQpnAlloc => "mlx5dv_reserved_qpn_alloc",
+            Op::ReservedQpnDealloc => "mlx5dv_reserved_qpn_dealloc",
             Op::DevxAllocUar => "mlx5dv_devx_alloc_uar",
             Op::DevxFreeUar => "mlx5dv_devx_free_uar",
             Op::DevxUarWrite => "mmio_write (UAR)",

@@ -387,6 +387,12 @@ impl<L: Layer, B: Backend> Devx for Wrapped<L, B> {
     fn devx_query_eqn(&mut self, ctx: ContextHandle, vector: u32) -> Result<u32> {
         through!(self, Call::DevxQueryEqn { ctx, vector }, DevxQueryEqn)
     }
+    fn reserved_qpn_alloc(&mut self, ctx: ContextHandle) -> Result<u32> {
+        through!(self, Call::ReservedQpnAlloc { ctx }, ReservedQpnAlloc)
+    }
+    fn reserved_qpn_dealloc(&mut self, ctx: ContextHandle, qpn: u32) -> Result<()> {
+        through!(self, Call::ReservedQpnDealloc { ctx, qpn }, ReservedQpnDealloc)
+    }
     fn devx_alloc_uar(&mut self, ctx: ContextHandle, flags: u32) -> Result<DevxUar> {
         through!(self, Call::DevxAllocUar { ctx, flags }, DevxAllocUar)
     }

@@ -492,6 +492,8 @@ pub enum GeneralObjType {
     Dek,
     /// CRYPTO_LOGIN (0x001f).
     CryptoLogin,
+    /// RESERVED_QPN (0x002c): blocks of QP numbers `mlx5dv_reserved_qpn_alloc` hands out.
+    ReservedQpn,
 }
 
 impl GeneralObjType {
@@ -500,6 +502,7 @@ impl GeneralObjType {
         match self {
             GeneralObjType::Dek => crate::prm::obj_type::DEK,
             GeneralObjType::CryptoLogin => crate::prm::obj_type::CRYPTO_LOGIN,
+            GeneralObjType::ReservedQpn => crate::prm::obj_type::RESERVED_QPN,
         }
     }
 }
@@ -541,6 +544,15 @@ pub struct HcaCapSection {
     /// `IBV_DEVICE_MEM_WINDOW` and `_TYPE_2B` only with it).
     #[serde(default = "yes")]
     pub imaicl: bool,
+    /// `cmd_hca_cap_2.log_reserved_qpn_granularity`: log2 of the QP numbers one RESERVED_QPN
+    /// object holds (libmlx5 hands them out one by one). Unverified default 8: the value a
+    /// ConnectX reports is not public.
+    #[serde(default = "eight")]
+    pub log_reserved_qpn_granularity: u8,
+}
+
+fn eight() -> u8 {
+    8
 }
 
 /// `[crypto_cap]`: the crypto capability page.

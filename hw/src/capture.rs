@@ -7,7 +7,7 @@
 //! SQD→RTS by creating a `SIG_PIPELINING` QP.
 
 use mlx5_dv::prelude::*;
-use mlx5_dv::prm::{Field, cmd_hca_cap as c, crypto_caps as k, query_hca_cap as q};
+use mlx5_dv::prm::{Field, cmd_hca_cap as c, cmd_hca_cap_2 as c2, crypto_caps as k, query_hca_cap as q};
 use mlx5_dv::profile::Profile;
 use mlx5_dv::profile::{
     CryptoCapSection, DeviceSection, GeneralObjType, HcaCapSection, KernelSection, LinkLayer, OdpSection,
@@ -114,7 +114,7 @@ fn read_caps(b: &mut HwBackend, ctx: mlx5_dv::ContextHandle) -> Result<(HcaCapSe
     let bit = |p: &[u8], f: Field| get(p, f) != 0;
     let obj_types = get(&page, c::GENERAL_OBJ_TYPES);
     let mut general_obj_types = Vec::new();
-    for t in [GeneralObjType::Dek, GeneralObjType::CryptoLogin] {
+    for t in [GeneralObjType::Dek, GeneralObjType::CryptoLogin, GeneralObjType::ReservedQpn] {
         if obj_types & (1u64 << t.number()) != 0 {
             general_obj_types.push(t);
         }
@@ -134,6 +134,12 @@ fn read_caps(b: &mut HwBackend, ctx: mlx5_dv::ContextHandle) -> Result<(HcaCapSe
         log_max_mkey: get(&page, c::LOG_MAX_MKEY) as u8,
         log_max_klm_list_size: get(&page, c::LOG_MAX_KLM_LIST_SIZE) as u8,
         imaicl: bit(&page, c::IMAICL),
+        log_reserved_qpn_granularity: if bit(&page, c::HCA_CAP_2) {
+            let p2 = devx_query(b, ptr, q::OP_MOD_GENERAL_2_CUR)?;
+            get(&p2, c2::LOG_RESERVED_QPN_GRANULARITY) as u8
+        } else {
+            0
+        },
     };
     let crypto = if hca.crypto {
         let p = devx_query(b, ptr, q::OP_MOD_CRYPTO_CUR)?;

@@ -275,6 +275,29 @@ impl Devx for HwBackend {
         }
     }
 
+    fn reserved_qpn_alloc(&mut self, ctx: ContextHandle) -> Result<u32> {
+        let op = Op::ReservedQpnAlloc;
+        let ptr = self.ctx_ptr(ctx, op)?;
+        let f = dv_fn!(self, op, mlx5dv_reserved_qpn_alloc);
+        let mut qpn = 0u32;
+        // SAFETY: ptr is an open context; qpn is valid for writes.
+        match rc_errno(unsafe { f(ptr, &mut qpn) }) {
+            None => Ok(qpn),
+            Some(e) => Err(Error::new(op, e, "mlx5dv_reserved_qpn_alloc failed")),
+        }
+    }
+
+    fn reserved_qpn_dealloc(&mut self, ctx: ContextHandle, qpn: u32) -> Result<()> {
+        let op = Op::ReservedQpnDealloc;
+        let ptr = self.ctx_ptr(ctx, op)?;
+        let f = dv_fn!(self, op, mlx5dv_reserved_qpn_dealloc);
+        // SAFETY: ptr is an open context.
+        match rc_errno(unsafe { f(ptr, qpn) }) {
+            None => Ok(()),
+            Some(e) => Err(Error::new(op, e, format!("mlx5dv_reserved_qpn_dealloc(0x{qpn:x}) failed"))),
+        }
+    }
+
     fn devx_alloc_uar(&mut self, ctx: ContextHandle, flags: u32) -> Result<DevxUar> {
         let op = Op::DevxAllocUar;
         let ptr = self.ctx_ptr(ctx, op)?;

@@ -26,6 +26,7 @@ mod odp;
 mod poll;
 mod qp;
 mod qp_sport;
+mod reserved;
 mod ring;
 mod srq;
 mod wr;
@@ -106,6 +107,8 @@ struct CtxCaps {
     general_obj_types: u64,
     /// `entropy_caps.rts2rts_qp_udp_sport`.
     rts2rts_qp_udp_sport: bool,
+    /// `hca_cap_2_caps.log_reserved_qpns_per_obj`.
+    log_reserved_qpns_per_obj: u8,
 }
 
 #[derive(Debug, Clone)]
@@ -243,6 +246,7 @@ pub(crate) struct Provider {
     xrcds: HandleTable<mlx5_dv::XrcdHandle, xrc::XrcdObj>,
     /// Crypto logins and DEKs.
     crypto: crypto::CryptoObjects,
+    reserved: reserved::ReservedQpns,
     /// DEVX objects, UARs, umems, and the VFIO contexts' vectors and EQs.
     devx: devx::DevxObjects,
     /// `num_comp_vectors` of kernel contexts.
@@ -276,6 +280,7 @@ impl Provider {
             srqs: HandleTable::new(backend),
             xrcds: HandleTable::new(backend),
             crypto: crypto::CryptoObjects::new(backend),
+            reserved: Default::default(),
             devx: devx::DevxObjects::new(backend),
             num_comp_vectors: profile.device.num_comp_vectors,
             vfio_vectors: profile.device.vfio_msix_vectors,

@@ -502,6 +502,12 @@ impl Devx for Simulator {
     fn devx_query_eqn(&mut self, ctx: ContextHandle, vector: u32) -> Result<u32> {
         down!(self.devx_query_eqn(ctx, vector))
     }
+    fn reserved_qpn_alloc(&mut self, ctx: ContextHandle) -> Result<u32> {
+        down!(self.reserved_qpn_alloc(ctx))
+    }
+    fn reserved_qpn_dealloc(&mut self, ctx: ContextHandle, qpn: u32) -> Result<()> {
+        down!(self.reserved_qpn_dealloc(ctx, qpn))
+    }
 
     fn devx_alloc_uar(&mut self, ctx: ContextHandle, flags: u32) -> Result<DevxUar> {
         down!(self.devx_alloc_uar(ctx, flags))

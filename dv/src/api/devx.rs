@@ -115,6 +115,14 @@ pub trait Devx {
     /// `mlx5dv_devx_query_eqn(ctx, vector, &eqn)`: the EQ number behind a completion vector.
     fn devx_query_eqn(&mut self, ctx: ContextHandle, vector: u32) -> Result<u32>;
 
+    /// `mlx5dv_reserved_qpn_alloc(ctx, &qpn)`: a QP number no QP takes, from a RESERVED_QPN
+    /// general object (libmlx5 makes one per `log_reserved_qpn_granularity` numbers).
+    fn reserved_qpn_alloc(&mut self, ctx: ContextHandle) -> Result<u32>;
+
+    /// `mlx5dv_reserved_qpn_dealloc(ctx, qpn)`: give a reserved number back; EINVAL for one
+    /// not handed out (or given back already).
+    fn reserved_qpn_dealloc(&mut self, ctx: ContextHandle, qpn: u32) -> Result<()>;
+
     /// `mlx5dv_devx_alloc_uar(ctx, flags)` ([`MLX5DV_UAR_ALLOC_TYPE_BF`], `_NC`,
     /// `_NC_DEDICATED`).
     fn devx_alloc_uar(&mut self, ctx: ContextHandle, flags: u32) -> Result<DevxUar>;

@@ -9,6 +9,8 @@ pub mod cmd_hca_cap {
     layout! {
         /// The general capability page, one member per named field.
         struct CmdHcaCap = "cmd_hca_cap", CAPABILITY_SIZE;
+        /// hca_cap_2: the device answers the second general page (`cmd_hca_cap_2`).
+        HCA_CAP_2 => hca_cap_2 / set_hca_cap_2: bool = (0x20, 1);
         /// log_max_mkey.
         LOG_MAX_MKEY => log_max_mkey / set_log_max_mkey: u8 = (0xea, 6);
         /// log_max_klm_list_size.
@@ -67,5 +69,18 @@ pub mod crypto_caps {
         LOG_MAX_NUM_DEKS => log_max_num_deks / set_log_max_num_deks: u8 = (0x2b, 5);
         /// failed_selftests.
         FAILED_SELFTESTS => failed_selftests / set_failed_selftests: u16 = (0x40, 16);
+    }
+}
+
+/// `cmd_hca_cap_2`: the second general capability page.
+pub mod cmd_hca_cap_2 {
+    use crate::prm::query_hca_cap::CAPABILITY_SIZE;
+    use crate::prm::view::layout;
+
+    layout! {
+        /// The second general capability page.
+        struct CmdHcaCap2 = "cmd_hca_cap_2", CAPABILITY_SIZE;
+        /// log2 of the QP numbers one RESERVED_QPN object holds.
+        LOG_RESERVED_QPN_GRANULARITY => log_reserved_qpn_granularity / set_log_reserved_qpn_granularity: u8 = (0x93, 5);
     }
 }

@@ -264,6 +264,8 @@ pub mod query_hca_cap {
     pub const OP_MOD_GENERAL_CUR: u16 = 0x0 << 1 | 1;
     /// op_mod for the current crypto capabilities: `CRYPTO(0x1a) << 1 | GET_CUR(1)`.
     pub const OP_MOD_CRYPTO_CUR: u16 = 0x1a << 1 | 1;
+    /// op_mod for the current second general page: `GENERAL_DEVICE_CAP_2(0x20) << 1 | GET_CUR(1)`.
+    pub const OP_MOD_GENERAL_2_CUR: u16 = 0x20 << 1 | 1;
     /// Input size in bytes.
     pub const IN_SIZE: usize = 16;
     /// Byte offset of the capability page in the output.
@@ -280,6 +282,9 @@ pub mod obj_type {
     pub const DEK: u16 = 0x000c;
     /// CRYPTO_LOGIN.
     pub const CRYPTO_LOGIN: u16 = 0x001f;
+    /// RESERVED_QPN: a block of `1 << log_obj_range` QP numbers no QP takes; its object id
+    /// is the first of them.
+    pub const RESERVED_QPN: u16 = 0x002c;
 }
 
 /// `create_mkey_in` / `create_mkey_out`.

@@ -18,6 +18,7 @@ mod memic;
 mod objects;
 mod port;
 mod raw;
+mod reserved;
 mod srq;
 pub mod xrc;
 
@@ -168,6 +169,8 @@ pub struct Firmware {
     memic: memic::Memic,
     /// The DEVICE_MEMORY capability page.
     memic_caps: caps::Page,
+    /// RESERVED_QPN blocks and the second general page.
+    reserved: reserved::ReservedQpns,
 }
 
 impl Firmware {
@@ -208,6 +211,7 @@ impl Firmware {
             xrcds: xrc::XrcdTable::default(),
             memic: memic::Memic::new(profile),
             memic_caps: memic::Memic::new(profile).page()?,
+            reserved: reserved::ReservedQpns::new(profile)?,
         })
     }
 
@@ -465,18 +469,11 @@ impl Firmware {
     }
 
     /// A new QP with the next free QP number of this device (24 bits, counting up from 0x100
-    /// and starting over there, so 0 and 1 are never used); `None` when every number is taken.
+    /// and starting over there, so 0 and 1 are never used; reserved blocks skipped); `None`
+    /// when every number is taken.
     fn create_qp(&mut self, c: QpCreate) -> Option<u32> {
-        const FIRST: u32 = 0x100;
-        const LAST: u32 = 0xff_ffff;
-        if self.qps.len() > (LAST - FIRST) as usize {
-            return None;
-        }
-        let mut qpn = self.next_qpn.clamp(FIRST, LAST);
-        while self.qps.contains_key(qpn) {
-            qpn = if qpn >= LAST { FIRST } else { qpn + 1 };
-        }
-        self.next_qpn = if qpn >= LAST { FIRST } else { qpn + 1 };
+        let qpn = self.free_qpn()?;
+        self.next_qpn = if qpn >= reserved::LAST_QPN { reserved::FIRST_QPN } else { qpn + 1 };
         let qp = FwQp {
             order: c.order,
             pdn: c.pdn,
@@ -710,7 +707,7 @@ mod tests {
         (s, y, out)
     }
 
-    fn qp() -> QpCreate {
+    pub(super) fn qp() -> QpCreate {
         QpCreate {
             order: 0,
             pdn: 1,

@@ -128,6 +128,7 @@ impl Provider {
             let _ = self.mkeys.take(h, op);
         }
         self.crypto.forget_context(ctx);
+        self.reserved.forget_context(ctx);
         self.close_devx_of(low, ctx);
         if let (CtxKind::Kernel { devx, .. }, Some(d)) = (c.kind, low.devices.get_mut(c.dev)) {
             low.kernel.close_devx_objects(d, devx);
@@ -267,6 +268,7 @@ fn query_caps(dev: &mut Device, uid: DevxUid) -> CtxCaps {
         }
     }
     caps.general_obj_types = c::GENERAL_OBJ_TYPES.get(page).unwrap_or(0);
+    let has_cap_2 = bit(c::HCA_CAP_2);
     caps.rts2rts_qp_udp_sport = bit(c::RTS2RTS_QP_UDP_SPORT);
     if bit(c::AES_XTS_SINGLE_BLOCK_LE_TWEAK) {
         caps.crypto.crypto_engines |= crypto_cap::ENGINE_AES_XTS_SINGLE_BLOCK;
@@ -274,7 +276,16 @@ fn query_caps(dev: &mut Device, uid: DevxUid) -> CtxCaps {
     if bit(c::AES_XTS_MULTI_BLOCK_BE_TWEAK) {
         caps.crypto.crypto_engines |= crypto_cap::ENGINE_AES_XTS_SINGLE_BLOCK | crypto_cap::ENGINE_AES_XTS_MULTI_BLOCK;
     }
-    if !bit(c::CRYPTO) {
+    let crypto = bit(c::CRYPTO);
+    if has_cap_2 {
+        let mut input = prm::new_input(q::IN_SIZE, opcode::QUERY_HCA_CAP, 0, q::OP_MOD_GENERAL_2_CUR);
+        if kernel::devx_cmd(dev, uid, &mut input, &mut out).is_ok() {
+            let p2 = &out[q::CAPABILITY_BYTE..];
+            caps.log_reserved_qpns_per_obj =
+                prm::cmd_hca_cap_2::LOG_RESERVED_QPN_GRANULARITY.get(p2).unwrap_or(0) as u8;
+        }
+    }
+    if !crypto {
         return caps;
     }
     caps.crypto.flags |= crypto_cap::FLAG_CRYPTO;

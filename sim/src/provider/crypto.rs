@@ -80,27 +80,27 @@ impl CryptoObjects {
 }
 
 /// A kernel context's DEVX uid and device, or EOPNOTSUPP (VFIO and other providers have no
-/// crypto ops).
-fn kernel_ctx(p: &Provider, ctx: ContextHandle, op: Op) -> Result<(DevxUid, usize)> {
+/// crypto or other DEVX-backed dv ops).
+pub(super) fn kernel_ctx(p: &Provider, ctx: ContextHandle, op: Op) -> Result<(DevxUid, usize)> {
     let c = p.contexts.get(ctx, op)?;
     match c.kind {
         CtxKind::Kernel { devx, .. } => Ok((devx, c.dev)),
-        CtxKind::Vfio | CtxKind::Other => Err(Error::new(op, EOPNOTSUPP, "this context has no crypto ops")),
+        CtxKind::Vfio | CtxKind::Other => Err(Error::new(op, EOPNOTSUPP, "this context has no DEVX-backed dv ops")),
     }
 }
 
-fn put(op: Op, buf: &mut [u8], f: Field, v: u64) -> Result<()> {
+pub(super) fn put(op: Op, buf: &mut [u8], f: Field, v: u64) -> Result<()> {
     f.set(buf, v).map_err(|e| internal(op, e))
 }
 
-fn general_hdr(op: Op, buf: &mut [u8], opc: u16, ty: u16, id: u32) -> Result<()> {
+pub(super) fn general_hdr(op: Op, buf: &mut [u8], opc: u16, ty: u16, id: u32) -> Result<()> {
     prm::write_header(buf, opc, 0, 0);
     put(op, buf, prm::general_obj_in::OBJ_TYPE, u64::from(ty))?;
     put(op, buf, prm::general_obj_in::OBJ_ID, u64::from(id))
 }
 
 impl Provider {
-    fn devx_create(&self, low: &mut Lower<'_>, ctx: ContextHandle, input: &mut [u8], op: Op) -> Result<u32> {
+    pub(super) fn devx_create(&self, low: &mut Lower<'_>, ctx: ContextHandle, input: &mut [u8], op: Op) -> Result<u32> {
         let (uid, dev) = kernel_ctx(self, ctx, op)?;
         let d = low.devices.get_mut(dev).ok_or_else(|| Error::new(op, EINVAL, "no such device"))?;
         let mut out = [0u8; pc::CREATE_OUT_SIZE];
@@ -122,7 +122,7 @@ impl Provider {
     }
 
     /// `mlx5dv_devx_obj_destroy`: the kernel destroys the object; its errno comes back as is.
-    fn devx_destroy(&self, low: &mut Lower<'_>, ctx: ContextHandle, ty: u16, id: u32, op: Op) -> Result<()> {
+    pub(super) fn devx_destroy(&self, low: &mut Lower<'_>, ctx: ContextHandle, ty: u16, id: u32, op: Op) -> Result<()> {
         let (uid, dev) = kernel_ctx(self, ctx, op)?;
         let d = low.devices.get_mut(dev).ok_or_else(|| Error::new(op, EINVAL, "no such device"))?;
         let uid = match uid {

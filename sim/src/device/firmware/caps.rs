@@ -26,6 +26,8 @@ pub(super) mod cap_type {
     pub const DEVICE_MEMORY: u16 = 0xf;
     /// Crypto capabilities.
     pub const CRYPTO: u16 = 0x1a;
+    /// The second general page (`cmd_hca_cap_2`).
+    pub const GENERAL_2: u16 = 0x20;
 }
 
 /// General-page fields beyond the ones [`prm::cmd_hca_cap`] names (positions from
@@ -75,6 +77,7 @@ pub(super) fn general_page(profile: &Profile) -> Result<Page, FieldError> {
     let h = &profile.hca_cap;
     let mut page = Box::new([0u8; prm::query_hca_cap::CAPABILITY_SIZE]);
     let g = &mut page[..];
+    set_flag(g, c::HCA_CAP_2, true)?;
     set_flag(g, c::SHO, h.sho)?;
     set_flag(g, c::IMAICL, h.imaicl)?;
     set_flag(g, c::SIGERR_DOMAIN_AND_SIG_TYPE, h.sigerr_domain_and_sig_type)?;
@@ -144,6 +147,7 @@ impl Firmware {
             cap_type::GENERAL => &self.general_caps[..],
             cap_type::NIC_FLOW_TABLE => &ZERO_PAGE[..],
             cap_type::DEVICE_MEMORY => &self.memic_caps[..],
+            cap_type::GENERAL_2 => &self.reserved.page[..],
             cap_type::CRYPTO => match &self.crypto_caps {
                 Some(p) => &p[..],
                 None => return Err(Reject(status::BAD_PARAM_ERR, syndrome::BAD_FIELD)),

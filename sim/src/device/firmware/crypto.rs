@@ -124,6 +124,11 @@ impl Firmware {
     /// CREATE_GENERAL_OBJECT.
     pub(super) fn create_general_obj(&mut self, uid: u16, input: &[u8], out: &mut [u8]) -> Result<(), Reject> {
         let ty = get(prm::general_obj_in::OBJ_TYPE, input)? as u16;
+        if ty == obj_type::RESERVED_QPN {
+            let id = self.create_reserved_qpn(uid, input)?;
+            prm::general_obj_out::OBJ_ID.set(out, u64::from(id))?;
+            return Ok(());
+        }
         if !self.crypto.supports(ty) {
             return Err(bad(crypto_syndrome::UNSUPPORTED));
         }
@@ -263,6 +268,9 @@ impl Firmware {
     pub(super) fn destroy_general_obj(&mut self, uid: u16, input: &[u8]) -> Result<(), Reject> {
         let ty = get(prm::general_obj_in::OBJ_TYPE, input)? as u16;
         let id = get(prm::general_obj_in::OBJ_ID, input)? as u32;
+        if ty == obj_type::RESERVED_QPN {
+            return self.destroy_reserved_qpn(uid, id);
+        }
         if self.object_uid(ty, id) != Some(uid) {
             return Err(bad(syndrome::NO_SUCH_OBJECT));
         }
@@ -324,13 +332,14 @@ impl Firmware {
         self.crypto.deks.get(&id)
     }
 
-    /// The general objects created under `uid`, DEKs first, as `(obj_type, obj_id)`, for the
-    /// kernel's cleanup of a closed context.
+    /// The general objects created under `uid`, DEKs first, reserved QPN blocks last, as
+    /// `(obj_type, obj_id)`, for the kernel's cleanup of a closed context.
     pub fn general_objects_of_uid(&self, uid: u16) -> Vec<(u16, u32)> {
         let c = &self.crypto;
         let deks = c.deks.iter().filter(|(_, d)| d.uid == uid).map(|(i, _)| (obj_type::DEK, *i));
         let logins = c.logins.iter().filter(|(_, l)| l.uid == uid).map(|(i, _)| (obj_type::CRYPTO_LOGIN, *i));
-        deks.chain(logins).collect()
+        let blocks = self.reserved.of_uid(uid).map(|f| (obj_type::RESERVED_QPN, f));
+        deks.chain(logins).chain(blocks).collect()
     }
 
     /// The device has the multi-block engine, which reads the BSF's tweak big-endian.

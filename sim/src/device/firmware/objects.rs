@@ -259,10 +259,6 @@ impl QpTable {
         self.qps.binary_search_by_key(&qpn, |(n, _)| *n)
     }
 
-    pub(super) fn len(&self) -> usize {
-        self.qps.len()
-    }
-
     pub(super) fn contains_key(&self, qpn: u32) -> bool {
         self.at(qpn).is_ok()
     }
