@@ -204,6 +204,7 @@ fn mkc_fields_sit_at_their_bytes() {
 #[test]
 fn caps_fields_sit_at_their_bytes() {
     let cases: &[Case] = &[
+        (cmd_hca_cap::HCA_CAP_2, 1, &[(0x04, 0x80)]),
         (cmd_hca_cap::LOG_MAX_MKEY, 0x3f, &[(0x1d, 0x3f)]),
         (cmd_hca_cap::LOG_MAX_KLM_LIST_SIZE, 0x3f, &[(0x23, 0x3f)]),
         (cmd_hca_cap::SIG_CRC64_XP10, 1, &[(0x28, 0x01)]),
@@ -223,6 +224,8 @@ fn caps_fields_sit_at_their_bytes() {
         (cmd_hca_cap::SIGERR_DOMAIN_AND_SIG_TYPE, 1, &[(0x90, 0x80)]),
     ];
     check_cases(query_hca_cap::CAPABILITY_SIZE, cmd_hca_cap::ALL, cases);
+    let cases: &[Case] = &[(cmd_hca_cap_2::LOG_RESERVED_QPN_GRANULARITY, 0x1f, &[(0x12, 0x1f)])];
+    check_cases(query_hca_cap::CAPABILITY_SIZE, cmd_hca_cap_2::ALL, cases);
     let cases: &[Case] = &[
         (crypto_caps::WRAPPED_CRYPTO_OPERATIONAL, 1, &[(0, 0x80)]),
         (crypto_caps::WRAPPED_CRYPTO_GOING_TO_COMMISSIONING, 1, &[(0, 0x40)]),
