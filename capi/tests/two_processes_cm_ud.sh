@@ -112,3 +112,29 @@ if [ $rc_s = 0 ] && [ $rc_c = 0 ] && [ -n "$ts" ] && [ -n "$tc" ] && [ "$ts" -ge
 else
   fail "time-wait: exits $rc_s/$rc_c: $(cat "$bin/timewait-server.log" "$bin/timewait-client.log" | tr '\n' ' ')"
 fi
+
+echo "a slow peer: MRAs (the CM's retries shortened: $cm_fast)"
+# The server accepts 2 s after the request, past the client's three REQs (1.6 s): the
+# duplicate REQ is answered with an MRA, and the client waits for the REP instead of failing.
+rm -f "$bin/mra-req-client.pcap"
+ud_pair mra-req 127.0.42.3 "$bin/cm_peer server 127.0.42.3 $port slow-accept" 127.0.42.4 "$bin/cm_peer client 127.0.42.3 $port rc" "" "$cm_fast MLX5SIM_PCAP=$bin/mra-req-client.pcap"
+t=$(grep -o "ESTABLISHED status 0 after [0-9]* ms" "$bin/mra-req-client.log" | awk '{print $5}')
+names=$(tshark -r "$bin/mra-req-client.pcap" 2> /dev/null | grep -o 'CM: [A-Za-z]*' | sed 's/CM: //' | tr '\n' ' ')
+if [ $rc_s = 0 ] && [ $rc_c = 0 ] && [ -n "$t" ] && [ "$t" -ge 2000 ] \
+   && echo "$names" | grep -q "^ConnectRequest ConnectRequest MsgRcptAck ConnectReply ReadyToUse " \
+   && out=$(tshark_clean "$bin/mra-req-client.pcap"); then
+  pass "a server that accepts after 2 s: the duplicate REQ gets an MRA, the client is ESTABLISHED after $t ms; capture ($out packets, clean): $names"
+else
+  fail "an MRA for a slow accept: exits $rc_s/$rc_c; the CM's: $names; $(cat "$bin/mra-req-server.log" "$bin/mra-req-client.log" | tr '\n' ' ')"
+fi
+# The client takes its CONNECT_RESPONSE (and sends its RTU) 2 s late: the server's REP,
+# timed by the REQ's 16 ms, goes again, and the client's MRA makes the server wait.
+rm -f "$bin/mra-rep-server.pcap"
+ud_pair mra-rep 127.0.42.5 "$bin/cm_peer server 127.0.42.5 $port est-disc" 127.0.42.6 "$bin/cm_peer client 127.0.42.5 $port rc-slow" "MLX5SIM_PCAP=$bin/mra-rep-server.pcap" "$cm_fast"
+names=$(tshark -r "$bin/mra-rep-server.pcap" 2> /dev/null | grep -o 'CM: [A-Za-z]*' | sed 's/CM: //' | tr '\n' ' ')
+if [ $rc_s = 0 ] && [ $rc_c = 0 ] && grep -q "ESTABLISHED status 0" "$bin/mra-rep-server.log" \
+   && echo "$names" | grep -q "^ConnectRequest ConnectReply ConnectReply MsgRcptAck ReadyToUse "; then
+  pass "a client that takes its CONNECT_RESPONSE after 2 s: the REP goes again, the client's MRA holds it, ESTABLISHED on both sides; the server's capture: $names"
+else
+  fail "an MRA for a slow RTU: exits $rc_s/$rc_c; the CM's: $names; $(cat "$bin/mra-rep-server.log" "$bin/mra-rep-client.log" | tr '\n' ' ')"
+fi

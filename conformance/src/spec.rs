@@ -211,6 +211,7 @@ pub const ITEMS: &[(u16, &str)] = &[
     (242, "rsocket messages: SENDs with immediate data, the operation and returned credits"),
     (243, "rsocket credits: one per message; data keeps the last one for returning credits"),
     (244, "riomap's IO map message: slot, offset, address, rkey, length; riowrite's target"),
+    (291, "MRA: at the IBTA's offsets; a duplicate of a message not yet answered gets one"),
 ];
 
 /// The title of a checklist item, if it exists.

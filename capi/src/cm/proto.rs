@@ -7,11 +7,14 @@
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
-use mlx5_sim::wire::cm::{CmMsg, Mad, Rep, Req, private_len, reason};
+use mlx5_sim::wire::cm::{CmMsg, Mad, Rep, Req, mraed, private_len, reason};
 use rdma_sys::rdma_cm_event_type::*;
 
 use super::addr::{self, CMA_HDR, REQ_USER, cma_hdr, peer_of, service_id};
-use super::state::{Cm, EventBox, Id, Knobs, St, cm, devs, iba_ms};
+use super::state::{Cm, EventBox, Id, Knobs, PACKET_LIFETIME, St, cm, devs, iba_ms};
+
+/// The service timeout of the CM's MRAs: 4.096 µs × 2^24, about 69 s (the kernel's CM).
+pub(crate) const MRA_SERVICE_TIMEOUT: u8 = 24;
 
 impl Cm {
     /// One MAD from `from` at device `dev`'s port.
@@ -19,7 +22,8 @@ impl Cm {
         let Some(mad) = Mad::decode(bytes) else { return };
         match mad.msg {
             CmMsg::Req(r) => self.on_req(dev, from, mad.tid, r),
-            CmMsg::Rep(r) => self.on_rep(r),
+            CmMsg::Rep(r) => self.on_rep(dev, from, mad.tid, r),
+            CmMsg::Mra { remote, mraed, service_timeout, .. } => self.on_mra(remote, mraed, service_timeout),
             CmMsg::Rtu(_, remote, _) => {
                 if let Some(k) = self.by_comm(remote).filter(|k| self.ids[k].st == St::RepSent) {
                     let id = self.ids.get_mut(&k).map(|i| {
@@ -47,12 +51,16 @@ impl Cm {
     }
 
     fn on_req(&mut self, dev: usize, from: Ipv4Addr, tid: u64, r: Req) {
-        // A REQ sent again: our answer goes again.
+        // A REQ sent again. Not yet accepted: the program is slow, so an MRA asks the
+        // requester to wait (the kernel's CM marks a request MRA-pending once rdma_cm has
+        // handed it up, and sends the MRA at the first duplicate). Accepted: the REP goes
+        // again on its own timer, so the duplicate is dropped.
         let dup =
             self.ids.iter().find(|(_, i)| i.remote_comm == r.local_comm_id && i.dst.is_some_and(|d| *d.ip() == from));
         if let Some((_, i)) = dup {
-            if let Some(m) = i.last.clone() {
-                self.out.push(super::state::Out { dev, to: from, mad: m });
+            if i.st == St::ReqRcvd && !i.ud() {
+                let mad = mra(i, tid, mraed::REQ);
+                self.out.push(super::state::Out { dev, to: from, mad });
             }
             return;
         }
@@ -138,15 +146,22 @@ impl Cm {
         Some((lk, child as usize))
     }
 
-    fn on_rep(&mut self, r: Rep) {
+    fn on_rep(&mut self, dev: usize, from: Ipv4Addr, tid: u64, r: Rep) {
         let Some(k) = self.by_comm(r.remote_comm_id) else { return };
         let Some(id) = self.ids.get_mut(&k) else { return };
         if id.st != St::ReqSent {
-            // A REP sent again once we are connected: the RTU goes again.
-            if let (St::Connected, true, Some(m), Some(dev), Some(dst)) =
-                (id.st, id.remote_comm == r.local_comm_id, id.last.clone(), id.dev, id.dst)
-            {
-                self.out.push(super::state::Out { dev, to: *dst.ip(), mad: m });
+            if id.remote_comm != r.local_comm_id {
+                return;
+            }
+            // A REP sent again. Once we are connected the RTU goes again; while the program
+            // has not taken the CONNECT_RESPONSE (no RTU yet), an MRA asks for patience.
+            let answer = match id.st {
+                St::Connected => id.last.clone(),
+                St::RepRcvd => Some(mra(id, tid, mraed::REP)),
+                _ => None,
+            };
+            if let Some(mad) = answer {
+                self.out.push(super::state::Out { dev, to: from, mad });
             }
             return;
         }
@@ -170,6 +185,19 @@ impl Cm {
             p.qp_num = r.local_qpn;
         }
         self.post(chan, ev);
+    }
+
+    /// An MRA for our REQ or REP: its answer may take the MRA's service timeout plus the
+    /// packet lifetime, so the message waits that long before it goes again (the rest of
+    /// its retries too). One MRA per message counts; later ones change nothing.
+    fn on_mra(&mut self, remote: u32, what: u8, service_timeout: u8) {
+        let Some(k) = self.by_comm(remote) else { return };
+        let Some(id) = self.ids.get_mut(&k) else { return };
+        let acked = matches!((id.st, what), (St::ReqSent, mraed::REQ) | (St::RepSent, mraed::REP));
+        let wait = iba_ms(service_timeout) + iba_ms(PACKET_LIFETIME);
+        let Some(r) = id.resend.as_mut().filter(|r| acked && r.wait != wait) else { return };
+        r.wait = wait;
+        r.due = Instant::now() + wait;
     }
 
     fn on_rej(&mut self, remote: u32, why: u16, private_data: &[u8]) {
@@ -221,7 +249,7 @@ impl Cm {
                 continue;
             }
             r.left -= 1;
-            r.due = now + id.timeout;
+            r.due = now + r.wait;
             if let (Some(dev), Some(dst)) = (id.dev, id.dst) {
                 self.out.push(super::state::Out { dev, to: *dst.ip(), mad: r.mad.clone() });
             }
@@ -326,6 +354,18 @@ pub(crate) fn req_mad(id: &Id, tid: u64, qpn: u32, srq: bool, user: &[u8]) -> Ve
         private_data,
     };
     Mad { tid, msg: CmMsg::Req(req) }.encode().to_vec()
+}
+
+/// An MRA from ID `id` for the message `what` of transaction `tid`.
+fn mra(id: &Id, tid: u64, what: u8) -> Vec<u8> {
+    let msg = CmMsg::Mra {
+        local: id.local_comm,
+        remote: id.remote_comm,
+        mraed: what,
+        service_timeout: MRA_SERVICE_TIMEOUT,
+        private_data: Vec::new(),
+    };
+    Mad { tid, msg }.encode().to_vec()
 }
 
 /// The REP of ID `id`: the MAD.

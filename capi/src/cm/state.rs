@@ -76,6 +76,8 @@ pub(crate) struct Resend {
     pub(crate) mad: Vec<u8>,
     pub(crate) due: Instant,
     pub(crate) left: u32,
+    /// How long each sending waits for the answer (the connection's timeout, or an MRA's).
+    pub(crate) wait: Duration,
 }
 
 /// A CM ID.
@@ -258,7 +260,12 @@ impl Cm {
     pub(crate) fn send(&mut self, key: usize, mad: Vec<u8>, retry: bool) {
         let Some(id) = self.ids.get_mut(&key) else { return };
         let (Some(dev), Some(dst)) = (id.dev, id.dst) else { return };
-        id.resend = retry.then(|| Resend { mad: mad.clone(), due: Instant::now() + id.timeout, left: id.max_retries });
+        id.resend = retry.then(|| Resend {
+            mad: mad.clone(),
+            due: Instant::now() + id.timeout,
+            left: id.max_retries,
+            wait: id.timeout,
+        });
         id.last = Some(mad.clone());
         self.out.push(Out { dev, to: *dst.ip(), mad });
     }

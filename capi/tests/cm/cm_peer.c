@@ -1,11 +1,13 @@
 // One side of a librdmacm exchange for two_processes_cm_ud.sh, printing what it sees.
 //   cm_peer server ADDR PORT MODE   MODE: ud-reject | ud-vanish | vanish | idle | est-vanish | est-disc
-//                                         | rep-lost
-//   cm_peer client ADDR PORT MODE   MODE: ud | rc | rc-est | rc-disc | rc-rep-vanish
+//                                         | rep-lost | slow-accept
+//   cm_peer client ADDR PORT MODE   MODE: ud | rc | rc-est | rc-disc | rc-rep-vanish | rc-slow
 // Servers: ud-reject rejects a UD request with private data; vanish exits at the CONNECT_REQUEST
 // without answering (ud-vanish: a UD one); idle runs the CM with no listener; est-vanish exits once ESTABLISHED;
 // est-disc waits for DISCONNECTED and TIMEWAIT_EXIT; rep-lost accepts and prints what ends its
-// REP. rc-rep-vanish connects without a QP and exits at the CONNECT_RESPONSE (no RTU). Clients print each event with its status
+// REP; slow-accept accepts 2 s after the CONNECT_REQUEST. rc-rep-vanish connects without a QP and
+// exits at the CONNECT_RESPONSE (no RTU); rc-slow takes its first event 2 s after rdma_connect.
+// Clients print each event with its status
 // and the milliseconds since rdma_connect.
 #include <arpa/inet.h>
 #include <poll.h>
@@ -101,6 +103,8 @@ static int server(struct sockaddr_in a, const char *mode)
 	}
 	make_qp(id);
 	rdma_ack_cm_event(e);
+	if (!strcmp(mode, "slow-accept"))
+		sleep(2);
 	if (rdma_accept(id, &(struct rdma_conn_param){ .retry_count = 7, .rnr_retry_count = 7 })) {
 		perror("rdma_accept");
 		return 1;
@@ -139,6 +143,8 @@ static int client(struct sockaddr_in a, const char *mode)
 		perror("rdma_connect");
 		return 1;
 	}
+	if (!strcmp(mode, "rc-slow"))
+		sleep(2);
 	e = next(120000);
 	if (!e)
 		return 1;

@@ -1,5 +1,5 @@
-//! The RDMA connection manager's ground on the simulated network (items 231–232): the CM
-//! MADs at the IBTA's offsets, and QP 1, where a UD SEND with the GSI's Q_Key is kept for the
+//! The RDMA connection manager's ground on the simulated network (items 231–232, 291): the CM
+//! MADs at the IBTA's offsets (the MRA's too), and QP 1, where a UD SEND with the GSI's Q_Key is kept for the
 //! connection manager of the C ABI's librdmacm and anything else is dropped. The rest of
 //! librdmacm (events, the handshake between two processes, rping, ucmatose) is C behaviour,
 //! checked by `capi/tests/two_processes_rdmacm.sh`. The cases build a simulator of their own:
@@ -10,7 +10,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddrV4};
 use mlx5_dv::Backend;
 use mlx5_sim::packet::{Bth, Deth, Headers, opcode};
 use mlx5_sim::profile::ShippedProfiles;
-use mlx5_sim::wire::cm::{CmMsg, GSI_QKEY, GSI_QPN, MAD_LEN, Mad, Rep, Req, reason};
+use mlx5_sim::wire::cm::{CmMsg, GSI_QKEY, GSI_QPN, MAD_LEN, Mad, Rep, Req, mraed, reason};
 use mlx5_sim::wire::{Endpoints, encode};
 
 use crate::case::{Case, Check, Env, Need, Verdict, check, check_eq};
@@ -20,6 +20,7 @@ const NEEDS: &[Need] = &[Need::SimControl];
 pub(super) const CASES: &[Case] = &[
     Case { name: "cm.mads_at_the_ibta_offsets", covers: &[231], needs: NEEDS, run: mad_offsets },
     Case { name: "cm.qp1_keeps_gsi_sends_for_the_cm", covers: &[232], needs: NEEDS, run: qp1 },
+    Case { name: "cm.mra_at_the_ibta_offsets", covers: &[291], needs: NEEDS, run: mra_offsets },
 ];
 
 /// The 32-bit big-endian word at byte `at` of the CM message (after the 24-byte MAD header).
@@ -74,6 +75,26 @@ fn mad_offsets(_b: &mut dyn Backend, _env: &Env) -> Check {
     let mut other = b;
     other[1] = 0x81;
     check("a MAD of another class is no CM MAD", Mad::decode(&other).is_none(), "None", "a CM message")
+}
+
+fn mra_offsets(_b: &mut dyn Backend, _env: &Env) -> Check {
+    let mra = CmMsg::Mra {
+        local: 0x0a0b_0c0d,
+        remote: 0x0102_0304,
+        mraed: mraed::REP,
+        service_timeout: 24,
+        private_data: vec![0x5a; 222],
+    };
+    let b = Mad { tid: 0x77, msg: mra.clone() }.encode();
+    check_eq("MRA's attribute ID", u16::from_be_bytes([b[16], b[17]]), 0x0011)?;
+    check_eq("MRA: the two communication IDs at 0 and 4", (word(&b, 0), word(&b, 4)), (0x0a0b_0c0d, 0x0102_0304))?;
+    check_eq("MRA: the message MRAed in the top 2 bits of 8 (1: a REP)", b[24 + 8], 1 << 6)?;
+    check_eq("MRA: the service timeout in the top 5 bits of 9", b[24 + 9], 24 << 3)?;
+    check_eq("MRA: 222 bytes of private data at 10", &b[24 + 10..], &[0x5a; 222][..])?;
+    check_eq("an MRA reads back", Mad::decode(&b), Some(Mad { tid: 0x77, msg: mra }))?;
+    let mut lap = b;
+    lap[16..18].copy_from_slice(&0x0019u16.to_be_bytes());
+    check("a LAP (0x0019) is no message a RoCE CM handles", Mad::decode(&lap).is_none(), "None", "a CM message")
 }
 
 /// A RoCE v2 datagram from `from` to QP 1 of `to` with `qkey`, carrying `mad`.

@@ -1,4 +1,4 @@
-//! The communication manager's MADs (IBTA vol. 1 chapter 12): REQ, REP, RTU, REJ, DREQ,
+//! The communication manager's MADs (IBTA vol. 1 chapter 12): REQ, REP, RTU, REJ, MRA, DREQ,
 //! DREP, and SIDR_REQ/SIDR_REP (service ID resolution, for UD), each a 256-byte MAD sent to QP 1 (the GSI) as a UD SEND with the GSI's Q_Key. Field
 //! offsets are the specification's tables 106 to 113, counted after the 24-byte MAD header,
 //! as the kernel's `ibta_vol1_c12.h` counts them.
@@ -22,6 +22,8 @@ pub const METHOD_SEND: u8 = 0x03;
 pub mod attr {
     /// Request for communication.
     pub const REQ: u16 = 0x0010;
+    /// Message receipt acknowledgement: the answer takes longer.
+    pub const MRA: u16 = 0x0011;
     /// Reject.
     pub const REJ: u16 = 0x0012;
     /// Reply to a request.
@@ -46,6 +48,8 @@ pub mod private_len {
     pub const REP: usize = 196;
     /// REJ.
     pub const REJ: usize = 148;
+    /// MRA.
+    pub const MRA: usize = 222;
     /// RTU.
     pub const RTU: usize = 224;
     /// DREQ.
@@ -76,6 +80,16 @@ pub mod reason {
     pub const CONSUMER_REJECT: u16 = 28;
     /// The peer did not answer in time.
     pub const TIMEOUT: u16 = 1;
+}
+
+/// What an MRA acknowledges (its Message MRAed field).
+pub mod mraed {
+    /// A REQ.
+    pub const REQ: u8 = 0;
+    /// A REP.
+    pub const REP: u8 = 1;
+    /// A LAP.
+    pub const OTHER: u8 = 2;
 }
 
 /// A REQ's fields the simulated connection manager uses (the rest are written as RoCE's).
@@ -162,6 +176,19 @@ pub enum CmMsg {
         /// Why ([`reason`]).
         reason: u16,
         /// Private data (up to [`private_len::REJ`]).
+        private_data: Vec<u8>,
+    },
+    /// Message receipt acknowledgement: the sender needs longer to answer.
+    Mra {
+        /// The sender's communication ID.
+        local: u32,
+        /// The communication ID of the side whose message is acknowledged.
+        remote: u32,
+        /// Which message is acknowledged ([`mraed`]).
+        mraed: u8,
+        /// How much longer the answer may take: 4.096 µs × 2^n (5 bits).
+        service_timeout: u8,
+        /// Private data (up to [`private_len::MRA`]).
         private_data: Vec<u8>,
     },
     /// Disconnection request: local and remote IDs, the remote QPN, private data.
@@ -264,6 +291,12 @@ impl Mad {
                 put(&mut b, 10, &reason.to_be_bytes());
                 (attr::REJ, (84, private_len::REJ, private_data.as_slice()))
             }
+            CmMsg::Mra { local, remote, mraed, service_timeout, private_data } => {
+                put(&mut b, 0, &local.to_be_bytes());
+                put(&mut b, 4, &remote.to_be_bytes());
+                put(&mut b, 8, &[(mraed & 3) << 6, (service_timeout & 0x1f) << 3]);
+                (attr::MRA, (10, private_len::MRA, private_data.as_slice()))
+            }
             CmMsg::Dreq(l, r, qpn, p) => {
                 put(&mut b, 0, &l.to_be_bytes());
                 put(&mut b, 4, &r.to_be_bytes());
@@ -342,6 +375,13 @@ impl Mad {
                 rejected: byte(b, 8) >> 6,
                 reason: u16::from_be_bytes(get(b, 10)),
                 private_data: private(b, 84, private_len::REJ),
+            },
+            attr::MRA => CmMsg::Mra {
+                local: ids.0,
+                remote: ids.1,
+                mraed: byte(b, 8) >> 6,
+                service_timeout: byte(b, 9) >> 3,
+                private_data: private(b, 10, private_len::MRA),
             },
             attr::DREQ => CmMsg::Dreq(ids.0, ids.1, u24_at(b, 8), private(b, 12, private_len::DREQ)),
             attr::DREP => CmMsg::Drep(ids.0, ids.1, private(b, 8, private_len::DREP)),
@@ -450,6 +490,7 @@ mod tests {
                 reason: reason::CONSUMER_REJECT,
                 private_data: vec![5; 148],
             },
+            CmMsg::Mra { local: 3, remote: 4, mraed: mraed::REP, service_timeout: 24, private_data: vec![7; 222] },
             CmMsg::Dreq(5, 6, 0x99, vec![0; 220]),
             CmMsg::Drep(7, 8, vec![0; 224]),
             CmMsg::SidrReq(SidrReq {
