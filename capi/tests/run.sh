@@ -206,5 +206,23 @@ else
   fail "qualify over the shim: $(tail -5 "$bin/qualify.txt" 2>/dev/null)"
 fi
 
+echo "discover over the shim, and its shrunk trace replayed on the card"
+# The model's random sequences on the hw backend (the shim as the card): a disagreement is
+# shrunk and written as a trace, which a fresh process replays on the same card call for call.
+rm -f "$bin/discover.jsonl"
+MLX5SIM_HOST=0 MLX5SIM_NET=off under_shim timeout 600 "$cli" discover --backend hw --cases 16 --len 30 \
+  --output "$bin/discover.jsonl" > "$bin/discover.txt" 2>&1
+rc=$?
+if [ $rc = 0 ] && grep -q "the backend agrees with the model" "$bin/discover.txt"; then
+  pass "discover --backend hw: $(tail -1 "$bin/discover.txt")"
+elif [ $rc = 1 ] && [ -s "$bin/discover.jsonl" ] \
+     && MLX5SIM_HOST=0 MLX5SIM_NET=off under_shim timeout 300 "$cli" replay "$bin/discover.jsonl" --backend hw \
+        > "$bin/discover-replay.txt" 2>&1 \
+     && grep -q "every call matches" "$bin/discover-replay.txt"; then
+  pass "discover --backend hw finds a disagreement, $(grep -o '^shrunk to [0-9]* ops' "$bin/discover.txt"), written as a trace of $(wc -l < "$bin/discover.jsonl") lines that replays on the card in a new process with every call matching: $(grep -B1 '^shrunk' "$bin/discover.txt" | head -1 | cut -c1-200)"
+else
+  fail "discover --backend hw: exit $rc: $(tail -3 "$bin/discover.txt"; tail -3 "$bin/discover-replay.txt" 2>/dev/null)"
+fi
+
 if [ $failures != 0 ]; then echo "$failures shim test(s) failed"; exit 1; fi
 echo "all shim tests passed"

@@ -5,7 +5,8 @@
 //!
 //! Values that differ between backends are written symbolically: an address inside a buffer
 //! the run allocated is `{"$buf": i, "off": o}` (buffer `i` in allocation order), a memory key
-//! is `{"$key": i, "tag": t}` (the `i`-th key index replies produced, with its 8-bit tag), a
+//! is `{"$key": i, "tag": t}` (the `i`-th key index replies produced, `t` its 8-bit tag counted
+//! from the tag it first had: a kernel's key variants come from a device-wide counter), a
 //! QP number is `{"$qp": i}`. Byte arrays are hex, runs of one byte as `hh*count`.
 //!
 //! ## Layout
@@ -34,8 +35,9 @@ pub use replay::{Divergence, Replayed, replay, replay_within};
 
 /// The format's name, in every header.
 pub const FORMAT: &str = "mlx5sim-trace";
-/// The format's version.
-pub const VERSION: u32 = 1;
+/// The format's version. Version 2 writes a key's tag relative to the tag it was made with
+/// (version 1 wrote the tag itself).
+pub const VERSION: u32 = 2;
 /// The suite's git commit, captured at build time: `MLX5_CONFORMANCE_COMMIT` if set, else
 /// "unknown" outside a git checkout.
 pub const COMMIT: &str = env!("MLX5_CONFORMANCE_COMMIT");
@@ -94,7 +96,8 @@ pub struct Line {
 #[derive(Debug, Clone, Default)]
 pub struct Symbols {
     bufs: Vec<(u64, u64)>,
-    keys: Vec<u32>,
+    /// Key indexes in the order replies produced them, each with the tag it first had.
+    keys: Vec<(u32, u8)>,
     qps: Vec<u32>,
     fds: Vec<i64>,
 }
@@ -117,8 +120,8 @@ impl Symbols {
             }
             for k in ["lkey", "rkey"].iter().filter_map(|f| num(m, f)) {
                 let index = (k >> 8) as u32;
-                if !self.keys.contains(&index) {
-                    self.keys.push(index);
+                if !self.keys.iter().any(|(i, _)| *i == index) {
+                    self.keys.push((index, (k & 0xff) as u8));
                 }
             }
             if let Some(fd) = m.get(FD_FIELD).and_then(Value::as_i64)
@@ -179,8 +182,9 @@ impl Symbols {
                     return Ok(json!(a.wrapping_add(num(m, "off").unwrap_or(0))));
                 }
                 if let Some(i) = num(m, "$key") {
-                    let k = self.keys.get(i as usize).ok_or(format!("key #{i} was not made"))?;
-                    return Ok(json!(k << 8 | (num(m, "tag").unwrap_or(0) as u32 & 0xff)));
+                    let (k, first) = self.keys.get(i as usize).ok_or(format!("key #{i} was not made"))?;
+                    let tag = first.wrapping_add((num(m, "tag").unwrap_or(0) & 0xff) as u8);
+                    return Ok(json!(k << 8 | u32::from(tag)));
                 }
                 if let Some(i) = num(m, "$fd") {
                     return Ok(json!(self.fds.get(i as usize).ok_or(format!("fd #{i} was not opened"))?));
@@ -207,8 +211,8 @@ impl Symbols {
     }
 
     fn key_symbol(&self, n: u64) -> Option<Value> {
-        let i = self.keys.iter().position(|k| u64::from(*k) == n >> 8)?;
-        Some(json!({"$key": i, "tag": n & 0xff}))
+        let i = self.keys.iter().position(|(k, _)| u64::from(*k) == n >> 8)?;
+        Some(json!({"$key": i, "tag": (n as u8).wrapping_sub(self.keys[i].1)}))
     }
 
     fn qp_symbol(&self, n: u64) -> Option<Value> {
@@ -384,9 +388,23 @@ mod tests {
         let sym = s.symbolize(&call);
         assert_eq!(
             sym,
-            json!({"sge": {"addr": {"$buf": 0, "off": 64}, "lkey": {"$key": 0, "tag": 0xaa}}, "dest_qp_num": {"$qp": 0}, "addr2": 7, "remote_qpn": {"$qp": 0}})
+            json!({"sge": {"addr": {"$buf": 0, "off": 64}, "lkey": {"$key": 0, "tag": 0xa9}}, "dest_qp_num": {"$qp": 0}, "addr2": 7, "remote_qpn": {"$qp": 0}})
         );
         assert_eq!(s.resolve(&sym, &mut 0), Ok(call));
         assert!(Symbols::default().resolve(&sym, &mut 0).is_err(), "a symbol without its value");
+    }
+
+    #[test]
+    fn a_tag_is_counted_from_the_keys_first_one() {
+        // Recorded where the device's variant counter stood at 0xff, replayed where it stands
+        // at 0x03: the key's first tag and the tag it was changed to map across.
+        let mut rec = Symbols::default();
+        rec.learn(&json!({"handle": 1, "lkey": 0x0000_07ffu32}));
+        let sym = rec.symbolize(&json!({"lkey": 0x0000_0702u32}));
+        assert_eq!(sym, json!({"lkey": {"$key": 0, "tag": 3}}));
+        let mut now = Symbols::default();
+        now.learn(&json!({"handle": 1, "lkey": 0x0000_2203u32}));
+        assert_eq!(now.resolve(&sym, &mut 0), Ok(json!({"lkey": 0x0000_2206u32})));
+        assert_eq!(now.symbolize(&json!({"lkey": 0x0000_2203u32})), json!({"lkey": {"$key": 0, "tag": 0}}));
     }
 }

@@ -121,7 +121,7 @@ mod tests {
     use crate::{Recorder, Replayed, replay, replay_within};
 
     const HEADER: &str =
-        r#"{"trace":"mlx5sim-trace","version":1,"backend":"sim","profile":null,"case":null,"facts":{},"suite":"x"}"#;
+        r#"{"trace":"mlx5sim-trace","version":2,"backend":"sim","profile":null,"case":null,"facts":{},"suite":"x"}"#;
 
     fn sim() -> Simulator {
         Simulator::with_profile("cx6dx").unwrap()

@@ -100,7 +100,8 @@ pub fn replay_within(text: &str, backend: &mut dyn Backend, limits: &Limits) -> 
     let mut lines = text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty());
     let (_, first) = lines.next().ok_or("an empty trace")?;
     let header: Header = serde_json::from_str(first).map_err(|e| format!("line 1 is not a trace header: {e}"))?;
-    if header.trace != crate::FORMAT || header.version > crate::VERSION {
+    // Version 1 wrote keys' tags as they were, which this version would misread.
+    if header.trace != crate::FORMAT || header.version != crate::VERSION {
         return Err(format!("{} version {} is not a trace this program reads", header.trace, header.version));
     }
     let mut symbols = Symbols::default();

@@ -68,11 +68,11 @@ fn a_program_records_in_one_line_and_replays_elsewhere() {
 fn broken_traces_are_errors_not_panics() {
     let mut sim = Simulator::with_profile("cx6dx").unwrap();
     let header =
-        r#"{"trace":"mlx5sim-trace","version":1,"backend":"sim","profile":null,"case":null,"facts":{},"suite":"x"}"#;
+        r#"{"trace":"mlx5sim-trace","version":2,"backend":"sim","profile":null,"case":null,"facts":{},"suite":"x"}"#;
     for text in [
         "",
         "{}",
-        r#"{"trace":"other","version":1,"backend":"sim","profile":null,"case":null,"facts":{},"suite":"x"}"#,
+        r#"{"trace":"other","version":2,"backend":"sim","profile":null,"case":null,"facts":{},"suite":"x"}"#,
         &format!("{header}\nnot json"),
         &format!("{header}\n{{\"i\":0,\"call\":{{\"call\":\"no_such_call\"}},\"reply\":null}}"),
         &format!(

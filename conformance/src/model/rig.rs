@@ -23,6 +23,11 @@ struct Rig {
     cq: mlx5_dv::Cq,
     qa: Qp,
     bufs: Vec<Buf>,
+    /// Signaled WRs posted whose completions were not polled yet: a device that runs on its
+    /// own (a card, the free-running simulator) completes them after the post returns.
+    due: std::cell::Cell<usize>,
+    /// Completions polled early (before reading a buffer), not handed out yet.
+    held: std::cell::RefCell<Vec<(u32, Option<u32>)>>,
 }
 
 fn say<T, E: std::fmt::Display>(what: &str, r: Result<T, E>) -> Result<T, String> {
@@ -53,7 +58,7 @@ impl Rig {
                 say("connect", b.modify_qp(q, &step))?;
             }
         }
-        Ok(Rig { ctx, pd, cq, qa, bufs: Vec::new() })
+        Ok(Rig { ctx, pd, cq, qa, bufs: Vec::new(), due: 0.into(), held: Default::default() })
     }
 
     /// A buffer of `data` with an MR over all of it.
@@ -89,7 +94,9 @@ impl Rig {
         };
         let layout = WrOp::SetMkeyLayoutList(vec![Sge { addr: mr.addr, length: mr.length as u32, lkey: mr.lkey }]);
         let ops: Vec<WrOp> = [conf, WrOp::SetMkeyAccessFlags(ACCESS), layout].into_iter().chain(more).collect();
-        b.post_send(&self.qa, &ops)
+        b.post_send(&self.qa, &ops)?;
+        self.due.set(self.due.get() + 1);
+        Ok(())
     }
 
     /// An RDMA WRITE on QP a of `len` bytes at `(addr, lkey)` to `(raddr, rkey)`.
@@ -108,12 +115,31 @@ impl Rig {
             remote_addr: remote.0,
             sge: vec![Sge { addr: local.0, length: len as u32, lkey: local.1 }],
         };
-        say("ibv_wr_rdma_write", b.post_send(&self.qa, &[op]))
+        say("ibv_wr_rdma_write", b.post_send(&self.qa, &[op]))?;
+        self.due.set(self.due.get() + 1);
+        Ok(())
     }
 
-    /// Every completion the CQ holds: `(status, opcode if success)`.
+    /// Wait for the completions of what was posted (until the wait deadline), so that a
+    /// buffer read next holds what the WRs wrote; they are kept for [`Rig::poll`].
+    fn settle(&self, b: &mut dyn Backend) -> Result<(), String> {
+        let deadline = crate::harness::deadline::wait_until();
+        while self.held.borrow().len() < self.due.get() {
+            let w = say("ibv_poll_cq", b.poll_cq(&self.cq, 16))?;
+            if w.is_empty() && std::time::Instant::now() >= deadline {
+                break;
+            }
+            self.held.borrow_mut().extend(w.iter().map(|w| (w.status, (w.status == 0).then_some(w.opcode))));
+        }
+        Ok(())
+    }
+
+    /// Every completion the CQ holds, once those of what was posted came (or the wait
+    /// deadline passed): `(status, opcode if success)`.
     fn poll(&self, b: &mut dyn Backend) -> Result<Vec<(u32, Option<u32>)>, String> {
-        let mut v = Vec::new();
+        self.settle(b)?;
+        let mut v = self.held.take();
+        self.due.set(0);
         for _ in 0..16 {
             let w = say("ibv_poll_cq", b.poll_cq(&self.cq, 16))?;
             if w.is_empty() {
@@ -309,9 +335,11 @@ pub(super) fn run_crypto(
         if c.attrs {
             // A local signature key counts data bytes (item 42).
             rig.write(b, 2, (0, mkey.lkey), (mr_p.addr, mr_p.rkey), len)?;
+            rig.settle(b)?;
             bytes.push(("wire", say("read_buf", b.read_buf(&peer, 0, wire_len))?));
         }
         rig.write(b, 3, (mr_p.addr, mr_p.lkey), (0, mkey.rkey), wire_len)?;
+        rig.settle(b)?;
         bytes.push(("memory", say("read_buf", b.read_buf(&mem, 0, len))?));
         let cqes = rig.poll(b)?;
         let checks = if c.wire_sig.is_some() && c.attrs {
