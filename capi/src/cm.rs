@@ -316,6 +316,10 @@ fn bind(key: usize, a: SocketAddrV4) -> c_int {
     } else {
         match devs().with_addr(*a.ip()) {
             Some(d) => Some(d),
+            // The kernel's rdma_translate_ip finds the host's interface that has the address
+            // (EADDRNOTAVAIL for none); cma_acquire_dev_by_src_ip then finds no RDMA port
+            // with it (ENODEV): 127.0.0.1 on lo, say.
+            None if host_has(*a.ip()) => return libc::ENODEV,
             None => return libc::EADDRNOTAVAIL,
         }
     };
@@ -354,8 +358,14 @@ fn bind(key: usize, a: SocketAddrV4) -> c_int {
     0
 }
 
-/// `rdma_bind_addr`: an address one of the simulated ports has (EADDRNOTAVAIL for
-/// another), or the wildcard; IPv4.
+/// True if an interface of this host has `ip`: a UDP socket binds to it (nothing is sent).
+fn host_has(ip: std::net::Ipv4Addr) -> bool {
+    std::net::UdpSocket::bind((ip, 0)).is_ok()
+}
+
+/// `rdma_bind_addr`: an address one of the simulated ports has, or the wildcard; IPv4.
+/// ENODEV for an address of the host that no simulated port has, EADDRNOTAVAIL for one the
+/// host does not have.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_bind_addr(id: *mut rdma_cm_id, addr: *mut libc::sockaddr) -> c_int {
     // SAFETY: the caller's sockaddr.

@@ -1,5 +1,5 @@
 /* librdmacm in one process, the two ends on one port: the event channel's fd (EAGAIN when
- * non-blocking and empty, readable by poll when an event waits), EINVAL, EADDRNOTAVAIL and the
+ * non-blocking and empty, readable by poll when an event waits), EINVAL, EADDRNOTAVAIL, ENODEV and the
  * private data limits of the calls, ADDR_ERROR for an address no port reaches, ADDR_RESOLVED
  * and ROUTE_RESOLVED, CONNECT_REQUEST with the listener and the private data, a REJECTED with
  * the consumer's reason (28) and data, then a connection: ESTABLISHED on both sides with the
@@ -80,6 +80,10 @@ int main(void)
 	struct sockaddr_in nowhere = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(0x0afffffe) };
 	CHECK_EQ(rdma_bind_addr(srv, (struct sockaddr *)&nowhere), -1, "rdma_bind_addr to no port's address");
 	CHECK_EQ(errno, EADDRNOTAVAIL, "its errno");
+	/* An address of the host (all of 127.0.0.0/8 is lo's) that no RDMA port has. */
+	struct sockaddr_in lo_only = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7ffffffe) };
+	CHECK_EQ(rdma_bind_addr(srv, (struct sockaddr *)&lo_only), -1, "rdma_bind_addr to a host address of no port");
+	CHECK_EQ(errno, ENODEV, "its errno");
 	CHECK_EQ(rdma_bind_addr(srv, (struct sockaddr *)&addr), 0, "rdma_bind_addr");
 	addr.sin_port = rdma_get_src_port(srv);
 	CHECK(addr.sin_port != 0, "an ephemeral port");
