@@ -14,7 +14,7 @@
 #   make test-shim the shim's tests: the ABI, C programs, ibverbs-utils, pyverbs, the hw backend
 #   make rdma-core-suite  rdma-core's own Python tests on the shim, against their expectations
 #                  (capi/tests/rdma_core_suite.expected; SUITE_ARGS="--update" rewrites it)
-#   make mutants   cargo-mutants over the simulator's provider, kernel, device and signature
+#   make mutants   cargo-mutants over the simulator's provider, kernel, device, fabric, signature and crypto
 #                  code against the simulator's and the suite's tests (hours; MUTANTS_ARGS=
 #                  "--shard 0/16" runs one shard; docs/measured.md: "Mutation testing")
 
@@ -163,8 +163,8 @@ bench-icount:
 	$(CARGO) run --release --quiet -p mlx5-sim --example icount
 	$(CARGO) run --release --quiet -p mlx5-capi --example capi_icount
 
-# What cargo-mutants mutates: .cargo/mutants.toml names the files (provider, kernel, device,
-# signature) and the test packages (the simulator's and the suite's), and excludes the
+# What cargo-mutants mutates: .cargo/mutants.toml names the files (provider, kernel, device, fabric,
+# signature, crypto) and the test packages (the simulator's and the suite's), and excludes the
 # mutants shown equivalent. Scratch copies go to the system temporary directory; the report
 # to mutants.out/.
 MUTANTS_ARGS ?=
