@@ -441,17 +441,17 @@ unsafe extern "C" fn query_device_ex(
         |s| {
             let p = s.sim.profile();
             let h = &p.hca_cap;
-            h.tag_matching.then_some((h.log_tag_matching_list_sz, h.rndv_offload_rc, p.datapath.max_qp_wr))
+            mlx5_dv::TmCaps::of_hca(h.tag_matching, h.rndv_offload_rc, h.log_tag_matching_list_sz, p.datapath.max_qp_wr)
         },
     );
-    if let Some((log, rndv, max_qp_wr)) = tm {
-        full.tm_caps.max_num_tags = (1u32 << log.min(31)) - 1;
-        full.tm_caps.max_ops = max_qp_wr;
-        full.tm_caps.max_sge = 1;
-        if rndv {
-            full.tm_caps.flags = TM_CAP_RC;
-            full.tm_caps.max_rndv_hdr_size = TM_MAX_RNDV_MSG_SIZE;
-        }
+    if let Some(t) = tm {
+        full.tm_caps = ibv_tm_caps {
+            max_rndv_hdr_size: t.max_rndv_hdr_size,
+            max_num_tags: t.max_num_tags,
+            flags: t.flags,
+            max_ops: t.max_ops,
+            max_sge: t.max_sge,
+        };
     }
     // mlx5_ib: MEMIC's max_memic_size, 0 without MEMIC (and on a VFIO context).
     full.max_dm_size = with(
@@ -469,11 +469,6 @@ unsafe extern "C" fn query_device_ex(
     }
     0
 }
-
-/// `IBV_TM_CAP_RC`.
-const TM_CAP_RC: u32 = 1 << 0;
-/// mlx5_ib's `MLX5_TM_MAX_RNDV_MSG_SIZE`: the largest rendezvous request header.
-const TM_MAX_RNDV_MSG_SIZE: u32 = 64;
 
 /// `IBV_VALUES_MASK_RAW_CLOCK`, the only bit of `ibv_values_ex.comp_mask`.
 const VALUES_MASK_RAW_CLOCK: u32 = 1 << 0;

@@ -4,9 +4,8 @@
 //!
 //! - `IBV_TMH_NO_TAG`: into an ordinary SRQ WQE whole, a NO_TAG CQE.
 //! - `IBV_TMH_EAGER` matching a posted tag: the data after the TMH into the tag's buffer, one
-//!   CONSUMED_MSG CQE (matched, data valid); a message longer than the buffer is reported
-//!   with its length and no data (libmlx5 then completes it with `IBV_WC_LOC_LEN_ERR`;
-//!   unverified on hardware).
+//!   CONSUMED_MSG CQE (matched, data valid); a message longer than the buffer is not
+//!   delivered and completes MSG_COMPLETION_CANCELED (unverified on hardware).
 //! - `IBV_TMH_RNDV` matching: a CONSUMED CQE (matched) at once; once the requester has its
 //!   acknowledgement, the device reads `len` bytes at the RVH's address and key from the
 //!   sender into the tag's buffer, sends the sender a FIN (the TMH with opcode
@@ -159,7 +158,7 @@ impl Engine<'_> {
 
     fn tm_eager(&mut self, at: QpPath, d: TmDelivery, entry: TmEntry, body: &[u8]) {
         let room = entry.sge.map_or(0, |s| s.length as usize);
-        if body.len() <= room && !self.tm_place(at, &entry, body) {
+        if body.len() > room || !self.tm_place(at, &entry, body) {
             self.tm_cqe(at, TmDelivery { app_op: app_op::MSG_COMPLETION_CANCELED, ..d }, &entry, 0);
             return;
         }
