@@ -375,11 +375,14 @@ unsafe extern "C" fn read_flow_tag(_cq: *mut ibv_cq_ex) -> u32 {
     0
 }
 
-/// The tag-matching header: tag-matching SRQs are not simulated, so there is none.
-unsafe extern "C" fn read_tm_info(_cq: *mut ibv_cq_ex, tm_info: *mut ibv_wc_tm_info) {
+/// The tag-matching header the CQE carries (`mlx5_cq_read_wc_tm_info`: its `tag` and
+/// `app_ctx`, whatever completion it is).
+unsafe extern "C" fn read_tm_info(cq: *mut ibv_cq_ex, tm_info: *mut ibv_wc_tm_info) {
     if !tm_info.is_null() {
+        // SAFETY: see `cur`.
+        let c = unsafe { cur(cq) };
         // SAFETY: the caller's struct.
-        unsafe { tm_info.write(ibv_wc_tm_info { tag: 0, priv_: 0 }) };
+        unsafe { tm_info.write(ibv_wc_tm_info { tag: c.tm_tag, priv_: c.tm_priv }) };
     }
 }
 

@@ -390,7 +390,8 @@ fn query_port_into(context: *mut ibv_context, port_num: u8, out: *mut ibv_port_a
 
 /// `verbs_context.query_device_ex`, which the header's `ibv_query_device_ex` calls: the
 /// legacy attributes, then the extended ones as libibverbs fills them for a device with
-/// none of the optional features (TSO, RSS, tag matching, CQ moderation) but on-demand
+/// none of the optional features (TSO, RSS, CQ moderation) but tag matching (`tm_caps`, the
+/// profile's `hca_cap.tag_matching` and its neighbours, as mlx5_ib derives them), on-demand
 /// paging (`odp_caps` and `xrc_odp_caps`, the profile's `[odp]`), device
 /// memory (`max_dm_size`, the MEMIC size), completion timestamps (`completion_timestamp_mask` and `hca_core_clock`, in
 /// kHz, as mlx5_ib reports them: the profile's `device.completion_timestamp_mask` and
@@ -433,6 +434,25 @@ unsafe extern "C" fn query_device_ex(
     full.odp_caps.per_transport_caps.ud_odp_caps = odp.ud;
     full.xrc_odp_caps = odp.xrc;
     full.hca_core_clock = khz;
+    // mlx5_ib_query_device: tm_caps from tag_matching, rndv_offload_rc,
+    // log_tag_matching_list_sz and log_max_qp_sz (the largest send queue).
+    let tm = with(
+        |_| None,
+        |s| {
+            let p = s.sim.profile();
+            let h = &p.hca_cap;
+            mlx5_dv::TmCaps::of_hca(h.tag_matching, h.rndv_offload_rc, h.log_tag_matching_list_sz, p.datapath.max_qp_wr)
+        },
+    );
+    if let Some(t) = tm {
+        full.tm_caps = ibv_tm_caps {
+            max_rndv_hdr_size: t.max_rndv_hdr_size,
+            max_num_tags: t.max_num_tags,
+            flags: t.flags,
+            max_ops: t.max_ops,
+            max_sge: t.max_sge,
+        };
+    }
     // mlx5_ib: MEMIC's max_memic_size, 0 without MEMIC (and on a VFIO context).
     full.max_dm_size = with(
         |_| 0,

@@ -52,6 +52,8 @@ pub enum Need {
     SimControl,
     /// A second mlx5 device.
     TwoDevices,
+    /// Tag-matching SRQs (`tm_caps` with `IBV_TM_CAP_RC`) the backend can create.
+    TagMatching,
     /// CRC32C block signatures.
     SigCrc32c,
     /// CRC64_XP10 block signatures.
@@ -135,6 +137,10 @@ impl Env {
             Need::NoDevx => (kernel.devx == Some(false), devx_reason(kernel.devx)),
             Need::SimControl => (self.caps.sim_control, "needs simulator control (fault injection, command log)"),
             Need::TwoDevices => (self.peer_device.is_some(), "needs a second mlx5 device"),
+            Need::TagMatching => (
+                self.caps.device.tm.is_some_and(|t| t.flags & mlx5_dv::TM_CAP_RC != 0),
+                "the backend has no tag-matching SRQs (tm_caps unknown or without IBV_TM_CAP_RC)",
+            ),
             Need::SigCrc32c => (sig.crc_type & mlx5_dv::sig_cap::CRC32C != 0, "the device has no CRC32C signature"),
             Need::SigCrc64 => {
                 (sig.crc_type & mlx5_dv::sig_cap::CRC64_XP10 != 0, "the device has no CRC64_XP10 signature")

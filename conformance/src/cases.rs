@@ -34,6 +34,7 @@ mod rsockets;
 mod sig;
 mod sig_err;
 mod srq;
+mod tm;
 mod traffic;
 mod transport;
 mod uc_ud;
@@ -75,6 +76,7 @@ pub fn all() -> Vec<Case> {
         uc_ud::CASES,
         dc::CASES,
         srq::CASES,
+        tm::CASES,
         rereg::CASES,
         dm::CASES,
         mw::CASES,

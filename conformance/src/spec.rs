@@ -211,6 +211,16 @@ pub const ITEMS: &[(u16, &str)] = &[
     (242, "rsocket messages: SENDs with immediate data, the operation and returned credits"),
     (243, "rsocket credits: one per message; data keeps the last one for returning credits"),
     (244, "riomap's IO map message: slot, offset, address, rkey, length; riowrite's target"),
+    (281, "tm_caps: tag matching from the HCA caps, with rendezvous on RC"),
+    (282, "create_srq_ex IBV_SRQT_TM: tag list and command QP limits (EINVAL); the SRQ holds its CQ"),
+    (283, "TAG_ADD takes libmlx5's free list; a full list is ENOMEM; only signaled ops complete"),
+    (284, "post_srq_ops: past the command QP's max_ops outstanding is ENOMEM until one completes"),
+    (285, "TAG_DEL completes IBV_WC_TM_DEL, or IBV_WC_TM_ERR for a consumed tag"),
+    (286, "an eager message that matches lands after its TMH in the oldest matching tag's buffer"),
+    (287, "an unmatched tagged message is unexpected; matching waits for TAG_SYNC with the count"),
+    (288, "an IBV_TMH_NO_TAG message completes IBV_WC_TM_NO_TAG in an SRQ WQE, not as unexpected"),
+    (289, "a matched rendezvous: the device reads the sender's data, sends FIN, completes twice"),
+    (290, "a list operation behind the device's unexpected count reports IBV_WC_TM_SYNC_REQ"),
     (291, "MRA: at the IBTA's offsets; a duplicate of a message not yet answered gets one"),
 ];
 

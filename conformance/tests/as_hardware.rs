@@ -28,6 +28,9 @@ impl Layer for AsHardware {
         caps.device.max_dm_size = inner.device.max_dm_size;
         // ibv_query_device_ex's odp_caps and xrc_odp_caps.
         caps.device.odp = inner.device.odp;
+        // ibv_query_device_ex's tm_caps (the hw backend reports them once it makes
+        // tag-matching SRQs; until then its tm cases skip).
+        caps.device.tm = inner.device.tm;
         // The hw backend reads general_obj_types through a DEVX context.
         caps.device.general_obj_types =
             if self.kernel.devx == Some(true) { inner.device.general_obj_types } else { None };

@@ -14,7 +14,7 @@ use crate::api::devx::{DevxEq, DevxObj, DevxUar, DevxUmem, MsiVector};
 use crate::api::memory::{AccessFlags, Buf, Dm, DmaBuf, Mr, Mw};
 use crate::api::mkey::{Mkey, MkeyErr, MkeyInitAttr};
 use crate::api::queue::{Cq, Qp, QpInitAttr, QpModify, QpState, Wc};
-use crate::api::srq::{Srq, SrqAttr, SrqInitAttr};
+use crate::api::srq::{Srq, SrqAttr, SrqInitAttr, SrqOpWr};
 use crate::api::wr::{MwBind, RecvWr, SendWr, WrOp};
 use crate::api::xrc::{QpOpenAttr, Xrcd, XrcdInitAttr};
 use crate::backend::Backend;
@@ -121,6 +121,8 @@ pub enum Call {
     DestroySrq { srq: Srq },
     /// [`crate::Srqs::post_srq_recv`].
     PostSrqRecv { srq: Srq, wrs: Vec<RecvWr> },
+    /// [`crate::Srqs::post_srq_ops`].
+    PostSrqOps { srq: Srq, ops: Vec<SrqOpWr> },
     /// [`crate::Srqs::open_xrcd`].
     OpenXrcd { attr: XrcdInitAttr },
     /// [`crate::Srqs::close_xrcd`].
@@ -253,6 +255,7 @@ pub enum Reply {
     QuerySrq(Result<SrqAttr>),
     DestroySrq(Result<()>),
     PostSrqRecv(Result<()>),
+    PostSrqOps(Result<Vec<u32>>),
     OpenXrcd(Result<Xrcd>),
     CloseXrcd(Result<()>),
     OpenQp(Result<Qp>),
@@ -350,6 +353,7 @@ impl Call {
             Call::QuerySrq { srq } => Reply::QuerySrq(b.query_srq(srq)),
             Call::DestroySrq { srq } => Reply::DestroySrq(b.destroy_srq(srq)),
             Call::PostSrqRecv { srq, wrs } => Reply::PostSrqRecv(b.post_srq_recv(srq, wrs)),
+            Call::PostSrqOps { srq, ops } => Reply::PostSrqOps(b.post_srq_ops(srq, ops)),
             Call::OpenXrcd { attr } => Reply::OpenXrcd(b.open_xrcd(attr)),
             Call::CloseXrcd { xrcd } => Reply::CloseXrcd(b.close_xrcd(xrcd)),
             Call::OpenQp { attr } => Reply::OpenQp(b.open_qp(attr)),
@@ -453,6 +457,7 @@ impl Call {
             Call::QuerySrq { .. } => Op::QuerySrq,
             Call::DestroySrq { .. } => Op::DestroySrq,
             Call::PostSrqRecv { .. } => Op::PostSrqRecv,
+            Call::PostSrqOps { .. } => Op::PostSrqOps,
             Call::OpenXrcd { .. } => Op::OpenXrcd,
             Call::CloseXrcd { .. } => Op::CloseXrcd,
             Call::OpenQp { .. } => Op::OpenQp,
@@ -576,6 +581,7 @@ impl Reply {
             Reply::CancelPostedSendWrs(r) => r.as_ref().err(),
             Reply::CreateSrq(r) => r.as_ref().err(),
             Reply::QuerySrq(r) => r.as_ref().err(),
+            Reply::PostSrqOps(r) => r.as_ref().err(),
             Reply::OpenXrcd(r) => r.as_ref().err(),
             Reply::OpenQp(r) => r.as_ref().err(),
             Reply::DevxGeneralCmd(r) => r.as_ref().err(),
@@ -655,6 +661,7 @@ impl Reply {
             Call::QuerySrq { .. } => Reply::QuerySrq(Err(err)),
             Call::DestroySrq { .. } => Reply::DestroySrq(Err(err)),
             Call::PostSrqRecv { .. } => Reply::PostSrqRecv(Err(err)),
+            Call::PostSrqOps { .. } => Reply::PostSrqOps(Err(err)),
             Call::OpenXrcd { .. } => Reply::OpenXrcd(Err(err)),
             Call::CloseXrcd { .. } => Reply::CloseXrcd(Err(err)),
             Call::OpenQp { .. } => Reply::OpenQp(Err(err)),

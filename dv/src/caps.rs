@@ -46,6 +46,48 @@ pub struct DeviceCaps {
     /// `ibv_device_attr_ex.odp_caps` and `xrc_odp_caps`, where known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub odp: Option<crate::api::odp::OdpCaps>,
+    /// `ibv_device_attr_ex.tm_caps`, where the backend has tag-matching SRQs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tm: Option<TmCaps>,
+}
+
+/// `struct ibv_tm_caps`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TmCaps {
+    /// `max_rndv_hdr_size`: the longest rendezvous request (TMH, RVH and any more).
+    pub max_rndv_hdr_size: u32,
+    /// `max_num_tags`: tags a matching list holds.
+    pub max_num_tags: u32,
+    /// `flags` (`IBV_TM_CAP_RC`).
+    pub flags: u32,
+    /// `max_ops`: outstanding list operations.
+    pub max_ops: u32,
+    /// `max_sge`: SGEs of a tagged buffer.
+    pub max_sge: u32,
+}
+
+/// `IBV_TM_CAP_RC`: tag matching (with rendezvous offload) on RC QPs.
+pub const TM_CAP_RC: u32 = 1 << 0;
+
+impl TmCaps {
+    /// What mlx5_ib's query_device derives from the HCA caps: `tag_matching` gives
+    /// `max_num_tags = 2^log_tag_matching_list_sz - 1`, `max_ops = 2^log_max_qp_sz` and one
+    /// SGE; `rndv_offload_rc` adds `IBV_TM_CAP_RC` and `max_rndv_hdr_size` 64
+    /// (`MLX5_TM_MAX_RNDV_MSG_SIZE`). `None` without `tag_matching`.
+    pub fn of_hca(tag_matching: bool, rndv_offload_rc: bool, log_list_sz: u8, max_qp_wr: u32) -> Option<Self> {
+        tag_matching.then(|| {
+            let mut t = TmCaps {
+                max_num_tags: (1u32 << log_list_sz.min(31)) - 1,
+                max_ops: max_qp_wr,
+                max_sge: 1,
+                ..TmCaps::default()
+            };
+            if rndv_offload_rc {
+                (t.flags, t.max_rndv_hdr_size) = (TM_CAP_RC, 64);
+            }
+            t
+        })
+    }
 }
 
 impl DeviceCaps {

@@ -83,6 +83,8 @@ pub enum Op {
     DestroySrq,
     /// `ibv_post_srq_recv`.
     PostSrqRecv,
+    /// `ibv_post_srq_ops`.
+    PostSrqOps,
     /// `ibv_open_xrcd`.
     OpenXrcd,
     /// `ibv_close_xrcd`.
@@ -218,6 +220,7 @@ impl Op {
             Op::QuerySrq => "ibv_query_srq",
             Op::DestroySrq => "ibv_destroy_srq",
             Op::PostSrqRecv => "ibv_post_srq_recv",
+            Op::PostSrqOps => "ibv_post_srq_ops",
             Op::OpenXrcd => "ibv_open_xrcd",
             Op::CloseXrcd => "ibv_close_xrcd",
             Op::OpenQp => "ibv_open_qp",

@@ -32,7 +32,7 @@ use crate::api::devx::{Devx, DevxEq, DevxObj, DevxUar, DevxUmem, MsiVector};
 use crate::api::memory::{AccessFlags, Buf, Dm, DmaBuf, Memory, Mr, Mw};
 use crate::api::mkey::{Mkey, MkeyErr, MkeyInitAttr, Mkeys};
 use crate::api::queue::{Cq, Qp, QpInitAttr, QpModify, QpState, Queues, Wc};
-use crate::api::srq::{Srq, SrqAttr, SrqInitAttr, Srqs};
+use crate::api::srq::{Srq, SrqAttr, SrqInitAttr, SrqOpWr, Srqs};
 use crate::api::wr::{MwBind, RecvWr, SendWr, WrOp};
 use crate::api::xrc::{QpOpenAttr, Xrcd, XrcdInitAttr};
 use crate::backend::{Backend, BackendInfo};
@@ -323,6 +323,9 @@ impl<L: Layer, B: Backend> Srqs for Wrapped<L, B> {
     }
     fn post_srq_recv(&mut self, srq: &Srq, wrs: &[RecvWr]) -> Result<()> {
         through!(self, Call::PostSrqRecv { srq: *srq, wrs: wrs.to_vec() }, PostSrqRecv)
+    }
+    fn post_srq_ops(&mut self, srq: &Srq, ops: &[SrqOpWr]) -> Result<Vec<u32>> {
+        through!(self, Call::PostSrqOps { srq: *srq, ops: ops.to_vec() }, PostSrqOps)
     }
     fn open_xrcd(&mut self, attr: &XrcdInitAttr) -> Result<Xrcd> {
         through!(self, Call::OpenXrcd { attr: *attr }, OpenXrcd)

@@ -88,7 +88,7 @@ pub use api::wr::*;
 pub use api::xrc::*;
 pub use backend::{Backend, BackendInfo};
 pub use call::{Call, Reply};
-pub use caps::{Caps, DeviceCaps, KernelFacts, LibraryFacts};
+pub use caps::{Caps, DeviceCaps, KernelFacts, LibraryFacts, TM_CAP_RC, TmCaps};
 pub use error::{CmdStatus, Error, ErrorKind, Op, Result};
 pub use handle::{
     BackendId, BufHandle, ContextHandle, CqHandle, CryptoLoginHandle, DekHandle, DevxObjHandle, DmHandle, EqHandle,

@@ -549,6 +549,22 @@ pub struct HcaCapSection {
     /// ConnectX reports is not public.
     #[serde(default = "eight")]
     pub log_reserved_qpn_granularity: u8,
+    /// `tag_matching`: tag-matching SRQs (`IBV_SRQT_TM`); ConnectX-5 and later have them.
+    #[serde(default = "yes")]
+    pub tag_matching: bool,
+    /// `rndv_offload_rc`: the device performs a matched rendezvous's RDMA READ on RC
+    /// (`IBV_TM_CAP_RC`, and `max_rndv_hdr_size` 64 in `tm_caps`).
+    #[serde(default = "yes")]
+    pub rndv_offload_rc: bool,
+    /// `log_tag_matching_list_sz`: log2 of a matching list's entries (`tm_caps.max_num_tags`
+    /// is this power of two less one). Unverified default 7 (127 tags), what `ibv_devinfo -v`
+    /// shows on ConnectX-5 and ConnectX-6 hosts; each firmware reports its own.
+    #[serde(default = "seven")]
+    pub log_tag_matching_list_sz: u8,
+}
+
+fn seven() -> u8 {
+    7
 }
 
 fn eight() -> u8 {

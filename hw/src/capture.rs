@@ -140,6 +140,10 @@ fn read_caps(b: &mut HwBackend, ctx: mlx5_dv::ContextHandle) -> Result<(HcaCapSe
         } else {
             0
         },
+        // Not read from the page (the PRM tables do not name these bits yet): the defaults.
+        tag_matching: true,
+        rndv_offload_rc: true,
+        log_tag_matching_list_sz: 7,
     };
     let crypto = if hca.crypto {
         let p = devx_query(b, ptr, q::OP_MOD_CRYPTO_CUR)?;

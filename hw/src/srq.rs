@@ -18,6 +18,10 @@ impl HwBackend {
             // XRC domains are not in this backend (open_xrcd answers EOPNOTSUPP).
             return Err(Error::new(op, mlx5_dv::errno::EOPNOTSUPP, "XRC SRQs are not in the hw backend"));
         }
+        if attr.tm.is_some() {
+            // Tag-matching SRQs (and ibv_post_srq_ops) are not in this backend yet.
+            return Err(Error::new(op, mlx5_dv::errno::EOPNOTSUPP, "tag-matching SRQs are not in the hw backend"));
+        }
         let (pd, ctx) = {
             let p = self.objs.pds.get(attr.pd, op)?;
             (p.ptr, p.ctx)

@@ -29,6 +29,7 @@ mod qp_sport;
 mod reserved;
 mod ring;
 mod srq;
+mod tm;
 mod wr;
 mod xrc;
 

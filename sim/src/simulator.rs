@@ -111,6 +111,13 @@ impl Simulator {
         );
         caps.device.max_qp_wr = Some(self.profile.datapath.max_qp_wr);
         caps.device.max_srq_wr = Some((1u32 << self.profile.datapath.log_max_srq_sz) - 1);
+        let h = &self.profile.hca_cap;
+        caps.device.tm = mlx5_dv::TmCaps::of_hca(
+            h.tag_matching,
+            h.rndv_offload_rc,
+            h.log_tag_matching_list_sz,
+            self.profile.datapath.max_qp_wr,
+        );
         caps.device.log_max_cq_sz = Some(self.profile.datapath.log_max_cq_sz);
         caps.device.dma_mmo = Some(self.profile.datapath.dma_mmo);
         caps.device.ooo_dp = Some(self.profile.datapath.ooo_dp);

@@ -62,7 +62,8 @@ struct Dc {
 
 fn make(b: &mut dyn Backend, env: &Env) -> Check<Dc> {
     let (ctx, pd, cq) = open(b, env.dev()?)?;
-    let srq = expect_ok("ibv_create_srq", b.create_srq(&SrqInitAttr { pd, max_wr: 16, max_sge: 1, xrc: None }))?;
+    let srq =
+        expect_ok("ibv_create_srq", b.create_srq(&SrqInitAttr { pd, max_wr: 16, max_sge: 1, xrc: None, tm: None }))?;
     let dci = match b.create_qp(&dc_attr(pd, &cq, None, DcInitAttr::dci())) {
         Err(e) if e.errno() == EOPNOTSUPP => return Err(Verdict::skip("the device has no DC (EOPNOTSUPP)")),
         r => expect_ok("mlx5dv_create_qp of a DCI", r)?,

@@ -24,7 +24,7 @@ pub(super) const CASES: &[Case] = &[
 ];
 
 fn make(b: &mut dyn Backend, pd: PdHandle, max_wr: u32, max_sge: u32) -> mlx5_dv::Result<Srq> {
-    b.create_srq(&SrqInitAttr { pd, max_wr, max_sge, xrc: None })
+    b.create_srq(&SrqInitAttr { pd, max_wr, max_sge, xrc: None, tm: None })
 }
 
 /// The device's SRQ depth: `max_srq_wr + 1` (`2^log_max_srq_sz`).

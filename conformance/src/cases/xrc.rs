@@ -52,7 +52,7 @@ fn open_xrcd(b: &mut dyn Backend, a: &XrcdInitAttr) -> Check<Xrcd> {
 
 fn xsrq(b: &mut dyn Backend, pd: PdHandle, xrcd: &Xrcd, cq: &Cq, max_wr: u32) -> mlx5_dv::Result<Srq> {
     let xrc = Some(SrqXrc { xrcd: xrcd.handle, cq: cq.handle });
-    b.create_srq(&SrqInitAttr { pd, max_wr, max_sge: 1, xrc })
+    b.create_srq(&SrqInitAttr { pd, max_wr, max_sge: 1, xrc, tm: None })
 }
 
 fn target(b: &mut dyn Backend, pd: PdHandle, cq: &Cq, xrcd: &Xrcd) -> mlx5_dv::Result<Qp> {
@@ -119,7 +119,8 @@ fn srq_sizes(b: &mut dyn Backend, env: &Env) -> Check {
     check_eq("max_wr, max_sge written back", (s.max_wr, s.max_sge), (127, 1))?;
     let q = expect_ok("ibv_query_srq", b.query_srq(&s))?;
     check_eq("ibv_query_srq's max_wr (with the wait queue)", q.max_wr, 255)?;
-    let basic = expect_ok("a basic SRQ", b.create_srq(&SrqInitAttr { pd, max_wr: 4, max_sge: 1, xrc: None }))?;
+    let basic =
+        expect_ok("a basic SRQ", b.create_srq(&SrqInitAttr { pd, max_wr: 4, max_sge: 1, xrc: None, tm: None }))?;
     check_eq("the SRQ numbers differ", s.srq_num != basic.srq_num, true)?;
     expect_errno("ibv_destroy_cq of the XRC SRQ's CQ", b.destroy_cq(&cq), EBUSY)?;
     expect_ok("ibv_destroy_srq", b.destroy_srq(&s))?;

@@ -553,6 +553,10 @@ pub mod wc_status {
     pub const REM_ABORT_ERR: u32 = 16;
     /// `IBV_WC_GENERAL_ERR`.
     pub const GENERAL_ERR: u32 = 21;
+    /// `IBV_WC_TM_ERR`: a tag-matching list operation failed (a DEL of a consumed tag).
+    pub const TM_ERR: u32 = 22;
+    /// `IBV_WC_TM_RNDV_INCOMPLETE`: a matched rendezvous left for software to finish.
+    pub const TM_RNDV_INCOMPLETE: u32 = 23;
 }
 
 /// `enum ibv_wc_opcode` values.
@@ -575,6 +579,16 @@ pub mod wc_opcode {
     pub const RECV: u32 = 1 << 7;
     /// `IBV_WC_RECV_RDMA_WITH_IMM`.
     pub const RECV_RDMA_WITH_IMM: u32 = (1 << 7) + 1;
+    /// `IBV_WC_TM_ADD`.
+    pub const TM_ADD: u32 = (1 << 7) + 2;
+    /// `IBV_WC_TM_DEL`.
+    pub const TM_DEL: u32 = (1 << 7) + 3;
+    /// `IBV_WC_TM_SYNC`.
+    pub const TM_SYNC: u32 = (1 << 7) + 4;
+    /// `IBV_WC_TM_RECV`.
+    pub const TM_RECV: u32 = (1 << 7) + 5;
+    /// `IBV_WC_TM_NO_TAG`.
+    pub const TM_NO_TAG: u32 = (1 << 7) + 6;
     /// `IBV_WC_DRIVER1`, alias `MLX5DV_WC_UMR`.
     pub const DRIVER1: u32 = 135;
 }
@@ -591,6 +605,12 @@ bitflags! {
         const IP_CSUM_OK = 1 << 2;
         /// `IBV_WC_WITH_INV`.
         const WITH_INV = 1 << 3;
+        /// `IBV_WC_TM_SYNC_REQ`: software and the device must synchronise their counts.
+        const TM_SYNC_REQ = 1 << 4;
+        /// `IBV_WC_TM_MATCH`: the message matched a posted tag.
+        const TM_MATCH = 1 << 5;
+        /// `IBV_WC_TM_DATA_VALID`: the matched message's data is in the tag's buffer.
+        const TM_DATA_VALID = 1 << 6;
     }
 }
 
@@ -651,6 +671,16 @@ pub struct Wc {
     /// a free-running device's clock is the wall clock, which no replay repeats.
     #[serde(skip)]
     pub timestamp: u64,
+    /// `ibv_wc_read_tm_info`'s `tag`: the TMH's tag of a tag-matching receive (0 otherwise).
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub tm_tag: u64,
+    /// `ibv_wc_read_tm_info`'s `priv`: the TMH's `app_ctx`.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub tm_priv: u32,
+}
+
+fn is_zero_u64(v: &u64) -> bool {
+    *v == 0
 }
 
 /// CQs, QPs, posting and polling.

@@ -7,9 +7,10 @@ use serde::{Deserialize, Serialize};
 use super::queue::Qp;
 use super::wr::RecvWr;
 use super::xrc::{QpOpenAttr, SrqXrc, Xrcd, XrcdInitAttr};
+use crate::Sge;
 use crate::errno::EOPNOTSUPP;
 use crate::error::{Error, Op, Result};
-use crate::handle::{PdHandle, SrqHandle};
+use crate::handle::{CqHandle, PdHandle, SrqHandle};
 
 /// `struct ibv_srq_init_attr` of a basic SRQ (`srq_limit` is ignored at creation, as the man
 /// page says, so it is not modelled).
@@ -25,6 +26,66 @@ pub struct SrqInitAttr {
     /// SRQ.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub xrc: Option<SrqXrc>,
+    /// `IBV_SRQT_TM` (with `ibv_create_srq_ex`): the CQ and `tm_cap`; `None` otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tm: Option<SrqTm>,
+}
+
+/// A tag-matching SRQ's part of `struct ibv_srq_init_attr_ex`: its CQ (`IBV_SRQ_INIT_ATTR_CQ`)
+/// and `tm_cap` (`IBV_SRQ_INIT_ATTR_TM`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SrqTm {
+    /// The CQ the SRQ's tag-matching completions go to.
+    pub cq: CqHandle,
+    /// `tm_cap.max_num_tags`: the tags the matching list holds.
+    pub max_num_tags: u32,
+    /// `tm_cap.max_ops`: outstanding list operations.
+    pub max_ops: u32,
+}
+
+/// `enum ibv_ops_flags`.
+pub mod ops_flags {
+    /// `IBV_OPS_SIGNALED`: the operation completes on the SRQ's CQ.
+    pub const SIGNALED: u32 = 1 << 0;
+    /// `IBV_OPS_TM_SYNC`: `unexpected_cnt` is the count of unexpected messages software
+    /// handled.
+    pub const TM_SYNC: u32 = 1 << 1;
+}
+
+/// What one `struct ibv_ops_wr` asks (its `opcode` and the fields that opcode reads).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SrqOpKind {
+    /// `IBV_WR_TAG_ADD`: a tagged buffer; a message matches when `(tag ^ msg_tag) & mask` is 0.
+    Add {
+        /// `tm.add.recv_wr_id`: the `wr_id` of the buffer's receive completions.
+        recv_wr_id: u64,
+        /// `tm.add.sg_list` (at most one entry on mlx5).
+        sge: Vec<Sge>,
+        /// `tm.add.tag`.
+        tag: u64,
+        /// `tm.add.mask`.
+        mask: u64,
+    },
+    /// `IBV_WR_TAG_DEL` of the entry `tm.handle` names.
+    Del {
+        /// `tm.handle` an ADD returned.
+        handle: u32,
+    },
+    /// `IBV_WR_TAG_SYNC`: only the unexpected count.
+    Sync,
+}
+
+/// `struct ibv_ops_wr`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SrqOpWr {
+    /// `wr_id` of the operation's own completion.
+    pub wr_id: u64,
+    /// `flags` ([`ops_flags`]).
+    pub flags: u32,
+    /// `tm.unexpected_cnt`, read with [`ops_flags::TM_SYNC`].
+    pub unexpected_cnt: u32,
+    /// The opcode and its fields.
+    pub op: SrqOpKind,
 }
 
 /// A created SRQ, with `attr` as the provider wrote it back.
@@ -94,6 +155,14 @@ pub trait Srqs {
     fn post_srq_recv(&mut self, srq: &Srq, wrs: &[RecvWr]) -> Result<()> {
         let _ = (srq, wrs);
         unsupported(Op::PostSrqRecv)
+    }
+
+    /// `ibv_post_srq_ops` on a tag-matching SRQ: the `tm.handle` of each WR (its entry for an
+    /// ADD, 0 otherwise). The WRs before a failing one are posted; the error names the
+    /// failing WR's index ([`crate::Error::bad_wr`]).
+    fn post_srq_ops(&mut self, srq: &Srq, ops: &[SrqOpWr]) -> Result<Vec<u32>> {
+        let _ = (srq, ops);
+        unsupported(Op::PostSrqOps)
     }
 
     /// `ibv_open_xrcd`: the domain of `attr.fd`'s inode (created with `O_CREAT`), or one of

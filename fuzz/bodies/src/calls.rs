@@ -98,6 +98,7 @@ fn call(b: &mut Bytes<'_>, o: &Objects, devices: &[String]) -> Option<Call> {
                 max_wr: u32::from(b.u16()),
                 max_sge: u32::from(b.u8() & 63),
                 xrc: None,
+                tm: None,
             },
         },
         19 => {

@@ -20,6 +20,7 @@ use crate::small::SmallVec;
 
 mod fast;
 mod mw;
+pub mod tm;
 
 pub use fast::{PlainWrite, decode_at, linearise, plain_write_at};
 pub use mw::{BindMwWqe, MwRange, NO_QPN, bind_body};
@@ -592,6 +593,8 @@ pub enum Cqe {
         /// `srqn`: the XRC SRQ of a responder error at an XRC target (0 otherwise).
         srqn: u32,
     },
+    /// A tag-matching CQE.
+    Tm(tm::TmCqe),
     /// A signature error in the mkey `mkey` (index << 8 | tag).
     SigErr {
         /// The QP whose traffic met it.
@@ -698,6 +701,7 @@ impl Cqe {
                 ..ErrCqe::default()
             }
             .encode(&mut out)?,
+            Cqe::Tm(t) => out = t.encode(owner),
             Cqe::SigErr { mkey, info, .. } => {
                 let mut s = SigErrCqe {
                     syndrome: info.syndrome,

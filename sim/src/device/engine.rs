@@ -111,6 +111,9 @@ pub(super) struct Engine<'a> {
     /// Responder QPs that met an error in the current step, with the event to raise: each
     /// responder queues its own, and they go to ERR after the requester completes its WR.
     pending: Vec<(QpPath, Option<u32>)>,
+    /// Rendezvous transfers a tag-matching SRQ matched in the current step, run once the
+    /// requester has completed its WR (they follow the request's acknowledgement).
+    rndv: Vec<responder::Rndv>,
     /// The send-queue counter and basic blocks of the WQE being executed, when it goes over
     /// the network (it may be behind the head: the window).
     cursor: Option<(u32, u32)>,
@@ -120,7 +123,7 @@ pub(super) struct Engine<'a> {
 
 impl<'a> Engine<'a> {
     pub(super) fn new(devs: &'a mut [Device], host: &'a mut Host, fabric: &'a Fabric) -> Self {
-        Engine { devs, host, fabric, pending: Vec::new(), cursor: None, dc_key: None }
+        Engine { devs, host, fabric, pending: Vec::new(), rndv: Vec::new(), cursor: None, dc_key: None }
     }
 
     fn qp(&self, q: QpPath) -> Option<&FwQp> {
@@ -312,6 +315,9 @@ impl<'a> Engine<'a> {
             }
             Step::Failed(s) => self.fail_head(id, w, s, None),
             Step::FailedWith(s, v) => self.fail_head(id, w, s, Some(v)),
+        }
+        if !self.rndv.is_empty() {
+            self.run_rndv();
         }
         // Almost always empty: skip taking (and dropping) the vector then.
         if self.pending.is_empty() {

@@ -20,6 +20,7 @@ mod port;
 mod raw;
 mod reserved;
 mod srq;
+pub mod tm;
 pub mod xrc;
 
 pub use crypto::{FwDek, crypto_syndrome};
@@ -207,7 +208,10 @@ impl Firmware {
             epoch: 0,
             verbs: None,
             cq_events: Vec::new(),
-            srqs: srq::SrqTable::new(profile.datapath.log_max_srq),
+            srqs: srq::SrqTable::new(
+                profile.datapath.log_max_srq,
+                h.tag_matching.then_some(h.log_tag_matching_list_sz),
+            ),
             xrcds: xrc::XrcdTable::default(),
             memic: memic::Memic::new(profile),
             memic_caps: memic::Memic::new(profile).page()?,

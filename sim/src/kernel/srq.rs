@@ -26,8 +26,11 @@ pub struct SrqRequest {
     pub buf: u64,
     /// The doorbell record.
     pub dbrec: u64,
-    /// An XRC SRQ's domain and CQ numbers (0 and 0 for a basic SRQ).
+    /// An XRC SRQ's domain and CQ numbers (0 and 0 for a basic SRQ; 0 and the CQ for a
+    /// tag-matching SRQ).
     pub xrc: (u32, u32),
+    /// A tag-matching SRQ's `max_num_tags`.
+    pub tm: Option<u32>,
 }
 
 /// What the kernel keeps of a verbs SRQ (`struct mlx5_ib_srq`).
@@ -70,6 +73,20 @@ impl Kernel {
             return Err(Error::new(op, EINVAL, why));
         }
         let d = devices.get_mut(r.dev).ok_or_else(|| Error::new(op, EINVAL, "no such device"))?;
+        // A list of 2^(ilog2(max_num_tags) + 1) entries, within log_tag_matching_list_sz.
+        let tm_log = match r.tm {
+            None => None,
+            Some(tags) => {
+                let log = tags.checked_ilog2().map_or(0, |l| l + 1);
+                // A device without tag matching reports a list size of 0.
+                let cap = d.tm_log_list_size().unwrap_or(0);
+                if log > u32::from(cap) {
+                    let why = format!("max_num_tags {tags} needs a list of 2^{log} > 2^{cap} entries");
+                    return Err(Error::new(op, EINVAL, why));
+                }
+                Some(log as u8)
+            }
+        };
         let max = (u64::from(r.max_wr) + 1).next_power_of_two();
         let desc = (16 + 16 * u64::from(r.max_sge)).next_power_of_two().max(32);
         let uid = self.uids.get(&r.ctx).copied().unwrap_or(0);
@@ -95,6 +112,10 @@ impl Kernel {
         let mut out = [0u8; f::SMALL];
         kernel_cmd(d, &input, &mut out).map_err(|e| cmd_error(op, e, &out, "CREATE_SRQ"))?;
         let srqn = f::SRQN.get(&out).map_err(|e| internal(op, e))? as u32;
+        if let Some(log) = tm_log {
+            // The command QP libmlx5 makes is not simulated as a QP: list completions name 0.
+            d.enable_tag_matching(srqn, log, 0);
+        }
         let k = KernelSrq { ctx: r.ctx, uid, max: max as u32, max_gs: r.max_sge, handle: None, xrcd: r.xrc.0 };
         self.srqs.insert((r.dev, srqn), k);
         if r.xrc.0 != 0 {

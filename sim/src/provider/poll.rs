@@ -160,6 +160,14 @@ impl Provider {
             };
             return Ok(Parsed::SigErr(s.mkey >> 8, info));
         }
+        if bytes[40] == crate::device::contract::tm::APP_TAG_MATCHING
+            && matches!(op, cqe::opcode::RESP_SEND | cqe::opcode::NO_PACKET)
+        {
+            return Ok(match self.parse_tm(host, dev, bytes) {
+                Some(wc) => Parsed::Wc(wc),
+                None => Parsed::Unknown("a tag-matching CQE for no tag-matching SRQ of this provider".into()),
+            });
+        }
         let c = Good::of(bytes);
         let Some((_, q)) = self.qps.iter_mut().find(|(_, q)| q.dev == dev && q.qpn == c.qpn) else {
             return Ok(Parsed::Unknown(format!("a CQE for QP 0x{:x}, which is not this provider's", c.qpn)));

@@ -20,7 +20,7 @@ use crate::profile::DataPathSection;
 const SEND_WQE_BB: u32 = 64;
 /// `_sq_overhead`: the largest fixed part of a WQE the QP may post, plus its transport
 /// segment. UMR or LOCAL_INV: ctrl + UMR ctrl + mkey context + 64 = 192 bytes.
-fn sq_overhead(qp_type: u32, ops: SendOpsFlags, mlx5_ops: DvSendOpsFlags) -> u32 {
+pub(super) fn sq_overhead(qp_type: u32, ops: SendOpsFlags, mlx5_ops: DvSendOpsFlags) -> u32 {
     let mut size = 16;
     if ops.intersects(send_ops::RDMA_WRITE | send_ops::RDMA_WRITE_WITH_IMM | send_ops::RDMA_READ) {
         size = size.max(16 + 16);
@@ -55,20 +55,20 @@ pub(super) fn align(v: u32, a: u32) -> u32 {
 /// The queues `mlx5_calc_sq_size` and `mlx5_calc_rq_size` choose, and the capacities written
 /// back.
 #[derive(Debug)]
-struct QueueSizes {
+pub(super) struct QueueSizes {
     cap: QpCap,
-    max_post: u32,
+    pub(super) max_post: u32,
     max_gs: u32,
     max_inline: i64,
     rq_max_post: u32,
     rq_max_gs: u32,
     /// Send queue basic blocks (`sq.wqe_cnt`).
-    sq_bbs: u32,
+    pub(super) sq_bbs: u32,
 }
 
 /// `mlx5_calc_send_wqe`, `mlx5_calc_sq_size` and `mlx5_calc_rq_size`, in 64-bit arithmetic
 /// (the provider's `int` sums cannot wrap here: a sum past `max_sq_desc_sz` is refused).
-fn size_queues(
+pub(super) fn size_queues(
     lim: &DataPathSection,
     cap: &QpCap,
     overhead: u32,
@@ -175,7 +175,7 @@ fn check_init_mask(attr: &QpInitAttr, mask: u32) -> Result<()> {
 
 /// `sq_overhead`'s operations of a QP created without `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`: all
 /// its type may post. `None` for a type it does not know (EINVAL).
-fn default_ops(ty: u32) -> Option<SendOpsFlags> {
+pub(super) fn default_ops(ty: u32) -> Option<SendOpsFlags> {
     Some(match ty {
         qp_type::RC | qp_type::UC | qp_type::DRIVER | qp_type::XRC_RECV | qp_type::XRC_SEND => {
             send_ops::RC_DEFAULT | send_ops::ATOMIC_CMP_AND_SWP | send_ops::ATOMIC_FETCH_AND_ADD | send_ops::BIND_MW

@@ -152,6 +152,8 @@ pub(super) struct SrqObj {
     pub(super) ring: SrqRing,
     /// An XRC SRQ's domain and CQ, which it holds.
     pub(super) xrc: Option<mlx5_dv::SrqXrc>,
+    /// A tag-matching SRQ's tags and list operations.
+    pub(super) tm: Option<Box<super::tm::TmSw>>,
 }
 
 /// The sizes `mlx5_alloc_srq_buf` picks: (WQEs in the buffer, WQE bytes, `max_gs`, `nwqes`,
@@ -194,6 +196,17 @@ impl Provider {
             }
             None => (0, 0),
         };
+        // ibv_icmd_create_srq takes a tag-matching SRQ's CQ too.
+        let xrc = match attr.tm {
+            Some(t) => {
+                let cq = self.cqs.get(t.cq, op)?;
+                if cq.dev != dev {
+                    return Err(Error::new(op, EINVAL, "the CQ is another device's"));
+                }
+                (0, cq.cqn)
+            }
+            None => xrc,
+        };
         let max_srq_recv_wr = 1u64 << self.limits.log_max_srq_sz;
         if u64::from(attr.max_wr) > max_srq_recv_wr {
             return Err(Error::new(op, EINVAL, format!("max_wr {} > max_srq_recv_wr {max_srq_recv_wr}", attr.max_wr)));
@@ -234,7 +247,9 @@ impl Provider {
                 ring.set_next(low.host, i, i + 1);
             }
         }
-        let req = SrqRequest { ctx: ctx.id(), dev, pdn, max_wr: max as u32 - 1, max_sge: max_gs, buf, dbrec, xrc };
+        let tags = attr.tm.map(|t| t.max_num_tags);
+        let req =
+            SrqRequest { ctx: ctx.id(), dev, pdn, max_wr: max as u32 - 1, max_sge: max_gs, buf, dbrec, xrc, tm: tags };
         let srqn = match low.kernel.create_srq(low.devices, &req) {
             Ok(n) => n,
             Err(e) => {
@@ -242,8 +257,18 @@ impl Provider {
                 return Err(e);
             }
         };
+        // create_cmd_qp, after the kernel made the SRQ.
+        let tm = match attr.tm.map(|t| super::tm::TmSw::new(&self.limits, t.cq, t.max_num_tags, t.max_ops)) {
+            Some(Err(e)) => {
+                let _ = low.kernel.destroy_srq(low.devices, dev, srqn);
+                ring.free_memory(low.host);
+                return Err(e);
+            }
+            Some(Ok(t)) => Some(Box::new(t)),
+            None => None,
+        };
         let max_wr = ring.tail;
-        let obj = SrqObj { ctx, dev, pd: attr.pd, srqn, ring, xrc: attr.xrc };
+        let obj = SrqObj { ctx, dev, pd: attr.pd, srqn, ring, xrc: attr.xrc, tm };
         let handle = match self.srqs.insert(op, obj) {
             Ok(h) => h,
             Err(e) => {
@@ -256,6 +281,9 @@ impl Provider {
         if let Some(x) = attr.xrc {
             self.xrcds.acquire(x.xrcd, op)?;
             self.cqs.acquire(x.cq, op)?;
+        }
+        if let Some(t) = attr.tm {
+            self.cqs.acquire(t.cq, op)?;
         }
         Ok(Srq { handle, srq_num: srqn, max_wr, max_sge: max_gs })
     }
@@ -291,6 +319,9 @@ impl Provider {
             if let Some(x) = s.xrc {
                 self.xrcds.release(x.xrcd);
                 self.cqs.release(x.cq);
+            }
+            if let Some(t) = &s.tm {
+                self.cqs.release(t.cq);
             }
         }
     }

@@ -26,6 +26,10 @@ impl mlx5_dv::Srqs for Simulator {
         down!(self.post_srq_recv(srq, wrs))
     }
 
+    fn post_srq_ops(&mut self, srq: &mlx5_dv::Srq, ops: &[mlx5_dv::SrqOpWr]) -> Result<Vec<u32>> {
+        down!(self.post_srq_ops(srq, ops))
+    }
+
     fn open_xrcd(&mut self, attr: &mlx5_dv::XrcdInitAttr) -> Result<mlx5_dv::Xrcd> {
         down!(self.open_xrcd(attr))
     }

@@ -56,7 +56,7 @@ impl Device {
         }
         // mlx5_cqe64.timestamp (bytes 48..56, big-endian), which libmlx5's
         // mlx5_cq_read_wc_completion_ts reads; an error CQE has its syndromes there.
-        if c.timestamps && matches!(cqe, Cqe::Req { .. } | Cqe::Resp { .. }) {
+        if c.timestamps && matches!(cqe, Cqe::Req { .. } | Cqe::Resp { .. } | Cqe::Tm(_)) {
             b[cqe::TIMESTAMP_AT..cqe::TIMESTAMP_AT + 8].copy_from_slice(&now.to_be_bytes());
         }
         if host.publish(c.ring.slot(c.pi), &b) {
@@ -64,6 +64,11 @@ impl Device {
             c.pi = c.pi.wrapping_add(1);
             self.fw.cqe_written(cqn, solicited);
         }
+    }
+
+    /// Write a tag-matching CQE (of a list operation, outside the engine's run).
+    pub(in crate::device) fn write_tm_cqe(&mut self, host: &mut Host, cqn: u32, cqe: &Cqe) {
+        self.write_cqe(host, cqn, cqe);
     }
 
     /// The QP goes to ERR; the engine flushes it.

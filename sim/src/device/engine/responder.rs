@@ -12,12 +12,16 @@ use super::pipeline::{Endpoint, Failed, SigHit};
 use super::translate::{Need, Why, field};
 use super::{Engine, syndrome};
 use crate::device::Device;
+use crate::device::contract::tm::TmCqe;
 use crate::device::contract::{Cqe, SCATTER_TO_CQE_MAX, Sender};
 use crate::device::firmware::PSN_MASK;
 use crate::fabric::{Capture, Link, QpPath};
 use crate::host::Dma;
 use crate::packet::{Ack, Aeth, AtomicEth, Bth, Headers, Packet, nak, opcode};
 use crate::wire::{Message, MessageOp};
+
+mod tm;
+pub(super) use tm::Rndv;
 
 /// A corruption to apply on the wire: (offset, xor).
 pub(super) type Corrupt = Option<(u64, u8)>;
@@ -394,8 +398,12 @@ impl Engine<'_> {
                 self.respond_write(at, (r.rkey, r.va), imm, p, req.corrupt)
             }
             (opcode::READ_REQUEST, Some(r)) => self.respond_read(at, r.rkey, r.va, u64::from(r.dma_len)),
+            (opcode::SEND_ONLY, _) if data && self.tm_srq(at).is_some() => {
+                let srq = self.tm_srq(at).unwrap_or_default();
+                self.respond_tm(at, req.from, srq, p, req.corrupt)
+            }
             (opcode::SEND_ONLY | opcode::SEND_ONLY_IMM | opcode::SEND_ONLY_INV, _) if data => {
-                self.respond_send(at, (h.imm, h.ieth, h.bth.se), p, req.corrupt)
+                self.respond_send(at, (h.imm, h.ieth, h.bth.se), p, req.corrupt, None)
             }
             (opcode::COMPARE_SWAP | opcode::FETCH_ADD, _) => match h.atomic {
                 Some(a) => self.respond_atomic(at, op == opcode::COMPARE_SWAP, h.bth.psn, a),
@@ -608,13 +616,15 @@ impl Engine<'_> {
     }
 
     /// A SEND: the next receive WQE takes the message; an invalidation takes effect once the
-    /// data is placed.
+    /// data is placed. An unexpected or untagged message of a tag-matching SRQ (`tm`) is
+    /// never scattered to its CQE and completes with a tag-matching CQE on the SRQ's CQ.
     fn respond_send(
         &mut self,
         at: QpPath,
         (imm, inv, se): (Option<u32>, Option<u32>, bool),
         payload: &Payload<'_>,
         corrupt: Corrupt,
+        tm: Option<tm::TmDelivery>,
     ) -> Reply {
         if let Some(key) = inv
             && !self.may_invalidate(at, key)
@@ -646,7 +656,7 @@ impl Engine<'_> {
         };
         let byte_cnt = u32::try_from(len).unwrap_or(u32::MAX);
         let mut inline = None;
-        let (hit, rhit) = if scatter_to_cqe && len <= SCATTER_TO_CQE_MAX as u64 {
+        let (hit, rhit) = if scatter_to_cqe && tm.is_none() && len <= SCATTER_TO_CQE_MAX as u64 {
             // The device puts small payloads in the CQE; the provider copies them at poll time.
             let gathered = match payload {
                 Payload::Dma(ep) => self.gather(ep),
@@ -688,6 +698,12 @@ impl Engine<'_> {
             self.report_sig(at.dev, h.index, h.err, h.domain, rcq, at.qpn);
         }
         let from = self.sender(at);
+        if let Some(t) = tm {
+            let (srqn, app_op, tmh) = (t.srqn, t.app_op, t.tmh);
+            let c = TmCqe::Recv { qpn: at.qpn, srqn, wqe_counter: r.index, app_op, app_info: 0, byte_cnt, tmh, from };
+            self.push_cqe(at.dev, t.cqn, Cqe::Tm(c));
+            return Reply::Ack(hit);
+        }
         let cqe = Cqe::Resp { qpn: at.qpn, wqe_counter: r.index, opcode, byte_cnt, imm, inline, from, se };
         self.push_cqe(at.dev, rcq, cqe);
         Reply::Ack(hit)

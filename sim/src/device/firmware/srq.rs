@@ -41,6 +41,8 @@ pub struct FwSrq {
     next: u16,
     /// The limit watermark; 0 when disarmed.
     lwm: u16,
+    /// A tag-matching SRQ's list (`None` for other SRQs).
+    pub(in crate::device) tm: Option<super::tm::TmList>,
 }
 
 impl FwSrq {
@@ -84,11 +86,13 @@ pub(super) struct SrqTable {
     next: u32,
     /// One past the largest number (`1 << log_max_srq`).
     limit: u32,
+    /// `log_tag_matching_list_sz` when the device has `tag_matching`.
+    tm_log: Option<u8>,
 }
 
 impl SrqTable {
-    pub(super) fn new(log_max_srq: u8) -> Self {
-        SrqTable { srqs: BTreeMap::new(), next: 1, limit: 1u32 << log_max_srq.min(24) }
+    pub(super) fn new(log_max_srq: u8, tm_log: Option<u8>) -> Self {
+        SrqTable { srqs: BTreeMap::new(), next: 1, limit: 1u32 << log_max_srq.min(24), tm_log }
     }
 }
 
@@ -126,7 +130,7 @@ impl Firmware {
         }
         t.next = n + 1;
         let lwm = f::LWM.get(input)? as u16;
-        let srq = FwSrq { pdn, cqn, xrcd, buf, dbrec: f::DBR_ADDR.get(input)?, pc: 0, cc: 0, next: 0, lwm };
+        let srq = FwSrq { pdn, cqn, xrcd, buf, dbrec: f::DBR_ADDR.get(input)?, pc: 0, cc: 0, next: 0, lwm, tm: None };
         t.srqs.insert(n, srq);
         f::SRQN.set(out, u64::from(n))?;
         Ok(())
@@ -174,6 +178,11 @@ impl Firmware {
         }
         s.lwm = lwm;
         Ok(())
+    }
+
+    /// `log_tag_matching_list_sz`, if the device has tag matching.
+    pub(in crate::device) fn tm_log_list_size(&self) -> Option<u8> {
+        self.srqs.tm_log
     }
 
     /// The SRQ with this number, mutably.
