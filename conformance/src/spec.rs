@@ -211,6 +211,7 @@ pub const ITEMS: &[(u16, &str)] = &[
     (242, "rsocket messages: SENDs with immediate data, the operation and returned credits"),
     (243, "rsocket credits: one per message; data keeps the last one for returning credits"),
     (244, "riomap's IO map message: slot, offset, address, rkey, length; riowrite's target"),
+    (251, "a fault schedule ends as the IBTA says: each WR once, or the lost one's error and flushes"),
 ];
 
 /// The title of a checklist item, if it exists.
