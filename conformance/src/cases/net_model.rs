@@ -17,7 +17,7 @@ pub(super) const CASES: &[Case] = &[Case {
 }];
 
 /// The schedules the case runs: enough to meet every kind of ending, few enough to stay quick.
-const SCHEDULES: usize = 24;
+const SCHEDULES: usize = 16;
 
 fn run(b: &mut dyn Backend, env: &Env) -> Check {
     ctl(b)?;
