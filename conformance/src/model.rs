@@ -6,7 +6,9 @@
 //! interleaved mkeys), and two families of scenarios on objects of their own: signature
 //! ([`SigOp`]: T10-DIF domains, corrupted PI, the first error `mlx5dv_mkey_check` decodes) and
 //! crypto ([`CryptoOp`]: the AES-XTS round trip, with a wire signature in either order, a
-//! crypto mkey without attributes). For each
+//! crypto mkey without attributes); and, on a backend with simulator control, a third on two
+//! devices: network scenarios ([`NetOp`]: a chain of messages under seeded fault rules on the
+//! simulator's fabric in memory, item 251), drawn as [`NetMode`] says. For each
 //! [`Op`] it says what the call must answer — an errno, or success with the values the
 //! checklist fixes — how the state changes, and after traffic which completions each CQ must
 //! hold and which bytes each touched buffer must contain ([`Effects`]).
@@ -21,7 +23,8 @@
 //!
 //! Not modelled yet: CRC signature domains, signature copy masks of one's own, crypto with a
 //! memory-domain signature, signature and crypto mkeys in the op-by-op traffic, MWs, SQD,
-//! atomics, WRs of more than two SGEs, receives of more than one, RNR, QP types other than
+//! atomics, WRs of more than two SGEs, receives of more than one, RNR outside the network
+//! scenarios, QP types other than
 //! RC, DEVX objects and EQs; CQs on contexts of other providers; MRs and QPs on VFIO
 //! contexts.
 //!
