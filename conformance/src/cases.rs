@@ -25,6 +25,7 @@ mod inval;
 mod misuse;
 mod mkey;
 mod mw;
+mod net_model;
 mod odp;
 mod qp;
 mod rdmacm;
@@ -57,6 +58,7 @@ pub fn all() -> Vec<Case> {
         audit::CASES,
         fabric::CASES,
         recovery::CASES,
+        net_model::CASES,
         atomics::CASES,
         umr::CASES,
         traffic::CASES,

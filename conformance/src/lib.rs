@@ -38,7 +38,7 @@ pub use harness::report::{CaseReport, Outcome, Report, RunReport, Summary};
 pub use harness::run::{Runner, Sink, Target, run_case, run_case_within, run_target, skip_reason};
 /// The state-machine proptest on any backend (the CLI's `discover`); the model and its
 /// strategies are public with the `model` feature.
-pub use model::{Failure, discover};
+pub use model::{Failure, NetMode, discover, discover_with};
 
 /// Every case of the suite, in the order reports list them.
 pub fn suite() -> Vec<Case> {

@@ -6,7 +6,9 @@
 //! interleaved mkeys), and two families of scenarios on objects of their own: signature
 //! ([`SigOp`]: T10-DIF domains, corrupted PI, the first error `mlx5dv_mkey_check` decodes) and
 //! crypto ([`CryptoOp`]: the AES-XTS round trip, with a wire signature in either order, a
-//! crypto mkey without attributes). For each
+//! crypto mkey without attributes); and, on a backend with simulator control, a third on two
+//! devices: network scenarios ([`NetOp`]: a chain of messages under seeded fault rules on the
+//! simulator's fabric in memory, item 251), drawn as [`NetMode`] says. For each
 //! [`Op`] it says what the call must answer — an errno, or success with the values the
 //! checklist fixes — how the state changes, and after traffic which completions each CQ must
 //! hold and which bytes each touched buffer must contain ([`Effects`]).
@@ -21,7 +23,8 @@
 //!
 //! Not modelled yet: CRC signature domains, signature copy masks of one's own, crypto with a
 //! memory-domain signature, signature and crypto mkeys in the op-by-op traffic, MWs, SQD,
-//! atomics, WRs of more than two SGEs, receives of more than one, RNR, QP types other than
+//! atomics, WRs of more than two SGEs, receives of more than one, RNR outside the network
+//! scenarios, QP types other than
 //! RC, DEVX objects and EQs; CQs on contexts of other providers; MRs and QPs on VFIO
 //! contexts.
 //!
@@ -51,6 +54,8 @@
 //! ```
 
 mod machine;
+mod net;
+pub(crate) mod netrig;
 mod outcome;
 mod qp;
 mod rig;
@@ -62,8 +67,9 @@ mod tests;
 mod traffic;
 mod xts;
 
-pub use machine::{Failure, Machine, check_ops, discover};
-pub use outcome::Outcome;
+pub use machine::{Failure, Machine, check_ops, discover, discover_with};
+pub use net::{MsgKind, NetMsg, NetOp, NetRule, schedules};
+pub use outcome::{NetCqe, Outcome};
 pub use sig::{Corrupt, Dif, SigOp};
 pub use traffic::{Effects, ExpCqe};
 pub use xts::{CryptoOp, DekMode};
@@ -221,6 +227,9 @@ pub enum Op {
     Sig(SigOp),
     /// A crypto scenario on objects of its own ([`CryptoOp`]).
     Crypto(CryptoOp),
+    /// A network scenario on objects of its own: traffic between two devices under fault
+    /// rules ([`NetOp`]).
+    Net(NetOp),
 }
 
 /// What a call must answer.
@@ -376,6 +385,22 @@ pub struct Model {
     effects: Effects,
     /// Received payloads of the op being stepped that land when their CQE is polled.
     pending: Vec<(traffic::Runs, Vec<u8>)>,
+    /// Whether the state machine generates network scenarios.
+    net_mode: NetMode,
+}
+
+/// Whether the state machine's sequences hold network scenarios ([`Op::Net`]), on a backend
+/// with simulator control.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum NetMode {
+    /// None (the default).
+    #[default]
+    Off,
+    /// Network scenarios only.
+    Only,
+    /// Among the other ops. After its first network rule a simulator carries its devices'
+    /// traffic on its fabric in memory for good, so the ops after it run there.
+    Mixed,
 }
 
 /// `max_entries` rounded up to a multiple of 4 in 16 bits (item 12).
@@ -420,7 +445,13 @@ impl Model {
             seq: 0,
             effects: Effects::default(),
             pending: Vec::new(),
+            net_mode: NetMode::Off,
         })
+    }
+
+    /// This model, with the state machine generating network scenarios as `mode` says.
+    pub fn with_network(self, mode: NetMode) -> Self {
+        Model { net_mode: mode, ..self }
     }
 
     /// The number of slots of each kind: (contexts, PDs, mkeys, buffers).
@@ -504,6 +535,7 @@ impl Model {
             }
             Op::Sig(ref s) => self.sig_step(s),
             Op::Crypto(ref c) => self.crypto_step(c),
+            Op::Net(ref x) => self.net_step(x),
             _ => self.step_objects(op),
         };
         if r != Expect::Unknown && !self.cqs_hold() {

@@ -211,6 +211,7 @@ pub const ITEMS: &[(u16, &str)] = &[
     (242, "rsocket messages: SENDs with immediate data, the operation and returned credits"),
     (243, "rsocket credits: one per message; data keeps the last one for returning credits"),
     (244, "riomap's IO map message: slot, offset, address, rkey, length; riowrite's target"),
+    (251, "a fault schedule ends as the IBTA says: each WR once, or the lost one's error and flushes"),
     (281, "tm_caps: tag matching from the HCA caps, with rendezvous on RC"),
     (282, "create_srq_ex IBV_SRQT_TM: tag list and command QP limits (EINVAL); the SRQ holds its CQ"),
     (283, "TAG_ADD takes libmlx5's free list; a full list is ENOMEM; only signaled ops complete"),

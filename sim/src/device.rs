@@ -519,6 +519,13 @@ impl Device {
         self.net.holds_acks()
     }
 
+    /// Break this device's responder on purpose (tests only): it executes a retransmitted
+    /// SEND or WRITE again instead of acknowledging the duplicate.
+    #[cfg(feature = "test-utils")]
+    pub(crate) fn replay_duplicates(&mut self, on: bool) {
+        self.net.replay_duplicates = on;
+    }
+
     /// Datagrams this device's port dropped: a bad ICRC or header, a packet out of sequence,
     /// an answer no QP waits for.
     pub fn network_drops(&self) -> u64 {

@@ -1,6 +1,7 @@
 //! Read-only views of simulator internals for tests (feature `test-utils`): the firmware's
 //! object tables and mkey contexts, the provider's signature context of an mkey, and the crypto
-//! BSF the provider would write for a CRYPTO mkey.
+//! BSF the provider would write for a CRYPTO mkey; and one deliberately broken responder, for
+//! tests that a model or suite catches it.
 
 use mlx5_dv::Mkey;
 
@@ -37,4 +38,11 @@ pub fn crypto_object_counts(sim: &Simulator, dev: usize) -> Option<(usize, usize
 /// attributes, the errno the finalize would store for attributes it refuses.
 pub fn crypto_bsf(sim: &mut Simulator, mkey: &Mkey) -> Result<Option<mlx5_dv::prm::crypto_bsf::CryptoBsf>, i32> {
     sim.provider_mut().crypto_bsf_now(mkey.handle)
+}
+
+/// Break every device's responder on purpose: a retransmitted (or network-duplicated) SEND or
+/// RDMA WRITE behind the expected PSN is executed a second time instead of acknowledged, as a
+/// transport without duplicate detection would (the IBTA, 9.7.5.1.2, forbids it).
+pub fn replay_duplicates(sim: &mut Simulator, on: bool) {
+    sim.devices_mut().iter_mut().for_each(|d| d.replay_duplicates(on));
 }

@@ -299,6 +299,12 @@ impl Simulator {
         &self.devices
     }
 
+    /// The devices, to break one on purpose (feature `test-utils`).
+    #[cfg(feature = "test-utils")]
+    pub(crate) fn devices_mut(&mut self) -> &mut [Device] {
+        &mut self.devices
+    }
+
     #[cfg(feature = "test-utils")]
     pub(crate) fn provider_mut(&mut self) -> &mut Provider {
         &mut self.provider

@@ -224,6 +224,31 @@ pub struct DiscoverArgs {
     /// Where the shrunk failing sequence's trace goes [default: discover-failure.jsonl].
     #[arg(long)]
     output: Option<PathBuf>,
+    /// Network scenarios (traffic between two devices under fault rules; simulator only):
+    /// off, only, or mixed among the other ops.
+    #[arg(long, value_enum, default_value_t = NetArg::Off)]
+    network: NetArg,
+}
+
+/// `discover --network`.
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum NetArg {
+    /// No network scenarios.
+    Off,
+    /// Network scenarios only.
+    Only,
+    /// Network scenarios among the other ops.
+    Mixed,
+}
+
+impl NetArg {
+    fn mode(self) -> mlx5_conformance::NetMode {
+        match self {
+            NetArg::Off => mlx5_conformance::NetMode::Off,
+            NetArg::Only => mlx5_conformance::NetMode::Only,
+            NetArg::Mixed => mlx5_conformance::NetMode::Mixed,
+        }
+    }
 }
 
 fn report_discovery(
@@ -260,14 +285,14 @@ pub fn discover(a: DiscoverArgs) -> Result<ExitCode, ExitCode> {
             let name = a.profile.clone().unwrap_or_else(|| mlx5_sim::DEFAULT_PROFILE.into());
             let p = Profile::resolve(&name).map_err(|e| fail(USAGE, e))?;
             let make = || Simulator::new(p.clone()).map_err(|e| e.to_string());
-            report_discovery(mlx5_conformance::discover(&make, a.cases, a.len, a.seed), &a)
+            report_discovery(mlx5_conformance::discover_with(&make, a.cases, a.len, a.seed, a.network.mode()), &a)
         }
         #[cfg(feature = "hw")]
         BackendArg::Hw => {
             let config =
                 mlx5_hw::HwConfig { device: a.device.device.clone(), vfio_pci_name: a.device.vfio_device.clone() };
             let make = || mlx5_hw::HwBackend::open(config.clone()).map_err(|e| e.to_string());
-            report_discovery(mlx5_conformance::discover(&make, a.cases, a.len, a.seed), &a)
+            report_discovery(mlx5_conformance::discover_with(&make, a.cases, a.len, a.seed, a.network.mode()), &a)
         }
         #[cfg(not(feature = "hw"))]
         BackendArg::Hw => Err(fail(USAGE, "this build has no hw backend (build with --features hw)")),

@@ -12,7 +12,7 @@ use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, Test
 use proptest_state_machine::ReferenceStateMachine;
 
 use super::run::{Slots, run, verify};
-use super::{Expect, Model, Op, strategy};
+use super::{Expect, Model, NetMode, Op, strategy};
 use crate::trace::Recorder;
 
 thread_local! {
@@ -114,13 +114,26 @@ pub fn discover<B: Backend>(
     len: usize,
     seed: u64,
 ) -> Result<Option<Failure>, String> {
+    discover_with(make, cases, len, seed, NetMode::Off)
+}
+
+/// [`discover`], with network scenarios in the sequences as `net` says.
+pub fn discover_with<B: Backend>(
+    make: &dyn Fn() -> Result<B, String>,
+    cases: u32,
+    len: usize,
+    seed: u64,
+    net: NetMode,
+) -> Result<Option<Failure>, String> {
     let probe = make()?;
     let kinds: Vec<DeviceKind> = {
         let mut p = probe;
         p.device_list().map_err(|x| x.to_string())?.into_iter().map(|d| d.kind).collect()
     };
     let caps = make()?.caps();
-    let start = Model::new(&caps, kinds).ok_or("the backend cannot tell its kernel's DEVX and tag-update facts")?;
+    let start = Model::new(&caps, kinds)
+        .ok_or("the backend cannot tell its kernel's DEVX and tag-update facts")?
+        .with_network(net);
     Machine::start_from(start.clone());
     let config = Config { cases, failure_persistence: None, ..Config::default() };
     let mut bytes = [0u8; 32];

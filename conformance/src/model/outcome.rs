@@ -1,5 +1,6 @@
-//! What a signature or crypto scenario ([`super::Op::Sig`], [`super::Op::Crypto`]) leaves:
-//! the completions it polled, the bytes it read back and the `mlx5dv_mkey_check` answers.
+//! What a scenario ([`super::Op::Sig`], [`super::Op::Crypto`], [`super::Op::Net`]) leaves: the
+//! completions it polled, the bytes it read back, the `mlx5dv_mkey_check` answers and the
+//! states its QPs end in.
 
 use mlx5_dv::MkeyErr;
 
@@ -14,6 +15,31 @@ pub struct Outcome {
     pub checks: Vec<MkeyErr>,
     /// The errno `ibv_wr_complete` of the configure answered, if it failed.
     pub refused: Option<i32>,
+    /// Completions with their wr_ids, lengths and immediates (network scenarios), in order
+    /// per side.
+    pub wcs: Vec<NetCqe>,
+    /// The states (`enum ibv_qp_state`) the scenario's QPs end in.
+    pub states: Vec<u32>,
+    /// Byte ranges of named regions the model leaves open: not compared.
+    pub open: Vec<(&'static str, std::ops::Range<usize>)>,
+}
+
+/// A completion of a network scenario: its side, wr_id and status; for a success its opcode,
+/// and for a receive its length and immediate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NetCqe {
+    /// A receive completion, else the requester's.
+    pub recv: bool,
+    /// The WR's id.
+    pub wr_id: u64,
+    /// `enum ibv_wc_status`.
+    pub status: u32,
+    /// `enum ibv_wc_opcode`, for a success.
+    pub opcode: Option<u32>,
+    /// `byte_len`, for a successful receive.
+    pub byte_len: Option<u32>,
+    /// The immediate, for a successful receive that has one.
+    pub imm: Option<u32>,
 }
 
 impl Outcome {
@@ -28,8 +54,15 @@ impl Outcome {
         if self.cqes != got.cqes {
             return Some(format!("completions: the model expects {:?}, the backend gives {:?}", self.cqes, got.cqes));
         }
+        if self.wcs != got.wcs {
+            return Some(format!("completions: the model expects {:?}, the backend gives {:?}", self.wcs, got.wcs));
+        }
+        if self.states != got.states {
+            return Some(format!("QP states: the model expects {:?}, the backend has {:?}", self.states, got.states));
+        }
         for ((name, want), (_, have)) in self.bytes.iter().zip(&got.bytes) {
-            if let Some(i) = (0..want.len().max(have.len())).find(|i| want.get(*i) != have.get(*i)) {
+            let open = |i: &usize| self.open.iter().any(|(n, r)| n == name && r.contains(i));
+            if let Some(i) = (0..want.len().max(have.len())).find(|i| !open(i) && want.get(*i) != have.get(*i)) {
                 let w = want.get(i..want.len().min(i + 8)).unwrap_or_default();
                 let h = have.get(i..have.len().min(i + 8)).unwrap_or_default();
                 return Some(format!(

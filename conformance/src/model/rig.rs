@@ -239,7 +239,7 @@ pub(super) fn run_sig(b: &mut dyn Backend, name: &str, s: &SigOp) -> Result<Outc
         checks.push(check(b)?);
         let (name, buf, len) = if s.inbound { ("memory", mem, mem_len) } else { ("wire", peer, wire_len) };
         let bytes = vec![(name, say("read_buf", b.read_buf(&buf, 0, len))?)];
-        Ok(Outcome { cqes, bytes, checks, refused: None })
+        Ok(Outcome { cqes, bytes, checks, refused: None, ..Outcome::default() })
     })
 }
 
@@ -352,6 +352,6 @@ pub(super) fn run_crypto(
         if let Some(l) = login {
             let _ = b.crypto_login_destroy(l);
         }
-        Ok(Outcome { cqes, bytes, checks, refused: None })
+        Ok(Outcome { cqes, bytes, checks, refused: None, ..Outcome::default() })
     })
 }

@@ -241,6 +241,13 @@ pub(super) fn run(
             s.outcome = Some(super::rig::run_crypto(b, &pick(names, x.dev), x, plan.0, plan.1));
             Ok(None)
         }
+        Op::Net(ref x) => {
+            let devs = (x.dev % names.len().max(1), x.peer % names.len().max(1));
+            let idx = |d: usize| u32::try_from(d).unwrap_or(u32::MAX);
+            let (a, p) = (pick(names, x.dev), pick(names, x.peer));
+            s.outcome = Some(super::netrig::run_net(b, (&a, &p), (idx(devs.0), idx(devs.1)), x));
+            Ok(None)
+        }
         Op::OpenIbv { dev } => {
             let d = dev % names.len().max(1);
             b.open_ibv_device(&pick(names, dev)).map(|c| s.ctxs.push((c, d))).map(|()| None).map_err(e)

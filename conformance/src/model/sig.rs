@@ -261,6 +261,7 @@ impl Model {
                 bytes: vec![(name, vec![0; s.mem_len(plan.bs)])],
                 checks: vec![MkeyErr::NONE, MkeyErr::NONE],
                 refused: None,
+                ..Outcome::default()
             });
             return Expect::Ok(None);
         }
@@ -282,6 +283,7 @@ impl Model {
                 bytes: vec![(name, out)],
                 checks: vec![plan.err, n, n, n],
                 refused: None,
+                ..Outcome::default()
             });
             return Expect::Ok(None);
         }
@@ -290,7 +292,8 @@ impl Model {
         } else {
             (vec![umr, write], vec![plan.err, MkeyErr::NONE])
         };
-        self.effects.outcome = Some(Outcome { cqes, bytes: vec![(name, plan.output)], checks, refused: None });
+        self.effects.outcome =
+            Some(Outcome { cqes, bytes: vec![(name, plan.output)], checks, refused: None, ..Outcome::default() });
         Expect::Ok(None)
     }
 }

@@ -293,6 +293,17 @@ fn need(have: usize, want: usize, hi: u32, lo: u32) -> u32 {
 /// The ops the state machine generates from `state`: weighted towards building what traffic
 /// needs (contexts, PDs, buffers, MRs, mkeys, CQs, connected QPs), then towards traffic.
 pub(super) fn transitions(state: &Model) -> BoxedStrategy<Op> {
+    let net = net_ops(state, &state.mlx5_devs());
+    match (state.net_mode, net) {
+        (super::NetMode::Only, Some((_, s))) => s,
+        (super::NetMode::Mixed, Some(n)) => {
+            proptest::strategy::Union::new_weighted(vec![(8, all_but_net(state)), n]).boxed()
+        }
+        _ => all_but_net(state),
+    }
+}
+
+fn all_but_net(state: &Model) -> BoxedStrategy<Op> {
     let (c, p, m, b) = state.slots();
     let live = state.live();
     let flags = prop_oneof![
@@ -494,6 +505,18 @@ fn offload_ops(state: &Model, mdev: &[usize]) -> Vec<(u32, BoxedStrategy<Op>)> {
     v
 }
 
+/// Network scenarios, where the backend has simulator control.
+fn net_ops(state: &Model, mdev: &[usize]) -> Option<(u32, BoxedStrategy<Op>)> {
+    (state.sim_control && !mdev.is_empty()).then(|| (1, super::net::strategy(mdev.to_vec())))
+}
+
+impl Model {
+    /// Network scenarios only ([`Op::Net`]), where the backend has simulator control.
+    pub fn net_strategy(&self) -> Option<BoxedStrategy<Op>> {
+        net_ops(self, &self.mlx5_devs()).map(|x| x.1)
+    }
+}
+
 impl Model {
     /// A live QP in ERR or of unknown state.
     fn stuck(&self, qp: usize) -> bool {
@@ -539,7 +562,7 @@ pub(super) fn judged(state: &Model, op: &Op) -> bool {
         Op::Connect { qp, peer } => qp < qps && peer < qps,
         Op::QueryQp { qp } | Op::DestroyQp { qp } => qp < qps,
         Op::PostRecv { qp, sge } => qp < qps && sge.is_none_or(|l| state.names_key(l.key)),
-        Op::Sig(_) | Op::Crypto(_) => true,
+        Op::Sig(_) | Op::Crypto(_) | Op::Net(_) => true,
         Op::Post { qp, n, wrs } => {
             let n = usize::from(n).clamp(1, wrs.len());
             qp < qps && wrs[..n].iter().all(|w| state.names_wr(w))

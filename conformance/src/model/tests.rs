@@ -305,3 +305,105 @@ fn escaped_blocks_are_not_checked() {
     assert_eq!(offset(3, app), Some((1, 0)));
     assert_eq!(offset(3, [c(0, 4), c(0, 0), c(1, 0)]), Some((1, 520)));
 }
+
+mod net {
+    use mlx5_dv::net_fault::opcode as bth;
+    use mlx5_dv::{NetAction, wc_status};
+
+    use crate::model::net::{MsgKind, NetMsg, NetOp, NetRule, SLOT};
+
+    const RULE: NetRule =
+        NetRule { answers: false, action: NetAction::Drop, opcode: None, at: None, skip: 0, times: None, random: None };
+
+    fn op(kinds: &[MsgKind], recvs: u8, rules: &[NetRule]) -> NetOp {
+        let mut msgs = [NetMsg { kind: MsgKind::Write, len: 600 }; 4];
+        for (m, k) in msgs.iter_mut().zip(kinds) {
+            m.kind = *k;
+        }
+        let mut rule = [RULE; 3];
+        rule[..rules.len()].copy_from_slice(rules);
+        NetOp {
+            dev: 0,
+            peer: 1,
+            n: kinds.len() as u8,
+            msgs,
+            recvs,
+            rules: rules.len() as u8,
+            rule,
+            retry_cnt: 7,
+            rnr_retry: 2,
+            psn: 0xff_fffe,
+            seed: 3,
+            imm: 9,
+        }
+    }
+
+    fn statuses(x: &NetOp) -> Option<Vec<u32>> {
+        Some(x.outcome()?.wcs.iter().filter(|c| !c.recv).map(|c| c.status).collect())
+    }
+
+    #[test]
+    fn psns_wrap_and_a_read_takes_one_per_response_packet() {
+        let x = op(&[MsgKind::Read, MsgKind::Send, MsgKind::Write], 4, &[]);
+        // 600 bytes at MTU 256: three PSNs each, from 0xfffffe.
+        assert_eq!((x.first_psn(0), x.first_psn(1), x.first_psn(2)), (0xff_fffe, 1, 4));
+        assert_eq!(x.rule_psn((2, 5)), 6);
+    }
+
+    #[test]
+    fn a_request_lost_for_good_fails_its_wr_and_flushes_the_rest() {
+        use MsgKind::*;
+        // The second message's MIDDLE packet, by PSN; the first is executed, the others not.
+        let x = op(&[Send, Write, SendImm, Read], 4, &[NetRule { at: Some((1, 1)), ..RULE }]);
+        let (ok, exc, flush) = (wc_status::SUCCESS, wc_status::RETRY_EXC_ERR, wc_status::WR_FLUSH_ERR);
+        assert_eq!(statuses(&x), Some(vec![ok, exc, flush, flush]));
+        let o = x.outcome().expect("judged");
+        assert_eq!(o.wcs.iter().filter(|c| c.recv).count(), 1, "one receive, the first SEND's");
+        assert_eq!(o.open, vec![("responder", SLOT..SLOT + 600), ("requester", SLOT..SLOT + 600)]);
+        // By opcode: the first message with that opcode.
+        let x = op(&[Send, Write, Write], 4, &[NetRule { opcode: Some(bth::WRITE_LAST), ..RULE }]);
+        assert_eq!(statuses(&x), Some(vec![ok, exc, flush]));
+        // An opcode no message has: nothing lost.
+        let x = op(&[Send, Write], 4, &[NetRule { opcode: Some(bth::READ_REQUEST), ..RULE }]);
+        assert_eq!(statuses(&x), Some(vec![ok, ok]));
+    }
+
+    #[test]
+    fn every_answer_lost_executes_a_lone_message_once() {
+        let x = op(&[MsgKind::SendImm], 4, &[NetRule { answers: true, ..RULE }]);
+        let o = x.outcome().expect("judged");
+        assert_eq!(statuses(&x), Some(vec![wc_status::RETRY_EXC_ERR]));
+        assert_eq!(o.wcs.iter().filter(|c| c.recv).map(|c| c.imm).collect::<Vec<_>>(), vec![Some(9)]);
+        // Two messages: how many the requester sent before giving up is open.
+        assert!(op(&[MsgKind::Send, MsgKind::Send], 4, &[NetRule { answers: true, ..RULE }]).outcome().is_none());
+    }
+
+    #[test]
+    fn receives_that_run_out_end_in_rnr_retry_exc_where_the_docs_say() {
+        use MsgKind::*;
+        let (ok, rnr, flush) = (wc_status::SUCCESS, wc_status::RNR_RETRY_EXC_ERR, wc_status::WR_FLUSH_ERR);
+        let x = op(&[Send, Write, WriteImm, Send], 1, &[]);
+        assert_eq!(statuses(&x), Some(vec![ok, ok, rnr, flush]));
+        // retry_cnt 0 with messages behind: the sequence error NAK may end it first.
+        assert!(NetOp { retry_cnt: 0, ..x }.outcome().is_none());
+        // rnr_retry 7 waits without end; faults with RNR are open.
+        assert!(NetOp { rnr_retry: 7, ..x }.outcome().is_none());
+        let finite = NetRule { times: Some(1), ..RULE };
+        assert!(op(&[Send, Send], 1, &[finite]).outcome().is_none());
+    }
+
+    #[test]
+    fn finite_faults_recover_only_within_the_retry_budget() {
+        let finite = NetRule { times: Some(3), action: NetAction::Reorder, ..RULE };
+        let x = op(&[MsgKind::Write, MsgKind::Read], 4, &[finite]);
+        assert_eq!(statuses(&x), Some(vec![wc_status::SUCCESS; 2]));
+        assert!(NetOp { retry_cnt: 6, ..x }.outcome().is_none());
+        assert!(op(&[MsgKind::Write], 4, &[NetRule { times: Some(4), ..finite }]).outcome().is_none());
+        // Every packet delayed, or the BTH byte the ICRC skips corrupted: open.
+        assert!(
+            op(&[MsgKind::Write], 4, &[NetRule { action: NetAction::Delay { ns: 1 }, ..RULE }]).outcome().is_none()
+        );
+        let byte4 = NetRule { action: NetAction::Corrupt { offset: 4, xor: 1 }, times: Some(1), ..RULE };
+        assert!(op(&[MsgKind::Write], 4, &[byte4]).outcome().is_none());
+    }
+}

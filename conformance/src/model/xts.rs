@@ -224,6 +224,7 @@ impl Model {
                 bytes: vec![("wire", wire), ("memory", memory)],
                 checks,
                 refused: None,
+                ..Outcome::default()
             }
         } else {
             Outcome {
@@ -231,6 +232,7 @@ impl Model {
                 bytes: vec![("memory", memory)],
                 checks: Vec::new(),
                 refused: None,
+                ..Outcome::default()
             }
         };
         self.effects.outcome = Some(outcome);

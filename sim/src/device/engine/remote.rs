@@ -38,6 +38,9 @@ pub(in crate::device) struct NetState {
     /// (coalescing), and they leave at the end of the device pass that made them
     /// ([`Engine::flush_acks`]).
     acks: BTreeMap<u32, HeldAck>,
+    /// A deliberately broken responder (tests of the model only): a SEND or WRITE behind the
+    /// expected PSN is executed again instead of acknowledged.
+    pub(in crate::device) replay_duplicates: bool,
 }
 
 pub use mlx5_dv::TransportCounters;

@@ -94,7 +94,9 @@ impl Device {
             Seq::Duplicate if atomic => {
                 return Some(q.transport.atomics.recall(h.bth.psn).map_or_else(Response::silent, Response::atomic_ack));
             }
-            Seq::Duplicate if op != opcode::READ_REQUEST => return Some(Response::ack(Pulled::No)),
+            Seq::Duplicate if op != opcode::READ_REQUEST && !self.net.replay_duplicates => {
+                return Some(Response::ack(Pulled::No));
+            }
             _ => {}
         }
         let needs_recv = matches!(op, opcode::SEND_ONLY | opcode::SEND_ONLY_IMM | opcode::SEND_ONLY_INV)
