@@ -8,10 +8,11 @@
 //! - [`conn`]: QP attributes and the calls that send the handshake;
 //! - [`qp`]: the QPs and CQs librdmacm makes for an ID;
 //! - [`sidr`]: SIDR, which "connects" the UD IDs of the UDP port space;
+//! - [`mcast`]: multicast groups (`rdma_join_multicast`, `rdma_leave_multicast`);
 //! - [`fuzz`]: arbitrary bytes at QP 1 through the state machine, for the fuzz target.
 //!
 //! rsockets are `crate::rsocket`'s, over these calls. Not modelled yet (they fail with
-//! EOPNOTSUPP, generated stubs): multicast, SRQs made through librdmacm, ECE. The IPoIB port
+//! EOPNOTSUPP, generated stubs): SRQs made through librdmacm, ECE. The IPoIB port
 //! space takes no address of a RoCE port (EINVAL, as the kernel's rdma_cm).
 
 use std::ffi::{c_char, c_int, c_void};
@@ -25,6 +26,7 @@ use crate::errno::{minus_one, null};
 mod addr;
 mod conn;
 mod fuzz;
+mod mcast;
 mod proto;
 pub(crate) mod qp;
 mod sidr;
@@ -222,6 +224,7 @@ pub unsafe extern "C" fn rdma_get_cm_event(channel: *mut rdma_event_channel, eve
             }
         }
         RDMA_CM_EVENT_REJECTED => conn::qp_to_error(qp),
+        RDMA_CM_EVENT_MULTICAST_JOIN => mcast::on_join_event(ev, qp),
         RDMA_CM_EVENT_CONNECT_REQUEST => {
             // rdma_create_ep's QP attributes make the new ID's QP (rdma_get_request).
             let ep = cm().ids.get(&key).and_then(|i| i.ep_qp);
@@ -277,7 +280,7 @@ pub extern "C" fn rdma_event_str(event: u32) -> *const c_char {
 
 /// In synchronous mode, wait for the ID's own event and fail as librdmacm's
 /// `ucma_complete` fails (REJECTED is ECONNREFUSED, else the status). 0 otherwise.
-fn complete(id: *mut rdma_cm_id) -> c_int {
+pub(crate) fn complete(id: *mut rdma_cm_id) -> c_int {
     let (sync, chan) = match cm().ids.get(&(id as usize)) {
         Some(i) => (i.sync, i.chan),
         None => return minus_one(libc::EINVAL),
@@ -415,10 +418,12 @@ pub unsafe extern "C" fn rdma_resolve_addr(
     let d = devs();
     let mut c = cm();
     let Some(i) = c.ids.get(&key) else { return minus_one(libc::EINVAL) };
-    let dev = i
-        .dev
-        .or_else(|| d.route_to(*dst.ip()))
-        .filter(|&v| d.addr.get(v).copied().flatten().is_some_and(|a| !a.is_loopback() || dst.ip().is_loopback()));
+    let dev = i.dev.or_else(|| d.route_to(*dst.ip())).filter(|&v| {
+        // A group's address is reached through the bound device, as the kernel's
+        // addr_resolve takes a multicast destination on the source's interface.
+        let local = dst.ip().is_loopback() || dst.ip().is_multicast();
+        d.addr.get(v).copied().flatten().is_some_and(|a| !a.is_loopback() || local)
+    });
     let Some(dev) = dev.filter(|_| !dst.ip().is_unspecified()) else {
         c.post_simple(key, RDMA_CM_EVENT_ADDR_ERROR, -libc::ENETUNREACH);
         drop(c);
@@ -612,9 +617,10 @@ pub unsafe extern "C" fn rdma_migrate_id(id: *mut rdma_cm_id, channel: *mut rdma
     0
 }
 
-/// `rdma_set_option`: the ID options the kernel takes (TOS, REUSEADDR, AFONLY, ACK_TIMEOUT
-/// and the others of level RDMA_OPTION_ID, IB_PATH): accepted and kept out of the
-/// simulation; another level or option is ENOSYS, a NULL or short value EINVAL.
+/// `rdma_set_option`: the ID options the kernel takes (TOS, REUSEADDR, AFONLY and the
+/// others of level RDMA_OPTION_ID, IB_PATH): accepted and kept out of the simulation, but
+/// ACK_TIMEOUT, which the ID's QP takes at RTS; another level or option is ENOSYS, a NULL or
+/// short value EINVAL.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_set_option(
     id: *mut rdma_cm_id,
@@ -627,8 +633,22 @@ pub unsafe extern "C" fn rdma_set_option(
         return minus_one(libc::EINVAL);
     }
     match (level, optname) {
-        // RDMA_OPTION_ID: TOS (u8), REUSEADDR, AFONLY (int), ACK_TIMEOUT (u8).
-        (0, 0) | (0, 3) => 0,
+        // RDMA_OPTION_ID_ACK_TIMEOUT: one byte, on an RC ID (the kernel's
+        // rdma_set_ack_timeout); its QP takes it at RTS.
+        (0, 3) => {
+            let mut c = cm();
+            let Some(i) = c.ids.get_mut(&(id as usize)) else { return minus_one(libc::EINVAL) };
+            // SAFETY: the ID, owned by the CM.
+            let rc = unsafe { (*id).qp_type } == ibv_qp_type::IBV_QPT_RC;
+            if optlen != 1 || !rc {
+                return minus_one(libc::EINVAL);
+            }
+            // SAFETY: the caller's one-byte value.
+            i.ack_timeout = Some(unsafe { *optval.cast::<u8>() });
+            0
+        }
+        // RDMA_OPTION_ID: TOS (u8), REUSEADDR, AFONLY (int).
+        (0, 0) => 0,
         (0, 1) | (0, 2) if optlen >= std::mem::size_of::<c_int>() => 0,
         (0, 1) | (0, 2) => minus_one(libc::EINVAL),
         // RDMA_OPTION_IB_PATH.

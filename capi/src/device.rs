@@ -216,11 +216,20 @@ impl Shim {
         attr.max_srq_wr = (1 << p.datapath.log_max_srq_sz.min(30)) - 1;
         attr.max_srq_sge = c_int::try_from(p.datapath.max_rq_desc_sz / 16).unwrap_or(c_int::MAX) - 1;
         attr.max_pkeys = p.datapath.pkey_table_len;
+        // mlx5_ib: 2^log_max_mcg groups of max_qp_mcg QPs each (ibv_attach_mcast).
+        attr.max_mcast_grp = 1 << LOG_MAX_MCG;
+        attr.max_mcast_qp_attach = MAX_QP_MCG;
+        attr.max_total_mcast_qp_attach = MAX_QP_MCG << LOG_MAX_MCG;
         attr.local_ca_ack_delay = 16;
         attr.phys_port_cnt = 1;
         0
     }
 }
+
+/// The HCA caps `log_max_mcg` and `max_qp_mcg` of a ConnectX-6 Dx as `ibv_devinfo -v`
+/// reports them (2097152 groups, 240 QPs each); unverified for other devices.
+const LOG_MAX_MCG: c_int = 21;
+const MAX_QP_MCG: c_int = 240;
 
 /// `ibv_device_attr.device_cap_flags` as mlx5_ib sets them for what the simulator does:
 /// BAD_PKEY_CNTR, BAD_QKEY_CNTR, CHANGE_PHY_PORT, PORT_ACTIVE_EVENT, SYS_IMAGE_GUID,

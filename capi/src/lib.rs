@@ -30,6 +30,7 @@ mod errno;
 pub mod events;
 pub mod import;
 mod inline;
+pub mod mcast;
 pub mod misc;
 pub mod mr;
 pub mod mw;

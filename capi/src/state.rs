@@ -301,6 +301,15 @@ extern "C" fn fork_prepare() {
     }
 }
 
+/// This process is a child whose ports share their addresses with its siblings: a CM MAD
+/// that comes to it may be for a sibling, so it answers none it has no ID for.
+static SHARED_PORTS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether this process's ports share their addresses with sibling processes.
+pub(crate) fn shared_ports() -> bool {
+    SHARED_PORTS.load(std::sync::atomic::Ordering::Acquire)
+}
+
 /// After `fork`, in the parent: the lock is free again.
 extern "C" fn fork_parent() {
     device_thread::after_fork();
@@ -312,7 +321,18 @@ extern "C" fn fork_parent() {
 extern "C" fn fork_child() {
     device_thread::forked();
     device_thread::after_fork();
-    FORK_HOLD.with(|h| drop(h.borrow_mut().take()));
+    FORK_HOLD.with(|h| {
+        // A networked child shares its parent's addresses with its siblings (docs/network.md).
+        if let Some(g) = h.borrow_mut().as_mut() {
+            let host = std::process::id() & 0xff_ffff;
+            match g.sim.simulator_mut().share_after_fork(host) {
+                Ok(true) => SHARED_PORTS.store(true, std::sync::atomic::Ordering::Release),
+                Ok(false) => {}
+                Err(e) => eprintln!("mlx5sim: after fork, the ports' own sockets: {e}"),
+            }
+        }
+        drop(h.borrow_mut().take());
+    });
 }
 
 /// At exit: write the trace `MLX5SIM_TRACE` names.

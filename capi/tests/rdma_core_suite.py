@@ -53,6 +53,64 @@ def default_pci_dev():
         return "0000:08:00.0"
 
 
+# RDMA CM's tests find the address to use from a net interface bound to the device
+# (/sys/class/infiniband/<dev>/device/net/<ifname>, then `ip -j addr show <ifname>`), and run
+# their two sides in two processes forked from the test on that one address. These modules run
+# in a private mount and network namespace (`unshare -m -n`, as root) that shows such a host:
+# its `lo` carries the simulated port's address (and no other IPv4 one, so it is the first the
+# test reads), a tmpfs over /sys/class binds `lo` to the device (every other class still
+# there, as links to the real ones), and the shim's first port takes that address
+# (MLX5SIM_ADDR). The namespace keeps the traffic off the host's network.
+NETNS_MODULES = ("test_rdmacm", "test_mlx5_rdmacm")
+# The skip of their tests where the namespace cannot be made: counted as skipped, needing no
+# table line (the host decides it, not the simulator).
+NETNS_SKIP = "needs a private network namespace (unshare -m -n, as root) to bind a net interface to the device"
+NETNS_ADDR = "127.0.52.1"
+NETNS_SETUP = """\
+set -e
+ip link set lo up
+ip addr add {addr}/24 dev lo
+ip addr del 127.0.0.1/8 dev lo
+real=$(mktemp -d)
+mount --bind /sys/class "$real"
+mount -t tmpfs mlx5sim /sys/class
+for e in "$real"/*; do
+    [ "$(basename "$e")" = infiniband ] || ln -s "$e" /sys/class/
+done
+mkdir -p /sys/class/infiniband/{dev}/device/net/lo
+exec "$@"
+"""
+
+
+def default_device():
+    """The first device name of the default profile."""
+    path = os.path.join(ROOT, "sim", "profiles", "cx6dx.toml")
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f).get("device", {}).get("name", "mlx5_0")
+    except (OSError, tomllib.TOMLDecodeError):
+        return "mlx5_0"
+
+
+def netns_prefix():
+    """The command that runs a test process in the namespace of NETNS_MODULES; None with
+    the reason when this host cannot make one (not root, no unshare or ip, or refused)."""
+    if os.geteuid() != 0:
+        return None, "not root"
+    for tool in ("unshare", "ip", "sh"):
+        if not shutil.which(tool):
+            return None, f"no {tool}"
+    script = NETNS_SETUP.format(addr=NETNS_ADDR, dev=default_device())
+    cmd = ["unshare", "-m", "-n", "sh", "-c", script, "netns"]
+    try:
+        probe = subprocess.run(cmd + ["true"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return None, str(e)
+    if probe.returncode != 0:
+        return None, (probe.stderr.strip().splitlines() or ["refused"])[-1]
+    return cmd, None
+
+
 def module_args(module):
     """Arguments a module needs beyond `-v`."""
     if module == "test_mlx5_vfio":
@@ -175,11 +233,19 @@ def run_module(args, tests_dir, module, listed):
     results = {}
     runs = []
     names = []  # empty: the whole module
+    env = test_env(args)
+    prefix = []
+    if module in NETNS_MODULES:
+        prefix, why = netns_prefix()
+        if prefix is None:
+            # Never passed without the namespace: reported as skipped, with the reason.
+            reason = f"{NETNS_SKIP}: {why}"
+            return {t: ("skip", reason) for t in listed}, runs
+        env["MLX5SIM_ADDR"] = NETNS_ADDR
     while True:
-        cmd = [args.python, "tests/run_tests.py", "-v"]
+        cmd = prefix + [args.python, "tests/run_tests.py", "-v"]
         cmd += names if names else ["tests." + module]
         cmd += module_args(module)
-        env = test_env(args)
         log = os.path.join(args.scratch, "logs", f"{module}.{len(runs)}")
         with open(log + ".out", "wb") as out, open(log + ".err", "wb") as err:
             proc = subprocess.Popen(
@@ -300,7 +366,9 @@ def compare(results, table, whole):
         outcome, detail = results[test]
         want = table.get(test)
         problem = None
-        if outcome == "pass" and want:
+        if outcome == "skip" and detail.startswith(NETNS_SKIP):
+            pass
+        elif outcome == "pass" and want:
             problem = f"passes, but the table expects {want[0]}: remove its line"
         elif outcome in EXPECTABLE:
             if not want:
@@ -329,7 +397,10 @@ def updated(results, table, whole):
     for new lines, passing tests dropped; failures are never written."""
     new = {t: v for t, v in table.items() if t not in results and not whole}
     for test, (outcome, detail) in results.items():
-        if outcome in EXPECTABLE:
+        if outcome == "skip" and detail.startswith(NETNS_SKIP):
+            if test in table:
+                new[test] = table[test]
+        elif outcome in EXPECTABLE:
             old = table.get(test)
             fresh = f"{PLACEHOLDER} (the test says: {detail})" if detail else PLACEHOLDER
             new[test] = (outcome, old[1] if old and old[0] == outcome else fresh)

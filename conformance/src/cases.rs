@@ -24,6 +24,7 @@ mod inline;
 mod inval;
 mod misuse;
 mod mkey;
+mod multicast;
 mod mw;
 mod net_model;
 mod odp;
@@ -76,6 +77,7 @@ pub fn all() -> Vec<Case> {
         boundary::CASES,
         verbs_cmd::CASES,
         uc_ud::CASES,
+        multicast::CASES,
         dc::CASES,
         srq::CASES,
         tm::CASES,

@@ -86,6 +86,8 @@ pub struct Device {
     clock: clock::DeviceClock,
     /// The ODP caps the kernel reports for this device (the profile's `[odp]`).
     odp: mlx5_dv::OdpCaps,
+    /// The multicast groups its UD QPs joined (`ibv_attach_mcast`): the QPs of each GID.
+    mcast: std::collections::BTreeMap<[u8; 16], std::collections::BTreeSet<u32>>,
 }
 
 impl Device {
@@ -105,7 +107,38 @@ impl Device {
             net: engine::NetState::default(),
             clock: clock::DeviceClock::new(profile.device.hca_core_clock_khz, profile.device.completion_timestamp_mask),
             odp: profile.odp.caps(),
+            mcast: Default::default(),
         })
+    }
+
+    /// Attach QP `qpn` to multicast group `mgid`: false when the device has no such QP.
+    /// Attaching again is no error (mlx5's ATTACH_TO_MCG keeps one entry).
+    pub fn attach_multicast(&mut self, qpn: u32, mgid: mlx5_dv::Gid) -> bool {
+        if self.fw.qp(qpn).is_none() {
+            return false;
+        }
+        self.mcast.entry(mgid.0).or_default().insert(qpn);
+        true
+    }
+
+    /// Detach QP `qpn` from group `mgid`: false when it is not attached.
+    pub fn detach_multicast(&mut self, qpn: u32, mgid: mlx5_dv::Gid) -> bool {
+        let Some(qps) = self.mcast.get_mut(&mgid.0) else { return false };
+        let was = qps.remove(&qpn);
+        if qps.is_empty() {
+            self.mcast.remove(&mgid.0);
+        }
+        was
+    }
+
+    /// The QPs attached to group `mgid`.
+    pub fn multicast_members(&self, mgid: &mlx5_dv::Gid) -> Vec<u32> {
+        self.mcast.get(&mgid.0).map(|q| q.iter().copied().collect()).unwrap_or_default()
+    }
+
+    /// The groups some QP of the device is attached to.
+    pub fn multicast_groups(&self) -> Vec<mlx5_dv::Gid> {
+        self.mcast.keys().map(|g| mlx5_dv::Gid(*g)).collect()
     }
 
     /// The ODP caps `ibv_query_device_ex` reports, which also gate ODP registrations.

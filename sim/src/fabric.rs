@@ -15,6 +15,7 @@ pub mod capture;
 pub mod faults;
 mod gsi;
 pub mod net;
+pub mod share;
 
 pub use capture::{Capture, Link};
 pub use faults::{NetAction, NetFault};
@@ -114,6 +115,11 @@ impl Fabric {
         for (p, n) in self.ports.iter_mut().zip(&bound) {
             p.gid = net::link_local_of_mac(net::mac_of_ip(n.addr()));
         }
+        // For the processes this one forks, which share its ports' addresses.
+        let bound = match share::Siblings::new().map(std::sync::Arc::new) {
+            Some(t) => bound.into_iter().map(|n| n.with_siblings(t.clone())).collect(),
+            None => bound,
+        };
         self.net = std::sync::Arc::new(bound);
         self.clock = Clock::Wall(std::time::Instant::now());
         Ok(())
@@ -134,6 +140,19 @@ impl Fabric {
         self.net = std::sync::Arc::new(addrs.into_iter().map(|a| NetPort::in_memory(a, net.clone())).collect());
         self.clock =
             if simulated { Clock::Simulated(Default::default()) } else { Clock::Wall(std::time::Instant::now()) };
+    }
+
+    /// In a child after `fork`: each networked port takes a socket of its own and shares its
+    /// address with the other children of the process ([`share`]); what this process sends
+    /// to one of its own addresses then goes over the network too, to every sibling.
+    pub fn share_after_fork(&self) -> std::io::Result<()> {
+        self.net.iter().try_for_each(NetPort::share)
+    }
+
+    /// Whether the traffic to device `dev`'s port goes through the transport even from a port
+    /// here: the port is in memory, or shares its address with sibling processes.
+    fn through_transport(&self, dev: usize) -> bool {
+        self.net.get(dev).is_some_and(|n| n.is_in_memory() || n.is_shared())
     }
 
     /// Whether the traffic between this host's ports travels as packets in memory.
@@ -224,8 +243,8 @@ impl Fabric {
         if port.is_in_memory() {
             return self.route(ah).and_then(|dev| self.net.get(dev)).map(NetPort::addr);
         }
-        if self.route(ah).is_some() {
-            return None;
+        if let Some(dev) = self.route(ah) {
+            return self.net.get(dev).filter(|n| n.is_shared()).map(NetPort::addr);
         }
         net::ip_of_gid(&ah.dgid).filter(|&a| port.may_reach(a))
     }
@@ -261,7 +280,7 @@ impl Fabric {
     /// traffic travels as packets in memory.
     pub fn deliver(&self, to: &QpDest) -> Option<QpPath> {
         let dev = self.route(&to.ah)?;
-        if self.net.get(dev).is_some_and(NetPort::is_in_memory) {
+        if self.through_transport(dev) {
             return None;
         }
         Some(QpPath { dev, qpn: to.dest_qp_num })

@@ -52,7 +52,7 @@ pub(crate) fn fill_route(id: *mut rdma_cm_id, dev: usize, src: SocketAddrV4, dst
     }
 }
 
-/// Write the source of ID `id` (and, when bound to a device, its context and port).
+/// Write the source of ID `id` (and, when bound to a device, its context, port and PD).
 pub(crate) fn set_src(id: *mut rdma_cm_id, dev: Option<usize>, src: SocketAddrV4) {
     // SAFETY: as for fill_route.
     unsafe {
@@ -63,6 +63,10 @@ pub(crate) fn set_src(id: *mut rdma_cm_id, dev: Option<usize>, src: SocketAddrV4
         if let Some(d) = dev {
             (*id).verbs = devs().ctx.get(d).copied().unwrap_or(0) as *mut ibv_context;
             (*id).port_num = 1;
+            // librdmacm's ucma_get_device: the device's own PD until a QP names another.
+            if (*id).pd.is_null() {
+                (*id).pd = devs().pd.get(d).copied().unwrap_or(0) as *mut ibv_pd;
+            }
         }
     }
 }
@@ -149,7 +153,8 @@ const RAI_PASSIVE: c_int = 1;
 const RAI_NUMERICHOST: c_int = 2;
 
 /// `rdma_getaddrinfo` for IPv4: one `rdma_addrinfo` (malloc'ed, with its addresses) or an
-/// errno-style failure (`Err(errno)`).
+/// errno-style failure (`Err(errno)`). As librdmacm: without node and service the hints'
+/// destination is the answer's, and the hints' source is the answer's when it has none.
 ///
 /// # Safety
 /// `node` and `service` are NULL or C strings; `hints` is NULL or an `rdma_addrinfo`.
@@ -158,22 +163,28 @@ pub(crate) unsafe fn getaddrinfo(
     service: *const c_char,
     hints: *const rdma_addrinfo,
 ) -> Result<*mut rdma_addrinfo, c_int> {
-    if node.is_null() && service.is_null() {
-        return Err(libc::EINVAL);
-    }
     // SAFETY: the caller's hints, if any.
     let h = unsafe { hints.as_ref() };
+    if node.is_null() && service.is_null() && h.is_none() {
+        return Err(libc::EINVAL);
+    }
     let flags = h.map_or(0, |h| h.ai_flags);
     if h.is_some_and(|h| h.ai_family != 0 && h.ai_family != libc::AF_INET) {
         return Err(libc::EAFNOSUPPORT);
     }
     // SAFETY: C strings per the contract.
     let text = |p: *const c_char| (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned());
+    // Neither node nor service: the hints' destination, as librdmacm copies it.
+    let hinted = |p: *mut libc::sockaddr| (!p.is_null()).then(|| unsafe { sockaddr_v4(p) }).transpose();
+    let from_hints = node.is_null() && service.is_null();
     let port = match text(service) {
         Some(s) => s.parse::<u16>().map_err(|_| libc::EINVAL)?,
         None => 0,
     };
+    let hint_dst = if from_hints { hinted(h.map_or(std::ptr::null_mut(), |h| h.ai_dst_addr))? } else { None };
+    let port = hint_dst.map_or(port, |a| a.port());
     let ip = match text(node) {
+        None if from_hints => hint_dst.map_or(Ipv4Addr::UNSPECIFIED, |a| *a.ip()),
         None => Ipv4Addr::UNSPECIFIED,
         Some(n) => match n.parse::<Ipv4Addr>() {
             Ok(a) => a,
@@ -211,9 +222,24 @@ pub(crate) unsafe fn getaddrinfo(
         if passive {
             a.ai_src_addr = sa.cast();
             a.ai_src_len = len;
-        } else {
+        } else if !from_hints || hint_dst.is_some() {
             a.ai_dst_addr = sa.cast();
             a.ai_dst_len = len;
+        } else {
+            libc::free(sa.cast());
+        }
+        // librdmacm: the hints' source when the answer has none.
+        if a.ai_src_len == 0
+            && let Ok(Some(src)) = hinted(h.map_or(std::ptr::null_mut(), |h| h.ai_src_addr))
+        {
+            let s = libc::calloc(1, std::mem::size_of::<libc::sockaddr_in>()).cast::<libc::sockaddr_in>();
+            if s.is_null() {
+                freeaddrinfo(ai);
+                return Err(libc::ENOMEM);
+            }
+            *s = sockaddr_in(src);
+            a.ai_src_addr = s.cast();
+            a.ai_src_len = len;
         }
         Ok(ai)
     }

@@ -3,7 +3,7 @@
 //! MADs (`rdma_connect`, `rdma_accept`, `rdma_reject`, `rdma_establish`,
 //! `rdma_disconnect`), with the limits the kernel's rdma_cm puts on their private data.
 
-use std::ffi::{c_int, c_void};
+use std::ffi::c_int;
 use std::net::SocketAddrV4;
 
 use mlx5_sim::wire::cm::{CmMsg, Mad, private_len, reason, sidr as status};
@@ -29,6 +29,7 @@ pub(crate) struct Path {
     pub(crate) rnr_retry_count: u8,
     pub(crate) connected: bool,
     pub(crate) ud: bool,
+    pub(crate) ack_timeout: Option<u8>,
 }
 
 /// The path of the ID at `key`, if it is on a device.
@@ -48,6 +49,7 @@ pub(crate) fn path(key: usize) -> Option<Path> {
         rnr_retry_count: i.rnr_retry_count,
         connected: matches!(i.st, St::ReqRcvd | St::RepSent | St::RepRcvd | St::Connected),
         ud: i.ud(),
+        ack_timeout: i.ack_timeout,
     })
 }
 
@@ -85,7 +87,8 @@ pub(crate) fn qp_attr(p: &Path, state: u32) -> Result<(ibv_qp_attr, c_int), c_in
             a.dest_qp_num = p.remote_qpn;
             a.rq_psn = p.remote_psn;
             a.max_dest_rd_atomic = p.responder_resources;
-            a.min_rnr_timer = 12;
+            // The kernel's cm_init_qp_rtr_attr: 0, the IBTA's longest RNR wait (655.36 ms).
+            a.min_rnr_timer = 0;
             a.ah_attr.is_global = 1;
             a.ah_attr.port_num = 1;
             a.ah_attr.grh.dgid.raw = dst.ip().to_ipv6_mapped().octets();
@@ -108,7 +111,8 @@ pub(crate) fn qp_attr(p: &Path, state: u32) -> Result<(ibv_qp_attr, c_int), c_in
                 return Err(libc::EINVAL);
             }
             a.sq_psn = p.local_psn;
-            a.timeout = 18;
+            // The kernel's rdma_init_qp_attr: the ID's ACK timeout once set, else the CM's.
+            a.timeout = p.ack_timeout.unwrap_or(18);
             a.retry_cnt = p.retry_count;
             a.rnr_retry = p.rnr_retry_count;
             a.max_rd_atomic = p.initiator_depth;
@@ -170,14 +174,6 @@ pub(crate) unsafe fn private(param: *const rdma_conn_param, room: usize) -> Resu
     }
     // SAFETY: n readable bytes, per the contract.
     Ok(unsafe { std::slice::from_raw_parts(p.private_data.cast::<u8>(), n) }.to_vec())
-}
-
-/// A fresh starting PSN (24 bits), as the kernel draws one per connection.
-fn fresh_psn() -> u32 {
-    let mut b = [0u8; 4];
-    // SAFETY: a 4-byte buffer of ours.
-    unsafe { libc::getrandom(b.as_mut_ptr().cast::<c_void>(), 4, 0) };
-    u32::from_ne_bytes(b) & 0xff_ffff
 }
 
 /// Whether the ID at `key` is a UD one (SIDR connects it).
@@ -255,7 +251,6 @@ pub(crate) fn connect(key: usize, param: *const rdma_conn_param) -> c_int {
     // SAFETY: the ID's QP, if any.
     let qpn = if qp.is_null() { p.map_or(0, |p| p.qp_num) } else { unsafe { (*qp).qp_num } };
     id.local_comm = local;
-    id.local_psn = fresh_psn();
     id.responder_resources = p.map_or(16, |p| p.responder_resources.min(16));
     id.initiator_depth = p.map_or(16, |p| p.initiator_depth.min(16));
     id.retry_count = p.map_or(7, |p| p.retry_count.min(7));
@@ -292,7 +287,6 @@ pub(crate) fn accept(key: usize, param: *const rdma_conn_param) -> c_int {
             id.responder_resources = p.responder_resources;
             id.initiator_depth = p.initiator_depth;
         }
-        id.local_psn = fresh_psn();
         id.qp()
     };
     if !qp.is_null() {

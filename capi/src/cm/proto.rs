@@ -66,6 +66,10 @@ impl Cm {
         }
         let peer = peer_of(&r.private_data).unwrap_or(SocketAddrV4::new(from, 0));
         let Some((lk, ck)) = self.spawn(dev, r.service_id, peer) else {
+            if crate::state::shared_ports() {
+                // Perhaps a sibling's listener: it answers.
+                return;
+            }
             let (local, _) = self.fresh_comm();
             let rej = CmMsg::Rej {
                 local,
@@ -216,6 +220,9 @@ impl Cm {
 
     fn on_dreq(&mut self, dev: usize, from: Ipv4Addr, tid: u64, local: u32, remote: u32) {
         let Some(id) = self.by_comm(remote).and_then(|k| self.ids.get_mut(&k).map(|i| (k, i))) else {
+            if crate::state::shared_ports() {
+                return;
+            }
             // No such connection (its ID is gone): answered all the same, as the kernel's
             // CM answers it, so the peer's DREQ ends at once.
             let drep = Mad { tid, msg: CmMsg::Drep(remote, local, Vec::new()) }.encode().to_vec();

@@ -35,6 +35,8 @@ impl Cm {
         // Nobody listens: UNSUPPORTED (the kernel's CM finds no listener for the service ID);
         // a listener of another QP type: REJECT (rdma_cm refuses it and the CM rejects).
         match self.listener(dev, r.service_id) {
+            // Perhaps a sibling process's listener (a shared address): it answers.
+            None if crate::state::shared_ports() => return,
             None => return self.out.push(refuse(sidr::UNSUPPORTED)),
             Some((lk, _)) if !self.ids[&lk].ud() => return self.out.push(refuse(sidr::REJECT)),
             Some(_) => {}

@@ -118,6 +118,11 @@ pub(crate) struct Id {
     /// Bound by `rdma_bind_addr` or address resolution: it holds its port. An ID a connection
     /// request made shares its listener's port without holding it, as in the kernel's CM.
     pub(crate) bound: bool,
+    /// `RDMA_OPTION_ID_ACK_TIMEOUT`: the local ACK timeout its QP takes at RTS, in place
+    /// of the CM's.
+    pub(crate) ack_timeout: Option<u8>,
+    /// The multicast groups it joined.
+    pub(crate) mc: Vec<Joined>,
 }
 
 impl Id {
@@ -134,7 +139,9 @@ impl Id {
             remote_comm: 0,
             remote_qpn: 0,
             remote_psn: 0,
-            local_psn: 0,
+            // The kernel's __rdma_create_id draws the ID's starting PSN: a QP taken to RTS
+            // before the REQ or REP goes (an external QP) starts where the message says.
+            local_psn: fresh_psn(),
             responder_resources: 0,
             initiator_depth: 0,
             retry_count: 7,
@@ -148,6 +155,8 @@ impl Id {
             ep_qp: None,
             own_cqs: false,
             bound: false,
+            ack_timeout: None,
+            mc: Vec::new(),
         }
     }
 
@@ -394,4 +403,20 @@ impl Devs {
         }
         self.addr.iter().position(|a| a.is_some_and(|a| !a.is_loopback() || to.is_loopback()))
     }
+}
+
+/// A group an ID joined: its address, GID and join flags.
+#[derive(Clone, Copy)]
+pub(crate) struct Joined {
+    pub(crate) addr: SocketAddrV4,
+    pub(crate) mgid: [u8; 16],
+    pub(crate) flags: u32,
+}
+
+/// A fresh starting PSN (24 bits), as the kernel draws one per ID.
+pub(crate) fn fresh_psn() -> u32 {
+    let mut b = [0u8; 4];
+    // SAFETY: a 4-byte buffer of ours.
+    unsafe { libc::getrandom(b.as_mut_ptr().cast::<c_void>(), 4, 0) };
+    u32::from_ne_bytes(b) & 0xff_ffff
 }

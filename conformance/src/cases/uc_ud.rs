@@ -48,7 +48,7 @@ fn caps() -> QpCap {
 }
 
 /// A QP of `ty` (UC or UD), posted through `ibv_post_send`.
-fn create(b: &mut dyn Backend, ty: u32, pd: mlx5_dv::PdHandle, cq: &Cq) -> Check<Qp> {
+pub(super) fn create(b: &mut dyn Backend, ty: u32, pd: mlx5_dv::PdHandle, cq: &Cq) -> Check<Qp> {
     let ops = send_ops::SEND | send_ops::SEND_WITH_IMM;
     let ops = if ty == qp_type::UC { ops | send_ops::RDMA_WRITE | send_ops::RDMA_WRITE_WITH_IMM } else { ops };
     let attr = QpInitAttr { qp_type: ty, send_ops_flags: ops, dv: None, ..QpInitAttr::rc(pd, cq.handle, caps(), None) };
@@ -57,7 +57,7 @@ fn create(b: &mut dyn Backend, ty: u32, pd: mlx5_dv::PdHandle, cq: &Cq) -> Check
 
 /// Move `qp` of `ty` through INIT, RTR and RTS with the attributes the kernel's table
 /// requires of the type: a UC QP towards `dest`, a UD QP with [`QKEY`].
-fn bring_up(b: &mut dyn Backend, ty: u32, qp: &Qp, dest: Option<QpDest>) -> Check {
+pub(super) fn bring_up(b: &mut dyn Backend, ty: u32, qp: &Qp, dest: Option<QpDest>) -> Check {
     let mut from = QpState::Reset;
     for to in [QpState::Init, QpState::Rtr, QpState::Rts] {
         let Some((required, _)) = mlx5_dv::qp_transition(ty, from, to) else {

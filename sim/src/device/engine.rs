@@ -21,6 +21,7 @@ mod cipher;
 mod completion;
 mod dc;
 mod direct;
+pub mod multicast;
 mod mw;
 mod ops;
 mod pipeline;

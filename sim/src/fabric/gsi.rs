@@ -16,7 +16,7 @@ impl Fabric {
     }
 
     /// Send a MAD from QP 1 of device `dev`'s networked port to QP 1 at `to` (a port of
-    /// this host's gets it at once); `psn` is the GSI's sequence number. False when the port
+    /// this host's gets it at once, unless shared with sibling processes); `psn` is the GSI's sequence number. False when the port
     /// is not networked or may not reach `to`.
     pub fn send_gsi(&self, dev: usize, to: Ipv4Addr, mad: &[u8], psn: u32) -> bool {
         let Some(port) = self.net_port(dev) else { return false };
@@ -39,7 +39,9 @@ impl Fabric {
             cap.packet(&Link::ipv4(port.addr(), to, sport), &h, mad);
             cap.flush();
         }
-        if let Some(local) = self.port_with_address(to).and_then(|d| self.net_port(d)).filter(|p| !p.is_in_memory()) {
+        if let Some(local) =
+            self.port_with_address(to).and_then(|d| self.net_port(d)).filter(|p| !p.is_in_memory() && !p.is_shared())
+        {
             return local.push_gsi(port.addr(), mad.to_vec());
         }
         let sport = port.source_port(sport);

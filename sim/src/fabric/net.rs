@@ -47,6 +47,12 @@ pub struct NetPort {
     used: std::sync::atomic::AtomicBool,
     /// MADs that came to QP 1 (the GSI), with their senders, for the connection manager.
     gsi: Mutex<VecDeque<(Ipv4Addr, Vec<u8>)>>,
+    /// The table of the processes forked from the one that joined the network.
+    siblings: Option<std::sync::Arc<super::share::Siblings>>,
+    /// This process is a child sharing the address with its siblings ([`NetPort::share`]).
+    shared: std::sync::atomic::AtomicBool,
+    /// The UDP port the socket is bound to (4791 unless shared).
+    own_port: std::sync::atomic::AtomicU16,
 }
 
 /// How a port's datagrams travel.
@@ -151,7 +157,47 @@ impl NetPort {
             faulty: Default::default(),
             used: Default::default(),
             gsi: Mutex::default(),
+            siblings: None,
+            shared: Default::default(),
+            own_port: std::sync::atomic::AtomicU16::new(ROCE_V2_PORT),
         })
+    }
+
+    /// The same port, with the table of the processes that will share its address after a
+    /// fork.
+    pub(super) fn with_siblings(mut self, t: std::sync::Arc<super::share::Siblings>) -> NetPort {
+        self.siblings = Some(t);
+        self
+    }
+
+    /// In a child after `fork`: take a socket of its own on the port's address (an ephemeral
+    /// UDP port, in place of the socket it shares with its parent) and enter it in the
+    /// siblings' table, so that what goes to the address reaches this process too (see
+    /// [`super::share`]). No effect on a port in memory or without a table.
+    pub fn share(&self) -> io::Result<()> {
+        let (PortLink::Udp { socket, .. }, Some(t)) = (&self.link, &self.siblings) else { return Ok(()) };
+        let own = UdpSocket::bind(SocketAddrV4::new(self.addr, 0))?;
+        own.set_nonblocking(true)?;
+        set_buffer(&own, libc::SO_RCVBUF, SOCKET_BUFFER);
+        let port = own.local_addr()?.port();
+        // The socket's descriptor now names the new socket: a device thread waiting on it
+        // waits on this process's own.
+        // SAFETY: two descriptors of ours; dup2 closes the inherited one (the parent's stays).
+        if unsafe { libc::dup2(own.as_raw_fd(), socket.as_raw_fd()) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if !t.enter(self.addr, port) {
+            return Err(io::Error::new(io::ErrorKind::OutOfMemory, "the table of shared ports is full"));
+        }
+        self.own_port.store(port, std::sync::atomic::Ordering::Relaxed);
+        self.shared.store(true, std::sync::atomic::Ordering::Release);
+        Ok(())
+    }
+
+    /// Whether this process shares the port's address with siblings ([`NetPort::share`]):
+    /// its traffic to the address goes over the network, to each of them.
+    pub fn is_shared(&self) -> bool {
+        self.shared.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// A port at `addr` on the in-memory network `net`: datagrams to an address no port of
@@ -165,6 +211,9 @@ impl NetPort {
             faulty: Default::default(),
             used: Default::default(),
             gsi: Mutex::default(),
+            siblings: None,
+            shared: Default::default(),
+            own_port: std::sync::atomic::AtomicU16::new(ROCE_V2_PORT),
         }
     }
 
@@ -191,8 +240,9 @@ impl NetPort {
     }
 
     /// The UDP source port a connection that wants `sport` sends from: `sport` once a socket
-    /// is bound to it, else 4791 (the port is taken on this address). The ICRC covers it, so
-    /// a packet is encoded for the port it leaves from.
+    /// is bound to it, else the port's own (4791, or a shared port's ephemeral one: the port
+    /// is taken on this address). The ICRC covers it, so a packet is encoded for the port it
+    /// leaves from.
     pub fn source_port(&self, sport: u16) -> u16 {
         let PortLink::Udp { senders, .. } = &self.link else { return sport };
         let mut senders = senders.lock().unwrap_or_else(|p| p.into_inner());
@@ -205,7 +255,7 @@ impl NetPort {
                 senders.insert(sport, s);
                 sport
             }
-            _ => ROCE_V2_PORT,
+            _ => self.own_port.load(std::sync::atomic::Ordering::Relaxed),
         }
     }
 
@@ -228,6 +278,22 @@ impl NetPort {
         match out {
             None => self.send_now(sport, to, datagram),
             Some(out) => out.iter().for_each(|o| self.send_now(o.sport, o.to, &o.bytes)),
+        }
+    }
+
+    /// Send one datagram from source port `sport` to each sibling process sharing this port's
+    /// address but this one (multicast: this process's members took it already).
+    pub fn send_to_siblings(&self, sport: u16, datagram: &[u8]) {
+        let (PortLink::Udp { socket, senders }, Some(t)) = (&self.link, &self.siblings) else { return };
+        if !self.is_shared() {
+            return;
+        }
+        self.used.store(true, std::sync::atomic::Ordering::Relaxed);
+        let own = self.own_port.load(std::sync::atomic::Ordering::Relaxed);
+        let senders = senders.lock().unwrap_or_else(|p| p.into_inner());
+        let from = senders.get(&sport).unwrap_or(socket);
+        for p in t.ports_of(self.addr).into_iter().filter(|&p| p != own) {
+            let _ = from.send_to(datagram, SocketAddrV4::new(self.addr, p));
         }
     }
 
@@ -268,9 +334,19 @@ impl NetPort {
     fn send_now(&self, sport: u16, to: Ipv4Addr, datagram: &[u8]) {
         match &self.link {
             PortLink::Udp { socket, senders } => {
-                let dst = SocketAddrV4::new(to, ROCE_V2_PORT);
                 let senders = senders.lock().unwrap_or_else(|p| p.into_inner());
-                let _ = senders.get(&sport).unwrap_or(socket).send_to(datagram, dst);
+                let from = senders.get(&sport).unwrap_or(socket);
+                // A shared address: to each process sharing it (this one too).
+                let shared = match &self.siblings {
+                    Some(t) if self.is_shared() => t.ports_of(to),
+                    _ => Vec::new(),
+                };
+                if shared.is_empty() {
+                    let _ = from.send_to(datagram, SocketAddrV4::new(to, ROCE_V2_PORT));
+                }
+                for p in shared {
+                    let _ = from.send_to(datagram, SocketAddrV4::new(to, p));
+                }
             }
             PortLink::Memory(net) => {
                 if let Some(q) = net.queues().get_mut(&to) {

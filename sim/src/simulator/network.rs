@@ -19,6 +19,22 @@ impl Simulator {
         Ok(())
     }
 
+    /// In a child process after `fork`: its networked ports share their addresses with the
+    /// parent's other children ([`Fabric::share_after_fork`]), and its devices number new
+    /// QPs from a start of the child's own (`host`, as [`Simulator::with_host`] spreads them),
+    /// so that siblings on one address never give two QPs one number. Whether any port is
+    /// shared (none off the network).
+    pub fn share_after_fork(&mut self, host: u32) -> std::io::Result<bool> {
+        if self.fabric.net_ports().iter().all(|p| p.is_in_memory()) {
+            return Ok(false);
+        }
+        for (i, d) in self.devices.iter_mut().enumerate() {
+            d.set_first_qpn(super::first_qpn(host & 0xff_ffff, i));
+        }
+        self.fabric.share_after_fork()?;
+        Ok(self.fabric.net_ports().iter().any(|p| p.is_shared()))
+    }
+
     /// What a datagram arriving at device `dev`'s networked port from `from` does, as if it
     /// came through the socket: checked, then taken by the responder or a waiting requester
     /// (answers go out through the socket). False if it was dropped (and counted), or the
@@ -71,6 +87,17 @@ impl Simulator {
     /// to another one.
     pub fn network_used(&self) -> bool {
         self.fabric.net_ports().iter().any(crate::fabric::NetPort::used)
+    }
+
+    /// Attach QP `qpn` of device `dev` to multicast group `mgid` (`ibv_attach_mcast`; the
+    /// caller checks the GID and the QP type as the kernel does): false for no such QP.
+    pub fn attach_multicast(&mut self, dev: usize, qpn: u32, mgid: mlx5_dv::Gid) -> bool {
+        self.devices.get_mut(dev).is_some_and(|d| d.attach_multicast(qpn, mgid))
+    }
+
+    /// Detach QP `qpn` of device `dev` from group `mgid`: false when it is not attached.
+    pub fn detach_multicast(&mut self, dev: usize, qpn: u32, mgid: mlx5_dv::Gid) -> bool {
+        self.devices.get_mut(dev).is_some_and(|d| d.detach_multicast(qpn, mgid))
     }
 
     /// Port 1's GID table of device `dev`, with each entry's `ibv_gid_type`.

@@ -82,7 +82,7 @@ fn decode_ud(bytes: &[u8]) -> Option<(Datagram, Wqe)> {
 /// packet travelled in, in its last 20 bytes (the first 20 zero), as mlx5 writes it;
 /// otherwise an IPv6-format GRH (version 6, payload length, next header 0x1b, hop limit,
 /// source and destination GIDs). With the CQE's L3 header type.
-fn grh_area(src: &Gid, dst: &Gid, h: &Headers, payload: &[u8], sport: u16) -> ([u8; GRH_LEN], u8) {
+pub(super) fn grh_area(src: &Gid, dst: &Gid, h: &Headers, payload: &[u8], sport: u16) -> ([u8; GRH_LEN], u8) {
     let mut grh = [0u8; GRH_LEN];
     let v4 = |g: &Gid| std::net::Ipv6Addr::from(g.0).to_ipv4_mapped();
     if let (Some(s), Some(d)) = (v4(src), v4(dst)) {
@@ -251,7 +251,10 @@ impl Engine<'_> {
         if let Some(t) = self.dev(qp.dev).and_then(|d| d.fw.transport_mut(qp.qpn)) {
             t.sq_psn = t.sq_psn.wrapping_add(1) & PSN_MASK;
         }
-        if let Some(to) = self.fabric.deliver(&dg.dest) {
+        if self.to_a_group(&dg.dest) {
+            let sgid = self.gid_at(qp.dev, dg.dest.ah.sgid_index);
+            self.send_multicast(qp, &sgid, &dg.dest.ah.dgid, &h, &data);
+        } else if let Some(to) = self.fabric.deliver(&dg.dest) {
             let sgid = self.gid_at(qp.dev, dg.dest.ah.sgid_index);
             let (grh, l3) = grh_area(&sgid, &dg.dest.ah.dgid, &h, &data, Endpoints::entropy_port(qp.qpn, dest_qp));
             self.capture_ud(qp, to, &h, &data);
@@ -297,7 +300,7 @@ impl Engine<'_> {
     /// the next receive WQE, the GRH area first. A receive buffer too short for the GRH and
     /// the payload completes in LOC_LEN_ERR (and the QP goes to ERR). False if dropped
     /// (counted with the network's drops).
-    fn receive_ud(&mut self, at: QpPath, h: &Headers, data: &[u8], (grh, l3): ([u8; GRH_LEN], u8)) -> bool {
+    pub(super) fn receive_ud(&mut self, at: QpPath, h: &Headers, data: &[u8], (grh, l3): ([u8; GRH_LEN], u8)) -> bool {
         let ok = self.qp(at).is_some_and(|q| {
             q.st == q::st::UD
                 && matches!(q.state, QpState::Rtr | QpState::Rts)
