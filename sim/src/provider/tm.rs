@@ -92,7 +92,8 @@ impl TmSw {
     /// `mlx5_tm_release_tag`.
     fn release(&mut self, t: u32) {
         let Some(e) = self.list.get_mut(t as usize) else { return };
-        e.expect_cqe -= 1;
+        // An int8_t in libmlx5: a misused handle may wrap it, never panic here.
+        e.expect_cqe = e.expect_cqe.wrapping_sub(1);
         if e.expect_cqe == 0 {
             e.next = None;
             if let Some(tail) = self.list.get_mut(self.tail as usize) {
@@ -110,7 +111,7 @@ impl TmSw {
         }
         self.op_tail = self.op_tail.wrapping_add(1);
         if let Some(e) = tag.and_then(|t| self.list.get_mut(t as usize)) {
-            e.expect_cqe += 1;
+            e.expect_cqe = e.expect_cqe.wrapping_add(1);
         }
     }
 
@@ -141,7 +142,7 @@ impl TmSw {
                         wr_id: *recv_wr_id,
                         phase_cnt: unexp_out,
                         size: buf.map_or(e.size, |s| s.length),
-                        expect_cqe: e.expect_cqe + 1,
+                        expect_cqe: e.expect_cqe.wrapping_add(1),
                     };
                 }
                 if signaled {
@@ -257,7 +258,7 @@ impl Provider {
                 ) {
                     wc.status = wc_status::TM_RNDV_INCOMPLETE;
                 }
-                let Some(t) = tm.list.get(usize::from(info)).copied().filter(|t| t.expect_cqe > 0) else {
+                let Some(t) = tm.list.get(usize::from(info)).copied().filter(|t| t.expect_cqe != 0) else {
                     wc.status = wc_status::GENERAL_ERR;
                     return Some(wc);
                 };
@@ -318,5 +319,56 @@ impl Provider {
             _ => {}
         }
         Some(wc)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn lim() -> DataPathSection {
+        DataPathSection::default()
+    }
+
+    fn cq() -> CqHandle {
+        CqHandle::new(mlx5_dv::BackendId::NONE, 1)
+    }
+
+    #[test]
+    fn a_full_list_holds_max_num_tags() {
+        let mut t = TmSw::new(&lim(), cq(), 2, 8).expect("sizes");
+        let add = |id| SrqOpWr {
+            wr_id: id,
+            flags: 0,
+            unexpected_cnt: 0,
+            op: SrqOpKind::Add { recv_wr_id: id, sge: vec![], tag: 0, mask: 0 },
+        };
+        assert_eq!(t.post(&add(1), 0).map(|r| r.0), Ok(0));
+        assert_eq!(t.post(&add(2), 1).map(|r| r.0), Ok(1));
+        assert_eq!(t.post(&add(3), 2).map(|r| r.0).map_err(|e| e.0), Err(ENOMEM));
+    }
+
+    proptest! {
+        /// Any sequence of operations, handles and flags: errors, never a panic.
+        #[test]
+        fn any_ops_sequence_is_safe(ops in proptest::collection::vec((0u8..3, any::<u32>(), 0u32..4, any::<u32>()), 0..64)) {
+            let mut t = TmSw::new(&lim(), cq(), 3, 2).expect("sizes");
+            for (n, (kind, handle, flags, cnt)) in ops.into_iter().enumerate() {
+                let op = match kind {
+                    0 => SrqOpKind::Add { recv_wr_id: 1, sge: vec![], tag: 1, mask: 1 },
+                    1 => SrqOpKind::Del { handle: handle % 8 },
+                    _ => SrqOpKind::Sync,
+                };
+                let _ = t.post(&SrqOpWr { wr_id: n as u64, flags, unexpected_cnt: cnt, op }, 0);
+                t.sq_head = t.sq_head.wrapping_add(1);
+                if n % 3 == 0 {
+                    t.sq_tail = t.sq_head;
+                    if let Some(h) = handle.checked_rem(4) {
+                        t.release(h);
+                    }
+                }
+            }
+        }
     }
 }
