@@ -53,6 +53,11 @@ def default_pci_dev():
         return "0000:08:00.0"
 
 
+# Modules that need a device the default profile is not: the shipped profile they run on.
+# DMA memcpy needs the DMA-MMO engine, which only the BlueField profile has.
+MODULE_PROFILES = {"test_mlx5_dma_memcpy": "bf3"}
+
+
 def module_args(module):
     """Arguments a module needs beyond `-v`."""
     if module == "test_mlx5_vfio":
@@ -180,6 +185,8 @@ def run_module(args, tests_dir, module, listed):
         cmd += names if names else ["tests." + module]
         cmd += module_args(module)
         env = test_env(args)
+        if module in MODULE_PROFILES and "MLX5SIM_PROFILE" not in os.environ:
+            env["MLX5SIM_PROFILE"] = MODULE_PROFILES[module]
         log = os.path.join(args.scratch, "logs", f"{module}.{len(runs)}")
         with open(log + ".out", "wb") as out, open(log + ".err", "wb") as err:
             proc = subprocess.Popen(

@@ -16,6 +16,7 @@ mod device_objects;
 mod devx;
 mod devx_gate;
 mod dm;
+mod dma;
 mod dmabuf;
 mod engine;
 mod fabric;
@@ -54,6 +55,7 @@ pub fn all() -> Vec<Case> {
         verbs::CASES,
         transport::CASES,
         audit::CASES,
+        dma::CASES,
         fabric::CASES,
         recovery::CASES,
         atomics::CASES,

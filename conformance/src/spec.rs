@@ -211,6 +211,8 @@ pub const ITEMS: &[(u16, &str)] = &[
     (242, "rsocket messages: SENDs with immediate data, the operation and returned credits"),
     (243, "rsocket credits: one per message; data keeps the last one for returning credits"),
     (244, "riomap's IO map message: slot, offset, address, rkey, length; riowrite's target"),
+    (271, "mlx5dv_wr_memcpy: a DMA copy through keys of the QP's PD, or a local protection error"),
+    (272, "mlx5dv_wr_memcpy's length: 1 to max_wr_memcpy_length, else EINVAL at ibv_wr_complete"),
 ];
 
 /// The title of a checklist item, if it exists.

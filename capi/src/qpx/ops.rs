@@ -1,6 +1,6 @@
 //! The `ibv_qp_ex` and `mlx5dv_qp_ex` ops the simulator does not model: TSO, atomic write,
-//! flush, the UD, XRC and DC address setters, raw WQEs and
-//! memcpy. Each latches EOPNOTSUPP, so `ibv_wr_complete` fails the whole chain and posts
+//! flush, the UD, XRC and DC address setters and raw WQEs (and `mlx5dv_wr_memcpy`, which is
+//! modelled, is set here with them). Each unmodelled op latches EOPNOTSUPP, so `ibv_wr_complete` fails the whole chain and posts
 //! nothing (a setter that follows one of these builders changes nothing that is posted).
 
 use std::ffi::c_void;
@@ -62,15 +62,20 @@ unsafe extern "C" fn wr_raw_wqe(mqp: *mut mlx5dv_qp_ex, _wqe: *const c_void) {
     unmodelled_dv(mqp)
 }
 
+/// `mlx5dv_wr_memcpy`: a DMA copy in the chain (the simulator checks the length and the QP's
+/// MEMCPY op).
 unsafe extern "C" fn wr_memcpy(
     mqp: *mut mlx5dv_qp_ex,
-    _dest_lkey: u32,
-    _dest_addr: u64,
-    _src_lkey: u32,
-    _src_addr: u64,
-    _length: usize,
+    dest_lkey: u32,
+    dest_addr: u64,
+    src_lkey: u32,
+    src_addr: u64,
+    length: usize,
 ) {
-    unmodelled_dv(mqp)
+    super::push_dv(mqp, |_, wr_id, flags| {
+        let length = length as u64;
+        Ok(WrOp::Memcpy { wr_id, flags, dest_lkey, dest_addr, src_lkey, src_addr, length })
+    })
 }
 
 /// `ibv_wr_bind_mw`: a bind WR in the chain; a window or MR the shim did not make latches

@@ -40,6 +40,8 @@ struct Chain<'s> {
     max_gs: u32,
     /// The QP's `max_inline_data`.
     max_inline: i64,
+    /// The longest `mlx5dv_wr_memcpy` (`dma_mmo_caps.dma_max_size`).
+    memcpy_max: u64,
     /// WQEs outstanding before the chain, and the queue's `max_post`.
     room: (u32, u32),
     wqes: &'s mut Vec<Pending>,
@@ -186,13 +188,17 @@ impl Provider {
         }
         let outstanding = q.rings.sq.outstanding();
         let (max_post, max_gs, mkey_ops, real) = (q.max_post, q.max_gs, q.mkey_ops, q.wr_complete_real);
+        let memcpy = q.memcpy;
         let max_inline = q.max_inline_data;
         let update_tag = self.contexts.get(q.ctx, op).is_ok_and(|c| c.update_tag());
         let (wqes, built) = (&mut s.wqes, &mut s.built);
-        let mut ch =
-            Chain { err: 0, nreq: 0, max_gs, max_inline, room: (outstanding, max_post), wqes, built, open: None };
+        let memcpy_max = self.limits.dma_max_size();
+        let room = (outstanding, max_post);
+        let mut ch = Chain { err: 0, nreq: 0, max_gs, max_inline, memcpy_max, room, wqes, built, open: None };
         for (i, w) in ops.iter().enumerate() {
-            if !mkey_ops && w.is_mlx5dv_mkey_op() {
+            // libmlx5 leaves the op NULL on a QP created without it (a call faults).
+            let missing = if let WrOp::Memcpy { .. } = w { !memcpy } else { !mkey_ops && w.is_mlx5dv_mkey_op() };
+            if missing {
                 ch.fail(EOPNOTSUPP);
                 continue;
             }
@@ -409,7 +415,11 @@ impl Provider {
 
     fn push(ch: &mut Chain, wr_id: u64, flags: SendFlags, opcode: u32, kind: WqeKind) {
         let wr_data = match kind {
-            WqeKind::Umr(_) | WqeKind::SetPsv { .. } | WqeKind::LocalInv { .. } | WqeKind::BindMw(_) => opcode,
+            WqeKind::Umr(_)
+            | WqeKind::SetPsv { .. }
+            | WqeKind::LocalInv { .. }
+            | WqeKind::BindMw(_)
+            | WqeKind::Memcpy { .. } => opcode,
             _ => 0,
         };
         let i = ch.built.len();
@@ -481,6 +491,23 @@ impl Provider {
                         Ok(kind) => Self::push(ch, *wr_id, *flags, mlx5_dv::wc_opcode::BIND_MW, kind),
                         Err((e, _)) => ch.fail(e),
                     }
+                }
+            }
+            WrOp::Memcpy { wr_id, flags, dest_lkey, dest_addr, src_lkey, src_addr, length } => {
+                // mlx5_wr_memcpy: the length first (0, or past the device's longest, is
+                // EINVAL), then room; 2 GiB is written as a byte count of 0.
+                ch.open = None;
+                if *length == 0 || *length > ch.memcpy_max {
+                    ch.fail(EINVAL);
+                    return;
+                }
+                if Self::wqe_init(ch, outstanding, max_post) {
+                    let n = if *length == mlx5_dv::prm::wqe::mmo::DMA_MAX_SIZE { 0 } else { *length as u32 };
+                    let src = Sge { addr: *src_addr, length: n, lkey: *src_lkey };
+                    let dest = Sge { addr: *dest_addr, length: n, lkey: *dest_lkey };
+                    // The metadata's scratch buffer, which libmlx5 registers on the PD, is not
+                    // modelled: the copy never reads it.
+                    Self::push(ch, *wr_id, *flags, wo::DRIVER3, WqeKind::Memcpy { src, dest, scratch: (0, 0) });
                 }
             }
             WrOp::MkeyConfigure { wr_id, flags, mkey, num_setters, conf_flags, comp_mask } => self.configure(
