@@ -28,6 +28,7 @@ mod mkey;
 mod mw;
 mod odp;
 mod qp;
+mod raw_wqe;
 mod rdmacm;
 mod recovery;
 mod rereg;
@@ -56,6 +57,7 @@ pub fn all() -> Vec<Case> {
         transport::CASES,
         audit::CASES,
         dma::CASES,
+        raw_wqe::CASES,
         fabric::CASES,
         recovery::CASES,
         atomics::CASES,

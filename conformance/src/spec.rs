@@ -213,6 +213,7 @@ pub const ITEMS: &[(u16, &str)] = &[
     (244, "riomap's IO map message: slot, offset, address, rkey, length; riowrite's target"),
     (271, "mlx5dv_wr_memcpy: a DMA copy through keys of the QP's PD, or a local protection error"),
     (272, "mlx5dv_wr_memcpy's length: 1 to max_wr_memcpy_length, else EINVAL at ibv_wr_complete"),
+    (273, "mlx5dv_wr_raw_wqe: the program's WQE runs as written, with the queue's WQE index"),
 ];
 
 /// The title of a checklist item, if it exists.

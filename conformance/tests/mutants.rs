@@ -63,6 +63,7 @@ enum Mutation {
     NoCompletionEqe,
     MemcpyOneByteShort,
     MemcpyMaxLengthZero,
+    RawWqeLastSegmentDropped,
 }
 
 /// A layer that makes the simulator deviate in one way.
@@ -81,6 +82,13 @@ fn mutate_op(m: Mutation, o: WrOp) -> WrOp {
             Mutation::MemcpyOneByteShort,
             WrOp::Memcpy { wr_id, flags, dest_lkey, dest_addr, src_lkey, src_addr, length },
         ) => WrOp::Memcpy { wr_id, flags, dest_lkey, dest_addr, src_lkey, src_addr, length: length.saturating_sub(1) },
+        // The provider reads one 16-byte unit fewer than the control segment's ds says.
+        (Mutation::RawWqeLastSegmentDropped, WrOp::RawWqe { wr_id, mut wqe }) => {
+            if let Some(b) = wqe.get_mut(7) {
+                *b = (*b & !0x3f) | (*b & 0x3f).saturating_sub(1);
+            }
+            WrOp::RawWqe { wr_id, wqe }
+        }
         (Mutation::WriteOneByteOff, WrOp::RdmaWrite { wr_id, flags, rkey, remote_addr, sge }) => {
             WrOp::RdmaWrite { wr_id, flags, rkey, remote_addr: remote_addr + 1, sge }
         }
@@ -333,6 +341,7 @@ impl Layer for Mutant {
 #[case(Mutation::MemcpyRefusedWithEinval, "cx6dx", "qp.memcpy_needs_dma_mmo")]
 #[case(Mutation::MemcpyOneByteShort, "bf3", "qp.dma_memcpy_copies_within_the_pd")]
 #[case(Mutation::MemcpyMaxLengthZero, "bf3", "qp.dma_memcpy_length_limits")]
+#[case(Mutation::RawWqeLastSegmentDropped, "cx6dx", "wr.raw_wqe_runs_as_written")]
 #[case(Mutation::SecondLoginAllowed, "cx6dx", "crypto.login_session_and_logout")]
 #[case(Mutation::LogoutWithoutSessionOk, "cx5", "crypto.no_session")]
 #[case(Mutation::LogoutWithoutSessionOk, "cx6dx", "crypto.login_session_and_logout")]

@@ -42,6 +42,10 @@ macro_rules! qp_ex_call {
 }
 
 qp_ex_call!(
+    /// `mlx5dv_wr_raw_wqe`.
+    wr_raw_wqe => wr_raw_wqe(wqe: *const std::ffi::c_void)
+);
+qp_ex_call!(
     /// `mlx5dv_wr_memcpy`.
     wr_memcpy => wr_memcpy(dest_lkey: u32, dest_addr: u64, src_lkey: u32, src_addr: u64, length: usize)
 );

@@ -234,6 +234,16 @@ pub enum WrOp {
         /// Bytes to copy (`size_t`).
         length: u64,
     },
+    /// `mlx5dv_wr_raw_wqe`: the program's own WQE, `ds` × 16 bytes as its control segment
+    /// says, copied into the send queue with only the WQE index replaced; the QP needs
+    /// `MLX5DV_QP_EX_WITH_RAW_WQE`. Completes with `IBV_WC_DRIVER2`. Hex in traces.
+    RawWqe {
+        /// `qpx->wr_id`.
+        wr_id: u64,
+        /// The WQE's bytes, from its control segment.
+        #[serde(with = "super::crypto::hex_vec")]
+        wqe: Vec<u8>,
+    },
     /// `mlx5dv_wr_mkey_configure`.
     MkeyConfigure {
         /// `qpx->wr_id`.

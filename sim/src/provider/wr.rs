@@ -70,6 +70,8 @@ enum PendingKind {
     /// A WQE the builders and setters made (UMR, SET_PSV, LOCAL_INV), at this index of the
     /// chain's built kinds: kept apart, a large kind is not copied with every data WQE.
     Built(usize),
+    /// The program's own WQE bytes, of the chain's `mlx5dv_wr_raw_wqe` at this index.
+    Raw(usize),
 }
 
 /// The fence mode of a WQE with `flags`, after a WQE that asks the next to fence if
@@ -93,6 +95,18 @@ fn umr_before_psv(wqes: &[Pending], built: &[WqeKind], n: usize) -> bool {
         _ => None,
     };
     matches!(kind(n), Some(WqeKind::Umr(_))) && matches!(kind(n + 1), Some(WqeKind::SetPsv { .. }))
+}
+
+/// `mlx5_wr_raw_wqe`: the first `ds` × 16 bytes of the program's WQE, with the control
+/// segment's WQE index replaced by the queue's (its opmod, opcode and the rest are the
+/// program's), appended to `out`.
+fn raw_wqe(wqe: &[u8], wqe_index: u16, out: &mut Vec<u8>) {
+    let ds = wqe.get(7).map_or(0, |b| usize::from(b & 0x3f));
+    let at = out.len();
+    out.extend_from_slice(wqe.get(..ds * 16).unwrap_or(wqe));
+    if let Some(idx) = out.get_mut(at + 1..at + 3) {
+        idx.copy_from_slice(&wqe_index.to_be_bytes());
+    }
 }
 
 /// Buffers `post_send` reuses from call to call, so that a warm post allocates nothing.
@@ -188,7 +202,7 @@ impl Provider {
         }
         let outstanding = q.rings.sq.outstanding();
         let (max_post, max_gs, mkey_ops, real) = (q.max_post, q.max_gs, q.mkey_ops, q.wr_complete_real);
-        let memcpy = q.memcpy;
+        let dv_ops = q.mlx5_ops;
         let max_inline = q.max_inline_data;
         let update_tag = self.contexts.get(q.ctx, op).is_ok_and(|c| c.update_tag());
         let (wqes, built) = (&mut s.wqes, &mut s.built);
@@ -197,7 +211,11 @@ impl Provider {
         let mut ch = Chain { err: 0, nreq: 0, max_gs, max_inline, memcpy_max, room, wqes, built, open: None };
         for (i, w) in ops.iter().enumerate() {
             // libmlx5 leaves the op NULL on a QP created without it (a call faults).
-            let missing = if let WrOp::Memcpy { .. } = w { !memcpy } else { !mkey_ops && w.is_mlx5dv_mkey_op() };
+            let missing = match w {
+                WrOp::Memcpy { .. } => !dv_ops.contains(mlx5_dv::dv_qp::WITH_MEMCPY),
+                WrOp::RawWqe { .. } => !dv_ops.contains(mlx5_dv::dv_qp::WITH_RAW_WQE),
+                _ => !mkey_ops && w.is_mlx5dv_mkey_op(),
+            };
             if missing {
                 ch.fail(EOPNOTSUPP);
                 continue;
@@ -213,7 +231,7 @@ impl Provider {
             return Err(Error::new(op, err, "a builder or setter failed; nothing was posted"));
         }
         let q = self.qps.get_mut(qp.handle, op)?;
-        if s.built.is_empty() {
+        if s.wqes.iter().all(|p| matches!(p.kind, PendingKind::Data(..))) {
             // Data WQEs only: each is encoded and written in one step.
             let rollback = q.rings.sq.cur_post;
             for (n, p) in s.wqes.iter().enumerate() {
@@ -227,7 +245,7 @@ impl Provider {
                 s.bytes.clear();
                 let encoded = match &p.kind {
                     PendingKind::Data(i, inl) => data_wqe(ops, *i, *inl),
-                    PendingKind::Built(_) => None,
+                    PendingKind::Built(_) | PendingKind::Raw(_) => None,
                 };
                 let Some(d) = encoded else {
                     q.rings.sq.cur_post = rollback;
@@ -273,6 +291,13 @@ impl Provider {
                     Some(kind) => encode::encode(kind, c).map(|b| s.bytes.extend_from_slice(&b)),
                     None => return Err(Error::new(op, EINVAL, "a built WQE was lost")),
                 },
+                PendingKind::Raw(i) => match ops.get(*i) {
+                    Some(WrOp::RawWqe { wqe, .. }) => {
+                        raw_wqe(wqe, c.wqe_index, &mut s.bytes);
+                        Ok(())
+                    }
+                    _ => return Err(Error::new(op, EINVAL, "a raw WQE lost its bytes")),
+                },
             };
             encoded.map_err(|e| Error::new(op, EINVAL, format!("WQE encoding: {e}")))?;
             fence = match p.kind {
@@ -282,7 +307,8 @@ impl Provider {
                         Some(WqeKind::Umr(_) | WqeKind::SetPsv { .. } | WqeKind::LocalInv { .. } | WqeKind::BindMw(_))
                     )
                 }
-                PendingKind::Data(..) => false,
+                // raw_wqe_init clears fm_cache, and the program's control segment decides.
+                PendingKind::Data(..) | PendingKind::Raw(_) => false,
             };
             cur_post = cur_post.wrapping_add((s.bytes.len() - start).div_ceil(64) as u32);
             s.ends.push(s.bytes.len());
@@ -508,6 +534,19 @@ impl Provider {
                     // The metadata's scratch buffer, which libmlx5 registers on the PD, is not
                     // modelled: the copy never reads it.
                     Self::push(ch, *wr_id, *flags, wo::DRIVER3, WqeKind::Memcpy { src, dest, scratch: (0, 0) });
+                }
+            }
+            WrOp::RawWqe { wr_id, .. } => {
+                // raw_wqe_init: room, then the program's bytes as they are.
+                ch.open = None;
+                if Self::wqe_init(ch, outstanding, max_post) {
+                    let p = Pending {
+                        wr_id: *wr_id,
+                        flags: SendFlags::empty(),
+                        wr_data: wo::DRIVER2,
+                        kind: PendingKind::Raw(index),
+                    };
+                    Self::push_pending(ch, p);
                 }
             }
             WrOp::MkeyConfigure { wr_id, flags, mkey, num_setters, conf_flags, comp_mask } => self.configure(
