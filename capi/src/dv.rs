@@ -32,12 +32,12 @@ fn context_flags(rdma_core_release: u32) -> u64 {
 
 /// The `mlx5dv_context.comp_mask` parts `_mlx5dv_query_device` fills whenever they are asked
 /// for: CQE_COMPRESION, SWP, STRIDING_RQ, TUNNEL_OFFLOADS, DYN_BFREGS, FLOW_ACTION_FLAGS,
-/// DC_ODP_CAPS, DCI_STREAMS and WR_MEMCPY_LENGTH. The simulator models none of those features,
-/// so their caps read as zero, as on a device without them. HCA_CORE_CLOCK and NUM_LAG_PORTS
+/// DC_ODP_CAPS and DCI_STREAMS. The simulator models none of those features, so their caps
+/// read as zero, as on a device without them. WR_MEMCPY_LENGTH comes from the simulator. HCA_CORE_CLOCK and NUM_LAG_PORTS
 /// are echoed by the provider only when the device has a mapped core clock or LAG ports,
 /// which the simulated one has not (its clock is read through `ibv_query_rt_values_ex`);
 /// CLOCK_INFO_UPDATE is echoed, the kernel context having a clock-info page ([`CLOCK_INFO_UPDATE`]).
-const ZERO_CAPS_MASK: u64 = 1 << 0 | 1 << 1 | 1 << 2 | 1 << 3 | 1 << 4 | 1 << 6 | 1 << 7 | 1 << 11 | 1 << 12;
+const ZERO_CAPS_MASK: u64 = 1 << 0 | 1 << 1 | 1 << 2 | 1 << 3 | 1 << 4 | 1 << 6 | 1 << 7 | 1 << 11;
 
 /// `MLX5DV_CONTEXT_MASK_CLOCK_INFO_UPDATE`: `max_clock_info_update_nsec`, the clock-info
 /// page's `overflow_period` (`crate::clock::update_period_ns`).
@@ -106,9 +106,9 @@ impl Shim {
             if zero_parts & 1 << 11 != 0 {
                 ptr::write_bytes(addr_of_mut!((*out).dci_streams_caps), 0, 1);
             }
-            if zero_parts & 1 << 12 != 0 {
-                // No MEMCPY send op is simulated: a zero length, as without DMA-MMO.
-                addr_of_mut!((*out).max_wr_memcpy_length).write(0);
+            if q.comp_mask & mlx5_dv::MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH != 0 {
+                let n = usize::try_from(q.max_wr_memcpy_length).unwrap_or(usize::MAX);
+                addr_of_mut!((*out).max_wr_memcpy_length).write(n);
             }
             if q.comp_mask & mlx5_dv::MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD != 0 {
                 let s = addr_of_mut!((*out).sig_caps);

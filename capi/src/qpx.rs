@@ -271,7 +271,7 @@ unsafe extern "C" fn wr_set_inline_data_list(qpx: *mut ibv_qp_ex, num_buf: usize
 }
 
 /// Push an mlx5dv op on the QP's chain; a bad mkey pointer latches EINVAL.
-fn push_dv(mqp: *mut mlx5dv_qp_ex, make: impl FnOnce(&Shim, u64, SendFlags) -> Result<WrOp, c_int>) {
+pub(super) fn push_dv(mqp: *mut mlx5dv_qp_ex, make: impl FnOnce(&Shim, u64, SendFlags) -> Result<WrOp, c_int>) {
     on_mqp(mqp, |s, qp| {
         let Some(q) = s.qps.get(&qp) else { return };
         let (wr_id, flags) = (q.c.ex.wr_id, SendFlags::from_bits_retain(q.c.ex.wr_flags));

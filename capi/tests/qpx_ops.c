@@ -1,6 +1,6 @@
 /* Every op of ibv_qp_ex and mlx5dv_qp_ex that a header's inline function calls is set, on
  * every QP: an op the simulator does not model (TSO, atomic write, flush, the XRC/DC address
- * setters and the UD one off a UD QP, raw WQEs, memcpy) fails its chain with EOPNOTSUPP at
+ * setters and the UD one off a UD QP; raw WQEs and memcpy on a QP created without their ops) fails its chain with EOPNOTSUPP at
  * ibv_wr_complete, posts nothing, and leaves the QP usable (and so does a memory window bind
  * of a NULL window, with EINVAL: mw.c binds real ones); a QP created without send ops
  * flags has no ibv_qp_ex (NULL, as libibverbs gives) but its ops are set all the same.

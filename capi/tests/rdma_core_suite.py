@@ -109,6 +109,9 @@ def netns_prefix():
     if probe.returncode != 0:
         return None, (probe.stderr.strip().splitlines() or ["refused"])[-1]
     return cmd, None
+# Modules that need a device the default profile is not: the shipped profile they run on.
+# DMA memcpy needs the DMA-MMO engine, which only the BlueField profile has.
+MODULE_PROFILES = {"test_mlx5_dma_memcpy": "bf3"}
 
 
 def module_args(module):
@@ -234,6 +237,8 @@ def run_module(args, tests_dir, module, listed):
     runs = []
     names = []  # empty: the whole module
     env = test_env(args)
+    if module in MODULE_PROFILES and "MLX5SIM_PROFILE" not in os.environ:
+        env["MLX5SIM_PROFILE"] = MODULE_PROFILES[module]
     prefix = []
     if module in NETNS_MODULES:
         prefix, why = netns_prefix()

@@ -16,6 +16,7 @@ mod device_objects;
 mod devx;
 mod devx_gate;
 mod dm;
+mod dma;
 mod dmabuf;
 mod engine;
 mod fabric;
@@ -29,6 +30,7 @@ mod mw;
 mod net_model;
 mod odp;
 mod qp;
+mod raw_wqe;
 mod rdmacm;
 mod recovery;
 mod rereg;
@@ -57,6 +59,8 @@ pub fn all() -> Vec<Case> {
         verbs::CASES,
         transport::CASES,
         audit::CASES,
+        dma::CASES,
+        raw_wqe::CASES,
         fabric::CASES,
         recovery::CASES,
         net_model::CASES,

@@ -80,7 +80,7 @@ use std::sync::Arc;
 use mlx5_dv::errno::{EBUSY, EINVAL, EOPNOTSUPP};
 use mlx5_dv::{
     AccessFlags, Caps, DeviceKind, MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD, MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD,
-    MkeyInitFlags,
+    MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH, MkeyInitFlags,
 };
 use serde::{Deserialize, Serialize};
 
@@ -577,8 +577,10 @@ impl Model {
             Op::QueryDevice { ctx, comp_mask } => match self.live_ctx(ctx) {
                 None => Errno(EINVAL),
                 Some(Ctx::Kernel { .. }) => {
-                    // Item 6: the two known parts are echoed when asked for.
-                    let known = MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD | MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD;
+                    // Items 6 and 272: the three known parts are echoed when asked for.
+                    let known = MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD
+                        | MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD
+                        | MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH;
                     Fine(Some(comp_mask & known))
                 }
                 Some(_) => Errno(EOPNOTSUPP),

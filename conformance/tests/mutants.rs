@@ -61,6 +61,9 @@ enum Mutation {
     DestroyEqLeaksEremoteio,
     QueryEqnAnyVector,
     NoCompletionEqe,
+    MemcpyOneByteShort,
+    MemcpyMaxLengthZero,
+    RawWqeLastSegmentDropped,
 }
 
 /// A layer that makes the simulator deviate in one way.
@@ -75,6 +78,17 @@ fn mutate_op(m: Mutation, o: WrOp) -> WrOp {
             Mutation::ConfigureAlwaysInline,
             WrOp::MkeyConfigure { wr_id, flags, mkey, num_setters, conf_flags, comp_mask },
         ) => WrOp::MkeyConfigure { wr_id, flags: flags | SendFlags::INLINE, mkey, num_setters, conf_flags, comp_mask },
+        (
+            Mutation::MemcpyOneByteShort,
+            WrOp::Memcpy { wr_id, flags, dest_lkey, dest_addr, src_lkey, src_addr, length },
+        ) => WrOp::Memcpy { wr_id, flags, dest_lkey, dest_addr, src_lkey, src_addr, length: length.saturating_sub(1) },
+        // The provider reads one 16-byte unit fewer than the control segment's ds says.
+        (Mutation::RawWqeLastSegmentDropped, WrOp::RawWqe { wr_id, mut wqe }) => {
+            if let Some(b) = wqe.get_mut(7) {
+                *b = (*b & !0x3f) | (*b & 0x3f).saturating_sub(1);
+            }
+            WrOp::RawWqe { wr_id, wqe }
+        }
         (Mutation::WriteOneByteOff, WrOp::RdmaWrite { wr_id, flags, rkey, remote_addr, sge }) => {
             WrOp::RdmaWrite { wr_id, flags, rkey, remote_addr: remote_addr + 1, sge }
         }
@@ -239,6 +253,7 @@ impl Layer for Mutant {
                 *r = Reply::PostSend(Ok(()));
             }
             (Mutation::CancelFindsNothing, _, Reply::CancelPostedSendWrs(Ok(n))) => *n = 0,
+            (Mutation::MemcpyMaxLengthZero, _, Reply::QueryDevice(Ok(q))) => q.max_wr_memcpy_length = 0,
             (Mutation::RecvFullReportedAsEinval, _, r @ Reply::PostRecv(Err(_)))
                 if r.error().is_some_and(|e| e.errno() == errno::ENOMEM) =>
             {
@@ -324,6 +339,9 @@ impl Layer for Mutant {
 #[case(Mutation::RecvFullReportedAsEinval, "cx6dx", "wr.post_recv_full_queue_before_sge_count")]
 #[case(Mutation::MaxRecvSgeEchoed, "cx6dx", "qp.max_recv_sge_zero_without_a_receive_queue")]
 #[case(Mutation::MemcpyRefusedWithEinval, "cx6dx", "qp.memcpy_needs_dma_mmo")]
+#[case(Mutation::MemcpyOneByteShort, "bf3", "qp.dma_memcpy_copies_within_the_pd")]
+#[case(Mutation::MemcpyMaxLengthZero, "bf3", "qp.dma_memcpy_length_limits")]
+#[case(Mutation::RawWqeLastSegmentDropped, "cx6dx", "wr.raw_wqe_runs_as_written")]
 #[case(Mutation::SecondLoginAllowed, "cx6dx", "crypto.login_session_and_logout")]
 #[case(Mutation::LogoutWithoutSessionOk, "cx5", "crypto.no_session")]
 #[case(Mutation::LogoutWithoutSessionOk, "cx6dx", "crypto.login_session_and_logout")]

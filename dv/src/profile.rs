@@ -256,6 +256,10 @@ pub struct DataPathSection {
     pub host_memory_limit: u64,
     /// The device reports `dma_mmo_sq` or `dma_mmo_qp` (the MEMCPY send op). Default: false.
     pub dma_mmo: bool,
+    /// log2 of the longest DMA copy (`log_dma_mmo_max_size`); 0 leaves libmlx5's fallback,
+    /// 2 GiB (`MLX5_DMA_MMO_MAX_SIZE`). Only read with `dma_mmo`. Not published per device:
+    /// the default 0 is unverified, hardware decides.
+    pub log_dma_mmo_max_size: u8,
     /// The kernel reports out-of-order data placement (`MLX5_IB_QUERY_DEV_RESP_FLAGS_OOO_DP`)
     /// for RC QPs. Default: false.
     pub ooo_dp: bool,
@@ -303,6 +307,7 @@ impl Default for DataPathSection {
             log_max_cq_sz: 22,
             host_memory_limit: 4 << 30,
             dma_mmo: false,
+            log_dma_mmo_max_size: 0,
             ooo_dp: false,
             rdma_core_release: 64,
             max_msg_sz: default_max_msg_sz(),
@@ -314,6 +319,18 @@ impl Default for DataPathSection {
             atomic: true,
             dc: true,
             vendor_err: VendorErrSection::default(),
+        }
+    }
+}
+
+impl DataPathSection {
+    /// `mlx5dv_context.max_wr_memcpy_length`: 0 without the DMA engine, else
+    /// `1 << log_dma_mmo_max_size`, or 2 GiB when that is 0 (`MLX5_DMA_MMO_MAX_SIZE`).
+    pub fn dma_max_size(&self) -> u64 {
+        match (self.dma_mmo, self.log_dma_mmo_max_size) {
+            (false, _) => 0,
+            (true, 0) => 1 << 31,
+            (true, log) => 1u64.checked_shl(u32::from(log)).unwrap_or(0),
         }
     }
 }

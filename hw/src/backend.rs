@@ -383,7 +383,9 @@ impl Contexts for HwBackend {
         let f = self.lib.dv.mlx5dv_query_device.as_ref().map_err(|_| missing(op, "mlx5dv_query_device"))?;
         // Only the parts this API models are requested, so the provider never writes fields
         // past the rdma-core 44 layout of the struct.
-        let modelled = mlx5_dv::MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD | mlx5_dv::MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD;
+        let modelled = mlx5_dv::MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD
+            | mlx5_dv::MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD
+            | mlx5_dv::MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH;
         let mut out = mlx5dv_context { comp_mask: comp_mask & modelled, ..Default::default() };
         // SAFETY: ptr is an open context; out is valid for writes.
         let rc = unsafe { f(ptr, &mut out) };
@@ -405,6 +407,7 @@ impl Contexts for HwBackend {
                 log_max_num_deks: c.log_max_num_deks,
                 flags: c.flags,
             },
+            max_wr_memcpy_length: out.max_wr_memcpy_length as u64,
         })
     }
 

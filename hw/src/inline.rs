@@ -42,6 +42,14 @@ macro_rules! qp_ex_call {
 }
 
 qp_ex_call!(
+    /// `mlx5dv_wr_raw_wqe`.
+    wr_raw_wqe => wr_raw_wqe(wqe: *const std::ffi::c_void)
+);
+qp_ex_call!(
+    /// `mlx5dv_wr_memcpy`.
+    wr_memcpy => wr_memcpy(dest_lkey: u32, dest_addr: u64, src_lkey: u32, src_addr: u64, length: usize)
+);
+qp_ex_call!(
     /// `mlx5dv_wr_mkey_configure`.
     wr_mkey_configure => wr_mkey_configure(mkey: *mut mlx5dv_mkey, num_setters: u8, attr: *mut mlx5dv_mkey_conf_attr)
 );

@@ -120,6 +120,23 @@ impl HwBackend {
                             _ => note(&mut missing_op, Err(EOPNOTSUPP)),
                         }
                     }
+                    WrOp::Memcpy { dest_lkey, dest_addr, src_lkey, src_addr, length, .. } => {
+                        let r = match (mqpx.is_null(), usize::try_from(*length)) {
+                            (false, Ok(n)) => inline::wr_memcpy(mqpx, *dest_lkey, *dest_addr, *src_lkey, *src_addr, n),
+                            _ => Err(EOPNOTSUPP),
+                        };
+                        note(&mut missing_op, r);
+                    }
+                    WrOp::RawWqe { wqe, .. } => {
+                        // libmlx5 reads ds × 16 bytes of it: never past the vector.
+                        let ds = wqe.get(7).map_or(0, |b| usize::from(b & 0x3f));
+                        let r = if mqpx.is_null() || wqe.len() < ds * 16 {
+                            Err(EINVAL)
+                        } else {
+                            inline::wr_raw_wqe(mqpx, wqe.as_ptr().cast())
+                        };
+                        note(&mut missing_op, r);
+                    }
                     WrOp::MkeyConfigure { num_setters, conf_flags, comp_mask, .. } => {
                         let mut attr = mlx5dv_mkey_conf_attr { conf_flags: conf_flags.bits(), comp_mask: *comp_mask };
                         let m = next_mkey(&mut mkeys);
@@ -234,8 +251,11 @@ fn wr_id_flags(w: &WrOp) -> Option<(u64, u32)> {
         | WrOp::LocalInv { wr_id, flags, .. }
         | WrOp::BindMw { wr_id, flags, .. }
         | WrOp::MkeyConfigure { wr_id, flags, .. }
+        | WrOp::Memcpy { wr_id, flags, .. }
         | WrOp::MrList { wr_id, flags, .. }
         | WrOp::MrInterleaved { wr_id, flags, .. } => Some((*wr_id, flags.bits())),
+        // The program's control segment holds the WQE's flags.
+        WrOp::RawWqe { wr_id, .. } => Some((*wr_id, 0)),
         _ => None,
     }
 }

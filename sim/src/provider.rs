@@ -210,6 +210,9 @@ struct QpObj {
     rq_max_gs: u32,
     max_inline_data: i64,
     mkey_ops: bool,
+    /// The mlx5dv send ops it was created with (`mlx5dv_wr_memcpy` and `mlx5dv_wr_raw_wqe`
+    /// exist only with theirs).
+    mlx5_ops: mlx5_dv::DvSendOpsFlags,
     wr_complete_real: bool,
     /// `fm_cache`: the next WQE carries the initiator small fence (after a UMR).
     fence_next: bool,

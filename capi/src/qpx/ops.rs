@@ -1,6 +1,6 @@
 //! The `ibv_qp_ex` and `mlx5dv_qp_ex` ops the simulator does not model: TSO, atomic write,
-//! flush, the UD, XRC and DC address setters, raw WQEs and
-//! memcpy. Each latches EOPNOTSUPP, so `ibv_wr_complete` fails the whole chain and posts
+//! flush, the UD, XRC and DC address setters (and `mlx5dv_wr_raw_wqe` and `mlx5dv_wr_memcpy`,
+//! which are modelled, are set here with them). Each unmodelled op latches EOPNOTSUPP, so `ibv_wr_complete` fails the whole chain and posts
 //! nothing (a setter that follows one of these builders changes nothing that is posted).
 
 use std::ffi::c_void;
@@ -10,7 +10,7 @@ use rdma_sys::*;
 
 use mlx5_dv::{SendFlags, WrOp};
 
-use super::{latch, on_mqp, on_qpx};
+use super::{latch, on_qpx};
 use crate::objects::QpC;
 use crate::state::with;
 
@@ -34,14 +34,6 @@ fn unmodelled(qpx: *mut ibv_qp_ex) {
     on_qpx(qpx, |q| latch(q, libc::EOPNOTSUPP))
 }
 
-fn unmodelled_dv(mqp: *mut mlx5dv_qp_ex) {
-    on_mqp(mqp, |s, qp| {
-        if let Some(q) = s.qps.get_mut(&qp) {
-            latch(q, libc::EOPNOTSUPP)
-        }
-    })
-}
-
 unsafe extern "C" fn wr_send_tso(qpx: *mut ibv_qp_ex, _hdr: *mut c_void, _hdr_sz: u16, _mss: u16) {
     unmodelled(qpx)
 }
@@ -58,19 +50,39 @@ unsafe extern "C" fn wr_set_xrc_srqn(qpx: *mut ibv_qp_ex, _srqn: u32) {
     unmodelled(qpx)
 }
 
-unsafe extern "C" fn wr_raw_wqe(mqp: *mut mlx5dv_qp_ex, _wqe: *const c_void) {
-    unmodelled_dv(mqp)
+/// `mlx5dv_wr_raw_wqe`: the program's WQE, as many 16-byte units as its control segment's
+/// `ds` says, in the chain; NULL latches EINVAL (libmlx5 would read through it).
+unsafe extern "C" fn wr_raw_wqe(mqp: *mut mlx5dv_qp_ex, wqe: *const c_void) {
+    let bytes = if wqe.is_null() {
+        None
+    } else {
+        // SAFETY: the caller's WQE starts with a 16-byte control segment; its ds says how
+        // many 16-byte units follow from it, as libmlx5 reads them.
+        unsafe {
+            let ds = usize::from(*wqe.cast::<u8>().add(7) & 0x3f);
+            Some(std::slice::from_raw_parts(wqe.cast::<u8>(), ds * 16).to_vec())
+        }
+    };
+    super::push_dv(mqp, |_, wr_id, _| match bytes {
+        Some(wqe) => Ok(WrOp::RawWqe { wr_id, wqe }),
+        None => Err(libc::EINVAL),
+    })
 }
 
+/// `mlx5dv_wr_memcpy`: a DMA copy in the chain (the simulator checks the length and the QP's
+/// MEMCPY op).
 unsafe extern "C" fn wr_memcpy(
     mqp: *mut mlx5dv_qp_ex,
-    _dest_lkey: u32,
-    _dest_addr: u64,
-    _src_lkey: u32,
-    _src_addr: u64,
-    _length: usize,
+    dest_lkey: u32,
+    dest_addr: u64,
+    src_lkey: u32,
+    src_addr: u64,
+    length: usize,
 ) {
-    unmodelled_dv(mqp)
+    super::push_dv(mqp, |_, wr_id, flags| {
+        let length = length as u64;
+        Ok(WrOp::Memcpy { wr_id, flags, dest_lkey, dest_addr, src_lkey, src_addr, length })
+    })
 }
 
 /// `ibv_wr_bind_mw`: a bind WR in the chain; a window or MR the shim did not make latches

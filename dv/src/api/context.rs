@@ -62,6 +62,8 @@ impl ContextAttr {
 pub const MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD: u64 = 1 << 10;
 /// `MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD`: fill `crypto_caps`.
 pub const MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD: u64 = 1 << 13;
+/// `MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH`: fill `max_wr_memcpy_length`.
+pub const MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH: u64 = 1 << 12;
 
 /// The parts of `struct mlx5dv_context` this API models.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -72,6 +74,14 @@ pub struct DvContext {
     pub sig_caps: SigCaps,
     /// Filled when `MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD` was requested.
     pub crypto_caps: CryptoCaps,
+    /// Filled when `MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH` was requested: the longest
+    /// `mlx5dv_wr_memcpy`, 0 on a device without the DMA engine.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub max_wr_memcpy_length: u64,
+}
+
+fn is_zero_u64(v: &u64) -> bool {
+    *v == 0
 }
 
 /// `enum ibv_event_type` values this API reports.

@@ -591,6 +591,10 @@ pub mod wc_opcode {
     pub const TM_NO_TAG: u32 = (1 << 7) + 6;
     /// `IBV_WC_DRIVER1`, alias `MLX5DV_WC_UMR`.
     pub const DRIVER1: u32 = 135;
+    /// `IBV_WC_DRIVER2`, alias `MLX5DV_WC_RAW_WQE`.
+    pub const DRIVER2: u32 = 136;
+    /// `IBV_WC_DRIVER3`, alias `MLX5DV_WC_MEMCPY`.
+    pub const DRIVER3: u32 = 137;
 }
 
 bitflags! {

@@ -215,6 +215,35 @@ pub enum WrOp {
     /// place of its gather list, so its memory need not be registered. More than the QP's
     /// `max_inline_data` fails the chain with ENOMEM. Kept as hex in traces.
     InlineData(#[serde(with = "super::crypto::hex_vec")] Vec<u8>),
+    /// `mlx5dv_wr_memcpy`: the DMA engine copies `length` bytes from `src_addr` (through
+    /// `src_lkey`, local read) to `dest_addr` (through `dest_lkey`, local write); the QP
+    /// needs `MLX5DV_QP_EX_WITH_MEMCPY`. Completes with `IBV_WC_DRIVER3`.
+    Memcpy {
+        /// `qpx->wr_id`.
+        wr_id: u64,
+        /// `qpx->wr_flags`.
+        flags: SendFlags,
+        /// The destination's local key.
+        dest_lkey: u32,
+        /// The destination address.
+        dest_addr: u64,
+        /// The source's local key.
+        src_lkey: u32,
+        /// The source address.
+        src_addr: u64,
+        /// Bytes to copy (`size_t`).
+        length: u64,
+    },
+    /// `mlx5dv_wr_raw_wqe`: the program's own WQE, `ds` × 16 bytes as its control segment
+    /// says, copied into the send queue with only the WQE index replaced; the QP needs
+    /// `MLX5DV_QP_EX_WITH_RAW_WQE`. Completes with `IBV_WC_DRIVER2`. Hex in traces.
+    RawWqe {
+        /// `qpx->wr_id`.
+        wr_id: u64,
+        /// The WQE's bytes, from its control segment.
+        #[serde(with = "super::crypto::hex_vec")]
+        wqe: Vec<u8>,
+    },
     /// `mlx5dv_wr_mkey_configure`.
     MkeyConfigure {
         /// `qpx->wr_id`.

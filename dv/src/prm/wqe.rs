@@ -21,6 +21,7 @@ pub use data::DataSeg;
 pub use inline::InlineSeg;
 pub use klm::KlmSeg;
 pub use mkey_context::MkeyContextSeg;
+pub use mmo::MmoMetaSeg;
 pub use raddr::RaddrSeg;
 pub use repeat_block::RepeatBlockSeg;
 pub use repeat_ent::RepeatEntSeg;
@@ -229,6 +230,30 @@ pub mod atomic {
         SWAP_ADD => swap_add / set_swap_add: u64 = (0x00, 64);
         /// compare: the value a compare-and-swap compares with (0 for a fetch-and-add).
         COMPARE => compare / set_compare: u64 = (0x40, 64);
+    }
+}
+
+/// `mlx5_mmo_metadata_seg`: after the control segment of an MMO WQE (16 bytes), then the
+/// source and destination data segments (`struct mlx5_mmo_wqe`).
+pub mod mmo {
+    use super::layout;
+
+    /// Size in bytes.
+    pub const SIZE: usize = 16;
+    /// `MLX5_OPC_MOD_MMO_DMA`: the control segment's `opmod` of a DMA copy.
+    pub const OPC_MOD_DMA: u8 = 0x1;
+    /// `MLX5_DMA_MMO_MAX_SIZE`: 2 GiB, written as a byte count of 0.
+    pub const DMA_MAX_SIZE: u64 = 1 << 31;
+
+    layout! {
+        /// The MMO metadata segment.
+        struct MmoMetaSeg = "mlx5_mmo_metadata_seg", SIZE;
+        /// mmo_control_31_0: 0 for a DMA copy.
+        MMO_CONTROL => mmo_control / set_mmo_control: u32 = (0x00, 32);
+        /// local_key: the lkey of the PD's 64-byte scratch buffer.
+        LOCAL_KEY => local_key / set_local_key: u32 = (0x20, 32);
+        /// local_address: that buffer's address.
+        LOCAL_ADDRESS => local_address / set_local_address: u64 = (0x40, 64);
     }
 }
 

@@ -169,6 +169,16 @@ pub enum WqeKind {
         /// The transient signature written.
         transient: u64,
     },
+    /// MMO with opmod DMA: copy `src` to `dest` (their byte counts equal; 0 is 2 GiB),
+    /// with the PD's scratch buffer `scratch` (lkey, address).
+    Memcpy {
+        /// Where the bytes come from (local read).
+        src: Sge,
+        /// Where they go (local write).
+        dest: Sge,
+        /// The metadata segment's local key and address.
+        scratch: (u32, u64),
+    },
 }
 
 impl WqeKind {
@@ -186,6 +196,7 @@ impl WqeKind {
             WqeKind::LocalInv { .. } | WqeKind::Umr(_) | WqeKind::BindMw(_) => opcode::UMR,
             WqeKind::SetPsv { .. } => opcode::SET_PSV,
             WqeKind::Nop => opcode::NOP,
+            WqeKind::Memcpy { .. } => opcode::MMO,
         }
     }
 }
@@ -454,6 +465,10 @@ fn kind_of(w: &SendWqe) -> Option<WqeKind> {
         (opcode::UMR, body) => umr_of(c, body)?,
         (opcode::SET_PSV, WqeBody::SetPsv(p)) => WqeKind::SetPsv { psv: p.psv_index, transient: p.transient_signature },
         (opcode::NOP, _) => WqeKind::Nop,
+        // Of the MMO engines only the DMA copy is simulated.
+        (opcode::MMO, WqeBody::Mmo { meta, src, dest }) if c.opmod == mlx5_dv::prm::wqe::mmo::OPC_MOD_DMA => {
+            WqeKind::Memcpy { src: sge_of(src), dest: sge_of(dest), scratch: (meta.local_key, meta.local_address) }
+        }
         _ => return None,
     })
 }

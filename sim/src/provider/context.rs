@@ -161,6 +161,10 @@ impl Provider {
             out.comp_mask |= mlx5_dv::MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD;
             out.crypto_caps = c.caps.crypto;
         }
+        if comp_mask & mlx5_dv::MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH != 0 {
+            out.comp_mask |= mlx5_dv::MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH;
+            out.max_wr_memcpy_length = self.limits.dma_max_size();
+        }
         Ok(out)
     }
 

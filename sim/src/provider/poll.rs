@@ -273,6 +273,10 @@ fn good_req(q: &mut super::QpObj, c: &Good) -> Wc {
         opcode::UMR | opcode::SET_PSV | opcode::NOP | opcode::MMO => wc.opcode = wr_data,
         _ => {}
     }
+    // A raw WQE completes as one, whatever its opcode.
+    if wr_data == wc_opcode::DRIVER2 {
+        wc.opcode = wc_opcode::DRIVER2;
+    }
     if matches!(c.sop_drop, opcode::RDMA_WRITE_IMM | opcode::SEND_IMM) {
         wc.wc_flags |= WcFlags::WITH_IMM;
     }

@@ -540,6 +540,7 @@ impl Provider {
             rq_max_gs: sizes.rq_max_gs,
             max_inline_data: sizes.max_inline,
             mkey_ops: !mlx5_ops.is_empty(),
+            mlx5_ops,
             wr_complete_real: false,
             fence_next: false,
             rings: rings.clone(),

@@ -40,6 +40,8 @@ struct Chain<'s> {
     max_gs: u32,
     /// The QP's `max_inline_data`.
     max_inline: i64,
+    /// The longest `mlx5dv_wr_memcpy` (`dma_mmo_caps.dma_max_size`).
+    memcpy_max: u64,
     /// WQEs outstanding before the chain, and the queue's `max_post`.
     room: (u32, u32),
     wqes: &'s mut Vec<Pending>,
@@ -68,6 +70,8 @@ enum PendingKind {
     /// A WQE the builders and setters made (UMR, SET_PSV, LOCAL_INV), at this index of the
     /// chain's built kinds: kept apart, a large kind is not copied with every data WQE.
     Built(usize),
+    /// The program's own WQE bytes, of the chain's `mlx5dv_wr_raw_wqe` at this index.
+    Raw(usize),
 }
 
 /// The fence mode of a WQE with `flags`, after a WQE that asks the next to fence if
@@ -91,6 +95,18 @@ fn umr_before_psv(wqes: &[Pending], built: &[WqeKind], n: usize) -> bool {
         _ => None,
     };
     matches!(kind(n), Some(WqeKind::Umr(_))) && matches!(kind(n + 1), Some(WqeKind::SetPsv { .. }))
+}
+
+/// `mlx5_wr_raw_wqe`: the first `ds` × 16 bytes of the program's WQE, with the control
+/// segment's WQE index replaced by the queue's (its opmod, opcode and the rest are the
+/// program's), appended to `out`.
+fn raw_wqe(wqe: &[u8], wqe_index: u16, out: &mut Vec<u8>) {
+    let ds = wqe.get(7).map_or(0, |b| usize::from(b & 0x3f));
+    let at = out.len();
+    out.extend_from_slice(wqe.get(..ds * 16).unwrap_or(wqe));
+    if let Some(idx) = out.get_mut(at + 1..at + 3) {
+        idx.copy_from_slice(&wqe_index.to_be_bytes());
+    }
 }
 
 /// Buffers `post_send` reuses from call to call, so that a warm post allocates nothing.
@@ -186,13 +202,21 @@ impl Provider {
         }
         let outstanding = q.rings.sq.outstanding();
         let (max_post, max_gs, mkey_ops, real) = (q.max_post, q.max_gs, q.mkey_ops, q.wr_complete_real);
+        let dv_ops = q.mlx5_ops;
         let max_inline = q.max_inline_data;
         let update_tag = self.contexts.get(q.ctx, op).is_ok_and(|c| c.update_tag());
         let (wqes, built) = (&mut s.wqes, &mut s.built);
-        let mut ch =
-            Chain { err: 0, nreq: 0, max_gs, max_inline, room: (outstanding, max_post), wqes, built, open: None };
+        let memcpy_max = self.limits.dma_max_size();
+        let room = (outstanding, max_post);
+        let mut ch = Chain { err: 0, nreq: 0, max_gs, max_inline, memcpy_max, room, wqes, built, open: None };
         for (i, w) in ops.iter().enumerate() {
-            if !mkey_ops && w.is_mlx5dv_mkey_op() {
+            // libmlx5 leaves the op NULL on a QP created without it (a call faults).
+            let missing = match w {
+                WrOp::Memcpy { .. } => !dv_ops.contains(mlx5_dv::dv_qp::WITH_MEMCPY),
+                WrOp::RawWqe { .. } => !dv_ops.contains(mlx5_dv::dv_qp::WITH_RAW_WQE),
+                _ => !mkey_ops && w.is_mlx5dv_mkey_op(),
+            };
+            if missing {
                 ch.fail(EOPNOTSUPP);
                 continue;
             }
@@ -207,7 +231,7 @@ impl Provider {
             return Err(Error::new(op, err, "a builder or setter failed; nothing was posted"));
         }
         let q = self.qps.get_mut(qp.handle, op)?;
-        if s.built.is_empty() {
+        if s.wqes.iter().all(|p| matches!(p.kind, PendingKind::Data(..))) {
             // Data WQEs only: each is encoded and written in one step.
             let rollback = q.rings.sq.cur_post;
             for (n, p) in s.wqes.iter().enumerate() {
@@ -221,7 +245,7 @@ impl Provider {
                 s.bytes.clear();
                 let encoded = match &p.kind {
                     PendingKind::Data(i, inl) => data_wqe(ops, *i, *inl),
-                    PendingKind::Built(_) => None,
+                    PendingKind::Built(_) | PendingKind::Raw(_) => None,
                 };
                 let Some(d) = encoded else {
                     q.rings.sq.cur_post = rollback;
@@ -267,6 +291,13 @@ impl Provider {
                     Some(kind) => encode::encode(kind, c).map(|b| s.bytes.extend_from_slice(&b)),
                     None => return Err(Error::new(op, EINVAL, "a built WQE was lost")),
                 },
+                PendingKind::Raw(i) => match ops.get(*i) {
+                    Some(WrOp::RawWqe { wqe, .. }) => {
+                        raw_wqe(wqe, c.wqe_index, &mut s.bytes);
+                        Ok(())
+                    }
+                    _ => return Err(Error::new(op, EINVAL, "a raw WQE lost its bytes")),
+                },
             };
             encoded.map_err(|e| Error::new(op, EINVAL, format!("WQE encoding: {e}")))?;
             fence = match p.kind {
@@ -276,7 +307,8 @@ impl Provider {
                         Some(WqeKind::Umr(_) | WqeKind::SetPsv { .. } | WqeKind::LocalInv { .. } | WqeKind::BindMw(_))
                     )
                 }
-                PendingKind::Data(..) => false,
+                // raw_wqe_init clears fm_cache, and the program's control segment decides.
+                PendingKind::Data(..) | PendingKind::Raw(_) => false,
             };
             cur_post = cur_post.wrapping_add((s.bytes.len() - start).div_ceil(64) as u32);
             s.ends.push(s.bytes.len());
@@ -409,7 +441,11 @@ impl Provider {
 
     fn push(ch: &mut Chain, wr_id: u64, flags: SendFlags, opcode: u32, kind: WqeKind) {
         let wr_data = match kind {
-            WqeKind::Umr(_) | WqeKind::SetPsv { .. } | WqeKind::LocalInv { .. } | WqeKind::BindMw(_) => opcode,
+            WqeKind::Umr(_)
+            | WqeKind::SetPsv { .. }
+            | WqeKind::LocalInv { .. }
+            | WqeKind::BindMw(_)
+            | WqeKind::Memcpy { .. } => opcode,
             _ => 0,
         };
         let i = ch.built.len();
@@ -481,6 +517,36 @@ impl Provider {
                         Ok(kind) => Self::push(ch, *wr_id, *flags, mlx5_dv::wc_opcode::BIND_MW, kind),
                         Err((e, _)) => ch.fail(e),
                     }
+                }
+            }
+            WrOp::Memcpy { wr_id, flags, dest_lkey, dest_addr, src_lkey, src_addr, length } => {
+                // mlx5_wr_memcpy: the length first (0, or past the device's longest, is
+                // EINVAL), then room; 2 GiB is written as a byte count of 0.
+                ch.open = None;
+                if *length == 0 || *length > ch.memcpy_max {
+                    ch.fail(EINVAL);
+                    return;
+                }
+                if Self::wqe_init(ch, outstanding, max_post) {
+                    let n = if *length == mlx5_dv::prm::wqe::mmo::DMA_MAX_SIZE { 0 } else { *length as u32 };
+                    let src = Sge { addr: *src_addr, length: n, lkey: *src_lkey };
+                    let dest = Sge { addr: *dest_addr, length: n, lkey: *dest_lkey };
+                    // The metadata's scratch buffer, which libmlx5 registers on the PD, is not
+                    // modelled: the copy never reads it.
+                    Self::push(ch, *wr_id, *flags, wo::DRIVER3, WqeKind::Memcpy { src, dest, scratch: (0, 0) });
+                }
+            }
+            WrOp::RawWqe { wr_id, .. } => {
+                // raw_wqe_init: room, then the program's bytes as they are.
+                ch.open = None;
+                if Self::wqe_init(ch, outstanding, max_post) {
+                    let p = Pending {
+                        wr_id: *wr_id,
+                        flags: SendFlags::empty(),
+                        wr_data: wo::DRIVER2,
+                        kind: PendingKind::Raw(index),
+                    };
+                    Self::push_pending(ch, p);
                 }
             }
             WrOp::MkeyConfigure { wr_id, flags, mkey, num_setters, conf_flags, comp_mask } => self.configure(

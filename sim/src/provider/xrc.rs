@@ -90,6 +90,7 @@ impl Provider {
             rq_max_gs: 0,
             max_inline_data: 0,
             mkey_ops: false,
+            mlx5_ops: mlx5_dv::DvSendOpsFlags::empty(),
             wr_complete_real: false,
             fence_next: false,
             rings,

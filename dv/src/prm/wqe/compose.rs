@@ -8,8 +8,8 @@
 
 use super::atomic;
 use super::{
-    AtomicSeg, CtrlSeg, DataSeg, InlineSeg, KlmSeg, MkeyContextSeg, RaddrSeg, RepeatBlockSeg, RepeatEntSeg,
-    SEND_WQE_BB, SEND_WQE_DS, SetPsvSeg, UmrCtrlSeg, ctrl, data, inline, klm, mkey_context, opcode, raddr,
+    AtomicSeg, CtrlSeg, DataSeg, InlineSeg, KlmSeg, MkeyContextSeg, MmoMetaSeg, RaddrSeg, RepeatBlockSeg, RepeatEntSeg,
+    SEND_WQE_BB, SEND_WQE_DS, SetPsvSeg, UmrCtrlSeg, ctrl, data, inline, klm, mkey_context, mmo, opcode, raddr,
     repeat_block, repeat_ent, set_psv, umr_ctrl,
 };
 use crate::prm::{Codec, FieldError};
@@ -75,6 +75,16 @@ pub enum WqeBody {
     },
     /// SET_PSV.
     SetPsv(SetPsvSeg),
+    /// MMO (`struct mlx5_mmo_wqe`): the metadata segment, then the source and the
+    /// destination data segments.
+    Mmo {
+        /// The metadata segment.
+        meta: MmoMetaSeg,
+        /// Where the bytes come from.
+        src: DataSeg,
+        /// Where they go.
+        dest: DataSeg,
+    },
     /// NOP and any other opcode: no segments are read.
     Empty,
 }
@@ -195,6 +205,11 @@ impl SendWqe {
                 out.extend_from_slice(bsf);
             }
             WqeBody::SetPsv(psv) => push(&mut out, psv, set_psv::SIZE)?,
+            WqeBody::Mmo { meta, src, dest } => {
+                push(&mut out, meta, mmo::SIZE)?;
+                push(&mut out, src, data::SIZE)?;
+                push(&mut out, dest, data::SIZE)?;
+            }
             WqeBody::Empty => {}
         }
         pad_to(&mut out, SEND_WQE_DS);
@@ -238,6 +253,14 @@ impl SendWqe {
                 WqeBody::Umr { umr, mkc, translation, bsf: tail[t..].to_vec() }
             }
             opcode::SET_PSV => WqeBody::SetPsv(SetPsvSeg::decode(rest)?),
+            opcode::MMO => {
+                let at = |n: usize| rest.get(n..).unwrap_or_default();
+                WqeBody::Mmo {
+                    meta: MmoMetaSeg::decode(rest)?,
+                    src: DataSeg::decode(at(mmo::SIZE))?,
+                    dest: DataSeg::decode(at(mmo::SIZE + data::SIZE))?,
+                }
+            }
             _ => WqeBody::Empty,
         };
         Ok(SendWqe { ctrl: c, body })
@@ -304,6 +327,30 @@ mod tests {
         assert_eq!(&bytes[0x20..0x28], &0x1122_3344_5566_7788u64.to_be_bytes(), "swap_add, big-endian");
         assert_eq!(&bytes[0x28..0x30], &7u64.to_be_bytes(), "compare");
         assert_eq!(&bytes[0x30..0x34], &8u32.to_be_bytes(), "data byte_count");
+        assert_eq!(SendWqe::decode(&bytes)?.body, w.body);
+        Ok(())
+    }
+
+    #[test]
+    fn a_dma_copy_is_ctrl_metadata_source_then_destination() -> Result<(), FieldError> {
+        let mut c = ctrl_for(opcode::MMO);
+        c.opmod = mmo::OPC_MOD_DMA;
+        let w = SendWqe {
+            ctrl: c,
+            body: WqeBody::Mmo {
+                meta: MmoMetaSeg { mmo_control: 0, local_key: 0x77, local_address: 0x9000 },
+                src: DataSeg { byte_count: 512, lkey: 5, addr: 0x1000 },
+                dest: DataSeg { byte_count: 512, lkey: 6, addr: 0x2000 },
+            },
+        };
+        let bytes = w.encode()?;
+        assert_eq!(bytes.len(), 64);
+        assert_eq!(bytes[0x00], mmo::OPC_MOD_DMA, "opmod in byte 0");
+        assert_eq!(bytes[0x07] & 0x3f, 4, "ds: ctrl + metadata + two data segments");
+        assert_eq!(&bytes[0x14..0x18], &0x77u32.to_be_bytes(), "local_key");
+        assert_eq!(&bytes[0x18..0x20], &0x9000u64.to_be_bytes(), "local_address");
+        assert_eq!(&bytes[0x24..0x28], &5u32.to_be_bytes(), "source lkey");
+        assert_eq!(&bytes[0x34..0x38], &6u32.to_be_bytes(), "destination lkey");
         assert_eq!(SendWqe::decode(&bytes)?.body, w.body);
         Ok(())
     }

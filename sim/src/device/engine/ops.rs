@@ -164,6 +164,7 @@ impl Engine<'_> {
             WqeKind::Umr(u) => self.exec_umr(qp, w, u),
             WqeKind::BindMw(b) => self.exec_bind_mw(qp, w, b),
             WqeKind::Nop => Step::Done(Device::success(qp.qpn, w, 0)),
+            WqeKind::Memcpy { src, dest, .. } => self.dma_copy(qp, w, *src, *dest),
             WqeKind::SetPsv { psv, .. } => {
                 if let Some(p) = self.dev(qp.dev).and_then(|d| d.fw.psv_mut(*psv)) {
                     p.armed = true;
@@ -461,6 +462,27 @@ impl Engine<'_> {
         }
         let data_len: u64 = sge.iter().map(|s| u64::from(s.length)).sum();
         Step::Done(Device::success(qp.qpn, w, u32::try_from(data_len).unwrap_or(u32::MAX)))
+    }
+
+    /// A DMA copy on this device: the source read and the destination written through keys
+    /// of the QP's own PD, with local read and local write (a key of another PD, or without
+    /// the access, is a local protection error). A byte count of 0 is 2 GiB.
+    fn dma_copy(&mut self, qp: QpPath, w: &Wqe, src: Sge, dest: Sge) -> Step {
+        let at = self.at(qp);
+        let len = if src.length == 0 { 1 << 31 } else { src.length };
+        let (src, dest) = (Sge { length: len, ..src }, Sge { length: len, ..dest });
+        let from = match self.local_endpoint(at, &[src], Need::LocalRead, None) {
+            Ok(e) => e,
+            Err(f) => return self.local_fault(at.dev, f),
+        };
+        let to = match self.local_endpoint(at, &[dest], Need::LocalWrite, None) {
+            Ok(e) => e,
+            Err(f) => return self.local_fault(at.dev, f),
+        };
+        match self.stream(&from, &to, None) {
+            Ok(_) => Step::Done(Device::success(qp.qpn, w, 0)),
+            Err(_) => Step::Failed(syndrome::LOCAL_PROT),
+        }
     }
 
     /// Apply a UMR WQE to its mkey: valid, new tag, then the masked fields.

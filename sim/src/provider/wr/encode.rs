@@ -271,6 +271,12 @@ pub(in crate::provider) fn encode(kind: &WqeKind, c: CtrlFields) -> Result<Vec<u
             WqeBody::SetPsv(SetPsvSeg { psv_index: *psv, syndrome: 0, transient_signature: *transient })
         }
         WqeKind::Nop => WqeBody::Empty,
+        WqeKind::Memcpy { src, dest, scratch } => {
+            ctrl.opmod = mlx5_dv::prm::wqe::mmo::OPC_MOD_DMA;
+            let seg = |s: &mlx5_dv::Sge| DataSeg { byte_count: s.length, lkey: s.lkey, addr: s.addr };
+            let meta = mlx5_dv::prm::wqe::MmoMetaSeg { mmo_control: 0, local_key: scratch.0, local_address: scratch.1 };
+            WqeBody::Mmo { meta, src: seg(src), dest: seg(dest) }
+        }
     };
     SendWqe { ctrl, body }.encode()
 }
