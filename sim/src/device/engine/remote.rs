@@ -273,8 +273,17 @@ impl Engine<'_> {
         };
         let resp = self.receive(dev, &req);
         // In process a failed responder waits for the requester's completion; here it has
-        // none to wait for.
+        // none to wait for, unless it is that requester: a QP connected to itself settles
+        // when the NAK completes its own WQE, as in process.
+        let own = |e: &Self, at: &QpPath| {
+            let to_self = e.qp(*at).and_then(|q| q.remote).is_some_and(|r| r.dest_qp_num == at.qpn);
+            to_self && e.fabric.net_port(at.dev).is_some_and(|p| p.addr() == peer)
+        };
+        let (mine, others): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.pending).into_iter().partition(|(at, _)| own(self, at));
+        self.pending = others;
         self.settle_responders();
+        self.pending = mine;
         self.answer(dev, peer, &headers, span, resp);
         true
     }
