@@ -2,14 +2,14 @@
 //! from fixed seeds, each call answered as the reference model says. A failure writes its
 //! shrunk trace to target/state-machine/<profile>.jsonl.
 
-use mlx5_conformance::model::{Op, discover};
+use mlx5_conformance::model::{NetMode, Op, discover, discover_with};
 use mlx5_sim::{Profile, ShippedProfiles, Simulator};
 
 #[test]
 fn the_simulator_agrees_with_the_model_on_every_profile() {
     for (i, name) in Profile::builtin_names().into_iter().enumerate() {
         let make = || Simulator::with_profile(name).map_err(|e| e.to_string());
-        match discover(&make, 40, 80, 0x5eed_0000 + i as u64) {
+        match discover_with(&make, 40, 80, 0x5eed_0000 + i as u64, NetMode::Mixed) {
             Ok(None) => {}
             Ok(Some(f)) => {
                 let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("state-machine");

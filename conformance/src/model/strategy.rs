@@ -297,7 +297,7 @@ pub(super) fn transitions(state: &Model) -> BoxedStrategy<Op> {
     match (state.net_mode, net) {
         (super::NetMode::Only, Some((_, s))) => s,
         (super::NetMode::Mixed, Some(n)) => {
-            proptest::strategy::Union::new_weighted(vec![(8, all_but_net(state)), n]).boxed()
+            proptest::strategy::Union::new_weighted(vec![(24, all_but_net(state)), n]).boxed()
         }
         _ => all_but_net(state),
     }

@@ -190,8 +190,7 @@ impl Engine<'_> {
                     _ => self.rx_request(dev, *from.ip(), &d.headers, d.payload),
                 }
             }
-            // Perhaps a datagram to a multicast group the device's QPs joined.
-            Err(_) => self.rx_multicast(dev, from, bytes),
+            Err(_) => false,
         };
         if !taken && let Some(d) = self.dev(dev) {
             d.net.dropped = d.net.dropped.saturating_add(1);
@@ -274,25 +273,19 @@ impl Engine<'_> {
         };
         let resp = self.receive(dev, &req);
         // In process a failed responder waits for the requester's completion; here it has
-        // none to wait for, unless the requester is the QP itself: its NAKed WR completes in
-        // error first, which takes the QP to ERR (item 93).
-        let own = self.pending.iter().position(|(at, _)| self.connected_to_itself(*at, peer));
-        if let Some(i) = own {
-            let (at, ev) = self.pending.remove(i);
-            if let (Some(d), Some(ev)) = (self.devs.get_mut(at.dev), ev) {
-                d.qp_event(at.qpn, ev);
-            }
-        }
+        // none to wait for, unless it is that requester: a QP connected to itself settles
+        // when the NAK completes its own WQE, as in process.
+        let own = |e: &Self, at: &QpPath| {
+            let to_self = e.qp(*at).and_then(|q| q.remote).is_some_and(|r| r.dest_qp_num == at.qpn);
+            to_self && e.fabric.net_port(at.dev).is_some_and(|p| p.addr() == peer)
+        };
+        let (mine, others): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.pending).into_iter().partition(|(at, _)| own(self, at));
+        self.pending = others;
         self.settle_responders();
+        self.pending = mine;
         self.answer(dev, peer, &headers, span, resp);
         true
-    }
-
-    /// Whether responder QP `at`, whose request came from `peer`, is connected to itself on
-    /// its own port.
-    fn connected_to_itself(&self, at: QpPath, peer: Ipv4Addr) -> bool {
-        self.qp(at).and_then(|q| q.remote).is_some_and(|r| r.dest_qp_num == at.qpn)
-            && self.fabric.net_port(at.dev).is_some_and(|p| p.addr() == peer)
     }
 
     /// A UC request packet (its opcode made RC's): for a UC QP, reassembled as RC's are
