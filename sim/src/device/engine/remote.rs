@@ -190,7 +190,8 @@ impl Engine<'_> {
                     _ => self.rx_request(dev, *from.ip(), &d.headers, d.payload),
                 }
             }
-            Err(_) => false,
+            // Perhaps a datagram to a multicast group the device's QPs joined.
+            Err(_) => self.rx_multicast(dev, from, bytes),
         };
         if !taken && let Some(d) = self.dev(dev) {
             d.net.dropped = d.net.dropped.saturating_add(1);
