@@ -27,6 +27,7 @@ mod mkey;
 mod mw;
 mod odp;
 mod qp;
+mod raw;
 mod rdmacm;
 mod recovery;
 mod rereg;
@@ -85,6 +86,7 @@ pub fn all() -> Vec<Case> {
         verbs_misc::CASES,
         device_objects::CASES,
         xrc::CASES,
+        raw::CASES,
     ]
     .concat()
 }

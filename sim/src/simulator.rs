@@ -114,6 +114,9 @@ impl Simulator {
         caps.device.log_max_cq_sz = Some(self.profile.datapath.log_max_cq_sz);
         caps.device.dma_mmo = Some(self.profile.datapath.dma_mmo);
         caps.device.ooo_dp = Some(self.profile.datapath.ooo_dp);
+        caps.device.raw_packet = Some(
+            self.profile.datapath.raw_packet && self.profile.device.link_layer == crate::profile::LinkLayer::Ethernet,
+        );
         caps.library.rdma_core = Some(format!("{}.0", self.profile.datapath.rdma_core_release));
         caps.sim_control = true;
         if let Some(dev) = probe.device_list().ok().into_iter().flatten().find(|d| d.kind == DeviceKind::Mlx5)

@@ -132,6 +132,11 @@ impl Engine<'_> {
                 _ => Some(Step::Failed(syndrome::LOCAL_QP_OP)),
             },
             q::st::DCI => self.dci(qp, w, corrupt),
+            // Raw Ethernet frames are not simulated yet: the device refuses the WQE.
+            q::st::RAW => match w.kind {
+                _ if connected => None,
+                _ => Some(Step::Failed(syndrome::LOCAL_QP_OP)),
+            },
             _ => None,
         }
     }
