@@ -206,6 +206,9 @@ pub const ITEMS: &[(u16, &str)] = &[
     (217, "a raw packet QP's transitions: IBV_QP_PORT into INIT, the state alone after"),
     (218, "SCATTER_FCS, CVLAN_STRIPPING and PCI_WRITE_END_PADDING on raw packet QPs"),
     (219, "mlx5dv tunnel offloads and TIR self-loopback: raw packet QPs only, else EINVAL"),
+    (220, "a raw SEND puts its bytes on the port as one frame; a rule's QP receives it"),
+    (221, "a raw packet WR without an SGE: EINVAL"),
+    (222, "steering: the matching rules of the best priority take a frame; no match drops it"),
     (231, "CM MADs: REQ, REP, RTU, REJ, DREQ and DREP at the IBTA's offsets"),
     (232, "QP 1: a UD SEND with the GSI Q_Key is kept for the connection manager, others dropped"),
     (233, "SIDR_REQ and SIDR_REP at the IBTA's offsets"),
@@ -215,6 +218,7 @@ pub const ITEMS: &[(u16, &str)] = &[
     (242, "rsocket messages: SENDs with immediate data, the operation and returned credits"),
     (243, "rsocket credits: one per message; data keeps the last one for returning credits"),
     (244, "riomap's IO map message: slot, offset, address, rkey, length; riowrite's target"),
+    (261, "ibv_create_flow: uverbs' and mlx5_ib's checks; EBUSY to destroy a QP under a flow"),
 ];
 
 /// The title of a checklist item, if it exists.

@@ -175,6 +175,10 @@ pub enum Op {
     MemcpyFromDm,
     /// `ibv_reg_dm_mr`.
     RegDmMr,
+    /// `ibv_create_flow`.
+    CreateFlow,
+    /// `ibv_destroy_flow`.
+    DestroyFlow,
 }
 
 impl Op {
@@ -264,6 +268,8 @@ impl Op {
             Op::MemcpyToDm => "ibv_memcpy_to_dm",
             Op::MemcpyFromDm => "ibv_memcpy_from_dm",
             Op::RegDmMr => "ibv_reg_dm_mr",
+            Op::CreateFlow => "ibv_create_flow",
+            Op::DestroyFlow => "ibv_destroy_flow",
         }
     }
 }

@@ -19,6 +19,7 @@ mod crypto;
 mod devx;
 mod dm;
 mod dmabuf;
+mod flow;
 mod memory;
 mod mkey;
 mod mw;

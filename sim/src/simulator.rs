@@ -386,6 +386,16 @@ impl Queues for Simulator {
         down!(self.resize_cq(cq, cqe))
     }
 
+    fn create_flow(&mut self, qp: &Qp, attr: &mlx5_dv::FlowAttr) -> Result<mlx5_dv::Flow> {
+        let (provider, mut low) = self.split();
+        provider.create_flow(&mut low, qp, attr)
+    }
+
+    fn destroy_flow(&mut self, flow: &mlx5_dv::Flow) -> Result<()> {
+        let (provider, mut low) = self.split();
+        provider.destroy_flow(&mut low, flow)
+    }
+
     fn modify_qp_udp_sport(&mut self, qp: &Qp, udp_sport: u16) -> Result<()> {
         down!(self.modify_qp_udp_sport(qp, udp_sport))
     }

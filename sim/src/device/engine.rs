@@ -24,6 +24,7 @@ mod direct;
 mod mw;
 mod ops;
 mod pipeline;
+mod raw_eth;
 mod remote;
 mod responder;
 mod translate;

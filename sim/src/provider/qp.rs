@@ -595,7 +595,8 @@ impl Provider {
 
     /// `ibv_destroy_qp`.
     pub(crate) fn destroy_qp(&mut self, low: &mut Lower<'_>, qp: &Qp) -> Result<()> {
-        self.qps.get(qp.handle, Op::DestroyQp)?;
+        let q = self.qps.get(qp.handle, Op::DestroyQp)?;
+        self.check_no_flows(low, q.dev, q.qpn)?;
         self.remove_qp(low, qp.handle);
         Ok(())
     }
@@ -608,6 +609,13 @@ impl Provider {
             q.rings.free(low.host);
             self.xrcds.release(x);
             return;
+        }
+        // A closing context's flows go with their QPs.
+        if let Some(d) = low.devices.get_mut(q.dev) {
+            let ids: Vec<u32> = d.flows().iter().filter(|r| r.qpn == q.qpn).map(|r| r.id).collect();
+            for id in ids {
+                d.remove_flow(id);
+            }
         }
         low.kernel.destroy_qp(low.devices, q.dev, q.qpn);
         self.clean_cqs(low.host, &q.cqs, q.qpn);
