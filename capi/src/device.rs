@@ -97,6 +97,7 @@ impl Shim {
             crate::dm::fill_context_ops(&mut c);
             crate::xrc::fill_context_ops(&mut c);
             crate::mw::fill_context_ops(&mut c);
+            crate::flow::fill_context_ops(&mut c);
         }
         crate::queue::fill_context_ops(&mut c);
         crate::srq::fill_context_ops(&mut c);
@@ -150,6 +151,7 @@ impl Shim {
         self.forget_memory_of(ctx);
         crate::dm::forget(ctx);
         crate::mw::forget(ctx);
+        crate::flow::forget(ctx);
         let ahs: Vec<usize> = self.ahs.iter().filter(|(_, a)| ptr::eq(a.context, ctx)).map(|(k, _)| *k).collect();
         for k in ahs {
             self.ahs.remove(&k);

@@ -28,6 +28,7 @@ pub mod dv_devx;
 pub mod dv_objects;
 mod errno;
 pub mod events;
+mod flow;
 pub mod import;
 mod inline;
 pub mod mcast;

@@ -30,6 +30,7 @@ mod mw;
 mod net_model;
 mod odp;
 mod qp;
+mod raw;
 mod raw_wqe;
 mod rdmacm;
 mod recovery;
@@ -95,6 +96,7 @@ pub fn all() -> Vec<Case> {
         verbs_misc::CASES,
         device_objects::CASES,
         xrc::CASES,
+        raw::CASES,
     ]
     .concat()
 }

@@ -91,6 +91,10 @@ pub enum Call {
     ResizeCq { cq: Cq, cqe: u32 },
     /// [`crate::Queues::modify_qp_udp_sport`].
     ModifyQpUdpSport { qp: Qp, udp_sport: u16 },
+    /// [`crate::Queues::create_flow`].
+    CreateFlow { qp: Qp, attr: crate::FlowAttr },
+    /// [`crate::Queues::destroy_flow`].
+    DestroyFlow { flow: crate::Flow },
     /// [`crate::Queues::poll_cq`].
     PollCq { cq: Cq, max: usize },
     /// [`crate::Queues::create_qp`].
@@ -238,6 +242,8 @@ pub enum Reply {
     DestroyCq(Result<()>),
     ResizeCq(Result<Cq>),
     ModifyQpUdpSport(Result<()>),
+    CreateFlow(Result<crate::Flow>),
+    DestroyFlow(Result<()>),
     PollCq(Result<Vec<Wc>>),
     CreateQp(Result<Qp>),
     ModifyQp(Result<()>),
@@ -338,6 +344,8 @@ impl Call {
             Call::DestroyCq { cq } => Reply::DestroyCq(b.destroy_cq(cq)),
             Call::ResizeCq { cq, cqe } => Reply::ResizeCq(b.resize_cq(cq, *cqe)),
             Call::ModifyQpUdpSport { qp, udp_sport } => Reply::ModifyQpUdpSport(b.modify_qp_udp_sport(qp, *udp_sport)),
+            Call::CreateFlow { qp, attr } => Reply::CreateFlow(b.create_flow(qp, attr)),
+            Call::DestroyFlow { flow } => Reply::DestroyFlow(b.destroy_flow(flow)),
             Call::PollCq { cq, max } => Reply::PollCq(b.poll_cq(cq, *max)),
             Call::CreateQp { attr } => Reply::CreateQp(b.create_qp(attr)),
             Call::ModifyQp { qp, attr } => Reply::ModifyQp(b.modify_qp(qp, attr)),
@@ -442,6 +450,8 @@ impl Call {
             Call::DestroyCq { .. } => Op::DestroyCq,
             Call::ResizeCq { .. } => Op::ResizeCq,
             Call::ModifyQpUdpSport { .. } => Op::ModifyQpUdpSport,
+            Call::CreateFlow { .. } => Op::CreateFlow,
+            Call::DestroyFlow { .. } => Op::DestroyFlow,
             Call::PollCq { .. } => Op::PollCq,
             Call::CreateQp { .. } => Op::CreateQp,
             Call::ModifyQp { .. } => Op::ModifyQp,
@@ -535,6 +545,7 @@ impl Reply {
             Reply::DeviceList(r) => r.as_ref().err(),
             Reply::OpenDevice(r) | Reply::OpenIbvDevice(r) => r.as_ref().err(),
             Reply::AllocPd(r) => r.as_ref().err(),
+            Reply::CreateFlow(r) => r.as_ref().err(),
             Reply::CloseDevice(r)
             | Reply::DeallocPd(r)
             | Reply::DestroyMkey(r)
@@ -546,6 +557,7 @@ impl Reply {
             | Reply::DestroyCq(r)
             | Reply::ModifyQp(r)
             | Reply::ModifyQpUdpSport(r)
+            | Reply::DestroyFlow(r)
             | Reply::DestroyQp(r)
             | Reply::PostSend(r)
             | Reply::PostSendWr(r)
@@ -646,6 +658,8 @@ impl Reply {
             Call::DestroyCq { .. } => Reply::DestroyCq(Err(err)),
             Call::ResizeCq { .. } => Reply::ResizeCq(Err(err)),
             Call::ModifyQpUdpSport { .. } => Reply::ModifyQpUdpSport(Err(err)),
+            Call::CreateFlow { .. } => Reply::CreateFlow(Err(err)),
+            Call::DestroyFlow { .. } => Reply::DestroyFlow(Err(err)),
             Call::PollCq { .. } => Reply::PollCq(Err(err)),
             Call::CreateQp { .. } => Reply::CreateQp(Err(err)),
             Call::ModifyQp { .. } => Reply::ModifyQp(Err(err)),

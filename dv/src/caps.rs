@@ -43,6 +43,9 @@ pub struct DeviceCaps {
     pub max_srq_wr: Option<u32>,
     /// `ibv_device_attr_ex.max_dm_size` (0: no device memory), where known.
     pub max_dm_size: Option<u64>,
+    /// Raw packet QPs (`IBV_QPT_RAW_PACKET`) on the first port, where known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_packet: Option<bool>,
     /// `ibv_device_attr_ex.odp_caps` and `xrc_odp_caps`, where known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub odp: Option<crate::api::odp::OdpCaps>,

@@ -177,6 +177,10 @@ pub enum Op {
     MemcpyFromDm,
     /// `ibv_reg_dm_mr`.
     RegDmMr,
+    /// `ibv_create_flow`.
+    CreateFlow,
+    /// `ibv_destroy_flow`.
+    DestroyFlow,
 }
 
 impl Op {
@@ -267,6 +271,8 @@ impl Op {
             Op::MemcpyToDm => "ibv_memcpy_to_dm",
             Op::MemcpyFromDm => "ibv_memcpy_from_dm",
             Op::RegDmMr => "ibv_reg_dm_mr",
+            Op::CreateFlow => "ibv_create_flow",
+            Op::DestroyFlow => "ibv_destroy_flow",
         }
     }
 }

@@ -282,6 +282,12 @@ impl<L: Layer, B: Backend> Queues for Wrapped<L, B> {
     fn modify_qp(&mut self, qp: &Qp, attr: &QpModify) -> Result<()> {
         through!(self, Call::ModifyQp { qp: *qp, attr: *attr }, ModifyQp)
     }
+    fn create_flow(&mut self, qp: &Qp, attr: &crate::FlowAttr) -> Result<crate::Flow> {
+        through!(self, Call::CreateFlow { qp: *qp, attr: attr.clone() }, CreateFlow)
+    }
+    fn destroy_flow(&mut self, flow: &crate::Flow) -> Result<()> {
+        through!(self, Call::DestroyFlow { flow: *flow }, DestroyFlow)
+    }
     fn modify_qp_udp_sport(&mut self, qp: &Qp, udp_sport: u16) -> Result<()> {
         through!(self, Call::ModifyQpUdpSport { qp: *qp, udp_sport }, ModifyQpUdpSport)
     }

@@ -293,6 +293,12 @@ pub struct DataPathSection {
     /// The device has DC transport (HCA cap `dct`): `mlx5dv_create_qp` makes DCIs and DCTs.
     /// Default: true, as every ConnectX the profiles model (none has DCI streams).
     pub dc: bool,
+    /// The port is Ethernet and the device takes raw packet QPs (`IBV_QPT_RAW_PACKET`) with
+    /// the offloads mlx5_ib lets their creation ask for: `eth_net_offloads` with `scatter_fcs`
+    /// and `vlan_cap` (SCATTER_FCS, CVLAN_STRIPPING), `end_pad` (PCI_WRITE_END_PADDING) and
+    /// the stateless tunnel offloads (`MLX5DV_QP_CREATE_TUNNEL_OFFLOADS`). Default: true, as
+    /// ConnectX-5 and later report them (unverified per device).
+    pub raw_packet: bool,
     /// `wc.vendor_err` for each error syndrome. Not published by NVIDIA: the defaults are
     /// values seen in mlx5 error dumps, and hardware decides.
     pub vendor_err: VendorErrSection,
@@ -318,6 +324,7 @@ impl Default for DataPathSection {
             log_max_srq: 23,
             atomic: true,
             dc: true,
+            raw_packet: true,
             vendor_err: VendorErrSection::default(),
         }
     }

@@ -653,6 +653,14 @@ impl Queues for HwBackend {
         self.hw_modify_qp_udp_sport(qp, udp_sport)
     }
 
+    fn create_flow(&mut self, qp: &mlx5_dv::Qp, attr: &mlx5_dv::FlowAttr) -> Result<mlx5_dv::Flow> {
+        self.hw_create_flow(qp, attr)
+    }
+
+    fn destroy_flow(&mut self, flow: &mlx5_dv::Flow) -> Result<()> {
+        self.hw_destroy_flow(flow)
+    }
+
     fn resize_cq(&mut self, cq: &mlx5_dv::Cq, cqe: u32) -> Result<mlx5_dv::Cq> {
         self.hw_resize_cq(cq, cqe)
     }

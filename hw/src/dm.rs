@@ -17,7 +17,7 @@ use crate::objects::{HwBuf, HwDm, HwMr};
 /// # Safety
 ///
 /// `ctx` is a live context of the library.
-unsafe fn verbs_ctx(ctx: *mut ibv_context) -> Option<*mut verbs_context> {
+pub(crate) unsafe fn verbs_ctx(ctx: *mut ibv_context) -> Option<*mut verbs_context> {
     // SAFETY: the caller's live context.
     if unsafe { (*ctx).abi_compat } as usize != usize::MAX {
         return None;
@@ -42,6 +42,7 @@ macro_rules! ctx_op {
         }
     }};
 }
+pub(crate) use ctx_op;
 
 impl HwBackend {
     pub(crate) fn hw_alloc_dm(&mut self, ctx: ContextHandle, length: u64, log_align_req: u32) -> Result<Dm> {

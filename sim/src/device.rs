@@ -11,6 +11,7 @@ pub mod clock;
 pub mod contract;
 pub mod engine;
 pub mod firmware;
+pub mod steering;
 pub mod translation;
 
 use firmware::{CommandFault, Firmware};
@@ -88,6 +89,10 @@ pub struct Device {
     odp: mlx5_dv::OdpCaps,
     /// The multicast groups its UD QPs joined (`ibv_attach_mcast`): the QPs of each GID.
     mcast: std::collections::BTreeMap<[u8; 16], std::collections::BTreeSet<u32>>,
+    /// The verbs flow steering rules of the port, in the order they were made.
+    flows: Vec<steering::FlowRule>,
+    /// The number the next rule takes.
+    next_flow: u32,
 }
 
 impl Device {
@@ -102,6 +107,8 @@ impl Device {
             scratch: Vec::new(),
             direct: engine::Kept::default(),
             rx_direct: engine::RxKept::default(),
+            flows: Vec::new(),
+            next_flow: 1,
             max_msg_sz: profile.datapath.max_msg_sz,
             crypto_err: (profile.crypto.error.syndrome, profile.crypto.error.vendor_err),
             net: engine::NetState::default(),
@@ -139,6 +146,24 @@ impl Device {
     /// The groups some QP of the device is attached to.
     pub fn multicast_groups(&self) -> Vec<mlx5_dv::Gid> {
         self.mcast.keys().map(|g| mlx5_dv::Gid(*g)).collect()
+    /// The port's flow steering rules.
+    pub fn flows(&self) -> &[steering::FlowRule] {
+        &self.flows
+    }
+
+    /// Add a rule steering to `qpn`; its number.
+    pub(crate) fn add_flow(&mut self, qpn: u32, priority: u16, specs: Vec<steering::FlowSpec>) -> u32 {
+        let id = self.next_flow;
+        self.next_flow = self.next_flow.wrapping_add(1).max(1);
+        self.flows.push(steering::FlowRule { id, qpn, priority, specs });
+        id
+    }
+
+    /// Remove rule `id`; whether it was there.
+    pub(crate) fn remove_flow(&mut self, id: u32) -> bool {
+        let before = self.flows.len();
+        self.flows.retain(|r| r.id != id);
+        self.flows.len() != before
     }
 
     /// The ODP caps `ibv_query_device_ex` reports, which also gate ODP registrations.

@@ -19,6 +19,7 @@ mod crypto;
 mod devx;
 mod dm;
 mod dmabuf;
+mod flow;
 mod memory;
 mod mkey;
 mod mw;
@@ -288,7 +289,12 @@ impl Provider {
             devx: devx::DevxObjects::new(backend),
             num_comp_vectors: profile.device.num_comp_vectors,
             vfio_vectors: profile.device.vfio_msix_vectors,
-            limits: profile.datapath.clone(),
+            // Raw packet QPs need an Ethernet port.
+            limits: DataPathSection {
+                raw_packet: profile.datapath.raw_packet
+                    && profile.device.link_layer == crate::profile::LinkLayer::Ethernet,
+                ..profile.datapath.clone()
+            },
             device_list: device_list(profile),
             wqe_log: None,
             post: None,

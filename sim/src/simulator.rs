@@ -121,6 +121,9 @@ impl Simulator {
         caps.device.log_max_cq_sz = Some(self.profile.datapath.log_max_cq_sz);
         caps.device.dma_mmo = Some(self.profile.datapath.dma_mmo);
         caps.device.ooo_dp = Some(self.profile.datapath.ooo_dp);
+        caps.device.raw_packet = Some(
+            self.profile.datapath.raw_packet && self.profile.device.link_layer == crate::profile::LinkLayer::Ethernet,
+        );
         caps.library.rdma_core = Some(format!("{}.0", self.profile.datapath.rdma_core_release));
         caps.sim_control = true;
         if let Some(dev) = probe.device_list().ok().into_iter().flatten().find(|d| d.kind == DeviceKind::Mlx5)
@@ -394,6 +397,16 @@ impl Queues for Simulator {
 
     fn resize_cq(&mut self, cq: &Cq, cqe: u32) -> Result<Cq> {
         down!(self.resize_cq(cq, cqe))
+    }
+
+    fn create_flow(&mut self, qp: &Qp, attr: &mlx5_dv::FlowAttr) -> Result<mlx5_dv::Flow> {
+        let (provider, mut low) = self.split();
+        provider.create_flow(&mut low, qp, attr)
+    }
+
+    fn destroy_flow(&mut self, flow: &mlx5_dv::Flow) -> Result<()> {
+        let (provider, mut low) = self.split();
+        provider.destroy_flow(&mut low, flow)
     }
 
     fn modify_qp_udp_sport(&mut self, qp: &Qp, udp_sport: u16) -> Result<()> {

@@ -10,6 +10,7 @@ use super::wr::{MwBind, RecvWr, SendWr, WrOp};
 use crate::error::Result;
 use crate::handle::{ContextHandle, CqHandle, PdHandle, QpHandle, SrqHandle, XrcdHandle};
 
+pub mod flow;
 pub mod qp_attr;
 
 /// A completion queue (`struct ibv_cq`); `cqe` is the capacity the provider gave.
@@ -725,6 +726,13 @@ pub trait Queues {
 
     /// `ibv_modify_qp` to a new state; the backend supplies path, PSNs and timers.
     fn modify_qp(&mut self, qp: &Qp, attr: &QpModify) -> Result<()>;
+
+    /// `ibv_create_flow` on a raw packet QP: a steering rule sending the Ethernet frames
+    /// its specs match to the QP (uverbs' and mlx5_ib's checks first).
+    fn create_flow(&mut self, qp: &Qp, attr: &flow::FlowAttr) -> Result<flow::Flow>;
+
+    /// `ibv_destroy_flow`.
+    fn destroy_flow(&mut self, flow: &flow::Flow) -> Result<()>;
 
     /// `mlx5dv_modify_qp_udp_sport`: the RoCE v2 UDP source port the QP's packets leave
     /// from. EOPNOTSUPP unless the QP is RC or UC, in RTS, on a device with

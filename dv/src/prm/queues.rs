@@ -170,6 +170,10 @@ pub mod st {
     pub const XRC: u8 = 0x3;
     /// Dynamically connected initiator (`MLX5_QP_ST_DCI`).
     pub const DCI: u8 = 0x5;
+    /// Raw Ethernet (`MLX5_QP_ST_RAW_ETHERTYPE`, the kernel's `to_mlx5_st` of
+    /// `IB_QPT_RAW_PACKET`). mlx5_ib builds a raw packet QP from SQ, RQ, TIS and TIR objects
+    /// instead; the simulator's kernel makes it one CREATE_QP of this service type.
+    pub const RAW: u8 = 0x9;
     /// Not a `qpc.st` value: the simulator's firmware keeps a DC target (the object of
     /// CREATE_DCT, whose `dctc` layout is not public) as a QP of this service type.
     pub const DCT: u8 = 0xd7;

@@ -25,6 +25,7 @@ pub mod multicast;
 mod mw;
 mod ops;
 mod pipeline;
+mod raw_eth;
 mod remote;
 mod responder;
 mod translate;

@@ -72,6 +72,7 @@ fn to_mlx5_st(qp_type: u32) -> Option<u8> {
         t::UC => Some(q::st::UC),
         t::UD => Some(q::st::UD),
         t::XRC_SEND | t::XRC_RECV => Some(q::st::XRC),
+        t::RAW_PACKET => Some(q::st::RAW),
         _ => None,
     }
 }

@@ -36,6 +36,8 @@ pub(super) fn sq_overhead(qp_type: u32, ops: SendOpsFlags, mlx5_ops: DvSendOpsFl
     match qp_type {
         qp_type::UD => size + 48,
         qp_type::XRC_SEND => size + 16,
+        // The Ethernet segment (`struct mlx5_wqe_eth_seg`).
+        qp_type::RAW_PACKET => size + 16,
         _ => size,
     }
 }
@@ -241,7 +243,9 @@ fn check_send_ops(attr: &QpInitAttr, mlx5_ops: DvSendOpsFlags, dma_mmo: bool, at
 
 /// The create command's checks once the queues are sized: libibverbs' `ibv_icmd_create_qp`
 /// (a PD, no indirection table beside a receive CQ, known create flags), then mlx5_ib's
-/// `process_create_flags` for the simulated QP types.
+/// `process_vendor_flags` (the mlx5dv flags only a raw packet QP takes: EINVAL elsewhere) and
+/// `process_create_flags` for the simulated QP types (a flag the QP type or device lacks:
+/// EOPNOTSUPP).
 fn check_kernel_create(attr: &QpInitAttr, mask: u32) -> Result<()> {
     let op = Op::CreateQp;
     if mask & qp_init_mask::PD == 0 {
@@ -250,10 +254,7 @@ fn check_kernel_create(attr: &QpInitAttr, mask: u32) -> Result<()> {
     if mask & qp_init_mask::IND_TABLE != 0 {
         return Err(Error::new(op, EINVAL, "an indirection table with a receive CQ"));
     }
-    if mask & qp_init_mask::CREATE_FLAGS == 0 {
-        return Ok(());
-    }
-    let flags = attr.create_flags;
+    let flags = if mask & qp_init_mask::CREATE_FLAGS == 0 { 0 } else { attr.create_flags };
     if flags & !SUP_CREATE_FLAGS != 0 {
         return Err(Error::new(
             op,
@@ -261,9 +262,24 @@ fn check_kernel_create(attr: &QpInitAttr, mask: u32) -> Result<()> {
             format!("create_flags 0x{:x} unknown to libibverbs", flags & !SUP_CREATE_FLAGS),
         ));
     }
-    // Multicast loopback blocking is a device cap every simulated device has; the rest are
-    // raw packet (or, for SOURCE_QPN, InfiniBand UD) features.
-    let rest = flags & !qp_create_flags::BLOCK_SELF_MCAST_LB;
+    let raw = attr.qp_type == qp_type::RAW_PACKET;
+    let raw_only = dv_qp::CREATE_TUNNEL_OFFLOADS
+        | dv_qp::CREATE_TIR_ALLOW_SELF_LOOPBACK_UC
+        | dv_qp::CREATE_TIR_ALLOW_SELF_LOOPBACK_MC;
+    if let Some(dv) = attr.dv.filter(|d| d.comp_mask.intersects(dv_qp::MASK_QP_CREATE_FLAGS))
+        && dv.create_flags.intersects(raw_only)
+        && !raw
+    {
+        return Err(Error::new(op, EINVAL, "tunnel offloads or TIR self-loopback on a QP that is not RAW_PACKET"));
+    }
+    // Multicast loopback blocking is a device cap every simulated device has; SCATTER_FCS,
+    // CVLAN_STRIPPING and PCI_WRITE_END_PADDING are raw packet QPs' (a device with raw
+    // packet QPs has their caps); SOURCE_QPN is InfiniBand UD's.
+    let mut rest = flags & !qp_create_flags::BLOCK_SELF_MCAST_LB;
+    if raw {
+        rest &=
+            !(qp_create_flags::SCATTER_FCS | qp_create_flags::CVLAN_STRIPPING | qp_create_flags::PCI_WRITE_END_PADDING);
+    }
     if rest != 0 {
         return Err(Error::new(op, EOPNOTSUPP, format!("create_flags 0x{rest:x} are not supported on this QP")));
     }
@@ -483,8 +499,13 @@ impl Provider {
         if wr_api || dv_ops_mask {
             check_send_ops(attr, mlx5_ops, self.limits.dma_mmo, self.limits.atomic, dc == Some(DcRole::Dci))?;
         }
-        if !matches!(attr.qp_type, qp_type::RC | qp_type::UC | qp_type::UD | qp_type::XRC_SEND) && dc.is_none() {
-            return Err(Error::new(op, EOPNOTSUPP, "only RC, UC, UD, XRC and DC QPs are simulated"));
+        if attr.qp_type == qp_type::RAW_PACKET && !self.limits.raw_packet {
+            return Err(Error::new(op, EOPNOTSUPP, "the device has no raw packet QPs (an InfiniBand port)"));
+        }
+        let simulated =
+            matches!(attr.qp_type, qp_type::RC | qp_type::UC | qp_type::UD | qp_type::XRC_SEND | qp_type::RAW_PACKET);
+        if !simulated && dc.is_none() {
+            return Err(Error::new(op, EOPNOTSUPP, "only RC, UC, UD, XRC, raw packet and DC QPs are simulated"));
         }
         let overhead = sq_overhead(attr.qp_type, ops, mlx5_ops);
         let srqn = match attr.srq {
@@ -575,7 +596,8 @@ impl Provider {
 
     /// `ibv_destroy_qp`.
     pub(crate) fn destroy_qp(&mut self, low: &mut Lower<'_>, qp: &Qp) -> Result<()> {
-        self.qps.get(qp.handle, Op::DestroyQp)?;
+        let q = self.qps.get(qp.handle, Op::DestroyQp)?;
+        self.check_no_flows(low, q.dev, q.qpn)?;
         self.remove_qp(low, qp.handle);
         Ok(())
     }
@@ -588,6 +610,13 @@ impl Provider {
             q.rings.free(low.host);
             self.xrcds.release(x);
             return;
+        }
+        // A closing context's flows go with their QPs.
+        if let Some(d) = low.devices.get_mut(q.dev) {
+            let ids: Vec<u32> = d.flows().iter().filter(|r| r.qpn == q.qpn).map(|r| r.id).collect();
+            for id in ids {
+                d.remove_flow(id);
+            }
         }
         low.kernel.destroy_qp(low.devices, q.dev, q.qpn);
         self.clean_cqs(low.host, &q.cqs, q.qpn);

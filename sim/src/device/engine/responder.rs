@@ -381,6 +381,10 @@ impl Engine<'_> {
     pub(super) fn receive(&mut self, dev: usize, req: &Request<'_>) -> Response {
         let h = &req.packet.headers;
         let at = QpPath { dev, qpn: h.bth.dest_qp };
+        // A raw Ethernet QP takes frames by steering rules, never RoCE requests.
+        if self.qp(at).is_some_and(|q| q.st == mlx5_dv::prm::queues::st::RAW) {
+            return Response::silent();
+        }
         if self.dct_admits(at, h) == Some(false) {
             return Response::silent();
         }

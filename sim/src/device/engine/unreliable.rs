@@ -13,7 +13,7 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use mlx5_dv::prm::{cqe, queues as q};
-use mlx5_dv::{AhAttr, Gid, QpDest, QpState};
+use mlx5_dv::{AhAttr, Gid, QpDest, QpState, Sge};
 
 use super::responder::{Payload, Pulled, Request, Response, message_op};
 use super::translate::Need;
@@ -132,6 +132,11 @@ impl Engine<'_> {
                 _ => Some(Step::Failed(syndrome::LOCAL_QP_OP)),
             },
             q::st::DCI => self.dci(qp, w, corrupt),
+            q::st::RAW => match w.opcode {
+                mlx5_dv::prm::wqe::opcode::SEND => Some(self.raw_send(qp, w)),
+                _ if connected => None,
+                _ => Some(Step::Failed(syndrome::LOCAL_QP_OP)),
+            },
             _ => None,
         }
     }
@@ -208,24 +213,12 @@ impl Engine<'_> {
         let Some(WqeKind::Send { sge, imm, inv: None, inline }) = &ud.kind else {
             return Step::Failed(syndrome::LOCAL_QP_OP);
         };
-        let at = self.at(qp);
-        let mut data = match inline {
-            Some(b) => b.clone(),
-            None => {
-                if self.wire_len(at.dev, sge) > self.port_mtu(qp.dev) as u64 {
-                    return Step::Failed(syndrome::LOCAL_LENGTH);
-                }
-                let ep = match self.local_endpoint(at, sge, Need::LocalRead, None) {
-                    Ok(ep) => ep,
-                    Err(f) => return Step::Failed(f.syndrome),
-                };
-                match self.gather(&ep) {
-                    Ok((d, _)) => d,
-                    Err(_) => return Step::Failed(syndrome::LOCAL_PROT),
-                }
-            }
+        let mtu = self.port_mtu(qp.dev);
+        let mut data = match self.datagram_bytes(qp, sge, inline.as_deref(), mtu as u64) {
+            Ok(d) => d,
+            Err(s) => return Step::Failed(s),
         };
-        if data.len() > self.port_mtu(qp.dev) {
+        if data.len() > mtu {
             return Step::Failed(syndrome::LOCAL_LENGTH);
         }
         if let Some((off, xor)) = corrupt
@@ -266,6 +259,26 @@ impl Engine<'_> {
         // A datagram to an address no port has is lost: UD has no answer to wait for.
         self.give_scratch(qp.dev, data);
         Step::Done(Device::success(qp.qpn, w, 0))
+    }
+
+    /// A datagram's bytes: the inline data, or what the SGEs gather (past `max` bytes
+    /// LOC_LEN_ERR, a bad key or address its syndrome).
+    pub(super) fn datagram_bytes(
+        &mut self,
+        qp: QpPath,
+        sge: &[Sge],
+        inline: Option<&[u8]>,
+        max: u64,
+    ) -> Result<Vec<u8>, u8> {
+        if let Some(b) = inline {
+            return Ok(b.to_vec());
+        }
+        let at = self.at(qp);
+        if self.wire_len(at.dev, sge) > max {
+            return Err(syndrome::LOCAL_LENGTH);
+        }
+        let ep = self.local_endpoint(at, sge, Need::LocalRead, None).map_err(|f| f.syndrome)?;
+        self.gather(&ep).map(|(d, _)| d).map_err(|_| syndrome::LOCAL_PROT)
     }
 
     /// GID `index` of device `dev`'s port (GID 0's when there is no such entry).

@@ -336,13 +336,13 @@ impl Firmware {
         !self.cq_events.is_empty()
     }
 
-    /// CREATE_QP of an RC, UC or UD QP: the receive queue at the start of the buffer, the
+    /// CREATE_QP of an RC, UC, UD or raw QP: the receive queue at the start of the buffer, the
     /// send queue after it.
     pub(super) fn create_qp_raw(&mut self, input: &[u8], out: &mut [u8]) -> Result<(), Reject> {
         use q::qp as f;
         need(input, f::SIZE)?;
         let st = f::ST.get(input)? as u8;
-        if !matches!(st, q::st::RC | q::st::UC | q::st::UD | q::st::XRC | q::st::DCI | q::st::DCT) {
+        if !matches!(st, q::st::RC | q::st::UC | q::st::UD | q::st::XRC | q::st::DCI | q::st::DCT | q::st::RAW) {
             return Err(BAD);
         }
         let pdn = get32(f::PD, input)?;
@@ -447,12 +447,14 @@ impl Firmware {
         // RC responder does; XRC's initiator and target are RC's.
         let rc = matches!(st, q::st::RC | q::st::XRC | q::st::DCI | q::st::DCT);
         let ud = st == q::st::UD;
+        // Datagrams (UD, raw Ethernet) have no path.
+        let datagram = ud || st == q::st::RAW;
         let psn = |fl: Field| -> Result<Option<u32>, Reject> { Ok(Some(get32(fl, input)?)) };
         let byte = |fl: Field| -> Result<Option<u8>, Reject> { Ok(Some(fl.get(input)? as u8)) };
         let mut t = TransportChange::default();
         let mut remote = None;
         match op {
-            opcode::INIT2RTR_QP if !ud => {
+            opcode::INIT2RTR_QP if !datagram => {
                 remote = Some(path_of(input, self.eth)?);
                 t.rq_psn = psn(f::NEXT_RCV_PSN)?;
                 if rc {

@@ -29,8 +29,8 @@ fn check(q: &QpObj, wr: &SendWr, nreq: u32) -> std::result::Result<(), Refusal> 
         let why = format!("{} SGEs, at most {} in the QP's state", wr.sge.len(), q.sq_state_max_gs);
         return Err((ENOMEM, why));
     }
-    if !q.rc && !q.dci && !matches!(q.qp_type, qp_type::UC | qp_type::UD) {
-        return Err((EOPNOTSUPP, "posting is simulated on RC, UC, UD QPs and DCIs only".into()));
+    if !q.rc && !q.dci && !matches!(q.qp_type, qp_type::UC | qp_type::UD | qp_type::RAW_PACKET) {
+        return Err((EOPNOTSUPP, "posting is simulated on RC, UC, UD, raw packet QPs and DCIs only".into()));
     }
     // A DCI's WQE names its DCT in the datagram segment `mlx5dv_wr_set_dc_addr` writes;
     // `_mlx5_post_send` writes none, which the device would misread.
@@ -50,9 +50,13 @@ fn check(q: &QpObj, wr: &SendWr, nreq: u32) -> std::result::Result<(), Refusal> 
         }
         wr_opcode::BIND_MW if wr.bind_mw.is_none() => return Err((EINVAL, "IBV_WR_BIND_MW without wr.bind_mw".into())),
         wr_opcode::TSO | wr_opcode::DRIVER1 => {
-            return Err((EOPNOTSUPP, format!("opcode {} is not simulated on RC QPs", wr.opcode)));
+            return Err((EOPNOTSUPP, format!("opcode {} is not simulated", wr.opcode)));
         }
         _ => {}
+    }
+    // copy_eth_inline_headers: a frame needs at least one SGE.
+    if q.qp_type == qp_type::RAW_PACKET && wr.sge.is_empty() {
+        return Err((EINVAL, "a raw packet WR without an SGE".into()));
     }
     // set_data_inl_seg: the bytes of an inline WR must fit the QP's max_inline_data.
     if wr.send_flags.contains(SendFlags::INLINE) && wr.opcode != wr_opcode::LOCAL_INV {
@@ -175,6 +179,11 @@ impl Provider {
             };
             if rdma && !keeps_raddr {
                 resize_after_ctrl(&mut bytes, None);
+            }
+            // The raw case: the 16-byte Ethernet segment, with no inline headers (a device
+            // whose minimum inline mode is NONE, as ConnectX-5 and later report).
+            if q.qp_type == qp_type::RAW_PACKET {
+                insert_after_ctrl(&mut bytes, &[0u8; 16]);
             }
             if let (true, Some(dc)) = (q.dci, &wr.dc) {
                 resize_after_ctrl(&mut bytes, Some(&dc_seg(dc)));
