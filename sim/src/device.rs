@@ -146,6 +146,8 @@ impl Device {
     /// The groups some QP of the device is attached to.
     pub fn multicast_groups(&self) -> Vec<mlx5_dv::Gid> {
         self.mcast.keys().map(|g| mlx5_dv::Gid(*g)).collect()
+    }
+
     /// The port's flow steering rules.
     pub fn flows(&self) -> &[steering::FlowRule] {
         &self.flows
