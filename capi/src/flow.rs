@@ -215,7 +215,7 @@ mod tests {
         let FlowSpec::Eth(v, m) = parse_spec(spec::ETH, &b).expect("an ETH spec") else { panic!() };
         assert_eq!((v.dst_mac, v.ether_type, m.dst_mac), ([1, 2, 3, 4, 5, 6], 0x0800, [0xff; 6]));
         assert_eq!(parse_spec(spec::ETH, &b[..38]), Err(libc::EINVAL), "a short spec");
-        assert_eq!(parse_spec(0x7777, &b), Err(libc::EINVAL), "an unknown type");
+        assert_eq!(parse_spec(0x0077, &b), Err(libc::EINVAL), "an unknown type");
         assert_eq!(parse_spec(0x50, &b), Err(libc::EOPNOTSUPP), "VXLAN");
         let mut t = vec![0u8; 16];
         t[6..8].copy_from_slice(&4791u16.to_be_bytes());

@@ -13,6 +13,7 @@ struct AsHardware {
     kernel: KernelFacts,
     dma_mmo: Option<bool>,
     ooo_dp: Option<bool>,
+    raw_packet: Option<bool>,
 }
 
 impl Layer for AsHardware {
@@ -37,6 +38,7 @@ impl Layer for AsHardware {
         caps.kernel = self.kernel;
         caps.device.dma_mmo = self.dma_mmo;
         caps.device.ooo_dp = self.ooo_dp;
+        caps.device.raw_packet = self.raw_packet;
         caps.library = inner.library;
         caps
     }
@@ -51,9 +53,10 @@ fn probed(profile: &Profile) -> KernelFacts {
     probe::kernel_facts(&mut sim, &profile.device.name)
 }
 
-fn probed_dma_mmo(profile: &Profile) -> (Option<bool>, Option<bool>) {
+fn probed_dma_mmo(profile: &Profile) -> (Option<bool>, Option<bool>, Option<bool>) {
     let mut sim = Simulator::new(profile.clone()).expect("the profile builds");
-    (probe::dma_mmo(&mut sim, &profile.device.name), probe::ooo_dp(&mut sim, &profile.device.name))
+    let dev = &profile.device.name;
+    (probe::dma_mmo(&mut sim, dev), probe::ooo_dp(&mut sim, dev), probe::raw_packet(&mut sim, dev))
 }
 
 #[test]
@@ -73,7 +76,7 @@ fn a_hardware_like_backend_loses_only_the_simulator_only_cases() {
     for name in ["cx6dx", "cx7"] {
         let p = Profile::builtin(name).unwrap();
         let kernel = probed(&p);
-        let (dma_mmo, ooo_dp) = probed_dma_mmo(&p);
+        let (dma_mmo, ooo_dp, raw_packet) = probed_dma_mmo(&p);
         assert_eq!(dma_mmo, Some(p.datapath.dma_mmo), "{name}: the DMA-MMO probe");
         assert_eq!(ooo_dp, Some(p.datapath.ooo_dp), "{name}: the OOO_DP probe");
         let target = Target::new(
@@ -81,7 +84,8 @@ fn a_hardware_like_backend_loses_only_the_simulator_only_cases() {
             Some(name.to_string()),
             Box::new(move || {
                 let inner = Simulator::new(p.clone()).map_err(|e| e.to_string())?;
-                Ok(Box::new(Wrapped::new(AsHardware { kernel, dma_mmo, ooo_dp }, inner)) as Box<dyn mlx5_dv::Backend>)
+                Ok(Box::new(Wrapped::new(AsHardware { kernel, dma_mmo, ooo_dp, raw_packet }, inner))
+                    as Box<dyn mlx5_dv::Backend>)
             }),
         );
         let report = run_target(&target, &suite());

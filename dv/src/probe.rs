@@ -68,15 +68,35 @@ pub fn dma_mmo(b: &mut dyn Backend, dev: &str) -> Option<bool> {
     rc_qp_is_created(b, dev, DvQpInitAttr::new(DvQpCreateFlags::empty(), dv_qp::WITH_MEMCPY))
 }
 
+/// Raw packet QPs are offered iff one is created: EOPNOTSUPP (an InfiniBand port, a device
+/// without them) says no; EPERM (no `CAP_NET_RAW`) or another failure says nothing (`None`).
+pub fn raw_packet(b: &mut dyn Backend, dev: &str) -> Option<bool> {
+    qp_is_created(b, dev, |pd, cq, cap| QpInitAttr {
+        qp_type: crate::qp_type::RAW_PACKET,
+        send_ops_flags: crate::send_ops::SEND,
+        ..QpInitAttr::rc(pd, cq, cap, None)
+    })
+}
+
 /// Whether an RC QP with `dv` is created: `Some(false)` for EOPNOTSUPP, `None` for any other
 /// failure, which says nothing about the feature.
 fn rc_qp_is_created(b: &mut dyn Backend, dev: &str, dv: DvQpInitAttr) -> Option<bool> {
+    qp_is_created(b, dev, |pd, cq, cap| QpInitAttr::rc(pd, cq, cap, Some(dv)))
+}
+
+/// Whether the QP `attr` describes is created on `dev`: `Some(false)` for EOPNOTSUPP, `None`
+/// for any other failure.
+fn qp_is_created(
+    b: &mut dyn Backend,
+    dev: &str,
+    attr: impl Fn(crate::PdHandle, crate::CqHandle, QpCap) -> QpInitAttr,
+) -> Option<bool> {
     let ctx = b.open_ibv_device(dev).ok()?;
     let answer = (|| {
         let pd = b.alloc_pd(ctx).ok()?;
         let cq = b.create_cq(ctx, 4).ok()?;
         let cap = QpCap { max_send_wr: 4, max_recv_wr: 4, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 };
-        let r = match b.create_qp(&QpInitAttr::rc(pd, cq.handle, cap, Some(dv))) {
+        let r = match b.create_qp(&attr(pd, cq.handle, cap)) {
             Ok(qp) => {
                 let _ = b.destroy_qp(&qp);
                 Some(true)

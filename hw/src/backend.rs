@@ -143,6 +143,7 @@ impl HwBackend {
             caps.device.general_obj_types = general_obj_types(self, &dev);
             caps.device.dma_mmo = mlx5_dv::probe::dma_mmo(self, &dev);
             caps.device.ooo_dp = mlx5_dv::probe::ooo_dp(self, &dev);
+            caps.device.raw_packet = mlx5_dv::probe::raw_packet(self, &dev);
         }
         caps
     }
