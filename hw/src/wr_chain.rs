@@ -130,7 +130,10 @@ impl HwBackend {
                     WrOp::RawWqe { wqe, .. } => {
                         // libmlx5 reads ds × 16 bytes of it: never past the vector.
                         let ds = wqe.get(7).map_or(0, |b| usize::from(b & 0x3f));
-                        let r = if mqpx.is_null() || wqe.len() < ds * 16 {
+                        // No mlx5dv QP: no raw WQE builder, as for memcpy.
+                        let r = if mqpx.is_null() {
+                            Err(EOPNOTSUPP)
+                        } else if wqe.len() < ds * 16 {
                             Err(EINVAL)
                         } else {
                             inline::wr_raw_wqe(mqpx, wqe.as_ptr().cast())
