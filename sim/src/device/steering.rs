@@ -157,7 +157,7 @@ pub fn steer(rules: &[FlowRule], frame: &[u8]) -> Vec<u32> {
 mod tests {
     use super::*;
 
-    /// An Ethernet + IPv4 + UDP frame from 10.0.0.1:1000 to 10.0.0.2:2000.
+    /// An Ethernet + IPv4 + UDP frame from 127.0.60.1:1000 to 127.0.60.2:2000.
     fn frame() -> Vec<u8> {
         let mut f = vec![0u8; 14 + 20 + 8 + 4];
         f[0..6].copy_from_slice(&[0, 1, 2, 3, 4, 5]);
@@ -165,8 +165,8 @@ mod tests {
         f[12..14].copy_from_slice(&ETH_P_IPV4.to_be_bytes());
         f[14] = 0x45;
         f[23] = IPPROTO_UDP;
-        f[26..30].copy_from_slice(&[10, 0, 0, 1]);
-        f[30..34].copy_from_slice(&[10, 0, 0, 2]);
+        f[26..30].copy_from_slice(&[127, 0, 60, 1]);
+        f[30..34].copy_from_slice(&[127, 0, 60, 2]);
         f[34..36].copy_from_slice(&1000u16.to_be_bytes());
         f[36..38].copy_from_slice(&2000u16.to_be_bytes());
         f
@@ -192,7 +192,7 @@ mod tests {
         assert_eq!(steer(&rules, &frame()), vec![101, 103], "priority 0's rule does not match");
         let first = vec![rule(5, 0, vec![]), rules[0].clone()];
         assert_eq!(steer(&first, &frame()), vec![105], "an empty rule takes every frame");
-        let v4 = Ipv4Filter { src_ip: [10, 0, 0, 1], ..Ipv4Filter::default() };
+        let v4 = Ipv4Filter { src_ip: [127, 0, 60, 1], ..Ipv4Filter::default() };
         let v4_mask = Ipv4Filter { src_ip: [0xff; 4], ..Ipv4Filter::default() };
         let v6 = vec![rule(6, 0, vec![FlowSpec::Ipv6(Ipv6Filter::default(), Ipv6Filter::default())])];
         assert!(steer(&v6, &frame()).is_empty(), "an IPv6 spec on an IPv4 frame");
