@@ -169,11 +169,13 @@ echo "qualify over the shim, and its bundle replayed on the simulator"
 # "What replay-bundle cannot compare yet"): QP numbers symbolized by value on two devices,
 # addresses inside WQE bytes, object ids inside DEVX output bytes, a UAR the hw backend hands
 # out anew, a CQE read from memory or a QP state read before the card wrote it, reserved QP
-# numbers (the firmware places them where no QP is; the card's probes made QPs first).
+# numbers (the firmware places them where no QP is; the card's probes made QPs first), a raw
+# WQE's bytes (its SGE's key and address are the card's run's).
 differs="atomics.fetch_add_two_devices_and_wraps traffic.write_read_send_two_devices
   device_objects.reserved_qpn_forward_and_einval
   odp.implicit_mr_reaches_any_buffer odp.send_write_read_atomic_both_sides_odp
-  wqe.mkey_configure_list_bytes wqe.rdma_write_after_umr_bytes devx.raw_cq_and_qp_by_their_objects
+  wqe.mkey_configure_list_bytes wqe.rdma_write_after_umr_bytes wr.raw_wqe_runs_as_written
+  devx.raw_cq_and_qp_by_their_objects
   devx.nc_uar_is_the_context_singleton devx.completion_eqe_after_raw_qp_traffic
   devx.qp_error_eqe_after_a_bad_rkey traffic.reset_removes_unpolled_completions"
 exclude=$(for c in $differs; do printf -- '--exclude %s ' "$c"; done)

@@ -2,7 +2,7 @@
 //! `verbs.h` over `verbs_context` ops, called here as the header does, with the attribute and
 //! its specs laid out as libibverbs defines them.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::sync::{Mutex, PoisonError};
 
 use mlx5_dv::errno::{EINVAL, EOPNOTSUPP};
@@ -13,8 +13,9 @@ use crate::backend::HwBackend;
 use crate::call::last_errno;
 use crate::dm::{ctx_op, verbs_ctx};
 
-/// The flows this process made, by the address of their `ibv_flow`.
-static FLOWS: Mutex<BTreeSet<u64>> = Mutex::new(BTreeSet::new());
+/// The flows this process made: handle → the address of its `ibv_flow`. Handles count from 1,
+/// as the simulator's do, so that a trace of one replays on the other.
+static FLOWS: Mutex<(u64, BTreeMap<u64, usize>)> = Mutex::new((0, BTreeMap::new()));
 
 /// A spec's bytes: type, size, then value and mask at their offsets (`ibv_flow_spec_*`).
 fn spec_bytes(s: &FlowSpec) -> Vec<u8> {
@@ -79,17 +80,19 @@ impl HwBackend {
         if p.is_null() {
             return Err(Error::new(op, last_errno(), "ibv_create_flow failed"));
         }
-        let handle = p as u64;
-        FLOWS.lock().unwrap_or_else(PoisonError::into_inner).insert(handle);
+        let mut flows = FLOWS.lock().unwrap_or_else(PoisonError::into_inner);
+        flows.0 += 1;
+        let handle = flows.0;
+        flows.1.insert(handle, p as usize);
         Ok(Flow { handle })
     }
 
     pub(crate) fn hw_destroy_flow(&mut self, flow: &Flow) -> Result<()> {
         let op = Op::DestroyFlow;
-        if !FLOWS.lock().unwrap_or_else(PoisonError::into_inner).contains(&flow.handle) {
+        let Some(&addr) = FLOWS.lock().unwrap_or_else(PoisonError::into_inner).1.get(&flow.handle) else {
             return Err(Error::new(op, EINVAL, "no such flow"));
-        }
-        let p = flow.handle as *mut ibv_flow;
+        };
+        let p = addr as *mut ibv_flow;
         // SAFETY: a flow this process made and has not destroyed.
         let cptr = unsafe { (*p).context };
         let Some(f) = ctx_op!(cptr, ibv_destroy_flow) else {
@@ -100,7 +103,7 @@ impl HwBackend {
         if rc != 0 {
             return Err(Error::new(op, rc, "ibv_destroy_flow failed"));
         }
-        FLOWS.lock().unwrap_or_else(PoisonError::into_inner).remove(&flow.handle);
+        FLOWS.lock().unwrap_or_else(PoisonError::into_inner).1.remove(&flow.handle);
         Ok(())
     }
 }
