@@ -138,9 +138,15 @@ impl Shim {
         }
         let cqe_sz = cqe_size(dv)?;
         if let Some(d) = dv {
-            // CQE compression needs cqe_comp_caps.max_num, zero on the simulated device.
+            // Compression in none of the formats the kernel's query offered (or with
+            // max_num 0) is EINVAL, before the kernel sees the flags.
             if d.comp_mask & DV_MASK_COMPRESSED_CQE != 0 {
-                return Err(libc::EINVAL);
+                let h = self.context(ctx)?.handle;
+                let q = self.sim.query_device(h, mlx5_dv::MLX5DV_CONTEXT_MASK_CQE_COMPRESION).map_err(|e| e.errno())?;
+                let caps = q.cqe_comp_caps;
+                if caps.max_num == 0 || u32::from(d.cqe_comp_res_format) & caps.supported_format == 0 {
+                    return Err(libc::EINVAL);
+                }
             }
             if d.comp_mask & DV_MASK_FLAGS != 0 {
                 if d.flags & !(DV_FLAGS_RESERVED - 1) != 0 {
@@ -158,7 +164,15 @@ impl Shim {
         if attr.comp_mask & MASK_FLAGS != 0 && attr.flags & ATTR_IGNORE_OVERRUN != 0 {
             return Err(libc::EOPNOTSUPP);
         }
-        let make = |s: &mut Self| s.make_cq(ctx, attr.cqe, attr.cq_context, attr.channel, attr.comp_vector);
+        // The vendor attributes go on with the CQE size chosen (the environment's included).
+        let vendor = dv.map(|d| mlx5_dv::DvCqAttr {
+            comp_mask: d.comp_mask | DV_MASK_CQE_SIZE,
+            cqe_comp_res_format: d.cqe_comp_res_format,
+            flags: d.flags,
+            cqe_size: cqe_sz as u16,
+        });
+        let make =
+            |s: &mut Self| s.make_cq(ctx, attr.cqe, attr.cq_context, attr.channel, attr.comp_vector, vendor.as_ref());
         let p = if attr.comp_mask & MASK_PD != 0 {
             let p = self.with_domain_memory(attr.parent_domain, |s| make(s).map(|p| (p, key(p))))?;
             self.domains.add_cq(key(p), attr.parent_domain);

@@ -16,28 +16,15 @@ use crate::errno::{code, null};
 use crate::objects::{Pages, QpC};
 use crate::state::{Shim, key, with};
 
-/// `MLX5DV_CONTEXT_FLAGS_*` as `_mlx5dv_query_device` computes them for the simulated
-/// device: CQE_V1 (the kernel's cqe_version 1), CQE_128B_PAD (the kernel's
-/// `MLX5_IB_QUERY_DEV_RESP_FLAGS_CQE_128B_PAD`, from `cqe_128_always`: a padded 128-byte CQ
-/// is accepted, see [`crate::cqx`]) and, from rdma-core 58 on, BLUEFLAME (the UARs have
-/// BlueFlame registers, `bf_reg_size` 512). MPW, CQE 128-byte compression, packet-based
-/// credit and real-time timestamps are not simulated, so their flags stay off.
-fn context_flags(rdma_core_release: u32) -> u64 {
-    const CQE_V1: u64 = 1 << 0;
-    const CQE_128B_PAD: u64 = 1 << 5;
-    const BLUEFLAME: u64 = 1 << 8;
-    let base = CQE_V1 | CQE_128B_PAD;
-    if rdma_core_release >= 58 { base | BLUEFLAME } else { base }
-}
-
 /// The `mlx5dv_context.comp_mask` parts `_mlx5dv_query_device` fills whenever they are asked
-/// for: CQE_COMPRESION, SWP, STRIDING_RQ, TUNNEL_OFFLOADS, DYN_BFREGS, FLOW_ACTION_FLAGS,
+/// for: SWP, STRIDING_RQ, TUNNEL_OFFLOADS, DYN_BFREGS, FLOW_ACTION_FLAGS,
 /// DC_ODP_CAPS and DCI_STREAMS. The simulator models none of those features, so their caps
-/// read as zero, as on a device without them. WR_MEMCPY_LENGTH comes from the simulator. HCA_CORE_CLOCK and NUM_LAG_PORTS
+/// read as zero, as on a device without them. CQE_COMPRESION and WR_MEMCPY_LENGTH come from
+/// the simulator. HCA_CORE_CLOCK and NUM_LAG_PORTS
 /// are echoed by the provider only when the device has a mapped core clock or LAG ports,
 /// which the simulated one has not (its clock is read through `ibv_query_rt_values_ex`);
 /// CLOCK_INFO_UPDATE is echoed, the kernel context having a clock-info page ([`CLOCK_INFO_UPDATE`]).
-const ZERO_CAPS_MASK: u64 = 1 << 0 | 1 << 1 | 1 << 2 | 1 << 3 | 1 << 4 | 1 << 6 | 1 << 7 | 1 << 11;
+const ZERO_CAPS_MASK: u64 = 1 << 1 | 1 << 2 | 1 << 3 | 1 << 4 | 1 << 6 | 1 << 7 | 1 << 11;
 
 /// `MLX5DV_CONTEXT_MASK_CLOCK_INFO_UPDATE`: `max_clock_info_update_nsec`, the clock-info
 /// page's `overflow_period` (`crate::clock::update_period_ns`).
@@ -77,13 +64,16 @@ impl Shim {
         let zero_parts = asked & ZERO_CAPS_MASK;
         let clock_part = asked & CLOCK_INFO_UPDATE;
         let update_ns = crate::clock::update_period_ns(self.sim.profile().device.hca_core_clock_khz);
-        let flags = context_flags(self.sim.profile().datapath.rdma_core_release);
         // SAFETY: the caller's struct, written field by field through raw pointers.
         unsafe {
             addr_of_mut!((*out).version).write(0);
-            addr_of_mut!((*out).flags).write(flags);
-            if zero_parts & 1 << 0 != 0 {
-                ptr::write_bytes(addr_of_mut!((*out).cqe_comp_caps), 0, 1);
+            // The simulator's flags: CQE_V1, the CQE padding and compression flags of the
+            // kernel's response, and BLUEFLAME from rdma-core 58 on (`bf_reg_size` 512).
+            addr_of_mut!((*out).flags).write(q.flags);
+            if q.comp_mask & mlx5_dv::MLX5DV_CONTEXT_MASK_CQE_COMPRESION != 0 {
+                let c = addr_of_mut!((*out).cqe_comp_caps);
+                addr_of_mut!((*c).max_num).write(q.cqe_comp_caps.max_num);
+                addr_of_mut!((*c).supported_format).write(q.cqe_comp_caps.supported_format);
             }
             if zero_parts & 1 << 1 != 0 {
                 ptr::write_bytes(addr_of_mut!((*out).sw_parsing_caps), 0, 1);

@@ -177,7 +177,7 @@ impl Shim {
             crate::cqx::cqe_size(None)?;
         }
         // The kernel reads the vector unsigned: a negative one is past the last.
-        self.make_cq(ctx, n, cq_context, channel, comp_vector as u32).map(|p| p.cast())
+        self.make_cq(ctx, n, cq_context, channel, comp_vector as u32, None).map(|p| p.cast())
     }
 
     /// A CQ through the simulator, its C side zeroed but for what `verbs_init_cq` and the
@@ -189,13 +189,18 @@ impl Shim {
         cq_context: *mut c_void,
         channel: *mut ibv_comp_channel,
         comp_vector: u32,
+        dv: Option<&mlx5_dv::DvCqAttr>,
     ) -> Result<*mut CqC, c_int> {
         let h = self.context(ctx)?.handle;
         if !channel.is_null() && !self.channels.contains_key(&key(channel)) {
             return Err(libc::EINVAL);
         }
         crate::domain::huge_alloc_refused("MLX_CQ")?;
-        let cq = self.sim.create_cq_on_vector(h, cqe, comp_vector).map_err(|e| e.errno())?;
+        let cq = match dv {
+            Some(a) => self.sim.create_dv_cq(h, cqe, comp_vector, a),
+            None => self.sim.create_cq_on_vector(h, cqe, comp_vector),
+        }
+        .map_err(|e| e.errno())?;
         // SAFETY: plain data (a zeroed mutex and cond are their static initialisers on glibc;
         // the ops of an extended CQ are set by its maker).
         let mut c: Box<CqC> = Box::new(unsafe { std::mem::zeroed() });

@@ -154,6 +154,17 @@ int main(void)
 		dv = (struct mlx5dv_cq_init_attr){ .comp_mask = MLX5DV_CQ_INIT_ATTR_MASK_COMPRESSED_CQE,
 						   .cqe_comp_res_format = MLX5DV_CQE_RES_FORMAT_HASH };
 		expect_fail(good, &dv, EINVAL, "CQE compression on a device without it");
+	} else {
+		/* One offered format makes a CQ; two at once are the kernel's EINVAL. */
+		dv = (struct mlx5dv_cq_init_attr){ .comp_mask = MLX5DV_CQ_INIT_ATTR_MASK_COMPRESSED_CQE,
+						   .cqe_comp_res_format = MLX5DV_CQE_RES_FORMAT_HASH };
+		struct ibv_cq_ex *zipped = mlx5dv_create_cq(ctx, &good, &dv);
+		CHECK(zipped, "a CQ compressed with the hash format: %s", strerror(errno));
+		CHECK_EQ(ibv_destroy_cq(ibv_cq_ex_to_cq(zipped)), 0, "destroy the compressed CQ");
+		dv.cqe_comp_res_format = MLX5DV_CQE_RES_FORMAT_HASH | MLX5DV_CQE_RES_FORMAT_CSUM;
+		expect_fail(good, &dv, EINVAL, "CQE compression in two formats");
+		printf("CQE compression: max_num %u, formats 0x%x; two formats at once EINVAL\n",
+		       dvc.cqe_comp_caps.max_num, dvc.cqe_comp_caps.supported_format);
 	}
 
 	/* The CQs: the sender's with every standard field; the receiver's through mlx5dv with

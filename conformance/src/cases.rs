@@ -18,6 +18,7 @@ mod devx_gate;
 mod dm;
 mod dma;
 mod dmabuf;
+mod dv_cq;
 mod engine;
 mod fabric;
 mod fixture;
@@ -94,6 +95,7 @@ pub fn all() -> Vec<Case> {
         rsockets::CASES,
         cm_sidr::CASES,
         verbs_misc::CASES,
+        dv_cq::CASES,
         device_objects::CASES,
         xrc::CASES,
         raw::CASES,

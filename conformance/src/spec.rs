@@ -239,6 +239,8 @@ pub const ITEMS: &[(u16, &str)] = &[
     (289, "a matched rendezvous: the device reads the sender's data, sends FIN, completes twice"),
     (290, "a list operation behind the device's unexpected count reports IBV_WC_TM_SYNC_REQ"),
     (291, "MRA: at the IBTA's offsets; a duplicate of a message not yet answered gets one"),
+    (300, "CQE compression: offered formats make a CQ; two formats, or none offered, are refused"),
+    (301, "mlx5dv_create_cq: vendor mask, CQE size and flags checked (EINVAL)"),
 ];
 
 /// The title of a checklist item, if it exists.

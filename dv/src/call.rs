@@ -85,6 +85,8 @@ pub enum Call {
         #[serde(default, skip_serializing_if = "is_zero")]
         comp_vector: u32,
     },
+    /// [`crate::Queues::create_dv_cq`].
+    CreateDvCq { ctx: ContextHandle, cqe: u32, comp_vector: u32, attr: crate::DvCqAttr },
     /// [`crate::Queues::destroy_cq`].
     DestroyCq { cq: Cq },
     /// [`crate::Queues::resize_cq`].
@@ -239,6 +241,7 @@ pub enum Reply {
     DvRegDmabufMr(Result<Mr>),
     GetDataDirectSysfsPath(Result<String>),
     CreateCq(Result<Cq>),
+    CreateDvCq(Result<Cq>),
     DestroyCq(Result<()>),
     ResizeCq(Result<Cq>),
     ModifyQpUdpSport(Result<()>),
@@ -344,6 +347,9 @@ impl Call {
             Call::DestroyCq { cq } => Reply::DestroyCq(b.destroy_cq(cq)),
             Call::ResizeCq { cq, cqe } => Reply::ResizeCq(b.resize_cq(cq, *cqe)),
             Call::ModifyQpUdpSport { qp, udp_sport } => Reply::ModifyQpUdpSport(b.modify_qp_udp_sport(qp, *udp_sport)),
+            Call::CreateDvCq { ctx, cqe, comp_vector, attr } => {
+                Reply::CreateDvCq(b.create_dv_cq(*ctx, *cqe, *comp_vector, attr))
+            }
             Call::CreateFlow { qp, attr } => Reply::CreateFlow(b.create_flow(qp, attr)),
             Call::DestroyFlow { flow } => Reply::DestroyFlow(b.destroy_flow(flow)),
             Call::PollCq { cq, max } => Reply::PollCq(b.poll_cq(cq, *max)),
@@ -447,6 +453,7 @@ impl Call {
             Call::DvRegDmabufMr { .. } => Op::DvRegDmabufMr,
             Call::GetDataDirectSysfsPath { .. } => Op::GetDataDirectSysfsPath,
             Call::CreateCq { .. } => Op::CreateCq,
+            Call::CreateDvCq { .. } => Op::CreateDvCq,
             Call::DestroyCq { .. } => Op::DestroyCq,
             Call::ResizeCq { .. } => Op::ResizeCq,
             Call::ModifyQpUdpSport { .. } => Op::ModifyQpUdpSport,
@@ -523,7 +530,7 @@ impl Reply {
             Reply::AllocDmabuf(Ok(d)) => Some(d.buf.handle.backend()),
             Reply::CreateMkey(Ok(m)) => Some(m.handle.backend()),
             Reply::RegMr(Ok(m)) | Reply::RegDmabufMr(Ok(m)) | Reply::DvRegDmabufMr(Ok(m)) => Some(m.handle.backend()),
-            Reply::CreateCq(Ok(c)) => Some(c.handle.backend()),
+            Reply::CreateCq(Ok(c)) | Reply::CreateDvCq(Ok(c)) => Some(c.handle.backend()),
             Reply::CreateQp(Ok(q)) => Some(q.handle.backend()),
             Reply::CreateSrq(Ok(s)) => Some(s.handle.backend()),
             Reply::OpenXrcd(Ok(x)) => Some(x.handle.backend()),
@@ -585,7 +592,7 @@ impl Reply {
             Reply::RegMr(r) | Reply::RegDmabufMr(r) | Reply::DvRegDmabufMr(r) => r.as_ref().err(),
             Reply::AllocDmabuf(r) => r.as_ref().err(),
             Reply::GetDataDirectSysfsPath(r) => r.as_ref().err(),
-            Reply::CreateCq(r) | Reply::ResizeCq(r) => r.as_ref().err(),
+            Reply::CreateCq(r) | Reply::CreateDvCq(r) | Reply::ResizeCq(r) => r.as_ref().err(),
             Reply::PollCq(r) => r.as_ref().err(),
             Reply::CreateQp(r) => r.as_ref().err(),
             Reply::QueryQpState(r) => r.as_ref().err(),
@@ -655,6 +662,7 @@ impl Reply {
             Call::DvRegDmabufMr { .. } => Reply::DvRegDmabufMr(Err(err)),
             Call::GetDataDirectSysfsPath { .. } => Reply::GetDataDirectSysfsPath(Err(err)),
             Call::CreateCq { .. } => Reply::CreateCq(Err(err)),
+            Call::CreateDvCq { .. } => Reply::CreateDvCq(Err(err)),
             Call::DestroyCq { .. } => Reply::DestroyCq(Err(err)),
             Call::ResizeCq { .. } => Reply::ResizeCq(Err(err)),
             Call::ModifyQpUdpSport { .. } => Reply::ModifyQpUdpSport(Err(err)),

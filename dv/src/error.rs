@@ -47,6 +47,8 @@ pub enum Op {
     AdviseMr,
     /// `ibv_create_cq`.
     CreateCq,
+    /// `mlx5dv_create_cq`.
+    CreateDvCq,
     /// `ibv_destroy_cq`.
     DestroyCq,
     /// `ibv_resize_cq`.
@@ -206,6 +208,7 @@ impl Op {
             Op::DeregMr => "ibv_dereg_mr",
             Op::AdviseMr => "ibv_advise_mr",
             Op::CreateCq => "ibv_create_cq",
+            Op::CreateDvCq => "mlx5dv_create_cq",
             Op::DestroyCq => "ibv_destroy_cq",
             Op::ResizeCq => "ibv_resize_cq",
             Op::ModifyQpUdpSport => "mlx5dv_modify_qp_udp_sport",

@@ -267,6 +267,9 @@ impl<L: Layer, B: Backend> Queues for Wrapped<L, B> {
     fn create_cq_on_vector(&mut self, ctx: ContextHandle, cqe: u32, comp_vector: u32) -> Result<Cq> {
         through!(self, Call::CreateCq { ctx, cqe, comp_vector }, CreateCq)
     }
+    fn create_dv_cq(&mut self, ctx: ContextHandle, cqe: u32, comp_vector: u32, attr: &crate::DvCqAttr) -> Result<Cq> {
+        through!(self, Call::CreateDvCq { ctx, cqe, comp_vector, attr: *attr }, CreateDvCq)
+    }
     fn destroy_cq(&mut self, cq: &Cq) -> Result<()> {
         through!(self, Call::DestroyCq { cq: *cq }, DestroyCq)
     }

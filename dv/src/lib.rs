@@ -80,6 +80,7 @@ pub use api::devx::*;
 pub use api::memory::*;
 pub use api::mkey::*;
 pub use api::odp::*;
+pub use api::queue::cq_attr::*;
 pub use api::queue::flow::*;
 pub use api::queue::qp_attr::*;
 pub use api::queue::*;

@@ -585,6 +585,26 @@ pub struct HcaCapSection {
     /// shows on ConnectX-5 and ConnectX-6 hosts; each firmware reports its own.
     #[serde(default = "seven")]
     pub log_tag_matching_list_sz: u8,
+    /// `cqe_compression`: CQs of 64-byte CQEs may be compressed. On by default, as on
+    /// ConnectX-4 and later.
+    #[serde(default = "yes")]
+    pub cqe_compression: bool,
+    /// `cqe_compression_128b`: CQs of 128-byte CQEs may be compressed (`MLX5DV_CONTEXT_FLAGS_
+    /// CQE_128B_COMP`). Unverified default on: whether a given firmware sets it is not public.
+    #[serde(default = "yes")]
+    pub cqe_compression_128b: bool,
+    /// `cqe_compression_max_num`: the most CQEs one compressed session holds
+    /// (`cqe_comp_caps.max_num`). Unverified default 64.
+    #[serde(default = "sixty_four")]
+    pub cqe_compression_max_num: u16,
+    /// `mini_cqe_resp_stride_index`: mini-CQEs may carry the checksum and stride index
+    /// (`MLX5DV_CQE_RES_FORMAT_CSUM_STRIDX`). Unverified default on.
+    #[serde(default = "yes")]
+    pub mini_cqe_resp_stride_index: bool,
+}
+
+fn sixty_four() -> u16 {
+    64
 }
 
 fn seven() -> u8 {

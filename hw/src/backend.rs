@@ -386,7 +386,8 @@ impl Contexts for HwBackend {
         // past the rdma-core 44 layout of the struct.
         let modelled = mlx5_dv::MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD
             | mlx5_dv::MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD
-            | mlx5_dv::MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH;
+            | mlx5_dv::MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH
+            | mlx5_dv::MLX5DV_CONTEXT_MASK_CQE_COMPRESION;
         let mut out = mlx5dv_context { comp_mask: comp_mask & modelled, ..Default::default() };
         // SAFETY: ptr is an open context; out is valid for writes.
         let rc = unsafe { f(ptr, &mut out) };
@@ -409,6 +410,11 @@ impl Contexts for HwBackend {
                 flags: c.flags,
             },
             max_wr_memcpy_length: out.max_wr_memcpy_length as u64,
+            flags: out.flags,
+            cqe_comp_caps: mlx5_dv::CqeCompCaps {
+                max_num: out.cqe_comp_caps.max_num,
+                supported_format: out.cqe_comp_caps.supported_format,
+            },
         })
     }
 
@@ -644,6 +650,16 @@ impl Queues for HwBackend {
 
     fn create_cq_on_vector(&mut self, ctx: ContextHandle, cqe: u32, comp_vector: u32) -> Result<mlx5_dv::Cq> {
         self.hw_create_cq(ctx, cqe, comp_vector)
+    }
+
+    fn create_dv_cq(
+        &mut self,
+        ctx: ContextHandle,
+        cqe: u32,
+        comp_vector: u32,
+        attr: &mlx5_dv::DvCqAttr,
+    ) -> Result<mlx5_dv::Cq> {
+        self.hw_create_dv_cq(ctx, cqe, comp_vector, attr)
     }
 
     fn destroy_cq(&mut self, cq: &mlx5_dv::Cq) -> Result<()> {

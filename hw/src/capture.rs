@@ -144,6 +144,10 @@ fn read_caps(b: &mut HwBackend, ctx: mlx5_dv::ContextHandle) -> Result<(HcaCapSe
         tag_matching: true,
         rndv_offload_rc: true,
         log_tag_matching_list_sz: 7,
+        cqe_compression: bit(&page, c::CQE_COMPRESSION),
+        cqe_compression_128b: bit(&page, c::CQE_COMPRESSION_128B),
+        cqe_compression_max_num: get(&page, c::CQE_COMPRESSION_MAX_NUM) as u16,
+        mini_cqe_resp_stride_index: bit(&page, c::MINI_CQE_RESP_STRIDE_INDEX),
     };
     let crypto = if hca.crypto {
         let p = devx_query(b, ptr, q::OP_MOD_CRYPTO_CUR)?;

@@ -11,7 +11,7 @@ use rdma_sys::*;
 use crate::backend::HwBackend;
 use crate::call::{c_call, last_errno, missing};
 use crate::objects::{HwCq, HwQp, unused};
-use crate::sys::mlx5dv::mlx5dv_qp_init_attr;
+use crate::sys::mlx5dv::{mlx5dv_cq_init_attr, mlx5dv_qp_init_attr};
 
 pub(crate) fn to_c_sges(sge: &[mlx5_dv::Sge]) -> Vec<ibv_sge> {
     sge.iter().map(|s| ibv_sge { addr: s.addr, length: s.length, lkey: s.lkey }).collect()
@@ -30,6 +30,45 @@ impl HwBackend {
             return Err(Error::new(op, last_errno(), "ibv_create_cq failed"));
         }
         // SAFETY: a non-NULL CQ returned by ibv_create_cq.
+        let cap = unsafe { (*cq).cqe } as u32;
+        let handle = self.objs.cqs.insert(op, HwCq { ptr: cq, ctx }).inspect_err(|_| {
+            // SAFETY: the CQ was just created and no QP uses it.
+            unsafe { ibv_destroy_cq(cq) };
+        })?;
+        Ok(Cq { handle, cqe: cap })
+    }
+
+    /// `mlx5dv_create_cq` with the standard `wc_flags`; the extended CQ is polled as a plain
+    /// one (`ibv_cq_ex_to_cq` is a cast).
+    pub(crate) fn hw_create_dv_cq(
+        &mut self,
+        ctx: mlx5_dv::ContextHandle,
+        cqe: u32,
+        comp_vector: u32,
+        attr: &mlx5_dv::DvCqAttr,
+    ) -> Result<Cq> {
+        let op = Op::CreateDvCq;
+        let c = self.ctx_ptr(ctx, op)?;
+        let f = self.lib().dv.mlx5dv_create_cq.as_ref().map_err(|_| missing(op, "mlx5dv_create_cq"))?;
+        // SAFETY: plain data; zero is the C default.
+        let mut cq_attr: ibv_cq_init_attr_ex = unsafe { std::mem::zeroed() };
+        cq_attr.cqe = cqe;
+        cq_attr.comp_vector = comp_vector;
+        // IBV_WC_STANDARD_FLAGS.
+        cq_attr.wc_flags = 0x7f;
+        let mut dv = mlx5dv_cq_init_attr {
+            comp_mask: attr.comp_mask,
+            cqe_comp_res_format: attr.cqe_comp_res_format,
+            flags: attr.flags,
+            cqe_size: attr.cqe_size,
+        };
+        // SAFETY: c is an open context; both attributes are valid for the call.
+        let ex = unsafe { f(c, &mut cq_attr, &mut dv) };
+        if ex.is_null() {
+            return Err(Error::new(op, last_errno(), "mlx5dv_create_cq failed"));
+        }
+        let cq = ex.cast::<ibv_cq>();
+        // SAFETY: an ibv_cq_ex begins with the fields of an ibv_cq.
         let cap = unsafe { (*cq).cqe } as u32;
         let handle = self.objs.cqs.insert(op, HwCq { ptr: cq, ctx }).inspect_err(|_| {
             // SAFETY: the CQ was just created and no QP uses it.

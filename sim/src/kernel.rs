@@ -13,12 +13,14 @@ use mlx5_dv::{AccessFlags, AsyncEvent, CqHandle, Error, Op, Result};
 use crate::device::Device;
 use crate::device::firmware::named_input;
 
+mod cq_caps;
 mod dm;
 mod mw;
 mod srq;
 mod verbs;
 mod xrc;
 
+pub use cq_caps::{CqCaps, cq_caps};
 pub use dm::MemicAlloc;
 pub use srq::SrqRequest;
 pub use verbs::CqRequest;

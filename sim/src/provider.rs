@@ -15,6 +15,7 @@ use crate::kernel::{DevxUid, Kernel};
 use crate::profile::{DataPathSection, Profile};
 
 mod context;
+mod cq;
 mod crypto;
 mod devx;
 mod dm;
@@ -111,6 +112,8 @@ struct CtxCaps {
     rts2rts_qp_udp_sport: bool,
     /// `hca_cap_2_caps.log_reserved_qpns_per_obj`.
     log_reserved_qpns_per_obj: u8,
+    /// The CQ capabilities of the kernel's query response (`cqe_comp_caps`, the CQE flags).
+    cq: crate::kernel::CqCaps,
 }
 
 #[derive(Debug, Clone)]

@@ -391,6 +391,10 @@ impl Queues for Simulator {
         down!(self.create_cq(ctx, cqe, comp_vector))
     }
 
+    fn create_dv_cq(&mut self, ctx: ContextHandle, cqe: u32, comp_vector: u32, attr: &mlx5_dv::DvCqAttr) -> Result<Cq> {
+        down!(self.create_dv_cq(ctx, cqe, comp_vector, attr))
+    }
+
     fn destroy_cq(&mut self, cq: &Cq) -> Result<()> {
         down!(self.destroy_cq(cq))
     }

@@ -65,6 +65,36 @@ pub const MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD: u64 = 1 << 13;
 /// `MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH`: fill `max_wr_memcpy_length`.
 pub const MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH: u64 = 1 << 12;
 
+/// `MLX5DV_CONTEXT_MASK_CQE_COMPRESION`: fill `cqe_comp_caps`.
+pub const MLX5DV_CONTEXT_MASK_CQE_COMPRESION: u64 = 1 << 0;
+
+/// `MLX5DV_CONTEXT_FLAGS_*` bits of `mlx5dv_context.flags`.
+pub mod dv_context_flags {
+    /// `MLX5DV_CONTEXT_FLAGS_CQE_V1`.
+    pub const CQE_V1: u64 = 1 << 0;
+    /// `MLX5DV_CONTEXT_FLAGS_CQE_128B_COMP`: 128-byte CQEs may be compressed.
+    pub const CQE_128B_COMP: u64 = 1 << 4;
+    /// `MLX5DV_CONTEXT_FLAGS_CQE_128B_PAD`: 128-byte CQEs may be padded.
+    pub const CQE_128B_PAD: u64 = 1 << 5;
+    /// `MLX5DV_CONTEXT_FLAGS_BLUEFLAME` (rdma-core 58 and later).
+    pub const BLUEFLAME: u64 = 1 << 8;
+}
+
+/// `struct mlx5dv_cqe_comp_caps`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CqeCompCaps {
+    /// The most CQEs one compressed block holds; 0 without compression.
+    pub max_num: u32,
+    /// `enum mlx5dv_cqe_comp_res_format` bits the device offers.
+    pub supported_format: u32,
+}
+
+impl CqeCompCaps {
+    fn is_zero(&self) -> bool {
+        *self == CqeCompCaps::default()
+    }
+}
+
 /// The parts of `struct mlx5dv_context` this API models.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DvContext {
@@ -78,6 +108,12 @@ pub struct DvContext {
     /// `mlx5dv_wr_memcpy`, 0 on a device without the DMA engine.
     #[serde(default, skip_serializing_if = "is_zero_u64")]
     pub max_wr_memcpy_length: u64,
+    /// `flags` ([`dv_context_flags`]), always filled.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub flags: u64,
+    /// Filled when `MLX5DV_CONTEXT_MASK_CQE_COMPRESION` was requested.
+    #[serde(default, skip_serializing_if = "CqeCompCaps::is_zero")]
+    pub cqe_comp_caps: CqeCompCaps,
 }
 
 fn is_zero_u64(v: &u64) -> bool {

@@ -3,6 +3,7 @@
 use bitflags::bitflags;
 use serde::{Deserialize, Serialize};
 
+use self::cq_attr::DvCqAttr;
 use self::qp_attr::QpAttrExt;
 use super::context::{Gid, PortAttr, link_layer};
 use super::memory::{AccessFlags, Mw};
@@ -10,6 +11,7 @@ use super::wr::{MwBind, RecvWr, SendWr, WrOp};
 use crate::error::Result;
 use crate::handle::{ContextHandle, CqHandle, PdHandle, QpHandle, SrqHandle, XrcdHandle};
 
+pub mod cq_attr;
 pub mod flow;
 pub mod qp_attr;
 
@@ -698,6 +700,13 @@ pub trait Queues {
     /// `ibv_create_cq(ctx, cqe, NULL, NULL, comp_vector)`: EINVAL for a vector at or past the
     /// context's `num_comp_vectors` (the kernel's check).
     fn create_cq_on_vector(&mut self, ctx: ContextHandle, cqe: u32, comp_vector: u32) -> Result<Cq>;
+
+    /// `mlx5dv_create_cq` with an `ibv_cq_init_attr_ex` of `cqe`, `comp_vector` and the
+    /// standard `wc_flags`, and the vendor attributes `attr`: libmlx5's checks (unknown mask
+    /// or flag bits, a CQE size other than 64 or 128, compression the device does not
+    /// advertise, padding without 128-byte CQEs: EINVAL), then the kernel's (compression for
+    /// a CQE size without it, or more than one mini-CQE format: EOPNOTSUPP or EINVAL).
+    fn create_dv_cq(&mut self, ctx: ContextHandle, cqe: u32, comp_vector: u32, attr: &DvCqAttr) -> Result<Cq>;
 
     /// `ibv_destroy_cq`; EBUSY while a QP uses it.
     fn destroy_cq(&mut self, cq: &Cq) -> Result<()>;

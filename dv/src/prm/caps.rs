@@ -45,6 +45,18 @@ pub mod cmd_hca_cap {
         CRYPTO => crypto / set_crypto: bool = (0x469, 1);
         /// sigerr_domain_and_sig_type.
         SIGERR_DOMAIN_AND_SIG_TYPE => sigerr_domain_and_sig_type / set_sigerr_domain_and_sig_type: bool = (0x480, 1);
+        /// mini_cqe_resp_stride_index: mini-CQEs may carry the stride index.
+        MINI_CQE_RESP_STRIDE_INDEX => mini_cqe_resp_stride_index / set_mini_cqe_resp_stride_index: bool = (0x5bc, 1);
+        /// cqe_128_always: 128-byte CQEs may be padded.
+        CQE_128_ALWAYS => cqe_128_always / set_cqe_128_always: bool = (0x5bd, 1);
+        /// cqe_compression_128b: CQ compression of 128-byte CQEs.
+        CQE_COMPRESSION_128B => cqe_compression_128b / set_cqe_compression_128b: bool = (0x5be, 1);
+        /// cqe_compression: CQ compression of 64-byte CQEs.
+        CQE_COMPRESSION => cqe_compression / set_cqe_compression: bool = (0x5bf, 1);
+        /// cqe_compression_timeout.
+        CQE_COMPRESSION_TIMEOUT => cqe_compression_timeout / set_cqe_compression_timeout: u16 = (0x5c0, 16);
+        /// cqe_compression_max_num: the most CQEs one compressed session holds.
+        CQE_COMPRESSION_MAX_NUM => cqe_compression_max_num / set_cqe_compression_max_num: u16 = (0x5d0, 16);
     }
 }
 

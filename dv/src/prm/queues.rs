@@ -13,6 +13,10 @@ pub mod create_cq {
     pub const OI: Field = Field::new("cqc.oi", 0x8e, 1);
     /// cqc.cqe_sz (0: 64-byte CQEs).
     pub const CQE_SZ: Field = Field::new("cqc.cqe_sz", 0x88, 3);
+    /// cqc.cqe_comp_en: the device may compress CQEs.
+    pub const CQE_COMP_EN: Field = Field::new("cqc.cqe_comp_en", 0x91, 1);
+    /// cqc.mini_cqe_res_format (0 hash, 1 checksum, 3 checksum and stride index).
+    pub const MINI_CQE_RES_FORMAT: Field = Field::new("cqc.mini_cqe_res_format", 0x92, 2);
     /// cqc.dbr_umem_id.
     pub const DBR_UMEM_ID: Field = Field::new("cqc.dbr_umem_id", 0xa0, 32);
     /// cqc.page_offset: where the ring starts in its first page, in 64-byte units.

@@ -40,6 +40,12 @@ pub struct CqRequest {
     pub ring: u64,
     /// The doorbell record.
     pub dbrec: u64,
+    /// The CQE size libmlx5 chose, 64 or 128 (the simulated ring keeps 64-byte entries).
+    pub cqe_size: u32,
+    /// `cqe_comp_en` with this `enum mlx5dv_cqe_comp_res_format` value.
+    pub compress: Option<u8>,
+    /// `MLX5_IB_CREATE_CQ_FLAGS_CQE_128B_PAD`.
+    pub pad: bool,
 }
 
 /// What the kernel keeps of a verbs QP (`struct mlx5_ib_qp`).
@@ -226,8 +232,21 @@ impl Kernel {
             let why = format!("{entries} CQ entries exceed 2^log_max_cq_sz = {max}");
             return Err(Error::new(op, EINVAL, why));
         }
+        if c.cqe_size != 64 && c.cqe_size != 128 {
+            return Err(Error::new(op, EINVAL, format!("CQE size {}", c.cqe_size)));
+        }
+        let format = if c.compress.is_some() || c.pad {
+            let caps = super::cq_caps(dev, op)?;
+            super::cq_caps::check_create(&caps, c.cqe_size, c.compress, c.pad, op)?
+        } else {
+            None
+        };
         let mut input = with_pas(f::IN_SIZE, c.ring, entries * prm::cqe::SIZE as u64);
         prm::write_header(&mut input, opcode::CREATE_CQ, self.uid_of(ctx), 0);
+        if let Some(fmt) = format {
+            set(&mut input, f::CQE_COMP_EN, 1, op)?;
+            set(&mut input, f::MINI_CQE_RES_FORMAT, fmt, op)?;
+        }
         // 64-byte CQEs. The simulated kernel hands a verbs CQ's events to its context itself
         // (the firmware knows the CQ as a verbs one), so c_eqn names no EQ.
         let fields = [

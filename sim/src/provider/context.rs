@@ -108,7 +108,10 @@ impl Provider {
             }
         };
         low.kernel.set_context_device(h.id(), dev);
-        let caps = low.devices.get_mut(dev).map(|d| query_caps(d, devx)).unwrap_or_default();
+        let mut caps = low.devices.get_mut(dev).map(|d| query_caps(d, devx)).unwrap_or_default();
+        // mlx5_query_device_ex at context creation: the kernel's response keeps cqe_comp_caps
+        // and the CQE flags; a failed query leaves them 0.
+        caps.cq = low.devices.get_mut(dev).and_then(|d| kernel::cq_caps(d, op).ok()).unwrap_or_default();
         let update_tag = low.kernel.facts().mkey_update_tag;
         if let Ok(c) = self.contexts.get_mut(h, op) {
             *c = Ctx { kind: CtxKind::Kernel { devx, update_tag }, caps, dev };
@@ -164,6 +167,16 @@ impl Provider {
         if comp_mask & mlx5_dv::MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH != 0 {
             out.comp_mask |= mlx5_dv::MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH;
             out.max_wr_memcpy_length = self.limits.dma_max_size();
+        }
+        if comp_mask & mlx5_dv::MLX5DV_CONTEXT_MASK_CQE_COMPRESION != 0 {
+            out.comp_mask |= mlx5_dv::MLX5DV_CONTEXT_MASK_CQE_COMPRESION;
+            out.cqe_comp_caps = c.caps.cq.comp_caps();
+        }
+        // CQE version 1 (the kernel's cqe_version), the CQ flags of the kernel's response,
+        // and BlueFlame registers in the UARs from rdma-core 58 on.
+        out.flags = mlx5_dv::dv_context_flags::CQE_V1 | c.caps.cq.context_flags();
+        if self.limits.rdma_core_release >= 58 {
+            out.flags |= mlx5_dv::dv_context_flags::BLUEFLAME;
         }
         Ok(out)
     }

@@ -95,6 +95,12 @@ pub(super) fn general_page(profile: &Profile) -> Result<Page, FieldError> {
     c::GENERAL_OBJ_TYPES.set(g, obj_types)?;
     c::LOG_MAX_MKEY.set(g, u64::from(h.log_max_mkey))?;
     c::LOG_MAX_KLM_LIST_SIZE.set(g, u64::from(h.log_max_klm_list_size))?;
+    // Every simulated CQ may be padded; compression as the profile says.
+    set_flag(g, c::CQE_128_ALWAYS, true)?;
+    set_flag(g, c::CQE_COMPRESSION, h.cqe_compression)?;
+    set_flag(g, c::CQE_COMPRESSION_128B, h.cqe_compression_128b)?;
+    set_flag(g, c::MINI_CQE_RESP_STRIDE_INDEX, h.mini_cqe_resp_stride_index)?;
+    c::CQE_COMPRESSION_MAX_NUM.set(g, u64::from(h.cqe_compression_max_num))?;
     let d = &profile.datapath;
     let eth = profile.device.link_layer == LinkLayer::Ethernet;
     let fields = [
