@@ -23,6 +23,7 @@ mod flow;
 mod memory;
 mod mkey;
 mod mw;
+mod objects;
 mod odp;
 mod poll;
 mod qp;
@@ -111,6 +112,8 @@ struct CtxCaps {
     rts2rts_qp_udp_sport: bool,
     /// `hca_cap_2_caps.log_reserved_qpns_per_obj`.
     log_reserved_qpns_per_obj: u8,
+    /// `entropy_caps.num_lag_ports`.
+    num_lag_ports: u8,
 }
 
 #[derive(Debug, Clone)]
