@@ -13,6 +13,7 @@ mod crypto;
 mod crypto_dp;
 mod dc;
 mod device_objects;
+mod device_qos;
 mod devx;
 mod devx_gate;
 mod dm;
@@ -95,6 +96,7 @@ pub fn all() -> Vec<Case> {
         cm_sidr::CASES,
         verbs_misc::CASES,
         device_objects::CASES,
+        device_qos::CASES,
         xrc::CASES,
         raw::CASES,
     ]
