@@ -59,7 +59,8 @@ fn pp(b: &mut dyn Backend, env: &Env) -> Check {
         return Err(Verdict::skip("the device has no packet pacing with uids (EPROTONOSUPPORT checked)"));
     }
     let page = qos.unwrap_or_default();
-    let (min, max) = (field(&page, qc::PACKET_PACING_MIN_RATE)? as u32, field(&page, qc::PACKET_PACING_MAX_RATE)? as u32);
+    let (min, max) =
+        (field(&page, qc::PACKET_PACING_MIN_RATE)? as u32, field(&page, qc::PACKET_PACING_MAX_RATE)? as u32);
     let size = field(&page, qc::PACKET_PACING_RATE_TABLE_SIZE)? as u16;
     let rate = 100u32.clamp(min.max(1), max);
     match b.pp_alloc(ctx, &rate_ctx(rate), 0) {
@@ -136,7 +137,11 @@ fn var(b: &mut dyn Backend, env: &Env) -> Check {
         return Err(Verdict::skip("the device has no VIRTIO_NET_Q objects (EPROTONOSUPPORT checked)"));
     }
     expect_ok("mlx5dv_free_var", b.free_var(&expect_ok("mlx5dv_alloc_var", probe)?))?;
-    expect_errno("the TLP flag without a TLP emulation manager", b.alloc_var(ctx, MLX5DV_VAR_ALLOC_FLAG_TLP), EOPNOTSUPP)?;
+    expect_errno(
+        "the TLP flag without a TLP emulation manager",
+        b.alloc_var(ctx, MLX5DV_VAR_ALLOC_FLAG_TLP),
+        EOPNOTSUPP,
+    )?;
     let v1 = expect_ok("mlx5dv_alloc_var", b.alloc_var(ctx, 0))?;
     let v2 = expect_ok("a second VAR", b.alloc_var(ctx, 0))?;
     check_eq("a VAR is one 4 KiB page", (v1.length, v2.length), (4096, 4096))?;

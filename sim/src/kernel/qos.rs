@@ -244,6 +244,6 @@ mod tests {
     fn mmap_offsets_as_mlx5_ib_reports_them() {
         assert_eq!(mmap_offset(9 << 16), 0x90_0000, "the first entry: command 9, index 0");
         assert_eq!(mmap_offset((9 << 16) + 1), 0x90_1000);
-        assert_eq!(mmap_offset((9 << 16) + 0x100), 0x1_0090_0000, "index 256 moves to bit 16");
+        assert_eq!(mmap_offset((9 << 16) + 0x100), 0x1090_0000, "index 256: its high byte at page bit 16");
     }
 }
