@@ -68,8 +68,7 @@ impl Shim {
             None => self.sim.open_ibv_device(&name),
         }
         .map_err(|e| e.errno())?;
-        // SAFETY: eventfd has no memory preconditions.
-        let cmd_fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+        let cmd_fd = command_fd();
         Ok(self.install_context(dev, i, handle, cmd_fd))
     }
 
@@ -769,4 +768,27 @@ pub extern "C" fn ibv_wc_status_str(status: c_int) -> *const c_char {
         c"TM error",
     ];
     static_str(usize::try_from(status).ok().and_then(|i| NAMES.get(i)).copied().unwrap_or(c"unknown"))
+}
+
+/// Bytes of mmap offsets the command fd covers: mlx5_ib's inserted entries (VARs) sit at
+/// `(index >> 8) << 16 | command << 8 | index & 0xff` pages, command 9 to 255, index below
+/// 2^16 — under 2^40 bytes.
+const CMD_FD_SPAN: libc::off_t = 1 << 40;
+
+/// A context's command fd: a memory file as long as the mmap offsets mlx5_ib hands out, so a
+/// program may map a VAR's `mmap_off` on it as on the uverbs device (the pages read zeros;
+/// nothing behind them is simulated). An eventfd when the kernel has no memfd.
+fn command_fd() -> c_int {
+    // SAFETY: a NUL-terminated name; memfd_create reads nothing else.
+    let fd = unsafe { libc::memfd_create(c"uverbs".as_ptr(), libc::MFD_CLOEXEC) };
+    // SAFETY: ftruncate on our own fd; a sparse file takes no memory until written.
+    if fd >= 0 && unsafe { libc::ftruncate(fd, CMD_FD_SPAN) } == 0 {
+        return fd;
+    }
+    if fd >= 0 {
+        // SAFETY: our own fd, closed once.
+        unsafe { libc::close(fd) };
+    }
+    // SAFETY: eventfd has no memory preconditions.
+    unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) }
 }

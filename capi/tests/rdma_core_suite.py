@@ -111,7 +111,8 @@ def netns_prefix():
     return cmd, None
 # Modules that need a device the default profile is not: the shipped profile they run on.
 # DMA memcpy needs the DMA-MMO engine, which only the BlueField profile has.
-MODULE_PROFILES = {"test_mlx5_dma_memcpy": "bf3"}
+# VARs need virtio emulation, which only the BlueField profile has.
+MODULE_PROFILES = {"test_mlx5_dma_memcpy": "bf3", "test_mlx5_var": "bf3"}
 
 
 def module_args(module):

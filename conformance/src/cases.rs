@@ -13,6 +13,7 @@ mod crypto;
 mod crypto_dp;
 mod dc;
 mod device_objects;
+mod device_qos;
 mod devx;
 mod devx_gate;
 mod dm;
@@ -97,6 +98,7 @@ pub fn all() -> Vec<Case> {
         verbs_misc::CASES,
         dv_cq::CASES,
         device_objects::CASES,
+        device_qos::CASES,
         xrc::CASES,
         raw::CASES,
     ]

@@ -10,7 +10,7 @@ use crate::api::context::{AsyncEvent, ContextAttr, DeviceDesc, DvContext, PortAt
 use crate::api::crypto::{
     CryptoLoginAttr, CryptoLoginAttrEx, CryptoLoginQueryAttr, CryptoLoginState, DekAttr, DekInitAttr,
 };
-use crate::api::devx::{DevxEq, DevxObj, DevxUar, DevxUmem, MsiVector};
+use crate::api::devx::{DevxEq, DevxObj, DevxUar, DevxUmem, MsiVector, PpEntry, Var};
 use crate::api::memory::{AccessFlags, Buf, Dm, DmaBuf, Mr, Mw};
 use crate::api::mkey::{Mkey, MkeyErr, MkeyInitAttr};
 use crate::api::queue::{Cq, Qp, QpInitAttr, QpModify, QpState, Wc};
@@ -19,7 +19,7 @@ use crate::api::wr::{MwBind, RecvWr, SendWr, WrOp};
 use crate::api::xrc::{QpOpenAttr, Xrcd, XrcdInitAttr};
 use crate::backend::Backend;
 use crate::error::{Error, Op, Result};
-use crate::handle::{ContextHandle, CryptoLoginHandle, DekHandle, DevxObjHandle, PdHandle};
+use crate::handle::{ContextHandle, CryptoLoginHandle, DekHandle, DevxObjHandle, PdHandle, QpHandle};
 
 fn is_zero(v: &u32) -> bool {
     *v == 0
@@ -171,6 +171,18 @@ pub enum Call {
     ReservedQpnAlloc { ctx: ContextHandle },
     /// [`crate::Devx::reserved_qpn_dealloc`].
     ReservedQpnDealloc { ctx: ContextHandle, qpn: u32 },
+    /// [`crate::Devx::pp_alloc`].
+    PpAlloc { ctx: ContextHandle, pp_context: Vec<u8>, flags: u32 },
+    /// [`crate::Devx::pp_free`].
+    PpFree { pp: PpEntry },
+    /// [`crate::Devx::alloc_var`].
+    AllocVar { ctx: ContextHandle, flags: u32 },
+    /// [`crate::Devx::free_var`].
+    FreeVar { var: Var },
+    /// [`crate::Devx::query_qp_lag_port`].
+    QueryQpLagPort { qp: QpHandle },
+    /// [`crate::Devx::modify_qp_lag_port`].
+    ModifyQpLagPort { qp: QpHandle, port: u8 },
     /// [`crate::Devx::devx_alloc_uar`].
     DevxAllocUar { ctx: ContextHandle, flags: u32 },
     /// [`crate::Devx::devx_free_uar`].
@@ -286,6 +298,12 @@ pub enum Reply {
     DevxQueryEqn(Result<u32>),
     ReservedQpnAlloc(Result<u32>),
     ReservedQpnDealloc(Result<()>),
+    PpAlloc(Result<PpEntry>),
+    PpFree(Result<()>),
+    AllocVar(Result<Var>),
+    FreeVar(Result<()>),
+    QueryQpLagPort(Result<(u8, u8)>),
+    ModifyQpLagPort(Result<()>),
     DevxAllocUar(Result<DevxUar>),
     DevxFreeUar(Result<()>),
     DevxUarWrite(Result<()>),
@@ -397,6 +415,12 @@ impl Call {
             Call::DevxQueryEqn { ctx, vector } => Reply::DevxQueryEqn(b.devx_query_eqn(*ctx, *vector)),
             Call::ReservedQpnAlloc { ctx } => Reply::ReservedQpnAlloc(b.reserved_qpn_alloc(*ctx)),
             Call::ReservedQpnDealloc { ctx, qpn } => Reply::ReservedQpnDealloc(b.reserved_qpn_dealloc(*ctx, *qpn)),
+            Call::PpAlloc { ctx, pp_context, flags } => Reply::PpAlloc(b.pp_alloc(*ctx, pp_context, *flags)),
+            Call::PpFree { pp } => Reply::PpFree(b.pp_free(pp)),
+            Call::AllocVar { ctx, flags } => Reply::AllocVar(b.alloc_var(*ctx, *flags)),
+            Call::FreeVar { var } => Reply::FreeVar(b.free_var(var)),
+            Call::QueryQpLagPort { qp } => Reply::QueryQpLagPort(b.query_qp_lag_port(*qp)),
+            Call::ModifyQpLagPort { qp, port } => Reply::ModifyQpLagPort(b.modify_qp_lag_port(*qp, *port)),
             Call::DevxAllocUar { ctx, flags } => Reply::DevxAllocUar(b.devx_alloc_uar(*ctx, *flags)),
             Call::DevxFreeUar { uar } => Reply::DevxFreeUar(b.devx_free_uar(uar)),
             Call::DevxUarWrite { uar, offset, value } => Reply::DevxUarWrite(b.devx_uar_write(uar, *offset, value)),
@@ -496,6 +520,12 @@ impl Call {
             Call::DevxQueryEqn { .. } => Op::DevxQueryEqn,
             Call::ReservedQpnAlloc { .. } => Op::ReservedQpnAlloc,
             Call::ReservedQpnDealloc { .. } => Op::ReservedQpnDealloc,
+            Call::PpAlloc { .. } => Op::PpAlloc,
+            Call::PpFree { .. } => Op::PpFree,
+            Call::AllocVar { .. } => Op::AllocVar,
+            Call::FreeVar { .. } => Op::FreeVar,
+            Call::QueryQpLagPort { .. } => Op::QueryQpLagPort,
+            Call::ModifyQpLagPort { .. } => Op::ModifyQpLagPort,
             Call::DevxAllocUar { .. } => Op::DevxAllocUar,
             Call::DevxFreeUar { .. } => Op::DevxFreeUar,
             Call::DevxUarWrite { .. } => Op::DevxUarWrite,
@@ -612,6 +642,12 @@ impl Reply {
             Reply::DevxQueryEqn(r) => r.as_ref().err(),
             Reply::ReservedQpnAlloc(r) => r.as_ref().err(),
             Reply::ReservedQpnDealloc(r) => r.as_ref().err(),
+            Reply::PpAlloc(r) => r.as_ref().err(),
+            Reply::PpFree(r) => r.as_ref().err(),
+            Reply::AllocVar(r) => r.as_ref().err(),
+            Reply::FreeVar(r) => r.as_ref().err(),
+            Reply::QueryQpLagPort(r) => r.as_ref().err(),
+            Reply::ModifyQpLagPort(r) => r.as_ref().err(),
             Reply::DevxAllocUar(r) => r.as_ref().err(),
             Reply::DevxFreeUar(r) => r.as_ref().err(),
             Reply::DevxUarWrite(r) => r.as_ref().err(),
@@ -705,6 +741,12 @@ impl Reply {
             Call::DevxQueryEqn { .. } => Reply::DevxQueryEqn(Err(err)),
             Call::ReservedQpnAlloc { .. } => Reply::ReservedQpnAlloc(Err(err)),
             Call::ReservedQpnDealloc { .. } => Reply::ReservedQpnDealloc(Err(err)),
+            Call::PpAlloc { .. } => Reply::PpAlloc(Err(err)),
+            Call::PpFree { .. } => Reply::PpFree(Err(err)),
+            Call::AllocVar { .. } => Reply::AllocVar(Err(err)),
+            Call::FreeVar { .. } => Reply::FreeVar(Err(err)),
+            Call::QueryQpLagPort { .. } => Reply::QueryQpLagPort(Err(err)),
+            Call::ModifyQpLagPort { .. } => Reply::ModifyQpLagPort(Err(err)),
             Call::DevxAllocUar { .. } => Reply::DevxAllocUar(Err(err)),
             Call::DevxFreeUar { .. } => Reply::DevxFreeUar(Err(err)),
             Call::DevxUarWrite { .. } => Reply::DevxUarWrite(Err(err)),

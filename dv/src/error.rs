@@ -139,6 +139,18 @@ pub enum Op {
     ReservedQpnAlloc,
     /// `mlx5dv_reserved_qpn_dealloc`.
     ReservedQpnDealloc,
+    /// `mlx5dv_pp_alloc`.
+    PpAlloc,
+    /// `mlx5dv_pp_free`.
+    PpFree,
+    /// `mlx5dv_alloc_var`.
+    AllocVar,
+    /// `mlx5dv_free_var`.
+    FreeVar,
+    /// `mlx5dv_query_qp_lag_port`.
+    QueryQpLagPort,
+    /// `mlx5dv_modify_qp_lag_port`.
+    ModifyQpLagPort,
     /// `mlx5dv_devx_alloc_uar`.
     DevxAllocUar,
     /// `mlx5dv_devx_free_uar`.
@@ -254,6 +266,12 @@ impl Op {
             Op::DevxQueryEqn => "mlx5dv_devx_query_eqn",
             Op::ReservedQpnAlloc => "mlx5dv_reserved_qpn_alloc",
             Op::ReservedQpnDealloc => "mlx5dv_reserved_qpn_dealloc",
+            Op::PpAlloc => "mlx5dv_pp_alloc",
+            Op::PpFree => "mlx5dv_pp_free",
+            Op::AllocVar => "mlx5dv_alloc_var",
+            Op::FreeVar => "mlx5dv_free_var",
+            Op::QueryQpLagPort => "mlx5dv_query_qp_lag_port",
+            Op::ModifyQpLagPort => "mlx5dv_modify_qp_lag_port",
             Op::DevxAllocUar => "mlx5dv_devx_alloc_uar",
             Op::DevxFreeUar => "mlx5dv_devx_free_uar",
             Op::DevxUarWrite => "mmio_write (UAR)",

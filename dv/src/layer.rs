@@ -28,7 +28,7 @@ use crate::api::context::{AsyncEvent, ContextAttr, Contexts, DeviceDesc, DvConte
 use crate::api::crypto::{
     Crypto, CryptoLoginAttr, CryptoLoginAttrEx, CryptoLoginQueryAttr, CryptoLoginState, DekAttr, DekInitAttr,
 };
-use crate::api::devx::{Devx, DevxEq, DevxObj, DevxUar, DevxUmem, MsiVector};
+use crate::api::devx::{Devx, DevxEq, DevxObj, DevxUar, DevxUmem, MsiVector, PpEntry, Var};
 use crate::api::memory::{AccessFlags, Buf, Dm, DmaBuf, Memory, Mr, Mw};
 use crate::api::mkey::{Mkey, MkeyErr, MkeyInitAttr, Mkeys};
 use crate::api::queue::{Cq, Qp, QpInitAttr, QpModify, QpState, Queues, Wc};
@@ -40,7 +40,7 @@ use crate::call::{Call, Reply};
 use crate::caps::Caps;
 use crate::errno::{EINVAL, EOPNOTSUPP};
 use crate::error::{Error, Op, Result};
-use crate::handle::{ContextHandle, CryptoLoginHandle, DekHandle, DevxObjHandle, PdHandle};
+use crate::handle::{ContextHandle, CryptoLoginHandle, DekHandle, DevxObjHandle, PdHandle, QpHandle};
 use crate::sim_control::{CommandRecord, ControlAction, FaultRule, SimControl, WqeRecord};
 
 /// What a wrapper does to the calls passing through it. Every method has a default that
@@ -404,6 +404,24 @@ impl<L: Layer, B: Backend> Devx for Wrapped<L, B> {
     }
     fn reserved_qpn_dealloc(&mut self, ctx: ContextHandle, qpn: u32) -> Result<()> {
         through!(self, Call::ReservedQpnDealloc { ctx, qpn }, ReservedQpnDealloc)
+    }
+    fn pp_alloc(&mut self, ctx: ContextHandle, pp_context: &[u8], flags: u32) -> Result<PpEntry> {
+        through!(self, Call::PpAlloc { ctx, pp_context: pp_context.to_vec(), flags }, PpAlloc)
+    }
+    fn pp_free(&mut self, pp: &PpEntry) -> Result<()> {
+        through!(self, Call::PpFree { pp: *pp }, PpFree)
+    }
+    fn alloc_var(&mut self, ctx: ContextHandle, flags: u32) -> Result<Var> {
+        through!(self, Call::AllocVar { ctx, flags }, AllocVar)
+    }
+    fn free_var(&mut self, var: &Var) -> Result<()> {
+        through!(self, Call::FreeVar { var: *var }, FreeVar)
+    }
+    fn query_qp_lag_port(&mut self, qp: QpHandle) -> Result<(u8, u8)> {
+        through!(self, Call::QueryQpLagPort { qp }, QueryQpLagPort)
+    }
+    fn modify_qp_lag_port(&mut self, qp: QpHandle, port: u8) -> Result<()> {
+        through!(self, Call::ModifyQpLagPort { qp, port }, ModifyQpLagPort)
     }
     fn devx_alloc_uar(&mut self, ctx: ContextHandle, flags: u32) -> Result<DevxUar> {
         through!(self, Call::DevxAllocUar { ctx, flags }, DevxAllocUar)

@@ -518,6 +518,9 @@ pub enum GeneralObjType {
     CryptoLogin,
     /// RESERVED_QPN (0x002c): blocks of QP numbers `mlx5dv_reserved_qpn_alloc` hands out.
     ReservedQpn,
+    /// VIRTIO_NET_Q (0x000d): virtio-net emulation, which gives mlx5_ib its VAR objects
+    /// (`mlx5dv_alloc_var`).
+    VirtioNetQ,
 }
 
 impl GeneralObjType {
@@ -527,6 +530,7 @@ impl GeneralObjType {
             GeneralObjType::Dek => crate::prm::obj_type::DEK,
             GeneralObjType::CryptoLogin => crate::prm::obj_type::CRYPTO_LOGIN,
             GeneralObjType::ReservedQpn => crate::prm::obj_type::RESERVED_QPN,
+            GeneralObjType::VirtioNetQ => 0x000d,
         }
     }
 }
@@ -585,6 +589,27 @@ pub struct HcaCapSection {
     /// shows on ConnectX-5 and ConnectX-6 hosts; each firmware reports its own.
     #[serde(default = "seven")]
     pub log_tag_matching_list_sz: u8,
+    /// `cmd_hca_cap.qos` and the QoS page's `packet_pacing` and `packet_pacing_uid`: the
+    /// packet pacing rate table user space allocates entries of (`mlx5dv_pp_alloc`). On unless
+    /// a profile says otherwise.
+    #[serde(default = "yes")]
+    pub packet_pacing: bool,
+    /// QoS page `packet_pacing_min_rate`, kbps. Unverified default 1: what a card reports is
+    /// not public (mlx5_core logs it as 0 Mbps on ConnectX-5 and later).
+    #[serde(default = "one")]
+    pub packet_pacing_min_rate: u32,
+    /// QoS page `packet_pacing_max_rate`, kbps. Unverified default 100000000 (100 Gb/s).
+    #[serde(default = "hundred_gbps")]
+    pub packet_pacing_max_rate: u32,
+    /// QoS page `packet_pacing_rate_table_size`: entries of the rate table, entry 0 being the
+    /// unlimited rate. Unverified default 128.
+    #[serde(default = "rate_table")]
+    pub packet_pacing_rate_table_size: u16,
+    /// Doorbell pages of the virtio emulation BAR that mlx5_ib hands out as VARs (the
+    /// emulation page's BAR size over its doorbell stride, one 4 KiB page each here).
+    /// Unverified default 256.
+    #[serde(default = "var_pages")]
+    pub var_doorbell_pages: u32,
     /// `cqe_compression`: CQs of 64-byte CQEs may be compressed. On by default, as on
     /// ConnectX-4 and later.
     #[serde(default = "yes")]
@@ -605,6 +630,22 @@ pub struct HcaCapSection {
 
 fn sixty_four() -> u16 {
     64
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn hundred_gbps() -> u32 {
+    100_000_000
+}
+
+fn rate_table() -> u16 {
+    128
+}
+
+fn var_pages() -> u32 {
+    256
 }
 
 fn seven() -> u8 {

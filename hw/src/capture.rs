@@ -114,12 +114,22 @@ fn read_caps(b: &mut HwBackend, ctx: mlx5_dv::ContextHandle) -> Result<(HcaCapSe
     let bit = |p: &[u8], f: Field| get(p, f) != 0;
     let obj_types = get(&page, c::GENERAL_OBJ_TYPES);
     let mut general_obj_types = Vec::new();
-    for t in [GeneralObjType::Dek, GeneralObjType::CryptoLogin, GeneralObjType::ReservedQpn] {
+    for t in [GeneralObjType::Dek, GeneralObjType::CryptoLogin, GeneralObjType::ReservedQpn, GeneralObjType::VirtioNetQ]
+    {
         if obj_types & (1u64 << t.number()) != 0 {
             general_obj_types.push(t);
         }
     }
+    let qos = if bit(&page, mlx5_dv::prm::qos_cap::QOS) { Some(devx_query(b, ptr, q::OP_MOD_QOS_CUR)?) } else { None };
+    let qos_get = |f: Field| qos.as_deref().map_or(0, |p| get(p, f));
     let hca = HcaCapSection {
+        packet_pacing: qos_get(mlx5_dv::prm::qos_cap::PACKET_PACING) != 0
+            && qos_get(mlx5_dv::prm::qos_cap::PACKET_PACING_UID) != 0,
+        packet_pacing_min_rate: qos_get(mlx5_dv::prm::qos_cap::PACKET_PACING_MIN_RATE) as u32,
+        packet_pacing_max_rate: qos_get(mlx5_dv::prm::qos_cap::PACKET_PACING_MAX_RATE) as u32,
+        packet_pacing_rate_table_size: qos_get(mlx5_dv::prm::qos_cap::PACKET_PACING_RATE_TABLE_SIZE) as u16,
+        // The doorbell pages are in the virtio emulation page, which is not read: the default.
+        var_doorbell_pages: 256,
         rts2rts_qp_udp_sport: bit(&page, c::RTS2RTS_QP_UDP_SPORT),
         sho: bit(&page, c::SHO),
         sigerr_domain_and_sig_type: bit(&page, c::SIGERR_DOMAIN_AND_SIG_TYPE),

@@ -298,6 +298,27 @@ impl Devx for HwBackend {
         }
     }
 
+    // Not forwarded yet: the card's answer needs the rdma-core objects (`struct mlx5dv_pp`,
+    // `struct mlx5dv_var`) kept per handle, which this backend does not have.
+    fn pp_alloc(&mut self, _ctx: ContextHandle, _pp_context: &[u8], _flags: u32) -> Result<mlx5_dv::PpEntry> {
+        Err(Error::new(Op::PpAlloc, mlx5_dv::errno::EOPNOTSUPP, "not forwarded by the hardware backend"))
+    }
+    fn pp_free(&mut self, _pp: &mlx5_dv::PpEntry) -> Result<()> {
+        Err(Error::new(Op::PpFree, mlx5_dv::errno::EOPNOTSUPP, "not forwarded by the hardware backend"))
+    }
+    fn alloc_var(&mut self, _ctx: ContextHandle, _flags: u32) -> Result<mlx5_dv::Var> {
+        Err(Error::new(Op::AllocVar, mlx5_dv::errno::EOPNOTSUPP, "not forwarded by the hardware backend"))
+    }
+    fn free_var(&mut self, _var: &mlx5_dv::Var) -> Result<()> {
+        Err(Error::new(Op::FreeVar, mlx5_dv::errno::EOPNOTSUPP, "not forwarded by the hardware backend"))
+    }
+    fn query_qp_lag_port(&mut self, _qp: mlx5_dv::QpHandle) -> Result<(u8, u8)> {
+        Err(Error::new(Op::QueryQpLagPort, mlx5_dv::errno::EOPNOTSUPP, "not forwarded by the hardware backend"))
+    }
+    fn modify_qp_lag_port(&mut self, _qp: mlx5_dv::QpHandle, _port: u8) -> Result<()> {
+        Err(Error::new(Op::ModifyQpLagPort, mlx5_dv::errno::EOPNOTSUPP, "not forwarded by the hardware backend"))
+    }
+
     fn devx_alloc_uar(&mut self, ctx: ContextHandle, flags: u32) -> Result<DevxUar> {
         let op = Op::DevxAllocUar;
         let ptr = self.ctx_ptr(ctx, op)?;

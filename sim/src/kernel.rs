@@ -16,6 +16,7 @@ use crate::device::firmware::named_input;
 mod cq_caps;
 mod dm;
 mod mw;
+mod qos;
 mod srq;
 mod verbs;
 mod xrc;
@@ -195,6 +196,8 @@ pub struct Kernel {
     memic_pages: BTreeMap<usize, Vec<bool>>,
     /// XRC domains and target QPs.
     xrc: xrc::KernelXrc,
+    /// Packet pacing and VAR objects.
+    qos: qos::KernelQos,
 }
 
 impl Kernel {
@@ -218,6 +221,7 @@ impl Kernel {
             data_direct: None,
             memic_pages: BTreeMap::new(),
             xrc: xrc::KernelXrc::default(),
+            qos: qos::KernelQos::default(),
         }
     }
 

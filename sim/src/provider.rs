@@ -24,6 +24,7 @@ mod flow;
 mod memory;
 mod mkey;
 mod mw;
+mod objects;
 mod odp;
 mod poll;
 mod qp;
@@ -114,6 +115,8 @@ struct CtxCaps {
     log_reserved_qpns_per_obj: u8,
     /// The CQ capabilities of the kernel's query response (`cqe_comp_caps`, the CQE flags).
     cq: crate::kernel::CqCaps,
+    /// `entropy_caps.num_lag_ports`.
+    num_lag_ports: u8,
 }
 
 #[derive(Debug, Clone)]

@@ -12,7 +12,7 @@ use mlx5_dv::{
     Crypto, CryptoLoginAttr, CryptoLoginAttrEx, CryptoLoginHandle, CryptoLoginQueryAttr, CryptoLoginState, DekAttr,
     DekHandle, DekInitAttr,
 };
-use mlx5_dv::{Devx, DevxEq, DevxObj, DevxObjHandle, DevxUar, DevxUmem, MsiVector};
+use mlx5_dv::{Devx, DevxEq, DevxObj, DevxObjHandle, DevxUar, DevxUmem, MsiVector, PpEntry, QpHandle, Var};
 
 mod dm;
 
@@ -537,6 +537,25 @@ impl Devx for Simulator {
     }
     fn reserved_qpn_dealloc(&mut self, ctx: ContextHandle, qpn: u32) -> Result<()> {
         down!(self.reserved_qpn_dealloc(ctx, qpn))
+    }
+
+    fn pp_alloc(&mut self, ctx: ContextHandle, pp_context: &[u8], flags: u32) -> Result<PpEntry> {
+        down!(self.pp_alloc(ctx, pp_context, flags))
+    }
+    fn pp_free(&mut self, pp: &PpEntry) -> Result<()> {
+        down!(self.pp_free(pp))
+    }
+    fn alloc_var(&mut self, ctx: ContextHandle, flags: u32) -> Result<Var> {
+        down!(self.alloc_var(ctx, flags))
+    }
+    fn free_var(&mut self, var: &Var) -> Result<()> {
+        down!(self.free_var(var))
+    }
+    fn query_qp_lag_port(&mut self, qp: QpHandle) -> Result<(u8, u8)> {
+        self.provider.query_qp_lag_port(qp)
+    }
+    fn modify_qp_lag_port(&mut self, qp: QpHandle, port: u8) -> Result<()> {
+        self.provider.modify_qp_lag_port(qp, port)
     }
 
     fn devx_alloc_uar(&mut self, ctx: ContextHandle, flags: u32) -> Result<DevxUar> {

@@ -11,7 +11,9 @@ use serde::{Deserialize, Serialize};
 
 use super::memory::{AccessFlags, Buf};
 use crate::error::Result;
-use crate::handle::{ContextHandle, DevxObjHandle, EqHandle, MsiVectorHandle, PdHandle, UarHandle, UmemHandle};
+use crate::handle::{
+    ContextHandle, DevxObjHandle, EqHandle, MsiVectorHandle, PdHandle, QpHandle, UarHandle, UmemHandle,
+};
 
 /// `MLX5DV_UAR_ALLOC_TYPE_BF`: a UAR page with a BlueFlame register.
 pub const MLX5DV_UAR_ALLOC_TYPE_BF: u32 = 0x0;
@@ -19,6 +21,37 @@ pub const MLX5DV_UAR_ALLOC_TYPE_BF: u32 = 0x0;
 pub const MLX5DV_UAR_ALLOC_TYPE_NC: u32 = 0x1;
 /// `MLX5DV_UAR_ALLOC_TYPE_NC_DEDICATED`: a non-cached UAR page of its own.
 pub const MLX5DV_UAR_ALLOC_TYPE_NC_DEDICATED: u32 = 1 << 31;
+
+/// `MLX5DV_PP_ALLOC_FLAGS_DEDICATED_INDEX`: a packet pacing entry of its own, never shared.
+pub const MLX5DV_PP_ALLOC_FLAGS_DEDICATED_INDEX: u32 = 1 << 0;
+/// `MLX5DV_VAR_ALLOC_FLAG_TLP`: a VAR of the TLP device emulation manager.
+pub const MLX5DV_VAR_ALLOC_FLAG_TLP: u32 = 1 << 0;
+
+/// A packet pacing entry (`struct mlx5dv_pp`): its index in the device's rate table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PpEntry {
+    /// The context that allocated it.
+    pub ctx: ContextHandle,
+    /// The kernel object's handle.
+    pub handle: u32,
+    /// `index`: the rate table entry (from 1; 0 is the unlimited rate).
+    pub index: u16,
+}
+
+/// A virtio access region (`struct mlx5dv_var`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Var {
+    /// The context that allocated it.
+    pub ctx: ContextHandle,
+    /// The kernel object's handle.
+    pub handle: u32,
+    /// `page_id`: the doorbell page's index.
+    pub page_id: u32,
+    /// `length`: bytes to map.
+    pub length: u32,
+    /// `mmap_off`: the offset to map on the context's command fd.
+    pub mmap_off: u64,
+}
 
 /// Offsets inside a UAR page.
 pub mod uar_offset {
@@ -122,6 +155,26 @@ pub trait Devx {
     /// `mlx5dv_reserved_qpn_dealloc(ctx, qpn)`: give a reserved number back; EINVAL for one
     /// not handed out (or given back already).
     fn reserved_qpn_dealloc(&mut self, ctx: ContextHandle, qpn: u32) -> Result<()>;
+
+    /// `mlx5dv_pp_alloc(ctx, len, pp_context, flags)`: an entry of the device's packet pacing
+    /// rate table for the `set_pp_rate_limit_context` bytes `pp_context`.
+    fn pp_alloc(&mut self, ctx: ContextHandle, pp_context: &[u8], flags: u32) -> Result<PpEntry>;
+
+    /// `mlx5dv_pp_free` (void in C; only a stale entry fails, with EINVAL).
+    fn pp_free(&mut self, pp: &PpEntry) -> Result<()>;
+
+    /// `mlx5dv_alloc_var(ctx, flags)`: a doorbell page of the virtio emulation BAR.
+    fn alloc_var(&mut self, ctx: ContextHandle, flags: u32) -> Result<Var>;
+
+    /// `mlx5dv_free_var` (void in C; only a stale VAR fails, with EINVAL).
+    fn free_var(&mut self, var: &Var) -> Result<()>;
+
+    /// `mlx5dv_query_qp_lag_port(qp, &port, &active)`: the QP's configured and active LAG
+    /// ports.
+    fn query_qp_lag_port(&mut self, qp: QpHandle) -> Result<(u8, u8)>;
+
+    /// `mlx5dv_modify_qp_lag_port(qp, port)`.
+    fn modify_qp_lag_port(&mut self, qp: QpHandle, port: u8) -> Result<()>;
 
     /// `mlx5dv_devx_alloc_uar(ctx, flags)` ([`MLX5DV_UAR_ALLOC_TYPE_BF`], `_NC`,
     /// `_NC_DEDICATED`).

@@ -96,3 +96,46 @@ pub mod cmd_hca_cap_2 {
         LOG_RESERVED_QPN_GRANULARITY => log_reserved_qpn_granularity / set_log_reserved_qpn_granularity: u8 = (0x93, 5);
     }
 }
+
+/// The QoS capability page (`qos_cap`) and the general page's bits about it; positions from
+/// the kernel's `mlx5_ifc.h`.
+pub mod qos_cap {
+    use crate::prm::Field;
+
+    /// `cmd_hca_cap.qos`: the device has a QoS page.
+    pub const QOS: Field = Field::new("qos", 0x21b, 1);
+    /// `cmd_hca_cap.num_lag_ports`: ports a LAG may bond (0 or 1 on a device without LAG).
+    pub const NUM_LAG_PORTS: Field = Field::new("num_lag_ports", 0x27c, 4);
+    /// `cmd_hca_cap.lag_tx_port_affinity`.
+    pub const LAG_TX_PORT_AFFINITY: Field = Field::new("lag_tx_port_affinity", 0x278, 1);
+    /// `packet_pacing`: the packet pacing rate table.
+    pub const PACKET_PACING: Field = Field::new("packet_pacing", 0x0, 1);
+    /// `packet_pacing_uid`: rate table entries carry the uid that set them.
+    pub const PACKET_PACING_UID: Field = Field::new("packet_pacing_uid", 0xb, 1);
+    /// `packet_pacing_max_rate`, kbps.
+    pub const PACKET_PACING_MAX_RATE: Field = Field::new("packet_pacing_max_rate", 0x40, 32);
+    /// `packet_pacing_min_rate`, kbps.
+    pub const PACKET_PACING_MIN_RATE: Field = Field::new("packet_pacing_min_rate", 0x60, 32);
+    /// `packet_pacing_rate_table_size`: entries, entry 0 being the unlimited rate.
+    pub const PACKET_PACING_RATE_TABLE_SIZE: Field = Field::new("packet_pacing_rate_table_size", 0x90, 16);
+}
+
+/// SET_PP_RATE_LIMIT (0x780) and its `set_pp_rate_limit_context`.
+pub mod pp {
+    use crate::prm::Field;
+
+    /// The opcode.
+    pub const SET_PP_RATE_LIMIT: u16 = 0x780;
+    /// `rate_limit_index` of the input.
+    pub const RATE_LIMIT_INDEX: Field = Field::new("rate_limit_index", 0x50, 16);
+    /// Where the context starts in the input (bytes).
+    pub const CONTEXT_BYTE: usize = 0x10;
+    /// `sizeof(set_pp_rate_limit_context)`.
+    pub const CONTEXT_SIZE: usize = 48;
+    /// The input's size: header, index and context.
+    pub const IN_SIZE: usize = CONTEXT_BYTE + CONTEXT_SIZE;
+    /// `rate_limit` of the context, kbps.
+    pub const RATE_LIMIT: Field = Field::new("rate_limit", 0x0, 32);
+    /// `MLX5_SHARED_RESOURCE_UID`: the uid of an entry any context may share.
+    pub const SHARED_RESOURCE_UID: u16 = 0xffff;
+}

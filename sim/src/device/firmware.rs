@@ -17,6 +17,7 @@ mod eq;
 mod memic;
 mod objects;
 mod port;
+mod qos;
 mod raw;
 mod reserved;
 mod srq;
@@ -172,6 +173,10 @@ pub struct Firmware {
     memic_caps: caps::Page,
     /// RESERVED_QPN blocks and the second general page.
     reserved: reserved::ReservedQpns,
+    /// The QoS page and the packet pacing rate table.
+    qos: qos::Qos,
+    /// VAR doorbell pages (0 without virtio emulation).
+    var_pages: u32,
 }
 
 impl Firmware {
@@ -216,6 +221,12 @@ impl Firmware {
             memic: memic::Memic::new(profile),
             memic_caps: memic::Memic::new(profile).page()?,
             reserved: reserved::ReservedQpns::new(profile)?,
+            qos: qos::Qos::new(profile)?,
+            var_pages: if h.general_obj_types.contains(&crate::profile::GeneralObjType::VirtioNetQ) {
+                h.var_doorbell_pages
+            } else {
+                0
+            },
         })
     }
 
@@ -325,6 +336,7 @@ impl Firmware {
             opcode::CREATE_UMEM => self.create_umem(uid, input, out),
             opcode::DESTROY_UMEM => self.destroy_umem(input),
             opcode::NOP => Ok(()),
+            prm::pp::SET_PP_RATE_LIMIT => self.set_pp_rate_limit(uid, input),
             prm::queues::srq::CREATE_SRQ => self.create_srq(input, out),
             prm::queues::srq::DESTROY_SRQ => self.destroy_srq(input),
             prm::queues::srq::QUERY_SRQ => self.query_srq(input, out),

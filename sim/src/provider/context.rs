@@ -132,6 +132,7 @@ impl Provider {
         }
         self.crypto.forget_context(ctx);
         self.reserved.forget_context(ctx);
+        low.kernel.close_qos_objects(low.devices, ctx.id());
         self.close_devx_of(low, ctx);
         if let (CtxKind::Kernel { devx, .. }, Some(d)) = (c.kind, low.devices.get_mut(c.dev)) {
             low.kernel.close_devx_objects(d, devx);
@@ -287,6 +288,7 @@ fn query_caps(dev: &mut Device, uid: DevxUid) -> CtxCaps {
     caps.general_obj_types = c::GENERAL_OBJ_TYPES.get(page).unwrap_or(0);
     let has_cap_2 = bit(c::HCA_CAP_2);
     caps.rts2rts_qp_udp_sport = bit(c::RTS2RTS_QP_UDP_SPORT);
+    caps.num_lag_ports = prm::qos_cap::NUM_LAG_PORTS.get(page).unwrap_or(0) as u8;
     if bit(c::AES_XTS_SINGLE_BLOCK_LE_TWEAK) {
         caps.crypto.crypto_engines |= crypto_cap::ENGINE_AES_XTS_SINGLE_BLOCK;
     }

@@ -2,7 +2,8 @@
 //!
 //! The simulated firmware has one value per capability, so the maximum (bit 0 clear) and the
 //! current page (bit 0 set) are the same bytes. It answers the general page (0x0), the NIC
-//! flow table page (0x7) and the device memory page (0xf) on every profile, and the crypto
+//! flow table page (0x7), the QoS page (0xc, `qos.rs`) and the device memory page (0xf) on
+//! every profile, and the crypto
 //! page (0x1a) where the profile has crypto; other types are BAD_PARAM. The flow table page is
 //! all zero (no flow steering); the device memory page is MEMIC's (`memic.rs`), zero on a
 //! profile without it. The answer fills as much of the 4 KiB page as the output mailbox holds after its
@@ -26,6 +27,8 @@ pub(super) mod cap_type {
     pub const DEVICE_MEMORY: u16 = 0xf;
     /// Crypto capabilities.
     pub const CRYPTO: u16 = 0x1a;
+    /// QoS capabilities (packet pacing).
+    pub const QOS: u16 = 0xc;
     /// The second general page (`cmd_hca_cap_2`).
     pub const GENERAL_2: u16 = 0x20;
 }
@@ -94,6 +97,7 @@ pub(super) fn general_page(profile: &Profile) -> Result<Page, FieldError> {
     let obj_types = h.general_obj_types.iter().fold(0u64, |m, t| m | 1u64 << t.number());
     c::GENERAL_OBJ_TYPES.set(g, obj_types)?;
     c::LOG_MAX_MKEY.set(g, u64::from(h.log_max_mkey))?;
+    set_flag(g, prm::qos_cap::QOS, h.packet_pacing)?;
     c::LOG_MAX_KLM_LIST_SIZE.set(g, u64::from(h.log_max_klm_list_size))?;
     // Every simulated CQ may be padded; compression as the profile says.
     set_flag(g, c::CQE_128_ALWAYS, true)?;
@@ -154,6 +158,7 @@ impl Firmware {
             cap_type::NIC_FLOW_TABLE => &ZERO_PAGE[..],
             cap_type::DEVICE_MEMORY => &self.memic_caps[..],
             cap_type::GENERAL_2 => &self.reserved.page[..],
+            cap_type::QOS => &self.qos.page[..],
             cap_type::CRYPTO => match &self.crypto_caps {
                 Some(p) => &p[..],
                 None => return Err(Reject(status::BAD_PARAM_ERR, syndrome::BAD_FIELD)),
