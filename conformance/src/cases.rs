@@ -21,6 +21,7 @@ mod dmabuf;
 mod engine;
 mod fabric;
 mod fixture;
+mod flow_counter;
 mod inline;
 mod inval;
 mod misuse;
@@ -95,6 +96,7 @@ pub fn all() -> Vec<Case> {
         cm_sidr::CASES,
         verbs_misc::CASES,
         device_objects::CASES,
+        flow_counter::CASES,
         xrc::CASES,
         raw::CASES,
     ]

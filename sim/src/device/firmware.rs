@@ -12,6 +12,7 @@ use crate::device::translation::Translation;
 use crate::profile::Profile;
 
 mod caps;
+mod counters;
 mod crypto;
 mod eq;
 mod memic;
@@ -172,6 +173,8 @@ pub struct Firmware {
     memic_caps: caps::Page,
     /// RESERVED_QPN blocks and the second general page.
     reserved: reserved::ReservedQpns,
+    /// Flow counters.
+    counters: counters::FlowCounters,
 }
 
 impl Firmware {
@@ -216,6 +219,7 @@ impl Firmware {
             memic: memic::Memic::new(profile),
             memic_caps: memic::Memic::new(profile).page()?,
             reserved: reserved::ReservedQpns::new(profile)?,
+            counters: counters::FlowCounters::new(profile),
         })
     }
 
