@@ -51,3 +51,63 @@ pub mod flow_counter {
     /// `cmd_hca_cap.max_flow_counter_15_0`.
     pub const CAP_MAX_15_0: Field = Field::new("max_flow_counter_15_0", 0x350, 16);
 }
+
+/// `fte_match_param`: a flow's match mask or value, and its outer headers
+/// (`fte_match_set_lyr_2_4`, the first 64 bytes; positions from the kernel's `mlx5_ifc.h`).
+pub mod fte_match {
+    use crate::prm::Field;
+
+    /// Bytes of one section (outer headers, misc parameters, inner headers, ...).
+    pub const SECTION_SIZE: usize = 0x40;
+    /// Sections of `fte_match_param` (outer, misc, inner, misc 2 to 5), in
+    /// `match_criteria_enable` bit order.
+    pub const SECTIONS: usize = 7;
+    /// `match_criteria_enable` bit of the outer headers.
+    pub const CRITERIA_OUTER: u8 = 1 << 0;
+    /// Source MAC, its first 4 bytes.
+    pub const SMAC_47_16: Field = Field::new("smac_47_16", 0x0, 32);
+    /// Source MAC, its last 2 bytes.
+    pub const SMAC_15_0: Field = Field::new("smac_15_0", 0x20, 16);
+    /// The EtherType after any VLAN tag.
+    pub const ETHERTYPE: Field = Field::new("ethertype", 0x30, 16);
+    /// Destination MAC, its first 4 bytes.
+    pub const DMAC_47_16: Field = Field::new("dmac_47_16", 0x40, 32);
+    /// Destination MAC, its last 2 bytes.
+    pub const DMAC_15_0: Field = Field::new("dmac_15_0", 0x60, 16);
+    /// The first VLAN tag's priority.
+    pub const FIRST_PRIO: Field = Field::new("first_prio", 0x70, 3);
+    /// The first VLAN tag's CFI bit.
+    pub const FIRST_CFI: Field = Field::new("first_cfi", 0x73, 1);
+    /// The first VLAN tag's id.
+    pub const FIRST_VID: Field = Field::new("first_vid", 0x74, 12);
+    /// IP protocol (IPv4) or next header (IPv6).
+    pub const IP_PROTOCOL: Field = Field::new("ip_protocol", 0x80, 8);
+    /// DSCP.
+    pub const IP_DSCP: Field = Field::new("ip_dscp", 0x88, 6);
+    /// ECN.
+    pub const IP_ECN: Field = Field::new("ip_ecn", 0x8e, 2);
+    /// The frame has a customer VLAN (0x8100) tag.
+    pub const CVLAN_TAG: Field = Field::new("cvlan_tag", 0x90, 1);
+    /// The IPv4 packet is a fragment.
+    pub const FRAG: Field = Field::new("frag", 0x92, 1);
+    /// 4 or 6.
+    pub const IP_VERSION: Field = Field::new("ip_version", 0x93, 4);
+    /// TCP flags (NS and the eight of byte 13).
+    pub const TCP_FLAGS: Field = Field::new("tcp_flags", 0x97, 9);
+    /// TCP source port.
+    pub const TCP_SPORT: Field = Field::new("tcp_sport", 0xa0, 16);
+    /// TCP destination port.
+    pub const TCP_DPORT: Field = Field::new("tcp_dport", 0xb0, 16);
+    /// IPv4 header length in words.
+    pub const IPV4_IHL: Field = Field::new("ipv4_ihl", 0xd0, 4);
+    /// TTL or hop limit.
+    pub const IP_TTL_HOPLIMIT: Field = Field::new("ip_ttl_hoplimit", 0xd8, 8);
+    /// UDP source port.
+    pub const UDP_SPORT: Field = Field::new("udp_sport", 0xe0, 16);
+    /// UDP destination port.
+    pub const UDP_DPORT: Field = Field::new("udp_dport", 0xf0, 16);
+    /// Source IPv6 address, or the IPv4 address in its last 4 bytes.
+    pub const SRC_IP_BYTE: usize = 0x20;
+    /// Destination IPv6 address, or the IPv4 address in its last 4 bytes.
+    pub const DST_IP_BYTE: usize = 0x30;
+}
