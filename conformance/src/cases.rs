@@ -23,6 +23,7 @@ mod dv_cq;
 mod engine;
 mod fabric;
 mod fixture;
+mod flow_counter;
 mod inline;
 mod inval;
 mod misuse;
@@ -99,6 +100,7 @@ pub fn all() -> Vec<Case> {
         dv_cq::CASES,
         device_objects::CASES,
         device_qos::CASES,
+        flow_counter::CASES,
         xrc::CASES,
         raw::CASES,
     ]

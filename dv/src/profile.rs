@@ -626,6 +626,19 @@ pub struct HcaCapSection {
     /// (`MLX5DV_CQE_RES_FORMAT_CSUM_STRIDX`). Unverified default on.
     #[serde(default = "yes")]
     pub mini_cqe_resp_stride_index: bool,
+    /// `max_flow_counter`: flow counters the firmware holds at once (ALLOC_FLOW_COUNTER); 0
+    /// for none, when the firmware refuses the command. Unverified default 2^24: the value a
+    /// ConnectX reports is not public.
+    #[serde(default = "max_flow_counter")]
+    pub max_flow_counter: u32,
+    /// `flow_counter_bulk_alloc`: the one-bit `flow_counter_bulk` masks ALLOC_FLOW_COUNTER
+    /// takes (bit n: 128 << n counters). Unverified default 0xff.
+    #[serde(default = "all_bulk_masks")]
+    pub flow_counter_bulk_alloc: u8,
+    /// `log_max_flow_counter_bulk`: the largest `flow_counter_bulk_log_size`. Unverified
+    /// default 23.
+    #[serde(default = "log_max_flow_counter_bulk")]
+    pub log_max_flow_counter_bulk: u8,
 }
 
 fn sixty_four() -> u16 {
@@ -646,6 +659,18 @@ fn rate_table() -> u16 {
 
 fn var_pages() -> u32 {
     256
+}
+
+fn max_flow_counter() -> u32 {
+    1 << 24
+}
+
+fn all_bulk_masks() -> u8 {
+    0xff
+}
+
+fn log_max_flow_counter_bulk() -> u8 {
+    23
 }
 
 fn seven() -> u8 {

@@ -7,7 +7,9 @@
 //! SQD→RTS by creating a `SIG_PIPELINING` QP.
 
 use mlx5_dv::prelude::*;
-use mlx5_dv::prm::{Field, cmd_hca_cap as c, cmd_hca_cap_2 as c2, crypto_caps as k, query_hca_cap as q};
+use mlx5_dv::prm::{
+    Field, cmd_hca_cap as c, cmd_hca_cap_2 as c2, crypto_caps as k, flow_counter as fc, query_hca_cap as q,
+};
 use mlx5_dv::profile::Profile;
 use mlx5_dv::profile::{
     CryptoCapSection, DeviceSection, GeneralObjType, HcaCapSection, KernelSection, LinkLayer, OdpSection,
@@ -158,6 +160,9 @@ fn read_caps(b: &mut HwBackend, ctx: mlx5_dv::ContextHandle) -> Result<(HcaCapSe
         cqe_compression_128b: bit(&page, c::CQE_COMPRESSION_128B),
         cqe_compression_max_num: get(&page, c::CQE_COMPRESSION_MAX_NUM) as u16,
         mini_cqe_resp_stride_index: bit(&page, c::MINI_CQE_RESP_STRIDE_INDEX),
+        max_flow_counter: (get(&page, fc::CAP_MAX_31_16) << 16 | get(&page, fc::CAP_MAX_15_0)) as u32,
+        flow_counter_bulk_alloc: get(&page, fc::CAP_BULK_ALLOC) as u8,
+        log_max_flow_counter_bulk: get(&page, fc::CAP_LOG_MAX_BULK) as u8,
     };
     let crypto = if hca.crypto {
         let p = devx_query(b, ptr, q::OP_MOD_CRYPTO_CUR)?;

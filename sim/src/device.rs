@@ -11,6 +11,7 @@ pub mod clock;
 pub mod contract;
 pub mod engine;
 pub mod firmware;
+pub mod fte_match;
 pub mod steering;
 pub mod translation;
 

@@ -121,6 +121,9 @@ pub mod opcode {
             SQERR2RTS_QP => "SQERR2RTS_QP",
             SQD_RTS_QP => "SQD_RTS_QP",
             INIT2INIT_QP => "INIT2INIT_QP",
+            0x939 => "ALLOC_FLOW_COUNTER",
+            0x93a => "DEALLOC_FLOW_COUNTER",
+            0x93b => "QUERY_FLOW_COUNTER",
             _ => "UNKNOWN",
         }
     }

@@ -12,6 +12,7 @@ use crate::device::translation::Translation;
 use crate::profile::Profile;
 
 mod caps;
+mod counters;
 mod crypto;
 mod eq;
 mod memic;
@@ -177,6 +178,8 @@ pub struct Firmware {
     qos: qos::Qos,
     /// VAR doorbell pages (0 without virtio emulation).
     var_pages: u32,
+    /// Flow counters.
+    counters: counters::FlowCounters,
 }
 
 impl Firmware {
@@ -227,6 +230,7 @@ impl Firmware {
             } else {
                 0
             },
+            counters: counters::FlowCounters::new(profile),
         })
     }
 

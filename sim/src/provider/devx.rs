@@ -26,6 +26,8 @@ pub(super) struct ObjRec {
     create_opcode: u16,
     obj_id: u32,
     obj_type: u16,
+    /// Counters of a flow counter bulk (`flow_counter_bulk_size`): a query may name any.
+    bulk: u32,
     destroy: Vec<u8>,
 }
 
@@ -111,6 +113,11 @@ fn destroy_cmd(input: &[u8], out: &[u8]) -> Option<(Vec<u8>, u32, u16)> {
             use prm::queues::srq as s;
             let n = get(s::SRQN, out)?;
             Some((named_input(s::DESTROY_SRQ, s::SRQN, n), n, 0))
+        }
+        prm::flow_counter::ALLOC => {
+            use prm::flow_counter as fc;
+            let id = get(fc::ID, out)?;
+            Some((named_input(fc::DEALLOC, fc::ID, id), id, 0))
         }
         opcode::CREATE_GENERAL_OBJECT => {
             let ty = prm::general_obj_in::OBJ_TYPE.get(input).ok()? as u16;
@@ -262,7 +269,8 @@ impl Provider {
             return Err(Error::new(op, EINVAL, "the output does not name the object made"));
         };
         let kernel = matches!(path, Path::Kernel(_));
-        let rec = ObjRec { ctx, dev, kernel, create_opcode: code, obj_id, obj_type, destroy };
+        let bulk = gate::flow_counter_bulk(&input);
+        let rec = ObjRec { ctx, dev, kernel, create_opcode: code, obj_id, obj_type, bulk, destroy };
         let handle = self.devx.objs.insert(op, rec)?;
         Ok(DevxObj { handle, out })
     }
@@ -294,7 +302,7 @@ impl Provider {
                 return Err(Error::new(op, EINVAL, format!("the command is not {what} command")));
             }
             let this = gate::ObjId { create: o.create_opcode, obj_type: o.obj_type, id: o.obj_id };
-            if gate::obj_id_of(&input) != Some(this) {
+            if !gate::names(&input, this, o.bulk) {
                 return Err(Error::new(op, EINVAL, "the command names another object"));
             }
             if modify {

@@ -126,6 +126,14 @@ pub(super) fn general_page(profile: &Profile) -> Result<Page, FieldError> {
     for (f, v) in fields {
         f.set(g, v)?;
     }
+    use prm::flow_counter as fc;
+    let max = h.max_flow_counter;
+    fc::CAP_MAX_31_16.set(g, u64::from(max >> 16))?;
+    fc::CAP_MAX_15_0.set(g, u64::from(max & 0xffff))?;
+    // Bulks only where there are counters at all.
+    let (masks, log_bulk) = if max == 0 { (0, 0) } else { (h.flow_counter_bulk_alloc, h.log_max_flow_counter_bulk) };
+    fc::CAP_BULK_ALLOC.set(g, u64::from(masks))?;
+    fc::CAP_LOG_MAX_BULK.set(g, u64::from(log_bulk))?;
     Ok(page)
 }
 

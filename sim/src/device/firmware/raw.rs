@@ -550,6 +550,9 @@ impl Firmware {
             | op::SQD_RTS_QP
             | opcode::QP_2ERR
             | opcode::QP_2RST => self.modify_qp_raw(op, input),
+            prm::flow_counter::ALLOC => self.alloc_flow_counter(input, out),
+            prm::flow_counter::DEALLOC => self.dealloc_flow_counter(input),
+            prm::flow_counter::QUERY => self.query_flow_counter(input, out),
             _ => return None,
         })
     }

@@ -173,9 +173,37 @@ pub(super) fn obj_id_of(input: &[u8]) -> Option<ObjId> {
         prm::queues::srq::QUERY_SRQ | prm::queues::srq::ARM_RQ => {
             (prm::queues::srq::CREATE_SRQ, 0, get(prm::queues::srq::SRQN)?)
         }
+        prm::flow_counter::QUERY => (prm::flow_counter::ALLOC, 0, get(prm::flow_counter::QUERY_ID)?),
         _ => return None,
     };
     Some(ObjId { create, obj_type, id })
+}
+
+/// `devx_is_valid_obj_id` for a DEVX object: the command names `this` object, or for a
+/// QUERY_FLOW_COUNTER on a bulk of `bulk` counters, any id of the bulk.
+pub(super) fn names(input: &[u8], this: ObjId, bulk: u32) -> bool {
+    match obj_id_of(input) {
+        Some(o) if op_of(input) == prm::flow_counter::QUERY && bulk != 0 => {
+            o.create == this.create
+                && o.obj_type == this.obj_type
+                && this.id <= o.id
+                && u64::from(o.id) < u64::from(this.id) + u64::from(bulk)
+        }
+        o => o == Some(this),
+    }
+}
+
+/// The `flow_counter_bulk_size` the kernel keeps of an ALLOC_FLOW_COUNTER: `1 << log_size`,
+/// else 128 times `flow_counter_bulk` (0 for one counter, or any other command).
+pub(super) fn flow_counter_bulk(input: &[u8]) -> u32 {
+    use prm::flow_counter as fc;
+    if op_of(input) != fc::ALLOC {
+        return 0;
+    }
+    match fc::BULK_LOG_SIZE.get(input).unwrap_or(0) {
+        0 => 128 * fc::BULK.get(input).unwrap_or(0) as u32,
+        log => 1 << log,
+    }
 }
 
 /// `cq_umem_valid` of `modify_cq_in` (and `create_cq_in`).
