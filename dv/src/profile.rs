@@ -518,6 +518,8 @@ pub enum GeneralObjType {
     CryptoLogin,
     /// RESERVED_QPN (0x002c): blocks of QP numbers `mlx5dv_reserved_qpn_alloc` hands out.
     ReservedQpn,
+    /// AV_QP_MAPPING (0x003a): `mlx5dv_map_ah_to_qp`'s address-vector-to-QP mappings.
+    AvQpMapping,
 }
 
 impl GeneralObjType {
@@ -527,6 +529,7 @@ impl GeneralObjType {
             GeneralObjType::Dek => crate::prm::obj_type::DEK,
             GeneralObjType::CryptoLogin => crate::prm::obj_type::CRYPTO_LOGIN,
             GeneralObjType::ReservedQpn => crate::prm::obj_type::RESERVED_QPN,
+            GeneralObjType::AvQpMapping => crate::prm::obj_type::AV_QP_MAPPING,
         }
     }
 }
@@ -585,6 +588,17 @@ pub struct HcaCapSection {
     /// shows on ConnectX-5 and ConnectX-6 hosts; each firmware reports its own.
     #[serde(default = "seven")]
     pub log_tag_matching_list_sz: u8,
+    /// `log_max_dci_stream_channels`: log2 of the concurrent streams a DCI may have
+    /// (`dci_streams_caps.max_log_num_concurent`); 0: no DCI streams. Unverified: NVIDIA
+    /// publishes no card's value; the default is 0, and the profiles of cards with DCI streams
+    /// set their own.
+    #[serde(default)]
+    pub log_max_dci_stream_channels: u8,
+    /// `log_max_dci_errored_streams`: log2 of the streams of a DCI that may be in error
+    /// before the DCI itself is (`dci_streams_caps.max_log_num_errored`). Unverified, as
+    /// `log_max_dci_stream_channels`.
+    #[serde(default)]
+    pub log_max_dci_errored_streams: u8,
 }
 
 fn seven() -> u8 {

@@ -114,7 +114,9 @@ fn read_caps(b: &mut HwBackend, ctx: mlx5_dv::ContextHandle) -> Result<(HcaCapSe
     let bit = |p: &[u8], f: Field| get(p, f) != 0;
     let obj_types = get(&page, c::GENERAL_OBJ_TYPES);
     let mut general_obj_types = Vec::new();
-    for t in [GeneralObjType::Dek, GeneralObjType::CryptoLogin, GeneralObjType::ReservedQpn] {
+    for t in
+        [GeneralObjType::Dek, GeneralObjType::CryptoLogin, GeneralObjType::ReservedQpn, GeneralObjType::AvQpMapping]
+    {
         if obj_types & (1u64 << t.number()) != 0 {
             general_obj_types.push(t);
         }
@@ -144,6 +146,8 @@ fn read_caps(b: &mut HwBackend, ctx: mlx5_dv::ContextHandle) -> Result<(HcaCapSe
         tag_matching: true,
         rndv_offload_rc: true,
         log_tag_matching_list_sz: 7,
+        log_max_dci_stream_channels: get(&page, c::LOG_MAX_DCI_STREAM_CHANNELS) as u8,
+        log_max_dci_errored_streams: get(&page, c::LOG_MAX_DCI_ERRORED_STREAMS) as u8,
     };
     let crypto = if hca.crypto {
         let p = devx_query(b, ptr, q::OP_MOD_CRYPTO_CUR)?;

@@ -111,6 +111,9 @@ struct CtxCaps {
     rts2rts_qp_udp_sport: bool,
     /// `hca_cap_2_caps.log_reserved_qpns_per_obj`.
     log_reserved_qpns_per_obj: u8,
+    /// `dci_streams_caps` (mlx5_ib's `log_max_dci_stream_channels` and
+    /// `log_max_dci_errored_streams`).
+    dci_streams: mlx5_dv::DciStreamsCaps,
 }
 
 #[derive(Debug, Clone)]

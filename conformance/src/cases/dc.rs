@@ -104,7 +104,7 @@ fn dc_dest(to: &QpDest, key: u64) -> DcDest {
         remote_qpn: to.dest_qp_num,
         remote_qkey: 0,
     };
-    DcDest { av, access_key: key }
+    DcDest { av, access_key: key, stream_id: 0 }
 }
 
 fn wr(wr_id: u64, opcode: u32, sge: Vec<mlx5_dv::Sge>, to: &QpDest, key: u64) -> SendWr {

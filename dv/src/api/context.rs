@@ -65,6 +65,19 @@ pub const MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD: u64 = 1 << 13;
 /// `MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH`: fill `max_wr_memcpy_length`.
 pub const MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH: u64 = 1 << 12;
 
+/// `MLX5DV_CONTEXT_MASK_DCI_STREAMS`: fill `dci_streams_caps`.
+pub const MLX5DV_CONTEXT_MASK_DCI_STREAMS: u64 = 1 << 11;
+
+/// `struct mlx5dv_dci_streams_caps`: the largest `log_num_concurent` and `log_num_errored` a
+/// DCI takes (HCA caps `log_max_dci_stream_channels` and `log_max_dci_errored_streams`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DciStreamsCaps {
+    /// `max_log_num_concurent`.
+    pub max_log_num_concurent: u8,
+    /// `max_log_num_errored`.
+    pub max_log_num_errored: u8,
+}
+
 /// The parts of `struct mlx5dv_context` this API models.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DvContext {
@@ -78,6 +91,9 @@ pub struct DvContext {
     /// `mlx5dv_wr_memcpy`, 0 on a device without the DMA engine.
     #[serde(default, skip_serializing_if = "is_zero_u64")]
     pub max_wr_memcpy_length: u64,
+    /// Filled when `MLX5DV_CONTEXT_MASK_DCI_STREAMS` was requested.
+    #[serde(default)]
+    pub dci_streams_caps: DciStreamsCaps,
 }
 
 fn is_zero_u64(v: &u64) -> bool {

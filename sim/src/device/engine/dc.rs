@@ -14,6 +14,7 @@ use super::responder::Corrupt;
 use super::unreliable::{AV_LEN, parse_av};
 use super::{Engine, Step, syndrome};
 use crate::device::contract::{self, Wqe};
+use crate::device::firmware::FwQp;
 use crate::fabric::QpPath;
 use crate::packet::Headers;
 
@@ -69,6 +70,12 @@ impl Engine<'_> {
         }
         let fq = self.qp(qp)?;
         let pos = self.cursor.map_or(fq.sq_cc, |(p, _)| p);
+        // A WQE of a stream in error is flushed; the DCI and its other streams go on.
+        if let (Some(s), Some(id)) = (&fq.dci_streams, self.stream_at(fq, pos)) {
+            if s.errored.contains(&id) {
+                return Some(Step::Failed(syndrome::WR_FLUSH));
+            }
+        }
         let mtu = fq.remote.map_or(5, |r| r.path_mtu);
         let Some((dest, key, inner)) = self.wqe_bytes(fq, pos, w.bbs).and_then(|b| decode_dc(&b)) else {
             return Some(Step::Failed(syndrome::LOCAL_QP_OP));
@@ -84,6 +91,38 @@ impl Engine<'_> {
         let step = self.execute(qp, &inner, corrupt);
         self.dc_key = None;
         Some(step)
+    }
+
+    /// The stream id of the WQE at `pos` of a DCI with streams (its control segment's
+    /// `dci_stream_channel_id`).
+    fn stream_at(&self, q: &FwQp, pos: u32) -> Option<u16> {
+        q.dci_streams.as_ref()?;
+        let b = self.wqe_bytes(q, pos, 1)?;
+        Some(u16::from_be_bytes([*b.get(9)?, *b.get(10)?]))
+    }
+
+    /// A DCI with streams whose head WQE failed with syndrome `s`: its stream goes to error
+    /// (a flush leaves it as it is) and the WQE completes with `s`, the DCI staying in RTS;
+    /// false (the DCI goes to ERR as any QP) for another QP, or once the streams in error
+    /// reach 2^`log_num_errored` (`mlx5dv_dci_stream_id_reset(3)`).
+    pub(super) fn stream_fails(&mut self, id: QpPath, w: &Wqe, s: u8, vendor_err: Option<u8>) -> bool {
+        let Some(q) = self.qp(id) else { return false };
+        let Some(stream) = self.stream_at(q, q.sq_cc) else { return false };
+        let Some(streams) = self.dev(id.dev).and_then(|d| d.fw.qp_mut(id.qpn)).and_then(|q| q.dci_streams.as_mut())
+        else {
+            return false;
+        };
+        if s != syndrome::WR_FLUSH {
+            streams.errored.insert(stream);
+            if streams.errored.len() >= 1usize << streams.log_errored.min(16) {
+                return false;
+            }
+        }
+        let Some((cq, _)) = self.retire(id, w) else { return true };
+        let Some(d) = self.devs.get_mut(id.dev) else { return true };
+        let cqe = d.req_err(id.qpn, w, s, vendor_err);
+        self.push_cqe(id.dev, cq, cqe);
+        true
     }
 
     /// A request reaching a DCT: `Some(false)` to drop it (not a DC request, or another

@@ -95,6 +95,8 @@ pub(super) fn general_page(profile: &Profile) -> Result<Page, FieldError> {
     c::GENERAL_OBJ_TYPES.set(g, obj_types)?;
     c::LOG_MAX_MKEY.set(g, u64::from(h.log_max_mkey))?;
     c::LOG_MAX_KLM_LIST_SIZE.set(g, u64::from(h.log_max_klm_list_size))?;
+    c::LOG_MAX_DCI_STREAM_CHANNELS.set(g, u64::from(h.log_max_dci_stream_channels))?;
+    c::LOG_MAX_DCI_ERRORED_STREAMS.set(g, u64::from(h.log_max_dci_errored_streams))?;
     let d = &profile.datapath;
     let eth = profile.device.link_layer == LinkLayer::Ethernet;
     let fields = [
