@@ -5,7 +5,9 @@
 //! that serves any DCI whose request carries its access key: it takes each request's PSN as
 //! the one it expects (a new connection per message), and drops a request with another key
 //! without an answer, so that the DCI's WQE ends in a transport retry error. How mlx5 puts
-//! DC on the wire is not public: DC requests do not leave the process and are not captured.
+//! DC on the wire is not public: in one process DC requests are not captured; to a DCT of
+//! another process they go over the network in the simulator's own encoding
+//! ([`crate::packet::Dceth`]), answered as RC requests are.
 
 use mlx5_dv::QpDest;
 use mlx5_dv::prm::{queues as q, wqe};
@@ -81,15 +83,23 @@ impl Engine<'_> {
             return Some(Step::Failed(syndrome::LOCAL_QP_OP));
         };
         let dest = QpDest { path_mtu: mtu, ..dest };
-        if self.fabric.deliver(&dest).is_none() {
+        // A DCT of another process: the request goes over the network, as an RC
+        // requester's to its peer, the WQE waiting for its answer on the wire.
+        let remote = self.fabric.deliver(&dest).is_none();
+        if remote && self.fabric.remote(qp.dev, &dest.ah).is_none() {
             return Some(Step::Failed(syndrome::TRANSPORT_RETRY));
         }
         if let Some(q) = self.dev(qp.dev).and_then(|d| d.fw.qp_mut(qp.qpn)) {
             q.remote = Some(dest);
         }
+        let cursor = self.cursor;
+        if remote && cursor.is_none() {
+            self.cursor = Some((pos, w.bbs));
+        }
         self.dc_key = Some(key);
         let step = self.execute(qp, &inner, corrupt);
         self.dc_key = None;
+        self.cursor = cursor;
         Some(step)
     }
 
