@@ -73,10 +73,10 @@ impl Engine<'_> {
         let fq = self.qp(qp)?;
         let pos = self.cursor.map_or(fq.sq_cc, |(p, _)| p);
         // A WQE of a stream in error is flushed; the DCI and its other streams go on.
-        if let (Some(s), Some(id)) = (&fq.dci_streams, self.stream_at(fq, pos)) {
-            if s.errored.contains(&id) {
-                return Some(Step::Failed(syndrome::WR_FLUSH));
-            }
+        if let (Some(s), Some(id)) = (&fq.dci_streams, self.stream_at(fq, pos))
+            && s.errored.contains(&id)
+        {
+            return Some(Step::Failed(syndrome::WR_FLUSH));
         }
         let mtu = fq.remote.map_or(5, |r| r.path_mtu);
         let Some((dest, key, inner)) = self.wqe_bytes(fq, pos, w.bbs).and_then(|b| decode_dc(&b)) else {
