@@ -24,7 +24,7 @@ use crate::state::{Shim, key, with};
 /// are echoed by the provider only when the device has a mapped core clock or LAG ports,
 /// which the simulated one has not (its clock is read through `ibv_query_rt_values_ex`);
 /// CLOCK_INFO_UPDATE is echoed, the kernel context having a clock-info page ([`CLOCK_INFO_UPDATE`]).
-const ZERO_CAPS_MASK: u64 = 1 << 1 | 1 << 2 | 1 << 3 | 1 << 4 | 1 << 6 | 1 << 7 | 1 << 11;
+const ZERO_CAPS_MASK: u64 = 1 << 1 | 1 << 2 | 1 << 3 | 1 << 4 | 1 << 6 | 1 << 7;
 
 /// `MLX5DV_CONTEXT_MASK_CLOCK_INFO_UPDATE`: `max_clock_info_update_nsec`, the clock-info
 /// page's `overflow_period` (`crate::clock::update_period_ns`).
@@ -93,8 +93,10 @@ impl Shim {
             if zero_parts & 1 << 7 != 0 {
                 addr_of_mut!((*out).dc_odp_caps).write(0);
             }
-            if zero_parts & 1 << 11 != 0 {
-                ptr::write_bytes(addr_of_mut!((*out).dci_streams_caps), 0, 1);
+            if q.comp_mask & mlx5_dv::MLX5DV_CONTEXT_MASK_DCI_STREAMS != 0 {
+                let d = addr_of_mut!((*out).dci_streams_caps);
+                addr_of_mut!((*d).max_log_num_concurent).write(q.dci_streams_caps.max_log_num_concurent);
+                addr_of_mut!((*d).max_log_num_errored).write(q.dci_streams_caps.max_log_num_errored);
             }
             if q.comp_mask & mlx5_dv::MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH != 0 {
                 let n = usize::try_from(q.max_wr_memcpy_length).unwrap_or(usize::MAX);
@@ -357,6 +359,43 @@ pub unsafe extern "C" fn mlx5dv_modify_qp_udp_sport(qp: *mut ibv_qp, udp_sport: 
             let Some(q) = s.qps.get(&key(qp)) else { return libc::EINVAL };
             let h = q.qp;
             match s.sim.modify_qp_udp_sport(&h, udp_sport) {
+                Ok(()) => 0,
+                Err(e) => code(&e),
+            }
+        },
+    )
+}
+
+/// `mlx5dv_dci_stream_id_reset`: 0, or the errno (EOPNOTSUPP on a device without errored
+/// streams or for a QP not in RTS, EINVAL for one that is not a DCI or a stream not in error).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mlx5dv_dci_stream_id_reset(qp: *mut ibv_qp, stream_id: u16) -> c_int {
+    with(
+        |e| e,
+        |s| {
+            let Some(q) = s.qps.get(&key(qp)) else { return libc::EINVAL };
+            let h = q.qp;
+            match s.sim.dci_stream_id_reset(&h, stream_id) {
+                Ok(()) => 0,
+                Err(e) => code(&e),
+            }
+        },
+    )
+}
+
+/// `mlx5dv_map_ah_to_qp`: 0, or EOPNOTSUPP (a device without AV_QP_MAPPING objects, an AH
+/// without a GRH); EINVAL for an AH the shim did not make. libmlx5 makes the mapping once
+/// per AH; later calls for the same AH succeed without a command.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mlx5dv_map_ah_to_qp(ah: *mut ibv_ah, qp_num: u32) -> c_int {
+    with(
+        |e| e,
+        |s| {
+            let Some(dest) = s.ud_dest(ah, 0, 0) else { return libc::EINVAL };
+            // SAFETY: an AH the shim made (ud_dest found it) names its live context.
+            let ctx = unsafe { (*ah).context };
+            let Ok(h) = s.ctx_handle(ctx) else { return libc::EINVAL };
+            match s.sim.map_ah_to_qp(h, &dest, qp_num) {
                 Ok(()) => 0,
                 Err(e) => code(&e),
             }

@@ -97,6 +97,7 @@ source capi/tests/two_processes_uc_ud.sh
 source capi/tests/two_processes_srq.sh
 source capi/tests/two_processes_atomics.sh
 source capi/tests/two_processes_rdmacm.sh
+source capi/tests/two_processes_dc.sh
 
 echo "other programs no one here wrote: a message, never a signal"
 # rping on an address no simulated port has: rdma_bind_addr fails, and rping says so.

@@ -12,6 +12,7 @@ mod context;
 mod crypto;
 mod crypto_dp;
 mod dc;
+mod dc_streams;
 mod device_objects;
 mod device_qos;
 mod devx;
@@ -87,6 +88,7 @@ pub fn all() -> Vec<Case> {
         uc_ud::CASES,
         multicast::CASES,
         dc::CASES,
+        dc_streams::CASES,
         srq::CASES,
         tm::CASES,
         rereg::CASES,

@@ -79,8 +79,8 @@ use std::sync::Arc;
 
 use mlx5_dv::errno::{EBUSY, EINVAL, EOPNOTSUPP};
 use mlx5_dv::{
-    AccessFlags, Caps, DeviceKind, MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD, MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD,
-    MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH, MkeyInitFlags,
+    AccessFlags, Caps, DeviceKind, MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD, MLX5DV_CONTEXT_MASK_DCI_STREAMS,
+    MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD, MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH, MkeyInitFlags,
 };
 use serde::{Deserialize, Serialize};
 
@@ -577,10 +577,11 @@ impl Model {
             Op::QueryDevice { ctx, comp_mask } => match self.live_ctx(ctx) {
                 None => Errno(EINVAL),
                 Some(Ctx::Kernel { .. }) => {
-                    // Items 6 and 272: the three known parts are echoed when asked for.
+                    // Items 6, 252 and 272: the four known parts are echoed when asked for.
                     let known = MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD
                         | MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD
-                        | MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH;
+                        | MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH
+                        | MLX5DV_CONTEXT_MASK_DCI_STREAMS;
                     Fine(Some(comp_mask & known))
                 }
                 Some(_) => Errno(EOPNOTSUPP),

@@ -93,6 +93,10 @@ pub enum Call {
     ResizeCq { cq: Cq, cqe: u32 },
     /// [`crate::Queues::modify_qp_udp_sport`].
     ModifyQpUdpSport { qp: Qp, udp_sport: u16 },
+    /// [`crate::Queues::dci_stream_id_reset`].
+    DciStreamIdReset { qp: Qp, stream_id: u16 },
+    /// [`crate::Queues::map_ah_to_qp`].
+    MapAhToQp { ctx: ContextHandle, ah: crate::UdDest, qp_num: u32 },
     /// [`crate::Queues::create_flow`].
     CreateFlow { qp: Qp, attr: crate::FlowAttr },
     /// [`crate::Queues::destroy_flow`].
@@ -257,6 +261,8 @@ pub enum Reply {
     DestroyCq(Result<()>),
     ResizeCq(Result<Cq>),
     ModifyQpUdpSport(Result<()>),
+    DciStreamIdReset(Result<()>),
+    MapAhToQp(Result<()>),
     CreateFlow(Result<crate::Flow>),
     DestroyFlow(Result<()>),
     PollCq(Result<Vec<Wc>>),
@@ -368,6 +374,8 @@ impl Call {
             Call::CreateDvCq { ctx, cqe, comp_vector, attr } => {
                 Reply::CreateDvCq(b.create_dv_cq(*ctx, *cqe, *comp_vector, attr))
             }
+            Call::DciStreamIdReset { qp, stream_id } => Reply::DciStreamIdReset(b.dci_stream_id_reset(qp, *stream_id)),
+            Call::MapAhToQp { ctx, ah, qp_num } => Reply::MapAhToQp(b.map_ah_to_qp(*ctx, ah, *qp_num)),
             Call::CreateFlow { qp, attr } => Reply::CreateFlow(b.create_flow(qp, attr)),
             Call::DestroyFlow { flow } => Reply::DestroyFlow(b.destroy_flow(flow)),
             Call::PollCq { cq, max } => Reply::PollCq(b.poll_cq(cq, *max)),
@@ -481,6 +489,8 @@ impl Call {
             Call::DestroyCq { .. } => Op::DestroyCq,
             Call::ResizeCq { .. } => Op::ResizeCq,
             Call::ModifyQpUdpSport { .. } => Op::ModifyQpUdpSport,
+            Call::DciStreamIdReset { .. } => Op::DciStreamIdReset,
+            Call::MapAhToQp { .. } => Op::MapAhToQp,
             Call::CreateFlow { .. } => Op::CreateFlow,
             Call::DestroyFlow { .. } => Op::DestroyFlow,
             Call::PollCq { .. } => Op::PollCq,
@@ -594,6 +604,8 @@ impl Reply {
             | Reply::DestroyCq(r)
             | Reply::ModifyQp(r)
             | Reply::ModifyQpUdpSport(r)
+            | Reply::DciStreamIdReset(r)
+            | Reply::MapAhToQp(r)
             | Reply::DestroyFlow(r)
             | Reply::DestroyQp(r)
             | Reply::PostSend(r)
@@ -702,6 +714,8 @@ impl Reply {
             Call::DestroyCq { .. } => Reply::DestroyCq(Err(err)),
             Call::ResizeCq { .. } => Reply::ResizeCq(Err(err)),
             Call::ModifyQpUdpSport { .. } => Reply::ModifyQpUdpSport(Err(err)),
+            Call::DciStreamIdReset { .. } => Reply::DciStreamIdReset(Err(err)),
+            Call::MapAhToQp { .. } => Reply::MapAhToQp(Err(err)),
             Call::CreateFlow { .. } => Reply::CreateFlow(Err(err)),
             Call::DestroyFlow { .. } => Reply::DestroyFlow(Err(err)),
             Call::PollCq { .. } => Reply::PollCq(Err(err)),

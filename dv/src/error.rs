@@ -55,6 +55,10 @@ pub enum Op {
     ResizeCq,
     /// `mlx5dv_modify_qp_udp_sport`.
     ModifyQpUdpSport,
+    /// `mlx5dv_dci_stream_id_reset`.
+    DciStreamIdReset,
+    /// `mlx5dv_map_ah_to_qp`.
+    MapAhToQp,
     /// `ibv_poll_cq`.
     PollCq,
     /// `mlx5dv_create_qp` / `ibv_create_qp_ex`.
@@ -224,6 +228,8 @@ impl Op {
             Op::DestroyCq => "ibv_destroy_cq",
             Op::ResizeCq => "ibv_resize_cq",
             Op::ModifyQpUdpSport => "mlx5dv_modify_qp_udp_sport",
+            Op::DciStreamIdReset => "mlx5dv_dci_stream_id_reset",
+            Op::MapAhToQp => "mlx5dv_map_ah_to_qp",
             Op::PollCq => "ibv_poll_cq",
             Op::CreateQp => "mlx5dv_create_qp",
             Op::ModifyQp => "ibv_modify_qp",

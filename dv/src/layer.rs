@@ -294,6 +294,12 @@ impl<L: Layer, B: Backend> Queues for Wrapped<L, B> {
     fn modify_qp_udp_sport(&mut self, qp: &Qp, udp_sport: u16) -> Result<()> {
         through!(self, Call::ModifyQpUdpSport { qp: *qp, udp_sport }, ModifyQpUdpSport)
     }
+    fn dci_stream_id_reset(&mut self, qp: &Qp, stream_id: u16) -> Result<()> {
+        through!(self, Call::DciStreamIdReset { qp: *qp, stream_id }, DciStreamIdReset)
+    }
+    fn map_ah_to_qp(&mut self, ctx: ContextHandle, ah: &crate::UdDest, qp_num: u32) -> Result<()> {
+        through!(self, Call::MapAhToQp { ctx, ah: *ah, qp_num }, MapAhToQp)
+    }
     fn query_qp_state(&mut self, qp: &Qp) -> Result<QpState> {
         through!(self, Call::QueryQpState { qp: *qp }, QueryQpState)
     }

@@ -521,6 +521,8 @@ pub enum GeneralObjType {
     /// VIRTIO_NET_Q (0x000d): virtio-net emulation, which gives mlx5_ib its VAR objects
     /// (`mlx5dv_alloc_var`).
     VirtioNetQ,
+    /// AV_QP_MAPPING (0x003a): `mlx5dv_map_ah_to_qp`'s address-vector-to-QP mappings.
+    AvQpMapping,
 }
 
 impl GeneralObjType {
@@ -531,6 +533,7 @@ impl GeneralObjType {
             GeneralObjType::CryptoLogin => crate::prm::obj_type::CRYPTO_LOGIN,
             GeneralObjType::ReservedQpn => crate::prm::obj_type::RESERVED_QPN,
             GeneralObjType::VirtioNetQ => 0x000d,
+            GeneralObjType::AvQpMapping => crate::prm::obj_type::AV_QP_MAPPING,
         }
     }
 }
@@ -639,6 +642,17 @@ pub struct HcaCapSection {
     /// default 23.
     #[serde(default = "log_max_flow_counter_bulk")]
     pub log_max_flow_counter_bulk: u8,
+    /// `log_max_dci_stream_channels`: log2 of the concurrent streams a DCI may have
+    /// (`dci_streams_caps.max_log_num_concurent`); 0: no DCI streams. Unverified: NVIDIA
+    /// publishes no card's value; the default is 0, and the profiles of cards with DCI streams
+    /// set their own.
+    #[serde(default)]
+    pub log_max_dci_stream_channels: u8,
+    /// `log_max_dci_errored_streams`: log2 of the streams of a DCI that may be in error
+    /// before the DCI itself is (`dci_streams_caps.max_log_num_errored`). Unverified, as
+    /// `log_max_dci_stream_channels`.
+    #[serde(default)]
+    pub log_max_dci_errored_streams: u8,
 }
 
 fn sixty_four() -> u16 {

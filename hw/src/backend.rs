@@ -387,7 +387,8 @@ impl Contexts for HwBackend {
         let modelled = mlx5_dv::MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD
             | mlx5_dv::MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD
             | mlx5_dv::MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH
-            | mlx5_dv::MLX5DV_CONTEXT_MASK_CQE_COMPRESION;
+            | mlx5_dv::MLX5DV_CONTEXT_MASK_CQE_COMPRESION
+            | mlx5_dv::MLX5DV_CONTEXT_MASK_DCI_STREAMS;
         let mut out = mlx5dv_context { comp_mask: comp_mask & modelled, ..Default::default() };
         // SAFETY: ptr is an open context; out is valid for writes.
         let rc = unsafe { f(ptr, &mut out) };
@@ -414,6 +415,10 @@ impl Contexts for HwBackend {
             cqe_comp_caps: mlx5_dv::CqeCompCaps {
                 max_num: out.cqe_comp_caps.max_num,
                 supported_format: out.cqe_comp_caps.supported_format,
+            },
+            dci_streams_caps: mlx5_dv::DciStreamsCaps {
+                max_log_num_concurent: out.dci_streams_caps.max_log_num_concurent,
+                max_log_num_errored: out.dci_streams_caps.max_log_num_errored,
             },
         })
     }
@@ -668,6 +673,16 @@ impl Queues for HwBackend {
 
     fn modify_qp_udp_sport(&mut self, qp: &mlx5_dv::Qp, udp_sport: u16) -> Result<()> {
         self.hw_modify_qp_udp_sport(qp, udp_sport)
+    }
+
+    fn dci_stream_id_reset(&mut self, qp: &mlx5_dv::Qp, stream_id: u16) -> Result<()> {
+        self.hw_dci_stream_id_reset(qp, stream_id)
+    }
+
+    fn map_ah_to_qp(&mut self, _ctx: ContextHandle, _ah: &mlx5_dv::UdDest, _qp_num: u32) -> Result<()> {
+        // The AH would need a PD of the context, which the call does not name; the backend
+        // makes AHs only for the WRs that use them.
+        Err(Error::new(mlx5_dv::Op::MapAhToQp, EOPNOTSUPP, "mlx5dv_map_ah_to_qp is not forwarded by the hw backend"))
     }
 
     fn create_flow(&mut self, qp: &mlx5_dv::Qp, attr: &mlx5_dv::FlowAttr) -> Result<mlx5_dv::Flow> {

@@ -116,7 +116,13 @@ fn read_caps(b: &mut HwBackend, ctx: mlx5_dv::ContextHandle) -> Result<(HcaCapSe
     let bit = |p: &[u8], f: Field| get(p, f) != 0;
     let obj_types = get(&page, c::GENERAL_OBJ_TYPES);
     let mut general_obj_types = Vec::new();
-    for t in [GeneralObjType::Dek, GeneralObjType::CryptoLogin, GeneralObjType::ReservedQpn, GeneralObjType::VirtioNetQ]
+    for t in [
+        GeneralObjType::Dek,
+        GeneralObjType::CryptoLogin,
+        GeneralObjType::ReservedQpn,
+        GeneralObjType::VirtioNetQ,
+        GeneralObjType::AvQpMapping,
+    ]
     {
         if obj_types & (1u64 << t.number()) != 0 {
             general_obj_types.push(t);
@@ -163,6 +169,8 @@ fn read_caps(b: &mut HwBackend, ctx: mlx5_dv::ContextHandle) -> Result<(HcaCapSe
         max_flow_counter: (get(&page, fc::CAP_MAX_31_16) << 16 | get(&page, fc::CAP_MAX_15_0)) as u32,
         flow_counter_bulk_alloc: get(&page, fc::CAP_BULK_ALLOC) as u8,
         log_max_flow_counter_bulk: get(&page, fc::CAP_LOG_MAX_BULK) as u8,
+        log_max_dci_stream_channels: get(&page, c::LOG_MAX_DCI_STREAM_CHANNELS) as u8,
+        log_max_dci_errored_streams: get(&page, c::LOG_MAX_DCI_ERRORED_STREAMS) as u8,
     };
     let crypto = if hca.crypto {
         let p = devx_query(b, ptr, q::OP_MOD_CRYPTO_CUR)?;

@@ -45,6 +45,8 @@ impl HwBackend {
         // SAFETY: mqpx is the live DCI's mlx5dv_qp_ex.
         let set_dc =
             unsafe { (*mqpx).wr_set_dc_addr }.ok_or_else(|| Error::new(op, EOPNOTSUPP, "no wr_set_dc_addr"))?;
+        // SAFETY: as above.
+        let set_stream = unsafe { (*mqpx).wr_set_dc_addr_stream };
         let pd = self.objs.pds.get(pd, op)?.ptr;
         let mut plan = Vec::with_capacity(wrs.len());
         for (i, w) in wrs.iter().enumerate() {
@@ -99,7 +101,10 @@ impl HwBackend {
                     WrOp::SendInv { invalidate_rkey, .. } => ibv_wr_send_inv(qpx, *invalidate_rkey),
                     _ => ibv_wr_send(qpx),
                 }
-                set_dc(mqpx, (*ah).cast(), dc.av.remote_qpn, dc.access_key);
+                match (dc.stream_id, set_stream) {
+                    (0, _) | (_, None) => set_dc(mqpx, (*ah).cast(), dc.av.remote_qpn, dc.access_key),
+                    (id, Some(f)) => f(mqpx, (*ah).cast(), dc.av.remote_qpn, dc.access_key, id),
+                }
                 ibv_wr_set_sge_list(qpx, s.len(), s.as_ptr());
             }
             ibv_wr_complete(qpx)

@@ -342,6 +342,19 @@ impl HwBackend {
         Ok(())
     }
 
+    pub(crate) fn hw_dci_stream_id_reset(&mut self, qp: &Qp, stream_id: u16) -> Result<()> {
+        let op = Op::DciStreamIdReset;
+        let ptr = self.objs.qps.get(qp.handle, op)?.ptr;
+        let f =
+            self.lib().dv.mlx5dv_dci_stream_id_reset.as_ref().map_err(|_| missing(op, "mlx5dv_dci_stream_id_reset"))?;
+        // SAFETY: ptr is a live QP; the call returns the errno.
+        let rc = unsafe { f(ptr, stream_id) };
+        if rc != 0 {
+            return Err(Error::new(op, rc, "mlx5dv_dci_stream_id_reset failed"));
+        }
+        Ok(())
+    }
+
     pub(crate) fn hw_cancel_posted_send_wrs(&mut self, qp: &Qp, wr_id: u64) -> Result<u32> {
         let op = Op::CancelPostedSendWrs;
         let mqpx = self.objs.qps.get(qp.handle, op)?.mqpx;

@@ -157,8 +157,9 @@ pub struct QpRequest {
 /// What a DC QP is: an initiator (a send-only QP) or a target with its access key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DcRole {
-    /// `MLX5DV_DCTYPE_DCI`.
-    Dci,
+    /// `MLX5DV_DCTYPE_DCI`, with its streams (`log_num_concurent`, `log_num_errored`) when
+    /// made with `MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS`.
+    Dci(Option<(u8, u8)>),
     /// `MLX5DV_DCTYPE_DCT` with `dct_access_key`.
     Dct(u64),
 }

@@ -143,6 +143,32 @@ pub struct Headers {
     /// it plus [`opcode::XRC`]), and a request carries this SRQ number in an XRCETH (4 bytes,
     /// 24 bits used) right after the BTH. A response carries none: decoding one gives 0.
     pub xrc: Option<u32>,
+    /// A DC request between processes, in the simulator's own encoding ([`Dceth`]):
+    /// `bth.opcode` holds the RC twin of the opcode on the wire (which is it plus
+    /// [`DC_OPCODES`]), and the DCETH follows the BTH. Answers are plain RC packets.
+    pub dc: Option<Dceth>,
+}
+
+/// The first of the opcodes the simulator's DC requests take on the wire: RC's plus this,
+/// in the range IBTA leaves to manufacturers (0xc0 to 0xff). How mlx5 puts DC on the wire
+/// is not public; this encoding is the simulator's own (unverified against hardware, and no
+/// dissector decodes it).
+pub const DC_OPCODES: u8 = 0xc0;
+
+/// The simulator's DC extended header, 16 bytes after the BTH of a DC request: the DCT's
+/// access key (8 bytes), the requesting DCI's QP number (4 bytes, 24 bits used; the DCT
+/// answers it) and 4 reserved bytes. The DCT's number is the BTH's destination QP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Dceth {
+    /// The DC access key the DCI's WQE named.
+    pub key: u64,
+    /// The DCI's QP number.
+    pub src_qp: u32,
+}
+
+impl Dceth {
+    /// Its bytes on the wire.
+    pub const LEN: usize = 16;
 }
 
 /// Whether an RC opcode is a request (an XRC one carries an XRCETH): every one but the READ
@@ -197,8 +223,8 @@ fn atomic_ext(op: u8) -> (bool, bool) {
 
 impl Headers {
     /// The most bytes the headers of one packet take (BTH, RETH, ImmDt and more never meet;
-    /// BTH and AtomicETH are 40 too, and an XRCETH adds 4).
-    pub const MAX_LEN: usize = 44;
+    /// BTH and AtomicETH are 40 too, and an XRCETH adds 4 or a DCETH 16).
+    pub const MAX_LEN: usize = 56;
 
     /// Append the headers as on the wire. The extended headers written are those the opcode
     /// carries, whatever the fields hold (an absent one is written as zeros).
@@ -216,7 +242,14 @@ impl Headers {
             at += bytes.len();
         };
         let b = &self.bth;
-        let wire_op = if self.xrc.is_some() { b.opcode | opcode::XRC } else { b.opcode };
+        let dc = self.dc.filter(|_| is_request(b.opcode));
+        let wire_op = if self.xrc.is_some() {
+            b.opcode | opcode::XRC
+        } else if dc.is_some() {
+            b.opcode | DC_OPCODES
+        } else {
+            b.opcode
+        };
         put(&[wire_op, u8::from(b.se) << 7 | u8::from(b.migreq) << 6 | (b.pad & 3) << 4 | (b.tver & 0xf)]);
         put(&b.pkey.to_be_bytes());
         put(&[u8::from(b.fecn) << 7 | u8::from(b.becn) << 6]);
@@ -227,6 +260,10 @@ impl Headers {
         let (atomic, atomic_ack) = atomic_ext(b.opcode);
         if let Some(srqn) = self.xrc.filter(|_| is_request(b.opcode)) {
             put(&(srqn & 0xff_ffff).to_be_bytes());
+        } else if let Some(d) = dc {
+            put(&d.key.to_be_bytes());
+            put(&(d.src_qp & 0xff_ffff).to_be_bytes());
+            put(&[0; 4]);
         }
         if deth {
             let d = self.deth.unwrap_or_default();
@@ -270,8 +307,17 @@ impl Headers {
         let bth = b.get(..12)?;
         // An XRC opcode reads as its RC twin, with the XRCETH of a request.
         let xrc = (opcode::XRC..=opcode::XRC | opcode::SEND_ONLY_INV).contains(&bth[0]);
+        // A DC opcode reads as its RC twin, with the DCETH (requests only).
+        let dc =
+            (DC_OPCODES..=DC_OPCODES | opcode::SEND_ONLY_INV).contains(&bth[0]) && is_request(bth[0] & !DC_OPCODES);
         let bth = Bth {
-            opcode: if xrc { bth[0] & !opcode::XRC } else { bth[0] },
+            opcode: if xrc {
+                bth[0] & !opcode::XRC
+            } else if dc {
+                bth[0] & !DC_OPCODES
+            } else {
+                bth[0]
+            },
             se: bth[1] & 0x80 != 0,
             migreq: bth[1] & 0x40 != 0,
             pad: (bth[1] >> 4) & 3,
@@ -291,6 +337,10 @@ impl Headers {
                 h.xrc = Some(be24(&b.get(at + 1..at + 4)?[..3]));
                 at += 4;
             }
+        } else if dc {
+            let d = b.get(at..at + Dceth::LEN)?;
+            h.dc = Some(Dceth { key: u64::from_be_bytes(d[..8].try_into().ok()?), src_qp: be24(&d[9..12]) });
+            at += Dceth::LEN;
         }
         let (reth, aeth, imm, ieth, deth) = extended_any(bth.opcode);
         let (atomic, atomic_ack) = atomic_ext(bth.opcode);
@@ -402,6 +452,28 @@ mod tests {
     }
 
     #[test]
+    fn dc_requests_carry_the_simulators_dceth_after_the_bth() {
+        let h = Headers {
+            bth: Bth { opcode: opcode::COMPARE_SWAP, dest_qp: 0x77, ..Bth::default() },
+            atomic: Some(AtomicEth::default()),
+            dc: Some(Dceth { key: 0x0102_0304_0506_0708, src_qp: 0x12_3456 }),
+            ..Headers::default()
+        };
+        let mut b = Vec::new();
+        h.encode(&mut b);
+        assert_eq!((b[0], b.len()), (0xd3, Headers::MAX_LEN), "DC CmpSwap: BTH, DCETH, AtomicETH");
+        assert_eq!(&b[12..20], &[1, 2, 3, 4, 5, 6, 7, 8], "access key");
+        assert_eq!(&b[20..28], &[0, 0x12, 0x34, 0x56, 0, 0, 0, 0], "DCI number, reserved");
+        assert_eq!(Headers::decode(&b), Some((h, Headers::MAX_LEN)));
+        // An answer to a DC request is a plain RC one.
+        let ack =
+            Headers { bth: Bth { opcode: opcode::ACKNOWLEDGE, ..Bth::default() }, dc: h.dc, ..Headers::default() };
+        let mut b = Vec::new();
+        ack.encode(&mut b);
+        assert_eq!((b[0], b.len()), (opcode::ACKNOWLEDGE, 16));
+    }
+
+    #[test]
     fn atomic_headers_are_28_and_8_bytes_big_endian() {
         let a = AtomicEth { va: 0x1000, rkey: 0xabcd, swap_add: 0x0102_0304_0506_0708, compare: 9 };
         let h = Headers {
@@ -457,7 +529,7 @@ mod tests {
             Headers { bth: Bth { opcode: opcode::COMPARE_SWAP, ..Bth::default() }, xrc: Some(5), ..Headers::default() };
         b.clear();
         cas.encode(&mut b);
-        assert_eq!(b.len(), Headers::MAX_LEN, "BTH, XRCETH and AtomicETH");
+        assert_eq!(b.len(), 44, "BTH, XRCETH and AtomicETH");
     }
 
     #[test]

@@ -117,6 +117,9 @@ struct CtxCaps {
     cq: crate::kernel::CqCaps,
     /// `entropy_caps.num_lag_ports`.
     num_lag_ports: u8,
+    /// `dci_streams_caps` (mlx5_ib's `log_max_dci_stream_channels` and
+    /// `log_max_dci_errored_streams`).
+    dci_streams: mlx5_dv::DciStreamsCaps,
 }
 
 #[derive(Debug, Clone)]

@@ -416,6 +416,12 @@ impl Queues for Simulator {
     fn modify_qp_udp_sport(&mut self, qp: &Qp, udp_sport: u16) -> Result<()> {
         down!(self.modify_qp_udp_sport(qp, udp_sport))
     }
+    fn dci_stream_id_reset(&mut self, qp: &Qp, stream_id: u16) -> Result<()> {
+        down!(self.dci_stream_id_reset(qp, stream_id))
+    }
+    fn map_ah_to_qp(&mut self, ctx: ContextHandle, ah: &mlx5_dv::UdDest, qp_num: u32) -> Result<()> {
+        self.provider.map_ah_to_qp(ctx, ah, qp_num)
+    }
 
     fn poll_cq(&mut self, cq: &Cq, max: usize) -> Result<Vec<Wc>> {
         down!(self.poll_cq(cq, max))

@@ -21,23 +21,31 @@ pub(super) unsafe extern "C" fn wr_set_dc_addr(mqp: *mut mlx5dv_qp_ex, ah: *mut 
             return latch(q, libc::EOPNOTSUPP);
         }
         match (av, q.chain.len().checked_sub(1)) {
-            (Some(av), Some(at)) => q.dc.push((at, DcDest { av, access_key: key })),
+            (Some(av), Some(at)) => q.dc.push((at, DcDest { av, access_key: key, stream_id: 0 })),
             _ => latch(q, libc::EINVAL),
         }
     })
 }
 
-/// `mlx5_send_wr_set_dc_addr_stream`: as [`wr_set_dc_addr`]; the stream id goes into the
-/// control segment, which no DCI here reads (the profiles have no DCI streams).
+/// `mlx5_send_wr_set_dc_addr_stream`: as [`wr_set_dc_addr`], with the stream id the WQE's
+/// control segment carries.
 pub(super) unsafe extern "C" fn wr_set_dc_addr_stream(
     mqp: *mut mlx5dv_qp_ex,
     ah: *mut ibv_ah,
     dctn: u32,
     key: u64,
-    _stream: u16,
+    stream: u16,
 ) {
     // SAFETY: the caller's arguments, passed on.
-    unsafe { wr_set_dc_addr(mqp, ah, dctn, key) }
+    unsafe { wr_set_dc_addr(mqp, ah, dctn, key) };
+    on_mqp(mqp, |s, qp| {
+        let Some(q) = s.qps.get_mut(&qp) else { return };
+        let last = q.chain.len().checked_sub(1);
+        // Only when wr_set_dc_addr took this WR's address (it latches an error otherwise).
+        if let Some((_, d)) = q.dc.last_mut().filter(|(at, _)| Some(*at) == last) {
+            d.stream_id = stream;
+        }
+    })
 }
 
 /// `mlx5_send_wr_set_ud_addr`: the address of the chain's last WR; EINVAL latched for an AH

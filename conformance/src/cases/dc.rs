@@ -29,15 +29,15 @@ pub(super) const CASES: &[Case] = &[
     },
 ];
 
-const KEY: u64 = 0x0123_4567_89ab_cdef;
+pub(super) const KEY: u64 = 0x0123_4567_89ab_cdef;
 
-fn cap() -> QpCap {
+pub(super) fn cap() -> QpCap {
     QpCap { max_send_wr: 16, max_recv_wr: 0, max_send_sge: 1, max_recv_sge: 0, max_inline_data: 0 }
 }
 
 /// `mlx5dv_create_qp` of a DRIVER QP with `dc`: the verbs mask PD and SEND_OPS_FLAGS for a
 /// DCI, PD alone for a DCT.
-fn dc_attr(pd: PdHandle, cq: &Cq, srq: Option<&Srq>, dc: DcInitAttr) -> QpInitAttr {
+pub(super) fn dc_attr(pd: PdHandle, cq: &Cq, srq: Option<&Srq>, dc: DcInitAttr) -> QpInitAttr {
     let dci = dc.dc_type == DcInitAttr::DCI;
     let ops = send_ops::RDMA_WRITE | send_ops::SEND | send_ops::RDMA_READ | send_ops::ATOMIC_FETCH_AND_ADD;
     QpInitAttr {
@@ -51,16 +51,16 @@ fn dc_attr(pd: PdHandle, cq: &Cq, srq: Option<&Srq>, dc: DcInitAttr) -> QpInitAt
 }
 
 /// A DCI and, on an SRQ, a DCT: skipped where the device has no DC.
-struct Dc {
-    ctx: ContextHandle,
-    pd: PdHandle,
-    cq: Cq,
-    srq: Srq,
-    dci: Qp,
-    dct: Qp,
+pub(super) struct Dc {
+    pub(super) ctx: ContextHandle,
+    pub(super) pd: PdHandle,
+    pub(super) cq: Cq,
+    pub(super) srq: Srq,
+    pub(super) dci: Qp,
+    pub(super) dct: Qp,
 }
 
-fn make(b: &mut dyn Backend, env: &Env) -> Check<Dc> {
+pub(super) fn make(b: &mut dyn Backend, env: &Env) -> Check<Dc> {
     let (ctx, pd, cq) = open(b, env.dev()?)?;
     let srq =
         expect_ok("ibv_create_srq", b.create_srq(&SrqInitAttr { pd, max_wr: 16, max_sge: 1, xrc: None, tm: None }))?;
@@ -72,14 +72,14 @@ fn make(b: &mut dyn Backend, env: &Env) -> Check<Dc> {
     Ok(Dc { ctx, pd, cq, srq, dci, dct })
 }
 
-fn step(b: &mut dyn Backend, qp: &Qp, to: QpState, mask: M, dest: Option<QpDest>) -> mlx5_dv::Result<()> {
+pub(super) fn step(b: &mut dyn Backend, qp: &Qp, to: QpState, mask: M, dest: Option<QpDest>) -> mlx5_dv::Result<()> {
     let ext = QpAttrExt { mask, ..QpAttrExt::defaults() };
     let access = A::LOCAL_WRITE | A::REMOTE_WRITE | A::REMOTE_READ | A::REMOTE_ATOMIC;
     b.modify_qp(qp, &QpModify::exact(to, access, dest, ext))
 }
 
 /// The DCT to RTR, the DCI to RTS, each with exactly the attributes mlx5_ib requires.
-fn bring_up(b: &mut dyn Backend, d: &Dc) -> Check<QpDest> {
+pub(super) fn bring_up(b: &mut dyn Backend, d: &Dc) -> Check<QpDest> {
     let to = dest(b, d.ctx, &d.dct)?;
     let s = M::STATE;
     expect_ok("DCT to INIT", step(b, &d.dct, QpState::Init, s | M::ACCESS_FLAGS | M::PKEY_INDEX | M::PORT, None))?;
@@ -93,7 +93,7 @@ fn bring_up(b: &mut dyn Backend, d: &Dc) -> Check<QpDest> {
 }
 
 /// `mlx5dv_wr_set_dc_addr`'s arguments towards `to` with `key`.
-fn dc_dest(to: &QpDest, key: u64) -> DcDest {
+pub(super) fn dc_dest(to: &QpDest, key: u64) -> DcDest {
     let ah = &to.ah;
     let av = UdDest {
         dlid: ah.dlid,
@@ -104,7 +104,7 @@ fn dc_dest(to: &QpDest, key: u64) -> DcDest {
         remote_qpn: to.dest_qp_num,
         remote_qkey: 0,
     };
-    DcDest { av, access_key: key }
+    DcDest { av, access_key: key, stream_id: 0 }
 }
 
 fn wr(wr_id: u64, opcode: u32, sge: Vec<mlx5_dv::Sge>, to: &QpDest, key: u64) -> SendWr {
@@ -218,11 +218,19 @@ fn create_checks(b: &mut dyn Backend, env: &Env) -> Check {
     expect_errno("dc_type 3", b.create_qp(&dc_attr(pd, cq, None, bad)), EINVAL)?;
     let on_rc = QpInitAttr { qp_type: qp_type::RC, ..dc_attr(pd, cq, None, DcInitAttr::dci()) };
     expect_errno("MLX5DV_QP_INIT_ATTR_MASK_DC on an RC QP", b.create_qp(&on_rc), EINVAL)?;
-    let mut streams = DvQpInitAttr::dc(DcInitAttr { log_num_concurent: 1, ..DcInitAttr::dci() });
-    streams.comp_mask |= dv_qp::MASK_DCI_STREAMS;
-    let s = QpInitAttr { dv: Some(streams), ..dc_attr(pd, cq, None, DcInitAttr::dci()) };
-    expect_errno("DCI streams past dci_streams_caps (none)", b.create_qp(&s), EINVAL)?;
+    let caps = expect_ok("mlx5dv_query_device", b.query_device(d.ctx, mlx5_dv::MLX5DV_CONTEXT_MASK_DCI_STREAMS))?;
+    let past = caps.dci_streams_caps.max_log_num_concurent.saturating_add(1);
+    let s = QpInitAttr { dv: Some(streams_attr(past, 0)), ..dc_attr(pd, cq, None, DcInitAttr::dci()) };
+    expect_errno("DCI streams past dci_streams_caps", b.create_qp(&s), EINVAL)?;
     check_eq("a DCT's capacities, echoed as asked (nothing is sized)", d.dct.cap, cap())
+}
+
+/// A DCI's vendor attributes with `MLX5DV_QP_INIT_ATTR_MASK_DCI_STREAMS`.
+pub(super) fn streams_attr(concurent: u8, errored: u8) -> DvQpInitAttr {
+    let mut a =
+        DvQpInitAttr::dc(DcInitAttr { log_num_concurent: concurent, log_num_errored: errored, ..DcInitAttr::dci() });
+    a.comp_mask |= dv_qp::MASK_DCI_STREAMS;
+    a
 }
 
 fn modify_rules(b: &mut dyn Backend, env: &Env) -> Check {

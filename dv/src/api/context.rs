@@ -95,6 +95,19 @@ impl CqeCompCaps {
     }
 }
 
+/// `MLX5DV_CONTEXT_MASK_DCI_STREAMS`: fill `dci_streams_caps`.
+pub const MLX5DV_CONTEXT_MASK_DCI_STREAMS: u64 = 1 << 11;
+
+/// `struct mlx5dv_dci_streams_caps`: the largest `log_num_concurent` and `log_num_errored` a
+/// DCI takes (HCA caps `log_max_dci_stream_channels` and `log_max_dci_errored_streams`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DciStreamsCaps {
+    /// `max_log_num_concurent`.
+    pub max_log_num_concurent: u8,
+    /// `max_log_num_errored`.
+    pub max_log_num_errored: u8,
+}
+
 /// The parts of `struct mlx5dv_context` this API models.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DvContext {
@@ -114,6 +127,9 @@ pub struct DvContext {
     /// Filled when `MLX5DV_CONTEXT_MASK_CQE_COMPRESION` was requested.
     #[serde(default, skip_serializing_if = "CqeCompCaps::is_zero")]
     pub cqe_comp_caps: CqeCompCaps,
+    /// Filled when `MLX5DV_CONTEXT_MASK_DCI_STREAMS` was requested.
+    #[serde(default)]
+    pub dci_streams_caps: DciStreamsCaps,
 }
 
 fn is_zero_u64(v: &u64) -> bool {

@@ -748,6 +748,16 @@ pub trait Queues {
     /// `rts2rts_qp_udp_sport`; then RTS2RTS with the port.
     fn modify_qp_udp_sport(&mut self, qp: &Qp, udp_sport: u16) -> Result<()>;
 
+    /// `mlx5dv_dci_stream_id_reset`: take a DCI's errored stream out of error. EOPNOTSUPP
+    /// on a device without errored streams or a QP not in RTS, EINVAL for a QP that is not
+    /// a DCI; then RTS2RTS with the stream id in the QP context extension.
+    fn dci_stream_id_reset(&mut self, qp: &Qp, stream_id: u16) -> Result<()>;
+
+    /// `mlx5dv_map_ah_to_qp`: map an address handle (its attributes, `remote_qpn` unused)
+    /// to QP number `qp_num` with an AV_QP_MAPPING object. EOPNOTSUPP on a device without
+    /// the object type or for an AH without a GRH.
+    fn map_ah_to_qp(&mut self, ctx: ContextHandle, ah: &crate::UdDest, qp_num: u32) -> Result<()>;
+
     /// `ibv_query_qp` for the current state.
     fn query_qp_state(&mut self, qp: &Qp) -> Result<QpState>;
 

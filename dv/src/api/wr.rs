@@ -415,6 +415,14 @@ pub struct DcDest {
     pub av: UdDest,
     /// `remote_dc_key`: the DCT's access key.
     pub access_key: u64,
+    /// `mlx5dv_wr_set_dc_addr_stream`'s stream id, which the control segment carries
+    /// (`dci_stream_channel_id`); 0 for `mlx5dv_wr_set_dc_addr`.
+    #[serde(default, skip_serializing_if = "is_zero16")]
+    pub stream_id: u16,
+}
+
+fn is_zero16(v: &u16) -> bool {
+    *v == 0
 }
 
 fn is_zero32(v: &u32) -> bool {

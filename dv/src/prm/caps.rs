@@ -37,6 +37,10 @@ pub mod cmd_hca_cap {
         AES_XTS_SINGLE_BLOCK_LE_TWEAK => aes_xts_single_block_le_tweak / set_aes_xts_single_block_le_tweak: bool = (0x3f1, 1);
         /// aes_xts_multi_block_be_tweak.
         AES_XTS_MULTI_BLOCK_BE_TWEAK => aes_xts_multi_block_be_tweak / set_aes_xts_multi_block_be_tweak: bool = (0x3f2, 1);
+        /// log_max_dci_stream_channels: log2 of a DCI's concurrent streams.
+        LOG_MAX_DCI_STREAM_CHANNELS => log_max_dci_stream_channels / set_log_max_dci_stream_channels: u8 = (0x58b, 5);
+        /// log_max_dci_errored_streams: log2 of a DCI's streams in error before the DCI is.
+        LOG_MAX_DCI_ERRORED_STREAMS => log_max_dci_errored_streams / set_log_max_dci_errored_streams: u8 = (0x593, 5);
         /// general_obj_types (bit n = object type n).
         GENERAL_OBJ_TYPES => general_obj_types / set_general_obj_types: u64 = (0x400, 64);
         /// aes_xts_multi_block_le_tweak.

@@ -290,6 +290,8 @@ pub mod obj_type {
     /// RESERVED_QPN: a block of `1 << log_obj_range` QP numbers no QP takes; its object id
     /// is the first of them.
     pub const RESERVED_QPN: u16 = 0x002c;
+    /// `MLX5_OBJ_TYPE_AV_QP_MAPPING`.
+    pub const AV_QP_MAPPING: u16 = 0x003a;
 }
 
 /// `create_mkey_in` / `create_mkey_out`.

@@ -110,6 +110,10 @@ pub mod qp {
     pub const NEXT_SEND_PSN: Field = Field::new("qpc.next_send_psn", 0x488, 24);
     /// qpc.cqn_snd.
     pub const CQN_SND: Field = Field::new("qpc.cqn_snd", 0x4a8, 24);
+    /// `qpc.log_num_dci_stream_channels` (a DCI's streams; in the byte above `cqn_snd`).
+    pub const LOG_NUM_DCI_STREAM_CHANNELS: Field = Field::new("qpc.log_num_dci_stream_channels", 0x4a4, 4);
+    /// `qpc.log_num_dci_errored_streams` (in the byte above `deth_sqpn`).
+    pub const LOG_NUM_DCI_ERRORED_STREAMS: Field = Field::new("qpc.log_num_dci_errored_streams", 0x4c4, 4);
     /// qpc.log_rra_max: log2 of the outstanding READs and atomics as responder.
     pub const LOG_RRA_MAX: Field = Field::new("qpc.log_rra_max", 0x548, 3);
     /// qpc.atomic_mode.

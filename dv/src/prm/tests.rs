@@ -222,6 +222,10 @@ fn caps_fields_sit_at_their_bytes() {
         (cmd_hca_cap::AES_XTS_MULTI_BLOCK_LE_TWEAK, 1, &[(0x8d, 0x80)]),
         (cmd_hca_cap::CRYPTO, 1, &[(0x8d, 0x40)]),
         (cmd_hca_cap::SIGERR_DOMAIN_AND_SIG_TYPE, 1, &[(0x90, 0x80)]),
+        // UCX's ib_mlx5_ifc.h: reserved_at_580[0xb], log_max_dci_stream_channels[0x5],
+        // reserved_at_590[0x3], log_max_dci_errored_streams[0x5].
+        (cmd_hca_cap::LOG_MAX_DCI_STREAM_CHANNELS, 0x1f, &[(0xb1, 0x1f)]),
+        (cmd_hca_cap::LOG_MAX_DCI_ERRORED_STREAMS, 0x1f, &[(0xb2, 0x1f)]),
     ];
     check_cases(query_hca_cap::CAPABILITY_SIZE, cmd_hca_cap::ALL, cases);
     let cases: &[Case] = &[(cmd_hca_cap_2::LOG_RESERVED_QPN_GRANULARITY, 0x1f, &[(0x12, 0x1f)])];

@@ -356,6 +356,9 @@ impl<'a> Engine<'a> {
     /// The head WQE failed with syndrome `s` (and this vendor syndrome, or the profile's):
     /// retire it with that CQE and flush the QP.
     fn fail_head(&mut self, id: QpPath, w: &Wqe, s: u8, vendor_err: Option<u8>) {
+        if self.stream_fails(id, w, s, vendor_err) {
+            return;
+        }
         let Some((cq, _)) = self.retire(id, w) else { return };
         let Some(d) = self.devs.get_mut(id.dev) else { return };
         let cqe = d.req_err(id.qpn, w, s, vendor_err);

@@ -31,7 +31,7 @@ pub(crate) use eq::{Event, named_input};
 pub(in crate::device) use objects::FwPsv;
 pub(in crate::device) use objects::SendQueueMut;
 pub use objects::{AtomicReplay, FwMkey, PSN_MASK, QpTransport};
-use objects::{CqCreate, Numbers, QpCreate, QpTable, Table};
+use objects::{CqCreate, DciStreams, Numbers, QpCreate, QpTable, Table};
 pub(crate) use objects::{FwCq, FwQp};
 pub(crate) use port::op as port_op;
 pub(crate) use raw::cq_or_qp_input;
@@ -134,6 +134,8 @@ pub struct Firmware {
     eth: bool,
     /// `rts2rts_qp_udp_sport`: RTS2RTS takes a UDP source port.
     rts2rts_qp_udp_sport: bool,
+    /// `log_max_dci_stream_channels` and `log_max_dci_errored_streams`.
+    dci_stream_caps: (u8, u8),
     /// The largest `log_cq_size` of a raw CREATE_CQ.
     log_max_cq_sz: u8,
     port: port::PortState,
@@ -191,6 +193,7 @@ impl Firmware {
             crypto_caps: caps::crypto_page(profile)?,
             eth: profile.device.link_layer == crate::profile::LinkLayer::Ethernet,
             rts2rts_qp_udp_sport: profile.hca_cap.rts2rts_qp_udp_sport,
+            dci_stream_caps: (h.log_max_dci_stream_channels, h.log_max_dci_errored_streams),
             log_max_cq_sz: profile.datapath.log_max_cq_sz.min(caps::LOG_MAX_EQ_SZ),
             port: port::PortState::default(),
             pd_numbers: Numbers::new(1, 1 << 24),
@@ -517,6 +520,11 @@ impl Firmware {
             dbrec: c.dbrec,
             faults: Default::default(),
             transport: Default::default(),
+            dci_streams: c.dci_streams.map(|(c, e)| DciStreams {
+                log_concurrent: c,
+                log_errored: e,
+                ..Default::default()
+            }),
         };
         self.changed();
         self.qps.insert(qpn, qp);
@@ -741,6 +749,7 @@ mod tests {
             srqn: None,
             xrcd: 0,
             dbrec: 0,
+            dci_streams: None,
         }
     }
 

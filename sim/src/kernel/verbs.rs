@@ -337,7 +337,7 @@ impl Kernel {
         use q::qp as f;
         let op = Op::CreateQp;
         let st = match r.dc {
-            Some(DcRole::Dci) => q::st::DCI,
+            Some(DcRole::Dci(_)) => q::st::DCI,
             Some(DcRole::Dct(_)) => q::st::DCT,
             None => to_mlx5_st(r.qp_type).ok_or_else(|| Error::new(op, EINVAL, "no mlx5 service type"))?,
         };
@@ -348,6 +348,10 @@ impl Kernel {
         let mut input = with_pas(f::SIZE, r.rq.addr, len);
         prm::write_header(&mut input, opcode::CREATE_QP, uid, 0);
         let no_rq = r.rq.wqe_cnt == 0;
+        let dci_streams = match r.dc {
+            Some(DcRole::Dci(Some(s))) => s,
+            _ => (0, 0),
+        };
         let fields = [
             (f::ST, u64::from(st)),
             (f::PM_STATE, u64::from(q::pm_state::MIGRATED)),
@@ -376,6 +380,9 @@ impl Kernel {
             (f::DBR_ADDR, r.dbrec),
             // MLX5_RES_SCAT_DATA32_CQE: small receives land in the 64-byte CQE.
             (f::CS_RES, u64::from(r.scatter_to_cqe)),
+            // create_dci: a DCI made with MLX5_QP_FLAG_DCI_STREAM names its streams.
+            (f::LOG_NUM_DCI_STREAM_CHANNELS, u64::from(dci_streams.0)),
+            (f::LOG_NUM_DCI_ERRORED_STREAMS, u64::from(dci_streams.1)),
         ];
         for (fl, v) in fields {
             set(&mut input, fl, v, op)?;

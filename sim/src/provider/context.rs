@@ -179,6 +179,10 @@ impl Provider {
         if self.limits.rdma_core_release >= 58 {
             out.flags |= mlx5_dv::dv_context_flags::BLUEFLAME;
         }
+        if comp_mask & mlx5_dv::MLX5DV_CONTEXT_MASK_DCI_STREAMS != 0 {
+            out.comp_mask |= mlx5_dv::MLX5DV_CONTEXT_MASK_DCI_STREAMS;
+            out.dci_streams_caps = c.caps.dci_streams;
+        }
         Ok(out)
     }
 
@@ -289,6 +293,10 @@ fn query_caps(dev: &mut Device, uid: DevxUid) -> CtxCaps {
     let has_cap_2 = bit(c::HCA_CAP_2);
     caps.rts2rts_qp_udp_sport = bit(c::RTS2RTS_QP_UDP_SPORT);
     caps.num_lag_ports = prm::qos_cap::NUM_LAG_PORTS.get(page).unwrap_or(0) as u8;
+    caps.dci_streams = mlx5_dv::DciStreamsCaps {
+        max_log_num_concurent: c::LOG_MAX_DCI_STREAM_CHANNELS.get(page).unwrap_or(0) as u8,
+        max_log_num_errored: c::LOG_MAX_DCI_ERRORED_STREAMS.get(page).unwrap_or(0) as u8,
+    };
     if bit(c::AES_XTS_SINGLE_BLOCK_LE_TWEAK) {
         caps.crypto.crypto_engines |= crypto_cap::ENGINE_AES_XTS_SINGLE_BLOCK;
     }

@@ -369,7 +369,8 @@ impl Provider {
                 if !dv.comp_mask.intersects(dv_qp::MASK_DC) {
                     return Err(Error::new(op, EINVAL, "IBV_QPT_DRIVER needs MLX5DV_QP_INIT_ATTR_MASK_DC"));
                 }
-                dc = Some(dc::dc_role(attr, &dv, mask, self.limits.dc)?);
+                let streams = self.ctx(ctx, op)?.caps.dci_streams;
+                dc = Some(dc::dc_role(attr, &dv, mask, self.limits.dc, streams)?);
             }
             if dv.comp_mask.intersects(dv_qp::MASK_SEND_OPS_FLAGS) {
                 mlx5_ops = dv.send_ops_flags;
@@ -392,7 +393,13 @@ impl Provider {
                 .ok_or_else(|| Error::new(op, EINVAL, format!("unknown qp_type {}", attr.qp_type)))?
         };
         if wr_api || dv_ops_mask {
-            check_send_ops(attr, mlx5_ops, self.limits.dma_mmo, self.limits.atomic, dc == Some(DcRole::Dci))?;
+            check_send_ops(
+                attr,
+                mlx5_ops,
+                self.limits.dma_mmo,
+                self.limits.atomic,
+                matches!(dc, Some(DcRole::Dci(_))),
+            )?;
         }
         if attr.qp_type == qp_type::RAW_PACKET && !self.limits.raw_packet {
             return Err(Error::new(op, EOPNOTSUPP, "the device has no raw packet QPs (an InfiniBand port)"));
@@ -448,7 +455,7 @@ impl Provider {
             qpn,
             cqs: [attr.send_cq, recv_cq],
             rc: matches!(attr.qp_type, qp_type::RC | qp_type::XRC_SEND),
-            dci: dc == Some(DcRole::Dci),
+            dci: matches!(dc, Some(DcRole::Dci(_))),
             qp_type: attr.qp_type,
             max_post: sizes.max_post,
             max_gs: sizes.max_gs,

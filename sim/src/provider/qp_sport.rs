@@ -1,9 +1,10 @@
-//! `mlx5dv_modify_qp_udp_sport`: the RoCE v2 UDP source port of an RC or UC QP, set by
-//! RTS2RTS through DEVX.
+//! `mlx5dv_modify_qp_udp_sport`: the RoCE v2 UDP source port of an RC or UC QP, and
+//! `mlx5dv_dci_stream_id_reset`: a DCI's errored stream back in service, both RTS2RTS through
+//! DEVX; `mlx5dv_map_ah_to_qp`.
 
 use mlx5_dv::errno::{EINVAL, EOPNOTSUPP};
 use mlx5_dv::prm::{self, Field, opcode, queues as q};
-use mlx5_dv::{Error, Op, Qp, QpState, Result, qp_type};
+use mlx5_dv::{ContextHandle, Error, Op, Qp, QpState, Result, UdDest, qp_type};
 
 use super::{CtxKind, Lower, Provider};
 use crate::kernel;
@@ -45,4 +46,60 @@ impl Provider {
         kernel::devx_cmd(d, devx, &mut input, &mut out)
             .map_err(|e| Error::new(op, kernel::cmd_status_err(e, &out), "RTS2RTS_QP failed"))
     }
+
+    /// `mlx5dv_dci_stream_id_reset`: EOPNOTSUPP on a device without errored streams
+    /// (`max_log_num_errored` 0) or for a QP not in RTS, EINVAL for one that is not a DCI;
+    /// then RTS2RTS with `qpc_ext`, the stream id in `qpc_data_ext` and its bit in
+    /// `opt_param_mask_95_32`, through `mlx5dv_devx_qp_modify` (a bad status is its errno).
+    pub(crate) fn dci_stream_id_reset(&mut self, low: &mut Lower<'_>, qp: &Qp, stream_id: u16) -> Result<()> {
+        let op = Op::DciStreamIdReset;
+        let q = self.qps.get(qp.handle, op)?;
+        let (ctx, dev, qpn, dci) = (q.ctx, q.dev, q.qpn, q.dci);
+        let c = self.contexts.get(ctx, op)?;
+        let (caps, kind) = (c.caps, c.kind);
+        let d = low.devices.get_mut(dev).ok_or_else(|| Error::new(op, EINVAL, "no such device"))?;
+        // libmlx5 reads the state the library last set (ibv_qp's `state`); the device's is
+        // the same here, as nothing but the library moves a DCI out of RTS but an error.
+        if caps.dci_streams.max_log_num_errored == 0 || d.qp_state(qpn) != Some(QpState::Rts) {
+            return Err(Error::new(op, EOPNOTSUPP, "no errored DCI streams on the device, or the QP is not in RTS"));
+        }
+        if !dci {
+            return Err(Error::new(op, EINVAL, "the QP is not a DCI"));
+        }
+        let CtxKind::Kernel { devx, .. } = kind else {
+            return Err(Error::new(op, EOPNOTSUPP, "not a kernel context"));
+        };
+        let mut input = prm::new_input(STREAM_IN_SIZE, opcode::RTS2RTS_QP, 0, 0);
+        let set =
+            |input: &mut [u8], f: Field, v: u64| f.set(input, v).map_err(|e| Error::new(op, EINVAL, e.to_string()));
+        set(&mut input, q::qp::QPN, u64::from(qpn))?;
+        set(&mut input, QPC_EXT, 1)?;
+        set(&mut input, OPT_PARAM_MASK_95_32, OPT_DCI_STREAM_CHANNEL_ID)?;
+        set(&mut input, DCI_STREAM_CHANNEL_ID, u64::from(stream_id))?;
+        let mut out = vec![0u8; q::qp::SIZE];
+        kernel::devx_cmd(d, devx, &mut input, &mut out)
+            .map_err(|e| Error::new(op, kernel::cmd_status_err(e, &out), "RTS2RTS_QP failed"))
+    }
+
+    /// `_mlx5dv_map_ah_to_qp`: EOPNOTSUPP on a device without the AV_QP_MAPPING object type
+    /// or for an AH without a GRH. The object only tells hardware which QP an address goes
+    /// with; the simulator routes by address alone, so it keeps no object (libmlx5 makes
+    /// one per AH, once).
+    pub(crate) fn map_ah_to_qp(&mut self, ctx: ContextHandle, ah: &UdDest, _qp_num: u32) -> Result<()> {
+        let op = Op::MapAhToQp;
+        let c = self.contexts.get(ctx, op)?;
+        if c.caps.general_obj_types & 1u64 << prm::obj_type::AV_QP_MAPPING == 0 || !ah.is_global {
+            return Err(Error::new(op, EOPNOTSUPP, "no AV_QP_MAPPING objects on the device, or the AH has no GRH"));
+        }
+        Ok(())
+    }
 }
+
+/// `rts2rts_qp_in` through `qpc_data_ext` (its 0x600 bits).
+const STREAM_IN_SIZE: usize = 0x880 / 8 + 0x600 / 8;
+/// `rts2rts_qp_in.qpc_ext`.
+const QPC_EXT: Field = Field::new("qpc_ext", 0x40, 1);
+/// `MLX5_QPC_OPT_MASK_32_DCI_STREAM_CHANNEL_ID`.
+const OPT_DCI_STREAM_CHANNEL_ID: u64 = 1 << 0;
+/// `qpc_data_ext.dci_stream_channel_id`.
+const DCI_STREAM_CHANNEL_ID: Field = Field::new("qpc_ext.dci_stream_channel_id", 0x890, 16);

@@ -303,7 +303,12 @@ fn known(op: u8) -> bool {
         || op == opcode::SEND_ONLY_INV
         || (opcode::UC..=opcode::UC + opcode::WRITE_ONLY_IMM).contains(&op)
         || matches!(op, opcode::UD_SEND_ONLY | opcode::UD_SEND_ONLY_IMM)
-        || (op >= opcode::XRC && known(op & !opcode::XRC) && op & !opcode::XRC <= opcode::SEND_ONLY_INV)
+        || ((opcode::XRC..crate::packet::DC_OPCODES).contains(&op)
+            && known(op & !opcode::XRC)
+            && op & !opcode::XRC <= opcode::SEND_ONLY_INV)
+        || (op >= crate::packet::DC_OPCODES
+            && known(op & !crate::packet::DC_OPCODES)
+            && op & !crate::packet::DC_OPCODES <= opcode::SEND_ONLY_INV)
 }
 
 /// Check and parse the bytes from the BTH to the ICRC.

@@ -186,6 +186,7 @@ fn any_headers() -> impl Strategy<Value = Headers> {
                 atomic_ack: Some(va ^ u64::from(msn)),
                 deth: None,
                 xrc: None,
+                dc: None,
             };
             // Keep only the extended headers the opcode carries.
             let mut b = Vec::new();

@@ -5,7 +5,9 @@
 //! that serves any DCI whose request carries its access key: it takes each request's PSN as
 //! the one it expects (a new connection per message), and drops a request with another key
 //! without an answer, so that the DCI's WQE ends in a transport retry error. How mlx5 puts
-//! DC on the wire is not public: DC requests do not leave the process and are not captured.
+//! DC on the wire is not public: in one process DC requests are not captured; to a DCT of
+//! another process they go over the network in the simulator's own encoding
+//! ([`crate::packet::Dceth`]), answered as RC requests are.
 
 use mlx5_dv::QpDest;
 use mlx5_dv::prm::{queues as q, wqe};
@@ -14,6 +16,7 @@ use super::responder::Corrupt;
 use super::unreliable::{AV_LEN, parse_av};
 use super::{Engine, Step, syndrome};
 use crate::device::contract::{self, Wqe};
+use crate::device::firmware::FwQp;
 use crate::fabric::QpPath;
 use crate::packet::Headers;
 
@@ -69,21 +72,67 @@ impl Engine<'_> {
         }
         let fq = self.qp(qp)?;
         let pos = self.cursor.map_or(fq.sq_cc, |(p, _)| p);
+        // A WQE of a stream in error is flushed; the DCI and its other streams go on.
+        if let (Some(s), Some(id)) = (&fq.dci_streams, self.stream_at(fq, pos))
+            && s.errored.contains(&id)
+        {
+            return Some(Step::Failed(syndrome::WR_FLUSH));
+        }
         let mtu = fq.remote.map_or(5, |r| r.path_mtu);
         let Some((dest, key, inner)) = self.wqe_bytes(fq, pos, w.bbs).and_then(|b| decode_dc(&b)) else {
             return Some(Step::Failed(syndrome::LOCAL_QP_OP));
         };
         let dest = QpDest { path_mtu: mtu, ..dest };
-        if self.fabric.deliver(&dest).is_none() {
+        // A DCT of another process: the request goes over the network, as an RC
+        // requester's to its peer, the WQE waiting for its answer on the wire.
+        let remote = self.fabric.deliver(&dest).is_none();
+        if remote && self.fabric.remote(qp.dev, &dest.ah).is_none() {
             return Some(Step::Failed(syndrome::TRANSPORT_RETRY));
         }
         if let Some(q) = self.dev(qp.dev).and_then(|d| d.fw.qp_mut(qp.qpn)) {
             q.remote = Some(dest);
         }
+        let cursor = self.cursor;
+        if remote && cursor.is_none() {
+            self.cursor = Some((pos, w.bbs));
+        }
         self.dc_key = Some(key);
         let step = self.execute(qp, &inner, corrupt);
         self.dc_key = None;
+        self.cursor = cursor;
         Some(step)
+    }
+
+    /// The stream id of the WQE at `pos` of a DCI with streams (its control segment's
+    /// `dci_stream_channel_id`).
+    fn stream_at(&self, q: &FwQp, pos: u32) -> Option<u16> {
+        q.dci_streams.as_ref()?;
+        let b = self.wqe_bytes(q, pos, 1)?;
+        Some(u16::from_be_bytes([*b.get(9)?, *b.get(10)?]))
+    }
+
+    /// A DCI with streams whose head WQE failed with syndrome `s`: its stream goes to error
+    /// (a flush leaves it as it is) and the WQE completes with `s`, the DCI staying in RTS;
+    /// false (the DCI goes to ERR as any QP) for another QP, or once the streams in error
+    /// reach 2^`log_num_errored` (`mlx5dv_dci_stream_id_reset(3)`).
+    pub(super) fn stream_fails(&mut self, id: QpPath, w: &Wqe, s: u8, vendor_err: Option<u8>) -> bool {
+        let Some(q) = self.qp(id) else { return false };
+        let Some(stream) = self.stream_at(q, q.sq_cc) else { return false };
+        let Some(streams) = self.dev(id.dev).and_then(|d| d.fw.qp_mut(id.qpn)).and_then(|q| q.dci_streams.as_mut())
+        else {
+            return false;
+        };
+        if s != syndrome::WR_FLUSH {
+            streams.errored.insert(stream);
+            if streams.errored.len() >= 1usize << streams.log_errored.min(16) {
+                return false;
+            }
+        }
+        let Some((cq, _)) = self.retire(id, w) else { return true };
+        let Some(d) = self.devs.get_mut(id.dev) else { return true };
+        let cqe = d.req_err(id.qpn, w, s, vendor_err);
+        self.push_cqe(id.dev, cq, cqe);
+        true
     }
 
     /// A request reaching a DCT: `Some(false)` to drop it (not a DC request, or another

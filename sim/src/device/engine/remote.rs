@@ -16,7 +16,7 @@ use super::Engine;
 use super::responder::{Payload, Pulled, Request, Response};
 use crate::device::firmware::PSN_MASK;
 use crate::fabric::{Link, QpPath};
-use crate::packet::{Ack, Headers, Packet, nak, opcode};
+use crate::packet::{Ack, Dceth, Headers, Packet, nak, opcode};
 use crate::wire::{self, Endpoints, Message, MessageOp, packet_count, segments};
 
 mod requester;
@@ -101,8 +101,8 @@ impl Engine<'_> {
     /// The address of the peer `qp`'s path names, when it is another process's port.
     pub(super) fn remote_peer(&self, qp: QpPath) -> Option<Ipv4Addr> {
         let q = self.qp(qp)?;
-        // A DCI's path is its current WQE's, to a DCT in this process.
-        if q.st == mlx5_dv::prm::queues::st::DCI {
+        // A DCI's path is its current WQE's: a network path only while one executes.
+        if q.st == mlx5_dv::prm::queues::st::DCI && self.dc_key.is_none() {
             return None;
         }
         self.fabric.remote(qp.dev, &q.remote?.ah)
@@ -139,18 +139,18 @@ impl Engine<'_> {
     }
 
     /// Send message `m`, whose bytes `data` holds, as its path-MTU packets (on the XRC
-    /// transport with `xrc`'s XRCETH, [`Headers::xrc`]).
+    /// transport with `xrc`'s XRCETH, [`Headers::xrc`]; a DC request with `dc`'s DCETH).
     pub(super) fn send_message(
         &self,
         dev: usize,
         qps: (u32, u32),
         peer: Ipv4Addr,
-        (m, xrc): (&Message, Option<u32>),
+        (m, xrc, dc): (&Message, Option<u32>, Option<Dceth>),
         data: &[u8],
     ) {
         let segs: Vec<_> = segments(m).collect();
         let packets: Vec<(Headers, &[u8])> =
-            segs.iter().map(|s| (Headers { xrc, ..s.headers }, data.get(s.range.clone()).unwrap_or(&[]))).collect();
+            segs.iter().map(|s| (Headers { xrc, dc, ..s.headers }, data.get(s.range.clone()).unwrap_or(&[]))).collect();
         self.send_packets(dev, qps, peer, &packets);
     }
 
@@ -207,6 +207,11 @@ impl Engine<'_> {
         // A packet for no QP, or for one that takes no requests, is dropped (and counted)
         // before anything is kept for it.
         if !self.qp(QpPath { dev, qpn }).is_some_and(|q| matches!(q.state, QpState::Rtr | QpState::Rts)) {
+            return false;
+        }
+        // A DC request is for a DCT alone (which takes nothing else: `dct_admits`).
+        let dct = self.qp(QpPath { dev, qpn }).is_some_and(|q| q.st == mlx5_dv::prm::queues::st::DCT);
+        if h.dc.is_some() && !dct {
             return false;
         }
         let max_msg = self.max_msg(dev);
@@ -272,7 +277,10 @@ impl Engine<'_> {
             span,
             corrupt: None,
         };
+        // A DCT checks the request's access key as in process.
+        let key = std::mem::replace(&mut self.dc_key, h.dc.map(|d| d.key));
         let resp = self.receive(dev, &req);
+        self.dc_key = key;
         // In process a failed responder waits for the requester's completion; here it has
         // none to wait for, unless it is that requester: a QP connected to itself settles
         // when the NAK completes its own WQE, as in process.
@@ -310,7 +318,12 @@ impl Engine<'_> {
     fn answer(&mut self, dev: usize, peer: Ipv4Addr, req: &Headers, span: u32, resp: Response) {
         let Some(p) = resp.packet else { return };
         let at = QpPath { dev, qpn: req.bth.dest_qp };
-        let Some(dest_qp) = self.qp(at).and_then(|q| q.remote).map(|r| r.dest_qp_num) else { return };
+        // A DCT answers the DCI its request named; another QP its connected peer.
+        let dest_qp = match req.dc {
+            Some(d) => Some(d.src_qp),
+            None => self.qp(at).and_then(|q| q.remote).map(|r| r.dest_qp_num),
+        };
+        let Some(dest_qp) = dest_qp else { return };
         let mtu = usize::try_from(self.mtu_bytes(at)).unwrap_or(4096);
         if p.headers.bth.opcode == opcode::ATOMIC_ACKNOWLEDGE {
             // An atomic's answer leaves at once, like a READ response, and acknowledges what
@@ -339,7 +352,8 @@ impl Engine<'_> {
             // A positive ACK by the wall clock is held back to the end of the device's pass:
             // one ACK per QP then answers every message the pass took. A NAK leaves now, and
             // acknowledges what came before it.
-            let hold = matches!(kind, Some(Ack::Ack(_))) && !self.fabric.is_simulated_time();
+            // A DCT holds none back: its next request may come from another DCI.
+            let hold = matches!(kind, Some(Ack::Ack(_))) && !self.fabric.is_simulated_time() && req.dc.is_none();
             let Some(d) = self.dev(dev) else { return };
             if hold {
                 // The newest PSN answers for the older ones (a repeated old request's ACK does
@@ -366,7 +380,7 @@ impl Engine<'_> {
                 len: p.payload.len(),
                 mtu,
             };
-            self.send_message(dev, (at.qpn, dest_qp), peer, (&m, None), &p.payload);
+            self.send_message(dev, (at.qpn, dest_qp), peer, (&m, None, None), &p.payload);
         }
     }
 }

@@ -179,6 +179,21 @@ pub struct FwQp {
     pub(in crate::device) faults: VecDeque<(u32, WqeFault)>,
     /// The reliable transport's sequence numbers and timers.
     pub(in crate::device) transport: QpTransport,
+    /// A DCI made with streams: their numbers and which are in error.
+    pub(in crate::device) dci_streams: Option<DciStreams>,
+}
+
+/// A DCI's streams (`log_num_dci_stream_channels`, `log_num_dci_errored_streams`) and the
+/// stream ids in error. The simulator keeps errors by the WQE's stream id as written; how
+/// hardware folds ids past its channels onto them is not public.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DciStreams {
+    /// log2 of the concurrent streams.
+    pub log_concurrent: u8,
+    /// log2 of the streams that may be in error: the DCI goes to ERR when that many are.
+    pub log_errored: u8,
+    /// The stream ids in error, until `mlx5dv_dci_stream_id_reset` or RESET.
+    pub errored: std::collections::BTreeSet<u16>,
 }
 
 /// A QP's reliable-transport state: the PSN its next request carries, the PSN its responder
@@ -341,6 +356,8 @@ pub(super) struct QpCreate {
     pub xrcd: u32,
     /// The doorbell record.
     pub dbrec: u64,
+    /// A DCI's streams (`log_num_dci_stream_channels`, `log_num_dci_errored_streams`).
+    pub dci_streams: Option<(u8, u8)>,
 }
 
 /// What a CREATE_CQ mailbox tells the firmware: its ring and doorbell record in host memory.

@@ -48,6 +48,14 @@ mod qpf {
     /// `MLX5_QPC_OPT_MASK_32_UDP_SPORT`.
     pub const OPT_UDP_SPORT: u64 = 1 << 2;
     pub const UDP_SPORT: Field = Field::new("ads.udp_sport", 0x290, 16);
+    /// `rts2rts_qp_in.qpc_ext`: the command carries `qpc_data_ext`.
+    pub const QPC_EXT: Field = Field::new("qpc_ext", 0x40, 1);
+    /// `MLX5_QPC_OPT_MASK_32_DCI_STREAM_CHANNEL_ID`.
+    pub const OPT_DCI_STREAM_CHANNEL_ID: u64 = 1 << 0;
+    /// `qpc_data_ext.dci_stream_channel_id`.
+    pub const DCI_STREAM_CHANNEL_ID: Field = Field::new("qpc_ext.dci_stream_channel_id", 0x890, 16);
+    /// The bytes of an input through `qpc_data_ext.dci_stream_channel_id`.
+    pub const EXT_STREAM_END: usize = 0x8a0 / 8;
 }
 
 /// MODIFY_CQ's op_mod for a resize (`MLX5_CQ_OPMOD_RESIZE`).
@@ -392,6 +400,7 @@ impl Firmware {
             srqn,
             xrcd,
             dbrec,
+            dci_streams: self.dci_streams_of(st, input)?,
         };
         let qpn = self.create_qp(c).ok_or(Reject(status::LIM_ERR, syndrome::OUT_OF_OBJECTS))?;
         if self.verbs.is_none() {
@@ -483,6 +492,24 @@ impl Firmware {
             }
             t.udp_sport = Some(qpf::UDP_SPORT.get(input)? as u16);
         }
+        // RTS2RTS with the context extension's stream id (`mlx5dv_dci_stream_id_reset`).
+        let stream_reset = if op == opcode::RTS2RTS_QP
+            && qpf::OPT_PARAM_MASK_95_32.get(input)? & qpf::OPT_DCI_STREAM_CHANNEL_ID != 0
+        {
+            if qpf::QPC_EXT.get(input)? == 0 {
+                return Err(BAD);
+            }
+            need(input, qpf::EXT_STREAM_END)?;
+            let id = qpf::DCI_STREAM_CHANNEL_ID.get(input)? as u16;
+            // Only a stream in error is reset (unverified: the status firmware gives for
+            // another is not public; the simulator answers BAD_PARAM).
+            match self.qp(qpn).and_then(|q| q.dci_streams.as_ref()) {
+                Some(s) if s.errored.contains(&id) => Some(id),
+                _ => return Err(BAD),
+            }
+        } else {
+            None
+        };
         // A UD QP's Q_Key: set at RST2INIT, changed where the transition passes it on.
         if ud && (op == opcode::RST2INIT_QP || (!bare && opt & o::Q_KEY != 0)) {
             t.qkey = psn(f::Q_KEY)?;
@@ -495,12 +522,33 @@ impl Firmware {
             q.last_wqe = false;
             q.faults.clear();
             q.remote = None;
+            if let Some(s) = &mut q.dci_streams {
+                s.errored.clear();
+            }
+        }
+        if let (Some(id), Some(s)) = (stream_reset, &mut q.dci_streams) {
+            s.errored.remove(&id);
         }
         if remote.is_some() {
             q.remote = remote;
         }
         t.apply(&mut q.transport);
         Ok(())
+    }
+
+    /// A DCI's streams from CREATE_QP's `qpc` (`None` for another QP or a DCI without), BAD_PARAM
+    /// past `log_max_dci_stream_channels` or `log_max_dci_errored_streams`.
+    fn dci_streams_of(&self, st: u8, input: &[u8]) -> Result<Option<(u8, u8)>, Reject> {
+        use q::qp as f;
+        if st != q::st::DCI {
+            return Ok(None);
+        }
+        let c = f::LOG_NUM_DCI_STREAM_CHANNELS.get(input)? as u8;
+        let e = f::LOG_NUM_DCI_ERRORED_STREAMS.get(input)? as u8;
+        if c > self.dci_stream_caps.0 || e > self.dci_stream_caps.1 {
+            return Err(BAD);
+        }
+        Ok((c != 0 || e != 0).then_some((c, e)))
     }
 
     pub(super) fn query_qp_raw(&mut self, input: &[u8], out: &mut [u8]) -> Result<(), Reject> {

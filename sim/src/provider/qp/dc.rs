@@ -4,13 +4,20 @@
 //! queues: libmlx5 allocates none, and its receives come from its SRQ.
 
 use mlx5_dv::errno::{EINVAL, EOPNOTSUPP};
-use mlx5_dv::{DcInitAttr, DvQpInitAttr, Error, Op, QpInitAttr, Result, dv_qp, qp_init_mask};
+use mlx5_dv::{DcInitAttr, DciStreamsCaps, DvQpInitAttr, Error, Op, QpInitAttr, Result, dv_qp, qp_init_mask};
 
 use crate::kernel::DcRole;
 
 /// The DC role `mlx5dv_create_qp` makes of a DRIVER QP with `MLX5DV_QP_INIT_ATTR_MASK_DC`.
 /// `dc_supported` is the device's `dct` capability; `mask` the verbs `comp_mask`.
-pub(super) fn dc_role(attr: &QpInitAttr, dv: &DvQpInitAttr, mask: u32, dc_supported: bool) -> Result<DcRole> {
+/// `streams` is the context's `dci_streams_caps`.
+pub(super) fn dc_role(
+    attr: &QpInitAttr,
+    dv: &DvQpInitAttr,
+    mask: u32,
+    dc_supported: bool,
+    streams: DciStreamsCaps,
+) -> Result<DcRole> {
     let op = Op::CreateQp;
     match dv.dc.dc_type {
         DcInitAttr::DCT => {
@@ -37,18 +44,24 @@ pub(super) fn dc_role(attr: &QpInitAttr, dv: &DvQpInitAttr, mask: u32, dc_suppor
             Ok(DcRole::Dct(dv.dc.dct_access_key))
         }
         DcInitAttr::DCI => {
+            let mut with = None;
             if dv.comp_mask.contains(dv_qp::MASK_DCI_STREAMS) {
-                // The device reports no DCI streams (max_log_num_concurent and _errored 0):
-                // libmlx5 refuses more, mlx5_ib refuses the stream flag itself.
-                if dv.dc.log_num_concurent > 0 || dv.dc.log_num_errored > 0 {
+                // libmlx5 refuses more than dci_streams_caps; mlx5_ib refuses the stream
+                // flag on a device without log_max_dci_stream_channels.
+                if dv.dc.log_num_concurent > streams.max_log_num_concurent
+                    || dv.dc.log_num_errored > streams.max_log_num_errored
+                {
                     return Err(Error::new(op, EINVAL, "DCI streams past the device's dci_streams_caps"));
                 }
-                return Err(Error::new(op, EOPNOTSUPP, "the device has no DCI streams"));
+                if streams.max_log_num_concurent == 0 {
+                    return Err(Error::new(op, EOPNOTSUPP, "the device has no DCI streams"));
+                }
+                with = Some((dv.dc.log_num_concurent, dv.dc.log_num_errored));
             }
             if !dc_supported {
                 return Err(Error::new(op, EOPNOTSUPP, "the device has no DC transport"));
             }
-            Ok(DcRole::Dci)
+            Ok(DcRole::Dci(with))
         }
         t => Err(Error::new(op, EINVAL, format!("dc_type {t} is neither DCI nor DCT"))),
     }

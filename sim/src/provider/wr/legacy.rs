@@ -187,6 +187,10 @@ impl Provider {
             }
             if let (true, Some(dc)) = (q.dci, &wr.dc) {
                 resize_after_ctrl(&mut bytes, Some(&dc_seg(dc)));
+                // mlx5_send_wr_set_dc_addr_stream: the stream in the control segment.
+                if let Some(s) = bytes.get_mut(9..11) {
+                    s.copy_from_slice(&dc.stream_id.to_be_bytes());
+                }
             } else if let Some(ud) = &wr.ud {
                 resize_after_ctrl(&mut bytes, Some(&datagram_seg(ud)));
             }

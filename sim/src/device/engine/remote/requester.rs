@@ -404,12 +404,14 @@ impl Engine<'_> {
         }
         let mut h = req.packet.headers;
         h.bth.psn = psn;
+        // A DCI's request carries the DCT's key and the DCI's number (the DCT answers it).
+        h.dc = self.dc_key.map(|key| crate::packet::Dceth { key, src_qp: qp.qpn });
         let mtu = usize::try_from(self.mtu_bytes(qp)).unwrap_or(4096);
         let dst_qp = h.bth.dest_qp;
         match message_op(&h) {
             Some(op) => {
                 let m = Message { op, dest_qp: dst_qp, pkey: h.bth.pkey, psn, len: data.len(), mtu };
-                self.send_message(qp.dev, (qp.qpn, dst_qp), peer, (&m, h.xrc), &data);
+                self.send_message(qp.dev, (qp.qpn, dst_qp), peer, (&m, h.xrc, h.dc), &data);
             }
             None => self.send_packets(qp.dev, (qp.qpn, dst_qp), peer, &[(h, &[])]),
         }
