@@ -277,6 +277,9 @@ pub(crate) fn accept(key: usize, param: *const rdma_conn_param) -> c_int {
     if is_ud(key) {
         return answer_ud(key, Some(p.map_or(0, |p| p.qp_num)), &user);
     }
+    // The device is asked without the CM's lock, which its thread takes for CM messages.
+    let Some(cid) = cm().ids.get(&key).map(|i| i.c) else { return libc::EINVAL };
+    let (max_init, max_resp) = rd_atom_limits(cid);
     let qp = {
         let mut c = cm();
         let Some(id) = c.ids.get_mut(&key) else { return libc::EINVAL };
@@ -285,7 +288,6 @@ pub(crate) fn accept(key: usize, param: *const rdma_conn_param) -> c_int {
         }
         // librdmacm's ucma_valid_param, then RDMA_MAX_* (255) stands for the request's
         // value capped at the device's limit.
-        let (max_init, max_resp) = rd_atom_limits(id.c);
         let ps_tcp = id.ps() == rdma_port_space::RDMA_PS_TCP;
         let over = |p: &rdma_conn_param| {
             (p.responder_resources != u8::MAX && p.responder_resources > max_resp)
