@@ -287,6 +287,7 @@ fn ud_traffic(b: &mut dyn Backend, env: &Env) -> Check {
 
 /// On RoCE a UD receive's `sl` is the packet type: RoCE v2 (8) over IPv4 (2) when the GRH
 /// area holds an IPv4 header; RoCE v1 (0) or RoCE v2 over IPv6 (9) with a GRH of version 6.
+/// A simulator off the network has link-local GIDs only, so there it meets the second.
 fn ud_packet_type(b: &mut dyn Backend, env: &Env) -> Check {
     let t = two(b, env, qp_type::UD)?;
     let (rbuf, rmr) = region(b, t.s.pd, 256, &[], A::LOCAL_WRITE)?;
