@@ -55,7 +55,9 @@ pub unsafe extern "C" fn ibv_destroy_ah(ah: *mut ibv_ah) -> c_int {
 fn address_vector(a: &ibv_ah_attr, roce: bool) -> mlx5_hw::sys::mlx5dv::mlx5_wqe_av {
     // SAFETY: plain data; all-zero is valid.
     let mut av: mlx5_hw::sys::mlx5dv::mlx5_wqe_av = unsafe { std::mem::zeroed() };
-    av.stat_rate_sl = (a.sl & 0xf) << if roce { 1 } else { 0 };
+    // On RoCE three bits of priority above bit 0; a completion's packet type (wc.sl 0xa)
+    // copied by ibv_init_ah_from_wc must not reach the rate above them.
+    av.stat_rate_sl = if roce { (a.sl & 0x7) << 1 } else { a.sl & 0xf };
     av.fl_mlid = a.src_path_bits & 0x7f;
     av.rlid = a.dlid.to_be();
     if a.is_global != 0 {

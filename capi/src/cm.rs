@@ -311,7 +311,7 @@ pub(crate) fn complete(id: *mut rdma_cm_id) -> c_int {
 /// ephemeral one for 0).
 fn bind(key: usize, a: SocketAddrV4) -> c_int {
     let ipoib = cm().ids.get(&key).is_some_and(|i| i.ps() == rdma_port_space::RDMA_PS_IPOIB);
-    let dev = if a.ip().is_unspecified() {
+    let dev = if any_addr(*a.ip()) {
         None
     } else if ipoib {
         // The kernel's cma_acquire_dev_by_src_ip: IPoIB's port space on no RoCE port.
@@ -321,7 +321,7 @@ fn bind(key: usize, a: SocketAddrV4) -> c_int {
             Some(d) => Some(d),
             // The kernel's rdma_translate_ip finds the host's interface that has the address
             // (EADDRNOTAVAIL for none); cma_acquire_dev_by_src_ip then finds no RDMA port
-            // with it (ENODEV): 127.0.0.1 on lo, say.
+            // with it (ENODEV).
             None if host_has(*a.ip()) => return libc::ENODEV,
             None => return libc::EADDRNOTAVAIL,
         }
@@ -337,7 +337,7 @@ fn bind(key: usize, a: SocketAddrV4) -> c_int {
             i.bound
                 && i.ps() == ps
                 && i.src.port() == p
-                && (i.src.ip().is_unspecified() || a.ip().is_unspecified() || i.src.ip() == a.ip())
+                && (any_addr(*i.src.ip()) || any_addr(*a.ip()) || i.src.ip() == a.ip())
         })
     };
     let port = if a.port() == 0 {
@@ -361,14 +361,20 @@ fn bind(key: usize, a: SocketAddrV4) -> c_int {
     0
 }
 
+/// The kernel's `cma_any_addr`: the wildcard or a loopback address, which binds to no device
+/// and listens on every port. Here a loopback address a simulated port has is that port's.
+pub(crate) fn any_addr(ip: std::net::Ipv4Addr) -> bool {
+    ip.is_unspecified() || (ip.is_loopback() && devs().with_addr(ip).is_none())
+}
+
 /// True if an interface of this host has `ip`: a UDP socket binds to it (nothing is sent).
 fn host_has(ip: std::net::Ipv4Addr) -> bool {
     std::net::UdpSocket::bind((ip, 0)).is_ok()
 }
 
-/// `rdma_bind_addr`: an address one of the simulated ports has, or the wildcard; IPv4.
-/// ENODEV for an address of the host that no simulated port has, EADDRNOTAVAIL for one the
-/// host does not have.
+/// `rdma_bind_addr`: an address one of the simulated ports has, or the wildcard or another
+/// loopback address (no device); IPv4. ENODEV for another address of the host,
+/// EADDRNOTAVAIL for one the host does not have.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_bind_addr(id: *mut rdma_cm_id, addr: *mut libc::sockaddr) -> c_int {
     // SAFETY: the caller's sockaddr.

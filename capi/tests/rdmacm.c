@@ -1,10 +1,13 @@
 /* librdmacm in one process, the two ends on one port: the event channel's fd (EAGAIN when
- * non-blocking and empty, readable by poll when an event waits), EINVAL, EADDRNOTAVAIL, ENODEV and the
+ * non-blocking and empty, readable by poll when an event waits), EINVAL, EADDRNOTAVAIL, ENODEV, a
+ * loopback address bound as the wildcard, and the
  * private data limits of the calls, ADDR_ERROR for an address no port reaches, ADDR_RESOLVED
  * and ROUTE_RESOLVED, CONNECT_REQUEST with the listener and the private data, a REJECTED with
  * the consumer's reason (28) and data, then a connection: ESTABLISHED on both sides with the
  * QPs in RTS facing each other, and DISCONNECTED on both after rdma_disconnect. */
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <arpa/inet.h>
 #include <poll.h>
 #include <rdma/rdma_cma.h>
 #include "common.h"
@@ -80,10 +83,28 @@ int main(void)
 	struct sockaddr_in nowhere = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(0x0afffffe) };
 	CHECK_EQ(rdma_bind_addr(srv, (struct sockaddr *)&nowhere), -1, "rdma_bind_addr to no port's address");
 	CHECK_EQ(errno, EADDRNOTAVAIL, "its errno");
-	/* An address of the host (all of 127.0.0.0/8 is lo's) that no RDMA port has. */
+	/* A loopback address no RDMA port has binds as the wildcard does (the kernel's
+	 * cma_any_addr): no device. */
+	struct rdma_cm_id *wild;
+	CHECK_EQ(rdma_create_id(ch, &wild, NULL, RDMA_PS_TCP), 0, "rdma_create_id");
 	struct sockaddr_in lo_only = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7ffffffe) };
-	CHECK_EQ(rdma_bind_addr(srv, (struct sockaddr *)&lo_only), -1, "rdma_bind_addr to a host address of no port");
-	CHECK_EQ(errno, ENODEV, "its errno");
+	CHECK_EQ(rdma_bind_addr(wild, (struct sockaddr *)&lo_only), 0, "rdma_bind_addr to a loopback address of no port");
+	CHECK(wild->verbs == NULL, "a loopback bind takes no device");
+	CHECK_EQ(rdma_destroy_id(wild), 0, "rdma_destroy_id");
+	/* Another address of the host that no RDMA port has: ENODEV (when the host has one). */
+	struct ifaddrs *ifs, *i;
+	CHECK_EQ(getifaddrs(&ifs), 0, "getifaddrs");
+	for (i = ifs; i; i = i->ifa_next) {
+		if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET)
+			continue;
+		struct sockaddr_in host = *(struct sockaddr_in *)i->ifa_addr;
+		if ((ntohl(host.sin_addr.s_addr) >> 24) == 127)
+			continue;
+		CHECK_EQ(rdma_bind_addr(srv, (struct sockaddr *)&host), -1, "rdma_bind_addr to a host address of no port");
+		CHECK_EQ(errno, ENODEV, "its errno");
+		break;
+	}
+	freeifaddrs(ifs);
 	CHECK_EQ(rdma_bind_addr(srv, (struct sockaddr *)&addr), 0, "rdma_bind_addr");
 	addr.sin_port = rdma_get_src_port(srv);
 	CHECK(addr.sin_port != 0, "an ephemeral port");

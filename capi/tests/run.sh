@@ -98,10 +98,11 @@ source capi/tests/two_processes_srq.sh
 source capi/tests/two_processes_atomics.sh
 source capi/tests/two_processes_rdmacm.sh
 source capi/tests/two_processes_dc.sh
+source capi/tests/two_processes_ucx_libfabric.sh
 
 echo "other programs no one here wrote: a message, never a signal"
-# rping on an address no simulated port has: rdma_bind_addr fails, and rping says so.
-for prog in "rping -s -a 127.0.0.1 -C 1"; do
+# rping on an address this host does not have: rdma_bind_addr fails, and rping says so.
+for prog in "rping -s -a 10.255.255.254 -C 1"; do
   out=$(under_shim timeout 10 $prog 2>&1)
   rc=$?
   # 124: the timeout's; 128 + n: signal n (rping's -1 is 255, an exit of its own).
@@ -112,8 +113,9 @@ done
 out=$(under_shim timeout 10 fi_info -p verbs 2>&1)
 rc=$?
 if [ $rc = 0 ] && echo "$out" | grep -q "domain: mlx5_0"; then pass "fi_info -p verbs lists mlx5_0"; else fail "fi_info -p verbs: exit $rc: $(echo "$out" | head -3)"; fi
-# UCX lists no IB transport yet (it looks for the device's node under /dev/infiniband), but
-# it loads its IB module against the shim and must come through.
+# Here UCX lists no IB transport (it looks for the device's node under /dev/infiniband, which
+# two_processes_ucx_libfabric.sh provides), but it loads its IB module against the shim and
+# must come through.
 out=$(under_shim timeout 10 ucx_info -d 2>&1)
 rc=$?
 if [ $rc = 0 ]; then pass "ucx_info -d exits 0"; else fail "ucx_info -d: exit $rc: $(echo "$out" | tail -3)"; fi

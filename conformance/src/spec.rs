@@ -245,6 +245,8 @@ pub const ITEMS: &[(u16, &str)] = &[
     (271, "mlx5dv_wr_memcpy: a DMA copy through keys of the QP's PD, or a local protection error"),
     (272, "mlx5dv_wr_memcpy's length: 1 to max_wr_memcpy_length, else EINVAL at ibv_wr_complete"),
     (273, "mlx5dv_wr_raw_wqe: the program's WQE runs as written, with the queue's WQE index"),
+    (274, "a UD receive on RoCE reports the packet type in sl: 0xa for RoCE v2 over IPv4"),
+    (275, "a zero-length RDMA WRITE or READ checks no R_Key and no address (IBTA C9-88)"),
     (281, "tm_caps: tag matching from the HCA caps, with rendezvous on RC"),
     (282, "create_srq_ex IBV_SRQT_TM: tag list and command QP limits (EINVAL); the SRQ holds its CQ"),
     (283, "TAG_ADD takes libmlx5's free list; a full list is ENOMEM; only signaled ops complete"),

@@ -277,16 +277,33 @@ pub(crate) fn accept(key: usize, param: *const rdma_conn_param) -> c_int {
     if is_ud(key) {
         return answer_ud(key, Some(p.map_or(0, |p| p.qp_num)), &user);
     }
+    // The device is asked without the CM's lock, which its thread takes for CM messages.
+    let Some(cid) = cm().ids.get(&key).map(|i| i.c) else { return libc::EINVAL };
+    let (max_init, max_resp) = rd_atom_limits(cid);
     let qp = {
         let mut c = cm();
         let Some(id) = c.ids.get_mut(&key) else { return libc::EINVAL };
         if id.st != St::ReqRcvd {
             return libc::EINVAL;
         }
-        if let Some(p) = p {
-            id.responder_resources = p.responder_resources;
-            id.initiator_depth = p.initiator_depth;
+        // librdmacm's ucma_valid_param, then RDMA_MAX_* (255) stands for the request's
+        // value capped at the device's limit.
+        let ps_tcp = id.ps() == rdma_port_space::RDMA_PS_TCP;
+        let over = |p: &rdma_conn_param| {
+            (p.responder_resources != u8::MAX && p.responder_resources > max_resp)
+                || (p.initiator_depth != u8::MAX && p.initiator_depth > max_init)
+        };
+        if ps_tcp && p.is_some_and(over) {
+            return libc::EINVAL;
         }
+        id.initiator_depth = match p {
+            Some(p) if p.initiator_depth != u8::MAX => p.initiator_depth,
+            _ => id.initiator_depth.min(max_init),
+        };
+        id.responder_resources = match p {
+            Some(p) if p.responder_resources != u8::MAX => p.responder_resources,
+            _ => id.responder_resources.min(max_resp),
+        };
         id.qp()
     };
     if !qp.is_null() {
@@ -388,4 +405,21 @@ pub(crate) fn disconnect(key: usize) -> c_int {
     drop(c);
     proto::flush();
     0
+}
+
+/// librdmacm's `cma_dev->max_initiator_depth` and `max_responder_resources`: the ID's
+/// device's `max_qp_init_rd_atom` and `max_qp_rd_atom` as bytes (16 and 16 without one).
+fn rd_atom_limits(id: *mut rdma_cm_id) -> (u8, u8) {
+    // SAFETY: the CM's own ID; its context, if any, is open.
+    let ctx = unsafe { (*id).verbs };
+    if ctx.is_null() {
+        return (16, 16);
+    }
+    // SAFETY: plain data; all-zero is valid.
+    let mut attr: ibv_device_attr = unsafe { std::mem::zeroed() };
+    // SAFETY: an open context and room for the attributes.
+    if unsafe { crate::device::ibv_query_device(ctx, &mut attr) } != 0 {
+        return (16, 16);
+    }
+    (attr.max_qp_init_rd_atom as u8, attr.max_qp_rd_atom as u8)
 }

@@ -122,7 +122,7 @@ impl Cm {
             i.st == St::Listen
                 && i.ps() == ps
                 && i.src.port() == port
-                && (i.src.ip().is_unspecified() || *i.src.ip() == here)
+                && (super::any_addr(*i.src.ip()) || *i.src.ip() == here)
         });
         found.map(|(k, _)| (*k, here))
     }

@@ -44,6 +44,12 @@ pub(super) const CASES: &[Case] = &[
         run: reset_cleans_cq,
     },
     Case {
+        name: "traffic.zero_length_rdma_checks_no_rkey",
+        covers: &[275],
+        needs: &[Need::Mlx5Device],
+        run: zero_length_rdma,
+    },
+    Case {
         name: "traffic.crypto_mkey_without_attributes_fails",
         covers: &[59],
         needs: &[Need::Mlx5Device, Need::Devx, Need::CryptoEngine],
@@ -245,4 +251,27 @@ fn reset_cleans_cq(b: &mut dyn Backend, env: &Env) -> Check {
     expect_ok("a WRITE after the reset", b.post_send(&a.qp, &[write(3, tmr.rkey, tmr.addr, vec![sge(&amr, 0, 16)])]))?;
     ok_cqe(b, &a.cq, 3, wc_opcode::RDMA_WRITE)?;
     no_cqe(b, &a.cq)
+}
+
+/// A WRITE, a WRITE with immediate and a READ of no bytes with key 0 at address 0 (UCX's
+/// flush): the responder checks no key, and both QPs stay in RTS; an immediate still
+/// consumes a receive.
+fn zero_length_rdma(b: &mut dyn Backend, env: &Env) -> Check {
+    let (a, s) = pair(b, env, false, DvQpCreateFlags::empty())?;
+    let (_sbuf, smr) = region(b, s.pd, 64, &[], A::LOCAL_WRITE)?;
+    recv(b, &s.qp, 50, vec![sge(&smr, 0, 64)])?;
+    let sig = SendFlags::SIGNALED;
+    let ops = [
+        write(1, 0, 0, vec![]),
+        WrOp::RdmaWriteImm { wr_id: 2, flags: sig, rkey: 0, remote_addr: 0, imm: 0x55, sge: vec![] },
+        WrOp::RdmaRead { wr_id: 3, flags: sig, rkey: 0, remote_addr: 0, sge: vec![] },
+    ];
+    expect_ok("zero-length WRITE, WRITE with immediate and READ", b.post_send(&a.qp, &ops))?;
+    ok_cqe(b, &a.cq, 1, wc_opcode::RDMA_WRITE)?;
+    ok_cqe(b, &a.cq, 2, wc_opcode::RDMA_WRITE)?;
+    ok_cqe(b, &a.cq, 3, wc_opcode::RDMA_READ)?;
+    let wc = ok_cqe(b, &s.cq, 50, wc_opcode::RECV_RDMA_WITH_IMM)?;
+    check_eq("the immediate's receive (byte_len, imm)", (wc.byte_len, wc.imm_data), (0, 0x55))?;
+    check_eq("requester QP state", expect_ok("query", b.query_qp_state(&a.qp))?, mlx5_dv::QpState::Rts)?;
+    check_eq("responder QP state", expect_ok("query", b.query_qp_state(&s.qp))?, mlx5_dv::QpState::Rts)
 }

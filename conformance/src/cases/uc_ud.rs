@@ -1,7 +1,8 @@
 //! UC and UD QPs (items 141–150): UC's SENDs and WRITEs without ACKs, a message lost with
 //! one of its packets, READ refused by the device; UD's datagrams to an address handle with
 //! a Q_Key, the GRH area and the source QP at the receiver, a wrong Q_Key dropped, a message
-//! past the MTU refused. Losses are network fault rules, as in `recovery`.
+//! past the MTU refused, the RoCE packet type in a receive's `sl` (item 274). Losses are
+//! network fault rules, as in `recovery`.
 
 use mlx5_dv::net_fault::opcode;
 use mlx5_dv::{
@@ -22,6 +23,7 @@ pub(super) const CASES: &[Case] = &[
     Case { name: "uc.read_completes_in_loc_qp_op_err", covers: &[144], needs: NEEDS, run: uc_read },
     Case { name: "uc.no_receive_posted_drops_the_send", covers: &[145], needs: NEEDS, run: uc_no_recv },
     Case { name: "ud.grh_src_qp_and_imm_at_the_receiver", covers: &[146, 147], needs: NEEDS, run: ud_traffic },
+    Case { name: "ud.the_roce_packet_type_in_sl", covers: &[274], needs: NEEDS, run: ud_packet_type },
     Case { name: "ud.a_wrong_qkey_is_dropped", covers: &[148], needs: NEEDS, run: ud_qkey },
     Case { name: "ud.past_the_mtu_is_loc_len_err", covers: &[149], needs: NEEDS, run: ud_oversize },
     Case { name: "ud.a_short_receive_buffer_is_loc_len_err", covers: &[150], needs: NEEDS, run: ud_short_recv },
@@ -281,6 +283,27 @@ fn ud_traffic(b: &mut dyn Backend, env: &Env) -> Check {
     let area = mem[..40].to_vec();
     let ok = (area[..20] == [0; 20] && area[20] == 0x45) || area[0] >> 4 == 6;
     check("the GRH area", ok, "an IPv4 header at byte 20, or a GRH of version 6", area)
+}
+
+/// On RoCE a UD receive's `sl` is the packet type: RoCE v2 (8) over IPv4 (2) when the GRH
+/// area holds an IPv4 header; RoCE v1 (0) or RoCE v2 over IPv6 (9) with a GRH of version 6.
+/// A simulator off the network has link-local GIDs only, so there it meets the second.
+fn ud_packet_type(b: &mut dyn Backend, env: &Env) -> Check {
+    let t = two(b, env, qp_type::UD)?;
+    let (rbuf, rmr) = region(b, t.s.pd, 256, &[], A::LOCAL_WRITE)?;
+    let (_abuf, amr) = region(b, t.a.pd, 64, &pattern(64, 3), A::LOCAL_WRITE)?;
+    recv(b, &t.s.qp, 100, vec![sge(&rmr, 0, 256)])?;
+    let ud = Some(ud_to(b, &t.s, QKEY)?);
+    post(b, &t.a.qp, &[SendWr { ud, ..wr(1, wr_opcode::SEND, vec![sge(&amr, 0, 32)]) }])?;
+    ok_cqe(b, &t.a.cq, 1, wc_opcode::SEND)?;
+    let wc = ok_cqe(b, &t.s.cq, 100, wc_opcode::RECV)?;
+    check("the completion's flags", wc.wc_flags.contains(WcFlags::GRH), "IBV_WC_GRH", wc.wc_flags)?;
+    let area = contents(b, &rbuf)?[..40].to_vec();
+    if area[..20] == [0; 20] && area[20] == 0x45 {
+        check_eq("sl: RoCE v2 over IPv4", wc.sl, 0xa)
+    } else {
+        check("sl with a GRH of version 6", matches!(wc.sl, 0 | 9), "0 (RoCE v1) or 9 (RoCE v2, IPv6)", wc.sl)
+    }
 }
 
 fn ud_qkey(b: &mut dyn Backend, env: &Env) -> Check {

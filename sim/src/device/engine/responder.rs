@@ -541,6 +541,13 @@ impl Engine<'_> {
         if !self.allows(at, AccessFlags::REMOTE_WRITE) {
             return self.remote_fault(at);
         }
+        // IBTA C9-88: a zero-length WRITE need not carry a valid R_Key or address.
+        if len == 0 {
+            if let Some(imm) = imm {
+                self.complete_recv(at, 0, imm);
+            }
+            return Reply::Ack(None);
+        }
         let Ok(target) = self.remote_endpoint(pat, rkey, raddr, len, Need::RemoteWrite) else {
             return self.remote_fault(at);
         };
@@ -561,6 +568,10 @@ impl Engine<'_> {
         let pat = self.at(at);
         if !self.allows(at, AccessFlags::REMOTE_READ) {
             return self.remote_fault(at);
+        }
+        // IBTA C9-88, as for a WRITE: nothing to read, no key to check.
+        if len == 0 {
+            return Reply::Data(Vec::new());
         }
         let source = match self.remote_endpoint(pat, rkey, raddr, len, Need::RemoteRead) {
             Ok(ep) if self.mapped(&ep) => ep,

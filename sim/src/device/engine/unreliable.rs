@@ -34,6 +34,10 @@ pub(super) const AV_LEN: usize = 48;
 /// (`MLX5_CQE_L3_HDR_TYPE_GRH`) or in IPv4 (`MLX5_CQE_L3_HDR_TYPE_IPV4`), bits 29:28.
 const L3_GRH: u8 = 1 << 4;
 const L3_IPV4: u8 = 2 << 4;
+/// On RoCE the service-level nibble below carries the packet type (mlx5_ib's
+/// `handle_responder` reads its L3 header type, bits 1:0: 0 GRH, 1 IPv6, 2 IPv4; bit 3 says
+/// the frame had a UDP header, as UCX's `uct_ud_iface_check_grh` quotes the PRM).
+const ROCE_V2_IPV4: u8 = 0x8 | 0x2;
 /// A Q_Key with its top bit set in a WR stands for the sending QP's own (IBTA 10.2.5).
 const CONTROLLED_QKEY: u32 = 0x8000_0000;
 
@@ -81,7 +85,7 @@ fn decode_ud(bytes: &[u8]) -> Option<(Datagram, Wqe)> {
 /// The GRH area of a datagram between two GIDs: for RoCE v2 over IPv4 the IPv4 header the
 /// packet travelled in, in its last 20 bytes (the first 20 zero), as mlx5 writes it;
 /// otherwise an IPv6-format GRH (version 6, payload length, next header 0x1b, hop limit,
-/// source and destination GIDs). With the CQE's L3 header type.
+/// source and destination GIDs). With the top byte of the CQE's `flags_rqpn`: the L3 header type and, for IPv4, the RoCE packet type.
 pub(super) fn grh_area(src: &Gid, dst: &Gid, h: &Headers, payload: &[u8], sport: u16) -> ([u8; GRH_LEN], u8) {
     let mut grh = [0u8; GRH_LEN];
     let v4 = |g: &Gid| std::net::Ipv6Addr::from(g.0).to_ipv4_mapped();
@@ -92,7 +96,7 @@ pub(super) fn grh_area(src: &Gid, dst: &Gid, h: &Headers, payload: &[u8], sport:
         {
             grh[20..].copy_from_slice(hdr);
         }
-        return (grh, L3_IPV4);
+        return (grh, L3_IPV4 | ROCE_V2_IPV4);
     }
     let mut bth = Vec::new();
     h.encode(&mut bth);
@@ -395,7 +399,7 @@ mod tests {
             ..Headers::default()
         };
         let (grh, l3) = grh_area(&g([127, 0, 0, 1]), &g([127, 0, 0, 2]), &h, &[0; 10], 0xc000);
-        assert_eq!(l3, L3_IPV4);
+        assert_eq!(l3, L3_IPV4 | 0xa, "IPv4 and the packet type RoCE v2 over IPv4");
         assert_eq!(grh[..20], [0; 20]);
         assert_eq!(grh[20], 0x45, "IPv4, five words");
         assert_eq!(u16::from_be_bytes([grh[22], grh[23]]), 20 + 8 + 12 + 8 + 12 + 4, "IP total length");

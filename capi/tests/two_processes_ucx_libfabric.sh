@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# UCX (ucx_perftest) and libfabric's verbs provider (fi_pingpong) across two processes
+# (sourced by run.sh, whose `pass`, `fail` and `tshark_clean` it uses). Hosts 127.0.65.1
+# (server; its other device addresses follow) and 127.0.65.5 (client), every program under
+# `timeout`.
+#
+# Neither program finds a device from rdma-core alone, as on a card they do not: UCX opens
+# /dev/infiniband/uverbsN (a character device) and reads the port's GID types and netdevs,
+# the device's NUMA node and CPUs from sysfs; libfabric's verbs provider lists a device
+# through the addresses of an interface that is not a loopback one. Each test therefore runs
+# in a private mount and network namespace (root, `unshare -m -n`): a TAP interface sim0
+# carries the addresses, a tmpfs over /sys/class gives mlx5_0 and mlx5_1 those files, and a
+# tmpfs over /dev/infiniband the two nodes (/dev/null's numbers: nothing is read from them).
+
+echo "UCX and libfabric across two processes"
+ns_script=$bin/ucx-libfabric-ns.sh
+cat > "$ns_script" << 'EOF'
+set -e
+ip link set lo up
+ip tuntap add dev sim0 mode tap
+ip link set sim0 up
+for a in 1 2 3 4 5 6 7 8; do ip addr add 127.0.65.$a/24 dev sim0; done
+real=$(mktemp -d)
+mount --bind /sys/class "$real"
+mount -t tmpfs mlx5sim /sys/class
+for e in "$real"/*; do [ "$(basename "$e")" = infiniband ] || ln -s "$e" /sys/class/; done
+for dev in mlx5_0 mlx5_1; do
+  d=/sys/class/infiniband/$dev
+  mkdir -p $d/device/net/sim0 $d/ports/1/gid_attrs/types $d/ports/1/gid_attrs/ndevs
+  echo 0 > $d/device/numa_node
+  echo 1 > $d/device/local_cpus
+  # GIDs 0 and 2 RoCE v1, 1 and 3 RoCE v2 (docs/network.md), all on sim0.
+  for i in 0 1 2 3; do
+    if [ $((i % 2)) = 0 ]; then echo "IB/RoCE v1"; else echo "RoCE v2"; fi > $d/ports/1/gid_attrs/types/$i
+    echo sim0 > $d/ports/1/gid_attrs/ndevs/$i
+  done
+done
+mkdir -p /dev/infiniband
+mount -t tmpfs mlx5sim /dev/infiniband
+mknod -m 666 /dev/infiniband/uverbs0 c 1 3
+mknod -m 666 /dev/infiniband/uverbs1 c 1 3
+exec "$@"
+EOF
+
+# The server, then the client a second later, in one namespace; their exits in rc_s, rc_c.
+# `ns_pair NAME SERVER-ENV CLIENT-ENV CMD...`: the client gets the server's address last.
+ns_pair() {
+  local name=$1 senv=$2 cenv=$3
+  shift 3
+  # shellcheck disable=SC2016
+  unshare -m -n sh "$ns_script" bash -c '
+    bin=$1 name=$2 senv=$3 cenv=$4; shift 4
+    env $senv MLX5SIM_ADDR=127.0.65.1 timeout 40 "$@" > "$bin/$name-server.log" 2>&1 &
+    server=$!
+    sleep 1
+    env $cenv MLX5SIM_ADDR=127.0.65.5 timeout 30 "$@" 127.0.65.1 > "$bin/$name-client.log" 2>&1
+    echo $? > "$bin/$name-client.rc"
+    wait $server
+    echo $? > "$bin/$name-server.rc"' ns "$bin" "$name" "$senv LD_LIBRARY_PATH=$shim" "$cenv LD_LIBRARY_PATH=$shim" "$@" \
+    > "$bin/$name-ns.log" 2>&1
+  rc_s=$(cat "$bin/$name-server.rc" 2> /dev/null || echo "none ($(tail -1 "$bin/$name-ns.log"))")
+  rc_c=$(cat "$bin/$name-client.rc" 2> /dev/null || echo none)
+  rm -f "$bin/$name-server.rc" "$bin/$name-client.rc"
+}
+
+why=""
+if [ "$(id -u)" != 0 ]; then why="not root (the namespace needs it)"
+elif ! command -v unshare > /dev/null || ! command -v ip > /dev/null; then why="no unshare or ip"
+elif [ ! -c /dev/net/tun ]; then why="no /dev/net/tun for the TAP interface"
+elif ! out=$(unshare -m -n sh "$ns_script" true 2>&1); then why="the namespace cannot be made: $out"
+fi
+if [ -n "$why" ]; then
+  echo "  skip: UCX and libfabric: $why"
+else
+  # UCX: its IB transports only (it would take shared memory between two local processes).
+  ucx="UCX_NET_DEVICES=mlx5_0:1 UCX_TLS=rc_verbs,ud_verbs,self"
+  out=$(unshare -m -n sh "$ns_script" env LD_LIBRARY_PATH=$shim MLX5SIM_ADDR=127.0.65.1 timeout 20 ucx_info -d 2>&1)
+  tls=$(echo "$out" | grep -A1 "Transport: \(rc\|ud\)_verbs" | grep -c "Device: mlx5_0:1")
+  if [ "$tls" = 2 ]; then
+    pass "ucx_info -d lists rc_verbs and ud_verbs on mlx5_0:1"
+  else
+    fail "ucx_info -d: $(echo "$out" | grep -i "transport\|error" | head -5 | tr '\n' ' ')"
+  fi
+  port=$((20000 + RANDOM % 20000))
+  for t in "tag_lat -n 1000" "tag_bw -s 65536 -n 200" "ucp_put_bw -s 100000 -n 100" "ucp_get -s 100000 -n 100"; do
+    port=$((port + 1))
+    pcap=""
+    [ "$t" = "tag_lat -n 1000" ] && pcap="MLX5SIM_PCAP=$bin/ucx-server.pcap"
+    ns_pair ucx "$ucx $pcap" "$ucx" ucx_perftest -p "$port" -t $t
+    final=$(grep '^Final:' "$bin/ucx-client.log" | tr -s ' ')
+    if [ "$rc_c" = 0 ] && [ "$rc_s" = 0 ] && [ -n "$final" ]; then
+      pass "ucx_perftest -t $t over rc_verbs/ud_verbs: both exit 0; the client reports $final"
+    else
+      fail "ucx_perftest -t $t: exits $rc_s/$rc_c: $(grep -i "error\|fatal" "$bin/ucx-server.log" "$bin/ucx-client.log" | head -3 | tr '\n' ' ')"
+    fi
+    if [ -n "$pcap" ]; then
+      # UCX's UD wire-up and its RC traffic on the wire: UD SEND Only (100) with UCX's Q_Key.
+      ud=$(tshark -r "$bin/ucx-server.pcap" -Y "infiniband.bth.opcode == 100" -T fields -e infiniband.deth.q_key 2> /dev/null |
+        sort | uniq -c | awk '{printf "%s x %s ", $1, $2}')
+      rc=$(tshark -r "$bin/ucx-server.pcap" -Y "infiniband.bth.opcode < 32" 2> /dev/null | wc -l)
+      if out=$(tshark_clean "$bin/ucx-server.pcap") && echo "$ud" | grep -q "0x000000001ee7a330" && [ "$rc" -gt 2000 ]; then
+        pass "the UCX capture: $out RRoCE packets, clean; UD (Q_Key): $ud; $rc RC packets"
+      else
+        fail "the UCX capture: $out; UD (Q_Key): $ud; $rc RC packets"
+      fi
+    fi
+  done
+  port=$((port + 1))
+  ns_pair ucx-ud "UCX_NET_DEVICES=mlx5_0:1 UCX_TLS=ud_verbs,self" "UCX_NET_DEVICES=mlx5_0:1 UCX_TLS=ud_verbs,self" \
+    ucx_perftest -p "$port" -t tag_lat -n 500
+  final=$(grep '^Final:' "$bin/ucx-ud-client.log" | tr -s ' ')
+  if [ "$rc_c" = 0 ] && [ "$rc_s" = 0 ] && [ -n "$final" ]; then
+    pass "ucx_perftest -t tag_lat over ud_verbs alone: both exit 0; the client reports $final"
+  else
+    fail "ucx_perftest over ud_verbs: exits $rc_s/$rc_c: $(grep -i "error\|fatal" "$bin/ucx-ud-server.log" "$bin/ucx-ud-client.log" | head -3 | tr '\n' ' ')"
+  fi
+
+  # libfabric: MSG endpoints (RC through rdma_cm; the server listens on "localhost", the
+  # wildcard), DGRAM (UD) and RDM over DGRAM (ofi_rxd); -c checks the data. RDM over MSG
+  # (ofi_rxm, which fi_pingpong would pick first) is left out: its server listens on 0.0.0.0
+  # and hands that address to the client, which no simulated port reaches.
+  out=$(unshare -m -n sh "$ns_script" env LD_LIBRARY_PATH=$shim MLX5SIM_ADDR=127.0.65.1 timeout 20 fi_info -p verbs 2>&1)
+  if echo "$out" | grep -q "domain: mlx5_0$" && echo "$out" | grep -q "domain: mlx5_0-dgram"; then
+    pass "fi_info -p verbs lists mlx5_0 (FI_EP_MSG) and mlx5_0-dgram (FI_EP_DGRAM)"
+  else
+    fail "fi_info -p verbs: $(echo "$out" | head -5 | tr '\n' ' ')"
+  fi
+  # Each pair has a namespace of its own: fi_pingpong's default control port is free there.
+  for e in msg dgram rdm; do
+    prov=verbs
+    [ "$e" = rdm ] && prov="verbs;ofi_rxd"
+    ns_pair "fi-$e" "" "" fi_pingpong -p "$prov" -e "$e" -I 100 -S 1024 -c
+    row=$(grep '^1k' "$bin/fi-$e-client.log" | tr -s ' ')
+    if [ "$rc_c" = 0 ] && [ "$rc_s" = 0 ] && [ -n "$row" ]; then
+      pass "fi_pingpong -p '$prov' -e $e -S 1024 -c: both exit 0; the client reports $row"
+    else
+      fail "fi_pingpong -e $e: exits $rc_s/$rc_c: $(grep -v '^libfabric' "$bin/fi-$e-server.log" "$bin/fi-$e-client.log" | head -3 | tr '\n' ' ')"
+    fi
+  done
+fi
