@@ -36,6 +36,7 @@ mod rdmacm;
 mod recovery;
 mod rereg;
 mod rsockets;
+mod rss;
 mod sig;
 mod sig_err;
 mod srq;
@@ -97,6 +98,7 @@ pub fn all() -> Vec<Case> {
         device_objects::CASES,
         xrc::CASES,
         raw::CASES,
+        rss::CASES,
     ]
     .concat()
 }
