@@ -98,6 +98,7 @@ impl Shim {
             crate::xrc::fill_context_ops(&mut c);
             crate::mw::fill_context_ops(&mut c);
             crate::flow::fill_context_ops(&mut c);
+            crate::wq::fill_context_ops(&mut c);
         }
         crate::queue::fill_context_ops(&mut c);
         crate::srq::fill_context_ops(&mut c);
@@ -152,6 +153,7 @@ impl Shim {
         crate::dm::forget(ctx);
         crate::mw::forget(ctx);
         crate::flow::forget(ctx);
+        crate::wq::forget(ctx);
         let ahs: Vec<usize> = self.ahs.iter().filter(|(_, a)| ptr::eq(a.context, ctx)).map(|(k, _)| *k).collect();
         for k in ahs {
             self.ahs.remove(&k);
@@ -445,6 +447,20 @@ unsafe extern "C" fn query_device_ex(
     full.odp_caps.per_transport_caps.ud_odp_caps = odp.ud;
     full.xrc_odp_caps = odp.xrc;
     full.hca_core_clock = khz;
+    // mlx5_ib_query_device: RSS and WQs with raw packet QPs.
+    let (rss, rq) = with(
+        |_| (mlx5_dv::RssCaps::default(), 0),
+        |s| {
+            let d = &s.sim.profile().datapath;
+            (d.rss_caps(), d.max_wq_type_rq())
+        },
+    );
+    full.rss_caps.supported_qpts = rss.supported_qpts;
+    full.rss_caps.max_rwq_indirection_tables = rss.max_rwq_indirection_tables;
+    full.rss_caps.max_rwq_indirection_table_size = rss.max_rwq_indirection_table_size;
+    full.rss_caps.rx_hash_fields_mask = rss.rx_hash_fields_mask;
+    full.rss_caps.rx_hash_function = rss.rx_hash_function;
+    full.max_wq_type_rq = rq;
     // mlx5_ib_query_device: tm_caps from tag_matching, rndv_offload_rc,
     // log_tag_matching_list_sz and log_max_qp_sz (the largest send queue).
     let tm = with(

@@ -28,10 +28,8 @@ pub struct RssTir {
 pub fn toeplitz(key: &[u8], input: &[u8]) -> u32 {
     let mut hash = 0u32;
     let mut window = key.iter().take(4).fold(0u32, |w, b| (w << 8) | u32::from(*b));
-    let mut next = 4;
-    for byte in input {
+    for (next, byte) in (4..).zip(input) {
         let incoming = key.get(next).copied();
-        next += 1;
         for bit in 0..8 {
             if byte & (0x80 >> bit) != 0 {
                 hash ^= window;
