@@ -403,7 +403,7 @@ fn query_port_into(context: *mut ibv_context, port_num: u8, out: *mut ibv_port_a
 
 /// `verbs_context.query_device_ex`, which the header's `ibv_query_device_ex` calls: the
 /// legacy attributes, then the extended ones as libibverbs fills them for a device with
-/// none of the optional features (TSO, RSS, CQ moderation) but tag matching (`tm_caps`, the
+/// none of the optional features (TSO, CQ moderation) but RSS (`rss_caps` and `max_wq_type_rq`, from the profile's `[datapath]`), tag matching (`tm_caps`, the
 /// profile's `hca_cap.tag_matching` and its neighbours, as mlx5_ib derives them), on-demand
 /// paging (`odp_caps` and `xrc_odp_caps`, the profile's `[odp]`), device
 /// memory (`max_dm_size`, the MEMIC size), completion timestamps (`completion_timestamp_mask` and `hca_core_clock`, in
