@@ -97,6 +97,7 @@ impl Shim {
             crate::xrc::fill_context_ops(&mut c);
             crate::mw::fill_context_ops(&mut c);
             crate::flow::fill_context_ops(&mut c);
+            crate::wq::fill_context_ops(&mut c);
         }
         crate::queue::fill_context_ops(&mut c);
         crate::srq::fill_context_ops(&mut c);
@@ -151,6 +152,7 @@ impl Shim {
         crate::dm::forget(ctx);
         crate::mw::forget(ctx);
         crate::flow::forget(ctx);
+        crate::wq::forget(ctx);
         let ahs: Vec<usize> = self.ahs.iter().filter(|(_, a)| ptr::eq(a.context, ctx)).map(|(k, _)| *k).collect();
         for k in ahs {
             self.ahs.remove(&k);
@@ -400,7 +402,7 @@ fn query_port_into(context: *mut ibv_context, port_num: u8, out: *mut ibv_port_a
 
 /// `verbs_context.query_device_ex`, which the header's `ibv_query_device_ex` calls: the
 /// legacy attributes, then the extended ones as libibverbs fills them for a device with
-/// none of the optional features (TSO, RSS, CQ moderation) but tag matching (`tm_caps`, the
+/// none of the optional features (TSO, CQ moderation) but RSS (`rss_caps` and `max_wq_type_rq`, from the profile's `[datapath]`), tag matching (`tm_caps`, the
 /// profile's `hca_cap.tag_matching` and its neighbours, as mlx5_ib derives them), on-demand
 /// paging (`odp_caps` and `xrc_odp_caps`, the profile's `[odp]`), device
 /// memory (`max_dm_size`, the MEMIC size), completion timestamps (`completion_timestamp_mask` and `hca_core_clock`, in
@@ -444,6 +446,20 @@ unsafe extern "C" fn query_device_ex(
     full.odp_caps.per_transport_caps.ud_odp_caps = odp.ud;
     full.xrc_odp_caps = odp.xrc;
     full.hca_core_clock = khz;
+    // mlx5_ib_query_device: RSS and WQs with raw packet QPs.
+    let (rss, rq) = with(
+        |_| (mlx5_dv::RssCaps::default(), 0),
+        |s| {
+            let d = &s.sim.profile().datapath;
+            (d.rss_caps(), d.max_wq_type_rq())
+        },
+    );
+    full.rss_caps.supported_qpts = rss.supported_qpts;
+    full.rss_caps.max_rwq_indirection_tables = rss.max_rwq_indirection_tables;
+    full.rss_caps.max_rwq_indirection_table_size = rss.max_rwq_indirection_table_size;
+    full.rss_caps.rx_hash_fields_mask = rss.rx_hash_fields_mask;
+    full.rss_caps.rx_hash_function = rss.rx_hash_function;
+    full.max_wq_type_rq = rq;
     // mlx5_ib_query_device: tm_caps from tag_matching, rndv_offload_rc,
     // log_tag_matching_list_sz and log_max_qp_sz (the largest send queue).
     let tm = with(

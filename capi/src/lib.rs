@@ -41,6 +41,7 @@ pub mod queue;
 pub mod rsocket;
 pub mod srq;
 mod state;
+mod wq;
 mod xrc;
 
 pub use state::{Shim, shim};

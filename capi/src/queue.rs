@@ -316,9 +316,19 @@ impl Shim {
         dv: Option<DvQpInitAttr>,
     ) -> Result<*mut ibv_qp, c_int> {
         let target = attr.qp_type == ibv_qp_type::IBV_QPT_XRC_RECV;
+        let rss = attr.comp_mask & (qp_init_mask::RX_HASH | qp_init_mask::IND_TABLE) != 0;
         let (pd, send_cq, recv_cq, xrcd) = if target {
             let (pd, cq, x) = self.xrc_target_handles(attr)?;
             (pd, cq, cq, x)
+        } else if rss {
+            if attr.comp_mask & qp_init_mask::PD == 0 {
+                return Err(libc::EINVAL);
+            }
+            let pd = self.pd(attr.pd)?.handle;
+            // An RSS QP has no CQs: a NULL is a handle no CQ has; one given is passed.
+            let none = mlx5_dv::CqHandle::new(pd.backend(), u32::MAX);
+            let cq_of = |s: &Self, p: *mut ibv_cq| if p.is_null() { Ok(none) } else { s.cq(p).map(|c| c.cq.handle) };
+            (pd, cq_of(self, attr.send_cq)?, cq_of(self, attr.recv_cq)?, None)
         } else {
             if attr.comp_mask & qp_init_mask::PD == 0 {
                 // libmlx5 would take the PD field anyway: the shim has none to give the simulator.
@@ -361,6 +371,12 @@ impl Shim {
             create_flags: if attr.comp_mask & qp_init_mask::CREATE_FLAGS != 0 { attr.create_flags } else { 0 },
             srq,
             xrcd,
+            rx_hash: (attr.comp_mask & qp_init_mask::RX_HASH != 0).then(|| crate::wq::rx_hash(&attr.rx_hash_conf)),
+            ind_table: if attr.comp_mask & qp_init_mask::IND_TABLE != 0 {
+                Some(crate::wq::table_of(attr.rwq_ind_tbl).ok_or(libc::EINVAL)?.handle)
+            } else {
+                None
+            },
         };
         let dct = dv.is_some_and(|d| d.comp_mask.contains(mlx5_dv::dv_qp::MASK_DC) && d.dc.dc_type == DcInitAttr::DCT);
         crate::domain::huge_alloc_refused("MLX_QP")?;

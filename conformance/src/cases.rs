@@ -40,6 +40,7 @@ mod rdmacm;
 mod recovery;
 mod rereg;
 mod rsockets;
+mod rss;
 mod sig;
 mod sig_err;
 mod srq;
@@ -105,6 +106,7 @@ pub fn all() -> Vec<Case> {
         flow_counter::CASES,
         xrc::CASES,
         raw::CASES,
+        rss::CASES,
     ]
     .concat()
 }

@@ -9,5 +9,6 @@ pub mod odp;
 pub mod queue;
 pub mod signature;
 pub mod srq;
+pub mod wq;
 pub mod wr;
 pub mod xrc;

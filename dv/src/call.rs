@@ -15,6 +15,7 @@ use crate::api::memory::{AccessFlags, Buf, Dm, DmaBuf, Mr, Mw};
 use crate::api::mkey::{Mkey, MkeyErr, MkeyInitAttr};
 use crate::api::queue::{Cq, Qp, QpInitAttr, QpModify, QpState, Wc};
 use crate::api::srq::{Srq, SrqAttr, SrqInitAttr, SrqOpWr};
+use crate::api::wq::{RwqIndTable, RwqIndTableInitAttr, Wq, WqAttr, WqInitAttr};
 use crate::api::wr::{MwBind, RecvWr, SendWr, WrOp};
 use crate::api::xrc::{QpOpenAttr, Xrcd, XrcdInitAttr};
 use crate::backend::Backend;
@@ -139,6 +140,18 @@ pub enum Call {
     CloseXrcd { xrcd: Xrcd },
     /// [`crate::Srqs::open_qp`].
     OpenQp { attr: QpOpenAttr },
+    /// [`crate::Srqs::create_wq`].
+    CreateWq { attr: WqInitAttr },
+    /// [`crate::Srqs::modify_wq`].
+    ModifyWq { wq: Wq, attr: WqAttr },
+    /// [`crate::Srqs::destroy_wq`].
+    DestroyWq { wq: Wq },
+    /// [`crate::Srqs::post_wq_recv`].
+    PostWqRecv { wq: Wq, wrs: Vec<RecvWr> },
+    /// [`crate::Srqs::create_rwq_ind_table`].
+    CreateRwqIndTable { attr: RwqIndTableInitAttr },
+    /// [`crate::Srqs::destroy_rwq_ind_table`].
+    DestroyRwqIndTable { table: RwqIndTable },
     /// [`crate::Crypto::crypto_login`].
     CryptoLogin { ctx: ContextHandle, attr: CryptoLoginAttr },
     /// [`crate::Crypto::crypto_login_query_state`].
@@ -286,6 +299,12 @@ pub enum Reply {
     OpenXrcd(Result<Xrcd>),
     CloseXrcd(Result<()>),
     OpenQp(Result<Qp>),
+    CreateWq(Result<Wq>),
+    ModifyWq(Result<()>),
+    DestroyWq(Result<()>),
+    PostWqRecv(Result<()>),
+    CreateRwqIndTable(Result<RwqIndTable>),
+    DestroyRwqIndTable(Result<()>),
     CryptoLogin(Result<()>),
     CryptoLoginQueryState(Result<CryptoLoginState>),
     CryptoLogout(Result<()>),
@@ -397,6 +416,12 @@ impl Call {
             Call::OpenXrcd { attr } => Reply::OpenXrcd(b.open_xrcd(attr)),
             Call::CloseXrcd { xrcd } => Reply::CloseXrcd(b.close_xrcd(xrcd)),
             Call::OpenQp { attr } => Reply::OpenQp(b.open_qp(attr)),
+            Call::CreateWq { attr } => Reply::CreateWq(b.create_wq(attr)),
+            Call::ModifyWq { wq, attr } => Reply::ModifyWq(b.modify_wq(wq, attr)),
+            Call::DestroyWq { wq } => Reply::DestroyWq(b.destroy_wq(wq)),
+            Call::PostWqRecv { wq, wrs } => Reply::PostWqRecv(b.post_wq_recv(wq, wrs)),
+            Call::CreateRwqIndTable { attr } => Reply::CreateRwqIndTable(b.create_rwq_ind_table(attr)),
+            Call::DestroyRwqIndTable { table } => Reply::DestroyRwqIndTable(b.destroy_rwq_ind_table(table)),
             Call::CryptoLogin { ctx, attr } => Reply::CryptoLogin(b.crypto_login(*ctx, attr)),
             Call::CryptoLoginQueryState { ctx } => Reply::CryptoLoginQueryState(b.crypto_login_query_state(*ctx)),
             Call::CryptoLogout { ctx } => Reply::CryptoLogout(b.crypto_logout(*ctx)),
@@ -512,6 +537,12 @@ impl Call {
             Call::OpenXrcd { .. } => Op::OpenXrcd,
             Call::CloseXrcd { .. } => Op::CloseXrcd,
             Call::OpenQp { .. } => Op::OpenQp,
+            Call::CreateWq { .. } => Op::CreateWq,
+            Call::ModifyWq { .. } => Op::ModifyWq,
+            Call::DestroyWq { .. } => Op::DestroyWq,
+            Call::PostWqRecv { .. } => Op::PostWqRecv,
+            Call::CreateRwqIndTable { .. } => Op::CreateRwqIndTable,
+            Call::DestroyRwqIndTable { .. } => Op::DestroyRwqIndTable,
             Call::CryptoLogin { .. } => Op::CryptoLogin,
             Call::CryptoLoginQueryState { .. } => Op::CryptoLoginQueryState,
             Call::CryptoLogout { .. } => Op::CryptoLogout,
@@ -575,6 +606,8 @@ impl Reply {
             Reply::CreateSrq(Ok(s)) => Some(s.handle.backend()),
             Reply::OpenXrcd(Ok(x)) => Some(x.handle.backend()),
             Reply::OpenQp(Ok(q)) => Some(q.handle.backend()),
+            Reply::CreateWq(Ok(w)) => Some(w.handle.backend()),
+            Reply::CreateRwqIndTable(Ok(t)) => Some(t.handle.backend()),
             Reply::CryptoLoginCreate(Ok(h)) => Some(h.backend()),
             Reply::DekCreate(Ok(h)) => Some(h.backend()),
             Reply::DevxObjCreate(Ok(o)) => Some(o.handle.backend()),
@@ -615,6 +648,10 @@ impl Reply {
             | Reply::DestroySrq(r)
             | Reply::PostSrqRecv(r)
             | Reply::CloseXrcd(r)
+            | Reply::ModifyWq(r)
+            | Reply::DestroyWq(r)
+            | Reply::PostWqRecv(r)
+            | Reply::DestroyRwqIndTable(r)
             | Reply::CryptoLogin(r)
             | Reply::CryptoLogout(r)
             | Reply::CryptoLoginDestroy(r)
@@ -645,6 +682,8 @@ impl Reply {
             Reply::PostSrqOps(r) => r.as_ref().err(),
             Reply::OpenXrcd(r) => r.as_ref().err(),
             Reply::OpenQp(r) => r.as_ref().err(),
+            Reply::CreateWq(r) => r.as_ref().err(),
+            Reply::CreateRwqIndTable(r) => r.as_ref().err(),
             Reply::DevxGeneralCmd(r) => r.as_ref().err(),
             Reply::DevxObjCreate(r) => r.as_ref().err(),
             Reply::DevxObjQuery(r) => r.as_ref().err(),
@@ -737,6 +776,12 @@ impl Reply {
             Call::OpenXrcd { .. } => Reply::OpenXrcd(Err(err)),
             Call::CloseXrcd { .. } => Reply::CloseXrcd(Err(err)),
             Call::OpenQp { .. } => Reply::OpenQp(Err(err)),
+            Call::CreateWq { .. } => Reply::CreateWq(Err(err)),
+            Call::ModifyWq { .. } => Reply::ModifyWq(Err(err)),
+            Call::DestroyWq { .. } => Reply::DestroyWq(Err(err)),
+            Call::PostWqRecv { .. } => Reply::PostWqRecv(Err(err)),
+            Call::CreateRwqIndTable { .. } => Reply::CreateRwqIndTable(Err(err)),
+            Call::DestroyRwqIndTable { .. } => Reply::DestroyRwqIndTable(Err(err)),
             Call::CryptoLogin { .. } => Reply::CryptoLogin(Err(err)),
             Call::CryptoLoginQueryState { .. } => Reply::CryptoLoginQueryState(Err(err)),
             Call::CryptoLogout { .. } => Reply::CryptoLogout(Err(err)),

@@ -3,8 +3,8 @@
 //! The values come from `libc`, so they are the target's own; mlx5dv exists only on Linux.
 
 pub use libc::{
-    EAGAIN, EBADF, EBUSY, EEXIST, EFAULT, EINVAL, EIO, ENODEV, ENOENT, ENOMEM, ENOSPC, EOPNOTSUPP, EOVERFLOW, EPERM,
-    EPROTONOSUPPORT, ERANGE, EREMOTEIO,
+    EAGAIN, EBADF, EBUSY, EEXIST, EFAULT, EINVAL, EIO, ENODEV, ENOENT, ENOMEM, ENOSPC, ENOSYS, EOPNOTSUPP, EOVERFLOW,
+    EPERM, EPROTONOSUPPORT, ERANGE, EREMOTEIO,
 };
 
 /// Return the symbolic name of an errno value (`"EINVAL"`), or `None` for one this crate does
@@ -23,6 +23,7 @@ pub fn name(errno: i32) -> Option<&'static str> {
         ENOENT => "ENOENT",
         ENOMEM => "ENOMEM",
         ENOSPC => "ENOSPC",
+        ENOSYS => "ENOSYS",
         EOPNOTSUPP => "EOPNOTSUPP",
         EOVERFLOW => "EOVERFLOW",
         EPERM => "EPERM",

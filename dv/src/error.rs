@@ -97,6 +97,18 @@ pub enum Op {
     CloseXrcd,
     /// `ibv_open_qp`.
     OpenQp,
+    /// `ibv_create_wq`.
+    CreateWq,
+    /// `ibv_modify_wq`.
+    ModifyWq,
+    /// `ibv_destroy_wq`.
+    DestroyWq,
+    /// `ibv_post_wq_recv`.
+    PostWqRecv,
+    /// `ibv_create_rwq_ind_table`.
+    CreateRwqIndTable,
+    /// `ibv_destroy_rwq_ind_table`.
+    DestroyRwqIndTable,
     /// `mlx5dv_init_obj` (reading a queue's buffer).
     InitObj,
     /// `mlx5dv_crypto_login`.
@@ -249,6 +261,12 @@ impl Op {
             Op::OpenXrcd => "ibv_open_xrcd",
             Op::CloseXrcd => "ibv_close_xrcd",
             Op::OpenQp => "ibv_open_qp",
+            Op::CreateWq => "ibv_create_wq",
+            Op::ModifyWq => "ibv_modify_wq",
+            Op::DestroyWq => "ibv_destroy_wq",
+            Op::PostWqRecv => "ibv_post_wq_recv",
+            Op::CreateRwqIndTable => "ibv_create_rwq_ind_table",
+            Op::DestroyRwqIndTable => "ibv_destroy_rwq_ind_table",
             Op::InitObj => "mlx5dv_init_obj",
             Op::CryptoLogin => "mlx5dv_crypto_login",
             Op::CryptoLoginQueryState => "mlx5dv_crypto_login_query_state",

@@ -199,6 +199,16 @@ handle!(
     MwHandle,
     "MW"
 );
+handle!(
+    /// A receive work queue (`struct ibv_wq *`).
+    WqHandle,
+    "WQ"
+);
+handle!(
+    /// A receive WQ indirection table (`struct ibv_rwq_ind_table *`).
+    RwqIndTableHandle,
+    "RWQ indirection table"
+);
 
 #[derive(Debug, Clone)]
 struct Entry<T> {

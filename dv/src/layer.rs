@@ -33,6 +33,7 @@ use crate::api::memory::{AccessFlags, Buf, Dm, DmaBuf, Memory, Mr, Mw};
 use crate::api::mkey::{Mkey, MkeyErr, MkeyInitAttr, Mkeys};
 use crate::api::queue::{Cq, Qp, QpInitAttr, QpModify, QpState, Queues, Wc};
 use crate::api::srq::{Srq, SrqAttr, SrqInitAttr, SrqOpWr, Srqs};
+use crate::api::wq::{RwqIndTable, RwqIndTableInitAttr, Wq, WqAttr, WqInitAttr};
 use crate::api::wr::{MwBind, RecvWr, SendWr, WrOp};
 use crate::api::xrc::{QpOpenAttr, Xrcd, XrcdInitAttr};
 use crate::backend::{Backend, BackendInfo};
@@ -350,6 +351,24 @@ impl<L: Layer, B: Backend> Srqs for Wrapped<L, B> {
     }
     fn open_qp(&mut self, attr: &QpOpenAttr) -> Result<Qp> {
         through!(self, Call::OpenQp { attr: *attr }, OpenQp)
+    }
+    fn create_wq(&mut self, attr: &WqInitAttr) -> Result<Wq> {
+        through!(self, Call::CreateWq { attr: *attr }, CreateWq)
+    }
+    fn modify_wq(&mut self, wq: &Wq, attr: &WqAttr) -> Result<()> {
+        through!(self, Call::ModifyWq { wq: *wq, attr: *attr }, ModifyWq)
+    }
+    fn destroy_wq(&mut self, wq: &Wq) -> Result<()> {
+        through!(self, Call::DestroyWq { wq: *wq }, DestroyWq)
+    }
+    fn post_wq_recv(&mut self, wq: &Wq, wrs: &[RecvWr]) -> Result<()> {
+        through!(self, Call::PostWqRecv { wq: *wq, wrs: wrs.to_vec() }, PostWqRecv)
+    }
+    fn create_rwq_ind_table(&mut self, attr: &RwqIndTableInitAttr) -> Result<RwqIndTable> {
+        through!(self, Call::CreateRwqIndTable { attr: attr.clone() }, CreateRwqIndTable)
+    }
+    fn destroy_rwq_ind_table(&mut self, table: &RwqIndTable) -> Result<()> {
+        through!(self, Call::DestroyRwqIndTable { table: *table }, DestroyRwqIndTable)
     }
 }
 

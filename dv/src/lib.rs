@@ -86,6 +86,7 @@ pub use api::queue::qp_attr::*;
 pub use api::queue::*;
 pub use api::signature::*;
 pub use api::srq::*;
+pub use api::wq::*;
 pub use api::wr::*;
 pub use api::xrc::*;
 pub use backend::{Backend, BackendInfo};
@@ -94,8 +95,8 @@ pub use caps::{Caps, DeviceCaps, KernelFacts, LibraryFacts, TM_CAP_RC, TmCaps};
 pub use error::{CmdStatus, Error, ErrorKind, Op, Result};
 pub use handle::{
     BackendId, BufHandle, ContextHandle, CqHandle, CryptoLoginHandle, DekHandle, DevxObjHandle, DmHandle, EqHandle,
-    Handle, HandleTable, MkeyHandle, MrHandle, MsiVectorHandle, MwHandle, PdHandle, QpHandle, SrqHandle, UarHandle,
-    UmemHandle, XrcdHandle, adopting,
+    Handle, HandleTable, MkeyHandle, MrHandle, MsiVectorHandle, MwHandle, PdHandle, QpHandle, RwqIndTableHandle,
+    SrqHandle, UarHandle, UmemHandle, WqHandle, XrcdHandle, adopting,
 };
 pub use layer::{Layer, Wrapped};
 pub use net_fault::{NetAction, NetFault};

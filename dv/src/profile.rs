@@ -299,6 +299,18 @@ pub struct DataPathSection {
     /// the stateless tunnel offloads (`MLX5DV_QP_CREATE_TUNNEL_OFFLOADS`). Default: true, as
     /// ConnectX-5 and later report them (unverified per device).
     pub raw_packet: bool,
+    /// log2 of the receive WQs a device has (`log_max_rq`: `max_wq_type_rq`). Default: 23, as
+    /// ConnectX reports (unverified per device).
+    pub log_max_rq: u8,
+    /// log2 of the most WRs a receive WQ takes (`log_max_wq_sz`: mlx5_ib refuses a larger
+    /// `max_wr`). Default: 16 (unverified per device).
+    pub log_max_wq_sz: u8,
+    /// log2 of the RQ tables (indirection tables) a device has (`log_max_rqt`:
+    /// `max_rwq_indirection_tables`). Default: 16 (unverified per device).
+    pub log_max_rqt: u8,
+    /// log2 of the largest RQ table (`log_max_rqt_size`: `max_rwq_indirection_table_size`,
+    /// and the largest `log_ind_tbl_size` mlx5_ib takes). Default: 11 (unverified per device).
+    pub log_max_rqt_size: u8,
     /// `wc.vendor_err` for each error syndrome. Not published by NVIDIA: the defaults are
     /// values seen in mlx5 error dumps, and hardware decides.
     pub vendor_err: VendorErrSection,
@@ -325,12 +337,46 @@ impl Default for DataPathSection {
             atomic: true,
             dc: true,
             raw_packet: true,
+            log_max_rq: 23,
+            log_max_wq_sz: 16,
+            log_max_rqt: 16,
+            log_max_rqt_size: 11,
             vendor_err: VendorErrSection::default(),
         }
     }
 }
 
 impl DataPathSection {
+    /// `ibv_device_attr_ex.rss_caps` as mlx5_ib fills them for a device with raw packet QPs
+    /// (the IPv4, IPv6, TCP and UDP fields, the inner headers through the tunnel offloads;
+    /// no IPsec): all zero without.
+    pub fn rss_caps(&self) -> crate::RssCaps {
+        use crate::rx_hash_fields as f;
+        if !self.raw_packet {
+            return crate::RssCaps::default();
+        }
+        crate::RssCaps {
+            supported_qpts: 1 << crate::qp_type::RAW_PACKET,
+            max_rwq_indirection_tables: 1 << self.log_max_rqt.min(31),
+            max_rwq_indirection_table_size: 1 << self.log_max_rqt_size.min(31),
+            rx_hash_fields_mask: f::SRC_IPV4
+                | f::DST_IPV4
+                | f::SRC_IPV6
+                | f::DST_IPV6
+                | f::SRC_PORT_TCP
+                | f::DST_PORT_TCP
+                | f::SRC_PORT_UDP
+                | f::DST_PORT_UDP
+                | f::INNER,
+            rx_hash_function: crate::RX_HASH_FUNC_TOEPLITZ,
+        }
+    }
+
+    /// `ibv_device_attr_ex.max_wq_type_rq`: 0 without raw packet QPs.
+    pub fn max_wq_type_rq(&self) -> u32 {
+        if self.raw_packet { 1 << self.log_max_rq.min(31) } else { 0 }
+    }
+
     /// `mlx5dv_context.max_wr_memcpy_length`: 0 without the DMA engine, else
     /// `1 << log_dma_mmo_max_size`, or 2 GiB when that is 0 (`MLX5_DMA_MMO_MAX_SIZE`).
     pub fn dma_max_size(&self) -> u64 {
@@ -821,6 +867,10 @@ impl Profile {
             ("datapath.host_memory_limit", d.host_memory_limit, 1 << 20, 64 << 30, 4096),
             ("datapath.rdma_core_release", u64::from(d.rdma_core_release), 17, 999, 1),
             ("datapath.max_msg_sz", u64::from(d.max_msg_sz), 1, u64::from(u32::MAX), 1),
+            ("datapath.log_max_rq", u64::from(d.log_max_rq), 1, 24, 1),
+            ("datapath.log_max_wq_sz", u64::from(d.log_max_wq_sz), 1, 24, 1),
+            ("datapath.log_max_rqt", u64::from(d.log_max_rqt), 1, 24, 1),
+            ("datapath.log_max_rqt_size", u64::from(d.log_max_rqt_size), 0, 16, 1),
             ("device.active_mtu", u64::from(self.device.active_mtu), 1, 5, 1),
         ];
         for (key, value, min, max, unit) in bounded {

@@ -119,6 +119,10 @@ impl HwBackend {
             let p = self.objs.pds.get(attr.pd, op)?;
             (p.ptr, p.ctx)
         };
+        if attr.mask() & (mlx5_dv::qp_init_mask::RX_HASH | mlx5_dv::qp_init_mask::IND_TABLE) != 0 {
+            // The backend has no WQs or indirection tables to name.
+            return Err(Error::new(op, EOPNOTSUPP, "RSS QPs are not in the hw backend"));
+        }
         let scq = self.objs.cqs.get(attr.send_cq, op)?.ptr;
         let rcq = self.objs.cqs.get(attr.recv_cq, op)?.ptr;
         let cptr = self.ctx_ptr(ctx, op)?;

@@ -12,6 +12,7 @@ pub mod contract;
 pub mod engine;
 pub mod firmware;
 pub mod fte_match;
+pub mod rss;
 pub mod steering;
 pub mod translation;
 
@@ -94,6 +95,8 @@ pub struct Device {
     flows: Vec<steering::FlowRule>,
     /// The number the next rule takes.
     next_flow: u32,
+    /// The RSS QPs (TIRs over RQ tables), by QP number.
+    rss: std::collections::BTreeMap<u32, rss::RssTir>,
 }
 
 impl Device {
@@ -110,6 +113,7 @@ impl Device {
             rx_direct: engine::RxKept::default(),
             flows: Vec::new(),
             next_flow: 1,
+            rss: Default::default(),
             max_msg_sz: profile.datapath.max_msg_sz,
             crypto_err: (profile.crypto.error.syndrome, profile.crypto.error.vendor_err),
             net: engine::NetState::default(),
@@ -167,6 +171,22 @@ impl Device {
         let before = self.flows.len();
         self.flows.retain(|r| r.id != id);
         self.flows.len() != before
+    }
+
+    /// Make QP `qpn` an RSS QP spreading frames over `tir`'s table.
+    pub(crate) fn set_rss(&mut self, qpn: u32, tir: rss::RssTir) {
+        self.rss.insert(qpn, tir);
+    }
+
+    /// QP `qpn` is no RSS QP any more.
+    pub(crate) fn remove_rss(&mut self, qpn: u32) {
+        self.rss.remove(&qpn);
+    }
+
+    /// Where a frame steered to QP `qpn` goes: the WQ its hash picks for an RSS QP, else
+    /// `qpn` itself.
+    pub fn rss_target(&self, qpn: u32, frame: &[u8]) -> u32 {
+        self.rss.get(&qpn).and_then(|t| t.pick(frame)).unwrap_or(qpn)
     }
 
     /// The ODP caps `ibv_query_device_ex` reports, which also gate ODP registrations.

@@ -33,6 +33,7 @@ mod reserved;
 mod ring;
 mod srq;
 mod tm;
+mod wq;
 mod wr;
 mod xrc;
 
@@ -278,6 +279,12 @@ pub(crate) struct Provider {
     dms: HandleTable<mlx5_dv::DmHandle, dm::DmObj>,
     /// Memory windows (`ibv_alloc_mw`).
     mws: HandleTable<mlx5_dv::MwHandle, mw::MwObj>,
+    /// Receive work queues (`ibv_create_wq`).
+    wqs: HandleTable<mlx5_dv::WqHandle, wq::WqObj>,
+    /// Their indirection tables (`ibv_create_rwq_ind_table`).
+    ind_tables: HandleTable<mlx5_dv::RwqIndTableHandle, wq::IndTableObj>,
+    /// The RSS QPs and the table each spreads over.
+    rss_qps: std::collections::BTreeMap<QpHandle, mlx5_dv::RwqIndTableHandle>,
 }
 
 impl Provider {
@@ -309,6 +316,9 @@ impl Provider {
             post: None,
             dms: HandleTable::new(backend),
             mws: HandleTable::new(backend),
+            wqs: HandleTable::new(backend),
+            ind_tables: HandleTable::new(backend),
+            rss_qps: Default::default(),
         }
     }
 

@@ -29,7 +29,7 @@ pub(super) const CASES: &[Case] = &[
 const CAP: QpCap = QpCap { max_send_wr: 16, max_recv_wr: 16, max_send_sge: 2, max_recv_sge: 2, max_inline_data: 0 };
 
 /// Skip unless the backend knows the device takes raw packet QPs.
-fn needs_raw(env: &Env) -> Check {
+pub(super) fn needs_raw(env: &Env) -> Check {
     match env.caps.device.raw_packet {
         Some(true) => Ok(()),
         Some(false) => Err(Verdict::skip("the device has no raw packet QPs (an InfiniBand port)")),
@@ -37,7 +37,7 @@ fn needs_raw(env: &Env) -> Check {
     }
 }
 
-fn setup(b: &mut dyn Backend, env: &Env) -> Check<(PdHandle, Cq)> {
+pub(super) fn setup(b: &mut dyn Backend, env: &Env) -> Check<(PdHandle, Cq)> {
     needs_raw(env)?;
     let (_, pd, cq) = open(b, env.dev()?)?;
     Ok((pd, cq))
@@ -150,7 +150,7 @@ fn dv_flags(b: &mut dyn Backend, env: &Env) -> Check {
 }
 
 /// The bytes of the frames these cases send: 64, an Ethernet + IPv4 + UDP header and data.
-const FRAME_LEN: usize = 64;
+pub(super) const FRAME_LEN: usize = 64;
 /// The destination MAC the frames carry.
 const DST_MAC: [u8; 6] = [0x02, 0x00, 0x00, 0x00, 0x00, 0x01];
 /// The UDP destination port the frames carry.
@@ -158,7 +158,7 @@ const UDP_PORT: u16 = 4000;
 
 /// An Ethernet frame to [`DST_MAC`] with an IPv4 + UDP header to [`UDP_PORT`], its other
 /// bytes a pattern of `seed`.
-fn frame_bytes(seed: u8) -> Vec<u8> {
+pub(super) fn frame_bytes(seed: u8) -> Vec<u8> {
     let mut f = pattern(FRAME_LEN, seed);
     f[..6].copy_from_slice(&DST_MAC);
     f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x02]);
@@ -170,7 +170,7 @@ fn frame_bytes(seed: u8) -> Vec<u8> {
 }
 
 /// A rule on [`DST_MAC`] and IPv4.
-fn mac_spec() -> mlx5_dv::FlowSpec {
+pub(super) fn mac_spec() -> mlx5_dv::FlowSpec {
     let v = mlx5_dv::EthFilter { dst_mac: DST_MAC, ether_type: 0x0800, ..Default::default() };
     let m = mlx5_dv::EthFilter { dst_mac: [0xff; 6], ether_type: 0xffff, ..Default::default() };
     mlx5_dv::FlowSpec::Eth(v, m)
@@ -183,14 +183,14 @@ fn udp_spec() -> mlx5_dv::FlowSpec {
 }
 
 /// A raw QP in RTS on its own context, with a registered buffer of four frames.
-struct RawSide {
-    cq: Cq,
-    qp: mlx5_dv::Qp,
-    buf: mlx5_dv::Buf,
-    mr: mlx5_dv::Mr,
+pub(super) struct RawSide {
+    pub(super) cq: Cq,
+    pub(super) qp: mlx5_dv::Qp,
+    pub(super) buf: mlx5_dv::Buf,
+    pub(super) mr: mlx5_dv::Mr,
 }
 
-fn raw_side(b: &mut dyn Backend, env: &Env) -> Check<RawSide> {
+pub(super) fn raw_side(b: &mut dyn Backend, env: &Env) -> Check<RawSide> {
     let (pd, cq) = setup(b, env)?;
     let qp = expect_ok("create a raw packet QP", b.create_qp(&attr(pd, &cq, qp_type::RAW_PACKET, 0, None)))?;
     for (to, mask) in [(QpState::Init, M::PORT), (QpState::Rtr, M::empty()), (QpState::Rts, M::empty())] {
@@ -201,7 +201,7 @@ fn raw_side(b: &mut dyn Backend, env: &Env) -> Check<RawSide> {
 }
 
 /// Send `frame` from `s` (written at its buffer's start) and wait for the send's completion.
-fn send_frame(b: &mut dyn Backend, s: &RawSide, frame: &[u8], wr_id: u64) -> Check {
+pub(super) fn send_frame(b: &mut dyn Backend, s: &RawSide, frame: &[u8], wr_id: u64) -> Check {
     expect_ok("write_buf", b.write_buf(&s.buf, 0, frame))?;
     let wr = mlx5_dv::SendWr {
         wr_id,

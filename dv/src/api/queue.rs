@@ -9,7 +9,7 @@ use super::context::{Gid, PortAttr, link_layer};
 use super::memory::{AccessFlags, Mw};
 use super::wr::{MwBind, RecvWr, SendWr, WrOp};
 use crate::error::Result;
-use crate::handle::{ContextHandle, CqHandle, PdHandle, QpHandle, SrqHandle, XrcdHandle};
+use crate::handle::{ContextHandle, CqHandle, PdHandle, QpHandle, RwqIndTableHandle, SrqHandle, XrcdHandle};
 
 pub mod cq_attr;
 pub mod flow;
@@ -348,7 +348,8 @@ pub struct QpInitAttr {
     pub sq_sig_all: bool,
     /// `comp_mask` ([`qp_init_mask`]) when it is not [`qp_init_mask::DEFAULT`]. Without
     /// `SEND_OPS_FLAGS` the QP has no `ibv_wr_*` API (`send_ops_flags` is ignored); the fields
-    /// behind `XRCD`, `IND_TABLE`, `RX_HASH` and `MAX_TSO_HEADER` are passed empty (NULL, 0).
+    /// behind `XRCD`, `IND_TABLE` and `RX_HASH` are `xrcd`, `ind_table` and `rx_hash`, and
+    /// `MAX_TSO_HEADER`'s is passed 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub comp_mask: Option<u32>,
     /// `create_flags` ([`qp_create_flags`]), passed with `IBV_QP_INIT_ATTR_CREATE_FLAGS`.
@@ -363,6 +364,14 @@ pub struct QpInitAttr {
     /// `send_cq` and `recv_cq` are not read).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub xrcd: Option<XrcdHandle>,
+    /// `rx_hash_conf`, passed with `IBV_QP_INIT_ATTR_RX_HASH` in `comp_mask` (zeros when
+    /// `None`): an RSS QP's hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rx_hash: Option<super::wq::RxHashConf>,
+    /// `rwq_ind_tbl`, passed with `IBV_QP_INIT_ATTR_IND_TABLE`: the WQs an RSS QP spreads
+    /// over (an RSS QP has no CQs or queues of its own: `send_cq` and `recv_cq` are not read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ind_table: Option<RwqIndTableHandle>,
 }
 
 impl QpInitAttr {
@@ -381,6 +390,8 @@ impl QpInitAttr {
             create_flags: 0,
             srq: None,
             xrcd: None,
+            rx_hash: None,
+            ind_table: None,
         }
     }
 

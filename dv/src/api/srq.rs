@@ -1,10 +1,12 @@
 //! Shared receive queues: `ibv_create_srq`, `ibv_modify_srq`, `ibv_query_srq`,
-//! `ibv_destroy_srq` and `ibv_post_srq_recv`. A QP created with [`crate::QpInitAttr::srq`]
+//! `ibv_destroy_srq` and `ibv_post_srq_recv`; the family also holds the receive work queues
+//! and their indirection tables (module `wq`). A QP created with [`crate::QpInitAttr::srq`]
 //! takes its receive WQEs from the SRQ instead of a receive queue of its own.
 
 use serde::{Deserialize, Serialize};
 
 use super::queue::Qp;
+use super::wq::{RwqIndTable, RwqIndTableInitAttr, Wq, WqAttr, WqInitAttr};
 use super::wr::RecvWr;
 use super::xrc::{QpOpenAttr, SrqXrc, Xrcd, XrcdInitAttr};
 use crate::Sge;
@@ -183,5 +185,43 @@ pub trait Srqs {
     fn open_qp(&mut self, attr: &QpOpenAttr) -> Result<Qp> {
         let _ = attr;
         unsupported(Op::OpenQp)
+    }
+
+    /// `ibv_create_wq`: a receive work queue in RESET (libmlx5's sizing, uverbs' and
+    /// mlx5_ib's checks).
+    fn create_wq(&mut self, attr: &WqInitAttr) -> Result<Wq> {
+        let _ = attr;
+        unsupported(Op::CreateWq)
+    }
+
+    /// `ibv_modify_wq`: a state change (RESET to RDY, RDY to ERR or RESET, ERR to RESET) and
+    /// the CVLAN stripping flag.
+    fn modify_wq(&mut self, wq: &Wq, attr: &WqAttr) -> Result<()> {
+        let _ = (wq, attr);
+        unsupported(Op::ModifyWq)
+    }
+
+    /// `ibv_destroy_wq`; EBUSY while an indirection table holds the WQ.
+    fn destroy_wq(&mut self, wq: &Wq) -> Result<()> {
+        let _ = wq;
+        unsupported(Op::DestroyWq)
+    }
+
+    /// `ibv_post_wq_recv` of a list of receive WRs.
+    fn post_wq_recv(&mut self, wq: &Wq, wrs: &[RecvWr]) -> Result<()> {
+        let _ = (wq, wrs);
+        unsupported(Op::PostWqRecv)
+    }
+
+    /// `ibv_create_rwq_ind_table`: `1 << log_ind_tbl_size` WQs an RSS QP spreads over.
+    fn create_rwq_ind_table(&mut self, attr: &RwqIndTableInitAttr) -> Result<RwqIndTable> {
+        let _ = attr;
+        unsupported(Op::CreateRwqIndTable)
+    }
+
+    /// `ibv_destroy_rwq_ind_table`; EBUSY while an RSS QP uses the table.
+    fn destroy_rwq_ind_table(&mut self, table: &RwqIndTable) -> Result<()> {
+        let _ = table;
+        unsupported(Op::DestroyRwqIndTable)
     }
 }

@@ -25,26 +25,26 @@ pub struct FlowRule {
 
 /// The headers of a frame steering looks at.
 #[derive(Debug, Default)]
-struct Parsed {
-    eth: EthFilter,
-    ipv4: Option<Ipv4Filter>,
-    ipv6: Option<Ipv6Filter>,
+pub(crate) struct Parsed {
+    pub(crate) eth: EthFilter,
+    pub(crate) ipv4: Option<Ipv4Filter>,
+    pub(crate) ipv6: Option<Ipv6Filter>,
     /// The L4 protocol and its ports.
-    l4: Option<(u8, PortFilter)>,
+    pub(crate) l4: Option<(u8, PortFilter)>,
 }
 
 const ETH_P_8021Q: u16 = 0x8100;
 const ETH_P_IPV4: u16 = 0x0800;
 const ETH_P_IPV6: u16 = 0x86dd;
-const IPPROTO_TCP: u8 = 6;
-const IPPROTO_UDP: u8 = 17;
+pub(crate) const IPPROTO_TCP: u8 = 6;
+pub(crate) const IPPROTO_UDP: u8 = 17;
 
 fn be16(b: &[u8], at: usize) -> Option<u16> {
     Some(u16::from_be_bytes([*b.get(at)?, *b.get(at + 1)?]))
 }
 
 /// Parse an Ethernet frame's headers (a frame shorter than its Ethernet header has none).
-fn parse(frame: &[u8]) -> Option<Parsed> {
+pub(crate) fn parse(frame: &[u8]) -> Option<Parsed> {
     let mut p = Parsed::default();
     p.eth.dst_mac.copy_from_slice(frame.get(0..6)?);
     p.eth.src_mac.copy_from_slice(frame.get(6..12)?);

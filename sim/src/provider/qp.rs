@@ -294,6 +294,10 @@ impl Provider {
             check_init_mask(attr, attr.mask())?;
             return self.create_xrc_target(low, attr, attr.mask());
         }
+        if attr.mask() & (qp_init_mask::RX_HASH | qp_init_mask::IND_TABLE) != 0 {
+            check_init_mask(attr, attr.mask())?;
+            return self.create_rss_qp(low, attr, attr.mask());
+        }
         // An XRC initiator has no receive side: libibverbs passes no receive CQ and no
         // receive capacities for it.
         let xrc_send = attr.qp_type == qp_type::XRC_SEND;
@@ -380,10 +384,6 @@ impl Provider {
             // create_qp returns NULL here without setting errno; the trait reports that as EIO,
             // as the hw backend reads a NULL with errno 0.
             return Err(Error::new(op, EIO, "IBV_QPT_DRIVER without mlx5dv attributes (NULL, errno not set)"));
-        }
-        if mask & qp_init_mask::RX_HASH != 0 {
-            // mlx5_cmd_create_rss_qp: an RSS QP needs a receive WQ indirection table.
-            return Err(Error::new(op, EOPNOTSUPP, "RSS QPs (IBV_QP_INIT_ATTR_RX_HASH) are not simulated"));
         }
         let wr_api = mask & qp_init_mask::SEND_OPS_FLAGS != 0;
         let ops = if wr_api {
@@ -513,6 +513,7 @@ impl Provider {
             self.xrcds.release(x);
             return;
         }
+        let rss = self.forget_rss(low, h, q.dev, q.qpn);
         // A closing context's flows go with their QPs.
         if let Some(d) = low.devices.get_mut(q.dev) {
             let ids: Vec<u32> = d.flows().iter().filter(|r| r.qpn == q.qpn).map(|r| r.id).collect();
@@ -521,7 +522,9 @@ impl Provider {
             }
         }
         low.kernel.destroy_qp(low.devices, q.dev, q.qpn);
-        self.clean_cqs(low.host, &q.cqs, q.qpn);
+        if !rss {
+            self.clean_cqs(low.host, &q.cqs, q.qpn);
+        }
         q.rings.free(low.host);
         for cq in q.cqs {
             self.cqs.release(cq);
@@ -538,6 +541,7 @@ impl Provider {
         for h in self.qps.handles_where(|q| q.ctx == ctx) {
             self.remove_qp(low, h);
         }
+        self.release_wqs_of(ctx);
         self.release_srqs_of(low, ctx);
         self.release_xrcds_of(low, ctx);
         for h in self.mrs.handles_where(|m| m.ctx == ctx) {
@@ -619,6 +623,7 @@ impl Provider {
     /// `ibv_query_qp`'s state.
     pub(crate) fn query_qp_state(&self, low: &Lower<'_>, qp: &Qp) -> Result<QpState> {
         let op = Op::QueryQp;
+        self.refuse_rss(qp.handle, op)?;
         let (at, _) = self.qp_path(qp.handle, op)?;
         low.devices.get(at.dev).and_then(|d| d.qp_state(at.qpn)).ok_or_else(|| Error::new(op, EINVAL, "stale QP"))
     }
@@ -628,6 +633,7 @@ impl Provider {
     /// INIT opens the receive queue's, RTS the send queue's and makes `wr_complete` real).
     pub(crate) fn modify_qp(&mut self, low: &mut Lower<'_>, qp: &Qp, m: &QpModify) -> Result<()> {
         let op = Op::ModifyQp;
+        self.refuse_rss(qp.handle, op)?;
         let (at, _) = self.qp_path(qp.handle, op)?;
         low.kernel.modify_qp(low.devices, at, m)?;
         // Only a call whose mask has IBV_QP_STATE moves the provider's own state.

@@ -1,5 +1,5 @@
-//! [`mlx5_dv::Srqs`] of the simulator: SRQs, XRC domains and `ibv_open_qp`, down to the
-//! provider.
+//! [`mlx5_dv::Srqs`] of the simulator: SRQs, XRC domains, `ibv_open_qp`, receive WQs and
+//! their indirection tables, down to the provider.
 
 use mlx5_dv::{RecvWr, Result};
 
@@ -40,5 +40,29 @@ impl mlx5_dv::Srqs for Simulator {
 
     fn open_qp(&mut self, attr: &mlx5_dv::QpOpenAttr) -> Result<mlx5_dv::Qp> {
         down!(self.open_qp(attr))
+    }
+
+    fn create_wq(&mut self, attr: &mlx5_dv::WqInitAttr) -> Result<mlx5_dv::Wq> {
+        down!(self.create_wq(attr))
+    }
+
+    fn modify_wq(&mut self, wq: &mlx5_dv::Wq, attr: &mlx5_dv::WqAttr) -> Result<()> {
+        down!(self.modify_wq(wq, attr))
+    }
+
+    fn destroy_wq(&mut self, wq: &mlx5_dv::Wq) -> Result<()> {
+        down!(self.destroy_wq(wq))
+    }
+
+    fn post_wq_recv(&mut self, wq: &mlx5_dv::Wq, wrs: &[RecvWr]) -> Result<()> {
+        down!(self.post_wq_recv(wq, wrs))
+    }
+
+    fn create_rwq_ind_table(&mut self, attr: &mlx5_dv::RwqIndTableInitAttr) -> Result<mlx5_dv::RwqIndTable> {
+        down!(self.create_rwq_ind_table(attr))
+    }
+
+    fn destroy_rwq_ind_table(&mut self, table: &mlx5_dv::RwqIndTable) -> Result<()> {
+        down!(self.destroy_rwq_ind_table(table))
     }
 }

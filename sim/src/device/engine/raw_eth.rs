@@ -1,7 +1,8 @@
 //! Raw Ethernet QPs: a SEND puts the WQE's bytes (after the Ethernet segment: inline data or
 //! the gathered SGEs) on the port as one frame; each device of the process's fabric, the
 //! sender's own among them (the NIC's loopback), hands the frame to the raw QPs its steering
-//! rules pick; each takes it into its next receive WQE and completes with the frame's length.
+//! rules pick (an RSS QP's hash picking one of its WQs); each takes it into its next receive
+//! WQE and completes with the frame's length.
 
 use mlx5_dv::prm::cqe;
 use mlx5_dv::prm::wqe::{SEND_WQE_BB, SEND_WQE_DS};
@@ -51,7 +52,11 @@ impl Engine<'_> {
             Err(s) => return Step::Failed(s),
         };
         for dev in 0..self.devs.len() {
-            let to = self.devs.get(dev).map(|d| steering::steer(d.flows(), &frame)).unwrap_or_default();
+            let to = self
+                .devs
+                .get(dev)
+                .map(|d| steering::steer(d.flows(), &frame).into_iter().map(|q| d.rss_target(q, &frame)).collect())
+                .unwrap_or_else(Vec::new);
             for qpn in to {
                 self.receive_frame(QpPath { dev, qpn }, &frame);
             }
