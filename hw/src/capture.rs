@@ -122,8 +122,7 @@ fn read_caps(b: &mut HwBackend, ctx: mlx5_dv::ContextHandle) -> Result<(HcaCapSe
         GeneralObjType::ReservedQpn,
         GeneralObjType::VirtioNetQ,
         GeneralObjType::AvQpMapping,
-    ]
-    {
+    ] {
         if obj_types & (1u64 << t.number()) != 0 {
             general_obj_types.push(t);
         }
