@@ -20,6 +20,7 @@ mod devx;
 mod dm;
 mod dmabuf;
 mod flow;
+mod matcher;
 mod memory;
 mod mkey;
 mod mw;
@@ -269,6 +270,8 @@ pub(crate) struct Provider {
     dms: HandleTable<mlx5_dv::DmHandle, dm::DmObj>,
     /// Memory windows (`ibv_alloc_mw`).
     mws: HandleTable<mlx5_dv::MwHandle, mw::MwObj>,
+    /// `mlx5dv_create_flow_matcher`'s matchers and the rules made from them.
+    matchers: matcher::Matchers,
 }
 
 impl Provider {
@@ -300,6 +303,7 @@ impl Provider {
             post: None,
             dms: HandleTable::new(backend),
             mws: HandleTable::new(backend),
+            matchers: matcher::Matchers::default(),
         }
     }
 

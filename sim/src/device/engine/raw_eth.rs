@@ -51,7 +51,13 @@ impl Engine<'_> {
             Err(s) => return Step::Failed(s),
         };
         for dev in 0..self.devs.len() {
-            let to = self.devs.get(dev).map(|d| steering::steer(d.flows(), &frame)).unwrap_or_default();
+            let (to, counters) =
+                self.devs.get(dev).map(|d| steering::steer_counting(d.flows(), &frame)).unwrap_or_default();
+            if let Some(d) = self.dev(dev) {
+                for id in counters {
+                    d.count_flow(id, frame.len() as u64);
+                }
+            }
             for qpn in to {
                 self.receive_frame(QpPath { dev, qpn }, &frame);
             }
