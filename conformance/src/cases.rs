@@ -24,6 +24,7 @@ mod fixture;
 mod flow_counter;
 mod inline;
 mod inval;
+mod matcher;
 mod misuse;
 mod mkey;
 mod multicast;
@@ -99,6 +100,7 @@ pub fn all() -> Vec<Case> {
         flow_counter::CASES,
         xrc::CASES,
         raw::CASES,
+        matcher::CASES,
     ]
     .concat()
 }

@@ -227,6 +227,8 @@ pub const ITEMS: &[(u16, &str)] = &[
     (246, "ALLOC_FLOW_COUNTER: one counter or an aligned bulk; DEALLOC by the first id frees it"),
     (247, "QUERY_FLOW_COUNTER: num_of_counters counters of one allocation; clear zeroes them"),
     (248, "a bulk flow counter object answers queries of any of its counters, none past them"),
+    (249, "mlx5dv_create_flow_matcher: libmlx5's checks of comp_mask, type, ft_type and ib_port"),
+    (250, "mlx5dv_create_flow_matcher: mlx5_ib's checks of the mask's length and the flags"),
     (251, "a fault schedule ends as the IBTA says: each WR once, or the lost one's error and flushes"),
     (261, "ibv_create_flow: uverbs' and mlx5_ib's checks; EBUSY to destroy a QP under a flow"),
     (271, "mlx5dv_wr_memcpy: a DMA copy through keys of the QP's PD, or a local protection error"),
@@ -243,6 +245,14 @@ pub const ITEMS: &[(u16, &str)] = &[
     (289, "a matched rendezvous: the device reads the sender's data, sends FIN, completes twice"),
     (290, "a list operation behind the device's unexpected count reports IBV_WC_TM_SYNC_REQ"),
     (291, "MRA: at the IBTA's offsets; a duplicate of a message not yet answered gets one"),
+    (292, "a matcher on the outer source MAC steers the frames its flow's value matches to the QP"),
+    (293, "an empty matcher (no criteria) matches every frame"),
+    (294, "mlx5dv_create_flow: libmlx5's action checks (one destination, one tag, one counter)"),
+    (295, "mlx5dv_create_flow: the value's length, a raw packet destination QP, a 24-bit flow tag"),
+    (296, "MLX5DV_FLOW_ACTION_DROP: the frames a drop rule matches reach no QP"),
+    (297, "MLX5DV_FLOW_ACTION_COUNTERS_DEVX: a rule's frames count packets and octets on the counter"),
+    (298, "a matcher's mask with bits outside match_criteria_enable: EINVAL at mlx5dv_create_flow"),
+    (299, "mlx5dv_destroy_flow_matcher: EBUSY while its flows remain; ibv_destroy_flow ends a flow"),
 ];
 
 /// The title of a checklist item, if it exists.

@@ -37,7 +37,7 @@ fn needs_raw(env: &Env) -> Check {
     }
 }
 
-fn setup(b: &mut dyn Backend, env: &Env) -> Check<(PdHandle, Cq)> {
+pub(super) fn setup(b: &mut dyn Backend, env: &Env) -> Check<(PdHandle, Cq)> {
     needs_raw(env)?;
     let (_, pd, cq) = open(b, env.dev()?)?;
     Ok((pd, cq))
@@ -45,7 +45,7 @@ fn setup(b: &mut dyn Backend, env: &Env) -> Check<(PdHandle, Cq)> {
 
 /// A QP of `ty` with `ibv_create_qp_ex`'s default mask and `create_flags`, or
 /// `mlx5dv_create_qp`'s attributes.
-fn attr(pd: PdHandle, cq: &Cq, ty: u32, create_flags: u32, dv: Option<DvQpInitAttr>) -> QpInitAttr {
+pub(super) fn attr(pd: PdHandle, cq: &Cq, ty: u32, create_flags: u32, dv: Option<DvQpInitAttr>) -> QpInitAttr {
     let ops = if ty == qp_type::RAW_PACKET { send_ops::SEND } else { send_ops::RC_DEFAULT };
     QpInitAttr {
         qp_type: ty,
@@ -158,7 +158,7 @@ const UDP_PORT: u16 = 4000;
 
 /// An Ethernet frame to [`DST_MAC`] with an IPv4 + UDP header to [`UDP_PORT`], its other
 /// bytes a pattern of `seed`.
-fn frame_bytes(seed: u8) -> Vec<u8> {
+pub(super) fn frame_bytes(seed: u8) -> Vec<u8> {
     let mut f = pattern(FRAME_LEN, seed);
     f[..6].copy_from_slice(&DST_MAC);
     f[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x02]);
@@ -183,14 +183,14 @@ fn udp_spec() -> mlx5_dv::FlowSpec {
 }
 
 /// A raw QP in RTS on its own context, with a registered buffer of four frames.
-struct RawSide {
-    cq: Cq,
-    qp: mlx5_dv::Qp,
+pub(super) struct RawSide {
+    pub(super) cq: Cq,
+    pub(super) qp: mlx5_dv::Qp,
     buf: mlx5_dv::Buf,
     mr: mlx5_dv::Mr,
 }
 
-fn raw_side(b: &mut dyn Backend, env: &Env) -> Check<RawSide> {
+pub(super) fn raw_side(b: &mut dyn Backend, env: &Env) -> Check<RawSide> {
     let (pd, cq) = setup(b, env)?;
     let qp = expect_ok("create a raw packet QP", b.create_qp(&attr(pd, &cq, qp_type::RAW_PACKET, 0, None)))?;
     for (to, mask) in [(QpState::Init, M::PORT), (QpState::Rtr, M::empty()), (QpState::Rts, M::empty())] {
@@ -201,7 +201,7 @@ fn raw_side(b: &mut dyn Backend, env: &Env) -> Check<RawSide> {
 }
 
 /// Send `frame` from `s` (written at its buffer's start) and wait for the send's completion.
-fn send_frame(b: &mut dyn Backend, s: &RawSide, frame: &[u8], wr_id: u64) -> Check {
+pub(super) fn send_frame(b: &mut dyn Backend, s: &RawSide, frame: &[u8], wr_id: u64) -> Check {
     expect_ok("write_buf", b.write_buf(&s.buf, 0, frame))?;
     let wr = mlx5_dv::SendWr {
         wr_id,
@@ -215,7 +215,7 @@ fn send_frame(b: &mut dyn Backend, s: &RawSide, frame: &[u8], wr_id: u64) -> Che
 }
 
 /// Post a receive of one frame at `s`'s second frame slot.
-fn post_frame_recv(b: &mut dyn Backend, s: &RawSide, wr_id: u64) -> Check {
+pub(super) fn post_frame_recv(b: &mut dyn Backend, s: &RawSide, wr_id: u64) -> Check {
     recv(b, &s.qp, wr_id, vec![sge(&s.mr, FRAME_LEN as u64, 2 * FRAME_LEN as u32)])
 }
 
