@@ -230,4 +230,24 @@ mod tests {
         assert_eq!(steer(&[rule(7, 3, vec![FlowSpec::Ipv4(v4, v4_mask)])], &frame()), vec![107]);
         assert!(steer(&rules, &[0u8; 10]).is_empty(), "a runt frame");
     }
+
+    #[test]
+    fn an_fte_rule_drops_and_counts() {
+        let mut mask = vec![0u8; 0x40];
+        mask[8..14].copy_from_slice(&[0xff; 6]);
+        let mut value = vec![0u8; 0x40];
+        value[8..14].copy_from_slice(&[0, 1, 2, 3, 4, 5]);
+        let fte = FteRule { criteria: 1, mask, value, drop: true, counter: Some(9), tag: None };
+        let drop = FlowRule { fte: Some(fte.clone()), ..rule(1, 0, vec![]) };
+        assert_eq!(steer_counting(&[drop.clone(), rule(2, 1, vec![])], &frame()), (vec![], vec![9]));
+        let to_qp = FlowRule { fte: Some(FteRule { drop: false, ..fte.clone() }), ..rule(3, 0, vec![]) };
+        assert_eq!(steer_counting(&[to_qp], &frame()), (vec![103], vec![9]));
+        let mut other = frame();
+        other[0] = 9;
+        assert_eq!(
+            steer_counting(&[drop, rule(2, 1, vec![])], &other),
+            (vec![102], vec![]),
+            "no match: on to priority 1"
+        );
+    }
 }
