@@ -80,7 +80,7 @@ fn check_out(out: *mut c_void, len: usize) -> Result<(), c_int> {
 
 impl Shim {
     /// The DEVX object behind a program's `mlx5dv_devx_obj`.
-    fn devx_obj(&self, obj: *const mlx5dv_devx_obj) -> Result<DevxObjHandle, c_int> {
+    pub(crate) fn devx_obj(&self, obj: *const mlx5dv_devx_obj) -> Result<DevxObjHandle, c_int> {
         self.dv.devx_objs.get(&key(obj)).map(|o| o.handle).ok_or(libc::EINVAL)
     }
 

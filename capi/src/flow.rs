@@ -165,6 +165,14 @@ unsafe fn read_attr(a: *const ibv_flow_attr) -> Result<FlowAttr, c_int> {
     Ok(FlowAttr { comp_mask: u32_at(0), attr_type: u32_at(4), priority: u16_at(10), port, flags: u32_at(16), specs })
 }
 
+/// Hold `flow` as an `ibv_flow` of `ctx` (`ibv_destroy_flow` destroys it).
+pub(crate) fn register(ctx: *mut ibv_context, flow: Flow) -> *mut ibv_flow {
+    let mut f = Box::new(ShimFlow { c: ibv_flow { comp_mask: 0, context: ctx, handle: flow.handle as u32 }, flow });
+    let p: *mut ibv_flow = &mut f.c;
+    flows().insert(key(p), f);
+    p
+}
+
 impl Shim {
     fn create_flow(&mut self, qp: *mut ibv_qp, attr: *mut ibv_flow_attr) -> Result<*mut ibv_flow, c_int> {
         if attr.is_null() {
@@ -178,10 +186,7 @@ impl Shim {
         // SAFETY: the program's attribute, by ibv_create_flow's contract.
         let a = unsafe { read_attr(attr) }?;
         let flow = self.sim.create_flow(&q, &a).map_err(|e| e.errno())?;
-        let mut f = Box::new(ShimFlow { c: ibv_flow { comp_mask: 0, context: ctx, handle: flow.handle as u32 }, flow });
-        let p: *mut ibv_flow = &mut f.c;
-        flows().insert(key(p), f);
-        Ok(p)
+        Ok(register(ctx, flow))
     }
 
     fn destroy_flow(&mut self, flow: *mut ibv_flow) -> c_int {

@@ -29,6 +29,7 @@ pub mod dv_objects;
 mod errno;
 pub mod events;
 mod flow;
+mod flow_matcher;
 pub mod import;
 mod inline;
 pub mod mcast;

@@ -27,6 +27,7 @@ mod fixture;
 mod flow_counter;
 mod inline;
 mod inval;
+mod matcher;
 mod misuse;
 mod mkey;
 mod multicast;
@@ -107,6 +108,7 @@ pub fn all() -> Vec<Case> {
         xrc::CASES,
         raw::CASES,
         rss::CASES,
+        matcher::CASES,
     ]
     .concat()
 }

@@ -102,6 +102,12 @@ pub enum Call {
     CreateFlow { qp: Qp, attr: crate::FlowAttr },
     /// [`crate::Queues::destroy_flow`].
     DestroyFlow { flow: crate::Flow },
+    /// [`crate::Queues::create_flow_matcher`].
+    CreateFlowMatcher { ctx: crate::ContextHandle, attr: crate::FlowMatcherAttr },
+    /// [`crate::Queues::destroy_flow_matcher`].
+    DestroyFlowMatcher { matcher: crate::FlowMatcher },
+    /// [`crate::Queues::create_matcher_flow`].
+    CreateMatcherFlow { matcher: crate::FlowMatcher, value: Vec<u8>, actions: Vec<crate::MatcherAction> },
     /// [`crate::Queues::poll_cq`].
     PollCq { cq: Cq, max: usize },
     /// [`crate::Queues::create_qp`].
@@ -278,6 +284,9 @@ pub enum Reply {
     MapAhToQp(Result<()>),
     CreateFlow(Result<crate::Flow>),
     DestroyFlow(Result<()>),
+    CreateFlowMatcher(Result<crate::FlowMatcher>),
+    DestroyFlowMatcher(Result<()>),
+    CreateMatcherFlow(Result<crate::Flow>),
     PollCq(Result<Vec<Wc>>),
     CreateQp(Result<Qp>),
     ModifyQp(Result<()>),
@@ -397,6 +406,11 @@ impl Call {
             Call::MapAhToQp { ctx, ah, qp_num } => Reply::MapAhToQp(b.map_ah_to_qp(*ctx, ah, *qp_num)),
             Call::CreateFlow { qp, attr } => Reply::CreateFlow(b.create_flow(qp, attr)),
             Call::DestroyFlow { flow } => Reply::DestroyFlow(b.destroy_flow(flow)),
+            Call::CreateFlowMatcher { ctx, attr } => Reply::CreateFlowMatcher(b.create_flow_matcher(*ctx, attr)),
+            Call::DestroyFlowMatcher { matcher } => Reply::DestroyFlowMatcher(b.destroy_flow_matcher(matcher)),
+            Call::CreateMatcherFlow { matcher, value, actions } => {
+                Reply::CreateMatcherFlow(b.create_matcher_flow(matcher, value, actions))
+            }
             Call::PollCq { cq, max } => Reply::PollCq(b.poll_cq(cq, *max)),
             Call::CreateQp { attr } => Reply::CreateQp(b.create_qp(attr)),
             Call::ModifyQp { qp, attr } => Reply::ModifyQp(b.modify_qp(qp, attr)),
@@ -518,6 +532,9 @@ impl Call {
             Call::MapAhToQp { .. } => Op::MapAhToQp,
             Call::CreateFlow { .. } => Op::CreateFlow,
             Call::DestroyFlow { .. } => Op::DestroyFlow,
+            Call::CreateFlowMatcher { .. } => Op::CreateFlowMatcher,
+            Call::DestroyFlowMatcher { .. } => Op::DestroyFlowMatcher,
+            Call::CreateMatcherFlow { .. } => Op::CreateMatcherFlow,
             Call::PollCq { .. } => Op::PollCq,
             Call::CreateQp { .. } => Op::CreateQp,
             Call::ModifyQp { .. } => Op::ModifyQp,
@@ -625,7 +642,8 @@ impl Reply {
             Reply::DeviceList(r) => r.as_ref().err(),
             Reply::OpenDevice(r) | Reply::OpenIbvDevice(r) => r.as_ref().err(),
             Reply::AllocPd(r) => r.as_ref().err(),
-            Reply::CreateFlow(r) => r.as_ref().err(),
+            Reply::CreateFlow(r) | Reply::CreateMatcherFlow(r) => r.as_ref().err(),
+            Reply::CreateFlowMatcher(r) => r.as_ref().err(),
             Reply::CloseDevice(r)
             | Reply::DeallocPd(r)
             | Reply::DestroyMkey(r)
@@ -640,6 +658,7 @@ impl Reply {
             | Reply::DciStreamIdReset(r)
             | Reply::MapAhToQp(r)
             | Reply::DestroyFlow(r)
+            | Reply::DestroyFlowMatcher(r)
             | Reply::DestroyQp(r)
             | Reply::PostSend(r)
             | Reply::PostSendWr(r)
@@ -757,6 +776,9 @@ impl Reply {
             Call::MapAhToQp { .. } => Reply::MapAhToQp(Err(err)),
             Call::CreateFlow { .. } => Reply::CreateFlow(Err(err)),
             Call::DestroyFlow { .. } => Reply::DestroyFlow(Err(err)),
+            Call::CreateFlowMatcher { .. } => Reply::CreateFlowMatcher(Err(err)),
+            Call::DestroyFlowMatcher { .. } => Reply::DestroyFlowMatcher(Err(err)),
+            Call::CreateMatcherFlow { .. } => Reply::CreateMatcherFlow(Err(err)),
             Call::PollCq { .. } => Reply::PollCq(Err(err)),
             Call::CreateQp { .. } => Reply::CreateQp(Err(err)),
             Call::ModifyQp { .. } => Reply::ModifyQp(Err(err)),

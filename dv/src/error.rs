@@ -211,6 +211,12 @@ pub enum Op {
     CreateFlow,
     /// `ibv_destroy_flow`.
     DestroyFlow,
+    /// `mlx5dv_create_flow_matcher`.
+    CreateFlowMatcher,
+    /// `mlx5dv_destroy_flow_matcher`.
+    DestroyFlowMatcher,
+    /// `mlx5dv_create_flow`.
+    CreateMatcherFlow,
 }
 
 impl Op {
@@ -318,6 +324,9 @@ impl Op {
             Op::RegDmMr => "ibv_reg_dm_mr",
             Op::CreateFlow => "ibv_create_flow",
             Op::DestroyFlow => "ibv_destroy_flow",
+            Op::CreateFlowMatcher => "mlx5dv_create_flow_matcher",
+            Op::DestroyFlowMatcher => "mlx5dv_destroy_flow_matcher",
+            Op::CreateMatcherFlow => "mlx5dv_create_flow",
         }
     }
 }

@@ -292,6 +292,21 @@ impl<L: Layer, B: Backend> Queues for Wrapped<L, B> {
     fn destroy_flow(&mut self, flow: &crate::Flow) -> Result<()> {
         through!(self, Call::DestroyFlow { flow: *flow }, DestroyFlow)
     }
+    fn create_flow_matcher(&mut self, ctx: ContextHandle, attr: &crate::FlowMatcherAttr) -> Result<crate::FlowMatcher> {
+        through!(self, Call::CreateFlowMatcher { ctx, attr: attr.clone() }, CreateFlowMatcher)
+    }
+    fn destroy_flow_matcher(&mut self, matcher: &crate::FlowMatcher) -> Result<()> {
+        through!(self, Call::DestroyFlowMatcher { matcher: *matcher }, DestroyFlowMatcher)
+    }
+    fn create_matcher_flow(
+        &mut self,
+        matcher: &crate::FlowMatcher,
+        value: &[u8],
+        actions: &[crate::MatcherAction],
+    ) -> Result<crate::Flow> {
+        let call = Call::CreateMatcherFlow { matcher: *matcher, value: value.to_vec(), actions: actions.to_vec() };
+        through!(self, call, CreateMatcherFlow)
+    }
     fn modify_qp_udp_sport(&mut self, qp: &Qp, udp_sport: u16) -> Result<()> {
         through!(self, Call::ModifyQpUdpSport { qp: *qp, udp_sport }, ModifyQpUdpSport)
     }

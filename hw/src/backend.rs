@@ -693,6 +693,27 @@ impl Queues for HwBackend {
         self.hw_destroy_flow(flow)
     }
 
+    fn create_flow_matcher(
+        &mut self,
+        _ctx: mlx5_dv::ContextHandle,
+        _attr: &mlx5_dv::FlowMatcherAttr,
+    ) -> Result<mlx5_dv::FlowMatcher> {
+        Err(Error::new(Op::CreateFlowMatcher, EOPNOTSUPP, "mlx5dv flow matchers are not passed to the card"))
+    }
+
+    fn destroy_flow_matcher(&mut self, _matcher: &mlx5_dv::FlowMatcher) -> Result<()> {
+        Err(Error::new(Op::DestroyFlowMatcher, EOPNOTSUPP, "mlx5dv flow matchers are not passed to the card"))
+    }
+
+    fn create_matcher_flow(
+        &mut self,
+        _matcher: &mlx5_dv::FlowMatcher,
+        _value: &[u8],
+        _actions: &[mlx5_dv::MatcherAction],
+    ) -> Result<mlx5_dv::Flow> {
+        Err(Error::new(Op::CreateMatcherFlow, EOPNOTSUPP, "mlx5dv flow matchers are not passed to the card"))
+    }
+
     fn resize_cq(&mut self, cq: &mlx5_dv::Cq, cqe: u32) -> Result<mlx5_dv::Cq> {
         self.hw_resize_cq(cq, cqe)
     }

@@ -162,8 +162,22 @@ impl Device {
     pub(crate) fn add_flow(&mut self, qpn: u32, priority: u16, specs: Vec<steering::FlowSpec>) -> u32 {
         let id = self.next_flow;
         self.next_flow = self.next_flow.wrapping_add(1).max(1);
-        self.flows.push(steering::FlowRule { id, qpn, priority, specs });
+        self.flows.push(steering::FlowRule { id, qpn, priority, specs, fte: None });
         id
+    }
+
+    /// Add an `mlx5dv_create_flow` rule (`qpn` unused when it drops); its number.
+    pub(crate) fn add_fte_flow(&mut self, qpn: u32, priority: u16, fte: steering::FteRule) -> u32 {
+        let id = self.add_flow(qpn, priority, Vec::new());
+        if let Some(r) = self.flows.last_mut() {
+            r.fte = Some(fte);
+        }
+        id
+    }
+
+    /// Count one frame of `bytes` on flow counter `id` (a rule's count action).
+    pub(crate) fn count_flow(&mut self, id: u32, bytes: u64) {
+        self.fw.count_flow(id, bytes);
     }
 
     /// Remove rule `id`; whether it was there.

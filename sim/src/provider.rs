@@ -21,6 +21,7 @@ mod devx;
 mod dm;
 mod dmabuf;
 mod flow;
+mod matcher;
 mod memory;
 mod mkey;
 mod mw;
@@ -285,6 +286,8 @@ pub(crate) struct Provider {
     ind_tables: HandleTable<mlx5_dv::RwqIndTableHandle, wq::IndTableObj>,
     /// The RSS QPs and the table each spreads over.
     rss_qps: std::collections::BTreeMap<QpHandle, mlx5_dv::RwqIndTableHandle>,
+    /// `mlx5dv_create_flow_matcher`'s matchers and the rules made from them.
+    matchers: matcher::Matchers,
 }
 
 impl Provider {
@@ -319,6 +322,7 @@ impl Provider {
             wqs: HandleTable::new(backend),
             ind_tables: HandleTable::new(backend),
             rss_qps: Default::default(),
+            matchers: matcher::Matchers::default(),
         }
     }
 

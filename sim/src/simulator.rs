@@ -413,6 +413,30 @@ impl Queues for Simulator {
         provider.destroy_flow(&mut low, flow)
     }
 
+    fn create_flow_matcher(
+        &mut self,
+        ctx: ContextHandle,
+        attr: &mlx5_dv::FlowMatcherAttr,
+    ) -> Result<mlx5_dv::FlowMatcher> {
+        let (provider, mut low) = self.split();
+        provider.create_flow_matcher(&mut low, ctx, attr)
+    }
+
+    fn destroy_flow_matcher(&mut self, matcher: &mlx5_dv::FlowMatcher) -> Result<()> {
+        let (provider, mut low) = self.split();
+        provider.destroy_flow_matcher(&mut low, matcher)
+    }
+
+    fn create_matcher_flow(
+        &mut self,
+        matcher: &mlx5_dv::FlowMatcher,
+        value: &[u8],
+        actions: &[mlx5_dv::MatcherAction],
+    ) -> Result<mlx5_dv::Flow> {
+        let (provider, mut low) = self.split();
+        provider.create_matcher_flow(&mut low, matcher, value, actions)
+    }
+
     fn modify_qp_udp_sport(&mut self, qp: &Qp, udp_sport: u16) -> Result<()> {
         down!(self.modify_qp_udp_sport(qp, udp_sport))
     }

@@ -45,7 +45,7 @@ pub(super) fn setup(b: &mut dyn Backend, env: &Env) -> Check<(PdHandle, Cq)> {
 
 /// A QP of `ty` with `ibv_create_qp_ex`'s default mask and `create_flags`, or
 /// `mlx5dv_create_qp`'s attributes.
-fn attr(pd: PdHandle, cq: &Cq, ty: u32, create_flags: u32, dv: Option<DvQpInitAttr>) -> QpInitAttr {
+pub(super) fn attr(pd: PdHandle, cq: &Cq, ty: u32, create_flags: u32, dv: Option<DvQpInitAttr>) -> QpInitAttr {
     let ops = if ty == qp_type::RAW_PACKET { send_ops::SEND } else { send_ops::RC_DEFAULT };
     QpInitAttr {
         qp_type: ty,
@@ -215,7 +215,7 @@ pub(super) fn send_frame(b: &mut dyn Backend, s: &RawSide, frame: &[u8], wr_id: 
 }
 
 /// Post a receive of one frame at `s`'s second frame slot.
-fn post_frame_recv(b: &mut dyn Backend, s: &RawSide, wr_id: u64) -> Check {
+pub(super) fn post_frame_recv(b: &mut dyn Backend, s: &RawSide, wr_id: u64) -> Check {
     recv(b, &s.qp, wr_id, vec![sge(&s.mr, FRAME_LEN as u64, 2 * FRAME_LEN as u32)])
 }
 

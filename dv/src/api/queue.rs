@@ -754,6 +754,26 @@ pub trait Queues {
     /// `ibv_destroy_flow`.
     fn destroy_flow(&mut self, flow: &flow::Flow) -> Result<()>;
 
+    /// `mlx5dv_create_flow_matcher` on the context: libmlx5's and mlx5_ib's checks of the
+    /// attribute and its `fte_match_param` mask.
+    fn create_flow_matcher(
+        &mut self,
+        ctx: crate::ContextHandle,
+        attr: &flow::FlowMatcherAttr,
+    ) -> Result<flow::FlowMatcher>;
+
+    /// `mlx5dv_destroy_flow_matcher`: EBUSY while flows use it.
+    fn destroy_flow_matcher(&mut self, matcher: &flow::FlowMatcher) -> Result<()>;
+
+    /// `mlx5dv_create_flow`: a rule of the matcher with its match value and actions
+    /// (destroyed with [`Queues::destroy_flow`]).
+    fn create_matcher_flow(
+        &mut self,
+        matcher: &flow::FlowMatcher,
+        value: &[u8],
+        actions: &[flow::MatcherAction],
+    ) -> Result<flow::Flow>;
+
     /// `mlx5dv_modify_qp_udp_sport`: the RoCE v2 UDP source port the QP's packets leave
     /// from. EOPNOTSUPP unless the QP is RC or UC, in RTS, on a device with
     /// `rts2rts_qp_udp_sport`; then RTS2RTS with the port.

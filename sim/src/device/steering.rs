@@ -21,6 +21,30 @@ pub struct FlowRule {
     pub priority: u16,
     /// Its specs (none: every frame).
     pub specs: Vec<FlowSpec>,
+    /// An `mlx5dv_create_flow` rule's match, after the specs.
+    pub fte: Option<FteRule>,
+}
+
+/// What an `mlx5dv_create_flow` rule matches and does besides steering to its QP.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct FteRule {
+    /// The matcher's `match_criteria_enable`.
+    pub criteria: u8,
+    /// The matcher's mask (`fte_match_param` bytes).
+    pub mask: Vec<u8>,
+    /// The rule's value.
+    pub value: Vec<u8>,
+    /// `MLX5DV_FLOW_ACTION_DROP`: matching frames go nowhere.
+    pub drop: bool,
+    /// `MLX5DV_FLOW_ACTION_COUNTERS_DEVX`: the flow counter matching frames count on.
+    pub counter: Option<u32>,
+    /// `MLX5DV_FLOW_ACTION_TAG`.
+    pub tag: Option<u32>,
+}
+
+fn rule_matches(p: &Parsed, r: &FlowRule, frame: &[u8]) -> bool {
+    r.specs.iter().all(|s| spec_matches(p, s))
+        && r.fte.as_ref().is_none_or(|f| super::fte_match::matches(f.criteria, &f.mask, &f.value, frame))
 }
 
 /// The headers of a frame steering looks at.
@@ -141,16 +165,23 @@ fn spec_matches(p: &Parsed, s: &FlowSpec) -> bool {
 /// The QPs `frame` goes to under `rules`: those of the matching rules of the best priority,
 /// each once, in the order the rules were made.
 pub fn steer(rules: &[FlowRule], frame: &[u8]) -> Vec<u32> {
-    let Some(p) = parse(frame) else { return Vec::new() };
-    let hits: Vec<&FlowRule> = rules.iter().filter(|r| r.specs.iter().all(|s| spec_matches(&p, s))).collect();
-    let Some(best) = hits.iter().map(|r| r.priority).min() else { return Vec::new() };
-    let mut out: Vec<u32> = Vec::new();
+    steer_counting(rules, frame).0
+}
+
+/// [`steer`], and the flow counters of the matching rules of the best priority (a drop
+/// rule's frame goes to no QP but still counts).
+pub fn steer_counting(rules: &[FlowRule], frame: &[u8]) -> (Vec<u32>, Vec<u32>) {
+    let Some(p) = parse(frame) else { return (Vec::new(), Vec::new()) };
+    let hits: Vec<&FlowRule> = rules.iter().filter(|r| rule_matches(&p, r, frame)).collect();
+    let Some(best) = hits.iter().map(|r| r.priority).min() else { return (Vec::new(), Vec::new()) };
+    let (mut out, mut counters): (Vec<u32>, Vec<u32>) = (Vec::new(), Vec::new());
     for r in hits.iter().filter(|r| r.priority == best) {
-        if !out.contains(&r.qpn) {
+        counters.extend(r.fte.as_ref().and_then(|f| f.counter));
+        if !out.contains(&r.qpn) && !r.fte.as_ref().is_some_and(|f| f.drop) {
             out.push(r.qpn);
         }
     }
-    out
+    (out, counters)
 }
 
 #[cfg(test)]
@@ -173,7 +204,7 @@ mod tests {
     }
 
     fn rule(id: u32, priority: u16, specs: Vec<FlowSpec>) -> FlowRule {
-        FlowRule { id, qpn: 100 + id, priority, specs }
+        FlowRule { id, qpn: 100 + id, priority, specs, fte: None }
     }
 
     #[test]
@@ -198,5 +229,25 @@ mod tests {
         assert!(steer(&v6, &frame()).is_empty(), "an IPv6 spec on an IPv4 frame");
         assert_eq!(steer(&[rule(7, 3, vec![FlowSpec::Ipv4(v4, v4_mask)])], &frame()), vec![107]);
         assert!(steer(&rules, &[0u8; 10]).is_empty(), "a runt frame");
+    }
+
+    #[test]
+    fn an_fte_rule_drops_and_counts() {
+        let mut mask = vec![0u8; 0x40];
+        mask[8..14].copy_from_slice(&[0xff; 6]);
+        let mut value = vec![0u8; 0x40];
+        value[8..14].copy_from_slice(&[0, 1, 2, 3, 4, 5]);
+        let fte = FteRule { criteria: 1, mask, value, drop: true, counter: Some(9), tag: None };
+        let drop = FlowRule { fte: Some(fte.clone()), ..rule(1, 0, vec![]) };
+        assert_eq!(steer_counting(&[drop.clone(), rule(2, 1, vec![])], &frame()), (vec![], vec![9]));
+        let to_qp = FlowRule { fte: Some(FteRule { drop: false, ..fte.clone() }), ..rule(3, 0, vec![]) };
+        assert_eq!(steer_counting(&[to_qp], &frame()), (vec![103], vec![9]));
+        let mut other = frame();
+        other[0] = 9;
+        assert_eq!(
+            steer_counting(&[drop, rule(2, 1, vec![])], &other),
+            (vec![102], vec![]),
+            "no match: on to priority 1"
+        );
     }
 }

@@ -70,6 +70,12 @@ pub(crate) struct DevxObjects {
 }
 
 impl DevxObjects {
+    /// The device and id of the flow counter (or first of the bulk) a DEVX object holds.
+    pub(crate) fn flow_counter(&self, h: DevxObjHandle) -> Option<(usize, u32)> {
+        let o = self.objs.get(h, Op::DevxObjDestroy).ok()?;
+        (o.create_opcode == mlx5_dv::prm::flow_counter::ALLOC).then_some((o.dev, o.obj_id))
+    }
+
     pub(crate) fn new(backend: mlx5_dv::BackendId) -> Self {
         DevxObjects {
             objs: HandleTable::new(backend),

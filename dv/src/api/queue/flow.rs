@@ -104,3 +104,46 @@ pub struct Flow {
     /// The backend's identifier of the rule.
     pub handle: u64,
 }
+
+/// `struct mlx5dv_flow_matcher_attr` with its mask (`mlx5dv_create_flow_matcher`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlowMatcherAttr {
+    /// `type` (`IBV_FLOW_ATTR_NORMAL` 0 is the only one libmlx5 passes on).
+    pub attr_type: u32,
+    /// `flags` (`IBV_FLOW_ATTR_FLAGS_EGRESS` 4 the kernel knows).
+    pub flags: u32,
+    /// `priority`.
+    pub priority: u16,
+    /// `match_criteria_enable`: which `fte_match_param` sections the mask uses.
+    pub match_criteria_enable: u8,
+    /// `match_mask`: the leading bytes of an `fte_match_param`.
+    pub match_mask: Vec<u8>,
+    /// `comp_mask` (`MLX5DV_FLOW_MATCHER_MASK_FT_TYPE` 1, `_IB_PORT` 2).
+    pub comp_mask: u64,
+    /// `ft_type` (`MLX5DV_FLOW_TABLE_TYPE_NIC_RX` 0 unless `comp_mask` has FT_TYPE).
+    pub ft_type: u32,
+    /// `ib_port`.
+    pub ib_port: u32,
+}
+
+/// A matcher `mlx5dv_create_flow_matcher` made (opaque).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlowMatcher {
+    /// The backend's identifier of the matcher.
+    pub handle: u64,
+}
+
+/// One `struct mlx5dv_flow_action_attr` of `mlx5dv_create_flow`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MatcherAction {
+    /// `MLX5DV_FLOW_ACTION_DEST_IBV_QP`.
+    DestQp(crate::Qp),
+    /// `MLX5DV_FLOW_ACTION_DROP`.
+    Drop,
+    /// `MLX5DV_FLOW_ACTION_TAG` with its value.
+    Tag(u32),
+    /// `MLX5DV_FLOW_ACTION_COUNTERS_DEVX`: the DEVX object holding the flow counter.
+    CountersDevx(crate::DevxObjHandle),
+    /// Another action type (by its `enum mlx5dv_flow_action_type` value).
+    Other(u32),
+}

@@ -52,11 +52,17 @@ impl Engine<'_> {
             Err(s) => return Step::Failed(s),
         };
         for dev in 0..self.devs.len() {
-            let to = self
-                .devs
-                .get(dev)
-                .map(|d| steering::steer(d.flows(), &frame).into_iter().map(|q| d.rss_target(q, &frame)).collect())
-                .unwrap_or_else(Vec::new);
+            let (to, counters) =
+                self.devs.get(dev).map(|d| steering::steer_counting(d.flows(), &frame)).unwrap_or_default();
+            if let Some(d) = self.dev(dev) {
+                for id in counters {
+                    d.count_flow(id, frame.len() as u64);
+                }
+            }
+            let to: Vec<_> = match self.devs.get(dev) {
+                Some(d) => to.into_iter().map(|q| d.rss_target(q, &frame)).collect(),
+                None => Vec::new(),
+            };
             for qpn in to {
                 self.receive_frame(QpPath { dev, qpn }, &frame);
             }

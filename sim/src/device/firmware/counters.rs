@@ -168,15 +168,13 @@ impl Firmware {
     }
 
     /// Whether flow counter `id` is allocated.
-    #[cfg(test)]
     fn has_flow_counter(&self, id: u32) -> bool {
         self.counters.block_of(id).is_some()
     }
 
     /// Count one packet of `bytes` on flow counter `id`, if it is allocated (what a rule's
-    /// count action does; no simulated rule has one yet).
-    #[cfg(test)]
-    fn count_flow(&mut self, id: u32, bytes: u64) {
+    /// count action does).
+    pub(crate) fn count_flow(&mut self, id: u32, bytes: u64) {
         if self.has_flow_counter(id) {
             let v = self.counters.values.entry(id).or_default();
             v.0 = v.0.wrapping_add(1);
