@@ -79,8 +79,9 @@ use std::sync::Arc;
 
 use mlx5_dv::errno::{EBUSY, EINVAL, EOPNOTSUPP};
 use mlx5_dv::{
-    AccessFlags, Caps, DeviceKind, MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD, MLX5DV_CONTEXT_MASK_DCI_STREAMS,
-    MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD, MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH, MkeyInitFlags,
+    AccessFlags, Caps, DeviceKind, MLX5DV_CONTEXT_MASK_CQE_COMPRESION, MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD,
+    MLX5DV_CONTEXT_MASK_DCI_STREAMS, MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD, MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH,
+    MkeyInitFlags,
 };
 use serde::{Deserialize, Serialize};
 
@@ -577,8 +578,9 @@ impl Model {
             Op::QueryDevice { ctx, comp_mask } => match self.live_ctx(ctx) {
                 None => Errno(EINVAL),
                 Some(Ctx::Kernel { .. }) => {
-                    // Items 6, 252 and 272: the four known parts are echoed when asked for.
-                    let known = MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD
+                    // Items 6, 252, 272 and 300: the five known parts are echoed when asked for.
+                    let known = MLX5DV_CONTEXT_MASK_CQE_COMPRESION
+                        | MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD
                         | MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD
                         | MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH
                         | MLX5DV_CONTEXT_MASK_DCI_STREAMS;
