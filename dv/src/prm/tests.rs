@@ -226,6 +226,13 @@ fn caps_fields_sit_at_their_bytes() {
         // reserved_at_590[0x3], log_max_dci_errored_streams[0x5].
         (cmd_hca_cap::LOG_MAX_DCI_STREAM_CHANNELS, 0x1f, &[(0xb1, 0x1f)]),
         (cmd_hca_cap::LOG_MAX_DCI_ERRORED_STREAMS, 0x1f, &[(0xb2, 0x1f)]),
+        // rdma-core's mlx5_ifc.h: reserved_at_5a0[0x1c], then four one-bit CQ fields.
+        (cmd_hca_cap::MINI_CQE_RESP_STRIDE_INDEX, 1, &[(0xb7, 0x08)]),
+        (cmd_hca_cap::CQE_128_ALWAYS, 1, &[(0xb7, 0x04)]),
+        (cmd_hca_cap::CQE_COMPRESSION_128B, 1, &[(0xb7, 0x02)]),
+        (cmd_hca_cap::CQE_COMPRESSION, 1, &[(0xb7, 0x01)]),
+        (cmd_hca_cap::CQE_COMPRESSION_TIMEOUT, 0xabcd, &[(0xb8, 0xab), (0xb9, 0xcd)]),
+        (cmd_hca_cap::CQE_COMPRESSION_MAX_NUM, 0x1234, &[(0xba, 0x12), (0xbb, 0x34)]),
     ];
     check_cases(query_hca_cap::CAPABILITY_SIZE, cmd_hca_cap::ALL, cases);
     let cases: &[Case] = &[(cmd_hca_cap_2::LOG_RESERVED_QPN_GRANULARITY, 0x1f, &[(0x12, 0x1f)])];
