@@ -119,8 +119,9 @@ impl HwBackend {
             let p = self.objs.pds.get(attr.pd, op)?;
             (p.ptr, p.ctx)
         };
-        if attr.mask() & (mlx5_dv::qp_init_mask::RX_HASH | mlx5_dv::qp_init_mask::IND_TABLE) != 0 {
-            // The backend has no WQs or indirection tables to name.
+        if attr.ind_table.is_some() {
+            // The backend has no WQs or indirection tables to name; a malformed RX_HASH
+            // request without a table goes on to libmlx5's checks.
             return Err(Error::new(op, EOPNOTSUPP, "RSS QPs are not in the hw backend"));
         }
         let scq = self.objs.cqs.get(attr.send_cq, op)?.ptr;
