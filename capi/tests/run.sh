@@ -178,6 +178,7 @@ differs="atomics.fetch_add_two_devices_and_wraps traffic.write_read_send_two_dev
   device_objects.reserved_qpn_forward_and_einval
   odp.implicit_mr_reaches_any_buffer odp.send_write_read_atomic_both_sides_odp
   wqe.mkey_configure_list_bytes wqe.rdma_write_after_umr_bytes wr.raw_wqe_runs_as_written
+  dc.stream_errors_stay_in_their_stream
   devx.raw_cq_and_qp_by_their_objects
   devx.nc_uar_is_the_context_singleton devx.completion_eqe_after_raw_qp_traffic
   devx.qp_error_eqe_after_a_bad_rkey traffic.reset_removes_unpolled_completions"
