@@ -480,3 +480,52 @@ fn bad_rules_are_refused_and_a_simulator_off_the_network_carries_packets_in_memo
     assert!(s.network_faults_acted(0).is_empty());
     assert_eq!(s.network_faults_acted(1), [0]);
 }
+
+/// The opcodes of the RoCE v2 packets in a capture file (Ethernet frames of a classic pcap).
+fn captured_opcodes(path: &std::path::Path) -> Vec<u8> {
+    let b = std::fs::read(path).expect("the capture");
+    let (mut at, mut ops) = (24, Vec::new());
+    while at + 16 <= b.len() {
+        let len = u32::from_le_bytes([b[at + 8], b[at + 9], b[at + 10], b[at + 11]]) as usize;
+        let frame = b.get(at + 16 + 14..at + 16 + len).expect("a whole frame");
+        ops.push(mlx5_sim::wire::decode_ip(frame).expect("a RoCE v2 packet").headers.bth.opcode);
+        at += 16 + len;
+    }
+    ops
+}
+
+/// An RNR NAK holds the requester for the responder's `min_rnr_timer`, sending nothing
+/// meanwhile however often its device runs: with 0 (655.36 ms, what the RDMA CM gives) the
+/// SEND is on the wire once in the first 200 ms, then lands once a receive is posted.
+#[test]
+fn an_rnr_nak_holds_the_send_for_the_responders_timer() {
+    let mut p = pair(144, 7);
+    let ext = QpAttrExt { mask: M::STATE | M::MIN_RNR_TIMER, min_rnr_timer: 0, ..QpAttrExt::defaults() };
+    p.b.sim.modify_qp(&p.b.qp, &QpModify::exact(QpState::Rts, ACCESS, None, ext)).unwrap();
+    let pcap = std::env::temp_dir().join(format!("mlx5sim-rnr-hold-{}.pcap", std::process::id()));
+    p.a.sim.capture_to(&pcap).unwrap();
+    let data = pattern(64, 9);
+    let src = region(&mut p.a, &data);
+    let dst = region(&mut p.b, &[0; 64]);
+    let send = WrOp::Send { wr_id: 5, flags: SendFlags::SIGNALED, sge: sge(&src, 0, 64) };
+    p.a.sim.post_send(&p.a.qp, &[send]).unwrap();
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(200) {
+        let moved = p.a.sim.tick() | p.b.sim.tick();
+        assert!(p.a.sim.poll_cq(&p.a.cq, 4).unwrap().is_empty(), "no completion while the receiver is not ready");
+        if !moved {
+            std::thread::sleep(Duration::from_micros(20));
+        }
+    }
+    let sends = captured_opcodes(&pcap).iter().filter(|&&o| o == opcode::SEND_ONLY).count();
+    assert_eq!(sends, 1, "the SEND went out once before the RNR timer ran out");
+    let recv = RecvWr { wr_id: 6, sge: sge(&dst, 0, 64) };
+    p.b.sim.post_recv(&p.b.qp, &[recv]).unwrap();
+    let (wa, wb) = drive(&mut p, 1, 1);
+    let _ = std::fs::remove_file(&pcap);
+    ok(&wa, &[5]);
+    ok(&wb, &[6]);
+    assert_eq!(read(&mut p.b, &dst, 64), data);
+    let timeouts: u64 = p.a.sim.transport_counters().iter().map(|c| c.local_ack_timeout_err).sum();
+    assert_eq!(timeouts, 0, "the wait was the RNR timer's, not an ACK timeout");
+}

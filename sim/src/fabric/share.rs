@@ -15,6 +15,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 /// Processes (slots) the table holds.
 const SLOTS: usize = 64;
+/// The pid of a slot one process is freeing: only the process that moved it there writes its
+/// port, so a slot another process claims in the meantime is never clobbered.
+const FREEING: u32 = u32::MAX;
 
 /// One process's socket on a shared address: its process id (0: free), the address, the
 /// UDP port.
@@ -68,11 +71,16 @@ impl Siblings {
         let (a, p) = (u32::from(addr), u32::from(port));
         for s in self.slots() {
             let pid = s.pid.load(Ordering::Acquire);
-            let stale = pid != 0 && pid != me && !alive(pid);
-            let same = pid != 0 && s.addr.load(Ordering::Acquire) == a && s.port.load(Ordering::Acquire) == p;
-            if stale || same {
+            if pid == 0 || pid == FREEING {
+                continue;
+            }
+            let stale = pid != me && !alive(pid);
+            let same = s.addr.load(Ordering::Acquire) == a && s.port.load(Ordering::Acquire) == p;
+            // Siblings enter at once after a fork, and may both find the same stale slot:
+            // one wins it, and the port is cleared only by the winner.
+            if (stale || same) && s.pid.compare_exchange(pid, FREEING, Ordering::AcqRel, Ordering::Acquire).is_ok() {
                 s.port.store(0, Ordering::Release);
-                let _ = s.pid.compare_exchange(pid, 0, Ordering::AcqRel, Ordering::Acquire);
+                s.pid.store(0, Ordering::Release);
             }
         }
         for s in self.slots() {
@@ -91,7 +99,7 @@ impl Siblings {
         let mut out: Vec<u16> = self
             .slots()
             .iter()
-            .filter(|s| s.pid.load(Ordering::Acquire) != 0 && s.addr.load(Ordering::Acquire) == a)
+            .filter(|s| !matches!(s.pid.load(Ordering::Acquire), 0 | FREEING) && s.addr.load(Ordering::Acquire) == a)
             .filter_map(|s| u16::try_from(s.port.load(Ordering::Acquire)).ok())
             .filter(|&p| p != 0)
             .collect();
@@ -130,5 +138,66 @@ mod tests {
         assert!(t.enter(a, 40_001));
         assert_eq!(t.ports_of(a), vec![40_000, 40_001]);
         assert!(t.ports_of(Ipv4Addr::new(127, 0, 52, 2)).is_empty());
+    }
+
+    /// The pid of a process that has exited and been reaped.
+    fn dead_pid() -> u32 {
+        let child = std::process::Command::new("true").spawn();
+        let Ok(mut child) = child else { return u32::MAX - 1 };
+        let id = child.id();
+        let _ = child.wait();
+        id
+    }
+
+    #[test]
+    fn siblings_entering_at_once_over_stale_slots_both_stay_listed() {
+        let a = Ipv4Addr::new(127, 0, 52, 1);
+        for round in 0..40u16 {
+            let Some(t) = Siblings::new() else { panic!("an anonymous shared mapping") };
+            // Every slot held by a process gone, as after earlier children exited.
+            let dead = dead_pid();
+            for s in t.slots() {
+                s.pid.store(dead, Ordering::Release);
+                s.addr.store(u32::from(a), Ordering::Release);
+                s.port.store(1, Ordering::Release);
+            }
+            // slots()[0].pid of `go`: 1 starts the children, 2 lets them leave; [1]: entered.
+            let Some(go) = Siblings::new() else { panic!("an anonymous shared mapping") };
+            let (flag, entered) = (&go.slots()[0].pid, &go.slots()[1].pid);
+            let mut kids = Vec::new();
+            for k in 0..2u16 {
+                // SAFETY: the child touches only atomics in shared mappings, the process id
+                // and the system calls of `enter`, then leaves with `_exit`.
+                let pid = unsafe { libc::fork() };
+                if pid == 0 {
+                    while flag.load(Ordering::Acquire) == 0 {
+                        std::hint::spin_loop();
+                    }
+                    let ok = t.enter(a, 50_000 + round * 2 + k);
+                    entered.fetch_add(1, Ordering::AcqRel);
+                    // Alive until the parent has looked, as siblings are while they talk.
+                    while flag.load(Ordering::Acquire) != 2 {
+                        std::thread::yield_now();
+                    }
+                    // SAFETY: ends the forked child without running the parent's destructors.
+                    unsafe { libc::_exit(i32::from(!ok)) };
+                }
+                assert!(pid > 0, "fork");
+                kids.push(pid);
+            }
+            flag.store(1, Ordering::Release);
+            while entered.load(Ordering::Acquire) < 2 {
+                std::thread::yield_now();
+            }
+            let listed = t.ports_of(a);
+            flag.store(2, Ordering::Release);
+            for pid in kids {
+                let mut status = 0;
+                // SAFETY: waits for a child of ours.
+                assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+                assert_eq!(status, 0, "the child entered its socket");
+            }
+            assert_eq!(listed, vec![50_000 + round * 2, 50_001 + round * 2], "round {round}");
+        }
     }
 }

@@ -33,7 +33,7 @@ pub(in crate::device) struct Flight {
     msgs: VecDeque<Sent>,
     /// When the oldest unanswered message is sent again (transport clock, ns).
     deadline: u64,
-    /// Timeouts and sequence errors since the last progress; RNR NAKs.
+    /// Timeouts and sequence errors since the last progress; RNR NAKs since then.
     retries: u8,
     rnr: u8,
     /// The deadline is an RNR NAK's timer: it ends in a resend that counts no retry.
@@ -147,6 +147,7 @@ impl Flight {
         }
         self.retries += 1;
         self.retrying = true;
+        self.rnr_wait = false;
         self.rewind(i);
         self.deadline = now.saturating_add(ack_timeout_ns(t.timeout));
     }
@@ -167,7 +168,9 @@ impl Flight {
     /// retries start again from none, and so does its timer.
     fn progress(&mut self, t: &QpTransport, now: u64) {
         self.retries = 0;
+        self.rnr = 0;
         self.retrying = false;
+        self.rnr_wait = false;
         self.deadline = now.saturating_add(ack_timeout_ns(t.timeout));
     }
 
@@ -329,6 +332,9 @@ impl Engine<'_> {
         let (pos, bbs) = self.cursor.unwrap_or((cc, 1));
         let Some(d) = self.dev(qp.dev) else { return Exchange::Failed(syndrome::LOCAL_QP_OP) };
         let f = d.net.flights.entry(qp.qpn).or_default();
+        // After an RNR NAK nothing goes out until its timer runs out: the
+        // responder had no receive WQE, and a resend at once would spend the retries.
+        let holding = f.rnr_wait && now < f.deadline;
         let psn = match f.msgs.iter().position(|m| m.pos == pos) {
             Some(i) => {
                 let Some(m) = f.msgs.get_mut(i) else { return Exchange::Waiting };
@@ -346,7 +352,7 @@ impl Engine<'_> {
                         return Exchange::Answer(Box::new(Response { packet: Some(answer), pulled }));
                     }
                 }
-                if m.sent {
+                if m.sent || holding {
                     return Exchange::Waiting;
                 }
                 m.psn
@@ -356,6 +362,7 @@ impl Engine<'_> {
                 let psn = t.sq_psn;
                 let span = req.span.max(1);
                 if f.msgs.iter().all(Sent::settled) {
+                    f.rnr_wait = false;
                     f.deadline = now.saturating_add(ack_timeout_ns(t.timeout));
                 }
                 f.msgs.push_back(Sent {
@@ -381,6 +388,9 @@ impl Engine<'_> {
                 let next = f.next_psn;
                 if let Some(tr) = d.fw.transport_mut(qp.qpn) {
                     tr.sq_psn = next;
+                }
+                if holding {
+                    return Exchange::Waiting;
                 }
                 psn
             }
