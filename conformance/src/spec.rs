@@ -277,6 +277,8 @@ pub const ITEMS: &[(u16, &str)] = &[
     (299, "mlx5dv_destroy_flow_matcher: EBUSY while its flows remain; ibv_destroy_flow ends a flow"),
     (300, "CQE compression: offered formats make a CQ; two formats, or none offered, are refused"),
     (301, "mlx5dv_create_cq: vendor mask, CQE size and flags checked (EINVAL)"),
+    (302, "DEVX CREATE_TIR: a direct TIR names a receive WQ; DESTROY_TIR frees it"),
+    (303, "XRC traffic through ODP MRs: a SEND gathered from one lands in an XRC SRQ's"),
 ];
 
 /// The title of a checklist item, if it exists.

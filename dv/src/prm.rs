@@ -12,7 +12,7 @@
 //! * Completion queue entries (good, error, signature error): [`cqe`].
 //! * Event queues, EQEs, UARs and umems: [`eq`]; raw CQs and QPs: [`queues`].
 //! * The crypto general objects (login, DEK): [`crypto`]; the crypto BSF: [`crypto_bsf`].
-//! * Flow counters: [`flow_counter`]; flow match parameters: [`fte_match`].
+//! * Flow counters: [`flow_counter`]; flow match parameters: [`fte_match`]; TIRs: [`tir`].
 //!
 //! A layout declared here implements [`Layout`]: [`View::new`] / [`ViewMut::new`] check a
 //! buffer's length once, and the view's accessors then read without error; each layout's
@@ -37,7 +37,7 @@ pub use cmd::{
     obj_type, opcode, pd, query_hca_cap, read_status, status, write_header,
 };
 pub use field::{Field, FieldError};
-pub use flow::{flow_counter, fte_match};
+pub use flow::{flow_counter, fte_match, tir};
 pub use view::{Codec, Layout, View, ViewMut, decode_array, encode_array};
 
 #[cfg(test)]

@@ -45,8 +45,7 @@ pub struct Profile {
 /// `[odp]`: the `odp_caps` (and `xrc_odp_caps`) `ibv_query_device_ex` reports, which also
 /// decide what `IBV_ACCESS_ON_DEMAND` registrations the kernel takes. The defaults are what
 /// a ConnectX-6 Dx reports with a kernel built with `CONFIG_INFINIBAND_ON_DEMAND_PAGING`
-/// (`ibv_devinfo -v` of such hosts; unverified for every firmware), less what the simulator
-/// does not simulate: XRC (so `xrc` is 0, where the card reports SEND|WRITE|READ|ATOMIC|SRQ).
+/// (`ibv_devinfo -v` of such hosts; unverified for every firmware).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct OdpSection {
@@ -58,13 +57,13 @@ pub struct OdpSection {
     pub uc: u32,
     /// `ud_odp_caps`. Default 0x1: SEND (receives into ODP MRs are not offered for UD).
     pub ud: u32,
-    /// `xrc_odp_caps`. Default 0 (ODP through XRC is not simulated).
+    /// `xrc_odp_caps`. Default 0x3d: SEND, WRITE, READ, ATOMIC, SRQ_RECV.
     pub xrc: u32,
 }
 
 impl Default for OdpSection {
     fn default() -> Self {
-        OdpSection { general_caps: 0x3, rc: 0x3f, uc: 0, ud: 0x1, xrc: 0 }
+        OdpSection { general_caps: 0x3, rc: 0x3f, uc: 0, ud: 0x1, xrc: 0x3d }
     }
 }
 

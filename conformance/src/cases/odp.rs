@@ -36,7 +36,7 @@ pub(super) const CASES: &[Case] = &[
 const ALL: A = A::LOCAL_WRITE.union(A::REMOTE_WRITE).union(A::REMOTE_READ).union(A::REMOTE_ATOMIC).union(A::ON_DEMAND);
 
 /// The backend's ODP caps, or a skip where it cannot tell.
-fn odp_caps(env: &Env) -> Check<OdpCaps> {
+pub(super) fn odp_caps(env: &Env) -> Check<OdpCaps> {
     env.caps.device.odp.ok_or_else(|| Verdict::skip("the backend does not report odp_caps"))
 }
 
@@ -55,7 +55,13 @@ fn rc_odp(env: &Env) -> Check<OdpCaps> {
 }
 
 /// A buffer of `len` bytes filled with `fill`, under an ODP MR with `access` (ON_DEMAND added).
-fn odp_region(b: &mut dyn Backend, pd: mlx5_dv::PdHandle, len: usize, fill: &[u8], access: A) -> Check<(Buf, Mr)> {
+pub(super) fn odp_region(
+    b: &mut dyn Backend,
+    pd: mlx5_dv::PdHandle,
+    len: usize,
+    fill: &[u8],
+    access: A,
+) -> Check<(Buf, Mr)> {
     let buf = expect_ok("alloc_buf", b.alloc_buf(len))?;
     if !fill.is_empty() {
         expect_ok("write_buf", b.write_buf(&buf, 0, fill))?;

@@ -1,7 +1,8 @@
 //! Receive WQs, indirection tables and RSS QPs (items 223–229): `ibv_create_wq`'s and
 //! `ibv_modify_wq`'s checks and the RQ's states, what holds a WQ or a table, the table's size
 //! checks, an RSS QP's checks, and frames steered to an RSS QP landing on the WQ the Toeplitz
-//! hash of their addresses picks (computed here by a reference of the case's own).
+//! hash of their addresses picks (computed here by a reference of the case's own); a DEVX TIR
+//! over a WQ (item 302).
 
 use mlx5_dv::errno::{EBUSY, EINVAL, EIO, ENOSYS, EOPNOTSUPP};
 use mlx5_dv::{
@@ -25,6 +26,12 @@ pub(super) const CASES: &[Case] = &[
     Case { name: "rss.create_checks_and_errno", covers: &[227], needs: NEEDS, run: rss_checks },
     Case { name: "rss.a_frame_lands_on_the_wq_its_hash_picks", covers: &[228], needs: NEEDS, run: spread },
     Case { name: "wq.only_a_ready_wq_takes_frames", covers: &[229], needs: NEEDS, run: ready_only },
+    Case {
+        name: "tir.a_direct_tir_names_a_receive_wq",
+        covers: &[302],
+        needs: &[Need::Mlx5Device, Need::Devx],
+        run: devx_tir,
+    },
 ];
 
 /// The Toeplitz key rdma-core's RSS test uses (Microsoft's sample key).
@@ -368,4 +375,38 @@ fn ready_only(b: &mut dyn Backend, env: &Env) -> Check {
     send_frame(b, &tx, &frame_from([1, 2, 3, 4]), 4)?;
     no_cqe(b, cq)?;
     teardown(b, rx)
+}
+
+/// A CREATE_TIR input: a TIR of `disp_type` to RQ `rqn`.
+fn tir_input(disp_type: u64, rqn: u32) -> Vec<u8> {
+    use mlx5_dv::prm::{self, tir};
+    let mut i = prm::new_input(tir::CREATE_IN_SIZE, tir::CREATE, 0, 0);
+    let _ = tir::DISP_TYPE.set(&mut i, disp_type);
+    let _ = tir::INLINE_RQN.set(&mut i, u64::from(rqn));
+    i
+}
+
+fn devx_tir(b: &mut dyn Backend, env: &Env) -> Check {
+    use mlx5_dv::errno::EREMOTEIO;
+    use mlx5_dv::prm::{status, tir};
+    needs_raw(env)?;
+    let ctx = super::devx::devx_ctx(b, env)?;
+    let pd = expect_ok("ibv_alloc_pd", b.alloc_pd(ctx))?;
+    let cq = expect_ok("ibv_create_cq", b.create_cq(ctx, 16))?;
+    let w = wq(b, pd, &cq)?;
+    let mut tirs = Vec::new();
+    for what in ["a direct TIR over the WQ", "a second TIR over the same WQ"] {
+        let t = expect_ok(what, b.devx_obj_create(ctx, &tir_input(tir::disp::DIRECT, w.wq_num), tir::CREATE_OUT_SIZE))?;
+        check_eq("CREATE_TIR's status", t.out.first().copied(), Some(status::OK))?;
+        tirs.push((t.handle, tir::TIRN.get(&t.out).unwrap_or(0)));
+    }
+    check("two TIRs, two numbers", tirs[0].1 != tirs[1].1, "different tirn", &tirs)?;
+    let none = w.wq_num ^ 0x80_0000;
+    let got = b.devx_obj_create(ctx, &tir_input(tir::disp::DIRECT, none), tir::CREATE_OUT_SIZE);
+    expect_errno("a direct TIR over no RQ", got.map(|_| ()), EREMOTEIO)?;
+    for (h, _) in tirs {
+        expect_ok("DESTROY_TIR", b.devx_obj_destroy(h))?;
+    }
+    expect_ok("ibv_destroy_wq", b.destroy_wq(&w))?;
+    Ok(())
 }

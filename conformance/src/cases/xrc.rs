@@ -1,6 +1,7 @@
 //! XRC (items 181–190): domains opened by file and shared by inode, the use counts that keep
 //! them, XRC SRQs, the initiator and target QPs, `ibv_open_qp`, and traffic that lands in the
-//! SRQ each message names (or is refused when that SRQ is not of the target's domain).
+//! SRQ each message names (or is refused when that SRQ is not of the target's domain), from
+//! and into ODP MRs where `xrc_odp_caps` offers them (item 303).
 
 use std::os::fd::AsRawFd;
 
@@ -28,6 +29,7 @@ pub(super) const CASES: &[Case] = &[
     Case { name: "xrc.srq_of_another_domain_naks_invalid_request", covers: &[188], needs: NEEDS, run: bad_srqn },
     Case { name: "xrc.rdma_checked_against_the_srq_pd", covers: &[189], needs: NEEDS, run: rdma },
     Case { name: "xrc.wqe_carries_the_xrc_segment", covers: &[190], needs: NEEDS, run: wqe_layout },
+    Case { name: "xrc.send_through_odp_mrs_on_both_sides", covers: &[303], needs: NEEDS, run: odp_traffic },
 ];
 
 /// A file of its own for a domain to be keyed by.
@@ -284,4 +286,29 @@ fn wqe_layout(b: &mut dyn Backend, env: &Env) -> Check {
     check_eq("the XRC segment's SRQ number", at(16), p.srq.srq_num)?;
     check_eq("the data segment's byte count", at(32), 32)?;
     ok_cqe(b, &p.cq, 7, wc_opcode::SEND).map(drop)
+}
+
+/// A SEND gathered from an ODP MR lands in an XRC SRQ receive whose buffer is under an ODP MR.
+fn odp_traffic(b: &mut dyn Backend, env: &Env) -> Check {
+    use mlx5_dv::odp_transport as t;
+    let caps = super::odp::odp_caps(env)?;
+    let need = t::SEND | t::SRQ_RECV;
+    if !caps.supported() || caps.xrc & need != need {
+        let why = format!("no XRC ODP for SEND|SRQ_RECV (general {:#x}, xrc {:#x})", caps.general_caps, caps.xrc);
+        return Err(Verdict::skip(why));
+    }
+    let p = pair(b, env)?;
+    let sent = pattern(512, 7);
+    let (_, src) = super::odp::odp_region(b, p.pd, 4096, &sent, AccessFlags::LOCAL_WRITE)?;
+    let (dbuf, dst) = super::odp::odp_region(b, p.pd, 4096, &[], AccessFlags::LOCAL_WRITE)?;
+    let wr = RecvWr { wr_id: 70, sge: vec![sge(&dst, 1024, 512)] };
+    expect_ok("ibv_post_srq_recv into an ODP MR", b.post_srq_recv(&p.srq, &[wr]))?;
+    let send = xrc_wr(9, wr_opcode::SEND, p.srq.srq_num, vec![sge(&src, 0, 512)]);
+    expect_ok("ibv_post_send from an ODP MR", b.post_send_wr(&p.ini, &[send]))?;
+    ok_cqe(b, &p.cq, 9, wc_opcode::SEND)?;
+    let wc = ok_cqe(b, &p.rcq, 70, wc_opcode::RECV)?;
+    check_eq("the receive's byte_len", wc.byte_len, 512)?;
+    let got = contents(b, &dbuf)?;
+    check_eq("the bytes in the ODP receive buffer", &got[1024..1536], &sent[..])?;
+    no_cqe(b, &p.cq)
 }

@@ -111,3 +111,38 @@ pub mod fte_match {
     /// Destination IPv6 address, or the IPv4 address in its last 4 bytes.
     pub const DST_IP_BYTE: usize = 0x30;
 }
+
+/// `create_tir_in` / `_out`, `destroy_tir_in` and `tirc`: a transport interface receive, the
+/// object a steering rule delivers to (positions from the kernel's `mlx5_ifc.h`).
+pub mod tir {
+    use crate::prm::Field;
+
+    /// CREATE_TIR.
+    pub const CREATE: u16 = 0x900;
+    /// DESTROY_TIR.
+    pub const DESTROY: u16 = 0x902;
+    /// Input bytes of CREATE (the header, then the 0xf0-byte `tirc` at 0x20).
+    pub const CREATE_IN_SIZE: usize = 0x110;
+    /// Output bytes of CREATE, and input bytes of DESTROY.
+    pub const CREATE_OUT_SIZE: usize = 0x10;
+    /// Where `tirc` starts in CREATE's input, in bits.
+    const CTX: u32 = 0x20 * 8;
+    /// CREATE's output and DESTROY's input: the TIR's number.
+    pub const TIRN: Field = Field::new("tirn", 0x48, 24);
+    /// `tirc.disp_type`: [`disp::DIRECT`] to one RQ, [`disp::INDIRECT`] through an RQ table.
+    pub const DISP_TYPE: Field = Field::new("disp_type", CTX + 0x20, 4);
+    /// `tirc.inline_rqn`: the RQ of a direct TIR.
+    pub const INLINE_RQN: Field = Field::new("inline_rqn", CTX + 0xe8, 24);
+    /// `tirc.indirect_table`: the RQ table of an indirect TIR.
+    pub const INDIRECT_TABLE: Field = Field::new("indirect_table", CTX + 0x108, 24);
+    /// `tirc.transport_domain`.
+    pub const TRANSPORT_DOMAIN: Field = Field::new("transport_domain", CTX + 0x128, 24);
+
+    /// `tirc.disp_type` values.
+    pub mod disp {
+        /// Every packet to `inline_rqn`.
+        pub const DIRECT: u64 = 0;
+        /// Spread over `indirect_table` by the RX hash.
+        pub const INDIRECT: u64 = 1;
+    }
+}

@@ -120,6 +120,11 @@ fn destroy_cmd(input: &[u8], out: &[u8]) -> Option<(Vec<u8>, u32, u16)> {
             let n = get(s::SRQN, out)?;
             Some((named_input(s::DESTROY_SRQ, s::SRQN, n), n, 0))
         }
+        prm::tir::CREATE => {
+            use prm::tir;
+            let n = get(tir::TIRN, out)?;
+            Some((named_input(tir::DESTROY, tir::TIRN, n), n, 0))
+        }
         prm::flow_counter::ALLOC => {
             use prm::flow_counter as fc;
             let id = get(fc::ID, out)?;

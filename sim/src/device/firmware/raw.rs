@@ -601,6 +601,8 @@ impl Firmware {
             prm::flow_counter::ALLOC => self.alloc_flow_counter(input, out),
             prm::flow_counter::DEALLOC => self.dealloc_flow_counter(input),
             prm::flow_counter::QUERY => self.query_flow_counter(input, out),
+            prm::tir::CREATE => self.create_tir(input, out),
+            prm::tir::DESTROY => self.destroy_tir(input),
             _ => return None,
         })
     }
