@@ -18,13 +18,13 @@ use crate::state::{Shim, key, with};
 
 /// The `mlx5dv_context.comp_mask` parts `_mlx5dv_query_device` fills whenever they are asked
 /// for: SWP, STRIDING_RQ, TUNNEL_OFFLOADS, DYN_BFREGS, FLOW_ACTION_FLAGS,
-/// DC_ODP_CAPS and DCI_STREAMS. The simulator models none of those features, so their caps
-/// read as zero, as on a device without them. CQE_COMPRESION and WR_MEMCPY_LENGTH come from
-/// the simulator. HCA_CORE_CLOCK and NUM_LAG_PORTS
+/// and DCI_STREAMS. The simulator models none of those features, so their caps
+/// read as zero, as on a device without them. CQE_COMPRESION, WR_MEMCPY_LENGTH and
+/// DC_ODP_CAPS come from the simulator. HCA_CORE_CLOCK and NUM_LAG_PORTS
 /// are echoed by the provider only when the device has a mapped core clock or LAG ports,
 /// which the simulated one has not (its clock is read through `ibv_query_rt_values_ex`);
 /// CLOCK_INFO_UPDATE is echoed, the kernel context having a clock-info page ([`CLOCK_INFO_UPDATE`]).
-const ZERO_CAPS_MASK: u64 = 1 << 1 | 1 << 2 | 1 << 3 | 1 << 4 | 1 << 6 | 1 << 7;
+const ZERO_CAPS_MASK: u64 = 1 << 1 | 1 << 2 | 1 << 3 | 1 << 4 | 1 << 6;
 
 /// `MLX5DV_CONTEXT_MASK_CLOCK_INFO_UPDATE`: `max_clock_info_update_nsec`, the clock-info
 /// page's `overflow_period` (`crate::clock::update_period_ns`).
@@ -90,8 +90,8 @@ impl Shim {
             if zero_parts & 1 << 6 != 0 {
                 addr_of_mut!((*out).flow_action_flags).write(0);
             }
-            if zero_parts & 1 << 7 != 0 {
-                addr_of_mut!((*out).dc_odp_caps).write(0);
+            if q.comp_mask & mlx5_dv::MLX5DV_CONTEXT_MASK_DC_ODP_CAPS != 0 {
+                addr_of_mut!((*out).dc_odp_caps).write(q.dc_odp_caps);
             }
             if q.comp_mask & mlx5_dv::MLX5DV_CONTEXT_MASK_DCI_STREAMS != 0 {
                 let d = addr_of_mut!((*out).dci_streams_caps);

@@ -12,6 +12,7 @@ mod context;
 mod crypto;
 mod crypto_dp;
 mod dc;
+mod dc_odp;
 mod dc_streams;
 mod device_objects;
 mod device_qos;
@@ -91,6 +92,7 @@ pub fn all() -> Vec<Case> {
         multicast::CASES,
         dc::CASES,
         dc_streams::CASES,
+        dc_odp::CASES,
         srq::CASES,
         tm::CASES,
         rereg::CASES,

@@ -80,8 +80,8 @@ use std::sync::Arc;
 use mlx5_dv::errno::{EBUSY, EINVAL, EOPNOTSUPP};
 use mlx5_dv::{
     AccessFlags, Caps, DeviceKind, MLX5DV_CONTEXT_MASK_CQE_COMPRESION, MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD,
-    MLX5DV_CONTEXT_MASK_DCI_STREAMS, MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD, MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH,
-    MkeyInitFlags,
+    MLX5DV_CONTEXT_MASK_DC_ODP_CAPS, MLX5DV_CONTEXT_MASK_DCI_STREAMS, MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD,
+    MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH, MkeyInitFlags,
 };
 use serde::{Deserialize, Serialize};
 
@@ -578,12 +578,14 @@ impl Model {
             Op::QueryDevice { ctx, comp_mask } => match self.live_ctx(ctx) {
                 None => Errno(EINVAL),
                 Some(Ctx::Kernel { .. }) => {
-                    // Items 6, 252, 272 and 300: the five known parts are echoed when asked for.
+                    // Items 6, 252, 272, 300 and 304: the six known parts are echoed when
+                    // asked for.
                     let known = MLX5DV_CONTEXT_MASK_CQE_COMPRESION
                         | MLX5DV_CONTEXT_MASK_SIGNATURE_OFFLOAD
                         | MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD
                         | MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH
-                        | MLX5DV_CONTEXT_MASK_DCI_STREAMS;
+                        | MLX5DV_CONTEXT_MASK_DCI_STREAMS
+                        | MLX5DV_CONTEXT_MASK_DC_ODP_CAPS;
                     Fine(Some(comp_mask & known))
                 }
                 Some(_) => Errno(EOPNOTSUPP),

@@ -279,6 +279,8 @@ pub const ITEMS: &[(u16, &str)] = &[
     (301, "mlx5dv_create_cq: vendor mask, CQE size and flags checked (EINVAL)"),
     (302, "DEVX CREATE_TIR: a direct TIR names a receive WQ; DESTROY_TIR frees it"),
     (303, "XRC traffic through ODP MRs: a SEND gathered from one lands in an XRC SRQ's"),
+    (304, "dc_odp_caps: DC's bits of the ODP capability page"),
+    (305, "DC traffic through ODP MRs: a DCI's WRITE and SEND between ODP MRs"),
 ];
 
 /// The title of a checklist item, if it exists.

@@ -31,7 +31,7 @@ pub mod queues;
 mod view;
 pub mod wqe;
 
-pub use caps::{cmd_hca_cap, cmd_hca_cap_2, crypto_caps, pp, qos_cap};
+pub use caps::{cmd_hca_cap, cmd_hca_cap_2, crypto_caps, odp_cap, pp, qos_cap};
 pub use cmd::{
     create_mkey, create_psv, destroy_mkey, destroy_psv, general_obj_in, general_obj_out, mbox_in, mbox_out, new_input,
     obj_type, opcode, pd, query_hca_cap, read_status, status, write_header,

@@ -59,11 +59,14 @@ pub struct OdpSection {
     pub ud: u32,
     /// `xrc_odp_caps`. Default 0x3d: SEND, WRITE, READ, ATOMIC, SRQ_RECV.
     pub xrc: u32,
+    /// `dc_odp_caps` of the ODP capability page, which `mlx5dv_query_device` reports.
+    /// Default 0x3d: SEND, WRITE, READ, ATOMIC, SRQ_RECV (unverified).
+    pub dc: u32,
 }
 
 impl Default for OdpSection {
     fn default() -> Self {
-        OdpSection { general_caps: 0x3, rc: 0x3f, uc: 0, ud: 0x1, xrc: 0x3d }
+        OdpSection { general_caps: 0x3, rc: 0x3f, uc: 0, ud: 0x1, xrc: 0x3d, dc: 0x3d }
     }
 }
 

@@ -388,7 +388,8 @@ impl Contexts for HwBackend {
             | mlx5_dv::MLX5DV_CONTEXT_MASK_CRYPTO_OFFLOAD
             | mlx5_dv::MLX5DV_CONTEXT_MASK_WR_MEMCPY_LENGTH
             | mlx5_dv::MLX5DV_CONTEXT_MASK_CQE_COMPRESION
-            | mlx5_dv::MLX5DV_CONTEXT_MASK_DCI_STREAMS;
+            | mlx5_dv::MLX5DV_CONTEXT_MASK_DCI_STREAMS
+            | mlx5_dv::MLX5DV_CONTEXT_MASK_DC_ODP_CAPS;
         let mut out = mlx5dv_context { comp_mask: comp_mask & modelled, ..Default::default() };
         // SAFETY: ptr is an open context; out is valid for writes.
         let rc = unsafe { f(ptr, &mut out) };
@@ -420,6 +421,7 @@ impl Contexts for HwBackend {
                 max_log_num_concurent: out.dci_streams_caps.max_log_num_concurent,
                 max_log_num_errored: out.dci_streams_caps.max_log_num_errored,
             },
+            dc_odp_caps: out.dc_odp_caps,
         })
     }
 

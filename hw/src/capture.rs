@@ -47,13 +47,17 @@ pub fn capture(b: &mut HwBackend) -> Result<Profile> {
     let sqd2rts = mlx5_dv::probe::sqd2rts(b, &dev).unwrap_or(false);
     // SAFETY: the pointer is the open DEVX context's.
     let odp = devx_ctx.and_then(|ctx| b.raw_context(ctx).ok()).and_then(|p| unsafe { b.hw_device_attr_ex(p) });
+    // DC's bits as libmlx5 reads them (0 where the query fails, as there).
+    let dc = devx_ctx
+        .and_then(|ctx| b.query_device(ctx, mlx5_dv::MLX5DV_CONTEXT_MASK_DC_ODP_CAPS).ok())
+        .map_or(0, |q| q.dc_odp_caps);
     let odp = odp.map_or_else(OdpSection::default, |(_, o)| OdpSection {
         general_caps: o.general_caps,
         rc: o.rc,
         uc: o.uc,
         ud: o.ud,
-        // XRC is not simulated: a simulator advertises no ODP for it.
-        xrc: 0,
+        xrc: o.xrc,
+        dc,
     });
     if let Some(ctx) = devx_ctx {
         let _ = b.close_device(ctx);

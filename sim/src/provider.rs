@@ -122,6 +122,8 @@ struct CtxCaps {
     /// `dci_streams_caps` (mlx5_ib's `log_max_dci_stream_channels` and
     /// `log_max_dci_errored_streams`).
     dci_streams: mlx5_dv::DciStreamsCaps,
+    /// `dc_odp_caps`, from the ODP page as libmlx5's `get_dc_odp_caps` reads it.
+    dc_odp: u32,
 }
 
 #[derive(Debug, Clone)]

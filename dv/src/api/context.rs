@@ -95,6 +95,9 @@ impl CqeCompCaps {
     }
 }
 
+/// `MLX5DV_CONTEXT_MASK_DC_ODP_CAPS`: fill `dc_odp_caps` (from the ODP capability page).
+pub const MLX5DV_CONTEXT_MASK_DC_ODP_CAPS: u64 = 1 << 7;
+
 /// `MLX5DV_CONTEXT_MASK_DCI_STREAMS`: fill `dci_streams_caps`.
 pub const MLX5DV_CONTEXT_MASK_DCI_STREAMS: u64 = 1 << 11;
 
@@ -130,6 +133,15 @@ pub struct DvContext {
     /// Filled when `MLX5DV_CONTEXT_MASK_DCI_STREAMS` was requested.
     #[serde(default)]
     pub dci_streams_caps: DciStreamsCaps,
+    /// Filled when `MLX5DV_CONTEXT_MASK_DC_ODP_CAPS` was requested: `enum
+    /// ibv_odp_transport_cap_bits` of DC (libmlx5 reads the ODP page through DEVX; 0 when
+    /// that fails).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub dc_odp_caps: u32,
+}
+
+fn is_zero_u32(v: &u32) -> bool {
+    *v == 0
 }
 
 fn is_zero_u64(v: &u64) -> bool {

@@ -101,6 +101,32 @@ pub mod cmd_hca_cap_2 {
     }
 }
 
+/// The ODP capability page (`odp_cap`): per transport, which operations may fault on ODP
+/// pages; positions from the kernel's `mlx5_ifc.h`.
+pub mod odp_cap {
+    use crate::prm::Field;
+
+    /// Bit offset of `rc_odp_caps`.
+    pub const RC: u32 = 0x80;
+    /// Bit offset of `uc_odp_caps`.
+    pub const UC: u32 = 0xa0;
+    /// Bit offset of `ud_odp_caps`.
+    pub const UD: u32 = 0xc0;
+    /// Bit offset of `xrc_odp_caps`.
+    pub const XRC: u32 = 0xe0;
+    /// Bit offset of `dc_odp_caps`.
+    pub const DC: u32 = 0x100;
+    /// Bits of one `odp_per_transport_service_cap` in the order of `enum
+    /// ibv_odp_transport_cap_bits` (bit `i` of the verbs value is the `i`-th field): send,
+    /// receive, write, read, atomic, srq_receive.
+    pub const BITS: u32 = 6;
+
+    /// The field of verbs bit `bit` (0 to 5) of the transport at `base`.
+    pub const fn field(base: u32, bit: u32) -> Field {
+        Field::new("odp_per_transport_service_cap", base + bit, 1)
+    }
+}
+
 /// The QoS capability page (`qos_cap`) and the general page's bits about it; positions from
 /// the kernel's `mlx5_ifc.h`.
 pub mod qos_cap {

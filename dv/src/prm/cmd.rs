@@ -271,6 +271,8 @@ pub mod query_hca_cap {
     pub const OP_MOD_GENERAL_2_CUR: u16 = 0x20 << 1 | 1;
     /// op_mod for the current QoS page: `QOS(0xc) << 1 | GET_CUR(1)`.
     pub const OP_MOD_QOS_CUR: u16 = 0xc << 1 | 1;
+    /// op_mod for the current ODP page: `ODP(0x2) << 1 | GET_CUR(1)`.
+    pub const OP_MOD_ODP_CUR: u16 = 0x2 << 1 | 1;
     /// Input size in bytes.
     pub const IN_SIZE: usize = 16;
     /// Byte offset of the capability page in the output.

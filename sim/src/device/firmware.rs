@@ -175,6 +175,8 @@ pub struct Firmware {
     memic: memic::Memic,
     /// The DEVICE_MEMORY capability page.
     memic_caps: caps::Page,
+    /// The ODP capability page.
+    odp_caps: caps::Page,
     /// RESERVED_QPN blocks and the second general page.
     reserved: reserved::ReservedQpns,
     /// The QoS page and the packet pacing rate table.
@@ -229,6 +231,7 @@ impl Firmware {
             xrcds: xrc::XrcdTable::default(),
             memic: memic::Memic::new(profile),
             memic_caps: memic::Memic::new(profile).page()?,
+            odp_caps: caps::odp_page(profile)?,
             reserved: reserved::ReservedQpns::new(profile)?,
             qos: qos::Qos::new(profile)?,
             var_pages: if h.general_obj_types.contains(&crate::profile::GeneralObjType::VirtioNetQ) {

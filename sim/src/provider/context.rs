@@ -183,6 +183,10 @@ impl Provider {
             out.comp_mask |= mlx5_dv::MLX5DV_CONTEXT_MASK_DCI_STREAMS;
             out.dci_streams_caps = c.caps.dci_streams;
         }
+        if comp_mask & mlx5_dv::MLX5DV_CONTEXT_MASK_DC_ODP_CAPS != 0 {
+            out.comp_mask |= mlx5_dv::MLX5DV_CONTEXT_MASK_DC_ODP_CAPS;
+            out.dc_odp_caps = c.caps.dc_odp;
+        }
         Ok(out)
     }
 
@@ -263,6 +267,19 @@ impl Provider {
     }
 }
 
+/// `get_dc_odp_caps`: DC's bits of the ODP page (`enum ibv_odp_transport_cap_bits`), 0 when
+/// the query fails.
+fn dc_odp_caps(dev: &mut Device, uid: DevxUid) -> u32 {
+    use prm::{odp_cap as o, query_hca_cap as q};
+    let mut input = prm::new_input(q::IN_SIZE, opcode::QUERY_HCA_CAP, 0, q::OP_MOD_ODP_CUR);
+    let mut out = vec![0u8; q::OUT_SIZE];
+    if kernel::devx_cmd(dev, uid, &mut input, &mut out).is_err() {
+        return 0;
+    }
+    let page = &out[q::CAPABILITY_BYTE..];
+    (0..o::BITS).fold(0, |v, b| v | u32::from(o::field(o::DC, b).get(page).unwrap_or(0) != 0) << b)
+}
+
 /// `mlx5_query_device_ctx`: read the HCA caps through DEVX; a failed query leaves caps 0.
 fn query_caps(dev: &mut Device, uid: DevxUid) -> CtxCaps {
     use prm::{cmd_hca_cap as c, crypto_caps as k, query_hca_cap as q};
@@ -293,6 +310,7 @@ fn query_caps(dev: &mut Device, uid: DevxUid) -> CtxCaps {
     let has_cap_2 = bit(c::HCA_CAP_2);
     caps.rts2rts_qp_udp_sport = bit(c::RTS2RTS_QP_UDP_SPORT);
     caps.num_lag_ports = prm::qos_cap::NUM_LAG_PORTS.get(page).unwrap_or(0) as u8;
+    caps.dc_odp = dc_odp_caps(dev, uid);
     caps.dci_streams = mlx5_dv::DciStreamsCaps {
         max_log_num_concurent: c::LOG_MAX_DCI_STREAM_CHANNELS.get(page).unwrap_or(0) as u8,
         max_log_num_errored: c::LOG_MAX_DCI_ERRORED_STREAMS.get(page).unwrap_or(0) as u8,

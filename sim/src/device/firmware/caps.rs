@@ -21,6 +21,8 @@ pub(super) type Page = Box<[u8; prm::query_hca_cap::CAPABILITY_SIZE]>;
 pub(super) mod cap_type {
     /// The general device capabilities (`cmd_hca_cap`).
     pub const GENERAL: u16 = 0x0;
+    /// On-demand paging capabilities.
+    pub const ODP: u16 = 0x2;
     /// NIC flow table capabilities.
     pub const NIC_FLOW_TABLE: u16 = 0x7;
     /// Device memory (MEMIC) capabilities.
@@ -156,6 +158,23 @@ pub(super) fn crypto_page(profile: &Profile) -> Result<Option<Page>, FieldError>
     Ok(Some(page))
 }
 
+/// The ODP page of a profile: each transport's `[odp]` bits, none without ODP support (as
+/// mlx5_ib reports none then).
+pub(super) fn odp_page(profile: &Profile) -> Result<Page, FieldError> {
+    use prm::odp_cap as o;
+    let odp = &profile.odp;
+    let mut page = Box::new([0u8; prm::query_hca_cap::CAPABILITY_SIZE]);
+    if odp.general_caps & mlx5_dv::odp_general::SUPPORT == 0 {
+        return Ok(page);
+    }
+    for (base, caps) in [(o::RC, odp.rc), (o::UC, odp.uc), (o::UD, odp.ud), (o::XRC, odp.xrc), (o::DC, odp.dc)] {
+        for bit in 0..o::BITS {
+            o::field(base, bit).set(&mut page[..], u64::from(caps >> bit & 1))?;
+        }
+    }
+    Ok(page)
+}
+
 /// A page of zeros: a capability type with nothing simulated.
 static ZERO_PAGE: [u8; prm::query_hca_cap::CAPABILITY_SIZE] = [0; prm::query_hca_cap::CAPABILITY_SIZE];
 
@@ -166,6 +185,7 @@ impl Firmware {
         let page: &[u8] = match op_mod >> 1 {
             cap_type::GENERAL => &self.general_caps[..],
             cap_type::NIC_FLOW_TABLE => &ZERO_PAGE[..],
+            cap_type::ODP => &self.odp_caps[..],
             cap_type::DEVICE_MEMORY => &self.memic_caps[..],
             cap_type::GENERAL_2 => &self.reserved.page[..],
             cap_type::QOS => &self.qos.page[..],
@@ -209,10 +229,29 @@ mod tests {
         assert_eq!(short[..], cur[..0x810]);
         assert_eq!(general::PORT_TYPE.get(&short[16..])?, PORT_TYPE_ETH);
         assert_eq!(general::NUM_PORTS.get(&short[16..])?, 1);
-        for t in [cap_type::NIC_FLOW_TABLE, cap_type::DEVICE_MEMORY, cap_type::CRYPTO] {
+        for t in [cap_type::NIC_FLOW_TABLE, cap_type::DEVICE_MEMORY, cap_type::CRYPTO, cap_type::ODP] {
             assert_eq!(query(&mut fw, t << 1 | 1, 0x1010).0, status::OK, "cap type {t:#x}");
         }
         assert_eq!(query(&mut fw, 0x7e << 1 | 1, 0x1010).0, status::BAD_PARAM_ERR);
+        Ok(())
+    }
+
+    #[test]
+    fn the_odp_page_holds_each_transports_bits() -> Result<(), Box<dyn std::error::Error>> {
+        use prm::odp_cap as o;
+        let mut fw = Firmware::new(&Profile::builtin("cx6dx")?)?;
+        let (st, out) = query(&mut fw, prm::query_hca_cap::OP_MOD_ODP_CUR, 0x1010);
+        assert_eq!(st, status::OK);
+        let page = &out[16..];
+        let caps = |base| (0..o::BITS).fold(0u32, |v, b| v | (o::field(base, b).get(page).unwrap_or(0) as u32) << b);
+        let odp = Profile::builtin("cx6dx")?.odp;
+        let want = [odp.rc, odp.uc, odp.ud, odp.xrc, odp.dc];
+        assert_eq!([o::RC, o::UC, o::UD, o::XRC, o::DC].map(caps), want);
+        // rc_odp_caps.send is bit 0x80: the first bit of byte 0x10.
+        assert_eq!(page[0x10] & 0x80 != 0, odp.rc & 1 != 0);
+        let mut none = Profile::builtin("cx6dx")?;
+        none.odp.general_caps = 0;
+        assert!(odp_page(&none)?.iter().all(|&b| b == 0), "no bits without ODP support");
         Ok(())
     }
 }
