@@ -250,6 +250,40 @@ struct QpObj {
     xrcd: Option<mlx5_dv::XrcdHandle>,
 }
 
+impl QpObj {
+    /// A QP without queues of its own (an RSS QP, an XRC target's handle): no WQE or receive
+    /// room, and CQs that are placeholders the handle tables do not know.
+    fn queueless(ctx: ContextHandle, dev: usize, pd: PdHandle, qpn: u32, qp_type: u32, rings: ring::QpRings) -> Self {
+        QpObj {
+            ctx,
+            dev,
+            pd,
+            qpn,
+            cqs: [CqHandle::new(pd.backend(), u32::MAX); 2],
+            rc: false,
+            dci: false,
+            qp_type,
+            max_post: 0,
+            max_gs: 0,
+            rq_max_post: 0,
+            rq_max_gs: 0,
+            max_inline_data: 0,
+            mkey_ops: false,
+            mlx5_ops: mlx5_dv::DvSendOpsFlags::empty(),
+            wr_complete_real: false,
+            fence_next: false,
+            rings,
+            rq_state_max_gs: -1,
+            sq_state_max_gs: -1,
+            sig_all: false,
+            wr_api: false,
+            srq: None,
+            atomics: false,
+            xrcd: None,
+        }
+    }
+}
+
 /// The provider's objects, each behind a handle table.
 #[derive(Debug, Clone)]
 pub(crate) struct Provider {

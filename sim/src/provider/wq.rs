@@ -11,9 +11,9 @@
 
 use mlx5_dv::errno::{EBUSY, EINVAL, ENOSYS, EOPNOTSUPP};
 use mlx5_dv::{
-    AccessFlags, CqHandle, Error, Op, PdHandle, Qp, QpAttrExt, QpAttrMask, QpCap, QpHandle, QpInitAttr, QpModify,
-    QpState, RecvWr, Result, RwqIndTable, RwqIndTableInitAttr, RxHashConf, TOEPLITZ_KEY_LEN, Wq, WqAttr, WqHandle,
-    WqInitAttr, dv_qp, qp_init_mask, qp_type, rx_hash_fields as f, wq_attr_mask, wq_flags, wq_init_mask, wq_state,
+    AccessFlags, Error, Op, Qp, QpAttrExt, QpAttrMask, QpCap, QpHandle, QpInitAttr, QpModify, QpState, RecvWr, Result,
+    RwqIndTable, RwqIndTableInitAttr, RxHashConf, TOEPLITZ_KEY_LEN, Wq, WqAttr, WqHandle, WqInitAttr, dv_qp,
+    qp_init_mask, qp_type, rx_hash_fields as f, wq_attr_mask, wq_flags, wq_init_mask, wq_state,
 };
 
 use super::ring::QpRings;
@@ -398,7 +398,7 @@ impl Provider {
                 return Err(e);
             }
         };
-        let obj = self.rss_obj(ctx, dev, attr.pd, qpn, rings.clone());
+        let obj = QpObj::queueless(ctx, dev, attr.pd, qpn, qp_type::RAW_PACKET, rings.clone());
         let handle = match self.qps.insert(op, obj) {
             Ok(h) => h,
             Err(e) => {
@@ -414,37 +414,6 @@ impl Provider {
             d.set_rss(qpn, RssTir { key: h.key, fields, table: wq_nums });
         }
         Ok(Qp { handle, qp_num: qpn, cap: QpCap::default() })
-    }
-
-    /// An RSS QP's object: no queues, no CQs (placeholders the handle tables do not know).
-    fn rss_obj(&self, ctx: mlx5_dv::ContextHandle, dev: usize, pd: PdHandle, qpn: u32, rings: QpRings) -> QpObj {
-        QpObj {
-            ctx,
-            dev,
-            pd,
-            qpn,
-            cqs: [CqHandle::new(pd.backend(), u32::MAX); 2],
-            rc: false,
-            dci: false,
-            qp_type: qp_type::RAW_PACKET,
-            max_post: 0,
-            max_gs: 0,
-            rq_max_post: 0,
-            rq_max_gs: 0,
-            max_inline_data: 0,
-            mkey_ops: false,
-            mlx5_ops: mlx5_dv::DvSendOpsFlags::empty(),
-            wr_complete_real: false,
-            fence_next: false,
-            rings,
-            rq_state_max_gs: -1,
-            sq_state_max_gs: -1,
-            sig_all: false,
-            wr_api: false,
-            srq: None,
-            atomics: false,
-            xrcd: None,
-        }
     }
 
     /// mlx5_ib's `modify_qp` and `query_qp` of an RSS QP: ENOSYS.

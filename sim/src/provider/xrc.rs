@@ -5,8 +5,8 @@
 
 use mlx5_dv::errno::{EBUSY, EINVAL, EOPNOTSUPP};
 use mlx5_dv::{
-    ContextHandle, CqHandle, Error, Op, PdHandle, Qp, QpCap, QpHandle, QpInitAttr, QpOpenAttr, Result, Xrcd,
-    XrcdHandle, XrcdInitAttr, qp_init_mask, qp_type, xrcd_init_mask,
+    ContextHandle, Error, Op, PdHandle, Qp, QpCap, QpHandle, QpInitAttr, QpOpenAttr, Result, Xrcd, XrcdHandle,
+    XrcdInitAttr, qp_init_mask, qp_type, xrcd_init_mask,
 };
 
 use super::ring::QpRings;
@@ -74,34 +74,8 @@ impl Provider {
     /// A QP object for a target QP handle: no queues of its own but the doorbell record
     /// libmlx5 maps, no PD or CQs (placeholders the handle tables do not know).
     fn target_obj(&self, ctx: ContextHandle, dev: usize, qpn: u32, xrcd: XrcdHandle, rings: QpRings) -> QpObj {
-        let backend = xrcd.backend();
-        QpObj {
-            ctx,
-            dev,
-            pd: PdHandle::new(backend, u32::MAX),
-            qpn,
-            cqs: [CqHandle::new(backend, u32::MAX); 2],
-            rc: false,
-            dci: false,
-            qp_type: qp_type::XRC_RECV,
-            max_post: 0,
-            max_gs: 0,
-            rq_max_post: 0,
-            rq_max_gs: 0,
-            max_inline_data: 0,
-            mkey_ops: false,
-            mlx5_ops: mlx5_dv::DvSendOpsFlags::empty(),
-            wr_complete_real: false,
-            fence_next: false,
-            rings,
-            rq_state_max_gs: -1,
-            sq_state_max_gs: -1,
-            sig_all: false,
-            wr_api: false,
-            srq: None,
-            atomics: false,
-            xrcd: Some(xrcd),
-        }
+        let pd = PdHandle::new(xrcd.backend(), u32::MAX);
+        QpObj { xrcd: Some(xrcd), ..QpObj::queueless(ctx, dev, pd, qpn, qp_type::XRC_RECV, rings) }
     }
 
     /// `ibv_create_qp_ex` of an `IBV_QPT_XRC_RECV` QP: libibverbs wants
