@@ -40,6 +40,7 @@ mod objects;
 pub mod qpx;
 pub mod queue;
 pub mod rsocket;
+mod sched;
 pub mod srq;
 mod state;
 mod wq;

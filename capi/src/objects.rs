@@ -173,6 +173,8 @@ pub(crate) struct DvObjects {
     pub(crate) pps: BTreeMap<usize, (Box<mlx5_hw::sys::mlx5dv::mlx5dv_pp>, mlx5_dv::PpEntry)>,
     /// VARs (`mlx5dv_alloc_var`).
     pub(crate) vars: BTreeMap<usize, (Box<mlx5_hw::sys::mlx5dv::mlx5dv_var>, mlx5_dv::Var)>,
+    /// Scheduling nodes and leaves (`mlx5dv_sched_node_create`, `_leaf_create`).
+    pub(crate) sched: BTreeMap<usize, crate::sched::SchedEntry>,
     /// The VFIO functions `mlx5dv_get_vfio_device_list` handed out, by PCI name; each
     /// `ibv_device` stays at its address for the process's life, as the real provider's do
     /// until the list is freed.

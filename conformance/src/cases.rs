@@ -43,6 +43,7 @@ mod recovery;
 mod rereg;
 mod rsockets;
 mod rss;
+mod sched;
 mod sig;
 mod sig_err;
 mod srq;
@@ -111,6 +112,7 @@ pub fn all() -> Vec<Case> {
         raw::CASES,
         rss::CASES,
         matcher::CASES,
+        sched::CASES,
     ]
     .concat()
 }

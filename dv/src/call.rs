@@ -96,6 +96,8 @@ pub enum Call {
     ModifyQpUdpSport { qp: Qp, udp_sport: u16 },
     /// [`crate::Queues::dci_stream_id_reset`].
     DciStreamIdReset { qp: Qp, stream_id: u16 },
+    /// [`crate::Queues::modify_qp_sched_elem`].
+    ModifyQpSchedElem { qp: Qp, requestor: u32, responder: u32 },
     /// [`crate::Queues::map_ah_to_qp`].
     MapAhToQp { ctx: ContextHandle, ah: crate::UdDest, qp_num: u32 },
     /// [`crate::Queues::create_flow`].
@@ -281,6 +283,7 @@ pub enum Reply {
     ResizeCq(Result<Cq>),
     ModifyQpUdpSport(Result<()>),
     DciStreamIdReset(Result<()>),
+    ModifyQpSchedElem(Result<()>),
     MapAhToQp(Result<()>),
     CreateFlow(Result<crate::Flow>),
     DestroyFlow(Result<()>),
@@ -403,6 +406,9 @@ impl Call {
                 Reply::CreateDvCq(b.create_dv_cq(*ctx, *cqe, *comp_vector, attr))
             }
             Call::DciStreamIdReset { qp, stream_id } => Reply::DciStreamIdReset(b.dci_stream_id_reset(qp, *stream_id)),
+            Call::ModifyQpSchedElem { qp, requestor, responder } => {
+                Reply::ModifyQpSchedElem(b.modify_qp_sched_elem(qp, *requestor, *responder))
+            }
             Call::MapAhToQp { ctx, ah, qp_num } => Reply::MapAhToQp(b.map_ah_to_qp(*ctx, ah, *qp_num)),
             Call::CreateFlow { qp, attr } => Reply::CreateFlow(b.create_flow(qp, attr)),
             Call::DestroyFlow { flow } => Reply::DestroyFlow(b.destroy_flow(flow)),
@@ -529,6 +535,7 @@ impl Call {
             Call::ResizeCq { .. } => Op::ResizeCq,
             Call::ModifyQpUdpSport { .. } => Op::ModifyQpUdpSport,
             Call::DciStreamIdReset { .. } => Op::DciStreamIdReset,
+            Call::ModifyQpSchedElem { .. } => Op::ModifyQpSchedElem,
             Call::MapAhToQp { .. } => Op::MapAhToQp,
             Call::CreateFlow { .. } => Op::CreateFlow,
             Call::DestroyFlow { .. } => Op::DestroyFlow,
@@ -656,6 +663,7 @@ impl Reply {
             | Reply::ModifyQp(r)
             | Reply::ModifyQpUdpSport(r)
             | Reply::DciStreamIdReset(r)
+            | Reply::ModifyQpSchedElem(r)
             | Reply::MapAhToQp(r)
             | Reply::DestroyFlow(r)
             | Reply::DestroyFlowMatcher(r)
@@ -773,6 +781,7 @@ impl Reply {
             Call::ResizeCq { .. } => Reply::ResizeCq(Err(err)),
             Call::ModifyQpUdpSport { .. } => Reply::ModifyQpUdpSport(Err(err)),
             Call::DciStreamIdReset { .. } => Reply::DciStreamIdReset(Err(err)),
+            Call::ModifyQpSchedElem { .. } => Reply::ModifyQpSchedElem(Err(err)),
             Call::MapAhToQp { .. } => Reply::MapAhToQp(Err(err)),
             Call::CreateFlow { .. } => Reply::CreateFlow(Err(err)),
             Call::DestroyFlow { .. } => Reply::DestroyFlow(Err(err)),

@@ -57,6 +57,8 @@ pub enum Op {
     ModifyQpUdpSport,
     /// `mlx5dv_dci_stream_id_reset`.
     DciStreamIdReset,
+    /// `mlx5dv_modify_qp_sched_elem`.
+    ModifyQpSchedElem,
     /// `mlx5dv_map_ah_to_qp`.
     MapAhToQp,
     /// `ibv_poll_cq`.
@@ -247,6 +249,7 @@ impl Op {
             Op::ResizeCq => "ibv_resize_cq",
             Op::ModifyQpUdpSport => "mlx5dv_modify_qp_udp_sport",
             Op::DciStreamIdReset => "mlx5dv_dci_stream_id_reset",
+            Op::ModifyQpSchedElem => "mlx5dv_modify_qp_sched_elem",
             Op::MapAhToQp => "mlx5dv_map_ah_to_qp",
             Op::PollCq => "ibv_poll_cq",
             Op::CreateQp => "mlx5dv_create_qp",

@@ -313,6 +313,9 @@ impl<L: Layer, B: Backend> Queues for Wrapped<L, B> {
     fn dci_stream_id_reset(&mut self, qp: &Qp, stream_id: u16) -> Result<()> {
         through!(self, Call::DciStreamIdReset { qp: *qp, stream_id }, DciStreamIdReset)
     }
+    fn modify_qp_sched_elem(&mut self, qp: &Qp, requestor: u32, responder: u32) -> Result<()> {
+        through!(self, Call::ModifyQpSchedElem { qp: *qp, requestor, responder }, ModifyQpSchedElem)
+    }
     fn map_ah_to_qp(&mut self, ctx: ContextHandle, ah: &crate::UdDest, qp_num: u32) -> Result<()> {
         through!(self, Call::MapAhToQp { ctx, ah: *ah, qp_num }, MapAhToQp)
     }

@@ -615,6 +615,11 @@ pub struct HcaCapSection {
     /// `mlx5dv_modify_qp_udp_sport`); on unless a profile says otherwise.
     #[serde(default = "yes")]
     pub rts2rts_qp_udp_sport: bool,
+    /// QP commands carry the context extension (`qpc_extension`), which
+    /// `mlx5dv_dci_stream_id_reset` and `mlx5dv_modify_qp_sched_elem` need. Unverified
+    /// default on.
+    #[serde(default = "yes")]
+    pub qpc_extension: bool,
     /// log2 of the number of mkeys.
     pub log_max_mkey: u8,
     /// log2 of the longest KLM list.
@@ -656,6 +661,12 @@ pub struct HcaCapSection {
     /// unlimited rate. Unverified default 128.
     #[serde(default = "rate_table")]
     pub packet_pacing_rate_table_size: u16,
+    /// The QoS page's NIC scheduling (with `qos`): `nic_sq_scheduling`, `nic_qp_scheduling`,
+    /// `nic_bw_share`, `nic_rate_limit`, TSAR and queue group elements, DWRR TSARs; what
+    /// `mlx5dv_sched_node_create` and `mlx5dv_modify_qp_sched_elem` need. Unverified
+    /// default on (which ConnectX reports which bits is not public).
+    #[serde(default = "yes")]
+    pub nic_scheduling: bool,
     /// Doorbell pages of the virtio emulation BAR that mlx5_ib hands out as VARs (the
     /// emulation page's BAR size over its doorbell stride, one 4 KiB page each here).
     /// Unverified default 256.

@@ -681,6 +681,16 @@ impl Queues for HwBackend {
         self.hw_dci_stream_id_reset(qp, stream_id)
     }
 
+    fn modify_qp_sched_elem(&mut self, _qp: &mlx5_dv::Qp, _requestor: u32, _responder: u32) -> Result<()> {
+        // libmlx5 takes the leaves it made in mlx5dv_sched_leaf_create, which this backend
+        // does not make: a case that needs it skips on a card.
+        Err(Error::new(
+            Op::ModifyQpSchedElem,
+            mlx5_dv::errno::EOPNOTSUPP,
+            "mlx5dv_modify_qp_sched_elem takes libmlx5's sched leaves; not forwarded",
+        ))
+    }
+
     fn map_ah_to_qp(&mut self, _ctx: ContextHandle, _ah: &mlx5_dv::UdDest, _qp_num: u32) -> Result<()> {
         // The AH would need a PD of the context, which the call does not name; the backend
         // makes AHs only for the WRs that use them.

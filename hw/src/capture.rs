@@ -139,9 +139,20 @@ fn read_caps(b: &mut HwBackend, ctx: mlx5_dv::ContextHandle) -> Result<(HcaCapSe
         packet_pacing_min_rate: qos_get(mlx5_dv::prm::qos_cap::PACKET_PACING_MIN_RATE) as u32,
         packet_pacing_max_rate: qos_get(mlx5_dv::prm::qos_cap::PACKET_PACING_MAX_RATE) as u32,
         packet_pacing_rate_table_size: qos_get(mlx5_dv::prm::qos_cap::PACKET_PACING_RATE_TABLE_SIZE) as u16,
+        // All of the NIC scheduling bits, or none: the simulator models them together.
+        nic_scheduling: {
+            use mlx5_dv::prm::qos_cap::{self as qc, sched};
+            let types = sched::ELEMENT_TSAR_CAP | sched::ELEMENT_QUEUE_GROUP_CAP;
+            [qc::NIC_SQ_SCHEDULING, qc::NIC_QP_SCHEDULING, qc::NIC_BW_SHARE, qc::NIC_RATE_LIMIT]
+                .iter()
+                .all(|f| qos_get(*f) != 0)
+                && qos_get(qc::NIC_ELEMENT_TYPE) & types == types
+                && qos_get(qc::NIC_TSAR_TYPE) & sched::TSAR_DWRR_CAP != 0
+        },
         // The doorbell pages are in the virtio emulation page, which is not read: the default.
         var_doorbell_pages: 256,
         rts2rts_qp_udp_sport: bit(&page, c::RTS2RTS_QP_UDP_SPORT),
+        qpc_extension: bit(&page, c::QPC_EXTENSION),
         sho: bit(&page, c::SHO),
         sigerr_domain_and_sig_type: bit(&page, c::SIGERR_DOMAIN_AND_SIG_TYPE),
         sig_block_4048: bit(&page, c::SIG_BLOCK_4048),

@@ -124,6 +124,11 @@ struct CtxCaps {
     dci_streams: mlx5_dv::DciStreamsCaps,
     /// `dc_odp_caps`, from the ODP page as libmlx5's `get_dc_odp_caps` reads it.
     dc_odp: u32,
+    /// `cmd_hca_cap.qpc_extension`.
+    qpc_extension: bool,
+    /// The QoS page's `nic_qp_scheduling` and `nic_sq_scheduling` (`get_qos_caps`).
+    nic_qp_scheduling: bool,
+    nic_sq_scheduling: bool,
 }
 
 #[derive(Debug, Clone)]

@@ -443,6 +443,10 @@ impl Queues for Simulator {
     fn dci_stream_id_reset(&mut self, qp: &Qp, stream_id: u16) -> Result<()> {
         down!(self.dci_stream_id_reset(qp, stream_id))
     }
+
+    fn modify_qp_sched_elem(&mut self, qp: &Qp, requestor: u32, responder: u32) -> Result<()> {
+        down!(self.modify_qp_sched_elem(qp, requestor, responder))
+    }
     fn map_ah_to_qp(&mut self, ctx: ContextHandle, ah: &mlx5_dv::UdDest, qp_num: u32) -> Result<()> {
         self.provider.map_ah_to_qp(ctx, ah, qp_num)
     }

@@ -784,6 +784,15 @@ pub trait Queues {
     /// a DCI; then RTS2RTS with the stream id in the QP context extension.
     fn dci_stream_id_reset(&mut self, qp: &Qp, stream_id: u16) -> Result<()>;
 
+    /// `mlx5dv_modify_qp_sched_elem`: the QP's requester and responder join the queue groups
+    /// (scheduling elements made through DEVX) with these object ids, 0 for none. EINVAL
+    /// for a responder group on a UC, UD or raw packet QP; EOPNOTSUPP for another QP type,
+    /// an RC/UC/UD QP not in INIT or RTS or on a device without `qpc_extension` and
+    /// `nic_qp_scheduling`, a raw packet QP not in RTS or without `nic_sq_scheduling`; then
+    /// INIT2INIT or RTS2RTS with the ids in the QP context extension (MODIFY_SQ for a raw
+    /// packet QP), a bad status being its errno.
+    fn modify_qp_sched_elem(&mut self, qp: &Qp, requestor: u32, responder: u32) -> Result<()>;
+
     /// `mlx5dv_map_ah_to_qp`: map an address handle (its attributes, `remote_qpn` unused)
     /// to QP number `qp_num` with an AV_QP_MAPPING object. EOPNOTSUPP on a device without
     /// the object type or for an AH without a GRH.

@@ -15,6 +15,8 @@ pub mod cmd_hca_cap {
         LOG_MAX_MKEY => log_max_mkey / set_log_max_mkey: u8 = (0xea, 6);
         /// log_max_klm_list_size.
         LOG_MAX_KLM_LIST_SIZE => log_max_klm_list_size / set_log_max_klm_list_size: u8 = (0x11a, 6);
+        /// qpc_extension: QP commands carry `qpc_data_ext` (DCI stream ids, queue groups).
+        QPC_EXTENSION => qpc_extension / set_qpc_extension: bool = (0x122, 1);
         /// rts2rts_qp_udp_sport: RTS2RTS sets a QP's UDP source port.
         RTS2RTS_QP_UDP_SPORT => rts2rts_qp_udp_sport / set_rts2rts_qp_udp_sport: bool = (0x151, 1);
         /// sig_crc64_xp10.
@@ -140,6 +142,63 @@ pub mod qos_cap {
     pub const LAG_TX_PORT_AFFINITY: Field = Field::new("lag_tx_port_affinity", 0x278, 1);
     /// `packet_pacing`: the packet pacing rate table.
     pub const PACKET_PACING: Field = Field::new("packet_pacing", 0x0, 1);
+    /// `nic_sq_scheduling`: send queues (raw packet QPs) join queue groups.
+    pub const NIC_SQ_SCHEDULING: Field = Field::new("nic_sq_scheduling", 0x8, 1);
+    /// `nic_bw_share`: scheduling elements take a bandwidth share.
+    pub const NIC_BW_SHARE: Field = Field::new("nic_bw_share", 0x9, 1);
+    /// `nic_rate_limit`: scheduling elements take a maximum average bandwidth.
+    pub const NIC_RATE_LIMIT: Field = Field::new("nic_rate_limit", 0xa, 1);
+    /// `nic_qp_scheduling`: QPs join queue groups (through `qpc_data_ext`).
+    pub const NIC_QP_SCHEDULING: Field = Field::new("nic_qp_scheduling", 0x21, 1);
+    /// `nic_element_type`: the element types of the NIC hierarchy (bit per type:
+    /// [`sched::ELEMENT_TSAR_CAP`], [`sched::ELEMENT_QUEUE_GROUP_CAP`]).
+    pub const NIC_ELEMENT_TYPE: Field = Field::new("nic_element_type", 0x100, 16);
+    /// `nic_tsar_type`: the TSAR types of the NIC hierarchy ([`sched::TSAR_DWRR_CAP`]).
+    pub const NIC_TSAR_TYPE: Field = Field::new("nic_tsar_type", 0x110, 16);
+
+    /// Scheduling elements: `sched_elem` in CREATE, MODIFY and QUERY_GENERAL_OBJECT of
+    /// [`obj_type::SCHEDULING_ELEMENT`](crate::prm::obj_type::SCHEDULING_ELEMENT), at its bit
+    /// positions in the whole mailbox (after the 16-byte header).
+    pub mod sched {
+        use crate::prm::Field;
+
+        /// Bytes of the input of CREATE and MODIFY, and of QUERY's output.
+        pub const SIZE: usize = 0x90;
+        /// `modify_field_select`: which of `bw_share` ([`SELECT_BW_SHARE`]) and
+        /// `max_average_bw` ([`SELECT_MAX_AVERAGE_BW`]) the command sets.
+        pub const MODIFY_FIELD_SELECT: Field = Field::new("modify_field_select", 0x80, 64);
+        /// `scheduling_hierarchy` ([`HIERARCHY_NIC`]).
+        pub const SCHEDULING_HIERARCHY: Field = Field::new("scheduling_hierarchy", 0xc0, 8);
+        /// `sched_context.element_type` ([`ELEMENT_TSAR`], [`ELEMENT_QUEUE_GROUP`]).
+        pub const ELEMENT_TYPE: Field = Field::new("element_type", 0x180, 8);
+        /// `sched_context.sched_elem_attr.tsar.tsar_type` ([`TSAR_DWRR`]).
+        pub const TSAR_TYPE: Field = Field::new("tsar_type", 0x1a8, 8);
+        /// `sched_context.parent_element_id` (0: the hierarchy's root).
+        pub const PARENT_ELEMENT_ID: Field = Field::new("parent_element_id", 0x1c0, 32);
+        /// `sched_context.bw_share`.
+        pub const BW_SHARE: Field = Field::new("bw_share", 0x220, 32);
+        /// `sched_context.max_average_bw`.
+        pub const MAX_AVERAGE_BW: Field = Field::new("max_average_bw", 0x240, 32);
+        /// `modify_field_select` bit of `bw_share` (libmlx5 passes its
+        /// `MLX5DV_SCHED_ELEM_ATTR_FLAGS_BW_SHARE`).
+        pub const SELECT_BW_SHARE: u64 = 1 << 0;
+        /// `modify_field_select` bit of `max_average_bw` (`MLX5DV_SCHED_ELEM_ATTR_FLAGS_MAX_AVG_BW`).
+        pub const SELECT_MAX_AVERAGE_BW: u64 = 1 << 1;
+        /// `MLX5_SCHED_HIERARCHY_NIC`.
+        pub const HIERARCHY_NIC: u64 = 3;
+        /// `MLX5_SCHED_ELEM_TYPE_TSAR`: an inner node.
+        pub const ELEMENT_TSAR: u64 = 0;
+        /// `MLX5_SCHED_ELEM_TYPE_QUEUE_GROUP`: a leaf QPs join.
+        pub const ELEMENT_QUEUE_GROUP: u64 = 4;
+        /// `MLX5_SCHED_TSAR_TYPE_DWRR`.
+        pub const TSAR_DWRR: u64 = 0;
+        /// `nic_element_type` bit of TSARs.
+        pub const ELEMENT_TSAR_CAP: u64 = 1 << 0;
+        /// `nic_element_type` bit of queue groups.
+        pub const ELEMENT_QUEUE_GROUP_CAP: u64 = 1 << 4;
+        /// `nic_tsar_type` bit of DWRR.
+        pub const TSAR_DWRR_CAP: u64 = 1 << 0;
+    }
     /// `packet_pacing_uid`: rate table entries carry the uid that set them.
     pub const PACKET_PACING_UID: Field = Field::new("packet_pacing_uid", 0xb, 1);
     /// `packet_pacing_max_rate`, kbps.

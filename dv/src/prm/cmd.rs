@@ -294,6 +294,8 @@ pub mod obj_type {
     pub const RESERVED_QPN: u16 = 0x002c;
     /// `MLX5_OBJ_TYPE_AV_QP_MAPPING`.
     pub const AV_QP_MAPPING: u16 = 0x003a;
+    /// `MLX5_OBJ_TYPE_SCHEDULING_ELEMENT`: a node or leaf of the NIC's scheduling tree.
+    pub const SCHEDULING_ELEMENT: u16 = 0x0026;
 }
 
 /// `create_mkey_in` / `create_mkey_out`.

@@ -309,3 +309,46 @@ pub mod srq {
     /// Size of `create_srq_out`, `destroy_srq_in`, `query_srq_in` and `arm_rq_in`.
     pub const SMALL: usize = 16;
 }
+
+/// The QP context extension (`qpc_data_ext`, after `opt_param_mask_95_32`) of INIT2INIT and
+/// RTS2RTS: queue groups (`mlx5dv_modify_qp_sched_elem`).
+pub mod qpc_ext {
+    use crate::prm::Field;
+
+    /// `init2init_qp_in` / `rts2rts_qp_in.qpc_ext`: the command carries `qpc_data_ext`.
+    pub const QPC_EXT: Field = Field::new("qpc_ext", 0x40, 1);
+    /// `opt_param_mask_95_32`.
+    pub const OPT_PARAM_MASK_95_32: Field = Field::new("opt_param_mask_95_32", 0x840, 64);
+    /// `MLX5_QPC_OPT_MASK_32_QOS_QUEUE_GROUP_ID`.
+    pub const OPT_QOS_QUEUE_GROUP_ID: u64 = 1 << 1;
+    /// `qpc_data_ext.qos_queue_group_id_requester`.
+    pub const QOS_GROUP_REQUESTER: Field = Field::new("qpc_ext.qos_queue_group_id_requester", 0x8a0, 32);
+    /// `qpc_data_ext.qos_queue_group_id_responder`.
+    pub const QOS_GROUP_RESPONDER: Field = Field::new("qpc_ext.qos_queue_group_id_responder", 0x8c0, 32);
+    /// Bytes of an input through the whole `qpc_data_ext` (0x600 bits from 0x880).
+    pub const IN_SIZE: usize = (0x880 + 0x600) / 8;
+}
+
+/// `modify_sq_in`: a send queue's state and, by `modify_bitmask`, its queue group.
+pub mod modify_sq {
+    use crate::prm::Field;
+
+    /// MODIFY_SQ.
+    pub const OPCODE: u16 = 0x905;
+    /// Bytes of the input (the header and the 0xf0-byte `sq_context`).
+    pub const IN_SIZE: usize = 0x110;
+    /// `sq_state`: the state the SQ is in.
+    pub const SQ_STATE: Field = Field::new("sq_state", 0x40, 4);
+    /// `sqn`.
+    pub const SQN: Field = Field::new("sqn", 0x48, 24);
+    /// `modify_bitmask`.
+    pub const MODIFY_BITMASK: Field = Field::new("modify_bitmask", 0x80, 64);
+    /// `sq_context.state`: the state it goes to.
+    pub const STATE: Field = Field::new("sqc.state", 0x108, 4);
+    /// `sq_context.qos_queue_group_id`.
+    pub const QOS_QUEUE_GROUP_ID: Field = Field::new("sqc.qos_queue_group_id", 0x210, 16);
+    /// `MLX5_MODIFY_SQ_BITMASK_QOS_QUEUE_GROUP_ID`.
+    pub const BITMASK_QOS_QUEUE_GROUP_ID: u64 = 1 << 2;
+    /// `MLX5_SQC_STATE_RDY`.
+    pub const RDY: u64 = 1;
+}

@@ -210,6 +210,7 @@ fn caps_fields_sit_at_their_bytes() {
         (cmd_hca_cap::SIG_CRC64_XP10, 1, &[(0x28, 0x01)]),
         (cmd_hca_cap::SIG_CRC32C, 1, &[(0x29, 0x80)]),
         (cmd_hca_cap::RTS2RTS_QP_UDP_SPORT, 1, &[(0x2a, 0x40)]),
+        (cmd_hca_cap::QPC_EXTENSION, 1, &[(0x24, 0x20)]),
         (cmd_hca_cap::SIG_BLOCK_4048, 1, &[(0x3e, 0x80)]),
         (cmd_hca_cap::UMR_INDIRECT_MKEY_DISABLED, 1, &[(0x41, 0x40)]),
         (cmd_hca_cap::DRAIN_SIGERR, 1, &[(0x41, 0x01)]),

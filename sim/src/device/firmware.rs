@@ -21,6 +21,7 @@ mod port;
 mod qos;
 mod raw;
 mod reserved;
+mod sched;
 mod srq;
 mod tir;
 pub mod tm;
@@ -187,6 +188,8 @@ pub struct Firmware {
     counters: counters::FlowCounters,
     /// TIRs made through DEVX.
     tirs: tir::Tirs,
+    /// Scheduling elements.
+    sched: sched::SchedElems,
 }
 
 impl Firmware {
@@ -241,6 +244,7 @@ impl Firmware {
             },
             counters: counters::FlowCounters::new(profile),
             tirs: tir::Tirs::default(),
+            sched: sched::SchedElems::default(),
         })
     }
 
@@ -341,6 +345,7 @@ impl Firmware {
             opcode::CREATE_GENERAL_OBJECT => self.create_general_obj(uid, input, out),
             opcode::QUERY_GENERAL_OBJECT => self.query_general_obj(uid, input, out),
             opcode::DESTROY_GENERAL_OBJECT => self.destroy_general_obj(uid, input),
+            opcode::MODIFY_GENERAL_OBJECT => self.modify_general_obj(uid, input),
             opcode::CREATE_EQ => self.create_eq(uid, input, out),
             opcode::DESTROY_EQ => self.destroy_eq(input),
             opcode::QUERY_EQ => self.query_eq(input, out),

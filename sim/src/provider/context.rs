@@ -311,6 +311,17 @@ fn query_caps(dev: &mut Device, uid: DevxUid) -> CtxCaps {
     caps.rts2rts_qp_udp_sport = bit(c::RTS2RTS_QP_UDP_SPORT);
     caps.num_lag_ports = prm::qos_cap::NUM_LAG_PORTS.get(page).unwrap_or(0) as u8;
     caps.dc_odp = dc_odp_caps(dev, uid);
+    caps.qpc_extension = bit(c::QPC_EXTENSION);
+    if bit(prm::qos_cap::QOS) {
+        let mut input = prm::new_input(q::IN_SIZE, opcode::QUERY_HCA_CAP, 0, q::OP_MOD_QOS_CUR);
+        let mut qos = vec![0u8; q::OUT_SIZE];
+        if kernel::devx_cmd(dev, uid, &mut input, &mut qos).is_ok() {
+            let p = &qos[q::CAPABILITY_BYTE..];
+            let on = |f: Field| f.get(p).unwrap_or(0) != 0;
+            caps.nic_qp_scheduling = on(prm::qos_cap::NIC_QP_SCHEDULING);
+            caps.nic_sq_scheduling = on(prm::qos_cap::NIC_SQ_SCHEDULING);
+        }
+    }
     caps.dci_streams = mlx5_dv::DciStreamsCaps {
         max_log_num_concurent: c::LOG_MAX_DCI_STREAM_CHANNELS.get(page).unwrap_or(0) as u8,
         max_log_num_errored: c::LOG_MAX_DCI_ERRORED_STREAMS.get(page).unwrap_or(0) as u8,

@@ -276,9 +276,15 @@ impl Provider {
             gate::force_umem_valid(&mut input);
         }
         let out = Self::run_cmd(low, path, dev, &input, out_len, op)?;
-        let Some((destroy, obj_id, obj_type)) = destroy_cmd(&input, &out) else {
+        let Some((mut destroy, obj_id, obj_type)) = destroy_cmd(&input, &out) else {
             return Err(Error::new(op, EINVAL, "the output does not name the object made"));
         };
+        // The kernel destroys an object under the uid that made it (`devx_obj_build_destroy_cmd_in`).
+        let uid = match path {
+            Path::Kernel(DevxUid::Uid(u)) => u,
+            _ => 0,
+        };
+        prm::mbox_in::UID.set(&mut destroy, u64::from(uid)).map_err(|x| kernel::internal(op, x))?;
         let kernel = matches!(path, Path::Kernel(_));
         let bulk = gate::flow_counter_bulk(&input);
         let rec = ObjRec { ctx, dev, kernel, create_opcode: code, obj_id, obj_type, bulk, destroy };

@@ -1,8 +1,10 @@
 //! `mlx5dv_modify_qp_udp_sport`: the RoCE v2 UDP source port of an RC or UC QP, and
 //! `mlx5dv_dci_stream_id_reset`: a DCI's errored stream back in service, both RTS2RTS through
-//! DEVX; `mlx5dv_map_ah_to_qp`.
+//! DEVX; `mlx5dv_modify_qp_sched_elem`: a QP joining queue groups, INIT2INIT, RTS2RTS or
+//! MODIFY_SQ through DEVX; `mlx5dv_map_ah_to_qp`.
 
 use mlx5_dv::errno::{EINVAL, EOPNOTSUPP};
+use mlx5_dv::prm::queues::{modify_sq as sq, qpc_ext as x};
 use mlx5_dv::prm::{self, Field, opcode, queues as q};
 use mlx5_dv::{ContextHandle, Error, Op, Qp, QpState, Result, UdDest, qp_type};
 
@@ -60,8 +62,9 @@ impl Provider {
         let d = low.devices.get_mut(dev).ok_or_else(|| Error::new(op, EINVAL, "no such device"))?;
         // libmlx5 reads the state the library last set (ibv_qp's `state`); the device's is
         // the same here, as nothing but the library moves a DCI out of RTS but an error.
-        if caps.dci_streams.max_log_num_errored == 0 || d.qp_state(qpn) != Some(QpState::Rts) {
-            return Err(Error::new(op, EOPNOTSUPP, "no errored DCI streams on the device, or the QP is not in RTS"));
+        if caps.dci_streams.max_log_num_errored == 0 || !caps.qpc_extension || d.qp_state(qpn) != Some(QpState::Rts) {
+            let why = "no errored DCI streams or qpc_extension on the device, or the QP is not in RTS";
+            return Err(Error::new(op, EOPNOTSUPP, why));
         }
         if !dci {
             return Err(Error::new(op, EINVAL, "the QP is not a DCI"));
@@ -79,6 +82,79 @@ impl Provider {
         let mut out = vec![0u8; q::qp::SIZE];
         kernel::devx_cmd(d, devx, &mut input, &mut out)
             .map_err(|e| Error::new(op, kernel::cmd_status_err(e, &out), "RTS2RTS_QP failed"))
+    }
+
+    /// `_mlx5dv_modify_qp_sched_elem`: libmlx5's checks in its order, then the command
+    /// through `mlx5dv_devx_qp_modify` (a bad status is its errno). `requestor` and
+    /// `responder` are queue groups' object ids, 0 for none.
+    pub(crate) fn modify_qp_sched_elem(
+        &mut self,
+        low: &mut Lower<'_>,
+        qp: &Qp,
+        requestor: u32,
+        responder: u32,
+    ) -> Result<()> {
+        let op = Op::ModifyQpSchedElem;
+        let q = self.qps.get(qp.handle, op)?;
+        let (ctx, dev, qpn, ty) = (q.ctx, q.dev, q.qpn, q.qp_type);
+        let c = self.contexts.get(ctx, op)?;
+        let (caps, kind) = (c.caps, c.kind);
+        let d = low.devices.get_mut(dev).ok_or_else(|| Error::new(op, EINVAL, "no such device"))?;
+        let state = d.qp_state(qpn);
+        let unsupported = |why: &str| Err(Error::new(op, EOPNOTSUPP, why.to_string()));
+        let mut input = match ty {
+            qp_type::UC | qp_type::UD | qp_type::RC => {
+                if ty != qp_type::RC && responder != 0 {
+                    return Err(Error::new(op, EINVAL, "a UC or UD QP has no responder queue group"));
+                }
+                if !caps.qpc_extension || !caps.nic_qp_scheduling {
+                    return unsupported("the device lacks qpc_extension or nic_qp_scheduling");
+                }
+                let cmd = match state {
+                    Some(QpState::Init) => mlx5_dv::prm::opcode::INIT2INIT_QP,
+                    Some(QpState::Rts) => opcode::RTS2RTS_QP,
+                    _ => return unsupported("the QP is neither in INIT nor in RTS"),
+                };
+                let mut input = prm::new_input(x::IN_SIZE, cmd, 0, 0);
+                for (f, v) in [
+                    (q::qp::QPN, u64::from(qpn)),
+                    (x::QPC_EXT, 1),
+                    (x::OPT_PARAM_MASK_95_32, x::OPT_QOS_QUEUE_GROUP_ID),
+                    (x::QOS_GROUP_REQUESTER, u64::from(requestor)),
+                    (x::QOS_GROUP_RESPONDER, u64::from(responder)),
+                ] {
+                    f.set(&mut input, v).map_err(|e| Error::new(op, EINVAL, e.to_string()))?;
+                }
+                input
+            }
+            qp_type::RAW_PACKET => {
+                if responder != 0 {
+                    return Err(Error::new(op, EINVAL, "a raw packet QP has no responder queue group"));
+                }
+                if state != Some(QpState::Rts) || !caps.nic_sq_scheduling {
+                    return unsupported("the raw packet QP is not in RTS or the device lacks nic_sq_scheduling");
+                }
+                // The send queue's number is the QP's in the simulated firmware.
+                let mut input = prm::new_input(sq::IN_SIZE, sq::OPCODE, 0, 0);
+                for (f, v) in [
+                    (sq::SQ_STATE, sq::RDY),
+                    (sq::SQN, u64::from(qpn)),
+                    (sq::MODIFY_BITMASK, sq::BITMASK_QOS_QUEUE_GROUP_ID),
+                    (sq::STATE, sq::RDY),
+                    (sq::QOS_QUEUE_GROUP_ID, u64::from(requestor)),
+                ] {
+                    f.set(&mut input, v).map_err(|e| Error::new(op, EINVAL, e.to_string()))?;
+                }
+                input
+            }
+            _ => return unsupported("only RC, UC, UD and raw packet QPs join queue groups"),
+        };
+        let CtxKind::Kernel { devx, .. } = kind else {
+            return unsupported("not a kernel context");
+        };
+        let mut out = vec![0u8; q::qp::SIZE];
+        kernel::devx_cmd(d, devx, &mut input, &mut out)
+            .map_err(|e| Error::new(op, kernel::cmd_status_err(e, &out), "the queue group command failed"))
     }
 
     /// `_mlx5dv_map_ah_to_qp`: EOPNOTSUPP on a device without the AV_QP_MAPPING object type

@@ -93,13 +93,14 @@ pub(super) fn general_page(profile: &Profile) -> Result<Page, FieldError> {
     set_flag(g, c::SIG_CRC64_XP10, h.sig_crc64_xp10)?;
     set_flag(g, c::CRYPTO, h.crypto)?;
     set_flag(g, c::RTS2RTS_QP_UDP_SPORT, h.rts2rts_qp_udp_sport)?;
+    set_flag(g, c::QPC_EXTENSION, h.qpc_extension)?;
     set_flag(g, c::AES_XTS_SINGLE_BLOCK_LE_TWEAK, h.aes_xts_single_block_le_tweak)?;
     set_flag(g, c::AES_XTS_MULTI_BLOCK_BE_TWEAK, h.aes_xts_multi_block_be_tweak)?;
     set_flag(g, c::AES_XTS_MULTI_BLOCK_LE_TWEAK, h.aes_xts_multi_block_le_tweak)?;
     let obj_types = h.general_obj_types.iter().fold(0u64, |m, t| m | 1u64 << t.number());
     c::GENERAL_OBJ_TYPES.set(g, obj_types)?;
     c::LOG_MAX_MKEY.set(g, u64::from(h.log_max_mkey))?;
-    set_flag(g, prm::qos_cap::QOS, h.packet_pacing)?;
+    set_flag(g, prm::qos_cap::QOS, h.packet_pacing || h.nic_scheduling)?;
     c::LOG_MAX_KLM_LIST_SIZE.set(g, u64::from(h.log_max_klm_list_size))?;
     // Every simulated CQ may be padded; compression as the profile says.
     set_flag(g, c::CQE_128_ALWAYS, true)?;

@@ -124,8 +124,12 @@ impl Firmware {
     /// CREATE_GENERAL_OBJECT.
     pub(super) fn create_general_obj(&mut self, uid: u16, input: &[u8], out: &mut [u8]) -> Result<(), Reject> {
         let ty = get(prm::general_obj_in::OBJ_TYPE, input)? as u16;
-        if ty == obj_type::RESERVED_QPN {
-            let id = self.create_reserved_qpn(uid, input)?;
+        if ty == obj_type::RESERVED_QPN || ty == obj_type::SCHEDULING_ELEMENT {
+            let id = if ty == obj_type::RESERVED_QPN {
+                self.create_reserved_qpn(uid, input)?
+            } else {
+                self.create_sched_elem(uid, input)?
+            };
             prm::general_obj_out::OBJ_ID.set(out, u64::from(id))?;
             return Ok(());
         }
@@ -221,6 +225,9 @@ impl Firmware {
     pub(super) fn query_general_obj(&mut self, uid: u16, input: &[u8], out: &mut [u8]) -> Result<(), Reject> {
         let ty = get(prm::general_obj_in::OBJ_TYPE, input)? as u16;
         let id = get(prm::general_obj_in::OBJ_ID, input)? as u32;
+        if ty == obj_type::SCHEDULING_ELEMENT {
+            return self.query_sched_elem(uid, id, out);
+        }
         if out.len() < pc::QUERY_OUT_SIZE {
             return Err(Reject(status::BAD_OUTP_LEN_ERR, syndrome::OUTPUT_TOO_SHORT));
         }
@@ -264,12 +271,25 @@ impl Firmware {
         Ok(())
     }
 
+    /// MODIFY_GENERAL_OBJECT: scheduling elements (the crypto objects are not modified).
+    pub(super) fn modify_general_obj(&mut self, uid: u16, input: &[u8]) -> Result<(), Reject> {
+        let ty = get(prm::general_obj_in::OBJ_TYPE, input)? as u16;
+        let id = get(prm::general_obj_in::OBJ_ID, input)? as u32;
+        if ty != obj_type::SCHEDULING_ELEMENT {
+            return Err(bad(crypto_syndrome::UNSUPPORTED));
+        }
+        self.modify_sched_elem(uid, id, input)
+    }
+
     /// DESTROY_GENERAL_OBJECT.
     pub(super) fn destroy_general_obj(&mut self, uid: u16, input: &[u8]) -> Result<(), Reject> {
         let ty = get(prm::general_obj_in::OBJ_TYPE, input)? as u16;
         let id = get(prm::general_obj_in::OBJ_ID, input)? as u32;
         if ty == obj_type::RESERVED_QPN {
             return self.destroy_reserved_qpn(uid, id);
+        }
+        if ty == obj_type::SCHEDULING_ELEMENT {
+            return self.destroy_sched_elem(uid, id);
         }
         if self.object_uid(ty, id) != Some(uid) {
             return Err(bad(syndrome::NO_SUCH_OBJECT));
@@ -332,14 +352,16 @@ impl Firmware {
         self.crypto.deks.get(&id)
     }
 
-    /// The general objects created under `uid`, DEKs first, reserved QPN blocks last, as
+    /// The general objects created under `uid`, DEKs first, then logins, reserved QPN
+    /// blocks and scheduling elements (children first), as
     /// `(obj_type, obj_id)`, for the kernel's cleanup of a closed context.
     pub fn general_objects_of_uid(&self, uid: u16) -> Vec<(u16, u32)> {
         let c = &self.crypto;
         let deks = c.deks.iter().filter(|(_, d)| d.uid == uid).map(|(i, _)| (obj_type::DEK, *i));
         let logins = c.logins.iter().filter(|(_, l)| l.uid == uid).map(|(i, _)| (obj_type::CRYPTO_LOGIN, *i));
         let blocks = self.reserved.of_uid(uid).map(|f| (obj_type::RESERVED_QPN, f));
-        deks.chain(logins).chain(blocks).collect()
+        let sched = self.sched.of_uid(uid).map(|i| (obj_type::SCHEDULING_ELEMENT, i));
+        deks.chain(logins).chain(blocks).chain(sched).collect()
     }
 
     /// The device has the multi-block engine, which reads the BSF's tweak big-endian.

@@ -33,6 +33,14 @@ impl Qos {
         qc::PACKET_PACING_MAX_RATE.set(p, u64::from(h.packet_pacing_max_rate))?;
         qc::PACKET_PACING_MIN_RATE.set(p, u64::from(h.packet_pacing_min_rate))?;
         qc::PACKET_PACING_RATE_TABLE_SIZE.set(p, u64::from(h.packet_pacing_rate_table_size))?;
+        if h.nic_scheduling {
+            use qc::sched;
+            for f in [qc::NIC_SQ_SCHEDULING, qc::NIC_QP_SCHEDULING, qc::NIC_BW_SHARE, qc::NIC_RATE_LIMIT] {
+                f.set(p, 1)?;
+            }
+            qc::NIC_ELEMENT_TYPE.set(p, sched::ELEMENT_TSAR_CAP | sched::ELEMENT_QUEUE_GROUP_CAP)?;
+            qc::NIC_TSAR_TYPE.set(p, sched::TSAR_DWRR_CAP)?;
+        }
         let size = if h.packet_pacing { usize::from(h.packet_pacing_rate_table_size) } else { 0 };
         Ok(Qos {
             page,

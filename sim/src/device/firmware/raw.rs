@@ -12,6 +12,7 @@
 
 use std::collections::BTreeMap;
 
+use mlx5_dv::prm::queues::{modify_sq as sq, qpc_ext as x};
 use mlx5_dv::prm::{self, Field, opcode, queues as q, status};
 use mlx5_dv::{AccessFlags, AhAttr, Gid, QpDest, QpState};
 
@@ -510,6 +511,24 @@ impl Firmware {
         } else {
             None
         };
+        // INIT2INIT or RTS2RTS with the context extension's queue groups
+        // (`mlx5dv_modify_qp_sched_elem`): each 0 (none) or a queue group, on a device with
+        // `nic_qp_scheduling`. The simulator shapes no traffic: it checks and keeps nothing.
+        if matches!(op, op::INIT2INIT_QP | opcode::RTS2RTS_QP)
+            && qpf::OPT_PARAM_MASK_95_32.get(input)? & x::OPT_QOS_QUEUE_GROUP_ID != 0
+        {
+            if qpf::QPC_EXT.get(input)? == 0 || mlx5_dv::prm::qos_cap::NIC_QP_SCHEDULING.get(&self.qos.page[..])? == 0 {
+                return Err(BAD);
+            }
+            // Through the responder's group id.
+            need(input, 0x8e0 / 8)?;
+            let groups = [x::QOS_GROUP_REQUESTER, x::QOS_GROUP_RESPONDER];
+            for g in groups {
+                if !self.sched.is_queue_group_or_none(get32(g, input)?) {
+                    return Err(BAD);
+                }
+            }
+        }
         // A UD QP's Q_Key: set at RST2INIT, changed where the transition passes it on.
         if ud && (op == opcode::RST2INIT_QP || (!bare && opt & o::Q_KEY != 0)) {
             t.qkey = psn(f::Q_KEY)?;
@@ -601,10 +620,34 @@ impl Firmware {
             prm::flow_counter::ALLOC => self.alloc_flow_counter(input, out),
             prm::flow_counter::DEALLOC => self.dealloc_flow_counter(input),
             prm::flow_counter::QUERY => self.query_flow_counter(input, out),
+            sq::OPCODE => self.modify_sq(input),
             prm::tir::CREATE => self.create_tir(input, out),
             prm::tir::DESTROY => self.destroy_tir(input),
             _ => return None,
         })
+    }
+}
+
+impl Firmware {
+    /// MODIFY_SQ of a raw packet QP's send queue (its number is the QP's here), RDY to RDY,
+    /// changing only its queue group (0 or a queue group, on a device with
+    /// `nic_sq_scheduling`); anything else is BAD_PARAM.
+    fn modify_sq(&mut self, input: &[u8]) -> Result<(), Reject> {
+        need(input, sq::IN_SIZE)?;
+        let sqn = sq::SQN.get(input)? as u32;
+        let q = self.qp(sqn).ok_or(NO_SUCH)?;
+        if q.st != q::st::RAW || q.sq.is_empty() {
+            return Err(NO_SUCH);
+        }
+        let rdy = sq::SQ_STATE.get(input)? == sq::RDY && sq::STATE.get(input)? == sq::RDY;
+        let sq_sched = mlx5_dv::prm::qos_cap::NIC_SQ_SCHEDULING.get(&self.qos.page[..])? != 0;
+        if !rdy || !sq_sched || sq::MODIFY_BITMASK.get(input)? != sq::BITMASK_QOS_QUEUE_GROUP_ID {
+            return Err(BAD);
+        }
+        if !self.sched.is_queue_group_or_none(sq::QOS_QUEUE_GROUP_ID.get(input)? as u32) {
+            return Err(BAD);
+        }
+        Ok(())
     }
 }
 
