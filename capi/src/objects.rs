@@ -174,11 +174,31 @@ pub(crate) struct DvObjects {
     /// VARs (`mlx5dv_alloc_var`).
     pub(crate) vars: BTreeMap<usize, (Box<mlx5_hw::sys::mlx5dv::mlx5dv_var>, mlx5_dv::Var)>,
     /// Scheduling nodes and leaves (`mlx5dv_sched_node_create`, `_leaf_create`).
-    pub(crate) sched: BTreeMap<usize, crate::sched::SchedEntry>,
+    pub(crate) sched: BTreeMap<usize, SchedEntry>,
     /// The VFIO functions `mlx5dv_get_vfio_device_list` handed out, by PCI name; each
     /// `ibv_device` stays at its address for the process's life, as the real provider's do
     /// until the list is freed.
     pub(crate) vfio_devices: BTreeMap<String, Box<ibv_device>>,
+}
+
+// Made and used by `sched`.
+/// `struct mlx5dv_sched_node` and `struct mlx5dv_sched_leaf` as libmlx5 lays them out.
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct SchedElem {
+    pub(crate) parent: *mut SchedElem,
+    pub(crate) obj: *mut mlx5_hw::sys::mlx5dv::mlx5dv_devx_obj,
+}
+
+/// A node or leaf: the struct the program holds, its context, its DEVX object (whose
+/// `mlx5dv_devx_obj` the struct names) and the firmware's id of it.
+#[derive(Debug)]
+pub(crate) struct SchedEntry {
+    pub(crate) elem: Box<SchedElem>,
+    pub(crate) leaf: bool,
+    pub(crate) ctx: mlx5_dv::ContextHandle,
+    pub(crate) handle: mlx5_dv::DevxObjHandle,
+    pub(crate) id: u32,
 }
 
 // Made and used by `dv_crypto`.

@@ -13,27 +13,8 @@ use mlx5_hw::sys::mlx5dv::{mlx5dv_devx_obj, mlx5dv_sched_attr};
 use rdma_sys::{ibv_context, ibv_qp};
 
 use crate::errno::null;
-use crate::objects::DevxObject;
+use crate::objects::{DevxObject, SchedElem, SchedEntry};
 use crate::state::{Shim, key, with};
-
-/// `struct mlx5dv_sched_node` and `struct mlx5dv_sched_leaf` as libmlx5 lays them out.
-#[repr(C)]
-#[derive(Debug)]
-pub(crate) struct SchedElem {
-    parent: *mut SchedElem,
-    obj: *mut mlx5dv_devx_obj,
-}
-
-/// A node or leaf: the struct the program holds, its context, its DEVX object (whose
-/// `mlx5dv_devx_obj` the struct names) and the firmware's id of it.
-#[derive(Debug)]
-pub(crate) struct SchedEntry {
-    elem: Box<SchedElem>,
-    leaf: bool,
-    ctx: ContextHandle,
-    handle: mlx5_dv::DevxObjHandle,
-    id: u32,
-}
 
 /// `MLX5DV_SCHED_ELEM_ATTR_FLAGS_BW_SHARE | _MAX_AVG_BW`.
 const ALL_FLAGS: u32 = 0x3;
