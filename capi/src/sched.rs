@@ -83,8 +83,10 @@ impl Shim {
     /// The `create_sched_elem_in` of a node (TSAR) or leaf (queue group).
     fn sched_input(&self, a: &mlx5dv_sched_attr, op: u16, leaf: bool, id: u32) -> Vec<u8> {
         let mut i = prm::new_input(s::SIZE, op, 0, obj_type::SCHEDULING_ELEMENT);
-        // A parent the shim made (checked before), by its struct's address.
-        let parent_id = self.dv.sched.get(&key(a.parent)).map_or(0, |e| e.id);
+        // A parent the shim made (checked before), by its struct's address; a modify names
+        // none (`mlx5dv_sched_nic_modify`).
+        let parent_id =
+            if op == opcode::MODIFY_GENERAL_OBJECT { 0 } else { self.dv.sched.get(&key(a.parent)).map_or(0, |e| e.id) };
         let ty = if leaf { s::ELEMENT_QUEUE_GROUP } else { s::ELEMENT_TSAR };
         for (f, v) in [
             (g::OBJ_ID, u64::from(id)),
