@@ -322,7 +322,7 @@ fn bind(key: usize, a: SocketAddrV4) -> c_int {
             // The kernel's rdma_translate_ip finds the host's interface that has the address
             // (EADDRNOTAVAIL for none); cma_acquire_dev_by_src_ip then finds no RDMA port
             // with it (ENODEV).
-            None if host_has(*a.ip()) => return libc::ENODEV,
+            None if addr::host_has(*a.ip()) => return libc::ENODEV,
             None => return libc::EADDRNOTAVAIL,
         }
     };
@@ -365,11 +365,6 @@ fn bind(key: usize, a: SocketAddrV4) -> c_int {
 /// and listens on every port. Here a loopback address a simulated port has is that port's.
 pub(crate) fn any_addr(ip: std::net::Ipv4Addr) -> bool {
     ip.is_unspecified() || (ip.is_loopback() && devs().with_addr(ip).is_none())
-}
-
-/// True if an interface of this host has `ip`: a UDP socket binds to it (nothing is sent).
-fn host_has(ip: std::net::Ipv4Addr) -> bool {
-    std::net::UdpSocket::bind((ip, 0)).is_ok()
 }
 
 /// `rdma_bind_addr`: an address one of the simulated ports has, or the wildcard or another

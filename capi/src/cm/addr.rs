@@ -30,6 +30,32 @@ pub(crate) unsafe fn sockaddr_v4(sa: *const libc::sockaddr) -> Result<SocketAddr
     }
 }
 
+/// True if an interface of this host has `ip` (`rdma_translate_ip`'s question), read from
+/// the interface list: no socket is bound to it.
+pub(crate) fn host_has(ip: Ipv4Addr) -> bool {
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `list`, which is freed below.
+    if unsafe { libc::getifaddrs(&mut list) } != 0 {
+        return false;
+    }
+    let mut found = false;
+    let mut p = list;
+    while !p.is_null() {
+        // SAFETY: a node of the list getifaddrs made; an AF_INET address is a sockaddr_in.
+        unsafe {
+            let a = (*p).ifa_addr;
+            if !a.is_null() && i32::from((*a).sa_family) == libc::AF_INET {
+                let sin = &*a.cast::<libc::sockaddr_in>();
+                found |= u32::from_be(sin.sin_addr.s_addr) == u32::from(ip);
+            }
+            p = (*p).ifa_next;
+        }
+    }
+    // SAFETY: the list getifaddrs made, freed once.
+    unsafe { libc::freeifaddrs(list) };
+    found
+}
+
 /// A `struct sockaddr_in` of `a`.
 pub(crate) fn sockaddr_in(a: SocketAddrV4) -> libc::sockaddr_in {
     // SAFETY: sockaddr_in is plain data.
