@@ -101,9 +101,11 @@ source capi/tests/two_processes_dc.sh
 source capi/tests/two_processes_ucx_libfabric.sh
 
 echo "other programs no one here wrote: a message, never a signal"
-# rping on an address this host does not have: rdma_bind_addr fails, and rping says so.
-for prog in "rping -s -a 10.255.255.254 -C 1"; do
-  out=$(under_shim timeout 10 $prog 2>&1)
+# rping to a port no one listens on (its own simulated port's address, 127.0.68.1): the
+# connection is rejected, and rping says so. (An address the host does not have is
+# capi/tests/rdmacm.c's, found at run time: EADDRNOTAVAIL or ENODEV, no socket bound to it.)
+for prog in "rping -c -a 127.0.68.1 -p 7999 -C 1"; do
+  out=$(MLX5SIM_ADDR=127.0.68.1 under_shim timeout 10 $prog 2>&1)
   rc=$?
   # 124: the timeout's; 128 + n: signal n (rping's -1 is 255, an exit of its own).
   if [ $rc -ge 124 ] && [ $rc -le 192 ]; then fail "$prog: exit $rc (a signal or a hang): $out"

@@ -150,10 +150,10 @@ mod tests {
     }
 
     #[test]
-    fn siblings_entering_at_once_over_stale_slots_both_stay_listed() {
+    fn siblings_entering_at_once_over_stale_slots_both_stay_listed() -> Result<(), &'static str> {
         let a = Ipv4Addr::new(127, 0, 52, 1);
         for round in 0..40u16 {
-            let Some(t) = Siblings::new() else { panic!("an anonymous shared mapping") };
+            let t = Siblings::new().ok_or("an anonymous shared mapping")?;
             // Every slot held by a process gone, as after earlier children exited.
             let dead = dead_pid();
             for s in t.slots() {
@@ -162,7 +162,7 @@ mod tests {
                 s.port.store(1, Ordering::Release);
             }
             // slots()[0].pid of `go`: 1 starts the children, 2 lets them leave; [1]: entered.
-            let Some(go) = Siblings::new() else { panic!("an anonymous shared mapping") };
+            let go = Siblings::new().ok_or("an anonymous shared mapping")?;
             let (flag, entered) = (&go.slots()[0].pid, &go.slots()[1].pid);
             let mut kids = Vec::new();
             for k in 0..2u16 {
@@ -199,5 +199,6 @@ mod tests {
             }
             assert_eq!(listed, vec![50_000 + round * 2, 50_001 + round * 2], "round {round}");
         }
+        Ok(())
     }
 }
