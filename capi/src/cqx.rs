@@ -378,15 +378,16 @@ unsafe extern "C" fn read_completion_wallclock_ns(cq: *mut ibv_cq_ex) -> u64 {
     }
 }
 
-/// The CQE's `vlan_info`: VLAN stripping is not simulated (no raw packet QPs), so no CQE
+/// The CQE's `vlan_info`: VLAN stripping is not simulated, so no CQE
 /// carries a stripped tag.
 unsafe extern "C" fn read_cvlan(_cq: *mut ibv_cq_ex) -> u16 {
     0
 }
 
-/// The CQE's flow tag: steering rules are not simulated, so no receive carries a tag.
-unsafe extern "C" fn read_flow_tag(_cq: *mut ibv_cq_ex) -> u32 {
-    0
+/// The flow tag a steering rule's tag action gave a raw packet QP's receive (0: none).
+unsafe extern "C" fn read_flow_tag(cq: *mut ibv_cq_ex) -> u32 {
+    // SAFETY: see `cur`.
+    unsafe { cur(cq) }.flow_tag
 }
 
 /// The tag-matching header the CQE carries (`mlx5_cq_read_wc_tm_info`: its `tag` and

@@ -154,6 +154,7 @@ impl Shim {
         crate::flow::forget(ctx);
         crate::wq::forget(ctx);
         crate::flow_matcher::forget(ctx);
+        crate::dr::forget(ctx);
         let ahs: Vec<usize> = self.ahs.iter().filter(|(_, a)| ptr::eq(a.context, ctx)).map(|(k, _)| *k).collect();
         for k in ahs {
             self.ahs.remove(&k);

@@ -41,7 +41,7 @@ fn matchers() -> std::sync::MutexGuard<'static, BTreeMap<usize, Box<ShimMatcher>
 ///
 /// # Safety
 /// `p` is NULL or points at the structure with `match_sz` readable bytes after it.
-unsafe fn match_bytes(p: *const c_void) -> Result<Vec<u8>, c_int> {
+pub(crate) unsafe fn match_bytes(p: *const c_void) -> Result<Vec<u8>, c_int> {
     if p.is_null() {
         return Err(libc::EINVAL);
     }

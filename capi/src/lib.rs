@@ -22,6 +22,7 @@ pub mod cqx;
 pub mod device;
 pub mod dm;
 mod domain;
+mod dr;
 pub mod dv;
 pub mod dv_crypto;
 pub mod dv_devx;

@@ -9,6 +9,7 @@ pub mod odp;
 pub mod queue;
 pub mod signature;
 pub mod srq;
+pub mod steering;
 pub mod wq;
 pub mod wr;
 pub mod xrc;

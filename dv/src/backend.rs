@@ -11,6 +11,7 @@ use crate::api::memory::Memory;
 use crate::api::mkey::Mkeys;
 use crate::api::queue::Queues;
 use crate::api::srq::Srqs;
+use crate::api::steering::Steering;
 use crate::caps::Caps;
 use crate::sim_control::SimControl;
 
@@ -32,7 +33,7 @@ pub struct BackendInfo {
 /// values, and on failure an [`crate::Error`] with the same errno. Handles are checked: a
 /// handle that was destroyed, or that another backend instance issued, gives `EINVAL`; a PD
 /// that still has mkeys gives `EBUSY` on `dealloc_pd`. No input makes a backend panic.
-pub trait Backend: Contexts + Memory + Mkeys + Queues + Crypto + Devx + Srqs {
+pub trait Backend: Contexts + Memory + Mkeys + Queues + Crypto + Devx + Srqs + Steering {
     /// Describe this backend for reports.
     fn info(&self) -> BackendInfo;
 

@@ -6,6 +6,9 @@
 
 use serde::{Deserialize, Serialize};
 
+mod steering;
+pub use steering::{DrCall, DrReply};
+
 use crate::api::context::{AsyncEvent, ContextAttr, DeviceDesc, DvContext, PortAttr};
 use crate::api::crypto::{
     CryptoLoginAttr, CryptoLoginAttrEx, CryptoLoginQueryAttr, CryptoLoginState, DekAttr, DekInitAttr,
@@ -246,6 +249,8 @@ pub enum Call {
     MemcpyFromDm { dm: Dm, offset: u64, len: usize },
     /// [`crate::Memory::reg_dm_mr`].
     RegDmMr { pd: PdHandle, dm: Dm, offset: u64, length: u64, access: AccessFlags },
+    /// A call of [`crate::Steering`].
+    Dr(DrCall),
 }
 
 /// The result of one [`Call`]: the variant names the call, the payload is what it returned.
@@ -360,6 +365,8 @@ pub enum Reply {
     MemcpyToDm(Result<()>),
     MemcpyFromDm(Result<Vec<u8>>),
     RegDmMr(Result<Mr>),
+    /// Of [`Call::Dr`].
+    Dr(DrReply),
 }
 
 impl Call {
@@ -499,6 +506,7 @@ impl Call {
             Call::RegDmMr { pd, dm, offset, length, access } => {
                 Reply::RegDmMr(b.reg_dm_mr(*pd, dm, *offset, *length, *access))
             }
+            Call::Dr(c) => Reply::Dr(c.apply(b)),
         }
     }
 
@@ -610,6 +618,7 @@ impl Call {
             Call::MemcpyToDm { .. } => Op::MemcpyToDm,
             Call::MemcpyFromDm { .. } => Op::MemcpyFromDm,
             Call::RegDmMr { .. } => Op::RegDmMr,
+            Call::Dr(c) => c.op(),
         }
     }
 }
@@ -745,6 +754,7 @@ impl Reply {
             Reply::MemcpyToDm(r) => r.as_ref().err(),
             Reply::MemcpyFromDm(r) => r.as_ref().err(),
             Reply::RegDmMr(r) => r.as_ref().err(),
+            Reply::Dr(r) => r.error(),
         }
     }
 
@@ -856,6 +866,7 @@ impl Reply {
             Call::MemcpyToDm { .. } => Reply::MemcpyToDm(Err(err)),
             Call::MemcpyFromDm { .. } => Reply::MemcpyFromDm(Err(err)),
             Call::RegDmMr { .. } => Reply::RegDmMr(Err(err)),
+            Call::Dr(c) => Reply::Dr(c.failed(err)),
         }
     }
 }

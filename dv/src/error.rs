@@ -215,6 +215,26 @@ pub enum Op {
     DestroyFlow,
     /// `mlx5dv_create_flow_matcher`.
     CreateFlowMatcher,
+    /// `mlx5dv_dr_domain_create`.
+    DrDomainCreate,
+    /// `mlx5dv_dr_domain_sync`.
+    DrDomainSync,
+    /// `mlx5dv_dr_domain_allow_duplicate_rules`.
+    DrDomainAllowDuplicateRules,
+    /// `mlx5dv_dump_dr_domain`.
+    DrDomainDump,
+    /// `mlx5dv_dr_table_create`.
+    DrTableCreate,
+    /// `mlx5dv_dr_matcher_create`.
+    DrMatcherCreate,
+    /// `mlx5dv_dr_matcher_set_layout`.
+    DrMatcherSetLayout,
+    /// `mlx5dv_dr_action_create_*`.
+    DrActionCreate,
+    /// `mlx5dv_dr_rule_create`.
+    DrRuleCreate,
+    /// `mlx5dv_dr_*_destroy`.
+    DrDestroy,
     /// `mlx5dv_destroy_flow_matcher`.
     DestroyFlowMatcher,
     /// `mlx5dv_create_flow`.
@@ -328,6 +348,16 @@ impl Op {
             Op::CreateFlow => "ibv_create_flow",
             Op::DestroyFlow => "ibv_destroy_flow",
             Op::CreateFlowMatcher => "mlx5dv_create_flow_matcher",
+            Op::DrDomainCreate => "mlx5dv_dr_domain_create",
+            Op::DrDomainSync => "mlx5dv_dr_domain_sync",
+            Op::DrDomainAllowDuplicateRules => "mlx5dv_dr_domain_allow_duplicate_rules",
+            Op::DrDomainDump => "mlx5dv_dump_dr_domain",
+            Op::DrTableCreate => "mlx5dv_dr_table_create",
+            Op::DrMatcherCreate => "mlx5dv_dr_matcher_create",
+            Op::DrMatcherSetLayout => "mlx5dv_dr_matcher_set_layout",
+            Op::DrActionCreate => "mlx5dv_dr_action_create",
+            Op::DrRuleCreate => "mlx5dv_dr_rule_create",
+            Op::DrDestroy => "mlx5dv_dr_destroy",
             Op::DestroyFlowMatcher => "mlx5dv_destroy_flow_matcher",
             Op::CreateMatcherFlow => "mlx5dv_create_flow",
         }

@@ -24,6 +24,8 @@
 //! }
 //! ```
 
+mod steering;
+
 use crate::api::context::{AsyncEvent, ContextAttr, Contexts, DeviceDesc, DvContext, PortAttr};
 use crate::api::crypto::{
     Crypto, CryptoLoginAttr, CryptoLoginAttrEx, CryptoLoginQueryAttr, CryptoLoginState, DekAttr, DekInitAttr,

@@ -86,6 +86,7 @@ pub use api::queue::qp_attr::*;
 pub use api::queue::*;
 pub use api::signature::*;
 pub use api::srq::*;
+pub use api::steering::*;
 pub use api::wq::*;
 pub use api::wr::*;
 pub use api::xrc::*;
@@ -104,5 +105,5 @@ pub use sim_control::{CommandRecord, ControlAction, FaultRule, SimControl, Trans
 
 /// The traits a program calls methods through: `use mlx5_dv::prelude::*;`.
 pub mod prelude {
-    pub use crate::{Backend, Contexts, Crypto, Devx, Layer, Memory, Mkeys, Queues, SimControl, Srqs};
+    pub use crate::{Backend, Contexts, Crypto, Devx, Layer, Memory, Mkeys, Queues, SimControl, Srqs, Steering};
 }

@@ -521,6 +521,11 @@ pub struct HcaCapSection {
     /// default on (which ConnectX reports which bits is not public).
     #[serde(default = "yes")]
     pub nic_scheduling: bool,
+    /// The NIC's receive and transmit flow tables may be software-owned (the flow table
+    /// pages' `sw_owner` / `sw_owner_v2`): `mlx5dv_dr` tables above the root. ConnectX-5 and
+    /// later have it; on unless a profile says otherwise.
+    #[serde(default = "yes")]
+    pub sw_steering: bool,
     /// Doorbell pages of the virtio emulation BAR that mlx5_ib hands out as VARs (the
     /// emulation page's BAR size over its doorbell stride, one 4 KiB page each here).
     /// Unverified default 256.

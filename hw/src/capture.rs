@@ -151,6 +151,9 @@ fn read_caps(b: &mut HwBackend, ctx: mlx5_dv::ContextHandle) -> Result<(HcaCapSe
         },
         // The doorbell pages are in the virtio emulation page, which is not read: the default.
         var_doorbell_pages: 256,
+        // The NIC flow table page's sw_owner bits are not read: the default (ConnectX-5 and
+        // later own their NIC tables in software).
+        sw_steering: true,
         rts2rts_qp_udp_sport: bit(&page, c::RTS2RTS_QP_UDP_SPORT),
         qpc_extension: bit(&page, c::QPC_EXTENSION),
         sho: bit(&page, c::SHO),

@@ -30,6 +30,7 @@ mod objects;
 mod queues;
 mod sq_bytes;
 mod srq;
+mod steering;
 pub mod sys;
 mod udmabuf;
 mod wr_chain;

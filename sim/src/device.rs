@@ -9,6 +9,7 @@ use mlx5_dv::{CommandRecord, QpState};
 
 pub mod clock;
 pub mod contract;
+pub mod dr;
 pub mod engine;
 pub mod firmware;
 pub mod fte_match;
@@ -97,6 +98,8 @@ pub struct Device {
     next_flow: u32,
     /// The RSS QPs (TIRs over RQ tables), by QP number.
     rss: std::collections::BTreeMap<u32, rss::RssTir>,
+    /// Software steering's tables, matchers and rules (`mlx5dv_dr`).
+    pub dr: dr::Dr,
 }
 
 impl Device {
@@ -114,6 +117,7 @@ impl Device {
             flows: Vec::new(),
             next_flow: 1,
             rss: Default::default(),
+            dr: dr::Dr::default(),
             max_msg_sz: profile.datapath.max_msg_sz,
             crypto_err: (profile.crypto.error.syndrome, profile.crypto.error.vendor_err),
             net: engine::NetState::default(),
@@ -187,6 +191,11 @@ impl Device {
         self.flows.len() != before
     }
 
+    /// The RQ TIR `tirn` delivers to.
+    pub fn tir_rq(&self, tirn: u32) -> Option<u32> {
+        self.fw.tir_rq(tirn)
+    }
+
     /// Make QP `qpn` an RSS QP spreading frames over `tir`'s table.
     pub(crate) fn set_rss(&mut self, qpn: u32, tir: rss::RssTir) {
         self.rss.insert(qpn, tir);
@@ -195,6 +204,11 @@ impl Device {
     /// QP `qpn` is no RSS QP any more.
     pub(crate) fn remove_rss(&mut self, qpn: u32) {
         self.rss.remove(&qpn);
+    }
+
+    /// The flow tag the verbs rules give `frame` on its way to QP `qpn` (0: none).
+    pub fn flow_tag(&self, qpn: u32, frame: &[u8]) -> u32 {
+        steering::tag_for(&self.flows, frame, qpn)
     }
 
     /// Where a frame steered to QP `qpn` goes: the WQ its hash picks for an RSS QP, else

@@ -20,6 +20,7 @@ mod crypto;
 mod devx;
 mod dm;
 mod dmabuf;
+mod dr;
 mod flow;
 mod matcher;
 mod memory;
@@ -329,6 +330,10 @@ pub(crate) struct Provider {
     rss_qps: std::collections::BTreeMap<QpHandle, mlx5_dv::RwqIndTableHandle>,
     /// `mlx5dv_create_flow_matcher`'s matchers and the rules made from them.
     matchers: matcher::Matchers,
+    /// Software steering's domains, tables, matchers, actions and rules.
+    dr: dr::DrObjects,
+    /// The devices have software-owned flow tables (`[hca_cap] sw_steering`, with DEVX).
+    sw_steering: bool,
 }
 
 impl Provider {
@@ -364,6 +369,8 @@ impl Provider {
             ind_tables: HandleTable::new(backend),
             rss_qps: Default::default(),
             matchers: matcher::Matchers::default(),
+            dr: dr::DrObjects::default(),
+            sw_steering: profile.hca_cap.sw_steering && profile.kernel.devx,
         }
     }
 

@@ -327,6 +327,7 @@ mod control;
 mod memory;
 mod network;
 mod srq;
+mod steering;
 
 impl Contexts for Simulator {
     fn device_list(&mut self) -> Result<Vec<DeviceDesc>> {

@@ -670,6 +670,9 @@ pub struct Wc {
     /// `src_qp`: the sending QP (receive completions).
     #[serde(default, skip_serializing_if = "is_zero_u32")]
     pub src_qp: u32,
+    /// The flow tag a steering rule gave a raw packet QP's receive (`ibv_wc_read_flow_tag`).
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub flow_tag: u32,
     /// `slid`: the sender's LID (receive completions; 0 on RoCE).
     #[serde(default, skip_serializing_if = "is_zero_u16")]
     pub slid: u16,

@@ -641,6 +641,8 @@ pub struct Sender {
     pub flags: u8,
     /// `srqn_uidx` of a receive at an XRC target: the XRC SRQ it took (0 otherwise).
     pub srqn: u32,
+    /// The flow tag a steering rule gave a raw packet QP's receive (0: none).
+    pub flow_tag: u32,
 }
 
 impl Cqe {
@@ -694,6 +696,11 @@ impl Cqe {
                 if from.srqn != 0 {
                     // srqn_uidx at byte 32, past the 32 bytes scattered to the CQE.
                     out[32..36].copy_from_slice(&(from.srqn & 0xff_ffff).to_be_bytes());
+                }
+                if from.flow_tag != 0 && inline.is_none() {
+                    // Bytes 4..8, reserved in libmlx5's mlx5_cqe64 (hardware puts the tag in
+                    // sop_drop_qpn, where this CQE keeps the QP number).
+                    out[4..8].copy_from_slice(&(from.flow_tag & 0xff_ffff).to_be_bytes());
                 }
                 if *se {
                     out[cqe::SIZE - 1] |= SE_BIT;

@@ -184,6 +184,18 @@ pub fn steer_counting(rules: &[FlowRule], frame: &[u8]) -> (Vec<u32>, Vec<u32>) 
     (out, counters)
 }
 
+/// The flow tag of the matching rule of the best priority that steers `frame` to QP `qpn`
+/// (0: none).
+pub fn tag_for(rules: &[FlowRule], frame: &[u8], qpn: u32) -> u32 {
+    let Some(p) = parse(frame) else { return 0 };
+    let hits: Vec<&FlowRule> = rules.iter().filter(|r| rule_matches(&p, r, frame)).collect();
+    let Some(best) = hits.iter().map(|r| r.priority).min() else { return 0 };
+    hits.iter()
+        .filter(|r| r.priority == best && r.qpn == qpn)
+        .find_map(|r| r.fte.as_ref().and_then(|f| f.tag))
+        .unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

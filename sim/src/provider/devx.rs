@@ -76,6 +76,12 @@ impl DevxObjects {
         (o.create_opcode == mlx5_dv::prm::flow_counter::ALLOC).then_some((o.dev, o.obj_id))
     }
 
+    /// The device and number of the TIR a DEVX object holds.
+    pub(crate) fn tir(&self, h: DevxObjHandle) -> Option<(usize, u32)> {
+        let o = self.objs.get(h, Op::DevxObjDestroy).ok()?;
+        (o.create_opcode == mlx5_dv::prm::tir::CREATE).then_some((o.dev, o.obj_id))
+    }
+
     pub(crate) fn new(backend: mlx5_dv::BackendId) -> Self {
         DevxObjects {
             objs: HandleTable::new(backend),

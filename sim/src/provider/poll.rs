@@ -195,6 +195,9 @@ impl Provider {
                 wc.byte_len = c.byte_cnt;
                 if bytes.get(cqe::SIZE - 1).is_some_and(|b| b & INLINE_SCATTER_32 != 0) {
                     copy_to_scat(host, &bytes[..(c.byte_cnt as usize).min(32)], &sge);
+                } else if q.qp_type == mlx5_dv::qp_type::RAW_PACKET {
+                    // The flow tag, where this device's CQE carries it (contract::Cqe).
+                    wc.flow_tag = u32::from_be_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]) & 0xff_ffff;
                 }
                 (wc.opcode, wc.wc_flags) = match op {
                     cqe::opcode::RESP_WR_IMM => (wc_opcode::RECV_RDMA_WITH_IMM, WcFlags::WITH_IMM),

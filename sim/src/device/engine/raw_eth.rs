@@ -12,7 +12,7 @@ use super::translate::Need;
 use super::{Engine, Step, syndrome};
 use crate::device::Device;
 use crate::device::contract::{self, Cqe, Sender, Wqe, WqeKind};
-use crate::device::steering;
+use crate::device::{dr, steering};
 use crate::fabric::QpPath;
 
 /// The largest frame a raw QP sends without TSO: a 9000-byte MTU and its Ethernet header and
@@ -51,30 +51,67 @@ impl Engine<'_> {
             Ok(f) => f,
             Err(s) => return Step::Failed(s),
         };
-        for dev in 0..self.devs.len() {
-            let (to, counters) =
-                self.devs.get(dev).map(|d| steering::steer_counting(d.flows(), &frame)).unwrap_or_default();
-            if let Some(d) = self.dev(dev) {
-                for id in counters {
-                    d.count_flow(id, frame.len() as u64);
-                }
+        // The sender's transmit steering first: what it lets out goes on the wire.
+        let wire = match self.dev(qp.dev).and_then(|d| d.dr.process(dr::NIC_TX, &frame)) {
+            Some(out) => {
+                self.count_dr(qp.dev, &out.counted);
+                out.wire
             }
-            let to: Vec<_> = match self.devs.get(dev) {
-                Some(d) => to.into_iter().map(|q| d.rss_target(q, &frame)).collect(),
-                None => Vec::new(),
-            };
-            for qpn in to {
-                self.receive_frame(QpPath { dev, qpn }, &frame);
+            None => vec![frame],
+        };
+        for frame in &wire {
+            for dev in 0..self.devs.len() {
+                self.steer_received(dev, frame);
             }
         }
         self.settle_responders();
         Step::Done(Device::success(qp.qpn, w, 0))
     }
 
+    /// Count frames on flow counters of device `dev`.
+    fn count_dr(&mut self, dev: usize, counted: &[(u32, u64)]) {
+        if let Some(d) = self.dev(dev) {
+            for (id, bytes) in counted {
+                d.count_flow(*id, *bytes);
+            }
+        }
+    }
+
+    /// A frame arriving at device `dev`: its receive steering (`mlx5dv_dr`) when a root rule
+    /// takes it, else the verbs flow rules.
+    fn steer_received(&mut self, dev: usize, frame: &[u8]) {
+        if let Some(out) = self.dev(dev).and_then(|d| d.dr.process(dr::NIC_RX, frame)) {
+            self.count_dr(dev, &out.counted);
+            for (dest, bytes, tag) in out.delivered {
+                let to = match dest {
+                    dr::DrDest::Qp(q) => Some(q),
+                    dr::DrDest::Tir(t) => self.devs.get(dev).and_then(|d| d.tir_rq(t)),
+                };
+                if let Some(qpn) = to {
+                    self.receive_frame(QpPath { dev, qpn }, &bytes, tag.unwrap_or(0));
+                }
+            }
+            return;
+        }
+        let (to, counters) = self.devs.get(dev).map(|d| steering::steer_counting(d.flows(), frame)).unwrap_or_default();
+        if let Some(d) = self.dev(dev) {
+            for id in counters {
+                d.count_flow(id, frame.len() as u64);
+            }
+        }
+        let to: Vec<_> = match self.devs.get(dev) {
+            Some(d) => to.into_iter().map(|q| (d.rss_target(q, frame), d.flow_tag(q, frame))).collect(),
+            None => Vec::new(),
+        };
+        for (qpn, tag) in to {
+            self.receive_frame(QpPath { dev, qpn }, frame, tag);
+        }
+    }
+
     /// A raw QP in RTR or RTS takes a frame into its next receive WQE; with none posted, or
     /// in another state, the frame is dropped (and counted). A buffer too short is
     /// LOC_LEN_ERR.
-    fn receive_frame(&mut self, at: QpPath, frame: &[u8]) {
+    fn receive_frame(&mut self, at: QpPath, frame: &[u8], flow_tag: u32) {
         let ok = self
             .qp(at)
             .is_some_and(|q| q.st == mlx5_dv::prm::queues::st::RAW && matches!(q.state, QpState::Rtr | QpState::Rts));
@@ -98,7 +135,7 @@ impl Engine<'_> {
             return;
         }
         let Some(rcq) = self.qp(at).map(|q| q.recv_cqn) else { return };
-        let from = Sender { qpn: 0, slid: 0, flags: 0, srqn: 0 };
+        let from = Sender { qpn: 0, slid: 0, flags: 0, srqn: 0, flow_tag };
         let byte_cnt = u32::try_from(len).unwrap_or(u32::MAX);
         let cqe = Cqe::Resp {
             qpn: at.qpn,

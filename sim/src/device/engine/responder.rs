@@ -731,7 +731,13 @@ impl Engine<'_> {
     fn sender(&self, at: QpPath) -> Sender {
         let remote = self.qp(at).and_then(|p| p.remote);
         let srqn = self.qp(at).filter(|q| q.xrcd != 0).and_then(|q| q.srqn).unwrap_or(0);
-        remote.map_or_else(Sender::default, |d| Sender { qpn: d.dest_qp_num, slid: d.ah.dlid, flags: 0, srqn })
+        remote.map_or_else(Sender::default, |d| Sender {
+            qpn: d.dest_qp_num,
+            slid: d.ah.dlid,
+            flags: 0,
+            srqn,
+            flow_tag: 0,
+        })
     }
 
     /// RDMA WRITE with immediate consumes a receive WQE without scattering into it.

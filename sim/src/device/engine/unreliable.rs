@@ -353,7 +353,7 @@ impl Engine<'_> {
             Some(i) => (cqe::opcode::RESP_SEND_IMM, i),
             None => (cqe::opcode::RESP_SEND, 0),
         };
-        let from = Sender { qpn: deth.src_qp, slid: 0, flags: l3, srqn: 0 };
+        let from = Sender { qpn: deth.src_qp, slid: 0, flags: l3, srqn: 0, flow_tag: 0 };
         let byte_cnt = u32::try_from(len).unwrap_or(u32::MAX);
         let cqe =
             Cqe::Resp { qpn: at.qpn, wqe_counter: r.index, opcode, byte_cnt, imm, inline: None, from, se: h.bth.se };

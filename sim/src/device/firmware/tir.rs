@@ -1,9 +1,8 @@
 //! TIRs made through DEVX: CREATE_TIR and DESTROY_TIR.
 //!
 //! A direct TIR (`disp_type` 0) names one RQ by `inline_rqn`: here a receive-only raw packet
-//! queue, which is what a receive WQ is in this firmware. The simulator keeps the TIR and its
-//! RQ; a steering rule of its own never delivers to it (mlx5dv_dr and DEVX flow tables are not
-//! simulated). An indirect TIR names an RQ table, which this firmware does not make through
+//! queue, which is what a receive WQ is in this firmware; software steering's TIR destination
+//! delivers to that RQ. An indirect TIR names an RQ table, which this firmware does not make through
 //! DEVX: BAD_PARAM. The firmware's choices (not public): numbers count from 1, an RQ that does
 //! not exist or is not an RQ is BAD_PARAM with the no-such-object syndrome.
 
@@ -63,6 +62,11 @@ impl Firmware {
         self.tirs.live.insert(tirn, rqn);
         tir::TIRN.set(out, u64::from(tirn))?;
         Ok(())
+    }
+
+    /// The RQ TIR `tirn` delivers to.
+    pub(crate) fn tir_rq(&self, tirn: u32) -> Option<u32> {
+        self.tirs.live.get(&tirn).copied()
     }
 
     /// DESTROY_TIR.
