@@ -28,6 +28,7 @@ mod fixture;
 mod flow_counter;
 mod inline;
 mod inval;
+mod dr;
 mod matcher;
 mod misuse;
 mod mkey;
@@ -112,6 +113,7 @@ pub fn all() -> Vec<Case> {
         raw::CASES,
         rss::CASES,
         matcher::CASES,
+        dr::CASES,
         sched::CASES,
     ]
     .concat()

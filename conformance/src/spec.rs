@@ -285,6 +285,14 @@ pub const ITEMS: &[(u16, &str)] = &[
     (303, "XRC traffic through ODP MRs: a SEND gathered from one lands in an XRC SRQ's"),
     (304, "dc_odp_caps: DC's bits of the ODP capability page"),
     (305, "DC traffic through ODP MRs: a DCI's WRITE and SEND between ODP MRs"),
+    (306, "mlx5dv_dr domains and tables: root tables everywhere, software tables with sw_owner"),
+    (307, "mlx5dv_dr matchers and rules: libmlx5's checks, duplicates, EBUSY while in use"),
+    (308, "mlx5dv_dr actions: each creation's checks"),
+    (309, "mlx5dv_dr rules: libmlx5's order of actions per domain"),
+    (310, "mlx5dv_dr receive steering: matchers by priority, a table's rule ends the walk"),
+    (311, "mlx5dv_dr tag and counter actions: the completion's flow tag, the counter's packets"),
+    (312, "mlx5dv_dr transmit steering: rewrites and VLAN pushes reach the wire, drops do not"),
+    (313, "mlx5dv_dr destination arrays, samplers and TIRs"),
 ];
 
 /// The title of a checklist item, if it exists.

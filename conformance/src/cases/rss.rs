@@ -410,3 +410,40 @@ fn devx_tir(b: &mut dyn Backend, env: &Env) -> Check {
     expect_ok("ibv_destroy_wq", b.destroy_wq(&w))?;
     Ok(())
 }
+
+/// `mlx5dv_dr`'s TIR destination (item 313): frames from a source of their own reach a
+/// receive WQ through a DEVX TIR over it, named by a software table's rule of domain `d`.
+pub(super) fn tir_destination(
+    b: &mut dyn Backend,
+    ctx: ContextHandle,
+    d: &mlx5_dv::DrDomain,
+    tx: &super::raw::RawSide,
+) -> Check {
+    use mlx5_dv::DrActionAttr as A;
+    use mlx5_dv::prm::tir;
+    let pd = expect_ok("ibv_alloc_pd", b.alloc_pd(ctx))?;
+    let cq = expect_ok("ibv_create_cq", b.create_cq(ctx, 16))?;
+    let w = wq(b, pd, &cq)?;
+    expect_ok("RESET to RDY", b.modify_wq(&w, &WqAttr::to(wq_state::RDY)))?;
+    let t = expect_ok("a TIR over the WQ", b.devx_obj_create(ctx, &tir_input(tir::disp::DIRECT, w.wq_num), tir::CREATE_OUT_SIZE))?;
+    let (_, mr) = region(b, pd, 2 * FRAME_LEN, &[], AccessFlags::LOCAL_WRITE)?;
+    let wr = RecvWr { wr_id: 77, sge: vec![sge(&mr, 0, 2 * FRAME_LEN as u32)] };
+    expect_ok("ibv_post_wq_recv", b.post_wq_recv(&w, &[wr]))?;
+    let src = [0x02, 0, 0, 0, 0, 0x0b];
+    let value = [&src[..], &[0, 0]].concat();
+    let mask = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0];
+    let root = expect_ok("a root table", b.dr_table_create(d, 0))?;
+    let t1 = expect_ok("a software table", b.dr_table_create(d, 1))?;
+    let rm = expect_ok("a root matcher", b.dr_matcher_create(&root, 0, 1, &mask))?;
+    let goto = expect_ok("a table action", b.dr_action_create(&A::DestTable(t1)))?;
+    expect_ok("the root rule", b.dr_rule_create(&rm, &value, &[goto]))?;
+    let m = expect_ok("a matcher", b.dr_matcher_create(&t1, 0, 1, &mask))?;
+    let to_tir = expect_ok("mlx5dv_dr_action_create_dest_devx_tir", b.dr_action_create(&A::DestTir(t.handle)))?;
+    expect_ok("the TIR rule", b.dr_rule_create(&m, &value, &[to_tir]))?;
+    let mut f = super::raw::frame_bytes(9);
+    f[6..12].copy_from_slice(&src);
+    super::raw::send_frame(b, tx, &f, 99)?;
+    let wc = ok_cqe(b, &cq, 77, wc_opcode::RECV)?;
+    check_eq("the completion's WQ number", wc.qp_num, w.wq_num)?;
+    check_eq("byte_len: the frame's", wc.byte_len, FRAME_LEN as u32)
+}

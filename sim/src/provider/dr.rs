@@ -15,6 +15,7 @@ use mlx5_dv::{
 use super::{Lower, Provider};
 use crate::device::dr::ModifyOp;
 use crate::device::fte_match;
+use crate::kernel::DevxUid;
 
 mod actions;
 
@@ -134,9 +135,15 @@ impl Provider {
         if !c.is_kernel() {
             return Err(Error::new(op, EOPNOTSUPP, "software steering needs a kernel mlx5 context"));
         }
-        // An FDB domain needs the eswitch manager, which a simulated function is not; such a
-        // domain, and one of a device without software-owned tables, takes root tables only.
-        let sw = self.sw_steering && ty != dr_domain_type::FDB;
+        // libmlx5 reads the flow table pages with QUERY_HCA_CAP through DEVX: under the
+        // context's uid or the kernel's whitelist uid. Without them, without software-owned
+        // tables, or for the FDB (whose eswitch manager a simulated function is not), the
+        // domain takes root tables only.
+        let caps_readable = matches!(
+            c.kind,
+            super::CtxKind::Kernel { devx: DevxUid::Uid(_) | DevxUid::None { whitelist: true }, .. }
+        );
+        let sw = self.sw_steering && caps_readable && ty != dr_domain_type::FDB;
         let dom = DomainObj { ctx, dev: c.dev, ty, sw, allow_dup: true };
         let h = self.dr.handle();
         self.dr.domains.insert(h, dom);
