@@ -97,6 +97,7 @@ impl Shim {
             crate::xrc::fill_context_ops(&mut c);
             crate::mw::fill_context_ops(&mut c);
             crate::flow::fill_context_ops(&mut c);
+            crate::flow_matcher::fill_context_ops(&mut c);
             crate::wq::fill_context_ops(&mut c);
         }
         crate::queue::fill_context_ops(&mut c);

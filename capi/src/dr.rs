@@ -425,8 +425,9 @@ pub unsafe extern "C" fn mlx5dv_dr_action_create_packet_reformat(
     make(|s| {
         let domain = domain(dmn)?;
         let data = match (data.is_null(), data_sz) {
-            (_, 0) => Vec::new(),
-            (true, _) => return Err(libc::EINVAL),
+            (true, 0) => Vec::new(),
+            // libmlx5: data without a size, or a size without data.
+            (false, 0) | (true, _) => return Err(libc::EINVAL),
             // SAFETY: the caller's contract.
             (false, n) if n <= MAX_LIST => unsafe { std::slice::from_raw_parts(data, n) }.to_vec(),
             _ => return Err(libc::EINVAL),

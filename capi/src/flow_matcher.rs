@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::ffi::{c_int, c_void};
 use std::sync::{Mutex, PoisonError};
 
-use mlx5_dv::{FlowMatcher, FlowMatcherAttr, MatcherAction};
-use rdma_sys::{ibv_context, ibv_flow, ibv_qp};
+use mlx5_dv::{FlowAction, FlowMatcher, FlowMatcherAttr, MatcherAction};
+use rdma_sys::{ibv_context, ibv_flow, ibv_flow_action, ibv_qp, verbs_context};
 
 use crate::errno::null;
 use crate::state::{Shim, key, with};
@@ -117,6 +117,7 @@ impl Shim {
                 0 => MatcherAction::DestQp(self.qp(ptr.cast::<ibv_qp>())?.qp),
                 1 => MatcherAction::Drop,
                 4 => MatcherAction::Tag(ptr as usize as u32),
+                3 => MatcherAction::FlowAction(flow_action(ptr)?),
                 6 => MatcherAction::CountersDevx(self.devx_obj(ptr.cast())?),
                 t => MatcherAction::Other(t),
             });
@@ -179,7 +180,86 @@ pub unsafe extern "C" fn __mlx5dv_create_flow(
     })
 }
 
-/// Drop the matchers of a closed context.
+/// Drop the matchers and flow actions of a closed context.
 pub(crate) fn forget(ctx: *const ibv_context) {
     matchers().retain(|_, m| !std::ptr::eq(m.ctx, ctx));
+    flow_actions().retain(|_, a| !std::ptr::eq(a.action.context, ctx));
+}
+
+/// One `ibv_flow_action` of `mlx5dv_create_flow_action_packet_reformat`: the program's
+/// structure first, then the simulator's action.
+#[repr(C)]
+struct ShimFlowAction {
+    action: ibv_flow_action,
+    fa: FlowAction,
+}
+
+// SAFETY: the context pointer is the program's, only handed back; the table is reached
+// under its lock.
+unsafe impl Send for ShimFlowAction {}
+
+/// The flow actions the program holds, by address.
+static FLOW_ACTIONS: Mutex<BTreeMap<usize, Box<ShimFlowAction>>> = Mutex::new(BTreeMap::new());
+
+fn flow_actions() -> std::sync::MutexGuard<'static, BTreeMap<usize, Box<ShimFlowAction>>> {
+    FLOW_ACTIONS.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn flow_action(p: *const c_void) -> Result<FlowAction, c_int> {
+    flow_actions().get(&key(p)).map(|a| a.fa).ok_or(libc::EINVAL)
+}
+
+pub(crate) fn fill_context_ops(c: &mut verbs_context) {
+    c.destroy_flow_action = Some(destroy_flow_action);
+}
+
+/// `mlx5dv_create_flow_action_packet_reformat`: the action, or NULL with errno.
+///
+/// # Safety
+/// `ctx` is a context the shim opened; `data` has `data_sz` readable bytes (or is NULL).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mlx5dv_create_flow_action_packet_reformat(
+    ctx: *mut ibv_context,
+    data_sz: usize,
+    data: *const u8,
+    reformat_type: u32,
+    ft_type: u32,
+) -> *mut ibv_flow_action {
+    with(null, |s| {
+        let mut make = || -> Result<*mut ibv_flow_action, c_int> {
+            let h = s.ctx_handle(ctx)?;
+            let bytes = match (data.is_null(), data_sz) {
+                (true, 0) => Vec::new(),
+                (false, n) if n > 0 && n <= MAX_MATCH_READ => {
+                    // SAFETY: the caller's contract.
+                    unsafe { std::slice::from_raw_parts(data, n) }.to_vec()
+                }
+                _ => return Err(libc::EINVAL),
+            };
+            let fa =
+                s.sim.create_flow_action_packet_reformat(h, reformat_type, ft_type, &bytes).map_err(|e| e.errno())?;
+            let mut b = Box::new(ShimFlowAction { action: ibv_flow_action { context: ctx }, fa });
+            let p = std::ptr::addr_of_mut!(b.action);
+            flow_actions().insert(key(p), b);
+            Ok(p)
+        };
+        make().unwrap_or_else(null)
+    })
+}
+
+/// The context op behind `ibv_destroy_flow_action`: 0 or the errno (EBUSY while flows use it).
+unsafe extern "C" fn destroy_flow_action(action: *mut ibv_flow_action) -> c_int {
+    with(
+        |e| e,
+        |s| {
+            let Ok(fa) = flow_action(action.cast()) else { return libc::EINVAL };
+            match s.sim.destroy_flow_action(&fa) {
+                Ok(()) => {
+                    flow_actions().remove(&key(action));
+                    0
+                }
+                Err(e) => e.errno(),
+            }
+        },
+    )
 }

@@ -235,6 +235,10 @@ pub enum Op {
     DrRuleCreate,
     /// `mlx5dv_dr_*_destroy`.
     DrDestroy,
+    /// `mlx5dv_create_flow_action_packet_reformat`.
+    CreateFlowActionPacketReformat,
+    /// `ibv_destroy_flow_action`.
+    DestroyFlowAction,
     /// `mlx5dv_destroy_flow_matcher`.
     DestroyFlowMatcher,
     /// `mlx5dv_create_flow`.
@@ -358,6 +362,8 @@ impl Op {
             Op::DrActionCreate => "mlx5dv_dr_action_create",
             Op::DrRuleCreate => "mlx5dv_dr_rule_create",
             Op::DrDestroy => "mlx5dv_dr_destroy",
+            Op::CreateFlowActionPacketReformat => "mlx5dv_create_flow_action_packet_reformat",
+            Op::DestroyFlowAction => "ibv_destroy_flow_action",
             Op::DestroyFlowMatcher => "mlx5dv_destroy_flow_matcher",
             Op::CreateMatcherFlow => "mlx5dv_create_flow",
         }

@@ -526,6 +526,12 @@ pub struct HcaCapSection {
     /// later have it; on unless a profile says otherwise.
     #[serde(default = "yes")]
     pub sw_steering: bool,
+    /// The NIC flow table page's packet reformat (`encap_general_header`,
+    /// `log_max_packet_reformat_context`, and `reformat` in the receive and transmit table
+    /// properties): L2 tunnel encapsulation on transmit and decapsulation on receive.
+    /// Unverified default on (ConnectX-5 and later offload VXLAN).
+    #[serde(default = "yes")]
+    pub packet_reformat: bool,
     /// Doorbell pages of the virtio emulation BAR that mlx5_ib hands out as VARs (the
     /// emulation page's BAR size over its doorbell stride, one 4 KiB page each here).
     /// Unverified default 256.

@@ -154,6 +154,8 @@ fn read_caps(b: &mut HwBackend, ctx: mlx5_dv::ContextHandle) -> Result<(HcaCapSe
         // The NIC flow table page's sw_owner bits are not read: the default (ConnectX-5 and
         // later own their NIC tables in software).
         sw_steering: true,
+        // Nor its reformat bits: the default.
+        packet_reformat: true,
         rts2rts_qp_udp_sport: bit(&page, c::RTS2RTS_QP_UDP_SPORT),
         qpc_extension: bit(&page, c::QPC_EXTENSION),
         sho: bit(&page, c::SHO),

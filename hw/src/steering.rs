@@ -1,9 +1,11 @@
-//! [`Steering`] on hardware: not forwarded yet. Every call answers EOPNOTSUPP with the
+//! [`Steering`] on hardware: not forwarded yet (nor packet
+//! reformat flow actions). Every call answers EOPNOTSUPP with the
 //! reason, so a case that needs `mlx5dv_dr` skips on a card instead of passing unchecked.
 
 use mlx5_dv::errno::EOPNOTSUPP;
 use mlx5_dv::{
-    ContextHandle, DrAction, DrActionAttr, DrDomain, DrMatcher, DrObject, DrRule, DrTable, Error, Op, Result, Steering,
+    ContextHandle, DrAction, DrActionAttr, DrDomain, DrMatcher, DrObject, DrRule, DrTable, Error, FlowAction, Op,
+    Result, Steering,
 };
 
 use crate::backend::HwBackend;
@@ -48,5 +50,17 @@ impl Steering for HwBackend {
     }
     fn dr_destroy(&mut self, _obj: DrObject) -> Result<()> {
         not_forwarded(Op::DrDestroy)
+    }
+    fn create_flow_action_packet_reformat(
+        &mut self,
+        _ctx: ContextHandle,
+        _reformat_type: u32,
+        _ft_type: u32,
+        _data: &[u8],
+    ) -> Result<FlowAction> {
+        not_forwarded(Op::CreateFlowActionPacketReformat)
+    }
+    fn destroy_flow_action(&mut self, _action: &FlowAction) -> Result<()> {
+        not_forwarded(Op::DestroyFlowAction)
     }
 }

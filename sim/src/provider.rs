@@ -334,6 +334,8 @@ pub(crate) struct Provider {
     dr: dr::DrObjects,
     /// The devices have software-owned flow tables (`[hca_cap] sw_steering`, with DEVX).
     sw_steering: bool,
+    /// The devices reformat packets (`[hca_cap] packet_reformat`).
+    packet_reformat: bool,
 }
 
 impl Provider {
@@ -371,6 +373,7 @@ impl Provider {
             matchers: matcher::Matchers::default(),
             dr: dr::DrObjects::default(),
             sw_steering: profile.hca_cap.sw_steering && profile.kernel.devx,
+            packet_reformat: profile.hca_cap.packet_reformat,
         }
     }
 

@@ -178,9 +178,14 @@ fn action_checks(b: &mut dyn Backend, env: &Env) -> Check {
     let flags = A::ModifyHeader { domain: tx, flags: 2, actions: vec![0; 8] };
     expect_errno("modify flags 0x2", b.dr_action_create(&flags), EINVAL)?;
     let q = action(b, "a QP action", A::DestQp(side.qp))?;
-    expect_errno("a one-destination array", b.dr_action_create(&A::DestArray { domain: rx, dests: vec![DrDest::Dest(q)] }), EINVAL)?;
+    expect_errno(
+        "a one-destination array",
+        b.dr_action_create(&A::DestArray { domain: rx, dests: vec![DrDest::Dest(q)] }),
+        EINVAL,
+    )?;
     let t1 = table(b, &rx, 1)?;
-    let sampler = |ratio| A::FlowSampler { sample_ratio: ratio, default_next_table: t1, sample_actions: vec![q], action: 0 };
+    let sampler =
+        |ratio| A::FlowSampler { sample_ratio: ratio, default_next_table: t1, sample_actions: vec![q], action: 0 };
     expect_errno("a sampler of ratio 0", b.dr_action_create(&sampler(0)), EINVAL)?;
     let tx1 = table(b, &tx, 1)?;
     let tx_sampler = A::FlowSampler { sample_ratio: 2, default_next_table: tx1, sample_actions: vec![q], action: 0 };
@@ -285,7 +290,11 @@ fn tx_steer(b: &mut dyn Backend, env: &Env) -> Check {
     let miss = action(b, "a default miss", A::DefaultMiss)?;
     let drop = action(b, "a drop", A::Drop)?;
     let pm = smac_matcher(b, &t1, 1)?;
-    expect_errno("a default miss after a push (TX)", b.dr_rule_create(&pm, &smac_value(src2), &[push, miss]), EOPNOTSUPP)?;
+    expect_errno(
+        "a default miss after a push (TX)",
+        b.dr_rule_create(&pm, &smac_value(src2), &[push, miss]),
+        EOPNOTSUPP,
+    )?;
     expect_ok("a push", b.dr_rule_create(&pm, &smac_value(src2), &[push]))?;
     let dm = smac_matcher(b, &t1, 2)?;
     expect_ok("a drop of lower priority", b.dr_rule_create(&dm, &smac_value(src2), &[drop]))?;
@@ -341,7 +350,11 @@ fn fan_out(b: &mut dyn Backend, env: &Env) -> Check {
     let lm = smac_matcher(b, &last, 1)?;
     expect_ok("the last table's rule", b.dr_rule_create(&lm, &smac_value(SRC_MAC), &[q2]))?;
     let to_last = action(b, "a table action", A::DestTable(last))?;
-    let arr = action(b, "a destination array", A::DestArray { domain: d, dests: vec![DrDest::Dest(q1), DrDest::Dest(to_last)] })?;
+    let arr = action(
+        b,
+        "a destination array",
+        A::DestArray { domain: d, dests: vec![DrDest::Dest(q1), DrDest::Dest(to_last)] },
+    )?;
     root_to(b, &d, &t1, SRC_MAC)?;
     let m = smac_matcher(b, &t1, 1)?;
     expect_ok("the array rule", b.dr_rule_create(&m, &smac_value(SRC_MAC), &[arr]))?;
@@ -359,7 +372,8 @@ fn fan_out(b: &mut dyn Backend, env: &Env) -> Check {
     let nm = smac_matcher(b, &next, 1)?;
     expect_ok("the default table's rule", b.dr_rule_create(&nm, &smac_value(src2), &[q1]))?;
     let count = action(b, "a counter", A::FlowCounter { counter: c, offset: 0 })?;
-    let sampler = A::FlowSampler { sample_ratio: 4, default_next_table: next, sample_actions: vec![count, q2], action: 0 };
+    let sampler =
+        A::FlowSampler { sample_ratio: 4, default_next_table: next, sample_actions: vec![count, q2], action: 0 };
     let s = action(b, "a sampler", sampler)?;
     let t2 = table(b, &d, 1)?;
     root_to(b, &d, &t2, src2)?;

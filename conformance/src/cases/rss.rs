@@ -425,7 +425,10 @@ pub(super) fn tir_destination(
     let cq = expect_ok("ibv_create_cq", b.create_cq(ctx, 16))?;
     let w = wq(b, pd, &cq)?;
     expect_ok("RESET to RDY", b.modify_wq(&w, &WqAttr::to(wq_state::RDY)))?;
-    let t = expect_ok("a TIR over the WQ", b.devx_obj_create(ctx, &tir_input(tir::disp::DIRECT, w.wq_num), tir::CREATE_OUT_SIZE))?;
+    let t = expect_ok(
+        "a TIR over the WQ",
+        b.devx_obj_create(ctx, &tir_input(tir::disp::DIRECT, w.wq_num), tir::CREATE_OUT_SIZE),
+    )?;
     let (_, mr) = region(b, pd, 2 * FRAME_LEN, &[], AccessFlags::LOCAL_WRITE)?;
     let wr = RecvWr { wr_id: 77, sge: vec![sge(&mr, 0, 2 * FRAME_LEN as u32)] };
     expect_ok("ibv_post_wq_recv", b.post_wq_recv(&w, &[wr]))?;

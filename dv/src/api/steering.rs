@@ -85,6 +85,11 @@ dr_handle!(
     /// A `struct mlx5dv_dr_rule`.
     DrRule
 );
+dr_handle!(
+    /// A `struct ibv_flow_action` of `mlx5dv_create_flow_action_packet_reformat`, for
+    /// `mlx5dv_create_flow`'s `MLX5DV_FLOW_ACTION_IBV_FLOW_ACTION`.
+    FlowAction
+);
 
 /// One `struct mlx5dv_dr_action_dest_attr` of a destination array.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -234,4 +239,17 @@ pub trait Steering {
 
     /// `mlx5dv_dr_*_destroy`.
     fn dr_destroy(&mut self, obj: DrObject) -> Result<()>;
+
+    /// `mlx5dv_create_flow_action_packet_reformat` on the context, for flow table type
+    /// `ft_type` (`MLX5DV_FLOW_TABLE_TYPE_NIC_RX` 0, `_NIC_TX` 1).
+    fn create_flow_action_packet_reformat(
+        &mut self,
+        ctx: ContextHandle,
+        reformat_type: u32,
+        ft_type: u32,
+        data: &[u8],
+    ) -> Result<FlowAction>;
+
+    /// `ibv_destroy_flow_action`: EBUSY while flows use it.
+    fn destroy_flow_action(&mut self, action: &FlowAction) -> Result<()>;
 }

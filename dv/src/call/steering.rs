@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::api::steering::{DrAction, DrActionAttr, DrDomain, DrMatcher, DrObject, DrRule, DrTable};
+use crate::api::steering::{DrAction, DrActionAttr, DrDomain, DrMatcher, DrObject, DrRule, DrTable, FlowAction};
 use crate::backend::Backend;
 use crate::error::{Error, Op, Result};
 use crate::handle::ContextHandle;
@@ -23,6 +23,8 @@ pub enum DrCall {
     ActionCreate { attr: DrActionAttr },
     RuleCreate { matcher: DrMatcher, value: Vec<u8>, actions: Vec<DrAction> },
     Destroy { obj: DrObject },
+    CreateFlowActionPacketReformat { ctx: ContextHandle, reformat_type: u32, ft_type: u32, data: Vec<u8> },
+    DestroyFlowAction { action: FlowAction },
 }
 
 /// The result of one [`DrCall`].
@@ -40,6 +42,8 @@ pub enum DrReply {
     ActionCreate(Result<DrAction>),
     RuleCreate(Result<DrRule>),
     Destroy(Result<()>),
+    CreateFlowActionPacketReformat(Result<FlowAction>),
+    DestroyFlowAction(Result<()>),
 }
 
 impl DrCall {
@@ -64,6 +68,15 @@ impl DrCall {
                 DrReply::RuleCreate(b.dr_rule_create(matcher, value, actions))
             }
             DrCall::Destroy { obj } => DrReply::Destroy(b.dr_destroy(*obj)),
+            DrCall::CreateFlowActionPacketReformat { ctx, reformat_type, ft_type, data } => {
+                DrReply::CreateFlowActionPacketReformat(b.create_flow_action_packet_reformat(
+                    *ctx,
+                    *reformat_type,
+                    *ft_type,
+                    data,
+                ))
+            }
+            DrCall::DestroyFlowAction { action } => DrReply::DestroyFlowAction(b.destroy_flow_action(action)),
         }
     }
 
@@ -80,6 +93,8 @@ impl DrCall {
             DrCall::ActionCreate { .. } => Op::DrActionCreate,
             DrCall::RuleCreate { .. } => Op::DrRuleCreate,
             DrCall::Destroy { .. } => Op::DrDestroy,
+            DrCall::CreateFlowActionPacketReformat { .. } => Op::CreateFlowActionPacketReformat,
+            DrCall::DestroyFlowAction { .. } => Op::DestroyFlowAction,
         }
     }
 
@@ -96,6 +111,8 @@ impl DrCall {
             DrCall::ActionCreate { .. } => DrReply::ActionCreate(Err(err)),
             DrCall::RuleCreate { .. } => DrReply::RuleCreate(Err(err)),
             DrCall::Destroy { .. } => DrReply::Destroy(Err(err)),
+            DrCall::CreateFlowActionPacketReformat { .. } => DrReply::CreateFlowActionPacketReformat(Err(err)),
+            DrCall::DestroyFlowAction { .. } => DrReply::DestroyFlowAction(Err(err)),
         }
     }
 }
@@ -110,10 +127,12 @@ impl DrReply {
             DrReply::MatcherCreate(r) => r.as_ref().err(),
             DrReply::ActionCreate(r) => r.as_ref().err(),
             DrReply::RuleCreate(r) => r.as_ref().err(),
+            DrReply::CreateFlowActionPacketReformat(r) => r.as_ref().err(),
             DrReply::DomainSync(r)
             | DrReply::DomainAllowDuplicateRules(r)
             | DrReply::MatcherSetLayout(r)
-            | DrReply::Destroy(r) => r.as_ref().err(),
+            | DrReply::Destroy(r)
+            | DrReply::DestroyFlowAction(r) => r.as_ref().err(),
         }
     }
 }

@@ -1,7 +1,9 @@
 //! [`Steering`] through a [`Layer`]: each call as a [`Call::Dr`].
 
 use super::{Layer, Wrapped, mismatch};
-use crate::api::steering::{DrAction, DrActionAttr, DrDomain, DrMatcher, DrObject, DrRule, DrTable, Steering};
+use crate::api::steering::{
+    DrAction, DrActionAttr, DrDomain, DrMatcher, DrObject, DrRule, DrTable, FlowAction, Steering,
+};
 use crate::backend::Backend;
 use crate::call::{Call, DrCall, DrReply, Reply};
 use crate::error::Result;
@@ -50,5 +52,18 @@ impl<L: Layer, B: Backend> Steering for Wrapped<L, B> {
     }
     fn dr_destroy(&mut self, obj: DrObject) -> Result<()> {
         through_dr!(self, DrCall::Destroy { obj }, Destroy)
+    }
+    fn create_flow_action_packet_reformat(
+        &mut self,
+        ctx: ContextHandle,
+        reformat_type: u32,
+        ft_type: u32,
+        data: &[u8],
+    ) -> Result<FlowAction> {
+        let call = DrCall::CreateFlowActionPacketReformat { ctx, reformat_type, ft_type, data: data.to_vec() };
+        through_dr!(self, call, CreateFlowActionPacketReformat)
+    }
+    fn destroy_flow_action(&mut self, action: &FlowAction) -> Result<()> {
+        through_dr!(self, DrCall::DestroyFlowAction { action: *action }, DestroyFlowAction)
     }
 }

@@ -4,8 +4,8 @@
 //! A frame enters the root tables of its direction (every level-0 table of the device's
 //! domains of that type): their matchers are tried by priority, then by age, and a frame
 //! takes the actions of the oldest rule of the first matcher that matches. Actions change the
-//! frame (VLAN push and pop, header rewrites), count and tag it, and end in a destination: a
-//! QP or TIR, another table, a drop, the table type's default (nothing on receive, the wire
+//! frame (VLAN push and pop, header rewrites, tunnel encapsulation and decapsulation), count
+//! and tag it, and end in a destination: a QP or TIR, another table, a drop, the table type's default (nothing on receive, the wire
 //! on transmit), copies to several destinations, or a sampler. A frame no rule of a non-root
 //! table matches takes the default too. A frame no root rule matches is the caller's: on
 //! receive it meets the verbs flow rules, on transmit it goes out as it is.
@@ -49,6 +49,10 @@ pub enum DrAct {
     PushVlan(u32),
     /// Pop the outer VLAN header.
     PopVlan,
+    /// Put these outer headers in front (L2 to L2 tunnel).
+    Encap(Vec<u8>),
+    /// Strip an L2 tunnel's outer headers.
+    Decap,
     /// A copy of the frame through each list of actions.
     Array(Vec<Vec<DrAct>>),
     /// One frame in `ratio` also goes through `sample`; every frame goes on to `next`.
@@ -165,6 +169,11 @@ impl Dr {
         self.rules.remove(&id);
     }
 
+    /// Whether rule `id` is there.
+    pub fn has_rule(&self, id: u32) -> bool {
+        self.rules.contains_key(&id)
+    }
+
     /// Forget sampler `key`'s count.
     pub fn forget_sampler(&mut self, key: u64) {
         self.sampled.remove(&key);
@@ -231,6 +240,8 @@ impl Dr {
                 DrAct::Modify(ops) => rewrite::modify(&mut pkt.bytes, &ops),
                 DrAct::PushVlan(h) => rewrite::push_vlan(&mut pkt.bytes, h),
                 DrAct::PopVlan => rewrite::pop_vlan(&mut pkt.bytes),
+                DrAct::Encap(outer) => rewrite::encap(&mut pkt.bytes, &outer),
+                DrAct::Decap => rewrite::decap(&mut pkt.bytes),
                 other => end = Some(other),
             }
         }

@@ -131,6 +131,8 @@ impl CommandFault {
 #[derive(Debug, Clone)]
 pub struct Firmware {
     general_caps: caps::Page,
+    /// The NIC flow table page.
+    nic_flow_caps: caps::Page,
     crypto_caps: Option<caps::Page>,
     /// The port is Ethernet (RoCE): paths name their responder by GID, whatever `grh` says.
     eth: bool,
@@ -198,6 +200,7 @@ impl Firmware {
         let h = &profile.hca_cap;
         Ok(Firmware {
             general_caps: caps::general_page(profile)?,
+            nic_flow_caps: caps::nic_flow_table_page(profile)?,
             crypto_caps: caps::crypto_page(profile)?,
             eth: profile.device.link_layer == crate::profile::LinkLayer::Ethernet,
             rts2rts_qp_udp_sport: profile.hca_cap.rts2rts_qp_udp_sport,

@@ -18,6 +18,7 @@ use crate::device::fte_match;
 use crate::kernel::DevxUid;
 
 mod actions;
+pub(crate) mod flow_action;
 
 /// `DEVX_ST_SZ_BYTES(dr_match_param)`: seven 64-byte sections.
 const DR_MATCH_PARAM_SIZE: usize = 7 * m::SECTION_SIZE;
@@ -79,6 +80,8 @@ pub(crate) struct DrObjects {
     matchers: BTreeMap<u64, MatcherObj>,
     actions: BTreeMap<u64, ActionObj>,
     rules: BTreeMap<u64, RuleObj>,
+    /// `mlx5dv_create_flow_action_packet_reformat`'s actions.
+    flow_actions: BTreeMap<u64, flow_action::FlowActionObj>,
     next: u64,
 }
 
@@ -139,10 +142,8 @@ impl Provider {
         // context's uid or the kernel's whitelist uid. Without them, without software-owned
         // tables, or for the FDB (whose eswitch manager a simulated function is not), the
         // domain takes root tables only.
-        let caps_readable = matches!(
-            c.kind,
-            super::CtxKind::Kernel { devx: DevxUid::Uid(_) | DevxUid::None { whitelist: true }, .. }
-        );
+        let caps_readable =
+            matches!(c.kind, super::CtxKind::Kernel { devx: DevxUid::Uid(_) | DevxUid::None { whitelist: true }, .. });
         let sw = self.sw_steering && caps_readable && ty != dr_domain_type::FDB;
         let dom = DomainObj { ctx, dev: c.dev, ty, sw, allow_dup: true };
         let h = self.dr.handle();
@@ -411,6 +412,7 @@ impl Provider {
             gone.extend(dr.tables.remove(h).map(|t| t.id));
         }
         dr.actions.retain(|_, a| a.domain.is_none_or(|d| !doms.contains(&d)));
+        dr.flow_actions.retain(|_, a| a.ctx != ctx);
         for h in &doms {
             if let Some(d) = dr.domains.remove(h)
                 && let Some(dev) = low.devices.get_mut(d.dev)

@@ -51,6 +51,9 @@ impl Provider {
 
     /// `ibv_destroy_flow`: EINVAL for a rule that is gone.
     pub(crate) fn destroy_flow(&mut self, low: &mut Lower<'_>, f: &Flow) -> Result<()> {
+        if let Some(r) = self.destroy_egress_flow(low, f.handle) {
+            return r;
+        }
         let (dev, id) = ((f.handle >> 32) as usize, f.handle as u32);
         if low.devices.get_mut(dev).is_some_and(|d| d.remove_flow(id)) {
             Ok(())

@@ -9,6 +9,7 @@ use mlx5_dv::prm::fte_match as m;
 use mlx5_dv::{ContextHandle, Error, Flow, FlowMatcher, FlowMatcherAttr, MatcherAction, Op, Result, qp_type};
 
 use super::{Lower, Provider};
+use crate::device::dr::DrAct;
 use crate::device::fte_match;
 use crate::device::steering::FteRule;
 
@@ -31,7 +32,13 @@ struct MatcherObj {
     criteria: u8,
     mask: Vec<u8>,
     priority: u16,
+    /// A NIC TX matcher's flow table and group in the device's steering (`device::dr`):
+    /// transmit rules live there, with software steering's root tables.
+    egress: Option<(u32, u32)>,
 }
+
+/// A flow handle's mark for a transmit rule (its low half is the device's rule id).
+const EGRESS_FLOW: u64 = 1 << 63;
 
 /// The matchers and which matcher each of their rules came from.
 #[derive(Debug, Clone, Default)]
@@ -40,6 +47,17 @@ pub(crate) struct Matchers {
     next: u64,
     /// Flow handle to matcher handle.
     flows: BTreeMap<u64, u64>,
+    /// Flow handle to the reformat flow action it uses.
+    uses: BTreeMap<u64, u64>,
+}
+
+impl Matchers {
+    /// Whether flow `f` is still on its device.
+    fn live(low: &Lower<'_>, dev: usize, f: u64) -> bool {
+        low.devices.get(dev).is_some_and(|d| {
+            if f & EGRESS_FLOW != 0 { d.dr.has_rule(f as u32) } else { d.flows().iter().any(|r| r.id == f as u32) }
+        })
+    }
 }
 
 /// uverbs' length check of a match buffer: at least a byte, and nothing but zeros past
@@ -58,7 +76,7 @@ impl Provider {
     /// `mlx5dv_create_flow_matcher`.
     pub(crate) fn create_flow_matcher(
         &mut self,
-        _low: &mut Lower<'_>,
+        low: &mut Lower<'_>,
         ctx: ContextHandle,
         a: &FlowMatcherAttr,
     ) -> Result<FlowMatcher> {
@@ -84,12 +102,20 @@ impl Provider {
         if a.flags & !FLAGS_EGRESS != 0 {
             return Err(Error::new(op, EINVAL, format!("matcher flags 0x{:x} unknown to mlx5_ib", a.flags)));
         }
-        if ft_type != 0 || a.flags != 0 {
-            return Err(Error::new(op, EOPNOTSUPP, "only the NIC RX table is simulated"));
+        let egress = ft_type == super::dr::flow_action::FT_NIC_TX || a.flags & FLAGS_EGRESS != 0;
+        if ft_type > super::dr::flow_action::FT_NIC_TX {
+            return Err(Error::new(op, EOPNOTSUPP, "only the NIC RX and TX tables are simulated"));
         }
         let mut mask = a.match_mask.clone();
         mask.truncate(MATCH_PARAM_SIZE);
-        let obj = MatcherObj { dev, criteria: a.match_criteria_enable, mask, priority: a.priority };
+        let egress = match (egress, low.devices.get_mut(dev)) {
+            (true, Some(d)) => {
+                let t = d.dr.add_table(crate::device::dr::NIC_TX, 0);
+                Some((t, d.dr.add_matcher(t, a.priority, a.match_criteria_enable, mask.clone())))
+            }
+            _ => None,
+        };
+        let obj = MatcherObj { dev, criteria: a.match_criteria_enable, mask, priority: a.priority, egress };
         let m = &mut self.matchers;
         m.next += 1;
         m.objs.insert(m.next, obj);
@@ -102,10 +128,15 @@ impl Provider {
         let Some(o) = self.matchers.objs.get(&fm.handle) else {
             return Err(Error::new(op, EINVAL, "no such matcher"));
         };
-        let live = |f: &u64| low.devices.get(o.dev).is_some_and(|d| d.flows().iter().any(|r| r.id == *f as u32));
-        self.matchers.flows.retain(|f, _| live(f));
+        let dev = o.dev;
+        let egress = o.egress;
+        self.matchers.flows.retain(|f, _| Matchers::live(low, dev, *f));
         if self.matchers.flows.values().any(|h| *h == fm.handle) {
             return Err(Error::new(op, EBUSY, "flows of the matcher remain"));
+        }
+        if let (Some((t, m)), Some(d)) = (egress, low.devices.get_mut(dev)) {
+            d.dr.remove(m);
+            d.dr.remove(t);
         }
         self.matchers.objs.remove(&fm.handle);
         Ok(())
@@ -124,7 +155,7 @@ impl Provider {
             return Err(Error::new(op, EINVAL, "no such matcher"));
         };
         // libmlx5's walk of the actions.
-        let (mut dest, mut drop, mut tag, mut counter) = (None, false, None, None);
+        let (mut dest, mut drop, mut tag, mut counter, mut reformat) = (None, false, None, None, None);
         for a in actions {
             match *a {
                 MatcherAction::DestQp(_) | MatcherAction::Drop if dest.is_some() || drop => {
@@ -138,6 +169,10 @@ impl Provider {
                     return Err(Error::new(op, EOPNOTSUPP, "a second counter"));
                 }
                 MatcherAction::CountersDevx(h) => counter = Some(h),
+                MatcherAction::FlowAction(_) if reformat.is_some() => {
+                    return Err(Error::new(op, EOPNOTSUPP, "a second flow action"));
+                }
+                MatcherAction::FlowAction(f) => reformat = Some(f),
                 MatcherAction::Other(t) => {
                     return Err(Error::new(op, EOPNOTSUPP, format!("flow action type {t} is not simulated")));
                 }
@@ -168,6 +203,17 @@ impl Provider {
         if o.priority > LAST_PRIO {
             return Err(Error::new(op, ENOMEM, format!("priority {} past MLX5_IB_FLOW_LAST_PRIO", o.priority)));
         }
+        let reformat = match reformat {
+            Some(f) => match self.flow_action(f.handle) {
+                Some(a) if a.dev == o.dev && (a.ft_type == super::dr::flow_action::FT_NIC_TX) == o.egress.is_some() => {
+                    Some((f.handle, a.act.clone()))
+                }
+                _ => {
+                    return Err(Error::new(op, EINVAL, "the flow action is not of the matcher's device and table type"));
+                }
+            },
+            None => None,
+        };
         // The firmware's flow group and entry.
         if !fte_match::mask_within_criteria(o.criteria, &o.mask) {
             return Err(Error::new(op, EINVAL, "the mask sets bits of sections match_criteria_enable leaves out"));
@@ -177,6 +223,12 @@ impl Provider {
         }
         let mut value = value.to_vec();
         value.truncate(MATCH_PARAM_SIZE);
+        if let Some((t, gm)) = o.egress {
+            return self.create_egress_flow(low, fm.handle, &o, (t, gm), value, (dest, drop, tag, counter, reformat));
+        }
+        if reformat.is_some() {
+            return Err(Error::new(op, EOPNOTSUPP, "decapsulation in a NIC RX flow is not simulated (mlx5dv_dr's is)"));
+        }
         let fte =
             FteRule { criteria: o.criteria, mask: o.mask.clone(), value, drop: drop || dest.is_none(), counter, tag };
         let d = low.devices.get_mut(o.dev).ok_or_else(|| Error::new(op, EINVAL, "no such device"))?;
@@ -185,4 +237,62 @@ impl Provider {
         self.matchers.flows.insert(handle, fm.handle);
         Ok(Flow { handle })
     }
+
+    /// A NIC TX flow: a rule of the matcher's group in the device's transmit steering, where
+    /// no QP or tag is a destination (EINVAL, unverified), and a frame it does not drop goes
+    /// out after its reformat.
+    fn create_egress_flow(
+        &mut self,
+        low: &mut Lower<'_>,
+        matcher: u64,
+        o: &MatcherObj,
+        (_, group): (u32, u32),
+        value: Vec<u8>,
+        (dest, drop, tag, counter, reformat): EgressActions,
+    ) -> Result<Flow> {
+        let op = Op::CreateMatcherFlow;
+        if dest.is_some() || tag.is_some() {
+            return Err(Error::new(op, EINVAL, "a NIC TX flow has no QP destination or tag"));
+        }
+        let mut acts = Vec::new();
+        acts.extend(counter.map(DrAct::Counter));
+        acts.extend(reformat.as_ref().map(|(_, a)| a.clone()));
+        if drop {
+            acts.push(DrAct::Drop);
+        }
+        let d = low.devices.get_mut(o.dev).ok_or_else(|| Error::new(op, EINVAL, "no such device"))?;
+        let id = d.dr.add_rule(group, value, acts);
+        let handle = EGRESS_FLOW | (o.dev as u64) << 32 | u64::from(id);
+        self.matchers.flows.insert(handle, matcher);
+        if let Some((a, _)) = reformat {
+            self.matchers.uses.insert(handle, a);
+        }
+        Ok(Flow { handle })
+    }
+
+    /// Whether a live flow uses reformat flow action `a`.
+    pub(crate) fn matcher_flows_use_action(&mut self, low: &Lower<'_>, a: u64) -> bool {
+        let m = &mut self.matchers;
+        m.uses.retain(|f, _| Matchers::live(low, ((f >> 32) & 0x7fff_ffff) as usize, *f));
+        m.uses.values().any(|x| *x == a)
+    }
+
+    /// `ibv_destroy_flow` of a NIC TX flow (`None` when `f` is not one).
+    pub(crate) fn destroy_egress_flow(&mut self, low: &mut Lower<'_>, f: u64) -> Option<Result<()>> {
+        if f & EGRESS_FLOW == 0 {
+            return None;
+        }
+        let (dev, id) = (((f >> 32) & 0x7fff_ffff) as usize, f as u32);
+        Some(match low.devices.get_mut(dev) {
+            Some(d) if d.dr.has_rule(id) => {
+                d.dr.remove(id);
+                self.matchers.uses.remove(&f);
+                Ok(())
+            }
+            _ => Err(Error::new(Op::DestroyFlow, EINVAL, "no such flow")),
+        })
+    }
 }
+
+/// A NIC TX flow's actions: destination QP, drop, tag, counter id, reformat action.
+type EgressActions = (Option<mlx5_dv::Qp>, bool, Option<u32>, Option<u32>, Option<(u64, DrAct)>);

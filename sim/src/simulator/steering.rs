@@ -1,7 +1,7 @@
 //! [`Steering`] on the simulator: the provider's `mlx5dv_dr` objects over the devices' tables.
 
 use mlx5_dv::{
-    ContextHandle, DrAction, DrActionAttr, DrDomain, DrMatcher, DrObject, DrRule, DrTable, Result, Steering,
+    ContextHandle, DrAction, DrActionAttr, DrDomain, DrMatcher, DrObject, DrRule, DrTable, FlowAction, Result, Steering,
 };
 
 use super::Simulator;
@@ -36,5 +36,17 @@ impl Steering for Simulator {
     }
     fn dr_destroy(&mut self, obj: DrObject) -> Result<()> {
         down!(self.dr_destroy(obj))
+    }
+    fn create_flow_action_packet_reformat(
+        &mut self,
+        ctx: ContextHandle,
+        reformat_type: u32,
+        ft_type: u32,
+        data: &[u8],
+    ) -> Result<FlowAction> {
+        down!(self.create_flow_action_packet_reformat(ctx, reformat_type, ft_type, data))
+    }
+    fn destroy_flow_action(&mut self, action: &FlowAction) -> Result<()> {
+        down!(self.destroy_flow_action(action))
     }
 }

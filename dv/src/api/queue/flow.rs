@@ -144,6 +144,8 @@ pub enum MatcherAction {
     Tag(u32),
     /// `MLX5DV_FLOW_ACTION_COUNTERS_DEVX`: the DEVX object holding the flow counter.
     CountersDevx(crate::DevxObjHandle),
+    /// `MLX5DV_FLOW_ACTION_IBV_FLOW_ACTION`: a packet reformat flow action.
+    FlowAction(crate::FlowAction),
     /// Another action type (by its `enum mlx5dv_flow_action_type` value).
     Other(u32),
 }

@@ -210,3 +210,45 @@ pub fn pop_vlan(frame: &mut Vec<u8>) {
         frame.drain(12..16);
     }
 }
+
+/// The IPv4 header at `l3` gets `total_len` and a recomputed checksum.
+fn set_ipv4_len(frame: &mut [u8], l3: usize, total_len: usize) {
+    if let Some(len) = frame.get_mut(l3 + 2..l3 + 4) {
+        len.copy_from_slice(&(total_len.min(0xffff) as u16).to_be_bytes());
+    }
+    fix_ipv4_checksum(frame);
+}
+
+/// L2 to L2 tunnel: `outer` (Ethernet, IP, UDP, tunnel header) in front of the frame, the
+/// outer IPv4 total length and checksum and the UDP length and checksum fixed up as the
+/// device does (the template's own values are not trusted).
+pub fn encap(frame: &mut Vec<u8>, outer: &[u8]) {
+    frame.splice(0..0, outer.iter().copied());
+    let Some((l3, ETH_P_IPV4)) = l3_of(frame) else { return };
+    let total = frame.len() - l3;
+    let ihl = usize::from(frame.get(l3).map_or(5, |b| b & 0xf)) * 4;
+    let is_udp = frame.get(l3 + 9) == Some(&IPPROTO_UDP);
+    set_ipv4_len(frame, l3, total);
+    if is_udp && let Some(udp) = frame.get_mut(l3 + ihl..l3 + ihl + 8) {
+        udp[4..6].copy_from_slice(&((total - ihl).min(0xffff) as u16).to_be_bytes());
+        udp[6..8].copy_from_slice(&[0, 0]);
+    }
+}
+
+/// The VXLAN UDP port.
+const VXLAN_PORT: u16 = 4789;
+
+/// L2 tunnel to L2: a VXLAN frame (outer Ethernet, IPv4 or IPv6, UDP to port 4789, the 8-byte
+/// VXLAN header) loses its outer headers; another frame is left as it is.
+pub fn decap(frame: &mut Vec<u8>) {
+    let Some((l3, ty)) = l3_of(frame) else { return };
+    let (l4, proto) = match ty {
+        ETH_P_IPV4 => (l3 + usize::from(frame.get(l3).map_or(5, |b| b & 0xf)) * 4, frame.get(l3 + 9).copied()),
+        0x86dd => (l3 + 40, frame.get(l3 + 6).copied()),
+        _ => return,
+    };
+    let port = frame.get(l4 + 2..l4 + 4).map(|p| u16::from_be_bytes([p[0], p[1]]));
+    if proto == Some(IPPROTO_UDP) && port == Some(VXLAN_PORT) && frame.len() >= l4 + 16 {
+        frame.drain(..l4 + 16);
+    }
+}

@@ -4,8 +4,8 @@
 //! current page (bit 0 set) are the same bytes. It answers the general page (0x0), the NIC
 //! flow table page (0x7), the QoS page (0xc, `qos.rs`) and the device memory page (0xf) on
 //! every profile, and the crypto
-//! page (0x1a) where the profile has crypto; other types are BAD_PARAM. The flow table page is
-//! all zero (no flow steering); the device memory page is MEMIC's (`memic.rs`), zero on a
+//! page (0x1a) where the profile has crypto; other types are BAD_PARAM. The flow table page
+//! has the packet reformat bits of the profile and nothing else; the device memory page is MEMIC's (`memic.rs`), zero on a
 //! profile without it. The answer fills as much of the 4 KiB page as the output mailbox holds after its
 //! 16-byte header (rdma-core's own tests read the general page with a 0x810-byte output).
 
@@ -176,8 +176,30 @@ pub(super) fn odp_page(profile: &Profile) -> Result<Page, FieldError> {
     Ok(page)
 }
 
-/// A page of zeros: a capability type with nothing simulated.
-static ZERO_PAGE: [u8; prm::query_hca_cap::CAPABILITY_SIZE] = [0; prm::query_hca_cap::CAPABILITY_SIZE];
+/// Fields of the NIC flow table page (`flow_table_nic_cap`), positions from `mlx5_ifc.h`.
+mod nic_flow {
+    use mlx5_dv::prm::Field;
+    pub const ENCAP_GENERAL_HEADER: Field = Field::new("encap_general_header", 0x20, 1);
+    pub const LOG_MAX_PACKET_REFORMAT_CONTEXT: Field = Field::new("log_max_packet_reformat_context", 0x2b, 5);
+    /// `flow_table_properties_nic_receive.reformat`.
+    pub const RX_REFORMAT: Field = Field::new("flow_table_properties_nic_receive.reformat", 0x200 + 7, 1);
+    /// `flow_table_properties_nic_transmit.reformat`.
+    pub const TX_REFORMAT: Field = Field::new("flow_table_properties_nic_transmit.reformat", 0x800 + 7, 1);
+    /// log2 of the reformat contexts. Unverified: what a card reports is not public.
+    pub const LOG_REFORMAT_CONTEXTS: u64 = 16;
+}
+
+/// The NIC flow table page of a profile: its packet reformat bits; the rest zero.
+pub(super) fn nic_flow_table_page(profile: &Profile) -> Result<Page, FieldError> {
+    let mut page = Box::new([0u8; prm::query_hca_cap::CAPABILITY_SIZE]);
+    if profile.hca_cap.packet_reformat {
+        nic_flow::ENCAP_GENERAL_HEADER.set(&mut page[..], 1)?;
+        nic_flow::LOG_MAX_PACKET_REFORMAT_CONTEXT.set(&mut page[..], nic_flow::LOG_REFORMAT_CONTEXTS)?;
+        nic_flow::RX_REFORMAT.set(&mut page[..], 1)?;
+        nic_flow::TX_REFORMAT.set(&mut page[..], 1)?;
+    }
+    Ok(page)
+}
 
 impl Firmware {
     pub(super) fn query_hca_cap(&mut self, input: &[u8], out: &mut [u8]) -> Result<(), Reject> {
@@ -185,7 +207,7 @@ impl Firmware {
         let op_mod = prm::mbox_in::OP_MOD.get(input)? as u16;
         let page: &[u8] = match op_mod >> 1 {
             cap_type::GENERAL => &self.general_caps[..],
-            cap_type::NIC_FLOW_TABLE => &ZERO_PAGE[..],
+            cap_type::NIC_FLOW_TABLE => &self.nic_flow_caps[..],
             cap_type::ODP => &self.odp_caps[..],
             cap_type::DEVICE_MEMORY => &self.memic_caps[..],
             cap_type::GENERAL_2 => &self.reserved.page[..],
