@@ -293,6 +293,8 @@ pub const ITEMS: &[(u16, &str)] = &[
     (311, "mlx5dv_dr tag and counter actions: the completion's flow tag, the counter's packets"),
     (312, "mlx5dv_dr transmit steering: rewrites and VLAN pushes reach the wire, drops do not"),
     (313, "mlx5dv_dr destination arrays, samplers and TIRs"),
+    (314, "packet reformat: an L2 tunnel's headers put on at transmit, taken off at receive"),
+    (315, "mlx5dv_create_flow_action_packet_reformat and NIC TX flow matchers"),
 ];
 
 /// The title of a checklist item, if it exists.

@@ -1,4 +1,4 @@
-//! Software steering, `mlx5dv_dr` (items 306–313): the checks of domains, tables, matchers,
+//! Software steering, `mlx5dv_dr`, and packet reformat (items 306–315): the checks of domains, tables, matchers,
 //! actions and rules, and raw frames steered through receive and transmit tables.
 
 use mlx5_dv::errno::{EBUSY, EEXIST, EINVAL, EOPNOTSUPP};
@@ -27,6 +27,7 @@ pub(super) const CASES: &[Case] = &[
     Case { name: "dr.rx_tables_steer_tag_and_count", covers: &[310, 311], needs: NEEDS, run: rx_steer },
     Case { name: "dr.tx_rewrite_vlan_drop_and_default_miss", covers: &[312], needs: NEEDS, run: tx_steer },
     Case { name: "dr.dest_array_sampler_and_tir", covers: &[313], needs: NEEDS, run: fan_out },
+    Case { name: "dr.vxlan_encap_on_tx_and_decap_on_rx", covers: &[314, 315], needs: NEEDS, run: reformat },
 ];
 
 /// The source MAC of [`frame_bytes`]' frames.
@@ -389,4 +390,109 @@ fn fan_out(b: &mut dyn Backend, env: &Env) -> Check {
     check_eq("sampled of 8 at ratio 4", packets(b, c, id)?, 2)?;
     // A TIR over a receive WQ is a destination too.
     super::rss::tir_destination(b, ctx, &d, &tx)
+}
+
+/// Outer headers of a VXLAN tunnel (Ethernet, IPv4, UDP to 4789, VXLAN of VNI 7), their
+/// lengths and checksums left zero for the device to fill.
+fn vxlan_outer() -> Vec<u8> {
+    let mut o = vec![0u8; 14 + 20 + 8 + 8];
+    o[..6].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x0c]);
+    o[6..12].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x0d]);
+    o[12..14].copy_from_slice(&0x0800u16.to_be_bytes());
+    o[14] = 0x45;
+    o[22] = 64;
+    o[23] = 17;
+    o[26..30].copy_from_slice(&[127, 0, 147, 1]);
+    o[30..34].copy_from_slice(&[127, 0, 147, 2]);
+    o[34..36].copy_from_slice(&5000u16.to_be_bytes());
+    o[36..38].copy_from_slice(&4789u16.to_be_bytes());
+    o[42] = 0x08;
+    o[48] = 7;
+    o
+}
+
+fn reformat(b: &mut dyn Backend, env: &Env) -> Check {
+    use mlx5_dv::reformat_type as rt;
+    let ctx = devx_ctx(b, env)?;
+    let (dtx, drx) = (domain(b, ctx, ty::NIC_TX)?, domain(b, ctx, ty::NIC_RX)?);
+    let (tx, rx) = (raw_side(b, env)?, raw_side(b, env)?);
+    let outer = vxlan_outer();
+    let pr = |domain, flags, reformat_type, data: &[u8]| A::PacketReformat {
+        domain,
+        flags,
+        reformat_type,
+        data: data.to_vec(),
+    };
+    let root = DR_ACTION_FLAGS_ROOT_LEVEL;
+    expect_errno("an encapsulation on NIC RX", b.dr_action_create(&pr(drx, 0, rt::L2_TO_L2_TUNNEL, &outer)), EINVAL)?;
+    expect_errno("a decapsulation on NIC TX", b.dr_action_create(&pr(dtx, 0, rt::L2_TUNNEL_TO_L2, &[])), EINVAL)?;
+    expect_errno("reformat type 4", b.dr_action_create(&pr(dtx, 0, 4, &outer)), EINVAL)?;
+    expect_errno("an L3 tunnel", b.dr_action_create(&pr(dtx, 0, rt::L2_TO_L3_TUNNEL, &outer)), EOPNOTSUPP)?;
+    expect_errno("2 KiB of headers", b.dr_action_create(&pr(dtx, 0, rt::L2_TO_L2_TUNNEL, &[0; 2048])), EINVAL)?;
+    // Transmit: the root table encapsulates; receive: a software table decapsulates.
+    let troot = table(b, &dtx, 0)?;
+    let tm = expect_ok("a root TX matcher", b.dr_matcher_create(&troot, 0, OUTER, &[0xff; 6]))?;
+    let encap = action(b, "a root-level encapsulation", pr(dtx, root, rt::L2_TO_L2_TUNNEL, &outer))?;
+    let er = expect_ok("the encapsulation rule", b.dr_rule_create(&tm, &SRC_MAC, &[encap]))?;
+    let r1 = table(b, &drx, 1)?;
+    root_to(b, &drx, &r1, [0x02, 0, 0, 0, 0, 0x0d])?;
+    let m = smac_matcher(b, &r1, 1)?;
+    let decap = action(b, "a decapsulation", pr(drx, 0, rt::L2_TUNNEL_TO_L2, &[]))?;
+    let q = action(b, "a QP action", A::DestQp(rx.qp))?;
+    let dr_rule = expect_ok(
+        "decapsulate, then the QP",
+        b.dr_rule_create(&m, &smac_value([0x02, 0, 0, 0, 0, 0x0d]), &[decap, q]),
+    )?;
+    post_frame_recv(b, &rx, 7)?;
+    let f = frame_bytes(3);
+    send_frame(b, &tx, &f, 1)?;
+    ok_cqe(b, &rx.cq, 7, mlx5_dv::wc_opcode::RECV)?;
+    check_eq("the frame after the tunnel", received(b, &rx, f.len())?, f.clone())?;
+    expect_ok("destroy the decapsulating rule", b.dr_destroy(DrObject::Rule(dr_rule)))?;
+    // Without the decapsulation the tunnelled frame arrives, its lengths filled in.
+    expect_ok("the QP alone", b.dr_rule_create(&m, &smac_value([0x02, 0, 0, 0, 0, 0x0d]), &[q]))?;
+    post_frame_recv(b, &rx, 8)?;
+    send_frame(b, &tx, &f, 2)?;
+    let wc = ok_cqe(b, &rx.cq, 8, mlx5_dv::wc_opcode::RECV)?;
+    let n = outer.len() + f.len();
+    check_eq("byte_len: outer headers and frame", wc.byte_len as usize, n)?;
+    let got = received(b, &rx, n)?;
+    check_eq("IPv4 total length", u16::from_be_bytes([got[16], got[17]]) as usize, n - 14)?;
+    check_eq("UDP length", u16::from_be_bytes([got[38], got[39]]) as usize, n - 34)?;
+    check_eq("the inner frame", got[outer.len()..].to_vec(), f.clone())?;
+    expect_ok("destroy the encapsulating rule", b.dr_destroy(DrObject::Rule(er)))?;
+    // The verbs path: a NIC TX mlx5dv matcher whose flow takes a reformat flow action.
+    let bad = b.create_flow_action_packet_reformat(ctx, rt::L2_TO_L2_TUNNEL, 0, &outer);
+    expect_errno("an encapsulation flow action for NIC RX", bad.map(|_| ()), EOPNOTSUPP)?;
+    let bad = b.create_flow_action_packet_reformat(ctx, rt::L2_TUNNEL_TO_L2, 0, &outer);
+    expect_errno("a decapsulation flow action with headers", bad.map(|_| ()), EINVAL)?;
+    let fa = expect_ok(
+        "mlx5dv_create_flow_action_packet_reformat",
+        b.create_flow_action_packet_reformat(ctx, rt::L2_TO_L2_TUNNEL, 1, &outer),
+    )?;
+    let attr = mlx5_dv::FlowMatcherAttr {
+        attr_type: 0,
+        flags: 4,
+        priority: 0,
+        match_criteria_enable: OUTER,
+        match_mask: vec![0xff; 6],
+        comp_mask: 1,
+        ft_type: 1,
+        ib_port: 0,
+    };
+    let txm = expect_ok("a NIC TX flow matcher", b.create_flow_matcher(ctx, &attr))?;
+    let qp_on_tx = b.create_matcher_flow(&txm, &SRC_MAC, &[mlx5_dv::MatcherAction::DestQp(rx.qp)]);
+    expect_errno("a QP destination on NIC TX", qp_on_tx.map(|_| ()), EINVAL)?;
+    let flow = expect_ok(
+        "the encapsulating flow",
+        b.create_matcher_flow(&txm, &SRC_MAC, &[mlx5_dv::MatcherAction::FlowAction(fa)]),
+    )?;
+    expect_errno("destroy the action under a flow", b.destroy_flow_action(&fa), EBUSY)?;
+    post_frame_recv(b, &rx, 9)?;
+    send_frame(b, &tx, &f, 3)?;
+    ok_cqe(b, &rx.cq, 9, mlx5_dv::wc_opcode::RECV)?;
+    check_eq("the inner frame", received(b, &rx, n)?[outer.len()..].to_vec(), f)?;
+    expect_ok("ibv_destroy_flow", b.destroy_flow(&flow))?;
+    expect_ok("ibv_destroy_flow_action", b.destroy_flow_action(&fa))?;
+    expect_ok("destroy the matcher", b.destroy_flow_matcher(&txm))
 }

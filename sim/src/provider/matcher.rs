@@ -209,7 +209,11 @@ impl Provider {
                     Some((f.handle, a.act.clone()))
                 }
                 _ => {
-                    return Err(Error::new(op, EINVAL, "the flow action is not of the matcher's device and table type"));
+                    return Err(Error::new(
+                        op,
+                        EINVAL,
+                        "the flow action is not of the matcher's device and table type",
+                    ));
                 }
             },
             None => None,
