@@ -53,10 +53,13 @@
 //!     .unwrap();
 //! ```
 
+mod atomic;
 mod machine;
+mod mw;
 mod net;
 pub(crate) mod netrig;
 mod outcome;
+mod pairrig;
 mod qp;
 mod rig;
 mod run;
@@ -67,9 +70,12 @@ mod tests;
 mod traffic;
 mod xts;
 
+pub use atomic::{AtomicOp, AtomicWr};
 pub use machine::{Failure, Machine, check_ops, discover, discover_with};
+pub use mw::{MwOp, MwStep};
 pub use net::{MsgKind, NetMsg, NetOp, NetRule, schedules};
 pub use outcome::{NetCqe, Outcome};
+pub use pairrig::probe_remote;
 pub use sig::{Corrupt, Dif, SigOp};
 pub use traffic::{Effects, ExpCqe};
 pub use xts::{CryptoOp, DekMode};
@@ -231,6 +237,10 @@ pub enum Op {
     /// A network scenario on objects of its own: traffic between two devices under fault
     /// rules ([`NetOp`]).
     Net(NetOp),
+    /// An atomics scenario on objects of its own ([`AtomicOp`]).
+    Atomic(AtomicOp),
+    /// A memory-window scenario on objects of its own ([`MwOp`]).
+    Mw(MwOp),
 }
 
 /// What a call must answer.
@@ -388,6 +398,10 @@ pub struct Model {
     pending: Vec<(traffic::Runs, Vec<u8>)>,
     /// Whether the state machine generates network scenarios.
     net_mode: NetMode,
+    /// The first mlx5 device does RC atomics (a QP with the atomic send ops is created).
+    atomics: bool,
+    /// The first mlx5 device has memory windows (`ibv_alloc_mw` succeeds).
+    windows: bool,
 }
 
 /// Whether the state machine's sequences hold network scenarios ([`Op::Net`]), on a backend
@@ -447,7 +461,21 @@ impl Model {
             effects: Effects::default(),
             pending: Vec::new(),
             net_mode: NetMode::Off,
+            atomics: false,
+            windows: false,
         })
+    }
+
+    /// This model, with atomics and memory windows as the backend `b` shows them
+    /// ([`probe_remote`]); without them the state machine generates neither family.
+    pub fn with_remote_features(self, b: &mut dyn mlx5_dv::Backend) -> Self {
+        let (atomics, windows) = pairrig::probe_remote(b);
+        Model { atomics, windows, ..self }
+    }
+
+    /// This model, with atomics and windows as given.
+    pub fn with_remote(self, atomics: bool, windows: bool) -> Self {
+        Model { atomics, windows, ..self }
     }
 
     /// This model, with the state machine generating network scenarios as `mode` says.
@@ -537,6 +565,8 @@ impl Model {
             Op::Sig(ref s) => self.sig_step(s),
             Op::Crypto(ref c) => self.crypto_step(c),
             Op::Net(ref x) => self.net_step(x),
+            Op::Atomic(ref x) => self.atomic_step(x),
+            Op::Mw(ref x) => self.mw_step(x),
             _ => self.step_objects(op),
         };
         if r != Expect::Unknown && !self.cqs_hold() {

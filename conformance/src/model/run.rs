@@ -248,6 +248,14 @@ pub(super) fn run(
             s.outcome = Some(super::netrig::run_net(b, (&a, &p), (idx(devs.0), idx(devs.1)), x));
             Ok(None)
         }
+        Op::Atomic(ref x) => {
+            s.outcome = Some(super::pairrig::run_atomic(b, &pick(names, x.dev), x));
+            Ok(None)
+        }
+        Op::Mw(ref x) => {
+            s.outcome = Some(super::pairrig::run_mw(b, &pick(names, x.dev), x));
+            Ok(None)
+        }
         Op::OpenIbv { dev } => {
             let d = dev % names.len().max(1);
             b.open_ibv_device(&pick(names, dev)).map(|c| s.ctxs.push((c, d))).map(|()| None).map_err(e)

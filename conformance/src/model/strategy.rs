@@ -478,7 +478,32 @@ fn all_but_net(state: &Model) -> BoxedStrategy<Op> {
         }
     }
     ops.extend(offload);
+    ops.extend(remote_ops(state, &mdev));
     proptest::strategy::Union::new_weighted(ops).boxed()
+}
+
+/// Atomics and window scenarios, where the device has them.
+fn remote_ops(state: &Model, mdev: &[usize]) -> Vec<(u32, BoxedStrategy<Op>)> {
+    let mut v = Vec::new();
+    if mdev.is_empty() {
+        return v;
+    }
+    if state.atomics {
+        v.push((1, super::atomic::strategy(mdev.to_vec())));
+    }
+    if state.windows {
+        v.push((1, super::mw::strategy(mdev.to_vec())));
+    }
+    v
+}
+
+impl Model {
+    /// Atomics and window scenarios only ([`Op::Atomic`], [`Op::Mw`]), where the device has
+    /// them; `None` when it has neither.
+    pub fn remote_strategy(&self) -> Option<BoxedStrategy<Op>> {
+        let ops = remote_ops(self, &self.mlx5_devs());
+        (!ops.is_empty()).then(|| proptest::strategy::Union::new_weighted(ops).boxed())
+    }
 }
 
 impl Model {
@@ -562,7 +587,7 @@ pub(super) fn judged(state: &Model, op: &Op) -> bool {
         Op::Connect { qp, peer } => qp < qps && peer < qps,
         Op::QueryQp { qp } | Op::DestroyQp { qp } => qp < qps,
         Op::PostRecv { qp, sge } => qp < qps && sge.is_none_or(|l| state.names_key(l.key)),
-        Op::Sig(_) | Op::Crypto(_) | Op::Net(_) => true,
+        Op::Sig(_) | Op::Crypto(_) | Op::Net(_) | Op::Atomic(_) | Op::Mw(_) => true,
         Op::Post { qp, n, wrs } => {
             let n = usize::from(n).clamp(1, wrs.len());
             qp < qps && wrs[..n].iter().all(|w| state.names_wr(w))
