@@ -8,10 +8,13 @@
 //! crypto ([`CryptoOp`]: the AES-XTS round trip, with a wire signature in either order, a
 //! crypto mkey without attributes); and, on a backend with simulator control, a third on two
 //! devices: network scenarios ([`NetOp`]: a chain of messages under seeded fault rules on the
-//! simulator's fabric in memory, item 251), drawn as [`NetMode`] says. For each
-//! [`Op`] it says what the call must answer — an errno, or success with the values the
-//! checklist fixes — how the state changes, and after traffic which completions each CQ must
-//! hold and which bytes each touched buffer must contain ([`Effects`]).
+//! simulator's fabric in memory, item 251), drawn as [`NetMode`] says; and, where a probe
+//! finds them ([`probe_remote`]), RC atomics ([`AtomicOp`]: compare-and-swap and fetch-and-add
+//! chains, items 121–126) and memory windows ([`MwOp`]: binds, access through the window,
+//! invalidation, items 171–180). For each [`Op`] it says what the call must answer — an
+//! errno, or success with the values the checklist fixes — how the state changes, and after
+//! traffic which completions each CQ must hold and which bytes each touched buffer must
+//! contain ([`Effects`]).
 //!
 //! Ops name objects by their position among the objects of their kind made so far (slot `i`
 //! is the `i`-th successful create), so the same op sequence means the same thing on any
@@ -22,11 +25,10 @@
 //! model answers [`Expect::Unknown`] and the state machine never generates that op.
 //!
 //! Not modelled yet: CRC signature domains, signature copy masks of one's own, crypto with a
-//! memory-domain signature, signature and crypto mkeys in the op-by-op traffic, MWs, SQD,
-//! atomics, WRs of more than two SGEs, receives of more than one, RNR outside the network
-//! scenarios, QP types other than
-//! RC, DEVX objects and EQs; CQs on contexts of other providers; MRs and QPs on VFIO
-//! contexts.
+//! memory-domain signature, signature and crypto mkeys in the op-by-op traffic, atomics and
+//! windows in the op-by-op traffic, SQD, WRs of more than two SGEs, receives of more than
+//! one, RNR outside the network scenarios, QP types other than RC, DEVX objects and EQs; CQs
+//! on contexts of other providers; MRs and QPs on VFIO contexts.
 //!
 //! With the `model` feature of `mlx5-conformance` the model and the strategies are public. A
 //! property of one's own over the simulator:
