@@ -2,8 +2,8 @@
 //! contexts (with DEVX or not, VFIO, other providers), PDs, mkeys, CQs, buffers, MRs, RC QPs
 //! and their state machine, work-request chains (mkey configure with its tag byte and its
 //! setters, SQ room, SGE counts) and the traffic they carry (RDMA WRITE, READ, SEND and the
-//! immediate variants, LOCAL_INV and SEND_WITH_INV of mkeys, through MRs and list and
-//! interleaved mkeys), and two families of scenarios on objects of their own: signature
+//! immediate variants, LOCAL_INV and SEND_WITH_INV of mkeys, RC atomics where the device
+//! does them, through MRs and list and interleaved mkeys), and two families of scenarios on objects of their own: signature
 //! ([`SigOp`]: T10-DIF domains, corrupted PI, the first error `mlx5dv_mkey_check` decodes) and
 //! crypto ([`CryptoOp`]: the AES-XTS round trip, with a wire signature in either order, a
 //! crypto mkey without attributes); and, on a backend with simulator control, a third on two
@@ -25,8 +25,8 @@
 //! model answers [`Expect::Unknown`] and the state machine never generates that op.
 //!
 //! Not modelled yet: CRC signature domains, signature copy masks of one's own, crypto with a
-//! memory-domain signature, signature and crypto mkeys in the op-by-op traffic, atomics and
-//! windows in the op-by-op traffic, SQD, WRs of more than two SGEs, receives of more than
+//! memory-domain signature, signature and crypto mkeys in the op-by-op traffic, windows in
+//! the op-by-op traffic, SQD, WRs of more than two SGEs, receives of more than
 //! one, RNR outside the network scenarios, QP types other than RC, DEVX objects and EQs; CQs
 //! on contexts of other providers; MRs and QPs on VFIO contexts.
 //!
@@ -160,6 +160,10 @@ pub enum Wr {
     SendInv { local: Loc, mkey: usize, tag: u8, signaled: bool },
     /// `ibv_wr_local_inv` of mkey slot `mkey`'s key with `tag` (item 72).
     LocalInv { mkey: usize, tag: u8, signaled: bool },
+    /// `ibv_wr_atomic_cmp_swp` (`cas`: swap `value` in where the 8 bytes equal `compare`) or
+    /// `ibv_wr_atomic_fetch_add` (add `value`) at `roff` of `remote`, the original value
+    /// scattered to `local` (items 121–126).
+    Atomic { local: Loc, remote: Key, roff: u32, cas: bool, compare: u64, value: u64, signaled: bool },
     /// `mlx5dv_wr_mr_list`: a configure with two setters.
     MrList { mkey: usize, access: u32, n: u8, e: [Ent; 4], inline: bool, signaled: bool },
     /// `mlx5dv_wr_mr_interleaved`: a configure with two setters.

@@ -12,7 +12,8 @@ use proptest::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::outcome::{NetCqe, Outcome};
-use super::{Expect, Model, Op};
+use super::traffic::{Fault, Need, overlaps};
+use super::{Expect, Key, Model, Op, Wr};
 
 /// The bytes of the target MR and of the requester's buffer.
 pub const REGION: usize = 64;
@@ -154,6 +155,68 @@ impl Model {
             ..Outcome::default()
         });
         Expect::Ok(None)
+    }
+}
+
+impl Model {
+    /// An atomic WR of QP slot `qp` (device `dev`, PD `pd`) in RTS, in the op-by-op traffic:
+    /// `None` when the docs leave it open, `Some(None)` on success, else the requester's
+    /// error status.
+    pub(super) fn atomic_transfer(&mut self, qp: usize, wr: &Wr, dev: usize, pd: usize) -> Option<Option<u32>> {
+        let Wr::Atomic { local, remote, roff, cas, compare, value, .. } = *wr else { return None };
+        if !self.atomics {
+            return None;
+        }
+        self.effects.watch.extend(self.key_bufs(local.key));
+        self.effects.watch.extend(self.key_bufs(remote));
+        // Item 126: fewer than 8 bytes to scatter into fail before any request is sent.
+        if local.len < 8 {
+            return Some(Some(wc_status::LOC_LEN_ERR));
+        }
+        // A longer scatter entry, or a bad lkey (whether the request left is not published).
+        let write = Need { remote: false, write: true, atomic: false };
+        let dst = self.map(local.key, local.off, 8, dev, pd, write).ok().filter(|_| local.len == 8)?;
+        let p = self.linked_peer(qp)?;
+        let (pdev, ppd) = (self.qp_dev(p)?, self.qps.get(p)?.as_ref()?.pd);
+        // Buffers are page-aligned: an MR's address is its offset in its buffer, modulo 8; a
+        // zero-based mkey's address is the offset itself.
+        let base = match remote {
+            Key::Mr(s) => self.mrs.get(s)?.as_ref()?.off,
+            _ => 0,
+        };
+        let aligned = (base + u64::from(roff)) % 8 == 0;
+        let src = self.map(remote, roff, 8, pdev, ppd, Need { remote: true, write: true, atomic: true });
+        self.sent(qp, p);
+        let status = match (aligned, src) {
+            (_, Err(Fault::Unknown)) | (false, Err(Fault::Prot)) => return None,
+            // Item 124.
+            (false, Ok(_)) => wc_status::REM_INV_REQ_ERR,
+            // Item 125.
+            (true, Err(Fault::Prot)) => wc_status::REM_ACCESS_ERR,
+            (true, Ok(src)) => {
+                // One run at an aligned host address, apart from the scatter entry.
+                let [(b, at, 8)] = src[..] else { return None };
+                if at % 8 != 0 || overlaps(&src, &dst) || self.touches_pending(&src) || self.touches_pending(&dst) {
+                    return None;
+                }
+                let bytes = self.gather(&src);
+                let old = u64::from_ne_bytes(bytes.try_into().ok()?);
+                // Items 122 and 123, in host byte order.
+                let new = match cas {
+                    true if old == compare => value,
+                    true => old,
+                    false => old.wrapping_add(value),
+                };
+                self.scatter(&new.to_ne_bytes(), &vec![(b, at, 8)]);
+                self.scatter(&old.to_ne_bytes(), &dst);
+                return Some(None);
+            }
+        };
+        // Items 124 and 125: the responder's QP goes to ERR too.
+        if p != qp {
+            self.enter_err(p);
+        }
+        Some(Some(status))
     }
 }
 

@@ -540,6 +540,56 @@ mod remote {
         assert_eq!(statuses(&window(true, &[bind, MwStep::OtherQp { off: 8 }])), [0, wc_status::REM_ACCESS_ERR]);
     }
 
+    /// [`connected`] with atomics, buffer 1's MR (slot 2) allowing them, a receive on QP 1.
+    fn atomic_pair() -> Model {
+        let mut m = connected().with_remote(true, false);
+        for op in [
+            Op::RegMr { pd: 0, buf: 1, off: 0, len: 64, access: 15 },
+            Op::PostRecv { qp: 1, sge: Some(Loc { key: Key::Mr(1), off: 0, len: 8 }) },
+        ] {
+            assert_eq!(m.step(&op), Expect::Ok(None), "{op:?}");
+        }
+        m
+    }
+
+    fn op_atomic(remote: Key, roff: u32, len: u32, cas: bool, compare: u64, value: u64) -> Op {
+        let local = Loc { key: Key::Mr(0), off: 16, len };
+        post(&[Wr::Atomic { local, remote, roff, cas, compare, value, signaled: true }])
+    }
+
+    #[test]
+    fn atomics_in_the_traffic_follow_items_121_to_126() {
+        let mut m = atomic_pair();
+        let at = |m: &Model, buf: usize, off: usize| m.buf_bytes(buf).map(|b| word(b, off));
+        let before = at(&m, 1, 8);
+        assert_eq!(m.step(&op_atomic(Key::Mr(2), 8, 8, false, 0, 3)), Expect::Ok(None));
+        let c = m.effects().cqes[0].1;
+        assert_eq!((c.status, c.opcode, c.byte_len), (0, Some(wc_opcode::FETCH_ADD), Some(8)));
+        assert_eq!((at(&m, 0, 16), at(&m, 1, 8)), (before, before.map(|v| v.wrapping_add(3))));
+        let now = before.map(|v| v.wrapping_add(3)).unwrap_or_default();
+        assert_eq!(m.step(&op_atomic(Key::Mr(2), 8, 8, true, now, 1)), Expect::Ok(None));
+        assert_eq!((at(&m, 0, 16), at(&m, 1, 8)), (Some(now), Some(1)));
+        // Item 126: a 4-byte scatter entry; the responder untouched.
+        assert_eq!(m.step(&op_atomic(Key::Mr(2), 8, 4, false, 0, 1)), Expect::Ok(None));
+        assert_eq!(m.effects().cqes[0].1.status, wc_status::LOC_LEN_ERR);
+        assert_eq!(m.step(&Op::QueryQp { qp: 1 }), Expect::Ok(Some(3)));
+        // Item 124: misaligned; both QPs to ERR, the responder's receive flushed.
+        let mut m = atomic_pair();
+        assert_eq!(m.step(&op_atomic(Key::Mr(2), 4, 8, false, 0, 1)), Expect::Ok(None));
+        let st: Vec<u32> = m.effects().cqes.iter().map(|c| c.1.status).collect();
+        assert_eq!(st, [wc_status::WR_FLUSH_ERR, wc_status::REM_INV_REQ_ERR]);
+        assert_eq!(
+            (m.step(&Op::QueryQp { qp: 0 }), m.step(&Op::QueryQp { qp: 1 })),
+            (Expect::Ok(Some(6)), Expect::Ok(Some(6)))
+        );
+        // Item 125: an MR without REMOTE_ATOMIC.
+        let mut m = atomic_pair();
+        assert_eq!(m.step(&op_atomic(Key::Mr(1), 8, 8, true, 0, 1)), Expect::Ok(None));
+        assert_eq!(m.effects().cqes.last().map(|c| c.1.status), Some(wc_status::REM_ACCESS_ERR));
+        // Misaligned into a key that refuses: which is reported is not published.
+        assert_eq!(atomic_pair().step(&op_atomic(Key::Mr(1), 4, 8, true, 0, 1)), Expect::Unknown);
+    }
+
     #[test]
     fn the_state_machine_draws_atomics_and_windows_now_and_then_where_the_device_has_them() {
         let count = |m: &Model| {
