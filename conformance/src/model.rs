@@ -402,6 +402,9 @@ pub struct Model {
     effects: Effects,
     /// Received payloads of the op being stepped that land when their CQE is polled.
     pending: Vec<(traffic::Runs, Vec<u8>)>,
+    /// Where the READs and atomics of the op being stepped land: without a fence a later WR
+    /// of the chain may read or write those bytes before or after the answer lands.
+    landing: traffic::Runs,
     /// Whether the state machine generates network scenarios.
     net_mode: NetMode,
     /// The first mlx5 device does RC atomics (a QP with the atomic send ops is created).
@@ -466,6 +469,7 @@ impl Model {
             seq: 0,
             effects: Effects::default(),
             pending: Vec::new(),
+            landing: Vec::new(),
             net_mode: NetMode::Off,
             atomics: false,
             windows: false,
@@ -552,6 +556,7 @@ impl Model {
     pub fn step(&mut self, op: &Op) -> Expect {
         self.effects = Effects::default();
         self.pending.clear();
+        self.landing.clear();
         let seq = self.seq;
         self.seq = self.seq.wrapping_add(1);
         let r = match *op {

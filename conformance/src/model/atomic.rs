@@ -209,6 +209,7 @@ impl Model {
                 };
                 self.scatter(&new.to_ne_bytes(), &vec![(b, at, 8)]);
                 self.scatter(&old.to_ne_bytes(), &dst);
+                self.landing.extend(dst);
                 return Some(None);
             }
         };

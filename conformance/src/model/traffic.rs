@@ -545,9 +545,10 @@ impl Model {
         self.scatter(&bytes, dst);
     }
 
-    /// Whether `runs` touch bytes a scatter-to-CQE receive of this op has not written yet.
+    /// Whether `runs` touch bytes a scatter-to-CQE receive of this op has not written yet, or
+    /// that a READ or atomic before them in the op lands in.
     pub(super) fn touches_pending(&self, runs: &Runs) -> bool {
-        self.pending.iter().any(|(dst, _)| overlaps(dst, runs))
+        self.pending.iter().any(|(dst, _)| overlaps(dst, runs)) || overlaps(&self.landing, runs)
     }
 
     /// Item 74: the provider copies a small received payload from the CQE when it is polled,
@@ -642,6 +643,7 @@ impl Model {
                             return None;
                         }
                         self.copy(&src, &dst);
+                        self.landing.extend(dst);
                         Some(None)
                     }
                     // Which side a READ with both keys bad reports first is not published.
