@@ -158,7 +158,9 @@ pub(super) fn run_atomic(b: &mut dyn Backend, name: &str, x: &AtomicOp) -> Resul
             say("the ibv_wr_atomic_* chain", b.post_send(&p.a, &ops))?;
         }
         let mut wcs: Vec<NetCqe> = poll(b, &p.acq, ops.len())?.iter().map(|w| seen(w, false, 0)).collect();
-        wcs.extend(poll(b, &p.scq, 0)?.iter().map(|w| seen(w, true, 0)));
+        // Nothing more on either side.
+        wcs.extend(say("ibv_poll_cq", b.poll_cq(&p.acq, 16))?.iter().map(|w| seen(w, false, 0)));
+        wcs.extend(say("ibv_poll_cq", b.poll_cq(&p.scq, 16))?.iter().map(|w| seen(w, true, 0)));
         let bytes = vec![
             ("target", say("read_buf", b.read_buf(&tbuf, 0, REGION))?),
             ("requester", say("read_buf", b.read_buf(&lbuf, 0, REGION))?),
@@ -311,6 +313,11 @@ pub(super) fn run_mw(b: &mut dyn Backend, name: &str, m: &MwOp) -> Result<Outcom
             if failed && !matches!(step, MwStep::OtherQp { .. }) {
                 break;
             }
+        }
+        // Nothing more on the requester's side, nor on the responder's unless it is not looked at.
+        wcs.extend(say("ibv_poll_cq", b.poll_cq(&w.p.acq, 16))?.iter().map(|c| seen(c, false, 0)));
+        if !remote_error {
+            wcs.extend(say("ibv_poll_cq", b.poll_cq(&w.p.scq, 16))?.iter().map(|c| seen(c, true, w.held)));
         }
         let bytes = vec![
             ("window's MR", say("read_buf", b.read_buf(&mbuf, 0, REGION))?),
