@@ -6,8 +6,8 @@
 
 use std::time::Instant;
 
-use mlx5_conformance::model::{Model, MwStep, Op, check_ops, probe_remote};
-use mlx5_dv::{Backend, Buf, Call, Layer, Reply, WrOp, Wrapped};
+use mlx5_conformance::model::{Model, MsgKind, MwStep, NetMsg, NetOp, NetRule, Op, check_ops, probe_remote};
+use mlx5_dv::{Backend, Buf, Call, Layer, NetAction, Reply, WrOp, Wrapped};
 use mlx5_sim::{Profile, ShippedProfiles, Simulator};
 use proptest::collection::vec;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
@@ -28,9 +28,48 @@ struct Tally {
     mw_access: usize,
 }
 
+/// A network scenario of one 1-byte WRITE and no fault: after it the simulator carries its
+/// devices' traffic on its fabric in memory, so the scenarios after it run there.
+fn to_the_fabric() -> Op {
+    let w = NetMsg { kind: MsgKind::Write, len: 1 };
+    let never = NetRule {
+        answers: false,
+        action: NetAction::Drop,
+        opcode: None,
+        at: None,
+        skip: 0,
+        times: Some(1),
+        random: None,
+    };
+    Op::Net(NetOp {
+        dev: 0,
+        peer: 1,
+        n: 1,
+        msgs: [w; 4],
+        recvs: 4,
+        rules: 0,
+        rule: [never; 3],
+        retry_cnt: 0,
+        rnr_retry: 0,
+        psn: 0,
+        seed: 0,
+        imm: 0,
+    })
+}
+
 /// Run `cases` sequences of 1–3 scenarios on backends `make` builds; what they covered, or
 /// the first disagreement (shrunk).
 fn scenarios<B: Backend>(make: &dyn Fn() -> B, cases: u32, seed: u8) -> Result<Option<Tally>, String> {
+    scenarios_after(make, cases, seed, None)
+}
+
+/// [`scenarios`], each sequence after `first`.
+fn scenarios_after<B: Backend>(
+    make: &dyn Fn() -> B,
+    cases: u32,
+    seed: u8,
+    first: Option<Op>,
+) -> Result<Option<Tally>, String> {
     let mut b = make();
     let kinds = b.device_list().map_err(|e| e.to_string())?.into_iter().map(|d| d.kind).collect();
     let start = Model::new(&b.caps(), kinds).ok_or("no kernel facts")?.with_remote_features(&mut b);
@@ -64,6 +103,7 @@ fn scenarios<B: Backend>(make: &dyn Fn() -> B, cases: u32, seed: u8) -> Result<O
                 }
             }
             tally.set(t);
+            let ops: Vec<Op> = first.into_iter().chain(ops).collect();
             check_ops(&mut make(), &mut start.clone(), &ops).map_err(TestCaseError::fail)
         })
         .map_err(|e| e.to_string())?;
@@ -90,6 +130,15 @@ fn the_simulator_agrees_with_the_model_on_atomics_and_windows() {
         }
     }
     eprintln!("all profiles in {:.1?}", t.elapsed());
+}
+
+#[test]
+fn the_fabric_agrees_with_the_model_on_atomics_and_windows() {
+    let make = || Simulator::with_profile("cx7").expect("a shipped profile");
+    match scenarios_after(&make, cases(), 0x60, Some(to_the_fabric())) {
+        Ok(Some(n)) => eprintln!("cx7 on the fabric: {n:?}"),
+        other => panic!("cx7 on the fabric: {other:?}"),
+    }
 }
 
 #[test]
