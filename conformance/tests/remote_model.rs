@@ -7,7 +7,7 @@
 use std::time::Instant;
 
 use mlx5_conformance::model::{Model, MsgKind, MwStep, NetMsg, NetOp, NetRule, Op, check_ops, probe_remote};
-use mlx5_dv::{Backend, Buf, Call, Layer, NetAction, Reply, WrOp, Wrapped};
+use mlx5_dv::{Backend, Buf, Call, Layer, Reply, WrOp, Wrapped};
 use mlx5_sim::{Profile, ShippedProfiles, Simulator};
 use proptest::collection::vec;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
@@ -32,15 +32,6 @@ struct Tally {
 /// devices' traffic on its fabric in memory, so the scenarios after it run there.
 fn to_the_fabric() -> Op {
     let w = NetMsg { kind: MsgKind::Write, len: 1 };
-    let never = NetRule {
-        answers: false,
-        action: NetAction::Drop,
-        opcode: None,
-        at: None,
-        skip: 0,
-        times: Some(1),
-        random: None,
-    };
     Op::Net(NetOp {
         dev: 0,
         peer: 1,
@@ -48,7 +39,7 @@ fn to_the_fabric() -> Op {
         msgs: [w; 4],
         recvs: 4,
         rules: 0,
-        rule: [never; 3],
+        rule: [NetRule::NONE; 3],
         retry_cnt: 0,
         rnr_retry: 0,
         psn: 0,
