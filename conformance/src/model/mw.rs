@@ -79,7 +79,8 @@ impl MwOp {
     }
 }
 
-/// The wr_id of step `i`'s WR (the receive of a SEND_WITH_INV has bit 63 set).
+/// The wr_id of step `i`'s WR (the receive of a SEND_WITH_INV has bit 63 set, the WRITE
+/// from another QP bit 62).
 pub fn step_id(i: usize) -> u64 {
     i as u64
 }

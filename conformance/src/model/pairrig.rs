@@ -184,8 +184,8 @@ struct Win {
 }
 
 impl Win {
-    /// Step `i`: its completions, in the order the model writes them, and whether the
-    /// scenario goes on; the bind's record for a bind.
+    /// Step `i`: its completions, in the order the model writes them; a bind adds its record
+    /// to `binds` (1: the next key, 0: another key, 0xff: EINVAL, 0xfe: another failure).
     fn step(
         &mut self,
         b: &mut dyn Backend,
