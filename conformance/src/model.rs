@@ -2,16 +2,19 @@
 //! contexts (with DEVX or not, VFIO, other providers), PDs, mkeys, CQs, buffers, MRs, RC QPs
 //! and their state machine, work-request chains (mkey configure with its tag byte and its
 //! setters, SQ room, SGE counts) and the traffic they carry (RDMA WRITE, READ, SEND and the
-//! immediate variants, LOCAL_INV and SEND_WITH_INV of mkeys, through MRs and list and
-//! interleaved mkeys), and two families of scenarios on objects of their own: signature
+//! immediate variants, LOCAL_INV and SEND_WITH_INV of mkeys, RC atomics where the device
+//! does them, through MRs and list and interleaved mkeys), and two families of scenarios on objects of their own: signature
 //! ([`SigOp`]: T10-DIF domains, corrupted PI, the first error `mlx5dv_mkey_check` decodes) and
 //! crypto ([`CryptoOp`]: the AES-XTS round trip, with a wire signature in either order, a
 //! crypto mkey without attributes); and, on a backend with simulator control, a third on two
 //! devices: network scenarios ([`NetOp`]: a chain of messages under seeded fault rules on the
-//! simulator's fabric in memory, item 251), drawn as [`NetMode`] says. For each
-//! [`Op`] it says what the call must answer — an errno, or success with the values the
-//! checklist fixes — how the state changes, and after traffic which completions each CQ must
-//! hold and which bytes each touched buffer must contain ([`Effects`]).
+//! simulator's fabric in memory, item 251), drawn as [`NetMode`] says; and, where a probe
+//! finds them ([`probe_remote`]), RC atomics ([`AtomicOp`]: compare-and-swap and fetch-and-add
+//! chains, items 121–126) and memory windows ([`MwOp`]: binds, access through the window,
+//! invalidation, items 171–180). For each [`Op`] it says what the call must answer — an
+//! errno, or success with the values the checklist fixes — how the state changes, and after
+//! traffic which completions each CQ must hold and which bytes each touched buffer must
+//! contain ([`Effects`]).
 //!
 //! Ops name objects by their position among the objects of their kind made so far (slot `i`
 //! is the `i`-th successful create), so the same op sequence means the same thing on any
@@ -22,11 +25,10 @@
 //! model answers [`Expect::Unknown`] and the state machine never generates that op.
 //!
 //! Not modelled yet: CRC signature domains, signature copy masks of one's own, crypto with a
-//! memory-domain signature, signature and crypto mkeys in the op-by-op traffic, MWs, SQD,
-//! atomics, WRs of more than two SGEs, receives of more than one, RNR outside the network
-//! scenarios, QP types other than
-//! RC, DEVX objects and EQs; CQs on contexts of other providers; MRs and QPs on VFIO
-//! contexts.
+//! memory-domain signature, signature and crypto mkeys in the op-by-op traffic, windows in
+//! the op-by-op traffic, SQD, WRs of more than two SGEs, receives of more than
+//! one, RNR outside the network scenarios, QP types other than RC, DEVX objects and EQs; CQs
+//! on contexts of other providers; MRs and QPs on VFIO contexts.
 //!
 //! With the `model` feature of `mlx5-conformance` the model and the strategies are public. A
 //! property of one's own over the simulator:
@@ -53,10 +55,13 @@
 //!     .unwrap();
 //! ```
 
+mod atomic;
 mod machine;
+mod mw;
 mod net;
 pub(crate) mod netrig;
 mod outcome;
+mod pairrig;
 mod qp;
 mod rig;
 mod run;
@@ -67,9 +72,12 @@ mod tests;
 mod traffic;
 mod xts;
 
+pub use atomic::{AtomicOp, AtomicWr};
 pub use machine::{Failure, Machine, check_ops, discover, discover_with};
+pub use mw::{MwOp, MwStep};
 pub use net::{MsgKind, NetMsg, NetOp, NetRule, schedules};
 pub use outcome::{NetCqe, Outcome};
+pub use pairrig::probe_remote;
 pub use sig::{Corrupt, Dif, SigOp};
 pub use traffic::{Effects, ExpCqe};
 pub use xts::{CryptoOp, DekMode};
@@ -152,6 +160,10 @@ pub enum Wr {
     SendInv { local: Loc, mkey: usize, tag: u8, signaled: bool },
     /// `ibv_wr_local_inv` of mkey slot `mkey`'s key with `tag` (item 72).
     LocalInv { mkey: usize, tag: u8, signaled: bool },
+    /// `ibv_wr_atomic_cmp_swp` (`cas`: swap `value` in where the 8 bytes equal `compare`) or
+    /// `ibv_wr_atomic_fetch_add` (add `value`) at `roff` of `remote`, the original value
+    /// scattered to `local` (items 121–126).
+    Atomic { local: Loc, remote: Key, roff: u32, cas: bool, compare: u64, value: u64, signaled: bool },
     /// `mlx5dv_wr_mr_list`: a configure with two setters.
     MrList { mkey: usize, access: u32, n: u8, e: [Ent; 4], inline: bool, signaled: bool },
     /// `mlx5dv_wr_mr_interleaved`: a configure with two setters.
@@ -231,6 +243,10 @@ pub enum Op {
     /// A network scenario on objects of its own: traffic between two devices under fault
     /// rules ([`NetOp`]).
     Net(NetOp),
+    /// An atomics scenario on objects of its own ([`AtomicOp`]).
+    Atomic(AtomicOp),
+    /// A memory-window scenario on objects of its own ([`MwOp`]).
+    Mw(MwOp),
 }
 
 /// What a call must answer.
@@ -386,8 +402,15 @@ pub struct Model {
     effects: Effects,
     /// Received payloads of the op being stepped that land when their CQE is polled.
     pending: Vec<(traffic::Runs, Vec<u8>)>,
+    /// Where the READs and atomics of the op being stepped land: without a fence a later WR
+    /// of the chain may read or write those bytes before or after the answer lands.
+    landing: traffic::Runs,
     /// Whether the state machine generates network scenarios.
     net_mode: NetMode,
+    /// The first mlx5 device does RC atomics (a QP with the atomic send ops is created).
+    atomics: bool,
+    /// The first mlx5 device has memory windows (`ibv_alloc_mw` succeeds).
+    windows: bool,
 }
 
 /// Whether the state machine's sequences hold network scenarios ([`Op::Net`]), on a backend
@@ -446,8 +469,23 @@ impl Model {
             seq: 0,
             effects: Effects::default(),
             pending: Vec::new(),
+            landing: Vec::new(),
             net_mode: NetMode::Off,
+            atomics: false,
+            windows: false,
         })
+    }
+
+    /// This model, with atomics and memory windows as the backend `b` shows them
+    /// ([`probe_remote`]); without them the state machine generates neither family.
+    pub fn with_remote_features(self, b: &mut dyn mlx5_dv::Backend) -> Self {
+        let (atomics, windows) = pairrig::probe_remote(b);
+        Model { atomics, windows, ..self }
+    }
+
+    /// This model, with atomics and windows as given.
+    pub fn with_remote(self, atomics: bool, windows: bool) -> Self {
+        Model { atomics, windows, ..self }
     }
 
     /// This model, with the state machine generating network scenarios as `mode` says.
@@ -518,6 +556,7 @@ impl Model {
     pub fn step(&mut self, op: &Op) -> Expect {
         self.effects = Effects::default();
         self.pending.clear();
+        self.landing.clear();
         let seq = self.seq;
         self.seq = self.seq.wrapping_add(1);
         let r = match *op {
@@ -537,6 +576,8 @@ impl Model {
             Op::Sig(ref s) => self.sig_step(s),
             Op::Crypto(ref c) => self.crypto_step(c),
             Op::Net(ref x) => self.net_step(x),
+            Op::Atomic(ref x) => self.atomic_step(x),
+            Op::Mw(ref x) => self.mw_step(x),
             _ => self.step_objects(op),
         };
         if r != Expect::Unknown && !self.cqs_hold() {

@@ -85,3 +85,28 @@ fn a_backend_that_breaks_traffic_is_caught() {
         );
     }
 }
+
+/// A device whose fetch-and-add adds its addend twice (caught in the traffic or in an
+/// atomics scenario, whichever comes first).
+struct AddsTwice;
+
+impl mlx5_dv::Layer for AddsTwice {
+    fn before(&mut self, call: &mut mlx5_dv::Call) -> Option<mlx5_dv::Reply> {
+        if let mlx5_dv::Call::PostSend { ops, .. } = call {
+            for o in ops.iter_mut() {
+                if let mlx5_dv::WrOp::AtomicFetchAdd { add, .. } = o {
+                    *add = add.wrapping_mul(2);
+                }
+            }
+        }
+        None
+    }
+}
+
+#[test]
+fn a_fetch_add_in_the_traffic_that_adds_twice_is_caught() {
+    let make =
+        || Simulator::with_profile("cx6dx").map(|s| mlx5_dv::Wrapped::new(AddsTwice, s)).map_err(|e| e.to_string());
+    let found = discover(&make, 64, 80, 0x5eed_0003);
+    assert!(matches!(found, Ok(Some(_))), "a backend whose fetch-and-add adds twice passes");
+}

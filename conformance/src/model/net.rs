@@ -78,6 +78,19 @@ pub struct NetRule {
     pub random: Option<(u32, u64)>,
 }
 
+impl NetRule {
+    /// A rule a scenario does not install (it fills the unused places of [`NetOp::rule`]).
+    pub const NONE: NetRule = NetRule {
+        answers: false,
+        action: NetAction::Drop,
+        opcode: None,
+        at: None,
+        skip: 0,
+        times: Some(1),
+        random: None,
+    };
+}
+
 /// A network scenario on device `dev` (the requester) and `peer` (the responder): QPs
 /// connected with path MTU 256, ACK timeout [`TIMEOUT`], `retry_cnt`, `rnr_retry`, both
 /// directions' PSNs starting at `psn`; `recvs` receives posted; the first `rules` of `rule`
@@ -432,15 +445,7 @@ pub(super) fn strategy(devs: Vec<usize>) -> BoxedStrategy<super::Op> {
         let b = if d.len() > 1 && a == b { (b + 1) % d.len() } else { b };
         (d[a], d[b])
     });
-    let none = NetRule {
-        answers: false,
-        action: NetAction::Drop,
-        opcode: None,
-        at: None,
-        skip: 0,
-        times: Some(1),
-        random: None,
-    };
+    let none = NetRule::NONE;
     let psn = prop_oneof![Just(0u32), Just(0x12_3456), 0xff_fffcu32..=0xff_ffff];
     let base = (pair, 1u8..=4, [msg(), msg(), msg(), msg()], psn, any::<u8>(), any::<u32>());
     let kind = prop_oneof![5 => Just(0u8), 2 => Just(1u8), 1 => Just(2u8), 2 => Just(3u8)];

@@ -1,4 +1,5 @@
-//! What a scenario ([`super::Op::Sig`], [`super::Op::Crypto`], [`super::Op::Net`]) leaves: the
+//! What a scenario ([`super::Op::Sig`], [`super::Op::Crypto`], [`super::Op::Net`],
+//! [`super::Op::Atomic`], [`super::Op::Mw`]) leaves: the
 //! completions it polled, the bytes it read back, the `mlx5dv_mkey_check` answers and the
 //! states its QPs end in.
 
@@ -15,8 +16,8 @@ pub struct Outcome {
     pub checks: Vec<MkeyErr>,
     /// The errno `ibv_wr_complete` of the configure answered, if it failed.
     pub refused: Option<i32>,
-    /// Completions with their wr_ids, lengths and immediates (network scenarios), in order
-    /// per side.
+    /// Completions with their wr_ids, lengths and immediates (network, atomics and window
+    /// scenarios), in order per side.
     pub wcs: Vec<NetCqe>,
     /// The states (`enum ibv_qp_state`) the scenario's QPs end in.
     pub states: Vec<u32>,
@@ -24,8 +25,10 @@ pub struct Outcome {
     pub open: Vec<(&'static str, std::ops::Range<usize>)>,
 }
 
-/// A completion of a network scenario: its side, wr_id and status; for a success its opcode,
-/// and for a receive its length and immediate.
+/// A completion of a network, atomics or window scenario: its side, wr_id and status; for a
+/// success its opcode, for a receive, a READ or an atomic its length, and for a receive its
+/// immediate (of a receive with `IBV_WC_WITH_INV` in a window scenario: 1 when it names the
+/// key invalidated, else 0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NetCqe {
     /// A receive completion, else the requester's.
@@ -36,7 +39,7 @@ pub struct NetCqe {
     pub status: u32,
     /// `enum ibv_wc_opcode`, for a success.
     pub opcode: Option<u32>,
-    /// `byte_len`, for a successful receive.
+    /// `byte_len`, for a successful receive (and READ or atomic in the scenarios that say).
     pub byte_len: Option<u32>,
     /// The immediate, for a successful receive that has one.
     pub imm: Option<u32>,

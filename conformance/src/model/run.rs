@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use mlx5_dv::{
     AccessFlags, Backend, Buf, ContextAttr, ContextHandle, DvQpCreateFlags, DvQpInitAttr, DvSendOpsFlags, Mkey,
     MkeyConfFlags, MkeyInitAttr, MkeyInitFlags, Mr, MrInterleaved, PdHandle, Qp, QpCap, QpDest, QpInitAttr, QpModify,
-    QpState, RecvWr, SendFlags, Sge, WrOp, dv_qp, wc_opcode,
+    QpState, RecvWr, SendFlags, Sge, WrOp, dv_qp, send_ops, wc_opcode,
 };
 
 use super::outcome::Outcome;
@@ -178,6 +178,15 @@ impl Slots {
                 flags: flags(signaled, false),
                 invalidate_rkey: (at(&self.mkeys, mkey)?.0.lkey & !0xff) | u32::from(tag),
             },
+            Wr::Atomic { local, remote, roff, cas, compare, value, signaled } => {
+                let (remote_addr, rkey) = self.key_addr(remote, roff)?;
+                let (wr_id, flags, sge) = (id, flags(signaled, false), vec![self.sge(local)?]);
+                if cas {
+                    WrOp::AtomicCmpSwp { wr_id, flags, rkey, remote_addr, compare, swap: value, sge }
+                } else {
+                    WrOp::AtomicFetchAdd { wr_id, flags, rkey, remote_addr, add: value, sge }
+                }
+            }
             Wr::Access(a) => WrOp::SetMkeyAccessFlags(AccessFlags::from_bits_retain(a)),
             Wr::List { n, e } => WrOp::SetMkeyLayoutList(list(n, &e)?),
             Wr::Interleaved { repeat, n, e } => {
@@ -202,18 +211,23 @@ impl Slots {
     }
 }
 
-fn modify_attr(s: &Slots, to: Target) -> Result<QpModify, i32> {
+/// What a connected QP grants: remote atomics too where the model drives them (item 125).
+fn qp_access(model: &Model) -> AccessFlags {
+    if model.atomics { QP_ACCESS | AccessFlags::REMOTE_ATOMIC } else { QP_ACCESS }
+}
+
+fn modify_attr(s: &Slots, to: Target, access: AccessFlags) -> Result<QpModify, i32> {
     Ok(match to {
         Target::Reset => QpModify::to(QpState::Reset),
         Target::Rts => QpModify::to(QpState::Rts),
         Target::Err => QpModify::to(QpState::Err),
-        Target::Init => QpModify { state: QpState::Init, access: QP_ACCESS, dest: None, ext: None },
+        Target::Init => QpModify { state: QpState::Init, access, dest: None, ext: None },
         Target::Rtr(p) => {
             let dest = match p {
                 Some(p) => Some(at(&s.qps, p)?.1),
                 None => None,
             };
-            QpModify { state: QpState::Rtr, access: QP_ACCESS, dest, ext: None }
+            QpModify { state: QpState::Rtr, access, dest, ext: None }
         }
     })
 }
@@ -246,6 +260,14 @@ pub(super) fn run(
             let idx = |d: usize| u32::try_from(d).unwrap_or(u32::MAX);
             let (a, p) = (pick(names, x.dev), pick(names, x.peer));
             s.outcome = Some(super::netrig::run_net(b, (&a, &p), (idx(devs.0), idx(devs.1)), x));
+            Ok(None)
+        }
+        Op::Atomic(ref x) => {
+            s.outcome = Some(super::pairrig::run_atomic(b, &pick(names, x.dev), x));
+            Ok(None)
+        }
+        Op::Mw(ref x) => {
+            s.outcome = Some(super::pairrig::run_mw(b, &pick(names, x.dev), x));
             Ok(None)
         }
         Op::OpenIbv { dev } => {
@@ -328,19 +350,23 @@ pub(super) fn run(
                 max_inline_data: inline,
             };
             let dv = DvQpInitAttr::new(DvQpCreateFlags::empty(), MKEY_OPS);
-            let qp = b.create_qp(&QpInitAttr::rc(pdh, at(&s.cqs, cq)?.handle, cap, Some(dv))).map_err(e)?;
+            let mut attr = QpInitAttr::rc(pdh, at(&s.cqs, cq)?.handle, cap, Some(dv));
+            if model.atomics {
+                attr.send_ops_flags |= send_ops::ATOMIC_CMP_AND_SWP | send_ops::ATOMIC_FETCH_AND_ADD;
+            }
+            let qp = b.create_qp(&attr).map_err(e)?;
             let port = b.query_port(at(&s.ctxs, ctx)?.0, 1).map_err(|_| NO_PORT)?;
             s.qps.push((qp, QpDest::to(&qp, &port)));
             let c = qp.cap;
             Ok(Some(u64::from(c.max_send_wr) << 32 | u64::from(c.max_inline_data) << 8 | u64::from(c.max_recv_sge)))
         }
         Op::ModifyQp { qp, to } => {
-            let attr = modify_attr(s, to)?;
+            let attr = modify_attr(s, to, qp_access(model))?;
             b.modify_qp(&at(&s.qps, qp)?.0, &attr).map(|()| None).map_err(e)
         }
         Op::Connect { qp, peer } => {
             let q = at(&s.qps, qp)?.0;
-            for step in QpModify::connect(QP_ACCESS, at(&s.qps, peer)?.1) {
+            for step in QpModify::connect(qp_access(model), at(&s.qps, peer)?.1) {
                 b.modify_qp(&q, &step).map_err(e)?;
             }
             Ok(None)
@@ -364,10 +390,18 @@ pub(super) fn run(
 }
 
 /// A completion as the model writes it: opcode only for a success, `byte_len` only for a
-/// receive or a READ, the immediate only with `IBV_WC_WITH_IMM`.
+/// receive, a READ or an atomic, the immediate only with `IBV_WC_WITH_IMM`.
 fn as_expected(qp: usize, wc: &mlx5_dv::Wc) -> ExpCqe {
     let ok = wc.status == 0;
-    let sized = ok && matches!(wc.opcode, wc_opcode::RECV | wc_opcode::RECV_RDMA_WITH_IMM | wc_opcode::RDMA_READ);
+    let sized = ok
+        && matches!(
+            wc.opcode,
+            wc_opcode::RECV
+                | wc_opcode::RECV_RDMA_WITH_IMM
+                | wc_opcode::RDMA_READ
+                | wc_opcode::COMP_SWAP
+                | wc_opcode::FETCH_ADD
+        );
     ExpCqe {
         qp,
         wr_id: wc.wr_id,

@@ -31,6 +31,12 @@ struct Pool {
     qps: usize,
     /// Each QP slot's PD and its peer's PD.
     qp_pds: Vec<(Option<usize>, Option<usize>)>,
+    /// The model drives atomics.
+    atomics: bool,
+    /// Each MR slot's offset in its buffer, modulo 8 (buffers are page-aligned).
+    mr_base: Vec<u32>,
+    /// Per PD, the keys that allow remote atomics and the length they cover.
+    atomic_keys: BTreeMap<usize, Vec<(Key, u32)>>,
 }
 
 impl Pool {
@@ -76,7 +82,22 @@ impl Model {
                 (q.map(|q| q.pd), peer)
             })
             .collect();
-        Pool { by_pd, all, linked, qps: self.qps.len(), qp_pds }
+        let mr_base = self.mrs.iter().map(|m| m.as_ref().map_or(0, |m| (m.off % 8) as u32)).collect();
+        let mut atomic_keys: BTreeMap<usize, Vec<(Key, u32)>> = BTreeMap::new();
+        let len = |l: u64| u32::try_from(l).unwrap_or(u32::MAX);
+        for (i, m) in self.mrs.iter().enumerate() {
+            if let Some(m) = m.as_ref().filter(|m| m.access.contains(A::REMOTE_ATOMIC)) {
+                atomic_keys.entry(m.pd).or_default().push((Key::Mr(i), len(m.len)));
+            }
+        }
+        for (i, m) in self.mkeys.iter().enumerate() {
+            if let Some(m) = m.as_ref().filter(|m| m.valid && m.access.contains(A::REMOTE_ATOMIC)) {
+                let total = m.layout.runs.iter().map(|r| r.2).sum();
+                atomic_keys.entry(m.pd).or_default().push((Key::Mkey(i, m.tag), len(total)));
+            }
+        }
+        let atomics = self.atomics;
+        Pool { by_pd, all, linked, qps: self.qps.len(), qp_pds, atomics, mr_base, atomic_keys }
     }
 
     /// A QP worth posting on: in step with its peer, or in ERR.
@@ -147,6 +168,7 @@ fn tag() -> BoxedStrategy<u8> {
 fn access() -> BoxedStrategy<u32> {
     prop_oneof![
         4 => Just((A::LOCAL_WRITE | A::REMOTE_WRITE | A::REMOTE_READ).bits()),
+        1 => Just((A::LOCAL_WRITE | A::REMOTE_WRITE | A::REMOTE_READ | A::REMOTE_ATOMIC).bits()),
         2 => Just((A::LOCAL_WRITE | A::REMOTE_WRITE).bits()),
         1 => Just(A::REMOTE_READ.bits()),
         1 => Just(0),
@@ -155,8 +177,46 @@ fn access() -> BoxedStrategy<u32> {
     .boxed()
 }
 
-/// One WR of a QP on PD `pd` whose peer is on PD `rpd`.
+/// An atomic WR: an 8-byte scatter entry (now and then 4 bytes), a remote key of the peer's
+/// PD at an 8-byte-aligned address (now and then not), compare values that often match.
+fn atomic(pool: &Arc<Pool>, pd: Option<usize>, rpd: Option<usize>) -> BoxedStrategy<Wr> {
+    let p = Arc::clone(pool);
+    let small = prop_oneof![3 => 0u64..3, 1 => Just(u64::MAX), 1 => any::<u64>()];
+    let len = prop_oneof![8 => Just(8u32), 1 => Just(4u32)];
+    let aim = prop_oneof![8 => Just(true), 1 => Just(false)];
+    let target = (any::<Index>(), 0u8..4);
+    (loc(pool, pd), len, loc(pool, rpd), target, aim, any::<bool>(), (small.clone(), small), any::<bool>())
+        .prop_map(move |(local, len, r, (i, own), aim, cas, (compare, value), signaled)| {
+            // Mostly a key of the peer's PD that allows atomics, inside it.
+            let keys = rpd.and_then(|x| p.atomic_keys.get(&x)).filter(|k| !k.is_empty() && own > 0);
+            let (key, off) = match keys {
+                Some(k) => {
+                    let (key, l) = k[i.index(k.len())];
+                    (key, r.off % l.saturating_sub(7).max(1))
+                }
+                None => (r.key, r.off),
+            };
+            let base = match key {
+                Key::Mr(s) => p.mr_base.get(s).copied().unwrap_or(0),
+                _ => 0,
+            };
+            let mis = (base + off) % 8;
+            let roff = if aim && off >= mis { off - mis } else { off };
+            let local = Loc { off: local.off.saturating_sub(8 - local.len.min(8)), len, ..local };
+            Wr::Atomic { local, remote: key, roff, cas, compare, value, signaled }
+        })
+        .boxed()
+}
+
+/// One WR of a QP on PD `pd` whose peer is on PD `rpd`: with atomics now and then where the
+/// model drives them.
 fn wr(pool: &Arc<Pool>, pd: Option<usize>, rpd: Option<usize>) -> BoxedStrategy<Wr> {
+    let plain = plain_wr(pool, pd, rpd);
+    if pool.atomics { prop_oneof![8 => plain, 1 => atomic(pool, pd, rpd)].boxed() } else { plain }
+}
+
+/// One WR other than an atomic.
+fn plain_wr(pool: &Arc<Pool>, pd: Option<usize>, rpd: Option<usize>) -> BoxedStrategy<Wr> {
     let mk = {
         let p = Arc::clone(pool);
         any::<Index>().prop_map(move |i| {
@@ -368,6 +428,7 @@ fn all_but_net(state: &Model) -> BoxedStrategy<Op> {
             1 => Just(A::REMOTE_READ.bits()),
             1 => Just(A::REMOTE_WRITE.bits()),
             1 => Just((A::REMOTE_ATOMIC | A::REMOTE_READ).bits()),
+            2 => Just((A::LOCAL_WRITE | A::REMOTE_WRITE | A::REMOTE_READ | A::REMOTE_ATOMIC).bits()),
         ];
         // PDs of QPs first, those without an MR before the others.
         let mut qp_pds: Vec<usize> = state.qps.iter().flatten().map(|q| q.pd).collect();
@@ -478,7 +539,32 @@ fn all_but_net(state: &Model) -> BoxedStrategy<Op> {
         }
     }
     ops.extend(offload);
+    ops.extend(remote_ops(state, &mdev));
     proptest::strategy::Union::new_weighted(ops).boxed()
+}
+
+/// Atomics and window scenarios, where the device has them.
+fn remote_ops(state: &Model, mdev: &[usize]) -> Vec<(u32, BoxedStrategy<Op>)> {
+    let mut v = Vec::new();
+    if mdev.is_empty() {
+        return v;
+    }
+    if state.atomics {
+        v.push((1, super::atomic::strategy(mdev.to_vec())));
+    }
+    if state.windows {
+        v.push((1, super::mw::strategy(mdev.to_vec())));
+    }
+    v
+}
+
+impl Model {
+    /// Atomics and window scenarios only ([`Op::Atomic`], [`Op::Mw`]), where the device has
+    /// them; `None` when it has neither.
+    pub fn remote_strategy(&self) -> Option<BoxedStrategy<Op>> {
+        let ops = remote_ops(self, &self.mlx5_devs());
+        (!ops.is_empty()).then(|| proptest::strategy::Union::new_weighted(ops).boxed())
+    }
 }
 
 impl Model {
@@ -562,7 +648,7 @@ pub(super) fn judged(state: &Model, op: &Op) -> bool {
         Op::Connect { qp, peer } => qp < qps && peer < qps,
         Op::QueryQp { qp } | Op::DestroyQp { qp } => qp < qps,
         Op::PostRecv { qp, sge } => qp < qps && sge.is_none_or(|l| state.names_key(l.key)),
-        Op::Sig(_) | Op::Crypto(_) | Op::Net(_) => true,
+        Op::Sig(_) | Op::Crypto(_) | Op::Net(_) | Op::Atomic(_) | Op::Mw(_) => true,
         Op::Post { qp, n, wrs } => {
             let n = usize::from(n).clamp(1, wrs.len());
             qp < qps && wrs[..n].iter().all(|w| state.names_wr(w))
@@ -589,6 +675,7 @@ impl Model {
             Wr::Send { local, more, .. } => self.names_key(local.key) && more.is_none_or(|m| self.names_key(m.key)),
             Wr::WriteImm { local, remote, .. } => self.names_key(local.key) && self.names_key(remote),
             Wr::SendImm { local, .. } => self.names_key(local.key),
+            Wr::Atomic { local, remote, .. } => self.names_key(local.key) && self.names_key(remote),
             Wr::SendInv { local, mkey, .. } => self.names_key(local.key) && mkey < self.mkeys.len(),
             Wr::Configure { mkey, .. } | Wr::LocalInv { mkey, .. } => mkey < self.mkeys.len(),
             Wr::Access(_) => true,

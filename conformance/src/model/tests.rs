@@ -407,3 +407,200 @@ mod net {
         assert!(op(&[MsgKind::Write], 4, &[byte4]).outcome().is_none());
     }
 }
+
+mod remote {
+    use super::*;
+    use mlx5_dv::AccessFlags as A;
+    use proptest::strategy::{Strategy, ValueTree};
+    use proptest::test_runner::TestRunner;
+
+    fn aw(cas: bool, off: u8, local: u8, compare: u64, value: u64) -> AtomicWr {
+        AtomicWr { cas, off, local, short: false, compare, value }
+    }
+
+    fn atomics(wrs: &[AtomicWr], legacy: bool, access: (bool, bool)) -> (Expect, Option<outcome::Outcome>) {
+        let mut a = [AtomicWr::default(); 4];
+        a[..wrs.len()].copy_from_slice(wrs);
+        let op = AtomicOp {
+            dev: 0,
+            legacy,
+            qp_atomic: access.0,
+            mr_atomic: access.1,
+            init: 5,
+            seed: 1,
+            n: wrs.len() as u8,
+            wrs: a,
+        };
+        let mut m = model().with_remote(true, true);
+        let r = m.step(&Op::Atomic(op));
+        (r, m.effects().outcome.clone())
+    }
+
+    fn word(bytes: &[u8], at: usize) -> u64 {
+        u64::from_ne_bytes(bytes[at..at + 8].try_into().unwrap_or_default())
+    }
+
+    #[test]
+    fn compare_and_swap_and_fetch_and_add_follow_items_121_to_123() {
+        let wrs = [aw(true, 0, 0, 4, 9), aw(true, 0, 8, 5, 9), aw(false, 8, 16, 0, u64::MAX), aw(false, 8, 24, 0, 3)];
+        let (r, o) = atomics(&wrs, false, (true, true));
+        assert_eq!(r, Expect::Ok(None));
+        let o = o.unwrap_or_default();
+        let ops: Vec<_> = o.wcs.iter().map(|c| (c.status, c.opcode, c.byte_len)).collect();
+        let cs = (0, Some(wc_opcode::COMP_SWAP), Some(8));
+        let fa = (0, Some(wc_opcode::FETCH_ADD), Some(8));
+        assert_eq!(ops, [cs, cs, fa, fa]);
+        let (t, l) = (&o.bytes[0].1, &o.bytes[1].1);
+        // A miss, a match, then 5 - 1 and + 3, wrapping nowhere; the original values back.
+        assert_eq!((word(t, 0), word(t, 8)), (9, 7));
+        assert_eq!([word(l, 0), word(l, 8), word(l, 16), word(l, 24)], [5, 5, 5, 4]);
+        assert_eq!(o.states, [3, 3]);
+    }
+
+    #[test]
+    fn misaligned_refused_and_short_atomics_fail_as_items_124_to_126_say() {
+        let (_, o) = atomics(&[aw(false, 4, 0, 0, 1), aw(false, 0, 8, 0, 1)], false, (true, true));
+        let o = o.unwrap_or_default();
+        assert_eq!(o.wcs.iter().map(|c| c.status).collect::<Vec<_>>(), [wc_status::REM_INV_REQ_ERR, 5]);
+        assert_eq!((o.states.clone(), word(&o.bytes[0].1, 0)), (vec![6, 6], 5));
+        for access in [(false, true), (true, false)] {
+            let (_, o) = atomics(&[aw(true, 0, 0, 5, 1)], false, access);
+            let o = o.unwrap_or_default();
+            assert_eq!((o.wcs[0].status, o.states.clone()), (wc_status::REM_ACCESS_ERR, vec![6, 6]));
+        }
+        let (_, o) = atomics(&[aw(false, 64, 0, 0, 1)], false, (true, true));
+        assert_eq!(o.unwrap_or_default().wcs[0].status, wc_status::REM_ACCESS_ERR);
+        // Two remote faults: which one is reported is not published.
+        assert_eq!(atomics(&[aw(false, 4, 0, 0, 1)], false, (false, true)).0, Expect::Unknown);
+        let short = AtomicWr { short: true, ..aw(false, 0, 0, 0, 1) };
+        let (_, o) = atomics(&[short], false, (true, true));
+        let o = o.unwrap_or_default();
+        assert_eq!((o.wcs[0].status, o.states.clone()), (wc_status::LOC_LEN_ERR, vec![6, 3]));
+        // ibv_post_send writes 8 bytes whatever the SGE says (item 121).
+        let (_, o) = atomics(&[short], true, (true, true));
+        let o = o.unwrap_or_default();
+        assert_eq!((o.wcs[0].status, word(&o.bytes[1].1, 0), word(&o.bytes[0].1, 0)), (0, 5, 6));
+    }
+
+    fn window(type2: bool, steps: &[MwStep]) -> Option<outcome::Outcome> {
+        let mut s = [MwStep::Dealloc; 5];
+        s[..steps.len()].copy_from_slice(steps);
+        mw::predict(&MwOp { dev: 0, type2, local_write: true, seed: 3, n: steps.len() as u8, steps: s })
+    }
+
+    const RW: u32 = A::REMOTE_WRITE.bits() | A::REMOTE_READ.bits();
+
+    fn statuses(o: &Option<outcome::Outcome>) -> Vec<u32> {
+        o.as_ref().map(|o| o.wcs.iter().map(|c| c.status).collect()).unwrap_or_default()
+    }
+
+    #[test]
+    fn a_window_answers_inside_its_range_and_rights_only() {
+        let bind = MwStep::Bind { lo: 16, len: 32, rights: RW, wr: false };
+        for type2 in [false, true] {
+            let o = window(type2, &[bind, MwStep::Write { off: 16, len: 8 }, MwStep::Read { off: 40, len: 8 }]);
+            assert_eq!(statuses(&o), [0, 0, 0]);
+            let o = window(type2, &[bind, MwStep::Write { off: 44, len: 8 }]);
+            assert_eq!(statuses(&o), [0, wc_status::REM_ACCESS_ERR]);
+            // The responder is not looked at after the requester's remote error.
+            assert_eq!(o.map(|o| o.states), Some(vec![6]));
+            let read_only = MwStep::Bind { lo: 16, len: 32, rights: A::REMOTE_READ.bits(), wr: true };
+            let o = window(type2, &[read_only, MwStep::Write { off: 16, len: 8 }]);
+            assert_eq!(statuses(&o), [0, wc_status::REM_ACCESS_ERR]);
+        }
+        // Item 176: a bound type-2 window does not bind again; a type-1 one does.
+        assert_eq!(statuses(&window(true, &[bind, bind])), [0, wc_status::MW_BIND_ERR]);
+        assert_eq!(statuses(&window(false, &[bind, bind, MwStep::Write { off: 16, len: 1 }])), [0, 0, 0]);
+        // Item 177: past the MR.
+        let past = MwStep::Bind { lo: 40, len: 32, rights: RW, wr: false };
+        assert_eq!(statuses(&window(false, &[past])), [wc_status::MW_BIND_ERR]);
+        // Item 172: ZERO_BASED is refused before anything is posted.
+        let zb = MwStep::Bind { lo: 0, len: 8, rights: A::ZERO_BASED.bits(), wr: false };
+        assert_eq!(window(false, &[zb]).map(|o| (o.wcs.len(), o.bytes[3].1.clone())), Some((0, vec![0xff])));
+    }
+
+    #[test]
+    fn invalidation_refuses_the_key_as_items_174_and_178_to_180_say() {
+        let bind = MwStep::Bind { lo: 0, len: 64, rights: RW, wr: false };
+        let write = MwStep::Write { off: 0, len: 4 };
+        let refused = [0, 0, wc_status::REM_ACCESS_ERR];
+        assert_eq!(statuses(&window(true, &[bind, MwStep::LocalInv, write])), refused);
+        assert_eq!(statuses(&window(true, &[bind, MwStep::Dealloc, write])), [0, wc_status::REM_ACCESS_ERR]);
+        let o = window(true, &[bind, MwStep::SendInv, write]);
+        assert_eq!(statuses(&o), [0, 0, 0, wc_status::REM_ACCESS_ERR]);
+        assert_eq!(o.map(|o| o.wcs[2].imm), Some(Some(1)));
+        let o = window(true, &[bind, MwStep::LocalInv, bind, write]);
+        assert_eq!(statuses(&o), [0, 0, 0, 0]);
+        let unbind = MwStep::Bind { lo: 0, len: 0, rights: 0, wr: false };
+        assert_eq!(statuses(&window(false, &[bind, unbind, write])), refused);
+        assert_eq!(statuses(&window(false, &[bind, MwStep::SendInv])), [0, wc_status::REM_INV_REQ_ERR]);
+        // Open in the docs: LOCAL_INV of a type-1 window, a type-1 window on another QP.
+        assert!(window(false, &[bind, MwStep::LocalInv]).is_none());
+        assert!(window(false, &[bind, MwStep::OtherQp { off: 0 }]).is_none());
+        assert_eq!(statuses(&window(true, &[bind, MwStep::OtherQp { off: 8 }])), [0, wc_status::REM_ACCESS_ERR]);
+    }
+
+    /// [`connected`] with atomics, buffer 1's MR (slot 2) allowing them, a receive on QP 1.
+    fn atomic_pair() -> Model {
+        let mut m = connected().with_remote(true, false);
+        for op in [
+            Op::RegMr { pd: 0, buf: 1, off: 0, len: 64, access: 15 },
+            Op::PostRecv { qp: 1, sge: Some(Loc { key: Key::Mr(1), off: 0, len: 8 }) },
+        ] {
+            assert_eq!(m.step(&op), Expect::Ok(None), "{op:?}");
+        }
+        m
+    }
+
+    fn op_atomic(remote: Key, roff: u32, len: u32, cas: bool, compare: u64, value: u64) -> Op {
+        let local = Loc { key: Key::Mr(0), off: 16, len };
+        post(&[Wr::Atomic { local, remote, roff, cas, compare, value, signaled: true }])
+    }
+
+    #[test]
+    fn atomics_in_the_traffic_follow_items_121_to_126() {
+        let mut m = atomic_pair();
+        let at = |m: &Model, buf: usize, off: usize| m.buf_bytes(buf).map(|b| word(b, off));
+        let before = at(&m, 1, 8);
+        assert_eq!(m.step(&op_atomic(Key::Mr(2), 8, 8, false, 0, 3)), Expect::Ok(None));
+        let c = m.effects().cqes[0].1;
+        assert_eq!((c.status, c.opcode, c.byte_len), (0, Some(wc_opcode::FETCH_ADD), Some(8)));
+        assert_eq!((at(&m, 0, 16), at(&m, 1, 8)), (before, before.map(|v| v.wrapping_add(3))));
+        let now = before.map(|v| v.wrapping_add(3)).unwrap_or_default();
+        assert_eq!(m.step(&op_atomic(Key::Mr(2), 8, 8, true, now, 1)), Expect::Ok(None));
+        assert_eq!((at(&m, 0, 16), at(&m, 1, 8)), (Some(now), Some(1)));
+        // Item 126: a 4-byte scatter entry; the responder untouched.
+        assert_eq!(m.step(&op_atomic(Key::Mr(2), 8, 4, false, 0, 1)), Expect::Ok(None));
+        assert_eq!(m.effects().cqes[0].1.status, wc_status::LOC_LEN_ERR);
+        assert_eq!(m.step(&Op::QueryQp { qp: 1 }), Expect::Ok(Some(3)));
+        // Item 124: misaligned; both QPs to ERR, the responder's receive flushed.
+        let mut m = atomic_pair();
+        assert_eq!(m.step(&op_atomic(Key::Mr(2), 4, 8, false, 0, 1)), Expect::Ok(None));
+        let st: Vec<u32> = m.effects().cqes.iter().map(|c| c.1.status).collect();
+        assert_eq!(st, [wc_status::WR_FLUSH_ERR, wc_status::REM_INV_REQ_ERR]);
+        assert_eq!(
+            (m.step(&Op::QueryQp { qp: 0 }), m.step(&Op::QueryQp { qp: 1 })),
+            (Expect::Ok(Some(6)), Expect::Ok(Some(6)))
+        );
+        // Item 125: an MR without REMOTE_ATOMIC.
+        let mut m = atomic_pair();
+        assert_eq!(m.step(&op_atomic(Key::Mr(1), 8, 8, true, 0, 1)), Expect::Ok(None));
+        assert_eq!(m.effects().cqes.last().map(|c| c.1.status), Some(wc_status::REM_ACCESS_ERR));
+        // Misaligned into a key that refuses: which is reported is not published.
+        assert_eq!(atomic_pair().step(&op_atomic(Key::Mr(1), 4, 8, true, 0, 1)), Expect::Unknown);
+    }
+
+    #[test]
+    fn the_state_machine_draws_atomics_and_windows_now_and_then_where_the_device_has_them() {
+        let count = |m: &Model| {
+            let mut runner = TestRunner::deterministic();
+            let s = strategy::transitions(m);
+            let ops: Vec<Op> = (0..400).filter_map(|_| s.new_tree(&mut runner).ok()).map(|t| t.current()).collect();
+            let n = |f: fn(&Op) -> bool| ops.iter().filter(|o| f(o)).count();
+            (n(|o| matches!(o, Op::Atomic(_))), n(|o| matches!(o, Op::Mw(_))))
+        };
+        let (a, w) = count(&model().with_remote(true, true));
+        assert!((1..40).contains(&a) && (1..40).contains(&w), "{a} atomics, {w} windows in 400");
+        assert_eq!(count(&model()), (0, 0));
+    }
+}

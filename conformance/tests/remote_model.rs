@@ -1,0 +1,231 @@
+//! The reference model's atomics and memory-window families on the simulator: on every
+//! shipped profile that has them, random scenarios (compare-and-swap and fetch-and-add
+//! chains with misaligned, refused and short WRs; type-1 and type-2 windows bound, used
+//! inside and outside their range and rights, invalidated locally and remotely, deallocated)
+//! each answered as the model says; and two deliberately broken backends the model must catch.
+
+use std::time::Instant;
+
+use mlx5_conformance::model::{Model, MsgKind, MwStep, NetMsg, NetOp, NetRule, Op, check_ops, probe_remote};
+use mlx5_dv::{Backend, Buf, Call, Layer, Reply, WrOp, Wrapped};
+use mlx5_sim::{Profile, ShippedProfiles, Simulator};
+use proptest::collection::vec;
+use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
+
+/// What a run of scenarios covered.
+#[derive(Debug, Default, Clone, Copy)]
+struct Tally {
+    atomic: usize,
+    /// Atomic WRs that completed, and those with an error status other than a flush.
+    atomic_ok: usize,
+    atomic_err: usize,
+    mw: usize,
+    /// Window steps that completed with an error (REM_ACCESS_ERR, MW_BIND_ERR, ...).
+    mw_err: usize,
+    /// Window scenarios that invalidated (LOCAL_INV, SEND_WITH_INV) or deallocated.
+    invalidated: usize,
+    /// WRITEs and READs through a window that succeeded.
+    mw_access: usize,
+}
+
+/// A network scenario of one 1-byte WRITE and no fault: after it the simulator carries its
+/// devices' traffic on its fabric in memory, so the scenarios after it run there.
+fn to_the_fabric() -> Op {
+    let w = NetMsg { kind: MsgKind::Write, len: 1 };
+    Op::Net(NetOp {
+        dev: 0,
+        peer: 1,
+        n: 1,
+        msgs: [w; 4],
+        recvs: 4,
+        rules: 0,
+        rule: [NetRule::NONE; 3],
+        retry_cnt: 0,
+        rnr_retry: 0,
+        psn: 0,
+        seed: 0,
+        imm: 0,
+    })
+}
+
+/// Run `cases` sequences of 1–3 scenarios on backends `make` builds; what they covered, or
+/// the first disagreement (shrunk).
+fn scenarios<B: Backend>(make: &dyn Fn() -> B, cases: u32, seed: u8) -> Result<Option<Tally>, String> {
+    scenarios_after(make, cases, seed, None)
+}
+
+/// [`scenarios`], each sequence after `first`.
+fn scenarios_after<B: Backend>(
+    make: &dyn Fn() -> B,
+    cases: u32,
+    seed: u8,
+    first: Option<Op>,
+) -> Result<Option<Tally>, String> {
+    let mut b = make();
+    let kinds = b.device_list().map_err(|e| e.to_string())?.into_iter().map(|d| d.kind).collect();
+    let start = Model::new(&b.caps(), kinds).ok_or("no kernel facts")?.with_remote_features(&mut b);
+    let Some(ops) = start.remote_strategy() else { return Ok(None) };
+    let config = Config { cases, failure_persistence: None, ..Config::default() };
+    let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &[seed; 32]));
+    let tally = std::cell::Cell::new(Tally::default());
+    runner
+        .run(&vec(ops, 1..4), |ops: Vec<Op>| {
+            let mut t = tally.get();
+            let mut m = start.clone();
+            for op in &ops {
+                m.step(op);
+                let wcs = m.effects().outcome.as_ref().map(|o| o.wcs.clone()).unwrap_or_default();
+                let errs = wcs.iter().filter(|c| c.status != 0 && c.status != 5).count();
+                match op {
+                    Op::Atomic(_) => {
+                        t.atomic += 1;
+                        t.atomic_ok += wcs.iter().filter(|c| c.status == 0).count();
+                        t.atomic_err += errs;
+                    }
+                    Op::Mw(x) => {
+                        t.mw += 1;
+                        t.mw_err += errs;
+                        let rw = [mlx5_dv::wc_opcode::RDMA_WRITE, mlx5_dv::wc_opcode::RDMA_READ];
+                        t.mw_access += wcs.iter().filter(|c| c.opcode.is_some_and(|o| rw.contains(&o))).count();
+                        let inv = |s: &MwStep| matches!(s, MwStep::LocalInv | MwStep::SendInv | MwStep::Dealloc);
+                        t.invalidated += usize::from(x.posted().iter().any(inv));
+                    }
+                    _ => {}
+                }
+            }
+            tally.set(t);
+            let ops: Vec<Op> = first.into_iter().chain(ops).collect();
+            check_ops(&mut make(), &mut start.clone(), &ops).map_err(TestCaseError::fail)
+        })
+        .map_err(|e| e.to_string())?;
+    Ok(Some(tally.get()))
+}
+
+fn cases() -> u32 {
+    std::env::var("REMOTE_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(48)
+}
+
+#[test]
+fn the_simulator_agrees_with_the_model_on_atomics_and_windows() {
+    let t = Instant::now();
+    for (i, name) in Profile::builtin_names().into_iter().enumerate() {
+        let make = || Simulator::with_profile(name).expect("a shipped profile");
+        match scenarios(&make, cases(), 0x40 + i as u8) {
+            Ok(Some(n)) => {
+                eprintln!("{name}: {n:?}");
+                let all = [n.atomic_ok, n.atomic_err, n.mw_err, n.invalidated, n.mw_access];
+                assert!(all.iter().all(|x| *x > 0), "{name}: {n:?}");
+            }
+            Ok(None) => panic!("{name}: every shipped profile has atomics and windows"),
+            Err(e) => panic!("{name}: {e}"),
+        }
+    }
+    eprintln!("all profiles in {:.1?}", t.elapsed());
+}
+
+#[test]
+fn the_fabric_agrees_with_the_model_on_atomics_and_windows() {
+    let make = || Simulator::with_profile("cx7").expect("a shipped profile");
+    match scenarios_after(&make, cases(), 0x60, Some(to_the_fabric())) {
+        Ok(Some(n)) => eprintln!("cx7 on the fabric: {n:?}"),
+        other => panic!("cx7 on the fabric: {other:?}"),
+    }
+}
+
+#[test]
+fn the_probe_finds_atomics_and_windows_on_the_simulator() {
+    let mut sim = Simulator::with_profile("cx6dx").expect("a shipped profile");
+    assert_eq!(probe_remote(&mut sim), (true, true));
+}
+
+/// A device whose fetch-and-add hands back the new value instead of the original one.
+#[derive(Default)]
+struct NewValue {
+    /// (buffer address the original value lands at, the addend) of each fetch-and-add posted.
+    landed: Vec<(u64, u64)>,
+}
+
+impl Layer for NewValue {
+    fn before(&mut self, call: &mut Call) -> Option<Reply> {
+        match call {
+            Call::PostSend { ops, .. } => {
+                for o in ops.iter() {
+                    if let WrOp::AtomicFetchAdd { sge, add, .. } = o
+                        && let Some(s) = sge.first()
+                    {
+                        self.landed.push((s.addr, *add));
+                    }
+                }
+            }
+            Call::PostSendWr { wrs, .. } => {
+                for w in wrs.iter().filter(|w| w.opcode == mlx5_dv::wr_opcode::ATOMIC_FETCH_AND_ADD) {
+                    if let Some(s) = w.sge.first() {
+                        self.landed.push((s.addr, w.compare_add));
+                    }
+                }
+            }
+            _ => {}
+        }
+        None
+    }
+
+    fn after(&mut self, call: &Call, reply: &mut Reply) {
+        let (Call::ReadBuf { buf, offset, .. }, Reply::ReadBuf(Ok(bytes))) = (call, reply) else { return };
+        let Buf { addr, .. } = *buf;
+        let base = addr + *offset as u64;
+        for &(at, add) in &self.landed {
+            let Some(i) = at.checked_sub(base).map(|i| i as usize) else { continue };
+            if let Some(word) = bytes.get_mut(i..i + 8) {
+                let old = u64::from_ne_bytes(word.try_into().unwrap_or_default());
+                word.copy_from_slice(&old.wrapping_add(add).to_ne_bytes());
+            }
+        }
+    }
+}
+
+/// A device whose windows ignore the bound range: every bind inside its MR covers all of it.
+struct WholeMr;
+
+impl Layer for WholeMr {
+    fn before(&mut self, call: &mut Call) -> Option<Reply> {
+        let widen = |i: &mut mlx5_dv::MwBindInfo| {
+            if let Some(mr) = i.mr
+                && i.length > 0
+                && i.addr + i.length <= mr.addr + mr.length
+            {
+                (i.addr, i.length) = (mr.addr, mr.length);
+            }
+        };
+        match call {
+            Call::BindMw { bind, .. } => widen(&mut bind.bind_info),
+            Call::PostSend { ops, .. } => ops.iter_mut().for_each(|o| {
+                if let WrOp::BindMw { bind, .. } = o {
+                    widen(&mut bind.bind_info);
+                }
+            }),
+            Call::PostSendWr { wrs, .. } => wrs.iter_mut().for_each(|w| {
+                if let Some(b) = w.bind_mw.as_mut() {
+                    widen(&mut b.bind_info);
+                }
+            }),
+            _ => {}
+        }
+        None
+    }
+}
+
+#[test]
+fn a_fetch_add_returning_the_new_value_is_caught() {
+    let make = || Wrapped::new(NewValue::default(), Simulator::with_profile("cx6dx").expect("a shipped profile"));
+    let found = scenarios(&make, 64, 7);
+    eprintln!("{found:?}");
+    assert!(matches!(&found, Err(e) if e.contains("requester")), "{found:?}");
+}
+
+#[test]
+fn a_window_that_ignores_its_range_is_caught() {
+    let make = || Wrapped::new(WholeMr, Simulator::with_profile("cx6dx").expect("a shipped profile"));
+    let found = scenarios(&make, 64, 8);
+    eprintln!("{found:?}");
+    assert!(matches!(&found, Err(e) if e.contains("completions") && e.contains("status: 10")), "{found:?}");
+}
