@@ -11,6 +11,9 @@ const ETH_P_IPV6: u16 = 0x86dd;
 const IPPROTO_TCP: u8 = 6;
 const IPPROTO_UDP: u8 = 17;
 
+/// `sizeof(fte_match_param)`: the most match bytes the kernel takes.
+pub const PARAM_SIZE: usize = 0x200;
+
 /// The outer headers of a frame.
 pub type Outer = [u8; m::SECTION_SIZE];
 

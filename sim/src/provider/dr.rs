@@ -217,7 +217,7 @@ impl Provider {
             if mask.is_empty() {
                 return Err(Error::new(op, EINVAL, "an empty match mask"));
             }
-            if mask.iter().skip(super::matcher::MATCH_PARAM_SIZE).any(|b| *b != 0) {
+            if mask.iter().skip(fte_match::PARAM_SIZE).any(|b| *b != 0) {
                 return Err(Error::new(op, EOPNOTSUPP, "match mask set past fte_match_param"));
             }
             if dom.ty == dr_domain_type::FDB {
@@ -291,7 +291,7 @@ impl Provider {
         let (tbl, dom) = (tbl.clone(), dom.clone());
         let root = tbl.level == 0;
         if root {
-            if value.is_empty() || value.iter().skip(super::matcher::MATCH_PARAM_SIZE).any(|b| *b != 0) {
+            if value.is_empty() || value.iter().skip(fte_match::PARAM_SIZE).any(|b| *b != 0) {
                 return Err(Error::new(op, EINVAL, "the root table's rule value is empty or set past fte_match_param"));
             }
             if mo.priority > ROOT_LAST_PRIO {

@@ -13,8 +13,8 @@ use crate::device::dr::DrAct;
 use crate::device::fte_match;
 use crate::device::steering::FteRule;
 
-/// `sizeof(struct mlx5_ib_match_params)`: one `fte_match_param`, the most the kernel takes.
-pub(crate) const MATCH_PARAM_SIZE: usize = 0x200;
+// `sizeof(struct mlx5_ib_match_params)`: one `fte_match_param`, the most the kernel takes.
+use fte_match::PARAM_SIZE as MATCH_PARAM_SIZE;
 /// `MLX5DV_FLOW_MATCHER_MASK_FT_TYPE`.
 const MASK_FT_TYPE: u64 = 1 << 0;
 /// `MLX5DV_FLOW_MATCHER_MASK_IB_PORT`.
