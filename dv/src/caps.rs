@@ -109,6 +109,10 @@ pub struct LibraryFacts {
     pub rdma_core: Option<String>,
     /// Optional libmlx5 symbols (added after rdma-core 44) and whether they are present.
     pub optional_symbols: BTreeMap<String, bool>,
+    /// Receive completions report the flow tag ([`crate::Wc::flow_tag`]): `Some(true)` where
+    /// the backend reads it, `None` where it polls without it (`ibv_poll_cq` has no tag).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wc_flow_tag: Option<bool>,
 }
 
 /// A backend's capabilities: device caps, kernel facts and library facts.

@@ -47,6 +47,8 @@ pub struct HwBackend {
     facts: BTreeMap<String, String>,
     caps: mlx5_dv::Caps,
     pub(crate) objs: Objects,
+    /// `mlx5dv_dr` objects (`steering.rs`).
+    pub(crate) dr: crate::steering::HwDr,
 }
 
 unsafe extern "C" {
@@ -86,6 +88,7 @@ impl HwBackend {
             facts: BTreeMap::new(),
             caps: mlx5_dv::Caps::default(),
             objs: Objects::new(BackendId::fresh()),
+            dr: Default::default(),
         };
         b.list_devices(&config);
         b.facts = b.describe();

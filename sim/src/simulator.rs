@@ -125,6 +125,7 @@ impl Simulator {
             self.profile.datapath.raw_packet && self.profile.device.link_layer == crate::profile::LinkLayer::Ethernet,
         );
         caps.library.rdma_core = Some(format!("{}.0", self.profile.datapath.rdma_core_release));
+        caps.library.wc_flow_tag = Some(true);
         caps.sim_control = true;
         if let Some(dev) = probe.device_list().ok().into_iter().flatten().find(|d| d.kind == DeviceKind::Mlx5)
             && let Ok(ctx) = probe.open_ibv_device(&dev.name)
