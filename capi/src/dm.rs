@@ -113,6 +113,7 @@ impl Shim {
         if let Err(e) = self.sim.free_dm(&h) {
             return code(&e);
         }
+        crate::memic_op::forget_dm(dm);
         dms().remove(&key(dm));
         0
     }
@@ -162,6 +163,13 @@ impl Shim {
             Err(e) => e.errno(),
         }
     }
+}
+
+/// The simulator's DM behind `dm` and the address of its bytes.
+pub(crate) fn window_of(s: &mut Shim, dm: *const ibv_dm) -> Result<(mlx5_dv::Dm, usize), c_int> {
+    let d = dm_of(dm)?;
+    let addr = s.sim.simulator().dm_address(&d).map_err(|e| e.errno())?;
+    Ok((d, addr as usize))
 }
 
 unsafe extern "C" fn alloc_dm(context: *mut ibv_context, attr: *mut ibv_alloc_dm_attr) -> *mut ibv_dm {

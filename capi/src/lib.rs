@@ -34,6 +34,7 @@ mod flow_matcher;
 pub mod import;
 mod inline;
 pub mod mcast;
+mod memic_op;
 pub mod misc;
 pub mod mr;
 pub mod mw;

@@ -16,6 +16,12 @@ pub mod cap {
     use mlx5_dv::prm::Field;
     /// The device has MEMIC.
     pub const MEMIC: Field = Field::new("memic", 0x0, 1);
+    /// Access sizes of the increment operation (bit 0: one byte).
+    pub const INCREMENT_SIZE_SUP: Field = Field::new("increment_size_sup", 0x20, 8);
+    /// Access sizes of the test-and-set operation (bit 0: one byte).
+    pub const TEST_AND_SET_SIZE_SUP: Field = Field::new("test_and_set_size_sup", 0x30, 8);
+    /// The MEMIC operations (bit 0 increment, bit 1 test-and-set).
+    pub const MEMIC_OPERATIONS: Field = Field::new("memic_operations", 0x200, 32);
     /// log2 of the largest MEMIC alignment, in units of 64 bytes.
     pub const LOG_MAX_MEMIC_ADDR_ALIGNMENT: Field = Field::new("log_max_memic_addr_alignment", 0x38, 8);
     /// Where MEMIC starts in BAR 0.
@@ -81,8 +87,12 @@ impl Memic {
         let mut page = Box::new([0u8; prm::query_hca_cap::CAPABILITY_SIZE]);
         if self.size > 0 {
             let p = &mut page[..];
-            let fields: [(Field, u64); 5] = [
+            let fields: [(Field, u64); 8] = [
                 (cap::MEMIC, 1),
+                // MEMIC atomic operations (increment, test-and-set) of one byte.
+                (cap::INCREMENT_SIZE_SUP, 1),
+                (cap::TEST_AND_SET_SIZE_SUP, 1),
+                (cap::MEMIC_OPERATIONS, 0b11),
                 (cap::LOG_MAX_MEMIC_ADDR_ALIGNMENT, u64::from(LOG_MAX_ALIGNMENT)),
                 (cap::MEMIC_BAR_START_ADDR, MEMIC_BAR_START),
                 (cap::MEMIC_BAR_SIZE, self.size),
