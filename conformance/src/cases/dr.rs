@@ -512,8 +512,26 @@ fn reformat(b: &mut dyn Backend, env: &Env) -> Check {
     post_frame_recv(b, &rx, 9)?;
     send_frame(b, &tx, &f, 3)?;
     ok_cqe(b, &rx.cq, 9, mlx5_dv::wc_opcode::RECV)?;
-    check_eq("the inner frame", received(b, &rx, n)?[outer.len()..].to_vec(), f)?;
+    check_eq("the inner frame", received(b, &rx, n)?[outer.len()..].to_vec(), f.clone())?;
     expect_ok("ibv_destroy_flow", b.destroy_flow(&flow))?;
     expect_ok("ibv_destroy_flow_action", b.destroy_flow_action(&fa))?;
-    expect_ok("destroy the matcher", b.destroy_flow_matcher(&txm))
+    expect_ok("destroy the matcher", b.destroy_flow_matcher(&txm))?;
+    // A NIC TX drop of another context holds until that context closes.
+    let rxm = expect_ok(
+        "a NIC RX flow matcher",
+        b.create_flow_matcher(ctx, &mlx5_dv::FlowMatcherAttr { flags: 0, comp_mask: 0, ft_type: 0, ..attr.clone() }),
+    )?;
+    expect_ok(
+        "a NIC RX flow to the QP",
+        b.create_matcher_flow(&rxm, &SRC_MAC, &[mlx5_dv::MatcherAction::DestQp(rx.qp)]),
+    )?;
+    let ctx2 = devx_ctx(b, env)?;
+    let txm2 = expect_ok("another context's NIC TX matcher", b.create_flow_matcher(ctx2, &attr))?;
+    expect_ok("its drop", b.create_matcher_flow(&txm2, &SRC_MAC, &[mlx5_dv::MatcherAction::Drop]))?;
+    post_frame_recv(b, &rx, 10)?;
+    send_frame(b, &tx, &f, 4)?;
+    no_cqe(b, &rx.cq)?;
+    expect_ok("close that context", b.close_device(ctx2))?;
+    send_frame(b, &tx, &f, 5)?;
+    ok_cqe(b, &rx.cq, 10, mlx5_dv::wc_opcode::RECV).map(|_| ())
 }

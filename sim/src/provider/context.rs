@@ -124,6 +124,7 @@ impl Provider {
     pub(crate) fn close_device(&mut self, low: &mut Lower<'_>, ctx: ContextHandle) -> Result<()> {
         let op = Op::CloseDevice;
         let c = self.ctx(ctx, op)?.clone();
+        self.forget_matchers_of(low, ctx);
         self.dr_forget_context(low, ctx);
         self.release_queues_of(low, ctx);
         self.release_dms_of(low, ctx);

@@ -28,6 +28,7 @@ const LAST_PRIO: u16 = 15;
 
 #[derive(Debug, Clone)]
 struct MatcherObj {
+    ctx: ContextHandle,
     dev: usize,
     criteria: u8,
     mask: Vec<u8>,
@@ -115,7 +116,7 @@ impl Provider {
             }
             _ => None,
         };
-        let obj = MatcherObj { dev, criteria: a.match_criteria_enable, mask, priority: a.priority, egress };
+        let obj = MatcherObj { ctx, dev, criteria: a.match_criteria_enable, mask, priority: a.priority, egress };
         let m = &mut self.matchers;
         m.next += 1;
         m.objs.insert(m.next, obj);
@@ -272,6 +273,29 @@ impl Provider {
             self.matchers.uses.insert(handle, a);
         }
         Ok(Flow { handle })
+    }
+
+    /// A closing context's matchers and their rules go (the kernel destroys its flows).
+    pub(crate) fn forget_matchers_of(&mut self, low: &mut Lower<'_>, ctx: ContextHandle) {
+        let m = &mut self.matchers;
+        let gone: Vec<u64> = m.objs.iter().filter(|(_, o)| o.ctx == ctx).map(|(h, _)| *h).collect();
+        for h in &gone {
+            let Some(o) = m.objs.remove(h) else { continue };
+            let Some(d) = low.devices.get_mut(o.dev) else { continue };
+            for f in m.flows.iter().filter(|(_, x)| *x == h).map(|(f, _)| *f) {
+                if f & EGRESS_FLOW != 0 {
+                    d.dr.remove(f as u32);
+                } else {
+                    d.remove_flow(f as u32);
+                }
+            }
+            if let Some((t, g)) = o.egress {
+                d.dr.remove(g);
+                d.dr.remove(t);
+            }
+        }
+        m.flows.retain(|_, x| !gone.contains(x));
+        m.uses.retain(|f, _| m.flows.contains_key(f));
     }
 
     /// Whether a live flow uses reformat flow action `a`.
