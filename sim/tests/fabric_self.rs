@@ -115,8 +115,9 @@ fn a_send_with_inv_gathering_through_the_mkey_it_invalidates_succeeds(#[values(t
 }
 
 /// Items 93 and 124 and the remote access errors: the responder goes to ERR on the error it
-/// reports, so a SEND the requester had already sent behind the failing WR is not executed and
-/// takes no receive: the failing WR completes in error, the SEND and the receive are flushed,
+/// reports, so a SEND (or WRITE with immediate) the requester had already sent behind the
+/// failing WR is not executed and takes no receive: the failing WR completes in error, the one
+/// behind it and the receive are flushed,
 /// and the responder's event follows, on the fabric as in process.
 #[rstest::rstest]
 #[case::write_to_a_bad_rkey("cx6dx", Fail::Write, wc_status::REM_ACCESS_ERR)]
@@ -128,6 +129,7 @@ fn a_send_behind_a_remote_error_is_flushed_not_executed(
     #[case] fail: Fail,
     #[case] want: u32,
     #[values(true, false)] fabric: bool,
+    #[values(false, true)] write_imm: bool,
 ) {
     let mut r = rig(profile, fabric);
     let (src, dst) = (mr(&mut r, 64, 0x11), mr(&mut r, 64, 0));
@@ -157,7 +159,19 @@ fn a_send_behind_a_remote_error_is_flushed_not_executed(
             sge: vec![sge(&src, 0, 8)],
         },
     };
-    let send = WrOp::Send { wr_id: 2, flags: SendFlags::SIGNALED, sge: vec![sge(&src, 0, 16)] };
+    let send = if write_imm {
+        let (rkey, remote_addr) = (dst.rkey, dst.addr);
+        WrOp::RdmaWriteImm {
+            wr_id: 2,
+            flags: SendFlags::SIGNALED,
+            rkey,
+            remote_addr,
+            imm: 9,
+            sge: vec![sge(&src, 0, 16)],
+        }
+    } else {
+        WrOp::Send { wr_id: 2, flags: SendFlags::SIGNALED, sge: vec![sge(&src, 0, 16)] }
+    };
     r.sim.post_send(&r.qp, &[first, send]).unwrap();
     let wcs = poll(&mut r, 3);
     assert_eq!(statuses(&wcs), vec![(1, want), (2, wc_status::WR_FLUSH_ERR), (5, wc_status::WR_FLUSH_ERR)]);
