@@ -314,7 +314,7 @@ impl Model {
         if let Some(e) = err {
             return Expect::Errno(e);
         }
-        if invalidates_own_list(&posted) {
+        if invalidates_a_landing(&posted) {
             return Expect::Unknown;
         }
         let r = self.execute(qp, posted);
@@ -768,18 +768,20 @@ impl Model {
     }
 }
 
-/// A chain whose LOCAL_INV or SEND_WITH_INV names an mkey that a WR up to it gathers or
-/// scatters through. Item 84 has the earlier WRs succeed, but the simulator's fabric (after
-/// a network rule) translates a WR's list again when its answer comes, after the
-/// invalidation ran, and completes it with LOC_PROT_ERR: a known simulator difference, not
-/// generated.
-fn invalidates_own_list(posted: &[Posted]) -> bool {
-    let mut used: Vec<usize> = Vec::new();
+/// A chain whose LOCAL_INV or SEND_WITH_INV names an mkey that a READ or atomic before it
+/// scatters its answer through. Without `IBV_SEND_FENCE` the invalidation may run before the
+/// answer lands (on the simulator's fabric a SEND_WITH_INV to a QP connected to itself does,
+/// and the READ completes with LOC_PROT_ERR): left open, not generated. A WRITE or SEND
+/// gathers its data as its request leaves, so one through the mkey is generated (item 84).
+fn invalidates_a_landing(posted: &[Posted]) -> bool {
+    let mut landing: Vec<usize> = Vec::new();
     for p in posted {
         let Posted::Data { wr, .. } = p else { continue };
-        used.extend(sges(wr).iter().filter_map(|l| if let Key::Mkey(s, _) = l.key { Some(s) } else { None }));
+        if let Wr::Read { .. } | Wr::Atomic { .. } = *wr {
+            landing.extend(sges(wr).iter().filter_map(|l| if let Key::Mkey(s, _) = l.key { Some(s) } else { None }));
+        }
         if let Wr::SendInv { mkey, .. } | Wr::LocalInv { mkey, .. } = *wr
-            && used.contains(&mkey)
+            && landing.contains(&mkey)
         {
             return true;
         }

@@ -540,6 +540,7 @@ impl Firmware {
                 log_errored: e,
                 ..Default::default()
             }),
+            responder_failed: None,
         };
         self.changed();
         self.qps.insert(qpn, qp);

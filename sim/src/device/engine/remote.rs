@@ -204,9 +204,12 @@ impl Engine<'_> {
     fn rx_request(&mut self, dev: usize, peer: Ipv4Addr, h: &Headers, payload: Vec<u8>) -> bool {
         let qpn = h.bth.dest_qp;
         let op = h.bth.opcode;
-        // A packet for no QP, or for one that takes no requests, is dropped (and counted)
-        // before anything is kept for it.
-        if !self.qp(QpPath { dev, qpn }).is_some_and(|q| matches!(q.state, QpState::Rtr | QpState::Rts)) {
+        // A packet for no QP, or for one that takes no requests (a responder that failed is
+        // in ERR for them at once), is dropped (and counted) before anything is kept for it.
+        let takes = |q: &crate::device::firmware::FwQp| {
+            matches!(q.state, QpState::Rtr | QpState::Rts) && q.responder_failed.is_none()
+        };
+        if !self.qp(QpPath { dev, qpn }).is_some_and(takes) {
             return false;
         }
         // A DC request is for a DCT alone (which takes nothing else: `dct_admits`).
@@ -283,16 +286,22 @@ impl Engine<'_> {
         self.dc_key = key;
         // In process a failed responder waits for the requester's completion; here it has
         // none to wait for, unless it is that requester: a QP connected to itself settles
-        // when the NAK completes its own WQE, as in process.
+        // when the NAK completes its own WQE, as in process. Until then it takes no more
+        // requests, as in ERR: those it already sent behind the failed one are not executed.
+        let answered = resp.packet.is_some();
         let own = |e: &Self, at: &QpPath| {
             let to_self = e.qp(*at).and_then(|q| q.remote).is_some_and(|r| r.dest_qp_num == at.qpn);
-            to_self && e.fabric.net_port(at.dev).is_some_and(|p| p.addr() == peer)
+            answered && to_self && e.fabric.net_port(at.dev).is_some_and(|p| p.addr() == peer)
         };
         let (mine, others): (Vec<_>, Vec<_>) =
             std::mem::take(&mut self.pending).into_iter().partition(|(at, _)| own(self, at));
         self.pending = others;
         self.settle_responders();
-        self.pending = mine;
+        for (at, ev) in mine {
+            if let Some(q) = self.dev(at.dev).and_then(|d| d.fw.qp_mut(at.qpn)) {
+                q.responder_failed = Some(ev);
+            }
+        }
         self.answer(dev, peer, &headers, span, resp);
         true
     }

@@ -181,6 +181,10 @@ pub struct FwQp {
     pub(in crate::device) transport: QpTransport,
     /// A DCI made with streams: their numbers and which are in error.
     pub(in crate::device) dci_streams: Option<DciStreams>,
+    /// Its responder NAK'd a request that came over the network from this very QP (connected
+    /// to itself): it takes no more requests, and goes to ERR, raising this event, once its
+    /// requester has completed the WR the NAK answers. Cleared by RESET.
+    pub(in crate::device) responder_failed: Option<Option<u32>>,
 }
 
 /// A DCI's streams (`log_num_dci_stream_channels`, `log_num_dci_errored_streams`) and the

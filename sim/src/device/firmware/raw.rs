@@ -541,6 +541,7 @@ impl Firmware {
             q.last_wqe = false;
             q.faults.clear();
             q.remote = None;
+            q.responder_failed = None;
             if let Some(s) = &mut q.dci_streams {
                 s.errored.clear();
             }

@@ -193,6 +193,14 @@ impl Engine<'_> {
         let mut moved = false;
         while let Some(q) = self.qp(id) {
             if q.state == QpState::Err {
+                // A responder that failed on a request of its own raises its event now, after
+                // its requester's completion, as in process.
+                if let Some(d) = self.dev(id.dev)
+                    && let Some(ev) = d.fw.qp_mut(id.qpn).and_then(|q| q.responder_failed.take())
+                    && let Some(ev) = ev
+                {
+                    d.qp_event(id.qpn, ev);
+                }
                 // Flushed as in process: once, and not counted as a move (the QP stays in
                 // this run's schedule).
                 self.forget_flight(id);
@@ -248,6 +256,16 @@ impl Engine<'_> {
         if let Some(d) = self.devs.get_mut(id.dev) {
             d.net.flights.remove(&id.qpn);
         }
+    }
+
+    /// Whether the WQE at the engine's cursor is a message already on the wire or answered:
+    /// running it again only collects its answer, its payload having been gathered when it
+    /// was sent.
+    pub(in crate::device::engine) fn already_sent(&self, id: QpPath) -> bool {
+        let Some(pos) = self.cursor.map(|(pos, _)| pos).or_else(|| self.qp(id).map(|q| q.sq_cc)) else {
+            return false;
+        };
+        self.flight(id).is_some_and(|f| f.msgs.iter().any(|m| m.pos == pos && (m.sent || m.settled())))
     }
 
     /// Whether the QP's messages go over the network (its PSNs then move as they are sent).
