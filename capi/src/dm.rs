@@ -165,11 +165,24 @@ impl Shim {
     }
 }
 
-/// The simulator's DM behind `dm` and the address of its bytes.
-pub(crate) fn window_of(s: &mut Shim, dm: *const ibv_dm) -> Result<(mlx5_dv::Dm, usize), c_int> {
-    let d = dm_of(dm)?;
-    let addr = s.sim.simulator().dm_address(&d).map_err(|e| e.errno())?;
-    Ok((d, addr as usize))
+/// `mlx5dv_dm_map_op_addr`: the address of `op`'s page over the DM (as long as the DM), or
+/// NULL with errno: EOPNOTSUPP for an operation the device lacks, EINVAL for a DM it does
+/// not know (`memic_op.rs` carries out the loads and stores).
+///
+/// # Safety
+/// `dm` came from `ibv_alloc_dm` of this library.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mlx5dv_dm_map_op_addr(dm: *mut ibv_dm, op: u8) -> *mut c_void {
+    with(null, |s| {
+        let window = dm_of(dm).and_then(|d| match s.sim.simulator().dm_address(&d) {
+            Ok(addr) => Ok((d, addr as usize)),
+            Err(_) => Err(libc::EINVAL),
+        });
+        match window {
+            Ok((d, bytes)) => crate::memic_op::map(dm, bytes, d.length as usize, op).unwrap_or_else(null),
+            Err(e) => null(e),
+        }
+    })
 }
 
 unsafe extern "C" fn alloc_dm(context: *mut ibv_context, attr: *mut ibv_alloc_dm_attr) -> *mut ibv_dm {

@@ -13,9 +13,6 @@ use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
 use rdma_sys::ibv_dm;
 
-use crate::errno::null;
-use crate::state::with;
-
 /// `MEMIC_OP_INCREMENT` / `MEMIC_OP_TEST_AND_SET` (the page's operation).
 const OP_INCREMENT: u8 = 0;
 const OP_TEST_AND_SET: u8 = 1;
@@ -261,35 +258,28 @@ fn install() {
     });
 }
 
-/// `mlx5dv_dm_map_op_addr`: the address of `op`'s page over the DM (as long as the DM), or
-/// NULL with errno: EOPNOTSUPP for an operation the device lacks, EINVAL for a DM it does
-/// not know.
-///
-/// # Safety
-/// `dm` came from `ibv_alloc_dm` of this library.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn mlx5dv_dm_map_op_addr(dm: *mut ibv_dm, op: u8) -> *mut c_void {
-    with(null, |s| {
-        let Ok((d, bytes)) = crate::dm::window_of(s, dm) else { return null(libc::EINVAL) };
-        // The device's memic_operations: increment and test-and-set (the instruction decoder
-        // is x86-64's).
-        if !cfg!(target_arch = "x86_64") || op > OP_TEST_AND_SET {
-            return null(libc::EOPNOTSUPP);
-        }
-        let len = (d.length as usize).max(1).div_ceil(PAGE) * PAGE;
-        // SAFETY: a new anonymous mapping without access.
-        let p = unsafe {
-            libc::mmap(std::ptr::null_mut(), len, libc::PROT_NONE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
-        };
-        if p == libc::MAP_FAILED {
-            return null(libc::ENOMEM);
-        }
-        install();
-        if !register(p as usize, d.length as usize, bytes, dm as usize, op) {
-            // SAFETY: the mapping just made.
-            unsafe { libc::munmap(p, len) };
-            return null(libc::ENOMEM);
-        }
-        p
-    })
+/// A page range as long as the DM (`len` bytes at `bytes`) for `op`, without access, each
+/// load or store to it carried out on the DM's bytes: its address, or the errno (EOPNOTSUPP
+/// for an operation the device lacks, ENOMEM).
+pub(crate) fn map(dm: *const ibv_dm, bytes: usize, len: usize, op: u8) -> Result<*mut c_void, c_int> {
+    // The device's memic_operations: increment and test-and-set (the instruction decoder is
+    // x86-64's).
+    if !cfg!(target_arch = "x86_64") || op > OP_TEST_AND_SET {
+        return Err(libc::EOPNOTSUPP);
+    }
+    let pages = len.max(1).div_ceil(PAGE) * PAGE;
+    // SAFETY: a new anonymous mapping without access.
+    let p = unsafe {
+        libc::mmap(std::ptr::null_mut(), pages, libc::PROT_NONE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
+    };
+    if p == libc::MAP_FAILED {
+        return Err(libc::ENOMEM);
+    }
+    install();
+    if !register(p as usize, len, bytes, dm as usize, op) {
+        // SAFETY: the mapping just made.
+        unsafe { libc::munmap(p, pages) };
+        return Err(libc::ENOMEM);
+    }
+    Ok(p)
 }

@@ -47,7 +47,7 @@ pub struct HwBackend {
     caps: mlx5_dv::Caps,
     pub(crate) objs: Objects,
     /// `mlx5dv_dr` objects (`steering.rs`).
-    pub(crate) dr: crate::steering::HwDr,
+    pub(crate) dr: crate::dr_lib::HwDr,
 }
 
 unsafe extern "C" {

@@ -20,6 +20,7 @@ mod dc;
 mod devx;
 mod dm;
 mod dmabuf;
+mod dr_lib;
 mod flow;
 pub mod inline;
 mod legacy;

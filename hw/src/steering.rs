@@ -1,8 +1,6 @@
-//! [`Steering`] on hardware: libmlx5's `mlx5dv_dr_*`, looked up at run time (the committed
-//! bindings leave the family out: its structures are opaque). Packet reformat flow actions
-//! are not forwarded (EOPNOTSUPP, like `mlx5dv_create_flow_matcher` on this backend).
+//! [`Steering`] on hardware: libmlx5's `mlx5dv_dr_*` (`dr_lib.rs`). Packet reformat flow
+//! actions are not forwarded (EOPNOTSUPP, like `mlx5dv_create_flow_matcher` on this backend).
 
-use std::collections::BTreeMap;
 use std::ffi::{c_int, c_void};
 
 use mlx5_dv::errno::{EINVAL, EOPNOTSUPP};
@@ -10,134 +8,10 @@ use mlx5_dv::{
     ContextHandle, DrAction, DrActionAttr, DrDest, DrDomain, DrMatcher, DrObject, DrRule, DrTable, Error, FlowAction,
     Op, Result, Steering,
 };
-use rdma_sys::{ibv_context, ibv_qp};
 
 use crate::backend::HwBackend;
 use crate::call::last_errno;
-
-type P = *mut c_void;
-
-/// The family's functions, typed as `mlx5dv.h` declares them.
-struct DrFns {
-    domain_create: unsafe extern "C" fn(*mut ibv_context, u32) -> P,
-    domain_destroy: unsafe extern "C" fn(P) -> c_int,
-    domain_sync: unsafe extern "C" fn(P, u32) -> c_int,
-    allow_duplicate_rules: unsafe extern "C" fn(P, bool),
-    dump_domain: unsafe extern "C" fn(*mut libc::FILE, P) -> c_int,
-    table_create: unsafe extern "C" fn(P, u32) -> P,
-    table_destroy: unsafe extern "C" fn(P) -> c_int,
-    matcher_create: unsafe extern "C" fn(P, u16, u8, P) -> P,
-    matcher_destroy: unsafe extern "C" fn(P) -> c_int,
-    matcher_set_layout: unsafe extern "C" fn(P, *mut [u32; 2]) -> c_int,
-    rule_create: unsafe extern "C" fn(P, P, usize, *mut P) -> P,
-    rule_destroy: unsafe extern "C" fn(P) -> c_int,
-    action_destroy: unsafe extern "C" fn(P) -> c_int,
-    drop: unsafe extern "C" fn() -> P,
-    default_miss: unsafe extern "C" fn() -> P,
-    pop_vlan: unsafe extern "C" fn() -> P,
-    tag: unsafe extern "C" fn(u32) -> P,
-    dest_qp: unsafe extern "C" fn(*mut ibv_qp) -> P,
-    dest_tir: unsafe extern "C" fn(P) -> P,
-    dest_table: unsafe extern "C" fn(P) -> P,
-    flow_counter: unsafe extern "C" fn(P, u32) -> P,
-    modify_header: unsafe extern "C" fn(P, u32, usize, *mut u64) -> P,
-    push_vlan: unsafe extern "C" fn(P, u32) -> P,
-    packet_reformat: unsafe extern "C" fn(P, u32, u32, usize, P) -> P,
-    dest_array: unsafe extern "C" fn(P, usize, *mut P) -> P,
-    flow_sampler: unsafe extern "C" fn(*mut SamplerAttr) -> P,
-    dest_vport: unsafe extern "C" fn(P, u32) -> P,
-    dest_ib_port: unsafe extern "C" fn(P, u32) -> P,
-    _lib: libloading::Library,
-}
-
-/// `struct mlx5dv_dr_flow_sampler_attr`.
-#[repr(C)]
-struct SamplerAttr {
-    sample_ratio: u32,
-    default_next_table: P,
-    num_sample_actions: u32,
-    sample_actions: *mut P,
-    action: u64,
-}
-
-/// `struct mlx5dv_dr_action_dest_attr` and `struct mlx5dv_dr_action_dest_reformat`.
-#[repr(C)]
-struct DestAttr {
-    ty: u32,
-    ptr: P,
-}
-#[repr(C)]
-struct DestReformat {
-    reformat: P,
-    dest: P,
-}
-
-impl DrFns {
-    fn load() -> std::result::Result<Self, String> {
-        // SAFETY: libmlx5 is loaded already by the backend; this takes another reference.
-        let lib = unsafe { libloading::Library::new(crate::lib_mlx5::LIBMLX5) }.map_err(|e| e.to_string())?;
-        macro_rules! sym {
-            ($name:literal) => {
-                // SAFETY: the symbol is typed as mlx5dv.h declares it.
-                *unsafe { lib.get(concat!($name, "\0").as_bytes()) }.map_err(|e| format!("{}: {e}", $name))?
-            };
-        }
-        Ok(DrFns {
-            domain_create: sym!("mlx5dv_dr_domain_create"),
-            domain_destroy: sym!("mlx5dv_dr_domain_destroy"),
-            domain_sync: sym!("mlx5dv_dr_domain_sync"),
-            allow_duplicate_rules: sym!("mlx5dv_dr_domain_allow_duplicate_rules"),
-            dump_domain: sym!("mlx5dv_dump_dr_domain"),
-            table_create: sym!("mlx5dv_dr_table_create"),
-            table_destroy: sym!("mlx5dv_dr_table_destroy"),
-            matcher_create: sym!("mlx5dv_dr_matcher_create"),
-            matcher_destroy: sym!("mlx5dv_dr_matcher_destroy"),
-            matcher_set_layout: sym!("mlx5dv_dr_matcher_set_layout"),
-            rule_create: sym!("mlx5dv_dr_rule_create"),
-            rule_destroy: sym!("mlx5dv_dr_rule_destroy"),
-            action_destroy: sym!("mlx5dv_dr_action_destroy"),
-            drop: sym!("mlx5dv_dr_action_create_drop"),
-            default_miss: sym!("mlx5dv_dr_action_create_default_miss"),
-            pop_vlan: sym!("mlx5dv_dr_action_create_pop_vlan"),
-            tag: sym!("mlx5dv_dr_action_create_tag"),
-            dest_qp: sym!("mlx5dv_dr_action_create_dest_ibv_qp"),
-            dest_tir: sym!("mlx5dv_dr_action_create_dest_devx_tir"),
-            dest_table: sym!("mlx5dv_dr_action_create_dest_table"),
-            flow_counter: sym!("mlx5dv_dr_action_create_flow_counter"),
-            modify_header: sym!("mlx5dv_dr_action_create_modify_header"),
-            push_vlan: sym!("mlx5dv_dr_action_create_push_vlan"),
-            packet_reformat: sym!("mlx5dv_dr_action_create_packet_reformat"),
-            dest_array: sym!("mlx5dv_dr_action_create_dest_array"),
-            flow_sampler: sym!("mlx5dv_dr_action_create_flow_sampler"),
-            dest_vport: sym!("mlx5dv_dr_action_create_dest_vport"),
-            dest_ib_port: sym!("mlx5dv_dr_action_create_dest_ib_port"),
-            _lib: lib,
-        })
-    }
-}
-
-/// The family's objects this backend made: handle → the library's pointer.
-#[derive(Default)]
-pub(crate) struct HwDr {
-    fns: Option<std::result::Result<DrFns, String>>,
-    objs: BTreeMap<u64, P>,
-    next: u64,
-}
-
-impl std::fmt::Debug for HwDr {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HwDr").field("objects", &self.objs.len()).finish_non_exhaustive()
-    }
-}
-
-/// `struct mlx5dv_flow_match_parameters` of `bytes`, 8-byte aligned.
-fn params(bytes: &[u8]) -> Vec<u64> {
-    let mut v = vec![0u64; 1 + bytes.len().div_ceil(8)];
-    v[0] = bytes.len() as u64;
-    // SAFETY: `v` has room for the size word and `bytes` after it.
-    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), v.as_mut_ptr().add(1).cast::<u8>(), bytes.len()) };
-    v
-}
+use crate::dr_lib::{DestAttr, DestReformat, DrFns, P, SamplerAttr, params};
 
 impl HwBackend {
     fn dr_fns(&mut self, op: Op) -> Result<&DrFns> {
