@@ -17,11 +17,14 @@
 	CHECK(_r == -1 && errno == (want), "%s: returned %lld, errno %d (%s), expected -1 with %d", \
 	      what, _r, errno, strerror(errno), want); } while (0)
 
-/* rpoll one fd for `events`, 5 s at most: its revents. */
-static short wait_for(int fd, short events)
+/* rpoll one fd for `events`, 15 s at most (a loaded machine, and a CM QP's RNR timer of
+ * 655 ms, stretch a handshake or a message well past a second): its revents. */
+#define wait_for(fd, events) wait_for_at(fd, events, __LINE__)
+static short wait_for_at(int fd, short events, int line)
 {
 	struct pollfd p = { .fd = fd, .events = events };
-	CHECK_EQ(rpoll(&p, 1, 5000), 1, "rpoll within 5 s");
+	int n = rpoll(&p, 1, 15000);
+	CHECK(n == 1, "rpoll within 15 s for the wait at line %d: got %d", line, n);
 	return p.revents;
 }
 

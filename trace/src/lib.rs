@@ -321,7 +321,7 @@ fn unhex(s: &str, room: &mut usize) -> Result<Vec<u8>, Unresolved> {
 /// reason text and the syndrome are the backend's own).
 pub fn comparable(reply: &Value) -> Value {
     let mut r = reply.clone();
-    if let Some(Value::Object(err)) = r.get_mut("result").and_then(|x| x.get_mut("Err")) {
+    if let Some(Value::Object(err)) = result_of_mut(&mut r).and_then(|x| x.get_mut("Err")) {
         err.remove("reason");
         err.remove("op");
         if let Some(Value::Object(cmd)) = err.get_mut("cmd") {
@@ -329,6 +329,19 @@ pub fn comparable(reply: &Value) -> Value {
         }
     }
     r
+}
+
+/// A reply's result: `result`, or for a call of a nested family (`Call::Dr`) the family
+/// reply's own `result` inside it.
+pub fn result_of(reply: &Value) -> Option<&Value> {
+    let r = reply.get("result")?;
+    if reply.get("reply").and_then(Value::as_str) == Some("dr") { r.get("result") } else { Some(r) }
+}
+
+fn result_of_mut(reply: &mut Value) -> Option<&mut Value> {
+    let nested = reply.get("reply").and_then(Value::as_str) == Some("dr");
+    let r = reply.get_mut("result")?;
+    if nested { r.get_mut("result") } else { Some(r) }
 }
 
 /// The result of a control action as a trace holds it: `null`, or the errno.
@@ -349,6 +362,16 @@ pub fn reply_value(reply: &Reply) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_nested_familys_failures_compare_by_errno() {
+        let card = json!({"reply": "dr", "result": {"dr": "table_create", "result": {"Err": {"cmd": null, "errno": 95, "op": "DrTableCreate", "reason": "libmlx5 returned NULL"}}}});
+        let sim = json!({"reply": "dr", "result": {"dr": "table_create", "result": {"Err": {"cmd": null, "errno": 95, "op": "DrTableCreate", "reason": "tables above the root need software steering"}}}});
+        let other = json!({"reply": "dr", "result": {"dr": "table_create", "result": {"Err": {"cmd": null, "errno": 22, "op": "DrTableCreate", "reason": "x"}}}});
+        assert_eq!(comparable(&card), comparable(&sim));
+        assert_ne!(comparable(&card), comparable(&other));
+        assert_eq!(result_of(&card).and_then(|r| r.pointer("/Err/errno")), Some(&json!(95)));
+    }
 
     #[test]
     fn hex_round_trips_runs_and_plain_bytes() {

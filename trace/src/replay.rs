@@ -46,15 +46,15 @@ impl Divergence {
             (Ok(()), Ok(())) => format!(
                 "call #{}: {f} returned {} when recorded, {} now",
                 self.index,
-                self.recorded.get("result").unwrap_or(&Value::Null),
-                self.now.get("result").unwrap_or(&Value::Null)
+                crate::result_of(&self.recorded).unwrap_or(&Value::Null),
+                crate::result_of(&self.now).unwrap_or(&Value::Null)
             ),
         }
     }
 }
 
 fn outcome(reply: &Value) -> Result<(), i32> {
-    match reply.get("result").and_then(|r| r.get("Err")) {
+    match crate::result_of(reply).and_then(|r| r.get("Err")) {
         Some(e) => Err(e.get("errno").and_then(Value::as_i64).unwrap_or(0) as i32),
         None => Ok(()),
     }
@@ -65,8 +65,10 @@ fn outcome(reply: &Value) -> Result<(), i32> {
 fn same(now: &Value, recorded: &Value) -> bool {
     let mut now = comparable(now);
     let recorded = comparable(recorded);
-    if recorded.pointer("/result/Err/cmd") == Some(&Value::Null)
-        && let Some(cmd) = now.pointer_mut("/result/Err/cmd")
+    let nested = recorded.get("reply").and_then(Value::as_str) == Some("dr");
+    let at = if nested { "/result/result/Err/cmd" } else { "/result/Err/cmd" };
+    if recorded.pointer(at) == Some(&Value::Null)
+        && let Some(cmd) = now.pointer_mut(at)
     {
         *cmd = Value::Null;
     }

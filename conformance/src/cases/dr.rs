@@ -239,10 +239,9 @@ fn rx_steer(b: &mut dyn Backend, env: &Env) -> Check {
     let t1 = table(b, &d, 1)?;
     root_to(b, &d, &t1, SRC_MAC)?;
     let m = smac_matcher(b, &t1, 1)?;
-    let tag = action(b, "a tag", A::Tag(0x12_3456))?;
     let q = action(b, "a QP action", A::DestQp(rx.qp))?;
     let count = action(b, "a counter action", A::FlowCounter { counter: c, offset: 0 })?;
-    expect_ok("the table's rule", b.dr_rule_create(&m, &smac_value(SRC_MAC), &[tag, q, count]))?;
+    expect_ok("the table's rule", b.dr_rule_create(&m, &smac_value(SRC_MAC), &[q, count]))?;
     post_frame_recv(b, &rx, 7)?;
     let f = frame_bytes(3);
     send_frame(b, &tx, &f, 1)?;
