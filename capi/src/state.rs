@@ -185,6 +185,16 @@ fn network_from_env(host: u32) -> Result<Option<std::net::Ipv4Addr>, String> {
     }
 }
 
+/// Where the switch's multicast table is (docs/network.md, "Multicast"): `MLX5SIM_MCAST_DIR`,
+/// else `mlx5sim-mcast-UID` in the temporary directory, which every process of the user sees.
+fn multicast_dir_from_env() -> PathBuf {
+    match std::env::var_os("MLX5SIM_MCAST_DIR") {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        // SAFETY: getuid has no preconditions.
+        _ => std::env::temp_dir().join(format!("mlx5sim-mcast-{}", unsafe { libc::getuid() })),
+    }
+}
+
 /// The network fault rules `MLX5SIM_NET_FAULTS` gives (syntax:
 /// [`mlx5_sim::fabric::faults::parse_rules`], docs/network.md), each with the device it is
 /// for (`None`: every networked port); empty when it is unset.
@@ -240,6 +250,10 @@ impl Shim {
                         sim.connect_network(first)
                             .map_err(|e| format!("the network: {e} (MLX5SIM_ADDR gives another address)"))?;
                         add_net_faults(&mut sim, faults)?;
+                        let dir = multicast_dir_from_env();
+                        if let Err(e) = sim.use_multicast_table(&dir) {
+                            eprintln!("mlx5sim: no multicast to other hosts: the table {}: {e}", dir.display());
+                        }
                     }
                     None if !faults.is_empty() => {
                         return Err("MLX5SIM_NET_FAULTS acts on the network, which MLX5SIM_NET=off leaves".into());

@@ -92,3 +92,16 @@ for prog in ib_write_bw ib_send_lat; do
     fail "$prog -R: exits $rc_s/$rc_c: $(tail -n 3 "$bin/perftest-cm-server.log" "$bin/perftest-cm-client.log" | tr '\n' ' ')"
   fi
 done
+
+# mckey: the receiver joins 239.1.36.1 at 127.0.36.1; the sender at 127.0.36.2 joins, waits
+# 3 s as mckey does, and sends 10 datagrams of 100 bytes, which the switch's table (a
+# directory of this run's own) carries to the receiver on the other host.
+rm -rf "$bin/mcast" "$bin/mckey-server.pcap"
+cm_pair mckey "mckey -m 239.1.36.1 -b 127.0.36.1 -C 10 -S 100" "mckey -m 239.1.36.1 -b 127.0.36.2 -s -C 10 -S 100" \
+  "MLX5SIM_MCAST_DIR=$bin/mcast MLX5SIM_PCAP=$bin/mckey-server.pcap" "MLX5SIM_MCAST_DIR=$bin/mcast"
+got=$(tshark -r "$bin/mckey-server.pcap" -Y "ip.dst == 239.1.36.1 && infiniband.bth.destqp == 0xffffff" 2> /dev/null | wc -l)
+if [ $rc_s = 0 ] && [ $rc_c = 0 ] && grep -q "^data transfers complete" "$bin/mckey-server.log" && [ "$got" = 10 ]; then
+  pass "mckey receiver and sender on two hosts: both exit 0; the receiver took 10 datagrams to 239.1.36.1 (its capture)"
+else
+  fail "mckey: exits $rc_s/$rc_c, $got datagrams to the group captured: $(tail -n 2 "$bin/mckey-server.log" "$bin/mckey-client.log" | tr '\n' ' ')"
+fi

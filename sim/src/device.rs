@@ -147,6 +147,19 @@ impl Device {
         was
     }
 
+    /// Whether QP `qpn` is attached to some group.
+    pub fn in_a_group(&self, qpn: u32) -> bool {
+        self.mcast.values().any(|qps| qps.contains(&qpn))
+    }
+
+    /// Detach QP `qpn` from every group it is attached to.
+    pub fn detach_from_all_groups(&mut self, qpn: u32) {
+        self.mcast.retain(|_, qps| {
+            qps.remove(&qpn);
+            !qps.is_empty()
+        });
+    }
+
     /// The QPs attached to group `mgid`.
     pub fn multicast_members(&self, mgid: &mlx5_dv::Gid) -> Vec<u32> {
         self.mcast.get(&mgid.0).map(|q| q.iter().copied().collect()).unwrap_or_default()

@@ -13,6 +13,7 @@ use mlx5_dv::{AhAttr, Gid, PortAttr, QpDest, link_layer, port_state};
 
 pub mod capture;
 pub mod faults;
+pub mod groups;
 mod gsi;
 pub mod net;
 pub mod share;
@@ -123,6 +124,12 @@ impl Fabric {
         self.net = std::sync::Arc::new(bound);
         self.clock = Clock::Wall(std::time::Instant::now());
         Ok(())
+    }
+
+    /// Let the networked ports find the members of multicast groups on other hosts in the
+    /// switch's table `t` ([`groups`]); no effect on ports in memory.
+    pub fn use_multicast_table(&self, t: &groups::GroupTable) {
+        self.net.iter().for_each(|p| p.use_groups(t.clone()));
     }
 
     /// Carry the traffic between this host's RoCE ports as RoCE v2 packets queued in memory

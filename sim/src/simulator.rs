@@ -345,7 +345,10 @@ impl Contexts for Simulator {
 
     fn close_device(&mut self, ctx: ContextHandle) -> Result<()> {
         self.send_held_acks();
-        down!(self.close_device(ctx))
+        let r = down!(self.close_device(ctx));
+        // Its QPs' groups went with them: the ports leave what no QP holds any more.
+        self.sync_multicast_groups();
+        r
     }
 
     fn query_device(&mut self, ctx: ContextHandle, comp_mask: u64) -> Result<DvContext> {

@@ -1,14 +1,17 @@
 //! UD multicast (items 236–240): the QPs attached to a group take the datagrams sent to QP
 //! 0xFFFFFF with its GID, the sender's own QP too; a detached QP takes no more; which GIDs are
 //! multicast ones; between processes a group's datagram travels to the group's IPv4 address;
-//! the table in which the processes forked from one share its ports' addresses. Attaching is
+//! the table in which the processes forked from one share its ports' addresses; the switch's
+//! table that carries a group's datagram to members on other hosts; a QP still attached cannot
+//! be destroyed. Attaching is
 //! `ibv_attach_mcast` of the C ABI, so the cases build a simulator of their own and attach
 //! through it (skipped on hardware).
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddrV4};
 
 use mlx5_dv::{
-    AccessFlags as A, Backend, Gid, Qp, Queues as _, SendFlags, SendWr, UdDest, qp_type, wc_status, wr_opcode,
+    AccessFlags as A, Backend, Contexts as _, Gid, Qp, Queues as _, SendFlags, SendWr, UdDest, qp_type, wc_status,
+    wr_opcode,
 };
 use mlx5_sim::device::engine::multicast::{MULTICAST_QPN, group_of, is_multicast_gid};
 use mlx5_sim::fabric::share::Siblings;
@@ -28,6 +31,13 @@ pub(super) const CASES: &[Case] = &[
     Case { name: "mcast.multicast_gids", covers: &[238], needs: NEEDS, run: gids },
     Case { name: "mcast.a_group_datagram_between_processes", covers: &[239], needs: NEEDS, run: between },
     Case { name: "net.forked_processes_share_addresses", covers: &[240], needs: NEEDS, run: siblings },
+    Case {
+        name: "mcast.a_group_datagram_reaches_members_on_other_hosts",
+        covers: &[324],
+        needs: NEEDS,
+        run: other_hosts,
+    },
+    Case { name: "mcast.destroying_an_attached_qp_is_ebusy", covers: &[325], needs: NEEDS, run: attached_destroy },
 ];
 
 /// The group of the cases: 230.0.52.1's IPv4-mapped GID, as rdma_cm makes it on RoCE v2.
@@ -182,4 +192,75 @@ fn siblings(_b: &mut dyn Backend, _env: &Env) -> Check {
         }
     }
     check_eq("the table holds 64 sockets, then refuses", entered, 64)
+}
+
+/// A networked simulator on the first free address of 127.0.`from..=199`.1 (tests and
+/// other runs may hold some), with the switch's table in `table`: it and the address taken.
+fn hosted(from: u8, table: &std::path::Path) -> Check<(mlx5_sim::Simulator, u8)> {
+    for n in from..=199 {
+        let mut s = sim()?;
+        if s.connect_network(Ipv4Addr::new(127, 0, n, 1)).is_ok() {
+            s.use_multicast_table(table).map_err(|e| Verdict::fail("the switch's table", "made", e))?;
+            return Ok((s, n));
+        }
+    }
+    Err(Verdict::skip("no free address in 127.0.160.1 to 127.0.199.1 for two hosts"))
+}
+
+/// Tick `sim` until `s`'s CQ holds `n` completions or two seconds pass: what it holds.
+fn receive(sim: &mut mlx5_sim::Simulator, s: &Side, n: usize) -> Check<Vec<(u64, u32, u32)>> {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    let mut got = Vec::new();
+    while got.len() < n && std::time::Instant::now() < end {
+        if !sim.tick() {
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        }
+        got.extend(taken(sim, s)?);
+    }
+    Ok(got)
+}
+
+fn other_hosts(_b: &mut dyn Backend, _env: &Env) -> Check {
+    let table = std::env::temp_dir().join(format!("mlx5sim-mcast-case-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&table);
+    let r = (|| {
+        let (mut a, n) = hosted(160, &table)?;
+        let (mut b, _) = hosted(n + 1, &table)?;
+        let (member, sender) = (ud(&mut a)?, ud(&mut b)?);
+        post_recv(&mut a, &member, 11)?;
+        post_recv(&mut a, &member, 12)?;
+        // Before the join the group has no member on host a: the datagram reaches nobody.
+        sent(&mut b, &sender, mgid(7), 1)?;
+        check_eq("before the join", receive(&mut a, &member, 1)?, vec![])?;
+        attach(&mut a, &member.qp, mgid(7))?;
+        sent(&mut b, &sender, mgid(7), 2)?;
+        let ok = wc_status::SUCCESS;
+        check_eq("the member on the other host", receive(&mut a, &member, 1)?, vec![(11, ok, 104)])?;
+        // Another group's datagram does not reach it; after the detach neither does this one.
+        sent(&mut b, &sender, mgid(8), 3)?;
+        check_eq("another group", receive(&mut a, &member, 1)?, vec![])?;
+        check("detach", a.detach_multicast(0, member.qp.qp_num, mgid(7)), "true", false)?;
+        sent(&mut b, &sender, mgid(7), 4)?;
+        check_eq("after the detach", receive(&mut a, &member, 1)?, vec![])
+    })();
+    let _ = std::fs::remove_dir_all(&table);
+    r
+}
+
+fn attached_destroy(_b: &mut dyn Backend, _env: &Env) -> Check {
+    let mut sim = sim()?;
+    let (a, r) = (ud(&mut sim)?, ud(&mut sim)?);
+    attach(&mut sim, &r.qp, mgid(3))?;
+    let e = sim.destroy_qp(&r.qp).err().map(|e| e.errno());
+    check_eq("ibv_destroy_qp of a QP attached to a group", e, Some(mlx5_dv::errno::EBUSY))?;
+    // Still a member: the failed destroy left it as it was.
+    post_recv(&mut sim, &r, 11)?;
+    sent(&mut sim, &a, mgid(3), 1)?;
+    check_eq("the QP still takes the group's datagram", taken(&mut sim, &r)?, vec![(11, wc_status::SUCCESS, 104)])?;
+    check("detach", sim.detach_multicast(0, r.qp.qp_num, mgid(3)), "true", false)?;
+    expect_ok("ibv_destroy_qp after the detach", sim.destroy_qp(&r.qp))?;
+    // A closing context detaches what its QPs left attached: the group is gone with it.
+    attach(&mut sim, &a.qp, mgid(4))?;
+    expect_ok("ibv_close_device", sim.close_device(a.ctx))?;
+    check("a group left with the context", !sim.detach_multicast(0, a.qp.qp_num, mgid(4)), "false", true)
 }

@@ -15,7 +15,7 @@
 //! A port may instead be a queue in memory ([`NetPort::in_memory`], [`MemoryNet`]): the same
 //! datagrams, between the ports of one simulator, with no socket.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
@@ -53,6 +53,10 @@ pub struct NetPort {
     shared: std::sync::atomic::AtomicBool,
     /// The UDP port the socket is bound to (4791 unless shared).
     own_port: std::sync::atomic::AtomicU16,
+    /// The switch's multicast table, if the network has one ([`NetPort::use_groups`]).
+    groups: std::sync::OnceLock<super::groups::GroupTable>,
+    /// The IPv4 groups this port is entered in there.
+    joined: Mutex<BTreeSet<Ipv4Addr>>,
 }
 
 /// How a port's datagrams travel.
@@ -160,6 +164,8 @@ impl NetPort {
             siblings: None,
             shared: Default::default(),
             own_port: std::sync::atomic::AtomicU16::new(ROCE_V2_PORT),
+            groups: Default::default(),
+            joined: Mutex::default(),
         })
     }
 
@@ -214,6 +220,8 @@ impl NetPort {
             siblings: None,
             shared: Default::default(),
             own_port: std::sync::atomic::AtomicU16::new(ROCE_V2_PORT),
+            groups: Default::default(),
+            joined: Mutex::default(),
         }
     }
 
@@ -294,6 +302,46 @@ impl NetPort {
         let from = senders.get(&sport).unwrap_or(socket);
         for p in t.ports_of(self.addr).into_iter().filter(|&p| p != own) {
             let _ = from.send_to(datagram, SocketAddrV4::new(self.addr, p));
+        }
+    }
+
+    /// Use the switch's multicast table `t` from now on (the first one given stays; a port in
+    /// memory has no switch).
+    pub(super) fn use_groups(&self, t: super::groups::GroupTable) {
+        if matches!(self.link, PortLink::Udp { .. }) {
+            let _ = self.groups.set(t);
+        }
+    }
+
+    /// Make the port a member of exactly `groups` in the switch's table (the IPv4 groups its
+    /// QPs are attached to); no effect without a table. A failed join leaves the group's
+    /// datagrams from other hosts away, as a switch that missed the report would.
+    pub fn set_groups(&self, groups: &BTreeSet<Ipv4Addr>) {
+        let Some(t) = self.groups.get() else { return };
+        let me = SocketAddrV4::new(self.addr, self.own_port.load(std::sync::atomic::Ordering::Relaxed));
+        let mut joined = self.joined.lock().unwrap_or_else(|p| p.into_inner());
+        for g in joined.difference(groups) {
+            t.leave(*g, me);
+        }
+        for g in groups.difference(&joined) {
+            let _ = t.join(*g, me);
+        }
+        *joined = groups.clone();
+    }
+
+    /// Send a datagram of `group` from source port `sport` to the group's members on other
+    /// hosts, as the switch copies it (this host's members and siblings took it already).
+    pub fn send_to_group(&self, group: Ipv4Addr, sport: u16, datagram: &[u8]) {
+        let (PortLink::Udp { socket, senders }, Some(t)) = (&self.link, self.groups.get()) else { return };
+        let members: Vec<SocketAddrV4> = t.members(group).into_iter().filter(|m| *m.ip() != self.addr).collect();
+        if members.is_empty() {
+            return;
+        }
+        self.used.store(true, std::sync::atomic::Ordering::Relaxed);
+        let senders = senders.lock().unwrap_or_else(|p| p.into_inner());
+        let from = senders.get(&sport).unwrap_or(socket);
+        for m in members {
+            let _ = from.send_to(datagram, m);
         }
     }
 

@@ -410,12 +410,15 @@ impl Kernel {
         Ok(qpn)
     }
 
-    /// `ibv_destroy_qp` in the kernel (`destroy_qp_common`): a QP the kernel last moved out
-    /// of RESET goes back with 2RST, then DESTROY_QP; the kernel only warns when either fails.
+    /// `ibv_destroy_qp` in the kernel (`destroy_qp_common`): its multicast groups detached
+    /// (uverbs), then a QP the kernel last moved out of RESET goes back with 2RST, then
+    /// DESTROY_QP; the kernel only warns when either fails.
     pub fn destroy_qp(&mut self, devices: &mut [Device], dev: usize, qpn: u32) {
         self.deliver_events(devices);
         let Some(k) = self.qps.remove(&(dev, qpn)) else { return };
         let Some(d) = devices.get_mut(dev) else { return };
+        // uverbs detaches the multicast groups the program left attached.
+        d.detach_from_all_groups(qpn);
         let mut out = [0u8; prm::mbox_out::SIZE];
         let ops =
             if k.state == QpState::Reset { &[opcode::DESTROY_QP][..] } else { &[opcode::QP_2RST, opcode::DESTROY_QP] };

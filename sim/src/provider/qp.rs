@@ -1,7 +1,7 @@
 //! QPs: `mlx5_create_qp` in the provider's order of checks
 //! with the send and receive queue sizing, and the provider's side of modify and destroy.
 
-use mlx5_dv::errno::{EINVAL, EIO, EOPNOTSUPP};
+use mlx5_dv::errno::{EBUSY, EINVAL, EIO, EOPNOTSUPP};
 use mlx5_dv::{
     ContextHandle, CqHandle, DcInitAttr, DvSendOpsFlags, Error, Op, Qp, QpCap, QpHandle, QpInitAttr, QpModify, QpState,
     Result, SendOpsFlags, dv_qp, qp_create_flags, qp_init_mask, qp_type, send_ops,
@@ -500,6 +500,16 @@ impl Provider {
     pub(crate) fn destroy_qp(&mut self, low: &mut Lower<'_>, qp: &Qp) -> Result<()> {
         let q = self.qps.get(qp.handle, Op::DestroyQp)?;
         self.check_no_flows(low, q.dev, q.qpn)?;
+        // uverbs refuses to destroy a QP still attached to a multicast group (a closing
+        // context's QPs are detached instead).
+        if low.devices.get(q.dev).is_some_and(|d| d.in_a_group(q.qpn)) {
+            return Err(Error::new(Op::DestroyQp, EBUSY, "the QP is still attached to a multicast group"));
+        }
+        // A NIC takes the WQEs of a doorbell within microseconds, long before the destroy's
+        // system call reaches it: a free-running device does what was rung first.
+        if low.wake.is_some() {
+            low.run_now();
+        }
         self.remove_qp(low, qp.handle);
         Ok(())
     }

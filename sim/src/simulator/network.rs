@@ -92,12 +92,37 @@ impl Simulator {
     /// Attach QP `qpn` of device `dev` to multicast group `mgid` (`ibv_attach_mcast`; the
     /// caller checks the GID and the QP type as the kernel does): false for no such QP.
     pub fn attach_multicast(&mut self, dev: usize, qpn: u32, mgid: mlx5_dv::Gid) -> bool {
-        self.devices.get_mut(dev).is_some_and(|d| d.attach_multicast(qpn, mgid))
+        let done = self.devices.get_mut(dev).is_some_and(|d| d.attach_multicast(qpn, mgid));
+        self.sync_multicast_groups();
+        done
     }
 
     /// Detach QP `qpn` of device `dev` from group `mgid`: false when it is not attached.
     pub fn detach_multicast(&mut self, dev: usize, qpn: u32, mgid: mlx5_dv::Gid) -> bool {
-        self.devices.get_mut(dev).is_some_and(|d| d.detach_multicast(qpn, mgid))
+        let done = self.devices.get_mut(dev).is_some_and(|d| d.detach_multicast(qpn, mgid));
+        self.sync_multicast_groups();
+        done
+    }
+
+    /// Let the networked ports reach the members of multicast groups on other hosts through
+    /// the switch's table in directory `dir` (made if missing; docs/network.md,
+    /// "Multicast"): each port enters the IPv4 groups its device's QPs are attached to, and a
+    /// group's datagram is copied to the members elsewhere.
+    pub fn use_multicast_table(&mut self, dir: &std::path::Path) -> std::io::Result<()> {
+        let t = crate::fabric::groups::GroupTable::open(dir)?;
+        self.fabric.use_multicast_table(&t);
+        self.sync_multicast_groups();
+        Ok(())
+    }
+
+    /// Enter each networked port in the switch's table for the IPv4 groups its device's QPs
+    /// are attached to now (and in no other).
+    pub(super) fn sync_multicast_groups(&self) {
+        for (i, d) in self.devices.iter().enumerate() {
+            let Some(port) = self.fabric.net_port(i) else { continue };
+            let groups = d.multicast_groups().iter().filter_map(crate::device::engine::multicast::group_of).collect();
+            port.set_groups(&groups);
+        }
     }
 
     /// Port 1's GID table of device `dev`, with each entry's `ibv_gid_type`.

@@ -2,17 +2,17 @@
 //! every QP attached to that group (`ibv_attach_mcast`) on this host's devices, the sender's
 //! own QP too (mlx5 loops multicast back unless the QP blocks it), and, from a port that
 //! shares its address with sibling processes ([`crate::fabric::share`]), to each sibling,
-//! whose attached QPs take it the same way. The datagram travels as RoCE v2 to the group's
-//! IPv4 address (the ICRC covers it), so a receiver finds the group by the address whose
-//! ICRC holds among the groups its devices joined. No other host gets it: the network of
-//! processes has no multicast routing.
+//! whose attached QPs take it the same way, and to the ports of other hosts that the switch's
+//! table ([`crate::fabric::groups`]) lists as the group's members. The datagram travels as
+//! RoCE v2 to the group's IPv4 address (the ICRC covers it), so a receiver finds the group by
+//! the address whose ICRC holds among the groups its devices joined.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddrV4};
 
 use mlx5_dv::Gid;
 
 use super::{Engine, unreliable::grh_area};
-use crate::fabric::QpPath;
+use crate::fabric::{Link, QpPath};
 use crate::packet::Headers;
 use crate::wire::{self, Endpoints};
 
@@ -33,7 +33,8 @@ impl Engine<'_> {
     }
 
     /// Send a UD datagram to multicast group `mgid` from `qp` (headers `h`, payload `data`):
-    /// to the attached QPs here, then to the sibling processes of the sender's port.
+    /// to the attached QPs here, then to the sibling processes of the sender's port and the
+    /// members on other hosts.
     pub(super) fn send_multicast(&mut self, qp: QpPath, sgid: &Gid, mgid: &Gid, h: &Headers, data: &[u8]) {
         let sport = Endpoints::entropy_port(qp.qpn, MULTICAST_QPN);
         let members: Vec<QpPath> = (0..self.devs.len())
@@ -44,12 +45,16 @@ impl Engine<'_> {
             self.receive_ud(to, h, data, grh);
         }
         self.settle_responders();
-        let Some(port) = self.fabric.net_port(qp.dev).filter(|p| p.is_shared()) else { return };
-        let Some(group) = std::net::Ipv6Addr::from(mgid.0).to_ipv4_mapped() else { return };
+        let Some(port) = self.fabric.net_port(qp.dev) else { return };
+        let Some(group) = group_of(mgid) else { return };
         let sport = port.source_port(sport);
         let ep = Endpoints::new(IpAddr::V4(port.addr()), IpAddr::V4(group), sport);
         if let Ok(d) = wire::encode(h, data, &ep) {
             port.send_to_siblings(sport, &d);
+            port.send_to_group(group, sport, &d);
+        }
+        if !port.is_in_memory() {
+            self.capture_group(Link::ipv4(port.addr(), group, sport), h, data);
         }
     }
 
@@ -65,6 +70,7 @@ impl Engine<'_> {
             if p.headers.bth.dest_qp != MULTICAST_QPN || p.headers.deth.is_none() {
                 return false;
             }
+            self.capture_group(Link::ipv4(*from.ip(), group, from.port()), &p.headers, &p.payload);
             let src = Gid(from.ip().to_ipv6_mapped().octets());
             let members = self.devs.get(dev).map(|d| d.multicast_members(&mgid)).unwrap_or_default();
             let mut taken = false;
@@ -76,6 +82,16 @@ impl Engine<'_> {
             return taken;
         }
         false
+    }
+}
+
+impl Engine<'_> {
+    /// A group's datagram as it went on or came off the wire, written to the capture.
+    fn capture_group(&self, link: Link, h: &Headers, data: &[u8]) {
+        if let Some(cap) = self.fabric.capture() {
+            cap.packet(&link, h, data);
+            cap.flush();
+        }
     }
 }
 
