@@ -11,7 +11,9 @@
 //! simulator's fabric in memory, item 251), drawn as [`NetMode`] says; and, where a probe
 //! finds them ([`probe_remote`]), RC atomics ([`AtomicOp`]: compare-and-swap and fetch-and-add
 //! chains, items 121–126) and memory windows ([`MwOp`]: binds, access through the window,
-//! invalidation, items 171–180). For each [`Op`] it says what the call must answer — an
+//! invalidation, items 171–180); and, where a UD QP is made on a RoCE port
+//! ([`probe_datagrams`]), datagrams ([`UdOp`]: Q_Keys, missing and short receives, past the
+//! MTU, items 146–150). For each [`Op`] it says what the call must answer — an
 //! errno, or success with the values the checklist fixes — how the state changes, and after
 //! traffic which completions each CQ must hold and which bytes each touched buffer must
 //! contain ([`Effects`]).
@@ -27,7 +29,8 @@
 //! Not modelled yet: CRC signature domains, signature copy masks of one's own, crypto with a
 //! memory-domain signature, signature and crypto mkeys in the op-by-op traffic, windows in
 //! the op-by-op traffic, SQD, WRs of more than two SGEs, receives of more than
-//! one, RNR outside the network scenarios, QP types other than RC, DEVX objects and EQs; CQs
+//! one, RNR outside the network scenarios, SRQs, QP types other than RC (and UD's scenarios),
+//! DEVX objects and EQs; CQs
 //! on contexts of other providers; MRs and QPs on VFIO contexts.
 //!
 //! With the `model` feature of `mlx5-conformance` the model and the strategies are public. A
@@ -70,6 +73,8 @@ mod strategy;
 #[cfg(test)]
 mod tests;
 mod traffic;
+mod ud;
+mod udrig;
 mod xts;
 
 pub use atomic::{AtomicOp, AtomicWr};
@@ -80,6 +85,8 @@ pub use outcome::{NetCqe, Outcome};
 pub use pairrig::probe_remote;
 pub use sig::{Corrupt, Dif, SigOp};
 pub use traffic::{Effects, ExpCqe};
+pub use ud::{OTHER_QKEY, QKEY, UdMsg, UdOp};
+pub use udrig::probe_datagrams;
 pub use xts::{CryptoOp, DekMode};
 
 use std::collections::VecDeque;
@@ -247,6 +254,8 @@ pub enum Op {
     Atomic(AtomicOp),
     /// A memory-window scenario on objects of its own ([`MwOp`]).
     Mw(MwOp),
+    /// A datagram scenario on objects of its own ([`UdOp`]).
+    Ud(UdOp),
 }
 
 /// What a call must answer.
@@ -411,6 +420,8 @@ pub struct Model {
     atomics: bool,
     /// The first mlx5 device has memory windows (`ibv_alloc_mw` succeeds).
     windows: bool,
+    /// The first mlx5 device runs the datagram scenarios (a UD QP on a RoCE port).
+    datagrams: bool,
 }
 
 /// Whether the state machine's sequences hold network scenarios ([`Op::Net`]), on a backend
@@ -473,6 +484,7 @@ impl Model {
             net_mode: NetMode::Off,
             atomics: false,
             windows: false,
+            datagrams: false,
         })
     }
 
@@ -480,7 +492,13 @@ impl Model {
     /// ([`probe_remote`]); without them the state machine generates neither family.
     pub fn with_remote_features(self, b: &mut dyn mlx5_dv::Backend) -> Self {
         let (atomics, windows) = pairrig::probe_remote(b);
-        Model { atomics, windows, ..self }
+        let datagrams = udrig::probe_datagrams(b);
+        Model { atomics, windows, datagrams, ..self }
+    }
+
+    /// This model, with the datagram scenarios as given.
+    pub fn with_datagrams(self, datagrams: bool) -> Self {
+        Model { datagrams, ..self }
     }
 
     /// This model, with atomics and windows as given.
@@ -578,6 +596,7 @@ impl Model {
             Op::Net(ref x) => self.net_step(x),
             Op::Atomic(ref x) => self.atomic_step(x),
             Op::Mw(ref x) => self.mw_step(x),
+            Op::Ud(ref x) => self.ud_step(x),
             _ => self.step_objects(op),
         };
         if r != Expect::Unknown && !self.cqs_hold() {

@@ -2,7 +2,8 @@
 //! shipped profile that has them, random scenarios (compare-and-swap and fetch-and-add
 //! chains with misaligned, refused and short WRs; type-1 and type-2 windows bound, used
 //! inside and outside their range and rights, invalidated locally and remotely, deallocated)
-//! each answered as the model says; and two deliberately broken backends the model must catch.
+//! each answered as the model says; datagrams between two UD QPs (wrong Q_Keys, no receive,
+//! short receives, past the MTU); and three deliberately broken backends the model must catch.
 
 use std::time::Instant;
 
@@ -26,6 +27,10 @@ struct Tally {
     invalidated: usize,
     /// WRITEs and READs through a window that succeeded.
     mw_access: usize,
+    ud: usize,
+    /// Datagrams received, and receive completions with an error.
+    ud_received: usize,
+    ud_err: usize,
 }
 
 /// A network scenario of one 1-byte WRITE and no fault: after it the simulator carries its
@@ -82,6 +87,11 @@ fn scenarios_after<B: Backend>(
                         t.atomic_ok += wcs.iter().filter(|c| c.status == 0).count();
                         t.atomic_err += errs;
                     }
+                    Op::Ud(_) => {
+                        t.ud += 1;
+                        t.ud_received += wcs.iter().filter(|c| c.recv && c.status == 0).count();
+                        t.ud_err += wcs.iter().filter(|c| c.recv && c.status != 0).count();
+                    }
                     Op::Mw(x) => {
                         t.mw += 1;
                         t.mw_err += errs;
@@ -113,7 +123,7 @@ fn the_simulator_agrees_with_the_model_on_atomics_and_windows() {
         match scenarios(&make, cases(), 0x40 + i as u8) {
             Ok(Some(n)) => {
                 eprintln!("{name}: {n:?}");
-                let all = [n.atomic_ok, n.atomic_err, n.mw_err, n.invalidated, n.mw_access];
+                let all = [n.atomic_ok, n.atomic_err, n.mw_err, n.invalidated, n.mw_access, n.ud_received, n.ud_err];
                 assert!(all.iter().all(|x| *x > 0), "{name}: {n:?}");
             }
             Ok(None) => panic!("{name}: every shipped profile has atomics and windows"),
@@ -212,6 +222,30 @@ impl Layer for WholeMr {
         }
         None
     }
+}
+
+/// A device whose UD QPs take any Q_Key: a datagram with another one is delivered.
+struct AnyQkey;
+
+impl Layer for AnyQkey {
+    fn before(&mut self, call: &mut Call) -> Option<Reply> {
+        if let Call::PostSendWr { wrs, .. } = call {
+            for u in wrs.iter_mut().filter_map(|w| w.ud.as_mut()) {
+                if u.remote_qkey == mlx5_conformance::model::OTHER_QKEY {
+                    u.remote_qkey = mlx5_conformance::model::QKEY;
+                }
+            }
+        }
+        None
+    }
+}
+
+#[test]
+fn a_ud_qp_that_takes_any_qkey_is_caught() {
+    let make = || Wrapped::new(AnyQkey, Simulator::with_profile("cx6dx").expect("a shipped profile"));
+    let found = scenarios(&make, 64, 9);
+    eprintln!("{found:?}");
+    assert!(matches!(&found, Err(e) if e.contains("completions")), "{found:?}");
 }
 
 #[test]
