@@ -13,7 +13,9 @@
 //! chains, items 121–126) and memory windows ([`MwOp`]: binds, access through the window,
 //! invalidation, items 171–180); and, where a UD QP is made on a RoCE port
 //! ([`probe_datagrams`]), datagrams ([`UdOp`]: Q_Keys, missing and short receives, past the
-//! MTU, items 146–150). For each [`Op`] it says what the call must answer — an
+//! MTU, items 146–150); and where it makes SRQs ([`probe_srq`]), shared receives ([`SrqOp`]:
+//! two QPs taking one SRQ's WQEs in order, RNR on an empty SRQ, a QP's error leaving the
+//! WQEs, items 135 and 137). For each [`Op`] it says what the call must answer — an
 //! errno, or success with the values the checklist fixes — how the state changes, and after
 //! traffic which completions each CQ must hold and which bytes each touched buffer must
 //! contain ([`Effects`]).
@@ -29,7 +31,8 @@
 //! Not modelled yet: CRC signature domains, signature copy masks of one's own, crypto with a
 //! memory-domain signature, signature and crypto mkeys in the op-by-op traffic, windows in
 //! the op-by-op traffic, SQD, WRs of more than two SGEs, receives of more than
-//! one, RNR outside the network scenarios, SRQs, QP types other than RC (and UD's scenarios),
+//! one, RNR outside the network scenarios, SRQs in the op-by-op traffic, QP types other than RC
+//! (and UD's scenarios),
 //! DEVX objects and EQs; CQs
 //! on contexts of other providers; MRs and QPs on VFIO contexts.
 //!
@@ -69,6 +72,8 @@ mod qp;
 mod rig;
 mod run;
 mod sig;
+mod srq;
+mod srqrig;
 mod strategy;
 #[cfg(test)]
 mod tests;
@@ -84,6 +89,8 @@ pub use net::{MsgKind, NetMsg, NetOp, NetRule, schedules};
 pub use outcome::{NetCqe, Outcome};
 pub use pairrig::probe_remote;
 pub use sig::{Corrupt, Dif, SigOp};
+pub use srq::{SrqOp, SrqStep};
+pub use srqrig::probe_srq;
 pub use traffic::{Effects, ExpCqe};
 pub use ud::{OTHER_QKEY, QKEY, UdMsg, UdOp};
 pub use udrig::probe_datagrams;
@@ -256,6 +263,8 @@ pub enum Op {
     Mw(MwOp),
     /// A datagram scenario on objects of its own ([`UdOp`]).
     Ud(UdOp),
+    /// A shared-receive scenario on objects of its own ([`SrqOp`]).
+    Srq(SrqOp),
 }
 
 /// What a call must answer.
@@ -422,6 +431,8 @@ pub struct Model {
     windows: bool,
     /// The first mlx5 device runs the datagram scenarios (a UD QP on a RoCE port).
     datagrams: bool,
+    /// The first mlx5 device makes SRQs.
+    srqs: bool,
 }
 
 /// Whether the state machine's sequences hold network scenarios ([`Op::Net`]), on a backend
@@ -485,6 +496,7 @@ impl Model {
             atomics: false,
             windows: false,
             datagrams: false,
+            srqs: false,
         })
     }
 
@@ -493,12 +505,13 @@ impl Model {
     pub fn with_remote_features(self, b: &mut dyn mlx5_dv::Backend) -> Self {
         let (atomics, windows) = pairrig::probe_remote(b);
         let datagrams = udrig::probe_datagrams(b);
-        Model { atomics, windows, datagrams, ..self }
+        let srqs = srqrig::probe_srq(b);
+        Model { atomics, windows, datagrams, srqs, ..self }
     }
 
-    /// This model, with the datagram scenarios as given.
-    pub fn with_datagrams(self, datagrams: bool) -> Self {
-        Model { datagrams, ..self }
+    /// This model, with the datagram and shared-receive scenarios as given.
+    pub fn with_datagrams(self, datagrams: bool, srqs: bool) -> Self {
+        Model { datagrams, srqs, ..self }
     }
 
     /// This model, with atomics and windows as given.
@@ -597,6 +610,7 @@ impl Model {
             Op::Atomic(ref x) => self.atomic_step(x),
             Op::Mw(ref x) => self.mw_step(x),
             Op::Ud(ref x) => self.ud_step(x),
+            Op::Srq(ref x) => self.srq_step(x),
             _ => self.step_objects(op),
         };
         if r != Expect::Unknown && !self.cqs_hold() {

@@ -3,11 +3,12 @@
 //! chains with misaligned, refused and short WRs; type-1 and type-2 windows bound, used
 //! inside and outside their range and rights, invalidated locally and remotely, deallocated)
 //! each answered as the model says; datagrams between two UD QPs (wrong Q_Keys, no receive,
-//! short receives, past the MTU); and three deliberately broken backends the model must catch.
+//! short receives, past the MTU); two QPs sharing an SRQ (posted order, RNR on an empty one, a
+//! QP's error leaving the WQEs); and three deliberately broken backends the model must catch.
 
 use std::time::Instant;
 
-use mlx5_conformance::model::{Model, MsgKind, MwStep, NetMsg, NetOp, NetRule, Op, check_ops, probe_remote};
+use mlx5_conformance::model::{Model, MsgKind, MwStep, NetMsg, NetOp, NetRule, Op, SrqStep, check_ops, probe_remote};
 use mlx5_dv::{Backend, Buf, Call, Layer, Reply, WrOp, Wrapped};
 use mlx5_sim::{Profile, ShippedProfiles, Simulator};
 use proptest::collection::vec;
@@ -31,6 +32,11 @@ struct Tally {
     /// Datagrams received, and receive completions with an error.
     ud_received: usize,
     ud_err: usize,
+    srq: usize,
+    /// Receives an SRQ's WQEs took on the second responder, and SENDs that met an empty SRQ
+    /// (and waited for a WQE).
+    srq_second: usize,
+    srq_waited: usize,
 }
 
 /// A network scenario of one 1-byte WRITE and no fault: after it the simulator carries its
@@ -87,6 +93,19 @@ fn scenarios_after<B: Backend>(
                         t.atomic_ok += wcs.iter().filter(|c| c.status == 0).count();
                         t.atomic_err += errs;
                     }
+                    Op::Srq(x) => {
+                        t.srq += 1;
+                        t.srq_second += wcs.iter().filter(|c| c.recv && c.status == 0 && c.wr_id >= 100).count();
+                        let mut wqes = x.receives();
+                        for s in x.posted() {
+                            match s {
+                                SrqStep::Recv => wqes += 1,
+                                SrqStep::Send { .. } if wqes == 0 => t.srq_waited += 1,
+                                SrqStep::Send { .. } => wqes -= 1,
+                                SrqStep::ErrResp { .. } => {}
+                            }
+                        }
+                    }
                     Op::Ud(_) => {
                         t.ud += 1;
                         t.ud_received += wcs.iter().filter(|c| c.recv && c.status == 0).count();
@@ -123,7 +142,17 @@ fn the_simulator_agrees_with_the_model_on_atomics_and_windows() {
         match scenarios(&make, cases(), 0x40 + i as u8) {
             Ok(Some(n)) => {
                 eprintln!("{name}: {n:?}");
-                let all = [n.atomic_ok, n.atomic_err, n.mw_err, n.invalidated, n.mw_access, n.ud_received, n.ud_err];
+                let all = [
+                    n.atomic_ok,
+                    n.atomic_err,
+                    n.mw_err,
+                    n.invalidated,
+                    n.mw_access,
+                    n.ud_received,
+                    n.ud_err,
+                    n.srq_second,
+                    n.srq_waited,
+                ];
                 assert!(all.iter().all(|x| *x > 0), "{name}: {n:?}");
             }
             Ok(None) => panic!("{name}: every shipped profile has atomics and windows"),
