@@ -174,14 +174,18 @@ EOF
 
   # libfabric: MSG endpoints (RC through rdma_cm; the server listens on "localhost", the
   # wildcard), DGRAM (UD) and RDM over DGRAM (ofi_rxd); -c checks the data. RDM over MSG
-  # (ofi_rxm, which fi_pingpong would pick first) is left out: its server listens on 0.0.0.0
-  # and hands that address to the client, which no simulated port reaches.
+  # (ofi_rxm, which fi_pingpong would pick first) is left out: libfabric's verbs provider
+  # drops a source address in 127.0.0.0/8 as a loopback one (vrb_fill_addr), so its server
+  # listens on 0.0.0.0 and hands the client that address, which libfabric's address vector
+  # refuses (fi_av_insert: ofi_valid_dest_ipaddr), as it would on a card; the simulated
+  # network has no other addresses.
   out=$(unshare -m -n sh "$ns_script" env LD_LIBRARY_PATH=$shim MLX5SIM_ADDR=127.0.65.1 timeout 20 fi_info -p verbs 2>&1)
   if echo "$out" | grep -q "domain: mlx5_0$" && echo "$out" | grep -q "domain: mlx5_0-dgram"; then
     pass "fi_info -p verbs lists mlx5_0 (FI_EP_MSG) and mlx5_0-dgram (FI_EP_DGRAM)"
   else
     fail "fi_info -p verbs: $(echo "$out" | head -5 | tr '\n' ' ')"
   fi
+  echo "  skip: fi_pingpong -p 'verbs;ofi_rxm' -e rdm: libfabric drops 127.0.0.0/8 source addresses, the server hands out 0.0.0.0, fi_av_insert refuses it"
   # Each pair has a namespace of its own: fi_pingpong's default control port is free there.
   for e in msg dgram rdm; do
     prov=verbs
