@@ -174,28 +174,6 @@ pub unsafe extern "C" fn rdma_destroy_id(id: *mut rdma_cm_id) -> c_int {
     0
 }
 
-/// Wait for the next event of a channel (a count of its eventfd), then take it.
-fn next_event(channel: *mut rdma_event_channel) -> Result<*mut EventBox, c_int> {
-    let fd = match cm().chans.get(&(channel as usize)) {
-        Some(ch) => ch.c.fd,
-        None => return Err(libc::EINVAL),
-    };
-    let mut b = 0u64;
-    loop {
-        // SAFETY: the channel's eventfd; an 8-byte read into a u64 of ours.
-        let n = unsafe { libc::read(fd, std::ptr::from_mut(&mut b).cast::<c_void>(), 8) };
-        if n == 8 {
-            break;
-        }
-        let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
-        if n < 0 && e == libc::EINTR {
-            continue;
-        }
-        return Err(if n == 0 { libc::ENODATA } else { e });
-    }
-    cm().chans.get_mut(&(channel as usize)).and_then(|ch| ch.queue.pop_front()).ok_or(libc::ENODATA)
-}
-
 /// `rdma_get_cm_event`: the next event, blocking unless the channel's fd is non-blocking
 /// (then -1 with EAGAIN). A CONNECT_RESPONSE for an ID with a QP moves the QP to RTS and
 /// sends the RTU first, and is ESTABLISHED (or CONNECT_ERROR), as librdmacm does it.
@@ -204,7 +182,7 @@ pub unsafe extern "C" fn rdma_get_cm_event(channel: *mut rdma_event_channel, eve
     if event.is_null() || channel.is_null() {
         return minus_one(libc::EINVAL);
     }
-    let e = match next_event(channel) {
+    let e = match state::next_event(channel) {
         Ok(e) => e,
         Err(err) => return minus_one(err),
     };
