@@ -129,13 +129,14 @@ else
   else
     cat > "$bin/ucx-cs.sh" << 'EOF'
 # ucx-cs.sh PROGRAM ARGS... [SERVER-ADDRESS]: with an address last, the client (-a ADDRESS);
-# without, the server, stopped once it waits for a second client (at most 30 s).
+# without, the server, stopped once it waits for a second client (it spins for ever
+# otherwise: its own timeout ends it if this script is killed first).
 last=${!#}
 case $last in
   [0-9]*.*.*.*) set -- "${@:1:$#-1}" -a "$last"; exec stdbuf -oL "$@" ;;
 esac
 out=$(mktemp)
-stdbuf -oL "$@" > "$out" 2>&1 &
+timeout 30 stdbuf -oL "$@" > "$out" 2>&1 &
 pid=$!
 for _ in $(seq 300); do
   [ "$(grep -c '^Waiting for connection' "$out")" -ge 2 ] && break
