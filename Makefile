@@ -31,7 +31,7 @@ SHIM_PACKAGES := ibverbs-utils python3-pyverbs binutils
 # traffic and RDMA CM tests: perftest, rdmacm-utils, tshark.
 SUITE_PACKAGES := python3-scapy perftest rdmacm-utils tshark
 # Programs of other projects the shim's tests run: libfabric's fi_info and UCX's ucx_info.
-USER_PACKAGES := libfabric-bin ucx-utils
+USER_PACKAGES := libfabric-bin ucx-utils libucx-dev
 
 # A clean build gains nothing from incremental caches; they were a third of the target folder.
 test test-sim test-shim: export CARGO_INCREMENTAL = 0

@@ -174,28 +174,6 @@ pub unsafe extern "C" fn rdma_destroy_id(id: *mut rdma_cm_id) -> c_int {
     0
 }
 
-/// Wait for the next event of a channel (a count of its eventfd), then take it.
-fn next_event(channel: *mut rdma_event_channel) -> Result<*mut EventBox, c_int> {
-    let fd = match cm().chans.get(&(channel as usize)) {
-        Some(ch) => ch.c.fd,
-        None => return Err(libc::EINVAL),
-    };
-    let mut b = 0u64;
-    loop {
-        // SAFETY: the channel's eventfd; an 8-byte read into a u64 of ours.
-        let n = unsafe { libc::read(fd, std::ptr::from_mut(&mut b).cast::<c_void>(), 8) };
-        if n == 8 {
-            break;
-        }
-        let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
-        if n < 0 && e == libc::EINTR {
-            continue;
-        }
-        return Err(if n == 0 { libc::ENODATA } else { e });
-    }
-    cm().chans.get_mut(&(channel as usize)).and_then(|ch| ch.queue.pop_front()).ok_or(libc::ENODATA)
-}
-
 /// `rdma_get_cm_event`: the next event, blocking unless the channel's fd is non-blocking
 /// (then -1 with EAGAIN). A CONNECT_RESPONSE for an ID with a QP moves the QP to RTS and
 /// sends the RTU first, and is ESTABLISHED (or CONNECT_ERROR), as librdmacm does it.
@@ -204,7 +182,7 @@ pub unsafe extern "C" fn rdma_get_cm_event(channel: *mut rdma_event_channel, eve
     if event.is_null() || channel.is_null() {
         return minus_one(libc::EINVAL);
     }
-    let e = match next_event(channel) {
+    let e = match state::next_event(channel) {
         Ok(e) => e,
         Err(err) => return minus_one(err),
     };
@@ -311,7 +289,7 @@ pub(crate) fn complete(id: *mut rdma_cm_id) -> c_int {
 /// ephemeral one for 0).
 fn bind(key: usize, a: SocketAddrV4) -> c_int {
     let ipoib = cm().ids.get(&key).is_some_and(|i| i.ps() == rdma_port_space::RDMA_PS_IPOIB);
-    let dev = if any_addr(*a.ip()) {
+    let dev = if addr::any_addr(*a.ip()) {
         None
     } else if ipoib {
         // The kernel's cma_acquire_dev_by_src_ip: IPoIB's port space on no RoCE port.
@@ -337,7 +315,7 @@ fn bind(key: usize, a: SocketAddrV4) -> c_int {
             i.bound
                 && i.ps() == ps
                 && i.src.port() == p
-                && (any_addr(*i.src.ip()) || any_addr(*a.ip()) || i.src.ip() == a.ip())
+                && (addr::any_addr(*i.src.ip()) || addr::any_addr(*a.ip()) || i.src.ip() == a.ip())
         })
     };
     let port = if a.port() == 0 {
@@ -361,12 +339,6 @@ fn bind(key: usize, a: SocketAddrV4) -> c_int {
     0
 }
 
-/// The kernel's `cma_any_addr`: the wildcard or a loopback address, which binds to no device
-/// and listens on every port. Here a loopback address a simulated port has is that port's.
-pub(crate) fn any_addr(ip: std::net::Ipv4Addr) -> bool {
-    ip.is_unspecified() || (ip.is_loopback() && devs().with_addr(ip).is_none())
-}
-
 /// `rdma_bind_addr`: an address one of the simulated ports has, or the wildcard or another
 /// loopback address (no device); IPv4. ENODEV for another address of the host,
 /// EADDRNOTAVAIL for one the host does not have.
@@ -384,7 +356,7 @@ pub unsafe extern "C" fn rdma_bind_addr(id: *mut rdma_cm_id, addr: *mut libc::so
 }
 
 /// `rdma_resolve_addr`: the port the destination is reached from (ADDR_RESOLVED), or
-/// ADDR_ERROR with -ENETUNREACH when no simulated port reaches it.
+/// ADDR_ERROR with -ENETUNREACH when no simulated port reaches it; 0.0.0.0/8 is this host.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_resolve_addr(
     id: *mut rdma_cm_id,
@@ -416,6 +388,9 @@ pub unsafe extern "C" fn rdma_resolve_addr(
             return minus_one(r);
         }
     }
+    if addr::zero_net(*dst.ip()) && cm().ids.get(&key).is_some_and(|i| i.dev.is_none()) {
+        return addr::resolve_loopback(id, dst);
+    }
     let d = devs();
     let mut c = cm();
     let Some(i) = c.ids.get(&key) else { return minus_one(libc::EINVAL) };
@@ -425,7 +400,8 @@ pub unsafe extern "C" fn rdma_resolve_addr(
         let local = dst.ip().is_loopback() || dst.ip().is_multicast();
         d.addr.get(v).copied().flatten().is_some_and(|a| !a.is_loopback() || local)
     });
-    let Some(dev) = dev.filter(|_| !dst.ip().is_unspecified()) else {
+    // 0.0.0.0/8 from an ID already on a device: not simulated (the kernel resolves it).
+    let Some(dev) = dev.filter(|_| !addr::zero_net(*dst.ip())) else {
         c.post_simple(key, RDMA_CM_EVENT_ADDR_ERROR, -libc::ENETUNREACH);
         drop(c);
         return complete(id);
@@ -464,6 +440,10 @@ pub unsafe extern "C" fn rdma_resolve_route(id: *mut rdma_cm_id, _timeout_ms: c_
     let mut c = cm();
     let Some(i) = c.ids.get_mut(&key) else { return minus_one(libc::EINVAL) };
     let (St::AddrResolved, Some(dev)) = (i.st, i.dev) else { return minus_one(libc::EINVAL) };
+    // A loopback resolution's ID has no netdev: cma_resolve_iboe_route's ENODEV.
+    if i.dst.is_some_and(|d| addr::zero_net(*d.ip())) {
+        return minus_one(libc::ENODEV);
+    }
     i.st = St::RouteResolved;
     addr::set_path(id, dev);
     c.post_simple(key, RDMA_CM_EVENT_ROUTE_RESOLVED, 0);

@@ -1,7 +1,8 @@
 /* librdmacm in one process, the two ends on one port: the event channel's fd (EAGAIN when
  * non-blocking and empty, readable by poll when an event waits), EINVAL, EADDRNOTAVAIL, ENODEV, a
  * loopback address bound as the wildcard, and the
- * private data limits of the calls, ADDR_ERROR for an address no port reaches, ADDR_RESOLVED
+ * private data limits of the calls, ADDR_ERROR for an address no port reaches (and no event
+ * left once its ID is destroyed before the event is taken), ADDR_RESOLVED
  * and ROUTE_RESOLVED, CONNECT_REQUEST with the listener and the private data, a REJECTED with
  * the consumer's reason (28) and data, then a connection: ESTABLISHED on both sides with the
  * QPs in RTS facing each other, and DISCONNECTED on both after rdma_disconnect. */
@@ -118,6 +119,16 @@ int main(void)
 	CHECK(ev->status < 0, "ADDR_ERROR's status %d: a negative errno", ev->status);
 	rdma_ack_cm_event(ev);
 	CHECK_EQ(rdma_destroy_id(lost), 0, "rdma_destroy_id");
+	/* An ID destroyed before its event was taken takes the event along (the kernel's
+	 * ucma_destroy_id): the channel has nothing left, EAGAIN. */
+	struct rdma_cm_id *gone;
+	CHECK_EQ(rdma_create_id(ch, &gone, NULL, RDMA_PS_TCP), 0, "rdma_create_id");
+	CHECK_EQ(rdma_resolve_addr(gone, NULL, (struct sockaddr *)&nowhere, 500), 0, "rdma_resolve_addr");
+	struct pollfd waiting = { .fd = ch->fd, .events = POLLIN };
+	CHECK(poll(&waiting, 1, 5000) == 1, "the ADDR_ERROR waits on the channel");
+	CHECK_EQ(rdma_destroy_id(gone), 0, "rdma_destroy_id with its event not taken");
+	CHECK_EQ(rdma_get_cm_event(ch, &ev), -1, "rdma_get_cm_event once the event went with its ID");
+	CHECK_EQ(errno, EAGAIN, "its errno");
 
 	/* A request, rejected with private data. */
 	struct rdma_cm_id *cli = resolved(&addr);

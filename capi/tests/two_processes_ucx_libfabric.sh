@@ -115,15 +115,85 @@ else
     fail "ucx_perftest over ud_verbs: exits $rc_s/$rc_c: $(grep -i "error\|fatal" "$bin/ucx-ud-server.log" "$bin/ucx-ud-client.log" | head -3 | tr '\n' ' ')"
   fi
 
+  # UCX's client-server example (libucx-dev): the client reaches the server's listener by its
+  # socket address, through UCX's rdmacm connection manager alone (UCX_SOCKADDR_TLS_PRIORITY),
+  # which connects with rdma_cm's REQ, REP and RTU: the server's capture must hold them. The
+  # example's server never exits: ucx-cs.sh stops it once it has served one client. Each side
+  # prints the message (the client what it sent, the server what it received): 'A' to 'Z'
+  # over and over, as long as -s says less one, and a full stop.
+  ex=/usr/share/doc/libucx-dev/examples
+  if [ ! -f $ex/ucp_client_server.c ] || [ ! -f /usr/include/ucp/api/ucp.h ]; then
+    echo "  skip: UCX's client-server example: no $ex/ucp_client_server.c or UCX headers (libucx-dev)"
+  elif ! cc -O1 -I$ex $ex/ucp_client_server.c -o "$bin/ucp_client_server" -lucp -lucs > "$bin/ucp_client_server.build.log" 2>&1; then
+    fail "UCX's client-server example does not build: $(head -3 "$bin/ucp_client_server.build.log" | tr '\n' ' ')"
+  else
+    cat > "$bin/ucx-cs.sh" << 'EOF'
+# ucx-cs.sh PROGRAM ARGS... [SERVER-ADDRESS]: with an address last, the client (-a ADDRESS);
+# without, the server, stopped once it waits for a second client (it spins for ever
+# otherwise: its own timeout ends it if this script is killed first).
+last=${!#}
+case $last in
+  [0-9]*.*.*.*) set -- "${@:1:$#-1}" -a "$last"; exec stdbuf -oL "$@" ;;
+esac
+out=$(mktemp)
+timeout 30 stdbuf -oL "$@" > "$out" 2>&1 &
+pid=$!
+for _ in $(seq 300); do
+  [ "$(grep -c '^Waiting for connection' "$out")" -ge 2 ] && break
+  kill -0 $pid 2> /dev/null || break
+  sleep 0.1
+done
+kill $pid 2> /dev/null
+wait $pid
+served=$(grep -c '^Waiting for connection' "$out")
+cat "$out"
+rm -f "$out"
+[ "$served" -ge 2 ]
+EOF
+    ucx_cm="UCX_NET_DEVICES=mlx5_0:1 UCX_TLS=rc_verbs,ud_verbs,self UCX_SOCKADDR_TLS_PRIORITY=rdmacm"
+    for mode in "stream 16 1" "tag 100000 20" "am 100000 1"; do
+      read -r api size iters <<< "$mode"
+      want=$(awk -v n="$size" 'BEGIN { for (i = 0; i < n - 1; i++) printf "%c", 65 + i % 26; print "." }')
+      ns_pair ucx-cs "$ucx_cm MLX5SIM_PCAP=$bin/ucx-cs-server.pcap" "$ucx_cm" \
+        bash "$bin/ucx-cs.sh" "$bin/ucp_client_server" -c "$api" -s "$size" -i "$iters"
+      # The first and the last iteration print the message.
+      prints=$((iters > 1 ? 2 : 1))
+      sent=$(grep -cxF "$want" "$bin/ucx-cs-client.log")
+      got=$(grep -cxF "$want" "$bin/ucx-cs-server.log")
+      received=$(grep -c "^UCX data message was received" "$bin/ucx-cs-server.log")
+      cm=$(tshark -r "$bin/ucx-cs-server.pcap" --disable-protocol rpcordma 2> /dev/null | grep -o "CM: [A-Za-z]*" |
+        sort | uniq -c | awk '{printf "%s %s, ", $1, $3}')
+      if [ "$rc_c" = 0 ] && [ "$rc_s" = 0 ] && [ "$sent" = $prints ] && [ "$got" = $prints ] && [ "$received" = $prints ] &&
+        echo "$cm" | grep -q "1 ConnectRequest, " && echo "$cm" | grep -q "1 ConnectReply, " &&
+        echo "$cm" | grep -q "1 ReadyToUse, " && out=$(tshark_clean "$bin/ucx-cs-server.pcap"); then
+        pass "ucp_client_server -c $api -s $size -i $iters through UCX's rdmacm CM: the server received the client's ${#want}-byte text; its capture: $out packets, CM: ${cm%, }"
+      else
+        fail "ucp_client_server -c $api -s $size -i $iters: exits $rc_s/$rc_c, text sent $sent, received $got/$received (of $prints); CM: $cm $(grep -i "error\|fail" "$bin/ucx-cs-server.log" "$bin/ucx-cs-client.log" | head -3 | tr '\n' ' ')"
+      fi
+    done
+  fi
+
   # libfabric: MSG endpoints (RC through rdma_cm; the server listens on "localhost", the
   # wildcard), DGRAM (UD) and RDM over DGRAM (ofi_rxd); -c checks the data. RDM over MSG
-  # (ofi_rxm, which fi_pingpong would pick first) is left out: its server listens on 0.0.0.0
-  # and hands that address to the client, which no simulated port reaches.
+  # (ofi_rxm, which fi_pingpong would pick first) is left out: libfabric's verbs provider
+  # drops a source address in 127.0.0.0/8 as a loopback one (vrb_fill_addr), so its server
+  # listens on 0.0.0.0 and hands the client that address, which libfabric's address vector
+  # refuses (fi_av_insert: ofi_valid_dest_ipaddr), as it would on a card; the simulated
+  # network has no other addresses.
   out=$(unshare -m -n sh "$ns_script" env LD_LIBRARY_PATH=$shim MLX5SIM_ADDR=127.0.65.1 timeout 20 fi_info -p verbs 2>&1)
   if echo "$out" | grep -q "domain: mlx5_0$" && echo "$out" | grep -q "domain: mlx5_0-dgram"; then
     pass "fi_info -p verbs lists mlx5_0 (FI_EP_MSG) and mlx5_0-dgram (FI_EP_DGRAM)"
   else
     fail "fi_info -p verbs: $(echo "$out" | head -5 | tr '\n' ' ')"
+  fi
+  # How far RDM over ofi_rxm gets: the client's fi_getinfo resolves the server's 0.0.0.0 (the
+  # kernel's loopback resolution), then libfabric's address vector refuses it.
+  ns_pair fi-rxm "" "" fi_pingpong -p "verbs;ofi_rxm" -e rdm -I 10 -S 1024 -c
+  if grep -q "fi_av_insert: number of addresses inserted = 0" "$bin/fi-rxm-client.log" &&
+    ! grep -q "fi_getinfo" "$bin/fi-rxm-client.log"; then
+    echo "  skip: fi_pingpong -p 'verbs;ofi_rxm' -e rdm: libfabric drops 127.0.0.0/8 source addresses, its server hands out 0.0.0.0, the client's fi_av_insert refuses it"
+  else
+    fail "fi_pingpong -p 'verbs;ofi_rxm' -e rdm, exits $rc_s/$rc_c, not where libfabric refuses 0.0.0.0: $(grep -v '^libfabric' "$bin/fi-rxm-client.log" | head -3 | tr '\n' ' ')"
   fi
   # Each pair has a namespace of its own: fi_pingpong's default control port is free there.
   for e in msg dgram rdm; do

@@ -9,6 +9,8 @@ use rdma_sys::*;
 
 use mlx5_sim::wire::cm::private_len;
 
+use crate::errno::minus_one;
+
 use super::state::devs;
 
 /// An IPv4 address and port from a `struct sockaddr`: `Err(errno)` for another family
@@ -95,6 +97,46 @@ pub(crate) fn set_src(id: *mut rdma_cm_id, dev: Option<usize>, src: SocketAddrV4
             }
         }
     }
+}
+
+/// The kernel's `cma_any_addr`: the wildcard or a loopback address, which binds to no device
+/// and listens on every port. Here a loopback address a simulated port has is that port's.
+pub(crate) fn any_addr(ip: Ipv4Addr) -> bool {
+    ip.is_unspecified() || (ip.is_loopback() && devs().with_addr(ip).is_none())
+}
+
+/// The kernel's `cma_zero_addr`: a destination in 0.0.0.0/8 is this host.
+pub(crate) fn zero_net(ip: Ipv4Addr) -> bool {
+    ip.octets()[0] == 0
+}
+
+/// `rdma_resolve_addr` of a destination in 0.0.0.0/8 for an ID on no device, as the kernel's
+/// `cma_resolve_loopback` and `cma_bind_loopback` do it: the ID takes the first device (every
+/// simulated port is active) and its port 1, holds a port of its own (an ephemeral one when
+/// unbound, as `cma_bind_addr` binds the wildcard), its source becomes 127.0.0.1, and
+/// ADDR_RESOLVED follows; ENODEV when there is no device. Such an ID is on no netdev, so on
+/// RoCE its route does not resolve (`rdma_resolve_route`).
+pub(crate) fn resolve_loopback(id: *mut rdma_cm_id, dst: SocketAddrV4) -> c_int {
+    let key = id as usize;
+    if devs().ctx.is_empty() {
+        return minus_one(libc::ENODEV);
+    }
+    if super::cm().ids.get(&key).is_some_and(|i| i.src.port() == 0) {
+        let r = super::bind(key, SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0));
+        if r != 0 {
+            return minus_one(r);
+        }
+    }
+    let mut c = super::cm();
+    let Some(i) = c.ids.get_mut(&key) else { return minus_one(libc::EINVAL) };
+    i.dev = Some(0);
+    i.src = SocketAddrV4::new(Ipv4Addr::LOCALHOST, i.src.port());
+    i.dst = Some(dst);
+    i.st = super::St::AddrResolved;
+    fill_route(id, 0, i.src, dst);
+    c.post_simple(key, rdma_cm_event_type::RDMA_CM_EVENT_ADDR_RESOLVED, 0);
+    drop(c);
+    super::complete(id)
 }
 
 /// Give ID `id` one path record (ROUTE_RESOLVED): the GIDs, RoCE's permissive LIDs, the

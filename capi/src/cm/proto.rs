@@ -122,7 +122,7 @@ impl Cm {
             i.st == St::Listen
                 && i.ps() == ps
                 && i.src.port() == port
-                && (super::any_addr(*i.src.ip()) || *i.src.ip() == here)
+                && (super::addr::any_addr(*i.src.ip()) || *i.src.ip() == here)
         });
         found.map(|(k, _)| (*k, here))
     }

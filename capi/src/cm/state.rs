@@ -420,3 +420,32 @@ pub(crate) fn fresh_psn() -> u32 {
     unsafe { libc::getrandom(b.as_mut_ptr().cast::<c_void>(), 4, 0) };
     u32::from_ne_bytes(b) & 0xff_ffff
 }
+
+/// Wait for the next event of a channel (a count of its eventfd), then take it. A count
+/// whose event went with its ID (`rdma_destroy_id`) is passed over: the reader waits on (or
+/// gets EAGAIN), as the kernel's does until an event is queued.
+pub(crate) fn next_event(channel: *mut rdma_event_channel) -> Result<*mut EventBox, c_int> {
+    let fd = match cm().chans.get(&(channel as usize)) {
+        Some(ch) => ch.c.fd,
+        None => return Err(libc::EINVAL),
+    };
+    let mut b = 0u64;
+    loop {
+        // SAFETY: the channel's eventfd; an 8-byte read into a u64 of ours.
+        let n = unsafe { libc::read(fd, std::ptr::from_mut(&mut b).cast::<c_void>(), 8) };
+        if n == 8 {
+            match cm().chans.get_mut(&(channel as usize)) {
+                Some(ch) => match ch.queue.pop_front() {
+                    Some(e) => return Ok(e),
+                    None => continue,
+                },
+                None => return Err(libc::EINVAL),
+            }
+        }
+        let e = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
+        if n < 0 && e == libc::EINTR {
+            continue;
+        }
+        return Err(if n == 0 { libc::ENODATA } else { e });
+    }
+}
