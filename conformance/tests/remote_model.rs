@@ -9,7 +9,7 @@
 use std::time::Instant;
 
 use mlx5_conformance::model::{Model, MsgKind, MwStep, NetMsg, NetOp, NetRule, Op, SrqStep, check_ops, probe_remote};
-use mlx5_dv::{Backend, Buf, Call, Layer, Reply, WrOp, Wrapped};
+use mlx5_dv::{Backend, Buf, Call, Contexts as _, Layer, Reply, WrOp, Wrapped};
 use mlx5_sim::{Profile, ShippedProfiles, Simulator};
 use proptest::collection::vec;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
@@ -291,4 +291,24 @@ fn a_window_that_ignores_its_range_is_caught() {
     let found = scenarios(&make, 64, 8);
     eprintln!("{found:?}");
     assert!(matches!(&found, Err(e) if e.contains("completions") && e.contains("status: 10")), "{found:?}");
+}
+
+/// On the fabric in memory, a QP number given again after a destroy once inherited the old
+/// QP's messages in flight (an RNR wait among them): the new requester's SEND, waiting on an
+/// empty SRQ, never went again once a receive was posted. The model found it.
+#[test]
+fn a_qp_number_given_again_inherits_nothing_in_flight() {
+    use mlx5_conformance::model::SrqOp;
+    let mut b = Simulator::with_profile("cx5").expect("a shipped profile");
+    let kinds = b.device_list().expect("devices").into_iter().map(|d| d.kind).collect();
+    let mut m = Model::new(&b.caps(), kinds).expect("kernel facts").with_remote_features(&mut b);
+    let send = |from, len| SrqStep::Send { from, len };
+    let first = [SrqStep::Recv, send(1, 47), send(0, 6), SrqStep::Recv, SrqStep::Recv];
+    let then = [send(1, 39), SrqStep::Recv, send(0, 0), SrqStep::Recv, send(1, 38)];
+    let ops = [
+        to_the_fabric(),
+        Op::Srq(SrqOp { dev: 0, seed: 225, recvs: 0, n: 3, steps: first }),
+        Op::Srq(SrqOp { dev: 0, seed: 57, recvs: 0, n: 4, steps: then }),
+    ];
+    check_ops(&mut b, &mut m, &ops).expect("the model and the simulator agree");
 }

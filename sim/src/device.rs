@@ -256,12 +256,26 @@ impl Device {
     /// Execute one command mailbox (see [`Firmware::exec`]).
     pub fn exec(&mut self, input: &[u8], out: &mut [u8]) {
         self.fw.exec(input, out);
+        self.after_command(input);
     }
 
     /// Execute one command mailbox that may need host memory (see
     /// [`Firmware::exec_with_host`]).
     pub fn exec_with_host(&mut self, host: &mut Host, input: &[u8], out: &mut [u8]) {
         self.fw.exec_with_host(host, input, out);
+        self.after_command(input);
+    }
+
+    /// After a DESTROY_QP or a 2RST: what the network side kept of QPs that are gone or
+    /// reset goes too (messages in flight, a partial message, a held ACK), so that a new QP
+    /// given a number again, or the reset one, starts afresh.
+    fn after_command(&mut self, input: &[u8]) {
+        use mlx5_dv::prm::{mbox_in, opcode as op};
+        let opcode = mbox_in::OPCODE.get(input).unwrap_or(0) as u16;
+        if opcode == op::DESTROY_QP || opcode == op::QP_2RST {
+            let fw = &self.fw;
+            self.net.retain_qps(|qpn| fw.qp(qpn).is_some_and(|q| q.state != QpState::Reset));
+        }
     }
 
     /// The firmware, read-only (the kernel's cleanup and test views).

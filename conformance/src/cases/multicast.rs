@@ -221,7 +221,10 @@ fn receive(sim: &mut mlx5_sim::Simulator, s: &Side, n: usize) -> Check<Vec<(u64,
 }
 
 fn other_hosts(_b: &mut dyn Backend, _env: &Env) -> Check {
-    let table = std::env::temp_dir().join(format!("mlx5sim-mcast-case-{}", std::process::id()));
+    // A table of this run's own: runs side by side (threads of one process too) share none.
+    static RUNS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let table = std::env::temp_dir().join(format!("mlx5sim-mcast-case-{}-{run}", std::process::id()));
     let _ = std::fs::remove_dir_all(&table);
     let r = (|| {
         let (mut a, n) = hosted(160, &table)?;

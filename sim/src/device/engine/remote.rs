@@ -54,6 +54,13 @@ struct HeldAck {
 }
 
 impl NetState {
+    /// Keep only what belongs to the QPs `keep` names.
+    pub(in crate::device) fn retain_qps(&mut self, mut keep: impl FnMut(u32) -> bool) {
+        self.flights.retain(|q, _| keep(*q));
+        self.partial.retain(|q, _| keep(*q));
+        self.acks.retain(|q, _| keep(*q));
+    }
+
     /// Whether a responder holds an ACK back.
     pub(in crate::device) fn holds_acks(&self) -> bool {
         !self.acks.is_empty()
