@@ -24,11 +24,10 @@ use crate::errno::minus_one;
 
 mod opts;
 mod qp;
-mod wire;
 
+use mlx5_sim::wire::rsocket_dgram::{DS_HDR_LEN, DsHdr, OP_CTRL, OP_DATA, SLOT, UDP_HDR_LEN, UdpHdr};
 pub(crate) use opts::{get_opt, kernel_setsockopt, set_opt, with_flags};
 use qp::{DsQp, Rmsg, from_sockaddr, sockaddr, source_ip};
-use wire::{DsHdr, OP_CTRL, OP_DATA, SLOT, UDP_HDR_LEN, UdpHdr};
 
 /// rsocket.c's defaults: queue depths and buffer sizes (bytes) before they are fitted to
 /// each other (a slot of [`SLOT`] bytes a message).
@@ -358,7 +357,7 @@ impl Ds {
         let q = self.qps.get_mut(qi).ok_or(libc::EIO)?;
         let b = q.data(slot, len);
         let Some(DsHdr(src)) = DsHdr::decode(b) else { return Err(libc::EIO) };
-        let body = &b[wire::DS_HDR_LEN..];
+        let body = &b[DS_HDR_LEN..];
         let n = body.len().min(out.len());
         out[..n].copy_from_slice(&body[..n]);
         if !peek {

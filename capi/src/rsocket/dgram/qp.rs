@@ -7,8 +7,8 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 
 use rdma_sys::*;
 
-use super::wire::{DS_HDR_LEN, DsHdr, SLOT};
 use crate::rsocket::data::{errno_or, post_recv};
+use mlx5_sim::wire::rsocket_dgram::{DS_HDR_LEN, DsHdr, SLOT};
 
 /// The GRH a UD receive begins with.
 pub(crate) const GRH: usize = 40;

@@ -1,29 +1,33 @@
-//! The two headers of datagram rsockets, with rsocket.c's layouts: the one that leads each
-//! message on a UD QP (the sender's address, what `rrecvfrom` gives back), and the one that
-//! leads a message sent through the UDP socket while the peer's QP is not known yet (the
-//! sender's QP number, for the peer's address handle back).
+//! The two headers of the C ABI's datagram rsockets (SOCK_DGRAM), with
+//! `librdmacm/rsocket.c`'s layouts: the one that leads each message on a UD QP (the sender's
+//! address, what `rrecvfrom` gives back), and the one that leads a message sent through the
+//! sockets' UDP socket while the peer's QP is not known yet (the sender's QP number, for the
+//! peer's address handle back). IPv4 only: the simulated ports have IPv4 addresses.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 /// A send slot's and a receive's size (rsocket.c's RS_SNDLOWAT): a header and the data.
-pub(crate) const SLOT: usize = 2048;
+pub const SLOT: usize = 2048;
 /// The IPv4 datagram header's length: version 4, length, port, address.
-pub(crate) const DS_HDR_LEN: usize = 8;
+pub const DS_HDR_LEN: usize = 8;
 /// The UDP header's length for IPv4: tag, version, operation, length, reserved, QP
 /// number, address.
-pub(crate) const UDP_HDR_LEN: usize = 16;
+pub const UDP_HDR_LEN: usize = 16;
 /// The UDP header's tag.
 const UDP_TAG: u32 = 0x5555_5555;
-/// Operations of the UDP header (rsocket.c's RS_OP_DATA and RS_OP_CTRL).
-pub(crate) const OP_DATA: u8 = 0;
-pub(crate) const OP_CTRL: u8 = 7;
+/// The UDP header's operation of a message with data (rsocket.c's RS_OP_DATA).
+pub const OP_DATA: u8 = 0;
+/// The UDP header's operation of the answer that carries the receiver's QP number
+/// (rsocket.c's RS_OP_CTRL).
+pub const OP_CTRL: u8 = 7;
 
 /// The header of a message on a UD QP: where it comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct DsHdr(pub(crate) SocketAddrV4);
+pub struct DsHdr(pub SocketAddrV4);
 
 impl DsHdr {
-    pub(crate) fn encode(&self) -> [u8; DS_HDR_LEN] {
+    /// The header's bytes: version 4, the length, the port and the address (network order).
+    pub fn encode(&self) -> [u8; DS_HDR_LEN] {
         let mut b = [0u8; DS_HDR_LEN];
         b[0] = 4;
         b[1] = DS_HDR_LEN as u8;
@@ -34,7 +38,7 @@ impl DsHdr {
 
     /// The header at the start of `b`, if it is an IPv4 one (an IPv6 one is refused: the
     /// simulated ports have IPv4 addresses only).
-    pub(crate) fn decode(b: &[u8]) -> Option<DsHdr> {
+    pub fn decode(b: &[u8]) -> Option<DsHdr> {
         if b.len() < DS_HDR_LEN || b[0] != 4 || usize::from(b[1]) != DS_HDR_LEN {
             return None;
         }
@@ -45,16 +49,19 @@ impl DsHdr {
 
 /// The header of a message through the UDP socket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct UdpHdr {
-    pub(crate) op: u8,
+pub struct UdpHdr {
+    /// [`OP_DATA`] or [`OP_CTRL`] (another is carried as it is).
+    pub op: u8,
     /// The sender's QP number (24 bits).
-    pub(crate) qpn: u32,
+    pub qpn: u32,
     /// The sender's QP's address.
-    pub(crate) ip: Ipv4Addr,
+    pub ip: Ipv4Addr,
 }
 
 impl UdpHdr {
-    pub(crate) fn encode(&self) -> [u8; UDP_HDR_LEN] {
+    /// The header's bytes: the tag, version 4, the operation, the length, a reserved byte,
+    /// the QP number (24 bits in 32, big-endian) and the address.
+    pub fn encode(&self) -> [u8; UDP_HDR_LEN] {
         let mut b = [0u8; UDP_HDR_LEN];
         b[0..4].copy_from_slice(&UDP_TAG.to_be_bytes());
         b[4] = 4;
@@ -66,7 +73,7 @@ impl UdpHdr {
     }
 
     /// The header at the start of `b`, if tagged and IPv4.
-    pub(crate) fn decode(b: &[u8]) -> Option<UdpHdr> {
+    pub fn decode(b: &[u8]) -> Option<UdpHdr> {
         if b.len() < UDP_HDR_LEN || b[0..4] != UDP_TAG.to_be_bytes() || b[4] != 4 || usize::from(b[6]) != UDP_HDR_LEN {
             return None;
         }
