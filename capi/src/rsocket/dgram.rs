@@ -352,19 +352,28 @@ impl Ds {
     /// Copy the next message (kept with MSG_PEEK) into `out`: its length there and its
     /// source. EAGAIN when none waits.
     fn take(&mut self, out: &mut [u8], peek: bool) -> Result<(usize, SocketAddrV4), c_int> {
-        let Some((qi, m)) = self.recvd.front() else { return Err(libc::EAGAIN) };
-        let (qi, slot, len) = (*qi, m.slot, m.len);
-        let q = self.qps.get_mut(qi).ok_or(libc::EIO)?;
-        let b = q.data(slot, len);
-        let Some(DsHdr(src)) = DsHdr::decode(b) else { return Err(libc::EIO) };
-        let body = &b[DS_HDR_LEN..];
-        let n = body.len().min(out.len());
-        out[..n].copy_from_slice(&body[..n]);
-        if !peek {
-            q.repost(slot);
-            self.recvd.pop_front();
+        loop {
+            let Some((qi, m)) = self.recvd.front() else { return Err(libc::EAGAIN) };
+            let (qi, slot, len) = (*qi, m.slot, m.len);
+            let Some(q) = self.qps.get_mut(qi) else {
+                self.recvd.pop_front();
+                continue;
+            };
+            let b = q.data(slot, len);
+            // Checked when it came; a slot that no longer reads as one is dropped.
+            let (Some(DsHdr(src)), Some(body)) = (DsHdr::decode(b), b.get(DS_HDR_LEN..)) else {
+                q.repost(slot);
+                self.recvd.pop_front();
+                continue;
+            };
+            let n = body.len().min(out.len());
+            out[..n].copy_from_slice(&body[..n]);
+            if !peek {
+                q.repost(slot);
+                self.recvd.pop_front();
+            }
+            return Ok((n, src));
         }
-        Ok((n, src))
     }
 
     /// Wait a little for the sends under way, then free everything.
