@@ -465,7 +465,8 @@ pub extern "C" fn rclose(socket: c_int) -> c_int {
     0
 }
 
-/// `rrecvfrom`: `rrecv` (a stream socket has no source address to give).
+/// `rrecvfrom`: a datagram and its source; on a stream socket `rrecv`, and the peer's
+/// address when bytes came (as rsocket.c).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rrecvfrom(
     socket: c_int,
@@ -480,10 +481,16 @@ pub unsafe extern "C" fn rrecvfrom(
         return unsafe { dgram::recvfrom(&d, buf, len, flags, src_addr, addrlen) };
     }
     // SAFETY: the caller's arguments, passed on.
-    unsafe { rrecv(socket, buf, len, flags) }
+    let n = unsafe { rrecv(socket, buf, len, flags) };
+    if n > 0 && !src_addr.is_null() {
+        // SAFETY: the caller's buffers.
+        unsafe { rgetpeername(socket, src_addr, addrlen) };
+    }
+    n
 }
 
-/// `rsendto`: `rsend` (the address of a connected stream socket is ignored).
+/// `rsendto`: a datagram to `dest_addr`; on a stream socket `rsend`, EISCONN if an address
+/// is given (as rsocket.c, connected or not).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rsendto(
     socket: c_int,
@@ -497,6 +504,9 @@ pub unsafe extern "C" fn rsendto(
         let dst = (!dest_addr.is_null()).then_some((dest_addr, addrlen));
         // SAFETY: the caller's bytes and address.
         return unsafe { dgram::sendto(&d, buf, len, flags, dst) };
+    }
+    if !dest_addr.is_null() || addrlen != 0 {
+        return minus_one(if lookup(socket).is_some() { libc::EISCONN } else { libc::EBADF }) as isize;
     }
     // SAFETY: as above.
     unsafe { rsend(socket, buf, len, flags) }

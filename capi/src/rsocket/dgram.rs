@@ -103,6 +103,13 @@ fn retry<T>(s: &Shared, flags: c_int, mut step: impl FnMut(&mut Ds) -> Result<T,
             g.progress();
             match step(&mut g) {
                 Err(libc::EAGAIN) if g.blocking(flags) => {}
+                Err(libc::EAGAIN) => {
+                    drop(g);
+                    // A program that spins on EAGAIN leaves the core to the device thread
+                    // for a moment: on a busy machine it would otherwise wait a time slice.
+                    std::thread::yield_now();
+                    return Err(libc::EAGAIN);
+                }
                 r => return r,
             }
         }
