@@ -186,6 +186,25 @@ int main(void)
 		CHECK(got[0] == (char)i && got[k - 1] == (char)i, "burst %d's bytes", i);
 	}
 
+	/* Misuse that must fail cleanly: vectors without buffers, a destination no simulated
+	 * port reaches (the CM's address resolution fails; nothing is sent), rsend to it again. */
+	ERRNO_IS(rsendmsg(a, NULL, 0), EINVAL, "rsendmsg of no message");
+	struct iovec bad = { .iov_base = NULL, .iov_len = 5 };
+	struct msghdr mb = { .msg_name = &bn, .msg_namelen = sizeof(bn), .msg_iov = &bad, .msg_iovlen = 1 };
+	ERRNO_IS(rsendmsg(a, &mb, 0), EFAULT, "rsendmsg of a NULL buffer");
+	ERRNO_IS(rwritev(a, NULL, 2), EINVAL, "rwritev of no vector");
+	ERRNO_IS(rreadv(a, &bad, -1), EINVAL, "rreadv of a negative count");
+	int c = rsocket(AF_INET, SOCK_DGRAM, 0);
+	CHECK(c >= 0, "a third socket");
+	struct sockaddr_in far = { .sin_family = AF_INET, .sin_port = htons(9), .sin_addr.s_addr = htonl(0xc0000201) };
+	errno = 0;
+	CHECK(rsendto(c, "x", 1, 0, (struct sockaddr *)&far, sizeof(far)) == -1 && errno != 0,
+	      "rsendto to 192.0.2.1 (no simulated port reaches it) fails");
+	errno = 0;
+	CHECK(rconnect(c, (struct sockaddr *)&far, sizeof(far)) == -1 && errno != 0, "rconnect to 192.0.2.1 fails");
+	ERRNO_IS(rsend(c, "x", 1, 0), EDESTADDRREQ, "rsend after the failed rconnect");
+	CHECK_EQ(rclose(c), 0, "rclose c");
+
 	/* A non-blocking socket answers EAGAIN with nothing there. */
 	CHECK_EQ(rfcntl(a, F_SETFL, O_NONBLOCK), 0, "rfcntl O_NONBLOCK");
 	CHECK_EQ(rfcntl(a, F_GETFL), O_NONBLOCK, "F_GETFL");

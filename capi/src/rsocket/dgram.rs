@@ -497,6 +497,8 @@ pub(crate) unsafe fn sendto(
     let r = retry(s, flags, |g| {
         let Some(dst) = to.or(g.cur) else { return Err(libc::EDESTADDRREQ) };
         g.init();
+        // The destination becomes rsend's once it is made (rsocket.c's conn_dest).
+        g.dest(dst)?;
         g.cur = Some(dst);
         g.send_to(dst, data)
     });
