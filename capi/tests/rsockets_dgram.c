@@ -132,13 +132,14 @@ int main(void)
 	}
 
 	/* The largest datagram and one byte more; a zero-length one. */
-	char big[2048];
+	char big[4096];
 	for (size_t i = 0; i < sizeof(big); i++)
 		big[i] = (char)(i * 7 + 3);
 	CHECK_EQ(rsendto(a, big, 2040, 0, (struct sockaddr *)&bn, sizeof(bn)), 2040, "2040 bytes");
 	expect(b, big, 2040, &an, "2040 bytes");
 	ERRNO_IS(rsendto(a, big, 2041, 0, (struct sockaddr *)&bn, sizeof(bn)), EMSGSIZE, "2041 bytes");
 	ERRNO_IS(rsendto(a, big, 65536, 0, (struct sockaddr *)&bn, sizeof(bn)), EMSGSIZE, "64 KiB");
+	ERRNO_IS(rsendto(a, big, (size_t)-1, 0, (struct sockaddr *)&bn, sizeof(bn)), EMSGSIZE, "SIZE_MAX bytes");
 	CHECK_EQ(rsendto(a, big, 0, 0, (struct sockaddr *)&bn, sizeof(bn)), 0, "an empty datagram");
 	expect(b, big, 0, &an, "an empty datagram");
 

@@ -491,8 +491,9 @@ pub(crate) unsafe fn sendto(
     } else if buf.is_null() {
         return minus_one(libc::EFAULT) as isize;
     } else {
-        // SAFETY: the caller's bytes.
-        unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), len) }
+        // SAFETY: the caller's bytes; one more than a datagram carries is enough to refuse a
+        // longer one (EMSGSIZE).
+        unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), len.min(SLOT + 1)) }
     };
     let r = retry(s, flags, |g| {
         let Some(dst) = to.or(g.cur) else { return Err(libc::EDESTADDRREQ) };
@@ -531,8 +532,8 @@ pub(crate) unsafe fn recvfrom(
     } else if buf.is_null() {
         return minus_one(libc::EFAULT) as isize;
     } else {
-        // SAFETY: the caller's buffer.
-        unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), len) }
+        // SAFETY: the caller's buffer (no datagram is longer than a slot).
+        unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), len.min(SLOT)) }
     };
     let peek = flags & libc::MSG_PEEK != 0;
     match retry(s, flags, |g| g.take(out, peek)) {
@@ -635,7 +636,7 @@ pub(crate) unsafe fn sendv(
         if b.iov_base.is_null() {
             return minus_one(libc::EFAULT) as isize;
         }
-        if all.len() + b.iov_len > SLOT {
+        if all.len().saturating_add(b.iov_len) > SLOT {
             return minus_one(libc::EMSGSIZE) as isize;
         }
         // SAFETY: the caller's buffer.

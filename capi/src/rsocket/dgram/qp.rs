@@ -287,8 +287,11 @@ impl DsQp {
         if self.broken {
             return Err(libc::EIO);
         }
-        let slot = self.free.pop().ok_or(libc::EAGAIN)?;
         let len = DS_HDR_LEN + data.len();
+        if len > SLOT {
+            return Err(libc::EMSGSIZE);
+        }
+        let slot = self.free.pop().ok_or(libc::EAGAIN)?;
         let at = slot * SLOT;
         self.sbuf[at..at + DS_HDR_LEN].copy_from_slice(&hdr.encode());
         self.sbuf[at + DS_HDR_LEN..at + len].copy_from_slice(data);
