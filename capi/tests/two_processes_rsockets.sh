@@ -102,7 +102,8 @@ fi
 # client's login. The client's result line says how many datagrams the server counted
 # (bandwidth runs) or twice the count (echo runs, -T e): exact figures, as nothing is lost
 # below the server's 384 posted receives.
-# ud_pair NAME CLIENT-ARGS... [-- SERVER-ARGS...]: sets rc_c and the two logs.
+# ud_pair NAME CLIENT-ARGS... [-- SERVER-ARGS...]: sets rc_c and the two logs (and the
+# client's capture in $ud_pcap when that is set).
 ud_pair() {
   local name=$1 cargs=() sargs=()
   shift
@@ -114,7 +115,7 @@ ud_pair() {
     udpong -b 127.0.45.1 -p "$rs_port" "${sargs[@]}" > "$bin/$name-server.log" 2>&1 &
   local server=$!
   sleep 1
-  env $rs_env MLX5SIM_ADDR=127.0.45.2 LD_LIBRARY_PATH=$shim timeout 60 stdbuf -oL \
+  env $rs_env ${ud_pcap:+MLX5SIM_PCAP=$ud_pcap} MLX5SIM_ADDR=127.0.45.2 LD_LIBRARY_PATH=$shim timeout 60 stdbuf -oL \
     udpong -s 127.0.45.1 -p "$rs_port" "${cargs[@]}" > "$bin/$name-client.log" 2>&1
   rc_c=$?
   sleep 0.2
@@ -137,8 +138,25 @@ ud_check() {
 }
 
 echo "datagram rsockets across two processes (udpong)"
+ud_pcap=$bin/udpong-client.pcap
+rm -f "$ud_pcap"
 ud_pair udpong-bw -C 200 -S 1000
+ud_pcap=
 ud_check udpong-bw 200 "udpong -C 200 -S 1000 (bandwidth, non-blocking)"
+# The datagrams travel as UD SENDs between the hosts' simulated ports: the client's capture
+# holds the 200 of 1008 bytes (the 8-byte address header, then udpong's 1000: UDP length 1040
+# with the BTH, DETH and ICRC).
+if ! command -v tshark > /dev/null; then
+  echo "  skip: tshark is not on PATH (udpong's capture)"
+else
+  n=$(tshark -r "$bin/udpong-client.pcap" -Y 'ip.src == 127.0.45.2 && ip.dst == 127.0.45.1 && udp.length == 1040' 2>/dev/null \
+    | grep -c 'UD Send Only')
+  if [ "$n" = 200 ]; then
+    pass "udpong's capture: 200 UD SENDs of 1008 bytes from 127.0.45.2 to 127.0.45.1"
+  else
+    fail "udpong's capture: $n UD SENDs of 1008 bytes from 127.0.45.2 to 127.0.45.1, not 200"
+  fi
+fi
 ud_pair udpong-echo -C 200 -S 64 -T e
 ud_check udpong-echo 400 "udpong -C 200 -S 64 -T e (echo, non-blocking)"
 ud_pair udpong-block -C 200 -S 1536 -T e -T b -- -T b
