@@ -1,14 +1,14 @@
-//! rsockets (`rdma/rsocket.h`) over the shim's own librdmacm and verbs: stream sockets
-//! whose calls are `rsocket`, `rconnect`, `rsend`, `rpoll`... Each rsocket is an RC QP
-//! connected through the CM (its private data says the receive queue's depth and buffers'
-//! size), carrying SENDs with immediate data under credits, and RDMA WRITEs for `riowrite`.
+//! rsockets (`rdma/rsocket.h`) over the shim's own librdmacm and verbs: sockets whose calls
+//! are `rsocket`, `rconnect`, `rsend`, `rpoll`... Each stream rsocket is an RC QP connected
+//! through the CM (its private data says the receive queue's depth and buffers' size),
+//! carrying SENDs with immediate data under credits, and RDMA WRITEs for `riowrite`; each
+//! datagram rsocket a UDP socket beside UD QPs.
 //!
-//! - [`sock`]: the socket, its CM ID and the events that connect and disconnect it;
+//! - [`sock`]: the stream socket, its CM ID and the events that connect and disconnect it;
 //! - [`data`]: the QP's buffers, credits and IO maps;
 //! - [`opts`]: `rsetsockopt`, `rgetsockopt`, `rfcntl`;
-//! - [`wait`]: `rpoll`, `rselect` and the waits of blocking calls.
-//!
-//! - [`dgram`]: datagram rsockets (SOCK_DGRAM): UD QPs beside a UDP socket.
+//! - [`wait`]: `rpoll`, `rselect` and the waits of blocking calls;
+//! - [`dgram`]: datagram rsockets (SOCK_DGRAM).
 //!
 //! IPv4 only (the CM's addresses); `repoll_*` stays unsupported (EOPNOTSUPP).
 
