@@ -4,9 +4,12 @@
  * rclose), rsendto/rrecvfrom both ways with the data and each source address checked (the
  * first message through the UDP socket, the rest on the UD QPs), MSG_PEEK, a datagram cut
  * to a short buffer, rpoll's POLLIN and POLLOUT, a "connected" socket's rsend/rrecv,
- * rsendmsg/rrecvmsg, the options, and a burst of 200 datagrams. */
+ * rsendmsg/rrecvmsg, the options, a burst of 200 datagrams, and rclose of a socket another
+ * thread waits on (EBADF there). */
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <unistd.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
 #include <rdma/rdma_cma.h>
@@ -51,6 +54,18 @@ static void expect(int fd, const char *want, size_t len, const struct sockaddr_i
 	      src.sin_addr.s_addr == from->sin_addr.s_addr,
 	      "%s: source %08x:%u, expected %08x:%u", what, ntohl(src.sin_addr.s_addr), ntohs(src.sin_port),
 	      ntohl(from->sin_addr.s_addr), ntohs(from->sin_port));
+}
+
+/* A blocking rrecv in another thread: its result and errno. */
+struct blocked { int fd; long r; int err; };
+static void *recv_blocked(void *arg)
+{
+	struct blocked *b = arg;
+	char buf[64];
+	errno = 0;
+	b->r = rrecv(b->fd, buf, sizeof(buf), 0);
+	b->err = errno;
+	return NULL;
 }
 
 static int opt(int fd, int level, int name)
@@ -205,6 +220,17 @@ int main(void)
 	CHECK(rconnect(c, (struct sockaddr *)&far, sizeof(far)) == -1 && errno != 0, "rconnect to 192.0.2.1 fails");
 	ERRNO_IS(rsend(c, "x", 1, 0), EDESTADDRREQ, "rsend after the failed rconnect");
 	CHECK_EQ(rclose(c), 0, "rclose c");
+
+	/* rclose of a socket another thread waits on: that rrecv returns EBADF. */
+	int d = rsocket(AF_INET, SOCK_DGRAM, 0);
+	CHECK(d >= 0 && rbind(d, (struct sockaddr *)&any, sizeof(any)) == 0, "a fourth socket, bound");
+	struct blocked bl = { .fd = d, .r = 0 };
+	pthread_t t;
+	CHECK_EQ(pthread_create(&t, NULL, recv_blocked, &bl), 0, "pthread_create");
+	usleep(100 * 1000);
+	CHECK_EQ(rclose(d), 0, "rclose d while a thread waits in rrecv");
+	CHECK_EQ(pthread_join(t, NULL), 0, "pthread_join");
+	CHECK(bl.r == -1 && bl.err == EBADF, "the waiting rrecv: %ld, errno %d, expected -1 with EBADF", bl.r, bl.err);
 
 	/* A non-blocking socket answers EAGAIN with nothing there. */
 	CHECK_EQ(rfcntl(a, F_SETFL, O_NONBLOCK), 0, "rfcntl O_NONBLOCK");
