@@ -1,21 +1,23 @@
-//! rsockets (`rdma/rsocket.h`) over the shim's own librdmacm and verbs: stream sockets
-//! whose calls are `rsocket`, `rconnect`, `rsend`, `rpoll`... Each rsocket is an RC QP
-//! connected through the CM (its private data says the receive queue's depth and buffers'
-//! size), carrying SENDs with immediate data under credits, and RDMA WRITEs for `riowrite`.
+//! rsockets (`rdma/rsocket.h`) over the shim's own librdmacm and verbs: sockets whose calls
+//! are `rsocket`, `rconnect`, `rsend`, `rpoll`... Each stream rsocket is an RC QP connected
+//! through the CM (its private data says the receive queue's depth and buffers' size),
+//! carrying SENDs with immediate data under credits, and RDMA WRITEs for `riowrite`; each
+//! datagram rsocket a UDP socket beside UD QPs.
 //!
-//! - [`sock`]: the socket, its CM ID and the events that connect and disconnect it;
+//! - [`sock`]: the stream socket, its CM ID and the events that connect and disconnect it;
 //! - [`data`]: the QP's buffers, credits and IO maps;
 //! - [`opts`]: `rsetsockopt`, `rgetsockopt`, `rfcntl`;
-//! - [`wait`]: `rpoll`, `rselect` and the waits of blocking calls.
+//! - [`wait`]: `rpoll`, `rselect` and the waits of blocking calls;
+//! - [`dgram`]: datagram rsockets (SOCK_DGRAM).
 //!
-//! Only SOCK_STREAM over IPv4 (the CM's addresses); SOCK_DGRAM and `repoll_*` stay
-//! unsupported (EOPNOTSUPP).
+//! IPv4 only (the CM's addresses); `repoll_*` stays unsupported (EOPNOTSUPP).
 
 use std::ffi::{c_int, c_void};
 
 use crate::errno::minus_one;
 
 mod data;
+mod dgram;
 mod opts;
 mod sock;
 mod wait;
@@ -25,18 +27,63 @@ use sock::{Shared, Sock, State, lock, lookup};
 pub use opts::{rfcntl, rgetsockopt, rsetsockopt};
 pub use wait::{rpoll, rselect};
 
-/// The rsocket of `fd`, else Err(EBADF).
+/// `SOL_RDMA` and its options (rsocket.h).
+pub(crate) const SOL_RDMA: c_int = 0x10000;
+pub(crate) const RDMA_SQSIZE: c_int = 0;
+pub(crate) const RDMA_RQSIZE: c_int = 1;
+pub(crate) const RDMA_INLINE: c_int = 2;
+pub(crate) const RDMA_IOMAPSIZE: c_int = 3;
+pub(crate) const RDMA_ROUTE: c_int = 4;
+/// rsocket.c's RS_SNDLOWAT: the least send buffer (doubled), a datagram's slot.
+pub(crate) const SNDLOWAT: usize = 2048;
+
+/// Spins before the first sleep, and the longest sleep.
+const SPINS: u32 = 200;
+const MAX_SLEEP: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// Growing pauses between looks.
+pub(crate) struct Backoff {
+    n: u32,
+    sleep: std::time::Duration,
+}
+
+impl Backoff {
+    pub(crate) fn new() -> Backoff {
+        Backoff { n: 0, sleep: std::time::Duration::from_micros(10) }
+    }
+
+    pub(crate) fn pause(&mut self) {
+        self.n += 1;
+        if self.n < SPINS {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(self.sleep);
+            self.sleep = (self.sleep * 2).min(MAX_SLEEP);
+        }
+    }
+}
+
+/// The stream rsocket of `fd`, else Err(EBADF) (EOPNOTSUPP for a datagram rsocket: the
+/// calls that reach here are the stream's alone, such as `riomap`).
 fn get(fd: c_int) -> Result<Shared, c_int> {
+    if dgram::lookup(fd).is_some() {
+        return Err(libc::EOPNOTSUPP);
+    }
     lookup(fd).ok_or(libc::EBADF)
 }
 
-/// `rsocket`: AF_INET/AF_INET6/AF_IB and SOCK_STREAM (TCP or 0) as rsocket.c checks them;
-/// EOPNOTSUPP for the rest (datagram rsockets are not modelled either).
+/// `rsocket`: AF_INET/AF_INET6/AF_IB and SOCK_STREAM (TCP or 0), AF_INET and SOCK_DGRAM
+/// (UDP or 0), as rsocket.c checks them; EOPNOTSUPP for the rest (an IPv6 or AF_IB
+/// datagram socket too: the simulated ports have IPv4 addresses only).
 #[unsafe(no_mangle)]
 pub extern "C" fn rsocket(domain: c_int, kind: c_int, protocol: c_int) -> c_int {
     let t = kind & !(libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK);
     let family_ok = matches!(domain, libc::AF_INET | libc::AF_INET6 | libc::AF_IB);
     let stream = t == libc::SOCK_STREAM && (protocol == 0 || protocol == libc::IPPROTO_TCP);
+    let datagram = t == libc::SOCK_DGRAM && (protocol == 0 || protocol == libc::IPPROTO_UDP);
+    if family_ok && datagram && domain == libc::AF_INET {
+        return dgram::create(kind);
+    }
     if !family_ok || !stream {
         return minus_one(libc::EOPNOTSUPP);
     }
@@ -58,6 +105,10 @@ pub extern "C" fn rsocket(domain: c_int, kind: c_int, protocol: c_int) -> c_int 
 /// `rbind`: the CM ID bound (rdma_bind_addr's errors: EADDRINUSE, EINVAL...).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rbind(socket: c_int, addr: *const libc::sockaddr, addrlen: libc::socklen_t) -> c_int {
+    if let Some(d) = dgram::lookup(socket) {
+        // SAFETY: the caller's address.
+        return unsafe { dgram::bind(&d, addr, addrlen) };
+    }
     let s = match get(socket) {
         Ok(s) => s,
         Err(e) => return minus_one(e),
@@ -77,6 +128,9 @@ pub unsafe extern "C" fn rbind(socket: c_int, addr: *const libc::sockaddr, addrl
 /// `rlisten`: the ID listens; its requests wait for `raccept`.
 #[unsafe(no_mangle)]
 pub extern "C" fn rlisten(socket: c_int, backlog: c_int) -> c_int {
+    if dgram::lookup(socket).is_some() {
+        return minus_one(libc::EOPNOTSUPP);
+    }
     let s = match get(socket) {
         Ok(s) => s,
         Err(e) => return minus_one(e),
@@ -136,6 +190,9 @@ fn addr_of(g: &Sock, peer: bool) -> libc::sockaddr_in {
 /// on a non-blocking listener.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn raccept(socket: c_int, addr: *mut libc::sockaddr, addrlen: *mut libc::socklen_t) -> c_int {
+    if dgram::lookup(socket).is_some() {
+        return minus_one(libc::EOPNOTSUPP);
+    }
     let s = match get(socket) {
         Ok(s) => s,
         Err(e) => return minus_one(e),
@@ -178,6 +235,10 @@ pub unsafe extern "C" fn raccept(socket: c_int, addr: *mut libc::sockaddr, addrl
 /// (as rsocket.c), ENOTCONN after a failed attempt, EINVAL on a listener.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rconnect(socket: c_int, addr: *const libc::sockaddr, addrlen: libc::socklen_t) -> c_int {
+    if let Some(d) = dgram::lookup(socket) {
+        // SAFETY: the caller's address.
+        return unsafe { dgram::connect(&d, addr, addrlen) };
+    }
     let s = match get(socket) {
         Ok(s) => s,
         Err(e) => return minus_one(e),
@@ -255,6 +316,10 @@ fn io_start(socket: c_int, flags: c_int, len: usize, null: bool) -> Result<Optio
 /// not block.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rrecv(socket: c_int, buf: *mut c_void, len: usize, flags: c_int) -> isize {
+    if let Some(d) = dgram::lookup(socket) {
+        // SAFETY: the caller's buffer.
+        return unsafe { dgram::recvfrom(&d, buf, len, flags, std::ptr::null_mut(), std::ptr::null_mut()) };
+    }
     let s = match io_start(socket, flags, len, buf.is_null()) {
         Ok(Some(s)) => s,
         Ok(None) => return 0,
@@ -288,6 +353,10 @@ pub unsafe extern "C" fn rrecv(socket: c_int, buf: *mut c_void, len: usize, flag
 /// this side shut its writing (as rsocket.c).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rsend(socket: c_int, buf: *const c_void, len: usize, flags: c_int) -> isize {
+    if let Some(d) = dgram::lookup(socket) {
+        // SAFETY: the caller's bytes.
+        return unsafe { dgram::sendto(&d, buf, len, flags, None) };
+    }
     let s = match io_start(socket, flags, len, buf.is_null()) {
         Ok(Some(s)) => s,
         Ok(None) => return 0,
@@ -330,11 +399,16 @@ fn sendable(g: &Sock) -> Option<bool> {
 /// that is not connected (as rsocket.c); EINVAL for another `how`.
 #[unsafe(no_mangle)]
 pub extern "C" fn rshutdown(socket: c_int, how: c_int) -> c_int {
+    let known = matches!(how, libc::SHUT_RD | libc::SHUT_WR | libc::SHUT_RDWR);
+    if dgram::lookup(socket).is_some() {
+        // A datagram socket is never connected in rsocket.c's sense: nothing to shut.
+        return if known { 0 } else { minus_one(libc::EINVAL) };
+    }
     let s = match get(socket) {
         Ok(s) => s,
         Err(e) => return minus_one(e),
     };
-    if !matches!(how, libc::SHUT_RD | libc::SHUT_WR | libc::SHUT_RDWR) {
+    if !known {
         return minus_one(libc::EINVAL);
     }
     shutdown(&s, how);
@@ -379,6 +453,9 @@ fn shutdown(s: &Shared, how: c_int) {
 /// `rclose`: shut down (both ways) if connected, then free the socket and its fd.
 #[unsafe(no_mangle)]
 pub extern "C" fn rclose(socket: c_int) -> c_int {
+    if let Some(d) = dgram::lookup(socket) {
+        return dgram::close(&d);
+    }
     let s = match get(socket) {
         Ok(s) => s,
         Err(e) => return minus_one(e),
@@ -388,30 +465,49 @@ pub extern "C" fn rclose(socket: c_int) -> c_int {
     0
 }
 
-/// `rrecvfrom`: `rrecv` (a stream socket has no source address to give).
+/// `rrecvfrom`: a datagram and its source; on a stream socket `rrecv`, and the peer's
+/// address when bytes came (as rsocket.c).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rrecvfrom(
     socket: c_int,
     buf: *mut c_void,
     len: usize,
     flags: c_int,
-    _src_addr: *mut libc::sockaddr,
-    _addrlen: *mut libc::socklen_t,
+    src_addr: *mut libc::sockaddr,
+    addrlen: *mut libc::socklen_t,
 ) -> isize {
+    if let Some(d) = dgram::lookup(socket) {
+        // SAFETY: the caller's buffers.
+        return unsafe { dgram::recvfrom(&d, buf, len, flags, src_addr, addrlen) };
+    }
     // SAFETY: the caller's arguments, passed on.
-    unsafe { rrecv(socket, buf, len, flags) }
+    let n = unsafe { rrecv(socket, buf, len, flags) };
+    if n > 0 && !src_addr.is_null() {
+        // SAFETY: the caller's buffers.
+        unsafe { rgetpeername(socket, src_addr, addrlen) };
+    }
+    n
 }
 
-/// `rsendto`: `rsend` (the address of a connected stream socket is ignored).
+/// `rsendto`: a datagram to `dest_addr`; on a stream socket `rsend`, EISCONN if an address
+/// is given (as rsocket.c, connected or not).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rsendto(
     socket: c_int,
     buf: *const c_void,
     len: usize,
     flags: c_int,
-    _dest_addr: *const libc::sockaddr,
-    _addrlen: libc::socklen_t,
+    dest_addr: *const libc::sockaddr,
+    addrlen: libc::socklen_t,
 ) -> isize {
+    if let Some(d) = dgram::lookup(socket) {
+        let dst = (!dest_addr.is_null()).then_some((dest_addr, addrlen));
+        // SAFETY: the caller's bytes and address.
+        return unsafe { dgram::sendto(&d, buf, len, flags, dst) };
+    }
+    if !dest_addr.is_null() || addrlen != 0 {
+        return minus_one(if lookup(socket).is_some() { libc::EISCONN } else { libc::EBADF }) as isize;
+    }
     // SAFETY: as above.
     unsafe { rsend(socket, buf, len, flags) }
 }
@@ -460,6 +556,10 @@ unsafe fn vectored(iov: *const libc::iovec, iovcnt: c_int, mut one: impl FnMut(*
 /// `rreadv`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rreadv(socket: c_int, iov: *const libc::iovec, iovcnt: c_int) -> isize {
+    if let Some(d) = dgram::lookup(socket) {
+        // SAFETY: the caller's buffers.
+        return unsafe { dgram::recvv(&d, iov, iovcnt, 0, std::ptr::null_mut(), std::ptr::null_mut()) };
+    }
     // SAFETY: the caller's buffers.
     unsafe { vectored(iov, iovcnt, |b, l| rrecv(socket, b, l, 0)) }
 }
@@ -467,6 +567,10 @@ pub unsafe extern "C" fn rreadv(socket: c_int, iov: *const libc::iovec, iovcnt: 
 /// `rwritev`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rwritev(socket: c_int, iov: *const libc::iovec, iovcnt: c_int) -> isize {
+    if let Some(d) = dgram::lookup(socket) {
+        // SAFETY: the caller's buffers.
+        return unsafe { dgram::sendv(&d, iov, iovcnt, 0, std::ptr::null(), 0) };
+    }
     // SAFETY: the caller's buffers.
     unsafe { vectored(iov, iovcnt, |b, l| rsend(socket, b, l, 0)) }
 }
@@ -482,6 +586,12 @@ pub unsafe extern "C" fn rrecvmsg(socket: c_int, msg: *mut libc::msghdr, flags: 
         (*msg).msg_controllen = 0;
         (*msg).msg_flags = 0;
         let n = (*msg).msg_iovlen as c_int;
+        if let Some(d) = dgram::lookup(socket) {
+            let m = &mut *msg;
+            let name = m.msg_name.cast::<libc::sockaddr>();
+            let len = if name.is_null() { std::ptr::null_mut() } else { &raw mut m.msg_namelen };
+            return dgram::recvv(&d, m.msg_iov, n, flags, name, len);
+        }
         vectored((*msg).msg_iov, n, |b, l| rrecv(socket, b, l, flags))
     }
 }
@@ -498,6 +608,10 @@ pub unsafe extern "C" fn rsendmsg(socket: c_int, msg: *const libc::msghdr, flags
             return minus_one(libc::EOPNOTSUPP) as isize;
         }
         let n = (*msg).msg_iovlen as c_int;
+        if let Some(d) = dgram::lookup(socket) {
+            let m = &*msg;
+            return dgram::sendv(&d, m.msg_iov, n, flags, m.msg_name.cast(), m.msg_namelen);
+        }
         vectored((*msg).msg_iov, n, |b, l| rsend(socket, b, l, flags))
     }
 }
@@ -509,6 +623,10 @@ pub unsafe extern "C" fn rgetsockname(
     addr: *mut libc::sockaddr,
     addrlen: *mut libc::socklen_t,
 ) -> c_int {
+    if let Some(d) = dgram::lookup(socket) {
+        // SAFETY: the caller's buffers.
+        return unsafe { dgram::name(&d, false, addr, addrlen) };
+    }
     match get(socket) {
         // SAFETY: the caller's buffers.
         Ok(s) => unsafe { copy_addr(addr, addrlen, &addr_of(&lock(&s), false)) },
@@ -525,6 +643,10 @@ pub unsafe extern "C" fn rgetpeername(
     addr: *mut libc::sockaddr,
     addrlen: *mut libc::socklen_t,
 ) -> c_int {
+    if let Some(d) = dgram::lookup(socket) {
+        // SAFETY: the caller's buffers.
+        return unsafe { dgram::name(&d, true, addr, addrlen) };
+    }
     match get(socket) {
         // SAFETY: the caller's buffers.
         Ok(s) => unsafe { copy_addr(addr, addrlen, &addr_of(&lock(&s), true)) },

@@ -71,6 +71,8 @@ int main(void)
 	ERRNO_IS(rsend(987654, "x", 1, 0), EBADF, "rsend on no rsocket");
 	ERRNO_IS(rclose(987654), EBADF, "rclose of no rsocket");
 	ERRNO_IS(rsend(lfd, "x", 1, 0), ENOTCONN, "rsend before a connection");
+	ERRNO_IS(rsendto(lfd, "x", 1, 0, (struct sockaddr *)&addr, sizeof(addr)), EISCONN,
+		 "rsendto with an address on a stream socket");
 	ERRNO_IS(rrecv(lfd, buf, 1, 0), ENOTCONN, "rrecv before a connection");
 	ERRNO_IS(raccept(lfd, NULL, NULL), EBADF, "raccept on a socket that does not listen");
 	ERRNO_IS(riomap(lfd, buf, sizeof(buf), PROT_WRITE, 0, -1), EINVAL, "riomap before a connection");

@@ -95,3 +95,80 @@ if [ $rc != 0 ] && [ $rc != 124 ] && echo "$out" | grep -q "rconnect: Connection
 else
   fail "rstream to no listener: exit $rc: $(echo "$out" | tr '\n' ' ')"
 fi
+
+# Datagram rsockets: rdma-core's udpong (rdmacm-utils), the server bound to 127.0.45.1 with
+# -b (without it udpong binds the loopback address of no simulated port). The server loops
+# for ever by design, so it is stopped once the client is done; it must have printed the
+# client's login. The client's result line says how many datagrams the server counted
+# (bandwidth runs) or twice the count (echo runs, -T e): exact figures, as nothing is lost
+# below the server's 384 posted receives.
+# ud_pair NAME CLIENT-ARGS... [-- SERVER-ARGS...]: sets rc_c and the two logs (and the
+# client's capture in $ud_pcap when that is set).
+ud_pair() {
+  local name=$1 cargs=() sargs=()
+  shift
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do cargs+=("$1"); shift; done
+  [ "${1:-}" = "--" ] && shift
+  sargs=("$@")
+  rs_port=$((rs_port + 1))
+  env $rs_env MLX5SIM_ADDR=127.0.45.1 LD_LIBRARY_PATH=$shim timeout 90 stdbuf -oL \
+    udpong -b 127.0.45.1 -p "$rs_port" "${sargs[@]}" > "$bin/$name-server.log" 2>&1 &
+  local server=$!
+  sleep 1
+  env $rs_env ${ud_pcap:+MLX5SIM_PCAP=$ud_pcap} MLX5SIM_ADDR=127.0.45.2 LD_LIBRARY_PATH=$shim timeout 60 stdbuf -oL \
+    udpong -s 127.0.45.1 -p "$rs_port" "${cargs[@]}" > "$bin/$name-client.log" 2>&1
+  rc_c=$?
+  sleep 0.2
+  kill "$server" 2> /dev/null
+  wait "$server" 2> /dev/null
+}
+
+# ud_check NAME XFERS WHAT: the client exited 0 and printed one result line with XFERS
+# transfers, the server the client's login.
+ud_check() {
+  local name=$1 xfers=$2 what=$3 line
+  line=$(grep -E '^custom +[0-9.]+[kmg]? +[0-9]' "$bin/$name-client.log")
+  if [ "$rc_c" = 0 ] && [ "$(echo "$line" | awk '{print $3}')" = "$xfers" ] \
+     && grep -q "client login from 127.0.45.2" "$bin/$name-server.log" \
+     && ! grep -qiE 'error|fail|rsend|rrecv' "$bin/$name-client.log" "$bin/$name-server.log"; then
+    pass "$what: exit 0, $xfers transfers ($(echo "$line" | tr -s ' '))"
+  else
+    fail "$what: exit $rc_c, result '$line': $(tail -n 2 "$bin/$name-server.log" "$bin/$name-client.log" | tr '\n' ' ')"
+  fi
+}
+
+echo "datagram rsockets across two processes (udpong)"
+ud_pcap=$bin/udpong-client.pcap
+rm -f "$ud_pcap"
+ud_pair udpong-bw -C 200 -S 1000
+ud_pcap=
+ud_check udpong-bw 200 "udpong -C 200 -S 1000 (bandwidth, non-blocking)"
+# The datagrams travel as UD SENDs between the hosts' simulated ports: the client's capture
+# holds the 200 of 1008 bytes (the 8-byte address header, then udpong's 1000: UDP length 1040
+# with the BTH, DETH and ICRC).
+if ! command -v tshark > /dev/null; then
+  echo "  skip: tshark is not on PATH (udpong's capture)"
+else
+  n=$(tshark -r "$bin/udpong-client.pcap" -Y 'ip.src == 127.0.45.2 && ip.dst == 127.0.45.1 && udp.length == 1040' 2>/dev/null \
+    | grep -c 'UD Send Only')
+  if [ "$n" = 200 ]; then
+    pass "udpong's capture: 200 UD SENDs of 1008 bytes from 127.0.45.2 to 127.0.45.1"
+  else
+    fail "udpong's capture: $n UD SENDs of 1008 bytes from 127.0.45.2 to 127.0.45.1, not 200"
+  fi
+fi
+ud_pair udpong-echo -C 200 -S 64 -T e
+ud_check udpong-echo 400 "udpong -C 200 -S 64 -T e (echo, non-blocking)"
+ud_pair udpong-block -C 200 -S 1536 -T e -T b -- -T b
+ud_check udpong-block 400 "udpong -C 200 -S 1536 -T e -T b (echo, blocking calls on both sides)"
+ud_pair udpong-async -C 100 -S 2040 -T a -- -T a
+ud_check udpong-async 100 "udpong -C 100 -S 2040 -T a (the largest datagram; rpoll before each call)"
+# One byte past what a datagram carries: the client's rsend fails with EMSGSIZE (rsocket.c
+# would write past its 2048-byte send slot) and prints no result; udpong still exits 0.
+ud_pair udpong-big -C 10 -S 2041
+if [ "$rc_c" = 0 ] && grep -q "rsend: Message too long" "$bin/udpong-big-client.log" \
+   && ! grep -qE '^custom ' "$bin/udpong-big-client.log"; then
+  pass "udpong -S 2041: 'rsend: Message too long', no result, exit 0"
+else
+  fail "udpong -S 2041: exit $rc_c: $(tr '\n' ' ' < "$bin/udpong-big-client.log")"
+fi

@@ -295,6 +295,7 @@ pub const ITEMS: &[(u16, &str)] = &[
     (313, "mlx5dv_dr destination arrays, samplers and TIRs"),
     (314, "packet reformat: an L2 tunnel's headers put on at transmit, taken off at receive"),
     (315, "mlx5dv_create_flow_action_packet_reformat and NIC TX flow matchers"),
+    (320, "datagram rsockets: the sender's address before each UD message, its QP number over UDP"),
     (324, "a group's datagram reaches its members on other hosts through the switch's table"),
     (325, "a QP still attached to a group cannot be destroyed"),
 ];

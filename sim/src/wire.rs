@@ -7,12 +7,14 @@
 //! - [`cm`]: the communication manager's MADs (REQ, REP, RTU, REJ, DREQ, DREP);
 //! - [`rsocket`]: the rsockets protocol of the C ABI's librdmacm (private data, messages,
 //!   credits);
+//! - [`rsocket_dgram`]: the headers of its datagram rsockets;
 //! - [`pcap`]: classic pcap files of Ethernet frames, for Wireshark and tshark.
 
 pub mod cm;
 pub mod datagram;
 pub mod pcap;
 pub mod rsocket;
+pub mod rsocket_dgram;
 pub mod segment;
 
 pub use datagram::{Datagram, Endpoints, WireError, decode, decode_ip, encode, encode_ip, icrc};

@@ -180,21 +180,10 @@ impl Conn {
 
     fn post_recv(&mut self, i: usize) -> Result<(), c_int> {
         let seg = self.sizes.seg;
-        let mut sge = ibv_sge {
-            addr: self.rbuf[i * seg..].as_ptr() as u64,
-            length: seg as u32,
-            // SAFETY: registered in new().
-            lkey: unsafe { (*self.rmr).lkey },
-        };
-        // SAFETY: plain data.
-        let mut wr: ibv_recv_wr = unsafe { std::mem::zeroed() };
-        wr.wr_id = i as u64;
-        wr.sg_list = &mut sge;
-        wr.num_sge = 1;
-        let mut bad = std::ptr::null_mut();
-        // SAFETY: the shim's QP and its ops; `wr` and `sge` live across the call.
-        let r = unsafe { (*(*self.qp).context).ops.post_recv.map_or(libc::ENOSYS, |f| f(self.qp, &mut wr, &mut bad)) };
-        if r != 0 { Err(r) } else { Ok(()) }
+        // SAFETY: registered in new().
+        let lkey = unsafe { (*self.rmr).lkey };
+        // SAFETY: our QP; the slot lives as long as the connection.
+        unsafe { post_recv(self.qp, i as u64, &mut self.rbuf[i * seg..(i + 1) * seg], lkey) }
     }
 
     /// Post a SEND with immediate `op` carrying `payload` (through a send slot), returning
@@ -498,6 +487,23 @@ unsafe fn reg(buf: &mut [u8], pd: *mut ibv_pd, access: u32) -> *mut ibv_mr {
     let len = buf.len().max(1);
     // SAFETY: the caller's PD; the buffer outlives the registration (destroy() deregisters).
     unsafe { crate::mr::ibv_reg_mr(pd, buf.as_mut_ptr().cast(), len, access as c_int) }
+}
+
+/// Post one receive of `buf` (registered with `lkey`) on `qp`, with `wr_id`: Err(errno).
+///
+/// # Safety
+/// `qp` is a QP of the shim; `buf` outlives the receive.
+pub(crate) unsafe fn post_recv(qp: *mut ibv_qp, wr_id: u64, buf: &mut [u8], lkey: u32) -> Result<(), c_int> {
+    let mut sge = ibv_sge { addr: buf.as_mut_ptr() as u64, length: buf.len() as u32, lkey };
+    // SAFETY: plain data.
+    let mut wr: ibv_recv_wr = unsafe { std::mem::zeroed() };
+    wr.wr_id = wr_id;
+    wr.sg_list = &mut sge;
+    wr.num_sge = 1;
+    let mut bad = std::ptr::null_mut();
+    // SAFETY: the caller's QP and its ops; `wr` and `sge` live across the call.
+    let r = unsafe { (*(*qp).context).ops.post_recv.map_or(libc::ENOSYS, |f| f(qp, &mut wr, &mut bad)) };
+    if r != 0 { Err(r) } else { Ok(()) }
 }
 
 /// The errno the last failed call left, else `dflt`.

@@ -5,17 +5,8 @@
 use std::ffi::{c_int, c_long, c_void};
 
 use super::sock::{QUEUE_RANGE, Sock, State, lock, lookup};
+use super::{RDMA_INLINE, RDMA_IOMAPSIZE, RDMA_ROUTE, RDMA_RQSIZE, RDMA_SQSIZE, SNDLOWAT, SOL_RDMA};
 use crate::errno::minus_one;
-
-/// `SOL_RDMA` and its options (rsocket.h).
-const SOL_RDMA: c_int = 0x10000;
-const RDMA_SQSIZE: c_int = 0;
-const RDMA_RQSIZE: c_int = 1;
-const RDMA_INLINE: c_int = 2;
-const RDMA_IOMAPSIZE: c_int = 3;
-const RDMA_ROUTE: c_int = 4;
-/// The least send buffer (rsocket.c's RS_SNDLOWAT, doubled).
-const SNDLOWAT: usize = 2048;
 
 /// The kept on/off options of each level.
 fn is_flag(level: c_int, name: c_int) -> bool {
@@ -72,7 +63,17 @@ pub unsafe extern "C" fn rsetsockopt(
     optval: *const c_void,
     optlen: libc::socklen_t,
 ) -> c_int {
-    let Some(s) = lookup(socket) else { return minus_one(libc::EBADF) };
+    let dgram = super::dgram::lookup(socket);
+    let stream = lookup(socket);
+    if dgram.is_none() && stream.is_none() {
+        return minus_one(libc::EBADF);
+    }
+    if let Some(d) = &dgram {
+        // SAFETY: the caller's value, for the UDP socket.
+        if let Err(e) = unsafe { super::dgram::kernel_setsockopt(d, level, optname, optval, optlen) } {
+            return minus_one(e);
+        }
+    }
     if optval.is_null() {
         return minus_one(libc::EFAULT);
     }
@@ -81,7 +82,12 @@ pub unsafe extern "C" fn rsetsockopt(
     }
     // SAFETY: the caller's value of optlen bytes (at least an int; SO_LINGER's l_onoff).
     let v = unsafe { std::ptr::read_unaligned(optval.cast::<c_int>()) };
-    match set(&mut lock(&s), level, optname, v) {
+    let r = match (dgram, stream) {
+        (Some(d), _) => super::dgram::set_opt(&d, level, optname, v),
+        (None, Some(s)) => set(&mut lock(&s), level, optname, v),
+        (None, None) => Err(libc::EBADF),
+    };
+    match r {
         Ok(()) => 0,
         Err(e) => minus_one(e),
     }
@@ -117,11 +123,20 @@ pub unsafe extern "C" fn rgetsockopt(
     optval: *mut c_void,
     optlen: *mut libc::socklen_t,
 ) -> c_int {
-    let Some(s) = lookup(socket) else { return minus_one(libc::EBADF) };
+    let dgram = super::dgram::lookup(socket);
+    let stream = lookup(socket);
+    if dgram.is_none() && stream.is_none() {
+        return minus_one(libc::EBADF);
+    }
     if optval.is_null() || optlen.is_null() {
         return minus_one(libc::EFAULT);
     }
-    let v = match get(&mut lock(&s), level, optname) {
+    let v = match (dgram, stream) {
+        (Some(d), _) => super::dgram::get_opt(&d, level, optname),
+        (None, Some(s)) => get(&mut lock(&s), level, optname),
+        (None, None) => Err(libc::EBADF),
+    };
+    let v = match v {
         Ok(v) => v,
         Err(e) => return minus_one(e),
     };
@@ -149,17 +164,26 @@ pub unsafe extern "C" fn rgetsockopt(
 /// comes where the third parameter's register is, on the x86-64 and AArch64 ABIs.)
 #[unsafe(no_mangle)]
 pub extern "C" fn rfcntl(socket: c_int, cmd: c_int, arg: c_long) -> c_int {
+    if let Some(d) = super::dgram::lookup(socket) {
+        return super::dgram::with_flags(&d, |fs, fd| fcntl_on(fs, fd, cmd, arg));
+    }
     let Some(s) = lookup(socket) else { return minus_one(libc::EBADF) };
     let mut g = lock(&s);
+    let g = &mut *g;
+    fcntl_on(&mut g.fs_flags, &mut g.fd_flags, cmd, arg)
+}
+
+/// One fcntl command on a socket's F_SETFL and F_SETFD flags.
+fn fcntl_on(fs_flags: &mut c_int, fd_flags: &mut c_int, cmd: c_int, arg: c_long) -> c_int {
     match cmd {
-        libc::F_GETFL => g.fs_flags,
+        libc::F_GETFL => *fs_flags,
         libc::F_SETFL => {
-            g.fs_flags = arg as c_int;
+            *fs_flags = arg as c_int;
             0
         }
-        libc::F_GETFD => g.fd_flags,
+        libc::F_GETFD => *fd_flags,
         libc::F_SETFD => {
-            g.fd_flags = arg as c_int;
+            *fd_flags = arg as c_int;
             0
         }
         _ => minus_one(libc::EOPNOTSUPP),

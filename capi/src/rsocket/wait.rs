@@ -6,36 +6,12 @@
 use std::ffi::c_int;
 use std::time::{Duration, Instant};
 
+use super::Backoff;
 use super::sock::{Shared, Sock, State, lock, lookup};
 use crate::errno::minus_one;
 
-/// Spins before the first sleep, and the longest sleep.
-const SPINS: u32 = 200;
-const MAX_SLEEP: Duration = Duration::from_millis(1);
 /// How long rshutdown waits for a credit and for its sends.
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(5);
-
-/// Growing pauses between looks.
-struct Backoff {
-    n: u32,
-    sleep: Duration,
-}
-
-impl Backoff {
-    fn new() -> Backoff {
-        Backoff { n: 0, sleep: Duration::from_micros(10) }
-    }
-
-    fn pause(&mut self) {
-        self.n += 1;
-        if self.n < SPINS {
-            std::thread::yield_now();
-        } else {
-            std::thread::sleep(self.sleep);
-            self.sleep = (self.sleep * 2).min(MAX_SLEEP);
-        }
-    }
-}
 
 /// Make progress on `s` until `cond` holds: Ok, or Err(EAGAIN) at once if the call may not
 /// block (O_NONBLOCK or MSG_DONTWAIT in `flags`) and `cond` does not hold yet.
@@ -124,6 +100,8 @@ pub unsafe extern "C" fn rpoll(fds: *mut libc::pollfd, nfds: libc::nfds_t, timeo
             if let Some(s) = lookup(p.fd) {
                 let all = revents(&mut lock(&s));
                 p.revents = all & (p.events | libc::POLLERR | libc::POLLHUP);
+            } else if let Some(d) = super::dgram::lookup(p.fd) {
+                p.revents = super::dgram::revents(&d) & p.events;
             } else {
                 // SAFETY: one pollfd of the caller's.
                 if unsafe { libc::poll(p, 1, 0) } < 0 {

@@ -1,13 +1,16 @@
-//! The rsockets protocol of the C ABI's librdmacm (items 241–244): the private data of the
-//! connection, the immediate data of each message, the credits that bound a sender, and the
-//! IO map message of `riomap`. The sockets themselves (rstream, riostream, errnos) are C
+//! The rsockets protocol of the C ABI's librdmacm (items 241–244, 320): the private data of
+//! the connection, the immediate data of each message, the credits that bound a sender, the
+//! IO map message of `riomap`, and the two headers of datagram rsockets. The sockets themselves (rstream, riostream, errnos) are C
 //! behaviour, checked by `capi/tests/rsockets.c` and `two_processes_rsockets.sh`. The cases
 //! check the simulator's protocol code, so they need the simulator (skipped on hardware).
 
 use mlx5_dv::Backend;
+use std::net::{Ipv4Addr, SocketAddrV4};
+
 use mlx5_sim::wire::rsocket::{
     CONN_DATA_LEN, ConnData, ConnDataError, Credits, IOMAP_LEN, IoMap, MAX_RETURN, Op, VERSION, imm, parse_imm,
 };
+use mlx5_sim::wire::rsocket_dgram::{DS_HDR_LEN, DsHdr, OP_CTRL, OP_DATA, SLOT, UDP_HDR_LEN, UdpHdr};
 
 use crate::case::{Case, Check, Env, Need, check, check_eq};
 
@@ -18,6 +21,7 @@ pub(super) const CASES: &[Case] = &[
     Case { name: "rsocket.immediate_data_op_and_credits", covers: &[242], needs: NEEDS, run: immediate },
     Case { name: "rsocket.credits_keep_the_last_for_returns", covers: &[243], needs: NEEDS, run: credits },
     Case { name: "rsocket.iomap_message_and_slots", covers: &[244], needs: NEEDS, run: iomap },
+    Case { name: "rsocket.datagram_headers", covers: &[320], needs: NEEDS, run: datagram_headers },
 ];
 
 fn private_data(_b: &mut dyn Backend, _env: &Env) -> Check {
@@ -116,4 +120,36 @@ fn iomap(_b: &mut dyn Backend, _env: &Env) -> Check {
     check("and its last", m.holds(0x4fff), "holds", m)?;
     check("not the offset after it", !m.holds(0x5000), "not", m)?;
     check("nor the one before", !m.holds(0xfff), "not", m)
+}
+
+fn datagram_headers(_b: &mut dyn Backend, _env: &Env) -> Check {
+    let a = SocketAddrV4::new(Ipv4Addr::new(127, 0, 45, 1), 7174);
+    let h = DsHdr(a).encode();
+    check_eq("the QP message's header: 8 bytes", h.len(), DS_HDR_LEN)?;
+    check_eq("version 4, length 8, the port, the address", h, [4, 8, 0x1c, 0x06, 127, 0, 45, 1])?;
+    check_eq("read back", DsHdr::decode(&h), Some(DsHdr(a)))?;
+    check_eq("an IPv6 header (version 6, 24 bytes) is none here", DsHdr::decode(&[6, 24, 0, 0, 0, 0, 0, 0]), None)?;
+    check_eq("a version 4 header of another length is none", DsHdr::decode(&[4, 24, 0, 0, 0, 0, 0, 0]), None)?;
+    check_eq("seven bytes are none", DsHdr::decode(&h[..7]), None)?;
+    check_eq("a slot: 2048 bytes, the header's and the data's", SLOT, 2048)?;
+    let u = UdpHdr { op: OP_DATA, qpn: 0x12_3456, ip: *a.ip() };
+    let b = u.encode();
+    check_eq("the UDP header: 16 bytes", b.len(), UDP_HDR_LEN)?;
+    check_eq(
+        "tag 0x55555555, version 4, DATA (0), length 16, reserved",
+        &b[..8],
+        &[0x55, 0x55, 0x55, 0x55, 4, 0, 16, 0][..],
+    )?;
+    check_eq("the QP number in 24 of 32 bits, then the address", &b[8..], &[0, 0x12, 0x34, 0x56, 127, 0, 45, 1][..])?;
+    check_eq("read back", UdpHdr::decode(&b), Some(u))?;
+    let ctrl = UdpHdr { op: OP_CTRL, qpn: 0xff12_3456, ip: *a.ip() }.encode();
+    check_eq(
+        "CTRL is 7; a QP number's top 8 bits are not sent",
+        (ctrl[5], &ctrl[8..12]),
+        (7, &[0, 0x12, 0x34, 0x56][..]),
+    )?;
+    let mut other = b;
+    other[3] = 0x54;
+    check_eq("another tag is none", UdpHdr::decode(&other), None)?;
+    check_eq("fifteen bytes are none", UdpHdr::decode(&b[..15]), None)
 }
