@@ -57,21 +57,13 @@ impl HwBackend {
         let mut ahs = Vec::with_capacity(plan.len());
         for (_, dc) in &plan {
             let a = &dc.av;
-            // SAFETY: plain data; zero is the C default.
-            let mut attr: ibv_ah_attr = unsafe { std::mem::zeroed() };
-            attr.is_global = u8::from(a.is_global);
-            attr.dlid = a.dlid;
-            attr.port_num = 1;
-            attr.grh.dgid.raw = a.dgid.0;
-            attr.grh.sgid_index = a.sgid_index;
-            attr.grh.hop_limit = a.hop_limit;
-            // SAFETY: the PD is live; attr outlives the call.
-            let ah = unsafe { ibv_create_ah(pd, &mut attr) };
-            if ah.is_null() {
-                destroy_ahs(&ahs);
-                return Err(Error::new(op, crate::call::last_errno(), "ibv_create_ah for a DC address"));
+            match create_ah(pd, a.is_global, a.dlid, a.dgid, a.sgid_index, a.hop_limit) {
+                Ok(ah) => ahs.push(ah),
+                Err(e) => {
+                    destroy_ahs(&ahs);
+                    return Err(Error::new(op, e, "ibv_create_ah for a DC address"));
+                }
             }
-            ahs.push(ah);
         }
         let sges: Vec<Vec<ibv_sge>> = plan
             .iter()
@@ -114,7 +106,29 @@ impl HwBackend {
     }
 }
 
-fn destroy_ahs(ahs: &[*mut ibv_ah]) {
+/// An AH on `pd` for port 1 with these address fields; Err(errno) when `ibv_create_ah` fails.
+pub(crate) fn create_ah(
+    pd: *mut ibv_pd,
+    is_global: bool,
+    dlid: u16,
+    dgid: mlx5_dv::Gid,
+    sgid_index: u8,
+    hop_limit: u8,
+) -> std::result::Result<*mut ibv_ah, i32> {
+    // SAFETY: plain data; zero is the C default.
+    let mut attr: ibv_ah_attr = unsafe { std::mem::zeroed() };
+    attr.is_global = u8::from(is_global);
+    attr.dlid = dlid;
+    attr.port_num = 1;
+    attr.grh.dgid.raw = dgid.0;
+    attr.grh.sgid_index = sgid_index;
+    attr.grh.hop_limit = hop_limit;
+    // SAFETY: the PD is live; attr outlives the call.
+    let ah = unsafe { ibv_create_ah(pd, &mut attr) };
+    if ah.is_null() { Err(crate::call::last_errno()) } else { Ok(ah) }
+}
+
+pub(crate) fn destroy_ahs(ahs: &[*mut ibv_ah]) {
     for &ah in ahs {
         // SAFETY: each AH was made above and is used by no pending call.
         unsafe { ibv_destroy_ah(ah) };

@@ -90,6 +90,50 @@ impl HwBackend {
             .map(|w| w.sge.iter().map(|s| ibv_sge { addr: s.addr, length: s.length, lkey: s.lkey }).collect())
             .collect();
         let mut c: Vec<ibv_send_wr> = postable.iter().zip(sges.iter_mut()).map(|(w, s)| c_wr(w, s)).collect();
+        // A UD WR's address: an AH made for the post (libmlx5 copies its address vector into
+        // the WQE, so it goes right after).
+        let ahs = self.ud_ahs(qp, postable, &mut c)?;
+        let r = self.post_c_wrs(ptr, postable, &mut c, stop);
+        crate::dc::destroy_ahs(&ahs);
+        r
+    }
+
+    /// For each WR of `wrs` with a UD address, an AH on the QP's PD, set in its C WR.
+    fn ud_ahs(&mut self, qp: &Qp, wrs: &[SendWr], c: &mut [ibv_send_wr]) -> Result<Vec<*mut ibv_ah>> {
+        let op = Op::PostSendWr;
+        let mut ahs = Vec::new();
+        if wrs.iter().all(|w| w.ud.is_none()) {
+            return Ok(ahs);
+        }
+        let pd = self.objs.qps.get(qp.handle, op)?.pd;
+        let pd = self.objs.pds.get(pd, op)?.ptr;
+        for (w, cw) in wrs.iter().zip(c.iter_mut()) {
+            let Some(u) = w.ud else { continue };
+            let ah = match crate::dc::create_ah(pd, u.is_global, u.dlid, u.dgid, u.sgid_index, u.hop_limit) {
+                Ok(ah) => ah,
+                Err(e) => {
+                    crate::dc::destroy_ahs(&ahs);
+                    return Err(Error::new(op, e, "ibv_create_ah for a UD address"));
+                }
+            };
+            ahs.push(ah);
+            cw.wr.ud.ah = ah;
+            cw.wr.ud.remote_qpn = u.remote_qpn;
+            cw.wr.ud.remote_qkey = u.remote_qkey;
+        }
+        Ok(ahs)
+    }
+
+    /// Link `c` (the C WRs of `postable`) and post them; then the EINVAL of a bind without
+    /// its window at `stop`, if any.
+    fn post_c_wrs(
+        &mut self,
+        ptr: *mut ibv_qp,
+        postable: &[SendWr],
+        c: &mut [ibv_send_wr],
+        stop: Option<usize>,
+    ) -> Result<()> {
+        let op = Op::PostSendWr;
         for (w, cw) in postable.iter().zip(c.iter_mut()) {
             if let (wr_opcode::BIND_MW, Some(b)) = (w.opcode, &w.bind_mw) {
                 let (mw, bind_info) = self.c_bind(b, op)?;
