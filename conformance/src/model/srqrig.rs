@@ -173,13 +173,8 @@ pub(super) fn run_srq(b: &mut dyn Backend, name: &str, x: &SrqOp) -> Result<Outc
 
 /// Whether the first kernel mlx5 device of `b` makes an SRQ.
 pub fn probe_srq(b: &mut dyn Backend) -> bool {
-    let Some(dev) = b.device_list().ok().into_iter().flatten().find(|d| d.kind == mlx5_dv::DeviceKind::Mlx5) else {
-        return false;
-    };
-    let Ok(ctx) = b.open_ibv_device(&dev.name) else { return false };
-    let made = b
-        .alloc_pd(ctx)
-        .is_ok_and(|pd| b.create_srq(&SrqInitAttr { pd, max_wr: 16, max_sge: 1, xrc: None, tm: None }).is_ok());
-    let _ = b.close_device(ctx);
-    made
+    super::udrig::on_first_mlx5(b, |b, ctx| {
+        b.alloc_pd(ctx)
+            .is_ok_and(|pd| b.create_srq(&SrqInitAttr { pd, max_wr: 16, max_sge: 1, xrc: None, tm: None }).is_ok())
+    })
 }

@@ -125,15 +125,26 @@ pub(super) fn run_ud(b: &mut dyn Backend, name: &str, x: &UdOp) -> Result<Outcom
     r
 }
 
-/// Whether the first kernel mlx5 device of `b` runs the datagram scenarios: a UD QP is made
-/// and its port is RoCE.
-pub fn probe_datagrams(b: &mut dyn Backend) -> bool {
+/// `f` on a context of the first kernel mlx5 device of `b` (closed afterwards); false without
+/// one.
+pub(super) fn on_first_mlx5(
+    b: &mut dyn Backend,
+    f: impl FnOnce(&mut dyn Backend, mlx5_dv::ContextHandle) -> bool,
+) -> bool {
     let Some(dev) = b.device_list().ok().into_iter().flatten().find(|d| d.kind == mlx5_dv::DeviceKind::Mlx5) else {
         return false;
     };
     let Ok(ctx) = b.open_ibv_device(&dev.name) else { return false };
-    let roce = b.query_port(ctx, 1).is_ok_and(|p| p.link_layer == link_layer::ETHERNET);
-    let made = roce && b.alloc_pd(ctx).is_ok_and(|pd| b.create_cq(ctx, 4).is_ok_and(|cq| ud_qp(b, pd, &cq).is_ok()));
+    let r = f(b, ctx);
     let _ = b.close_device(ctx);
-    made
+    r
+}
+
+/// Whether the first kernel mlx5 device of `b` runs the datagram scenarios: a UD QP is made
+/// and its port is RoCE.
+pub fn probe_datagrams(b: &mut dyn Backend) -> bool {
+    on_first_mlx5(b, |b, ctx| {
+        b.query_port(ctx, 1).is_ok_and(|p| p.link_layer == link_layer::ETHERNET)
+            && b.alloc_pd(ctx).is_ok_and(|pd| b.create_cq(ctx, 4).is_ok_and(|cq| ud_qp(b, pd, &cq).is_ok()))
+    })
 }
