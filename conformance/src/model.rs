@@ -62,6 +62,7 @@
 //! ```
 
 mod atomic;
+mod features;
 mod machine;
 mod mw;
 mod net;
@@ -498,30 +499,6 @@ impl Model {
             datagrams: false,
             srqs: false,
         })
-    }
-
-    /// This model, with atomics and memory windows as the backend `b` shows them
-    /// ([`probe_remote`]); without them the state machine generates neither family.
-    pub fn with_remote_features(self, b: &mut dyn mlx5_dv::Backend) -> Self {
-        let (atomics, windows) = pairrig::probe_remote(b);
-        let datagrams = udrig::probe_datagrams(b);
-        let srqs = srqrig::probe_srq(b);
-        Model { atomics, windows, datagrams, srqs, ..self }
-    }
-
-    /// This model, with the datagram and shared-receive scenarios as given.
-    pub fn with_datagrams(self, datagrams: bool, srqs: bool) -> Self {
-        Model { datagrams, srqs, ..self }
-    }
-
-    /// This model, with atomics and windows as given.
-    pub fn with_remote(self, atomics: bool, windows: bool) -> Self {
-        Model { atomics, windows, ..self }
-    }
-
-    /// This model, with the state machine generating network scenarios as `mode` says.
-    pub fn with_network(self, mode: NetMode) -> Self {
-        Model { net_mode: mode, ..self }
     }
 
     /// The number of slots of each kind: (contexts, PDs, mkeys, buffers).

@@ -97,44 +97,44 @@ fn alive(pid: u32) -> bool {
 mod tests {
     use super::*;
 
-    fn table(name: &str) -> GroupTable {
+    fn table(name: &str) -> io::Result<GroupTable> {
         let dir = std::env::temp_dir().join(format!("mlx5sim-groups-test-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        GroupTable::open(&dir).unwrap()
+        GroupTable::open(&dir)
     }
 
     #[test]
-    fn members_join_and_leave_in_address_order() {
-        let t = table("order");
+    fn members_join_and_leave_in_address_order() -> io::Result<()> {
+        let t = table("order")?;
         let g = Ipv4Addr::new(239, 1, 2, 3);
         let a = SocketAddrV4::new(Ipv4Addr::new(127, 0, 151, 2), 4791);
         let b = SocketAddrV4::new(Ipv4Addr::new(127, 0, 151, 1), 4791);
-        t.join(g, a).unwrap();
-        t.join(g, b).unwrap();
-        t.join(g, b).unwrap();
+        t.join(g, a)?;
+        t.join(g, b)?;
+        t.join(g, b)?;
         assert_eq!(t.members(g), vec![b, a]);
         assert_eq!(t.members(Ipv4Addr::new(239, 1, 2, 4)), vec![]);
         t.leave(g, b);
         assert_eq!(t.members(g), vec![a]);
-        let _ = std::fs::remove_dir_all(t.dir());
+        std::fs::remove_dir_all(t.dir())
     }
 
     #[test]
-    fn an_entry_of_a_process_gone_is_skipped_and_removed_and_another_process_entry_stays() {
-        let t = table("gone");
+    fn an_entry_of_a_process_gone_is_skipped_and_removed_and_another_process_entry_stays() -> io::Result<()> {
+        let t = table("gone")?;
         let g = Ipv4Addr::new(239, 1, 2, 5);
         let dead = SocketAddrV4::new(Ipv4Addr::new(127, 0, 151, 3), 4791);
         let other = SocketAddrV4::new(Ipv4Addr::new(127, 0, 151, 4), 4791);
-        std::fs::create_dir_all(t.group_dir(g)).unwrap();
+        std::fs::create_dir_all(t.group_dir(g))?;
         // No process has an id this large (pid_max is at most 2^22).
-        std::fs::write(t.entry(g, dead), "999999999").unwrap();
+        std::fs::write(t.entry(g, dead), "999999999")?;
         // Process 1 lives (init); this process did not make the entry, so it cannot leave it.
-        std::fs::write(t.entry(g, other), "1").unwrap();
-        std::fs::write(t.group_dir(g).join("not-an-address"), "1").unwrap();
+        std::fs::write(t.entry(g, other), "1")?;
+        std::fs::write(t.group_dir(g).join("not-an-address"), "1")?;
         assert_eq!(t.members(g), vec![other]);
         assert!(!t.entry(g, dead).exists(), "the dead member's entry is removed");
         t.leave(g, other);
         assert_eq!(t.members(g), vec![other]);
-        let _ = std::fs::remove_dir_all(t.dir());
+        std::fs::remove_dir_all(t.dir())
     }
 }
