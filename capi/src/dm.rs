@@ -143,7 +143,7 @@ impl Shim {
         let mut c = Box::new(c);
         let p: *mut ibv_mr = &mut *c;
         // No external region holds it: ibv_dereg_mr has no memory to give back.
-        self.mrs.insert(key(p), Mr { _c: c, mr, region: 0 });
+        self.mrs.insert(key(p), Mr { _c: c, mr, region: crate::objects::NO_REGION });
         Ok(p)
     }
 

@@ -8,42 +8,33 @@ use mlx5_hw::sys::mlx5dv::{mlx5dv_mkey, mlx5dv_mkey_err, mlx5dv_mkey_init_attr};
 use rdma_sys::*;
 
 use crate::errno::{code, null, set_errno};
-use crate::objects::{ExternalMemory, Mkey, Mr, Pd};
+use crate::objects::{ExternalMemory, Mkey, Mr, NO_REGION, Pd, RegionKey};
 use crate::state::{Shim, key, with};
 
 impl ExternalMemory {
-    /// Map `[addr, addr + len)` if no region holds it yet; the holding region's start.
-    pub(crate) fn map(&mut self, sim: &mut crate::state::SimBackend, addr: u64, len: u64) -> Result<u64, c_int> {
+    /// Hold `[addr, addr + len)`: a registration that holds it already, or a new one.
+    pub(crate) fn map(&mut self, sim: &mut crate::state::SimBackend, addr: u64, len: u64) -> Result<RegionKey, c_int> {
         let end = addr.checked_add(len).ok_or(libc::EINVAL)?;
-        if let Some((&s, (e, _, n))) = self.regions.range_mut(..=addr).next_back()
-            && *e >= end
-        {
+        let holder = self.regions.range_mut(..=(addr, u64::MAX)).rev().find(|((_, e), _)| *e >= end);
+        if let Some((&k, (_, n))) = holder {
             *n += 1;
-            return Ok(s);
-        }
-        let overlaps = self.regions.range(..end).next_back().is_some_and(|(_, (e, _, _))| *e > addr);
-        if overlaps {
-            eprintln!(
-                "mlx5sim: an MR at {addr:#x}+{len} partly overlaps memory already registered; \
-                 registrations that overlap only in part are not simulated"
-            );
-            return Err(libc::EINVAL);
+            return Ok(k);
         }
         let size = usize::try_from(len).map_err(|_| libc::EINVAL)?;
         // SAFETY: the program registered these bytes; they stay valid while an MR covers
         // them, as ibv_reg_mr requires.
         let buf = unsafe { sim.register_memory(addr as *mut u8, size) }.map_err(|e| e.errno())?;
-        self.regions.insert(addr, (end, buf, 1));
-        Ok(addr)
+        self.regions.insert((addr, end), (buf, 1));
+        Ok((addr, end))
     }
 
-    /// One MR in the region at `start` is gone; unmap the region after its last.
-    pub(crate) fn unmap(&mut self, sim: &mut crate::state::SimBackend, start: u64) {
-        let Some((_, buf, n)) = self.regions.get_mut(&start) else { return };
+    /// One holder of the registration `k` is gone; end it after its last.
+    pub(crate) fn unmap(&mut self, sim: &mut crate::state::SimBackend, k: RegionKey) {
+        let Some((buf, n)) = self.regions.get_mut(&k) else { return };
         *n = n.saturating_sub(1);
         if *n == 0 {
             let buf = *buf;
-            self.regions.remove(&start);
+            self.regions.remove(&k);
             let _ = sim.free_buf(&buf);
         }
     }
@@ -101,7 +92,7 @@ impl Shim {
         Ok(p)
     }
 
-    /// An ODP MR: no region is mapped for it (region 0 is none).
+    /// An ODP MR: no memory is registered for it.
     fn reg_odp_mr(
         &mut self,
         pd: *mut ibv_pd,
@@ -115,7 +106,7 @@ impl Shim {
         let mut c = Box::new(ibv_mr { context: ctx, pd, addr, length: len, handle: 0, lkey: mr.lkey, rkey: mr.rkey });
         c.handle = mr.handle.id();
         let p: *mut ibv_mr = &mut *c;
-        self.mrs.insert(key(p), Mr { _c: c, mr, region: 0 });
+        self.mrs.insert(key(p), Mr { _c: c, mr, region: NO_REGION });
         Ok(p)
     }
 

@@ -59,8 +59,8 @@ pub(crate) struct Mr {
     /// The program's `ibv_mr`, kept at its address until `ibv_dereg_mr`.
     pub(crate) _c: Box<ibv_mr>,
     pub(crate) mr: mlx5_dv::Mr,
-    /// The start of the external region holding it.
-    pub(crate) region: u64,
+    /// The registration of the program's memory it holds ([`NO_REGION`] for none).
+    pub(crate) region: RegionKey,
 }
 
 /// An mlx5dv mkey.
@@ -70,13 +70,19 @@ pub(crate) struct Mkey {
     pub(crate) mkey: mlx5_dv::Mkey,
 }
 
-/// The program's memory the simulator maps: one region per registration's bytes, each with
-/// the number of MRs in it. A registration inside a mapped region shares it; one that overlaps
-/// a region only in part is refused (the simulator's memory cannot merge regions MRs hold).
+/// A registration of the program's memory with the simulator: its start and end.
+pub(crate) type RegionKey = (u64, u64);
+
+/// The key of an object that holds no registration (an ODP or device-memory MR).
+pub(crate) const NO_REGION: RegionKey = (0, 0);
+
+/// The program's memory the simulator maps: registrations of its bytes, each with the number
+/// of MRs and umems in it. One inside a registration shares it; one that overlaps others only
+/// in part is a registration of its own (the simulator joins overlapping ones).
 #[derive(Default)]
 pub(crate) struct ExternalMemory {
-    /// start → (end, the simulator's buffer, MRs inside).
-    pub(crate) regions: BTreeMap<u64, (u64, Buf, usize)>,
+    /// (start, end) → (the simulator's buffer, holders).
+    pub(crate) regions: BTreeMap<RegionKey, (Buf, usize)>,
 }
 
 // Made and used by `queue`.
@@ -267,8 +273,8 @@ pub(crate) struct Uar {
 pub(crate) struct Umem {
     pub(crate) _c: Box<mlx5dv_devx_umem>,
     pub(crate) umem: DevxUmem,
-    /// The start of the program's memory region holding it.
-    pub(crate) region: u64,
+    /// The registration of the program's memory it holds.
+    pub(crate) region: RegionKey,
 }
 
 /// An MSI vector of a VFIO context.

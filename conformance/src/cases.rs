@@ -32,6 +32,7 @@ mod inval;
 mod matcher;
 mod misuse;
 mod mkey;
+mod mr_overlap;
 mod multicast;
 mod mw;
 mod net_model;
@@ -97,6 +98,7 @@ pub fn all() -> Vec<Case> {
         dc_odp::CASES,
         srq::CASES,
         tm::CASES,
+        mr_overlap::CASES,
         rereg::CASES,
         dm::CASES,
         mw::CASES,

@@ -298,6 +298,7 @@ pub const ITEMS: &[(u16, &str)] = &[
     (320, "datagram rsockets: the sender's address before each UD message, its QP number over UDP"),
     (324, "a group's datagram reaches its members on other hosts through the switch's table"),
     (325, "a QP still attached to a group cannot be destroyed"),
+    (335, "MRs may overlap in part; each reaches its own range"),
 ];
 
 /// The title of a checklist item, if it exists.

@@ -149,6 +149,12 @@ impl Host {
         self.mem.free(addr)
     }
 
+    /// Unmap the buffer at `[addr, addr + len)`: the backend's own region there, or one
+    /// registration of the application's memory.
+    pub fn unmap_buf(&mut self, addr: u64, len: usize) -> bool {
+        self.mem.free(addr) || self.mem.free_external(addr, len)
+    }
+
     /// Let the device reach the process's `[addr, addr + len)` without pinning it (an ODP MR
     /// in process): every access faults its pages in, and one to pages the process has not
     /// mapped fails as unmapped memory, with no signal. A range lent twice counts twice.

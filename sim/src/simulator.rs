@@ -185,7 +185,9 @@ impl Simulator {
 
     /// A buffer over an application's own memory, at its own address: RDMA reads and writes
     /// it in place once an MR covers it. EINVAL for a null or empty range, one that wraps the
-    /// address space, or one that overlaps mapped memory. `free_buf` ends the registration.
+    /// address space, or one that overlaps the backend's own buffers; a range may overlap
+    /// earlier registrations (an MR over part of another's bytes). `free_buf` ends the
+    /// registration.
     ///
     /// # Safety
     ///

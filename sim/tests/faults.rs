@@ -120,9 +120,12 @@ fn registered_application_memory_moves_by_rdma_write() {
         )
     };
     assert_eq!(sb.addr, src.as_ptr() as u64, "registered memory keeps its own address");
-    // SAFETY: an overlapping registration is refused before anything is mapped.
-    let again = unsafe { p.sim.register_memory(src.as_mut_ptr().wrapping_add(10), 10) };
-    assert_eq!(again.map_err(|e| e.errno()).err(), Some(EINVAL));
+    // SAFETY: the same bytes again (as an MR over part of another is); `src` outlives it.
+    let again = unsafe { p.sim.register_memory(src.as_mut_ptr().wrapping_add(10), 10) }.unwrap();
+    let own = p.sim.alloc_buf(64).unwrap();
+    // SAFETY: a range over the backend's own buffer is refused before anything is mapped.
+    let over_own = unsafe { p.sim.register_memory(own.addr as *mut u8, 8) };
+    assert_eq!(over_own.map_err(|e| e.errno()).err(), Some(EINVAL));
     let smr = p.sim.reg_mr(p.pd, sb.addr, 100, ACCESS).unwrap();
     let dmr = p.sim.reg_mr(p.pd, db.addr, 100, ACCESS).unwrap();
     p.sim.post_send(&p.qp, &[write(&smr, &dmr, 100)]).unwrap();
@@ -131,6 +134,8 @@ fn registered_application_memory_moves_by_rdma_write() {
     p.sim.dereg_mr(&dmr).unwrap();
     p.sim.free_buf(&sb).unwrap();
     p.sim.free_buf(&db).unwrap();
+    p.sim.free_buf(&again).unwrap();
+    p.sim.free_buf(&own).unwrap();
     assert_eq!(dst, src);
 }
 

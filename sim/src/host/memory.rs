@@ -1,5 +1,6 @@
 //! The regions of host memory: buffers the backend owns and memory an application lent it.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
 mod lent;
@@ -148,6 +149,9 @@ pub struct Memory {
     process: bool,
     /// Process memory lent to the device without a region (ODP MRs), reached at access time.
     lent: lent::Lent,
+    /// An application's registrations, (start, length) → how many: the external regions are
+    /// their union, so registrations that overlap share one region.
+    external: BTreeMap<(u64, usize), usize>,
 }
 
 impl Clone for Memory {
@@ -160,6 +164,7 @@ impl Clone for Memory {
             used: self.used,
             process: self.process,
             lent: self.lent.clone(),
+            external: self.external.clone(),
         }
     }
 }
@@ -181,6 +186,7 @@ impl Memory {
             used: 0,
             process: false,
             lent: lent::Lent::default(),
+            external: BTreeMap::new(),
         }
     }
 
@@ -238,33 +244,75 @@ impl Memory {
     }
 
     /// Map an application's `len` bytes at `ptr`, at their own address. `None` for a null or
-    /// empty range, one that wraps the address space, or one that overlaps a mapped region.
+    /// empty range, one that wraps the address space, or one that overlaps memory that is not
+    /// the application's (the backend's own buffers and their address range). A range that
+    /// overlaps earlier registrations joins their region: they are the same bytes of the
+    /// application, as an MR over part of another MR is in a process.
     ///
     /// # Safety
     ///
     /// `[ptr, ptr + len)` must be valid for reads and writes, and nothing else may read or
-    /// write it, until [`Memory::free`] unmaps it.
+    /// write it, until [`Memory::free_external`] of this registration.
     pub unsafe fn register_external(&mut self, ptr: *mut u8, len: usize) -> Option<u64> {
         let va = ptr as u64;
         let end = va.checked_add(len as u64)?;
-        if ptr.is_null() || len == 0 {
+        if ptr.is_null() || len == 0 || (va < self.next_va && end > FIRST_VA) {
             return None;
         }
-        // The last region starting below `end`.
-        let below = self.regions.partition_point(|(b, _)| *b < end);
-        let overlaps =
-            below.checked_sub(1).and_then(|i| self.regions.get(i)).is_some_and(|(b, r)| b + r.len() as u64 > va);
-        let owned_space = va < self.next_va && end > FIRST_VA;
-        if overlaps || owned_space {
+        // Regions are disjoint and sorted, so their ends are sorted too.
+        let first = self.regions.partition_point(|(b, r)| b + r.len() as u64 <= va);
+        let last = self.regions.partition_point(|(b, _)| *b < end);
+        let hit = self.regions.get(first..last)?;
+        if hit.iter().any(|(_, r)| !matches!(r, Region::External { .. })) {
             return None;
         }
-        self.insert(va, Region::External { ptr: ExternalPtr(ptr), len });
+        let lo = hit.first().map_or(va, |(b, _)| (*b).min(va));
+        let hi = hit.last().map_or(end, |(b, r)| (b + r.len() as u64).max(end));
+        self.regions.try_reserve(1).ok()?;
+        self.regions.drain(first..last);
+        self.insert_external(lo, hi);
+        *self.external.entry((va, len)).or_insert(0) += 1;
         Some(va)
     }
 
-    /// Unmap the region at `va`.
+    /// The external region `[lo, hi)`: registered bytes, at their own address.
+    fn insert_external(&mut self, lo: u64, hi: u64) {
+        let len = usize::try_from(hi - lo).unwrap_or(usize::MAX);
+        self.insert(lo, Region::External { ptr: ExternalPtr(lo as *mut u8), len });
+    }
+
+    /// End one registration of `[va, va + len)`: its region shrinks to the union of the
+    /// registrations left in it (it may split, or go). False if there is none.
+    pub fn free_external(&mut self, va: u64, len: usize) -> bool {
+        let Some(n) = self.external.get_mut(&(va, len)) else { return false };
+        *n -= 1;
+        if *n == 0 {
+            self.external.remove(&(va, len));
+        }
+        let Some(i) = self.regions.partition_point(|(b, _)| *b <= va).checked_sub(1) else { return false };
+        let (base, r) = self.regions.remove(i);
+        let span = base + r.len() as u64;
+        let mut parts: Vec<(u64, u64)> = Vec::new();
+        for &(s, l) in self.external.range((base, 0)..(span, 0)).map(|(k, _)| k) {
+            let e = s + l as u64;
+            match parts.last_mut() {
+                Some(p) if s <= p.1 => p.1 = p.1.max(e),
+                _ => parts.push((s, e)),
+            }
+        }
+        for (lo, hi) in parts {
+            self.insert_external(lo, hi);
+        }
+        true
+    }
+
+    /// Unmap the region at `va` (the backend's own; external memory is
+    /// [`Memory::free_external`]'s).
     pub fn free(&mut self, va: u64) -> bool {
         let Ok(i) = self.position(va) else { return false };
+        if matches!(self.regions[i].1, Region::External { .. }) {
+            return false;
+        }
         match self.regions.remove(i).1 {
             Region::Owned(v) => {
                 self.used = self.used.saturating_sub(v.len() as u64);
@@ -644,16 +692,56 @@ mod tests {
     fn external_memory_is_bounds_checked_at_registration() {
         let mut m = Memory::default();
         let mut v = vec![1u8, 2, 3, 4];
-        // SAFETY: `v` outlives the registration and is untouched until `free`.
+        // SAFETY: `v` outlives the registration and is untouched until `free_external`.
         let va = unsafe { m.register_external(v.as_mut_ptr(), v.len()) };
         assert_eq!(va, Some(v.as_ptr() as u64));
         let va = va.unwrap_or(0);
-        // SAFETY: overlapping and empty registrations are refused before any access.
-        assert_eq!(unsafe { m.register_external(v.as_mut_ptr().wrapping_add(2), 2) }, None, "overlap");
+        // SAFETY: empty registrations are refused before any access.
         assert_eq!(unsafe { m.register_external(std::ptr::null_mut(), 4) }, None, "null");
+        assert_eq!(unsafe { m.register_external(v.as_mut_ptr(), 0) }, None, "empty");
         assert!(m.write(va + 1, &[9]));
         assert!(!m.write(va + 3, &[9, 9]), "past the end");
-        assert!(m.free(va));
+        assert!(!m.free(va), "external memory is not the backend's to free");
+        assert!(m.free_external(va, 4));
+        assert!(!m.is_mapped(va, 1));
+        assert!(!m.free_external(va, 4), "freed once");
         assert_eq!(v, [1, 9, 3, 4]);
+        let own = m.alloc(64).unwrap_or(0);
+        // SAFETY: refused before any access (the backend's own address range).
+        assert_eq!(unsafe { m.register_external(own as *mut u8, 8) }, None, "over the backend's buffers");
+    }
+
+    #[test]
+    fn overlapping_registrations_share_a_region_until_the_last_goes() {
+        let mut m = Memory::default();
+        let mut v = vec![0u8; 300];
+        let p = v.as_mut_ptr();
+        let base = p as u64;
+        // SAFETY: `v` outlives every registration and is touched only through `m` meanwhile.
+        let (a, b, c) = unsafe {
+            (
+                m.register_external(p, 100),
+                m.register_external(p.wrapping_add(200), 100),
+                m.register_external(p.wrapping_add(50), 200),
+            )
+        };
+        assert_eq!((a, b, c), (Some(base), Some(base + 200), Some(base + 50)));
+        assert!(m.is_mapped(base, 300), "the three are one region");
+        assert!(m.write(base + 90, &[7; 20]), "a write across the first two registrations' bytes");
+        // SAFETY: as above; the same range twice counts twice.
+        assert_eq!(unsafe { m.register_external(p.wrapping_add(50), 200) }, Some(base + 50));
+        assert!(m.free_external(base + 50, 200));
+        assert!(m.is_mapped(base, 300), "the bridge is still registered once");
+        assert!(m.free_external(base + 50, 200));
+        assert!(m.is_mapped(base, 100) && m.is_mapped(base + 200, 100));
+        assert!(!m.is_mapped(base + 100, 1), "without the bridge the gap is unmapped");
+        assert!(!m.is_mapped(base + 50, 200));
+        assert!(m.free_external(base, 100));
+        assert!(!m.is_mapped(base, 1));
+        assert!(m.read(base + 250, 10).is_some());
+        assert!(m.free_external(base + 200, 100));
+        assert!(!m.is_mapped(base + 200, 1));
+        assert_eq!(v[95], 7);
+        assert_eq!(v[109], 7);
     }
 }

@@ -41,8 +41,9 @@ impl Provider {
     pub(crate) unsafe fn register_buf(&mut self, low: &mut Lower<'_>, ptr: *mut u8, len: usize) -> Result<Buf> {
         let op = Op::AllocBuf;
         // SAFETY: the caller's contract.
-        let addr = unsafe { low.host.register_external(ptr, len) }
-            .ok_or_else(|| Error::new(op, EINVAL, "the memory is empty, wraps, or overlaps mapped memory"))?;
+        let addr = unsafe { low.host.register_external(ptr, len) }.ok_or_else(|| {
+            Error::new(op, EINVAL, "the memory is empty, wraps, or overlaps the backend's own buffers")
+        })?;
         let handle = self.bufs.insert(op, BufObj { addr, len })?;
         Ok(Buf { handle, addr, len })
     }
@@ -55,7 +56,7 @@ impl Provider {
             return Err(Error::new(op, mlx5_dv::errno::EBUSY, format!("{users} MR(s) still cover the buffer")));
         }
         let b = self.bufs.take(buf.handle, op)?;
-        low.host.unmap(b.addr);
+        low.host.unmap_buf(b.addr, b.len);
         Ok(())
     }
 
@@ -154,9 +155,14 @@ impl Provider {
         if length == 0 || !low.host.is_mapped(addr, length) {
             return Err(Error::new(op, EFAULT, format!("[0x{addr:x}, +{length}) is not mapped memory")));
         }
+        // Registrations of the application's memory may overlap: the one that holds the whole
+        // range, else one it starts in.
+        let starts_in = |b: &BufObj| b.addr <= addr && addr - b.addr < b.len as u64;
+        let holds = |b: &BufObj| starts_in(b) && addr - b.addr + length <= b.len as u64;
         self.bufs
             .iter()
-            .find(|(_, b)| b.addr <= addr && addr - b.addr < b.len as u64)
+            .find(|(_, b)| holds(b))
+            .or_else(|| self.bufs.iter().find(|(_, b)| starts_in(b)))
             .map(|(h, _)| h)
             .ok_or_else(|| Error::new(op, EFAULT, "not a buffer of this backend"))
     }
