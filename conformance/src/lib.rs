@@ -38,7 +38,9 @@ pub use harness::report::{CaseReport, Outcome, Report, RunReport, Summary};
 pub use harness::run::{Runner, Sink, Target, run_case, run_case_within, run_target, skip_reason};
 /// The state-machine proptest on any backend (the CLI's `discover`); the model and its
 /// strategies are public with the `model` feature.
-pub use model::{Failure, NetMode, discover, discover_with};
+pub use model::{
+    Failure, NetFailure, NetMode, discover, discover_across, discover_with, run_across, run_net_in_memory,
+};
 
 /// Every case of the suite, in the order reports list them.
 pub fn suite() -> Vec<Case> {

@@ -61,6 +61,7 @@
 //!     .unwrap();
 //! ```
 
+mod across;
 mod atomic;
 mod features;
 mod machine;
@@ -83,6 +84,7 @@ mod ud;
 mod udrig;
 mod xts;
 
+pub use across::{NetFailure, discover_across, run_across, run_net_in_memory};
 pub use atomic::{AtomicOp, AtomicWr};
 pub use machine::{Failure, Machine, check_ops, discover, discover_with};
 pub use mw::{MwOp, MwStep};

@@ -81,6 +81,13 @@ pub trait Layer {
         let _ = wqes;
     }
 
+    /// Called with each [`SimControl`] action before it reaches the inner backend; may answer
+    /// it by returning its result (the inner backend then never sees it).
+    fn answer_control(&mut self, action: &ControlAction) -> Option<Result<()>> {
+        let _ = action;
+        None
+    }
+
     /// Called with each [`SimControl`] call that goes through the wrapper, and its result.
     fn control(&mut self, action: &ControlAction, result: &Result<()>) {
         let _ = (action, result);
@@ -529,7 +536,10 @@ impl<L: Layer, B: Backend> Wrapped<L, B> {
 /// Reached only through [`Backend::sim_control`], which offers it when the inner backend has one.
 impl<L: Layer, B: Backend> Wrapped<L, B> {
     fn act(&mut self, action: ControlAction) -> Result<()> {
-        let r = self.control().and_then(|c| action.apply(c));
+        let r = match self.layer.answer_control(&action) {
+            Some(r) => r,
+            None => self.control().and_then(|c| action.apply(c)),
+        };
         self.layer.control(&action, &r);
         r
     }

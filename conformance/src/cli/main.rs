@@ -5,6 +5,7 @@
 mod bundle;
 mod crash_test;
 mod out;
+mod peer;
 mod qualify;
 mod report_cmd;
 mod run;
@@ -57,6 +58,10 @@ enum Command {
     /// Run a bundle's cases and replay its traces on the simulator with the card's profile,
     /// printing case by case where they differ; exits 1 at any difference.
     ReplayBundle(bundle::ReplayBundleArgs),
+    /// A simulator on the RoCE v2 fabric that another process drives by the API's calls as
+    /// JSON lines on standard input (what `discover --two-processes` runs as its peer).
+    #[command(hide = true)]
+    Peer(peer::PeerArgs),
     /// Work with reports written by `run --format json` (or the journal of a run cut short).
     Report {
         #[command(subcommand)]
@@ -123,6 +128,7 @@ fn main() -> ExitCode {
         Command::RunOne(args) => run::run_one(args),
         Command::Replay(args) => trace_cmd::replay(args),
         Command::Discover(args) => trace_cmd::discover(args),
+        Command::Peer(args) => peer::serve(args),
         Command::Qualify(args) => qualify::qualify(args),
         Command::ReplayBundle(args) => bundle::replay_bundle(args),
         Command::Report { command } => report_cmd::report(command),

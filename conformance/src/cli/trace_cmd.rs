@@ -228,6 +228,19 @@ pub struct DiscoverArgs {
     /// off, only, or mixed among the other ops.
     #[arg(long, value_enum, default_value_t = NetArg::Off)]
     network: NetArg,
+    /// Network scenarios only, each across two processes on the RoCE v2 fabric (simulator
+    /// only): the requester here, the responder in a child process.
+    #[arg(long)]
+    two_processes: bool,
+    /// With --two-processes: this process's address (127.0.0.0/8); the child takes the next
+    /// /24's .1.
+    #[arg(long, default_value = "127.0.210.1")]
+    address: std::net::Ipv4Addr,
+    /// With --two-processes: fault rules on the responder's port that the model is not told
+    /// of (`MLX5SIM_NET_FAULTS`'s syntax, docs/network.md), to see a disagreement found and
+    /// shrunk.
+    #[arg(long)]
+    peer_faults: Option<String>,
 }
 
 /// `discover --network`.
@@ -281,6 +294,11 @@ fn report_discovery(
 /// when the backend disagrees.
 pub fn discover(a: DiscoverArgs) -> Result<ExitCode, ExitCode> {
     match a.backend {
+        BackendArg::Sim if a.two_processes => {
+            let name = a.profile.clone().unwrap_or_else(|| mlx5_sim::DEFAULT_PROFILE.into());
+            let output = a.output.clone().unwrap_or_else(|| PathBuf::from("discover-failure.jsonl"));
+            crate::peer::discover_two(&name, a.address, (a.cases, a.seed), a.peer_faults.as_deref(), &output)
+        }
         BackendArg::Sim => {
             let name = a.profile.clone().unwrap_or_else(|| mlx5_sim::DEFAULT_PROFILE.into());
             let p = Profile::resolve(&name).map_err(|e| fail(USAGE, e))?;
