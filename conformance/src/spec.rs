@@ -299,6 +299,7 @@ pub const ITEMS: &[(u16, &str)] = &[
     (324, "a group's datagram reaches its members on other hosts through the switch's table"),
     (325, "a QP still attached to a group cannot be destroyed"),
     (335, "MRs may overlap in part; each reaches its own range"),
+    (336, "a QP's CQs are its own context's: another context's CQ is EINVAL"),
 ];
 
 /// The title of a checklist item, if it exists.

@@ -7,7 +7,7 @@ use mlx5_dv::{
 };
 
 use super::fixture::*;
-use crate::case::{Case, Check, Env, Need, check_eq, expect_errno, expect_ok};
+use crate::case::{Case, Check, Env, Need, Verdict, check_eq, expect_errno, expect_ok};
 
 pub(super) const CASES: &[Case] = &[
     Case {
@@ -39,6 +39,12 @@ pub(super) const CASES: &[Case] = &[
         run: first_error_posts_nothing,
     },
     Case { name: "wr.send_queue_full_is_enomem", covers: &[23], needs: &[Need::Mlx5Device], run: sq_full },
+    Case {
+        name: "qp.cq_of_another_context_is_einval",
+        covers: &[336],
+        needs: &[Need::Mlx5Device],
+        run: cq_of_another_context,
+    },
 ];
 
 fn cq_rounding(b: &mut dyn Backend, env: &Env) -> Check {
@@ -312,4 +318,29 @@ fn sq_full(b: &mut dyn Backend, env: &Env) -> Check {
     // Unsignalled WQEs are retired only by a later completion; the queue is full.
     expect_errno("one more", b.post_send(&q, &[unsignaled(99)]), ENOMEM)?;
     no_cqe(b, &cq)
+}
+
+fn cq_of_another_context(b: &mut dyn Backend, env: &Env) -> Check {
+    let (_, pd, cq) = open(b, env.dev()?)?;
+    let other = expect_ok("a second ibv_open_device", b.open_ibv_device(env.dev()?))?;
+    // The kernel looks a CQ's handle up among the QP's own context's objects. Several CQs in
+    // the other context make the foreign handle one this context has not given out (it has a
+    // PD and a CQ), so real hardware refuses it too instead of finding a CQ of its own.
+    let mut foreign = Vec::new();
+    for _ in 0..8 {
+        foreign.push(expect_ok("ibv_create_cq in the second context", b.create_cq(other, 16))?);
+    }
+    let theirs = foreign.last().map(|c| c.handle).ok_or_else(|| Verdict::fail("CQs made", 8, 0))?;
+    let mut send_foreign = QpInitAttr::rc(pd, cq.handle, CAP, None);
+    send_foreign.send_cq = theirs;
+    expect_errno("ibv_create_qp with the send CQ of another context", b.create_qp(&send_foreign), EINVAL)?;
+    let mut recv_foreign = QpInitAttr::rc(pd, cq.handle, CAP, None);
+    recv_foreign.recv_cq = theirs;
+    expect_errno("ibv_create_qp with the receive CQ of another context", b.create_qp(&recv_foreign), EINVAL)?;
+    let own = expect_ok("ibv_create_qp with both CQs its own", b.create_qp(&QpInitAttr::rc(pd, cq.handle, CAP, None)))?;
+    expect_ok("ibv_destroy_qp", b.destroy_qp(&own))?;
+    for c in &foreign {
+        expect_ok("ibv_destroy_cq", b.destroy_cq(c))?;
+    }
+    expect_ok("ibv_close_device of the second context", b.close_device(other))
 }
