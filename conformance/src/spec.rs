@@ -298,6 +298,8 @@ pub const ITEMS: &[(u16, &str)] = &[
     (320, "datagram rsockets: the sender's address before each UD message, its QP number over UDP"),
     (324, "a group's datagram reaches its members on other hosts through the switch's table"),
     (325, "a QP still attached to a group cannot be destroyed"),
+    (330, "DC atomics: compare-and-swap and fetch-and-add from a DCI land at the DCT, RC's checks"),
+    (331, "a DC atomic sent again is answered from the DCT's replay cache of that DCI"),
     (335, "MRs may overlap in part; each reaches its own range"),
 ];
 
