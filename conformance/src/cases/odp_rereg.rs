@@ -112,6 +112,14 @@ fn refusals(b: &mut dyn Backend, env: &Env) -> Check {
     let same = rereg(b, &ro, F::CHANGE_ACCESS, None, (0, 0), A::REMOTE_READ | A::ON_DEMAND)?;
     check_eq("the MR after the refusals: its keys", keys(&same), keys(&ro))?;
     expect_ok("ibv_dereg_mr", b.dereg_mr(&same))?;
+    // The EACCES rule is every MR's: a pinned one too.
+    let (pbuf, pinned) = region(b, pd, 4096, &[], A::REMOTE_READ)?;
+    let r = b.rereg_mr(&pinned, F::CHANGE_ACCESS.bits(), None, 0, 0, A::LOCAL_WRITE);
+    expect_errno("write rights on a pinned MR registered without them", r, EACCES)?;
+    let both = (F::CHANGE_ACCESS | F::CHANGE_TRANSLATION).bits();
+    let pinned =
+        expect_ok("the same with a new translation", b.rereg_mr(&pinned, both, None, pbuf.addr, 4096, A::LOCAL_WRITE))?;
+    expect_ok("ibv_dereg_mr", b.dereg_mr(&pinned))?;
     if !caps.implicit() {
         return Ok(());
     }

@@ -1,7 +1,7 @@
 //! Host memory as the application sees it: buffers (the backend's own or registered external
 //! memory) and `ibv_reg_mr` / `ibv_rereg_mr` / `ibv_dereg_mr`.
 
-use mlx5_dv::errno::{EFAULT, EINVAL, ENOMEM, EOPNOTSUPP};
+use mlx5_dv::errno::{EACCES, EFAULT, EINVAL, ENOMEM, EOPNOTSUPP};
 use mlx5_dv::{AccessFlags, Buf, Error, Mr, Op, PdHandle, ReregFlags, Result};
 
 use super::{BufObj, Lower, MrObj, Provider};
@@ -227,6 +227,12 @@ impl Provider {
         };
         let pdn = self.pds.get(pd, op)?.pdn.ok_or_else(|| Error::new(op, EINVAL, "not an mlx5 PD"))?;
         let range = if flags.contains(ReregFlags::CHANGE_TRANSLATION) { (addr, length) } else { (m.addr, m.length) };
+        // mlx5_ib_rereg_user_mr's first check (ib_umem_check_rereg): write rights, without a
+        // new translation, on pages that were taken without write.
+        let new_pages = flags.contains(ReregFlags::CHANGE_TRANSLATION);
+        if flags.contains(ReregFlags::CHANGE_ACCESS) && !new_pages && super::odp::writable(access) && !m.writable {
+            return Err(Error::new(op, EACCES, "write rights on an MR whose pages were not taken writable"));
+        }
         // An ODP MR, or a new translation that is one: the driver's ODP rules.
         let to_odp = flags.contains(ReregFlags::CHANGE_TRANSLATION) && access.contains(AccessFlags::ON_DEMAND);
         if m.buf.is_none() || to_odp {

@@ -1,13 +1,12 @@
 //! `ibv_rereg_mr` of an ODP MR, as the current kernel's `mlx5_ib_rereg_user_mr` takes it
-//! after uverbs' checks: `ib_umem_check_rereg` (new rights that write, without a new
-//! translation, on a umem that was not writable: EACCES); an implicit MR without a new
+//! after uverbs' checks and `ib_umem_check_rereg` (the caller's, for every MR): an implicit MR without a new
 //! translation is made anew over the whole address space (EOPNOTSUPP if the new rights drop
 //! ON_DEMAND); a change of PD or of the rights a UMR may change (local and remote write,
 //! remote read, remote atomic, relaxed ordering) is done in place and keeps the keys; other
 //! rights changes are EOPNOTSUPP; a new translation is a new MR (ODP or pinned, as the new
 //! rights say) with new keys, the old one destroyed once it exists.
 
-use mlx5_dv::errno::{EACCES, EINVAL, EOPNOTSUPP};
+use mlx5_dv::errno::{EINVAL, EOPNOTSUPP};
 use mlx5_dv::{AccessFlags, Error, Mr, MrHandle, Op, PdHandle, ReregFlags, Result};
 
 use super::odp::{is_implicit, odp_checks, writable};
@@ -38,9 +37,6 @@ impl Provider {
     ) -> Result<Mr> {
         let op = Op::ReregMr;
         let mut translate = flags.contains(ReregFlags::CHANGE_TRANSLATION);
-        if flags.contains(ReregFlags::CHANGE_ACCESS) && !translate && writable(access) && !m.writable {
-            return Err(Error::new(op, EACCES, "write rights on an MR whose pages were not taken writable"));
-        }
         let mut range = range;
         if m.buf.is_none() && is_implicit(m.addr, m.length) && !translate {
             if !access.contains(AccessFlags::ON_DEMAND) {
