@@ -148,17 +148,28 @@ impl Shim {
         let (old, old_region) = self.mrs.get(&key(mr)).map(|m| (m.mr, m.region)).ok_or(libc::EINVAL)?;
         let new_pd = if flags.contains(ReregFlags::CHANGE_PD) { Some(self.pd(pd)?.handle) } else { None };
         let translate = flags.contains(ReregFlags::CHANGE_TRANSLATION);
-        let region = if translate { self.memory.map(&mut self.sim, addr, len)? } else { old_region };
+        // A new translation is pinned unless the MR is (or becomes) an ODP MR, which pins
+        // nothing: its pages need not even be mapped.
+        let odp = if flags.contains(ReregFlags::CHANGE_ACCESS) {
+            access.contains(AccessFlags::ON_DEMAND)
+        } else {
+            old_region == NO_REGION
+        };
+        let region = match (translate, odp) {
+            (true, false) => self.memory.map(&mut self.sim, addr, len)?,
+            (true, true) => NO_REGION,
+            (false, _) => old_region,
+        };
         let new = match self.sim.rereg_mr(&old, flags.bits(), new_pd, addr, len, access) {
             Ok(m) => m,
             Err(e) => {
-                if translate {
+                if translate && region != NO_REGION {
                     self.memory.unmap(&mut self.sim, region);
                 }
                 return Err(e.errno());
             }
         };
-        if translate {
+        if translate && old_region != NO_REGION {
             self.memory.unmap(&mut self.sim, old_region);
         }
         let m = self.mrs.get_mut(&key(mr)).ok_or(libc::EINVAL)?;

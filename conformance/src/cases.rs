@@ -12,6 +12,7 @@ mod context;
 mod crypto;
 mod crypto_dp;
 mod dc;
+mod dc_atomics;
 mod dc_odp;
 mod dc_streams;
 mod device_objects;
@@ -37,6 +38,7 @@ mod multicast;
 mod mw;
 mod net_model;
 mod odp;
+mod odp_rereg;
 mod qp;
 mod raw;
 mod raw_wqe;
@@ -117,6 +119,8 @@ pub fn all() -> Vec<Case> {
         matcher::CASES,
         dr::CASES,
         sched::CASES,
+        dc_atomics::CASES,
+        odp_rereg::CASES,
     ]
     .concat()
 }

@@ -298,6 +298,11 @@ pub const ITEMS: &[(u16, &str)] = &[
     (320, "datagram rsockets: the sender's address before each UD message, its QP number over UDP"),
     (324, "a group's datagram reaches its members on other hosts through the switch's table"),
     (325, "a QP still attached to a group cannot be destroyed"),
+    (330, "DC atomics: compare-and-swap and fetch-and-add from a DCI land at the DCT, RC's checks"),
+    (331, "a DC atomic sent again is answered from the DCT's replay cache of that DCI"),
+    (332, "ibv_rereg_mr of an ODP MR: PD and rights in place by UMR, the keys kept"),
+    (333, "ibv_rereg_mr of an ODP MR: a new translation is a new ODP MR with new keys"),
+    (334, "ibv_rereg_mr of an ODP MR: EACCES, then EOPNOTSUPP; an implicit MR made anew"),
     (335, "MRs may overlap in part; each reaches its own range"),
     (336, "a QP's CQs are its own context's: another context's CQ is EINVAL"),
 ];

@@ -3,8 +3,8 @@
 //! The values come from `libc`, so they are the target's own; mlx5dv exists only on Linux.
 
 pub use libc::{
-    EAGAIN, EBADF, EBUSY, EEXIST, EFAULT, EINVAL, EIO, ENODEV, ENOENT, ENOMEM, ENOSPC, ENOSYS, EOPNOTSUPP, EOVERFLOW,
-    EPERM, EPROTONOSUPPORT, ERANGE, EREMOTEIO,
+    EACCES, EAGAIN, EBADF, EBUSY, EEXIST, EFAULT, EINVAL, EIO, ENODEV, ENOENT, ENOMEM, ENOSPC, ENOSYS, EOPNOTSUPP,
+    EOVERFLOW, EPERM, EPROTONOSUPPORT, ERANGE, EREMOTEIO,
 };
 
 /// Return the symbolic name of an errno value (`"EINVAL"`), or `None` for one this crate does
@@ -12,6 +12,7 @@ pub use libc::{
 pub fn name(errno: i32) -> Option<&'static str> {
     Some(match errno {
         0 => "OK",
+        EACCES => "EACCES",
         EAGAIN => "EAGAIN",
         EBADF => "EBADF",
         EBUSY => "EBUSY",

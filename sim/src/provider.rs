@@ -28,6 +28,7 @@ mod mkey;
 mod mw;
 mod objects;
 mod odp;
+mod odp_rereg;
 mod poll;
 mod qp;
 mod qp_sport;
@@ -197,6 +198,9 @@ struct MrObj {
     addr: u64,
     length: u64,
     access: mlx5_dv::AccessFlags,
+    /// Its umem is writable (`umem->writable`: `ib_access_writable` of the access it was
+    /// registered with; a rereg of the access alone does not change it).
+    writable: bool,
 }
 
 /// A CQ; its users are the QPs that complete into it.

@@ -195,7 +195,7 @@ fn short_scatter(b: &mut dyn Backend, env: &Env) -> Check {
 }
 
 /// Add rule `rule` to what device `device` sends.
-fn fault(b: &mut dyn Backend, device: &str, rule: NetFault) -> Check {
+pub(super) fn fault(b: &mut dyn Backend, device: &str, rule: NetFault) -> Check {
     let list = expect_ok("device_list", b.device_list())?;
     let i = list.iter().position(|d| d.name == device).ok_or_else(|| Verdict::fail("the device", device, list))?;
     let device = u32::try_from(i).unwrap_or(u32::MAX);

@@ -42,7 +42,7 @@ pub(super) fn odp_caps(env: &Env) -> Check<OdpCaps> {
 
 /// The ODP caps, or a skip unless RC may send, receive, write, read and do atomics through ODP
 /// MRs.
-fn rc_odp(env: &Env) -> Check<OdpCaps> {
+pub(super) fn rc_odp(env: &Env) -> Check<OdpCaps> {
     let caps = odp_caps(env)?;
     let need = odp_transport::SEND | odp_transport::RECV | odp_transport::WRITE | odp_transport::READ;
     if !caps.supported() || caps.rc & need != need {

@@ -121,11 +121,13 @@ pub(super) struct Engine<'a> {
     cursor: Option<(u32, u32)>,
     /// The access key of the DCI WQE being executed: its requests carry it to the DCT.
     dc_key: Option<u64>,
+    /// The DCI a DC request taken from the network came from (its port and QP number).
+    dc_from: Option<crate::device::firmware::DciId>,
 }
 
 impl<'a> Engine<'a> {
     pub(super) fn new(devs: &'a mut [Device], host: &'a mut Host, fabric: &'a Fabric) -> Self {
-        Engine { devs, host, fabric, pending: Vec::new(), rndv: Vec::new(), cursor: None, dc_key: None }
+        Engine { devs, host, fabric, pending: Vec::new(), rndv: Vec::new(), cursor: None, dc_key: None, dc_from: None }
     }
 
     fn qp(&self, q: QpPath) -> Option<&FwQp> {

@@ -14,6 +14,7 @@ use crate::profile::Profile;
 mod caps;
 mod counters;
 mod crypto;
+mod dc_replay;
 mod eq;
 mod memic;
 mod objects;
@@ -28,6 +29,7 @@ pub mod tm;
 pub mod xrc;
 
 pub use crypto::{FwDek, crypto_syndrome};
+pub use dc_replay::{DcReplay, DciId};
 pub use eq::EQ_STATUS_WRITE_FAILURE;
 pub(crate) use eq::{Event, named_input};
 pub(in crate::device) use objects::FwPsv;
@@ -541,6 +543,7 @@ impl Firmware {
                 ..Default::default()
             }),
             responder_failed: None,
+            dct_replay: Default::default(),
         };
         self.changed();
         self.qps.insert(qpn, qp);

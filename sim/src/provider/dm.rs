@@ -157,7 +157,20 @@ impl Provider {
         let d = low.devices.get_mut(o.dev).ok_or_else(|| Error::new(op, EINVAL, "no such device"))?;
         let (index, variant) = low.kernel.reg_dm_mr(d, o.dev, pdn, (o.alloc, o.length), (offset, length), access)?;
         let key = index << 8 | u32::from(variant);
-        let obj = MrObj { ctx, pd, dev: o.dev, index, key, buf: Some(o.buf), dmabuf: None, addr: 0, length, access };
+        let writable = super::odp::writable(access);
+        let obj = MrObj {
+            ctx,
+            pd,
+            dev: o.dev,
+            index,
+            key,
+            buf: Some(o.buf),
+            dmabuf: None,
+            addr: 0,
+            length,
+            access,
+            writable,
+        };
         let handle = self.mrs.insert(op, obj)?;
         self.bufs.acquire(o.buf, op)?;
         self.pds.acquire(pd, op)?;

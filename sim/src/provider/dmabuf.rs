@@ -153,6 +153,7 @@ impl Provider {
                 addr: r.iova,
                 length: r.length,
                 access: r.access,
+                writable: super::odp::writable(r.access),
             },
         )?;
         self.bufs.acquire(buf, op)?;

@@ -1,7 +1,7 @@
 //! Host memory as the application sees it: buffers (the backend's own or registered external
 //! memory) and `ibv_reg_mr` / `ibv_rereg_mr` / `ibv_dereg_mr`.
 
-use mlx5_dv::errno::{EFAULT, EINVAL, ENOMEM, EOPNOTSUPP};
+use mlx5_dv::errno::{EACCES, EFAULT, EINVAL, ENOMEM, EOPNOTSUPP};
 use mlx5_dv::{AccessFlags, Buf, Error, Mr, Op, PdHandle, ReregFlags, Result};
 
 use super::{BufObj, Lower, MrObj, Provider};
@@ -121,7 +121,8 @@ impl Provider {
         }
         let (index, variant, buf) = self.new_mtt(low, op, dev, pdn, (addr, length), access)?;
         let key = index << 8 | u32::from(variant);
-        let obj = MrObj { ctx, pd, dev, index, key, buf: Some(buf), dmabuf: None, addr, length, access };
+        let writable = super::odp::writable(access);
+        let obj = MrObj { ctx, pd, dev, index, key, buf: Some(buf), dmabuf: None, addr, length, access, writable };
         let handle = self.mrs.insert(op, obj)?;
         self.bufs.acquire(buf, op)?;
         self.pds.acquire(pd, op)?;
@@ -130,7 +131,7 @@ impl Provider {
 
     /// Pin `[addr, +length)` of one of this backend's buffers and create an MTT mkey over it:
     /// the mkey's index and key variant, and the buffer.
-    fn new_mtt(
+    pub(super) fn new_mtt(
         &mut self,
         low: &mut Lower<'_>,
         op: Op,
@@ -170,8 +171,9 @@ impl Provider {
     /// `ibv_rereg_mr`: libibverbs' checks of its arguments, then the kernel's
     /// (`ib_uverbs_rereg_mr`: some flag, a PD of the same context, `ib_check_mr_access`), then
     /// what the driver's UMR path does: the MR's mkey takes the new range, PD and rights and
-    /// keeps its key (lkey and rkey do not change). On an error of the checks the MR is as it
-    /// was.
+    /// keeps its key (lkey and rkey do not change). An ODP MR (or a new translation that is
+    /// one) follows the driver's ODP rules instead (`rereg_odp_mr`). On an error of the checks
+    /// the MR is as it was.
     #[allow(clippy::too_many_arguments)] // the C signature
     pub(crate) fn rereg_mr(
         &mut self,
@@ -206,13 +208,14 @@ impl Provider {
         if m.buf.is_some_and(|b| self.is_dm_buf(b)) {
             return Err(Error::new(op, EINVAL, "a DM MR cannot be re-registered"));
         }
-        // The driver re-creates an ODP MR on rereg (mlx5_ib_rereg_user_mr); not simulated.
-        if m.buf.is_none() || access.contains(AccessFlags::ON_DEMAND) {
-            return Err(Error::new(op, EOPNOTSUPP, "re-registering an ODP MR is not simulated"));
-        }
         let access = if flags.contains(ReregFlags::CHANGE_ACCESS) {
             let access = AccessFlags::from_bits_retain(access.bits() & !ACCESS_OPTIONAL_RANGE);
             super::dmabuf::check_mr_access(op, access)?;
+            // ib_check_mr_access: ON_DEMAND on a device without ODP.
+            let odp = low.devices.get(dev).is_some_and(|d| d.odp_caps().supported());
+            if access.contains(AccessFlags::ON_DEMAND) && !odp {
+                return Err(Error::new(op, EOPNOTSUPP, "IBV_ACCESS_ON_DEMAND on a device without ODP"));
+            }
             access
         } else {
             m.access
@@ -224,6 +227,21 @@ impl Provider {
         };
         let pdn = self.pds.get(pd, op)?.pdn.ok_or_else(|| Error::new(op, EINVAL, "not an mlx5 PD"))?;
         let range = if flags.contains(ReregFlags::CHANGE_TRANSLATION) { (addr, length) } else { (m.addr, m.length) };
+        // mlx5_ib_rereg_user_mr's first check (ib_umem_check_rereg): write rights, without a
+        // new translation, on pages that were taken without write.
+        let new_pages = flags.contains(ReregFlags::CHANGE_TRANSLATION);
+        if flags.contains(ReregFlags::CHANGE_ACCESS) && !new_pages && super::odp::writable(access) && !m.writable {
+            return Err(Error::new(op, EACCES, "write rights on an MR whose pages were not taken writable"));
+        }
+        // An ODP MR, or a new translation that is one: the driver's ODP rules.
+        let to_odp = flags.contains(ReregFlags::CHANGE_TRANSLATION) && access.contains(AccessFlags::ON_DEMAND);
+        if m.buf.is_none() || to_odp {
+            return self.rereg_odp_mr(low, (mr.handle, &m), flags, (pd, pdn), range, access);
+        }
+        if access.contains(AccessFlags::ON_DEMAND) {
+            // mlx5_ib re-creates the pinned MR with ON_DEMAND among its flags; not simulated.
+            return Err(Error::new(op, EOPNOTSUPP, "making a pinned MR ODP in place is not simulated"));
+        }
         let buf = self.buffer_of(low, op, range)?;
         let variant = (mr.lkey & 0xff) as u8;
         let d = low.devices.get_mut(dev).ok_or_else(|| Error::new(op, EINVAL, "no such device"))?;
@@ -234,7 +252,10 @@ impl Provider {
             self.bufs.release(b);
         }
         self.pds.release(m.pd);
-        let obj = MrObj { pd, index, buf: Some(buf), addr: range.0, length: range.1, access, ..m };
+        // A new translation is a new umem, writable by the new rights.
+        let writable =
+            if flags.contains(ReregFlags::CHANGE_TRANSLATION) { super::odp::writable(access) } else { m.writable };
+        let obj = MrObj { pd, index, buf: Some(buf), addr: range.0, length: range.1, access, writable, ..m };
         *self.mrs.get_mut(mr.handle, op)? = obj;
         let key = index << 8 | u32::from(variant);
         Ok(Mr { handle: mr.handle, lkey: key, rkey: key, addr: range.0, length: range.1 })

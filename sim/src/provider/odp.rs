@@ -16,13 +16,13 @@ use crate::host::PAGE;
 
 /// An implicit ODP MR: `ibv_reg_mr(pd, NULL, SIZE_MAX, …)` reaches the kernel as start 0 and
 /// length `U64_MAX`.
-fn is_implicit(addr: u64, length: u64) -> bool {
+pub(super) fn is_implicit(addr: u64, length: u64) -> bool {
     addr == 0 && length == u64::MAX
 }
 
 /// `ib_access_writable`: the rights that make an ODP umem writable (and allow
 /// `PREFETCH_WRITE`).
-fn writable(access: AccessFlags) -> bool {
+pub(super) fn writable(access: AccessFlags) -> bool {
     access.intersects(
         AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC | AccessFlags::MW_BIND,
     )
@@ -31,6 +31,30 @@ fn writable(access: AccessFlags) -> bool {
 /// The end of an explicit ODP umem: the MR's end rounded up to a page (`ib_umem_end`).
 fn umem_end(addr: u64, length: u64) -> Option<u64> {
     addr.checked_add(length)?.checked_add(PAGE - 1).map(|e| e & !(PAGE - 1))
+}
+
+/// `create_user_odp_mr`'s and `ib_umem_odp_get`'s checks of a new ODP MR's range on device
+/// `d`: EOPNOTSUPP without ODP; an implicit MR needs `IBV_ODP_SUPPORT_IMPLICIT` (EINVAL); an
+/// explicit one a range whose end, rounded up to a page, does not wrap (EOVERFLOW) and at
+/// least one byte (EINVAL).
+pub(super) fn odp_checks(d: &crate::device::Device, op: Op, (addr, length): (u64, u64)) -> Result<()> {
+    let caps = d.odp_caps();
+    if !caps.supported() {
+        return Err(Error::new(op, EOPNOTSUPP, "the device has no ODP (odp_caps.general_caps is 0)"));
+    }
+    if is_implicit(addr, length) {
+        if !caps.implicit() {
+            return Err(Error::new(op, EINVAL, "implicit ODP needs IBV_ODP_SUPPORT_IMPLICIT"));
+        }
+        return Ok(());
+    }
+    if umem_end(addr, length).is_none_or(|end| end < PAGE) {
+        return Err(Error::new(op, EOVERFLOW, format!("[0x{addr:x}, +{length}) wraps the address space")));
+    }
+    if length == 0 {
+        return Err(Error::new(op, EINVAL, "an ODP MR of 0 bytes covers no page"));
+    }
+    Ok(())
 }
 
 impl Provider {
@@ -51,25 +75,11 @@ impl Provider {
     ) -> Result<Mr> {
         let op = Op::RegMr;
         let d = low.devices.get_mut(dev).ok_or_else(|| Error::new(op, EINVAL, "no such device"))?;
-        let caps = d.odp_caps();
-        if !caps.supported() {
-            return Err(Error::new(op, EOPNOTSUPP, "the device has no ODP (odp_caps.general_caps is 0)"));
-        }
-        if is_implicit(addr, length) {
-            if !caps.implicit() {
-                return Err(Error::new(op, EINVAL, "implicit ODP needs IBV_ODP_SUPPORT_IMPLICIT"));
-            }
-        } else {
-            if umem_end(addr, length).is_none_or(|end| end < PAGE) {
-                return Err(Error::new(op, EOVERFLOW, format!("[0x{addr:x}, +{length}) wraps the address space")));
-            }
-            if length == 0 {
-                return Err(Error::new(op, EINVAL, "an ODP MR of 0 bytes covers no page"));
-            }
-        }
+        odp_checks(d, op, (addr, length))?;
         let (index, variant) = low.kernel.reg_mr(d, dev, pdn, (addr, length), access)?;
         let key = index << 8 | u32::from(variant);
-        let obj = MrObj { ctx, pd, dev, index, key, buf: None, dmabuf: None, addr, length, access };
+        let writable = writable(access);
+        let obj = MrObj { ctx, pd, dev, index, key, buf: None, dmabuf: None, addr, length, access, writable };
         let handle = self.mrs.insert(op, obj)?;
         self.pds.acquire(pd, op)?;
         if low.host.in_process() {

@@ -7,18 +7,20 @@
 //! without an answer, so that the DCI's WQE ends in a transport retry error. How mlx5 puts
 //! DC on the wire is not public: in one process DC requests are not captured; to a DCT of
 //! another process they go over the network in the simulator's own encoding
-//! ([`crate::packet::Dceth`]), answered as RC requests are.
+//! ([`crate::packet::Dceth`]), answered as RC requests are. A DCT keeps the atomics it
+//! executed by the DCI that asked ([`crate::device::firmware::DcReplay`]), and answers one
+//! that DCI sends again from there.
 
 use mlx5_dv::QpDest;
 use mlx5_dv::prm::{queues as q, wqe};
 
-use super::responder::Corrupt;
+use super::responder::{Corrupt, Response};
 use super::unreliable::{AV_LEN, parse_av};
 use super::{Engine, Step, syndrome};
 use crate::device::contract::{self, Wqe};
-use crate::device::firmware::FwQp;
+use crate::device::firmware::{DciId, FwQp};
 use crate::fabric::QpPath;
-use crate::packet::Headers;
+use crate::packet::{Headers, opcode};
 
 /// A DCI's WQE as the device reads it: the DCT's path, its access key from the first 8 bytes
 /// of the datagram segment, and the WQE without the segment (`ds` three units less).
@@ -133,6 +135,30 @@ impl Engine<'_> {
         let cqe = d.req_err(id.qpn, w, s, vendor_err);
         self.push_cqe(id.dev, cq, cqe);
         true
+    }
+
+    /// The DCI a request reaching DCT `at` came from (`from` in this process, else the one
+    /// the network said); `None` when `at` is not a DCT.
+    pub(super) fn dci_of(&self, at: QpPath, from: QpPath) -> Option<DciId> {
+        self.qp(at).filter(|q| q.st == q::st::DCT)?;
+        Some(self.dc_from.unwrap_or(DciId::Here { dev: from.dev, qpn: from.qpn }))
+    }
+
+    /// An atomic DCT `at` (in RTR) already executed for DCI `from` with this PSN and these
+    /// operands: answered with the original value it kept, not executed again (counted as a
+    /// duplicate request).
+    pub(super) fn dct_replay(&mut self, at: QpPath, from: DciId, h: &Headers) -> Option<Response> {
+        let cmp = match h.bth.opcode {
+            opcode::COMPARE_SWAP => true,
+            opcode::FETCH_ADD => false,
+            _ => return None,
+        };
+        let q = self.qp(at).filter(|q| q.state == mlx5_dv::QpState::Rtr)?;
+        let original = q.dct_replay.recall(from, h.bth.psn, cmp, &h.atomic?)?;
+        if let Some(d) = self.dev(at.dev) {
+            d.net.counters.duplicate_request += 1;
+        }
+        Some(Response::atomic_ack(original))
     }
 
     /// A request reaching a DCT: `Some(false)` to drop it (not a DC request, or another

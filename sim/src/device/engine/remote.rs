@@ -289,8 +289,10 @@ impl Engine<'_> {
         };
         // A DCT checks the request's access key as in process.
         let key = std::mem::replace(&mut self.dc_key, h.dc.map(|d| d.key));
+        let from = h.dc.map(|d| crate::device::firmware::DciId::Peer { addr: peer, qpn: d.src_qp });
+        let from = std::mem::replace(&mut self.dc_from, from);
         let resp = self.receive(dev, &req);
-        self.dc_key = key;
+        (self.dc_key, self.dc_from) = (key, from);
         // In process a failed responder waits for the requester's completion; here it has
         // none to wait for, unless it is that requester: a QP connected to itself settles
         // when the NAK completes its own WQE, as in process. Until then it takes no more

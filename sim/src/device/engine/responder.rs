@@ -14,7 +14,7 @@ use super::{Engine, syndrome};
 use crate::device::Device;
 use crate::device::contract::tm::TmCqe;
 use crate::device::contract::{Cqe, SCATTER_TO_CQE_MAX, Sender};
-use crate::device::firmware::PSN_MASK;
+use crate::device::firmware::{DciId, PSN_MASK};
 use crate::fabric::{Capture, Link, QpPath};
 use crate::host::Dma;
 use crate::packet::{Ack, Aeth, AtomicEth, Bth, Headers, Packet, nak, opcode};
@@ -187,7 +187,7 @@ impl Response {
     }
 
     /// An ATOMIC Acknowledge carrying the original value.
-    fn atomic_ack(original: u64) -> Self {
+    pub(super) fn atomic_ack(original: u64) -> Self {
         let mut r = Self::answer(opcode::ATOMIC_ACKNOWLEDGE, Aeth::ack(0), Vec::new(), Pulled::No);
         if let Some(p) = &mut r.packet {
             p.headers.atomic_ack = Some(original);
@@ -388,6 +388,10 @@ impl Engine<'_> {
         if self.dct_admits(at, h) == Some(false) {
             return Response::silent();
         }
+        let dci = self.dci_of(at, req.from);
+        if let Some(answer) = dci.and_then(|from| self.dct_replay(at, from, h)) {
+            return answer;
+        }
         if let Some(answer) = self.xrc_target(at, h) {
             return answer;
         }
@@ -412,7 +416,7 @@ impl Engine<'_> {
                 self.respond_send(at, (h.imm, h.ieth, h.bth.se), p, req.corrupt, None)
             }
             (opcode::COMPARE_SWAP | opcode::FETCH_ADD, _) => match h.atomic {
-                Some(a) => self.respond_atomic(at, op == opcode::COMPARE_SWAP, h.bth.psn, a),
+                Some(a) => self.respond_atomic(at, (op == opcode::COMPARE_SWAP, h.bth.psn, a), dci),
                 None => Reply::Nak(syndrome::REMOTE_INVAL_REQ),
             },
             _ => Reply::Nak(syndrome::REMOTE_INVAL_REQ),
@@ -591,7 +595,9 @@ impl Engine<'_> {
     /// 8-byte aligned is an invalid request (IBTA: misaligned atomic). The device runs one
     /// request at a time, so no other atomic comes between the read and the write. The
     /// original value is kept for a duplicate of this request.
-    fn respond_atomic(&mut self, at: QpPath, cmp: bool, psn: u32, a: AtomicEth) -> Reply {
+    /// A compare-and-swap (`cmp`) or fetch-and-add of request `psn`; a DCT keeps its answer
+    /// by the DCI `dci` that asked.
+    fn respond_atomic(&mut self, at: QpPath, (cmp, psn, a): (bool, u32, AtomicEth), dci: Option<DciId>) -> Reply {
         if !self.allows(at, AccessFlags::REMOTE_ATOMIC) {
             return self.remote_fault(at);
         }
@@ -616,8 +622,17 @@ impl Engine<'_> {
         {
             return self.remote_fault(at);
         }
-        if let Some(t) = self.dev(at.dev).and_then(|d| d.fw.transport_mut(at.qpn)) {
-            t.atomics.remember(psn, original);
+        match dci {
+            Some(from) => {
+                if let Some(q) = self.dev(at.dev).and_then(|d| d.fw.qp_mut(at.qpn)) {
+                    q.dct_replay.remember(from, psn, cmp, a, original);
+                }
+            }
+            None => {
+                if let Some(t) = self.dev(at.dev).and_then(|d| d.fw.transport_mut(at.qpn)) {
+                    t.atomics.remember(psn, original);
+                }
+            }
         }
         Reply::Atomic(original)
     }

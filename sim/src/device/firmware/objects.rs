@@ -185,6 +185,8 @@ pub struct FwQp {
     /// to itself): it takes no more requests, and goes to ERR, raising this event, once its
     /// requester has completed the WR the NAK answers. Cleared by RESET.
     pub(in crate::device) responder_failed: Option<Option<u32>>,
+    /// A DCT's atomic replay caches, by the DCI each request came from.
+    pub(in crate::device) dct_replay: super::DcReplay,
 }
 
 /// A DCI's streams (`log_num_dci_stream_channels`, `log_num_dci_errored_streams`) and the
