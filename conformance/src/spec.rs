@@ -298,6 +298,10 @@ pub const ITEMS: &[(u16, &str)] = &[
     (320, "datagram rsockets: the sender's address before each UD message, its QP number over UDP"),
     (324, "a group's datagram reaches its members on other hosts through the switch's table"),
     (325, "a QP still attached to a group cannot be destroyed"),
+    (326, "128-byte CQEs: the ring's entries are 128 bytes, the mlx5_cqe64 their last 64"),
+    (327, "a CQ of 128-byte CQEs keeps them through resize and cleanup"),
+    (328, "IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN: cqc.oi where the device has cq_oi"),
+    (329, "DEVX CQs: cqc.cqe_sz 1 makes 128-byte entries; cqc.oi needs cq_oi"),
     (335, "MRs may overlap in part; each reaches its own range"),
 ];
 
