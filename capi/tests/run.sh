@@ -98,6 +98,7 @@ source capi/tests/two_processes_srq.sh
 source capi/tests/two_processes_atomics.sh
 source capi/tests/two_processes_rdmacm.sh
 source capi/tests/two_processes_dc.sh
+source capi/tests/two_processes_cq128.sh
 source capi/tests/two_processes_ucx_libfabric.sh
 
 echo "other programs no one here wrote: a message, never a signal"
