@@ -17,8 +17,9 @@
 //! without real-time timestamps, `ibv_wc_read_completion_wallclock_ns` converts the
 //! timestamp with the clock-info page (`crate::clock`).
 //!
-//! Not simulated, so refused with EOPNOTSUPP: `IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN` (the
-//! simulated CQ always reports an overrun).
+//! `IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN` goes to the kernel as `cqc.oi` (the firmware refuses
+//! it, EINVAL, on a device without `cq_oi`); a CQE size of 128, from the vendor attributes or
+//! `MLX5_CQE_SIZE`, makes a ring of 128-byte entries.
 
 use std::ffi::c_int;
 use std::ptr::{self, addr_of};
@@ -69,8 +70,7 @@ const DV_FLAGS_RESERVED: u32 = 1 << 1;
 const CQ_POLL_ERR: c_int = -2;
 
 /// libmlx5's `get_cqe_size`: the vendor attribute's `cqe_size` when its mask bit is set, else
-/// `MLX5_CQE_SIZE` from the environment, else 64; anything but 64 or 128 is EINVAL. (The
-/// simulated ring keeps 64-byte entries either way; `mlx5dv_init_obj` says so.)
+/// `MLX5_CQE_SIZE` from the environment, else 64; anything but 64 or 128 is EINVAL.
 pub(crate) fn cqe_size(dv: Option<&mlx5dv_cq_init_attr>) -> Result<u32, c_int> {
     let size = match dv {
         Some(a) if a.comp_mask & DV_MASK_CQE_SIZE != 0 => i64::from(a.cqe_size),
@@ -80,6 +80,15 @@ pub(crate) fn cqe_size(dv: Option<&mlx5dv_cq_init_attr>) -> Result<u32, c_int> {
         64 | 128 => Ok(size as u32),
         _ => Err(libc::EINVAL),
     }
+}
+
+/// The vendor attributes a CQE size other than libmlx5's default stands for: `None` for 64.
+pub(crate) fn wide(cqe_sz: u32) -> Option<mlx5_dv::DvCqAttr> {
+    (cqe_sz != 64).then_some(mlx5_dv::DvCqAttr {
+        comp_mask: DV_MASK_CQE_SIZE,
+        cqe_size: cqe_sz as u16,
+        ..mlx5_dv::DvCqAttr::default()
+    })
 }
 
 /// C's `atoi` of an environment value (leading blanks, a sign, digits; anything else ends it).
@@ -153,26 +162,34 @@ impl Shim {
                     return Err(libc::EINVAL);
                 }
                 // The device pads (MLX5_VENDOR_CAP_FLAGS_CQE_128B_PAD), 128-byte CQEs only.
-                // The simulated ring keeps 64-byte entries for any CQE size (mlx5dv_init_obj
-                // says so), so padding changes nothing a program reads.
+                // Padding changes only how a device writes cache lines, nothing a program
+                // reads: the simulated ring is the same with it.
                 if d.flags & DV_FLAGS_CQE_PAD != 0 && cqe_sz != 128 {
                     return Err(libc::EINVAL);
                 }
             }
         }
-        // The kernel without the cq_oi capability: the simulated CQ cannot ignore an overrun.
-        if attr.comp_mask & MASK_FLAGS != 0 && attr.flags & ATTR_IGNORE_OVERRUN != 0 {
-            return Err(libc::EOPNOTSUPP);
-        }
+        // libibverbs hands IGNORE_OVERRUN to the kernel (IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN);
+        // SINGLE_THREADED stays in libmlx5 (no lock, which the simulator never needs).
+        let kernel_flags = if attr.comp_mask & MASK_FLAGS != 0 { attr.flags & ATTR_IGNORE_OVERRUN } else { 0 };
         // The vendor attributes go on with the CQE size chosen (the environment's included).
-        let vendor = dv.map(|d| mlx5_dv::DvCqAttr {
-            comp_mask: d.comp_mask | DV_MASK_CQE_SIZE,
-            cqe_comp_res_format: d.cqe_comp_res_format,
-            flags: d.flags,
-            cqe_size: cqe_sz as u16,
-        });
-        let make =
-            |s: &mut Self| s.make_cq(ctx, attr.cqe, attr.cq_context, attr.channel, attr.comp_vector, vendor.as_ref());
+        let vendor = match dv {
+            Some(d) => Some(mlx5_dv::DvCqAttr {
+                comp_mask: d.comp_mask | DV_MASK_CQE_SIZE,
+                cqe_comp_res_format: d.cqe_comp_res_format,
+                flags: d.flags,
+                cqe_size: cqe_sz as u16,
+            }),
+            None => wide(cqe_sz),
+        };
+        let ours = mlx5_dv::CqInitAttrEx {
+            cqe: attr.cqe,
+            comp_vector: attr.comp_vector,
+            comp_mask: 0,
+            flags: kernel_flags,
+            dv: vendor,
+        };
+        let make = |s: &mut Self| s.make_cq(ctx, attr.cq_context, attr.channel, &ours);
         let p = if attr.comp_mask & MASK_PD != 0 {
             let p = self.with_domain_memory(attr.parent_domain, |s| make(s).map(|p| (p, key(p))))?;
             self.domains.add_cq(key(p), attr.parent_domain);

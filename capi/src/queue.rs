@@ -173,32 +173,35 @@ impl Shim {
         // mlx5_create_cq: cqe <= 0 is EINVAL.
         let n = u32::try_from(cqe).map_err(|_| libc::EINVAL)?;
         // libmlx5's create_cq reads MLX5_CQE_SIZE for a plain CQ too, after the size checks.
+        let mut vendor = None;
         if mlx5 && n != 0 && u64::from(n) < 1 << 24 {
-            crate::cqx::cqe_size(None)?;
+            vendor = crate::cqx::wide(crate::cqx::cqe_size(None)?);
         }
         // The kernel reads the vector unsigned: a negative one is past the last.
-        self.make_cq(ctx, n, cq_context, channel, comp_vector as u32, None).map(|p| p.cast())
+        let attr = mlx5_dv::CqInitAttrEx { cqe: n, comp_vector: comp_vector as u32, dv: vendor, ..Default::default() };
+        self.make_cq(ctx, cq_context, channel, &attr).map(|p| p.cast())
     }
 
     /// A CQ through the simulator, its C side zeroed but for what `verbs_init_cq` and the
-    /// kernel set; `ibv_create_cq` and the extended CQs of [`crate::cqx`] share it.
+    /// kernel set; `ibv_create_cq` and the extended CQs of [`crate::cqx`] share it. `attr`'s
+    /// `flags` are the kernel's (IGNORE_OVERRUN), `dv` the vendor attributes if any.
     pub(crate) fn make_cq(
         &mut self,
         ctx: *mut ibv_context,
-        cqe: u32,
         cq_context: *mut c_void,
         channel: *mut ibv_comp_channel,
-        comp_vector: u32,
-        dv: Option<&mlx5_dv::DvCqAttr>,
+        attr: &mlx5_dv::CqInitAttrEx,
     ) -> Result<*mut CqC, c_int> {
+        let (cqe, comp_vector) = (attr.cqe, attr.comp_vector);
         let h = self.context(ctx)?.handle;
         if !channel.is_null() && !self.channels.contains_key(&key(channel)) {
             return Err(libc::EINVAL);
         }
         crate::domain::huge_alloc_refused("MLX_CQ")?;
-        let cq = match dv {
-            Some(a) => self.sim.create_dv_cq(h, cqe, comp_vector, a),
-            None => self.sim.create_cq_on_vector(h, cqe, comp_vector),
+        let cq = match (&attr.dv, attr.flags) {
+            (Some(a), 0) => self.sim.create_dv_cq(h, cqe, comp_vector, a),
+            (None, 0) => self.sim.create_cq_on_vector(h, cqe, comp_vector),
+            _ => self.sim.create_cq_ex(h, &mlx5_dv::CqInitAttrEx { comp_mask: mlx5_dv::cq_flags::MASK_FLAGS, ..*attr }),
         }
         .map_err(|e| e.errno())?;
         // SAFETY: plain data (a zeroed mutex and cond are their static initialisers on glibc;

@@ -99,6 +99,7 @@ source capi/tests/two_processes_atomics.sh
 source capi/tests/two_processes_rdmacm.sh
 source capi/tests/two_processes_dc.sh
 source capi/tests/two_processes_dc_atomics.sh
+source capi/tests/two_processes_cq128.sh
 source capi/tests/two_processes_ucx_libfabric.sh
 
 echo "other programs no one here wrote: a message, never a signal"
@@ -184,7 +185,9 @@ differs="atomics.fetch_add_two_devices_and_wraps traffic.write_read_send_two_dev
   dc.stream_errors_stay_in_their_stream
   devx.raw_cq_and_qp_by_their_objects
   devx.nc_uar_is_the_context_singleton devx.completion_eqe_after_raw_qp_traffic
-  devx.qp_error_eqe_after_a_bad_rkey traffic.reset_removes_unpolled_completions"
+  devx.qp_error_eqe_after_a_bad_rkey traffic.reset_removes_unpolled_completions
+  cq_ring.entries_of_128_bytes_hold_the_cqe64_last cq_ring.resize_and_cleanup_keep_128_byte_entries
+  cq_ring.devx_cq_of_128_byte_entries_and_oi"
 exclude=$(for c in $differs; do printf -- '--exclude %s ' "$c"; done)
 rm -rf "$bin/bundle"
 if [ -x "$cli" ] && MLX5SIM_HOST=0 MLX5SIM_NET=off under_shim timeout 300 "$cli" qualify --vfio-device 0000:08:00.0 \

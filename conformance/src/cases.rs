@@ -9,6 +9,7 @@ mod audit;
 mod boundary;
 mod cm_sidr;
 mod context;
+mod cq_ring;
 mod crypto;
 mod crypto_dp;
 mod dc;
@@ -110,6 +111,7 @@ pub fn all() -> Vec<Case> {
         cm_sidr::CASES,
         verbs_misc::CASES,
         dv_cq::CASES,
+        cq_ring::CASES,
         device_objects::CASES,
         device_qos::CASES,
         flow_counter::CASES,

@@ -91,6 +91,10 @@ pub enum Call {
     },
     /// [`crate::Queues::create_dv_cq`].
     CreateDvCq { ctx: ContextHandle, cqe: u32, comp_vector: u32, attr: crate::DvCqAttr },
+    /// [`crate::Queues::create_cq_ex`].
+    CreateCqEx { ctx: ContextHandle, attr: crate::CqInitAttrEx },
+    /// [`crate::Queues::cq_entry`].
+    CqEntry { cq: Cq, index: u32 },
     /// [`crate::Queues::destroy_cq`].
     DestroyCq { cq: Cq },
     /// [`crate::Queues::resize_cq`].
@@ -284,6 +288,8 @@ pub enum Reply {
     GetDataDirectSysfsPath(Result<String>),
     CreateCq(Result<Cq>),
     CreateDvCq(Result<Cq>),
+    CreateCqEx(Result<Cq>),
+    CqEntry(Result<crate::CqEntry>),
     DestroyCq(Result<()>),
     ResizeCq(Result<Cq>),
     ModifyQpUdpSport(Result<()>),
@@ -406,6 +412,8 @@ impl Call {
             Call::CreateCq { ctx, cqe, comp_vector } => {
                 Reply::CreateCq(b.create_cq_on_vector(*ctx, *cqe, *comp_vector))
             }
+            Call::CreateCqEx { ctx, attr } => Reply::CreateCqEx(b.create_cq_ex(*ctx, attr)),
+            Call::CqEntry { cq, index } => Reply::CqEntry(b.cq_entry(cq, *index)),
             Call::DestroyCq { cq } => Reply::DestroyCq(b.destroy_cq(cq)),
             Call::ResizeCq { cq, cqe } => Reply::ResizeCq(b.resize_cq(cq, *cqe)),
             Call::ModifyQpUdpSport { qp, udp_sport } => Reply::ModifyQpUdpSport(b.modify_qp_udp_sport(qp, *udp_sport)),
@@ -539,6 +547,14 @@ impl Call {
             Call::GetDataDirectSysfsPath { .. } => Op::GetDataDirectSysfsPath,
             Call::CreateCq { .. } => Op::CreateCq,
             Call::CreateDvCq { .. } => Op::CreateDvCq,
+            Call::CreateCqEx { attr, .. } => {
+                if attr.dv.is_some() {
+                    Op::CreateDvCq
+                } else {
+                    Op::CreateCq
+                }
+            }
+            Call::CqEntry { .. } => Op::InitObj,
             Call::DestroyCq { .. } => Op::DestroyCq,
             Call::ResizeCq { .. } => Op::ResizeCq,
             Call::ModifyQpUdpSport { .. } => Op::ModifyQpUdpSport,
@@ -634,7 +650,7 @@ impl Reply {
             Reply::AllocDmabuf(Ok(d)) => Some(d.buf.handle.backend()),
             Reply::CreateMkey(Ok(m)) => Some(m.handle.backend()),
             Reply::RegMr(Ok(m)) | Reply::RegDmabufMr(Ok(m)) | Reply::DvRegDmabufMr(Ok(m)) => Some(m.handle.backend()),
-            Reply::CreateCq(Ok(c)) | Reply::CreateDvCq(Ok(c)) => Some(c.handle.backend()),
+            Reply::CreateCq(Ok(c)) | Reply::CreateDvCq(Ok(c)) | Reply::CreateCqEx(Ok(c)) => Some(c.handle.backend()),
             Reply::CreateQp(Ok(q)) => Some(q.handle.backend()),
             Reply::CreateSrq(Ok(s)) => Some(s.handle.backend()),
             Reply::OpenXrcd(Ok(x)) => Some(x.handle.backend()),
@@ -707,7 +723,8 @@ impl Reply {
             Reply::RegMr(r) | Reply::RegDmabufMr(r) | Reply::DvRegDmabufMr(r) => r.as_ref().err(),
             Reply::AllocDmabuf(r) => r.as_ref().err(),
             Reply::GetDataDirectSysfsPath(r) => r.as_ref().err(),
-            Reply::CreateCq(r) | Reply::CreateDvCq(r) | Reply::ResizeCq(r) => r.as_ref().err(),
+            Reply::CreateCq(r) | Reply::CreateDvCq(r) | Reply::CreateCqEx(r) | Reply::ResizeCq(r) => r.as_ref().err(),
+            Reply::CqEntry(r) => r.as_ref().err(),
             Reply::PollCq(r) => r.as_ref().err(),
             Reply::CreateQp(r) => r.as_ref().err(),
             Reply::QueryQpState(r) => r.as_ref().err(),
@@ -787,6 +804,8 @@ impl Reply {
             Call::GetDataDirectSysfsPath { .. } => Reply::GetDataDirectSysfsPath(Err(err)),
             Call::CreateCq { .. } => Reply::CreateCq(Err(err)),
             Call::CreateDvCq { .. } => Reply::CreateDvCq(Err(err)),
+            Call::CreateCqEx { .. } => Reply::CreateCqEx(Err(err)),
+            Call::CqEntry { .. } => Reply::CqEntry(Err(err)),
             Call::DestroyCq { .. } => Reply::DestroyCq(Err(err)),
             Call::ResizeCq { .. } => Reply::ResizeCq(Err(err)),
             Call::ModifyQpUdpSport { .. } => Reply::ModifyQpUdpSport(Err(err)),

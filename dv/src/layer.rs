@@ -280,6 +280,12 @@ impl<L: Layer, B: Backend> Queues for Wrapped<L, B> {
     fn create_dv_cq(&mut self, ctx: ContextHandle, cqe: u32, comp_vector: u32, attr: &crate::DvCqAttr) -> Result<Cq> {
         through!(self, Call::CreateDvCq { ctx, cqe, comp_vector, attr: *attr }, CreateDvCq)
     }
+    fn create_cq_ex(&mut self, ctx: ContextHandle, attr: &crate::CqInitAttrEx) -> Result<Cq> {
+        through!(self, Call::CreateCqEx { ctx, attr: *attr }, CreateCqEx)
+    }
+    fn cq_entry(&mut self, cq: &Cq, index: u32) -> Result<crate::CqEntry> {
+        through!(self, Call::CqEntry { cq: *cq, index }, CqEntry)
+    }
     fn destroy_cq(&mut self, cq: &Cq) -> Result<()> {
         through!(self, Call::DestroyCq { cq: *cq }, DestroyCq)
     }

@@ -185,6 +185,7 @@ fn read_caps(b: &mut HwBackend, ctx: mlx5_dv::ContextHandle) -> Result<(HcaCapSe
         cqe_compression_128b: bit(&page, c::CQE_COMPRESSION_128B),
         cqe_compression_max_num: get(&page, c::CQE_COMPRESSION_MAX_NUM) as u16,
         mini_cqe_resp_stride_index: bit(&page, c::MINI_CQE_RESP_STRIDE_INDEX),
+        cq_oi: bit(&page, c::CQ_OI),
         max_flow_counter: (get(&page, fc::CAP_MAX_31_16) << 16 | get(&page, fc::CAP_MAX_15_0)) as u32,
         flow_counter_bulk_alloc: get(&page, fc::CAP_BULK_ALLOC) as u8,
         log_max_flow_counter_bulk: get(&page, fc::CAP_LOG_MAX_BULK) as u8,

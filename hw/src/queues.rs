@@ -77,6 +77,42 @@ impl HwBackend {
         Ok(Cq { handle, cqe: cap })
     }
 
+    /// `ibv_create_cq_ex` through `mlx5dv_create_cq`, which is libmlx5's `create_cq_ex` op with
+    /// the vendor attributes (NULL without them); the standard `wc_flags`.
+    pub(crate) fn hw_create_cq_ex(&mut self, ctx: mlx5_dv::ContextHandle, attr: &mlx5_dv::CqInitAttrEx) -> Result<Cq> {
+        let op = if attr.dv.is_some() { Op::CreateDvCq } else { Op::CreateCq };
+        let c = self.ctx_ptr(ctx, op)?;
+        let f = self.lib().dv.mlx5dv_create_cq.as_ref().map_err(|_| missing(op, "mlx5dv_create_cq"))?;
+        // SAFETY: plain data; zero is the C default.
+        let mut cq_attr: ibv_cq_init_attr_ex = unsafe { std::mem::zeroed() };
+        cq_attr.cqe = attr.cqe;
+        cq_attr.comp_vector = attr.comp_vector;
+        cq_attr.comp_mask = attr.comp_mask;
+        cq_attr.flags = attr.flags;
+        // IBV_WC_STANDARD_FLAGS.
+        cq_attr.wc_flags = 0x7f;
+        let mut dv = attr.dv.map(|a| mlx5dv_cq_init_attr {
+            comp_mask: a.comp_mask,
+            cqe_comp_res_format: a.cqe_comp_res_format,
+            flags: a.flags,
+            cqe_size: a.cqe_size,
+        });
+        let dv_ptr = dv.as_mut().map_or(ptr::null_mut(), |d| d as *mut mlx5dv_cq_init_attr);
+        // SAFETY: c is an open context; the attributes are valid for the call (or NULL).
+        let ex = unsafe { f(c, &mut cq_attr, dv_ptr) };
+        if ex.is_null() {
+            return Err(Error::new(op, last_errno(), "mlx5dv_create_cq failed"));
+        }
+        let cq = ex.cast::<ibv_cq>();
+        // SAFETY: an ibv_cq_ex begins with the fields of an ibv_cq.
+        let cap = unsafe { (*cq).cqe } as u32;
+        let handle = self.objs.cqs.insert(op, HwCq { ptr: cq, ctx }).inspect_err(|_| {
+            // SAFETY: the CQ was just created and no QP uses it.
+            unsafe { ibv_destroy_cq(cq) };
+        })?;
+        Ok(Cq { handle, cqe: cap })
+    }
+
     pub(crate) fn hw_destroy_cq(&mut self, cq: &Cq) -> Result<()> {
         let op = Op::DestroyCq;
         let ptr = unused(&self.objs.cqs, cq.handle, op, |_| "a QP still uses the CQ".into())?.ptr;

@@ -8,7 +8,7 @@ use mlx5_dv::{Error, Op, PdHandle, Qp, Result};
 
 use crate::backend::HwBackend;
 use crate::call::c_call;
-use crate::sys::mlx5dv::{mlx5dv_obj, mlx5dv_obj_type, mlx5dv_pd, mlx5dv_qp};
+use crate::sys::mlx5dv::{mlx5dv_cq, mlx5dv_obj, mlx5dv_obj_type, mlx5dv_pd, mlx5dv_qp};
 
 impl HwBackend {
     /// The send WQE that starts at basic block `index` (modulo the ring) of `qp`'s send queue,
@@ -33,6 +33,29 @@ impl HwBackend {
         let ring = unsafe { std::slice::from_raw_parts(out.sq.buf.cast::<u8>(), len) }.to_vec();
         linearise(&ring, index as usize % count)
             .ok_or_else(|| Error::new(op, EINVAL, format!("no WQE at basic block {index}")))
+    }
+
+    /// Entry `index` (modulo the ring) of `cq`'s ring, read from the buffer
+    /// `mlx5dv_init_obj(MLX5DV_OBJ_CQ)` reports, with its `cqe_size` and `cqe_cnt`.
+    pub fn cq_entry_bytes(&mut self, cq: &mlx5_dv::Cq, index: u32) -> Result<mlx5_dv::CqEntry> {
+        let op = Op::InitObj;
+        let ptr = self.objs.cqs.get(cq.handle, op)?.ptr;
+        // SAFETY: plain data; zero is the C default.
+        let mut out: mlx5dv_cq = unsafe { std::mem::zeroed() };
+        // SAFETY: plain data.
+        let mut obj: mlx5dv_obj = unsafe { std::mem::zeroed() };
+        obj.cq.in_ = ptr;
+        obj.cq.out = &mut out;
+        // SAFETY: the CQ is live; obj.cq.out points at `out` for the call.
+        unsafe { self.init_obj(op, &mut obj, mlx5dv_obj_type::MLX5DV_OBJ_CQ) }?;
+        let (count, size) = (out.cqe_cnt, out.cqe_size);
+        if out.buf.is_null() || count == 0 || size == 0 {
+            return Err(Error::new(op, EINVAL, format!("the CQ has no readable ring ({count} x {size})")));
+        }
+        let at = (index % count) as usize * size as usize;
+        // SAFETY: libmlx5 reports a ring of cqe_cnt * cqe_size bytes at buf, alive with the CQ.
+        let bytes = unsafe { std::slice::from_raw_parts(out.buf.cast::<u8>().add(at), size as usize) }.to_vec();
+        Ok(mlx5_dv::CqEntry { cqe_size: size, cqe_cnt: count, bytes })
     }
 
     /// `mlx5dv_init_obj(MLX5DV_OBJ_PD)`: the PD's number.

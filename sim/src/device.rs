@@ -251,6 +251,11 @@ impl Device {
         self.fw.cq_mut(cqn).map(|c| c.timestamps = true).is_some()
     }
 
+    /// The bytes of each entry of CQ `cqn`'s ring (64 or 128), if there is such a CQ.
+    pub fn cq_entry_size(&mut self, cqn: u32) -> Option<u32> {
+        self.fw.cq_mut(cqn).map(|c| c.ring.stride)
+    }
+
     // --- the command interface ---
 
     /// Execute one command mailbox (see [`Firmware::exec`]).

@@ -402,6 +402,15 @@ impl Queues for Simulator {
         down!(self.create_dv_cq(ctx, cqe, comp_vector, attr))
     }
 
+    fn create_cq_ex(&mut self, ctx: ContextHandle, attr: &mlx5_dv::CqInitAttrEx) -> Result<Cq> {
+        down!(self.create_cq_with(ctx, attr))
+    }
+
+    fn cq_entry(&mut self, cq: &Cq, index: u32) -> Result<mlx5_dv::CqEntry> {
+        let (p, low) = self.split();
+        p.cq_entry(&low, cq, index)
+    }
+
     fn destroy_cq(&mut self, cq: &Cq) -> Result<()> {
         down!(self.destroy_cq(cq))
     }

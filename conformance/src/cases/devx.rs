@@ -470,20 +470,27 @@ fn raw_connect(b: &mut dyn Backend, qp: &mlx5_dv::DevxObj, qpn: u32, remote: u32
 
 /// Two raw RC QPs of a VFIO context connected to each other, their CQ bound to an EQ that
 /// asks for `events`, an MR over the buffer; `None` (a skip) on an InfiniBand port.
-struct RawPair {
-    ctx: ContextHandle,
-    uar: DevxUar,
+pub(super) struct RawPair {
+    pub(super) ctx: ContextHandle,
+    pub(super) uar: DevxUar,
     msi: mlx5_dv::MsiVector,
-    eq: DevxEq,
-    buf: mlx5_dv::Buf,
-    umem: mlx5_dv::DevxUmem,
+    pub(super) eq: DevxEq,
+    pub(super) buf: mlx5_dv::Buf,
+    pub(super) umem: mlx5_dv::DevxUmem,
     cq: mlx5_dv::DevxObj,
     cqn: u32,
-    qps: [(mlx5_dv::DevxObj, u32); 2],
-    mr: mlx5_dv::Mr,
+    pub(super) qps: [(mlx5_dv::DevxObj, u32); 2],
+    pub(super) mr: mlx5_dv::Mr,
+    /// Bytes of a CQE: 64, or 128 with `cqc.cqe_sz` 1 (then 32 of them fill the CQ's page).
+    pub(super) cqe_size: usize,
 }
 
 fn raw_pair(b: &mut dyn Backend, env: &Env, events: u64) -> Check<RawPair> {
+    raw_pair_cq(b, env, events, 64)
+}
+
+/// [`raw_pair`] with a CQ of `cqe_size`-byte entries.
+pub(super) fn raw_pair_cq(b: &mut dyn Backend, env: &Env, events: u64, cqe_size: usize) -> Check<RawPair> {
     use mlx5_dv::prm::queues::create_cq as c;
     let ctx = vfio(b, env)?;
     let (uar, msi) = uar_and_vector(b, ctx)?;
@@ -500,15 +507,18 @@ fn raw_pair(b: &mut dyn Backend, env: &Env, events: u64) -> Check<RawPair> {
     let buf = expect_ok("a buffer", b.alloc_buf(lay::LEN))?;
     let rw = mlx5_dv::AccessFlags::LOCAL_WRITE | mlx5_dv::AccessFlags::REMOTE_WRITE | mlx5_dv::AccessFlags::REMOTE_READ;
     let umem = expect_ok("umem_reg", b.devx_umem_reg(ctx, buf.addr, lay::LEN as u64, rw))?;
-    // Every CQE INVALID (opcode 0xf) with owner bit 0, as libmlx5 leaves a new CQ.
+    // Every CQE INVALID (opcode 0xf) with owner bit 0, as libmlx5 leaves a new CQ; the
+    // ownership byte is an entry's last.
     let mut cq_ring = vec![0u8; 64 * 64];
-    cq_ring.iter_mut().skip(63).step_by(64).for_each(|x| *x = 0xf0);
+    cq_ring.iter_mut().skip(cqe_size - 1).step_by(cqe_size).for_each(|x| *x = 0xf0);
+    let (log_size, cqe_sz) = if cqe_size == 128 { (5, 1) } else { (6, 0) };
     expect_ok("mark the CQEs invalid", b.write_buf(&buf, lay::CQ as usize, &cq_ring))?;
     let cq_in = cmd(
         opcode::CREATE_CQ,
         c::IN_SIZE,
         &[
-            (c::LOG_CQ_SIZE, 6),
+            (c::LOG_CQ_SIZE, log_size),
+            (c::CQE_SZ, cqe_sz),
             (c::UAR_PAGE, u64::from(uar.page_id)),
             (c::C_EQN, u64::from(eqn_of(&eq))),
             (c::CQ_UMEM_VALID, 1),
@@ -527,12 +537,12 @@ fn raw_pair(b: &mut dyn Backend, env: &Env, events: u64) -> Check<RawPair> {
     raw_connect(b, &qa, a, bn, &gid)?;
     raw_connect(b, &qb, bn, a, &gid)?;
     let mr = expect_ok("ibv_reg_mr", b.reg_mr(pd, buf.addr, lay::LEN as u64, rw))?;
-    Ok(RawPair { ctx, uar, msi, eq, buf, umem, cq, cqn, qps: [(qa, a), (qb, bn)], mr })
+    Ok(RawPair { ctx, uar, msi, eq, buf, umem, cq, cqn, qps: [(qa, a), (qb, bn)], mr, cqe_size })
 }
 
 /// A signaled 64-byte RDMA WRITE from QP A to the destination, through `rkey`, written into
 /// the send queue and rung at UAR + 0x800; the bytes written.
-fn raw_write(b: &mut dyn Backend, p: &RawPair, rkey: u32) -> Check<Vec<u8>> {
+pub(super) fn raw_write(b: &mut dyn Backend, p: &RawPair, rkey: u32) -> Check<Vec<u8>> {
     use mlx5_dv::prm::wqe::compose::{Payload, SendWqe, WqeBody};
     use mlx5_dv::prm::wqe::{CtrlSeg, DataSeg, RaddrSeg, ctrl};
     let data: Vec<u8> = (0..64u8).map(|i| i.wrapping_mul(7) ^ 0x5a).collect();
@@ -556,7 +566,7 @@ fn raw_write(b: &mut dyn Backend, p: &RawPair, rkey: u32) -> Check<Vec<u8>> {
     Ok(data)
 }
 
-fn raw_teardown(b: &mut dyn Backend, p: RawPair) -> Check {
+pub(super) fn raw_teardown(b: &mut dyn Backend, p: RawPair) -> Check {
     for (o, _) in &p.qps {
         expect_ok("destroy a QP", b.devx_obj_destroy(o.handle))?;
     }
@@ -568,13 +578,13 @@ fn raw_teardown(b: &mut dyn Backend, p: RawPair) -> Check {
     expect_ok("ibv_close_device", b.close_device(p.ctx))
 }
 
-/// The first CQE of the raw pair's CQ once the device wrote it (its opcode no longer
-/// INVALID), or a failure at the harness's deadline.
-fn wait_cqe(b: &mut dyn Backend, p: &RawPair) -> Check<Vec<u8>> {
+/// The first entry of the raw pair's CQ (`cqe_size` bytes) once the device wrote it (its
+/// opcode no longer INVALID), or a failure at the harness's deadline.
+pub(super) fn wait_cqe(b: &mut dyn Backend, p: &RawPair) -> Check<Vec<u8>> {
     let deadline = crate::harness::deadline::wait_until();
     loop {
-        let cqe = expect_ok("read the CQE", b.read_buf(&p.buf, lay::CQ as usize, 64))?;
-        if cqe[63] >> 4 != 0xf {
+        let cqe = expect_ok("read the CQE", b.read_buf(&p.buf, lay::CQ as usize, p.cqe_size))?;
+        if cqe.last().is_some_and(|op_own| op_own >> 4 != 0xf) {
             return Ok(cqe);
         }
         if std::time::Instant::now() >= deadline {

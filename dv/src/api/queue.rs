@@ -722,6 +722,15 @@ pub trait Queues {
     /// a CQE size without it, or more than one mini-CQE format: EOPNOTSUPP or EINVAL).
     fn create_dv_cq(&mut self, ctx: ContextHandle, cqe: u32, comp_vector: u32, attr: &DvCqAttr) -> Result<Cq>;
 
+    /// `ibv_create_cq_ex`, or `mlx5dv_create_cq` with `attr.dv`: libmlx5's checks as in
+    /// [`Queues::create_dv_cq`], then `IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN` as the kernel's
+    /// `cqc.oi`, which the firmware refuses (EINVAL) on a device without `cq_oi`.
+    fn create_cq_ex(&mut self, ctx: ContextHandle, attr: &cq_attr::CqInitAttrEx) -> Result<Cq>;
+
+    /// Entry `index` (modulo the ring) of the CQ's ring, read as a program reads the buffer
+    /// `mlx5dv_init_obj` reports (`cq.buf`, `cqe_size`, `cqe_cnt`), after the device ran.
+    fn cq_entry(&mut self, cq: &Cq, index: u32) -> Result<cq_attr::CqEntry>;
+
     /// `ibv_destroy_cq`; EBUSY while a QP uses it.
     fn destroy_cq(&mut self, cq: &Cq) -> Result<()>;
 

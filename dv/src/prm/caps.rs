@@ -33,6 +33,8 @@ pub mod cmd_hca_cap {
         SIGERR_CQE => sigerr_cqe / set_sigerr_cqe: bool = (0x212, 1);
         /// sho (signature handover).
         SHO => sho / set_sho: bool = (0x217, 1);
+        /// cq_oi: a CQ may ignore overrun (`cqc.oi`).
+        CQ_OI => cq_oi / set_cq_oi: bool = (0x220, 1);
         /// imaicl: memory windows.
         IMAICL => imaicl / set_imaicl: bool = (0x231, 1);
         /// aes_xts_single_block_le_tweak.

@@ -144,7 +144,7 @@ pub mod qp {
     pub const XRCD: Field = Field::new("qpc.xrcd", 0x648, 24);
     /// qpc.hw_sq_wqebb_counter (`query_qp_out`).
     pub const HW_SQ_WQEBB_COUNTER: Field = Field::new("qpc.hw_sq_wqebb_counter", 0x660, 16);
-    /// qpc.cs_res: scatter-to-CQE of small receives (0: off).
+    /// qpc.cs_res: scatter-to-CQE of small receives ([`super::cs_res`]; 0: off).
     pub const CS_RES: Field = Field::new("qpc.cs_res", 0x6f8, 8);
     /// qpc.dbr_umem_valid.
     pub const DBR_UMEM_VALID: Field = Field::new("qpc.dbr_umem_valid", 0x743, 1);
@@ -185,6 +185,14 @@ pub mod st {
     /// Not a `qpc.st` value: the simulator's firmware keeps a DC target (the object of
     /// CREATE_DCT, whose `dctc` layout is not public) as a QP of this service type.
     pub const DCT: u8 = 0xd7;
+}
+
+/// `qpc.cs_res` values (`MLX5_RES_SCAT_DATA*_CQE`).
+pub mod cs_res {
+    /// Up to 32 bytes of a small receive in the 64-byte CQE (`MLX5_INLINE_SCATTER_32`).
+    pub const DATA32: u64 = 1;
+    /// Up to 64 bytes in the first half of a 128-byte CQE (`MLX5_INLINE_SCATTER_64`).
+    pub const DATA64: u64 = 2;
 }
 
 /// `qpc.pm_state` values.

@@ -216,6 +216,8 @@ fn caps_fields_sit_at_their_bytes() {
         (cmd_hca_cap::DRAIN_SIGERR, 1, &[(0x41, 0x01)]),
         (cmd_hca_cap::SIGERR_CQE, 1, &[(0x42, 0x20)]),
         (cmd_hca_cap::SHO, 1, &[(0x42, 0x01)]),
+        // rdma-core's mlx5_ifc.h: cq_oi at 0x220, then cq_resize.
+        (cmd_hca_cap::CQ_OI, 1, &[(0x44, 0x80)]),
         (cmd_hca_cap::IMAICL, 1, &[(0x46, 0x40)]),
         (cmd_hca_cap::AES_XTS_SINGLE_BLOCK_LE_TWEAK, 1, &[(0x7e, 0x40)]),
         (cmd_hca_cap::AES_XTS_MULTI_BLOCK_BE_TWEAK, 1, &[(0x7e, 0x20)]),

@@ -24,6 +24,14 @@ impl Queues for HwBackend {
         self.hw_create_dv_cq(ctx, cqe, comp_vector, attr)
     }
 
+    fn create_cq_ex(&mut self, ctx: ContextHandle, attr: &mlx5_dv::CqInitAttrEx) -> Result<mlx5_dv::Cq> {
+        self.hw_create_cq_ex(ctx, attr)
+    }
+
+    fn cq_entry(&mut self, cq: &mlx5_dv::Cq, index: u32) -> Result<mlx5_dv::CqEntry> {
+        self.cq_entry_bytes(cq, index)
+    }
+
     fn destroy_cq(&mut self, cq: &mlx5_dv::Cq) -> Result<()> {
         self.hw_destroy_cq(cq)
     }

@@ -34,6 +34,9 @@ pub const SND_DBR: u64 = 4;
 pub const RCV_DBR: u64 = 0;
 /// `MLX5_INLINE_SCATTER_32`: in `op_own`, the CQE carries up to 32 bytes of the message.
 pub const INLINE_SCATTER_32: u8 = 0x4;
+/// `MLX5_INLINE_SCATTER_64`: in `op_own`, the first 64 bytes of a 128-byte CQE carry up to
+/// 64 bytes of the message.
+pub const INLINE_SCATTER_64: u8 = 0x8;
 /// Bytes of a message a 64-byte CQE carries inline.
 pub const SCATTER_TO_CQE_MAX: usize = 32;
 

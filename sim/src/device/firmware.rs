@@ -144,6 +144,8 @@ pub struct Firmware {
     dci_stream_caps: (u8, u8),
     /// The largest `log_cq_size` of a raw CREATE_CQ.
     log_max_cq_sz: u8,
+    /// `cq_oi`: CREATE_CQ takes `cqc.oi`.
+    cq_oi: bool,
     port: port::PortState,
     pd_numbers: Numbers,
     pds: Table<u16>,
@@ -208,6 +210,7 @@ impl Firmware {
             rts2rts_qp_udp_sport: profile.hca_cap.rts2rts_qp_udp_sport,
             dci_stream_caps: (h.log_max_dci_stream_channels, h.log_max_dci_errored_streams),
             log_max_cq_sz: profile.datapath.log_max_cq_sz.min(caps::LOG_MAX_EQ_SZ),
+            cq_oi: h.cq_oi,
             port: port::PortState::default(),
             pd_numbers: Numbers::new(1, 1 << 24),
             pds: Table::new(),
@@ -560,11 +563,8 @@ impl Firmware {
     /// full.
     fn create_cq(&mut self, c: CqCreate) -> Option<u32> {
         let cqn = self.cq_numbers.take()?;
-        let ring = crate::device::contract::QueueBuf {
-            addr: c.ring,
-            wqe_cnt: c.cqe.saturating_add(1),
-            stride: prm::cqe::SIZE as u32,
-        };
+        let ring =
+            crate::device::contract::QueueBuf { addr: c.ring, wqe_cnt: c.cqe.saturating_add(1), stride: c.stride };
         self.cqs.insert(
             cqn,
             FwCq {
@@ -573,6 +573,7 @@ impl Firmware {
                 dbrec: c.dbrec,
                 pi: 0,
                 overrun: false,
+                oi: c.oi,
                 eqn: None,
                 armed: false,
                 solicited_only: false,

@@ -36,12 +36,14 @@ const RESIZE_SELECT: u64 = 0b111;
 pub struct CqRequest {
     /// CQEs it holds at most (the ring has one slot more, a power of two).
     pub cqe: u32,
-    /// The ring: `cqe + 1` entries of 64 bytes.
+    /// The ring: `cqe + 1` entries of `cqe_size` bytes.
     pub ring: u64,
     /// The doorbell record.
     pub dbrec: u64,
-    /// The CQE size libmlx5 chose, 64 or 128 (the simulated ring keeps 64-byte entries).
+    /// The CQE size libmlx5 chose, 64 or 128.
     pub cqe_size: u32,
+    /// `IB_UVERBS_CQ_FLAGS_IGNORE_OVERRUN`: `cqc.oi`.
+    pub oi: bool,
     /// `cqe_comp_en` with this `enum mlx5dv_cqe_comp_res_format` value.
     pub compress: Option<u8>,
     /// `MLX5_IB_CREATE_CQ_FLAGS_CQE_128B_PAD`.
@@ -241,16 +243,19 @@ impl Kernel {
         } else {
             None
         };
-        let mut input = with_pas(f::IN_SIZE, c.ring, entries * prm::cqe::SIZE as u64);
+        let mut input = with_pas(f::IN_SIZE, c.ring, entries * u64::from(c.cqe_size));
         prm::write_header(&mut input, opcode::CREATE_CQ, self.uid_of(ctx), 0);
         if let Some(fmt) = format {
             set(&mut input, f::CQE_COMP_EN, 1, op)?;
             set(&mut input, f::MINI_CQE_RES_FORMAT, fmt, op)?;
         }
-        // 64-byte CQEs. The simulated kernel hands a verbs CQ's events to its context itself
-        // (the firmware knows the CQ as a verbs one), so c_eqn names no EQ.
+        // cqe_sz_to_mlx_sz: 64 → 0, 128 → 1, 128 padded → 2. mlx5_ib sets `oi` for
+        // IGNORE_OVERRUN without looking at `cq_oi`: the firmware decides. The simulated
+        // kernel hands a verbs CQ's events to its context itself (the firmware knows the CQ
+        // as a verbs one), so c_eqn names no EQ.
         let fields = [
-            (f::CQE_SZ, 0),
+            (f::CQE_SZ, cqe_sz_code(c.cqe_size, c.pad)),
+            (f::OI, u64::from(c.oi)),
             (f::LOG_CQ_SIZE, log2(entries)),
             (f::LOG_PAGE_SIZE, 0),
             (f::PAGE_OFFSET, (c.ring & (PAGE - 1)) / 64),
@@ -296,7 +301,7 @@ impl Kernel {
         dev_index: usize,
         cqn: u32,
         cqe: u32,
-        ring: u64,
+        (ring, cqe_size): (u64, u32),
     ) -> Result<()> {
         use q::create_cq as f;
         let op = Op::ResizeCq;
@@ -309,12 +314,13 @@ impl Kernel {
             return Err(Error::new(op, EINVAL, format!("{entries} CQ entries exceed 2^log_max_cq_sz + 1")));
         }
         let ctx = self.cqs.get(&(dev_index, cqn)).map_or(0, |o| o.0);
-        let mut input = with_pas(f::IN_SIZE, ring, entries * prm::cqe::SIZE as u64);
+        // libmlx5 keeps the CQE size (resize_cqe_sz = cqe_sz) and so does the ring.
+        let mut input = with_pas(f::IN_SIZE, ring, entries * u64::from(cqe_size));
         prm::write_header(&mut input, raw_op::MODIFY_CQ, self.uid_of(ctx), RESIZE_OP_MOD);
         let fields = [
             (f::CQN, u64::from(cqn)),
             (MODIFY_FIELD_SELECT, RESIZE_SELECT),
-            (f::CQE_SZ, 0),
+            (f::CQE_SZ, cqe_sz_code(cqe_size, false)),
             (f::LOG_CQ_SIZE, log2(entries)),
             (f::LOG_PAGE_SIZE, 0),
             (f::PAGE_OFFSET, (ring & (PAGE - 1)) / 64),
@@ -348,6 +354,12 @@ impl Kernel {
         let mut input = with_pas(f::SIZE, r.rq.addr, len);
         prm::write_header(&mut input, opcode::CREATE_QP, uid, 0);
         let no_rq = r.rq.wqe_cnt == 0;
+        // configure_responder_scat_cqe: up to 64 bytes into a 128-byte receive CQE.
+        let cs_res = match (r.scatter_to_cqe, d.cq_entry_size(r.cqns.1)) {
+            (false, _) => 0,
+            (true, Some(128)) => q::cs_res::DATA64,
+            (true, _) => q::cs_res::DATA32,
+        };
         let dci_streams = match r.dc {
             Some(DcRole::Dci(Some(s))) => s,
             _ => (0, 0),
@@ -378,8 +390,8 @@ impl Kernel {
             (f::CQN_SND, u64::from(r.cqns.0)),
             (f::CQN_RCV, u64::from(r.cqns.1)),
             (f::DBR_ADDR, r.dbrec),
-            // MLX5_RES_SCAT_DATA32_CQE: small receives land in the 64-byte CQE.
-            (f::CS_RES, u64::from(r.scatter_to_cqe)),
+            // MLX5_RES_SCAT_DATA32_CQE / _DATA64_CQE: small receives land in the CQE.
+            (f::CS_RES, cs_res),
             // create_dci: a DCI made with MLX5_QP_FLAG_DCI_STREAM names its streams.
             (f::LOG_NUM_DCI_STREAM_CHANNELS, u64::from(dci_streams.0)),
             (f::LOG_NUM_DCI_ERRORED_STREAMS, u64::from(dci_streams.1)),
@@ -685,5 +697,14 @@ fn verbs_cmd(dev: &mut Device, order: u64, input: &[u8], out: &mut [u8]) -> std:
     match prm::status::to_errno(prm::read_status(out).0) {
         0 => Ok(()),
         e => Err(e),
+    }
+}
+
+/// `cqe_sz_to_mlx_sz`: `cqc.cqe_sz` for a CQE size (64 → 0, 128 → 1, 128 padded → 2).
+fn cqe_sz_code(cqe_size: u32, pad: bool) -> u64 {
+    match (cqe_size, pad) {
+        (128, true) => 2,
+        (128, false) => 1,
+        _ => 0,
     }
 }

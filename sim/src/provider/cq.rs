@@ -2,11 +2,12 @@
 //! destroy and resize.
 
 use mlx5_dv::errno::{EINVAL, EOPNOTSUPP};
-use mlx5_dv::{ContextHandle, Cq, DvCqAttr, Error, Op, Result, dv_cq};
+use mlx5_dv::{ContextHandle, Cq, CqEntry, CqInitAttrEx, DvCqAttr, Error, Op, Result, cq_flags, dv_cq};
 
 use super::qp::roundup_pow2;
 use super::ring::CqRing;
 use super::{CqObj, CtxKind, Lower, Provider};
+use crate::host::Dma;
 use crate::kernel::CqRequest;
 
 impl Provider {
@@ -19,7 +20,7 @@ impl Provider {
         cqe: u32,
         comp_vector: u32,
     ) -> Result<Cq> {
-        self.create_cq_with(low, ctx, cqe, comp_vector, None)
+        self.create_cq_with(low, ctx, &CqInitAttrEx { cqe, comp_vector, ..CqInitAttrEx::default() })
     }
 
     /// `mlx5dv_create_cq`: `mlx5_create_cq` with the vendor attributes checked in libmlx5's
@@ -32,17 +33,15 @@ impl Provider {
         comp_vector: u32,
         attr: &DvCqAttr,
     ) -> Result<Cq> {
-        self.create_cq_with(low, ctx, cqe, comp_vector, Some(attr))
+        self.create_cq_with(low, ctx, &CqInitAttrEx { cqe, comp_vector, dv: Some(*attr), ..CqInitAttrEx::default() })
     }
 
-    fn create_cq_with(
-        &mut self,
-        low: &mut Lower<'_>,
-        ctx: ContextHandle,
-        cqe: u32,
-        comp_vector: u32,
-        dv: Option<&DvCqAttr>,
-    ) -> Result<Cq> {
+    /// `ibv_create_cq_ex` / `mlx5dv_create_cq` (libmlx5's `create_cq`): after `cqe` 0, a
+    /// `comp_mask` bit other than FLAGS (the trait names no parent domain) and a flag other
+    /// than SINGLE_THREADED and IGNORE_OVERRUN are EINVAL; then the vendor attributes;
+    /// IGNORE_OVERRUN reaches the kernel as `cqc.oi`.
+    pub(crate) fn create_cq_with(&mut self, low: &mut Lower<'_>, ctx: ContextHandle, a: &CqInitAttrEx) -> Result<Cq> {
+        let (cqe, comp_vector, dv) = (a.cqe, a.comp_vector, a.dv.as_ref());
         let op = if dv.is_some() { Op::CreateDvCq } else { Op::CreateCq };
         let c = self.contexts.get(ctx, op)?;
         match c.kind {
@@ -53,6 +52,13 @@ impl Provider {
         }
         if cqe == 0 {
             return Err(Error::new(op, EINVAL, "cqe is 0"));
+        }
+        if a.comp_mask & !cq_flags::MASK_FLAGS != 0 {
+            return Err(Error::new(op, EINVAL, format!("comp_mask 0x{:x}", a.comp_mask)));
+        }
+        let flags = if a.comp_mask & cq_flags::MASK_FLAGS != 0 { a.flags } else { 0 };
+        if flags & !(cq_flags::SINGLE_THREADED | cq_flags::IGNORE_OVERRUN) != 0 {
+            return Err(Error::new(op, EINVAL, format!("creation flags 0x{flags:x}")));
         }
         let ncqe = roundup_pow2(u64::from(cqe) + 1);
         if ncqe > 1 << 24 {
@@ -70,8 +76,9 @@ impl Provider {
         }
         let dev = c.dev;
         let d = low.devices.get_mut(dev).ok_or_else(|| Error::new(op, EINVAL, "no such device"))?;
-        let ring = CqRing::map(low.host, cap + 1, op)?;
-        let req = CqRequest { cqe: cap, ring: ring.ring.addr, dbrec: ring.dbrec, cqe_size, compress, pad };
+        let ring = CqRing::map(low.host, cap + 1, cqe_size, op)?;
+        let oi = flags & cq_flags::IGNORE_OVERRUN != 0;
+        let req = CqRequest { cqe: cap, ring: ring.ring.addr, dbrec: ring.dbrec, cqe_size, oi, compress, pad };
         let cqn = match low.kernel.create_cq(d, dev, ctx.id(), req) {
             Ok(n) => n,
             Err(e) => {
@@ -95,6 +102,19 @@ impl Provider {
         Ok(Cq { handle, cqe: cap })
     }
 
+    /// Entry `index` of the CQ's ring as `mlx5dv_init_obj` shows it: the entry's bytes,
+    /// `cqe_size` and `cqe_cnt`.
+    pub(crate) fn cq_entry(&self, low: &Lower<'_>, cq: &Cq, index: u32) -> Result<CqEntry> {
+        let op = Op::InitObj;
+        let r = &self.cqs.get(cq.handle, op)?.ring.ring;
+        let bytes = low
+            .host
+            .read(r.slot(index), r.stride as usize)
+            .ok_or_else(|| Error::new(op, EINVAL, "the CQ's ring is not mapped"))?
+            .to_vec();
+        Ok(CqEntry { cqe_size: r.stride, cqe_cnt: r.wqe_cnt, bytes })
+    }
+
     /// `ibv_destroy_cq`: EBUSY while a QP uses it.
     pub(crate) fn destroy_cq(&mut self, low: &mut Lower<'_>, cq: &Cq) -> Result<()> {
         let op = Op::DestroyCq;
@@ -116,7 +136,7 @@ impl Provider {
     pub(crate) fn resize_cq(&mut self, low: &mut Lower<'_>, cq: &Cq, cqe: u32) -> Result<Cq> {
         let op = Op::ResizeCq;
         let c = self.cqs.get(cq.handle, op)?;
-        let (dev, cqn, cur) = (c.dev, c.cqn, c.ring.ring.wqe_cnt);
+        let (dev, cqn, cur, cqe_size) = (c.dev, c.cqn, c.ring.ring.wqe_cnt, c.ring.ring.stride);
         if u64::from(cqe) * 64 > i32::MAX as u64 {
             return Err(Error::new(op, EINVAL, format!("{cqe} CQEs of 64 bytes pass INT_MAX")));
         }
@@ -128,9 +148,10 @@ impl Provider {
         // The command reaches the device after the work rung before it, which a device
         // runs in far less time than a command takes: let it run first.
         low.run_now();
-        let ring = CqRing::map_ring(low.host, ncqe, op)?;
+        // libmlx5 keeps the CQE size ("currently we don't change cqe size").
+        let ring = CqRing::map_ring(low.host, ncqe, cqe_size, op)?;
         let d = low.devices.get_mut(dev).ok_or_else(|| Error::new(op, EINVAL, "no such device"))?;
-        if let Err(e) = low.kernel.resize_cq(d, low.host, dev, cqn, ncqe - 1, ring.addr) {
+        if let Err(e) = low.kernel.resize_cq(d, low.host, dev, cqn, ncqe - 1, (ring.addr, cqe_size)) {
             low.host.unmap(ring.addr);
             return Err(e);
         }

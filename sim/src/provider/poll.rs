@@ -11,7 +11,7 @@ use mlx5_dv::prm::wqe::opcode;
 use mlx5_dv::{Cq, Error, HandleTable, Op, QpHandle, Result, Sge, Wc, WcFlags, wc_opcode};
 
 use super::{Lower, Provider};
-use crate::device::contract::{INLINE_SCATTER_32, SigErrInfo};
+use crate::device::contract::{INLINE_SCATTER_32, INLINE_SCATTER_64, SigErrInfo};
 use crate::device::engine::syndrome;
 use crate::host::{Dma, Host};
 
@@ -107,8 +107,10 @@ impl Provider {
                 break;
             }
             let Some(bytes) = ring.peek(low.host) else { break };
+            let scattered =
+                (bytes[cqe::SIZE - 1] & INLINE_SCATTER_64 != 0).then(|| ring.scatter_64(low.host)).flatten();
             ring.advance();
-            match self.parse(low.host, dev, &bytes) {
+            match self.parse(low.host, dev, &bytes, scattered.as_ref()) {
                 Ok(Parsed::Wc(wc)) => {
                     sink(wc, room);
                     got += 1;
@@ -145,6 +147,7 @@ impl Provider {
         host: &mut Host,
         dev: usize,
         bytes: &[u8; cqe::SIZE],
+        scattered: Option<&[u8; cqe::SIZE]>,
     ) -> std::result::Result<Parsed, FieldError> {
         // The opcode is the high nibble of `op_own`, the last byte.
         let op = bytes[cqe::SIZE - 1] >> 4;
@@ -195,6 +198,9 @@ impl Provider {
                 wc.byte_len = c.byte_cnt;
                 if bytes.get(cqe::SIZE - 1).is_some_and(|b| b & INLINE_SCATTER_32 != 0) {
                     copy_to_scat(host, &bytes[..(c.byte_cnt as usize).min(32)], &sge);
+                } else if let Some(d) = scattered {
+                    // MLX5_INLINE_SCATTER_64: the 64 bytes before the mlx5_cqe64.
+                    copy_to_scat(host, &d[..(c.byte_cnt as usize).min(cqe::SIZE)], &sge);
                 } else if q.qp_type == mlx5_dv::qp_type::RAW_PACKET {
                     // The flow tag, where this device's CQE carries it (contract::Cqe).
                     wc.flow_tag = u32::from_be_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]) & 0xff_ffff;

@@ -311,7 +311,9 @@ fn sw_owned(op_own: u8, index: u32, cqe_cnt: u32) -> bool {
     op_own >> 4 != cqe::opcode::INVALID && (op_own & cqe::OWNER_MASK != 0) == (index & cqe_cnt != 0)
 }
 
-/// A CQ's ring and doorbell record, and the consumer index.
+/// A CQ's ring and doorbell record, and the consumer index. Entries are 64 or 128 bytes
+/// (`ring.stride`); a 128-byte entry holds its `mlx5_cqe64` in its last 64 bytes, as
+/// libmlx5's `get_sw_cqe` reads it, so the ownership byte is an entry's last either way.
 #[derive(Debug, Clone, Default)]
 pub(super) struct CqRing {
     pub(super) ring: QueueBuf,
@@ -323,38 +325,60 @@ impl CqRing {
     /// Map a ring of `ncqe` entries, each marked invalid (`MLX5_CQE_INVALID`, owner 0).
     #[cfg(test)]
     pub(super) fn alloc(host: &mut Host, ncqe: u32, op: Op) -> Result<Self> {
-        let r = Self::map(host, ncqe, op)?;
+        let r = Self::map(host, ncqe, cqe::SIZE as u32, op)?;
         r.mark_invalid(host);
         Ok(r)
     }
 
-    /// Map a ring of `ncqe` zeroed entries and its doorbell record; ENOMEM when host memory
-    /// runs out. [`CqRing::mark_invalid`] makes it ready.
-    pub(super) fn map(host: &mut Host, ncqe: u32, op: Op) -> Result<Self> {
-        let bytes = usize::try_from(u64::from(ncqe) * cqe::SIZE as u64).map_err(|_| enomem(op, "CQ buffer"))?;
+    /// Map a ring of `ncqe` zeroed entries of `cqe_size` bytes and its doorbell record;
+    /// ENOMEM when host memory runs out. [`CqRing::mark_invalid`] makes it ready.
+    pub(super) fn map(host: &mut Host, ncqe: u32, cqe_size: u32, op: Op) -> Result<Self> {
+        let bytes = usize::try_from(u64::from(ncqe) * u64::from(cqe_size)).map_err(|_| enomem(op, "CQ buffer"))?;
         let addr = host.alloc_queue(bytes, QueueBuffer::Cq).ok_or_else(|| enomem(op, "CQ buffer"))?;
         let Some(dbrec) = host.alloc_queue(DBREC_BYTES, QueueBuffer::Dbr) else {
             host.unmap(addr);
             return Err(enomem(op, "doorbell record"));
         };
-        let ring = QueueBuf { addr, wqe_cnt: ncqe, stride: cqe::SIZE as u32 };
+        let ring = QueueBuf { addr, wqe_cnt: ncqe, stride: cqe_size };
         Ok(CqRing { ring, dbrec, cons_index: 0 })
+    }
+
+    /// Where entry `index`'s `mlx5_cqe64` starts: the entry's last 64 bytes.
+    fn cqe64_at(&self, index: u32) -> u64 {
+        self.ring.slot(index).wrapping_add(u64::from(self.ring.stride.saturating_sub(cqe::SIZE as u32)))
+    }
+
+    /// The first 64 bytes of the 128-byte entry at the consumer index (where the device puts
+    /// a small receive with `MLX5_INLINE_SCATTER_64`); `None` for 64-byte entries.
+    pub(super) fn scatter_64(&self, host: &Host) -> Option<[u8; cqe::SIZE]> {
+        if self.ring.stride as usize != 2 * cqe::SIZE {
+            return None;
+        }
+        host.read(self.ring.slot(self.cons_index), cqe::SIZE)?.first_chunk().copied()
     }
 
     /// Mark every entry invalid (`MLX5_CQE_INVALID`, owner 0), in one pass over the ring.
     pub(super) fn mark_invalid(&self, host: &mut Host) {
         let invalid = cqe::op_own(cqe::opcode::INVALID, 0, false, false);
-        let len = self.ring.wqe_cnt as usize * cqe::SIZE;
-        if let Some(bytes) = host.bytes_mut(self.ring.addr, len) {
-            for e in bytes.chunks_exact_mut(cqe::SIZE) {
-                e[cqe::SIZE - 1] = invalid;
+        let stride = self.ring.stride as usize;
+        if let Some(bytes) = host.bytes_mut(self.ring.addr, self.ring.len()) {
+            for e in bytes.chunks_exact_mut(stride.max(1)) {
+                if let Some(last) = e.last_mut() {
+                    *last = invalid;
+                }
             }
         }
     }
 
     fn owned(&self, host: &Host, index: u32) -> Option<[u8; cqe::SIZE]> {
-        let b: &[u8; cqe::SIZE] = host.read(self.ring.slot(index), cqe::SIZE)?.try_into().ok()?;
+        let b: &[u8; cqe::SIZE] = host.read(self.cqe64_at(index), cqe::SIZE)?.try_into().ok()?;
         sw_owned(b[cqe::SIZE - 1], index, self.ring.wqe_cnt).then_some(*b)
+    }
+
+    /// Entry `index` whole (`stride` bytes), if software owns it.
+    fn owned_entry(&self, host: &Host, index: u32) -> Option<Vec<u8>> {
+        self.owned(host, index)?;
+        host.read(self.ring.slot(index), self.ring.stride as usize).map(<[u8]>::to_vec)
     }
 
     /// The ring's bytes, to read CQEs from with [`CqRing::peek_in`] while nothing writes it.
@@ -364,7 +388,7 @@ impl CqRing {
 
     /// [`CqRing::peek`] in the ring's `bytes`, without a copy.
     pub(super) fn peek_in<'b>(&self, bytes: &'b [u8]) -> Option<&'b [u8; cqe::SIZE]> {
-        let at = self.ring.slot(self.cons_index).checked_sub(self.ring.addr)?;
+        let at = self.cqe64_at(self.cons_index).checked_sub(self.ring.addr)?;
         let b: &[u8; cqe::SIZE] = bytes.get(usize::try_from(at).ok()?..)?.first_chunk()?;
         sw_owned(b[cqe::SIZE - 1], self.cons_index, self.ring.wqe_cnt).then_some(b)
     }
@@ -403,10 +427,16 @@ impl CqRing {
             if op != cqe::opcode::SIG_ERR && owner_qpn == qpn {
                 freed += 1;
             } else if freed > 0 {
+                // The whole entry moves (a 128-byte one with its scattered data); the
+                // destination keeps its ownership bit.
+                let Some(mut moved) = self.owned_entry(host, i) else { continue };
                 let dest = self.ring.slot(i.wrapping_add(freed));
-                let owner = host.read(dest, cqe::SIZE).map_or(0, |d| d[cqe::SIZE - 1] & cqe::OWNER_MASK);
-                let mut moved = e;
-                moved[cqe::SIZE - 1] = (moved[cqe::SIZE - 1] & !cqe::OWNER_MASK) | owner;
+                let owner = host
+                    .read(self.cqe64_at(i.wrapping_add(freed)), cqe::SIZE)
+                    .map_or(0, |d| d[cqe::SIZE - 1] & cqe::OWNER_MASK);
+                if let Some(last) = moved.last_mut() {
+                    *last = (*last & !cqe::OWNER_MASK) | owner;
+                }
                 let _ = host.write(dest, &moved);
             }
         }
@@ -416,12 +446,13 @@ impl CqRing {
         }
     }
 
-    /// A ring of `ncqe` entries alone (a resize keeps the doorbell record), each marked
-    /// invalid as `mlx5_alloc_cq_buf` leaves them; ENOMEM when host memory runs out.
-    pub(super) fn map_ring(host: &mut Host, ncqe: u32, op: Op) -> Result<QueueBuf> {
-        let bytes = usize::try_from(u64::from(ncqe) * cqe::SIZE as u64).map_err(|_| enomem(op, "CQ buffer"))?;
+    /// A ring of `ncqe` entries of `cqe_size` bytes alone (a resize keeps the doorbell
+    /// record and the CQE size), each marked invalid as `mlx5_alloc_cq_buf` leaves them;
+    /// ENOMEM when host memory runs out.
+    pub(super) fn map_ring(host: &mut Host, ncqe: u32, cqe_size: u32, op: Op) -> Result<QueueBuf> {
+        let bytes = usize::try_from(u64::from(ncqe) * u64::from(cqe_size)).map_err(|_| enomem(op, "CQ buffer"))?;
         let addr = host.alloc(bytes).ok_or_else(|| enomem(op, "CQ buffer"))?;
-        let r = CqRing { ring: QueueBuf { addr, wqe_cnt: ncqe, stride: cqe::SIZE as u32 }, dbrec: 0, cons_index: 0 };
+        let r = CqRing { ring: QueueBuf { addr, wqe_cnt: ncqe, stride: cqe_size }, dbrec: 0, cons_index: 0 };
         r.mark_invalid(host);
         Ok(r.ring)
     }
@@ -443,12 +474,16 @@ impl CqRing {
             if i.wrapping_sub(self.cons_index) >= self.ring.wqe_cnt {
                 break false;
             }
-            copies.push((i.wrapping_add(1), e));
+            // The whole entry: libmlx5 copies cqe_sz bytes.
+            let Some(whole) = self.owned_entry(host, i) else { break false };
+            copies.push((i.wrapping_add(1), whole));
             i = i.wrapping_add(1);
         };
         for (at, mut e) in copies.into_iter().filter(|_| found) {
             let owner = u8::from(at & new.wqe_cnt != 0);
-            e[cqe::SIZE - 1] = (e[cqe::SIZE - 1] & !cqe::OWNER_MASK) | owner;
+            if let Some(last) = e.last_mut() {
+                *last = (*last & !cqe::OWNER_MASK) | owner;
+            }
             let _ = host.write(new.slot(at), &e);
         }
         host.unmap(self.ring.addr);

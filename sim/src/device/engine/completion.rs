@@ -31,7 +31,11 @@ impl Device {
 
     /// Write a CQE at the CQ's producer index. When the CQ already holds as many entries as
     /// it has room for (the consumer index is read from its doorbell record) it overruns:
-    /// the CQE is lost, as are all later ones, and the device raises `CQ_ERR`.
+    /// the CQE is lost, as are all later ones, and the device raises `CQ_ERR`. A CQ with
+    /// `cqc.oi` never overruns: the CQE goes to the producer index whatever software has
+    /// read, over an entry not yet polled when the ring is full. In a 128-byte entry the
+    /// `mlx5_cqe64` is the last 64 bytes; the first hold a small receive scattered to the
+    /// CQE (`MLX5_INLINE_SCATTER_64`), zeroes otherwise.
     fn write_cqe(&mut self, host: &mut Host, cqn: u32, cqe: &Cqe) {
         let Some(c) = self.fw.cq_mut(cqn) else { return };
         // The clock moves with every CQE (module `clock`), whichever CQ it is for.
@@ -39,13 +43,33 @@ impl Device {
         if c.overrun {
             return;
         }
-        let ci = host.read(c.dbrec, 4).and_then(|b| b.first_chunk()).map_or(0, |b| u32::from_be_bytes(*b) & 0xff_ffff);
-        let outstanding = c.pi.wrapping_sub(ci) & 0xff_ffff;
-        if outstanding >= c.cqe {
-            c.overrun = true;
-            self.raise(DeviceEvent { event_type: event_type::CQ_ERR, qpn: None, cqn: Some(cqn), srqn: None });
-            return;
+        if !c.oi {
+            let ci =
+                host.read(c.dbrec, 4).and_then(|b| b.first_chunk()).map_or(0, |b| u32::from_be_bytes(*b) & 0xff_ffff);
+            let outstanding = c.pi.wrapping_sub(ci) & 0xff_ffff;
+            if outstanding >= c.cqe {
+                c.overrun = true;
+                self.raise(DeviceEvent { event_type: event_type::CQ_ERR, qpn: None, cqn: Some(cqn), srqn: None });
+                return;
+            }
         }
+        let wide = c.ring.stride as usize == 2 * cqe::SIZE;
+        let mut head = [0u8; cqe::SIZE];
+        // A small receive goes to the first half; the mlx5_cqe64 is written as without it.
+        let stripped;
+        let (cqe, scattered_64) = match cqe {
+            Cqe::Resp { inline: Some(data), .. } if wide => {
+                let n = data.len().min(cqe::SIZE);
+                head[..n].copy_from_slice(&data[..n]);
+                let mut plain = cqe.clone();
+                if let Cqe::Resp { inline, .. } = &mut plain {
+                    *inline = None;
+                }
+                stripped = plain;
+                (&stripped, true)
+            }
+            _ => (cqe, false),
+        };
         let owner = c.pi & c.ring.wqe_cnt != 0;
         // Encoded aside and published with its ownership byte last: the program may be
         // polling this slot, and a half-written CQE must never look like its own. Nothing is
@@ -54,12 +78,23 @@ impl Device {
         if cqe.encode_into(owner, &mut b).is_err() {
             return;
         }
+        if scattered_64 {
+            b[cqe::SIZE - 1] |= contract::INLINE_SCATTER_64;
+        }
         // mlx5_cqe64.timestamp (bytes 48..56, big-endian), which libmlx5's
         // mlx5_cq_read_wc_completion_ts reads; an error CQE has its syndromes there.
         if c.timestamps && matches!(cqe, Cqe::Req { .. } | Cqe::Resp { .. } | Cqe::Tm(_)) {
             b[cqe::TIMESTAMP_AT..cqe::TIMESTAMP_AT + 8].copy_from_slice(&now.to_be_bytes());
         }
-        if host.publish(c.ring.slot(c.pi), &b) {
+        let published = if wide {
+            let mut entry = [0u8; 2 * cqe::SIZE];
+            entry[..cqe::SIZE].copy_from_slice(&head);
+            entry[cqe::SIZE..].copy_from_slice(&b);
+            host.publish(c.ring.slot(c.pi), &entry)
+        } else {
+            host.publish(c.ring.slot(c.pi), &b)
+        };
+        if published {
             let solicited = crate::device::contract::cqe_wakes_solicited(b[cqe::SIZE - 1]);
             c.pi = c.pi.wrapping_add(1);
             self.fw.cqe_written(cqn, solicited);

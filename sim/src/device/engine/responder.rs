@@ -668,6 +668,11 @@ impl Engine<'_> {
         let Some((rcq, scatter_to_cqe)) = self.qp(at).map(|p| (p.recv_cqn, p.scatter_to_cqe)) else {
             return Reply::Nak(syndrome::TRANSPORT_RETRY);
         };
+        // The CQE takes what `cs_res` allows and its entry holds: 64 bytes only in a
+        // 128-byte entry.
+        let wide = self.devs.get_mut(at.dev).and_then(|d| d.cq_entry_size(rcq)) == Some(128);
+        let scatter_max =
+            if wide { usize::from(scatter_to_cqe) } else { usize::from(scatter_to_cqe).min(SCATTER_TO_CQE_MAX) };
         let Some(r) = self.pop_recv(at) else { return Reply::Nak(syndrome::TRANSPORT_RETRY) };
         let fail = |e: &mut Self, s: u8| {
             e.recv_error(at, r.index, s);
@@ -688,7 +693,7 @@ impl Engine<'_> {
         };
         let byte_cnt = u32::try_from(len).unwrap_or(u32::MAX);
         let mut inline = None;
-        let (hit, rhit) = if scatter_to_cqe && tm.is_none() && len <= SCATTER_TO_CQE_MAX as u64 {
+        let (hit, rhit) = if scatter_max > 0 && tm.is_none() && len <= scatter_max as u64 {
             // The device puts small payloads in the CQE; the provider copies them at poll time.
             let gathered = match payload {
                 Payload::Dma(ep) => self.gather(ep),

@@ -107,6 +107,7 @@ pub(super) fn general_page(profile: &Profile) -> Result<Page, FieldError> {
     set_flag(g, c::CQE_COMPRESSION, h.cqe_compression)?;
     set_flag(g, c::CQE_COMPRESSION_128B, h.cqe_compression_128b)?;
     set_flag(g, c::MINI_CQE_RESP_STRIDE_INDEX, h.mini_cqe_resp_stride_index)?;
+    set_flag(g, c::CQ_OI, h.cq_oi)?;
     c::CQE_COMPRESSION_MAX_NUM.set(g, u64::from(h.cqe_compression_max_num))?;
     c::LOG_MAX_DCI_STREAM_CHANNELS.set(g, u64::from(h.log_max_dci_stream_channels))?;
     c::LOG_MAX_DCI_ERRORED_STREAMS.set(g, u64::from(h.log_max_dci_errored_streams))?;

@@ -154,7 +154,8 @@ pub struct FwQp {
     pub(in crate::device) access: AccessFlags,
     /// The RTR path: the responder's address and QP number, routed by the fabric per request.
     pub(in crate::device) remote: Option<mlx5_dv::QpDest>,
-    pub(in crate::device) scatter_to_cqe: bool,
+    /// The most bytes of a receive the CQE takes (`cs_res`: 0 off, 32 or 64).
+    pub(in crate::device) scatter_to_cqe: u8,
     /// SIG_PIPELINING: a signature error drains the send queue to SQD.
     pub(in crate::device) drain_sigerr: bool,
     /// The send queue in host memory, and the device's producer and consumer counters in
@@ -348,8 +349,8 @@ pub(super) struct QpCreate {
     pub send_cqn: u32,
     /// Receive CQ number.
     pub recv_cqn: u32,
-    /// Scatter-to-CQE for small receives.
-    pub scatter_to_cqe: bool,
+    /// Scatter-to-CQE for small receives: the most bytes the CQE takes (0 off, 32 or 64).
+    pub scatter_to_cqe: u8,
     /// SIG_PIPELINING.
     pub drain_sigerr: bool,
     /// The send queue (64-byte basic blocks).
@@ -371,10 +372,14 @@ pub(super) struct QpCreate {
 pub(super) struct CqCreate {
     /// CQEs it holds at most (the ring has one slot more).
     pub cqe: u32,
-    /// The ring: `cqe + 1` entries of 64 bytes.
+    /// The ring: `cqe + 1` entries of `stride` bytes.
     pub ring: u64,
+    /// Bytes of an entry: 64, or 128 (`cqc.cqe_sz` 1 or 2).
+    pub stride: u32,
     /// The doorbell record: the consumer index at +0.
     pub dbrec: u64,
+    /// `cqc.oi`: overrun ignored.
+    pub oi: bool,
 }
 
 /// A CQ as the device holds it.
@@ -389,6 +394,9 @@ pub struct FwCq {
     pub(in crate::device) pi: u32,
     /// Overrun: later CQEs are lost.
     pub(in crate::device) overrun: bool,
+    /// `cqc.oi`: the device writes on at the producer index whatever the consumer index,
+    /// and never overruns.
+    pub(in crate::device) oi: bool,
     /// The EQ of a CQ made by a raw CREATE_CQ; kernel CQs report through the kernel.
     pub(in crate::device) eqn: Option<u32>,
     /// Armed: the next CQE raises a completion event (on `eqn`, or to the kernel for a

@@ -149,9 +149,21 @@ impl Firmware {
             return Err(BAD);
         }
         let nent = 1u64 << log;
+        // cqe_sz: 0 for 64-byte entries, 1 for 128 (2: 128 with the padding that only
+        // changes a device's cache-line writes). Others, and `oi` on a device without
+        // `cq_oi`, are BAD_PARAM (the PRM's reserved values; the status is unverified).
+        let stride = match c::CQE_SZ.get(input)? {
+            0 => 64,
+            1 | 2 => 128,
+            _ => return Err(BAD),
+        };
+        let oi = c::OI.get(input)? != 0;
+        if oi && !self.cq_oi {
+            return Err(BAD);
+        }
         let ring_valid = c::CQ_UMEM_VALID.get(input)? != 0;
         let ring_at = if ring_valid { c::CQ_UMEM_OFFSET.get(input)? } else { pas_start(input, c::PAGE_OFFSET)? };
-        let ring = self.place(ring_valid, get32(c::CQ_UMEM_ID, input)?, ring_at, nent * 64)?;
+        let ring = self.place(ring_valid, get32(c::CQ_UMEM_ID, input)?, ring_at, nent * u64::from(stride))?;
         let dbr_valid = c::DBR_UMEM_VALID.get(input)? != 0;
         let dbr_at = c::DB_RECORD_ADDR.get(input)? & !0x7;
         let dbrec = self.place(dbr_valid, get32(c::DBR_UMEM_ID, input)?, dbr_at, 8)?;
@@ -161,8 +173,9 @@ impl Firmware {
             return Err(NO_SUCH);
         }
         let cqe = u32::try_from(nent - 1).map_err(|_| BAD)?;
-        let cqn =
-            self.create_cq(CqCreate { cqe, ring, dbrec }).ok_or(Reject(status::LIM_ERR, syndrome::OUT_OF_OBJECTS))?;
+        let cqn = self
+            .create_cq(CqCreate { cqe, ring, stride, dbrec, oi })
+            .ok_or(Reject(status::LIM_ERR, syndrome::OUT_OF_OBJECTS))?;
         c::CQN.set(out, u64::from(cqn))?;
         if verbs {
             return Ok(());
@@ -175,7 +188,7 @@ impl Firmware {
             uar: get32(c::UAR_PAGE, input)?,
             period: cqf::CQ_PERIOD.get(input)? as u16,
             max_count: cqf::CQ_MAX_COUNT.get(input)? as u16,
-            oi: c::OI.get(input)? != 0,
+            oi,
             dbrec: dbr_at,
         };
         self.raw_cqs.insert(cqn, raw);
@@ -245,14 +258,18 @@ impl Firmware {
         if unread > nent - 1 {
             return Err(BAD);
         }
-        let mut resize_cqe = [0u8; prm::cqe::SIZE];
+        // The entry keeps its size: the mlx5_cqe64 is the last 64 bytes of a 128-byte one.
+        let stride = cq.ring.stride;
+        let mut resize_cqe = vec![0u8; stride as usize];
         let owner = u8::from(cq.pi & cq.ring.wqe_cnt != 0);
-        resize_cqe[prm::cqe::SIZE - 1] = prm::cqe::opcode::RESIZE_CQ << 4 | owner;
+        if let Some(b) = resize_cqe.last_mut() {
+            *b = prm::cqe::opcode::RESIZE_CQ << 4 | owner;
+        }
         if !host.publish(cq.ring.slot(cq.pi), &resize_cqe) {
             return Err(BAD);
         }
         cq.pi = cq.pi.wrapping_add(1);
-        cq.ring = QueueBuf { addr: ring_at, wqe_cnt: nent, stride: prm::cqe::SIZE as u32 };
+        cq.ring = QueueBuf { addr: ring_at, wqe_cnt: nent, stride };
         cq.cqe = nent - 1;
         Ok(())
     }
@@ -282,6 +299,12 @@ impl Firmware {
         }
         if select & cqf::SELECT_OVERRUN != 0 {
             raw.oi = c::OI.get(input)? != 0;
+            if raw.oi && !self.cq_oi {
+                return Err(BAD);
+            }
+            if let Some(cq) = self.cq_mut(cqn) {
+                cq.oi = raw.oi;
+            }
         }
         if select & cqf::SELECT_EQN != 0
             && let Some(cq) = self.cq_mut(cqn)
@@ -307,7 +330,7 @@ impl Firmware {
         let waiting = if waiting > c.ring.wqe_cnt { 0 } else { waiting };
         let wakes = |i: u32| {
             let at = c.ring.slot(ci.wrapping_add(i));
-            host.read(at, prm::cqe::SIZE).and_then(|b| b.last().copied()).is_some_and(cqe_wakes_solicited)
+            host.read(at, c.ring.stride as usize).and_then(|b| b.last().copied()).is_some_and(cqe_wakes_solicited)
         };
         let now = waiting != 0 && (!solicited_only || (0..waiting).any(wakes));
         c.armed = !now;
@@ -394,7 +417,11 @@ impl Firmware {
             st,
             send_cqn,
             recv_cqn,
-            scatter_to_cqe: f::CS_RES.get(input)? != 0,
+            scatter_to_cqe: match f::CS_RES.get(input)? {
+                0 => 0,
+                1 => 32,
+                _ => 64,
+            },
             drain_sigerr: f::DRAIN_SIGERR.get(input)? != 0,
             sq: QueueBuf { addr: sq_addr, wqe_cnt: sq_cnt, stride: 64 },
             rq: QueueBuf { addr: wq, wqe_cnt: rq_cnt, stride: rq_stride },

@@ -25,7 +25,7 @@ pub(super) fn qp() -> QpCreate {
         st: 0,
         send_cqn: 1,
         recv_cqn: 1,
-        scatter_to_cqe: false,
+        scatter_to_cqe: 0,
         drain_sigerr: false,
         sq: Default::default(),
         rq: Default::default(),

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::device::firmware::tests::{exec, fw};
+use crate::profile::ShippedProfiles;
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
@@ -98,6 +99,41 @@ fn query_and_modify_cq() -> TestResult {
     assert_eq!(exec(&mut f, &resize, 16).0, status::BAD_PARAM_ERR, "resizing is not simulated");
     let other = cmd(opcode::QUERY_CQ, 16, &[(q::create_cq::CQN, cqn + 100)])?;
     assert_eq!(exec(&mut f, &other, cqf::SIZE).1, syndrome::NO_SUCH_OBJECT);
+    Ok(())
+}
+
+/// `cqc.cqe_sz` 1 and 2 make 128-byte entries, 3 and up are BAD_PARAM; `cqc.oi` is taken
+/// on a device with `cq_oi` and is BAD_PARAM without it (item 329).
+#[test]
+fn cqe_size_and_overrun_ignore() -> TestResult {
+    use q::create_cq as c;
+    let create = |f: &mut Firmware, fields: &[(Field, u64)]| -> Result<(u8, u64), Box<dyn std::error::Error>> {
+        let (_, _, out) = exec(f, &prm::new_input(16, opcode::ALLOC_UAR, 0, 0), 16);
+        let _ = out;
+        let mut input = cmd(opcode::CREATE_CQ, c::IN_SIZE + 8, fields)?;
+        input[c::IN_SIZE..].copy_from_slice(&0x30_0000u64.to_be_bytes());
+        let (s, _, out) = exec(f, &input, 16);
+        Ok((s, c::CQN.get(&out)?))
+    };
+    let mut f = fw()?;
+    let (_, cqn) = pd_and_cq(&mut f)?;
+    let eqn = f.cq_mut(cqn as u32).and_then(|x| x.eqn).unwrap_or(0);
+    let base = [(c::LOG_CQ_SIZE, 4), (c::C_EQN, u64::from(eqn))];
+    for (sz, stride) in [(0, 64), (1, 128), (2, 128)] {
+        let (s, n) = create(&mut f, &[base[0], base[1], (c::CQE_SZ, sz)])?;
+        assert_eq!(s, status::OK, "cqe_sz {sz}");
+        assert_eq!(f.cq_mut(n as u32).map(|x| x.ring.stride), Some(stride), "cqe_sz {sz}");
+    }
+    assert_eq!(create(&mut f, &[base[0], base[1], (c::CQE_SZ, 3)])?.0, status::BAD_PARAM_ERR);
+    let (s, n) = create(&mut f, &[base[0], base[1], (c::OI, 1)])?;
+    assert_eq!((s, f.cq_mut(n as u32).map(|x| x.oi)), (status::OK, Some(true)));
+    let mut p = crate::profile::Profile::builtin("cx6dx")?;
+    p.hca_cap.cq_oi = false;
+    let mut off = Firmware::new(&p)?;
+    let (_, cqn) = pd_and_cq(&mut off)?;
+    let eqn = off.cq_mut(cqn as u32).and_then(|x| x.eqn).unwrap_or(0);
+    let (s, _) = create(&mut off, &[(c::LOG_CQ_SIZE, 4), (c::C_EQN, u64::from(eqn)), (c::OI, 1)])?;
+    assert_eq!(s, status::BAD_PARAM_ERR, "oi without cq_oi");
     Ok(())
 }
 
