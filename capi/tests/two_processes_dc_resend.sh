@@ -27,16 +27,18 @@ if cc -Wall -Werror -O1 capi/tests/dc/dc_resend.c -o "$bin/dc_resend" -libverbs 
     read -r n sfaults cfaults <<< "$run"
     dc_resend_pair "dcr-$n" "MLX5SIM_ADDR=127.0.72.$n MLX5SIM_NET_FAULTS=$sfaults" \
       "MLX5SIM_ADDR=127.0.72.2 MLX5SIM_NET_FAULTS=$cfaults"
-    resent=0
+    resent=0 naks=0
     if command -v tshark > /dev/null; then
       # The DCI's requests (DC SEND, SEND with immediate, WRITE with immediate: 0xc4, 0xc5,
       # 0xcb; one packet each) past one per message: those it sent again.
       sent=$(tshark -r "$bin/dcr-$n.pcap" -Y 'infiniband.bth.opcode >= 0xc0' -T fields \
         -e infiniband.bth.psn 2> /dev/null | wc -l)
       resent=$((sent - 168))
+      # Sequence error NAKs (AETH syndrome 0x60) the DCT sent for a request after a lost one.
+      naks=$(tshark -r "$bin/dcr-$n.pcap" -Y 'infiniband.aeth.syndrome == 0x60' 2> /dev/null | wc -l)
     fi
     if [ $rc_c = 0 ] && [ $rc_s = 0 ] && { [ "$resent" -gt 0 ] || ! command -v tshark > /dev/null; }; then
-      pass "DC messages with ACKs ($sfaults) and requests ($cfaults) lost, 127.0.72.$n and 127.0.72.2: $resent requests sent again; $(tail -1 "$bin/dcr-$n-client.log"); $(tail -1 "$bin/dcr-$n-server.log")"
+      pass "DC messages with ACKs ($sfaults) and requests ($cfaults) lost, 127.0.72.$n and 127.0.72.2: $resent requests sent again, $naks sequence error NAKs; $(tail -1 "$bin/dcr-$n-client.log"); $(tail -1 "$bin/dcr-$n-server.log")"
     else
       fail "DC messages with loss, 127.0.72.$n: exits $rc_s/$rc_c, $resent resent: $(cat "$bin/dcr-$n-server.log" "$bin/dcr-$n-client.log" | tail -n 4 | tr '\n' ' ')"
     fi

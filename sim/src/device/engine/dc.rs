@@ -2,12 +2,14 @@
 //! the DCT's address, number and access key in its datagram segment (as
 //! `mlx5_send_wr_set_dc_addr` writes it); the device points the DCI's path at that DCT and
 //! runs the rest of the WQE as an RC requester does. The DCT is an RC responder on its SRQ
-//! that serves any DCI whose request carries its access key: it takes each request's PSN as
-//! the one it expects (a new connection per message), and drops a request with another key
-//! without an answer, so that the DCI's WQE ends in a transport retry error. How mlx5 puts
-//! DC on the wire is not public: in one process DC requests are not captured; to a DCT of
-//! another process they go over the network in the simulator's own encoding
-//! ([`crate::packet::Dceth`]), answered as RC requests are. A DCT keeps the atomics it
+//! that serves any DCI whose request carries its access key, and drops a request with another
+//! key without an answer, so that the DCI's WQE ends in a transport retry error. How mlx5 puts
+//! DC on the wire is not public: in one process DC requests are not captured, and the DCT
+//! takes each request's PSN as the one it expects (a new connection per message); on the
+//! wire (to a DCT of another process, or on the in-memory fabric) they go in the simulator's
+//! own encoding ([`crate::packet::Dceth`]), answered as RC requests are, and the DCT checks
+//! each against the PSN that DCI's connection is expected to send
+//! ([`crate::device::firmware::DctStreams`]). A DCT keeps the atomics it
 //! executed by the DCI that asked ([`crate::device::firmware::DcReplay`]), and answers one
 //! that DCI sends again from there.
 
