@@ -99,6 +99,7 @@ source capi/tests/two_processes_atomics.sh
 source capi/tests/two_processes_rdmacm.sh
 source capi/tests/two_processes_dc.sh
 source capi/tests/two_processes_dc_atomics.sh
+source capi/tests/two_processes_dc_resend.sh
 source capi/tests/two_processes_cq128.sh
 source capi/tests/two_processes_ucx_libfabric.sh
 

@@ -15,6 +15,7 @@ mod crypto_dp;
 mod dc;
 mod dc_atomics;
 mod dc_odp;
+mod dc_resend;
 mod dc_streams;
 mod device_objects;
 mod device_qos;
@@ -122,6 +123,7 @@ pub fn all() -> Vec<Case> {
         dr::CASES,
         sched::CASES,
         dc_atomics::CASES,
+        dc_resend::CASES,
         odp_rereg::CASES,
     ]
     .concat()

@@ -309,6 +309,8 @@ pub const ITEMS: &[(u16, &str)] = &[
     (334, "ibv_rereg_mr of an ODP MR: EACCES, then EOPNOTSUPP; an implicit MR made anew"),
     (335, "MRs may overlap in part; each reaches its own range"),
     (336, "a QP's CQs are its own context's: another context's CQ is EINVAL"),
+    (337, "a DC message sent again is acknowledged, not received again; one ahead is NAKed"),
+    (338, "a DCI's new connection (another DCT, a reset) starts its stream at the DCT anew"),
 ];
 
 /// The title of a checklist item, if it exists.

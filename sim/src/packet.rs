@@ -156,14 +156,20 @@ pub struct Headers {
 pub const DC_OPCODES: u8 = 0xc0;
 
 /// The simulator's DC extended header, 16 bytes after the BTH of a DC request: the DCT's
-/// access key (8 bytes), the requesting DCI's QP number (4 bytes, 24 bits used; the DCT
-/// answers it) and 4 reserved bytes. The DCT's number is the BTH's destination QP.
+/// access key (8 bytes), a byte whose top bit marks a connection's first request, the
+/// requesting DCI's QP number (24 bits; the DCT answers it) and the DCI's connection number
+/// (4 bytes). The DCT's number is the BTH's destination QP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Dceth {
     /// The DC access key the DCI's WQE named.
     pub key: u64,
     /// The DCI's QP number.
     pub src_qp: u32,
+    /// The connection the request belongs to: a number the DCI's device gives each run of a
+    /// DCI's requests to one DCT (never 0 from a DCI; 0: none, the request stands alone).
+    pub conn: u32,
+    /// The request is its connection's first (its PSN starts the connection's stream).
+    pub first: bool,
 }
 
 impl Dceth {
@@ -262,8 +268,8 @@ impl Headers {
             put(&(srqn & 0xff_ffff).to_be_bytes());
         } else if let Some(d) = dc {
             put(&d.key.to_be_bytes());
-            put(&(d.src_qp & 0xff_ffff).to_be_bytes());
-            put(&[0; 4]);
+            put(&(d.src_qp & 0xff_ffff | u32::from(d.first) << 31).to_be_bytes());
+            put(&d.conn.to_be_bytes());
         }
         if deth {
             let d = self.deth.unwrap_or_default();
@@ -339,7 +345,12 @@ impl Headers {
             }
         } else if dc {
             let d = b.get(at..at + Dceth::LEN)?;
-            h.dc = Some(Dceth { key: u64::from_be_bytes(d[..8].try_into().ok()?), src_qp: be24(&d[9..12]) });
+            h.dc = Some(Dceth {
+                key: u64::from_be_bytes(d[..8].try_into().ok()?),
+                src_qp: be24(&d[9..12]),
+                conn: be32(&d[12..16]),
+                first: d[8] & 0x80 != 0,
+            });
             at += Dceth::LEN;
         }
         let (reth, aeth, imm, ieth, deth) = extended_any(bth.opcode);
@@ -456,14 +467,14 @@ mod tests {
         let h = Headers {
             bth: Bth { opcode: opcode::COMPARE_SWAP, dest_qp: 0x77, ..Bth::default() },
             atomic: Some(AtomicEth::default()),
-            dc: Some(Dceth { key: 0x0102_0304_0506_0708, src_qp: 0x12_3456 }),
+            dc: Some(Dceth { key: 0x0102_0304_0506_0708, src_qp: 0x12_3456, conn: 0x0a0b_0c0d, first: true }),
             ..Headers::default()
         };
         let mut b = Vec::new();
         h.encode(&mut b);
         assert_eq!((b[0], b.len()), (0xd3, Headers::MAX_LEN), "DC CmpSwap: BTH, DCETH, AtomicETH");
         assert_eq!(&b[12..20], &[1, 2, 3, 4, 5, 6, 7, 8], "access key");
-        assert_eq!(&b[20..28], &[0, 0x12, 0x34, 0x56, 0, 0, 0, 0], "DCI number, reserved");
+        assert_eq!(&b[20..28], &[0x80, 0x12, 0x34, 0x56, 0x0a, 0x0b, 0x0c, 0x0d], "first, DCI number, connection");
         assert_eq!(Headers::decode(&b), Some((h, Headers::MAX_LEN)));
         // An answer to a DC request is a plain RC one.
         let ack =

@@ -212,7 +212,7 @@ fn map_ah(b: &mut dyn Backend, env: &Env) -> Check {
 fn dc_send(from: Ipv4Addr, to: Ipv4Addr, dct: u32, key: u64, psn: u32) -> Check<Vec<u8>> {
     let h = Headers {
         bth: Bth { opcode: op::SEND_ONLY, pkey: 0xffff, dest_qp: dct, ack_req: true, psn, ..Bth::default() },
-        dc: Some(Dceth { key, src_qp: 0x4242 }),
+        dc: Some(Dceth { key, src_qp: 0x4242, ..Dceth::default() }),
         ..Headers::default()
     };
     let ep = Endpoints::new(IpAddr::V4(from), IpAddr::V4(to), 0xc000);
@@ -223,7 +223,7 @@ fn network(_b: &mut dyn Backend, _env: &Env) -> Check {
     // The encoding: RC's opcode plus 0xc0, then the DCETH (key, DCI number, 4 reserved bytes).
     let h = Headers {
         bth: Bth { opcode: op::SEND_ONLY, dest_qp: 0x123, ..Bth::default() },
-        dc: Some(Dceth { key: 0x1122_3344_5566_7788, src_qp: 0xab_cdef }),
+        dc: Some(Dceth { key: 0x1122_3344_5566_7788, src_qp: 0xab_cdef, ..Dceth::default() }),
         ..Headers::default()
     };
     let mut bytes = Vec::new();

@@ -15,6 +15,7 @@ mod caps;
 mod counters;
 mod crypto;
 mod dc_replay;
+mod dct_streams;
 mod eq;
 mod memic;
 mod objects;
@@ -30,6 +31,7 @@ pub mod xrc;
 
 pub use crypto::{FwDek, crypto_syndrome};
 pub use dc_replay::{DcReplay, DciId};
+pub use dct_streams::{Admit, DCT_STREAMS, DctStreams};
 pub use eq::EQ_STATUS_WRITE_FAILURE;
 pub(crate) use eq::{Event, named_input};
 pub(in crate::device) use objects::FwPsv;
@@ -547,6 +549,7 @@ impl Firmware {
             }),
             responder_failed: None,
             dct_replay: Default::default(),
+            dct_streams: Default::default(),
         };
         self.changed();
         self.qps.insert(qpn, qp);

@@ -2,12 +2,14 @@
 //! the DCT's address, number and access key in its datagram segment (as
 //! `mlx5_send_wr_set_dc_addr` writes it); the device points the DCI's path at that DCT and
 //! runs the rest of the WQE as an RC requester does. The DCT is an RC responder on its SRQ
-//! that serves any DCI whose request carries its access key: it takes each request's PSN as
-//! the one it expects (a new connection per message), and drops a request with another key
-//! without an answer, so that the DCI's WQE ends in a transport retry error. How mlx5 puts
-//! DC on the wire is not public: in one process DC requests are not captured; to a DCT of
-//! another process they go over the network in the simulator's own encoding
-//! ([`crate::packet::Dceth`]), answered as RC requests are. A DCT keeps the atomics it
+//! that serves any DCI whose request carries its access key, and drops a request with another
+//! key without an answer, so that the DCI's WQE ends in a transport retry error. How mlx5 puts
+//! DC on the wire is not public: in one process DC requests are not captured, and the DCT
+//! takes each request's PSN as the one it expects (a new connection per message); on the
+//! wire (to a DCT of another process, or on the in-memory fabric) they go in the simulator's
+//! own encoding ([`crate::packet::Dceth`]), answered as RC requests are, and the DCT checks
+//! each against the PSN that DCI's connection is expected to send
+//! ([`crate::device::firmware::DctStreams`]). A DCT keeps the atomics it
 //! executed by the DCI that asked ([`crate::device::firmware::DcReplay`]), and answers one
 //! that DCI sends again from there.
 
@@ -18,7 +20,7 @@ use super::responder::{Corrupt, Response};
 use super::unreliable::{AV_LEN, parse_av};
 use super::{Engine, Step, syndrome};
 use crate::device::contract::{self, Wqe};
-use crate::device::firmware::{DciId, FwQp};
+use crate::device::firmware::{Admit, DciId, FwQp};
 use crate::fabric::QpPath;
 use crate::packet::{Headers, opcode};
 
@@ -161,24 +163,51 @@ impl Engine<'_> {
         Some(Response::atomic_ack(original))
     }
 
-    /// A request reaching a DCT: `Some(false)` to drop it (not a DC request, or another
-    /// access key; counted with the network's drops), `Some(true)` once its PSN is the one the
-    /// DCT expects; `None` for a QP that is not a DCT.
+    /// A request reaching a DCT: `Some(false)` to drop it (not a DC request, another access
+    /// key, or a later request of a connection the DCT does not keep; counted with the
+    /// network's drops), `Some(true)` once the DCT expects the PSN its DCI's connection
+    /// expects (the request's own without a connection); `None` for a QP that is not a DCT.
     pub(super) fn dct_admits(&mut self, at: QpPath, h: &Headers) -> Option<bool> {
         let q = self.qp(at)?;
         if q.st != q::st::DCT {
             return None;
         }
         let ok = self.dc_key == Some(q.transport.dc_key);
+        let stream = h.dc.filter(|d| d.conn != 0).zip(self.dc_from);
         let d = self.dev(at.dev)?;
-        if !ok {
+        let admit = match stream {
+            Some((dc, from)) if ok => {
+                d.fw.qp_mut(at.qpn).map(|q| q.dct_streams.admit(from, dc.conn, dc.first, h.bth.psn))
+            }
+            _ => None,
+        };
+        if !ok || admit == Some(Admit::Drop) {
             d.net.dropped = d.net.dropped.saturating_add(1);
             return Some(false);
         }
         if let Some(t) = d.fw.transport_mut(at.qpn) {
-            t.rq_psn = h.bth.psn;
+            (t.rq_psn, t.nak_psn) = match admit {
+                Some(Admit::Expect { expected, nak_psn }) => (expected, nak_psn),
+                _ => (h.bth.psn, None),
+            };
         }
         Some(true)
+    }
+
+    /// After DCT `at` took a request of a DCI's connection: keep the PSN it expects next
+    /// from that DCI, and the last sequence error NAK's.
+    pub(super) fn dct_keep(&mut self, at: QpPath, h: &Headers) {
+        let (Some(dc), Some(from)) = (h.dc.filter(|d| d.conn != 0), self.dc_from) else { return };
+        let Some(q) = self.dev(at.dev).and_then(|d| d.fw.qp_mut(at.qpn)).filter(|q| q.st == q::st::DCT) else {
+            return;
+        };
+        let (expected, nak_psn) = (q.transport.rq_psn, q.transport.nak_psn);
+        q.dct_streams.store(from, dc.conn, expected, nak_psn);
+    }
+
+    /// The DCT a DCI's WQE at `pos` names (its datagram segment's path).
+    pub(super) fn dci_target(&self, q: &FwQp, pos: u32, bbs: u32) -> Option<QpDest> {
+        self.wqe_bytes(q, pos, bbs).and_then(|b| decode_dc(&b)).map(|(dest, _, _)| dest)
     }
 }
 

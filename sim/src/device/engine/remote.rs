@@ -41,6 +41,8 @@ pub(in crate::device) struct NetState {
     /// A deliberately broken responder (tests of the model only): a SEND or WRITE behind the
     /// expected PSN is executed again instead of acknowledged.
     pub(in crate::device) replay_duplicates: bool,
+    /// The number the device gave its DCIs' latest connection ([`Dceth::conn`]).
+    dc_conns: u32,
 }
 
 pub use mlx5_dv::TransportCounters;
@@ -79,6 +81,11 @@ struct Partial {
     next_psn: u32,
     packets: u32,
     data: Vec<u8>,
+}
+
+/// The DCI a DC request from the port at `peer` names.
+fn dci(peer: Ipv4Addr, dc: &Dceth) -> crate::device::firmware::DciId {
+    crate::device::firmware::DciId::Peer { addr: peer, qpn: dc.src_qp }
 }
 
 /// The opcode that ends a message whose last packet is `op`, as its ONLY form; `None` for a
@@ -226,7 +233,11 @@ impl Engine<'_> {
         }
         let max_msg = self.max_msg(dev);
         let uc = self.qp(QpPath { dev, qpn }).is_some_and(|q| q.st == mlx5_dv::prm::queues::st::UC);
-        let expected = self.qp(QpPath { dev, qpn }).map_or(0, |q| q.transport.rq_psn);
+        // A DCT expects each DCI's connection's next PSN (none: a connection it does not keep).
+        let expected = match h.dc.filter(|d| d.conn != 0) {
+            Some(dc) => self.qp(QpPath { dev, qpn }).and_then(|q| q.dct_streams.expected(dci(peer, &dc), dc.conn)),
+            None => Some(self.qp(QpPath { dev, qpn }).map_or(0, |q| q.transport.rq_psn)),
+        };
         let Some(d) = self.dev(dev) else { return false };
         let psn = h.bth.psn;
         let starts = matches!(op, opcode::SEND_FIRST | opcode::WRITE_FIRST) || only_of(op) == Some(op);
@@ -247,6 +258,7 @@ impl Engine<'_> {
             }
             // A packet of a message already executed (behind the PSN expected): the last one
             // is acknowledged again, the others ignored.
+            let Some(expected) = expected else { return false };
             if expected.wrapping_sub(psn) & PSN_MASK == 0 || expected.wrapping_sub(psn) & PSN_MASK > 1 << 23 {
                 return false;
             }
@@ -289,9 +301,9 @@ impl Engine<'_> {
         };
         // A DCT checks the request's access key as in process.
         let key = std::mem::replace(&mut self.dc_key, h.dc.map(|d| d.key));
-        let from = h.dc.map(|d| crate::device::firmware::DciId::Peer { addr: peer, qpn: d.src_qp });
-        let from = std::mem::replace(&mut self.dc_from, from);
+        let from = std::mem::replace(&mut self.dc_from, h.dc.map(|d| dci(peer, &d)));
         let resp = self.receive(dev, &req);
+        self.dct_keep(QpPath { dev, qpn }, &headers);
         (self.dc_key, self.dc_from) = (key, from);
         // In process a failed responder waits for the requester's completion; here it has
         // none to wait for, unless it is that requester: a QP connected to itself settles

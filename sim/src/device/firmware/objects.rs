@@ -188,6 +188,8 @@ pub struct FwQp {
     pub(in crate::device) responder_failed: Option<Option<u32>>,
     /// A DCT's atomic replay caches, by the DCI each request came from.
     pub(in crate::device) dct_replay: super::DcReplay,
+    /// A DCT's expected PSN per DCI across the network.
+    pub(in crate::device) dct_streams: super::DctStreams,
 }
 
 /// A DCI's streams (`log_num_dci_stream_channels`, `log_num_dci_errored_streams`) and the

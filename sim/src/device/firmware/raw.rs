@@ -569,6 +569,7 @@ impl Firmware {
             q.faults.clear();
             q.remote = None;
             q.responder_failed = None;
+            q.dct_streams = Default::default();
             if let Some(s) = &mut q.dci_streams {
                 s.errored.clear();
             }

@@ -45,6 +45,17 @@ pub(in crate::device) struct Flight {
     /// oldest message makes progress): the answers and NAKs still on their way from before it
     /// start no other.
     retrying: bool,
+    /// A DCI's connection: the DCT its messages go to, while it has any.
+    dc: Option<DcConn>,
+}
+
+/// A run of a DCI's messages to one DCT (the simulator's DC connection, named in each
+/// request's DCETH): the DCT, the number the device gave the run, and its first PSN.
+#[derive(Debug, Clone, Copy)]
+struct DcConn {
+    dct: (u32, mlx5_dv::AhAttr),
+    number: u32,
+    first_psn: u32,
 }
 
 /// One message: the WQE it is and what came back.
@@ -324,6 +335,11 @@ impl Engine<'_> {
             // max_rd_atomic: a new READ or atomic waits while as many are outstanding, counted
             // from the oldest WQE not completed (answered ones behind it included): the
             // responder can then replay any of them from its 16 latest.
+            // A DCI sends to one DCT at a time: a WQE to another waits until every message
+            // on the wire is answered (its connection then starts anew).
+            if known.is_none() && self.dci_switch_waits(id, q, pos, w.bbs) {
+                return;
+            }
             let responds = matches!(w.kind, Some(WqeKind::Read { .. } | WqeKind::Atomic { .. }));
             let reads = f.msgs.iter().filter(|m| m.read).count();
             if known.is_none() && responds && reads >= 1usize << q.transport.log_sra_max.min(7) {
@@ -432,8 +448,9 @@ impl Engine<'_> {
         }
         let mut h = req.packet.headers;
         h.bth.psn = psn;
-        // A DCI's request carries the DCT's key and the DCI's number (the DCT answers it).
-        h.dc = self.dc_key.map(|key| crate::packet::Dceth { key, src_qp: qp.qpn });
+        // A DCI's request carries the DCT's key, the DCI's number (the DCT answers it) and its
+        // connection.
+        h.dc = self.dc_key.map(|key| self.dc_conn(qp, key, psn));
         let mtu = usize::try_from(self.mtu_bytes(qp)).unwrap_or(4096);
         let dst_qp = h.bth.dest_qp;
         match message_op(&h) {
@@ -449,6 +466,34 @@ impl Engine<'_> {
             m.hit = hit;
         }
         Exchange::Waiting
+    }
+
+    /// The DCETH of DCI `qp`'s request `psn` towards the DCT its path names: in the DCI's
+    /// connection to that DCT, or a new one (the device's next number) when it had none.
+    fn dc_conn(&mut self, qp: QpPath, key: u64, psn: u32) -> crate::packet::Dceth {
+        let mut dc = crate::packet::Dceth { key, src_qp: qp.qpn, ..Default::default() };
+        let Some(dct) = self.qp(qp).and_then(|q| q.remote).map(|r| (r.dest_qp_num, r.ah)) else { return dc };
+        let Some(net) = self.devs.get_mut(qp.dev).map(|d| &mut d.net) else { return dc };
+        let Some(f) = net.flights.get_mut(&qp.qpn) else { return dc };
+        let c = match f.dc.filter(|c| c.dct == dct) {
+            Some(c) => c,
+            None => {
+                net.dc_conns = net.dc_conns.wrapping_add(1).max(1);
+                let c = DcConn { dct, number: net.dc_conns, first_psn: psn };
+                f.dc = Some(c);
+                c
+            }
+        };
+        (dc.conn, dc.first) = (c.number, psn == c.first_psn);
+        dc
+    }
+
+    /// Whether DCI `id`'s WQE at `pos` names another DCT than its messages on the wire go to.
+    fn dci_switch_waits(&self, id: QpPath, q: &crate::device::firmware::FwQp, pos: u32, bbs: u32) -> bool {
+        let Some(c) = self.flight(id).filter(|f| f.msgs.iter().any(|m| !m.settled())).and_then(|f| f.dc) else {
+            return false;
+        };
+        self.dci_target(q, pos, bbs).is_some_and(|d| (d.dest_qp_num, d.ah) != c.dct)
     }
 
     /// An ACK, NAK or READ response for requester QP `h.bth.dest_qp` of device `dev`. False
