@@ -38,6 +38,7 @@ mod memic_op;
 pub mod misc;
 pub mod mr;
 pub mod mw;
+pub mod names;
 mod objects;
 pub mod qpx;
 pub mod queue;

@@ -536,80 +536,10 @@ impl QpModify {
 }
 
 /// `enum ibv_wc_status` values.
-pub mod wc_status {
-    /// `IBV_WC_SUCCESS`.
-    pub const SUCCESS: u32 = 0;
-    /// `IBV_WC_LOC_LEN_ERR`.
-    pub const LOC_LEN_ERR: u32 = 1;
-    /// `IBV_WC_LOC_QP_OP_ERR`.
-    pub const LOC_QP_OP_ERR: u32 = 2;
-    /// `IBV_WC_LOC_PROT_ERR`.
-    pub const LOC_PROT_ERR: u32 = 4;
-    /// `IBV_WC_WR_FLUSH_ERR`.
-    pub const WR_FLUSH_ERR: u32 = 5;
-    /// `IBV_WC_MW_BIND_ERR`.
-    pub const MW_BIND_ERR: u32 = 6;
-    /// `IBV_WC_BAD_RESP_ERR`.
-    pub const BAD_RESP_ERR: u32 = 7;
-    /// `IBV_WC_LOC_ACCESS_ERR`.
-    pub const LOC_ACCESS_ERR: u32 = 8;
-    /// `IBV_WC_REM_INV_REQ_ERR`.
-    pub const REM_INV_REQ_ERR: u32 = 9;
-    /// `IBV_WC_REM_ACCESS_ERR`.
-    pub const REM_ACCESS_ERR: u32 = 10;
-    /// `IBV_WC_REM_OP_ERR`.
-    pub const REM_OP_ERR: u32 = 11;
-    /// `IBV_WC_RETRY_EXC_ERR`.
-    pub const RETRY_EXC_ERR: u32 = 12;
-    /// `IBV_WC_RNR_RETRY_EXC_ERR`.
-    pub const RNR_RETRY_EXC_ERR: u32 = 13;
-    /// `IBV_WC_REM_ABORT_ERR`.
-    pub const REM_ABORT_ERR: u32 = 16;
-    /// `IBV_WC_GENERAL_ERR`.
-    pub const GENERAL_ERR: u32 = 21;
-    /// `IBV_WC_TM_ERR`: a tag-matching list operation failed (a DEL of a consumed tag).
-    pub const TM_ERR: u32 = 22;
-    /// `IBV_WC_TM_RNDV_INCOMPLETE`: a matched rendezvous left for software to finish.
-    pub const TM_RNDV_INCOMPLETE: u32 = 23;
-}
+pub mod wc_status;
 
 /// `enum ibv_wc_opcode` values.
-pub mod wc_opcode {
-    /// `IBV_WC_SEND`.
-    pub const SEND: u32 = 0;
-    /// `IBV_WC_RDMA_WRITE`.
-    pub const RDMA_WRITE: u32 = 1;
-    /// `IBV_WC_RDMA_READ`.
-    pub const RDMA_READ: u32 = 2;
-    /// `IBV_WC_COMP_SWAP`.
-    pub const COMP_SWAP: u32 = 3;
-    /// `IBV_WC_FETCH_ADD`.
-    pub const FETCH_ADD: u32 = 4;
-    /// `IBV_WC_BIND_MW`.
-    pub const BIND_MW: u32 = 5;
-    /// `IBV_WC_LOCAL_INV`.
-    pub const LOCAL_INV: u32 = 6;
-    /// `IBV_WC_RECV`.
-    pub const RECV: u32 = 1 << 7;
-    /// `IBV_WC_RECV_RDMA_WITH_IMM`.
-    pub const RECV_RDMA_WITH_IMM: u32 = (1 << 7) + 1;
-    /// `IBV_WC_TM_ADD`.
-    pub const TM_ADD: u32 = (1 << 7) + 2;
-    /// `IBV_WC_TM_DEL`.
-    pub const TM_DEL: u32 = (1 << 7) + 3;
-    /// `IBV_WC_TM_SYNC`.
-    pub const TM_SYNC: u32 = (1 << 7) + 4;
-    /// `IBV_WC_TM_RECV`.
-    pub const TM_RECV: u32 = (1 << 7) + 5;
-    /// `IBV_WC_TM_NO_TAG`.
-    pub const TM_NO_TAG: u32 = (1 << 7) + 6;
-    /// `IBV_WC_DRIVER1`, alias `MLX5DV_WC_UMR`.
-    pub const DRIVER1: u32 = 135;
-    /// `IBV_WC_DRIVER2`, alias `MLX5DV_WC_RAW_WQE`.
-    pub const DRIVER2: u32 = 136;
-    /// `IBV_WC_DRIVER3`, alias `MLX5DV_WC_MEMCPY`.
-    pub const DRIVER3: u32 = 137;
-}
+pub mod wc_opcode;
 
 bitflags! {
     /// `enum ibv_wc_flags`.
@@ -633,12 +563,7 @@ bitflags! {
 }
 
 /// `IBV_WC_*` flags by their C names, as [`WcFlags`].
-pub mod wc_flags {
-    /// `IBV_WC_WITH_IMM`.
-    pub const WITH_IMM: super::WcFlags = super::WcFlags::WITH_IMM;
-    /// `IBV_WC_WITH_INV`.
-    pub const WITH_INV: super::WcFlags = super::WcFlags::WITH_INV;
-}
+pub mod wc_flags;
 
 fn is_zero_u16(v: &u16) -> bool {
     *v == 0
