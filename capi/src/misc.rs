@@ -154,7 +154,23 @@ pub extern "C" fn ibv_dofork_range(_base: *mut c_void, _size: usize) -> c_int {
 }
 
 /// `enum ibv_rate` values with a multiple of 2.5 Gb/s.
-const MULT: [(c_int, c_int); 9] = [(2, 1), (5, 2), (3, 4), (6, 8), (4, 12), (7, 16), (8, 24), (9, 32), (10, 48)];
+const MULT: [(c_int, c_int); 15] = [
+    (2, 1),
+    (5, 2),
+    (3, 4),
+    (6, 8),
+    (4, 12),
+    (7, 16),
+    (8, 24),
+    (9, 32),
+    (10, 48),
+    (19, 11),
+    (20, 20),
+    (21, 160),
+    (22, 240),
+    (23, 320),
+    (24, 480),
+];
 
 /// `enum ibv_rate` values and their Mb/s.
 const MBPS: [(c_int, c_int); 23] = [
