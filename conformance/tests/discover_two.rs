@@ -50,8 +50,8 @@ fn a_network_that_loses_every_acknowledgement_is_caught_and_shrunk() {
 
 #[test]
 fn addresses_off_loopback_are_refused() {
-    let o = discover(&["--cases", "1", "--address", "10.0.0.1"]);
+    let o = discover(&["--cases", "1", "--address", "198.51.100.1"]);
     let t = text(&o);
     assert_eq!(o.status.code(), Some(2), "{t}");
-    assert!(t.contains("10.0.0.1 is not a loopback address"), "{t}");
+    assert!(t.contains("198.51.100.1 is not a loopback address"), "{t}");
 }
