@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "dc/dct_file.h"
 
 #define KEY 0x0123456789abcdefULL
 #define START 1000ULL
@@ -168,16 +169,7 @@ int main(int argc, char **argv)
 	target[1] = START;
 	if (role == 1) {
 		struct ibv_qp *dct = make_dct(ctx, pd, cq, &gid, remote);
-		char tmp[4096];
-		snprintf(tmp, sizeof(tmp), "%s.tmp", argv[2]);
-		FILE *f = fopen(tmp, "w");
-		CHECK(f, "fopen %s", tmp);
-		fprintf(f, "%u %llu %u", dct->qp_num, (unsigned long long)(uintptr_t)&target[1], tmr->rkey);
-		for (int i = 0; i < 16; i++)
-			fprintf(f, " %u", gid.raw[i]);
-		fprintf(f, "\n");
-		fclose(f);
-		CHECK_EQ(rename(tmp, argv[2]), 0, "rename");
+		dct_file_write(argv[2], dct->qp_num, &target[1], tmr->rkey, &gid);
 		time_t end = time(NULL) + 60;
 		while (__atomic_load_n(&target[1], __ATOMIC_SEQ_CST) != FINAL && time(NULL) < end)
 			usleep(1000);
@@ -192,23 +184,10 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (role == 2) {
-		unsigned dctn, rkey, g[16];
-		unsigned long long raddr;
-		FILE *f = NULL;
-		for (int i = 0; i < 300 && !f; i++) {
-			f = fopen(argv[2], "r");
-			if (!f)
-				usleep(100000);
-		}
-		CHECK(f, "the server's file %s never came", argv[2]);
-		int n = fscanf(f, "%u %llu %u", &dctn, &raddr, &rkey);
-		for (int i = 0; i < 16 && n >= 0; i++)
-			n += fscanf(f, "%u", &g[i]);
-		fclose(f);
-		CHECK_EQ(n, 19, "the fields of the server's file");
-		union ibv_gid peer;
-		for (int i = 0; i < 16; i++)
-			peer.raw[i] = (uint8_t)g[i];
+		struct dct_addr far = dct_file_read(argv[2]);
+		unsigned dctn = far.dctn, rkey = far.rkey;
+		unsigned long long raddr = far.addr;
+		union ibv_gid peer = far.gid;
 		struct ibv_qp *dci = make_dci(ctx, pd, cq, &peer);
 		CHECK(dci, "mlx5dv_create_qp(DCI): %s", strerror(errno));
 		struct ibv_ah_attr aa = { .is_global = 1, .port_num = 1, .grh = { .dgid = peer, .hop_limit = 64 } };

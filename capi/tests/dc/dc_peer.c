@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "../common.h"
+#include "dct_file.h"
 
 #define KEY 0x0123456789abcdefULL
 #define N_SENDS 4
@@ -91,16 +92,7 @@ int main(int argc, char **argv)
 			struct ibv_recv_wr rw = { .wr_id = 100 + i, .sg_list = &sg, .num_sge = 1 }, *bad;
 			CHECK_EQ(ibv_post_srq_recv(srq, &rw, &bad), 0, "ibv_post_srq_recv");
 		}
-		char tmp[4096];
-		snprintf(tmp, sizeof(tmp), "%s.tmp", argv[2]);
-		FILE *f = fopen(tmp, "w");
-		CHECK(f, "fopen %s", tmp);
-		fprintf(f, "%u %llu %u", dct->qp_num, (unsigned long long)(uintptr_t)buf, mr->rkey);
-		for (int i = 0; i < 16; i++)
-			fprintf(f, " %u", gid.raw[i]);
-		fprintf(f, "\n");
-		fclose(f);
-		CHECK_EQ(rename(tmp, argv[2]), 0, "rename");
+		dct_file_write(argv[2], dct->qp_num, buf, mr->rkey, &gid);
 		for (int i = 0; i < N_SENDS; i++) {
 			struct ibv_wc w = poll_bounded(cq);
 			CHECK(w.status == IBV_WC_SUCCESS && w.opcode == IBV_WC_RECV, "receive %d: status %d opcode %d", i,
@@ -117,23 +109,10 @@ int main(int argc, char **argv)
 		       "another process\n", WRITE_LEN, N_SENDS, LEN);
 		return 0;
 	}
-	unsigned dctn, rkey, g[16];
-	unsigned long long raddr;
-	FILE *f = NULL;
-	for (int i = 0; i < 300 && !f; i++) {
-		f = fopen(argv[2], "r");
-		if (!f)
-			usleep(100000);
-	}
-	CHECK(f, "the server's file %s never came", argv[2]);
-	int got = fscanf(f, "%u %llu %u", &dctn, &raddr, &rkey);
-	for (int i = 0; i < 16 && got >= 0; i++)
-		got += fscanf(f, "%u", &g[i]);
-	fclose(f);
-	CHECK_EQ(got, 19, "the fields of the server's file");
-	union ibv_gid peer;
-	for (int i = 0; i < 16; i++)
-		peer.raw[i] = (uint8_t)g[i];
+	struct dct_addr far = dct_file_read(argv[2]);
+	unsigned dctn = far.dctn, rkey = far.rkey;
+	unsigned long long raddr = far.addr;
+	union ibv_gid peer = far.gid;
 	a.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
 	a.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_READ;
 	dv.dc_init_attr.dc_type = MLX5DV_DCTYPE_DCI;

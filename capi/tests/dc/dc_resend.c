@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../common.h"
+#include "dct_file.h"
 
 #define KEY 0x0123456789abcdefULL
 #define N 160
@@ -87,16 +88,7 @@ static int server(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_cq *cq,
 		 "DCT to RTR");
 	for (int i = 0; i < RECVS; i++)
 		post_recv(srq, mr, i);
-	char tmp[4096];
-	snprintf(tmp, sizeof(tmp), "%s.tmp", file);
-	FILE *f = fopen(tmp, "w");
-	CHECK(f, "fopen %s", tmp);
-	fprintf(f, "%u %llu %u", dct->qp_num, (unsigned long long)(uintptr_t)buf, mr->rkey);
-	for (int i = 0; i < 16; i++)
-		fprintf(f, " %u", gid.raw[i]);
-	fprintf(f, "\n");
-	fclose(f);
-	CHECK_EQ(rename(tmp, file), 0, "rename");
+	dct_file_write(file, dct->qp_num, buf, mr->rkey, &gid);
 	int total = N + AFTER_RESET;
 	for (int i = 0; i < total; i++) {
 		struct ibv_wc w = poll_for(cq, 60);
@@ -149,23 +141,10 @@ int main(int argc, char **argv)
 	struct mlx5dv_qp_init_attr dv = { .comp_mask = MLX5DV_QP_INIT_ATTR_MASK_DC };
 	if (strcmp(argv[1], "server") == 0)
 		return server(ctx, pd, cq, mr, &a, &dv, argv[2]);
-	unsigned dctn, rkey, g[16];
-	unsigned long long raddr;
-	FILE *f = NULL;
-	for (int i = 0; i < 300 && !f; i++) {
-		f = fopen(argv[2], "r");
-		if (!f)
-			usleep(100000);
-	}
-	CHECK(f, "the server's file %s never came", argv[2]);
-	int got = fscanf(f, "%u %llu %u", &dctn, &raddr, &rkey);
-	for (int i = 0; i < 16 && got >= 0; i++)
-		got += fscanf(f, "%u", &g[i]);
-	fclose(f);
-	CHECK_EQ(got, 19, "the fields of the server's file");
-	union ibv_gid peer;
-	for (int i = 0; i < 16; i++)
-		peer.raw[i] = (uint8_t)g[i];
+	struct dct_addr far = dct_file_read(argv[2]);
+	unsigned dctn = far.dctn, rkey = far.rkey;
+	unsigned long long raddr = far.addr;
+	union ibv_gid peer = far.gid;
 	a.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
 	a.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM;
 	dv.dc_init_attr.dc_type = MLX5DV_DCTYPE_DCI;
