@@ -85,11 +85,24 @@ pub(super) fn bring_up(b: &mut dyn Backend, d: &Dc) -> Check<QpDest> {
     expect_ok("DCT to INIT", step(b, &d.dct, QpState::Init, s | M::ACCESS_FLAGS | M::PKEY_INDEX | M::PORT, None))?;
     let rtr = s | M::MIN_RNR_TIMER | M::AV | M::PATH_MTU;
     expect_ok("DCT to RTR", step(b, &d.dct, QpState::Rtr, rtr, Some(to)))?;
-    expect_ok("DCI to INIT", step(b, &d.dci, QpState::Init, s | M::PKEY_INDEX | M::PORT, None))?;
-    expect_ok("DCI to RTR", step(b, &d.dci, QpState::Rtr, s | M::PATH_MTU, Some(to)))?;
-    let rts = s | M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY | M::MAX_QP_RD_ATOMIC | M::SQ_PSN;
-    expect_ok("DCI to RTS", step(b, &d.dci, QpState::Rts, rts, None))?;
+    dci_to_rts(b, &d.dci, to)?;
     Ok(to)
+}
+
+/// A DCI from RESET to RTS towards `to`, with exactly the attributes mlx5_ib requires.
+pub(super) fn dci_to_rts(b: &mut dyn Backend, q: &Qp, to: QpDest) -> Check {
+    let s = M::STATE;
+    expect_ok("DCI to INIT", step(b, q, QpState::Init, s | M::PKEY_INDEX | M::PORT, None))?;
+    expect_ok("DCI to RTR", step(b, q, QpState::Rtr, s | M::PATH_MTU, Some(to)))?;
+    let rts = s | M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY | M::MAX_QP_RD_ATOMIC | M::SQ_PSN;
+    expect_ok("DCI to RTS", step(b, q, QpState::Rts, rts, None))
+}
+
+/// Another DCI of `d` in RTS towards `to`.
+pub(super) fn another_dci(b: &mut dyn Backend, d: &Dc, to: QpDest) -> Check<Qp> {
+    let q = expect_ok("another DCI", b.create_qp(&dc_attr(d.pd, &d.cq, None, DcInitAttr::dci())))?;
+    dci_to_rts(b, &q, to)?;
+    Ok(q)
 }
 
 /// `mlx5dv_wr_set_dc_addr`'s arguments towards `to` with `key`.
@@ -175,16 +188,7 @@ fn wrong_key(b: &mut dyn Backend, env: &Env) -> Check {
     err_cqe(b, &d.cq, 1, wc_status::RETRY_EXC_ERR)?;
     check_eq("the DCT side's memory, untouched", contents(b, &rbuf)?, pattern(4096, 0))?;
     // A bad R_Key with the right key: NAKed to that DCI; the DCT goes on serving others.
-    let mut fresh = || -> Check<Qp> {
-        let q = expect_ok("another DCI", b.create_qp(&dc_attr(d.pd, &d.cq, None, DcInitAttr::dci())))?;
-        let s = M::STATE;
-        expect_ok("DCI to INIT", step(b, &q, QpState::Init, s | M::PKEY_INDEX | M::PORT, None))?;
-        expect_ok("DCI to RTR", step(b, &q, QpState::Rtr, s | M::PATH_MTU, Some(to)))?;
-        let rts = s | M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY | M::MAX_QP_RD_ATOMIC | M::SQ_PSN;
-        expect_ok("DCI to RTS", step(b, &q, QpState::Rts, rts, None))?;
-        Ok(q)
-    };
-    let (second, third) = (fresh()?, fresh()?);
+    let (second, third) = (another_dci(b, &d, to)?, another_dci(b, &d, to)?);
     let bad = SendWr {
         remote_addr: rmr.addr,
         rkey: rmr.rkey ^ 0x100,

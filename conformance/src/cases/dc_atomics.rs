@@ -4,13 +4,13 @@
 
 use mlx5_dv::net_fault::opcode;
 use mlx5_dv::{
-    AccessFlags as A, Backend, Buf, DcInitAttr, Mr, NetAction, NetFault, Qp, QpAttrExt, QpAttrMask as M, QpDest,
-    QpModify, QpState, SendFlags, SendWr, link_layer, wc_opcode, wc_status, wr_opcode,
+    AccessFlags as A, Backend, Buf, DcInitAttr, Mr, NetAction, NetFault, QpAttrExt, QpAttrMask as M, QpDest, QpModify,
+    QpState, SendFlags, SendWr, link_layer, wc_opcode, wc_status, wr_opcode,
 };
 
 use super::atomics::fault;
 use super::ctl;
-use super::dc::{Dc, KEY, bring_up, dc_attr, dc_dest, make, step};
+use super::dc::{Dc, KEY, another_dci, bring_up, dc_attr, dc_dest, make};
 use super::fixture::*;
 use crate::case::{Case, Check, Env, Need, Verdict, check_eq, expect_ok};
 
@@ -61,17 +61,6 @@ fn target(b: &mut dyn Backend, d: &Dc, value: u64, access: A) -> Check<(Buf, Mr)
     let mut fill = pattern(64, 3);
     fill[8..16].copy_from_slice(&value.to_ne_bytes());
     region(b, d.pd, 64, &fill, access)
-}
-
-/// Another DCI of `d` in RTS towards `to`.
-fn another_dci(b: &mut dyn Backend, d: &Dc, to: QpDest) -> Check<Qp> {
-    let q = expect_ok("another DCI", b.create_qp(&dc_attr(d.pd, &d.cq, None, DcInitAttr::dci())))?;
-    let s = M::STATE;
-    expect_ok("DCI to INIT", step(b, &q, QpState::Init, s | M::PKEY_INDEX | M::PORT, None))?;
-    expect_ok("DCI to RTR", step(b, &q, QpState::Rtr, s | M::PATH_MTU, Some(to)))?;
-    let rts = s | M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY | M::MAX_QP_RD_ATOMIC | M::SQ_PSN;
-    expect_ok("DCI to RTS", step(b, &q, QpState::Rts, rts, None))?;
-    Ok(q)
 }
 
 const ATOMIC_MR: A = A::LOCAL_WRITE.union(A::REMOTE_ATOMIC);

@@ -13,7 +13,7 @@ use mlx5_dv::{
 
 use super::atomics::fault;
 use super::ctl;
-use super::dc::{Dc, KEY, bring_up, dc_attr, dc_dest, make, step};
+use super::dc::{Dc, KEY, bring_up, dc_attr, dc_dest, dci_to_rts, make, step};
 use super::fixture::*;
 use crate::case::{Case, Check, Env, Need, Verdict, check_eq, expect_ok};
 
@@ -145,10 +145,7 @@ fn resent(b: &mut dyn Backend, env: &Env) -> Check {
 fn reset_dci(b: &mut dyn Backend, q: &Qp, to: QpDest) -> Check {
     let s = M::STATE;
     expect_ok("DCI to RESET", step(b, q, QpState::Reset, s, None))?;
-    expect_ok("DCI to INIT", step(b, q, QpState::Init, s | M::PKEY_INDEX | M::PORT, None))?;
-    expect_ok("DCI to RTR", step(b, q, QpState::Rtr, s | M::PATH_MTU, Some(to)))?;
-    let rts = s | M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY | M::MAX_QP_RD_ATOMIC | M::SQ_PSN;
-    expect_ok("DCI to RTS", step(b, q, QpState::Rts, rts, None))
+    dci_to_rts(b, q, to)
 }
 
 fn reconnect(b: &mut dyn Backend, env: &Env) -> Check {
