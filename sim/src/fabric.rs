@@ -312,6 +312,16 @@ mod tests {
     use crate::profile::ShippedProfiles;
 
     #[test]
+    fn node_guids_of_other_hosts_carry_the_host_times_four_plus_the_device() {
+        let base = 0x0c42_a103_00ab_cdef;
+        assert_eq!(node_guid(base, 0, 2), base + 2);
+        assert_eq!(node_guid(base, 5, 1), 0x0c42_a103_0000_0015);
+        let guids: std::collections::BTreeSet<u64> =
+            (1..=2).flat_map(|h| (0..4).map(move |d| node_guid(base, h, d))).collect();
+        assert_eq!(guids.len(), 8, "hosts 1 and 2 share no GUID among their first four devices");
+    }
+
+    #[test]
     fn roce_routes_by_gid_and_infiniband_by_lid() -> Result<(), crate::ProfileError> {
         let mut p = Profile::builtin("cx6dx")?;
         let roce = Fabric::new(&p, 0);

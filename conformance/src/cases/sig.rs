@@ -25,6 +25,13 @@ pub(super) const CASES: &[Case] = &[
     Case { name: "sig.bsf_must_fit_and_length_under_4gib", covers: &[38], needs: N, run: bsf_limits },
     Case { name: "sig.copy_mask_needs_same_block_structure", covers: &[39], needs: N, run: copy_mask_structure },
     Case { name: "sig.automatic_and_user_copy_mask", covers: &[40], needs: N, run: copy_masks },
+    Case { name: "sig.automatic_copy_mask_copies_a_crc32_pi_whole", covers: &[40], needs: N, run: crc32_copy },
+    Case {
+        name: "sig.automatic_copy_mask_copies_a_crc64_pi_whole",
+        covers: &[40],
+        needs: &[Need::Mlx5Device, Need::Devx, Need::SigCrc64],
+        run: crc64_copy,
+    },
     Case { name: "sig.check_mask_selects_input_bytes", covers: &[41], needs: N, run: check_mask },
     Case { name: "sig.t10dif_crc_insert_and_strip", covers: &[42], needs: N, run: t10dif_crc },
     Case { name: "sig.t10dif_csum_insert_and_strip", covers: &[42], needs: N, run: t10dif_csum },
@@ -388,6 +395,43 @@ fn copy_masks(b: &mut dyn Backend, env: &Env) -> Check {
     let user = SigBlockAttr { flags: sig::ATTR_FLAG_COPY_MASK, copy_mask: sig::MASK_T10DIF_APPTAG, ..auto };
     configure(b, &a, &mkey, &mr, Some(user), false)?;
     check_eq("user copy mask 0x30", tx_through(b, &a, &s, &mkey, DATA, T10_WIRE)?, with_t10(&data, 0x1111, 0, false))
+}
+
+fn crc32_copy(b: &mut dyn Backend, env: &Env) -> Check {
+    crc_copy(b, env, D::crc(sig::BLOCK_512, sig::CRC32, 0xffff_ffff), 4)
+}
+
+fn crc64_copy(b: &mut dyn Backend, env: &Env) -> Check {
+    crc_copy(b, env, D::crc(sig::BLOCK_512, sig::CRC64_XP10, u64::MAX), 8)
+}
+
+/// Memory and wire in CRC domain `d` (PI `width` bytes), no copy mask given: the automatic mask
+/// copies every PI byte, so PI bytes that are no CRC of their block (none is checked) reach
+/// the wire as they are.
+fn crc_copy(b: &mut dyn Backend, env: &Env, d: D, width: usize) -> Check {
+    let (a, s) = sig_pair(b, env)?;
+    let data = pattern(DATA, 9);
+    let mut mem = Vec::with_capacity(DATA + width * BLOCKS);
+    for (i, blk) in data.chunks(BLOCK).enumerate() {
+        mem.extend_from_slice(blk);
+        mem.extend((0..width).map(|k| 0xa0 ^ (i * width + k) as u8));
+    }
+    let (_buf, mr, mkey) = sig_mkey(b, &a, mem.len(), &mem)?;
+    let attr = SigBlockAttr {
+        mem: Some(d),
+        wire: Some(d),
+        flags: SigBlockAttrFlags::empty(),
+        check_mask: 0,
+        copy_mask: 0,
+        comp_mask: 0,
+    };
+    configure(b, &a, &mkey, &mr, Some(attr), false)?;
+    check_eq(
+        &format!("the wire: each block with its {width} PI bytes copied from memory"),
+        tx_through(b, &a, &s, &mkey, DATA, mem.len())?,
+        mem,
+    )?;
+    check_eq("sender mkey_check", expect_ok("mkey_check", b.mkey_check(&mkey))?, MkeyErr::NONE)
 }
 
 fn check_mask(b: &mut dyn Backend, env: &Env) -> Check {

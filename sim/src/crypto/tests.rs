@@ -267,3 +267,12 @@ fn the_smallest_legal_sizes_at_their_edges() -> Result<(), CryptoError> {
     assert!(CryptoError::Unwrap.to_string().contains("integrity check"), "{}", CryptoError::Unwrap);
     Ok(())
 }
+
+#[test]
+fn a_key_pair_prints_its_size_and_never_its_keys() -> Result<(), CryptoError> {
+    let short = format!("{:?}", XtsKeys::new(&[0xab; 16], &[0xcd; 16])?);
+    let long = format!("{:?}", XtsKeys::new(&[0xab; 32], &[0xcd; 32])?);
+    assert_eq!(short, "XtsKeys(AES-128, keys hidden)");
+    assert_eq!(long, "XtsKeys(AES-256, keys hidden)");
+    Ok(())
+}

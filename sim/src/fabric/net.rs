@@ -507,4 +507,33 @@ mod tests {
         );
         assert_eq!(addresses(Ipv4Addr::BROADCAST, 2), None);
     }
+
+    #[test]
+    fn a_port_shared_after_fork_takes_a_socket_of_its_own() -> io::Result<()> {
+        let a = Ipv4Addr::new(127, 0, 73, 1);
+        let t = crate::fabric::share::Siblings::new().ok_or_else(|| io::Error::other("no shared mapping"))?;
+        let t = std::sync::Arc::new(t);
+        let port = NetPort::bind(a)?.with_siblings(t.clone());
+        let fd = port.fd();
+        port.share()?;
+        let own = port.own_port.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(port.is_shared());
+        assert_ne!(own, ROCE_V2_PORT);
+        assert_eq!(t.ports_of(a), vec![own]);
+        // The descriptor is kept (a device thread waits on it) and now names the new socket.
+        assert_eq!(port.fd(), fd);
+        let probe = UdpSocket::bind(SocketAddrV4::new(a, 0))?;
+        probe.send_to(b"probe", SocketAddrV4::new(a, own))?;
+        let mut buf = [0u8; 16];
+        let mut got = None;
+        for _ in 0..2000 {
+            got = port.recv(&mut buf);
+            if got.is_some() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert_eq!(got.map(|(n, _)| &buf[..n]), Some(&b"probe"[..]));
+        Ok(())
+    }
 }

@@ -140,6 +140,37 @@ mod tests {
         assert!(t.ports_of(Ipv4Addr::new(127, 0, 52, 2)).is_empty());
     }
 
+    #[test]
+    fn a_slot_another_process_is_freeing_is_left_to_it() {
+        let t = Siblings::new();
+        assert!(t.is_some(), "an anonymous shared mapping");
+        let Some(t) = t else { return };
+        let a = Ipv4Addr::new(127, 0, 52, 1);
+        let first = &t.slots()[0];
+        first.pid.store(FREEING, Ordering::Release);
+        first.addr.store(u32::from(a), Ordering::Release);
+        first.port.store(7, Ordering::Release);
+        assert!(t.enter(a, 40_000));
+        // Only the process that marked the slot writes it: its port and mark stay.
+        assert_eq!(first.pid.load(Ordering::Acquire), FREEING);
+        assert_eq!(first.port.load(Ordering::Acquire), 7);
+        assert_eq!(t.ports_of(a), vec![40_000]);
+    }
+
+    #[test]
+    fn a_dropped_table_gives_its_mapping_back() {
+        let t = Siblings::new();
+        assert!(t.is_some(), "an anonymous shared mapping");
+        let Some(t) = t else { return };
+        let (at, len) = (t.slots.cast::<libc::c_void>(), SLOTS * std::mem::size_of::<Slot>());
+        // SAFETY: msync only asks the kernel about the range; ENOMEM when it is not mapped.
+        assert_eq!(unsafe { libc::msync(at, len, libc::MS_ASYNC) }, 0);
+        drop(t);
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::msync(at, len, libc::MS_ASYNC) }, -1);
+        assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(libc::ENOMEM));
+    }
+
     /// The pid of a process that has exited and been reaped.
     fn dead_pid() -> u32 {
         let child = std::process::Command::new("true").spawn();
