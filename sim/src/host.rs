@@ -9,7 +9,7 @@ mod memory;
 
 pub use dmabuf::{Export, Exporter};
 pub use eventfd::{EventFd, Irqs};
-pub use memory::{PAGE, RangeCursor};
+pub use memory::{PAGE, RangeCursor, place};
 
 /// What a device does to host memory: bounds-checked reads and writes at host addresses.
 pub trait Dma {

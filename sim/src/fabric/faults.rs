@@ -265,6 +265,16 @@ mod tests {
     use super::*;
     use crate::packet::{Bth, opcode};
 
+    #[test]
+    fn the_generator_is_splitmix64() {
+        // The published sequence of SplitMix64 from seed 0.
+        let mut g = SplitMix64(0);
+        assert_eq!(
+            [g.next(), g.next(), g.next()],
+            [0xe220_a839_7b1d_cdaf, 0x6e78_9e6a_a1b9_65f4, 0x06c4_5d18_8009_454f]
+        );
+    }
+
     fn datagram(op: u8, qp: u32, psn: u32) -> Outgoing {
         let h = Headers { bth: Bth { opcode: op, dest_qp: qp, psn, ..Bth::default() }, ..Headers::default() };
         let mut bytes = Vec::new();

@@ -509,6 +509,19 @@ mod tests {
     }
 
     #[test]
+    fn a_connection_sends_from_its_own_udp_port() -> io::Result<()> {
+        let a = Ipv4Addr::new(127, 0, 73, 2);
+        let port = NetPort::bind(a)?;
+        // A port the system just gave and took back: free.
+        let free = UdpSocket::bind(SocketAddrV4::new(a, 0))?.local_addr()?.port();
+        assert_eq!(port.source_port(free), free);
+        assert_eq!(port.source_port(free), free, "the socket is kept for the next packet");
+        // 4791 is the port's own socket: a connection that wants it sends from it.
+        assert_eq!(port.source_port(ROCE_V2_PORT), ROCE_V2_PORT);
+        Ok(())
+    }
+
+    #[test]
     fn a_port_shared_after_fork_takes_a_socket_of_its_own() -> io::Result<()> {
         let a = Ipv4Addr::new(127, 0, 73, 1);
         let t = crate::fabric::share::Siblings::new().ok_or_else(|| io::Error::other("no shared mapping"))?;

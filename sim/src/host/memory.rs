@@ -448,12 +448,12 @@ impl Memory {
         let Some((i, off)) = self.locate_mut(va, data.len() as u64) else { return false };
         if i == RAW {
             // SAFETY: lent process memory, its pages just faulted in writable (as in `read`).
-            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), off as *mut u8, data.len()) };
+            place(unsafe { std::slice::from_raw_parts_mut(off as *mut u8, data.len()) }, data);
             return true;
         }
         match self.regions.get_mut(i).and_then(|(_, r)| r.bytes_mut().get_mut(off..off + data.len())) {
             Some(to) => {
-                to.copy_from_slice(data);
+                place(to, data);
                 true
             }
             None => false,
@@ -514,7 +514,7 @@ impl Memory {
                 None => false,
             };
         }
-        self.with_two_regions(si, di, |s, d| d[dof..dof + n].copy_from_slice(&s[so..so + n])).is_some()
+        self.with_two_regions(si, di, |s, d| place(&mut d[dof..dof + n], &s[so..so + n])).is_some()
     }
 
     /// Run `f` on the regions at indices `si` and `di` (different) together.
@@ -611,9 +611,55 @@ impl<'r> RangeCursor<'r> {
     }
 }
 
+/// The bytes [`place`] stores last, in one store.
+const TAIL: usize = 8;
+
+/// Copy `from` into `to` (as many bytes as both hold) as a DMA write lands on a device:
+/// every byte stored once, the last eight last. `copy_from_slice` (memcpy) may store bytes
+/// twice: its vector paths store a head and a tail that overlap, for 64 bytes the same 64
+/// twice. A program that polls the last byte of a buffer and then writes it (riostream's
+/// latency loop) sees the first store and loses its own write to the second.
+#[inline]
+pub fn place(to: &mut [u8], from: &[u8]) {
+    let n = from.len().min(to.len());
+    let (to, from) = (&mut to[..n], &from[..n]);
+    if n <= TAIL {
+        for (t, &f) in to.iter_mut().zip(from) {
+            // SAFETY: a valid byte this thread holds exclusively in Rust; a program's thread
+            // may only read or write it concurrently, as it would under a device's DMA.
+            unsafe { AtomicU8::from_ptr(t) }.store(f, Ordering::Release);
+        }
+        return;
+    }
+    let split = n - TAIL;
+    to[..split].copy_from_slice(&from[..split]);
+    // The head lands before the tail (the fence also keeps the compiler from moving the
+    // tail's store ahead of the copy).
+    std::sync::atomic::fence(Ordering::Release);
+    let mut tail = [0u8; TAIL];
+    tail.copy_from_slice(&from[split..]);
+    // SAFETY: `to` holds `split + TAIL` bytes; an unaligned 8-byte store of plain data.
+    unsafe { std::ptr::write_unaligned(to.as_mut_ptr().add(split).cast::<u64>(), u64::from_ne_bytes(tail)) };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn place_copies_every_length_whole() {
+        let from: Vec<u8> = (0..80u8).map(|b| b.wrapping_mul(7) ^ 0x5a).collect();
+        for n in 0..=from.len() {
+            let mut to = vec![0xeeu8; n + 3];
+            place(&mut to[..n], &from[..n]);
+            assert_eq!(&to[..n], &from[..n], "{n} bytes");
+            assert_eq!(&to[n..], &[0xee; 3], "nothing past {n} bytes");
+        }
+        // Lengths that differ: the shorter decides.
+        let mut short = [0u8; 5];
+        place(&mut short, &from);
+        assert_eq!(short[..], from[..5]);
+    }
 
     #[test]
     fn buffers_are_page_aligned_and_separated_by_a_guard_page() {

@@ -354,7 +354,7 @@ impl Device {
         // One gather range and one target range in two regions (the common case): both are
         // mapped if the regions hold them, and the copy is one slice copy.
         let copied = match (&src[..], dst) {
-            ([s], [d]) => host.with_two(*s, *d, |from, to| to.copy_from_slice(from)).is_some(),
+            ([s], [d]) => host.with_two(*s, *d, |from, to| crate::host::place(to, from)).is_some(),
             _ => false,
         };
         // Otherwise every range must be mapped, and then the copy cannot fail (were it to,
