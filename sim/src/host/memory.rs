@@ -500,9 +500,16 @@ impl Memory {
         };
         if si == RAW || di == RAW {
             let (Some(s), Some(d)) = (self.ptr_at(si, so), self.ptr_at(di, dof)) else { return false };
+            let apart = (s as usize).abs_diff(d as usize) >= n;
             // SAFETY: both ranges were located (`n` bytes each) and their pages faulted in;
-            // `copy` allows them to overlap.
-            unsafe { std::ptr::copy(s, d, n) };
+            // `place` takes them when they do not overlap, `copy` when they do.
+            unsafe {
+                if apart {
+                    place(std::slice::from_raw_parts_mut(d, n), std::slice::from_raw_parts(s, n));
+                } else {
+                    std::ptr::copy(s, d, n);
+                }
+            }
             return true;
         }
         if si == di {
