@@ -534,6 +534,7 @@ mod tests {
         assert_ne!(own, ROCE_V2_PORT);
         assert_eq!(t.ports_of(a), vec![own]);
         // The descriptor is kept (a device thread waits on it) and now names the new socket.
+        assert!(fd.is_some());
         assert_eq!(port.fd(), fd);
         let probe = UdpSocket::bind(SocketAddrV4::new(a, 0))?;
         probe.send_to(b"probe", SocketAddrV4::new(a, own))?;
@@ -547,6 +548,13 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
         assert_eq!(got.map(|(n, _)| &buf[..n]), Some(&b"probe"[..]));
+        // A sibling sharing the address gets what this port sends to its siblings.
+        let sibling = UdpSocket::bind(SocketAddrV4::new(a, 0))?;
+        sibling.set_read_timeout(Some(std::time::Duration::from_secs(2)))?;
+        assert!(t.enter(a, sibling.local_addr()?.port()));
+        port.send_to_siblings(ROCE_V2_PORT, b"to the siblings");
+        let n = sibling.recv(&mut buf)?;
+        assert_eq!(&buf[..n], b"to the siblings");
         Ok(())
     }
 }
