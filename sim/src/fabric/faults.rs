@@ -266,6 +266,15 @@ mod tests {
     use crate::packet::{Bth, opcode};
 
     #[test]
+    fn a_datagram_that_does_not_decode_meets_only_rules_without_filters() {
+        let any = NetFault::new(NetAction::Drop);
+        assert!(matches(&any, None));
+        for filtered in [any.qp(5), any.opcode(4), any.psn(9), any.opcode(4).psn(9)] {
+            assert!(!matches(&filtered, None), "{filtered:?}");
+        }
+    }
+
+    #[test]
     fn the_generator_is_splitmix64() {
         // The published sequence of SplitMix64 from seed 0.
         let mut g = SplitMix64(0);
