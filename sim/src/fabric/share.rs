@@ -165,10 +165,24 @@ mod tests {
         let (at, len) = (t.slots.cast::<libc::c_void>(), SLOTS * std::mem::size_of::<Slot>());
         // SAFETY: msync only asks the kernel about the range; ENOMEM when it is not mapped.
         assert_eq!(unsafe { libc::msync(at, len, libc::MS_ASYNC) }, 0);
-        drop(t);
-        // SAFETY: as above.
-        assert_eq!(unsafe { libc::msync(at, len, libc::MS_ASYNC) }, -1);
-        assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(libc::ENOMEM));
+        // Dropped and checked in a child: its one thread is the only one that could map the
+        // freed range again, where the test harness's other threads map memory at any time.
+        // SAFETY: the child only unmaps, asks msync and leaves with `_exit`.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            drop(t);
+            // SAFETY: as above.
+            let gone = unsafe { libc::msync(at, len, libc::MS_ASYNC) } == -1
+                && std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOMEM);
+            // SAFETY: ends the forked child without running the parent's destructors.
+            unsafe { libc::_exit(i32::from(!gone)) };
+        }
+        assert!(pid > 0, "fork");
+        let mut status = 0;
+        // SAFETY: waits for a child of ours.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(libc::WIFEXITED(status), "the child exited");
+        assert_eq!(libc::WEXITSTATUS(status), 0, "the range is unmapped after the drop");
     }
 
     /// The pid of a process that has exited and been reaped.
