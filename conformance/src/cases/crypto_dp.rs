@@ -2,7 +2,8 @@
 //! simulator's AES-XTS module (checked against the IEEE 1619-2007 vectors), a pure function
 //! of key, data unit size and tweak, so the same expectations hold on hardware.
 
-use mlx5_dv::errno::EINVAL;
+use mlx5_dv::errno::{EINVAL, ENOMEM};
+use mlx5_dv::prm::wqe::umr_ctrl::mkey_mask;
 use mlx5_dv::profile::SignatureSection;
 use mlx5_dv::{
     AccessFlags as A, Backend, CryptoAttr, DekHandle, Mkey, MkeyConfFlags, MkeyInitFlags as F, SendFlags, SigBlockAttr,
@@ -13,6 +14,8 @@ use mlx5_sim::signature::{Crcs, Domain};
 
 use super::crypto::{any_dek, crypto_pair, plain_key};
 use super::fixture::{QP_ACCESS, Side, contents, indirect_mkey, ok_cqe, pattern, poll, region, sge, write};
+use super::sig::{rx_into, with_t10};
+use super::wqe_bytes::umr_masks_and_sig_err_counts;
 use crate::case::{Case, Check, Env, Need, Verdict, check, check_eq, expect_errno, expect_ok};
 
 const NEEDS: &[Need] = &[Need::Mlx5Device, Need::DekObjects, Need::Devx];
@@ -25,6 +28,14 @@ pub(super) const CASES: &[Case] = &[
     Case { name: "crypto_dp.job_size_rule", covers: &[60], needs: NEEDS, run: job_sizes },
     Case { name: "crypto_dp.signature_order_rows", covers: &[61], needs: WITH_SIG, run: order_rows },
     Case { name: "crypto_dp.reset_sig_keeps_crypto", covers: &[81], needs: WITH_SIG, run: reset_sig },
+    Case { name: "crypto_dp.crypto_bsf_fits_to_the_last_octoword", covers: &[38], needs: NEEDS, run: fit_crypto },
+    Case { name: "crypto_dp.both_bsfs_fit_to_the_last_octoword", covers: &[38, 81], needs: WITH_SIG, run: fit_both },
+    Case {
+        name: "crypto_dp.reconfigure_after_a_sig_error_writes_the_count",
+        covers: &[46, 81],
+        needs: WITH_SIG,
+        run: sig_err_count,
+    },
 ];
 
 /// Skip on a single-block-only device, whose crypto mkeys span one data unit at most.
@@ -272,4 +283,69 @@ fn reset_sig(b: &mut dyn Backend, env: &Env) -> Check {
     let (st, wire) = write_out(b, &s, &a, &mk, 512, 512)?;
     check_eq("after the reset the WRITE completes (the BSF is not disabled)", st, wc_status::SUCCESS)?;
     check_eq("no PI, still encrypted", wire, xts(512, true, &data)?)
+}
+
+fn fit_crypto(b: &mut dyn Backend, env: &Env) -> Check {
+    bsfs_fit(b, env, None)
+}
+
+fn fit_both(b: &mut dyn Backend, env: &Env) -> Check {
+    bsfs_fit(b, env, Some(t10_wire()))
+}
+
+/// The finalize's room is `max_inline_data` + 4 bytes for the translations (rounded to 64) and
+/// the BSFs (64 bytes each): a list that fills the room to its last octoword configures; one
+/// more entry, 64 bytes more once rounded, is ENOMEM.
+fn bsfs_fit(b: &mut dyn Backend, env: &Env, sig: Option<SigBlockAttr>) -> Check {
+    let (_, s) = crypto_pair(b, env)?;
+    let (dek, _) = any_dek(b, env, s.ctx, s.pd)?;
+    let room = s.qp.cap.max_inline_data as usize + 4;
+    let bsfs = 64 * (1 + usize::from(sig.is_some()));
+    if room < bsfs + 64 {
+        return Err(Verdict::skip(format!("{room} bytes of inline room hold no translation beside {bsfs} of BSF")));
+    }
+    // Whole 64-byte steps of 16-byte entries; 16-byte entries keep a single-block mkey
+    // within one 512-byte data unit while the room is under 32 entries.
+    let fit = (room - bsfs) / 64 * 4;
+    let (_buf, mr) = region(b, s.pd, 16 * (fit + 1), &[], A::LOCAL_WRITE)?;
+    let flags = if sig.is_some() { F::INDIRECT | F::CRYPTO | F::BLOCK_SIGNATURE } else { F::INDIRECT | F::CRYPTO };
+    let mkey = indirect_mkey(b, s.pd, flags, u16::try_from(fit + 1).unwrap_or(u16::MAX))?;
+    let a = attr(dek, true, crypto::SIGNATURE_AFTER_CRYPTO_ON_TX, sig::BLOCK_512);
+    let list = |n: usize| (0..n).map(|i| sge(&mr, 16 * i as u64, 16)).collect::<Vec<_>>();
+    let with = |n: usize| {
+        let mut v = vec![WrOp::SetMkeyAccessFlags(QP_ACCESS), WrOp::SetMkeyLayoutList(list(n))];
+        v.extend(sig.map(WrOp::SetMkeySigBlock));
+        v.push(WrOp::SetMkeyCrypto(a));
+        v
+    };
+    let over = format!(
+        "{} entries: {} translation bytes + {bsfs} of BSF > {room}",
+        fit + 1,
+        ((fit + 1) * 16).next_multiple_of(64)
+    );
+    expect_errno(&over, configure(b, &s, mkey, MkeyConfFlags::empty(), with(fit + 1)), ENOMEM)?;
+    let exact = format!("{fit} entries: {} translation bytes + {bsfs} of BSF within {room}", fit * 16);
+    expect_ok(&exact, configure(b, &s, mkey, MkeyConfFlags::empty(), with(fit)))?;
+    ok_cqe(b, &s.cq, 0xc1, wc_opcode::DRIVER1).map(drop)
+}
+
+/// Each configure of a signature + crypto mkey whose error count changed writes the count's
+/// low bit into the UMR's mkey context (`expected_sigerr_count`, mask bit SIG_ERR): 1 for the
+/// first, 0 after one reported error.
+fn sig_err_count(b: &mut dyn Backend, env: &Env) -> Check {
+    let (a, s) = crypto_pair(b, env)?;
+    let (dek, _) = any_dek(b, env, s.ctx, s.pd)?;
+    let ca = attr(dek, true, crypto::SIGNATURE_AFTER_CRYPTO_ON_TX, sig::BLOCK_512);
+    let (_m, mk) = crypto_mkey(b, &s, &[0; 512], ca, Some(t10_wire()))?;
+    let mut bad = with_t10(&pattern(512, 11), 0, 0, false);
+    bad[512] ^= 0x5a;
+    rx_into(b, &a, &s, &mk, &bad)?;
+    let e = expect_ok("mkey_check", b.mkey_check(&mk))?;
+    check("mkey_check after a bad guard", e != mlx5_dv::MkeyErr::NONE, "an error", e)?;
+    expect_ok("configure again, keeping the attributes", configure(b, &s, mk, MkeyConfFlags::empty(), vec![]))?;
+    ok_cqe(b, &s.cq, 0xc1, wc_opcode::DRIVER1)?;
+    let umrs = umr_masks_and_sig_err_counts(b, &s.qp, 2)?;
+    let sig_err = |(mask, count): (u64, bool)| (mask & mkey_mask::SIG_ERR != 0, count);
+    check_eq("the first configure: SIG_ERR in the mask, count bit 1", sig_err(umrs[0]), (true, true))?;
+    check_eq("after one error: SIG_ERR in the mask, count bit 0", sig_err(umrs[1]), (true, false))
 }

@@ -28,6 +28,27 @@ fn ring_wqe(b: &mut dyn Backend, qp: &Qp, index: u32) -> Check<Vec<u8>> {
     }
 }
 
+/// The first `want` UMR WQEs of `qp`'s send queue, in posting order: each one's mkey mask and
+/// `expected_sigerr_count`. The ring is walked from block 0 as the control segments' DS counts
+/// lay it out, over at most 16 WQEs; a WQE whose `wqe_index` is not its block fails.
+pub(super) fn umr_masks_and_sig_err_counts(b: &mut dyn Backend, qp: &Qp, want: usize) -> Check<Vec<(u64, bool)>> {
+    let (mut at, mut out) = (0u32, Vec::new());
+    for _ in 0..16 {
+        if out.len() == want {
+            break;
+        }
+        let got = ring_wqe(b, qp, at)?;
+        let w = SendWqe::decode(&got).map_err(|e| Verdict::fail(format!("the WQE at block {at}"), "a WQE", e))?;
+        check_eq(&format!("wqe_index of the WQE at block {at}"), u32::from(w.ctrl.wqe_index), at)?;
+        if let WqeBody::Umr { umr, mkc, .. } = &w.body {
+            out.push((umr.mkey_mask, mkc.expected_sigerr_count));
+        }
+        at += u32::try_from(w.ctrl.wqebbs().max(1)).unwrap_or(1);
+    }
+    check_eq("UMR WQEs found in the send queue", out.len(), want)?;
+    Ok(out)
+}
+
 /// Compare the ring's WQE with the one libmlx5 builds, field by field, then byte by byte
 /// over the `ds` units the control segment counts.
 fn same_wqe(what: &str, got: &[u8], want: &SendWqe) -> Check {
