@@ -4,7 +4,8 @@
 //! setters, SQ room, SGE counts) and the traffic they carry (RDMA WRITE, READ, SEND and the
 //! immediate variants, LOCAL_INV and SEND_WITH_INV of mkeys, RC atomics where the device
 //! does them, through MRs and list and interleaved mkeys), and two families of scenarios on objects of their own: signature
-//! ([`SigOp`]: T10-DIF domains, corrupted PI, the first error `mlx5dv_mkey_check` decodes) and
+//! ([`SigOp`]: T10-DIF and CRC domains, corrupted PI, the first error `mlx5dv_mkey_check`
+//! decodes; CRC where [`probe_crc`] learned the device's PI byte order) and
 //! crypto ([`CryptoOp`]: the AES-XTS round trip, with a wire signature in either order, a
 //! crypto mkey without attributes); and, on a backend with simulator control, a third on two
 //! devices: network scenarios ([`NetOp`]: a chain of messages under seeded fault rules on the
@@ -28,7 +29,7 @@
 //! are out of step, a key of another device's key space, a SEND with no receive posted), the
 //! model answers [`Expect::Unknown`] and the state machine never generates that op.
 //!
-//! Not modelled yet: CRC signature domains, signature copy masks of one's own, crypto with a
+//! Not modelled yet: signature copy masks of one's own, crypto with a
 //! memory-domain signature, signature and crypto mkeys in the op-by-op traffic, windows in
 //! the op-by-op traffic, SQD, WRs of more than two SGEs, receives of more than
 //! one, RNR outside the network scenarios, SRQs in the op-by-op traffic, QP types other than RC
@@ -88,14 +89,15 @@ pub use across::{NetFailure, discover_across, run_across, run_net_in_memory};
 pub use atomic::{AtomicOp, AtomicWr};
 pub use machine::{Failure, Machine, check_ops, discover, discover_with};
 pub use mw::{MwOp, MwStep};
-pub use net::{MsgKind, NetMsg, NetOp, NetRule, schedules};
+pub use net::{MsgKind, NetMsg, NetOp, NetRule, SLOT, TIMEOUT, schedules};
 pub use outcome::{NetCqe, Outcome};
 pub use pairrig::probe_remote;
-pub use sig::{Corrupt, Dif, SigOp};
+pub use rig::probe_crc;
+pub use sig::{Corrupt, Crc, CrcFacts, Dif, Dom, SigOp};
 pub use srq::{SrqOp, SrqStep};
 pub use srqrig::probe_srq;
 pub use traffic::{Effects, ExpCqe};
-pub use ud::{OTHER_QKEY, QKEY, UdMsg, UdOp};
+pub use ud::{OTHER_QKEY, QKEY, RECV_LEN, SHORT_LEN, UdMsg, UdOp};
 pub use udrig::probe_datagrams;
 pub use xts::{CryptoOp, DekMode};
 
@@ -436,6 +438,9 @@ pub struct Model {
     datagrams: bool,
     /// The first mlx5 device makes SRQs.
     srqs: bool,
+    /// What a probe learned of the first mlx5 device's CRC PI; without it no CRC domain is
+    /// drawn.
+    crc: Option<sig::CrcFacts>,
 }
 
 /// Whether the state machine's sequences hold network scenarios ([`Op::Net`]), on a backend
@@ -500,6 +505,7 @@ impl Model {
             windows: false,
             datagrams: false,
             srqs: false,
+            crc: None,
         })
     }
 

@@ -5,10 +5,11 @@
 
 use std::time::Instant;
 
-use mlx5_conformance::model::{Model, Op, check_ops};
+use mlx5_conformance::model::{Dom, Model, Op, check_ops};
 use mlx5_dv::{Backend, Call, Layer, MkeyErrType, Reply, WrOp, Wrapped, sig};
 use mlx5_sim::{Profile, ShippedProfiles, Simulator};
 use proptest::collection::vec;
+use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
 
 /// What a run of scenarios covered.
@@ -21,6 +22,8 @@ struct Tally {
     past_end: usize,
     /// Signature scenarios re-armed with RESET_SIG_ATTR: the last transfer is plain.
     reset: usize,
+    /// Signature scenarios with a CRC domain.
+    crc: usize,
     crypto: usize,
     /// Crypto scenarios without crypto attributes.
     no_attrs: usize,
@@ -35,7 +38,7 @@ struct Tally {
 fn scenarios<B: Backend>(make: &dyn Fn() -> B, cases: u32, seed: u8) -> Result<Option<Tally>, String> {
     let mut b = make();
     let kinds = b.device_list().map_err(|e| e.to_string())?.into_iter().map(|d| d.kind).collect();
-    let start = Model::new(&b.caps(), kinds).ok_or("no kernel facts")?;
+    let start = Model::new(&b.caps(), kinds).ok_or("no kernel facts")?.with_probed_crc(&mut make());
     let Some(ops) = start.offload_strategy() else { return Ok(None) };
     let config = Config { cases, failure_persistence: None, ..Config::default() };
     let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &[seed; 32]));
@@ -57,6 +60,7 @@ fn scenarios<B: Backend>(make: &dyn Fn() -> B, cases: u32, seed: u8) -> Result<O
                         t.sig_err += usize::from(errs);
                         t.past_end += usize::from(s.past_end);
                         t.reset += usize::from(s.rearm && s.reset);
+                        t.crc += usize::from(s.mem.iter().chain(&s.wire).any(|d| matches!(d, Dom::Crc(_))));
                     }
                     Op::Crypto(c) => {
                         t.crypto += 1;
@@ -79,9 +83,13 @@ fn the_simulator_agrees_with_the_model_on_signature_and_crypto() {
     let t = Instant::now();
     for (i, name) in Profile::builtin_names().into_iter().enumerate() {
         let make = || Simulator::with_profile(name).expect("a shipped profile");
+        let crc = Backend::caps(&make()).device.sig.block_prot & mlx5_dv::sig_cap::PROT_CRC != 0;
         match scenarios(&make, std::env::var("OFFLOAD_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(48), i as u8)
         {
-            Ok(Some(n)) => eprintln!("{name}: {n:?}"),
+            Ok(Some(n)) => {
+                eprintln!("{name}: {n:?}");
+                assert!(!crc || n.crc > 0, "{name} has CRC signatures and no CRC scenario ran: {n:?}");
+            }
             Ok(None) => eprintln!("{name}: no signature or crypto the model can drive"),
             Err(e) => panic!("{name}: {e}"),
         }
@@ -154,7 +162,6 @@ fn broken_signature_and_crypto_backends_are_caught() {
 
 #[test]
 fn the_state_machine_mixes_scenarios_into_its_sequences() {
-    use proptest::strategy::{Strategy, ValueTree};
     use proptest_state_machine::ReferenceStateMachine;
     let mut b = Simulator::with_profile("cx6dx").expect("cx6dx");
     use mlx5_dv::prelude::*;
@@ -182,4 +189,44 @@ fn the_full_state_machine_catches_a_broken_tweak_and_records_its_trace() {
     assert!(f.ops.iter().any(|o| matches!(o, Op::Crypto(_))), "shrunk to {:?}", f.ops);
     assert!(f.trace.contains("dek_create") || f.trace.contains("DekCreate"), "the trace has the scenario's calls");
     eprintln!("shrunk to {} ops, a trace of {} lines: {}", f.ops.len(), f.trace.lines().count(), f.message);
+}
+
+/// The probe learns the CRC PI byte order a device has, big-endian as well as the shipped
+/// little-endian, and CRC64_XP10's CRC-64/NVME; scenarios drawn in that order agree with the
+/// device, and a model holding the other order is caught.
+#[test]
+fn crc_pi_is_judged_in_the_byte_order_the_probe_found() {
+    use mlx5_conformance::model::{CrcFacts, probe_crc};
+    use mlx5_dv::prelude::*;
+    for le in [true, false] {
+        let make = || {
+            let mut p = Profile::builtin("cx7").expect("cx7");
+            p.signature.crc_pi_little_endian = le;
+            Simulator::new(p).expect("a simulator")
+        };
+        let facts = probe_crc(&mut make());
+        assert_eq!(facts, Some(CrcFacts { little_endian: le, crc64: true }), "PI stored little-endian: {le}");
+        let kinds: Vec<_> = make().device_list().expect("devices").into_iter().map(|d| d.kind).collect();
+        let start = Model::new(&Backend::caps(&make()), kinds).expect("known facts");
+        let right = start.clone().with_crc(facts);
+        let ops = right.offload_strategy().expect("signature scenarios");
+        let mut runner =
+            TestRunner::new_with_rng(Config::default(), TestRng::from_seed(RngAlgorithm::ChaCha, &[9; 32]));
+        let (mut agreed, mut caught) = (0, 0);
+        for _ in 0..200 {
+            let op = ops.new_tree(&mut runner).expect("an op").current();
+            // Only CRC domains that put PI on the output or check it on the input.
+            let Op::Sig(s) = &op else { continue };
+            if s.past_end || !s.mem.iter().chain(&s.wire).any(|d| matches!(d, Dom::Crc(_))) {
+                continue;
+            }
+            check_ops(&mut make(), &mut right.clone(), std::slice::from_ref(&op)).expect("the probed order agrees");
+            agreed += 1;
+            let flipped = Op::Sig(mlx5_conformance::model::SigOp { crc_le: !le, ..*s });
+            let wrong = start.clone().with_crc(facts.map(|f| CrcFacts { little_endian: !le, ..f }));
+            caught += usize::from(check_ops(&mut make(), &mut wrong.clone(), &[flipped]).is_err());
+        }
+        eprintln!("PI little-endian {le}: {agreed} CRC scenarios agreed, {caught} caught in the other order");
+        assert!(agreed >= 20 && caught * 2 >= agreed, "{agreed} agreed, {caught} caught");
+    }
 }

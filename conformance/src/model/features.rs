@@ -1,6 +1,6 @@
 //! Which scenario families a model generates: as probes of a backend find them, or as given.
 
-use super::{Model, NetMode, pairrig, srqrig, udrig};
+use super::{Model, NetMode, pairrig, rig, srqrig, udrig};
 
 impl Model {
     /// This model, with atomics and memory windows as the backend `b` shows them
@@ -10,6 +10,17 @@ impl Model {
         let datagrams = udrig::probe_datagrams(b);
         let srqs = srqrig::probe_srq(b);
         Model { atomics, windows, datagrams, srqs, ..self }
+    }
+
+    /// This model, drawing CRC signature domains as the probe of `b` finds them
+    /// ([`rig::probe_crc`]: the PI byte order, and whether CRC64_XP10 is CRC-64/NVME).
+    pub fn with_probed_crc(self, b: &mut dyn mlx5_dv::Backend) -> Self {
+        Model { crc: rig::probe_crc(b), ..self }
+    }
+
+    /// This model, with the CRC facts given (`None`: no CRC domains).
+    pub fn with_crc(self, crc: Option<super::CrcFacts>) -> Self {
+        Model { crc, ..self }
     }
 
     /// This model, with the datagram and shared-receive scenarios as given.

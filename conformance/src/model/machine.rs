@@ -134,7 +134,8 @@ pub fn discover_with<B: Backend>(
     let start = Model::new(&caps, kinds)
         .ok_or("the backend cannot tell its kernel's DEVX and tag-update facts")?
         .with_network(net)
-        .with_remote_features(&mut make()?);
+        .with_remote_features(&mut make()?)
+        .with_probed_crc(&mut make()?);
     Machine::start_from(start.clone());
     let config = Config { cases, failure_persistence: None, ..Config::default() };
     let mut bytes = [0u8; 32];

@@ -11,7 +11,7 @@ use mlx5_dv::{
 };
 
 use super::outcome::Outcome;
-use super::sig::{Dif, SigOp};
+use super::sig::{Corrupt, Crc, CrcFacts, Dom, SigOp};
 use super::xts::{CryptoOp, DekMode, key_bytes, keytag};
 
 const ACCESS: AccessFlags = AccessFlags::LOCAL_WRITE.union(AccessFlags::REMOTE_WRITE).union(AccessFlags::REMOTE_READ);
@@ -171,17 +171,65 @@ fn with_rig<T>(
     r
 }
 
-fn domain(block_size: u32, d: Option<Dif>) -> Option<SigBlockDomain> {
-    d.map(|d| {
-        let dif = SigT10dif {
-            bg_type: if d.csum { sig::BG_CSUM } else { sig::BG_CRC },
-            bg: if d.bg_ones { 0xffff } else { 0 },
-            app_tag: d.app,
-            ref_tag: d.ref_tag,
-            flags: T10difFlags::from_bits_retain(u16::from(d.remap) | u16::from(d.escape & 3) << 1),
-        };
-        SigBlockDomain::t10dif(block_size, dif)
+fn domain(block_size: u32, d: Option<Dom>) -> Option<SigBlockDomain> {
+    d.map(|d| match d {
+        Dom::T10(d) => {
+            let dif = SigT10dif {
+                bg_type: if d.csum { sig::BG_CSUM } else { sig::BG_CRC },
+                bg: if d.bg_ones { 0xffff } else { 0 },
+                app_tag: d.app,
+                ref_tag: d.ref_tag,
+                flags: T10difFlags::from_bits_retain(u16::from(d.remap) | u16::from(d.escape & 3) << 1),
+            };
+            SigBlockDomain::t10dif(block_size, dif)
+        }
+        Dom::Crc(c) => {
+            let ones = if c.kind == sig::CRC64_XP10 { u64::MAX } else { u64::from(u32::MAX) };
+            SigBlockDomain::crc(block_size, c.kind, if c.seed_ones { ones } else { 0 })
+        }
     })
+}
+
+/// What the first kernel mlx5 device with DEVX and CRC signatures shows of its CRC PI: the
+/// byte order a clean CRC32 (or CRC32C) PI validates in, inbound, with `mlx5dv_mkey_check`
+/// reporting no error; then whether CRC64_XP10 PI made as CRC-64/NVME validates. `None`
+/// where no device has CRC signatures or neither byte order validates.
+pub fn probe_crc(b: &mut dyn Backend) -> Option<CrcFacts> {
+    let caps = b.caps().device.sig;
+    if caps.block_prot & mlx5_dv::sig_cap::PROT_CRC == 0 || caps.block_size & mlx5_dv::sig_cap::BLOCK_512 == 0 {
+        return None;
+    }
+    let name = b.device_list().ok()?.into_iter().find(|d| d.kind == mlx5_dv::DeviceKind::Mlx5)?.name;
+    let kind = if caps.crc_type & mlx5_dv::sig_cap::CRC32 != 0 { sig::CRC32 } else { sig::CRC32C };
+    if caps.crc_type & (mlx5_dv::sig_cap::CRC32 | mlx5_dv::sig_cap::CRC32C) == 0 {
+        return None;
+    }
+    let clean = |b: &mut dyn Backend, kind: u32, le: bool| {
+        let op = SigOp {
+            dev: 0,
+            block_size: sig::BLOCK_512,
+            blocks: 2,
+            mem: None,
+            wire: Some(Dom::Crc(Crc { kind, seed_ones: true })),
+            check_mask: 0xff,
+            inbound: true,
+            n: 0,
+            corrupt: [Corrupt::default(); 3],
+            seed: 0x5a,
+            rearm: false,
+            reset: false,
+            past_end: false,
+            crc_le: le,
+        };
+        run_sig(b, &name, &op).is_ok_and(|o| o.checks.first() == Some(&mlx5_dv::MkeyErr::NONE))
+    };
+    let little_endian = match (clean(b, kind, true), clean(b, kind, false)) {
+        (true, false) => true,
+        (false, true) => false,
+        _ => return None,
+    };
+    let crc64 = caps.crc_type & mlx5_dv::sig_cap::CRC64_XP10 != 0 && clean(b, sig::CRC64_XP10, little_endian);
+    Some(CrcFacts { little_endian, crc64 })
 }
 
 /// A [`SigOp`] on device `name`.
@@ -317,8 +365,8 @@ pub(super) fn run_crypto(
         });
         let sig_setter = c.wire_sig.map(|w| {
             WrOp::SetMkeySigBlock(SigBlockAttr {
-                mem: domain(w.block_size, w.also_memory.then_some(w.dif)),
-                wire: domain(w.block_size, Some(w.dif)),
+                mem: domain(w.block_size, w.also_memory.then_some(Dom::T10(w.dif))),
+                wire: domain(w.block_size, Some(Dom::T10(w.dif))),
                 flags: SigBlockAttrFlags::empty(),
                 check_mask: 0xff,
                 copy_mask: 0,

@@ -1,12 +1,16 @@
-//! The signature family: a T10-DIF signature mkey configured on the domains and block sizes
-//! the device has, data with corrupted PI going out of or into it, and what items 40–49 say
-//! comes out: the PI inserted, stripped, checked or copied per direction, and the first error
-//! that `mlx5dv_mkey_check` decodes. Written from `docs/behaviour.md`; the guard functions
-//! are those Appendix B names (CRC-16/T10-DIF, the IP checksum).
+//! The signature family: a signature mkey configured on the domains and block sizes the device
+//! has (T10-DIF, and the CRC types once a probe learned the PI byte order), data with
+//! corrupted PI going out of or into it, and what items 40–49 say comes out: the PI inserted,
+//! stripped, checked or copied per direction, and the first error that `mlx5dv_mkey_check`
+//! decodes. Written from `docs/behaviour.md`; the guard functions are those Appendix B names
+//! (CRC-16/T10-DIF, the IP checksum, CRC-32, CRC-32C, and CRC-64/NVME for CRC64_XP10).
 //!
-//! CRC domains are not generated: the byte order of CRC PI in memory and the CRC64_XP10
-//! parameters are profile settings a backend does not report. Domains of different block
-//! sizes and partial blocks are not generated either (a known simulator difference, item 42).
+//! Two CRC facts are not published: the byte order of CRC PI and the CRC64_XP10 parameters.
+//! The model does not assume them: [`probe_crc`](super::rig::probe_crc) learns the byte order
+//! from the backend (the one a CRC32 or CRC32C PI validates in) and whether CRC64_XP10 is
+//! CRC-64/NVME (item 42's profile default); CRC domains are generated only where the probe
+//! found them. Domains of different block sizes and partial blocks are not generated (a known
+//! simulator difference, item 42).
 
 use mlx5_dv::{MkeyErr, MkeyErrType, SigErr, sig, sig_cap, wc_opcode, wc_status};
 use proptest::prelude::*;
@@ -31,9 +35,48 @@ pub struct Dif {
     pub escape: u8,
 }
 
+/// A CRC domain (`struct mlx5dv_sig_crc`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Crc {
+    /// `MLX5DV_SIG_CRC_TYPE_CRC32`, `_CRC32C` or `_CRC64_XP10`.
+    pub kind: u32,
+    /// The seed is all ones of the CRC's width, else 0.
+    pub seed_ones: bool,
+}
+
+/// A signature domain: T10-DIF or CRC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Dom {
+    /// `MLX5DV_SIG_TYPE_T10DIF`.
+    T10(Dif),
+    /// `MLX5DV_SIG_TYPE_CRC`.
+    Crc(Crc),
+}
+
+impl Dom {
+    /// The PI bytes after each block (item 42): 8 for T10-DIF and CRC64_XP10, 4 for CRC32 and
+    /// CRC32C.
+    pub fn pi_len(&self) -> usize {
+        match self {
+            Dom::Crc(c) if c.kind != sig::CRC64_XP10 => 4,
+            _ => PI,
+        }
+    }
+}
+
+/// What a probe of the backend learned of its CRC PI ([`super::rig::probe_crc`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CrcFacts {
+    /// CRC PI is stored little-endian (else big-endian).
+    pub little_endian: bool,
+    /// CRC64_XP10 is CRC-64/NVME (with the seed as its initial value).
+    pub crc64: bool,
+}
+
 /// One corrupted PI field of the input: `field` 0 guard, 1 app tag, 2 ref tag, XORed with
 /// `xor` (its low bit always set, so the field changes); 3 sets the app tag to 0xffff, 4
-/// sets it and the ref tag to all ones (the escape values, item 43).
+/// sets it and the ref tag to all ones (the escape values, item 43). A CRC PI has the CRC
+/// only: every corruption XORs it with `xor`.
 #[allow(missing_docs)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Corrupt {
@@ -44,7 +87,7 @@ pub struct Corrupt {
 
 /// A signature scenario on device `dev`: a BLOCK_SIGNATURE mkey over `blocks` blocks of
 /// `block_size` (`MLX5DV_BLOCK_SIZE_*`) with domains `mem` and `wire` (neither: no signature
-/// setter, item 36), and one RDMA WRITE of the whole transfer out of it (`inbound` false: the
+/// setter, item 36; CRC PI in the byte order `crc_le` says), and one RDMA WRITE of the whole transfer out of it (`inbound` false: the
 /// memory is the input) or into it (the wire is the input), with the first `n` corruptions
 /// applied to the input's PI; then `mlx5dv_mkey_check`. With `rearm` the same transfer
 /// again (item 46: no second error until re-armed), `mlx5dv_mkey_check`, a configure that
@@ -58,8 +101,8 @@ pub struct SigOp {
     pub dev: usize,
     pub block_size: u32,
     pub blocks: u8,
-    pub mem: Option<Dif>,
-    pub wire: Option<Dif>,
+    pub mem: Option<Dom>,
+    pub wire: Option<Dom>,
     pub check_mask: u8,
     pub inbound: bool,
     pub n: u8,
@@ -70,6 +113,8 @@ pub struct SigOp {
     /// Instead, a WRITE of one block starting one block past the mkey's end (inbound only):
     /// a remote access error, memory untouched (item 92).
     pub past_end: bool,
+    /// CRC PI is little-endian: the byte order the probe found when the op was drawn.
+    pub crc_le: bool,
 }
 
 /// The T10-DIF PI size.
@@ -85,6 +130,44 @@ pub fn guard(d: &Dif, data: &[u8]) -> u16 {
     }
     let alg = if d.bg_ones { &T10DIF_ONES } else { &crc::CRC_16_T10_DIF };
     crc::Crc::<u16>::new(alg).checksum(data)
+}
+
+/// CRC-32 and CRC-32C with seed 0 as the initial value; the final XOR stays (Appendix B).
+const CRC32_SEED0: crc::Algorithm<u32> = crc::Algorithm { init: 0, check: 0xd202_d277, ..crc::CRC_32_ISO_HDLC };
+const CRC32C_SEED0: crc::Algorithm<u32> = crc::Algorithm { init: 0, check: 0xa71c_05df, ..crc::CRC_32_ISCSI };
+/// CRC64_XP10 as CRC-64/NVME, with seed 0 as the initial value (Appendix B).
+const CRC64_SEED0: crc::Algorithm<u64> = crc::Algorithm { init: 0, check: 0x87ff_3f9b_2b57_c87b, ..crc::CRC_64_NVME };
+
+/// The CRC of `data` in domain `c` (Appendix B).
+pub fn crc_of(c: &Crc, data: &[u8]) -> u64 {
+    match (c.kind, c.seed_ones) {
+        (sig::CRC64_XP10, true) => crc::Crc::<u64>::new(&crc::CRC_64_NVME).checksum(data),
+        (sig::CRC64_XP10, false) => crc::Crc::<u64>::new(&CRC64_SEED0).checksum(data),
+        (sig::CRC32C, true) => u64::from(crc::Crc::<u32>::new(&crc::CRC_32_ISCSI).checksum(data)),
+        (sig::CRC32C, false) => u64::from(crc::Crc::<u32>::new(&CRC32C_SEED0).checksum(data)),
+        (_, true) => u64::from(crc::Crc::<u32>::new(&crc::CRC_32_ISO_HDLC).checksum(data)),
+        (_, false) => u64::from(crc::Crc::<u32>::new(&CRC32_SEED0).checksum(data)),
+    }
+}
+
+/// A CRC value as its `width` PI bytes in the byte order `le` says.
+fn crc_bytes(v: u64, width: usize, le: bool) -> Vec<u8> {
+    if le { v.to_le_bytes()[..width].to_vec() } else { v.to_be_bytes()[8 - width..].to_vec() }
+}
+
+/// Bit k of a check mask as byte k of the 64-bit PI value, bit 7 the most significant
+/// (item 41).
+fn byte_mask(check_mask: u8) -> u64 {
+    (0..8).filter(|k| check_mask & (1 << k) != 0).fold(0u64, |m, k| m | 0xff << (8 * k))
+}
+
+/// The PI block `i` of a transfer carries in domain `d` (items 42, 43): the T10-DIF fields
+/// big-endian, or the CRC in the byte order `le` says.
+fn pi_of(d: &Dom, data: &[u8], i: usize, le: bool) -> Vec<u8> {
+    match d {
+        Dom::T10(t) => pi(t, data, i).to_vec(),
+        Dom::Crc(c) => crc_bytes(crc_of(c, data), d.pi_len(), le),
+    }
 }
 
 /// The PI block `i` of a transfer carries in domain `d` (items 42, 43): guard, app tag,
@@ -144,24 +227,25 @@ pub struct SigPlan {
 
 impl SigOp {
     /// The domain the data enters by and the one it leaves by.
-    pub fn domains(&self) -> (Option<Dif>, Option<Dif>) {
+    pub fn domains(&self) -> (Option<Dom>, Option<Dom>) {
         if self.inbound { (self.wire, self.mem) } else { (self.mem, self.wire) }
     }
 
     /// The memory form's length: what the mkey's layout covers.
     pub fn mem_len(&self, bs: usize) -> usize {
-        usize::from(self.blocks) * (bs + if self.mem.is_some() { PI } else { 0 })
+        usize::from(self.blocks) * (bs + self.mem.map_or(0, |d| d.pi_len()))
     }
 
     /// The wire form's length: what a remote peer addresses.
     pub fn wire_len(&self, bs: usize) -> usize {
-        usize::from(self.blocks) * (bs + if self.wire.is_some() { PI } else { 0 })
+        usize::from(self.blocks) * (bs + self.wire.map_or(0, |d| d.pi_len()))
     }
 
     /// The input, the output and the first error.
     pub fn plan(&self) -> Option<SigPlan> {
         let bs = sig::block_bytes(self.block_size)?;
         let (din, dout) = self.domains();
+        let le = self.crc_le;
         let blocks = usize::from(self.blocks);
         let data = super::fill_pattern(bs * blocks, self.seed);
         let mut input = Vec::new();
@@ -172,62 +256,86 @@ impl SigOp {
             output.extend_from_slice(d);
             let Some(din) = din else {
                 if let Some(o) = dout {
-                    output.extend_from_slice(&pi(&o, d, i)); // inserted
+                    output.extend_from_slice(&pi_of(&o, d, i, le)); // inserted
                 }
                 continue;
             };
-            let want = pi(&din, d, i);
-            let mut got = want;
-            for c in self.corrupt.iter().take(usize::from(self.n)).filter(|c| usize::from(c.block) == i) {
-                if c.field >= 3 {
-                    got[2..4].fill(0xff);
-                    if c.field == 4 {
-                        got[4..].fill(0xff);
-                    }
-                    continue;
-                }
-                let x = c.xor.to_be_bytes();
-                let r = field(c.field);
-                let len = r.len();
-                // The low bytes of `xor`: its low bit is set, so the field changes.
-                got[r].iter_mut().zip(&x[4 - len..]).for_each(|(g, x)| *g ^= x);
-            }
-            input.extend_from_slice(&got);
-            // Item 43: an escaped block is not checked; APP_REF_ESCAPE wins over APP_ESCAPE.
-            let app_esc = value(&got, 1) == 0xffff;
-            let escaped = if din.escape & 2 != 0 {
-                app_esc && value(&got, 2) == 0xffff_ffff
-            } else {
-                din.escape & 1 != 0 && app_esc
+            let hits: Vec<Corrupt> =
+                self.corrupt.iter().take(usize::from(self.n)).filter(|c| usize::from(c.block) == i).copied().collect();
+            let (got, bad) = match din {
+                Dom::T10(t) => self.t10_input(&t, d, i, &hits),
+                Dom::Crc(c) => self.crc_input(&c, d, &hits),
             };
-            // Item 45: guard, app tag, ref tag, the first checked field that differs.
+            input.extend_from_slice(&got);
             if err.err_type == MkeyErrType::NoErr
-                && !escaped
-                && let Some(f) =
-                    (0u8..3).find(|f| self.check_mask & mask(*f) == mask(*f) && value(&want, *f) != value(&got, *f))
+                && let Some((err_type, expected_value, actual_value)) = bad
             {
-                let err_type =
-                    [MkeyErrType::SigBlockBadGuard, MkeyErrType::SigBlockBadApptag, MkeyErrType::SigBlockBadReftag]
-                        [usize::from(f)];
-                let offset = (i * (bs + PI)) as u64;
-                err = MkeyErr {
-                    err_type,
-                    sig: SigErr { expected_value: value(&want, f), actual_value: value(&got, f), offset },
-                };
+                let offset = (i * (bs + din.pi_len())) as u64;
+                err = MkeyErr { err_type, sig: SigErr { expected_value, actual_value, offset } };
             }
             if let Some(o) = dout {
-                let fresh = pi(&o, d, i);
-                let copy = copy_mask(&din, &o);
-                let mut out = fresh;
-                for f in 0u8..3 {
-                    if copy & mask(f) == mask(f) {
-                        out[field(f)].copy_from_slice(&got[field(f)]);
+                let out = match (din, o) {
+                    (Dom::T10(a), Dom::T10(b)) => {
+                        // Item 40: the fields configured alike are copied, the rest generated.
+                        let (mut out, copy, got) = (pi(&b, d, i), copy_mask(&a, &b), &got);
+                        for f in (0u8..3).filter(|f| copy & mask(*f) == mask(*f)) {
+                            out[field(f)].copy_from_slice(&got[field(f)]);
+                        }
+                        out.to_vec()
                     }
-                }
+                    // Like CRCs copy the whole PI (item 40), whatever their seeds.
+                    (Dom::Crc(a), Dom::Crc(b)) if a.kind == b.kind => got,
+                    _ => pi_of(&o, d, i, le),
+                };
                 output.extend_from_slice(&out);
             }
         }
         Some(SigPlan { bs, input, output, err })
+    }
+
+    /// A T10-DIF input block's PI after the corruptions `hits`, and its first failing checked
+    /// field (items 41, 43, 45): (error, expected, actual).
+    fn t10_input(&self, din: &Dif, d: &[u8], i: usize, hits: &[Corrupt]) -> (Vec<u8>, Option<(MkeyErrType, u64, u64)>) {
+        let want = pi(din, d, i);
+        let mut got = want;
+        for c in hits {
+            if c.field >= 3 {
+                got[2..4].fill(0xff);
+                if c.field == 4 {
+                    got[4..].fill(0xff);
+                }
+                continue;
+            }
+            let x = c.xor.to_be_bytes();
+            let r = field(c.field);
+            let len = r.len();
+            // The low bytes of `xor`: its low bit is set, so the field changes.
+            got[r].iter_mut().zip(&x[4 - len..]).for_each(|(g, x)| *g ^= x);
+        }
+        // Item 43: an escaped block is not checked; APP_REF_ESCAPE wins over APP_ESCAPE.
+        let app_esc = value(&got, 1) == 0xffff;
+        let escaped =
+            if din.escape & 2 != 0 { app_esc && value(&got, 2) == 0xffff_ffff } else { din.escape & 1 != 0 && app_esc };
+        // Item 45: guard, app tag, ref tag, the first checked field that differs.
+        let bad = (0u8..3)
+            .find(|f| !escaped && self.check_mask & mask(*f) == mask(*f) && value(&want, *f) != value(&got, *f))
+            .map(|f| {
+                let t = [MkeyErrType::SigBlockBadGuard, MkeyErrType::SigBlockBadApptag, MkeyErrType::SigBlockBadReftag];
+                (t[usize::from(f)], value(&want, f), value(&got, f))
+            });
+        (got.to_vec(), bad)
+    }
+
+    /// A CRC input block's PI after the corruptions `hits` (each XORs the CRC with its `xor`),
+    /// and the guard error when a byte the check mask selects differs (items 41, 49: the CRC
+    /// sits in the top bytes of the 64-bit PI value).
+    fn crc_input(&self, c: &Crc, d: &[u8], hits: &[Corrupt]) -> (Vec<u8>, Option<(MkeyErrType, u64, u64)>) {
+        let width = Dom::Crc(*c).pi_len();
+        let top = 64 - 8 * width as u32;
+        let want = crc_of(c, d);
+        let got = hits.iter().fold(want, |g, h| g ^ (u64::from(h.xor) & (u64::MAX >> top)));
+        let bad = ((want ^ got) << top) & byte_mask(self.check_mask) != 0;
+        (crc_bytes(got, width, self.crc_le), bad.then_some((MkeyErrType::SigBlockBadGuard, want, got)))
     }
 }
 
@@ -243,10 +351,43 @@ impl Model {
         self.sig_caps.block_prot & sig_cap::PROT_T10DIF != 0 && self.sig_caps.t10dif_bg != 0
     }
 
+    /// The CRC types (`MLX5DV_SIG_CRC_TYPE_*`) the model generates: those the device has, once
+    /// a probe learned the PI byte order, CRC64_XP10 only where the probe found it CRC-64/NVME.
+    pub(super) fn crc_kinds(&self) -> Vec<u32> {
+        let Some(f) = self.crc.filter(|_| self.sig_caps.block_prot & sig_cap::PROT_CRC != 0) else {
+            return Vec::new();
+        };
+        [(sig::CRC32, sig_cap::CRC32), (sig::CRC32C, sig_cap::CRC32C), (sig::CRC64_XP10, sig_cap::CRC64_XP10)]
+            .into_iter()
+            .filter(|&(k, cap)| self.sig_caps.crc_type & cap != 0 && (k != sig::CRC64_XP10 || f.crc64))
+            .map(|(k, _)| k)
+            .collect()
+    }
+
+    /// Whether the model judges domain `d` of an op drawn with CRC byte order `le`.
+    fn judges(&self, d: &Dom, le: bool) -> bool {
+        match d {
+            Dom::T10(t) => {
+                self.t10dif() && self.sig_caps.t10dif_bg & if t.csum { sig_cap::BG_CSUM } else { sig_cap::BG_CRC } != 0
+            }
+            Dom::Crc(c) => self.crc.is_some_and(|f| f.little_endian == le) && self.crc_kinds().contains(&c.kind),
+        }
+    }
+
+    /// Whether the state machine draws signature scenarios.
+    pub(super) fn sig_scenarios(&self) -> bool {
+        (self.t10dif() || !self.crc_kinds().is_empty()) && self.sig_caps.block_size & 0x1f != 0
+    }
+
     /// What a [`SigOp`] leaves: the UMR's completion, the WRITE's, the output form, the
     /// first error and then none (item 48: a decode clears it).
     pub(super) fn sig_step(&mut self, s: &SigOp) -> Expect {
-        if self.offload_dev(s.dev).is_none() || !self.t10dif() || self.sig_caps.block_size & (1 << s.block_size) == 0 {
+        let judged = s.mem.iter().chain(&s.wire).all(|d| self.judges(d, s.crc_le));
+        if self.offload_dev(s.dev).is_none()
+            || !judged
+            || !self.sig_scenarios()
+            || self.sig_caps.block_size & (1 << s.block_size) == 0
+        {
             return Expect::Unknown;
         }
         let Some(plan) = s.plan() else { return Expect::Unknown };
@@ -312,10 +453,24 @@ pub(super) fn dif(bg: u16) -> impl Strategy<Value = Dif> {
         .prop_map(|(csum, bg_ones, app, ref_tag, remap, escape)| Dif { csum, bg_ones, app, ref_tag, remap, escape })
 }
 
-/// Signature scenarios on the device's block sizes and guard types, on mlx5 device `devs`.
+/// A domain of the kinds the model judges on this device: T10-DIF of its guard types, and
+/// the CRC types [`Model::crc_kinds`] lists.
+fn dom(m: &Model) -> BoxedStrategy<Dom> {
+    let mut kinds: Vec<(u32, BoxedStrategy<Dom>)> = Vec::new();
+    if m.t10dif() {
+        kinds.push((3, dif(m.sig_caps.t10dif_bg).prop_map(Dom::T10).boxed()));
+    }
+    for kind in m.crc_kinds() {
+        kinds.push((1, any::<bool>().prop_map(move |seed_ones| Dom::Crc(Crc { kind, seed_ones })).boxed()));
+    }
+    proptest::strategy::Union::new_weighted(kinds).boxed()
+}
+
+/// Signature scenarios on the device's block sizes and domain types, on mlx5 device `devs`
+/// (the caller checks [`Model::sig_scenarios`]).
 pub(super) fn strategy(m: &Model, devs: Vec<usize>) -> BoxedStrategy<Op> {
     let sizes: Vec<u32> = (0..5).filter(|b| m.sig_caps.block_size & (1 << b) != 0).collect();
-    let bg = m.sig_caps.t10dif_bg;
+    let crc_le = m.crc.is_none_or(|f| f.little_endian);
     let doms = prop_oneof![
         1 => Just(0u8),
         3 => Just(1u8),
@@ -330,23 +485,28 @@ pub(super) fn strategy(m: &Model, devs: Vec<usize>) -> BoxedStrategy<Op> {
         1 => Just(sig::MASK_T10DIF_APPTAG | sig::MASK_T10DIF_REFTAG),
         1 => Just(sig::MASK_T10DIF_REFTAG),
         1 => Just(sig::MASK_T10DIF_GUARD | sig::MASK_T10DIF_REFTAG),
+        1 => Just(sig::MASK_CRC32),
         1 => Just(0u8),
     ];
     let pick = proptest::sample::select(devs);
     let size = proptest::sample::select(sizes);
     (
-        (pick, size, 1u8..=3, doms, dif(bg), dif(bg), masks),
+        (pick, size, 1u8..=3, doms, dom(m), dom(m), masks),
         (any::<bool>(), 0u8..=3, [corrupt.clone(), corrupt.clone(), corrupt], any::<u8>(), any::<bool>()),
         (prop_oneof![7 => Just(false), 1 => Just(true)], prop_oneof![2 => Just(false), 1 => Just(true)]),
     )
         .prop_map(
-            |(
+            move |(
                 (dev, block_size, blocks, doms, a, b, check_mask),
                 (inbound, n, corrupt, seed, rearm),
                 (past_end, reset),
             )| {
-                // Both domains remap alike: the copy of a ref tag under unlike remapping is open.
-                let b = Dif { remap: a.remap, ..b };
+                // Both T10-DIF domains remap alike: the copy of a ref tag under unlike
+                // remapping is open.
+                let b = match (a, b) {
+                    (Dom::T10(a), Dom::T10(b)) => Dom::T10(Dif { remap: a.remap, ..b }),
+                    _ => b,
+                };
                 let corrupt = corrupt.map(|c| Corrupt { block: c.block % blocks, ..c });
                 Op::Sig(SigOp {
                     dev,
@@ -362,6 +522,7 @@ pub(super) fn strategy(m: &Model, devs: Vec<usize>) -> BoxedStrategy<Op> {
                     rearm: rearm && !past_end,
                     reset,
                     past_end,
+                    crc_le,
                 })
             },
         )

@@ -588,7 +588,7 @@ fn offload_ops(state: &Model, mdev: &[usize]) -> Vec<(u32, BoxedStrategy<Op>)> {
     if mdev.is_empty() || state.offload_dev(mdev[0]).is_none() {
         return v;
     }
-    if state.t10dif() && state.sig_caps.block_size & 0x1f != 0 {
+    if state.sig_scenarios() {
         v.push((1, super::sig::strategy(state, mdev.to_vec())));
     }
     if state.dek_mode().is_some() {

@@ -220,7 +220,7 @@ fn the_first_bad_block_and_its_first_bad_field_are_reported() {
         dev: 0,
         block_size: mlx5_dv::sig::BLOCK_512,
         blocks: 3,
-        mem: Some(d),
+        mem: Some(sig::Dom::T10(d)),
         wire: None,
         check_mask,
         inbound: false,
@@ -230,6 +230,7 @@ fn the_first_bad_block_and_its_first_bad_field_are_reported() {
         rearm: false,
         reset: false,
         past_end: false,
+        crc_le: true,
     };
     // Block 2's guard, block 1's ref tag and app tag: block 1 first, its app tag before its
     // ref tag; the offset counts the input's PI (520 bytes a block).
@@ -245,6 +246,97 @@ fn the_first_bad_block_and_its_first_bad_field_are_reported() {
     assert_eq!((plan.err.err_type, plan.err.sig.offset), (SigBlockBadGuard, 1040));
     // Stripped on the way out: the wire has the data only.
     assert_eq!(plan.output, fill_pattern(1536, 1));
+}
+
+#[test]
+fn crcs_match_appendix_b() {
+    let c = |kind, seed_ones| sig::crc_of(&sig::Crc { kind, seed_ones }, b"123456789");
+    use mlx5_dv::sig::{CRC32, CRC32C, CRC64_XP10};
+    assert_eq!(c(CRC32, true), 0xcbf4_3926);
+    assert_eq!(c(CRC32C, true), 0xe306_9283);
+    assert_eq!(c(CRC32, false), 0xd202_d277);
+    assert_eq!(c(CRC32C, false), 0xa71c_05df);
+    assert_eq!(c(CRC64_XP10, true), 0xae8b_1486_0a79_9888);
+    assert_eq!(c(CRC64_XP10, false), 0x87ff_3f9b_2b57_c87b);
+}
+
+/// A CRC scenario: one domain each side as given, three 512-byte blocks, corruptions
+/// `corrupt`, PI in the byte order `le`.
+fn crc_op(
+    mem: Option<sig::Dom>,
+    wire: Option<sig::Dom>,
+    check_mask: u8,
+    corrupt: [sig::Corrupt; 3],
+    le: bool,
+) -> sig::SigOp {
+    sig::SigOp {
+        dev: 0,
+        block_size: mlx5_dv::sig::BLOCK_512,
+        blocks: 3,
+        mem,
+        wire,
+        check_mask,
+        inbound: false,
+        n: 3,
+        corrupt,
+        seed: 2,
+        rearm: false,
+        reset: false,
+        past_end: false,
+        crc_le: le,
+    }
+}
+
+#[test]
+fn crc_pi_is_inserted_in_the_byte_order_given_and_checked_by_the_selected_bytes() {
+    use mlx5_dv::sig::{CRC32, CRC32C, CRC64_XP10};
+    let crc = |kind, seed_ones| sig::Dom::Crc(sig::Crc { kind, seed_ones });
+    let none = [sig::Corrupt::default(); 3];
+    let data = fill_pattern(1536, 2);
+    // Inserted on send: 4 bytes after each block, little- or big-endian.
+    for le in [true, false] {
+        let plan = crc_op(None, Some(crc(CRC32C, true)), 0xff, none, le).plan().unwrap();
+        let v = sig::crc_of(&sig::Crc { kind: CRC32C, seed_ones: true }, &data[512..1024]) as u32;
+        let want = if le { v.to_le_bytes() } else { v.to_be_bytes() };
+        assert_eq!(plan.output.len(), 3 * 516);
+        assert_eq!(plan.output[516 + 512..2 * 516], want);
+    }
+    // A corrupted CRC64 in block 1: the guard error carries all 64 bits, at block 1's offset.
+    let c = |block, xor| sig::Corrupt { block, field: 1, xor };
+    let hit = [c(1, 0x0100_0001), c(2, 1), c(2, 1)];
+    let plan = crc_op(Some(crc(CRC64_XP10, false)), None, 0xff, hit, true).plan().unwrap();
+    let v = sig::crc_of(&sig::Crc { kind: CRC64_XP10, seed_ones: false }, &data[512..1024]);
+    assert_eq!(plan.err.err_type, mlx5_dv::MkeyErrType::SigBlockBadGuard);
+    assert_eq!((plan.err.sig.expected_value, plan.err.sig.actual_value), (v, v ^ 0x0100_0001));
+    assert_eq!(plan.err.sig.offset, 520);
+    // Stripped: the wire has the data only.
+    assert_eq!(plan.output, data);
+    // The check mask selects bytes of the 64-bit value, the CRC32 in its top four: the low
+    // four (0x0f) check nothing, 0x10 checks the CRC's low byte, 0x20 its second.
+    let low = [c(0, 0x01), c(0, 0x01), c(0, 0x01)];
+    let errs = |mask| crc_op(Some(crc(CRC32, true)), None, mask, low, true).plan().unwrap().err.err_type as u32;
+    assert_eq!((errs(0x0f), errs(0x10), errs(0x20), errs(0xf0)), (0, 1, 0, 1));
+}
+
+#[test]
+fn like_crcs_copy_the_pi_and_unlike_ones_regenerate_it() {
+    use mlx5_dv::sig::{CRC32, CRC32C};
+    let crc = |kind, seed_ones| sig::Dom::Crc(sig::Crc { kind, seed_ones });
+    let bad = [sig::Corrupt { block: 0, field: 0, xor: 1 }; 3];
+    let data = fill_pattern(1536, 2);
+    // CRC32 seed 0 in memory to CRC32 seed ones on the wire: the memory's (bad) PI is copied.
+    let plan = crc_op(Some(crc(CRC32, false)), Some(crc(CRC32, true)), 0xff, bad, true).plan().unwrap();
+    assert_eq!(plan.output, plan.input);
+    assert_eq!(plan.err.err_type, mlx5_dv::MkeyErrType::SigBlockBadGuard);
+    // To CRC32C: generated afresh.
+    let plan = crc_op(Some(crc(CRC32, false)), Some(crc(CRC32C, true)), 0xff, bad, true).plan().unwrap();
+    let fresh = sig::crc_of(&sig::Crc { kind: CRC32C, seed_ones: true }, &data[..512]) as u32;
+    assert_eq!(plan.output[512..516], fresh.to_le_bytes());
+    // T10-DIF memory to a CRC32 wire: converted.
+    let dif = sig::Dif { csum: false, bg_ones: false, app: 1, ref_tag: 2, remap: false, escape: 0 };
+    let plan = crc_op(Some(sig::Dom::T10(dif)), Some(crc(CRC32, true)), 0xff, bad, true).plan().unwrap();
+    assert_eq!(plan.input.len(), 3 * 520);
+    assert_eq!(plan.output.len(), 3 * 516);
 }
 
 #[test]
@@ -285,7 +377,7 @@ fn escaped_blocks_are_not_checked() {
         block_size: mlx5_dv::sig::BLOCK_512,
         blocks: 2,
         mem: None,
-        wire: Some(sig::Dif { csum: true, bg_ones: false, app: 1, ref_tag: 2, remap: false, escape }),
+        wire: Some(sig::Dom::T10(sig::Dif { csum: true, bg_ones: false, app: 1, ref_tag: 2, remap: false, escape })),
         check_mask: 0xff,
         inbound: true,
         n: 3,
@@ -294,6 +386,7 @@ fn escaped_blocks_are_not_checked() {
         rearm: false,
         reset: false,
         past_end: false,
+        crc_le: true,
     };
     let offset = |escape, corrupt| op(escape, corrupt).plan().map(|p| (p.err.err_type as u32, p.err.sig.offset));
     // Block 0: app tag 0xffff and a bad guard; block 1: a bad guard.
