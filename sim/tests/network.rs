@@ -529,3 +529,44 @@ fn an_rnr_nak_holds_the_send_for_the_responders_timer() {
     let timeouts: u64 = p.a.sim.transport_counters().iter().map(|c| c.local_ack_timeout_err).sum();
     assert_eq!(timeouts, 0, "the wait was the RNR timer's, not an ACK timeout");
 }
+
+/// A MAD from QP 1 of one host reaches QP 1 of the other as a UD SEND with the GSI's headers:
+/// the receiver hands it to its connection manager (`take_gsi`) with the sender's address,
+/// and its capture shows opcode UD SEND only, P_Key 0xffff, QP 1, the PSN given (24 bits) and
+/// a DETH with the GSI's Q_Key from QP 1.
+#[test]
+fn a_mad_from_qp1_reaches_qp1_of_the_other_host_with_the_gsi_headers() {
+    let (a_addr, b_addr) = (Ipv4Addr::new(127, 0, 148, 1), Ipv4Addr::new(127, 0, 149, 1));
+    let mut a = Simulator::with_host(Profile::builtin("cx6dx").unwrap(), 148).unwrap();
+    let mut b = Simulator::with_host(Profile::builtin("cx6dx").unwrap(), 149).unwrap();
+    a.connect_network(a_addr).unwrap();
+    b.connect_network(b_addr).unwrap();
+    let capture = std::env::temp_dir().join(format!("mlx5sim-gsi-{}.pcap", std::process::id()));
+    b.capture_to(&capture).unwrap();
+    let mad: Vec<u8> = pattern(256, 9);
+    assert!(a.fabric().send_gsi(0, b_addr, &mad, 0x7f12_3456));
+    let start = Instant::now();
+    let mut got = Vec::new();
+    for _ in 0..1_000_000u32 {
+        b.tick();
+        got = b.fabric().take_gsi();
+        if !got.is_empty() || start.elapsed() > DEADLINE {
+            break;
+        }
+        std::thread::sleep(Duration::from_micros(50));
+    }
+    assert_eq!(got, vec![(0, a_addr, mad.clone())]);
+    let file = std::fs::read(&capture).unwrap();
+    let _ = std::fs::remove_file(&capture);
+    // One record after the 24-byte file header: Ethernet, IPv4 and UDP (42 bytes), then the BTH.
+    let frame = &file[24 + 16..];
+    let bth = &frame[42..54];
+    assert_eq!(bth[0], opcode::UD_SEND_ONLY, "opcode");
+    assert_eq!(u16::from_be_bytes([bth[2], bth[3]]), 0xffff, "P_Key");
+    assert_eq!(u32::from_be_bytes([0, bth[5], bth[6], bth[7]]), 1, "destination QP");
+    assert_eq!(u32::from_be_bytes([0, bth[9], bth[10], bth[11]]), 0x12_3456, "PSN");
+    let deth = &frame[54..62];
+    assert_eq!(u32::from_be_bytes([deth[0], deth[1], deth[2], deth[3]]), 0x8001_0000, "Q_Key");
+    assert_eq!(u32::from_be_bytes([0, deth[5], deth[6], deth[7]]), 1, "source QP");
+    assert_eq!(&frame[62..62 + mad.len()], &mad[..], "the MAD follows the DETH");
+}

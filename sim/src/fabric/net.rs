@@ -492,6 +492,31 @@ mod tests {
         // A link-local GID from another kind of MAC names no address.
         assert_eq!(ip_of_gid(&Gid::link_local(0x0c42_a1ff_fe01_0203)), None);
         assert_eq!(ip_of_gid(&Gid::default()), None);
+        // Made from one of our MACs but outside fe80::/64: no address either.
+        let mut site = ll;
+        site.0[1] = 0xc0;
+        assert_eq!(ip_of_gid(&site), None);
+        let mut wide = ll;
+        wide.0[7] = 1;
+        assert_eq!(ip_of_gid(&wide), None);
+        Ok(())
+    }
+
+    /// The socket's receive buffer is enlarged: past the system's limit where the process may,
+    /// else to the limit (the kernel reports twice what was set).
+    #[test]
+    fn a_port_asks_for_a_large_receive_buffer() -> io::Result<()> {
+        let port = NetPort::bind(Ipv4Addr::new(127, 0, 73, 3))?;
+        let fd = port.fd().ok_or_else(|| io::Error::other("a bound port has a socket"))?;
+        let (mut got, mut len): (libc::c_int, libc::socklen_t) = (0, std::mem::size_of::<libc::c_int>() as _);
+        // SAFETY: reads one c_int option of our socket into a c_int on the stack.
+        let r = unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, (&raw mut got).cast(), &mut len) };
+        assert_eq!(r, 0, "getsockopt: {}", io::Error::last_os_error());
+        let limit = std::fs::read_to_string("/proc/sys/net/core/rmem_max")
+            .ok()
+            .and_then(|t| t.trim().parse::<libc::c_int>().ok())
+            .unwrap_or(SOCKET_BUFFER);
+        assert!(got >= 2 * SOCKET_BUFFER.min(limit), "SO_RCVBUF {got}, rmem_max {limit}");
         Ok(())
     }
 
