@@ -530,7 +530,8 @@ fn an_rnr_nak_holds_the_send_for_the_responders_timer() {
     assert_eq!(timeouts, 0, "the wait was the RNR timer's, not an ACK timeout");
 }
 
-/// A MAD from QP 1 of one host reaches QP 1 of the other as a UD SEND with the GSI's headers:
+/// A MAD from QP 1 of one host reaches QP 1 of the other as a UD SEND with the GSI's headers
+/// (and none goes where the port may not send):
 /// the receiver hands it to its connection manager (`take_gsi`) with the sender's address,
 /// and its capture shows opcode UD SEND only, P_Key 0xffff, QP 1, the PSN given (24 bits) and
 /// a DETH with the GSI's Q_Key from QP 1.
@@ -544,6 +545,9 @@ fn a_mad_from_qp1_reaches_qp1_of_the_other_host_with_the_gsi_headers() {
     let capture = std::env::temp_dir().join(format!("mlx5sim-gsi-{}.pcap", std::process::id()));
     b.capture_to(&capture).unwrap();
     let mad: Vec<u8> = pattern(256, 9);
+    // A loopback port reaches loopback addresses only, and a device without a port sends none.
+    assert!(!a.fabric().send_gsi(0, Ipv4Addr::new(192, 0, 2, 1), &mad, 0), "a loopback port sends off the host");
+    assert!(!a.fabric().send_gsi(7, b_addr, &mad, 0), "device 7 is not networked");
     assert!(a.fabric().send_gsi(0, b_addr, &mad, 0x7f12_3456));
     let start = Instant::now();
     let mut got = Vec::new();
