@@ -6,7 +6,8 @@
 //! does them, through MRs and list and interleaved mkeys), and two families of scenarios on objects of their own: signature
 //! ([`SigOp`]: T10-DIF and CRC domains, corrupted PI, the first error `mlx5dv_mkey_check`
 //! decodes; CRC where [`probe_crc`] learned the device's PI byte order) and
-//! crypto ([`CryptoOp`]: the AES-XTS round trip, with a wire signature in either order, a
+//! crypto ([`CryptoOp`]: the AES-XTS round trip, with a memory or wire signature (or both)
+//! in either order, a
 //! crypto mkey without attributes); and, on a backend with simulator control, a third on two
 //! devices: network scenarios ([`NetOp`]: a chain of messages under seeded fault rules on the
 //! simulator's fabric in memory, item 251), drawn as [`NetMode`] says; and, where a probe
@@ -29,8 +30,8 @@
 //! are out of step, a key of another device's key space, a SEND with no receive posted), the
 //! model answers [`Expect::Unknown`] and the state machine never generates that op.
 //!
-//! Not modelled yet: signature copy masks of one's own, crypto with a
-//! memory-domain signature, signature and crypto mkeys in the op-by-op traffic, windows in
+//! Not modelled yet: signature copy masks of one's own, signature and crypto mkeys in the
+//! op-by-op traffic, windows in
 //! the op-by-op traffic, SQD, WRs of more than two SGEs, receives of more than
 //! one, RNR outside the network scenarios, SRQs in the op-by-op traffic, QP types other than RC
 //! (and UD's scenarios),
@@ -99,7 +100,7 @@ pub use srqrig::probe_srq;
 pub use traffic::{Effects, ExpCqe};
 pub use ud::{OTHER_QKEY, QKEY, RECV_LEN, SHORT_LEN, UdMsg, UdOp};
 pub use udrig::probe_datagrams;
-pub use xts::{CryptoOp, DekMode};
+pub use xts::{CryptoOp, CryptoSig, DekMode};
 
 use std::collections::VecDeque;
 use std::sync::Arc;

@@ -316,8 +316,8 @@ pub(super) fn run_crypto(
     len: usize,
 ) -> Result<Outcome, String> {
     with_rig(b, name, |b, rig| {
-        let memory = super::fill_pattern(len, c.seed);
-        let wire_len = c.wire_sig.and_then(|w| sig::block_bytes(w.block_size)).map_or(len, |sbs| len / sbs * (sbs + 8));
+        let (memory, wire) = c.forms(len).ok_or("a scenario with no forms")?;
+        let (mem_len, wire_len) = (memory.len(), wire.len());
         let (mem, mr_m) = rig.region(b, &memory)?;
         let (peer, mr_p) = rig.region(b, &super::fill_pattern(wire_len, c.seed ^ 0xff))?;
         let login = match mode {
@@ -348,7 +348,7 @@ pub(super) fn run_crypto(
         };
         let dek = say("mlx5dv_dek_create", b.dek_create(rig.ctx, &attr))?;
         let mut create_flags = MkeyInitFlags::INDIRECT | MkeyInitFlags::CRYPTO;
-        create_flags.set(MkeyInitFlags::BLOCK_SIGNATURE, c.wire_sig.is_some());
+        create_flags.set(MkeyInitFlags::BLOCK_SIGNATURE, c.sig.is_some());
         let mkey_attr = MkeyInitAttr { pd: rig.pd, create_flags, max_entries: 4 };
         let mkey = say("mlx5dv_create_mkey", b.create_mkey(&mkey_attr))?;
         let setter = c.attrs.then(|| {
@@ -363,10 +363,10 @@ pub(super) fn run_crypto(
                 comp_mask: 0,
             })
         });
-        let sig_setter = c.wire_sig.map(|w| {
+        let sig_setter = c.sig.map(|w| {
             WrOp::SetMkeySigBlock(SigBlockAttr {
-                mem: domain(w.block_size, w.also_memory.then_some(Dom::T10(w.dif))),
-                wire: domain(w.block_size, Some(Dom::T10(w.dif))),
+                mem: domain(w.block_size, w.memory.then_some(Dom::T10(w.dif))),
+                wire: domain(w.block_size, w.wire.then_some(Dom::T10(w.dif))),
                 flags: SigBlockAttrFlags::empty(),
                 check_mask: 0xff,
                 copy_mask: 0,
@@ -374,7 +374,7 @@ pub(super) fn run_crypto(
             })
         });
         let setters = setter.into_iter().chain(sig_setter).collect();
-        if c.wire_sig.is_some_and(|w| w.also_memory) {
+        if c.sig.is_some_and(|w| w.both()) && c.raw_order() {
             let refused = rig.try_configure(b, mkey, &mr_m, MkeyConfFlags::empty(), setters).err().map(|e| e.errno());
             return Ok(Outcome { refused, cqes: rig.poll(b)?, ..Outcome::default() });
         }
@@ -388,13 +388,10 @@ pub(super) fn run_crypto(
         }
         rig.write(b, 3, (mr_p.addr, mr_p.lkey), (0, mkey.rkey), wire_len)?;
         rig.settle(b)?;
-        bytes.push(("memory", say("read_buf", b.read_buf(&mem, 0, len))?));
+        bytes.push(("memory", say("read_buf", b.read_buf(&mem, 0, mem_len))?));
         let cqes = rig.poll(b)?;
-        let checks = if c.wire_sig.is_some() && c.attrs {
-            vec![say("mlx5dv_mkey_check", b.mkey_check(&mkey))?]
-        } else {
-            Vec::new()
-        };
+        let checks =
+            if c.sig.is_some() && c.attrs { vec![say("mlx5dv_mkey_check", b.mkey_check(&mkey))?] } else { Vec::new() };
         let _ = b.destroy_mkey(&mkey);
         let _ = b.dek_destroy(dek);
         if let Some(l) = login {

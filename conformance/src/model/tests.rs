@@ -354,7 +354,7 @@ fn an_aes_xts_unit_under_16_bytes_and_the_job_size_rule_are_never_generated() {
         encrypt_on_tx: true,
         order: 0,
         seed: 0,
-        wire_sig: None,
+        sig: None,
     };
     assert_eq!(c.len(true), Some(520));
     // 520 + 8 passes item 60's rule but leaves an 8-byte unit.

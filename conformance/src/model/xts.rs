@@ -2,13 +2,16 @@
 //! keys) and the AES-XTS round trip through it — data leaves memory through the mkey as a
 //! local key and comes back into it as a remote key — and a CRYPTO mkey without crypto
 //! attributes refusing a remote write (item 59); on multi-block devices optionally with a
-//! T10-DIF signature in the wire domain (item 61's orders). Written from `docs/behaviour.md`
-//! items 53–61; the oracle is the `aes` and `xts-mode` crates (IEEE 1619 XTS with ciphertext
-//! stealing), data unit `i` under the little-endian initial tweak plus `i` (item 58).
+//! T10-DIF signature in the memory domain, the wire domain or both (item 61's orders and the
+//! man page's rows A–J). Written from `docs/behaviour.md` items 53–61; the oracle is the `aes`
+//! and `xts-mode` crates (IEEE 1619 XTS with ciphertext stealing), data unit `i` under the
+//! little-endian initial tweak plus `i` (item 58).
 //!
 //! Not generated: traffic through a local key without attributes and transfers breaking the
 //! job-size rule (their error completions are profile settings, items 59 and 60), data
-//! units shorter than 16 bytes, and memory-domain signatures with crypto.
+//! units shorter than 16 bytes, and a memory-domain signature alone under
+//! SIGNATURE_AFTER_CRYPTO_ON_TX with `encrypt_on_tx` (a layout the man page's table does not
+//! list).
 
 use aes::cipher::{BlockCipherDecrypt, BlockCipherEncrypt, BlockSizeUser, KeyInit, consts::U16};
 use aes::{Aes128, Aes256};
@@ -40,20 +43,28 @@ pub struct CryptoOp {
     /// `signature_crypto_order`: without signatures it does not matter (item 61).
     pub order: u32,
     pub seed: u8,
-    /// A T10-DIF signature in the wire domain too; then the transfer is `units` signature
-    /// blocks and `tail` is unused.
-    pub wire_sig: Option<WireSig>,
+    /// A T10-DIF signature too; then the transfer is `units` signature blocks and `tail` is
+    /// unused.
+    pub sig: Option<CryptoSig>,
 }
 
-/// A wire-domain T10-DIF signature beside the crypto (item 61): memory holds data only.
+/// A T10-DIF signature beside the crypto (item 61), in the memory domain, the wire domain or
+/// both (the same domain in both).
 #[allow(missing_docs)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WireSig {
+pub struct CryptoSig {
     /// `MLX5DV_BLOCK_SIZE_*`.
     pub block_size: u32,
     pub dif: Dif,
-    /// The same domain in memory too: only with a RAW order, which item 57 refuses.
-    pub also_memory: bool,
+    pub memory: bool,
+    pub wire: bool,
+}
+
+impl CryptoSig {
+    /// Both domains: item 57 refuses this with a RAW order.
+    pub fn both(&self) -> bool {
+        self.memory && self.wire
+    }
 }
 
 /// How the device imports DEKs, as far as a model can use it.
@@ -122,8 +133,9 @@ pub fn xts(c: &CryptoOp, dus: usize, encrypt: bool, data: &[u8]) -> Option<Vec<u
 }
 
 impl CryptoOp {
-    /// The transfer's length, when items 56 and 60 allow it on a device with (or without)
-    /// the multi-block engine and every unit is at least 16 bytes.
+    /// The transfer's data bytes (what a local SGE of the mkey counts, item 42), when items
+    /// 56 and 60 allow it on a device with (or without) the multi-block engine and every
+    /// unit is at least 16 bytes.
     pub fn len(&self, multi_block: bool) -> Option<usize> {
         let dus = sig::block_bytes(self.dus)?;
         // Item 60 on the side the cipher runs, and no unit under 16 bytes.
@@ -131,16 +143,23 @@ impl CryptoOp {
             let rest = len % dus;
             len > 0 && (rest == 0 || (len.is_multiple_of(16) && rest <= dus - 16)) && (rest == 0 || rest >= 16)
         };
-        if let Some(w) = self.wire_sig {
-            // With signatures only on multi-block devices: the PI makes the cipher's side
-            // longer than the mkey (item 56).
-            let mem = usize::from(self.units) * sig::block_bytes(w.block_size)?;
-            let wire = usize::from(self.units) * (sig::block_bytes(w.block_size)? + PI);
-            let cipher = if self.order == crypto::SIGNATURE_BEFORE_CRYPTO_ON_TX { wire } else { mem };
-            return (self.attrs && multi_block && fits(cipher)).then_some(mem);
+        if let Some(w) = self.sig {
+            // With signatures only on multi-block devices: the PI makes a form longer than
+            // the data (item 56).
+            let data = usize::from(self.units) * sig::block_bytes(w.block_size)?;
+            return (self.attrs && multi_block && fits(self.cipher_len()?)).then_some(data);
         }
         let len = usize::from(self.units) * dus + usize::from(self.tail);
         (fits(len) && (multi_block || len <= dus)).then_some(len)
+    }
+
+    /// The length of the form the cipher runs over (item 61): the memory form when the
+    /// signature comes after the crypto on TX, else the wire form.
+    fn cipher_len(&self) -> Option<usize> {
+        let Some(w) = self.sig else { return Some(usize::from(self.units) * sig::block_bytes(self.dus)?) };
+        let form =
+            |pi: bool| Some(usize::from(self.units) * (sig::block_bytes(w.block_size)? + if pi { PI } else { 0 }));
+        if self.order == crypto::SIGNATURE_BEFORE_CRYPTO_ON_TX { form(w.wire) } else { form(w.memory) }
     }
 
     /// RAW_WIRE (encrypt on TX, signature after) or RAW_MEMORY (decrypt on TX, signature
@@ -149,19 +168,34 @@ impl CryptoOp {
         (self.order == crypto::SIGNATURE_BEFORE_CRYPTO_ON_TX) != self.encrypt_on_tx
     }
 
-    /// The wire form of `memory` (item 61): on TX the signature is computed after the crypto
-    /// over its output, or before it and then enciphered with the data.
-    pub fn wire_form(&self, memory: &[u8]) -> Option<Vec<u8>> {
+    /// The memory form the scenario starts from and the wire form TX makes of it (item 61;
+    /// the man page's rows). TX runs the crypto over the whole memory form and then the
+    /// signatures (AFTER: strip the memory PI, insert the wire PI), or the signatures first
+    /// and the crypto over what they leave (BEFORE); RX the reverse. The memory form holds
+    /// valid PI: its data is a pattern on the side where the memory PI is computed.
+    pub fn forms(&self, len: usize) -> Option<(Vec<u8>, Vec<u8>)> {
         let dus = sig::block_bytes(self.dus)?;
-        let Some(w) = self.wire_sig else { return xts(self, dus, self.encrypt_on_tx, memory) };
+        let tx = |x: &[u8]| xts(self, dus, self.encrypt_on_tx, x);
+        let untx = |x: &[u8]| xts(self, dus, !self.encrypt_on_tx, x);
+        let Some(w) = self.sig else {
+            let memory = super::fill_pattern(len, self.seed);
+            let wire = tx(&memory)?;
+            return Some((memory, wire));
+        };
         let sbs = sig::block_bytes(w.block_size)?;
-        let signed = |data: &[u8]| -> Vec<u8> {
+        let signed = |on: bool, data: &[u8]| -> Vec<u8> {
+            if !on {
+                return data.to_vec();
+            }
             data.chunks(sbs).enumerate().flat_map(|(i, d)| [d, &pi(&w.dif, d, i)[..]].concat()).collect()
         };
+        let data = super::fill_pattern(len, self.seed);
         if self.order == crypto::SIGNATURE_BEFORE_CRYPTO_ON_TX {
-            xts(self, dus, self.encrypt_on_tx, &signed(memory))
+            // Rows C, D, E, J: the PI of both domains is over the memory's data.
+            Some((signed(w.memory, &data), tx(&signed(w.wire, &data))?))
         } else {
-            Some(signed(&xts(self, dus, self.encrypt_on_tx, memory)?))
+            // Rows B, G, H, I: the PI of both domains is over the crypto's output.
+            Some((untx(&signed(w.memory, &data))?, signed(w.wire, &data)))
         }
     }
 }
@@ -199,22 +233,23 @@ impl Model {
             return Expect::Unknown;
         }
         let Some(len) = c.len(self.multi_block()) else { return Expect::Unknown };
-        if c.wire_sig.is_some_and(|w| !self.t10dif() || self.sig_caps.block_size & (1 << w.block_size) == 0) {
+        if c.sig.is_some_and(|w| !self.t10dif() || self.sig_caps.block_size & (1 << w.block_size) == 0) {
             return Expect::Unknown;
         }
-        let memory = super::fill_pattern(len, c.seed);
-        let outcome = if c.wire_sig.is_some_and(|w| w.also_memory) {
-            // Item 57: a RAW order with signatures in both domains; the other orders' data
-            // path is not modelled.
-            if !c.attrs || !c.raw_order() {
+        // A memory signature alone with RAW_WIRE: a layout the man page does not list.
+        if c.sig.is_some_and(|w| w.memory && !w.wire) && c.raw_order() && c.encrypt_on_tx {
+            return Expect::Unknown;
+        }
+        let Some((memory, wire)) = c.forms(len) else { return Expect::Unknown };
+        let outcome = if c.sig.is_some_and(|w| w.both()) && c.raw_order() {
+            // Item 57: a RAW order with signatures in both domains.
+            if !c.attrs {
                 return Expect::Unknown;
             }
             Outcome { refused: Some(mlx5_dv::errno::EINVAL), ..Outcome::default() }
         } else if c.attrs {
-            // Item 61: with encrypt_on_tx memory holds plaintext and the wire ciphertext.
-            let Some(wire) = c.wire_form(&memory) else { return Expect::Unknown };
             // The PI the wire brings back is the one the way out made: no signature error.
-            let checks = if c.wire_sig.is_some() { vec![MkeyErr::NONE] } else { Vec::new() };
+            let checks = if c.sig.is_some() { vec![MkeyErr::NONE] } else { Vec::new() };
             Outcome {
                 cqes: vec![
                     (0, Some(wc_opcode::DRIVER1)),
@@ -250,24 +285,25 @@ pub(super) fn strategy(m: &Model, devs: Vec<usize>) -> BoxedStrategy<Op> {
         Just(0u16).boxed()
     };
     let sizes: Vec<u32> = (0..5).filter(|b| m.sig_caps.block_size & (1 << b) != 0).collect();
-    let wire_sig = if multi && m.t10dif() && !sizes.is_empty() {
-        let both = prop_oneof![3 => Just(false), 1 => Just(true)];
-        let w = (proptest::sample::select(sizes), super::sig::dif(m.sig_caps.t10dif_bg), both)
-            .prop_map(|(block_size, dif, also_memory)| Some(WireSig { block_size, dif, also_memory }));
-        prop_oneof![1 => Just(None), 1 => w].boxed()
+    let sig = if multi && m.t10dif() && !sizes.is_empty() {
+        // Wire only, memory only, both.
+        let domains = prop_oneof![2 => Just((false, true)), 1 => Just((true, false)), 1 => Just((true, true))];
+        let w = (proptest::sample::select(sizes), super::sig::dif(m.sig_caps.t10dif_bg), domains)
+            .prop_map(|(block_size, dif, (memory, wire))| Some(CryptoSig { block_size, dif, memory, wire }));
+        prop_oneof![1 => Just(None), 2 => w].boxed()
     } else {
         Just(None).boxed()
     };
     (
         (proptest::sample::select(devs), prop_oneof![6 => Just(true), 1 => Just(false)], any::<bool>(), any::<bool>()),
         (any::<u8>(), 0u32..5, units, tail, any::<u64>()),
-        (any::<bool>(), 0u32..2, any::<u8>(), wire_sig),
+        (any::<bool>(), 0u32..2, any::<u8>(), sig),
     )
         .prop_map(
             move |(
                 (dev, attrs, key256, keytag),
                 (key_seed, dus, units, tail, tweak),
-                (encrypt_on_tx, order, seed, wire_sig),
+                (encrypt_on_tx, order, seed, sig),
             )| {
                 let c = CryptoOp {
                     dev,
@@ -282,15 +318,17 @@ pub(super) fn strategy(m: &Model, devs: Vec<usize>) -> BoxedStrategy<Op> {
                     encrypt_on_tx,
                     order,
                     seed,
-                    wire_sig,
+                    sig,
                 };
-                // Both domains only with a RAW order.
-                let c = CryptoOp {
-                    wire_sig: wire_sig.map(|w| WireSig { also_memory: w.also_memory && c.raw_order(), ..w }),
-                    ..c
+                // A memory signature alone with RAW_WIRE is not in the table: signature first.
+                let c = match sig {
+                    Some(w) if w.memory && !w.wire && encrypt_on_tx && c.raw_order() => {
+                        CryptoOp { order: crypto::SIGNATURE_BEFORE_CRYPTO_ON_TX, ..c }
+                    }
+                    _ => c,
                 };
                 // A length the docs leave open becomes one data unit, which every device takes.
-                let one = CryptoOp { units: 1, tail: 0, wire_sig: None, ..c };
+                let one = CryptoOp { units: 1, tail: 0, sig: None, ..c };
                 Op::Crypto(if c.len(multi).is_some() { c } else { one })
             },
         )
