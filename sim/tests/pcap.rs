@@ -222,3 +222,73 @@ fn a_qp_udp_source_port_is_the_one_its_packets_leave_from() {
     assert_eq!(e, Some(mlx5_dv::errno::EOPNOTSUPP), "without rts2rts_qp_udp_sport");
     std::fs::remove_file(&path).ok();
 }
+
+/// An XRC SEND is captured on the XRC transport: its packets carry the XRC opcodes and an
+/// XRCETH naming the SRQ the message is for, and the ACK comes back as an XRC ACK.
+#[test]
+fn an_xrc_send_is_captured_with_the_srq_it_names() {
+    use mlx5_dv::{SendWr, SrqInitAttr, SrqXrc, XrcdInitAttr, qp_init_mask, qp_type, wr_opcode, xrcd_init_mask};
+    let path = temp("xrc");
+    let mut sim = Simulator::new(Profile::builtin("cx7").unwrap()).unwrap();
+    sim.capture_to(&path).unwrap();
+    let ctx = sim.open_ibv_device("mlx5_0").unwrap();
+    let pd = sim.alloc_pd(ctx).unwrap();
+    let (cq, rcq) = (sim.create_cq(ctx, 16).unwrap(), sim.create_cq(ctx, 16).unwrap());
+    let xa = XrcdInitAttr { ctx, comp_mask: xrcd_init_mask::FD | xrcd_init_mask::OFLAGS, fd: -1, oflags: 0 };
+    let x = sim.open_xrcd(&xa).unwrap();
+    let srq = sim
+        .create_srq(&SrqInitAttr {
+            pd,
+            max_wr: 4,
+            max_sge: 1,
+            xrc: Some(SrqXrc { xrcd: x.handle, cq: rcq.handle }),
+            tm: None,
+        })
+        .unwrap();
+    let mut t = QpInitAttr::rc(pd, cq.handle, QpCap::default(), None);
+    (t.qp_type, t.xrcd, t.comp_mask) = (qp_type::XRC_RECV, Some(x.handle), Some(qp_init_mask::XRCD));
+    let tgt = sim.create_qp(&t).unwrap();
+    let cap = QpCap { max_send_wr: 4, max_recv_wr: 0, max_send_sge: 1, max_recv_sge: 0, max_inline_data: 0 };
+    let mut i = QpInitAttr::rc(pd, cq.handle, cap, None);
+    (i.qp_type, i.comp_mask) = (qp_type::XRC_SEND, Some(qp_init_mask::PD));
+    let ini = sim.create_qp(&i).unwrap();
+    let port = sim.query_port(ctx, 1).unwrap();
+    for (q, p) in [(&tgt, &ini), (&ini, &tgt)] {
+        for step in QpModify::connect(ACCESS, QpDest { path_mtu: MTU_256, ..QpDest::to(p, &port) }) {
+            sim.modify_qp(q, &step).unwrap();
+        }
+    }
+    let (_dst, dmr) = {
+        let b = sim.alloc_buf(512).unwrap();
+        let mr = sim.reg_mr(pd, b.addr, 512, ACCESS).unwrap();
+        (b, mr)
+    };
+    sim.post_srq_recv(&srq, &[RecvWr { wr_id: 7, sge: vec![Sge { addr: dmr.addr, length: 512, lkey: dmr.lkey }] }])
+        .unwrap();
+    let src = sim.alloc_buf(300).unwrap();
+    sim.write_buf(&src, 0, &pattern(300, 4)).unwrap();
+    let smr = sim.reg_mr(pd, src.addr, 300, ACCESS).unwrap();
+    let wr = SendWr {
+        wr_id: 1,
+        opcode: wr_opcode::SEND,
+        send_flags: SendFlags::SIGNALED,
+        sge: vec![Sge { addr: smr.addr, length: 300, lkey: smr.lkey }],
+        xrc_remote_srqn: srq.srq_num,
+        ..SendWr::default()
+    };
+    sim.post_send_wr(&ini, &[wr]).unwrap();
+    assert_eq!(sim.poll_cq(&cq, 4).unwrap().iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(), [(1, 0)]);
+    assert_eq!(sim.poll_cq(&rcq, 4).unwrap().iter().map(|w| (w.wr_id, w.byte_len)).collect::<Vec<_>>(), [(7, 300)]);
+    let raw = frames(&path);
+    std::fs::remove_file(&path).ok();
+    // On the wire: the XRC opcodes (the RC ones plus 0xa0).
+    let bth_at = |f: &[u8]| 14 + if f[14] >> 4 == 6 { 40 } else { 20 } + 8;
+    let wire_ops: Vec<u8> = raw.iter().map(|f| f[bth_at(f)]).collect();
+    assert_eq!(wire_ops, [XRC | SEND_FIRST, XRC | SEND_LAST, XRC | ACKNOWLEDGE]);
+    // Decoded: the RC twins, the requests with the XRCETH's SRQ number.
+    let got: Vec<Datagram> = raw.iter().map(|f| decode_ip(&f[14..]).unwrap()).collect();
+    let seen: Vec<(u8, Option<u32>)> = got.iter().map(|d| (d.headers.bth.opcode, d.headers.xrc)).collect();
+    let s = Some(srq.srq_num);
+    assert_eq!(&seen[..2], [(SEND_FIRST, s), (SEND_LAST, s)]);
+    assert_eq!(seen[2].0, ACKNOWLEDGE);
+}
