@@ -322,6 +322,20 @@ mod tests {
     }
 
     #[test]
+    fn port_states_and_the_clock_change_as_asked() -> Result<(), crate::ProfileError> {
+        let mut f = Fabric::new(&Profile::builtin("cx6dx")?, 0);
+        assert!(f.set_port_state(1, 1), "device 1 has a port");
+        assert_eq!(f.port(1).map(|p| p.state), Some(1));
+        assert!(!f.set_port_state(9, 1), "no device 9");
+        // A stepped fabric in memory runs on a simulated clock until a device thread takes over.
+        f.connect_in_memory(std::net::Ipv4Addr::new(127, 0, 74, 1), true);
+        assert!(f.is_simulated_time());
+        f.use_wall_clock();
+        assert!(!f.is_simulated_time());
+        Ok(())
+    }
+
+    #[test]
     fn roce_routes_by_gid_and_infiniband_by_lid() -> Result<(), crate::ProfileError> {
         let mut p = Profile::builtin("cx6dx")?;
         let roce = Fabric::new(&p, 0);

@@ -242,8 +242,8 @@ impl Domain {
         match (self.kind, self.pi_len()) {
             (Kind::T10 { .. }, _) => u64::from_be_bytes(b),
             (_, 4) if crcs.little_endian_crc => u64::from(u32::from_le_bytes([b[0], b[1], b[2], b[3]])) << 32,
-            (_, 4) => u64::from(u32::from_be_bytes([b[0], b[1], b[2], b[3]])) << 32,
             _ if crcs.little_endian_crc => u64::from_le_bytes(b),
+            // Big-endian, a 4-byte CRC included: zero-padded, its bytes are the value's top four.
             _ => u64::from_be_bytes(b),
         }
     }
