@@ -129,6 +129,10 @@ mod tests {
         v4[10..].copy_from_slice(&[0xff, 0xff, 127, 0, 1, 1]);
         assert_eq!(ip_of(&Gid(v4)), "127.0.1.1".parse::<IpAddr>()?);
         assert_eq!(mac_of(&Gid(v4)), [0x02, 0, 127, 0, 1, 1]);
+        // The modified EUI-64 round trip, for a universal MAC (U/L bit clear) and a local one.
+        for mac in [[0x0c, 0x42, 0xa1, 0x01, 0x02, 0x03], [0x02, 0, 127, 0, 1, 1]] {
+            assert_eq!(mac_of(&super::super::net::link_local_of_mac(mac)), mac);
+        }
         Ok(())
     }
 }
