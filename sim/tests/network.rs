@@ -574,3 +574,17 @@ fn a_mad_from_qp1_reaches_qp1_of_the_other_host_with_the_gsi_headers() {
     assert_eq!(u32::from_be_bytes([0, deth[5], deth[6], deth[7]]), 1, "source QP");
     assert_eq!(&frame[62..62 + mad.len()], &mad[..], "the MAD follows the DETH");
 }
+
+/// A MAD to another port of the same host is handed over at once, without the network: the
+/// connection manager finds it before any tick.
+#[test]
+fn a_mad_to_a_port_of_the_same_host_is_there_at_once() {
+    let first = Ipv4Addr::new(127, 0, 150, 1);
+    let mut sim = Simulator::with_host(Profile::builtin("cx6dx").unwrap(), 150).unwrap();
+    sim.connect_network(first).unwrap();
+    let second = Ipv4Addr::new(127, 0, 150, 2);
+    assert_eq!(sim.fabric().port_with_address(second), Some(1));
+    let mad = pattern(256, 3);
+    assert!(sim.fabric().send_gsi(0, second, &mad, 1));
+    assert_eq!(sim.fabric().take_gsi(), vec![(1, first, mad)]);
+}

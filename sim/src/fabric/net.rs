@@ -425,7 +425,7 @@ impl NetPort {
                 }
                 // Not ours to answer (the socket is IPv4): dropped.
                 Ok((_, SocketAddr::V6(_))) => continue,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // Nothing waits (the socket never blocks, so no signal interrupts it either).
                 Err(_) => return None,
             }
         }
@@ -580,6 +580,58 @@ mod tests {
         port.send_to_siblings(ROCE_V2_PORT, b"to the siblings");
         let n = sibling.recv(&mut buf)?;
         assert_eq!(&buf[..n], b"to the siblings");
+        Ok(())
+    }
+
+    /// The time a datagram to `port` may take on the loopback interface.
+    fn wait_recv(port: &NetPort, buf: &mut [u8]) -> Option<(usize, SocketAddrV4)> {
+        for _ in 0..2000 {
+            if let Some(got) = port.recv(buf) {
+                return Some(got);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        None
+    }
+
+    /// A port not shared (no fork happened) sends to its peer's port 4791, even when its table
+    /// lists sibling sockets on that address.
+    #[test]
+    fn a_port_not_shared_sends_to_4791_whatever_its_table_lists() -> io::Result<()> {
+        let a = Ipv4Addr::new(127, 0, 73, 4);
+        let t = std::sync::Arc::new(crate::fabric::share::Siblings::new().ok_or_else(|| io::Error::other("no map"))?);
+        let port = NetPort::bind(a)?.with_siblings(t.clone());
+        let sibling = UdpSocket::bind(SocketAddrV4::new(a, 0))?;
+        sibling.set_nonblocking(true)?;
+        assert!(t.enter(a, sibling.local_addr()?.port()));
+        port.send(ROCE_V2_PORT, a, b"to 4791", 0);
+        let mut buf = [0u8; 16];
+        assert_eq!(wait_recv(&port, &mut buf).map(|(n, _)| buf[..n].to_vec()), Some(b"to 4791".to_vec()));
+        assert!(sibling.recv(&mut buf).is_err(), "the sibling got nothing");
+        Ok(())
+    }
+
+    /// A port whose socket is descriptor 0 (a program that closed its standard input) still
+    /// takes a socket of its own after a fork: `dup2` onto 0 answers 0, which is success.
+    #[test]
+    fn a_port_on_descriptor_0_shares_after_fork() -> io::Result<()> {
+        let t = std::sync::Arc::new(crate::fabric::share::Siblings::new().ok_or_else(|| io::Error::other("no map"))?);
+        // SAFETY: the child closes its own descriptor 0, binds, shares and leaves with `_exit`.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // SAFETY: the child's own standard input.
+            unsafe { libc::close(0) };
+            let ok = NetPort::bind(Ipv4Addr::new(127, 0, 73, 5))
+                .map(|p| p.with_siblings(t.clone()))
+                .is_ok_and(|p| p.fd() == Some(0) && p.share().is_ok() && p.is_shared());
+            // SAFETY: ends the forked child without running the parent's destructors.
+            unsafe { libc::_exit(i32::from(!ok)) };
+        }
+        assert!(pid > 0, "fork");
+        let mut status = 0;
+        // SAFETY: waits for a child of ours.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "status {status:#x}");
         Ok(())
     }
 }
