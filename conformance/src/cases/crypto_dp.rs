@@ -331,7 +331,7 @@ fn bsfs_fit(b: &mut dyn Backend, env: &Env, sig: Option<SigBlockAttr>) -> Check 
 
 /// Each configure of a signature + crypto mkey whose error count changed writes the count's
 /// low bit into the UMR's mkey context (`expected_sigerr_count`, mask bit SIG_ERR): 1 for the
-/// first, 0 after one reported error.
+/// first, 0 after one reported error; and one that keeps the attributes re-arms (item 46).
 fn sig_err_count(b: &mut dyn Backend, env: &Env) -> Check {
     let (a, s) = crypto_pair(b, env)?;
     let (dek, _) = any_dek(b, env, s.ctx, s.pd)?;
@@ -347,5 +347,9 @@ fn sig_err_count(b: &mut dyn Backend, env: &Env) -> Check {
     let umrs = umr_masks_and_sig_err_counts(b, &s.qp, 2)?;
     let sig_err = |(mask, count): (u64, bool)| (mask & mkey_mask::SIG_ERR != 0, count);
     check_eq("the first configure: SIG_ERR in the mask, count bit 1", sig_err(umrs[0]), (true, true))?;
-    check_eq("after one error: SIG_ERR in the mask, count bit 0", sig_err(umrs[1]), (true, false))
+    check_eq("after one error: SIG_ERR in the mask, count bit 0", sig_err(umrs[1]), (true, false))?;
+    // The configure re-armed the signature (its SET_PSVs): the next bad guard is reported.
+    rx_into(b, &a, &s, &mk, &bad)?;
+    let e = expect_ok("mkey_check", b.mkey_check(&mk))?;
+    check("mkey_check after re-arming and another bad guard", e != mlx5_dv::MkeyErr::NONE, "an error", e)
 }
