@@ -352,6 +352,25 @@ mod tests {
         assert_eq!(ib.port(1).map(|p| (p.lid, p.link_layer)), Some((2, link_layer::INFINIBAND)));
         assert_eq!(ib.route(&AhAttr { dlid: 2, ..AhAttr::default() }), Some(1));
         assert_eq!(ib.route(&AhAttr { dlid: 9, ..AhAttr::default() }), None);
+        // A RoCE port shows its GID as RoCE v1 and v2; an InfiniBand port its one GID.
+        let types = |f: &Fabric| f.gid_table(0).iter().map(|g| g.1).collect::<Vec<_>>();
+        assert_eq!(types(&roce), [net::GID_TYPE_ROCE_V1, net::GID_TYPE_ROCE_V2]);
+        assert_eq!(types(&ib), [0]);
+        Ok(())
+    }
+
+    #[test]
+    fn lids_count_up_on_host_0_and_spread_by_host_elsewhere() -> Result<(), crate::ProfileError> {
+        assert_eq!((lid(0, 0), lid(0, 1)), (1, 2));
+        assert_eq!(lid(5, 1), 1 + 5 * 4 + 1);
+        // Past the unicast range the count wraps: host 0x3000 is 0xc000 modulo 0xbfff, 1.
+        assert_eq!(lid(0x3000, 0), 2);
+        assert!((1..=0xbfff).contains(&lid(0xff_ffff, 3)));
+        let mut p = Profile::builtin("cx6dx")?;
+        p.device.link_layer = LinkLayer::Infiniband;
+        let f = Fabric::new(&p, 7);
+        assert_eq!(f.host(), 7);
+        assert_eq!(f.port(1).map(|p| p.lid), Some(lid(7, 1)));
         Ok(())
     }
 }
