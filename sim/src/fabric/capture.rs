@@ -135,4 +135,14 @@ mod tests {
         }
         Ok(())
     }
+
+    #[test]
+    fn only_roce_ports_have_a_link() {
+        let roce = PortAttr { link_layer: link_layer::ETHERNET, ..PortAttr::default() };
+        let ib = PortAttr { link_layer: link_layer::INFINIBAND, ..PortAttr::default() };
+        assert!(Link::between(&roce, 1, &roce, 2).is_some());
+        assert!(Link::between(&roce, 1, &ib, 2).is_none());
+        assert!(Link::between(&ib, 1, &roce, 2).is_none());
+        assert!(Link::between(&ib, 1, &ib, 2).is_none());
+    }
 }
