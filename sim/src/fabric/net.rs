@@ -617,6 +617,10 @@ mod tests {
         port.send_to_siblings(ROCE_V2_PORT, b"to the siblings");
         let n = sibling.recv(&mut buf)?;
         assert_eq!(&buf[..n], b"to the siblings");
+        // And so does a datagram the shared port sends to the shared address.
+        port.send(ROCE_V2_PORT, a, b"to the address", 0);
+        let n = sibling.recv(&mut buf)?;
+        assert_eq!(&buf[..n], b"to the address");
         Ok(())
     }
 
