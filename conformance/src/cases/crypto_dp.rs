@@ -295,7 +295,7 @@ fn fit_both(b: &mut dyn Backend, env: &Env) -> Check {
 
 /// The finalize's room is `max_inline_data` + 4 bytes for the translations (rounded to 64) and
 /// the BSFs (64 bytes each): a list that fills the room to its last octoword configures; one
-/// more entry, 64 bytes more once rounded, is ENOMEM.
+/// more entry, 64 bytes more once rounded, is ENOMEM. A length past 4 GiB is EINVAL.
 fn bsfs_fit(b: &mut dyn Backend, env: &Env, sig: Option<SigBlockAttr>) -> Check {
     let (_, s) = crypto_pair(b, env)?;
     let (dek, _) = any_dek(b, env, s.ctx, s.pd)?;
@@ -326,7 +326,14 @@ fn bsfs_fit(b: &mut dyn Backend, env: &Env, sig: Option<SigBlockAttr>) -> Check 
     expect_errno(&over, configure(b, &s, mkey, MkeyConfFlags::empty(), with(fit + 1)), ENOMEM)?;
     let exact = format!("{fit} entries: {} translation bytes + {bsfs} of BSF within {room}", fit * 16);
     expect_ok(&exact, configure(b, &s, mkey, MkeyConfFlags::empty(), with(fit)))?;
-    ok_cqe(b, &s.cq, 0xc1, wc_opcode::DRIVER1).map(drop)
+    ok_cqe(b, &s.cq, 0xc1, wc_opcode::DRIVER1)?;
+    // With BSFs the mkey's length must stay within 32 bits (the single-block rule, where it
+    // applies, refuses this length first, with the same EINVAL).
+    let huge = vec![sge(&mr, 0, 0xffff_0000), sge(&mr, 0, 0xffff_0000)];
+    let mut setters = vec![WrOp::SetMkeyLayoutList(huge)];
+    setters.extend(sig.map(WrOp::SetMkeySigBlock));
+    setters.push(WrOp::SetMkeyCrypto(a));
+    expect_errno("an mkey of 2 × 0xffff0000 bytes", configure(b, &s, mkey, MkeyConfFlags::empty(), setters), EINVAL)
 }
 
 /// Each configure of a signature + crypto mkey whose error count changed writes the count's
