@@ -322,14 +322,22 @@ mod tests {
     }
 
     #[test]
-    fn port_states_and_the_clock_change_as_asked() -> Result<(), crate::ProfileError> {
+    fn port_states_and_the_clock_change_as_asked() -> Result<(), Box<dyn std::error::Error>> {
         let mut f = Fabric::new(&Profile::builtin("cx6dx")?, 0);
         assert!(f.set_port_state(1, 1), "device 1 has a port");
         assert_eq!(f.port(1).map(|p| p.state), Some(1));
         assert!(!f.set_port_state(9, 1), "no device 9");
         // A stepped fabric in memory runs on a simulated clock until a device thread takes over.
+        assert!(!f.is_in_memory(), "not networked yet");
         f.connect_in_memory(std::net::Ipv4Addr::new(127, 0, 74, 1), true);
+        assert!(f.is_in_memory());
         assert!(f.is_simulated_time());
+        // A datagram a delay rule holds makes the fabric's next due time.
+        assert_eq!(f.next_delayed(), None);
+        let port = f.net_port(0).ok_or("a port in memory")?;
+        port.add_fault(faults::NetFault::new(faults::NetAction::Delay { ns: 40 }));
+        port.send(crate::wire::ROCE_V2_PORT, std::net::Ipv4Addr::new(127, 0, 74, 2), b"held", 2);
+        assert_eq!(f.next_delayed(), Some(42));
         f.use_wall_clock();
         assert!(!f.is_simulated_time());
         Ok(())

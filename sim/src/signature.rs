@@ -227,8 +227,8 @@ impl Domain {
         match (self.kind, n) {
             (Kind::T10 { .. }, _) => out = value.to_be_bytes(),
             (_, 4) if crcs.little_endian_crc => out[..4].copy_from_slice(&((value >> 32) as u32).to_le_bytes()),
-            (_, 4) => out[..4].copy_from_slice(&((value >> 32) as u32).to_be_bytes()),
             _ if crcs.little_endian_crc => out = value.to_le_bytes(),
+            // Big-endian, a 4-byte CRC included: the value's top four bytes come first.
             _ => out = value.to_be_bytes(),
         }
         (out, n)
@@ -682,6 +682,24 @@ mod tests {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Input that is not whole blocks, or an output of another size than they make, is
+    /// refused before anything is written.
+    #[test]
+    fn transform_slices_refuses_sizes_that_are_not_whole_blocks() -> Result<(), String> {
+        let crcs = Crcs::new(&SignatureSection::default());
+        let d = Domain::from_attr(&SigBlockDomain::crc(sig::BLOCK_512, sig::CRC32, u64::MAX)).ok_or("a domain")?;
+        let cfg = SigConfig { mem: None, wire: Some(d), check_mask: 0xff, copy_mask: 0, sbs: false };
+        let input = vec![7u8; 1024];
+        let mut right = vec![0u8; 2 * 516];
+        assert_eq!(cfg.transform_slices(&crcs, Direction::Tx, 0, &input, &mut right), Some(None));
+        let mut short = vec![0u8; 2 * 516 - 1];
+        assert_eq!(cfg.transform_slices(&crcs, Direction::Tx, 0, &input, &mut short), None, "output size");
+        assert!(short.iter().all(|&b| b == 0));
+        let mut out = vec![0u8; 516];
+        assert_eq!(cfg.transform_slices(&crcs, Direction::Tx, 0, &input[..700], &mut out), None, "a part block");
         Ok(())
     }
 }
