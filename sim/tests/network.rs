@@ -588,3 +588,29 @@ fn a_mad_to_a_port_of_the_same_host_is_there_at_once() {
     assert!(sim.fabric().send_gsi(0, second, &mad, 1));
     assert_eq!(sim.fabric().take_gsi(), vec![(1, first, mad)]);
 }
+
+/// After a fork the ports share their addresses: a MAD to another port of the same host then
+/// goes over the network, to every process sharing that address, and comes in through the
+/// socket (here the only sharer is this process).
+#[test]
+fn a_mad_to_a_shared_port_of_the_same_host_goes_over_the_network() {
+    let first = Ipv4Addr::new(127, 0, 151, 1);
+    let mut sim = Simulator::with_host(Profile::builtin("cx6dx").unwrap(), 151).unwrap();
+    sim.connect_network(first).unwrap();
+    assert!(sim.share_after_fork(151).unwrap(), "the ports are shared");
+    let second = Ipv4Addr::new(127, 0, 151, 2);
+    let mad = pattern(256, 4);
+    assert!(sim.fabric().send_gsi(0, second, &mad, 1));
+    assert!(sim.fabric().take_gsi().is_empty(), "not handed over directly");
+    let start = Instant::now();
+    let mut got = Vec::new();
+    for _ in 0..1_000_000u32 {
+        sim.tick();
+        got = sim.fabric().take_gsi();
+        if !got.is_empty() || start.elapsed() > DEADLINE {
+            break;
+        }
+        std::thread::sleep(Duration::from_micros(50));
+    }
+    assert_eq!(got, vec![(1, first, mad)]);
+}

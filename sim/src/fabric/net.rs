@@ -499,6 +499,8 @@ mod tests {
         let mut wide = ll;
         wide.0[7] = 1;
         assert_eq!(ip_of_gid(&wide), None);
+        // From a universal MAC (00:00:…): not one of ours, though it differs only in that bit.
+        assert_eq!(ip_of_gid(&link_local_of_mac([0, 0, 127, 0, 1, 1])), None);
         Ok(())
     }
 
