@@ -3,24 +3,23 @@
 //! and their state machine, work-request chains (mkey configure with its tag byte and its
 //! setters, SQ room, SGE counts) and the traffic they carry (RDMA WRITE, READ, SEND and the
 //! immediate variants, LOCAL_INV and SEND_WITH_INV of mkeys, RC atomics where the device
-//! does them, through MRs and list and interleaved mkeys), and two families of scenarios on objects of their own: signature
-//! ([`SigOp`]: T10-DIF and CRC domains, corrupted PI, the first error `mlx5dv_mkey_check`
-//! decodes; CRC where [`probe_crc`] learned the device's PI byte order) and
-//! crypto ([`CryptoOp`]: the AES-XTS round trip, with a memory or wire signature (or both)
-//! in either order, a
-//! crypto mkey without attributes); and, on a backend with simulator control, a third on two
-//! devices: network scenarios ([`NetOp`]: a chain of messages under seeded fault rules on the
-//! simulator's fabric in memory, item 251), drawn as [`NetMode`] says; and, where a probe
-//! finds them ([`probe_remote`]), RC atomics ([`AtomicOp`]: compare-and-swap and fetch-and-add
-//! chains, items 121–126) and memory windows ([`MwOp`]: binds, access through the window,
-//! invalidation, items 171–180); and, where a UD QP is made on a RoCE port
-//! ([`probe_datagrams`]), datagrams ([`UdOp`]: Q_Keys, missing and short receives, past the
-//! MTU, items 146–150); and where it makes SRQs ([`probe_srq`]), shared receives ([`SrqOp`]:
-//! two QPs taking one SRQ's WQEs in order, RNR on an empty SRQ, a QP's error leaving the
-//! WQEs, items 135 and 137). For each [`Op`] it says what the call must answer — an
-//! errno, or success with the values the checklist fixes — how the state changes, and after
-//! traffic which completions each CQ must hold and which bytes each touched buffer must
-//! contain ([`Effects`]).
+//! does them, through MRs and list and interleaved mkeys), and two families of scenarios on
+//! objects of their own: signature ([`SigOp`]: T10-DIF and CRC domains, corrupted PI, the
+//! first error `mlx5dv_mkey_check` decodes; CRC where [`probe_crc`] learned the device's PI
+//! byte order) and crypto ([`CryptoOp`]: the AES-XTS round trip, with a memory or wire
+//! signature (or both) in either order, a crypto mkey without attributes); and, on a backend
+//! with simulator control, a third on two devices: network scenarios ([`NetOp`]: a chain of
+//! messages under seeded fault rules on the simulator's fabric in memory, item 251), drawn
+//! as [`NetMode`] says; and, where a probe finds them ([`probe_remote`]), RC atomics
+//! ([`AtomicOp`]: compare-and-swap and fetch-and-add chains, items 121–126) and memory
+//! windows ([`MwOp`]: binds, access through the window, invalidation, items 171–180); and,
+//! where a UD QP is made on a RoCE port ([`probe_datagrams`]), datagrams ([`UdOp`]: Q_Keys,
+//! missing and short receives, past the MTU, items 146–150); and where it makes SRQs
+//! ([`probe_srq`]), shared receives ([`SrqOp`]: two QPs taking one SRQ's WQEs in order, RNR
+//! on an empty SRQ, a QP's error leaving the WQEs, items 135 and 137). For each [`Op`] it
+//! says what the call must answer — an errno, or success with the values the checklist fixes
+//! — how the state changes, and after traffic which completions each CQ must hold and which
+//! bytes each touched buffer must contain ([`Effects`]).
 //!
 //! Ops name objects by their position among the objects of their kind made so far (slot `i`
 //! is the `i`-th successful create), so the same op sequence means the same thing on any
@@ -30,13 +29,11 @@
 //! are out of step, a key of another device's key space, a SEND with no receive posted), the
 //! model answers [`Expect::Unknown`] and the state machine never generates that op.
 //!
-//! Not modelled yet: signature copy masks of one's own, signature and crypto mkeys in the
-//! op-by-op traffic, windows in
-//! the op-by-op traffic, SQD, WRs of more than two SGEs, receives of more than
-//! one, RNR outside the network scenarios, SRQs in the op-by-op traffic, QP types other than RC
-//! (and UD's scenarios),
-//! DEVX objects and EQs; CQs
-//! on contexts of other providers; MRs and QPs on VFIO contexts.
+//! Not modelled yet: signature copy masks of one's own, signature and crypto mkeys and windows
+//! in the op-by-op traffic, SQD, WRs of more than two SGEs, receives of more than one, RNR
+//! outside the network scenarios, SRQs in the op-by-op traffic, QP types other than RC (and
+//! UD's scenarios), DEVX objects and EQs; CQs on contexts of other providers; MRs and QPs on
+//! VFIO contexts.
 //!
 //! With the `model` feature of `mlx5-conformance` the model and the strategies are public. A
 //! property of one's own over the simulator:
@@ -88,6 +85,7 @@ mod xts;
 
 pub use across::{NetFailure, discover_across, run_across, run_net_in_memory};
 pub use atomic::{AtomicOp, AtomicWr};
+pub use features::NetMode;
 pub use machine::{Failure, Machine, check_ops, discover, discover_with};
 pub use mw::{MwOp, MwStep};
 pub use net::{MsgKind, NetMsg, NetOp, NetRule, SLOT, TIMEOUT, schedules};
@@ -442,20 +440,6 @@ pub struct Model {
     /// What a probe learned of the first mlx5 device's CRC PI; without it no CRC domain is
     /// drawn.
     crc: Option<sig::CrcFacts>,
-}
-
-/// Whether the state machine's sequences hold network scenarios ([`Op::Net`]), on a backend
-/// with simulator control.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum NetMode {
-    /// None (the default).
-    #[default]
-    Off,
-    /// Network scenarios only.
-    Only,
-    /// Among the other ops. After its first network rule a simulator carries its devices'
-    /// traffic on its fabric in memory for good, so the ops after it run there.
-    Mixed,
 }
 
 /// `max_entries` rounded up to a multiple of 4 in 16 bits (item 12).

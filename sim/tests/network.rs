@@ -530,6 +530,20 @@ fn an_rnr_nak_holds_the_send_for_the_responders_timer() {
     assert_eq!(timeouts, 0, "the wait was the RNR timer's, not an ACK timeout");
 }
 
+/// Tick `sim` until MADs come to QP 1 of its ports (or the deadline passes): what came.
+fn gsi_arrivals(sim: &mut Simulator) -> Vec<(usize, Ipv4Addr, Vec<u8>)> {
+    let start = Instant::now();
+    for _ in 0..1_000_000u32 {
+        sim.tick();
+        let got = sim.fabric().take_gsi();
+        if !got.is_empty() || start.elapsed() > DEADLINE {
+            return got;
+        }
+        std::thread::sleep(Duration::from_micros(50));
+    }
+    Vec::new()
+}
+
 /// A MAD from QP 1 of one host reaches QP 1 of the other as a UD SEND with the GSI's headers
 /// (and none goes where the port may not send):
 /// the receiver hands it to its connection manager (`take_gsi`) with the sender's address,
@@ -549,17 +563,7 @@ fn a_mad_from_qp1_reaches_qp1_of_the_other_host_with_the_gsi_headers() {
     assert!(!a.fabric().send_gsi(0, Ipv4Addr::new(192, 0, 2, 1), &mad, 0), "a loopback port sends off the host");
     assert!(!a.fabric().send_gsi(7, b_addr, &mad, 0), "device 7 is not networked");
     assert!(a.fabric().send_gsi(0, b_addr, &mad, 0x7f12_3456));
-    let start = Instant::now();
-    let mut got = Vec::new();
-    for _ in 0..1_000_000u32 {
-        b.tick();
-        got = b.fabric().take_gsi();
-        if !got.is_empty() || start.elapsed() > DEADLINE {
-            break;
-        }
-        std::thread::sleep(Duration::from_micros(50));
-    }
-    assert_eq!(got, vec![(0, a_addr, mad.clone())]);
+    assert_eq!(gsi_arrivals(&mut b), vec![(0, a_addr, mad.clone())]);
     let file = std::fs::read(&capture).unwrap();
     let _ = std::fs::remove_file(&capture);
     // One record after the 24-byte file header: Ethernet, IPv4 and UDP (42 bytes), then the BTH.
@@ -602,15 +606,5 @@ fn a_mad_to_a_shared_port_of_the_same_host_goes_over_the_network() {
     let mad = pattern(256, 4);
     assert!(sim.fabric().send_gsi(0, second, &mad, 1));
     assert!(sim.fabric().take_gsi().is_empty(), "not handed over directly");
-    let start = Instant::now();
-    let mut got = Vec::new();
-    for _ in 0..1_000_000u32 {
-        sim.tick();
-        got = sim.fabric().take_gsi();
-        if !got.is_empty() || start.elapsed() > DEADLINE {
-            break;
-        }
-        std::thread::sleep(Duration::from_micros(50));
-    }
-    assert_eq!(got, vec![(1, first, mad)]);
+    assert_eq!(gsi_arrivals(&mut sim), vec![(1, first, mad)]);
 }

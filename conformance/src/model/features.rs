@@ -1,6 +1,6 @@
 //! Which scenario families a model generates: as probes of a backend find them, or as given.
 
-use super::{Model, NetMode, pairrig, rig, srqrig, udrig};
+use super::{Model, pairrig, rig, srqrig, udrig};
 
 impl Model {
     /// This model, with atomics and memory windows as the backend `b` shows them
@@ -37,4 +37,18 @@ impl Model {
     pub fn with_network(self, mode: NetMode) -> Self {
         Model { net_mode: mode, ..self }
     }
+}
+
+/// Whether the state machine's sequences hold network scenarios ([`super::Op::Net`]), on a backend
+/// with simulator control.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum NetMode {
+    /// None (the default).
+    #[default]
+    Off,
+    /// Network scenarios only.
+    Only,
+    /// Among the other ops. After its first network rule a simulator carries its devices'
+    /// traffic on its fabric in memory for good, so the ops after it run there.
+    Mixed,
 }
