@@ -19,22 +19,23 @@ impl Shim {
         let handles: Vec<(usize, mlx5_dv::ContextHandle)> = self.contexts.iter().map(|(k, c)| (*k, c.handle)).collect();
         for (k, h) in handles {
             while let Ok(Some(ev)) = self.sim.get_async_event(h) {
+                // An object's events leave with it (the kernel drops them on destroy), so one
+                // the shim no longer knows is not delivered: a program would read through a
+                // null element.
                 let element = match ev.event_type {
-                    event_type::CQ_ERR => ev
-                        .cq
-                        .and_then(|cq| self.cqs.iter().find(|(_, c)| c.cq.handle == cq))
-                        .map_or(0, |(k, _)| *k as u64),
-                    event_type::SRQ_LIMIT_REACHED | 14 => ev
-                        .srq
-                        .and_then(|h| self.srqs.iter().find(|(_, s)| s.srq.handle == h))
-                        .map_or(0, |(k, _)| *k as u64),
-                    1..=7 | 16 => ev
-                        .qp_num
-                        .and_then(|n| self.qps.iter().find(|(_, q)| q.qp.qp_num == n))
-                        .map_or(0, |(k, _)| *k as u64),
+                    event_type::CQ_ERR => {
+                        ev.cq.and_then(|cq| self.cqs.iter().find(|(_, c)| c.cq.handle == cq)).map(|(k, _)| *k as u64)
+                    }
+                    event_type::SRQ_LIMIT_REACHED | 14 => {
+                        ev.srq.and_then(|h| self.srqs.iter().find(|(_, s)| s.srq.handle == h)).map(|(k, _)| *k as u64)
+                    }
+                    1..=7 | 16 => {
+                        ev.qp_num.and_then(|n| self.qps.iter().find(|(_, q)| q.qp.qp_num == n)).map(|(k, _)| *k as u64)
+                    }
                     // Port events name port 1, the simulated devices' only port.
-                    _ => 1,
+                    _ => Some(1),
                 };
+                let Some(element) = element else { continue };
                 if let Some(c) = self.contexts.get_mut(&k) {
                     c.events.push_back((ev.event_type, element));
                     let one: u64 = 1;
@@ -42,6 +43,21 @@ impl Shim {
                     unsafe { libc::write(c.c.context.async_fd, ptr::from_ref(&one).cast(), 8) };
                 }
             }
+        }
+    }
+}
+
+impl Shim {
+    /// Forget the events of an object being destroyed that the program has not read (as
+    /// `ib_uverbs_release_uevent`). Their eventfd counts stay: `ibv_get_async_event` reads
+    /// past them.
+    pub(crate) fn drop_events_of(&mut self, object: usize) {
+        for c in self.contexts.values_mut() {
+            c.events.retain(|(t, element)| {
+                let names_an_object =
+                    matches!(*t, event_type::CQ_ERR | event_type::SRQ_LIMIT_REACHED | 14 | 1..=7 | 16);
+                !(names_an_object && *element == object as u64)
+            });
         }
     }
 }
@@ -61,23 +77,35 @@ pub unsafe extern "C" fn ibv_get_async_event(context: *mut ibv_context, event: *
         return minus_one(libc::EINVAL);
     }
     crate::state::device_thread::stops_polling();
-    let mut v: u64 = 0;
-    // SAFETY: an 8-byte read of the eventfd, outside the lock (it may block).
-    if unsafe { libc::read(fd, ptr::from_mut(&mut v).cast(), 8) } != 8 {
-        return -1;
-    }
-    with(minus_one, |s| {
-        let Some((t, element)) = s.contexts.get_mut(&key(context)).and_then(|c| c.events.pop_front()) else {
-            return minus_one(libc::EAGAIN);
-        };
-        // SAFETY: the caller's event; the union is 8 bytes and event_type a C enum (u32).
-        unsafe {
-            ptr::write_bytes(event, 0, 1);
-            ptr::addr_of_mut!((*event).element).cast::<u64>().write(element);
-            ptr::addr_of_mut!((*event).event_type).cast::<u32>().write(t);
+    loop {
+        let mut v: u64 = 0;
+        // SAFETY: an 8-byte read of the eventfd, outside the lock (it may block).
+        if unsafe { libc::read(fd, ptr::from_mut(&mut v).cast(), 8) } != 8 {
+            return -1;
         }
-        0
-    })
+        let got = with(
+            |e| Some(minus_one(e)),
+            |s| {
+                let (t, element) = s.contexts.get_mut(&key(context)).and_then(|c| c.events.pop_front())?;
+                // SAFETY: the caller's event; the union is 8 bytes and event_type a C enum (u32).
+                unsafe {
+                    ptr::write_bytes(event, 0, 1);
+                    ptr::addr_of_mut!((*event).element).cast::<u64>().write(element);
+                    ptr::addr_of_mut!((*event).event_type).cast::<u32>().write(t);
+                }
+                Some(0)
+            },
+        );
+        if let Some(rc) = got {
+            return rc;
+        }
+        // The count was an event dropped with its object: a blocking fd waits for the next
+        // one, a non-blocking one says none waits.
+        // SAFETY: fcntl on the context's own fd.
+        if unsafe { libc::fcntl(fd, libc::F_GETFL) } & libc::O_NONBLOCK != 0 {
+            return minus_one(libc::EAGAIN);
+        }
+    }
 }
 
 /// `ibv_ack_async_event`: nothing to release.

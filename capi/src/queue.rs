@@ -230,6 +230,7 @@ impl Shim {
                 {
                     ch.c.refcnt = ch.c.refcnt.saturating_sub(1);
                 }
+                self.drop_events_of(key(cq));
                 self.give_back(key(cq));
                 0
             }
@@ -699,6 +700,7 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
             match s.sim.destroy_qp(&h) {
                 Ok(()) => {
                     s.qps.remove(&key(qp));
+                    s.drop_events_of(key(qp));
                     s.give_back(key(qp));
                     0
                 }

@@ -224,6 +224,7 @@ pub unsafe extern "C" fn ibv_destroy_srq(srq: *mut ibv_srq) -> c_int {
                 return e.errno();
             }
             s.srqs.remove(&key(srq));
+            s.drop_events_of(key(srq));
             s.give_back(key(srq));
             0
         },

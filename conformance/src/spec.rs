@@ -216,6 +216,7 @@ pub const ITEMS: &[(u16, &str)] = &[
     (227, "RSS QPs: raw packet only, no queues, a 40-byte Toeplitz key, one L3 and one L4"),
     (228, "a frame steered to an RSS QP lands on the WQ its Toeplitz hash picks"),
     (229, "a WQ takes frames in RDY only; RESET to RDY forgets its receives, ERR flushes them"),
+    (230, "a destroyed QP, CQ or SRQ takes its unread asynchronous events along"),
     (231, "CM MADs: REQ, REP, RTU, REJ, DREQ and DREP at the IBTA's offsets"),
     (232, "QP 1: a UD SEND with the GSI Q_Key is kept for the connection manager, others dropped"),
     (233, "SIDR_REQ and SIDR_REP at the IBTA's offsets"),

@@ -512,6 +512,14 @@ impl Kernel {
         self.cq_events.drain(..).collect()
     }
 
+    /// As `ib_uverbs_release_uevent`: a destroyed object's events the program has not read
+    /// go with it, so no event ever names an object that is gone.
+    fn drop_events(&mut self, ctx: u32, of: impl Fn(&AsyncEvent) -> bool) {
+        if let Some(q) = self.events.get_mut(&ctx) {
+            q.retain(|e| !of(e));
+        }
+    }
+
     /// The oldest unread event of a context.
     pub fn get_async_event(&mut self, ctx: u32) -> Option<AsyncEvent> {
         self.events.get_mut(&ctx).and_then(VecDeque::pop_front)

@@ -1,11 +1,11 @@
 //! The smaller verbs: `ibv_resize_cq` (its rounding and bounds, and the completions a resize
-//! keeps) and `mlx5dv_modify_qp_udp_sport`.
+//! keeps), `mlx5dv_modify_qp_udp_sport`, and the asynchronous events a destroy takes along.
 
 use mlx5_dv::errno::{EINVAL, EOPNOTSUPP};
-use mlx5_dv::{AccessFlags as A, Backend, DvQpCreateFlags, wc_opcode, wc_status};
+use mlx5_dv::{AccessFlags as A, Backend, DvQpCreateFlags, event_type, wc_opcode, wc_status};
 
 use super::fixture::*;
-use crate::case::{Case, Check, Env, Need, check_eq, expect_errno, expect_ok};
+use crate::case::{Case, Check, Env, Need, Verdict, check_eq, expect_errno, expect_ok};
 
 pub(super) const CASES: &[Case] = &[
     Case {
@@ -25,6 +25,12 @@ pub(super) const CASES: &[Case] = &[
         covers: &[213],
         needs: &[Need::Mlx5Device, Need::Devx],
         run: udp_sport,
+    },
+    Case {
+        name: "verbs_misc.a_destroyed_qps_unread_event_goes_with_it",
+        covers: &[230],
+        needs: &[Need::Mlx5Device],
+        run: events_leave_with_their_qp,
     },
 ];
 
@@ -106,4 +112,28 @@ fn udp_sport(b: &mut dyn Backend, env: &Env) -> Check {
     ok_cqe(b, &a.cq, 2, wc_opcode::RDMA_READ)?;
     let got = expect_ok("read_buf", b.read_buf(&abuf, 32, 32))?;
     check_eq("the bytes read back", got, pattern(64, 5)[..32].to_vec())
+}
+
+/// Two loopback pairs whose requester writes to a bad rkey: the responder's QP_ACCESS_ERR is
+/// queued. The first responder is destroyed before its event is read, and its context then has
+/// no event; the second stays, and its event names it.
+fn events_leave_with_their_qp(b: &mut dyn Backend, env: &Env) -> Check {
+    let mut responders = Vec::new();
+    for round in 1..=2 {
+        let (a, s) = pair(b, env, false, DvQpCreateFlags::empty())?;
+        let (_sbuf, smr) = region(b, s.pd, 64, &[], A::LOCAL_WRITE | A::REMOTE_WRITE)?;
+        let (_abuf, amr) = region(b, a.pd, 64, &pattern(64, round), A::LOCAL_WRITE)?;
+        let w = write(1, smr.rkey ^ 0x100, smr.addr, vec![sge(&amr, 0, 8)]);
+        expect_ok("RDMA WRITE to a bad rkey", b.post_send(&a.qp, &[w]))?;
+        err_cqe(b, &a.cq, 1, wc_status::REM_ACCESS_ERR)?;
+        responders.push(s);
+    }
+    let [gone, kept] = <[Side; 2]>::try_from(responders).map_err(|r| Verdict::fail("two responders", 2, r.len()))?;
+    // A card queues the responder's event on its own time: give it that.
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    expect_ok("ibv_destroy_qp of the first responder", b.destroy_qp(&gone.qp))?;
+    let left = expect_ok("ibv_get_async_event", b.get_async_event(gone.ctx))?;
+    check_eq("the destroyed responder's context's event", left.map(|e| (e.event_type, e.qp_num)), None)?;
+    let ev = next_async_event(b, kept.ctx)?.map(|e| (e.event_type, e.qp_num));
+    check_eq("the kept responder's event", ev, Some((event_type::QP_ACCESS_ERR, Some(kept.qp.qp_num))))
 }

@@ -178,6 +178,9 @@ impl Kernel {
             kernel_cmd(d, &input, &mut out).map_err(|e| cmd_error(op, e, &out, "DESTROY_SRQ"))?;
         }
         self.srqs.remove(&(dev, srqn));
+        if let Some(h) = k.handle {
+            self.drop_events(k.ctx, |e| e.srq == Some(h));
+        }
         if k.xrcd != 0 {
             self.xrcd_release(devices, dev, k.xrcd);
         }

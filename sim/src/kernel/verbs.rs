@@ -286,6 +286,7 @@ impl Kernel {
         // As ib_uverbs_release_ucq: the CQ's events not yet read go with it.
         if let Some((_, Some(h))) = self.cqs.remove(&(dev, cqn)) {
             self.cq_events.retain(|e| *e != h);
+            self.drop_events(ctx, |e| e.cq == Some(h));
         }
         Ok(())
     }
@@ -428,6 +429,7 @@ impl Kernel {
     pub fn destroy_qp(&mut self, devices: &mut [Device], dev: usize, qpn: u32) {
         self.deliver_events(devices);
         let Some(k) = self.qps.remove(&(dev, qpn)) else { return };
+        self.drop_events(k.ctx, |e| e.qp_num == Some(qpn));
         let Some(d) = devices.get_mut(dev) else { return };
         // uverbs detaches the multicast groups the program left attached.
         d.detach_from_all_groups(qpn);
