@@ -16,7 +16,9 @@
 //! where a UD QP is made on a RoCE port ([`probe_datagrams`]), datagrams ([`UdOp`]: Q_Keys,
 //! missing and short receives, past the MTU, items 146–150); and where it makes SRQs
 //! ([`probe_srq`]), shared receives ([`SrqOp`]: two QPs taking one SRQ's WQEs in order, RNR
-//! on an empty SRQ, a QP's error leaving the WQEs, items 135 and 137). For each [`Op`] it
+//! on an empty SRQ, a QP's error leaving the WQEs, items 135 and 137); and where it connects
+//! UC QPs ([`probe_uc`]), UC messages ([`UcOp`]: no answers, silent drops, READ refused,
+//! items 141–145). For each [`Op`] it
 //! says what the call must answer — an errno, or success with the values the checklist fixes
 //! — how the state changes, and after traffic which completions each CQ must hold and which
 //! bytes each touched buffer must contain ([`Effects`]).
@@ -79,6 +81,8 @@ mod strategy;
 #[cfg(test)]
 mod tests;
 mod traffic;
+mod uc;
+mod ucrig;
 mod ud;
 mod udrig;
 mod xts;
@@ -96,6 +100,8 @@ pub use sig::{Corrupt, Crc, CrcFacts, Dif, Dom, SigOp};
 pub use srq::{SrqOp, SrqStep};
 pub use srqrig::probe_srq;
 pub use traffic::{Effects, ExpCqe};
+pub use uc::{UC_LONG, UC_RECV_LEN, UC_TARGET_LEN, UcKind, UcMsg, UcOp};
+pub use ucrig::probe_uc;
 pub use ud::{OTHER_QKEY, QKEY, RECV_LEN, SHORT_LEN, UdMsg, UdOp};
 pub use udrig::probe_datagrams;
 pub use xts::{CryptoOp, CryptoSig, DekMode};
@@ -269,6 +275,8 @@ pub enum Op {
     Ud(UdOp),
     /// A shared-receive scenario on objects of its own ([`SrqOp`]).
     Srq(SrqOp),
+    /// A UC scenario on objects of its own ([`UcOp`]).
+    Uc(UcOp),
 }
 
 /// What a call must answer.
@@ -437,6 +445,8 @@ pub struct Model {
     datagrams: bool,
     /// The first mlx5 device makes SRQs.
     srqs: bool,
+    /// The first mlx5 device connects UC QPs.
+    uc: bool,
     /// What a probe learned of the first mlx5 device's CRC PI; without it no CRC domain is
     /// drawn.
     crc: Option<sig::CrcFacts>,
@@ -490,6 +500,7 @@ impl Model {
             windows: false,
             datagrams: false,
             srqs: false,
+            uc: false,
             crc: None,
         })
     }
@@ -581,6 +592,7 @@ impl Model {
             Op::Mw(ref x) => self.mw_step(x),
             Op::Ud(ref x) => self.ud_step(x),
             Op::Srq(ref x) => self.srq_step(x),
+            Op::Uc(ref x) => self.uc_step(x),
             _ => self.step_objects(op),
         };
         if r != Expect::Unknown && !self.cqs_hold() {

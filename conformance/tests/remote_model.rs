@@ -4,11 +4,14 @@
 //! inside and outside their range and rights, invalidated locally and remotely, deallocated)
 //! each answered as the model says; datagrams between two UD QPs (wrong Q_Keys, no receive,
 //! short receives, past the MTU); two QPs sharing an SRQ (posted order, RNR on an empty one, a
-//! QP's error leaving the WQEs); and three deliberately broken backends the model must catch.
+//! QP's error leaving the WQEs); UC messages (refused R_Keys and missing receives dropped
+//! without a word, READ refused); and deliberately broken backends the model must catch.
 
 use std::time::Instant;
 
-use mlx5_conformance::model::{Model, MsgKind, MwStep, NetMsg, NetOp, NetRule, Op, SrqStep, check_ops, probe_remote};
+use mlx5_conformance::model::{
+    Model, MsgKind, MwStep, NetMsg, NetOp, NetRule, Op, SrqStep, UcKind, check_ops, probe_remote,
+};
 use mlx5_dv::{Backend, Buf, Call, Contexts as _, Layer, Reply, WrOp, Wrapped};
 use mlx5_sim::{Profile, ShippedProfiles, Simulator};
 use proptest::collection::vec;
@@ -37,6 +40,11 @@ struct Tally {
     /// (and waited for a WQE).
     srq_second: usize,
     srq_waited: usize,
+    uc: usize,
+    /// UC messages received, dropped (a refused R_Key, no receive) and READs refused.
+    uc_received: usize,
+    uc_dropped: usize,
+    uc_read: usize,
 }
 
 /// A network scenario of one 1-byte WRITE and no fault: after it the simulator carries its
@@ -106,6 +114,18 @@ fn scenarios_after<B: Backend>(
                             }
                         }
                     }
+                    Op::Uc(x) => {
+                        t.uc += 1;
+                        t.uc_received += wcs.iter().filter(|c| c.recv && c.status == 0).count();
+                        t.uc_read += wcs.iter().filter(|c| c.status == mlx5_dv::wc_status::LOC_QP_OP_ERR).count();
+                        // Sent, and then refused or not received.
+                        let mut dropped = 0;
+                        for c in wcs.iter().filter(|c| !c.recv && c.status == 0) {
+                            let Some(m) = x.posted().get(c.wr_id as usize) else { continue };
+                            dropped += usize::from(m.bad_rkey || m.kind != UcKind::Write);
+                        }
+                        t.uc_dropped += dropped.saturating_sub(wcs.iter().filter(|c| c.recv && c.status == 0).count());
+                    }
                     Op::Ud(_) => {
                         t.ud += 1;
                         t.ud_received += wcs.iter().filter(|c| c.recv && c.status == 0).count();
@@ -152,6 +172,9 @@ fn the_simulator_agrees_with_the_model_on_atomics_and_windows() {
                     n.ud_err,
                     n.srq_second,
                     n.srq_waited,
+                    n.uc_received,
+                    n.uc_dropped,
+                    n.uc_read,
                 ];
                 assert!(all.iter().all(|x| *x > 0), "{name}: {n:?}");
             }

@@ -1,15 +1,17 @@
 //! Which scenario families a model generates: as probes of a backend find them, or as given.
 
-use super::{Model, pairrig, rig, srqrig, udrig};
+use super::{Model, pairrig, rig, srqrig, ucrig, udrig};
 
 impl Model {
     /// This model, with atomics and memory windows as the backend `b` shows them
-    /// ([`pairrig::probe_remote`]); without them the state machine generates neither family.
+    /// ([`pairrig::probe_remote`]), datagrams, SRQs and UC QPs as their probes find them;
+    /// without them the state machine generates none of those families.
     pub fn with_remote_features(self, b: &mut dyn mlx5_dv::Backend) -> Self {
         let (atomics, windows) = pairrig::probe_remote(b);
         let datagrams = udrig::probe_datagrams(b);
         let srqs = srqrig::probe_srq(b);
-        Model { atomics, windows, datagrams, srqs, ..self }
+        let uc = ucrig::probe_uc(b);
+        Model { atomics, windows, datagrams, srqs, uc, ..self }
     }
 
     /// This model, drawing CRC signature domains as the probe of `b` finds them
@@ -26,6 +28,11 @@ impl Model {
     /// This model, with the datagram and shared-receive scenarios as given.
     pub fn with_datagrams(self, datagrams: bool, srqs: bool) -> Self {
         Model { datagrams, srqs, ..self }
+    }
+
+    /// This model, with the UC scenarios as given.
+    pub fn with_uc(self, uc: bool) -> Self {
+        Model { uc, ..self }
     }
 
     /// This model, with atomics and windows as given.

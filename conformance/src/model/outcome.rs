@@ -1,7 +1,7 @@
 //! What a scenario ([`super::Op::Sig`], [`super::Op::Crypto`], [`super::Op::Net`],
-//! [`super::Op::Atomic`], [`super::Op::Mw`], [`super::Op::Ud`], [`super::Op::Srq`]) leaves: the
-//! completions it polled, the bytes it read back, the `mlx5dv_mkey_check` answers and the
-//! states its QPs end in.
+//! [`super::Op::Atomic`], [`super::Op::Mw`], [`super::Op::Ud`], [`super::Op::Srq`],
+//! [`super::Op::Uc`]) leaves: the completions it polled, the bytes it read back, the
+//! `mlx5dv_mkey_check` answers and the states its QPs end in.
 
 use mlx5_dv::MkeyErr;
 

@@ -10,7 +10,7 @@ use mlx5_dv::{
 use super::outcome::{NetCqe, Outcome};
 use super::ud::{OTHER_QKEY, QKEY, RECV_LEN, UdOp};
 
-fn say<T, E: std::fmt::Display>(what: &str, r: Result<T, E>) -> Result<T, String> {
+pub(super) fn say<T, E: std::fmt::Display>(what: &str, r: Result<T, E>) -> Result<T, String> {
     r.map_err(|e| format!("{what}: {e}"))
 }
 
@@ -36,7 +36,7 @@ fn ud_qp(b: &mut dyn Backend, pd: mlx5_dv::PdHandle, cq: &Cq) -> Result<Qp, Stri
 
 /// A completion as the model writes it: the opcode for a success, `byte_len` and the
 /// immediate of a successful receive.
-fn seen(wc: &Wc, recv: bool) -> NetCqe {
+pub(super) fn seen(wc: &Wc, recv: bool) -> NetCqe {
     let ok = wc.status == 0;
     NetCqe {
         recv,
@@ -50,7 +50,7 @@ fn seen(wc: &Wc, recv: bool) -> NetCqe {
 
 /// Poll `cq` until `n` completions came, or the wait deadline passed, or (`quiet`) nothing
 /// came for a tenth of a second: a receiver may get fewer than it has receives.
-fn poll(b: &mut dyn Backend, cq: &Cq, n: usize, quiet: bool) -> Result<Vec<Wc>, String> {
+pub(super) fn poll(b: &mut dyn Backend, cq: &Cq, n: usize, quiet: bool) -> Result<Vec<Wc>, String> {
     let deadline = crate::harness::deadline::wait_until();
     let mut last = std::time::Instant::now();
     let mut got = Vec::new();
@@ -67,11 +67,50 @@ fn poll(b: &mut dyn Backend, cq: &Cq, n: usize, quiet: bool) -> Result<Vec<Wc>, 
     Ok(got)
 }
 
+/// The buffers a scenario allocates on its own context, freed with it.
+pub(super) struct Scratch {
+    pub(super) ctx: mlx5_dv::ContextHandle,
+    bufs: Vec<mlx5_dv::Buf>,
+}
+
+impl Scratch {
+    /// A buffer holding `data`, registered on `pd` with `access`.
+    pub(super) fn region(
+        &mut self,
+        b: &mut dyn Backend,
+        pd: mlx5_dv::PdHandle,
+        data: &[u8],
+        access: A,
+    ) -> Result<(mlx5_dv::Buf, mlx5_dv::Mr), String> {
+        let buf = say("alloc_buf", b.alloc_buf(data.len().max(1)))?;
+        self.bufs.push(buf);
+        say("write_buf", b.write_buf(&buf, 0, data))?;
+        let mr = say("ibv_reg_mr", b.reg_mr(pd, buf.addr, data.len().max(1) as u64, access))?;
+        Ok((buf, mr))
+    }
+}
+
+/// `f` on a context of device `name` of its own; the context is closed and the buffers `f`
+/// made are freed afterwards, whatever `f` answered.
+pub(super) fn on_device<T>(
+    b: &mut dyn Backend,
+    name: &str,
+    f: impl FnOnce(&mut dyn Backend, &mut Scratch) -> Result<T, String>,
+) -> Result<T, String> {
+    let ctx = say("ibv_open_device", b.open_ibv_device(name))?;
+    let mut scratch = Scratch { ctx, bufs: Vec::new() };
+    let r = f(b, &mut scratch);
+    let _ = b.close_device(ctx);
+    for x in &scratch.bufs {
+        let _ = b.free_buf(x);
+    }
+    r
+}
+
 /// A [`UdOp`] on device `name`.
 pub(super) fn run_ud(b: &mut dyn Backend, name: &str, x: &UdOp) -> Result<Outcome, String> {
-    let ctx = say("ibv_open_device", b.open_ibv_device(name))?;
-    let mut bufs = Vec::new();
-    let r = (|| {
+    on_device(b, name, |b, sc| {
+        let ctx = sc.ctx;
         let pd = say("ibv_alloc_pd", b.alloc_pd(ctx))?;
         let (scq, rcq) = (say("ibv_create_cq", b.create_cq(ctx, 16))?, say("ibv_create_cq", b.create_cq(ctx, 16))?);
         let (s, r) = (ud_qp(b, pd, &scq)?, ud_qp(b, pd, &rcq)?);
@@ -79,15 +118,8 @@ pub(super) fn run_ud(b: &mut dyn Backend, name: &str, x: &UdOp) -> Result<Outcom
         if port.link_layer != link_layer::ETHERNET {
             return Err("the datagram scenarios run on a RoCE port; this one is InfiniBand".into());
         }
-        let mut region = |b: &mut dyn Backend, data: &[u8]| -> Result<(mlx5_dv::Buf, mlx5_dv::Mr), String> {
-            let buf = say("alloc_buf", b.alloc_buf(data.len().max(1)))?;
-            bufs.push(buf);
-            say("write_buf", b.write_buf(&buf, 0, data))?;
-            let mr = say("ibv_reg_mr", b.reg_mr(pd, buf.addr, data.len().max(1) as u64, A::LOCAL_WRITE))?;
-            Ok((buf, mr))
-        };
-        let (_, smr) = region(b, &x.send_buf())?;
-        let (rbuf, rmr) = region(b, &x.recv_bufs())?;
+        let (_, smr) = sc.region(b, pd, &x.send_buf(), A::LOCAL_WRITE)?;
+        let (rbuf, rmr) = sc.region(b, pd, &x.recv_bufs(), A::LOCAL_WRITE)?;
         for i in 0..x.receives() {
             let sge =
                 vec![Sge { addr: rmr.addr + (i * RECV_LEN) as u64, length: x.recv_len(i) as u32, lkey: rmr.lkey }];
@@ -117,12 +149,7 @@ pub(super) fn run_ud(b: &mut dyn Backend, name: &str, x: &UdOp) -> Result<Outcom
         let state = |b: &mut dyn Backend, q: &Qp| say("ibv_query_qp", b.query_qp_state(q)).map(|s| s as u32);
         let states = vec![state(b, &s)?, state(b, &r)?];
         Ok(Outcome { wcs, bytes, states, ..Outcome::default() })
-    })();
-    let _ = b.close_device(ctx);
-    for x in &bufs {
-        let _ = b.free_buf(x);
-    }
-    r
+    })
 }
 
 /// `f` on a context of the first kernel mlx5 device of `b` (closed afterwards); false without
