@@ -5,7 +5,8 @@
 //! each answered as the model says; datagrams between two UD QPs (wrong Q_Keys, no receive,
 //! short receives, past the MTU); two QPs sharing an SRQ (posted order, RNR on an empty one, a
 //! QP's error leaving the WQEs); UC messages (refused R_Keys and missing receives dropped
-//! without a word, READ refused); and deliberately broken backends the model must catch.
+//! without a word, READ refused); XRC messages to the SRQ each names (another domain's SRQ
+//! and another PD's key refused); and deliberately broken backends the model must catch.
 
 use std::time::Instant;
 
@@ -45,6 +46,12 @@ struct Tally {
     uc_received: usize,
     uc_dropped: usize,
     uc_read: usize,
+    xrc: usize,
+    /// XRC receives taken from the domain's second SRQ (of the other PD), requests refused
+    /// for another domain's SRQ, and for a key of the other PD.
+    xrc_second: usize,
+    xrc_foreign: usize,
+    xrc_key: usize,
 }
 
 /// A network scenario of one 1-byte WRITE and no fault: after it the simulator carries its
@@ -70,7 +77,19 @@ fn to_the_fabric() -> Op {
 /// Run `cases` sequences of 1–3 scenarios on backends `make` builds; what they covered, or
 /// the first disagreement (shrunk).
 fn scenarios<B: Backend>(make: &dyn Fn() -> B, cases: u32, seed: u8) -> Result<Option<Tally>, String> {
-    scenarios_after(make, cases, seed, None)
+    scenarios_after(make, cases, seed, None, &|m| m)
+}
+
+/// [`scenarios`] of the families `only` leaves on (a broken backend's test draws from the
+/// family it breaks alone, whatever families are added later).
+fn scenarios_of<B: Backend>(
+    make: &dyn Fn() -> B,
+    cases: u32,
+    seed: u8,
+    only: &dyn Fn(Model) -> Model,
+) -> Result<Option<Tally>, String> {
+    let none = |m: Model| m.with_remote(false, false).with_datagrams(false, false).with_uc_xrc(false, false);
+    scenarios_after(make, cases, seed, None, &|m| only(none(m)))
 }
 
 /// [`scenarios`], each sequence after `first`.
@@ -79,10 +98,11 @@ fn scenarios_after<B: Backend>(
     cases: u32,
     seed: u8,
     first: Option<Op>,
+    shape: &dyn Fn(Model) -> Model,
 ) -> Result<Option<Tally>, String> {
     let mut b = make();
     let kinds = b.device_list().map_err(|e| e.to_string())?.into_iter().map(|d| d.kind).collect();
-    let start = Model::new(&b.caps(), kinds).ok_or("no kernel facts")?.with_remote_features(&mut b);
+    let start = shape(Model::new(&b.caps(), kinds).ok_or("no kernel facts")?.with_remote_features(&mut b));
     let Some(ops) = start.remote_strategy() else { return Ok(None) };
     let config = Config { cases, failure_persistence: None, ..Config::default() };
     let mut runner = TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &[seed; 32]));
@@ -125,6 +145,13 @@ fn scenarios_after<B: Backend>(
                             dropped += usize::from(m.bad_rkey || m.kind != UcKind::Write);
                         }
                         t.uc_dropped += dropped.saturating_sub(wcs.iter().filter(|c| c.recv && c.status == 0).count());
+                    }
+                    Op::Xrc(_) => {
+                        t.xrc += 1;
+                        t.xrc_second += wcs.iter().filter(|c| c.recv && c.status == 0 && c.wr_id >= 10).count();
+                        let status = |s: u32| wcs.iter().filter(|c| c.status == s).count();
+                        t.xrc_foreign += status(mlx5_dv::wc_status::REM_INV_REQ_ERR);
+                        t.xrc_key += status(mlx5_dv::wc_status::REM_ACCESS_ERR);
                     }
                     Op::Ud(_) => {
                         t.ud += 1;
@@ -175,6 +202,9 @@ fn the_simulator_agrees_with_the_model_on_atomics_and_windows() {
                     n.uc_received,
                     n.uc_dropped,
                     n.uc_read,
+                    n.xrc_second,
+                    n.xrc_foreign,
+                    n.xrc_key,
                 ];
                 assert!(all.iter().all(|x| *x > 0), "{name}: {n:?}");
             }
@@ -188,7 +218,7 @@ fn the_simulator_agrees_with_the_model_on_atomics_and_windows() {
 #[test]
 fn the_fabric_agrees_with_the_model_on_atomics_and_windows() {
     let make = || Simulator::with_profile("cx7").expect("a shipped profile");
-    match scenarios_after(&make, cases(), 0x60, Some(to_the_fabric())) {
+    match scenarios_after(&make, cases(), 0x60, Some(to_the_fabric()), &|m| m) {
         Ok(Some(n)) => eprintln!("cx7 on the fabric: {n:?}"),
         other => panic!("cx7 on the fabric: {other:?}"),
     }
@@ -295,7 +325,7 @@ impl Layer for AnyQkey {
 #[test]
 fn a_ud_qp_that_takes_any_qkey_is_caught() {
     let make = || Wrapped::new(AnyQkey, Simulator::with_profile("cx6dx").expect("a shipped profile"));
-    let found = scenarios(&make, 64, 9);
+    let found = scenarios_of(&make, 64, 9, &|m| m.with_datagrams(true, false));
     eprintln!("{found:?}");
     assert!(matches!(&found, Err(e) if e.contains("completions")), "{found:?}");
 }
@@ -303,7 +333,7 @@ fn a_ud_qp_that_takes_any_qkey_is_caught() {
 #[test]
 fn a_fetch_add_returning_the_new_value_is_caught() {
     let make = || Wrapped::new(NewValue::default(), Simulator::with_profile("cx6dx").expect("a shipped profile"));
-    let found = scenarios(&make, 64, 7);
+    let found = scenarios_of(&make, 64, 7, &|m| m.with_remote(true, false));
     eprintln!("{found:?}");
     assert!(matches!(&found, Err(e) if e.contains("requester")), "{found:?}");
 }
@@ -311,7 +341,7 @@ fn a_fetch_add_returning_the_new_value_is_caught() {
 #[test]
 fn a_window_that_ignores_its_range_is_caught() {
     let make = || Wrapped::new(WholeMr, Simulator::with_profile("cx6dx").expect("a shipped profile"));
-    let found = scenarios(&make, 64, 8);
+    let found = scenarios_of(&make, 64, 8, &|m| m.with_remote(false, true));
     eprintln!("{found:?}");
     assert!(matches!(&found, Err(e) if e.contains("completions") && e.contains("status: 10")), "{found:?}");
 }

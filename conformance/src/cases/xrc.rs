@@ -269,7 +269,9 @@ fn rdma(b: &mut dyn Backend, env: &Env) -> Check {
     let mut w = xrc_wr(3, wr_opcode::RDMA_WRITE, p.srq.srq_num, vec![sge(&p.amr, 0, 8)]);
     (w.rkey, w.remote_addr) = (other.rkey, other.addr);
     expect_ok("RDMA WRITE with a key of another PD", b.post_send_wr(&p.ini, &[w]))?;
-    err_cqe(b, &p.cq, 3, wc_status::REM_ACCESS_ERR).map(drop)
+    err_cqe(b, &p.cq, 3, wc_status::REM_ACCESS_ERR)?;
+    check_eq("the initiator's state", expect_ok("ibv_query_qp", b.query_qp_state(&p.ini))?, QpState::Err)?;
+    check_eq("the target's state", expect_ok("ibv_query_qp", b.query_qp_state(&p.tgt))?, QpState::Err)
 }
 
 fn wqe_layout(b: &mut dyn Backend, env: &Env) -> Check {

@@ -1,17 +1,17 @@
 //! Which scenario families a model generates: as probes of a backend find them, or as given.
 
-use super::{Model, pairrig, rig, srqrig, ucrig, udrig};
+use super::{Model, pairrig, rig, srqrig, ucrig, udrig, xrcrig};
 
 impl Model {
     /// This model, with atomics and memory windows as the backend `b` shows them
-    /// ([`pairrig::probe_remote`]), datagrams, SRQs and UC QPs as their probes find them;
+    /// ([`pairrig::probe_remote`]), datagrams, SRQs, UC and XRC as their probes find them;
     /// without them the state machine generates none of those families.
     pub fn with_remote_features(self, b: &mut dyn mlx5_dv::Backend) -> Self {
         let (atomics, windows) = pairrig::probe_remote(b);
         let datagrams = udrig::probe_datagrams(b);
         let srqs = srqrig::probe_srq(b);
-        let uc = ucrig::probe_uc(b);
-        Model { atomics, windows, datagrams, srqs, uc, ..self }
+        let (uc, xrc) = (ucrig::probe_uc(b), xrcrig::probe_xrc(b));
+        Model { atomics, windows, datagrams, srqs, uc, xrc, ..self }
     }
 
     /// This model, drawing CRC signature domains as the probe of `b` finds them
@@ -30,9 +30,9 @@ impl Model {
         Model { datagrams, srqs, ..self }
     }
 
-    /// This model, with the UC scenarios as given.
-    pub fn with_uc(self, uc: bool) -> Self {
-        Model { uc, ..self }
+    /// This model, with the UC and XRC scenarios as given.
+    pub fn with_uc_xrc(self, uc: bool, xrc: bool) -> Self {
+        Model { uc, xrc, ..self }
     }
 
     /// This model, with atomics and windows as given.

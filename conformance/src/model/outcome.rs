@@ -1,7 +1,7 @@
 //! What a scenario ([`super::Op::Sig`], [`super::Op::Crypto`], [`super::Op::Net`],
 //! [`super::Op::Atomic`], [`super::Op::Mw`], [`super::Op::Ud`], [`super::Op::Srq`],
-//! [`super::Op::Uc`]) leaves: the completions it polled, the bytes it read back, the
-//! `mlx5dv_mkey_check` answers and the states its QPs end in.
+//! [`super::Op::Uc`], [`super::Op::Xrc`]) leaves: the completions it polled, the bytes it
+//! read back, the `mlx5dv_mkey_check` answers and the states its QPs end in.
 
 use mlx5_dv::MkeyErr;
 
@@ -43,6 +43,13 @@ pub struct NetCqe {
     pub byte_len: Option<u32>,
     /// The immediate, for a successful receive that has one.
     pub imm: Option<u32>,
+}
+
+impl NetCqe {
+    /// A requester's completion of WR `wr_id`: no length, no immediate.
+    pub fn sent(wr_id: u64, status: u32, opcode: Option<u32>) -> Self {
+        NetCqe { recv: false, wr_id, status, opcode, byte_len: None, imm: None }
+    }
 }
 
 impl Outcome {

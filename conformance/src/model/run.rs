@@ -282,6 +282,10 @@ pub(super) fn run(
             s.outcome = Some(super::ucrig::run_uc(b, &pick(names, x.dev), x));
             Ok(None)
         }
+        Op::Xrc(ref x) => {
+            s.outcome = Some(super::xrcrig::run_xrc(b, &pick(names, x.dev), x));
+            Ok(None)
+        }
         Op::OpenIbv { dev } => {
             let d = dev % names.len().max(1);
             b.open_ibv_device(&pick(names, dev)).map(|c| s.ctxs.push((c, d))).map(|()| None).map_err(e)

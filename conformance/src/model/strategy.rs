@@ -543,7 +543,7 @@ fn all_but_net(state: &Model) -> BoxedStrategy<Op> {
     proptest::strategy::Union::new_weighted(ops).boxed()
 }
 
-/// Atomics, window, datagram, shared-receive and UC scenarios, where the device has them.
+/// Atomics, window, datagram, shared-receive, UC and XRC scenarios, where the device has them.
 fn remote_ops(state: &Model, mdev: &[usize]) -> Vec<(u32, BoxedStrategy<Op>)> {
     let mut v = Vec::new();
     if mdev.is_empty() {
@@ -563,6 +563,9 @@ fn remote_ops(state: &Model, mdev: &[usize]) -> Vec<(u32, BoxedStrategy<Op>)> {
     }
     if state.uc {
         v.push((1, super::uc::strategy(mdev.to_vec())));
+    }
+    if state.xrc {
+        v.push((1, super::xrc::strategy(mdev.to_vec())));
     }
     v
 }
@@ -657,9 +660,15 @@ pub(super) fn judged(state: &Model, op: &Op) -> bool {
         Op::Connect { qp, peer } => qp < qps && peer < qps,
         Op::QueryQp { qp } | Op::DestroyQp { qp } => qp < qps,
         Op::PostRecv { qp, sge } => qp < qps && sge.is_none_or(|l| state.names_key(l.key)),
-        Op::Sig(_) | Op::Crypto(_) | Op::Net(_) | Op::Atomic(_) | Op::Mw(_) | Op::Ud(_) | Op::Srq(_) | Op::Uc(_) => {
-            true
-        }
+        Op::Sig(_)
+        | Op::Crypto(_)
+        | Op::Net(_)
+        | Op::Atomic(_)
+        | Op::Mw(_)
+        | Op::Ud(_)
+        | Op::Srq(_)
+        | Op::Uc(_)
+        | Op::Xrc(_) => true,
         Op::Post { qp, n, wrs } => {
             let n = usize::from(n).clamp(1, wrs.len());
             qp < qps && wrs[..n].iter().all(|w| state.names_wr(w))

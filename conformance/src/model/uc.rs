@@ -114,14 +114,7 @@ impl Model {
             if m.bad_rkey && !refused || len > UC_RECV_LEN || 8 * usize::from(m.off) + len > UC_TARGET_LEN {
                 return Expect::Unknown;
             }
-            let cqe = |status: u32, opcode: Option<u32>| NetCqe {
-                recv: false,
-                wr_id: i as u64,
-                status,
-                opcode,
-                byte_len: None,
-                imm: None,
-            };
+            let cqe = |status: u32, opcode: Option<u32>| NetCqe::sent(i as u64, status, opcode);
             if requester == ERR {
                 sent.push(cqe(wc_status::WR_FLUSH_ERR, None));
                 continue;
@@ -218,7 +211,7 @@ mod tests {
         let mut caps = Caps::default();
         caps.kernel.devx = Some(true);
         caps.kernel.mkey_update_tag = Some(true);
-        Model::new(&caps, vec![DeviceKind::Mlx5]).unwrap_or_else(|| unreachable!("known facts")).with_uc(uc)
+        Model::new(&caps, vec![DeviceKind::Mlx5]).unwrap_or_else(|| unreachable!("known facts")).with_uc_xrc(uc, false)
     }
 
     fn msg(kind: UcKind, len: u16, off: u8, bad_rkey: bool) -> UcMsg {

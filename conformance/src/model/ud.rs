@@ -101,14 +101,7 @@ impl Model {
         let (mut sender, mut receiver) = (3u32, 3u32);
         let mut next_recv = 0;
         for (i, m) in x.posted().iter().enumerate() {
-            let cqe = |status: u32, opcode: Option<u32>| NetCqe {
-                recv: false,
-                wr_id: i as u64,
-                status,
-                opcode,
-                byte_len: None,
-                imm: None,
-            };
+            let cqe = |status: u32, opcode: Option<u32>| NetCqe::sent(i as u64, status, opcode);
             if sender == 6 {
                 sent.push(cqe(wc_status::WR_FLUSH_ERR, None));
                 continue;
