@@ -191,7 +191,10 @@ fn exchange(p: &mut Pair) {
 #[test]
 fn write_send_and_read_cross_the_network_without_faults() {
     let mut p = pair(77, 7);
+    // Connected QPs alone send nothing: the ports have not been used yet.
+    assert!(!p.a.sim.network_used() && !p.b.sim.network_used());
     exchange(&mut p);
+    assert!(p.a.sim.network_used() && p.b.sim.network_used(), "both ports carried the exchange");
     assert_eq!(p.a.sim.network_drops()[0], 0);
     assert_eq!(p.b.sim.network_drops()[0], 0);
 }
