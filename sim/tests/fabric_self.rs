@@ -181,35 +181,29 @@ fn a_send_behind_a_remote_error_is_flushed_not_executed(
     assert_eq!(got, Some((ev, Some(r.qp.qp_num))), "the responder's event");
 }
 
+/// An RDMA WRITE with id `wr_id` to a bad rkey: REM_ACCESS_ERR, and the responder's
+/// QP_ACCESS_ERR queued.
+fn bad_write(r: &mut Rig, wr_id: u64) {
+    let (src, dst) = (mr(r, 64, 0x11), mr(r, 64, 0));
+    let flags = SendFlags::SIGNALED;
+    let bad =
+        WrOp::RdmaWrite { wr_id, flags, rkey: dst.rkey ^ 0x100, remote_addr: dst.addr, sge: vec![sge(&src, 0, 8)] };
+    r.sim.post_send(&r.qp, &[bad]).unwrap();
+    assert_eq!(statuses(&poll(r, 1)), vec![(wr_id, wc_status::REM_ACCESS_ERR)]);
+}
+
 /// A destroyed QP's event the program has not read goes with it (as uverbs drops an
-/// object's events on destroy), while the CQ's stays: no event names an object that is gone.
+/// object's events on destroy), so no event names a QP that is gone; a QP that stays
+/// reports its event.
 #[rstest::rstest]
 fn an_unread_event_of_a_destroyed_qp_is_not_delivered(#[values(true, false)] fabric: bool) {
     let mut r = rig("cx6dx", fabric);
-    let (src, dst) = (mr(&mut r, 64, 0x11), mr(&mut r, 64, 0));
-    let bad = WrOp::RdmaWrite {
-        wr_id: 1,
-        flags: SendFlags::SIGNALED,
-        rkey: dst.rkey ^ 0x100,
-        remote_addr: dst.addr,
-        sge: vec![sge(&src, 0, 8)],
-    };
-    r.sim.post_send(&r.qp, &[bad]).unwrap();
-    assert_eq!(statuses(&poll(&mut r, 1)), vec![(1, wc_status::REM_ACCESS_ERR)]);
+    bad_write(&mut r, 1);
     r.sim.destroy_qp(&r.qp).unwrap();
     assert_eq!(r.sim.get_async_event(r.ctx).unwrap(), None, "the destroyed QP's QP_ACCESS_ERR");
     // The same failure on a QP that stays reports its event.
     let mut r = rig("cx6dx", fabric);
-    let (src, dst) = (mr(&mut r, 64, 0x11), mr(&mut r, 64, 0));
-    let bad = WrOp::RdmaWrite {
-        wr_id: 2,
-        flags: SendFlags::SIGNALED,
-        rkey: dst.rkey ^ 0x100,
-        remote_addr: dst.addr,
-        sge: vec![sge(&src, 0, 8)],
-    };
-    r.sim.post_send(&r.qp, &[bad]).unwrap();
-    assert_eq!(statuses(&poll(&mut r, 1)), vec![(2, wc_status::REM_ACCESS_ERR)]);
+    bad_write(&mut r, 2);
     let got = r.sim.get_async_event(r.ctx).unwrap().map(|e| (e.event_type, e.qp_num));
     assert_eq!(got, Some((event_type::QP_ACCESS_ERR, Some(r.qp.qp_num))));
 }
