@@ -21,6 +21,8 @@ use mlx5_sim::{Profile, ShippedProfiles, Simulator};
 const ACCESS: A = A::LOCAL_WRITE.union(A::REMOTE_WRITE).union(A::REMOTE_READ).union(A::REMOTE_ATOMIC);
 /// `IBV_MTU_256`: a message of a few hundred bytes takes several packets.
 const MTU_256: u32 = 1;
+/// `IBV_MTU_4096`: the largest packets a port sends.
+const MTU_4096: u32 = 5;
 /// The ACK timeout: 4.096 µs × 2^8, about 1 ms.
 const TIMEOUT: u8 = 8;
 /// How long any exchange may take before the test fails rather than hang.
@@ -54,12 +56,12 @@ fn side(host: u32, addr: Ipv4Addr) -> Side {
 
 /// Connect `s.qp` to `peer` (on the other simulator, whose GID 3 is the IPv4-mapped RoCE v2
 /// GID of its address) with a short ACK timeout and `retry_cnt` retries.
-fn connect(s: &mut Side, peer: &Qp, peer_gid: mlx5_dv::Gid, retry_cnt: u8, rd_atomic: u8) {
+fn connect(s: &mut Side, peer: &Qp, peer_gid: mlx5_dv::Gid, retry_cnt: u8, rd_atomic: u8, mtu: u32) {
     let mut dest = QpDest::to(peer, &s.sim.query_port(s.ctx, 1).unwrap());
     dest.ah.dgid = peer_gid;
     dest.ah.sgid_index = 3;
     dest.ah.hop_limit = 64;
-    dest.path_mtu = MTU_256;
+    dest.path_mtu = mtu;
     let ext = QpAttrExt {
         timeout: TIMEOUT,
         retry_cnt,
@@ -87,12 +89,17 @@ fn pair(n: u8, retry_cnt: u8) -> Pair {
 
 /// Two hosts whose QPs allow `rd_atomic` outstanding READs and atomics each way.
 fn pair_with(n: u8, retry_cnt: u8, rd_atomic: u8) -> Pair {
+    pair_mtu(n, retry_cnt, rd_atomic, MTU_256)
+}
+
+/// [`pair_with`] with path MTU `mtu` (`enum ibv_mtu`).
+fn pair_mtu(n: u8, retry_cnt: u8, rd_atomic: u8, mtu: u32) -> Pair {
     let (mut a, mut b) =
         (side(u32::from(n), Ipv4Addr::new(127, 0, n, 1)), side(u32::from(n) + 1, Ipv4Addr::new(127, 0, n + 1, 1)));
     let (ga, gb) = (a.sim.gid_table(0)[3].0, b.sim.gid_table(0)[3].0);
     let (qa, qb) = (a.qp, b.qp);
-    connect(&mut a, &qb, gb, retry_cnt, rd_atomic);
-    connect(&mut b, &qa, ga, retry_cnt, rd_atomic);
+    connect(&mut a, &qb, gb, retry_cnt, rd_atomic, mtu);
+    connect(&mut b, &qa, ga, retry_cnt, rd_atomic, mtu);
     Pair { a, b }
 }
 
@@ -197,6 +204,24 @@ fn write_send_and_read_cross_the_network_without_faults() {
     assert!(p.a.sim.network_used() && p.b.sim.network_used(), "both ports carried the exchange");
     assert_eq!(p.a.sim.network_drops()[0], 0);
     assert_eq!(p.b.sim.network_drops()[0], 0);
+}
+
+/// Packets of a 4096-byte path MTU cross the network whole: a datagram with every header
+/// fits what a port receives, and none is dropped.
+#[test]
+fn full_4096_byte_packets_cross_the_network() {
+    let mut p = pair_mtu(152, 7, 1, MTU_4096);
+    let data = pattern(3 * 4096 + 100, 9);
+    let src = region(&mut p.a, &data);
+    let dst = region(&mut p.b, &vec![0; data.len()]);
+    let flags = SendFlags::SIGNALED;
+    let w =
+        WrOp::RdmaWrite { wr_id: 1, flags, rkey: dst.mr.rkey, remote_addr: dst.mr.addr, sge: sge(&src, 0, data.len()) };
+    p.a.sim.post_send(&p.a.qp, &[w]).unwrap();
+    let (ca, _) = drive(&mut p, 1, 0);
+    ok(&ca, &[1]);
+    assert_eq!(read(&mut p.b, &dst, data.len()), data);
+    assert_eq!((p.a.sim.network_drops()[0], p.b.sim.network_drops()[0]), (0, 0));
 }
 
 /// The exchange on a pair at 127.0.`n`.1 and 127.0.`n+1`.1, with `to_b` rules on what `a`

@@ -543,7 +543,7 @@ mod tests {
     fn a_delayed_datagram_leaves_at_its_time() {
         let net = std::sync::Arc::new(MemoryNet::default());
         let (a, b) = (Ipv4Addr::new(127, 0, 73, 7), Ipv4Addr::new(127, 0, 73, 8));
-        let (port, peer) = (NetPort::in_memory(a, net.clone()), NetPort::in_memory(b, net));
+        let (port, peer) = (NetPort::in_memory(a, net.clone()), NetPort::in_memory(b, net.clone()));
         assert_eq!(port.next_delayed(), None, "no rules");
         port.add_fault(NetFault::new(super::super::faults::NetAction::Delay { ns: 5 }));
         port.send(ROCE_V2_PORT, b, b"later", 10);
@@ -551,12 +551,15 @@ mod tests {
         let mut buf = [0u8; 8];
         assert_eq!(port.release_delayed(14), 0, "not before its time");
         assert!(peer.recv(&mut buf).is_none());
+        assert!(net.is_empty(), "held, not queued");
         assert_eq!(port.release_delayed(15), 1);
+        assert!(!net.is_empty(), "queued at the peer");
         assert_eq!(
             peer.recv(&mut buf).map(|(n, from)| (buf[..n].to_vec(), from)),
             Some((b"later".to_vec(), SocketAddrV4::new(a, ROCE_V2_PORT)))
         );
         assert_eq!(port.next_delayed(), None, "nothing held");
+        assert!(net.is_empty(), "taken");
     }
 
     #[test]
