@@ -593,14 +593,13 @@ impl SigConfig {
         input: &[u8],
         output: &mut Vec<u8>,
     ) -> Option<Option<TransferError>> {
-        let (inp, out) = self.domains(dir);
+        let (inp, _) = self.domains(dir);
         let bs = self.bs()?;
         let in_stride = inp.map_or(bs, |d| d.stride());
         if !input.len().is_multiple_of(in_stride) {
             return None;
         }
         let blocks = input.len() / in_stride;
-        output.reserve(blocks * out.map_or(bs, |d| d.stride()));
         let mut err = None;
         for b in 0..blocks {
             let block = &input[b * in_stride..(b + 1) * in_stride];

@@ -40,8 +40,12 @@ impl Provider {
                 crypto::SIGNATURE_AFTER_CRYPTO_ON_TX | crypto::SIGNATURE_BEFORE_CRYPTO_ON_TX
             )
             || attr.data_unit_size > sig::BLOCK_4160
-            || !dek_live
         {
+            ch.err = EINVAL;
+            return;
+        }
+        // Not libmlx5's check: what its finalize would follow (a NULL or destroyed DEK).
+        if !dek_live {
             ch.err = EINVAL;
             return;
         }
